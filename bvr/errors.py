@@ -1,0 +1,29 @@
+"""The one error type that reaches a user.
+
+Anything a user can fix (a config key, a file, a value) raises :class:`BvrError` with what was wrong and where;
+the CLI prints it on one line and exits non-zero. Programming errors stay ordinary exceptions.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class BvrError(Exception):
+    """A problem with the user's input, reported as one line: ``where: what. hint``.
+
+    Args:
+        message: what was wrong.
+        where: the file, ``file:line`` or config key it was found at.
+        hint: what to do next.
+    """
+
+    def __init__(self, message: str, *, where: str | Path | None = None, hint: str | None = None) -> None:
+        self.message = message
+        self.where = str(where) if where is not None else None
+        self.hint = hint
+        super().__init__(self.one_line())
+
+    def one_line(self) -> str:
+        text = f"{self.where}: {self.message}" if self.where else self.message
+        return f"{text}. {self.hint}" if self.hint else text
