@@ -1,0 +1,50 @@
+"""Cache folders named by a hash of the config that produced them; built atomically, found and reused."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bvr.config import config_hash, dump_config
+
+DONE = "DONE"
+# Bump when a change to the code would change the bytes an existing cache folder holds.
+PIPELINE_VERSION = 1
+
+
+def cache_dir(root: Path, kind: str, *parts: Any) -> Path:
+    """``root/KIND-HASH``, the hash taken over ``parts`` and the pipeline version."""
+    return Path(root) / f"{kind}-{config_hash(PIPELINE_VERSION, *parts)}"
+
+
+def is_done(path: Path) -> bool:
+    return (Path(path) / DONE).is_file()
+
+
+def build_once(target: Path, build: Callable[[Path], None], config: dict[str, Any]) -> tuple[Path, bool]:
+    """Run ``build(tmp)`` unless ``target`` is finished already; move the result into place atomically.
+
+    A run killed half-way leaves only a ``.tmp-*`` sibling, which the next call removes and rebuilds.
+    The resolved ``config`` is written next to the output as ``config.yaml``.
+
+    Returns:
+        The target folder and whether it was built now (False: reused).
+    """
+    target = Path(target)
+    if is_done(target):
+        return target, False
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for stale in target.parent.glob(f"{target.name}.tmp-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = target.parent / f"{target.name}.tmp-{os.getpid()}"
+    tmp.mkdir()
+    build(tmp)
+    dump_config(config, tmp / "config.yaml")
+    (tmp / DONE).write_text("")
+    if target.exists():  # an unfinished folder from an older layout
+        shutil.rmtree(target)
+    tmp.rename(target)
+    return target, True

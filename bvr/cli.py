@@ -1,0 +1,219 @@
+"""The ``bvr`` command line. Each command parses its options, then calls one function; no logic lives here."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from bvr.errors import BvrError
+
+app = typer.Typer(
+    name="bvr",
+    help="BERT vs RoBERTa: pretrain encoders under controlled ablations, fine-tune them, and compare with the papers.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+config_app = typer.Typer(help="Show and check configurations.", no_args_is_help=True)
+tokenizer_app = typer.Typer(help="Train and describe the WordPiece (BERT) and byte-level BPE (RoBERTa) tokenizers.",
+                            no_args_is_help=True)
+data_app = typer.Typer(help="Prepare pretraining data: corpus, tokenizer, input format; look at masked batches.",
+                       no_args_is_help=True)
+app.add_typer(config_app, name="config")
+app.add_typer(tokenizer_app, name="tokenizer")
+app.add_typer(data_app, name="data")
+
+console = Console()
+err_console = Console(stderr=True)
+_state = {"debug": False}
+
+# Options shared by every command that reads a configuration.
+ConfigOpt = Annotated[
+    Path | None, typer.Option("--config", "-c", help="YAML file of config sections (see experiments/).")
+]
+PresetOpt = Annotated[
+    str | None, typer.Option("--preset", "-p", help="Named preset from experiments/presets: tiny, small or base.")
+]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", "-s", help="Override one key, e.g. --set masking.mode=static (repeatable; YAML values)."),
+]
+DataDirOpt = Annotated[
+    Path | None,
+    typer.Option("--data-dir", envvar="BVR_DATA_DIR",
+                 help="Folder with the datasets (corpus/, glue/, conll2003/, squad/). Env: BVR_DATA_DIR."),
+]
+OutputDirOpt = Annotated[
+    Path | None,
+    typer.Option("--output-dir", envvar="BVR_OUTPUT_DIR",
+                 help="Where prepared data and checkpoints are cached [default: ./outputs]. Env: BVR_OUTPUT_DIR."),
+]
+
+
+def _load(config: Path | None, preset: str | None, overrides: list[str] | None, data_dir: Path | None,
+          output_dir: Path | None):
+    from bvr.config import load_config
+
+    extra: dict[str, str] = {}
+    if data_dir is not None:
+        extra["data_dir"] = str(data_dir)
+    if output_dir is not None:
+        extra["output_dir"] = str(output_dir)
+    return load_config(config, preset=preset, overrides=overrides, extra=extra)
+
+
+@app.callback()
+def _main(
+    debug: Annotated[bool, typer.Option("--debug", help="Show the full traceback of an error.")] = False,
+) -> None:
+    _state["debug"] = debug
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# bvr config
+
+
+@config_app.command("show")
+def config_show(config: ConfigOpt = None, preset: PresetOpt = None, set_: SetOpt = None,
+                data_dir: DataDirOpt = None, output_dir: OutputDirOpt = None) -> None:
+    """Print the resolved configuration (defaults, preset, file and --set applied) as YAML."""
+    import yaml
+
+    cfg = _load(config, preset, set_, data_dir, output_dir)
+    console.print(yaml.safe_dump(cfg.to_dict(), sort_keys=False), end="", markup=False, highlight=False)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# bvr tokenizer
+
+
+@tokenizer_app.command("train")
+def tokenizer_train(config: ConfigOpt = None, preset: PresetOpt = None, set_: SetOpt = None,
+                    data_dir: DataDirOpt = None, output_dir: OutputDirOpt = None) -> None:
+    """Read the corpus and train the configured tokenizer on its training documents (cached; reused when done).
+
+    Choose the family with --set tokenizer.family=bert|roberta and the size with --set tokenizer.vocab_size=N.
+    """
+    from bvr.pretraining.prepare import prepare_corpus, prepare_tokenizer
+
+    cfg = _load(config, preset, set_, data_dir, output_dir)
+    corpus_dir = prepare_corpus(cfg)
+    tokenizer_dir = prepare_tokenizer(cfg, corpus_dir)
+    _print_tokenizer_stats(tokenizer_dir)
+    console.print(f"tokenizer: [bold]{tokenizer_dir}[/]  (next: bvr data prepare with the same options)")
+
+
+@tokenizer_app.command("stats")
+def tokenizer_stats_cmd(
+    tokenizer: Annotated[Path | None, typer.Argument(help="A tokenizer folder or tokenizer.json; default: the "
+                                                     "configured one, trained if needed.")] = None,
+    config: ConfigOpt = None, preset: PresetOpt = None, set_: SetOpt = None,
+    data_dir: DataDirOpt = None, output_dir: OutputDirOpt = None,
+) -> None:
+    """Tokens per word, unknown-token rate and share of the vocabulary used, on held-out documents."""
+    from bvr.corpus import load_corpus
+    from bvr.pretraining.prepare import prepare_corpus, prepare_tokenizer
+    from bvr.tokenization import describe_stats, load_tokenizer, tokenizer_stats
+
+    cfg = _load(config, preset, set_, data_dir, output_dir)
+    corpus_dir = prepare_corpus(cfg)
+    if tokenizer is None:
+        _print_tokenizer_stats(prepare_tokenizer(cfg, corpus_dir))
+        return
+    tok, family = load_tokenizer(tokenizer)
+    stats = tokenizer_stats(tok, load_corpus(corpus_dir / "documents")["validation"]["sentences"])
+    stats.update(family=family, vocab_size=tok.get_vocab_size(), held_out="validation documents")
+    console.print(describe_stats(stats), markup=False, highlight=False)
+
+
+def _print_tokenizer_stats(tokenizer_dir: Path) -> None:
+    from bvr.tokenization import describe_stats
+
+    stats = json.loads((tokenizer_dir / "tokenizer_stats.json").read_text())
+    console.print(describe_stats(stats), markup=False, highlight=False)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# bvr data
+
+
+@data_app.command("prepare")
+def data_prepare(config: ConfigOpt = None, preset: PresetOpt = None, set_: SetOpt = None,
+                 data_dir: DataDirOpt = None, output_dir: OutputDirOpt = None) -> None:
+    """Corpus → documents → tokenizer → tokenized documents → sequences of the configured input format.
+
+    Every stage is cached under OUTPUT_DIR/cache in a folder named by a hash of its config, so a second run
+    reuses it. Pick the format with --set data.input_format=segment-pair|sentence-pair|full-sentences|doc-sentences
+    (NSP with --set data.nsp=true|false; the packed formats need nsp=false).
+    """
+    from bvr.pretraining.prepare import prepare
+
+    cfg = _load(config, preset, set_, data_dir, output_dir)
+    prepared = prepare(cfg)
+    _print_prepared(prepared)
+
+
+def _print_prepared(prepared) -> None:
+    stats = prepared.stats()
+    table = Table(title="prepared data")
+    table.add_column("stage")
+    table.add_column("folder")
+    table.add_column("figures")
+    corpus = stats.get("corpus", {})
+    table.add_row("corpus", str(prepared.corpus),
+                  f"{corpus.get('train_documents', '?')} train / {corpus.get('validation_documents', '?')} "
+                  f"validation documents, {corpus.get('sentences', '?')} sentences")
+    tok = stats.get("tokenizer", {})
+    table.add_row("tokenizer", str(prepared.tokenizer),
+                  f"{tok.get('family')} {tok.get('vocab_size')}: {tok.get('tokens_per_word', 0):.3f} tokens/word, "
+                  f"unk {tok.get('unk_rate', 0):.4%}")
+    table.add_row("tokenized", str(prepared.tokenized), "")
+    inst = stats.get("instances", {})
+    for split in ("train", "validation"):
+        s = inst.get(split, {})
+        nsp = f", NSP IsNext/NotNext {s['nsp_is_next']}/{s['nsp_not_next']}" if "nsp_is_next" in s else ""
+        table.add_row(f"sequences ({split})", str(prepared.instances) if split == "train" else "",
+                      f"{s.get('sequences')} seqs, {s.get('tokens')} tokens, mean length {s.get('mean_length')}{nsp}")
+    console.print(table)
+
+
+@data_app.command("show")
+def data_show(
+    count: Annotated[int, typer.Option("--count", "-n", help="How many sequences to show.")] = 3,
+    epoch: Annotated[int, typer.Option("--epoch", help="Epoch whose masks to show (static: copy epoch mod "
+                                       "dupe_factor).")] = 0,
+    config: ConfigOpt = None, preset: PresetOpt = None, set_: SetOpt = None,
+    data_dir: DataDirOpt = None, output_dir: OutputDirOpt = None,
+) -> None:
+    """Print the first prepared training sequences as the model sees them: masked, with their labels."""
+    from bvr.pretraining.inspect import render_examples
+    from bvr.pretraining.prepare import prepare
+
+    cfg = _load(config, preset, set_, data_dir, output_dir)
+    console.print(render_examples(cfg, prepare(cfg), count=count, epoch=epoch), markup=False, highlight=False)
+
+
+def main() -> None:
+    """Entry point: run the app; a BvrError becomes one line on stderr and exit status 2."""
+    try:
+        app()  # standalone mode: usage errors are printed by the parser and exit 2
+    except BvrError as err:
+        if _state["debug"] or os.environ.get("BVR_DEBUG"):
+            raise
+        err_console.print(f"[bold red]error:[/] {escape(err.one_line())}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err_console.print("interrupted; run the same command again to continue from the finished stages")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

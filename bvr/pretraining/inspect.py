@@ -1,0 +1,46 @@
+"""Show prepared sequences as the model sees them, masks and labels included (``bvr data show``)."""
+
+from __future__ import annotations
+
+import datasets
+
+from bvr.config import Config
+from bvr.pretraining.masking import PretrainingCollator, mask_copy, mask_exposure
+from bvr.pretraining.prepare import Prepared
+from bvr.tokenization import load_tokenizer, vocab_info
+
+NSP_NAMES = {0: "IsNext", 1: "NotNext", -100: "no NSP"}
+
+
+def collator_for(cfg: Config, vocab) -> PretrainingCollator:
+    """The collator the configuration describes."""
+    m = cfg.masking
+    return PretrainingCollator(
+        vocab, mode=m.mode, seed=m.seed, dupe_factor=m.dupe_factor, mask_prob=m.mask_prob,
+        split=tuple(m.split), whole_word=m.whole_word,
+    )
+
+
+def render_examples(cfg: Config, prepared: Prepared, *, count: int = 3, epoch: int = 0) -> str:
+    """Text showing ``count`` training sequences at ``epoch``: ``[MASK]{word}`` marks a masked-out word,
+    ``~x{word}`` a random replacement and ``={word}`` a chosen token left unchanged."""
+    tokenizer, family = load_tokenizer(prepared.tokenizer)
+    vocab = vocab_info(tokenizer, family)
+    train = datasets.load_from_disk(str(prepared.instances / "instances"))["train"]
+    rows = [dict(train[i], index=i, epoch=epoch) for i in range(min(count, train.num_rows))]
+    batch = collator_for(cfg, vocab)(rows)
+    copy = mask_copy(cfg.masking.mode, epoch, cfg.masking.dupe_factor)
+    lines = [f"{cfg.data.input_format}, {cfg.masking.mode} masking, epoch {epoch} (mask copy {copy}); "
+             f"exposure over 40 epochs: {mask_exposure(cfg.masking.mode, 40, cfg.masking.dupe_factor)}"]
+    for row in range(len(rows)):
+        words = []
+        for pos in range(int(batch["attention_mask"][row].sum())):
+            shown = tokenizer.id_to_token(int(batch["input_ids"][row, pos]))
+            label = int(batch["labels"][row, pos])
+            if label >= 0:
+                original = tokenizer.id_to_token(label)
+                shown = f"{shown}{{{original}}}" if shown != original else f"={{{original}}}"
+            words.append(shown)
+        nsp = NSP_NAMES.get(int(batch["nsp_labels"][row]), "?")
+        lines.append(f"\n#{rows[row]['index']} ({len(words)} tokens, {nsp}):\n" + " ".join(words))
+    return "\n".join(lines)

@@ -1,0 +1,317 @@
+"""``bvr data prepare``: corpus → documents → tokenizer → tokenized documents → pretraining instances.
+
+Each stage is cached under ``output_dir/cache/KIND-HASH`` where HASH covers the configuration of that stage and
+of every stage before it, so a second run with the same config reuses everything, and an arm that changes only
+the input format reuses the corpus, the tokenizer and the tokenized documents. Masking is not a stage: masks are
+computed by the collator as a pure function of (seed, sequence index, copy or epoch), so static and dynamic
+masking share the prepared instances.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import socket
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import datasets
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from bvr.cache import build_once, cache_dir
+from bvr.config import Config
+from bvr.corpus import build_corpus, load_corpus
+from bvr.errors import BvrError
+from bvr.pretraining.formats import Template, create_instances
+from bvr.tokenization import load_tokenizer, save_tokenizer, tokenizer_stats, train_tokenizer, vocab_info
+
+INSTANCE_FEATURES = datasets.Features(
+    {
+        "input_ids": datasets.Sequence(datasets.Value("int32")),
+        "token_type_ids": datasets.Sequence(datasets.Value("int8")),
+        "nsp_label": datasets.Value("int8"),
+    }
+)
+TOKENIZED_FEATURES = datasets.Features(
+    {
+        "doc_id": datasets.Value("string"),
+        "token_ids": datasets.Sequence(datasets.Value("int32")),
+        "sentence_lengths": datasets.Sequence(datasets.Value("int32")),
+    }
+)
+
+
+@dataclass(frozen=True)
+class CorpusLocation:
+    """Where the corpus is read from, once the data folder and the network have been taken into account."""
+
+    source: str
+    path: str
+    hf_config: str | None = None
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """The folders of every prepared stage."""
+
+    corpus: Path
+    tokenizer: Path
+    tokenized: Path
+    instances: Path
+
+    def stats(self) -> dict[str, Any]:
+        """The statistics written by each stage."""
+        files = {
+            "corpus": self.corpus / "documents" / "corpus_stats.json",
+            "tokenizer": self.tokenizer / "tokenizer_stats.json",
+            "instances": self.instances / "data_stats.json",
+        }
+        return {k: json.loads(p.read_text()) for k, p in files.items() if p.is_file()}
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false"):
+        return False
+    try:
+        socket.create_connection(("huggingface.co", 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def resolve_corpus(cfg: Config) -> CorpusLocation:
+    """Decide where the corpus comes from: an absolute path, the data folder, the working directory or the hub."""
+    corpus = cfg.corpus
+    path = Path(corpus.path).expanduser()
+    if path.is_absolute():
+        candidate = path
+    elif cfg.data_dir:
+        candidate = Path(cfg.data_dir).expanduser() / path
+    elif path.exists():
+        candidate = path
+    elif corpus.source == "hf":
+        return CorpusLocation("hf", corpus.path, corpus.hub_config)
+    elif _hub_reachable():
+        return CorpusLocation("hf", corpus.hub_id, corpus.hub_config)
+    else:
+        raise BvrError(
+            "no data folder is set and the Hugging Face hub cannot be reached",
+            where="data_dir",
+            hint="pass --data-dir PATH or set BVR_DATA_DIR to a folder holding "
+            f"{corpus.path} (on the team machines: ../shared/data)",
+        )
+    if not candidate.exists() and not (corpus.source == "hf" and not path.is_absolute() and not cfg.data_dir):
+        raise BvrError(f"{candidate} does not exist", where="corpus.path", hint="check --data-dir / BVR_DATA_DIR")
+    return CorpusLocation(corpus.source, str(candidate.resolve()), corpus.hub_config if corpus.source == "hf" else None)
+
+
+def cache_root(cfg: Config) -> Path:
+    return Path(cfg.output_dir) / "cache"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Stages
+
+
+def prepare_corpus(cfg: Config, *, progress: bool = True) -> Path:
+    """Read the corpus into documents (Arrow, train/validation by document); reused when already built."""
+    location = resolve_corpus(cfg)
+    corpus = asdict(cfg.corpus)
+    stage = {"corpus": corpus, "location": asdict(location)}
+    target = cache_dir(cache_root(cfg), "corpus", stage)
+
+    def build(tmp: Path) -> None:
+        build_corpus(
+            location.source,
+            location.path,
+            tmp / "documents",
+            validation_fraction=corpus["validation_fraction"],
+            split_seed=corpus["split_seed"],
+            max_documents=corpus["max_documents"],
+            text_column=corpus["text_column"],
+            hf_config=location.hf_config,
+            progress=progress,
+        )
+
+    return build_once(target, build, stage)[0]
+
+
+def _sentence_batches(split: datasets.Dataset, batch_docs: int = 1000):
+    for batch in split.iter(batch_size=batch_docs):
+        yield [sentence for doc in batch["sentences"] for sentence in doc]
+
+
+def prepare_tokenizer(cfg: Config, corpus_dir: Path, *, progress: bool = True) -> Path:
+    """Train the configured tokenizer on the training documents (or take ``tokenizer.path``); write its stats."""
+    tok_cfg = cfg.tokenizer
+    stage = {"corpus": corpus_dir.name, "tokenizer": asdict(tok_cfg)}
+    if tok_cfg.path:
+        stage["tokenizer_file_mtime"] = os.path.getmtime(tok_cfg.path) if os.path.exists(tok_cfg.path) else None
+    target = cache_dir(cache_root(cfg), f"tokenizer-{tok_cfg.family}", stage)
+
+    def build(tmp: Path) -> None:
+        docs = load_corpus(corpus_dir / "documents")
+        if tok_cfg.path:
+            tokenizer, family = load_tokenizer(Path(tok_cfg.path))
+            if family != tok_cfg.family:
+                raise BvrError(f"{tok_cfg.path} is a {family} tokenizer, not {tok_cfg.family}", where="tokenizer.path")
+        else:
+            start = time.perf_counter()
+            tokenizer = train_tokenizer(
+                tok_cfg.family,
+                _sentence_batches(docs["train"]),
+                vocab_size=tok_cfg.resolved_vocab_size,
+                min_frequency=tok_cfg.min_frequency,
+                show_progress=progress,
+                length=docs["train"].num_rows,
+            )
+            train_seconds = time.perf_counter() - start
+        save_tokenizer(tokenizer, tok_cfg.family, tmp, model_max_length=cfg.model.max_tokens)
+        stats = tokenizer_stats(tokenizer, docs["validation"]["sentences"])
+        stats.update(family=tok_cfg.family, vocab_size=tokenizer.get_vocab_size(), held_out="validation documents")
+        if not tok_cfg.path:
+            stats["train_seconds"] = round(train_seconds, 1)
+        (tmp / "tokenizer_stats.json").write_text(json.dumps(stats, indent=2))
+
+    return build_once(target, build, stage)[0]
+
+
+def _tokenize_batch(batch: dict[str, list], tokenizer) -> dict[str, list]:
+    """Encode every sentence of a batch of documents; keep each document's sentence lengths."""
+    flat = [sentence for doc in batch["sentences"] for sentence in doc]
+    encodings = tokenizer.encode_batch_fast(flat, add_special_tokens=False)
+    token_ids, sentence_lengths, cursor = [], [], 0
+    for doc in batch["sentences"]:
+        ids = [e.ids for e in encodings[cursor : cursor + len(doc)]]
+        cursor += len(doc)
+        token_ids.append([t for sentence in ids for t in sentence])
+        sentence_lengths.append([len(sentence) for sentence in ids])
+    return {"doc_id": batch["doc_id"], "token_ids": token_ids, "sentence_lengths": sentence_lengths}
+
+
+def prepare_tokenized(cfg: Config, corpus_dir: Path, tokenizer_dir: Path) -> Path:
+    """Tokenize every sentence once; documents keep their sentence boundaries."""
+    stage = {"corpus": corpus_dir.name, "tokenizer": tokenizer_dir.name}
+    target = cache_dir(cache_root(cfg), "tokenized", stage)
+
+    def build(tmp: Path) -> None:
+        tokenizer, _ = load_tokenizer(tokenizer_dir)
+        docs = load_corpus(corpus_dir / "documents")
+        out = {}
+        for split, ds in docs.items():
+            out[split] = ds.map(
+                _tokenize_batch,
+                batched=True,
+                batch_size=1000,
+                fn_kwargs={"tokenizer": tokenizer},
+                remove_columns=ds.column_names,
+                features=TOKENIZED_FEATURES,
+                cache_file_name=str(tmp / f"map-{split}.arrow"),
+                new_fingerprint=f"{target.name}-{split}",
+                desc=f"tokenizing {split} documents",
+            )
+        datasets.DatasetDict(out).save_to_disk(str(tmp / "tokenized"))
+        for stale in tmp.glob("map-*.arrow"):
+            stale.unlink()
+
+    return build_once(target, build, stage)[0]
+
+
+def _documents_of(table: pa.Table) -> list[list[np.ndarray]]:
+    """Rebuild a shard's documents as lists of sentence arrays, without a Python loop over tokens."""
+    ids = pc.list_flatten(table["token_ids"]).to_numpy()
+    lengths = table["sentence_lengths"].to_pylist()
+    sentence_counts = np.fromiter((len(doc) for doc in lengths), dtype=np.int64, count=len(lengths))
+    flat_lengths = np.fromiter((n for doc in lengths for n in doc), dtype=np.int64)
+    sentences = np.split(ids, np.cumsum(flat_lengths)[:-1]) if len(flat_lengths) else []
+    bounds = np.concatenate([[0], np.cumsum(sentence_counts)])
+    return [sentences[bounds[i] : bounds[i + 1]] for i in range(len(lengths))]
+
+
+def _instances_batch(table: pa.Table, indices: list[int], cfg: Config, template: Template, split: str) -> dict:
+    shard = indices[0] // cfg.data.shard_documents
+    # A string seed is hashed with SHA-512 by `random`: stable across processes and Python versions.
+    rng = random.Random(f"bvr-instances:{cfg.data.seed}:{split}:{shard}")
+    return create_instances(
+        _documents_of(table),
+        cfg.data.input_format,
+        max_length=cfg.data.max_length,
+        nsp=cfg.data.nsp,
+        template=template,
+        rng=rng,
+        short_seq_prob=cfg.data.short_seq_prob,
+    )
+
+
+def instance_stats(ds: datasets.Dataset, max_length: int) -> dict[str, Any]:
+    """Counts that matter for comparing formats: sequences, tokens, fill, NSP balance."""
+    table = ds.data.table
+    lengths = pc.list_value_length(table["input_ids"]).to_numpy()
+    nsp = table["nsp_label"].to_numpy()
+    out = {
+        "sequences": int(len(lengths)),
+        "tokens": int(lengths.sum()),
+        "mean_length": round(float(lengths.mean()), 2) if len(lengths) else 0.0,
+        "full_length_share": round(float((lengths == max_length).mean()), 4) if len(lengths) else 0.0,
+        "max_length": max_length,
+    }
+    if len(nsp) and (nsp >= 0).any():
+        out["nsp_is_next"] = int((nsp == 0).sum())
+        out["nsp_not_next"] = int((nsp == 1).sum())
+    return out
+
+
+def prepare_instances(cfg: Config, tokenized_dir: Path, tokenizer_dir: Path) -> Path:
+    """Turn tokenized documents into sequences of the configured input format."""
+    data = asdict(cfg.data)
+    stage = {"tokenized": tokenized_dir.name, "data": data}
+    target = cache_dir(cache_root(cfg), f"data-{cfg.data.input_format}", stage)
+
+    def build(tmp: Path) -> None:
+        tokenizer, family = load_tokenizer(tokenizer_dir)
+        vocab = vocab_info(tokenizer, family)
+        template = Template.for_family(family, vocab.cls_id, vocab.sep_id)
+        tokenized = datasets.load_from_disk(str(tokenized_dir / "tokenized"))
+        start = time.perf_counter()
+        out, stats = {}, {}
+        for split, ds in tokenized.items():
+            out[split] = ds.with_format("arrow").map(
+                _instances_batch,
+                batched=True,
+                batch_size=cfg.data.shard_documents,
+                with_indices=True,
+                fn_kwargs={"cfg": cfg, "template": template, "split": split},
+                remove_columns=ds.column_names,
+                features=INSTANCE_FEATURES,
+                cache_file_name=str(tmp / f"map-{split}.arrow"),
+                new_fingerprint=f"{target.name}-{split}",
+                desc=f"{cfg.data.input_format} {split} sequences",
+            ).with_format(None)
+            stats[split] = instance_stats(out[split], cfg.data.max_length)
+        datasets.DatasetDict(out).save_to_disk(str(tmp / "instances"))
+        for stale in tmp.glob("map-*.arrow"):
+            stale.unlink()
+        stats["seconds"] = round(time.perf_counter() - start, 1)
+        stats["input_format"], stats["nsp"] = cfg.data.input_format, cfg.data.nsp
+        (tmp / "data_stats.json").write_text(json.dumps(stats, indent=2))
+
+    return build_once(target, build, stage)[0]
+
+
+def prepare(cfg: Config, *, progress: bool = True) -> Prepared:
+    """Run (or reuse) every stage for ``cfg``."""
+    corpus_dir = prepare_corpus(cfg, progress=progress)
+    tokenizer_dir = prepare_tokenizer(cfg, corpus_dir, progress=progress)
+    tokenized_dir = prepare_tokenized(cfg, corpus_dir, tokenizer_dir)
+    instances_dir = prepare_instances(cfg, tokenized_dir, tokenizer_dir)
+    return Prepared(corpus_dir, tokenizer_dir, tokenized_dir, instances_dir)
+
+
+def load_instances(prepared: Prepared) -> datasets.DatasetDict:
+    """The prepared sequences (memory-mapped Arrow)."""
+    return datasets.load_from_disk(str(prepared.instances / "instances"))

@@ -1,0 +1,22 @@
+"""Shared test set-up: offline, quiet, small."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+# Tests never reach the network: no hub downloads, no telemetry.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("MLFLOW_ENABLE_TELEMETRY", "false")
+
+
+def pytest_collection_modifyitems(config, items):
+    import torch
+
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords and not torch.cuda.is_available():
+            item.add_marker(skip_gpu)

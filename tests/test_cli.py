@@ -1,0 +1,98 @@
+"""The command line: every command explains itself; user errors are one line and a non-zero exit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from bvr import cli
+
+runner = CliRunner()
+
+
+def all_commands() -> list[list[str]]:
+    """Every command path of the app, e.g. ['data', 'prepare']."""
+    root = typer.main.get_command(cli.app)
+    paths: list[list[str]] = []
+
+    def walk(cmd, prefix: list[str]) -> None:
+        paths.append(prefix)
+        if hasattr(cmd, "commands"):  # a group (typer ships its own copy of click)
+            for name, sub in cmd.commands.items():
+                walk(sub, [*prefix, name])
+
+    walk(root, [])
+    return paths
+
+
+@pytest.mark.parametrize("path", all_commands(), ids=lambda p: " ".join(p) or "bvr")
+def test_help_explains_every_command_and_option(path):
+    result = runner.invoke(cli.app, [*path, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Usage" in result.output
+    command = typer.main.get_command(cli.app)
+    for name in path:
+        command = command.commands[name]
+    assert command.help, f"bvr {' '.join(path)} has no help text"
+    for param in command.params:
+        if getattr(param, "param_type_name", "") == "option" and param.name != "help":
+            assert param.help, f"option {param.opts} of bvr {' '.join(path)} has no help"
+
+
+def test_expected_commands_exist():
+    names = {" ".join(p) for p in all_commands()}
+    assert {"config show", "tokenizer train", "tokenizer stats", "data prepare", "data show"} <= names
+
+
+def run_main(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["bvr", *args])
+    with pytest.raises(SystemExit) as info:
+        cli.main()
+    out, err = capsys.readouterr()
+    return info.value.code, out, err
+
+
+def test_user_error_is_one_line_and_exit_2(monkeypatch, capsys, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("masking:\n  split: [0.8, 0.1, 0.2]\n")
+    code, _, err = run_main(monkeypatch, capsys, "config", "show", "--config", str(bad))
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1
+    assert f"error: {bad}:2: masking.split: [0.8, 0.1, 0.2] sums to 1.1, not 1" in lines[0]
+    assert "Traceback" not in err
+
+
+def test_debug_shows_the_traceback(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["bvr", "--debug", "config", "show", "--set", "masking.mask_prob=2"])
+    with pytest.raises(cli.BvrError, match="masking.mask_prob"):
+        cli.main()
+
+
+def test_config_show_prints_resolved_yaml(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["bvr", "config", "show", "--preset", "tiny", "--set", "masking.mode=static"])
+    with pytest.raises(SystemExit) as info:
+        cli.main()
+    out = capsys.readouterr().out
+    assert info.value.code in (0, None)
+    assert "mode: static" in out and "name: tiny" in out
+
+
+def test_console_script_runs():
+    result = subprocess.run([sys.executable, "-m", "bvr.cli", "--help"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0
+    assert "tokenizer" in result.stdout and "data" in result.stdout
+
+
+def test_offline_without_data_folder_says_what_to_do(monkeypatch, capsys, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("BVR_DATA_DIR", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    code, _, err = run_main(monkeypatch, capsys, "data", "prepare", "--output-dir", str(tmp_path / "out"))
+    assert code == 2
+    assert "no data folder is set and the Hugging Face hub cannot be reached" in err
+    assert "--data-dir" in err and "BVR_DATA_DIR" in err
