@@ -1,0 +1,473 @@
+"""The four input formats of RoBERTa (section 4.2): tokenized documents in, pretraining instances out.
+
+A shard is a sequence of documents; a document is a sequence of sentences; a sentence is a 1-D array of token
+ids without specials. :func:`create_instances` turns a shard into columns ``input_ids`` (int32 arrays),
+``token_type_ids`` (int8 arrays) and ``nsp_label`` (0 = IsNext, 1 = NotNext, -100 = no NSP, ignored by the
+loss), every sequence at most ``max_length`` long with the family's specials around it (:class:`Template`).
+
+The formats:
+
+- ``segment-pair`` (BERT's): whole sentences accumulate into a chunk until it reaches a target length (the pair
+  budget, or with probability ``short_seq_prob`` a random shorter one, as BERT does so that pretraining also sees
+  short inputs); the chunk is cut at a random sentence boundary into A and B. With NSP, half the time (and always
+  when the chunk holds one sentence) B is replaced by a span starting at a random sentence of another document
+  and the chunk's unused sentences go back to be read again (NotNext).
+- ``sentence-pair``: A is one sentence; B is the next sentence (IsNext) or, with NSP and probability 0.5, a
+  random sentence of another document (NotNext, and the unused next sentence is read again as the next A).
+- ``full-sentences``: whole sentences packed contiguously up to the budget, crossing document boundaries with
+  ``Template.doc_sep_id`` between documents (it counts toward the length).
+- ``doc-sentences``: the same, but a sequence never crosses a document boundary.
+
+Decisions worth knowing:
+
+- Truncation. A pair longer than its budget loses tokens from the longer segment, one at a time, each from the
+  front or the back by a fair coin (BERT's rule). It is computed in closed form: the final lengths directly, and
+  the count taken from the front as the number of heads among the coins. An IsNext pair truncated at A's back
+  or B's front is still in order but no longer adjacent.
+- Lone units with NSP off. A pair needs two non-empty segments. When a chunk (``segment-pair``) or a document's
+  last sentence (``sentence-pair``) has no continuation and NSP is off, it is cut at a random token into A and
+  B, so both are still true continuations; a lone one-token unit cannot make a pair and is left out. (With NSP
+  on, such a unit always gets a NotNext B, BERT's rule, which tilts the labels a little towards NotNext:
+  about 2% with 128-token sequences and documents of 60 to 100 sentences.)
+- Single-document shards. NotNext segments must come from another document, so a shard with one document
+  (typically the tail shard of a split) makes only IsNext pairs, labelled 0, as if NSP were on but never drew
+  NotNext; a lone unit is then cut inside as above. Refusing would stop a whole run over one short shard; the
+  label counts of the prepared data show the imbalance, and a split with a single document in total should be
+  refused (or the tail shard folded into the previous one) by whoever shards the corpus.
+- Long sentences. In the packed formats a sentence longer than the budget starts a new sequence and is split
+  across as many sequences as it needs; its last piece is packed with what follows. Nothing is dropped.
+- Document ends (``doc-sentences``). The last sequence of a document is usually short. It is kept as it is:
+  never dropped (that would bias the data against document endings) and never padded here (the collator pads
+  a batch). Short sequences mean fewer tokens per step than ``full-sentences`` at the same batch size, which
+  RoBERTa corrected by "dynamically increasing the batch size". We make the same correction statically:
+  :func:`tokens_per_sequence` measures the mean length of the prepared instances and
+  :func:`equal_token_batch_size` raises the batch size so that a step sees as many tokens as a batch of
+  full-length sequences. The same pair of functions equalises ``sentence-pair`` against ``segment-pair``.
+
+Lower layer: numpy and the standard library only.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from bvr.errors import BvrError
+
+FORMATS = ("segment-pair", "sentence-pair", "full-sentences", "doc-sentences")
+PAIR_FORMATS = ("segment-pair", "sentence-pair")
+
+IS_NEXT = 0
+NOT_NEXT = 1
+IGNORE_INDEX = -100
+
+# family -> (number of separators between A and B, whether B gets token type 1)
+_FAMILY_LAYOUT: dict[str, tuple[int, bool]] = {"bert": (1, True), "roberta": (2, False)}
+
+
+@dataclass(frozen=True)
+class Template:
+    """How a family wraps segments.
+
+    Attributes:
+        cls_id: id that opens every sequence ([CLS] or <s>).
+        sep_id: id that closes every sequence ([SEP] or </s>).
+        pair_middle: ids between A and B: BERT ``(sep,)`` gives ``[CLS] A [SEP] B [SEP]``, RoBERTa
+            ``(sep, sep)`` gives ``<s> A </s></s> B </s>``.
+        doc_sep_id: separator between two documents inside one ``full-sentences`` sequence.
+        pair_token_types: True when B and its closing separator get token type 1 (BERT); else all types are 0.
+    """
+
+    cls_id: int
+    sep_id: int
+    pair_middle: tuple[int, ...]
+    doc_sep_id: int
+    pair_token_types: bool
+
+    @classmethod
+    def for_family(cls, family: str, cls_id: int, sep_id: int) -> Template:
+        """The template of a tokenizer family.
+
+        Args:
+            family: "bert" or "roberta".
+            cls_id: the family's opening token id.
+            sep_id: the family's separator token id.
+
+        Returns:
+            The family's template.
+
+        Raises:
+            BvrError: for an unknown family.
+        """
+        if family not in _FAMILY_LAYOUT:
+            raise BvrError(f"unknown tokenizer family {family!r}", hint=f"choose one of {', '.join(_FAMILY_LAYOUT)}")
+        n_middle, token_types = _FAMILY_LAYOUT[family]
+        return cls(cls_id, sep_id, (sep_id,) * n_middle, sep_id, token_types)
+
+    @property
+    def single_overhead(self) -> int:
+        """Specials around one segment: the opening and closing tokens."""
+        return 2
+
+    @property
+    def pair_overhead(self) -> int:
+        """Specials around a pair: opening, middle and closing tokens."""
+        return 2 + len(self.pair_middle)
+
+
+class _Columns:
+    """Collects instances as columns, wrapping segments in a template's specials."""
+
+    def __init__(self, template: Template) -> None:
+        self.template = template
+        self._open = np.array([template.cls_id], dtype=np.int32)
+        self._close = np.array([template.sep_id], dtype=np.int32)
+        self._middle = np.array(template.pair_middle, dtype=np.int32)
+        self.input_ids: list[np.ndarray] = []
+        self.token_type_ids: list[np.ndarray] = []
+        self.nsp_label: list[int] = []
+
+    def add_single(self, pieces: list[np.ndarray]) -> None:
+        """Adds ``opening + concatenated pieces + closing``, all token type 0."""
+        ids = np.concatenate([self._open, *pieces, self._close])
+        self._add(ids, np.zeros(len(ids), dtype=np.int8), IGNORE_INDEX)
+
+    def add_pair(self, a: np.ndarray, b: np.ndarray, label: int) -> None:
+        """Adds ``opening A middle B closing``; with BERT's template B and the closing token are type 1."""
+        ids = np.concatenate([self._open, a, self._middle, b, self._close])
+        types = np.zeros(len(ids), dtype=np.int8)
+        if self.template.pair_token_types:
+            types[1 + len(a) + len(self._middle) :] = 1
+        self._add(ids, types, label)
+
+    def _add(self, ids: np.ndarray, types: np.ndarray, label: int) -> None:
+        self.input_ids.append(ids)
+        self.token_type_ids.append(types)
+        self.nsp_label.append(label)
+
+    def as_dict(self) -> dict[str, list]:
+        return {"input_ids": self.input_ids, "token_type_ids": self.token_type_ids, "nsp_label": self.nsp_label}
+
+
+def create_instances(
+    documents: Sequence[Sequence[np.ndarray]],
+    fmt: str,
+    *,
+    max_length: int,
+    nsp: bool,
+    template: Template,
+    rng: random.Random,
+    short_seq_prob: float = 0.1,
+) -> dict[str, list]:
+    """Turns a shard of tokenized documents into pretraining instances in one input format.
+
+    Args:
+        documents: documents, each a sequence of sentences, each a 1-D array of token ids without specials.
+            Empty documents and empty sentences are ignored.
+        fmt: one of :data:`FORMATS`.
+        max_length: the longest sequence, specials included.
+        nsp: whether to sample NotNext pairs for next-sentence prediction (pair formats only).
+        template: the family's specials.
+        rng: the only source of randomness; the same state gives the same output.
+        short_seq_prob: ``segment-pair`` only: the probability that a chunk aims at a random shorter length.
+
+    Returns:
+        Columns ``input_ids`` (int32 arrays), ``token_type_ids`` (int8 arrays) and ``nsp_label``
+        (0 IsNext, 1 NotNext, -100 when NSP is off), one entry per instance.
+
+    Raises:
+        BvrError: for an unknown format, NSP with a single-segment format, a ``max_length`` too small for the
+            specials, or a ``short_seq_prob`` outside [0, 1].
+    """
+    _check_arguments(fmt, max_length=max_length, nsp=nsp, template=template, short_seq_prob=short_seq_prob)
+    docs = _clean(documents)
+    out = _Columns(template)
+    pairing = _Pairing(label=IS_NEXT if nsp else IGNORE_INDEX, not_next=nsp and len(docs) >= 2)
+    if fmt == "segment-pair":
+        _segment_pairs(docs, max_length - template.pair_overhead, pairing, rng, short_seq_prob, out)
+    elif fmt == "sentence-pair":
+        _sentence_pairs(docs, max_length - template.pair_overhead, pairing, rng, out)
+    else:
+        _pack(docs, max_length - template.single_overhead, fmt == "full-sentences", template.doc_sep_id, out)
+    return out.as_dict()
+
+
+def _check_arguments(fmt: str, *, max_length: int, nsp: bool, template: Template, short_seq_prob: float) -> None:
+    """Refuses settings that cannot make instances, naming the config key to change."""
+    if fmt not in FORMATS:
+        raise BvrError(
+            f"unknown input format {fmt!r}", where="data.input_format", hint=f"choose one of {', '.join(FORMATS)}"
+        )
+    if nsp and fmt not in PAIR_FORMATS:
+        raise BvrError(
+            f"input format {fmt!r} has one segment per sequence and cannot carry next-sentence prediction",
+            where="data.nsp",
+            hint=f"set it to false, or use a pair format ({', '.join(PAIR_FORMATS)})",
+        )
+    overhead = template.pair_overhead if fmt in PAIR_FORMATS else template.single_overhead
+    if max_length < overhead + 2:
+        raise BvrError(
+            f"max_length {max_length} leaves fewer than 2 tokens beside the {overhead} special tokens of {fmt!r}",
+            where="data.max_length",
+            hint=f"use at least {overhead + 2}",
+        )
+    if not 0.0 <= short_seq_prob <= 1.0:
+        raise BvrError(f"short_seq_prob {short_seq_prob} is not a probability", where="data.short_seq_prob")
+
+
+def _clean(documents: Sequence[Sequence[np.ndarray]]) -> list[list[np.ndarray]]:
+    """The documents as int32 sentence arrays, without empty sentences or empty documents."""
+    docs = []
+    for doc in documents:
+        sentences = [np.asarray(s, dtype=np.int32) for s in doc if len(s) > 0]
+        if any(s.ndim != 1 for s in sentences):
+            raise ValueError("every sentence must be a 1-D array of token ids")
+        if sentences:
+            docs.append(sentences)
+    return docs
+
+
+# ---------------------------------------------------------------------------------------------- pair formats
+
+
+@dataclass(frozen=True)
+class _Pairing:
+    """How pairs are labelled: ``label`` for a true continuation; ``not_next`` whether NotNext may be drawn."""
+
+    label: int
+    not_next: bool
+
+
+def _segment_pairs(
+    docs: list[list[np.ndarray]],
+    budget: int,
+    pairing: _Pairing,
+    rng: random.Random,
+    short_seq_prob: float,
+    out: _Columns,
+) -> None:
+    """SEGMENT-PAIR: chunks of whole sentences up to a target length, cut into A and B."""
+    for d, doc in enumerate(docs):
+        target = _target_length(budget, short_seq_prob, rng)
+        start, length, i = 0, 0, 0
+        while i < len(doc):
+            length += len(doc[i])
+            if length >= target or i == len(doc) - 1:
+                # A NotNext pair uses only A's sentences; the rest of the chunk is read again.
+                start += _emit_segment_pair(docs, d, start, i + 1, target, budget, pairing, rng, out)
+                i, length = start, 0
+                target = _target_length(budget, short_seq_prob, rng)
+            else:
+                i += 1
+
+
+def _target_length(budget: int, short_seq_prob: float, rng: random.Random) -> int:
+    """The budget, or with probability ``short_seq_prob`` a uniform length in [2, budget]."""
+    return rng.randint(2, budget) if rng.random() < short_seq_prob else budget
+
+
+def _emit_segment_pair(
+    docs: list[list[np.ndarray]],
+    d: int,
+    start: int,
+    end: int,
+    target: int,
+    budget: int,
+    pairing: _Pairing,
+    rng: random.Random,
+    out: _Columns,
+) -> int:
+    """Makes one pair from sentences ``start:end`` of document ``d``; returns how many sentences it used."""
+    chunk = docs[d][start:end]
+    n_a = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+    a = np.concatenate(chunk[:n_a])
+    if pairing.not_next and (len(chunk) == 1 or rng.random() < 0.5):
+        b = _random_span(docs, d, target - len(a), rng)
+        _add_truncated(a, b, NOT_NEXT, budget, rng, out)
+        return n_a
+    if len(chunk) >= 2:
+        _add_truncated(a, np.concatenate(chunk[n_a:]), pairing.label, budget, rng, out)
+    else:
+        _add_split(a, pairing.label, budget, rng, out)
+    return len(chunk)
+
+
+def _random_span(docs: list[list[np.ndarray]], d: int, target: int, rng: random.Random) -> np.ndarray:
+    """Whole sentences of another document, from a random one on, until ``target`` tokens (at least one)."""
+    other = docs[_other_document(len(docs), d, rng)]
+    first = rng.randrange(len(other))
+    stop, length = first, 0
+    while stop < len(other) and (stop == first or length < target):
+        length += len(other[stop])
+        stop += 1
+    return np.concatenate(other[first:stop])
+
+
+def _other_document(n_docs: int, d: int, rng: random.Random) -> int:
+    """A uniformly random document index other than ``d`` (exact, unlike retrying a few times)."""
+    k = rng.randrange(n_docs - 1)
+    return k + 1 if k >= d else k
+
+
+def _sentence_pairs(
+    docs: list[list[np.ndarray]], budget: int, pairing: _Pairing, rng: random.Random, out: _Columns
+) -> None:
+    """SENTENCE-PAIR: a sentence and the next one (IsNext) or one from another document (NotNext)."""
+    for d, doc in enumerate(docs):
+        i = 0
+        while i < len(doc):
+            has_next = i + 1 < len(doc)
+            if pairing.not_next and (not has_next or rng.random() < 0.5):
+                other = docs[_other_document(len(docs), d, rng)]
+                _add_truncated(doc[i], other[rng.randrange(len(other))], NOT_NEXT, budget, rng, out)
+                i += 1
+            elif has_next:
+                _add_truncated(doc[i], doc[i + 1], pairing.label, budget, rng, out)
+                i += 2
+            else:
+                _add_split(doc[i], pairing.label, budget, rng, out)
+                i += 1
+
+
+def _add_split(unit: np.ndarray, label: int, budget: int, rng: random.Random, out: _Columns) -> None:
+    """A lone unit with no continuation, cut at a random token into A and B; a one-token unit is left out."""
+    if len(unit) < 2:
+        return
+    cut = rng.randint(1, len(unit) - 1)
+    _add_truncated(unit[:cut], unit[cut:], label, budget, rng, out)
+
+
+def _add_truncated(a: np.ndarray, b: np.ndarray, label: int, budget: int, rng: random.Random, out: _Columns) -> None:
+    """Adds the pair after truncating it to ``budget`` tokens."""
+    keep_a, keep_b = truncated_lengths(len(a), len(b), budget)
+    out.add_pair(_trim(a, keep_a, rng), _trim(b, keep_b, rng), label)
+
+
+def truncated_lengths(len_a: int, len_b: int, budget: int) -> tuple[int, int]:
+    """Segment lengths after removing tokens one at a time from the longer segment (B on ties) until they fit.
+
+    Args:
+        len_a: length of A.
+        len_b: length of B.
+        budget: the most tokens A and B may hold together.
+
+    Returns:
+        The kept lengths of A and B.
+
+    >>> truncated_lengths(10, 3, 8), truncated_lengths(6, 6, 9), truncated_lengths(2, 2, 9)
+    ((5, 3), (5, 4), (2, 2))
+    """
+    excess = len_a + len_b - budget
+    if excess <= 0:
+        return len_a, len_b
+    if len_a - len_b >= excess:
+        return len_a - excess, len_b
+    if len_b - len_a >= excess:
+        return len_a, len_b - excess
+    # Both were cut until equal, then in turns starting with B: A keeps the larger half.
+    return budget - budget // 2, budget // 2
+
+
+def _trim(segment: np.ndarray, keep: int, rng: random.Random) -> np.ndarray:
+    """Keeps ``keep`` tokens, each removed token taken from the front or the back by a fair coin."""
+    drop = len(segment) - keep
+    if drop == 0:
+        return segment
+    front = rng.getrandbits(drop).bit_count()  # heads among `drop` fair coins
+    return segment[front : front + keep]
+
+
+# -------------------------------------------------------------------------------------------- packed formats
+
+
+def _pack(docs: list[list[np.ndarray]], budget: int, cross_documents: bool, doc_sep_id: int, out: _Columns) -> None:
+    """FULL-SENTENCES (``cross_documents``) or DOC-SENTENCES: whole sentences packed up to ``budget`` tokens."""
+    separator = np.array([doc_sep_id], dtype=np.int32)
+    pieces: list[np.ndarray] = []
+    length = 0
+    for doc in docs:
+        if pieces and cross_documents:
+            if length + 1 + len(doc[0]) <= budget:
+                pieces.append(separator)
+                length += 1
+            else:
+                # The document starts the next sequence; a separator there would stand next to nothing.
+                out.add_single(pieces)
+                pieces, length = [], 0
+        for sentence in doc:
+            pieces, length = _pack_sentence(sentence, pieces, length, budget, out)
+        if pieces and not cross_documents:
+            out.add_single(pieces)
+            pieces, length = [], 0
+    if pieces:
+        out.add_single(pieces)
+
+
+def _pack_sentence(
+    sentence: np.ndarray, pieces: list[np.ndarray], length: int, budget: int, out: _Columns
+) -> tuple[list[np.ndarray], int]:
+    """Adds a sentence to the open sequence, emitting full sequences as needed; returns the open sequence."""
+    if length + len(sentence) <= budget:
+        pieces.append(sentence)
+        return pieces, length + len(sentence)
+    if pieces:
+        out.add_single(pieces)
+    # A sentence longer than the budget fills whole sequences; its tail opens the next one.
+    n_full = (len(sentence) - 1) // budget
+    for k in range(n_full):
+        out.add_single([sentence[k * budget : (k + 1) * budget]])
+    tail = sentence[n_full * budget :]
+    return [tail], len(tail)
+
+
+# ------------------------------------------------------------------------------------------ batch accounting
+
+
+def tokens_per_sequence(lengths: Sequence[int] | np.ndarray) -> float:
+    """The mean number of tokens per sequence (specials included), to compare formats' fill.
+
+    Args:
+        lengths: the length of every instance, e.g. ``[len(ids) for ids in columns["input_ids"]]``.
+
+    Returns:
+        The mean length.
+
+    Raises:
+        ValueError: when there are no sequences.
+    """
+    lengths = np.asarray(lengths, dtype=np.float64)
+    if lengths.size == 0:
+        raise ValueError("no sequences to measure")
+    return float(lengths.mean())
+
+
+def equal_token_batch_size(base_batch_size: int, mean_length: float, max_length: int) -> int:
+    """The batch size at which sequences of ``mean_length`` tokens give as many tokens per step as a batch of
+    ``base_batch_size`` sequences of ``max_length`` tokens (RoBERTa's larger batches for DOC-SENTENCES).
+
+    Pass the measured mean length of a reference format as ``max_length`` to match that format exactly rather
+    than its upper bound.
+
+    Args:
+        base_batch_size: the batch size of the reference format.
+        mean_length: mean tokens per sequence of this format (:func:`tokens_per_sequence`).
+        max_length: tokens per sequence of the reference format.
+
+    Returns:
+        The rounded batch size, never below ``base_batch_size``.
+
+    Raises:
+        ValueError: for a non-positive batch size or lengths, or ``mean_length`` above ``max_length``.
+
+    >>> equal_token_batch_size(256, 400.0, 512)
+    328
+    """
+    if base_batch_size < 1 or mean_length <= 0 or max_length <= 0:
+        raise ValueError("batch size and lengths must be positive")
+    if mean_length > max_length:
+        raise ValueError(f"mean length {mean_length} exceeds the reference length {max_length}")
+    return max(base_batch_size, math.floor(base_batch_size * max_length / mean_length + 0.5))

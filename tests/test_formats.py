@@ -1,0 +1,411 @@
+"""Tests of the four input formats on synthetic corpora whose token ids record where each token came from.
+
+Every corpus token id is ``BASE + its position in the corpus token stream``, so a token's document, sentence and
+neighbours are found by lookup, and "drops nothing" means the stripped tokens are exactly ``BASE, BASE + 1, ...``.
+Special ids are below ``BASE``.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from bvr.errors import BvrError
+from bvr.pretraining.formats import (
+    FORMATS,
+    IGNORE_INDEX,
+    IS_NEXT,
+    NOT_NEXT,
+    PAIR_FORMATS,
+    Template,
+    create_instances,
+    equal_token_batch_size,
+    tokens_per_sequence,
+    truncated_lengths,
+)
+
+BASE = 1000
+CLS, SEP = 3, 4
+TEMPLATES = {family: Template.for_family(family, CLS, SEP) for family in ("bert", "roberta")}
+
+
+@dataclass
+class Corpus:
+    """Documents plus, for every stream position, the document and the end of its sentence."""
+
+    documents: list[list[np.ndarray]]
+    doc_of: np.ndarray  # (n_tokens,) document index
+    sentence_end: np.ndarray  # (n_tokens,) stream position one past the end of the token's sentence
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.doc_of)
+
+
+def make_corpus(seed: int, n_docs: int, sentences: tuple[int, int], tokens: tuple[int, int]) -> Corpus:
+    """Documents of a random number of sentences of random lengths (both ranges inclusive)."""
+    rng = np.random.default_rng(seed)
+    documents, doc_of, sentence_end, position = [], [], [], 0
+    for d in range(n_docs):
+        doc = []
+        for length in rng.integers(tokens[0], tokens[1] + 1, size=rng.integers(sentences[0], sentences[1] + 1)):
+            doc.append(np.arange(BASE + position, BASE + position + length, dtype=np.int64))
+            doc_of += [d] * length
+            sentence_end += [position + length] * length
+            position += length
+        documents.append(doc)
+    return Corpus(documents, np.array(doc_of), np.array(sentence_end))
+
+
+@pytest.fixture(scope="module")
+def corpus() -> Corpus:
+    return make_corpus(0, n_docs=60, sentences=(1, 40), tokens=(1, 30))
+
+
+def make(corpus: Corpus, fmt: str, family: str = "bert", *, max_length: int = 64, nsp: bool = False, seed: int = 0):
+    return create_instances(
+        corpus.documents, fmt, max_length=max_length, nsp=nsp, template=TEMPLATES[family], rng=random.Random(seed)
+    )
+
+
+def split_pair(ids: np.ndarray, template: Template) -> tuple[np.ndarray, np.ndarray]:
+    """A and B of a pair, after checking that the specials stand exactly where the template puts them."""
+    special = np.flatnonzero(ids < BASE)
+    len_a = special[1] - 1
+    expected = [0, *range(1 + len_a, 1 + len_a + len(template.pair_middle)), len(ids) - 1]
+    assert special.tolist() == expected
+    assert ids[0] == template.cls_id and ids[-1] == template.sep_id
+    assert tuple(ids[1 + len_a : 1 + len_a + len(template.pair_middle)]) == template.pair_middle
+    return ids[1 : special[1]] - BASE, ids[special[-2] + 1 : -1] - BASE
+
+
+def content(ids: np.ndarray, template: Template) -> np.ndarray:
+    """A single-segment sequence without its opening and closing tokens (document separators kept)."""
+    assert ids[0] == template.cls_id and ids[-1] == template.sep_id
+    return ids[1:-1]
+
+
+def is_run(positions: np.ndarray) -> bool:
+    return len(positions) > 0 and bool(np.all(np.diff(positions) == 1))
+
+
+# ------------------------------------------------------------------------------------------- template
+
+
+def test_templates_of_both_families() -> None:
+    bert, roberta = TEMPLATES["bert"], TEMPLATES["roberta"]
+    assert (bert.pair_middle, bert.doc_sep_id, bert.pair_token_types) == ((SEP,), SEP, True)
+    assert (roberta.pair_middle, roberta.doc_sep_id, roberta.pair_token_types) == ((SEP, SEP), SEP, False)
+    assert (bert.single_overhead, bert.pair_overhead) == (2, 3)
+    assert (roberta.single_overhead, roberta.pair_overhead) == (2, 4)
+    with pytest.raises(BvrError, match="unknown tokenizer family 'gpt'.*bert, roberta"):
+        Template.for_family("gpt", CLS, SEP)
+
+
+# ----------------------------------------------------------------------------------------- all formats
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("max_length", [7, 64, 200])
+def test_lengths_dtypes_and_token_types(corpus: Corpus, fmt: str, family: str, max_length: int) -> None:
+    template = TEMPLATES[family]
+    out = make(corpus, fmt, family, max_length=max_length, nsp=fmt in PAIR_FORMATS)
+    assert len(out["input_ids"]) == len(out["token_type_ids"]) == len(out["nsp_label"]) > 0
+    for ids, types in zip(out["input_ids"], out["token_type_ids"], strict=True):
+        assert ids.dtype == np.int32 and types.dtype == np.int8 and len(ids) == len(types) <= max_length
+        if fmt in PAIR_FORMATS:
+            a, b = split_pair(ids, template)
+            assert len(a) >= 1 and len(b) >= 1
+            b_start = len(ids) - len(b) - 1
+            expected = np.r_[np.zeros(b_start), np.ones(len(b) + 1)] if template.pair_token_types else 0
+            np.testing.assert_array_equal(types, expected)
+        else:
+            content(ids, template)
+            assert not types.any()
+
+
+def test_empty_documents_and_sentences_are_ignored(corpus: Corpus) -> None:
+    empty = np.array([], dtype=np.int64)
+    noisy = [[], *[[empty, *doc, empty] for doc in corpus.documents], [empty]]
+    for fmt in FORMATS:
+        nsp = fmt in PAIR_FORMATS
+        clean = make(corpus, fmt, nsp=nsp)
+        dirty = create_instances(noisy, fmt, max_length=64, nsp=nsp, template=TEMPLATES["bert"], rng=random.Random(0))
+        assert all(np.array_equal(x, y) for x, y in zip(clean["input_ids"], dirty["input_ids"], strict=True))
+    assert create_instances(
+        [[], [empty]], "segment-pair", max_length=64, nsp=True, template=TEMPLATES["bert"], rng=random.Random(0)
+    ) == {"input_ids": [], "token_type_ids": [], "nsp_label": []}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_same_seed_same_output(corpus: Corpus, fmt: str) -> None:
+    nsp = fmt in PAIR_FORMATS
+    first, again = make(corpus, fmt, nsp=nsp, seed=7), make(corpus, fmt, nsp=nsp, seed=7)
+    assert first["nsp_label"] == again["nsp_label"]
+    for column in ("input_ids", "token_type_ids"):
+        assert all(np.array_equal(x, y) for x, y in zip(first[column], again[column], strict=True))
+
+
+@pytest.mark.parametrize(("fmt", "nsp"), [("segment-pair", True), ("segment-pair", False), ("sentence-pair", True)])
+def test_different_seed_different_output(corpus: Corpus, fmt: str, nsp: bool) -> None:
+    first, other = make(corpus, fmt, nsp=nsp, seed=1), make(corpus, fmt, nsp=nsp, seed=2)
+    same = len(first["input_ids"]) == len(other["input_ids"]) and all(
+        np.array_equal(x, y) for x, y in zip(first["input_ids"], other["input_ids"], strict=True)
+    )
+    assert not same
+
+
+def test_packed_formats_use_no_randomness(corpus: Corpus) -> None:
+    for fmt in ("full-sentences", "doc-sentences"):
+        one, two = make(corpus, fmt, seed=1), make(corpus, fmt, seed=2)
+        assert all(np.array_equal(x, y) for x, y in zip(one["input_ids"], two["input_ids"], strict=True))
+
+
+# ----------------------------------------------------------------------------------------- pair formats
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+@pytest.mark.parametrize("fmt", PAIR_FORMATS)
+@pytest.mark.parametrize("nsp", [True, False])
+def test_pairs_are_continuations_or_other_documents(corpus: Corpus, fmt: str, family: str, nsp: bool) -> None:
+    template = TEMPLATES[family]
+    max_length = 64
+    out = make(corpus, fmt, family, max_length=max_length, nsp=nsp)
+    assert set(out["nsp_label"]) == ({IS_NEXT, NOT_NEXT} if nsp else {IGNORE_INDEX})
+    untruncated = 0
+    for ids, label in zip(out["input_ids"], out["nsp_label"], strict=True):
+        a, b = split_pair(ids, template)
+        assert is_run(a) and is_run(b)  # truncation keeps each segment contiguous
+        (doc_a,), (doc_b,) = set(corpus.doc_of[a]), set(corpus.doc_of[b])
+        if label == NOT_NEXT:
+            assert doc_a != doc_b
+            continue
+        assert doc_a == doc_b and b[0] > a[-1]
+        if len(ids) < max_length:  # nothing was truncated, so B starts right after A ends
+            assert b[0] == a[-1] + 1
+            untruncated += 1
+    assert untruncated >= 30  # the exact check above did run
+
+
+@pytest.mark.parametrize("fmt", PAIR_FORMATS)
+def test_nsp_balance(fmt: str) -> None:
+    """NotNext is 50% by coin plus the forced cases (a one-sentence chunk, a document's last sentence), about 2%
+    more here; tolerance 0.04 covers that bias and 3 standard deviations (0.0064 at 6k pairs)."""
+    corpus = make_corpus(3, n_docs=400, sentences=(60, 100), tokens=(5, 30))
+    labels = np.array(make(corpus, fmt, max_length=128, nsp=True)["nsp_label"])
+    assert len(labels) > 6000
+    assert abs((labels == NOT_NEXT).mean() - 0.5) < 0.04
+
+
+def test_sentence_pair_uses_every_sentence_once_in_order() -> None:
+    """With no truncation, each sentence is an A or an IsNext B exactly once, A's walking each document in order."""
+    corpus = make_corpus(4, n_docs=30, sentences=(1, 20), tokens=(1, 10))
+    out = make(corpus, "sentence-pair", max_length=32, nsp=True)
+    used, last_a = [], {}
+    for ids, label in zip(out["input_ids"], out["nsp_label"], strict=True):
+        a, b = split_pair(ids, TEMPLATES["bert"])
+        assert corpus.sentence_end[a[0]] == a[-1] + 1 and corpus.sentence_end[b[0]] == b[-1] + 1  # whole sentences
+        doc = corpus.doc_of[a[0]]
+        assert a[0] > last_a.get(doc, -1)
+        last_a[doc] = a[0]
+        used += [a] + ([b] if label == IS_NEXT else [])
+    np.testing.assert_array_equal(np.sort(np.concatenate(used)), np.arange(corpus.n_tokens))
+
+
+def test_short_seq_prob_gives_about_ten_percent_short_targets() -> None:
+    """One-token sentences make every chunk exactly its target; tolerance 0.02 at ~4k pairs (sd about 0.005)."""
+    documents = [[np.array([BASE + i]) for i in range(250_000)]]
+    lengths = {}
+    for prob in (0.0, 0.1):
+        out = create_instances(
+            documents,
+            "segment-pair",
+            max_length=64,
+            nsp=False,
+            template=TEMPLATES["bert"],
+            rng=random.Random(0),
+            short_seq_prob=prob,
+        )
+        lengths[prob] = np.array([len(ids) for ids in out["input_ids"][:-1]])  # the last chunk ends the document
+    assert np.all(lengths[0.0] == 64)
+    assert len(lengths[0.1]) > 3000
+    assert abs((lengths[0.1] < 64).mean() - 0.1) < 0.02
+
+
+def test_segment_pair_truncates_at_both_ends() -> None:
+    """Documents of one long sentence: every pair is cut at a random token, then truncated front or back."""
+    documents = [[np.arange(BASE + 100 * d, BASE + 100 * d + 100)] for d in range(300)]
+    out = create_instances(
+        documents, "segment-pair", max_length=20, nsp=False, template=TEMPLATES["bert"], rng=random.Random(0)
+    )
+    fronts = backs = 0
+    for ids in out["input_ids"]:
+        assert len(ids) == 20
+        a, b = split_pair(ids, TEMPLATES["bert"])
+        fronts += a[0] % 100 != 0 or b[0] != a[-1] + 1
+        backs += b[-1] % 100 != 99 or b[0] != a[-1] + 1
+    assert fronts > 50 and backs > 50
+
+
+def test_lone_units_without_nsp_are_split_inside() -> None:
+    documents = [[np.arange(BASE, BASE + 5)], [np.array([BASE + 5])]]  # the one-token document cannot make a pair
+    for fmt in PAIR_FORMATS:
+        out = create_instances(
+            documents, fmt, max_length=16, nsp=False, template=TEMPLATES["roberta"], rng=random.Random(0)
+        )
+        assert len(out["input_ids"]) == 1
+        a, b = split_pair(out["input_ids"][0], TEMPLATES["roberta"])
+        np.testing.assert_array_equal(np.r_[a, b], np.arange(5))
+
+
+@pytest.mark.parametrize("len_a", range(1, 12))
+def test_truncated_lengths_match_token_by_token_removal(len_a: int) -> None:
+    for len_b in range(1, 12):
+        for budget in range(2, 24):
+            a, b = len_a, len_b
+            while a + b > budget:  # BERT's rule: shorten the longer one, B on ties
+                if a > b:
+                    a -= 1
+                else:
+                    b -= 1
+            assert truncated_lengths(len_a, len_b, budget) == (a, b)
+
+
+# --------------------------------------------------------------------------------------- packed formats
+
+
+def test_full_sentences_crosses_documents_with_separator_and_drops_nothing(corpus: Corpus) -> None:
+    template = TEMPLATES["roberta"]
+    out = make(corpus, "full-sentences", "roberta", max_length=64)
+    crossings, stream = 0, []
+    for ids in out["input_ids"]:
+        body = content(ids, template)
+        is_sep = body == template.doc_sep_id
+        tokens = body[~is_sep] - BASE
+        assert is_run(tokens) and not is_sep[0] and not is_sep[-1]
+        # A separator stands exactly where the document changes, and nowhere else.
+        changes = np.flatnonzero(np.diff(corpus.doc_of[tokens])) + 1
+        np.testing.assert_array_equal(np.flatnonzero(is_sep) - np.arange(is_sep.sum()), changes)
+        assert np.all(np.diff(corpus.doc_of[tokens]) <= 1)
+        crossings += len(changes)
+        stream.append(tokens)
+    assert crossings > 0
+    np.testing.assert_array_equal(np.concatenate(stream), np.arange(corpus.n_tokens))
+
+
+@pytest.mark.parametrize("fmt", ["full-sentences", "doc-sentences"])
+def test_packing_is_tight(corpus: Corpus, fmt: str) -> None:
+    """A sequence ends only when the next sentence (and a separator it would need) does not fit."""
+    budget = 64 - 2
+    sequences = [content(ids, TEMPLATES["bert"]) for ids in make(corpus, fmt, max_length=64)["input_ids"]]
+    for current, following in zip(sequences, sequences[1:], strict=False):
+        first, last = following[0] - BASE, current[-1] - BASE
+        new_doc = corpus.doc_of[first] != corpus.doc_of[last]
+        if fmt == "doc-sentences" and new_doc:
+            continue
+        assert len(current) + int(new_doc) + corpus.sentence_end[first] - first > budget
+
+
+def test_one_token_sentences_pack_to_exactly_max_length() -> None:
+    """When no sentence boundary gets in the way, (nearly) every packed sequence is exactly max_length."""
+    corpus = make_corpus(5, n_docs=20, sentences=(2000, 4000), tokens=(1, 1))
+    for fmt in ("full-sentences", "doc-sentences"):
+        lengths = np.array([len(ids) for ids in make(corpus, fmt, max_length=64)["input_ids"]])
+        assert (lengths == 64).mean() > 0.9
+
+
+def test_doc_sentences_never_crosses_documents_and_drops_nothing(corpus: Corpus) -> None:
+    out = make(corpus, "doc-sentences", "roberta", max_length=64)
+    stream = []
+    for ids in out["input_ids"]:
+        tokens = content(ids, TEMPLATES["roberta"]) - BASE
+        assert is_run(tokens) and len(set(corpus.doc_of[tokens])) == 1
+        stream.append(tokens)
+    np.testing.assert_array_equal(np.concatenate(stream), np.arange(corpus.n_tokens))
+    assert len(out["input_ids"]) > len(make(corpus, "full-sentences", max_length=64)["input_ids"])
+
+
+@pytest.mark.parametrize("fmt", ["full-sentences", "doc-sentences"])
+def test_sentences_longer_than_the_budget_are_split(fmt: str) -> None:
+    documents = [[np.arange(BASE, BASE + 3), np.arange(BASE + 3, BASE + 30), np.arange(BASE + 30, BASE + 32)]]
+    out = create_instances(documents, fmt, max_length=12, nsp=False, template=TEMPLATES["bert"], rng=random.Random())
+    bodies = [content(ids, TEMPLATES["bert"]) - BASE for ids in out["input_ids"]]
+    assert [len(b) for b in bodies] == [3, 10, 10, 9]  # the long sentence's tail is packed with what follows
+    np.testing.assert_array_equal(np.concatenate(bodies), np.arange(32))
+
+
+def test_equal_token_batch_size_matches_full_sentences_tokens(corpus: Corpus) -> None:
+    full = tokens_per_sequence([len(ids) for ids in make(corpus, "full-sentences", max_length=128)["input_ids"]])
+    doc = tokens_per_sequence([len(ids) for ids in make(corpus, "doc-sentences", max_length=128)["input_ids"]])
+    assert doc < full <= 128
+    batch = equal_token_batch_size(64, doc, full)
+    assert batch > 64 and abs(batch * doc - 64 * full) <= doc / 2
+    assert equal_token_batch_size(64, 128.0, 128) == 64
+    with pytest.raises(ValueError):
+        equal_token_batch_size(64, 200.0, 128)
+    with pytest.raises(ValueError):
+        tokens_per_sequence([])
+
+
+# ----------------------------------------------------------------------------------------------- errors
+
+
+def test_unknown_format_lists_the_formats(corpus: Corpus) -> None:
+    with pytest.raises(BvrError, match="unknown input format 'full'") as error:
+        make(corpus, "full")
+    assert error.value.where == "data.input_format" and all(fmt in error.value.hint for fmt in FORMATS)
+
+
+@pytest.mark.parametrize("fmt", ["full-sentences", "doc-sentences"])
+def test_nsp_with_a_single_segment_format(corpus: Corpus, fmt: str) -> None:
+    with pytest.raises(BvrError, match="cannot carry next-sentence prediction") as error:
+        make(corpus, fmt, nsp=True)
+    assert error.value.where == "data.nsp"
+
+
+@pytest.mark.parametrize(
+    ("fmt", "family", "smallest"),
+    [
+        ("segment-pair", "bert", 5),
+        ("sentence-pair", "roberta", 6),
+        ("full-sentences", "bert", 4),
+        ("doc-sentences", "roberta", 4),
+    ],
+)
+def test_max_length_too_small(corpus: Corpus, fmt: str, family: str, smallest: int) -> None:
+    with pytest.raises(BvrError, match=f"max_length {smallest - 1} leaves fewer than 2 tokens") as error:
+        make(corpus, fmt, family, max_length=smallest - 1)
+    assert error.value.where == "data.max_length" and str(smallest) in error.value.hint
+    out = make(corpus, fmt, family, max_length=smallest)
+    assert max(len(ids) for ids in out["input_ids"]) == smallest
+
+
+@pytest.mark.parametrize("fmt", PAIR_FORMATS)
+def test_one_document_shard_with_nsp_falls_back_to_is_next(corpus: Corpus, fmt: str) -> None:
+    """NotNext needs another document: a one-document shard (empty documents do not count) makes IsNext only."""
+    one = [corpus.documents[0], [], [np.array([], dtype=np.int64)]]
+    kwargs = {"max_length": 64, "template": TEMPLATES["bert"]}
+    with_nsp = create_instances(one, fmt, nsp=True, rng=random.Random(0), **kwargs)
+    without = create_instances(one, fmt, nsp=False, rng=random.Random(0), **kwargs)
+    assert set(with_nsp["nsp_label"]) == {IS_NEXT} and set(without["nsp_label"]) == {IGNORE_INDEX}
+    # The same pairs as with NSP off: true continuations, lone units cut inside.
+    assert all(np.array_equal(x, y) for x, y in zip(with_nsp["input_ids"], without["input_ids"], strict=True))
+    assert len(with_nsp["input_ids"]) == len(without["input_ids"]) > 0
+
+
+def test_short_seq_prob_must_be_a_probability(corpus: Corpus) -> None:
+    with pytest.raises(BvrError) as error:
+        create_instances(
+            corpus.documents,
+            "segment-pair",
+            max_length=64,
+            nsp=True,
+            template=TEMPLATES["bert"],
+            rng=random.Random(0),
+            short_seq_prob=1.5,
+        )
+    assert error.value.where == "data.short_seq_prob"
