@@ -1,0 +1,151 @@
+"""How much of a training step the masking collator costs, for the tiny preset on CPU.
+
+Times :class:`bvr.pretraining.masking.PretrainingCollator` on a batch of 32 sequences of 128 tokens from a
+30,522-token vocabulary (dynamic, static and whole-word masking) against one fp32 training step (forward, backward
+and AdamW) of an encoder the size of the tiny preset: 4 layers, hidden 256, 4 heads, FFN 1024, MLM logits over the
+full vocabulary at the masked positions only. The target is a collator under 5% of a step, so that masking in the
+DataLoader never starves the model even with a single worker.
+
+bvr's own encoder does not exist yet; :class:`StandInEncoder` is built here from ``torch.nn.TransformerEncoder``
+(post-norm, GELU, tied output projection, as BERT) and will be replaced by bvr's encoder once it lands.
+
+Run: ``python benchmarks/collator_overhead.py``
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from bvr.pretraining.masking import IGNORE_INDEX, PretrainingCollator
+from bvr.tokenization import VocabInfo
+
+BATCH, SEQ, VOCAB = 32, 128, 30_522
+HIDDEN, LAYERS, HEADS, FFN = 256, 4, 4, 1024
+THREADS = 2  # the benchmark machine's cores
+
+
+class StandInEncoder(nn.Module):
+    """A tiny-preset-sized BERT encoder with an MLM head; a placeholder for bvr's encoder."""
+
+    def __init__(self, vocab_size: int = VOCAB, hidden: int = HIDDEN, max_len: int = 512) -> None:
+        super().__init__()
+        self.tokens = nn.Embedding(vocab_size, hidden)
+        self.positions = nn.Embedding(max_len, hidden)
+        self.types = nn.Embedding(2, hidden)
+        self.embed_norm = nn.LayerNorm(hidden)
+        self.dropout = nn.Dropout(0.1)
+        layer = nn.TransformerEncoderLayer(
+            hidden, HEADS, FFN, dropout=0.1, activation="gelu", batch_first=True, norm_first=False
+        )
+        self.encoder = nn.TransformerEncoder(layer, LAYERS, enable_nested_tensor=False)
+        self.transform = nn.Sequential(nn.Linear(hidden, hidden), nn.GELU(), nn.LayerNorm(hidden))
+        self.output_bias = nn.Parameter(torch.zeros(vocab_size))
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """MLM loss of a collated batch."""
+        ids = batch["input_ids"]  # (batch, seq)
+        positions = torch.arange(ids.shape[1])[None, :]  # (1, seq)
+        x = self.tokens(ids) + self.positions(positions) + self.types(batch["token_type_ids"])  # (batch, seq, hidden)
+        x = self.encoder(self.dropout(self.embed_norm(x)), src_key_padding_mask=batch["attention_mask"] == 0)
+        predicted = batch["labels"] != IGNORE_INDEX  # (batch, seq)
+        # Project only the masked positions: the full (batch, seq, vocab) logits would dominate the step.
+        h = self.transform(x[predicted])  # (n_masked, hidden)
+        logits = h @ self.tokens.weight.T + self.output_bias  # (n_masked, vocab), tied to the input embedding
+        return nn.functional.cross_entropy(logits, batch["labels"][predicted])
+
+
+def synthetic_vocab(seed: int = 0) -> VocabInfo:
+    """BERT-uncased-shaped vocabulary facts: [PAD]=0, [UNK]=100, [CLS]=101, [SEP]=102, [MASK]=103."""
+    rng = np.random.default_rng(seed)
+    word_start = rng.random(VOCAB) > 0.2  # about one token in five continues a word
+    return VocabInfo(
+        family="bert",
+        vocab_size=VOCAB,
+        pad_id=0,
+        unk_id=100,
+        cls_id=101,
+        sep_id=102,
+        mask_id=103,
+        special_ids=(0, 100, 101, 102, 103),
+        word_start=word_start,
+    )
+
+
+def synthetic_examples(vocab: VocabInfo, first_index: int, epoch: int, seed: int = 0) -> list[dict]:
+    """A batch of full-length segment pairs ``[CLS] a [SEP] b [SEP]`` with random split points."""
+    rng = np.random.default_rng(seed + first_index)
+    examples = []
+    for row in range(BATCH):
+        ids = rng.integers(1000, VOCAB, size=SEQ)
+        cut = int(rng.integers(16, SEQ - 16))
+        ids[[0, cut, SEQ - 1]] = (vocab.cls_id, vocab.sep_id, vocab.sep_id)
+        types = [0] * (cut + 1) + [1] * (SEQ - cut - 1)
+        examples.append(
+            {
+                "input_ids": ids.tolist(),
+                "token_type_ids": types,
+                "nsp_label": row % 2,
+                "index": first_index + row,
+                "epoch": epoch,
+            }
+        )
+    return examples
+
+
+def median_seconds(fn: Callable[[int], object], calls: int, warmup: int) -> float:
+    """Median wall time of ``fn(call)`` over ``calls`` calls after ``warmup`` untimed ones."""
+    for call in range(warmup):
+        fn(call)
+    times = []
+    for call in range(calls):
+        start = time.perf_counter()
+        fn(warmup + call)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def time_step(batch: dict[str, torch.Tensor], steps: int) -> float:
+    """Median seconds of forward + backward + AdamW step."""
+    torch.manual_seed(0)
+    model = StandInEncoder()
+    optimiser = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
+
+    def step(_: int) -> None:
+        optimiser.zero_grad(set_to_none=True)
+        model(batch).backward()
+        optimiser.step()
+
+    return median_seconds(step, steps, warmup=3)
+
+
+def time_collator(collate: PretrainingCollator, inputs: list[list[dict]], calls: int) -> float:
+    """Median seconds per batch; every call masks other sequences, as in training."""
+    return median_seconds(lambda call: collate(inputs[call % len(inputs)]), calls, warmup=5)
+
+
+def main(steps: int = 10, collator_calls: int = 100) -> None:
+    """Print the step time, each collator's time per batch and the ratio."""
+    torch.set_num_threads(THREADS)
+    vocab = synthetic_vocab()
+    inputs = [synthetic_examples(vocab, first_index=call * BATCH, epoch=call) for call in range(20)]
+    arms = {
+        "dynamic": PretrainingCollator(vocab, mode="dynamic", seed=0),
+        "static (dupe 10)": PretrainingCollator(vocab, mode="static", seed=0, dupe_factor=10),
+        "dynamic whole-word": PretrainingCollator(vocab, mode="dynamic", seed=0, whole_word=True),
+    }
+    step = time_step(arms["dynamic"](inputs[0]), steps)
+    print(f"batch {BATCH} x {SEQ}, vocab {VOCAB:,}, fp32 CPU, {THREADS} threads")
+    print(f"training step (stand-in encoder {LAYERS}L/{HIDDEN}H/{HEADS}A/FFN {FFN}, AdamW): {step * 1e3:8.2f} ms")
+    for name, collate in arms.items():
+        seconds = time_collator(collate, inputs, collator_calls)
+        print(f"collator {name:<20}: {seconds * 1e3:8.3f} ms/batch = {100 * seconds / step:5.2f}% of a step")
+
+
+if __name__ == "__main__":
+    main()

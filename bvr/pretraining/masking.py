@@ -1,0 +1,480 @@
+"""Masked-language-model masking for BERT (static) and RoBERTa (dynamic), as pure functions.
+
+Every random choice here is a hash of ``(seed, stream, sequence index, copy, position)``, never a draw from a
+stateful generator. The mask a sequence gets therefore does not depend on which batch, DataLoader worker or process
+it lands in, on how far its batch was padded, or on whether training was resumed: the same ``(seed, index, copy)``
+always gives the same mask.
+
+The two masking regimes differ only in which *copy* a sequence is masked with at a given epoch (:func:`mask_copy`):
+
+- static (BERT): the data is masked ``dupe_factor`` times before training; epoch ``e`` reuses copy
+  ``e % dupe_factor``, so over 40 epochs with 10 copies each mask is seen 4 times (RoBERTa, section 4.1).
+- dynamic (RoBERTa): a new mask each time the sequence is fed, so the copy is the epoch itself.
+
+Choice of positions follows BERT's ``create_masked_lm_predictions``: exactly ``max(1, round(n * mask_prob))`` of
+the ``n`` candidate (non-special, non-padding) tokens are chosen, by Python's round-half-to-even as in BERT's code.
+Of the chosen positions, ``split`` decides per *token* between ``mask_id``, a random non-special id and the
+original id. In whole-word mode BERT also decides per token (each token of a chosen word draws its own class);
+we keep that so the whole-word arm differs from the token arm only in which positions are chosen.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import torch
+
+from bvr.errors import BvrError
+from bvr.tokenization import VocabInfo
+
+MODES = ("static", "dynamic")
+IGNORE_INDEX = -100
+"""Label at positions that are not predicted (the default ``ignore_index`` of ``torch.nn.CrossEntropyLoss``)."""
+
+# Independent hash streams: one per kind of decision, so e.g. which positions are chosen is uncorrelated with
+# how they are replaced even though both are keyed on the same (index, copy, position).
+_STREAM_CHOOSE = 0
+_STREAM_CLASS = 1
+_STREAM_TOKEN = 2
+
+# splitmix64's increment and finaliser multipliers (Steele, Lea and Flood, 2014).
+_GAMMA = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+_MASK64 = (1 << 64) - 1
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Static versus dynamic
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise BvrError(f"unknown masking mode {mode!r}", where="masking.mode", hint=f"use one of {', '.join(MODES)}")
+
+
+def _check_dupe_factor(dupe_factor: int) -> None:
+    if dupe_factor < 1:
+        raise BvrError(
+            f"dupe_factor must be at least 1, got {dupe_factor}",
+            where="masking.dupe_factor",
+            hint="BERT used 10 static copies",
+        )
+
+
+def mask_copy(mode: str, epoch: int, dupe_factor: int) -> int:
+    """Which mask a sequence gets at ``epoch``.
+
+    Args:
+        mode: "static" (BERT: ``dupe_factor`` masks fixed before training, reused in turn) or "dynamic"
+            (RoBERTa: a fresh mask every time the sequence is fed).
+        epoch: zero-based epoch (pass over the data).
+        dupe_factor: number of static copies; ignored in dynamic mode.
+
+    Returns:
+        The copy number to pass to :func:`mask_batch`.
+
+    Raises:
+        BvrError: unknown mode, or ``dupe_factor`` below 1.
+    """
+    _check_mode(mode)
+    if mode == "dynamic":
+        return epoch
+    _check_dupe_factor(dupe_factor)
+    return epoch % dupe_factor
+
+
+def mask_exposure(mode: str, epochs: int, dupe_factor: int) -> dict[str, int]:
+    """How many distinct masks each sequence sees over training, and how often each, for logging.
+
+    Args:
+        mode: "static" or "dynamic".
+        epochs: number of passes over the data.
+        dupe_factor: number of static copies; ignored in dynamic mode.
+
+    Returns:
+        ``{"distinct_masks", "min_times_seen", "max_times_seen"}``; the last two range over the masks actually
+        used. Static, 40 epochs, 10 copies: 10 masks seen 4 times each (RoBERTa Table 1). Dynamic: ``epochs``
+        masks seen once each.
+
+    Raises:
+        BvrError: unknown mode, negative ``epochs`` or ``dupe_factor`` below 1.
+    """
+    _check_mode(mode)
+    if epochs < 0:
+        raise BvrError(f"epochs must not be negative, got {epochs}", where="masking.epochs")
+    if mode == "dynamic":
+        distinct = epochs
+    else:
+        _check_dupe_factor(dupe_factor)
+        distinct = min(epochs, dupe_factor)
+    if distinct == 0:
+        return {"distinct_masks": 0, "min_times_seen": 0, "max_times_seen": 0}
+    return {
+        "distinct_masks": distinct,
+        "min_times_seen": epochs // distinct,
+        "max_times_seen": -(-epochs // distinct),
+    }
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Counter-based random numbers
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _fmix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: a bijection on uint64 whose output bits each depend on all input bits."""
+    x = (x ^ (x >> np.uint64(30))) * _MIX1
+    x = (x ^ (x >> np.uint64(27))) * _MIX2
+    return x ^ (x >> np.uint64(31))
+
+
+def _as_uint64(key: np.ndarray | int) -> np.ndarray:
+    key = np.asarray(key)
+    if not (np.issubdtype(key.dtype, np.integer) or key.dtype == np.bool_):
+        raise TypeError(f"hash keys must be integers, got dtype {key.dtype}")
+    # Negative int64 keys wrap to distinct uint64 values, which is all a hash needs.
+    return key.astype(np.uint64)
+
+
+def uniform(seed: int, *keys: np.ndarray | int) -> np.ndarray:
+    """Counter-based uniform random numbers: a pure hash of ``(seed, keys...)``.
+
+    The keys are broadcast together; each element of the result depends only on the seed and on the keys at that
+    element, so any subset of a grid can be computed alone and agrees with the whole.
+
+    Args:
+        seed: any Python int (reduced modulo 2**64).
+        *keys: integer arrays (or ints), broadcast together.
+
+    Returns:
+        float64 array of the broadcast shape, in [0, 1), with 53 random bits each.
+
+    Example:
+        >>> u = uniform(7, np.arange(3)[:, None], np.arange(4)[None, :])
+        >>> u.shape, bool(((u >= 0) & (u < 1)).all())
+        ((3, 4), True)
+        >>> bool(uniform(7, 2, 3) == u[2, 3])
+        True
+    """
+    # uint64 products are meant to wrap; numpy warns on scalar overflow, so silence it here only.
+    with np.errstate(over="ignore"):
+        state = _fmix64(np.asarray(np.uint64(seed & _MASK64) + _GAMMA))
+        for key in keys:
+            # Mixing the key before combining spreads small counters (0, 1, 2, ...) over all 64 bits.
+            state = _fmix64(state ^ _fmix64(_as_uint64(key) + _GAMMA))
+    return np.asarray((state >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53)))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Masking
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _check_options(mask_prob: float, split: tuple[float, float, float]) -> None:
+    if not 0.0 < mask_prob < 1.0:
+        raise BvrError(
+            f"mask_prob must lie strictly between 0 and 1, got {mask_prob}",
+            where="masking.mask_prob",
+            hint="BERT and RoBERTa use 0.15",
+        )
+    if len(split) != 3 or any(not share >= 0.0 for share in split) or abs(sum(split) - 1.0) > 1e-6:
+        raise BvrError(
+            f"split must be three non-negative shares ([MASK], random, unchanged) summing to 1, got {tuple(split)}",
+            where="masking.split",
+            hint="BERT uses (0.8, 0.1, 0.1)",
+        )
+
+
+@lru_cache(maxsize=8)
+def _special_table(vocab_size: int, special_ids: tuple[int, ...]) -> np.ndarray:
+    """(vocab_size,) bool, True at special ids; cached because the collator asks for it every batch."""
+    table = np.zeros(vocab_size, dtype=bool)
+    table[list(special_ids)] = True
+    table.setflags(write=False)
+    return table
+
+
+def _specials(vocab: VocabInfo) -> tuple[int, ...]:
+    # pad and mask are added in case a hand-built VocabInfo leaves them out of special_ids.
+    return tuple(sorted(set(vocab.special_ids) | {vocab.pad_id, vocab.mask_id}))
+
+
+@lru_cache(maxsize=8)
+def _replacement_ids(vocab_size: int, special_ids: tuple[int, ...]) -> np.ndarray:
+    """Ids a random replacement may take: every non-special id."""
+    ids = np.flatnonzero(~_special_table(vocab_size, special_ids))
+    ids.setflags(write=False)
+    return ids
+
+
+def _budget(n_candidates: np.ndarray, mask_prob: float) -> np.ndarray:
+    """(batch,) tokens to mask: max(1, round(n * p)), or 0 with no candidates. np.rint rounds half to even, as
+    Python's round in BERT's create_pretraining_data.py does."""
+    k = np.maximum(1, np.rint(n_candidates * mask_prob)).astype(np.int64)
+    return np.where(n_candidates > 0, k, 0)
+
+
+def _choose_tokens(keys: np.ndarray, candidates: np.ndarray, budget: np.ndarray) -> np.ndarray:
+    """(batch, seq) bool: per row, the ``budget`` candidates with the smallest keys."""
+    keys = np.where(candidates, keys, np.inf)  # (batch, seq); non-candidates sort last
+    order = np.argsort(keys, axis=1, kind="stable")  # (batch, seq)
+    taken = np.arange(keys.shape[1])[None, :] < budget[:, None]  # (batch, seq), by rank
+    chosen = np.zeros_like(candidates)
+    np.put_along_axis(chosen, order, taken, axis=1)
+    return chosen
+
+
+def _words(positions: np.ndarray, starts_word: np.ndarray) -> np.ndarray:
+    """Word number of each candidate position: a word begins at a word-start token or after a gap (a special
+    token), so a continuation piece right after [CLS] or [SEP] never joins a word across it."""
+    gap = np.diff(positions, prepend=-2) != 1  # (n,)
+    return np.cumsum(starts_word | gap) - 1  # (n,)
+
+
+def _choose_words_row(positions: np.ndarray, starts_word: np.ndarray, keys: np.ndarray, budget: int) -> np.ndarray:
+    """Chosen candidate positions of one row in whole-word mode.
+
+    Words are taken in the key order of their first token; a word that would overshoot the budget is skipped and
+    the next tried, as in BERT's whole-word masking, so the count ends within one word of the budget.
+    """
+    word = _words(positions, starts_word)  # (n,)
+    first = np.flatnonzero(np.diff(word, prepend=-1))  # (n_words,) index of each word's first token
+    lengths = np.diff(np.append(first, len(word)))  # (n_words,)
+    taken = np.zeros(len(first), dtype=bool)
+    total = 0
+    for w in np.argsort(keys[positions[first]], kind="stable"):
+        if total + lengths[w] <= budget:
+            taken[w] = True
+            total += lengths[w]
+            if total == budget:
+                break
+    return positions[taken[word]]
+
+
+def _choose_words(
+    input_ids: np.ndarray, keys: np.ndarray, candidates: np.ndarray, budget: np.ndarray, word_start: np.ndarray
+) -> np.ndarray:
+    """(batch, seq) bool: whole words chosen per row (a Python loop per row; only this mode needs one)."""
+    chosen = np.zeros_like(candidates)
+    for row in range(input_ids.shape[0]):
+        positions = np.flatnonzero(candidates[row])
+        if len(positions):
+            chosen[row, _choose_words_row(positions, word_start[input_ids[row, positions]], keys[row], budget[row])] = 1
+    return chosen
+
+
+def _split_thresholds(split: tuple[float, float, float]) -> tuple[float, float]:
+    """Cumulative thresholds on a uniform draw for [MASK] and random; a zero share is never drawn, even when
+    the shares sum to 1 only within rounding."""
+    to_mask, to_random, to_keep = split
+    below_mask = to_mask if to_random + to_keep > 0 else np.inf
+    below_random = to_mask + to_random if to_keep > 0 else np.inf
+    return below_mask, below_random
+
+
+def _replace(
+    input_ids: np.ndarray, chosen: np.ndarray, draws: tuple[np.ndarray, np.ndarray], vocab: VocabInfo, split: tuple
+) -> np.ndarray:
+    """Masked copy of ``input_ids``: chosen positions become [MASK], a random non-special id, or stay."""
+    class_draw, token_draw = draws  # (batch, seq) each
+    below_mask, below_random = _split_thresholds(split)
+    pool = _replacement_ids(vocab.vocab_size, _specials(vocab))  # (n_pool,)
+    random_ids = pool[np.minimum((token_draw * len(pool)).astype(np.int64), len(pool) - 1)]  # (batch, seq)
+    masked = input_ids.copy()
+    to_mask = chosen & (class_draw < below_mask)
+    to_random = chosen & (class_draw >= below_mask) & (class_draw < below_random)
+    masked[to_mask] = vocab.mask_id
+    masked[to_random] = random_ids[to_random]
+    return masked
+
+
+def _check_ids(input_ids: np.ndarray, vocab: VocabInfo) -> None:
+    if input_ids.size and (input_ids.min() < 0 or input_ids.max() >= vocab.vocab_size):
+        raise BvrError(
+            f"token ids range over [{input_ids.min()}, {input_ids.max()}] but the vocabulary has {vocab.vocab_size}",
+            where="masking.input_ids",
+            hint="the instances were made with another tokenizer; prepare the data again",
+        )
+
+
+def mask_batch(
+    input_ids: np.ndarray,
+    indices: np.ndarray,
+    copies: np.ndarray,
+    vocab: VocabInfo,
+    *,
+    seed: int,
+    mask_prob: float = 0.15,
+    split: tuple[float, float, float] = (0.8, 0.1, 0.1),
+    whole_word: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Mask a padded batch for masked-language modelling; a pure function of (seed, index, copy, position).
+
+    Candidates are the positions whose id is neither special nor padding. Exactly ``max(1, round(n * mask_prob))``
+    of a sequence's ``n`` candidates are chosen (none when ``n`` is 0): those with the smallest hash keys. Each
+    chosen token then becomes ``vocab.mask_id``, a random non-special id or itself with probabilities ``split``.
+
+    Args:
+        input_ids: (batch, seq) ids, padded with ``vocab.pad_id``.
+        indices: (batch,) each sequence's index in the dataset.
+        copies: (batch,) each sequence's copy number, from :func:`mask_copy`.
+        vocab: the tokenizer's vocabulary facts.
+        seed: the run's masking seed.
+        mask_prob: share of candidates to predict.
+        split: shares of the chosen tokens replaced by [MASK], by a random token, and left unchanged.
+        whole_word: choose whole words (runs starting at a ``vocab.word_start`` token) rather than tokens; the
+            count then ends within one word of the budget, and the replacement is still decided per token.
+
+    Returns:
+        ``(masked_ids, labels)``, new (batch, seq) int64 arrays; labels hold the original id at chosen positions
+        and -100 elsewhere.
+
+    Raises:
+        BvrError: ``mask_prob`` outside (0, 1), a bad ``split``, or ids outside the vocabulary.
+    """
+    _check_options(mask_prob, split)
+    input_ids = np.asarray(input_ids, dtype=np.int64)  # (batch, seq)
+    _check_ids(input_ids, vocab)
+    rows = np.asarray(indices, dtype=np.int64)[:, None]  # (batch, 1)
+    copy = np.asarray(copies, dtype=np.int64)[:, None]  # (batch, 1)
+    cols = np.arange(input_ids.shape[1])[None, :]  # (1, seq)
+
+    candidates = ~_special_table(vocab.vocab_size, _specials(vocab))[input_ids]  # (batch, seq)
+    budget = _budget(candidates.sum(axis=1), mask_prob)  # (batch,)
+    keys = uniform(seed, _STREAM_CHOOSE, rows, copy, cols)  # (batch, seq)
+    if whole_word:
+        chosen = _choose_words(input_ids, keys, candidates, budget, np.asarray(vocab.word_start, dtype=bool))
+    else:
+        chosen = _choose_tokens(keys, candidates, budget)
+
+    draws = (uniform(seed, _STREAM_CLASS, rows, copy, cols), uniform(seed, _STREAM_TOKEN, rows, copy, cols))
+    masked = _replace(input_ids, chosen, draws, vocab, split)
+    labels = np.where(chosen, input_ids, IGNORE_INDEX)  # (batch, seq)
+    return masked, labels
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Collator
+# --------------------------------------------------------------------------------------------------------------
+
+
+class PretrainingCollator:
+    """Pads a list of instances and masks them. Pure: output depends only on the examples.
+
+    Each example is ``{"input_ids", "token_type_ids", "nsp_label", "index", "epoch"}``; its mask is a function of
+    the collator's seed and the example's index and epoch (through :func:`mask_copy`), so workers, processes and
+    resumed runs agree without sharing random state.
+
+    Args:
+        vocab: the tokenizer's vocabulary facts.
+        mode: "static" (BERT) or "dynamic" (RoBERTa).
+        seed: the run's masking seed.
+        dupe_factor: number of static copies (static mode only).
+        mask_prob: share of candidate tokens to predict.
+        split: shares of predicted tokens replaced by [MASK], by a random token, and left unchanged.
+        whole_word: mask whole words.
+        pad_to_multiple_of: round the padded length up to a multiple of this (tensor-core friendly); None for no
+            rounding.
+
+    Example:
+        >>> from bvr.tokenization import VocabInfo
+        >>> vocab = VocabInfo(family="bert", vocab_size=10, pad_id=0, unk_id=1, cls_id=2, sep_id=3, mask_id=4,
+        ...                   special_ids=(0, 1, 2, 3, 4), word_start=np.ones(10, dtype=bool))
+        >>> collate = PretrainingCollator(vocab, mode="dynamic", seed=0)
+        >>> batch = collate([
+        ...     {"input_ids": [2, 5, 6, 3, 7, 3], "token_type_ids": [0, 0, 0, 0, 1, 1], "nsp_label": 1,
+        ...      "index": 0, "epoch": 0},
+        ...     {"input_ids": [2, 8, 3], "token_type_ids": [0, 0, 0], "nsp_label": 0, "index": 1, "epoch": 0},
+        ... ])
+        >>> batch["input_ids"].shape  # longest is 6, rounded up to a multiple of 8
+        torch.Size([2, 8])
+        >>> batch["attention_mask"].tolist()
+        [[1, 1, 1, 1, 1, 1, 0, 0], [1, 1, 1, 0, 0, 0, 0, 0]]
+        >>> (batch["labels"] != -100).sum(dim=1).tolist()  # max(1, round(3 * 0.15)), max(1, round(1 * 0.15))
+        [1, 1]
+        >>> batch["nsp_labels"].tolist(), batch["indices"].tolist()
+        ([1, 0], [0, 1])
+    """
+
+    def __init__(
+        self,
+        vocab: VocabInfo,
+        *,
+        mode: str,
+        seed: int,
+        dupe_factor: int = 10,
+        mask_prob: float = 0.15,
+        split: tuple[float, float, float] = (0.8, 0.1, 0.1),
+        whole_word: bool = False,
+        pad_to_multiple_of: int | None = 8,
+    ) -> None:
+        # Validate here so a bad config fails at set-up, not in a DataLoader worker mid-epoch.
+        _check_mode(mode)
+        _check_dupe_factor(dupe_factor)
+        _check_options(mask_prob, split)
+        if pad_to_multiple_of is not None and pad_to_multiple_of < 1:
+            raise BvrError(
+                f"pad_to_multiple_of must be at least 1, got {pad_to_multiple_of}",
+                where="masking.pad_to_multiple_of",
+                hint="use 8, or null for no rounding",
+            )
+        self.vocab = vocab
+        self.mode = mode
+        self.seed = seed
+        self.dupe_factor = dupe_factor
+        self.mask_prob = mask_prob
+        self.split = tuple(split)
+        self.whole_word = whole_word
+        self.pad_to_multiple_of = pad_to_multiple_of
+
+    def _padded_length(self, longest: int) -> int:
+        multiple = self.pad_to_multiple_of or 1
+        return -(-longest // multiple) * multiple
+
+    def _pad(self, examples: list[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(batch, seq) input ids, token types and attention mask, padded to the rounded longest length."""
+        lengths = [len(example["input_ids"]) for example in examples]
+        shape = (len(examples), self._padded_length(max(lengths)))
+        input_ids = np.full(shape, self.vocab.pad_id, dtype=np.int64)
+        token_types = np.zeros(shape, dtype=np.int64)
+        for row, (example, length) in enumerate(zip(examples, lengths, strict=True)):
+            if len(example["token_type_ids"]) != length:
+                raise ValueError(f"example {example['index']}: token_type_ids and input_ids differ in length")
+            input_ids[row, :length] = example["input_ids"]
+            token_types[row, :length] = example["token_type_ids"]
+        attention = (np.arange(shape[1])[None, :] < np.asarray(lengths)[:, None]).astype(np.int64)
+        return input_ids, token_types, attention
+
+    def __call__(self, examples: list[dict]) -> dict[str, torch.Tensor]:
+        """Pad and mask ``examples``.
+
+        Returns:
+            input_ids, token_type_ids, attention_mask and labels, (batch, seq) long; nsp_labels and indices,
+            (batch,) long. Labels are -100 except at the masked positions.
+        """
+        if not examples:
+            raise ValueError("cannot collate an empty batch")
+        input_ids, token_types, attention = self._pad(examples)
+        indices = np.array([example["index"] for example in examples], dtype=np.int64)  # (batch,)
+        copies = np.array([mask_copy(self.mode, example["epoch"], self.dupe_factor) for example in examples])
+        masked, labels = mask_batch(
+            input_ids,
+            indices,
+            copies,
+            self.vocab,
+            seed=self.seed,
+            mask_prob=self.mask_prob,
+            split=self.split,
+            whole_word=self.whole_word,
+        )
+        return {
+            "input_ids": torch.from_numpy(masked),
+            "token_type_ids": torch.from_numpy(token_types),
+            "attention_mask": torch.from_numpy(attention),
+            "labels": torch.from_numpy(labels),
+            "nsp_labels": torch.tensor([example["nsp_label"] for example in examples], dtype=torch.long),
+            "indices": torch.from_numpy(indices),
+        }
