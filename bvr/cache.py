@@ -11,13 +11,11 @@ from typing import Any
 from bvr.config import config_hash, dump_config
 
 DONE = "DONE"
-# Bump when a change to the code would change the bytes an existing cache folder holds.
-PIPELINE_VERSION = 1
 
 
 def cache_dir(root: Path, kind: str, *parts: Any) -> Path:
-    """``root/KIND-HASH``, the hash taken over ``parts`` and the pipeline version."""
-    return Path(root) / f"{kind}-{config_hash(PIPELINE_VERSION, *parts)}"
+    """``root/KIND-HASH``, the hash taken over ``parts`` (configs, versions, the names of upstream folders)."""
+    return Path(root) / f"{kind}-{config_hash(*parts)}"
 
 
 def is_done(path: Path) -> bool:

@@ -163,26 +163,28 @@ def data_prepare(config: ConfigOpt = None, preset: PresetOpt = None, set_: SetOp
 
 def _print_prepared(prepared) -> None:
     stats = prepared.stats()
-    table = Table(title="prepared data")
+    table = Table(title=f"prepared data in {prepared.instances.parent}")
     table.add_column("stage")
-    table.add_column("folder")
+    table.add_column("folder", no_wrap=True)
     table.add_column("figures")
     corpus = stats.get("corpus", {})
-    table.add_row("corpus", str(prepared.corpus),
+    table.add_row("corpus", prepared.corpus.name,
                   f"{corpus.get('train_documents', '?')} train / {corpus.get('validation_documents', '?')} "
                   f"validation documents, {corpus.get('sentences', '?')} sentences")
     tok = stats.get("tokenizer", {})
-    table.add_row("tokenizer", str(prepared.tokenizer),
+    table.add_row("tokenizer", prepared.tokenizer.name,
                   f"{tok.get('family')} {tok.get('vocab_size')}: {tok.get('tokens_per_word', 0):.3f} tokens/word, "
-                  f"unk {tok.get('unk_rate', 0):.4%}")
-    table.add_row("tokenized", str(prepared.tokenized), "")
+                  f"unknown {tok.get('unk_rate', 0):.4%}")
+    table.add_row("tokenized", prepared.tokenized.name, "")
     inst = stats.get("instances", {})
     for split in ("train", "validation"):
         s = inst.get(split, {})
-        nsp = f", NSP IsNext/NotNext {s['nsp_is_next']}/{s['nsp_not_next']}" if "nsp_is_next" in s else ""
-        table.add_row(f"sequences ({split})", str(prepared.instances) if split == "train" else "",
-                      f"{s.get('sequences')} seqs, {s.get('tokens')} tokens, mean length {s.get('mean_length')}{nsp}")
+        nsp = f"; NSP IsNext/NotNext {s['nsp_is_next']}/{s['nsp_not_next']}" if "nsp_is_next" in s else ""
+        table.add_row(f"sequences ({split})", prepared.instances.name if split == "train" else "",
+                      f"{s.get('sequences')} sequences, {s.get('tokens')} tokens, mean length {s.get('mean_length')}"
+                      f"{nsp}")
     console.print(table)
+    console.print("next: [bold]bvr data show[/] with the same options shows masked sequences")
 
 
 @data_app.command("show")

@@ -9,9 +9,9 @@ The formats:
 
 - ``segment-pair`` (BERT's): whole sentences accumulate into a chunk until it reaches a target length (the pair
   budget, or with probability ``short_seq_prob`` a random shorter one, as BERT does so that pretraining also sees
-  short inputs); the chunk is cut at a random sentence boundary into A and B. With NSP, half the time (and always
-  when the chunk holds one sentence) B is replaced by a span starting at a random sentence of another document
-  and the chunk's unused sentences go back to be read again (NotNext).
+  short inputs); the chunk is cut at a random sentence boundary into A and B. With NSP, half the time B is
+  replaced by a span starting at a random sentence of another document and the chunk's unused sentences go back
+  to be read again (NotNext).
 - ``sentence-pair``: A is one sentence; B is the next sentence (IsNext) or, with NSP and probability 0.5, a
   random sentence of another document (NotNext, and the unused next sentence is read again as the next A).
 - ``full-sentences``: whole sentences packed contiguously up to the budget, crossing document boundaries with
@@ -24,11 +24,11 @@ Decisions worth knowing:
   front or the back by a fair coin (BERT's rule). It is computed in closed form: the final lengths directly, and
   the count taken from the front as the number of heads among the coins. An IsNext pair truncated at A's back
   or B's front is still in order but no longer adjacent.
-- Lone units with NSP off. A pair needs two non-empty segments. When a chunk (``segment-pair``) or a document's
-  last sentence (``sentence-pair``) has no continuation and NSP is off, it is cut at a random token into A and
-  B, so both are still true continuations; a lone one-token unit cannot make a pair and is left out. (With NSP
-  on, such a unit always gets a NotNext B, BERT's rule, which tilts the labels a little towards NotNext:
-  about 2% with 128-token sequences and documents of 60 to 100 sentences.)
+- Lone units. A pair needs two non-empty segments. When a chunk of one sentence (``segment-pair``) or a
+  document's last sentence (``sentence-pair``) is to get its true continuation (NSP off, or NSP's coin said
+  IsNext), it is cut at a random token into A and B, so both are still true continuations; a lone one-token
+  unit cannot make a pair and is left out. BERT's script instead always gives such a unit a NotNext B, which on
+  our Wikipedia extract (short documents) made 57% of the pairs NotNext; deciding the label first keeps 50/50.
 - Single-document shards. NotNext segments must come from another document, so a shard with one document
   (typically the tail shard of a split) makes only IsNext pairs, labelled 0, as if NSP were on but never drew
   NotNext; a lone unit is then cut inside as above. Refusing would stop a whole run over one short shard; the
@@ -285,7 +285,10 @@ def _emit_segment_pair(
     chunk = docs[d][start:end]
     n_a = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
     a = np.concatenate(chunk[:n_a])
-    if pairing.not_next and (len(chunk) == 1 or rng.random() < 0.5):
+    # The coin decides first, so IsNext and NotNext stay 50/50 even where documents are short: a chunk of one
+    # sentence that draws IsNext is cut inside the sentence (a true continuation) instead of being forced to
+    # NotNext, as BERT's script does (which gave 57% NotNext on our Wikipedia extract).
+    if pairing.not_next and rng.random() < 0.5:
         b = _random_span(docs, d, target - len(a), rng)
         _add_truncated(a, b, NOT_NEXT, budget, rng, out)
         return n_a
@@ -321,7 +324,7 @@ def _sentence_pairs(
         i = 0
         while i < len(doc):
             has_next = i + 1 < len(doc)
-            if pairing.not_next and (not has_next or rng.random() < 0.5):
+            if pairing.not_next and rng.random() < 0.5:
                 other = docs[_other_document(len(docs), d, rng)]
                 _add_truncated(doc[i], other[rng.randrange(len(other))], NOT_NEXT, budget, rng, out)
                 i += 1

@@ -30,6 +30,10 @@ from bvr.errors import BvrError
 from bvr.pretraining.formats import Template, create_instances
 from bvr.tokenization import load_tokenizer, save_tokenizer, tokenizer_stats, train_tokenizer, vocab_info
 
+# Bump a stage's version when a code change would change the bytes it writes: its cache folders (and those of
+# the stages after it, whose hashes include its folder name) are then rebuilt instead of reused.
+STAGE_VERSIONS = {"corpus": 1, "tokenizer": 1, "tokenized": 1, "data": 2}
+
 INSTANCE_FEATURES = datasets.Features(
     {
         "input_ids": datasets.Sequence(datasets.Value("int32")),
@@ -122,7 +126,7 @@ def prepare_corpus(cfg: Config, *, progress: bool = True) -> Path:
     """Read the corpus into documents (Arrow, train/validation by document); reused when already built."""
     location = resolve_corpus(cfg)
     corpus = asdict(cfg.corpus)
-    stage = {"corpus": corpus, "location": asdict(location)}
+    stage = {"version": STAGE_VERSIONS["corpus"], "corpus": corpus, "location": asdict(location)}
     target = cache_dir(cache_root(cfg), "corpus", stage)
 
     def build(tmp: Path) -> None:
@@ -149,7 +153,7 @@ def _sentence_batches(split: datasets.Dataset, batch_docs: int = 1000):
 def prepare_tokenizer(cfg: Config, corpus_dir: Path, *, progress: bool = True) -> Path:
     """Train the configured tokenizer on the training documents (or take ``tokenizer.path``); write its stats."""
     tok_cfg = cfg.tokenizer
-    stage = {"corpus": corpus_dir.name, "tokenizer": asdict(tok_cfg)}
+    stage = {"version": STAGE_VERSIONS["tokenizer"], "corpus": corpus_dir.name, "tokenizer": asdict(tok_cfg)}
     if tok_cfg.path:
         stage["tokenizer_file_mtime"] = os.path.getmtime(tok_cfg.path) if os.path.exists(tok_cfg.path) else None
     target = cache_dir(cache_root(cfg), f"tokenizer-{tok_cfg.family}", stage)
@@ -196,7 +200,7 @@ def _tokenize_batch(batch: dict[str, list], tokenizer) -> dict[str, list]:
 
 def prepare_tokenized(cfg: Config, corpus_dir: Path, tokenizer_dir: Path) -> Path:
     """Tokenize every sentence once; documents keep their sentence boundaries."""
-    stage = {"corpus": corpus_dir.name, "tokenizer": tokenizer_dir.name}
+    stage = {"version": STAGE_VERSIONS["tokenized"], "corpus": corpus_dir.name, "tokenizer": tokenizer_dir.name}
     target = cache_dir(cache_root(cfg), "tokenized", stage)
 
     def build(tmp: Path) -> None:
@@ -269,7 +273,7 @@ def instance_stats(ds: datasets.Dataset, max_length: int) -> dict[str, Any]:
 def prepare_instances(cfg: Config, tokenized_dir: Path, tokenizer_dir: Path) -> Path:
     """Turn tokenized documents into sequences of the configured input format."""
     data = asdict(cfg.data)
-    stage = {"tokenized": tokenized_dir.name, "data": data}
+    stage = {"version": STAGE_VERSIONS["data"], "tokenized": tokenized_dir.name, "data": data}
     target = cache_dir(cache_root(cfg), f"data-{cfg.data.input_format}", stage)
 
     def build(tmp: Path) -> None:

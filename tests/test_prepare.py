@@ -1,0 +1,150 @@
+"""End to end through the cached stages on a generated WikiExtractor corpus: reuse, sharing and outputs."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import datasets
+import numpy as np
+import pytest
+import yaml
+
+from bvr.cache import DONE
+from bvr.config import load_config
+from bvr.pretraining.inspect import render_examples
+from bvr.pretraining.prepare import load_instances, prepare
+from bvr.tokenization import load_tokenizer
+
+WORDS = (
+    "the a river city music player team season album film school church war army king queen people born "
+    "played released known became north south village station line company island football club league "
+    "first second later after during between against under early small large new old great famous"
+).split()
+
+
+def write_wiki_corpus(root: Path, documents: int = 120, seed: int = 0) -> Path:
+    """A WikiExtractor folder of generated articles (titles repeated on the first line, as the real dumps)."""
+    rng = random.Random(seed)
+    folder = root / "corpus" / "wiki" / "AA"
+    folder.mkdir(parents=True)
+    for part in range(2):
+        lines = []
+        for d in range(part * documents // 2, (part + 1) * documents // 2):
+            title = f"Article {d}"
+            lines += [f'<doc id="{d}" url="?curid={d}" title="{title}">', title, ""]
+            for _ in range(rng.randint(1, 4)):
+                sentences = [
+                    " ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 14))).capitalize() + "."
+                    for _ in range(rng.randint(1, 6))
+                ]
+                lines.append(" ".join(sentences))
+            lines += ["", "</doc>"]
+        (folder / f"wiki_{part:02d}").write_text("\n".join(lines) + "\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> Path:
+    return write_wiki_corpus(tmp_path_factory.mktemp("data"))
+
+
+def config(data_dir: Path, out: Path, *overrides: str):
+    return load_config(
+        preset="tiny",
+        overrides=["corpus.path=corpus/wiki", "corpus.validation_fraction=0.1", "tokenizer.vocab_size=400",
+                   "data.shard_documents=50", *overrides],
+        extra={"data_dir": str(data_dir), "output_dir": str(out)},
+    )
+
+
+@pytest.fixture(scope="module")
+def bert_prepared(data_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("out")
+    return out, prepare(config(data_dir, out), progress=False)
+
+
+def test_every_stage_writes_its_config_and_is_marked_done(bert_prepared):
+    _, prepared = bert_prepared
+    for folder in (prepared.corpus, prepared.tokenizer, prepared.tokenized, prepared.instances):
+        assert (folder / DONE).is_file()
+        assert yaml.safe_load((folder / "config.yaml").read_text())
+    stats = prepared.stats()
+    assert stats["corpus"]["documents"] == 120
+    assert stats["corpus"]["train_documents"] + stats["corpus"]["validation_documents"] == 120
+    assert stats["tokenizer"]["family"] == "bert" and stats["tokenizer"]["vocab_size"] <= 400
+    train = stats["instances"]["train"]
+    assert train["sequences"] > 0 and train["nsp_is_next"] + train["nsp_not_next"] == train["sequences"]
+
+
+def test_sequences_fit_and_carry_the_bert_template(bert_prepared):
+    _, prepared = bert_prepared
+    tokenizer, _ = load_tokenizer(prepared.tokenizer)
+    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    train = load_instances(prepared)["train"]
+    for row in train.select(range(min(50, train.num_rows))):
+        ids = row["input_ids"]
+        assert len(ids) <= 128
+        assert ids[0] == cls_id and ids[-1] == sep_id and ids.count(sep_id) == 2
+        assert len(row["token_type_ids"]) == len(ids)
+        assert row["nsp_label"] in (0, 1)
+
+
+def test_a_second_run_reuses_every_stage(bert_prepared, data_dir):
+    out, prepared = bert_prepared
+    stamps = {p: (p / DONE).stat().st_mtime_ns for p in (prepared.corpus, prepared.tokenizer, prepared.instances)}
+    again = prepare(config(data_dir, out), progress=False)
+    assert again == prepared
+    assert {p: (p / DONE).stat().st_mtime_ns for p in stamps} == stamps
+
+
+def test_a_new_format_reuses_corpus_tokenizer_and_tokens(bert_prepared, data_dir):
+    out, prepared = bert_prepared
+    full = prepare(config(data_dir, out, "data.input_format=full-sentences", "data.nsp=false"), progress=False)
+    assert (full.corpus, full.tokenizer, full.tokenized) == (prepared.corpus, prepared.tokenizer, prepared.tokenized)
+    assert full.instances != prepared.instances and full.instances.name.startswith("data-full-sentences-")
+    lengths = [len(ids) for ids in load_instances(full)["train"]["input_ids"]]
+    assert max(lengths) == 128 and np.mean(lengths) > 100  # packed across documents
+    assert set(load_instances(full)["train"]["nsp_label"]) == {-100}
+
+
+def test_masking_does_not_change_the_prepared_data(bert_prepared, data_dir):
+    out, prepared = bert_prepared
+    static = prepare(config(data_dir, out, "masking.mode=static", "masking.mask_prob=0.2"), progress=False)
+    assert static == prepared
+
+
+def test_same_config_gives_the_same_bytes(bert_prepared, data_dir, tmp_path):
+    _, prepared = bert_prepared
+    fresh = prepare(config(data_dir, tmp_path), progress=False)
+    assert fresh.instances.name == prepared.instances.name
+    a, b = load_instances(prepared)["train"], load_instances(fresh)["train"]
+    assert a["input_ids"] == b["input_ids"] and a["nsp_label"] == b["nsp_label"]
+
+
+def test_roberta_family_end_to_end(data_dir, tmp_path):
+    cfg = config(data_dir, tmp_path, "tokenizer.family=roberta", "model.family=roberta",
+                 "data.input_format=doc-sentences", "data.nsp=false")
+    prepared = prepare(cfg, progress=False)
+    tokenizer, family = load_tokenizer(prepared.tokenizer)
+    assert family == "roberta"
+    train = load_instances(prepared)["train"]
+    assert train[0]["input_ids"][0] == tokenizer.token_to_id("<s>")
+    assert isinstance(train, datasets.Dataset)
+    text = render_examples(cfg, prepared, count=2, epoch=3)
+    assert "doc-sentences, dynamic masking, epoch 3" in text and "<mask>{" in text
+
+
+def test_killed_build_leaves_no_finished_folder(data_dir, tmp_path, monkeypatch):
+    from bvr.pretraining import prepare as stages
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("killed")
+
+    monkeypatch.setattr(stages, "create_instances", boom)
+    cfg = config(data_dir, tmp_path)
+    with pytest.raises(RuntimeError):
+        prepare(cfg, progress=False)
+    assert not list((tmp_path / "cache").glob("data-*/DONE"))
+    monkeypatch.undo()
+    assert (prepare(cfg, progress=False).instances / DONE).is_file()
