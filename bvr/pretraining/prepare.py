@@ -145,9 +145,19 @@ def prepare_corpus(cfg: Config, *, progress: bool = True) -> Path:
     return build_once(target, build, stage)[0]
 
 
-def _sentence_batches(split: datasets.Dataset, batch_docs: int = 1000):
-    for batch in split.iter(batch_size=batch_docs):
-        yield [sentence for doc in batch["sentences"] for sentence in doc]
+class SentenceBatches:
+    """The sentences of a document split, in batches; iterating again starts over (WordPiece reads twice),
+    so the corpus is streamed from its memory-mapped Arrow files and never held in memory."""
+
+    def __init__(self, split: datasets.Dataset, batch_docs: int = 1000) -> None:
+        self.split, self.batch_docs = split, batch_docs
+
+    def __iter__(self):
+        for batch in self.split.iter(batch_size=self.batch_docs):
+            yield [sentence for doc in batch["sentences"] for sentence in doc]
+
+    def __len__(self) -> int:
+        return -(-self.split.num_rows // self.batch_docs)
 
 
 def prepare_tokenizer(cfg: Config, corpus_dir: Path, *, progress: bool = True) -> Path:
@@ -168,11 +178,10 @@ def prepare_tokenizer(cfg: Config, corpus_dir: Path, *, progress: bool = True) -
             start = time.perf_counter()
             tokenizer = train_tokenizer(
                 tok_cfg.family,
-                _sentence_batches(docs["train"]),
+                SentenceBatches(docs["train"]),
                 vocab_size=tok_cfg.resolved_vocab_size,
                 min_frequency=tok_cfg.min_frequency,
                 show_progress=progress,
-                length=docs["train"].num_rows,
             )
             train_seconds = time.perf_counter() - start
         save_tokenizer(tokenizer, tok_cfg.family, tmp, model_max_length=cfg.model.max_tokens)
