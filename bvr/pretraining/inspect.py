@@ -35,12 +35,20 @@ def render_examples(cfg: Config, prepared: Prepared, *, count: int = 3, epoch: i
     for row in range(len(rows)):
         words = []
         for pos in range(int(batch["attention_mask"][row].sum())):
-            shown = tokenizer.id_to_token(int(batch["input_ids"][row, pos]))
+            shown = _readable(tokenizer, int(batch["input_ids"][row, pos]), family)
             label = int(batch["labels"][row, pos])
             if label >= 0:
-                original = tokenizer.id_to_token(label)
+                original = _readable(tokenizer, label, family)
                 shown = f"{shown}{{{original}}}" if shown != original else f"={{{original}}}"
             words.append(shown)
         nsp = NSP_NAMES.get(int(batch["nsp_labels"][row]), "?")
         lines.append(f"\n#{rows[row]['index']} ({len(words)} tokens, {nsp}):\n" + " ".join(words))
     return "\n".join(lines)
+
+
+def _readable(tokenizer, token_id: int, family: str) -> str:
+    """A token as text: WordPiece pieces as they are (``##ing``); byte-level pieces decoded, a leading space as ▁."""
+    token = tokenizer.id_to_token(token_id)
+    if family != "roberta" or token_id in (tokenizer.token_to_id(t) for t in ("<s>", "</s>", "<pad>", "<mask>")):
+        return token
+    return tokenizer.decoder.decode([token]).replace(" ", "▁")

@@ -228,11 +228,22 @@ def prepare_tokenized(cfg: Config, corpus_dir: Path, tokenizer_dir: Path) -> Pat
                 new_fingerprint=f"{target.name}-{split}",
                 desc=f"tokenizing {split} documents",
             )
-        datasets.DatasetDict(out).save_to_disk(str(tmp / "tokenized"))
+        _save(datasets.DatasetDict(out), tmp / "tokenized")
         for stale in tmp.glob("map-*.arrow"):
             stale.unlink()
 
     return build_once(target, build, stage)[0]
+
+
+def _save(dataset: datasets.DatasetDict, path: Path) -> None:
+    """save_to_disk without its progress bars (the copy is fast; the map bars before it show the real work)."""
+    was_enabled = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    try:
+        dataset.save_to_disk(str(path))
+    finally:
+        if was_enabled:
+            datasets.enable_progress_bars()
 
 
 def _documents_of(table: pa.Table) -> list[list[np.ndarray]]:
@@ -306,7 +317,7 @@ def prepare_instances(cfg: Config, tokenized_dir: Path, tokenizer_dir: Path) -> 
                 desc=f"{cfg.data.input_format} {split} sequences",
             ).with_format(None)
             stats[split] = instance_stats(out[split], cfg.data.max_length)
-        datasets.DatasetDict(out).save_to_disk(str(tmp / "instances"))
+        _save(datasets.DatasetDict(out), tmp / "instances")
         for stale in tmp.glob("map-*.arrow"):
             stale.unlink()
         stats["seconds"] = round(time.perf_counter() - start, 1)
