@@ -203,6 +203,80 @@ def data_show(
     console.print(render_examples(cfg, prepare(cfg), count=count, epoch=epoch), markup=False, highlight=False)
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# bvr pretrain / fill-mask / export
+
+
+@app.command("pretrain")
+def pretrain_cmd(
+    resume: Annotated[bool, typer.Option("--resume", help="Continue an unfinished run of this configuration from "
+                                         "its last checkpoint (data order, masks and RNG included).")] = False,
+    restart: Annotated[bool, typer.Option("--restart", help="Discard an unfinished run of this configuration and "
+                                          "start again.")] = False,
+    experiment: Annotated[str | None, typer.Option("--experiment", help="MLflow experiment [default: "
+                                                   "bvr-pretrain].")] = None,
+    config: ConfigOpt = None, preset: PresetOpt = None, set_: SetOpt = None,
+    data_dir: DataDirOpt = None, output_dir: OutputDirOpt = None,
+) -> None:
+    """Pretrain a BERT- or RoBERTa-style encoder from scratch (prepares the data first if needed).
+
+    Logs to MLflow (./mlflow.db and ./mlartifacts unless MLFLOW_TRACKING_URI is set; browse with
+    `mlflow ui --backend-store-uri sqlite:///mlflow.db`). A finished run with the same configuration is reused.
+    """
+    from bvr.pretraining.run import pretrain
+
+    cfg = _load(config, preset, set_, data_dir, output_dir)
+    result = pretrain(cfg, resume=resume, restart=restart, experiment=experiment)
+    _print_pretrain(result)
+
+
+def _print_pretrain(result) -> None:
+    m = result.metrics
+    state = "reused the finished run" if result.reused else "finished"
+    console.print(f"{state}: [bold]{result.run_dir}[/]")
+    keys = ("steps", "tokens_seen", "train/mlm_loss", "val/mlm_loss", "val/perplexity", "val/nsp_acc",
+            "wall_seconds", "params_total", "params_non_embedding")
+    console.print("  " + ", ".join(f"{k}={m[k]:.4g}" for k in keys if k in m), highlight=False)
+    console.print(f"next: bvr fill-mask {result.run_dir} \"Paris is the [MASK] of France.\"", markup=False)
+
+
+@app.command("fill-mask")
+def fill_mask_cmd(
+    checkpoint: Annotated[Path, typer.Argument(help="A pretraining run folder (outputs/runs/pretrain-*), its model/ "
+                                                    "folder, or a Hugging Face BERT/RoBERTa folder.")],
+    text: Annotated[str, typer.Argument(help="Text with one or more [MASK] (or <mask>) where a word is missing.")],
+    top_k: Annotated[int, typer.Option("--top-k", "-k", help="Predictions to show per mask.")] = 5,
+) -> None:
+    """Print the most likely tokens at each mask, to see what a checkpoint has learned."""
+    from bvr.pretrained import fill_mask, load_pretrained
+
+    predictions = fill_mask(load_pretrained(checkpoint), text, top_k=top_k)
+    for n, preds in enumerate(predictions, start=1):
+        shown = "  ".join(f"{p.token} ({p.probability:.3f})" for p in preds)
+        console.print(f"mask {n}: {shown}", markup=False, highlight=False)
+
+
+@app.command("export")
+def export_cmd(
+    checkpoint: Annotated[Path, typer.Argument(help="A pretraining run folder or its model/ folder.")],
+    out: Annotated[Path, typer.Argument(help="Folder to write (config.json, model.safetensors, tokenizer files).")],
+) -> None:
+    """Write a checkpoint as a Hugging Face folder that transformers' Auto classes load."""
+    from bvr.pretrained import load_pretrained
+    from bvr.pretraining.run import export_model
+
+    pretrained = load_pretrained(checkpoint)
+    export_model(pretrained.model, pretrained.folder, _bvr_config(pretrained.folder), out)
+    console.print(f"wrote {out} (load with transformers.AutoModelForMaskedLM.from_pretrained)")
+
+
+def _bvr_config(folder: Path) -> dict:
+    import yaml
+
+    path = folder / "bvr.yaml"
+    return yaml.safe_load(path.read_text()) if path.is_file() else {}
+
+
 def main() -> None:
     """Entry point: run the app; a BvrError becomes one line on stderr and exit status 2."""
     try:

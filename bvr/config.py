@@ -199,7 +199,9 @@ class TrainingConfig:
     warmup_steps: int = 100
     """Linear warm-up steps."""
     max_steps: int = 1000
-    """Optimiser steps."""
+    """Optimiser steps (the learning-rate schedule decays to zero at this step)."""
+    max_tokens: int | None = None
+    """Stop once this many (non-padding) tokens have been seen, if that comes before max_steps."""
     weight_decay: float = 0.01
     """AdamW weight decay (not on biases and LayerNorm)."""
     grad_clip: float = 1.0
@@ -208,8 +210,35 @@ class TrainingConfig:
     """Seed of initialisation, dropout and data order."""
     num_workers: int = 0
     """DataLoader worker processes."""
+    adam_betas: list[float] = field(default_factory=lambda: [0.9, 0.98])
+    """AdamW betas (RoBERTa's 0.98 is more stable with large batches than BERT's 0.999)."""
+    adam_eps: float = 1e-6
+    """AdamW epsilon."""
+    val_every_steps: int = 200
+    """Validate every this many optimiser steps (and at the end)."""
+    checkpoint_every_steps: int = 100
+    """Write the resumable checkpoint (last.ckpt) every this many optimiser steps."""
+    log_every_steps: int = 10
+    """Log training metrics every this many optimiser steps."""
+    precision: str = "auto"
+    """'auto' (bf16-mixed on a GPU, else 32-true), '32-true', 'bf16-mixed' or '16-mixed'."""
+    accelerator: str = "auto"
+    """'auto', 'cpu', 'gpu'/'cuda' or 'mps'."""
+    devices: int = 1
+    """Devices per node; more than one trains with DDP."""
+    num_nodes: int = 1
+    """Nodes (torchrun or SLURM set the rest)."""
+    compile: bool = False
+    """Compile the encoder with torch.compile (GPU runs)."""
 
     def __post_init__(self) -> None:
+        _check(self.precision in ("auto", "32-true", "bf16-mixed", "16-mixed", "32"), "training.precision",
+               f"'{self.precision}' is not one of auto, 32-true, bf16-mixed, 16-mixed")
+        _check(len(self.adam_betas) == 2 and all(0 <= b < 1 for b in self.adam_betas), "training.adam_betas",
+               "needs two values in [0, 1)")
+        _check(self.max_tokens is None or self.max_tokens > 0, "training.max_tokens", "must be positive")
+        for key in ("val_every_steps", "checkpoint_every_steps", "log_every_steps", "devices", "num_nodes"):
+            _check(getattr(self, key) >= 1, f"training.{key}", "must be at least 1")
         for key in ("batch_size", "grad_accum", "max_steps"):
             _check(getattr(self, key) >= 1, f"training.{key}", "must be at least 1")
         _check(self.batch_size % self.grad_accum == 0, "training.grad_accum",
@@ -268,6 +297,12 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         return [_coerce(v, item, f"{key}[{i}]") for i, v in enumerate(value)]
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if tp is float and isinstance(value, str):
+        # PyYAML (YAML 1.1) reads "3e-4" (no dot) as a string; accept any text Python reads as a number.
+        try:
+            return float(value)
+        except ValueError:
+            pass
     if tp is int and isinstance(value, bool) or not isinstance(value, tp):
         raise BvrError(f"expected {_type_name(tp)}, got {value!r} ({type(value).__name__})", where=key)
     return value

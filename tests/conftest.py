@@ -10,7 +10,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("MLFLOW_ENABLE_TELEMETRY", "false")
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 
 def pytest_collection_modifyitems(config, items):

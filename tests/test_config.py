@@ -48,6 +48,7 @@ def test_set_parses_yaml_values():
     assert all(isinstance(x, float) for x in cfg.masking.split)
     assert cfg.masking.whole_word is True
     assert cfg.corpus.max_documents is None
+    assert load_config(overrides=["training.lr=3e-4"]).training.lr == 3e-4  # YAML 1.1 reads this as a string
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,378 @@
+"""Pretraining heads and the model that joins them to the encoder.
+
+:class:`PretrainingModel` is laid out like Hugging Face's ``BertForPreTraining`` (``nsp=True``), ``BertForMaskedLM``
+and ``RobertaForMaskedLM``: the encoder under ``bert`` or ``roberta``, BERT's heads under ``cls`` and RoBERTa's under
+``lm_head``, the MLM decoder tied to the word embeddings. Its ``state_dict()`` keys are therefore HF's keys.
+
+The MLM head predicts only where it is asked to (*sparse prediction*): :meth:`PretrainingModel.mlm_logits` gathers
+the masked positions first, so the vocabulary-sized projection, softmax and their gradients cost ~15% of the dense
+version. :meth:`PretrainingModel.mlm_logits_all` is the dense form, for fill-mask and parity tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bvr.model.encoder import Embeddings, Encoder, EncoderConfig, init_weights
+
+IGNORE_INDEX = -100
+"""Label of positions that are not predicted (``torch.nn.CrossEntropyLoss``'s default ``ignore_index``)."""
+
+
+class TiedDecoder(nn.Module):
+    """The MLM output projection: its ``weight`` *is* the word embedding and its ``bias`` the head's ``bias``.
+
+    The parameters are shared objects (same storage, as HF ties them), so they appear under both names in
+    ``state_dict()`` like in HF's models, are counted once by ``parameters()``, and are left alone by
+    :func:`init_weights` (not an ``nn.Linear``), so the embedding keeps its own initialisation.
+    """
+
+    def __init__(self, embedding: nn.Embedding, bias: nn.Parameter) -> None:
+        super().__init__()
+        self.weight = embedding.weight  # (vocab, hidden)
+        self.bias = bias  # (vocab,)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.weight, self.bias)  # (..., vocab)
+
+
+class HeadTransform(nn.Module):
+    """Dense, GELU, LayerNorm before the decoder (HF ``cls.predictions.transform``)."""
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(F.gelu(self.dense(x)))
+
+
+class BertLMPrediction(nn.Module):
+    """BERT's MLM head (HF ``cls.predictions``): transform, then the tied decoder plus an output bias."""
+
+    def __init__(self, config: EncoderConfig, embedding: nn.Embedding) -> None:
+        super().__init__()
+        self.transform = HeadTransform(config)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self.decoder = TiedDecoder(embedding, self.bias)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """(..., hidden) -> (..., hidden) states the decoder reads."""
+        return self.transform(x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(..., hidden) -> (..., vocab) logits."""
+        return self.decoder(self.features(x))
+
+
+class BertPretrainingHeads(nn.Module):
+    """BERT's heads under ``cls``: ``predictions`` (MLM) and, with NSP, ``seq_relationship``."""
+
+    def __init__(self, config: EncoderConfig, embedding: nn.Embedding, nsp: bool) -> None:
+        super().__init__()
+        self.predictions = BertLMPrediction(config, embedding)
+        self.seq_relationship = nn.Linear(config.hidden_size, 2) if nsp else None
+
+
+class NSPHead(nn.Module):
+    """Next-sentence head alone under ``cls`` (a roberta-family model trained with NSP; HF ``BertOnlyNSPHead``)."""
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__()
+        self.seq_relationship = nn.Linear(config.hidden_size, 2)
+
+
+class RobertaLMHead(nn.Module):
+    """RoBERTa's MLM head (HF ``lm_head``): dense, GELU, layer_norm, tied decoder plus bias."""
+
+    def __init__(self, config: EncoderConfig, embedding: nn.Embedding) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self.decoder = TiedDecoder(embedding, self.bias)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """(..., hidden) -> (..., hidden) states the decoder reads."""
+        return self.layer_norm(F.gelu(self.dense(x)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(..., hidden) -> (..., vocab) logits."""
+        return self.decoder(self.features(x))
+
+
+@dataclass
+class PretrainingOutput:
+    """What :meth:`PretrainingModel.forward` returns."""
+
+    hidden: torch.Tensor
+    """Last hidden states, (batch, seq, hidden)."""
+    mlm_logits: torch.Tensor
+    """(n_masked, vocab) at the labelled positions, or (batch, seq, vocab) when no labels were given."""
+    mlm_targets: torch.Tensor | None
+    """(n_masked,) labels matching ``mlm_logits`` rows; None when no labels were given."""
+    nsp_logits: torch.Tensor | None
+    """(batch, 2) next-sentence logits (index 0: IsNext, as BERT); None without an NSP head."""
+
+
+@dataclass
+class PretrainingLoss:
+    """Losses and detached metrics of one batch (:meth:`PretrainingModel.pretraining_loss`)."""
+
+    loss: torch.Tensor
+    """mlm_loss + nsp_loss (what to backpropagate)."""
+    mlm_loss: torch.Tensor
+    """Mean cross-entropy over the masked tokens."""
+    nsp_loss: torch.Tensor | None
+    """Mean next-sentence cross-entropy over the labels that are not -100; None without NSP."""
+    mlm_accuracy: torch.Tensor
+    """Share of masked tokens predicted exactly (detached)."""
+    nsp_accuracy: torch.Tensor | None
+    """Share of next-sentence labels predicted (detached); None without NSP."""
+    n_masked: int
+    """Number of predicted tokens in the batch."""
+    n_nsp: int = 0
+    """Number of next-sentence labels counted (not -100); 0 without NSP."""
+
+
+class PretrainingModel(nn.Module):
+    """Encoder + MLM head (+ pooler and NSP head), with HF's parameter names.
+
+    Args:
+        config: encoder sizes and constants; ``config.family`` names the encoder attribute (``bert``/``roberta``).
+        nsp: build the pooler and the next-sentence head (BERT's ``BertForPreTraining``).
+    """
+
+    def __init__(self, config: EncoderConfig, nsp: bool = False) -> None:
+        super().__init__()
+        self.config = config
+        self.nsp = nsp
+        encoder = Encoder(config, add_pooler=nsp)
+        self.add_module(config.family, encoder)  # 'bert.' or 'roberta.': HF's base_model_prefix
+        embedding = encoder.embeddings.word_embeddings
+        if config.family == "bert":
+            self.cls = BertPretrainingHeads(config, embedding, nsp)
+        else:
+            self.lm_head = RobertaLMHead(config, embedding)
+            if nsp:
+                self.cls = NSPHead(config)
+        self.apply(lambda module: init_weights(module, config.initializer_range))
+
+    @property
+    def encoder(self) -> Encoder:
+        """The encoder, whatever the family's attribute name."""
+        return getattr(self, self.config.family)
+
+    @property
+    def mlm_head(self) -> nn.Module:
+        """The MLM head: ``cls.predictions`` (bert) or ``lm_head`` (roberta); maps (..., hidden) to (..., vocab)."""
+        return self.cls.predictions if self.config.family == "bert" else self.lm_head
+
+    def mlm_logits(self, hidden: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Logits at the labelled positions only (sparse prediction).
+
+        Args:
+            hidden: (batch, seq, hidden) encoder output.
+            labels: (batch, seq) target ids, ``-100`` where nothing is predicted.
+
+        Returns:
+            ``(logits, targets)``: (n_masked, vocab) and (n_masked,), rows in row-major (batch, seq) order.
+        """
+        selected = labels.ne(IGNORE_INDEX)  # (batch, seq)
+        return self.mlm_head(hidden[selected]), labels[selected]  # (n_masked, vocab), (n_masked,)
+
+    def mlm_logits_all(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Logits at every position, (batch, seq, vocab): for fill-mask and parity, not for training."""
+        return self.mlm_head(hidden)
+
+    def nsp_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Next-sentence logits (batch, 2) from the pooled first token of (batch, seq, hidden)."""
+        return self._nsp_from_first(hidden[:, 0])
+
+    def _nsp_from_first(self, first: torch.Tensor) -> torch.Tensor:
+        """(batch, hidden) first-token states -> (batch, 2) next-sentence logits."""
+        if not self.nsp:
+            raise RuntimeError("this model was built without an NSP head (nsp=False)")
+        return self.cls.seq_relationship(self.encoder.pooler(first))
+
+    def _sparse_states(
+        self,
+        input_ids: torch.Tensor,
+        labels: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        token_type_ids: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Last-layer states at the masked tokens, their targets, and NSP logits: the last layer runs only there."""
+        masked = labels.ne(IGNORE_INDEX)  # (batch, seq)
+        if not self.nsp:
+            states = self.encoder.forward_selected(input_ids, masked, attention_mask, token_type_ids)
+            return states, labels[masked], None  # (n_masked, hidden), (n_masked,)
+        first = torch.zeros_like(masked)
+        first[:, 0] = True  # the pooler reads the first token
+        selected = masked | first
+        states = self.encoder.forward_selected(input_ids, selected, attention_mask, token_type_ids)  # (n_sel, hidden)
+        # Rows come in row-major order, so the masks restricted to the selected positions pick each kind out.
+        nsp_logits = self._nsp_from_first(states[first[selected]])  # (batch, 2)
+        return states[masked[selected]], labels[masked], nsp_logits
+
+    def sparse_logits(
+        self,
+        input_ids: torch.Tensor,
+        labels: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """The training-time forward: logits only where a loss reads them, the last layer run only there too.
+
+        Equal (to rounding) to ``forward(..., labels=labels)``'s logits, at a fraction of the last layer's cost
+        (:meth:`Encoder.forward_selected`).
+
+        Returns:
+            ``(mlm_logits, mlm_targets, nsp_logits)``: (n_masked, vocab), (n_masked,) and (batch, 2) or None.
+        """
+        states, targets, nsp_logits = self._sparse_states(input_ids, labels, attention_mask, token_type_ids)
+        return self.mlm_head(states), targets, nsp_logits
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+    ) -> PretrainingOutput:
+        """Encode and apply the heads.
+
+        Args:
+            input_ids: (batch, seq) token ids.
+            attention_mask: (batch, seq), 1 at real tokens, 0 at padding; None means no padding.
+            token_type_ids: (batch, seq) segment ids; None means all 0.
+            labels: (batch, seq) MLM targets with -100 where nothing is predicted. Given, the MLM logits are
+                computed at the labelled positions only; None gives dense logits at every position.
+        """
+        hidden = self.encoder(input_ids, attention_mask, token_type_ids)  # (batch, seq, hidden)
+        if labels is None:
+            logits, targets = self.mlm_logits_all(hidden), None
+        else:
+            logits, targets = self.mlm_logits(hidden, labels)
+        nsp = self.nsp_logits(hidden) if self.nsp else None
+        return PretrainingOutput(hidden=hidden, mlm_logits=logits, mlm_targets=targets, nsp_logits=nsp)
+
+    def pretraining_loss(
+        self,
+        input_ids: torch.Tensor,
+        labels: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        nsp_labels: torch.Tensor | None = None,
+    ) -> PretrainingLoss:
+        """MLM (+ NSP) losses of a collated batch; ``nsp_labels`` (batch,) is needed iff the model has NSP.
+
+        The arguments are the collator's batch keys, so ``model.pretraining_loss(**batch_without_indices)`` works;
+        ``nsp_labels`` is ignored by a model without NSP.
+        """
+        if self.nsp and nsp_labels is None:
+            raise ValueError("the model has an NSP head: pretraining_loss needs nsp_labels")
+        states, targets, nsp_logits = self._sparse_states(input_ids, labels, attention_mask, token_type_ids)
+        head = self.mlm_head
+        mlm_loss, mlm_acc = linear_cross_entropy(head.features(states), head.decoder.weight, head.bias, targets)
+        nsp_loss = nsp_acc = None
+        n_nsp = 0
+        if nsp_logits is not None:
+            nsp_loss, nsp_acc = _cross_entropy(nsp_logits, nsp_labels)
+            n_nsp = int(nsp_labels.ne(IGNORE_INDEX).sum())
+        loss = mlm_loss if nsp_loss is None else mlm_loss + nsp_loss
+        return PretrainingLoss(loss, mlm_loss, nsp_loss, mlm_acc, nsp_acc, n_masked=targets.numel(), n_nsp=n_nsp)
+
+
+def _cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean cross-entropy and detached accuracy of (n, classes) logits over the targets that are not -100.
+
+    With no such target the loss is a zero still in the graph, not NaN.
+    """
+    valid = targets.ne(IGNORE_INDEX)
+    if not bool(valid.any()):
+        zero = logits.sum() * 0.0
+        return zero, zero.detach()
+    loss = F.cross_entropy(logits, targets, ignore_index=IGNORE_INDEX)
+    accuracy = (logits.detach().argmax(dim=-1) == targets)[valid].float().mean()
+    return loss, accuracy
+
+
+class _LinearCrossEntropy(torch.autograd.Function):
+    """Mean cross-entropy of ``x @ weight.T + bias``, the logits buffer reused for the softmax and its gradient.
+
+    ``F.cross_entropy(F.linear(...))`` writes the logits, their log-softmax, a zero-filled gradient and the
+    log-softmax gradient: four (n, vocab) tensors. Here one buffer holds the logits, then (in place) their
+    exponentials, then the gradient, and the accuracy comes from the same pass as the row maxima.
+    """
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, targets):
+        logits = torch.addmm(bias, x, weight.t()).float()  # (n, vocab); fp32 softmax under autocast
+        row_max, predicted = logits.max(dim=1)  # (n,), (n,)
+        target_logit = logits.gather(1, targets[:, None]).squeeze(1)  # (n,)
+        exps = logits.sub_(row_max[:, None]).exp_()  # in place: the logits are not needed again
+        sums = exps.sum(dim=1)  # (n,)
+        loss = (row_max + sums.log() - target_logit).mean()
+        ctx.save_for_backward(x, weight, exps, sums, targets)
+        accuracy = (predicted == targets).float().mean()
+        ctx.mark_non_differentiable(accuracy)
+        return loss, accuracy
+
+    @staticmethod
+    def backward(ctx, grad_loss, _grad_accuracy):
+        x, weight, exps, sums, targets = ctx.saved_tensors
+        n = x.shape[0]
+        # d(mean loss)/d(logits) = (softmax - one_hot) / n, written over the saved exponentials.
+        grad = exps.mul_((grad_loss / n) / sums[:, None])  # (n, vocab)
+        grad[torch.arange(n, device=grad.device), targets] -= grad_loss / n
+        grad = grad.to(weight.dtype)
+        grad_x = (grad @ weight).to(x.dtype)  # (n, hidden)
+        grad_weight = grad.t() @ x.to(weight.dtype)  # (vocab, hidden)
+        return grad_x, grad_weight, grad.sum(dim=0), None
+
+
+def linear_cross_entropy(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, targets: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``F.cross_entropy(F.linear(x, weight, bias), targets)`` and the accuracy, in fewer vocabulary-sized passes.
+
+    Args:
+        x: (n, hidden) decoder inputs.
+        weight: (vocab, hidden) decoder weight (the tied word embedding).
+        bias: (vocab,) decoder bias.
+        targets: (n,) target ids.
+
+    Returns:
+        ``(loss, accuracy)``: the mean loss (differentiable) and the share of rows whose argmax is the target
+        (not differentiable). No rows give a zero loss still in the graph, not NaN.
+    """
+    if targets.numel() == 0:
+        zero = x.sum() * 0.0
+        return zero, zero.detach()
+    return _LinearCrossEntropy.apply(x, weight, bias, targets)
+
+
+def count_parameters(model: nn.Module) -> dict[str, int]:
+    """Parameters of a model, split into embeddings and the rest.
+
+    ``embedding`` is word + position + token-type embeddings; the tied decoder shares the word embedding and is
+    not counted twice (nor is anything else shared). The MLM output bias (vocab_size numbers) counts as
+    non-embedding. At the tiny size a 50K vocabulary is most of the model: the vocabulary ablation reports this.
+
+    Returns:
+        ``{"total": ..., "embedding": ..., "non_embedding": ...}``.
+    """
+    total = sum(p.numel() for p in model.parameters())  # parameters() yields shared tensors once
+    embedding = sum(
+        table.weight.numel()
+        for module in model.modules()
+        if isinstance(module, Embeddings)
+        for table in (module.word_embeddings, module.position_embeddings, module.token_type_embeddings)
+    )
+    return {"total": total, "embedding": embedding, "non_embedding": total - embedding}

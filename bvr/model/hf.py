@@ -1,0 +1,360 @@
+"""Weights and configs to and from Hugging Face folders (``config.json`` + ``model.safetensors``).
+
+:class:`~bvr.model.heads.PretrainingModel` already uses Hugging Face's parameter names, so converting is mostly the
+identity. What differs is what a checkpoint may carry besides the parameters:
+
+- the MLM decoder is tied to the word embedding (and its bias to the head's ``bias``): HF's ``save_pretrained``
+  writes neither alias, older checkpoints write both; we drop them on import and never write them;
+- old checkpoints name LayerNorm parameters ``gamma``/``beta`` and store ``position_ids`` buffers;
+- a checkpoint may carry heads the model does not use (``bert-base-uncased`` has the pooler and NSP head; a
+  ``roberta-base`` folder has a pooler): without NSP they are dropped, as HF does.
+
+Anything else missing or unexpected is an error that lists the keys. ``transformers`` is never imported here: the
+files are read and written with ``json`` and ``safetensors``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from bvr.errors import BvrError
+from bvr.model.encoder import EncoderConfig
+from bvr.model.heads import PretrainingModel
+
+CONFIG_FILE = "config.json"
+SAFETENSORS_FILE = "model.safetensors"
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+TORCH_FILE = "pytorch_model.bin"
+
+_LEGACY_SUFFIXES = {".gamma": ".weight", ".beta": ".bias"}
+_BUFFER_SUFFIXES = ("embeddings.position_ids", "embeddings.token_type_ids")
+_ROBERTA_SPECIAL_DEFAULTS = {"bos_token_id": 0, "eos_token_id": 2}
+
+# config.json key -> EncoderConfig field; the first group is required, the second optional.
+_REQUIRED_KEYS = {
+    "vocab_size": "vocab_size",
+    "hidden_size": "hidden_size",
+    "num_hidden_layers": "num_layers",
+    "num_attention_heads": "num_heads",
+    "intermediate_size": "intermediate_size",
+    "max_position_embeddings": "max_position_embeddings",
+}
+_OPTIONAL_KEYS = {
+    "hidden_dropout_prob": "dropout",
+    "attention_probs_dropout_prob": "attention_dropout",
+    "pad_token_id": "pad_token_id",
+    "type_vocab_size": "type_vocab_size",
+    "layer_norm_eps": "layer_norm_eps",
+    "initializer_range": "initializer_range",
+}
+_HF_KEY_OF_FIELD = {field: key for key, field in {**_REQUIRED_KEYS, **_OPTIONAL_KEYS}.items()}
+_DEFAULT_PAD = {"bert": 0, "roberta": 1}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Names
+
+
+def _head_prefix(family: str) -> str:
+    """Where the MLM head lives: ``cls.predictions`` (bert) or ``lm_head`` (roberta)."""
+    return "cls.predictions" if family == "bert" else "lm_head"
+
+
+def _tied_aliases(family: str) -> tuple[str, str]:
+    """Keys of the tied decoder weight and bias, aliases of the word embedding and the head's bias."""
+    head = _head_prefix(family)
+    return f"{head}.decoder.weight", f"{head}.decoder.bias"
+
+
+def _unused_head_prefixes(family: str) -> tuple[str, ...]:
+    """Prefixes of the pooler and NSP head: dropped on import into a model without NSP."""
+    return (f"{family}.pooler.", "cls.seq_relationship.")
+
+
+def _expected_shapes(config: EncoderConfig, nsp: bool) -> dict[str, torch.Size]:
+    """Parameter names and shapes of a :class:`PretrainingModel`, built on the meta device (no memory, no init)."""
+    with torch.device("meta"):
+        model = PretrainingModel(config, nsp=nsp)
+    return {key: value.shape for key, value in model.state_dict().items()}
+
+
+def _rename_legacy(key: str) -> str:
+    """``...LayerNorm.gamma`` -> ``...LayerNorm.weight`` and ``beta`` -> ``bias`` (TF-converted checkpoints)."""
+    if "LayerNorm" in key or "layer_norm" in key:
+        for old, new in _LEGACY_SUFFIXES.items():
+            if key.endswith(old):
+                return key[: -len(old)] + new
+    return key
+
+
+def _add_base_prefix(state_dict: dict[str, torch.Tensor], family: str) -> dict[str, torch.Tensor]:
+    """Prefix a base-model checkpoint (``BertModel``: ``embeddings.*``, ``encoder.*``) with ``bert.``/``roberta.``."""
+    if any(key.startswith(f"{family}.") for key in state_dict):
+        return state_dict
+    base = ("embeddings.", "encoder.", "pooler.")
+    return {f"{family}.{key}" if key.startswith(base) else key: value for key, value in state_dict.items()}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# State dicts
+
+
+def from_hf_state_dict(
+    state_dict: dict[str, torch.Tensor],
+    config: EncoderConfig,
+    nsp: bool | None = None,
+    where: str | Path | None = None,
+) -> dict[str, torch.Tensor]:
+    """Convert a Hugging Face state dict into one :class:`PretrainingModel` loads with ``strict=True``.
+
+    Args:
+        state_dict: HF keys (``BertForPreTraining``, ``BertForMaskedLM``, ``RobertaForMaskedLM`` or a base model
+            with those heads' keys), as saved by any transformers version.
+        config: the encoder config the weights are for.
+        nsp: whether the target model has the NSP head; None: whenever the checkpoint has one.
+        where: file named in errors.
+
+    Returns:
+        Our state dict, tied aliases included (pointing at the same tensors as the embedding and bias).
+
+    Raises:
+        BvrError: listing missing or unexpected keys, or parameters whose shapes do not fit ``config``.
+    """
+    family = config.family
+    weights = {_rename_legacy(k): v for k, v in state_dict.items() if not k.endswith(_BUFFER_SUFFIXES)}
+    weights = _add_base_prefix(weights, family)
+    if nsp is None:
+        nsp = "cls.seq_relationship.weight" in weights
+    decoder_weight, decoder_bias = _tied_aliases(family)
+    head_bias = f"{_head_prefix(family)}.bias"
+    if head_bias not in weights and decoder_bias in weights:
+        weights[head_bias] = weights[decoder_bias]  # some exports keep only the decoder's copy of the bias
+    for alias in (decoder_weight, decoder_bias):
+        weights.pop(alias, None)  # tied: the model's decoder *is* the embedding and the head's bias
+    if not nsp:
+        weights = {k: v for k, v in weights.items() if not k.startswith(_unused_head_prefixes(family))}
+    _check_keys(weights, _expected_shapes(config, nsp), {decoder_weight, decoder_bias}, where)
+    weights[decoder_weight] = weights[f"{family}.embeddings.word_embeddings.weight"]
+    weights[decoder_bias] = weights[head_bias]
+    return weights
+
+
+def _check_keys(
+    weights: dict[str, torch.Tensor], expected: dict[str, torch.Size], aliases: set[str], where: str | Path | None
+) -> None:
+    """Raise one BvrError listing every missing, unexpected and misshapen parameter."""
+    wanted = {k: v for k, v in expected.items() if k not in aliases}
+    missing = sorted(set(wanted) - set(weights))
+    unexpected = sorted(set(weights) - set(wanted))
+    misshapen = sorted(
+        f"{k} {tuple(weights[k].shape)} (expected {tuple(wanted[k])})"
+        for k in set(wanted) & set(weights)
+        if weights[k].shape != wanted[k]
+    )
+    problems = [
+        f"{label} {len(keys)}: {', '.join(keys)}"
+        for label, keys in (("missing", missing), ("unexpected", unexpected), ("wrong shape", misshapen))
+        if keys
+    ]
+    if problems:
+        raise BvrError(
+            "weights do not fit the model (" + "; ".join(problems) + ")",
+            where=where,
+            hint="check that config.json describes these weights and that the folder holds a BERT/RoBERTa MLM model",
+        )
+
+
+def to_hf_state_dict(state_dict: dict[str, torch.Tensor], config: EncoderConfig) -> dict[str, torch.Tensor]:
+    """Convert our state dict into what HF's ``save_pretrained`` would write for the same model.
+
+    The tied decoder aliases are left out (HF ties them again on load); every tensor is detached, contiguous and
+    owns its storage, as ``safetensors`` requires (a tensor sharing storage with an earlier one is cloned).
+
+    Args:
+        state_dict: ``PretrainingModel.state_dict()``.
+        config: the model's encoder config.
+    """
+    aliases = set(_tied_aliases(config.family))
+    out: dict[str, torch.Tensor] = {}
+    seen: set[int] = set()
+    for key, value in state_dict.items():
+        if key in aliases or key.endswith(_BUFFER_SUFFIXES):
+            continue
+        tensor = value.detach().contiguous()
+        storage = tensor.untyped_storage().data_ptr()
+        out[key] = tensor.clone() if storage in seen else tensor
+        seen.add(storage)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Configs
+
+
+def architecture(config: EncoderConfig, nsp: bool) -> str:
+    """The HF class a folder is written as. HF has no RoBERTa class with NSP: such a head is written but unused."""
+    if config.family == "bert":
+        return "BertForPreTraining" if nsp else "BertForMaskedLM"
+    return "RobertaForMaskedLM"
+
+
+def hf_config_dict(
+    config: EncoderConfig, nsp: bool, bos_token_id: int | None = None, eos_token_id: int | None = None
+) -> dict[str, Any]:
+    """The ``config.json`` of an exported model.
+
+    Args:
+        config: encoder config.
+        nsp: whether the model has the NSP head (BERT: ``BertForPreTraining`` rather than ``BertForMaskedLM``).
+        bos_token_id: written when given; roberta defaults to 0 (``<s>``), as roberta-base.
+        eos_token_id: written when given; roberta defaults to 2 (``</s>``).
+    """
+    data: dict[str, Any] = {
+        "architectures": [architecture(config, nsp)],
+        "model_type": config.family,
+        "vocab_size": config.vocab_size,
+        "hidden_size": config.hidden_size,
+        "num_hidden_layers": config.num_layers,
+        "num_attention_heads": config.num_heads,
+        "intermediate_size": config.intermediate_size,
+        "hidden_act": "gelu",
+        "hidden_dropout_prob": config.dropout,
+        "attention_probs_dropout_prob": config.attention_dropout,
+        "max_position_embeddings": config.max_position_embeddings,
+        "type_vocab_size": config.type_vocab_size,
+        "layer_norm_eps": config.layer_norm_eps,
+        "initializer_range": config.initializer_range,
+        "pad_token_id": config.pad_token_id,
+        "position_embedding_type": "absolute",
+        "tie_word_embeddings": True,
+    }
+    specials = {"bos_token_id": bos_token_id, "eos_token_id": eos_token_id}
+    for key, value in specials.items():
+        if value is None and config.family == "roberta":
+            value = _ROBERTA_SPECIAL_DEFAULTS[key]
+        if value is not None:
+            data[key] = value
+    return data
+
+
+def config_from_hf(data: dict[str, Any], where: str | Path = CONFIG_FILE) -> EncoderConfig:
+    """Build an :class:`EncoderConfig` from a parsed ``config.json``.
+
+    Raises:
+        BvrError: naming the file and key, for a model type other than bert/roberta, a missing key, or a setting
+            this encoder does not implement (an activation other than exact GELU, relative positions).
+    """
+    family = data.get("model_type")
+    if family not in ("bert", "roberta"):
+        raise BvrError(f"model_type {family!r} is not 'bert' or 'roberta'", where=f"{where}: model_type",
+                       hint="bvr loads BERT- and RoBERTa-style encoders only")
+    for key, allowed in (("hidden_act", "gelu"), ("position_embedding_type", "absolute")):
+        if data.get(key, allowed) != allowed:
+            raise BvrError(f"{data[key]!r} is not supported (only {allowed!r})", where=f"{where}: {key}")
+    missing = [key for key in _REQUIRED_KEYS if key not in data]
+    if missing:
+        raise BvrError(f"missing key(s) {', '.join(missing)}", where=f"{where}: {missing[0]}")
+    fields = {field: data[key] for key, field in _REQUIRED_KEYS.items()}
+    fields.update({field: data[key] for key, field in _OPTIONAL_KEYS.items() if data.get(key) is not None})
+    fields.setdefault("pad_token_id", _DEFAULT_PAD[family])
+    try:
+        return EncoderConfig(family=family, **fields)
+    except BvrError as err:
+        # Name the config.json key, not our field: model.num_heads -> num_attention_heads.
+        field = (err.where or "").removeprefix("model.")
+        key = _HF_KEY_OF_FIELD.get(field, field)
+        raise BvrError(err.message, where=f"{where}: {key}", hint=err.hint) from None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Folders
+
+
+def export_hf(
+    model: PretrainingModel,
+    config: EncoderConfig | None,
+    out_dir: str | Path,
+    *,
+    bos_token_id: int | None = None,
+    eos_token_id: int | None = None,
+) -> Path:
+    """Write ``config.json`` and ``model.safetensors`` that ``transformers.AutoModelForMaskedLM`` (or
+    ``BertForPreTraining`` for an NSP model) loads.
+
+    Args:
+        model: the model to export.
+        config: its encoder config (default: ``model.config``).
+        out_dir: folder to write (created if needed); tokenizer files are copied elsewhere.
+        bos_token_id: see :func:`hf_config_dict`.
+        eos_token_id: see :func:`hf_config_dict`.
+
+    Returns:
+        The folder.
+    """
+    config = config or model.config
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    data = hf_config_dict(config, model.nsp, bos_token_id, eos_token_id)
+    (out / CONFIG_FILE).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    tensors = to_hf_state_dict(model.state_dict(), config)
+    save_file(tensors, str(out / SAFETENSORS_FILE), metadata={"format": "pt"})  # HF checks the format tag
+    return out
+
+
+def read_hf_config(folder: Path) -> EncoderConfig:
+    """Read and convert ``folder/config.json``; a missing or unreadable file is a BvrError naming it."""
+    path = folder / CONFIG_FILE
+    if not path.is_file():
+        raise BvrError(f"no {CONFIG_FILE}", where=folder, hint="expected a Hugging Face model folder")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise BvrError(f"not valid JSON ({err.msg})", where=f"{path}:{err.lineno}") from None
+    if not isinstance(data, dict):
+        raise BvrError("expected a JSON object", where=path)
+    return config_from_hf(data, where=path)
+
+
+def read_hf_weights(folder: Path) -> tuple[dict[str, torch.Tensor], Path]:
+    """Load the state dict of a folder: ``model.safetensors``, its sharded index, or ``pytorch_model.bin``."""
+    single, index, legacy = folder / SAFETENSORS_FILE, folder / SAFETENSORS_INDEX, folder / TORCH_FILE
+    if single.is_file():
+        return load_file(str(single)), single
+    if index.is_file():
+        shards = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
+        return {k: v for shard in shards for k, v in load_file(str(folder / shard)).items()}, index
+    if legacy.is_file():
+        return torch.load(legacy, map_location="cpu", weights_only=True), legacy
+    raise BvrError(f"no weights file ({SAFETENSORS_FILE} or {TORCH_FILE})", where=folder,
+                   hint="expected a Hugging Face model folder")
+
+
+def load_hf(folder: str | Path, nsp: bool | None = None) -> tuple[PretrainingModel, EncoderConfig]:
+    """Load a bert-base-uncased / roberta-base style folder (or one :func:`export_hf` wrote).
+
+    Args:
+        folder: holds ``config.json`` and ``model.safetensors`` (or ``pytorch_model.bin``).
+        nsp: build the NSP head; None: when the weights have one.
+
+    Returns:
+        ``(model, config)``, the model in eval mode like ``from_pretrained``'s.
+
+    Raises:
+        BvrError: naming the folder, file or key of what does not fit.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise BvrError("not a folder", where=folder, hint="expected a Hugging Face model folder")
+    config = read_hf_config(folder)
+    state_dict, path = read_hf_weights(folder)
+    if nsp is None:
+        nsp = any(key.endswith("seq_relationship.weight") for key in state_dict)
+    weights = from_hf_state_dict(state_dict, config, nsp=nsp, where=path)
+    model = PretrainingModel(config, nsp=nsp)
+    model.load_state_dict(weights, strict=True)
+    return model.eval(), config

@@ -1,0 +1,187 @@
+"""The pretraining LightningModule: losses, optimiser and schedule, metrics, and the state a resume needs.
+
+The encoder and heads are a plain ``nn.Module`` (:class:`bvr.model.PretrainingModel`); this module adds what
+training needs around it:
+
+- AdamW with no weight decay on biases and LayerNorm weights; linear warm-up then linear decay to zero at
+  ``max_steps``; gradient clipping and accumulation are the Trainer's.
+- Metrics: ``train/mlm_loss``, ``train/nsp_loss``, ``train/nsp_acc``, ``train/mlm_acc``, ``lr``,
+  ``train/tokens_seen`` and ``train/tokens_per_s``; on held-out documents ``val/mlm_loss`` (token-weighted over one
+  fixed mask), ``val/perplexity`` and ``val/nsp_acc``.
+- A non-finite loss stops the run before the bad step updates anything (:class:`NonFiniteLoss`).
+- Checkpoints carry the RNG state (dropout) and the tokens seen, so a resumed run continues exactly.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import lightning as L
+import torch
+from torch import nn
+
+from bvr.config import TrainingConfig
+from bvr.errors import BvrError
+from bvr.model import PretrainingModel
+
+
+class NonFiniteLoss(BvrError):
+    """The training loss became NaN or infinite."""
+
+
+def no_decay(name: str, param: nn.Parameter) -> bool:
+    """Biases, LayerNorm weights and other 1-D parameters are not decayed (BERT's and RoBERTa's recipe)."""
+    return param.ndim < 2 or name.endswith(".bias") or "LayerNorm" in name or "layer_norm" in name
+
+
+def linear_schedule(warmup_steps: int, max_steps: int):
+    """Multiplier of the peak learning rate at each optimiser step: linear warm-up, then linear decay to 0."""
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        return max(0.0, (max_steps - step) / max(1, max_steps - warmup_steps))
+
+    return factor
+
+
+class PretrainingModule(L.LightningModule):
+    """Trains a :class:`PretrainingModel` with masked-language modelling (and next-sentence prediction).
+
+    Args:
+        model: the encoder and heads.
+        training: optimiser, schedule and budget settings.
+        failed_checkpoint_hint: where the last good checkpoint lives, for the non-finite-loss message.
+    """
+
+    def __init__(self, model: PretrainingModel, training: TrainingConfig, failed_checkpoint_hint: str = "") -> None:
+        super().__init__()
+        self.model = model
+        self.training_cfg = training
+        self.failed_checkpoint_hint = failed_checkpoint_hint
+        self.tokens_seen = 0
+        self._pending_rng: dict[str, Any] | None = None
+        self._step_started = time.perf_counter()
+        self._tokens_at_log = 0
+        self._val_sums: dict[str, float] = {}
+
+    # ---- training ------------------------------------------------------------------------------------------
+
+    def _loss(self, batch: dict[str, torch.Tensor]):
+        return self.model.pretraining_loss(
+            batch["input_ids"], batch["labels"], batch["attention_mask"], batch["token_type_ids"],
+            batch["nsp_labels"] if self.model.nsp else None,
+        )
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        out = self._loss(batch)
+        if not torch.isfinite(out.loss):
+            self._stop_non_finite(out)
+        self.tokens_seen += self._global_tokens(batch)
+        self.log("train/mlm_loss", out.mlm_loss, prog_bar=True)
+        self.log("train/mlm_acc", out.mlm_accuracy)
+        if out.nsp_loss is not None:
+            self.log("train/nsp_loss", out.nsp_loss)
+            self.log("train/nsp_acc", out.nsp_accuracy)
+        return out.loss
+
+    def _global_tokens(self, batch: dict[str, torch.Tensor]) -> int:
+        tokens = batch["attention_mask"].sum()
+        if self.trainer is not None and self.trainer.world_size > 1:
+            tokens = self.trainer.strategy.reduce(tokens.float(), reduce_op="sum")
+        return int(tokens)
+
+    def _stop_non_finite(self, out) -> None:
+        values = f"mlm_loss={float(out.mlm_loss):.4g}" + (
+            f", nsp_loss={float(out.nsp_loss):.4g}" if out.nsp_loss is not None else "")
+        raise NonFiniteLoss(
+            f"the training loss is not finite at step {self.global_step} ({values}); training stopped before this "
+            "step changed any weight",
+            where="training",
+            hint=f"the last good checkpoint is {self.failed_checkpoint_hint or 'the last one written'}; lower "
+            "training.lr or raise training.warmup_steps, then run again with --resume",
+        )
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if self.trainer.fit_loop.epoch_loop._should_accumulate():  # a micro-batch, not a step
+            return
+        step = self.global_step
+        if step % self.training_cfg.log_every_steps == 0 or step == 1:
+            now = time.perf_counter()
+            elapsed = now - self._step_started
+            rate = (self.tokens_seen - self._tokens_at_log) / elapsed if elapsed > 0 else 0.0
+            self._step_started, self._tokens_at_log = now, self.tokens_seen
+            self.log_dict({"train/tokens_seen": float(self.tokens_seen), "train/tokens_per_s": rate,
+                           "lr": self.lr_schedulers().get_last_lr()[0]}, rank_zero_only=True)
+        budget = self.training_cfg.max_tokens
+        if budget is not None and self.tokens_seen >= budget:
+            self.trainer.should_stop = True
+
+    # ---- validation ----------------------------------------------------------------------------------------
+
+    def on_validation_epoch_start(self) -> None:
+        self._val_sums = {"mlm_loss": 0.0, "masked": 0.0, "nsp_correct": 0.0, "nsp_count": 0.0}
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        out = self._loss(batch)
+        sums = self._val_sums
+        sums["mlm_loss"] += float(out.mlm_loss) * out.n_masked
+        sums["masked"] += out.n_masked
+        if out.nsp_accuracy is not None:
+            n = batch["nsp_labels"].numel()
+            sums["nsp_correct"] += float(out.nsp_accuracy) * n
+            sums["nsp_count"] += n
+
+    def on_validation_epoch_end(self) -> None:
+        totals = torch.tensor([self._val_sums[k] for k in ("mlm_loss", "masked", "nsp_correct", "nsp_count")],
+                              dtype=torch.float64, device=self.device)
+        if self.trainer.world_size > 1:  # every validation sequence is on exactly one rank
+            totals = self.trainer.strategy.reduce(totals, reduce_op="sum")
+        loss_sum, masked, nsp_correct, nsp_count = totals.tolist()
+        if masked == 0:
+            return
+        mlm_loss = loss_sum / masked
+        metrics = {"val/mlm_loss": mlm_loss, "val/perplexity": math.exp(min(mlm_loss, 50.0))}
+        if nsp_count:
+            metrics["val/nsp_acc"] = nsp_correct / nsp_count
+        self.log_dict(metrics, prog_bar=True, sync_dist=False, rank_zero_only=True)
+
+    # ---- optimiser -----------------------------------------------------------------------------------------
+
+    def configure_optimizers(self):
+        cfg = self.training_cfg
+        decay = [p for n, p in self.model.named_parameters() if not no_decay(n, p)]
+        plain = [p for n, p in self.model.named_parameters() if no_decay(n, p)]
+        optimizer = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": plain, "weight_decay": 0.0}],
+            lr=cfg.lr, betas=tuple(cfg.adam_betas), eps=cfg.adam_eps,
+        )
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_schedule(cfg.warmup_steps, cfg.max_steps))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+    # ---- exact resume --------------------------------------------------------------------------------------
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["bvr"] = {
+            "tokens_seen": self.tokens_seen,
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+        }
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        state = checkpoint.get("bvr", {})
+        self.tokens_seen = int(state.get("tokens_seen", 0))
+        self._tokens_at_log = self.tokens_seen
+        self._pending_rng = state or None
+
+    def on_train_start(self) -> None:
+        # Restored here rather than at load time so that nothing between loading and the first step (building
+        # loaders, the sanity check) can draw from the generator the dropout masks come from.
+        if self._pending_rng:
+            torch.set_rng_state(self._pending_rng["torch_rng"])
+            if self._pending_rng.get("cuda_rng") is not None and torch.cuda.is_available():
+                torch.cuda.set_rng_state_all(self._pending_rng["cuda_rng"])
+            self._pending_rng = None
+        self._step_started = time.perf_counter()

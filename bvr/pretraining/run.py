@@ -1,0 +1,232 @@
+"""``bvr pretrain``: prepare (or reuse) the data, train with a Lightning Trainer, log to MLflow, save the model.
+
+A run lives in ``output_dir/runs/pretrain-NAME-HASH/`` (HASH over everything that changes the result):
+
+- ``checkpoints/last.ckpt``: the resumable state (weights, optimiser, schedule, loop, data position, RNG);
+- ``model/``: the final weights as a Hugging Face folder (config.json, model.safetensors, tokenizer files) plus
+  ``bvr.yaml`` (the resolved config), which ``bvr fill-mask`` and fine-tuning read;
+- ``config.yaml``, ``mlflow_run_id`` and ``DONE`` when finished (a finished run is reused, not trained again).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar, TQDMProgressBar
+
+from bvr.cache import DONE, cache_dir, is_done
+from bvr.config import Config, dump_config
+from bvr.errors import BvrError
+from bvr.model import EncoderConfig, PretrainingModel, count_parameters
+from bvr.model.hf import export_hf
+from bvr.pretraining.data import PretrainingDataModule
+from bvr.pretraining.module import PretrainingModule
+from bvr.pretraining.prepare import Prepared, load_instances, prepare
+from bvr.tokenization import load_tokenizer, vocab_info
+from bvr.tracking import git_commit, log_artifact_dir, log_config, make_logger, run_name, run_tags
+
+PRETRAIN_VERSION = 1
+DEFAULT_EXPERIMENT = "bvr-pretrain"
+
+
+@dataclass(frozen=True)
+class PretrainResult:
+    """Where a pretraining run's outputs are, and what it measured."""
+
+    run_dir: Path
+    reused: bool
+    metrics: dict[str, float]
+
+    @property
+    def model_dir(self) -> Path:
+        return self.run_dir / "model"
+
+
+def run_dir_for(cfg: Config, prepared: Prepared) -> Path:
+    """The run folder: named by the data, tokenizer, model, masking and training settings."""
+    parts = {
+        "version": PRETRAIN_VERSION,
+        "instances": prepared.instances.name,
+        "tokenizer": prepared.tokenizer.name,
+        "model": dataclasses.asdict(cfg.model),
+        "masking": dataclasses.asdict(cfg.masking),
+        "training": {k: v for k, v in dataclasses.asdict(cfg.training).items()
+                     if k not in ("num_workers", "log_every_steps", "val_every_steps", "checkpoint_every_steps")},
+    }
+    return cache_dir(Path(cfg.output_dir) / "runs", f"pretrain-{cfg.name}", parts)
+
+
+def build_model(cfg: Config, vocab) -> PretrainingModel:
+    """A freshly initialised encoder and heads for ``cfg`` (seeded by training.seed)."""
+    L.seed_everything(cfg.training.seed, workers=True, verbose=False)
+    encoder_cfg = EncoderConfig.from_model_config(cfg.model, vocab_size=vocab.vocab_size, pad_token_id=vocab.pad_id)
+    return PretrainingModel(encoder_cfg, nsp=cfg.data.nsp)
+
+
+def _precision(cfg: Config) -> str:
+    if cfg.training.precision != "auto":
+        return cfg.training.precision
+    return "bf16-mixed" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "32-true"
+
+
+def _trainer(cfg: Config, run_dir: Path, logger, progress: bool, extra: list[L.Callback]) -> L.Trainer:
+    t = cfg.training
+    checkpoint = ModelCheckpoint(dirpath=run_dir / "checkpoints", save_top_k=0, save_last=True,
+                                 every_n_train_steps=t.checkpoint_every_steps)
+    bar = (RichProgressBar() if os.isatty(1) else TQDMProgressBar(refresh_rate=t.log_every_steps)) if progress \
+        else None
+    return L.Trainer(
+        max_steps=t.max_steps,
+        max_epochs=-1,
+        accumulate_grad_batches=t.grad_accum,
+        gradient_clip_val=t.grad_clip or None,
+        precision=_precision(cfg),
+        accelerator=t.accelerator,
+        devices=t.devices,
+        num_nodes=t.num_nodes,
+        strategy="ddp" if t.devices * t.num_nodes > 1 else "auto",
+        use_distributed_sampler=False,  # our sampler strides over ranks itself
+        val_check_interval=t.val_every_steps * t.grad_accum,  # counted in micro-batches
+        check_val_every_n_epoch=None,
+        num_sanity_val_steps=0,
+        log_every_n_steps=t.log_every_steps,
+        logger=logger,
+        callbacks=[checkpoint, *extra] + ([bar] if bar else []),
+        enable_progress_bar=progress,
+        enable_model_summary=False,
+        default_root_dir=str(run_dir),
+    )
+
+
+def _logged_metrics(trainer: L.Trainer) -> dict[str, float]:
+    return {k: float(v) for k, v in trainer.callback_metrics.items() if torch.is_tensor(v) and v.numel() == 1}
+
+
+def pretrain(
+    cfg: Config,
+    *,
+    resume: bool = False,
+    restart: bool = False,
+    ablation: str | None = None,
+    arm: str | None = None,
+    parent_run_id: str | None = None,
+    experiment: str | None = None,
+    progress: bool = True,
+    callbacks: list[L.Callback] | None = None,
+) -> PretrainResult:
+    """Pretrain the configured encoder, or return the finished run with the same configuration.
+
+    Args:
+        cfg: the resolved configuration.
+        resume: continue an unfinished run of the same configuration from its last checkpoint.
+        restart: discard an unfinished run and start again.
+        ablation, arm: names for MLflow (an ablation's experiment and the arm's run name).
+        parent_run_id: nest the MLflow run under this one.
+        experiment: MLflow experiment (default: the ablation's name, else ``bvr-pretrain``).
+        progress: show a progress bar.
+        callbacks: extra Lightning callbacks (monitoring, or fault injection in tests).
+
+    Raises:
+        BvrError: an unfinished run exists and neither ``resume`` nor ``restart`` was given; a non-finite loss.
+    """
+    prepared = prepare(cfg, progress=progress)
+    run_dir = run_dir_for(cfg, prepared)
+    if is_done(run_dir):
+        return PretrainResult(run_dir, True, json.loads((run_dir / "metrics.json").read_text()))
+    last = run_dir / "checkpoints" / "last.ckpt"
+    ckpt_path = _resume_point(last, resume, restart)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    dump_config(cfg, run_dir / "config.yaml")
+
+    tokenizer, family = load_tokenizer(prepared.tokenizer)
+    vocab = vocab_info(tokenizer, family)
+    model = build_model(cfg, vocab)
+    params = count_parameters(model)
+    module = PretrainingModule(model, cfg.training, failed_checkpoint_hint=str(last))
+    datamodule = PretrainingDataModule(cfg, load_instances(prepared), vocab)
+    if cfg.training.compile:
+        module.model = torch.compile(module.model)
+
+    logger = _logger(cfg, run_dir, ckpt_path, ablation, arm, parent_run_id, experiment, params, prepared)
+    trainer = _trainer(cfg, run_dir, logger, progress, callbacks or [])
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        # The data position is restored by the DataModule's state, which this warning does not know about.
+        warnings.filterwarnings("ignore", message=".*your dataloader is not resumable.*")
+        warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
+    if trainer.global_rank != 0:
+        return PretrainResult(run_dir, False, {})
+    metrics = _logged_metrics(trainer)
+    metrics.update(wall_seconds=time.perf_counter() - start, tokens_seen=float(module.tokens_seen),
+                   steps=float(trainer.global_step), **{f"params_{k}": float(v) for k, v in params.items()})
+    _finish(cfg, run_dir, model, prepared, logger, metrics)
+    return PretrainResult(run_dir, False, metrics)
+
+
+def _resume_point(last: Path, resume: bool, restart: bool) -> str | None:
+    if restart and last.exists():
+        last.unlink()
+        return None
+    if last.exists() and not resume:
+        raise BvrError(
+            f"an unfinished run of this configuration exists ({last})",
+            where="pretrain",
+            hint="pass --resume to continue it or --restart to start over",
+        )
+    if resume and not last.exists():
+        return None  # nothing to resume: start, as a first run would
+    return str(last) if resume else None
+
+
+def _logger(cfg, run_dir, ckpt_path, ablation, arm, parent_run_id, experiment, params, prepared):
+    arm = arm or cfg.name
+    run_id_file = run_dir / "mlflow_run_id"
+    run_id = run_id_file.read_text().strip() if ckpt_path and run_id_file.exists() else None
+    tags = run_tags(ablation=ablation, arm=arm, stage="pretrain",
+                    extra={"bvr.run_dir": str(run_dir), "bvr.tokenizer": prepared.tokenizer.name,
+                           "bvr.instances": prepared.instances.name,
+                           "bvr.params_total": params["total"], "bvr.params_non_embedding": params["non_embedding"]})
+    logger = make_logger(experiment or ablation or DEFAULT_EXPERIMENT, run_name=run_name(arm, "pretrain"),
+                         tags=tags, parent_run_id=parent_run_id, workdir=Path.cwd(), run_id=run_id)
+    if run_id is None:
+        run_id_file.write_text(logger.run_id)
+        log_config(logger.experiment, logger.run_id, cfg.to_dict())
+        log_artifact_dir(logger.experiment, logger.run_id, prepared.tokenizer, "tokenizer")
+        stats = prepared.stats()
+        logger.experiment.log_dict(logger.run_id, stats, "data_stats.json")
+    return logger
+
+
+def _finish(cfg: Config, run_dir: Path, model: PretrainingModel, prepared: Prepared, logger, metrics) -> None:
+    """Export the final weights with the tokenizer, record the metrics, mark the run done."""
+    model_dir = run_dir / "model"
+    export_model(model, prepared.tokenizer, cfg, model_dir)
+    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    client, run_id = logger.experiment, logger.run_id
+    for key in ("wall_seconds", "tokens_seen", "params_total", "params_embedding", "params_non_embedding"):
+        if key in metrics:
+            client.log_metric(run_id, f"run/{key}", metrics[key])
+    client.set_tag(run_id, "bvr.git_commit", git_commit() or "unknown")
+    client.log_artifact(run_id, str(run_dir / "metrics.json"))
+    (run_dir / DONE).write_text("")
+
+
+def export_model(model: PretrainingModel, tokenizer_dir: Path, cfg: Config | dict[str, Any], out_dir: Path) -> Path:
+    """Write a Hugging Face folder: weights and config.json, the tokenizer files, and bvr.yaml (our config)."""
+    export_hf(model, model.config, out_dir)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "bvr_tokenizer.json"):
+        source = Path(tokenizer_dir) / name
+        if source.exists():
+            (out_dir / name).write_bytes(source.read_bytes())
+    dump_config(cfg if isinstance(cfg, dict) else cfg.to_dict(), out_dir / "bvr.yaml")
+    return out_dir

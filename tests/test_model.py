@@ -1,0 +1,458 @@
+"""The encoder and pretraining heads alone: shapes, sparse prediction, positions, padding, tying, sizes, init."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from bvr.config import ModelConfig
+from bvr.errors import BvrError
+from bvr.model import PRESETS, EncoderConfig, PretrainingModel, count_parameters
+from bvr.model.encoder import dropout
+from bvr.model.heads import linear_cross_entropy
+
+VOCAB = 101
+PAD = {"bert": 0, "roberta": 1}
+FAMILY_NSP = [("bert", True), ("bert", False), ("roberta", False), ("roberta", True)]
+
+
+def small_config(family: str, **overrides) -> EncoderConfig:
+    fields = {"vocab_size": VOCAB, "hidden_size": 32, "num_layers": 2, "num_heads": 4, "intermediate_size": 37,
+              "max_position_embeddings": 40, "pad_token_id": PAD[family]}
+    return EncoderConfig(family=family, **{**fields, **overrides})
+
+
+def build(family: str, nsp: bool, seed: int = 0, **overrides) -> PretrainingModel:
+    torch.manual_seed(seed)
+    return PretrainingModel(small_config(family, **overrides), nsp=nsp)
+
+
+def padded_batch(family: str, seed: int = 1) -> dict[str, torch.Tensor]:
+    """Three sequences of lengths 12, 9 and 5 (right-padded), two segments, a few labelled positions per row."""
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, VOCAB, (3, 12), generator=gen)
+    mask = torch.ones_like(ids)
+    for row, length in ((1, 9), (2, 5)):
+        ids[row, length:] = PAD[family]
+        mask[row, length:] = 0
+    types = torch.zeros_like(ids)
+    types[:, 3:] = 1
+    types[mask == 0] = 0
+    labels = torch.full_like(ids, -100)
+    for row, col in ((0, 1), (0, 7), (0, 11), (1, 2), (1, 8), (2, 4)):
+        labels[row, col] = int(torch.randint(5, VOCAB, (1,), generator=gen))
+    if family == "roberta":
+        types = None  # one token type, as roberta-base
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types, "labels": labels,
+            "nsp_labels": torch.tensor([0, 1, 1])}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Shapes and sparse prediction
+
+
+@pytest.mark.parametrize(("family", "nsp"), FAMILY_NSP)
+def test_output_shapes(family, nsp):
+    model = build(family, nsp).eval()
+    batch = padded_batch(family)
+    dense = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+    sparse = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], labels=batch["labels"])
+    assert dense.hidden.shape == (3, 12, 32)
+    assert dense.mlm_logits.shape == (3, 12, VOCAB)
+    assert dense.mlm_targets is None
+    assert sparse.mlm_logits.shape == (6, VOCAB)
+    assert sparse.mlm_targets.tolist() == batch["labels"][batch["labels"] != -100].tolist()
+    assert (dense.nsp_logits.shape == (3, 2)) if nsp else dense.nsp_logits is None
+    assert model.encoder(batch["input_ids"]).shape == (3, 12, 32)
+
+
+@pytest.mark.parametrize(("family", "nsp"), FAMILY_NSP)
+def test_sparse_logits_equal_dense_at_masked_positions(family, nsp):
+    model = build(family, nsp).eval()
+    batch = padded_batch(family)
+    args = (batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+    with torch.no_grad():
+        dense = model(*args)
+        masked = dense.mlm_logits[batch["labels"] != -100]  # (n_masked, vocab)
+        sparse = model(*args, labels=batch["labels"])
+        # The training path also runs the last layer at the masked (and first) tokens only.
+        logits, targets, nsp_logits = model.sparse_logits(batch["input_ids"], batch["labels"], *args[1:])
+    torch.testing.assert_close(sparse.mlm_logits, masked, rtol=0, atol=1e-6)
+    torch.testing.assert_close(logits, masked, rtol=0, atol=1e-5)
+    assert torch.equal(targets, sparse.mlm_targets)
+    if nsp:
+        torch.testing.assert_close(nsp_logits, dense.nsp_logits, rtol=0, atol=1e-5)
+    else:
+        assert nsp_logits is None
+
+
+@pytest.mark.parametrize(("family", "nsp"), FAMILY_NSP)
+def test_pretraining_loss_is_cross_entropy_of_dense_logits(family, nsp):
+    model = build(family, nsp).eval()
+    batch = padded_batch(family)
+    with torch.no_grad():
+        out = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+        result = model.pretraining_loss(**batch)
+    selected = batch["labels"] != -100
+    expected_mlm = F.cross_entropy(out.mlm_logits[selected], batch["labels"][selected])
+    torch.testing.assert_close(result.mlm_loss, expected_mlm, rtol=1e-5, atol=1e-5)
+    assert result.n_masked == int(selected.sum())
+    assert 0.0 <= float(result.mlm_accuracy) <= 1.0
+    if nsp:
+        expected_nsp = F.cross_entropy(out.nsp_logits, batch["nsp_labels"])
+        torch.testing.assert_close(result.nsp_loss, expected_nsp, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(result.loss, expected_mlm + expected_nsp, rtol=1e-5, atol=1e-5)
+    else:
+        assert result.nsp_loss is None and result.nsp_accuracy is None
+        torch.testing.assert_close(result.loss, expected_mlm, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("family", "nsp"), [("bert", True), ("roberta", False)])
+def test_pretraining_loss_gradients_equal_the_dense_path(family, nsp):
+    """The sparse last layer and the fused cross-entropy give the textbook gradients."""
+    model = build(family, nsp).eval()  # no dropout: both paths see the same function
+    batch = padded_batch(family)
+    model.pretraining_loss(**batch).loss.backward()
+    sparse_grads = {name: param.grad.clone() for name, param in model.named_parameters()}
+    model.zero_grad()
+    out = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+    selected = batch["labels"] != -100
+    loss = F.cross_entropy(out.mlm_logits[selected], batch["labels"][selected])
+    if nsp:
+        loss = loss + F.cross_entropy(out.nsp_logits, batch["nsp_labels"])
+    loss.backward()
+    for name, param in model.named_parameters():
+        torch.testing.assert_close(sparse_grads[name], param.grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_linear_cross_entropy_equals_functional():
+    gen = torch.Generator().manual_seed(0)
+    x, weight, bias = (torch.randn(shape, generator=gen, requires_grad=True) for shape in ((9, 8), (50, 8), (50,)))
+    targets = torch.randint(0, 50, (9,), generator=gen)
+    loss, accuracy = linear_cross_entropy(x, weight, bias, targets)
+    (loss * 3).backward()
+    grads = [t.grad.clone() for t in (x, weight, bias)]
+    for t in (x, weight, bias):
+        t.grad = None
+    logits = F.linear(x, weight, bias)
+    (F.cross_entropy(logits, targets) * 3).backward()
+    torch.testing.assert_close(loss, F.cross_entropy(logits, targets))
+    assert accuracy == (logits.argmax(-1) == targets).float().mean()
+    for got, t in zip(grads, (x, weight, bias), strict=True):
+        torch.testing.assert_close(got, t.grad)
+
+
+def test_pretraining_loss_needs_nsp_labels_with_nsp_head():
+    model = build("bert", nsp=True)
+    batch = padded_batch("bert")
+    with pytest.raises(ValueError, match="nsp_labels"):
+        model.pretraining_loss(batch["input_ids"], batch["labels"], batch["attention_mask"])
+
+
+def test_nsp_labels_of_minus_100_are_ignored():
+    model = build("bert", nsp=True).eval()
+    batch = padded_batch("bert")
+    with torch.no_grad():
+        out = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+        partial = model.pretraining_loss(**{**batch, "nsp_labels": torch.tensor([0, -100, 1])})
+        none = model.pretraining_loss(**{**batch, "nsp_labels": torch.full((3,), -100)})
+    expected = F.cross_entropy(out.nsp_logits[[0, 2]], torch.tensor([0, 1]))
+    torch.testing.assert_close(partial.nsp_loss, expected, rtol=1e-5, atol=1e-6)
+    assert partial.n_nsp == 2 and none.n_nsp == 0
+    assert none.nsp_loss.item() == 0.0 and torch.isfinite(none.loss)
+
+
+def test_no_masked_token_gives_zero_loss_not_nan():
+    model = build("bert", nsp=False)
+    ids = torch.randint(5, VOCAB, (2, 6))
+    result = model.pretraining_loss(ids, torch.full_like(ids, -100))
+    assert result.n_masked == 0 and result.loss.item() == 0.0
+    result.loss.backward()  # still part of the graph
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Positions and padding
+
+
+def test_roberta_position_ids_count_real_tokens_after_the_padding_offset():
+    model = build("roberta", nsp=False)
+    pad = PAD["roberta"]
+    ids = torch.tensor([[0, 7, 8, 2], [0, 9, 2, pad]])
+    expected = torch.tensor([[2, 3, 4, 5], [2, 3, 4, pad]])  # offset pad + 1; pad tokens get pad itself
+    assert torch.equal(model.encoder.embeddings.position_ids(ids), expected)
+    assert model.config.position_offset == 2 and model.config.max_tokens == 38
+
+
+def test_bert_position_ids_start_at_zero_whatever_the_padding():
+    model = build("bert", nsp=False)
+    ids = torch.tensor([[101, 7, 8, 102], [101, 9, 102, 0]])
+    assert model.encoder.embeddings.position_ids(ids).tolist() == [[0, 1, 2, 3]]
+
+
+def test_preset_position_embeddings_hold_512_tokens():
+    bert = EncoderConfig.from_name("tiny", "bert", 30_522, 0)
+    roberta = EncoderConfig.from_name("tiny", "roberta", 50_265, 1)
+    assert (bert.max_position_embeddings, bert.max_tokens) == (512, 512)
+    assert (roberta.max_position_embeddings, roberta.max_tokens) == (514, 512)
+
+
+@pytest.mark.parametrize(("family", "nsp"), FAMILY_NSP)
+def test_more_padding_does_not_change_real_tokens(family, nsp):
+    model = build(family, nsp).eval()
+    batch = padded_batch(family)
+    extra = 5
+    ids = F.pad(batch["input_ids"], (0, extra), value=PAD[family])
+    mask = F.pad(batch["attention_mask"], (0, extra), value=0)
+    types = None if batch["token_type_ids"] is None else F.pad(batch["token_type_ids"], (0, extra), value=0)
+    with torch.no_grad():
+        short = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+        long = model(ids, mask, types)
+    real = batch["attention_mask"].bool()
+    torch.testing.assert_close(long.hidden[:, :12][real], short.hidden[real], rtol=0, atol=1e-5)
+    if nsp:
+        torch.testing.assert_close(long.nsp_logits, short.nsp_logits, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_an_all_padding_row_stays_finite(training):
+    model = build("bert", nsp=True).train(training)
+    batch = padded_batch("bert")
+    batch["attention_mask"][2] = 0
+    batch["labels"][2] = -100
+    result = model.pretraining_loss(**batch)
+    result.loss.backward()
+    assert torch.isfinite(result.loss)
+    assert all(torch.isfinite(param.grad).all() for param in model.parameters())
+
+
+def test_unpadded_batch_equals_all_ones_mask():
+    model = build("bert", nsp=False).eval()
+    ids = torch.randint(5, VOCAB, (2, 7))
+    with torch.no_grad():
+        torch.testing.assert_close(model.encoder(ids), model.encoder(ids, torch.ones_like(ids)), rtol=0, atol=0)
+
+
+def test_cpu_dropout_keeps_one_minus_p_and_rescales():
+    x = torch.ones(200_000, requires_grad=True)
+    torch.manual_seed(0)
+    y = dropout(x, 0.1, training=True)
+    kept = y != 0
+    assert abs(kept.float().mean().item() - 0.9) < 0.005
+    torch.testing.assert_close(y[kept], torch.full_like(y[kept], 1 / 0.9))
+    y.sum().backward()
+    assert torch.equal(x.grad, y.detach())  # the gradient goes through the same mask and scale
+    torch.manual_seed(0)
+    assert torch.equal(dropout(x, 0.1, training=True), y)  # seeded by torch's generator
+    assert dropout(x, 0.1, training=False) is x and dropout(x, 0.0, training=True) is x
+
+
+def test_dropout_only_in_training():
+    model = build("bert", nsp=False)
+    ids = torch.randint(5, VOCAB, (2, 7))
+    mask = torch.ones_like(ids)
+    mask[1, 5:] = 0
+    model.train()
+    assert not torch.equal(model.encoder(ids, mask), model.encoder(ids, mask))
+    model.eval()
+    assert torch.equal(model.encoder(ids, mask), model.encoder(ids, mask))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tying, gradients, initialisation
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+def test_decoder_is_tied_to_word_embeddings(family):
+    model = build(family, nsp=False)
+    embedding = model.encoder.embeddings.word_embeddings.weight
+    decoder = model.mlm_head.decoder
+    assert decoder.weight is embedding
+    assert decoder.weight.data_ptr() == embedding.data_ptr()
+    assert decoder.bias is model.mlm_head.bias
+    model = model.to(torch.float64)  # conversion keeps the tie
+    assert model.mlm_head.decoder.weight is model.encoder.embeddings.word_embeddings.weight
+    with torch.no_grad():
+        model.encoder.embeddings.word_embeddings.weight[3, 0] = 42.0
+    assert model.mlm_head.decoder.weight[3, 0] == 42.0
+
+
+@pytest.mark.parametrize(("family", "nsp"), FAMILY_NSP)
+def test_gradients_reach_every_parameter(family, nsp):
+    model = build(family, nsp)
+    batch = padded_batch(family)
+    model.pretraining_loss(**batch).loss.backward()
+    for name, param in model.named_parameters():
+        assert param.grad is not None, name
+        assert torch.isfinite(param.grad).all(), name
+        assert param.grad.abs().sum() > 0, name
+
+
+def test_state_dict_keys_follow_hugging_face_names():
+    keys = set(build("bert", nsp=True).state_dict())
+    expected = [
+        "bert.embeddings.word_embeddings.weight",
+        "bert.embeddings.LayerNorm.weight",
+        "bert.encoder.layer.1.attention.self.query.weight",
+        "bert.encoder.layer.0.attention.output.dense.bias",
+        "bert.encoder.layer.0.attention.output.LayerNorm.weight",
+        "bert.encoder.layer.0.intermediate.dense.weight",
+        "bert.encoder.layer.0.output.dense.weight",
+        "bert.encoder.layer.0.output.LayerNorm.bias",
+        "bert.pooler.dense.weight",
+        "cls.predictions.transform.dense.weight",
+        "cls.predictions.transform.LayerNorm.weight",
+        "cls.predictions.bias",
+        "cls.predictions.decoder.weight",
+        "cls.seq_relationship.weight",
+    ]
+    assert set(expected) <= keys, set(expected) - keys
+    roberta = set(build("roberta", nsp=False).state_dict())
+    assert {"lm_head.dense.weight", "lm_head.layer_norm.bias", "lm_head.bias"} <= roberta
+    assert not any(".pooler." in key or key.startswith("cls.") for key in roberta)
+
+
+def test_init_is_deterministic_under_a_seed():
+    first, again, other = build("bert", True, seed=3), build("bert", True, seed=3), build("bert", True, seed=4)
+    for key, value in first.state_dict().items():
+        assert torch.equal(value, again.state_dict()[key]), key
+    assert not torch.equal(first.encoder.encoder.layer[0].attention.self.query.weight,
+                           other.encoder.encoder.layer[0].attention.self.query.weight)
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+def test_init_follows_bert(family):
+    torch.manual_seed(0)
+    model = PretrainingModel(EncoderConfig.from_name("tiny", family, 2000, PAD[family]), nsp=True)
+    emb = model.encoder.embeddings
+    assert torch.all(emb.word_embeddings.weight[PAD[family]] == 0)
+    assert abs(emb.word_embeddings.weight.std().item() - 0.02) < 1e-3
+    dense = model.encoder.encoder.layer[2].intermediate.dense
+    assert abs(dense.weight.std().item() - 0.02) < 1e-3 and torch.all(dense.bias == 0)
+    assert torch.all(emb.LayerNorm.weight == 1) and torch.all(emb.LayerNorm.bias == 0)
+    assert torch.all(model.mlm_head.bias == 0)
+    # roberta's position table has a padding row too (pad tokens point at it); bert's does not
+    pos_pad = emb.position_embeddings.weight[PAD[family]]
+    assert torch.all(pos_pad == 0) if family == "roberta" else torch.any(pos_pad != 0)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Sizes
+
+
+def hand_count(cfg: EncoderConfig, nsp: bool) -> dict[str, int]:
+    """Parameters by hand: embeddings; per layer 4 H^2 + 2 H I weights with their biases and two LayerNorms."""
+    h, i, v = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size
+    embedding = (v + cfg.max_position_embeddings + cfg.type_vocab_size) * h
+    layer = 4 * (h * h + h) + (h * i + i) + (i * h + h) + 2 * 2 * h
+    mlm_head = (h * h + h) + 2 * h + v  # transform dense, LayerNorm, output bias (decoder tied)
+    rest = 2 * h + cfg.num_layers * layer + mlm_head + ((h * h + h) + (2 * h + 2) if nsp else 0)
+    return {"total": embedding + rest, "embedding": embedding, "non_embedding": rest}
+
+
+@pytest.mark.parametrize(("family", "nsp"), FAMILY_NSP)
+def test_count_parameters_matches_hand_formula(family, nsp):
+    model = build(family, nsp)
+    counts = count_parameters(model)
+    assert counts == hand_count(model.config, nsp)
+    assert counts["total"] == sum(p.numel() for p in set(model.parameters()))
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_presets_build_with_their_sizes(name):
+    cfg = EncoderConfig.from_name(name, "bert", 1000, 0)
+    layers, hidden, heads, ffn = (PRESETS[name][k] for k in ("num_layers", "hidden_size", "num_heads",
+                                                             "intermediate_size"))
+    assert (cfg.num_layers, cfg.hidden_size, cfg.num_heads, cfg.intermediate_size) == (layers, hidden, heads, ffn)
+    if name in ("tiny", "small"):  # building the two largest would only cost time
+        model = PretrainingModel(cfg, nsp=False)
+        assert len(model.encoder.encoder.layer) == layers
+        assert model.encoder.encoder.layer[0].intermediate.dense.weight.shape == (ffn, hidden)
+        assert count_parameters(model) == hand_count(cfg, nsp=False)
+    else:
+        with torch.device("meta"):
+            model = PretrainingModel(cfg, nsp=False)
+        assert count_parameters(model) == hand_count(cfg, nsp=False)
+
+
+def test_bert_base_has_bert_base_size():
+    with torch.device("meta"):
+        model = PretrainingModel(EncoderConfig.from_name("base", "bert", 30_522, 0), nsp=True)
+    # BERT-base: 110M parameters as published (109.5M encoder + pooler, plus the MLM/NSP heads)
+    assert 109_000_000 < count_parameters(model.encoder)["total"] < 110_000_000
+
+
+def test_embedding_share_grows_with_vocabulary():
+    def share(vocab: int) -> float:
+        with torch.device("meta"):
+            counts = count_parameters(PretrainingModel(EncoderConfig.from_name("tiny", "roberta", vocab, 1)))
+        return counts["embedding"] / counts["total"]
+
+    assert share(50_000) > share(30_000) > 0.5  # at the tiny size the vocabulary is most of the model
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Configs
+
+
+def test_family_defaults():
+    bert, roberta = small_config("bert"), small_config("roberta")
+    assert (bert.type_vocab_size, bert.layer_norm_eps, bert.initializer_range) == (2, 1e-12, 0.02)
+    assert (roberta.type_vocab_size, roberta.layer_norm_eps) == (1, 1e-5)
+
+
+def test_from_model_config():
+    model_cfg = ModelConfig(family="roberta", num_layers=2, hidden_size=64, num_heads=2, intermediate_size=128,
+                            max_position_embeddings=130, dropout=0.0, attention_dropout=0.05)
+    cfg = EncoderConfig.from_model_config(model_cfg, vocab_size=500, pad_token_id=1)
+    assert (cfg.family, cfg.num_layers, cfg.hidden_size, cfg.num_heads, cfg.intermediate_size) == (
+        "roberta", 2, 64, 2, 128)
+    assert (cfg.max_position_embeddings, cfg.dropout, cfg.attention_dropout) == (130, 0.0, 0.05)
+    assert (cfg.vocab_size, cfg.pad_token_id, cfg.max_tokens) == (500, 1, model_cfg.max_tokens)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        ({"family": "gpt"}, "model.family"),
+        ({"num_heads": 5}, "model.num_heads"),
+        ({"hidden_size": 0}, "model.hidden_size"),
+        ({"dropout": 1.0}, "model.dropout"),
+        ({"attention_dropout": -0.1}, "model.attention_dropout"),
+        ({"pad_token_id": VOCAB}, "model.pad_token_id"),
+        ({"vocab_size": 0, "pad_token_id": 0}, "model.vocab_size"),
+        ({"layer_norm_eps": 0.0}, "model.layer_norm_eps"),
+    ],
+)
+def test_bad_config_raises_bvr_error_at_the_key(overrides, key):
+    fields = {"family": "bert", "vocab_size": VOCAB, "hidden_size": 32, "num_heads": 4, **overrides}
+    with pytest.raises(BvrError) as info:
+        EncoderConfig(**fields)
+    assert info.value.where == key
+
+
+def test_roberta_positions_must_leave_room_after_the_offset():
+    with pytest.raises(BvrError, match="offset") as info:
+        EncoderConfig(family="roberta", vocab_size=VOCAB, pad_token_id=1, max_position_embeddings=2)
+    assert info.value.where == "model.max_position_embeddings"
+
+
+def test_unknown_preset():
+    with pytest.raises(BvrError, match="huge") as info:
+        EncoderConfig.from_name("huge", "bert", 100, 0)
+    assert "tiny" in info.value.hint
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Layering
+
+
+def test_model_package_imports_no_lightning_mlflow_or_transformers():
+    code = ("import sys, bvr.model, bvr.model.hf; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'lightning', 'pytorch_lightning', 'mlflow', "
+            "'transformers'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

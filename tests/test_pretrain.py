@@ -1,0 +1,191 @@
+"""Pretraining end to end on a generated corpus: the loss falls, MLflow holds the run, SIGKILL + --resume equals an
+uninterrupted run, a non-finite loss stops cleanly, and the exported folder loads in transformers."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+from mlflow import MlflowClient
+
+from bvr.config import load_config
+from bvr.errors import BvrError
+from bvr.pretrained import fill_mask, load_pretrained
+from bvr.pretraining.module import NonFiniteLoss
+from bvr.pretraining.run import pretrain
+from bvr.tracking import tracking_uri
+from tests.test_prepare import write_wiki_corpus
+
+TINY = [
+    "corpus.path=corpus/wiki", "corpus.validation_fraction=0.1", "tokenizer.vocab_size=400", "data.max_length=64",
+    "data.shard_documents=50", "model.num_layers=2", "model.hidden_size=32", "model.num_heads=4",
+    "model.intermediate_size=64", "training.batch_size=8", "training.lr=3e-3", "training.warmup_steps=5",
+    "training.val_every_steps=10", "training.checkpoint_every_steps=4", "training.log_every_steps=2",
+]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> Path:
+    return write_wiki_corpus(tmp_path_factory.mktemp("data"), documents=300)
+
+
+def config(data_dir: Path, out: Path, *overrides: str):
+    return load_config(overrides=[*TINY, *overrides], extra={"data_dir": str(data_dir), "output_dir": str(out)})
+
+
+def weights(run_dir: Path) -> dict[str, torch.Tensor]:
+    return torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"]
+
+
+@pytest.fixture(scope="module")
+def trained(data_dir, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("work")
+    cwd = os.getcwd()
+    os.chdir(workdir)  # the default MLflow store lives in the working directory
+    try:
+        result = pretrain(config(data_dir, workdir / "out", "training.max_steps=40", "masking.mode=static",
+                                 "masking.dupe_factor=2"), progress=False)
+    finally:
+        os.chdir(cwd)
+    return workdir, result
+
+
+def test_loss_falls_and_metrics_are_reported(trained):
+    _, result = trained
+    m = result.metrics
+    assert m["steps"] == 40
+    assert m["train/mlm_loss"] < 5.0 < 6.0  # starts near ln(400) = 6.0
+    assert m["val/perplexity"] == pytest.approx(torch.tensor(m["val/mlm_loss"]).exp().item(), rel=1e-5)
+    assert 0.0 <= m["val/nsp_acc"] <= 1.0
+    assert m["tokens_seen"] > 40 * 8 * 20
+    assert m["params_total"] == m["params_embedding"] + m["params_non_embedding"]
+    assert (result.run_dir / "DONE").is_file() and (result.model_dir / "model.safetensors").is_file()
+
+
+def test_mlflow_holds_metrics_params_and_artifacts(trained):
+    workdir, result = trained
+    client = MlflowClient(tracking_uri(workdir))
+    run_id = (result.run_dir / "mlflow_run_id").read_text().strip()
+    run = client.get_run(run_id)
+    assert run.info.run_name == "default/pretrain"
+    assert run.data.tags["bvr.stage"] == "pretrain" and run.data.tags["bvr.arm"] == "default"
+    assert run.data.params["masking.mode"] == "static"
+    history = client.get_metric_history(run_id, "train/mlm_loss")
+    assert len(history) >= 10 and history[-1].value < history[0].value - 0.5
+    for key in ("val/mlm_loss", "val/perplexity", "val/nsp_acc", "train/nsp_loss", "train/tokens_per_s", "lr"):
+        assert client.get_metric_history(run_id, key), key
+    artifacts = {a.path for a in client.list_artifacts(run_id)}
+    assert {"config.yaml", "tokenizer", "data_stats.json", "metrics.json"} <= artifacts
+
+
+def test_a_finished_run_is_reused(trained, data_dir):
+    workdir, result = trained
+    cwd = os.getcwd()
+    os.chdir(workdir)
+    try:
+        again = pretrain(config(data_dir, workdir / "out", "training.max_steps=40", "masking.mode=static",
+                                "masking.dupe_factor=2"), progress=False)
+    finally:
+        os.chdir(cwd)
+    assert again.reused and again.run_dir == result.run_dir
+
+
+def test_export_loads_in_transformers_with_the_same_outputs(trained):
+    transformers = pytest.importorskip("transformers")
+    _, result = trained
+    ours = load_pretrained(result.run_dir)
+    hf_model = transformers.AutoModelForMaskedLM.from_pretrained(result.model_dir).eval()
+    hf_tok = transformers.AutoTokenizer.from_pretrained(result.model_dir)
+    batch = hf_tok(["the river city music", "a famous football club"], padding=True, return_tensors="pt")
+    assert batch["input_ids"][0, 0].item() == ours.tokenizer.token_to_id("[CLS]")
+    with torch.no_grad():
+        expected = hf_model(**batch).logits
+        hidden = ours.model.encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+        got = ours.model.mlm_logits_all(hidden)
+    keep = batch["attention_mask"].bool()
+    torch.testing.assert_close(got[keep], expected[keep], atol=1e-4, rtol=1e-4)
+
+
+def test_fill_mask_predicts_at_each_mask(trained):
+    _, result = trained
+    predictions = fill_mask(load_pretrained(result.run_dir), "the [MASK] city music <mask>", top_k=3)
+    assert len(predictions) == 2 and all(len(p) == 3 for p in predictions)
+    assert all(0 < p.probability <= 1 for ps in predictions for p in ps)
+    with pytest.raises(BvrError, match="no mask token"):
+        fill_mask(load_pretrained(result.run_dir), "no mask here")
+
+
+class KillAt(L.Callback):
+    """SIGKILL this process right after optimiser step ``step`` (no clean-up, like a pre-empted job)."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_end(self, trainer, *args) -> None:
+        if trainer.global_step == self.step:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _killed_run(cfg, workdir: Path, step: int) -> None:
+    os.chdir(workdir)
+    pretrain(cfg, progress=False, callbacks=[KillAt(step)])
+
+
+def test_sigkill_then_resume_equals_an_uninterrupted_run(data_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    # 300 documents give ~150 sequences: 19 batches of 8 per epoch, so step 11 is mid-epoch of epoch 0 and the
+    # run crosses into epoch 1 (a new order and, being static with 2 copies, the other mask copy).
+    overrides = ["training.max_steps=26", "masking.mode=static", "masking.dupe_factor=2"]
+    full = pretrain(config(data_dir, tmp_path / "a", *overrides), progress=False)
+
+    cfg = config(data_dir, tmp_path / "b", *overrides)
+    # A fresh interpreter (spawn): forking a process that already runs torch and MLflow threads can deadlock.
+    child = multiprocessing.get_context("spawn").Process(target=_killed_run, args=(cfg, tmp_path, 11))
+    child.start()
+    child.join(300)
+    assert child.exitcode == -signal.SIGKILL
+    run_dir = next((tmp_path / "b" / "runs").glob("pretrain-*"))
+    assert not (run_dir / "DONE").exists()
+    assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 8
+
+    with pytest.raises(BvrError, match="--resume"):
+        pretrain(cfg, progress=False)
+    resumed = pretrain(cfg, resume=True, progress=False)
+    assert resumed.run_dir == run_dir
+    a, b = weights(full.run_dir), weights(resumed.run_dir)
+    assert a.keys() == b.keys()
+    for key in a:
+        torch.testing.assert_close(b[key], a[key], atol=1e-6, rtol=1e-5, msg=key)
+    for key in ("train/mlm_loss", "val/mlm_loss", "tokens_seen"):
+        assert resumed.metrics[key] == pytest.approx(full.metrics[key], rel=1e-5), key
+
+
+class PoisonAt(L.Callback):
+    """Turn one weight into NaN before step ``step`` so its loss is not finite."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_start(self, trainer, pl_module, *args) -> None:
+        if trainer.global_step == self.step:
+            with torch.no_grad():
+                pl_module.model.encoder.embeddings.word_embeddings.weight.fill_(float("nan"))
+
+
+def test_non_finite_loss_stops_with_a_clear_message_and_keeps_the_last_good_checkpoint(data_dir, tmp_path,
+                                                                                      monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = config(data_dir, tmp_path / "out", "training.max_steps=20")
+    with pytest.raises(NonFiniteLoss) as info:
+        pretrain(cfg, progress=False, callbacks=[PoisonAt(6)])
+    message = str(info.value)
+    assert "not finite at step 6" in message and "last.ckpt" in message and "--resume" in message
+    run_dir = next((tmp_path / "out" / "runs").glob("pretrain-*"))
+    good = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=False)
+    assert good["global_step"] == 4
+    assert all(torch.isfinite(t).all() for t in good["state_dict"].values())
