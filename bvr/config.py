@@ -228,6 +228,8 @@ class TrainingConfig:
     """Devices per node; more than one trains with DDP."""
     num_nodes: int = 1
     """Nodes (torchrun or SLURM set the rest)."""
+    strategy: str = "auto"
+    """Lightning strategy: 'auto' (DDP when devices x nodes > 1), 'ddp', 'ddp_spawn' or 'fsdp'."""
     compile: bool = False
     """Compile the encoder with torch.compile (GPU runs)."""
 

@@ -130,9 +130,8 @@ class PretrainingModule(L.LightningModule):
         sums["mlm_loss"] += float(out.mlm_loss) * out.n_masked
         sums["masked"] += out.n_masked
         if out.nsp_accuracy is not None:
-            n = batch["nsp_labels"].numel()
-            sums["nsp_correct"] += float(out.nsp_accuracy) * n
-            sums["nsp_count"] += n
+            sums["nsp_correct"] += float(out.nsp_accuracy) * out.n_nsp
+            sums["nsp_count"] += out.n_nsp
 
     def on_validation_epoch_end(self) -> None:
         totals = torch.tensor([self._val_sums[k] for k in ("mlm_loss", "masked", "nsp_correct", "nsp_count")],
@@ -146,7 +145,8 @@ class PretrainingModule(L.LightningModule):
         metrics = {"val/mlm_loss": mlm_loss, "val/perplexity": math.exp(min(mlm_loss, 50.0))}
         if nsp_count:
             metrics["val/nsp_acc"] = nsp_correct / nsp_count
-        self.log_dict(metrics, prog_bar=True, sync_dist=False, rank_zero_only=True)
+        # Every rank holds the same reduced totals, so syncing (a mean of equal values) changes nothing.
+        self.log_dict(metrics, prog_bar=True, sync_dist=True)
 
     # ---- optimiser -----------------------------------------------------------------------------------------
 

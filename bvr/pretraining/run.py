@@ -93,7 +93,7 @@ def _trainer(cfg: Config, run_dir: Path, logger, progress: bool, extra: list[L.C
         accelerator=t.accelerator,
         devices=t.devices,
         num_nodes=t.num_nodes,
-        strategy="ddp" if t.devices * t.num_nodes > 1 else "auto",
+        strategy=t.strategy if t.strategy != "auto" else ("ddp" if t.devices * t.num_nodes > 1 else "auto"),
         use_distributed_sampler=False,  # our sampler strides over ranks itself
         val_check_interval=t.val_every_steps * t.grad_accum,  # counted in micro-batches
         check_val_every_n_epoch=None,
