@@ -14,8 +14,8 @@ from bvr.pretraining.data import training_collator
 from bvr.pretraining.prepare import load_instances, prepare
 from bvr.pretraining.run import pretrain
 from bvr.tokenization import load_tokenizer, vocab_info
-from tests.test_pretrain import config
 from tests.test_prepare import write_wiki_corpus
+from tests.test_pretrain import config
 
 
 class RecordBatches(L.Callback):

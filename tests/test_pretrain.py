@@ -189,3 +189,42 @@ def test_non_finite_loss_stops_with_a_clear_message_and_keeps_the_last_good_chec
     good = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=False)
     assert good["global_step"] == 4
     assert all(torch.isfinite(t).all() for t in good["state_dict"].values())
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+def test_a_hugging_face_folder_is_a_starting_point(family, tmp_path):
+    """A bert-base-uncased / roberta-base style folder (saved by transformers, no bvr files) loads in bvr."""
+    transformers = pytest.importorskip("transformers")
+    from bvr.tokenization import train_tokenizer
+
+    text = [" ".join(WORDS_FOR_HF[(i * 7 + j) % len(WORDS_FOR_HF)] for j in range(12)) for i in range(300)]
+    tok = train_tokenizer(family, text, vocab_size=300 if family == "bert" else 320, show_progress=False)
+    specials = ({"unk_token": "[UNK]", "pad_token": "[PAD]", "cls_token": "[CLS]", "sep_token": "[SEP]",
+                 "mask_token": "[MASK]"} if family == "bert" else
+                {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>",
+                 "cls_token": "<s>", "sep_token": "</s>", "mask_token": "<mask>"})
+    hf_tok = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, **specials)
+    pad = hf_tok.pad_token_id
+    common = dict(vocab_size=tok.get_vocab_size(), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                  intermediate_size=37, pad_token_id=pad)
+    if family == "bert":
+        hf_model = transformers.BertForMaskedLM(transformers.BertConfig(max_position_embeddings=64, **common))
+    else:
+        hf_model = transformers.RobertaForMaskedLM(transformers.RobertaConfig(max_position_embeddings=66,
+                                                                              type_vocab_size=1, **common))
+    hf_model.eval().save_pretrained(tmp_path)
+    hf_tok.save_pretrained(tmp_path)
+
+    ours = load_pretrained(tmp_path)
+    assert ours.family == family
+    mask = "[MASK]" if family == "bert" else "<mask>"
+    predictions = fill_mask(ours, f"the river {mask} music", top_k=2)
+    batch = hf_tok([f"the river {mask} music"], return_tensors="pt")
+    with torch.no_grad():
+        expected = hf_model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    position = int((batch["input_ids"][0] == hf_tok.mask_token_id).nonzero()[0])
+    best = int(expected[0, position].argmax())
+    assert predictions[0][0].probability == pytest.approx(float(expected[0, position].softmax(-1)[best]), rel=1e-4)
+
+
+WORDS_FOR_HF = "the a river city music player team season album film school church war army king".split()

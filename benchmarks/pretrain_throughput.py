@@ -1,0 +1,159 @@
+"""Pretraining throughput: bvr's encoder against transformers' BertForMaskedLM, in one run, on one machine.
+
+Both models get the same configuration (4 layers, hidden 256, 4 heads, FFN 1024, vocab 30,522, dropout 0.1),
+the same batches (32 x 128 tokens, 15% of them masked, MLM only, fp32) and the same optimiser (AdamW). A
+training step is forward + backward + optimiser step. The two models alternate step by step so that noise
+from other work on the machine hits both alike; the median step time of each is reported.
+
+It also measures an fp32 matrix-multiply peak on the same machine (the best rate of large square matmuls) and
+reports our achieved FLOP/s as a fraction of it. The FLOPs counted are the ones our step really performs
+(the last layer and the MLM head run only at the masked positions), with the backward pass taken as twice the
+forward; the embedding lookups, softmax and LayerNorm are not counted.
+
+Targets: at least 3.5x transformers' tokens/s and at least 55% of the measured matmul peak.
+
+    python benchmarks/pretrain_throughput.py [--steps 10] [--threads N] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+import torch
+
+from bvr.model import EncoderConfig, PretrainingModel
+
+LAYERS, HIDDEN, HEADS, FFN, VOCAB, BATCH, SEQ, MASK_PROB = 4, 256, 4, 1024, 30_522, 32, 128, 0.15
+
+
+def make_batch(seed: int = 0) -> dict[str, torch.Tensor]:
+    """Random ids (specials excluded) with exactly 15% of each row masked, labels -100 elsewhere."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, VOCAB, (BATCH, SEQ), generator=g)
+    ids[:, 0], ids[:, -1] = 2, 3  # [CLS] ... [SEP]
+    k = round((SEQ - 2) * MASK_PROB)
+    keys = torch.rand(BATCH, SEQ - 2, generator=g)
+    chosen = torch.zeros(BATCH, SEQ, dtype=torch.bool)
+    chosen[:, 1:-1] = keys.argsort(dim=1).argsort(dim=1) < k
+    labels = torch.where(chosen, ids, torch.full_like(ids, -100))
+    inputs = torch.where(chosen, torch.full_like(ids, 4), ids)  # [MASK]
+    return {"input_ids": inputs, "attention_mask": torch.ones_like(ids), "labels": labels}
+
+
+def ours() -> tuple[torch.nn.Module, callable]:
+    config = EncoderConfig.from_name("tiny", "bert", VOCAB, 0)
+    assert (config.num_layers, config.hidden_size, config.num_heads, config.intermediate_size) == (
+        LAYERS, HIDDEN, HEADS, FFN)
+    model = PretrainingModel(config, nsp=False).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def step(batch: dict[str, torch.Tensor]) -> float:
+        loss = model.pretraining_loss(batch["input_ids"], batch["labels"], batch["attention_mask"]).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return float(loss)
+
+    return model, step
+
+
+def theirs() -> tuple[torch.nn.Module, callable]:
+    from transformers import BertConfig, BertForMaskedLM
+
+    config = BertConfig(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                        intermediate_size=FFN, max_position_embeddings=512)
+    model = BertForMaskedLM(config).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def step(batch: dict[str, torch.Tensor]) -> float:
+        loss = model(**batch).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return float(loss)
+
+    return model, step
+
+
+def step_flops(masked: int) -> float:
+    """FLOPs of one of our training steps (forward x 3), counting matmuls only."""
+    n = BATCH * SEQ
+    full_layer = 2 * n * HIDDEN * 3 * HIDDEN + 4 * BATCH * SEQ * SEQ * HIDDEN + 2 * n * HIDDEN * HIDDEN \
+        + 4 * n * HIDDEN * FFN
+    # The last layer computes keys and values everywhere, everything else at the masked positions only.
+    last_layer = 2 * n * HIDDEN * 2 * HIDDEN + 2 * masked * HIDDEN * HIDDEN + 4 * masked * SEQ * HIDDEN \
+        + 2 * masked * HIDDEN * HIDDEN + 4 * masked * HIDDEN * FFN
+    head = 2 * masked * HIDDEN * HIDDEN + 2 * masked * HIDDEN * VOCAB
+    return 3.0 * ((LAYERS - 1) * full_layer + last_layer + head)
+
+
+def matmul_peak(size: int = 2048, repeats: int = 8) -> float:
+    """Best fp32 FLOP/s of ``size`` x ``size`` matmuls on this machine."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    torch.mm(a, b)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        torch.mm(a, b)
+        best = min(best, time.perf_counter() - start)
+    return 2 * size**3 / best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=10, help="timed steps per model")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps per model first")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads [default: all cores]")
+    parser.add_argument("--json", default=None, help="also write the figures to this file")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads or os.cpu_count() or 1)
+    torch.manual_seed(0)
+
+    batches = [make_batch(seed) for seed in range(4)]
+    runners = {"bvr": ours()[1], "transformers": theirs()[1]}
+    for step in runners.values():
+        for i in range(args.warmup):
+            step(batches[i % len(batches)])
+    times: dict[str, list[float]] = {name: [] for name in runners}
+    for i in range(args.steps):
+        for name, step in runners.items():  # alternate, so background load hits both alike
+            start = time.perf_counter()
+            step(batches[i % len(batches)])
+            times[name].append(time.perf_counter() - start)
+
+    tokens = BATCH * SEQ
+    median = {name: statistics.median(t) for name, t in times.items()}
+    rate = {name: tokens / median[name] for name in runners}
+    masked = int((batches[0]["labels"] != -100).sum())
+    achieved = step_flops(masked) / median["bvr"]
+    peak = matmul_peak()
+    figures = {
+        "threads": torch.get_num_threads(),
+        "bvr_tokens_per_s": rate["bvr"],
+        "transformers_tokens_per_s": rate["transformers"],
+        "speedup": rate["bvr"] / rate["transformers"],
+        "bvr_step_s": median["bvr"],
+        "transformers_step_s": median["transformers"],
+        "bvr_gflops": achieved / 1e9,
+        "matmul_peak_gflops": peak / 1e9,
+        "peak_fraction": achieved / peak,
+    }
+    print(f"config: {LAYERS} layers, hidden {HIDDEN}, {HEADS} heads, FFN {FFN}, vocab {VOCAB:,}, batch {BATCH}x{SEQ}, "
+          f"fp32, MLM only, {figures['threads']} threads, median of {args.steps} steps")
+    print(f"{'model':<14}{'step (s)':>10}{'tokens/s':>12}")
+    for name in runners:
+        print(f"{name:<14}{median[name]:>10.3f}{rate[name]:>12,.0f}")
+    print(f"speed-up: {figures['speedup']:.2f}x transformers (target >= 3.5x)")
+    print(f"achieved: {figures['bvr_gflops']:.1f} GFLOP/s of a measured fp32 matmul peak of "
+          f"{figures['matmul_peak_gflops']:.1f} GFLOP/s = {figures['peak_fraction']:.0%} (target >= 55%)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(figures, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
