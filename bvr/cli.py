@@ -234,8 +234,9 @@ def _print_pretrain(result) -> None:
     m = result.metrics
     state = "reused the finished run" if result.reused else "finished"
     console.print(f"{state}: [bold]{result.run_dir}[/]")
-    keys = ("steps", "tokens_seen", "train/mlm_loss", "val/mlm_loss", "val/perplexity", "val/nsp_acc",
-            "wall_seconds", "params_total", "params_non_embedding")
+    keys = ("steps", "epochs", "tokens_seen", "train/mlm_loss", "val/mlm_loss", "val/perplexity", "val/nsp_acc",
+            "wall_seconds", "params_total", "params_non_embedding", "mask_distinct_per_sequence",
+            "mask_max_times_seen")
     console.print("  " + ", ".join(f"{k}={m[k]:.4g}" for k in keys if k in m), highlight=False)
     console.print(f"next: bvr fill-mask {result.run_dir} \"Paris is the [MASK] of France.\"", markup=False)
 

@@ -31,7 +31,8 @@ TINY = [
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory) -> Path:
-    return write_wiki_corpus(tmp_path_factory.mktemp("data"), documents=300)
+    """60 generated articles: about 140 sequences of at most 64 tokens, 18 steps of 8 per epoch."""
+    return write_wiki_corpus(tmp_path_factory.mktemp("data"), documents=60)
 
 
 def config(data_dir: Path, out: Path, *overrides: str):
@@ -64,6 +65,9 @@ def test_loss_falls_and_metrics_are_reported(trained):
     assert 0.0 <= m["val/nsp_acc"] <= 1.0
     assert m["tokens_seen"] > 40 * 8 * 20
     assert m["params_total"] == m["params_embedding"] + m["params_non_embedding"]
+    # ~140 sequences, 40 steps of 8: a little over 2 epochs, so 3 started; static with 2 copies: one seen twice.
+    assert 2.0 < m["epochs"] < 3.0
+    assert m["mask_distinct_per_sequence"] == 2 and m["mask_max_times_seen"] == 2
     assert (result.run_dir / "DONE").is_file() and (result.model_dir / "model.safetensors").is_file()
 
 
@@ -138,8 +142,8 @@ def _killed_run(cfg, workdir: Path, step: int) -> None:
 
 def test_sigkill_then_resume_equals_an_uninterrupted_run(data_dir, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    # 300 documents give ~150 sequences: 19 batches of 8 per epoch, so step 11 is mid-epoch of epoch 0 and the
-    # run crosses into epoch 1 (a new order and, being static with 2 copies, the other mask copy).
+    # ~140 sequences: about 18 batches of 8 per epoch, so step 11 is mid-epoch of epoch 0 and the run crosses
+    # into epoch 1 (a new order and, being static with 2 copies, the other mask copy).
     overrides = ["training.max_steps=26", "masking.mode=static", "masking.dupe_factor=2"]
     full = pretrain(config(data_dir, tmp_path / "a", *overrides), progress=False)
 
@@ -157,6 +161,7 @@ def test_sigkill_then_resume_equals_an_uninterrupted_run(data_dir, tmp_path, mon
         pretrain(cfg, progress=False)
     resumed = pretrain(cfg, resume=True, progress=False)
     assert resumed.run_dir == run_dir
+    assert 1.0 < resumed.metrics["epochs"] < 2.0
     a, b = weights(full.run_dir), weights(resumed.run_dir)
     assert a.keys() == b.keys()
     for key in a:

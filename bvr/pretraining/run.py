@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import time
 import warnings
@@ -29,6 +30,7 @@ from bvr.errors import BvrError
 from bvr.model import EncoderConfig, PretrainingModel, count_parameters
 from bvr.model.hf import export_hf
 from bvr.pretraining.data import PretrainingDataModule
+from bvr.pretraining.masking import mask_exposure
 from bvr.pretraining.module import PretrainingModule
 from bvr.pretraining.prepare import Prepared, load_instances, prepare
 from bvr.tokenization import load_tokenizer, vocab_info
@@ -169,8 +171,18 @@ def pretrain(
     metrics = _logged_metrics(trainer)
     metrics.update(wall_seconds=time.perf_counter() - start, tokens_seen=float(module.tokens_seen),
                    steps=float(trainer.global_step), **{f"params_{k}": float(v) for k, v in params.items()})
+    metrics.update(_exposure(cfg, trainer.global_step, datamodule.instances["train"].num_rows))
     _finish(cfg, run_dir, model, prepared, logger, metrics)
     return PretrainResult(run_dir, False, metrics)
+
+
+def _exposure(cfg: Config, steps: int, sequences: int) -> dict[str, float]:
+    """Passes over the data, and how many distinct masks each sequence got and how often each was seen."""
+    epochs = steps * cfg.training.batch_size / sequences
+    started = math.ceil(epochs)
+    seen = mask_exposure(cfg.masking.mode, started, cfg.masking.dupe_factor)
+    return {"epochs": epochs, "mask_distinct_per_sequence": float(seen["distinct_masks"]),
+            "mask_max_times_seen": float(seen["max_times_seen"])}
 
 
 def _resume_point(last: Path, resume: bool, restart: bool) -> str | None:
@@ -213,7 +225,8 @@ def _finish(cfg: Config, run_dir: Path, model: PretrainingModel, prepared: Prepa
     export_model(model, prepared.tokenizer, cfg, model_dir)
     (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
     client, run_id = logger.experiment, logger.run_id
-    for key in ("wall_seconds", "tokens_seen", "params_total", "params_embedding", "params_non_embedding"):
+    for key in ("wall_seconds", "tokens_seen", "params_total", "params_embedding", "params_non_embedding", "epochs",
+                "mask_distinct_per_sequence", "mask_max_times_seen"):
         if key in metrics:
             client.log_metric(run_id, f"run/{key}", metrics[key])
     client.set_tag(run_id, "bvr.git_commit", git_commit() or "unknown")
