@@ -1,0 +1,243 @@
+"""Every fine-tuning task as data: one :class:`TaskSpec` per task, in one registry.
+
+A spec says where a task's files are, which columns hold its text and label, what the labels are, which metrics
+it reports and which of them is its headline, and the fine-tuning hyperparameters it starts from. Readers, the
+fine-tuning module and the report look everything up here, so adding a task is adding one ``TaskSpec(...)`` to
+``_SPECS`` below.
+
+>>> get_task("mrpc").main_metric
+'accuracy_f1'
+>>> get_task("mnli").eval_splits
+('dev_matched', 'dev_mismatched')
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from bvr.errors import BvrError
+
+TaskKind = Literal["classification", "regression", "tagging", "span"]
+TASK_KINDS: tuple[str, ...] = ("classification", "regression", "tagging", "span")
+
+
+@dataclass(frozen=True)
+class FineTuneDefaults:
+    """Starting hyperparameters for fine-tuning.
+
+    The defaults sit inside BERT's recommended grid (appendix A.3: learning rate 5e-5, 3e-5 or 2e-5; batch 16 or
+    32; 2 to 4 epochs) with a 10% linear warmup; small tasks (RTE, MRPC, STS-B, CoLA) keep them too.
+    """
+
+    learning_rate: float = 2e-5
+    """Peak AdamW learning rate."""
+    batch_size: int = 32
+    """Examples per optimiser step."""
+    epochs: int = 3
+    """Passes over the training split."""
+    warmup_fraction: float = 0.1
+    """Share of the steps spent warming the learning rate up linearly from 0."""
+    weight_decay: float = 0.01
+    """AdamW weight decay (not applied to biases and LayerNorm weights)."""
+    max_length: int = 128
+    """Longest input in tokens, special tokens included; longer inputs are truncated."""
+
+    def __post_init__(self) -> None:
+        _require(self.learning_rate > 0 and self.batch_size > 0 and self.epochs > 0, "finetune",
+                 "learning rate, batch size and epochs must be positive")
+        _require(0.0 <= self.warmup_fraction < 1.0, "finetune.warmup_fraction", "must be in [0, 1)")
+        _require(self.max_length >= 8, "finetune.max_length", "must be at least 8")
+
+
+@dataclass(frozen=True)
+class SplitSpec:
+    """One split of a task: its file in the data folder and its name on the Hugging Face hub."""
+
+    name: str
+    """bvr's name for the split ('train', 'dev', 'dev_matched', ...); metric keys start with it."""
+    file: str
+    """File name inside the task's folder."""
+    hub_split: str
+    """The same split's name in the hub dataset ('validation', 'validation_matched', ...)."""
+
+
+def glue_splits(*eval_names: str) -> tuple[SplitSpec, ...]:
+    """GLUE's split layout: ``train.tsv`` and one ``NAME.tsv`` per evaluation split (hub: 'dev' -> 'validation').
+
+    >>> [s.hub_split for s in glue_splits("dev_matched")]
+    ['train', 'validation_matched']
+    """
+    names = eval_names or ("dev",)
+    evals = tuple(SplitSpec(name, f"{name}.tsv", name.replace("dev", "validation", 1)) for name in names)
+    return (SplitSpec("train", "train.tsv", "train"), *evals)
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What bvr knows about one task; see the module docstring."""
+
+    name: str
+    """Registry key, lower case ('cola', 'mnli', 'conll2003')."""
+    kind: TaskKind
+    """'classification' (one label per example), 'regression' (one number), 'tagging' (a label per word) or
+    'span' (an answer span in a context)."""
+    folder: str
+    """Folder of the task's files, relative to the data folder ('glue/CoLA')."""
+    splits: tuple[SplitSpec, ...]
+    """Training split first, then the evaluation splits."""
+    hub_id: str
+    """Hugging Face dataset read when no data folder is given ('nyu-mll/glue')."""
+    hub_config: str | None
+    """Configuration of ``hub_id`` ('cola'), or None."""
+    text_fields: tuple[str, ...]
+    """Columns holding the text, in the order the model sees them (one or two for GLUE)."""
+    label_field: str
+    """Column holding the label."""
+    label_names: tuple[str, ...] | None
+    """Label words in id order (the hub's order, so hub ids need no mapping); None for regression (and span)."""
+    metrics: tuple[str, ...]
+    """Metric names reported on every evaluation split."""
+    main_metrics: tuple[str, ...]
+    """The metrics whose mean is the headline score, as the GLUE leaderboard averages F1 and accuracy for MRPC and
+    QQP and Pearson and Spearman for STS-B; a single metric for most tasks."""
+    hub_text_fields: tuple[str, ...] | None = None
+    """Text columns on the hub when they differ from ``text_fields`` (MNLI: premise, hypothesis)."""
+    hub_label_field: str | None = None
+    """Label column on the hub when it differs from ``label_field``."""
+    columns: tuple[str, ...] | None = None
+    """Column names of files that have no header row (CoLA); None when the first line names the columns."""
+    label_range: tuple[float, float] | None = None
+    """Closed interval a regression label must lie in (STS-B: 0 to 5)."""
+    main_split: str | None = None
+    """Evaluation split of the headline score; None: the first evaluation split (MNLI: 'dev_matched')."""
+    finetune: FineTuneDefaults = field(default_factory=FineTuneDefaults)
+    """Fine-tuning hyperparameters to start from."""
+
+    def __post_init__(self) -> None:
+        where = f"task {self.name!r}"
+        _require(self.kind in TASK_KINDS, where, f"kind {self.kind!r} is not one of {', '.join(TASK_KINDS)}")
+        _require(len(self.splits) >= 2 and self.splits[0].name == "train", where, "needs 'train' then eval splits")
+        _require(bool(self.text_fields), where, "needs at least one text field")
+        _require(set(self.main_metrics) <= set(self.metrics) and bool(self.main_metrics), where,
+                 f"main metrics {self.main_metrics} must be among {self.metrics}")
+        # Span tasks predict positions, not labels, so they may go without label names.
+        _require(self.label_names is not None or self.kind in ("regression", "span"), where,
+                 f"label names are required for a {self.kind} task")
+        _require(self.label_names is None or self.kind != "regression", where, "a regression task has no label names")
+        _require(self.main_split is None or self.main_split in self.eval_splits, where,
+                 f"main split {self.main_split!r} is not an evaluation split")
+        _require(self.hub_text_fields is None or len(self.hub_text_fields) == len(self.text_fields), where,
+                 "hub_text_fields must match text_fields one to one")
+
+    @property
+    def eval_splits(self) -> tuple[str, ...]:
+        """Names of the evaluation splits, in order."""
+        return tuple(split.name for split in self.splits[1:])
+
+    @property
+    def headline_split(self) -> str:
+        """The evaluation split the headline score is read from."""
+        return self.main_split or self.eval_splits[0]
+
+    @property
+    def main_metric(self) -> str:
+        """Name of the headline score: the main metric, or ``a_b`` for the mean of metrics a and b."""
+        return "_".join(self.main_metrics)
+
+    @property
+    def num_labels(self) -> int:
+        """Output size of the task's head: the number of labels, or 1 for regression."""
+        return len(self.label_names) if self.label_names is not None else 1
+
+    def split(self, name: str) -> SplitSpec:
+        """The split called ``name``; an unknown name is a :class:`BvrError` listing the task's splits."""
+        for split in self.splits:
+            if split.name == name:
+                return split
+        names = ", ".join(split.name for split in self.splits)
+        raise BvrError(f"task {self.name!r} has no split {name!r}", hint=f"choose one of: {names}")
+
+
+def _require(ok: bool, where: str, message: str) -> None:
+    """Raise a BvrError at ``where`` unless ``ok``."""
+    if not ok:
+        raise BvrError(message, where=where)
+
+
+def _glue(name: str, folder: str, text_fields: tuple[str, ...], label_field: str, **kwargs: Any) -> TaskSpec:
+    """A GLUE task: files under ``glue/FOLDER``, hub dataset nyu-mll/glue with config ``name``."""
+    kwargs.setdefault("splits", glue_splits())
+    return TaskSpec(name=name, folder=f"glue/{folder}", hub_id="nyu-mll/glue", hub_config=name,
+                    text_fields=text_fields, label_field=label_field, **kwargs)
+
+
+_ACC = ("accuracy",)
+_ACC_F1 = ("accuracy", "f1")
+_CORRELATIONS = ("pearson", "spearman")
+_ENTAILMENT = ("entailment", "not_entailment")
+
+# One entry per task: adding a task is adding its TaskSpec here, for instance
+#   TaskSpec(name="squad", kind="span", folder="squad", hub_id="rajpurkar/squad", hub_config=None,
+#            splits=(SplitSpec("train", "train-v1.1.json", "train"), SplitSpec("dev", "dev-v1.1.json", "validation")),
+#            text_fields=("question", "context"), label_field="answers", label_names=None,
+#            metrics=("exact_match", "f1"), main_metrics=("f1",),
+#            finetune=FineTuneDefaults(learning_rate=5e-5, epochs=2, max_length=384)),
+_SPECS: tuple[TaskSpec, ...] = (
+    _glue("cola", "CoLA", ("sentence",), "label", kind="classification",
+          columns=("source", "label", "original_mark", "sentence"), label_names=("unacceptable", "acceptable"),
+          metrics=("mcc", "accuracy"), main_metrics=("mcc",)),
+    _glue("sst2", "SST-2", ("sentence",), "label", kind="classification", label_names=("negative", "positive"),
+          metrics=_ACC, main_metrics=_ACC),
+    _glue("mrpc", "MRPC", ("#1 String", "#2 String"), "Quality", kind="classification",
+          hub_text_fields=("sentence1", "sentence2"), hub_label_field="label",
+          label_names=("not_equivalent", "equivalent"), metrics=_ACC_F1, main_metrics=_ACC_F1),
+    _glue("stsb", "STS-B", ("sentence1", "sentence2"), "score", kind="regression", hub_label_field="label",
+          label_names=None, label_range=(0.0, 5.0), metrics=_CORRELATIONS, main_metrics=_CORRELATIONS),
+    _glue("qqp", "QQP", ("question1", "question2"), "is_duplicate", kind="classification",
+          hub_label_field="label", label_names=("not_duplicate", "duplicate"), metrics=_ACC_F1, main_metrics=_ACC_F1),
+    _glue("mnli", "MNLI", ("sentence1", "sentence2"), "gold_label", kind="classification",
+          splits=glue_splits("dev_matched", "dev_mismatched"), hub_text_fields=("premise", "hypothesis"),
+          hub_label_field="label", label_names=("entailment", "neutral", "contradiction"), metrics=_ACC,
+          main_metrics=_ACC),
+    _glue("qnli", "QNLI", ("question", "sentence"), "label", kind="classification", label_names=_ENTAILMENT,
+          metrics=_ACC, main_metrics=_ACC),
+    _glue("rte", "RTE", ("sentence1", "sentence2"), "label", kind="classification", label_names=_ENTAILMENT,
+          metrics=_ACC, main_metrics=_ACC),
+    # WNLI's files use 1 for entailment, so its label order is the reverse of RTE's and QNLI's (as on the hub).
+    _glue("wnli", "WNLI", ("sentence1", "sentence2"), "label", kind="classification",
+          label_names=("not_entailment", "entailment"), metrics=_ACC, main_metrics=_ACC),
+)
+
+
+def _index(specs: tuple[TaskSpec, ...]) -> dict[str, TaskSpec]:
+    """Specs by name; a repeated name is a programming error."""
+    tasks: dict[str, TaskSpec] = {}
+    for spec in specs:
+        if spec.name in tasks:
+            raise ValueError(f"task {spec.name!r} is registered twice")
+        tasks[spec.name] = spec
+    return tasks
+
+
+TASKS: dict[str, TaskSpec] = _index(_SPECS)
+"""Every task bvr can fine-tune on, by name."""
+
+GLUE_TASKS: tuple[str, ...] = tuple(name for name, spec in TASKS.items() if spec.hub_id == "nyu-mll/glue")
+"""The GLUE tasks, in the benchmark's order."""
+
+
+def get_task(name: str) -> TaskSpec:
+    """The spec of task ``name`` (case-insensitive; '-' and '_' ignored, so 'SST-2' finds 'sst2').
+
+    Raises:
+        BvrError: the name is unknown; the message lists the tasks and suggests the closest name.
+    """
+    key = name.lower().replace("-", "").replace("_", "")
+    for spec in TASKS.values():
+        if spec.name.replace("_", "") == key:
+            return spec
+    close = difflib.get_close_matches(name.lower(), list(TASKS), n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise BvrError(f"unknown task {name!r}", hint=f"{hint}Known tasks: {', '.join(TASKS)}")
