@@ -56,7 +56,7 @@ def ours() -> tuple[torch.nn.Module, callable]:
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        return float(loss)
+        return loss.detach().item()
 
     return model, step
 
@@ -74,7 +74,7 @@ def theirs() -> tuple[torch.nn.Module, callable]:
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        return float(loss)
+        return loss.detach().item()
 
     return model, step
 

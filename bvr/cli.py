@@ -54,7 +54,7 @@ DataDirOpt = Annotated[
 OutputDirOpt = Annotated[
     Path | None,
     typer.Option("--output-dir", envvar="BVR_OUTPUT_DIR",
-                 help="Where prepared data and checkpoints are cached [default: ./outputs]. Env: BVR_OUTPUT_DIR."),
+                 help="Where prepared data and checkpoints are cached (default: ./outputs). Env: BVR_OUTPUT_DIR."),
 ]
 
 
@@ -213,8 +213,8 @@ def pretrain_cmd(
                                          "its last checkpoint (data order, masks and RNG included).")] = False,
     restart: Annotated[bool, typer.Option("--restart", help="Discard an unfinished run of this configuration and "
                                           "start again.")] = False,
-    experiment: Annotated[str | None, typer.Option("--experiment", help="MLflow experiment [default: "
-                                                   "bvr-pretrain].")] = None,
+    experiment: Annotated[str | None, typer.Option("--experiment", help="MLflow experiment (default: "
+                                                   "bvr-pretrain).")] = None,
     config: ConfigOpt = None, preset: PresetOpt = None, set_: SetOpt = None,
     data_dir: DataDirOpt = None, output_dir: OutputDirOpt = None,
 ) -> None:
@@ -239,6 +239,41 @@ def _print_pretrain(result) -> None:
             "mask_max_times_seen")
     console.print("  " + ", ".join(f"{k}={m[k]:.4g}" for k in keys if k in m), highlight=False)
     console.print(f"next: bvr fill-mask {result.run_dir} \"Paris is the [MASK] of France.\"", markup=False)
+
+
+@app.command("finetune")
+def finetune_cmd(
+    task: Annotated[str, typer.Option("--task", "-t", help="Task: cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli, "
+                                      "conll2003, squad, squad_v2.")],
+    checkpoint: Annotated[Path, typer.Option("--checkpoint", help="A pretraining run folder, its model/ folder, or a "
+                                             "Hugging Face BERT/RoBERTa folder.")],
+    seeds: Annotated[int, typer.Option("--seeds", help="Fine-tuning seeds (0 to N-1), each its own MLflow run.")] = 5,
+    preset: Annotated[str | None, typer.Option("--preset", "-p", help="Hyperparameter preset of "
+                                               "experiments/finetune.yaml (tiny: capped for CPU).")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", "-s", help="Override a hyperparameter, e.g. --set "
+                                                   "learning_rate=3e-5 (repeatable).")] = None,
+    hparams: Annotated[Path | None, typer.Option("--hparams", help="Hyperparameter file (default: "
+                                                 "experiments/finetune.yaml).")] = None,
+    from_scratch: Annotated[bool, typer.Option("--from-scratch", help="No-pretraining control: a randomly "
+                                               "initialised encoder of the checkpoint's shape.")] = False,
+    arm: Annotated[str | None, typer.Option("--arm", help="Arm name for MLflow (default: the checkpoint's "
+                                            "name).")] = None,
+    experiment: Annotated[str | None, typer.Option("--experiment", help="MLflow experiment (default: "
+                                                   "bvr-finetune).")] = None,
+    data_dir: DataDirOpt = None,
+    output_dir: OutputDirOpt = None,
+) -> None:
+    """Fine-tune a checkpoint on one task over several seeds; print the median, spread and majority baseline.
+
+    Each seed is a nested MLflow run (ARM/finetune/TASK/seedN) under a parent run; runs that collapse to one class
+    are flagged. Finished seeds with the same settings are reused.
+    """
+    from bvr.tasks.run import describe, finetune
+
+    result = finetune(checkpoint, task, seeds=seeds, data_dir=data_dir, output_dir=output_dir or "outputs",
+                      preset=preset, overrides=set_, config_file=hparams, from_scratch=from_scratch, arm=arm,
+                      experiment=experiment, progress=True)
+    console.print(describe(result), markup=False, highlight=False)
 
 
 @app.command("fill-mask")

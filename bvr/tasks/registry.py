@@ -178,12 +178,27 @@ _ACC_F1 = ("accuracy", "f1")
 _CORRELATIONS = ("pearson", "spearman")
 _ENTAILMENT = ("entailment", "not_entailment")
 
-# One entry per task: adding a task is adding its TaskSpec here, for instance
-#   TaskSpec(name="squad", kind="span", folder="squad", hub_id="rajpurkar/squad", hub_config=None,
-#            splits=(SplitSpec("train", "train-v1.1.json", "train"), SplitSpec("dev", "dev-v1.1.json", "validation")),
-#            text_fields=("question", "context"), label_field="answers", label_names=None,
-#            metrics=("exact_match", "f1"), main_metrics=("f1",),
-#            finetune=FineTuneDefaults(learning_rate=5e-5, epochs=2, max_length=384)),
+# CoNLL-2003's tags in the hub dataset's ClassLabel order, so hub ids need no mapping.
+CONLL_TAGS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")
+
+# BERT's SQuAD recipe (section 4.2 and run_squad.py): 3e-5, batch 32, 2 epochs, 384-token windows.
+SPAN_FINETUNE = FineTuneDefaults(learning_rate=3e-5, batch_size=32, epochs=2, max_length=384)
+
+
+def _squad(name: str, version: str, hub_id: str) -> TaskSpec:
+    """SQuAD ``version`` under ``squad/vVERSION``: ``train-vVERSION.json`` and ``dev-vVERSION.json``.
+
+    Offline often only the dev file exists; :mod:`bvr.tasks.data` then trains and evaluates on two parts of it,
+    split by article.
+    """
+    splits = (SplitSpec("train", f"train-v{version}.json", "train"),
+              SplitSpec("dev", f"dev-v{version}.json", "validation"))
+    return TaskSpec(name=name, kind="span", folder=f"squad/v{version}", splits=splits, hub_id=hub_id, hub_config=None,
+                    text_fields=("question", "context"), label_field="answers", label_names=None,
+                    metrics=("exact_match", "f1"), main_metrics=("f1",), finetune=SPAN_FINETUNE)
+
+
+# One entry per task: adding a task is adding its TaskSpec here.
 _SPECS: tuple[TaskSpec, ...] = (
     _glue("cola", "CoLA", ("sentence",), "label", kind="classification",
           columns=("source", "label", "original_mark", "sentence"), label_names=("unacceptable", "acceptable"),
@@ -208,6 +223,15 @@ _SPECS: tuple[TaskSpec, ...] = (
     # WNLI's files use 1 for entailment, so its label order is the reverse of RTE's and QNLI's (as on the hub).
     _glue("wnli", "WNLI", ("sentence1", "sentence2"), "label", kind="classification",
           label_names=("not_entailment", "entailment"), metrics=_ACC, main_metrics=_ACC),
+    # Entity-level F1 (conlleval / seqeval), read on valid.txt; test.txt is scored too, as papers report it.
+    TaskSpec(name="conll2003", kind="tagging", folder="conll2003", hub_id="eriktks/conll2003", hub_config=None,
+             splits=(SplitSpec("train", "train.txt", "train"), SplitSpec("dev", "valid.txt", "validation"),
+                     SplitSpec("test", "test.txt", "test")),
+             text_fields=("tokens",), label_field="ner_tags", label_names=CONLL_TAGS,
+             metrics=("f1", "precision", "recall"), main_metrics=("f1",), main_split="dev",
+             finetune=FineTuneDefaults(learning_rate=5e-5)),
+    _squad("squad", "1.1", "rajpurkar/squad"),
+    _squad("squad_v2", "2.0", "rajpurkar/squad_v2"),
 )
 
 

@@ -1,0 +1,698 @@
+"""``bvr finetune``: fine-tune one checkpoint on one task over several seeds, track every seed, summarise the spread.
+
+For each seed a Lightning Trainer trains a fresh head on the checkpoint's encoder (or, for the ``from_scratch``
+control arm, on a randomly initialised encoder of the same shape) and evaluates every evaluation split after each
+epoch. A seed reports its final epoch's scores and, labelled ``best/``, those of its best epoch by the headline
+score (choosing the best epoch on the evaluation split itself flatters the score; the final epoch is the honest one).
+
+MLflow: a parent run ``ARM/finetune/TASK`` per invocation (nested under ``parent_run_id`` when given), and under it
+one run ``ARM/finetune/TASK/seedN`` per seed, tagged ``bvr.task``, ``bvr.seed``, ``bvr.arm``, ``bvr.stage=finetune``,
+``bvr.checkpoint`` and ``bvr.collapsed``, with metrics ``dev/accuracy`` (one value per epoch), ``best/dev/accuracy``,
+``best/epoch`` and the trivial baseline's ``baseline/dev/accuracy``. The parent holds the spread of the headline
+score over the seeds (``dev/accuracy_median``, ``_min``, ``_max``, ``_q1``, ``_q3``, ``_iqr``).
+
+Every finished seed is cached in ``output_dir/finetune/TASK-seedN-HASH/result.json``; HASH covers the checkpoint's
+files, the task, the resolved hyperparameters, the data folder, the seed and the from-scratch flag, so a second call
+reuses finished seeds and trains only the missing ones.
+
+Hyperparameters come in layers, each over the one before: the task's :class:`~bvr.tasks.registry.FineTuneDefaults`,
+``experiments/finetune.yaml`` (``defaults:``, then ``tasks: TASK:``), the file's ``presets: NAME:`` block (its own
+``defaults:`` and ``tasks:``) when a preset is chosen, then ``--set KEY=VALUE``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import json
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+import yaml
+from mlflow.tracking import MlflowClient
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+from bvr.cache import build_once, cache_dir, is_done
+from bvr.config import _build, _locate, _merge, parse_override, read_yaml
+from bvr.errors import BvrError
+from bvr.model import Encoder
+from bvr.model.encoder import init_weights
+from bvr.pretrained import Pretrained, load_pretrained
+from bvr.tasks.data import DataSettings, TaskData, load_task_data
+from bvr.tasks.module import FAMILIES, EpochScores, FinetuneModule, OptimSettings, make_module
+from bvr.tasks.registry import TASKS, TaskSpec, get_task
+from bvr.tokenization import vocab_info
+from bvr.tracking import TAG_COLLAPSED, log_config, make_logger, parent_run, run_name, run_tags, tracking_uri
+
+FINETUNE_VERSION = 1
+DEFAULT_EXPERIMENT = "bvr-finetune"
+CONFIG_FILE = Path(__file__).resolve().parents[2] / "experiments" / "finetune.yaml"
+"""The shipped hyperparameter file; used when it exists and no other file is given."""
+TAG_CHECKPOINT = "bvr.checkpoint"
+TAG_FROM_SCRATCH = "bvr.from_scratch"
+TAG_DATA_SPLIT = "bvr.data_split"
+PRECISIONS = ("auto", "32-true", "bf16-mixed", "16-mixed")
+_FILE_KEYS = ("defaults", "tasks", "presets")
+_NOT_HASHED = ("eval_batch_size", "num_workers", "log_every_steps")  # change speed or logging, not the result
+_MAX_TAG = 5000
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Hyperparameters
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _check(ok: bool, key: str, message: str) -> None:
+    if not ok:
+        raise BvrError(message, where=key)
+
+
+@dataclass
+class FinetuneConfig:
+    """Resolved fine-tuning hyperparameters of one task (see the module docstring for the layers)."""
+
+    learning_rate: float = 2e-5
+    """Peak AdamW learning rate."""
+    batch_size: int = 32
+    """Training examples (windows, for span tasks) per optimiser step."""
+    epochs: int = 3
+    """Passes over the training split; every evaluation split is scored after each."""
+    warmup_fraction: float = 0.1
+    """Share of the optimiser steps spent warming the learning rate up from 0; then it decays linearly to 0."""
+    weight_decay: float = 0.01
+    """AdamW weight decay (not on biases and LayerNorm weights)."""
+    max_length: int = 128
+    """Tokens per input (per window for span tasks), special tokens included."""
+    stride: int = 128
+    """Span tasks: tokens shared by consecutive windows over a long context."""
+    max_train_examples: int | None = None
+    """Train on a random subset of this many examples (None: all); the subset is the same for every seed."""
+    max_eval_examples: int | None = None
+    """Evaluate on a random subset of this many examples per evaluation split (None: all)."""
+    subset_seed: int = 0
+    """Seed of the two subsets above."""
+    article_split_fraction: float = 0.2
+    """Span tasks without a training file: share of the dev file's articles kept for evaluation."""
+    article_split_seed: int = 0
+    """Span tasks without a training file: seed of the article split."""
+    max_steps: int | None = None
+    """Stop after this many optimiser steps, if that comes before the last epoch ends (the schedule fits it)."""
+    eval_batch_size: int = 64
+    """Examples per evaluation batch."""
+    grad_clip: float = 1.0
+    """Gradient norm clipping (0: off)."""
+    adam_betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    """AdamW betas (BERT's)."""
+    adam_eps: float = 1e-6
+    """AdamW epsilon (BERT's)."""
+    precision: str = "auto"
+    """'auto' (bf16-mixed on a GPU that has it, else 32-true), '32-true', 'bf16-mixed' or '16-mixed'."""
+    accelerator: str = "auto"
+    """Lightning accelerator: 'auto', 'cpu', 'gpu'/'cuda' or 'mps'. One device: fine-tuning runs are small."""
+    num_workers: int = 0
+    """DataLoader worker processes."""
+    log_every_steps: int = 10
+    """Log the training loss every this many optimiser steps."""
+
+    def __post_init__(self) -> None:
+        for key in ("learning_rate", "batch_size", "epochs", "eval_batch_size", "log_every_steps"):
+            _check(getattr(self, key) > 0, key, f"must be positive, got {getattr(self, key)}")
+        for key in ("max_train_examples", "max_eval_examples", "max_steps"):
+            _check(getattr(self, key) is None or getattr(self, key) >= 1, key, "must be at least 1 (or null)")
+        _check(0.0 <= self.warmup_fraction < 1.0, "warmup_fraction", "must be in [0, 1)")
+        _check(self.max_length >= 8, "max_length", "must be at least 8")
+        _check(self.stride >= 0, "stride", "must be non-negative")
+        _check(0.0 < self.article_split_fraction < 1.0, "article_split_fraction", "must be in (0, 1)")
+        _check(len(self.adam_betas) == 2 and all(0 <= b < 1 for b in self.adam_betas), "adam_betas",
+               "needs two values in [0, 1)")
+        _check(self.precision in PRECISIONS, "precision", f"'{self.precision}' is not one of {', '.join(PRECISIONS)}")
+        _check(self.weight_decay >= 0 and self.grad_clip >= 0 and self.num_workers >= 0, "weight_decay",
+               "weight_decay, grad_clip and num_workers must be non-negative")
+
+    def data_settings(self) -> DataSettings:
+        names = {f.name for f in dataclasses.fields(DataSettings)}
+        return DataSettings(**{name: getattr(self, name) for name in names})
+
+    def optim_settings(self) -> OptimSettings:
+        return OptimSettings(self.learning_rate, self.weight_decay, self.warmup_fraction,
+                             (self.adam_betas[0], self.adam_betas[1]), self.adam_eps)
+
+    def hashed(self) -> dict[str, Any]:
+        """The fields that change a result (not the ones that change only speed or logging)."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in _NOT_HASHED}
+
+
+Layer = tuple[dict[str, Any], dict[str, str]]
+"""A mapping of settings and, per key, where it was set (``file:line`` or ``--set ...``)."""
+
+
+def _mapping(value: Any, key: str, lines: dict[str, str]) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise BvrError(f"expected a mapping, got {value!r}", where=f"{lines.get(key, key)}: {key}")
+    return value
+
+
+def _unknown(key: str, known: Sequence[str], lines: dict[str, str], what: str) -> BvrError:
+    close = difflib.get_close_matches(key.rsplit(".", 1)[-1], list(known), n=1)
+    hint = f"did you mean '{close[0]}'?" if close else f"known {what}: {', '.join(known)}"
+    return BvrError(f"unknown {what.rstrip('s')}", where=f"{lines.get(key, key)}: {key}", hint=hint)
+
+
+def _block(data: Any, prefix: str, lines: dict[str, str]) -> Layer:
+    """A block of settings (``defaults`` or ``tasks.rte``), checked key by key against :class:`FinetuneConfig`."""
+    block = _mapping(data, prefix, lines)
+    try:
+        _build(FinetuneConfig, block, f"{prefix}.")
+    except BvrError as err:
+        raise _locate(err, lines) from None
+    return block, {key: lines.get(f"{prefix}.{key}", prefix) for key in block}
+
+
+def _section(data: dict[str, Any], prefix: str, lines: dict[str, str], task: str) -> list[Layer]:
+    """The ``defaults`` and ``tasks.TASK`` layers of a file or preset, after checking every task block in it."""
+    layers = [_block(data.get("defaults"), f"{prefix}defaults", lines)]
+    tasks = _mapping(data.get("tasks"), f"{prefix}tasks", lines)
+    for name, block in tasks.items():
+        if name not in TASKS:
+            raise _unknown(f"{prefix}tasks.{name}", list(TASKS), lines, "tasks")
+        checked = _block(block, f"{prefix}tasks.{name}", lines)
+        if name == task:
+            layers.append(checked)
+    return layers
+
+
+def _file_layers(path: Path, task: str, preset: str | None) -> list[Layer]:
+    """The layers ``path`` contributes for ``task``, every key of the file checked (not only the task's)."""
+    data, lines = read_yaml(path)
+    for key in data:
+        if key not in _FILE_KEYS:
+            raise _unknown(str(key), _FILE_KEYS, lines, "sections")
+    layers = _section(data, "", lines, task)
+    presets = _mapping(data.get("presets"), "presets", lines)
+    for name, body in presets.items():
+        body = _mapping(body, f"presets.{name}", lines)
+        for key in body:
+            if key not in ("defaults", "tasks"):
+                raise _unknown(f"presets.{name}.{key}", ("defaults", "tasks"), lines, "sections")
+        preset_layers = _section(body, f"presets.{name}.", lines, task)
+        if name == preset:
+            layers.extend(preset_layers)
+    if preset is not None and preset not in presets:
+        raise BvrError(f"unknown preset '{preset}'", where=f"{path}: presets",
+                       hint=f"known presets: {', '.join(presets) or 'none'}")
+    return layers
+
+
+def load_finetune_config(
+    spec: TaskSpec, *, config_file: Path | None = None, preset: str | None = None,
+    overrides: Sequence[str] | None = None,
+) -> FinetuneConfig:
+    """The resolved hyperparameters of ``spec``: its defaults, then the file's layers, then ``overrides``.
+
+    Args:
+        spec: the task.
+        config_file: the hyperparameter file (None: :data:`CONFIG_FILE` when it exists).
+        preset: a block under the file's ``presets:`` (``tiny``).
+        overrides: ``KEY=VALUE`` strings (``learning_rate=1e-5``), applied last.
+
+    Raises:
+        BvrError: an unknown section, task, preset or key, or a bad value, naming the file and line (or the ``--set``).
+    """
+    path = Path(config_file) if config_file is not None else (CONFIG_FILE if CONFIG_FILE.is_file() else None)
+    if path is None and preset is not None:
+        raise BvrError(f"unknown preset '{preset}': there is no hyperparameter file", where="--preset")
+    layers: list[Layer] = _file_layers(path, spec.name, preset) if path is not None else []
+    for text in overrides or []:
+        nested, key = parse_override(text)
+        layers.append((nested, {key: f"--set {text}"}))
+    merged: dict[str, Any] = dataclasses.asdict(spec.finetune)
+    origins: dict[str, str] = {}
+    for data, where in layers:
+        _merge(merged, data, origins, where)
+    try:
+        return _build(FinetuneConfig, merged, "")
+    except BvrError as err:
+        raise _locate(err, origins) from None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Results
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SeedResult:
+    """One seed's outcome.
+
+    Attributes:
+        seed: the fine-tuning seed (head initialisation, dropout, data order).
+        scores: the final epoch's scores, ``split/metric``.
+        best_scores: the scores of the epoch with the best headline score.
+        best_epoch: that epoch (1-based).
+        collapsed: the final epoch's predictions on the headline split are degenerate (one class, constant).
+        seconds: wall-clock time of training and evaluation.
+        history: every evaluation: epoch, step, scores.
+        run_id: the seed's MLflow run.
+        reused: found in the cache rather than trained now.
+    """
+
+    seed: int
+    scores: dict[str, float]
+    best_scores: dict[str, float]
+    best_epoch: int
+    collapsed: bool
+    seconds: float
+    history: list[dict[str, Any]] = field(default_factory=list)
+    run_id: str | None = None
+    reused: bool = False
+
+
+@dataclass
+class TaskInfo:
+    """What the data said, kept with every seed's result: the baseline, the read reports and any split note."""
+
+    baseline: dict[str, float]
+    baseline_note: str | None
+    reports: list[str]
+    split_note: str | None
+
+
+@dataclass
+class FinetuneResult:
+    """All seeds of one (checkpoint, task), with the spread of the headline score.
+
+    Attributes:
+        task: the task name.
+        arm: the arm name used in MLflow.
+        checkpoint: the checkpoint folder.
+        from_scratch: the encoder was randomly initialised (the no-pretraining control).
+        main_key: the headline score's key (``dev/accuracy``).
+        seeds: per seed, in the order asked.
+        info: baseline, read reports and split note.
+        config: the resolved hyperparameters.
+        seconds: wall-clock time of this call.
+        parent_run_id: the MLflow parent run of this call (None when every seed was reused).
+    """
+
+    task: str
+    arm: str
+    checkpoint: str
+    from_scratch: bool
+    main_key: str
+    seeds: list[SeedResult]
+    info: TaskInfo
+    config: dict[str, Any]
+    seconds: float
+    parent_run_id: str | None = None
+
+    @property
+    def main_scores(self) -> list[float]:
+        """The final epoch's headline score of each seed."""
+        return [seed.scores[self.main_key] for seed in self.seeds]
+
+    def summary(self) -> dict[str, float]:
+        """Median, min, max, quartiles and IQR of the headline score over the seeds (numpy's linear quantiles)."""
+        return spread(self.main_scores)
+
+
+def spread(values: Sequence[float]) -> dict[str, float]:
+    """Median, min, max, first and third quartiles and IQR.
+
+    >>> spread([1.0, 2.0, 3.0, 4.0, 5.0])
+    {'median': 3.0, 'min': 1.0, 'max': 5.0, 'q1': 2.0, 'q3': 4.0, 'iqr': 2.0}
+    """
+    q1, median, q3 = (float(q) for q in np.percentile(np.asarray(values, dtype=np.float64), [25, 50, 75]))
+    return {"median": median, "min": float(min(values)), "max": float(max(values)), "q1": q1, "q3": q3,
+            "iqr": q3 - q1}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Checkpoint, encoder, trainer
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def checkpoint_identity(folder: Path) -> str:
+    """A hash of the files of a model folder (weights, config, tokenizer): the same bytes, the same identity."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in Path(folder).iterdir() if p.is_file()):
+        digest.update(path.name.encode() + b"\0")
+        content = hashlib.sha256()
+        with path.open("rb") as file:
+            while chunk := file.read(1 << 24):  # 16 MiB at a time: weights files are large
+                content.update(chunk)
+        digest.update(content.digest())
+    return digest.hexdigest()
+
+
+def default_arm(pretrained: Pretrained, from_scratch: bool) -> str:
+    """The run's ``name`` in the checkpoint's bvr.yaml, else the folder's name; ``-scratch`` for the control."""
+    name = None
+    record = pretrained.folder / "bvr.yaml"
+    if record.is_file():
+        data = yaml.safe_load(record.read_text(encoding="utf-8")) or {}
+        name = data.get("name") if isinstance(data, dict) else None
+    name = str(name or (pretrained.folder.parent.name if pretrained.folder.name == "model" else pretrained.folder.name))
+    return f"{name}-scratch" if from_scratch else name
+
+
+class EncoderSource:
+    """Fresh encoders for each seed: the checkpoint's weights, or a random initialisation of the same shape."""
+
+    def __init__(self, pretrained: Pretrained, from_scratch: bool) -> None:
+        encoder = pretrained.model.encoder
+        self.config = encoder.config
+        self.from_scratch = from_scratch
+        self.has_pooler = encoder.pooler is not None and not from_scratch
+        self.state = {k: v.detach().clone() for k, v in encoder.state_dict().items()}
+
+    def build(self) -> Encoder:
+        """A new encoder (call after seeding: a from-scratch encoder draws its weights)."""
+        encoder = Encoder(self.config, add_pooler=self.has_pooler)
+        if self.from_scratch:
+            encoder.apply(lambda module: init_weights(module, self.config.initializer_range))
+        else:
+            encoder.load_state_dict(self.state)
+        return encoder
+
+
+def _precision(cfg: FinetuneConfig) -> str:
+    if cfg.precision != "auto":
+        return cfg.precision
+    return "bf16-mixed" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "32-true"
+
+
+def _trainer(cfg: FinetuneConfig, root: Path, logger: Any, progress: bool) -> L.Trainer:
+    return L.Trainer(
+        max_epochs=cfg.epochs,
+        max_steps=cfg.max_steps or -1,
+        precision=_precision(cfg),
+        accelerator=cfg.accelerator,
+        devices=1,
+        gradient_clip_val=cfg.grad_clip or None,
+        logger=logger,
+        enable_checkpointing=False,
+        num_sanity_val_steps=0,
+        log_every_n_steps=cfg.log_every_steps,
+        enable_progress_bar=progress,
+        enable_model_summary=False,
+        default_root_dir=str(root),
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# One seed
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Job:
+    """What every seed of one call shares."""
+
+    spec: TaskSpec
+    cfg: FinetuneConfig
+    data: TaskData
+    source: EncoderSource
+    info: TaskInfo
+    arm: str
+    checkpoint: str
+    experiment: str
+    ablation: str | None
+    progress: bool
+
+    @property
+    def main_key(self) -> str:
+        return f"{self.spec.headline_split}/{self.spec.main_metric}"
+
+
+def _best(history: list[EpochScores], key: str) -> EpochScores:
+    """The evaluation with the highest headline score (the earliest among equals)."""
+    return max(history, key=lambda entry: (entry.scores[key], -entry.step))
+
+
+def _seed_logger(job: _Job, seed: int, parent_id: str) -> Any:
+    extra = {TAG_CHECKPOINT: job.checkpoint, TAG_COLLAPSED: False, TAG_FROM_SCRATCH: job.source.from_scratch}
+    if job.info.split_note:
+        extra[TAG_DATA_SPLIT] = job.info.split_note[:_MAX_TAG]
+    tags = run_tags(ablation=job.ablation, arm=job.arm, stage="finetune", task=job.spec.name, seed=seed, extra=extra)
+    logger = make_logger(job.experiment, run_name=run_name(job.arm, "finetune", job.spec.name, seed), tags=tags,
+                         parent_run_id=parent_id, workdir=Path.cwd())
+    log_config(logger, None, {"task": job.spec.name, "seed": seed, "checkpoint": job.checkpoint,
+                              "from_scratch": job.source.from_scratch, "finetune": dataclasses.asdict(job.cfg)})
+    return logger
+
+
+def _fit(job: _Job, module: FinetuneModule, trainer: L.Trainer, seed: int) -> None:
+    data, cfg = job.data, job.cfg
+    evals = [data.loader(split, cfg.eval_batch_size, num_workers=cfg.num_workers) for split in data.evals.values()]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+        warnings.filterwarnings("ignore", message=".*smaller than the logging interval.*")
+        trainer.fit(module, train_dataloaders=data.loader(data.train, cfg.batch_size, seed=seed,
+                                                          num_workers=cfg.num_workers), val_dataloaders=evals)
+        if not module.history or module.history[-1].step != trainer.global_step:
+            trainer.validate(module, dataloaders=evals, verbose=False)  # max_steps ended the run inside an epoch
+
+
+def _log_outcome(job: _Job, client: MlflowClient, run_id: str, result: SeedResult) -> None:
+    metrics = {f"best/{key}": value for key, value in result.best_scores.items()}
+    metrics.update({f"baseline/{key}": value for key, value in job.info.baseline.items()})
+    metrics.update({"best/epoch": float(result.best_epoch), "run/wall_seconds": result.seconds})
+    for key, value in metrics.items():
+        client.log_metric(run_id, key, value)
+    client.set_tag(run_id, TAG_COLLAPSED, json.dumps(result.collapsed))
+    client.log_text(run_id, "\n".join([*job.info.reports, job.info.split_note or ""]).strip() + "\n", "data.txt")
+
+
+def _train_seed(job: _Job, seed: int, parent_id: str, out: Path) -> SeedResult:
+    """Train and evaluate one seed into ``out``; log it to MLflow under ``parent_id``."""
+    L.seed_everything(seed, workers=True, verbose=False)
+    module = make_module(job.source.build(), job.data, job.cfg.optim_settings())
+    logger = _seed_logger(job, seed, parent_id)
+    trainer = _trainer(job.cfg, out, logger, job.progress)
+    start = time.perf_counter()
+    _fit(job, module, trainer, seed)
+    final, best = module.history[-1], _best(module.history, job.main_key)
+    result = SeedResult(
+        seed=seed, scores=final.scores, best_scores=best.scores, best_epoch=best.epoch,
+        collapsed=final.collapsed[job.spec.headline_split], seconds=time.perf_counter() - start,
+        history=[dataclasses.asdict(entry) for entry in module.history], run_id=logger.run_id,
+    )
+    _log_outcome(job, logger.experiment, logger.run_id, result)
+    return result
+
+
+def _write(out: Path, result: SeedResult, info: TaskInfo) -> None:
+    payload = {"seed": dataclasses.asdict(result), "info": dataclasses.asdict(info)}
+    (out / "result.json").write_text(json.dumps(payload, indent=2), encoding="utf-8")
+
+
+def _read(folder: Path) -> tuple[SeedResult, TaskInfo]:
+    payload = json.loads((folder / "result.json").read_text(encoding="utf-8"))
+    result = SeedResult(**payload["seed"])
+    result.reused = True
+    return result, TaskInfo(**payload["info"])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The entry point
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _seed_list(seeds: int | Sequence[int]) -> list[int]:
+    if isinstance(seeds, int):
+        if seeds < 1:
+            raise BvrError(f"need at least one seed, got {seeds}", where="--seeds")
+        return list(range(seeds))
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise BvrError(f"seeds must be distinct and not empty, got {list(seeds)}", where="--seeds")
+    return list(seeds)
+
+
+def _task_info(data: TaskData) -> TaskInfo:
+    family = FAMILIES[data.spec.kind]
+    return TaskInfo(family.baseline(data), family.baseline_note(data), data.reports, data.split_note)
+
+
+def _load_data(spec: TaskSpec, pretrained: Pretrained, data_dir: Path | None, cfg: FinetuneConfig) -> TaskData:
+    vocab = vocab_info(pretrained.tokenizer, pretrained.family)
+    return load_task_data(spec, data_dir, pretrained.tokenizer, pretrained.family, vocab.pad_id, cfg.data_settings())
+
+
+def _check_fits(cfg: FinetuneConfig, pretrained: Pretrained) -> None:
+    positions = pretrained.model.config.max_tokens
+    if cfg.max_length > positions:
+        raise BvrError(f"max_length {cfg.max_length} exceeds the model's {positions} positions", where="max_length",
+                       hint=f"use --set max_length={positions} or less")
+
+
+def _seed_dirs(root: Path, spec: TaskSpec, cfg: FinetuneConfig, identity: str, data_dir: Path | None,
+               from_scratch: bool, seeds: list[int]) -> dict[int, Path]:
+    parts = {"version": FINETUNE_VERSION, "checkpoint": identity, "task": spec.name, "finetune": cfg.hashed(),
+             "data_dir": str(Path(data_dir).resolve()) if data_dir else None, "from_scratch": from_scratch}
+    return {seed: cache_dir(root, f"{spec.name}-seed{seed}", {**parts, "seed": seed}) for seed in seeds}
+
+
+def finetune(
+    checkpoint: str | Path,
+    task: str,
+    *,
+    seeds: int | Sequence[int] = 5,
+    data_dir: str | Path | None = None,
+    output_dir: str | Path = "outputs",
+    preset: str | None = None,
+    overrides: Sequence[str] | None = None,
+    config_file: str | Path | None = None,
+    from_scratch: bool = False,
+    arm: str | None = None,
+    ablation: str | None = None,
+    experiment: str | None = None,
+    parent_run_id: str | None = None,
+    progress: bool = False,
+) -> FinetuneResult:
+    """Fine-tune ``checkpoint`` on ``task`` once per seed, reusing seeds already finished with the same settings.
+
+    Args:
+        checkpoint: a bvr run folder, its ``model/`` folder, or a Hugging Face BERT/RoBERTa folder.
+        task: a registered task name (``sst2``, ``conll2003``, ``squad``; see :data:`bvr.tasks.registry.TASKS`).
+        seeds: how many seeds (0 to n-1), or the seeds themselves.
+        data_dir: the folder holding ``glue/``, ``conll2003/``, ``squad/``; None reads the Hugging Face hub.
+        output_dir: where finished seeds are cached (``output_dir/finetune/``).
+        preset: a ``presets:`` block of the hyperparameter file (``tiny``).
+        overrides: ``KEY=VALUE`` hyperparameter overrides (``epochs=2``).
+        config_file: the hyperparameter file (default: ``experiments/finetune.yaml``).
+        from_scratch: the no-pretraining control: a randomly initialised encoder of the checkpoint's shape.
+        arm: the arm's name in MLflow (default: the checkpoint's run name, ``-scratch`` added for the control).
+        ablation: the ablation this belongs to (its experiment and the ``bvr.ablation`` tag).
+        experiment: the MLflow experiment (default: the ablation, else ``bvr-finetune``).
+        parent_run_id: nest this call's parent run under that run.
+        progress: show Lightning's progress bar.
+
+    Returns:
+        Per-seed scores and the spread of the headline score; :func:`describe` prints it.
+
+    Raises:
+        BvrError: an unknown task, a bad hyperparameter (file and key named), a checkpoint that cannot be loaded, or
+            data that cannot be read.
+    """
+    start = time.perf_counter()
+    spec = get_task(task)
+    seed_list = _seed_list(seeds)
+    cfg = load_finetune_config(spec, config_file=Path(config_file) if config_file else None, preset=preset,
+                               overrides=overrides)
+    pretrained = load_pretrained(Path(checkpoint))
+    _check_fits(cfg, pretrained)
+    data_path = Path(data_dir) if data_dir is not None else None
+    dirs = _seed_dirs(Path(output_dir) / "finetune", spec, cfg, checkpoint_identity(pretrained.folder), data_path,
+                      from_scratch, seed_list)
+    arm = arm or default_arm(pretrained, from_scratch)
+    cached = {seed: _read(folder) for seed, folder in dirs.items() if is_done(folder)}
+    results = {seed: result for seed, (result, _) in cached.items()}
+    info = next(iter(cached.values()))[1] if cached else None
+    parent_id = None
+    if len(cached) < len(seed_list):
+        data = _load_data(spec, pretrained, data_path, cfg)
+        info = _task_info(data)
+        job = _Job(spec, cfg, data, EncoderSource(pretrained, from_scratch), info, arm, str(pretrained.folder),
+                   experiment or ablation or DEFAULT_EXPERIMENT, ablation, progress)
+        parent_id = _train_missing(job, dirs, results, parent_run_id)
+    result = FinetuneResult(spec.name, arm, str(pretrained.folder), from_scratch, f"{spec.headline_split}/"
+                            f"{spec.main_metric}", [results[seed] for seed in seed_list], info,
+                            dataclasses.asdict(cfg), time.perf_counter() - start, parent_id)
+    return result
+
+
+def _train_missing(job: _Job, dirs: dict[int, Path], results: dict[int, SeedResult], parent_run_id: str | None) -> str:
+    """Train every seed not in ``results`` under one parent run; log the spread over all seeds there."""
+    extra = {TAG_CHECKPOINT: job.checkpoint, TAG_FROM_SCRATCH: job.source.from_scratch}
+    if parent_run_id:
+        extra[MLFLOW_PARENT_RUN_ID] = parent_run_id
+    tags = run_tags(ablation=job.ablation, arm=job.arm, stage="finetune", task=job.spec.name, extra=extra)
+    with parent_run(job.experiment, run_name(job.arm, "finetune", job.spec.name), workdir=Path.cwd(),
+                    tags=tags) as parent:
+        parent_id = parent.info.run_id
+        for seed, folder in dirs.items():
+            if seed in results:
+                continue
+            resolved = {"seed": seed, "task": job.spec.name, "checkpoint": job.checkpoint,
+                        "from_scratch": job.source.from_scratch, "finetune": dataclasses.asdict(job.cfg)}
+            build_once(folder, lambda tmp, seed=seed: _write(tmp, _train_seed(job, seed, parent_id, tmp), job.info),
+                       resolved)
+            results[seed] = dataclasses.replace(_read(folder)[0], reused=False)
+        _log_spread(job, MlflowClient(tracking_uri(Path.cwd())), parent_id, [results[s] for s in dirs])
+    return parent_id
+
+
+def _log_spread(job: _Job, client: MlflowClient, run_id: str, seeds: list[SeedResult]) -> None:
+    key = job.main_key
+    for name, value in spread([seed.scores[key] for seed in seeds]).items():
+        client.log_metric(run_id, f"{key}_{name}", value)
+    for name, value in job.info.baseline.items():
+        client.log_metric(run_id, f"baseline/{name}", value)
+    collapsed = sum(seed.collapsed for seed in seeds)
+    client.log_metric(run_id, "collapsed_seeds", float(collapsed))
+    client.set_tag(run_id, TAG_COLLAPSED, json.dumps(collapsed > 0))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Printing
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _duration(seconds: float) -> str:
+    """'1h 02m', '3m 05s' or '4.2s'.
+
+    >>> _duration(4.24), _duration(185), _duration(3720)
+    ('4.2s', '3m 05s', '1h 02m')
+    """
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m {secs:02d}s"
+    return f"{minutes // 60}h {minutes % 60:02d}m"
+
+
+def _seed_rows(result: FinetuneResult) -> list[str]:
+    key = result.main_key
+    header = f"  {'seed':>4}  {key:>14}  {'best (epoch)':>16}  {'collapsed':>9}  {'time':>8}"
+    rows = [header]
+    for seed in result.seeds:
+        best = f"{seed.best_scores[key]:.4f} ({seed.best_epoch})"
+        time_text = "cached" if seed.reused else _duration(seed.seconds)
+        rows.append(f"  {seed.seed:>4}  {seed.scores[key]:>14.4f}  {best:>16}  "
+                    f"{'YES' if seed.collapsed else 'no':>9}  {time_text:>8}")
+    return rows
+
+
+def describe(result: FinetuneResult) -> str:
+    """A few lines for the CLI: the seeds' scores, their median and spread, the baseline, collapses and time."""
+    key, stats = result.main_key, result.summary()
+    control = " (no-pretraining control: random encoder of the same shape)" if result.from_scratch else ""
+    lines = [f"{result.task}: {len(result.seeds)} seed(s) from {result.checkpoint}, arm {result.arm}{control}",
+             *_seed_rows(result),
+             f"{key} over {len(result.seeds)} seed(s): median {stats['median']:.4f}, min-max {stats['min']:.4f} to "
+             f"{stats['max']:.4f}, IQR {stats['iqr']:.4f} ({stats['q1']:.4f} to {stats['q3']:.4f}); "
+             "final epoch (best: the best epoch on the same split, optimistic)"]
+    if key in result.info.baseline:
+        lines.append(f"majority baseline: {key} {result.info.baseline[key]:.4f}, {result.info.baseline_note}")
+    collapsed = [seed.seed for seed in result.seeds if seed.collapsed]
+    if collapsed:
+        lines.append(f"collapsed: {len(collapsed)} of {len(result.seeds)} seeds ({', '.join(map(str, collapsed))}) "
+                     "predict one class (or a constant) on the headline split")
+    lines.extend(f"data: {line}" for line in result.info.reports)
+    if result.info.split_note:
+        lines.append(f"split: {result.info.split_note}")
+    reused = sum(seed.reused for seed in result.seeds)
+    cache_note = f" ({reused} seed(s) reused from the cache)" if reused else ""
+    lines.append(f"time: {_duration(result.seconds)}{cache_note}")
+    return "\n".join(lines)

@@ -1,0 +1,366 @@
+"""Fine-tuning on the fixture tasks with tiny checkpoints: data, heads and losses per task kind, exact metrics,
+collapse flags, seeds as nested MLflow runs, the seed cache, the from-scratch control and the hyperparameter file."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from mlflow import MlflowClient
+
+from bvr.errors import BvrError
+from bvr.model import EncoderConfig, PretrainingModel
+from bvr.pretrained import load_pretrained
+from bvr.pretraining.run import export_model
+from bvr.tasks.data import ENCODERS, MODEL_COLUMNS, READERS, DataSettings, TaskData, load_task_data
+from bvr.tasks.metrics import pearson, spearman
+from bvr.tasks.module import COLLAPSE_STD_RATIO, FAMILIES, build_model
+from bvr.tasks.registry import TASK_KINDS, TASKS, get_task
+from bvr.tasks.run import CONFIG_FILE, EncoderSource, describe, finetune, load_finetune_config, spread
+from bvr.tokenization import save_tokenizer, train_tokenizer, vocab_info
+from bvr.tracking import tracking_uri
+
+FIXTURES = Path(__file__).parent / "fixtures"
+EXPERIMENT = "test-finetune"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Other jobs share the machine: tiny models gain nothing from a second thread."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+# --- fixtures: a data folder and tiny checkpoints ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> Path:
+    """The GLUE fixtures, the CoNLL sample as all three CoNLL splits, and only SQuAD's dev file (as offline)."""
+    root = tmp_path_factory.mktemp("data")
+    shutil.copytree(FIXTURES / "glue", root / "glue")
+    (root / "conll2003").mkdir()
+    for name in ("train.txt", "valid.txt", "test.txt"):
+        shutil.copy(FIXTURES / "conll" / "sample.txt", root / "conll2003" / name)
+    (root / "squad" / "v1.1").mkdir(parents=True)
+    shutil.copy(FIXTURES / "squad" / "v1.1.json", root / "squad" / "v1.1" / "dev-v1.1.json")
+    return root
+
+
+def _fixture_texts() -> list[str]:
+    texts = [line for path in sorted((FIXTURES / "glue").rglob("*.tsv")) for line in path.read_text().splitlines()]
+    texts += [line.split()[0] for line in (FIXTURES / "conll" / "sample.txt").read_text().splitlines() if line]
+    squad = json.loads((FIXTURES / "squad" / "v1.1.json").read_text())
+    for article in squad["data"]:
+        for paragraph in article["paragraphs"]:
+            texts += [paragraph["context"], *(qa["question"] for qa in paragraph["qas"])]
+    return texts
+
+
+def make_checkpoint(folder: Path, family: str, *, nsp: bool) -> Path:
+    """A randomly initialised 2-layer, 32-wide model and a tokenizer trained on the fixtures, as a HF folder."""
+    tokenizer = train_tokenizer(family, _fixture_texts(), vocab_size={"bert": 300, "roberta": 400}[family],
+                                min_frequency=1, show_progress=False)
+    tokenizer_dir = save_tokenizer(tokenizer, family, folder / "tokenizer")
+    vocab = vocab_info(tokenizer, family)
+    torch.manual_seed(0)
+    config = EncoderConfig(family=family, vocab_size=vocab.vocab_size, pad_token_id=vocab.pad_id, num_layers=2,
+                           hidden_size=32, num_heads=4, intermediate_size=64)
+    return export_model(PretrainingModel(config, nsp=nsp), tokenizer_dir, {"name": f"tiny-{family}"}, folder / "model")
+
+
+@pytest.fixture(scope="module")
+def bert(tmp_path_factory) -> Path:
+    return make_checkpoint(tmp_path_factory.mktemp("bert"), "bert", nsp=True)
+
+
+@pytest.fixture(scope="module")
+def roberta(tmp_path_factory) -> Path:
+    return make_checkpoint(tmp_path_factory.mktemp("roberta"), "roberta", nsp=False)
+
+
+def task_data(task: str, checkpoint: Path, data_dir: Path, **settings) -> TaskData:
+    pretrained = load_pretrained(checkpoint)
+    pad = vocab_info(pretrained.tokenizer, pretrained.family).pad_id
+    settings = {"max_length": 96, "stride": 16} | settings
+    return load_task_data(get_task(task), data_dir, pretrained.tokenizer, pretrained.family, pad,
+                          DataSettings(**settings))
+
+
+# --- data -----------------------------------------------------------------------------------------------------
+
+
+def test_every_task_kind_has_a_reader_an_encoder_and_a_family():
+    assert set(READERS) == set(ENCODERS) == set(MODEL_COLUMNS) == set(FAMILIES) == set(TASK_KINDS)
+    assert {spec.kind for spec in TASKS.values()} == set(TASK_KINDS)
+
+
+def test_pairs_use_the_template_and_the_cap_is_a_seeded_subset(bert, data_dir):
+    data = task_data("rte", bert, data_dir, max_train_examples=2)
+    assert [len(split) for split in (data.train, *data.evals.values())] == [2, 2]
+    assert _same_train(data, task_data("rte", bert, data_dir, max_train_examples=2))
+    assert any("a random 2 of 3 examples" in line for line in data.reports)
+    assert any("read 3 of 3 rows" in line for line in data.reports)
+    types = data.train.features["token_type_ids"][0]
+    assert types[0] == 0 and types[-1] == 1  # [CLS] a [SEP] b [SEP]: the second segment has type 1
+    batch = next(iter(data.loader(data.train, 2, seed=0)))
+    assert batch["input_ids"].shape == batch["attention_mask"].shape == batch["token_type_ids"].shape
+    assert batch["labels"].dtype == torch.long and batch["index"].tolist() in ([0, 1], [1, 0])
+
+
+def _same_train(a: TaskData, b: TaskData) -> bool:
+    return a.train.examples == b.train.examples and a.train.features == b.train.features
+
+
+def test_pair_truncation_is_reported(bert, data_dir):
+    data = task_data("rte", bert, data_dir, max_length=10)
+    assert max(map(len, data.train.features["input_ids"])) == 10
+    assert any("examples cut to 10 tokens" in line for line in data.reports)
+
+
+def test_squad_without_a_training_file_splits_dev_by_article(roberta, data_dir):
+    data = task_data("squad", roberta, data_dir)
+    train_titles = {example.title for example in data.train.examples}
+    dev_titles = {example.title for example in data.evals["dev"].examples}
+    assert train_titles and dev_titles and not train_titles & dev_titles
+    assert data.split_note.startswith("SQuAD split by article (seed 0, eval fraction 0.2)")
+
+
+# --- every family: the loss falls when a handful of examples is overfitted --------------------------------------
+
+
+def _mean_loss(model, family, batches) -> float:
+    model.eval()
+    with torch.no_grad():
+        return sum(float(family.loss(model(batch), batch)) for batch in batches) / len(batches)
+
+
+@pytest.mark.parametrize(("task", "checkpoint"),
+                         [("sst2", "bert"), ("stsb", "bert"), ("conll2003", "bert"), ("squad", "roberta")])
+def test_loss_falls_when_overfitting(task, checkpoint, data_dir, request):
+    folder = request.getfixturevalue(checkpoint)
+    data = task_data(task, folder, data_dir)
+    torch.manual_seed(0)
+    model = build_model(EncoderSource(load_pretrained(folder), from_scratch=False).build(), data)
+    family = FAMILIES[data.spec.kind]
+    batches = list(data.loader(data.train, 8, seed=0))
+    before = _mean_loss(model, family, batches)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    model.train()
+    for _ in range(25):
+        for batch in batches:
+            optimizer.zero_grad()
+            family.loss(model(batch), batch).backward()
+            optimizer.step()
+    assert _mean_loss(model, family, batches) < 0.5 * before
+
+
+def test_classification_head_starts_from_the_checkpoints_pooler(bert, data_dir):
+    pretrained = load_pretrained(bert)
+    pooler = pretrained.model.encoder.pooler.dense.weight.detach().clone()
+    model = build_model(EncoderSource(pretrained, from_scratch=False).build(), task_data("sst2", bert, data_dir))
+    assert torch.equal(model.head.pooler.dense.weight, pooler) and model.encoder.pooler is None
+
+
+# --- metrics on known predictions, and collapse ---------------------------------------------------------------
+
+
+def _logits_for(classes: list[int], n: int) -> torch.Tensor:
+    return torch.nn.functional.one_hot(torch.tensor(classes), n).float()
+
+
+def test_classification_metrics_are_exact_over_batches(bert, data_dir):
+    evaluator = FAMILIES["classification"].evaluator(task_data("mrpc", bert, data_dir), "dev")
+    for preds, labels in (([1, 1], [1, 0]), ([0, 0], [1, 0])):
+        evaluator.update(_logits_for(preds, 2), {"labels": torch.tensor(labels)})
+    assert evaluator.compute() == {"accuracy": 0.5, "f1": 0.5, "accuracy_f1": 0.5}
+    assert not evaluator.collapsed()
+
+
+def test_regression_metrics_are_exact(bert, data_dir):
+    evaluator = FAMILIES["regression"].evaluator(task_data("stsb", bert, data_dir), "dev")
+    evaluator.update(torch.tensor([1.0, 2.0, 3.0]), {"labels": torch.tensor([2.0, 4.0, 7.0])})
+    values = evaluator.compute()
+    # float32 torchmetrics against the float64 definitions, to float32's precision
+    assert values["pearson"] == pytest.approx(pearson([1, 2, 3], [2, 4, 7]), abs=1e-5)
+    assert values["spearman"] == pytest.approx(spearman([1, 2, 3], [2, 4, 7]), abs=1e-5)
+    assert values["pearson_spearman"] == pytest.approx((values["pearson"] + values["spearman"]) / 2, abs=1e-12)
+
+
+def test_entity_f1_is_exact_on_first_sub_tokens(bert, data_dir):
+    evaluator = FAMILIES["tagging"].evaluator(task_data("conll2003", bert, data_dir), "dev")
+    ids = {tag: i for i, tag in enumerate(get_task("conll2003").label_names)}
+    gold = [-100, ids["B-PER"], -100, ids["I-PER"], ids["O"], ids["B-LOC"], -100]
+    predicted = [ids["O"], ids["B-PER"], ids["O"], ids["I-PER"], ids["O"], ids["B-ORG"], ids["O"]]
+    evaluator.update(_logits_for(predicted, len(ids))[None], {"labels": torch.tensor([gold])})
+    # gold PER and LOC; predicted PER and ORG: one of two right either way
+    assert evaluator.compute() == {"f1": 0.5, "precision": 0.5, "recall": 0.5}
+
+
+def test_perfect_span_scores_decode_to_the_answers(roberta, data_dir):
+    data = task_data("squad", roberta, data_dir)
+    split = data.evals["dev"]
+    evaluator = FAMILIES["span"].evaluator(data, "dev")
+    width = max(map(len, split.features["input_ids"]))
+    logits = torch.full((len(split), width, 2), -10.0)
+    for row, (start, end) in enumerate(zip(split.features["start_positions"], split.features["end_positions"],
+                                           strict=True)):
+        logits[row, start, 0] = logits[row, end, 1] = 10.0
+    evaluator.update(logits, {"index": torch.arange(len(split))})
+    assert evaluator.compute() == {"exact_match": 100.0, "f1": 100.0}
+
+
+def test_constant_predictors_are_flagged_as_collapsed(bert, data_dir):
+    classifier = FAMILIES["classification"].evaluator(task_data("sst2", bert, data_dir), "dev")
+    classifier.update(_logits_for([1, 1, 1], 2), {"labels": torch.tensor([0, 1, 0])})
+    assert classifier.collapsed()
+    regressor = FAMILIES["regression"].evaluator(task_data("stsb", bert, data_dir), "dev")
+    regressor.update(torch.full((3,), 2.5) + torch.tensor([0.0, 1e-4, -1e-4]), {"labels": torch.tensor([0.0, 2, 5])})
+    assert regressor.collapsed() and regressor.spread()[0] < COLLAPSE_STD_RATIO
+    regressor.reset()
+    regressor.update(torch.tensor([0.5, 2.0, 4.0]), {"labels": torch.tensor([0.0, 2, 5])})
+    assert not regressor.collapsed()
+
+
+def test_spread_of_seeds():
+    assert spread([4.0, 1.0, 2.0]) == {"median": 2.0, "min": 1.0, "max": 4.0, "q1": 1.5, "q3": 3.0, "iqr": 1.5}
+
+
+# --- end to end: seeds as nested MLflow runs, the cache, the control arm ----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """The default MLflow store lives in the working directory."""
+    folder = tmp_path_factory.mktemp("work")
+    cwd = os.getcwd()
+    os.chdir(folder)
+    yield folder
+    os.chdir(cwd)
+
+
+def _runs(workdir: Path) -> list:
+    client = MlflowClient(tracking_uri(workdir))
+    experiment = client.get_experiment_by_name(EXPERIMENT)
+    return client.search_runs([experiment.experiment_id]) if experiment else []
+
+
+TINY = ["epochs=2", "batch_size=2", "learning_rate=1e-3", "max_length=64"]
+
+
+@pytest.fixture(scope="module")
+def rte_run(bert, data_dir, workdir):
+    return finetune(bert, "rte", seeds=2, data_dir=data_dir, output_dir=workdir / "out", overrides=TINY,
+                    experiment=EXPERIMENT)
+
+
+def test_seeds_are_nested_runs_with_tags_and_metrics(rte_run, workdir, bert):
+    result = rte_run
+    assert [seed.seed for seed in result.seeds] == [0, 1] and result.main_key == "dev/accuracy"
+    assert all([entry["epoch"] for entry in seed.history] == [1, 2] for seed in result.seeds)
+    assert all(seed.scores == seed.history[-1]["scores"] for seed in result.seeds)
+    runs = {run.info.run_name: run for run in _runs(workdir)}
+    parent = runs["tiny-bert/finetune/rte"]
+    assert parent.info.run_id == result.parent_run_id and "dev/accuracy_median" in parent.data.metrics
+    for seed in result.seeds:
+        run = runs[f"tiny-bert/finetune/rte/seed{seed.seed}"]
+        tags = run.data.tags
+        assert tags["mlflow.parentRunId"] == parent.info.run_id and run.info.run_id == seed.run_id
+        assert (tags["bvr.task"], tags["bvr.seed"], tags["bvr.arm"], tags["bvr.stage"]) == (
+            "rte", str(seed.seed), "tiny-bert", "finetune")
+        assert tags["bvr.checkpoint"] == str(bert) and tags["bvr.collapsed"] == json.dumps(seed.collapsed)
+        metrics = run.data.metrics
+        assert metrics["dev/accuracy"] == pytest.approx(seed.scores["dev/accuracy"])
+        assert metrics["baseline/dev/accuracy"] == result.info.baseline["dev/accuracy"] == 0.5
+        assert metrics["best/dev/accuracy"] >= metrics["dev/accuracy"] and metrics["best/epoch"] in (1.0, 2.0)
+        history = MlflowClient(tracking_uri(workdir)).get_metric_history(run.info.run_id, "dev/accuracy")
+        assert len(history) == 2
+    text = describe(result)
+    assert "median" in text and "majority baseline: dev/accuracy 0.5000" in text and "read 3 of 3 rows" in text
+
+
+def test_a_second_call_reuses_finished_seeds(rte_run, bert, data_dir, workdir):
+    before = len(_runs(workdir))
+    again = finetune(bert, "rte", seeds=3, data_dir=data_dir, output_dir=workdir / "out", overrides=TINY,
+                     experiment=EXPERIMENT)
+    assert [seed.reused for seed in again.seeds] == [True, True, False]
+    assert [s.scores for s in again.seeds[:2]] == [s.scores for s in rte_run.seeds]
+    assert len(_runs(workdir)) == before + 2  # a parent and the one new seed
+    cached = finetune(bert, "rte", seeds=[1, 2], data_dir=data_dir, output_dir=workdir / "out", overrides=TINY,
+                      experiment=EXPERIMENT)
+    assert all(seed.reused for seed in cached.seeds) and cached.parent_run_id is None
+    assert len(_runs(workdir)) == before + 2 and "2 seed(s) reused" in describe(cached)
+    # a seed is a function of its inputs: trained again elsewhere, it gives the same scores
+    fresh = finetune(bert, "rte", seeds=[0], data_dir=data_dir, output_dir=workdir / "elsewhere", overrides=TINY,
+                     experiment=EXPERIMENT)
+    assert not fresh.seeds[0].reused and fresh.seeds[0].history == rte_run.seeds[0].history
+
+
+def test_from_scratch_control_arm_runs_and_is_tagged(bert, data_dir, workdir):
+    result = finetune(bert, "stsb", seeds=1, data_dir=data_dir, output_dir=workdir / "out", overrides=TINY,
+                      from_scratch=True, experiment=EXPERIMENT)
+    assert result.arm == "tiny-bert-scratch" and result.main_key == "dev/pearson_spearman"
+    run = MlflowClient(tracking_uri(workdir)).get_run(result.seeds[0].run_id)
+    assert run.data.tags["bvr.from_scratch"] == "true" and run.info.run_name == "tiny-bert-scratch/finetune/stsb/seed0"
+    assert "no-pretraining control" in describe(result)
+
+
+def test_span_and_tagging_run_end_to_end_and_keep_the_split(roberta, data_dir, workdir):
+    squad = finetune(roberta, "squad", seeds=1, data_dir=data_dir, output_dir=workdir / "out",
+                     overrides=[*TINY, "max_length=96", "stride=16"], experiment=EXPERIMENT)
+    run = MlflowClient(tracking_uri(workdir)).get_run(squad.seeds[0].run_id)
+    assert run.data.tags["bvr.data_split"] == squad.info.split_note and "split: SQuAD split" in describe(squad)
+    assert set(squad.seeds[0].scores) == {"dev/exact_match", "dev/f1"}
+    # max_steps ends the run inside its first epoch: the final evaluation still happens.
+    conll = finetune(roberta, "conll2003", seeds=1, data_dir=data_dir, output_dir=workdir / "out",
+                     overrides=[*TINY, "max_steps=1"], experiment=EXPERIMENT)
+    assert conll.seeds[0].history[-1]["step"] == 1
+    assert set(conll.seeds[0].scores) == {f"{split}/{m}" for split in ("dev", "test") for m in ("f1", "precision",
+                                                                                                 "recall")}
+
+
+# --- the hyperparameter file ------------------------------------------------------------------------------------
+
+
+def test_shipped_file_resolves_for_every_task_and_preset():
+    for name, spec in TASKS.items():
+        cfg = load_finetune_config(spec, config_file=CONFIG_FILE)
+        tiny = load_finetune_config(spec, config_file=CONFIG_FILE, preset="tiny", overrides=["epochs=1"])
+        assert cfg.max_train_examples is None and tiny.max_train_examples is not None and tiny.epochs == 1
+        assert cfg.max_length == (384 if spec.kind == "span" else 128), name
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "finetune.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("defaults:\n  epochs: 2\ntasks:\n  rte:\n    learnin_rate: 1e-5\n",
+         r"finetune.yaml:5: tasks.rte.learnin_rate: unknown key. did you mean 'tasks.rte.learning_rate'"),
+        ("tasks:\n  rtee:\n    epochs: 1\n", r"finetune.yaml:2: tasks.rtee: unknown task. did you mean 'rte'"),
+        ("default:\n  epochs: 1\n", r"finetune.yaml:1: default: unknown section. did you mean 'defaults'"),
+        ("presets:\n  tiny:\n    defaults:\n      epoch: 1\n", r"finetune.yaml:4: presets.tiny.defaults.epoch"),
+        ("defaults:\n  epochs: many\n", r"finetune.yaml:2: defaults.epochs: expected int"),
+    ],
+)
+def test_bad_keys_in_the_file_name_file_line_and_key(tmp_path, text, message):
+    with pytest.raises(BvrError, match=message):
+        load_finetune_config(get_task("rte"), config_file=_write(tmp_path, text))
+
+
+def test_bad_preset_and_override_are_refused(tmp_path):
+    path = _write(tmp_path, "presets:\n  tiny: {}\n")
+    with pytest.raises(BvrError, match="unknown preset 'huge'.*known presets: tiny"):
+        load_finetune_config(get_task("rte"), config_file=path, preset="huge")
+    with pytest.raises(BvrError, match=r"--set warmup_fraction=2: warmup_fraction: must be in \[0, 1\)"):
+        load_finetune_config(get_task("rte"), config_file=path, overrides=["warmup_fraction=2"])
