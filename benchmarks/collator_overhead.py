@@ -6,8 +6,8 @@ and AdamW) of an encoder the size of the tiny preset: 4 layers, hidden 256, 4 he
 full vocabulary at the masked positions only. The target is a collator under 5% of a step, so that masking in the
 DataLoader never starves the model even with a single worker.
 
-bvr's own encoder does not exist yet; :class:`StandInEncoder` is built here from ``torch.nn.TransformerEncoder``
-(post-norm, GELU, tied output projection, as BERT) and will be replaced by bvr's encoder once it lands.
+The step is bvr's own training step: :class:`bvr.model.PretrainingModel` (tiny preset, with the NSP head, as
+BERT's recipe) through ``pretraining_loss``, then backward and AdamW.
 
 Run: ``python benchmarks/collator_overhead.py``
 """
@@ -20,44 +20,14 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
-from torch import nn
 
-from bvr.pretraining.masking import IGNORE_INDEX, PretrainingCollator
+from bvr.model import EncoderConfig, PretrainingModel
+from bvr.pretraining.masking import PretrainingCollator
 from bvr.tokenization import VocabInfo
 
 BATCH, SEQ, VOCAB = 32, 128, 30_522
 HIDDEN, LAYERS, HEADS, FFN = 256, 4, 4, 1024
 THREADS = 2  # the benchmark machine's cores
-
-
-class StandInEncoder(nn.Module):
-    """A tiny-preset-sized BERT encoder with an MLM head; a placeholder for bvr's encoder."""
-
-    def __init__(self, vocab_size: int = VOCAB, hidden: int = HIDDEN, max_len: int = 512) -> None:
-        super().__init__()
-        self.tokens = nn.Embedding(vocab_size, hidden)
-        self.positions = nn.Embedding(max_len, hidden)
-        self.types = nn.Embedding(2, hidden)
-        self.embed_norm = nn.LayerNorm(hidden)
-        self.dropout = nn.Dropout(0.1)
-        layer = nn.TransformerEncoderLayer(
-            hidden, HEADS, FFN, dropout=0.1, activation="gelu", batch_first=True, norm_first=False
-        )
-        self.encoder = nn.TransformerEncoder(layer, LAYERS, enable_nested_tensor=False)
-        self.transform = nn.Sequential(nn.Linear(hidden, hidden), nn.GELU(), nn.LayerNorm(hidden))
-        self.output_bias = nn.Parameter(torch.zeros(vocab_size))
-
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """MLM loss of a collated batch."""
-        ids = batch["input_ids"]  # (batch, seq)
-        positions = torch.arange(ids.shape[1])[None, :]  # (1, seq)
-        x = self.tokens(ids) + self.positions(positions) + self.types(batch["token_type_ids"])  # (batch, seq, hidden)
-        x = self.encoder(self.dropout(self.embed_norm(x)), src_key_padding_mask=batch["attention_mask"] == 0)
-        predicted = batch["labels"] != IGNORE_INDEX  # (batch, seq)
-        # Project only the masked positions: the full (batch, seq, vocab) logits would dominate the step.
-        h = self.transform(x[predicted])  # (n_masked, hidden)
-        logits = h @ self.tokens.weight.T + self.output_bias  # (n_masked, vocab), tied to the input embedding
-        return nn.functional.cross_entropy(logits, batch["labels"][predicted])
 
 
 def synthetic_vocab(seed: int = 0) -> VocabInfo:
@@ -113,12 +83,13 @@ def median_seconds(fn: Callable[[int], object], calls: int, warmup: int) -> floa
 def time_step(batch: dict[str, torch.Tensor], steps: int) -> float:
     """Median seconds of forward + backward + AdamW step."""
     torch.manual_seed(0)
-    model = StandInEncoder()
+    model = PretrainingModel(EncoderConfig.from_name("tiny", "bert", VOCAB, 0), nsp=True).train()
     optimiser = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
+    inputs = {k: batch[k] for k in ("input_ids", "labels", "attention_mask", "token_type_ids", "nsp_labels")}
 
     def step(_: int) -> None:
         optimiser.zero_grad(set_to_none=True)
-        model(batch).backward()
+        model.pretraining_loss(**inputs).loss.backward()
         optimiser.step()
 
     return median_seconds(step, steps, warmup=3)
@@ -141,7 +112,7 @@ def main(steps: int = 10, collator_calls: int = 100) -> None:
     }
     step = time_step(arms["dynamic"](inputs[0]), steps)
     print(f"batch {BATCH} x {SEQ}, vocab {VOCAB:,}, fp32 CPU, {THREADS} threads")
-    print(f"training step (stand-in encoder {LAYERS}L/{HIDDEN}H/{HEADS}A/FFN {FFN}, AdamW): {step * 1e3:8.2f} ms")
+    print(f"training step (bvr tiny encoder {LAYERS}L/{HIDDEN}H/{HEADS}A/FFN {FFN} + NSP, AdamW): {step * 1e3:8.2f} ms")
     for name, collate in arms.items():
         seconds = time_collator(collate, inputs, collator_calls)
         print(f"collator {name:<20}: {seconds * 1e3:8.3f} ms/batch = {100 * seconds / step:5.2f}% of a step")

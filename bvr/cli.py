@@ -40,7 +40,7 @@ ConfigOpt = Annotated[
     Path | None, typer.Option("--config", "-c", help="YAML file of config sections (see experiments/).")
 ]
 PresetOpt = Annotated[
-    str | None, typer.Option("--preset", "-p", help="Named preset from experiments/presets: tiny, small or base.")
+    str | None, typer.Option("--preset", "-p", help="Named preset from experiments/presets: tiny, small, base or large.")
 ]
 SetOpt = Annotated[
     list[str] | None,

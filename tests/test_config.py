@@ -96,7 +96,7 @@ def test_set_errors_name_the_override():
 
 def test_missing_file_and_unknown_preset(tmp_path):
     assert "config file not found" in error_of(tmp_path / "nope.yaml")
-    assert "known presets: base, small, tiny" in error_of(preset="huge")
+    assert "known presets: base, large, small, tiny" in error_of(preset="huge")
 
 
 @pytest.mark.parametrize("preset", sorted(p.stem for p in PRESETS_DIR.glob("*.yaml")))
