@@ -40,7 +40,8 @@ ConfigOpt = Annotated[
     Path | None, typer.Option("--config", "-c", help="YAML file of config sections (see experiments/).")
 ]
 PresetOpt = Annotated[
-    str | None, typer.Option("--preset", "-p", help="Named preset from experiments/presets: tiny, small, base or large.")
+    str | None,
+    typer.Option("--preset", "-p", help="Named preset from experiments/presets: tiny, small, base or large."),
 ]
 SetOpt = Annotated[
     list[str] | None,

@@ -1,0 +1,259 @@
+"""The papers' numbers, read from ``reports/published.yaml`` into one row per (ablation, arm, task, metric).
+
+The file keeps each published table in the paper's own layout (columns, then one line of values per row) so a
+reader can check it against the page; :func:`load_published` checks every key and flattens it into a DataFrame
+with the columns in :data:`COLUMNS`. Values stay as printed in the papers (points, perplexity as is); bvr logs
+GLUE scores as fractions, so a report scales before it compares. :func:`published_effect` gives the published
+``b - a`` that :func:`bvr.report.stats.agreement` sets against a measured one.
+
+>>> df = load_published()
+>>> round(published_effect(df, "masking", "static", "dynamic", "squad_v2", "dev/f1"), 6)
+0.4
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any, NoReturn
+
+import pandas as pd
+import yaml
+
+from bvr.errors import BvrError
+
+DEFAULT_PATH = Path(__file__).resolve().parents[2] / "reports" / "published.yaml"
+"""The file shipped with bvr."""
+
+ABLATIONS = ("masking", "nsp", "batch-size", "bert-table5", "replacement", "vocab")
+"""The ablations a published table may inform."""
+
+COLUMNS = ("ablation", "arm", "arm_label", "task", "metric", "metric_label", "value", "higher_is_better", "source",
+           "setting", "note")
+"""Columns of :func:`load_published`'s frame. A finding stated in words has no task, metric or value."""
+
+# Keys allowed at each level of the file; True marks a required one.
+_TOP_KEYS = {"tables": True}
+_TABLE_KEYS = {"ablation": True, "source": True, "setting": True, "columns": False, "arms": True}
+_COLUMN_KEYS = {"task": True, "metric": True, "higher_is_better": True, "label": False, "note": False}
+_ARM_KEYS = {"label": True, "values": False, "note": False}
+
+# Arm ids name reports' rows and join with experiment arms, so they stay plain: 'segment-pair', '2k'.
+_ARM_ID = re.compile(r"[a-z0-9][a-z0-9-]*")
+
+
+class _Source:
+    """The file being read and the line of each key in it, so every error can say where."""
+
+    def __init__(self, path: Path, root: yaml.Node) -> None:
+        self.path = path
+        self.lines = _node_lines(root)
+
+    def fail(self, key: str, message: str, hint: str | None = None) -> NoReturn:
+        """Raise a BvrError at ``key``'s line, or its nearest enclosing key's line when it has none."""
+        probe = key
+        while probe and probe not in self.lines:
+            probe = re.sub(r"(\.[^.\[]*|\[\d+\])$", "", probe)  # drop the last '.key' or '[i]'
+        raise BvrError(message, where=f"{self.path}:{self.lines.get(probe, 1)}", hint=hint)
+
+
+def load_published(path: str | Path | None = None) -> pd.DataFrame:
+    """Read the published numbers, one row per (ablation, arm, task, metric).
+
+    Args:
+        path: the YAML file; None reads :data:`DEFAULT_PATH`.
+
+    Returns:
+        A DataFrame with :data:`COLUMNS`: ``value`` is a float (NaN where the paper prints a dash, or for a
+        finding stated in words) and ``higher_is_better`` a nullable boolean.
+
+    Raises:
+        BvrError: the file is missing or not YAML, a key is unknown, a required key (such as ``source``) is
+            missing, or a value is malformed; the message names the file, the line and the key.
+    """
+    path = Path(path) if path is not None else DEFAULT_PATH
+    data, source = _read(path)
+    _check_keys(source, data, "", _TOP_KEYS)
+    tables = data["tables"]
+    if not isinstance(tables, list) or not tables:
+        source.fail("tables", "'tables' must be a non-empty list of published tables")
+    rows: list[dict[str, Any]] = []
+    for i, table in enumerate(tables):
+        rows += _table_rows(source, table, f"tables[{i}]")
+        _check_unique(source, rows, f"tables[{i}]")
+    frame = pd.DataFrame(rows, columns=list(COLUMNS))
+    frame["value"] = frame["value"].astype(float)
+    frame["higher_is_better"] = frame["higher_is_better"].astype("boolean")
+    return frame
+
+
+def published_effect(df: pd.DataFrame, ablation: str, arm_a: str, arm_b: str, task: str, metric: str) -> float | None:
+    """The published difference ``b - a`` on one task and metric, or None where either value is not published.
+
+    Args:
+        df: the frame from :func:`load_published`.
+        ablation: the ablation ('masking').
+        arm_a: the arm subtracted ('static').
+        arm_b: the other arm ('dynamic').
+        task: bvr's task name ('squad_v2').
+        metric: the metric key ('dev/f1').
+
+    Returns:
+        ``value(b) - value(a)`` in the paper's units, or None.
+    """
+    a = _published_value(df, ablation, arm_a, task, metric)
+    b = _published_value(df, ablation, arm_b, task, metric)
+    return None if a is None or b is None else b - a
+
+
+def _published_value(df: pd.DataFrame, ablation: str, arm: str, task: str, metric: str) -> float | None:
+    """One published value, or None when there is no such row or the paper prints a dash."""
+    hit = df.loc[(df["ablation"] == ablation) & (df["arm"] == arm) & (df["task"] == task) & (df["metric"] == metric),
+                 "value"]
+    if hit.empty or math.isnan(hit.iloc[0]):
+        return None
+    return float(hit.iloc[0])
+
+
+def _read(path: Path) -> tuple[Any, _Source]:
+    """Parse the file, keeping its node tree for line numbers."""
+    if not path.is_file():
+        raise BvrError("published-results file not found", where=path)
+    text = path.read_text(encoding="utf-8")
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else path
+        raise BvrError(f"not valid YAML ({getattr(err, 'problem', err)})", where=where) from None
+    if root is None:
+        raise BvrError("the file is empty; expected a 'tables' list", where=path)
+    _refuse_repeated_keys(root, path)
+    return data, _Source(path, root)
+
+
+def _refuse_repeated_keys(node: yaml.Node, path: Path, prefix: str = "") -> None:
+    """Refuse a key given twice in one mapping, which PyYAML would resolve silently to the later value."""
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key_node, value_node in node.value:
+            key = f"{prefix}.{key_node.value}" if prefix else str(key_node.value)
+            if key in seen:
+                raise BvrError(f"key '{key}' is given twice", where=f"{path}:{key_node.start_mark.line + 1}")
+            seen.add(key)
+            _refuse_repeated_keys(value_node, path, key)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _refuse_repeated_keys(item, path, f"{prefix}[{i}]")
+
+
+def _node_lines(node: yaml.Node, prefix: str = "") -> dict[str, int]:
+    """Map each key path ('tables[1].arms.static.values') to its 1-based line."""
+    lines = {prefix: node.start_mark.line + 1}
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            path = f"{prefix}.{key_node.value}" if prefix else str(key_node.value)
+            lines.update(_node_lines(value_node, path))
+            lines[path] = key_node.start_mark.line + 1  # the key's line, where a block value starts below it
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            lines.update(_node_lines(item, f"{prefix}[{i}]"))
+    return lines
+
+
+def _check_keys(source: _Source, data: Any, key: str, allowed: dict[str, bool]) -> None:
+    """Refuse a non-mapping, an unknown key or a missing required key at ``key``."""
+    what = f"'{key}'" if key else "the top level"
+    if not isinstance(data, dict):
+        source.fail(key, f"{what} must be a mapping with keys {', '.join(allowed)}")
+    for name in data:
+        if name not in allowed:
+            source.fail(_join(key, name), f"unknown key '{_join(key, name)}'", hint=f"known keys: {', '.join(allowed)}")
+    for name, required in allowed.items():
+        if required and data.get(name) is None:
+            source.fail(key, f"missing key '{_join(key, name)}'")
+
+
+def _join(key: str, name: Any) -> str:
+    return f"{key}.{name}" if key else str(name)
+
+
+def _text(source: _Source, data: dict, key: str, name: str) -> str | None:
+    """A string value (None when absent); an empty or non-string value is refused."""
+    value = data.get(name)
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        source.fail(_join(key, name), f"'{_join(key, name)}' must be non-empty text, got {value!r}")
+    return value
+
+
+def _table_rows(source: _Source, table: Any, key: str) -> list[dict[str, Any]]:
+    """The rows of one published table."""
+    _check_keys(source, table, key, _TABLE_KEYS)
+    ablation = _text(source, table, key, "ablation")
+    if ablation not in ABLATIONS:
+        source.fail(f"{key}.ablation", f"unknown ablation '{ablation}'", hint=f"choose one of: {', '.join(ABLATIONS)}")
+    base = {"ablation": ablation, "source": _text(source, table, key, "source"),
+            "setting": _text(source, table, key, "setting")}
+    columns = table.get("columns") or []
+    if not isinstance(columns, list):
+        source.fail(f"{key}.columns", f"'{key}.columns' must be a list")
+    columns = [_column(source, column, f"{key}.columns[{i}]") for i, column in enumerate(columns)]
+    arms = table["arms"]
+    if not isinstance(arms, dict) or not arms:
+        source.fail(f"{key}.arms", f"'{key}.arms' must be a non-empty mapping of arm ids")
+    return [row for arm, spec in arms.items() for row in _arm_rows(source, str(arm), spec, f"{key}.arms.{arm}",
+                                                                    columns, base)]
+
+
+def _column(source: _Source, column: Any, key: str) -> dict[str, Any]:
+    """One result column: task, metric, direction, the paper's heading and a note."""
+    _check_keys(source, column, key, _COLUMN_KEYS)
+    if not isinstance(column["higher_is_better"], bool):
+        source.fail(f"{key}.higher_is_better", f"'{key}.higher_is_better' must be true or false")
+    return {"task": _text(source, column, key, "task"), "metric": _text(source, column, key, "metric"),
+            "higher_is_better": column["higher_is_better"], "metric_label": _text(source, column, key, "label"),
+            "column_note": _text(source, column, key, "note")}
+
+
+def _arm_rows(source: _Source, arm: str, spec: Any, key: str, columns: list[dict], base: dict) -> list[dict[str, Any]]:
+    """One arm's rows: a value per column, or a single row stating a finding in words when there are no columns."""
+    if not _ARM_ID.fullmatch(arm):
+        source.fail(key, f"arm id '{arm}' must be lower-case letters, digits and '-'")
+    _check_keys(source, spec, key, _ARM_KEYS)
+    label, note = _text(source, spec, key, "label"), _text(source, spec, key, "note")
+    head = {**base, "arm": arm, "arm_label": label}
+    if not columns:
+        if "values" in spec or note is None:
+            source.fail(key, f"'{key}' belongs to a table without columns: give a note and no values")
+        return [{**head, "task": None, "metric": None, "metric_label": None, "value": math.nan,
+                 "higher_is_better": None, "note": note}]
+    values = _values(source, spec.get("values"), f"{key}.values", len(columns))
+    return [{**head, **{k: v for k, v in column.items() if k != "column_note"}, "value": value,
+             "note": "; ".join(text for text in (column["column_note"], note) if text) or None}
+            for column, value in zip(columns, values, strict=True)]
+
+
+def _values(source: _Source, values: Any, key: str, n: int) -> list[float]:
+    """A row's values: ``n`` numbers, null (NaN) where the paper prints a dash."""
+    if not isinstance(values, list) or len(values) != n:
+        source.fail(key, f"'{key}' must list {n} values, one per column, got {values!r}")
+    for value in values:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            source.fail(key, f"'{key}' holds {value!r}, which is not a number (write null for a dash)")
+    return [math.nan if value is None else float(value) for value in values]
+
+
+def _check_unique(source: _Source, rows: list[dict[str, Any]], key: str) -> None:
+    """Refuse a second row for one (ablation, arm, task, metric): a published effect would be ambiguous.
+
+    Called after each table is added, so ``key`` is the table that brought the repeat.
+    """
+    seen: set[tuple] = set()
+    for row in rows:
+        ident = (row["ablation"], row["arm"], row["task"], row["metric"])
+        if ident in seen:
+            source.fail(key, f"'{key}' repeats arm '{row['arm']}' of ablation '{row['ablation']}' on task "
+                             f"'{row['task']}', metric '{row['metric']}'")
+        seen.add(ident)

@@ -1,0 +1,346 @@
+"""Statistics across seeds and the published numbers, checked against values worked out by hand."""
+
+from __future__ import annotations
+
+import ast
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bvr.errors import BvrError
+from bvr.report.published import ABLATIONS, COLUMNS, DEFAULT_PATH, load_published, published_effect
+from bvr.report.stats import (
+    agreement,
+    bootstrap_ci,
+    is_higher_better,
+    paired_difference,
+    summarize,
+    verdict,
+)
+
+# ---------------------------------------------------------------------------------------------- summaries
+
+
+def test_quartiles_use_linear_interpolation():
+    # numpy's default (linear, Hyndman-Fan type 7): q1 of [1, 2, 3, 4] sits at position 0.75 -> 1.75, where the
+    # midpoint rule would give 1.5.
+    s = summarize([4.0, 1.0, 3.0, 2.0])
+    assert (s.n, s.median, s.q1, s.q3, s.iqr) == (4, 2.5, 1.75, 3.25, 1.5)
+    assert (s.min, s.max, s.mean) == (1.0, 4.0, 2.5)
+
+
+def test_median_of_five_seeds():
+    # Sorted: 83.5 84.0 84.1 84.2 84.5; quartiles fall on positions 1 and 3, so no interpolation.
+    s = summarize([84.0, 84.5, 83.5, 84.2, 84.1])
+    assert (s.median, s.q1, s.q3) == (84.1, 84.0, 84.2)
+    assert s.iqr == pytest.approx(0.2)
+    assert s.mean == pytest.approx(84.06)
+    assert s.ci_low <= s.mean <= s.ci_high
+
+
+def test_bootstrap_is_reproducible_with_a_fixed_seed():
+    values = [0.81, 0.84, 0.79, 0.83, 0.80]
+    first = summarize(values, seed=7)
+    assert summarize(values, seed=7) == first  # every field, the interval included, bit for bit
+    assert bootstrap_ci(values, seed=7) == (first.ci_low, first.ci_high)
+
+
+def test_bootstrap_of_identical_values_has_zero_width():
+    low, high = bootstrap_ci([0.7] * 5)
+    assert low == high
+    assert low == pytest.approx(0.7)
+
+
+def test_bootstrap_of_two_values_stays_within_them():
+    # Resampled means of {a, b} can only be a, (a + b) / 2 or b.
+    low, high = bootstrap_ci([0.62, 0.71], seed=3)
+    assert 0.62 <= low <= high <= 0.71
+
+
+def test_bootstrap_quantiles_worked_by_hand():
+    # Means of two draws from {0, 1}: 0, 0.5, 1 with chances 1/4, 1/2, 1/4. The 2.5% and 97.5% quantiles are the
+    # extremes; the 30% and 70% quantiles both fall on 0.5 (P(mean = 0) = 0.25 < 0.3, P(mean <= 0.5) = 0.75 > 0.7).
+    assert bootstrap_ci([0.0, 1.0]) == (0.0, 1.0)
+    assert bootstrap_ci([0.0, 1.0], confidence=0.4) == (0.5, 0.5)
+
+
+def test_one_value_has_no_interval():
+    s = summarize([0.9])
+    assert (s.n, s.median, s.iqr) == (1, 0.9, 0.0)
+    assert math.isnan(s.ci_low) and math.isnan(s.ci_high)
+
+
+@pytest.mark.parametrize("kwargs", [{"confidence": 1.0}, {"confidence": 0.0}, {"n_boot": 0}])
+def test_bootstrap_settings_are_checked(kwargs):
+    with pytest.raises(ValueError):
+        bootstrap_ci([1.0, 2.0], **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------- collapsed runs
+
+
+def test_collapsed_runs_are_kept_and_counted_by_default():
+    s = summarize([0.90, 0.50, 0.88], collapsed=[False, True, False])
+    assert (s.n, s.n_collapsed, s.n_excluded, s.median) == (3, 1, 0, 0.88)
+    assert s.collapsed_note == "1 collapsed run kept"
+
+
+def test_collapsed_runs_left_out_on_request_and_reported():
+    s = summarize([0.90, 0.50, 0.88], collapsed=[False, True, False], exclude_collapsed=True)
+    assert (s.n, s.n_collapsed, s.n_excluded) == (2, 1, 1)
+    assert s.median == pytest.approx(0.89)
+    assert s.min == 0.88
+    assert s.collapsed_note == "1 collapsed run left out"
+
+
+def test_no_collapse_no_note():
+    assert summarize([0.9, 0.8]).collapsed_note == ""
+
+
+def test_every_run_collapsed_and_left_out_gives_nan_not_a_crash():
+    s = summarize([0.5, 0.5], collapsed=[True, True], exclude_collapsed=True)
+    assert (s.n, s.n_excluded) == (0, 2)
+    assert math.isnan(s.median) and math.isnan(s.ci_low)
+
+
+def test_a_broken_value_is_refused_unless_left_out_as_collapsed():
+    with pytest.raises(ValueError, match="finite"):
+        summarize([0.9, math.nan])
+    s = summarize([0.9, math.nan, 0.8], collapsed=[False, True, False], exclude_collapsed=True)
+    assert s.median == pytest.approx(0.85)
+
+
+def test_collapsed_flags_must_match_values():
+    with pytest.raises(ValueError, match="2 flags for 3 values"):
+        summarize([0.9, 0.8, 0.7], collapsed=[False, True])
+
+
+# ---------------------------------------------------------------------------------------------- paired differences
+
+
+def test_pairs_by_seed_and_reports_unpaired_seeds():
+    a = {0: 10.0, 1: 10.0, 2: 10.0, 3: 9.0}
+    b = {0: 11.0, 1: 12.0, 2: 13.0, 7: 20.0}
+    p = paired_difference(a, b)
+    assert (p.n, p.seeds, p.only_a, p.only_b, p.unpaired) == (3, (0, 1, 2), (3,), (7,), (3, 7))
+    assert p.differences == (1.0, 2.0, 3.0)
+    assert p.mean_diff == 2.0
+    # Every resampled mean of {1, 2, 3} lies in [1, 3], so the interval excludes 0.
+    assert 1.0 <= p.ci_low < p.ci_high <= 3.0
+    assert p.distinguishable and p.can_tell
+
+
+def test_differences_of_both_signs_are_not_distinguishable():
+    # Means of four draws from {-1, 1}: all -1 with chance 1/16 > 2.5%, so the interval is [-1, 1].
+    p = paired_difference({s: 0.0 for s in range(4)}, {0: -1.0, 1: 1.0, 2: -1.0, 3: 1.0})
+    assert (p.ci_low, p.ci_high) == (-1.0, 1.0)
+    assert not p.distinguishable
+
+
+def test_fewer_than_two_pairs_cannot_tell():
+    one = paired_difference({0: 0.80, 5: 0.7}, {0: 0.90, 1: 0.9})
+    assert (one.n, one.can_tell, one.distinguishable, one.unpaired) == (1, False, False, (1, 5))
+    assert one.mean_diff == pytest.approx(0.1)
+    assert math.isnan(one.ci_low)
+    none = paired_difference({0: 0.8}, {1: 0.9})
+    assert none.n == 0 and math.isnan(none.mean_diff) and not none.distinguishable
+
+
+def test_paired_bootstrap_is_reproducible():
+    a = {s: 0.80 + 0.01 * s for s in range(5)}
+    b = {s: 0.81 + 0.013 * s for s in range(5)}
+    assert paired_difference(a, b, seed=11) == paired_difference(a, b, seed=11)
+
+
+# ---------------------------------------------------------------------------------------------- verdicts
+
+
+def _two_seed_gain():
+    # Differences 0.01 and 0.03: resampled means 0.01, 0.02, 0.03, so the interval is [0.01, 0.03] around 0.02.
+    return paired_difference({0: 0.50, 1: 0.50}, {0: 0.51, 1: 0.53})
+
+
+def test_verdict_names_the_better_arm_with_the_interval_half_width():
+    text = verdict(_two_seed_gain(), a_name="static", b_name="dynamic", metric="dev/accuracy")
+    assert text == "dynamic better by 2.0 ± 1.0 accuracy points (95% CI, n=2)"
+
+
+def test_verdict_when_arm_a_is_better():
+    p = paired_difference({0: 0.51, 1: 0.53}, {0: 0.50, 1: 0.50})
+    assert verdict(p, a_name="static", b_name="dynamic", metric="dev/f1").startswith("static better by 2.0 ± 1.0 F1")
+    # SQuAD logs F1 in points already: scale 1 keeps the unit.
+    in_points = paired_difference({0: 50.0, 1: 50.0}, {0: 51.0, 1: 53.0})
+    text = verdict(in_points, a_name="static", b_name="dynamic", metric="dev/f1", scale=1)
+    assert text == "dynamic better by 2.0 ± 1.0 F1 points (95% CI, n=2)"
+
+
+def test_verdict_respects_lower_is_better():
+    # Perplexity falls by 0.1 and 0.3: lower is better, so arm b wins by 0.2 ± 0.1.
+    p = paired_difference({0: 4.0, 1: 4.0}, {0: 3.9, 1: 3.7})
+    inferred = verdict(p, a_name="256", b_name="2k", metric="val/perplexity", scale=1)
+    assert inferred == "2k better by 0.2 ± 0.1 perplexity (95% CI, n=2)"
+    assert verdict(p, a_name="256", b_name="2k", metric="val/perplexity", scale=1, higher_is_better=False) == inferred
+    forced = verdict(p, a_name="256", b_name="2k", metric="val/perplexity", scale=1, higher_is_better=True)
+    assert forced.startswith("256 better by 0.2")
+
+
+def test_verdict_when_the_interval_covers_zero_or_pairs_are_too_few():
+    both = paired_difference({s: 0.0 for s in range(5)}, {0: -1.0, 1: 1.0, 2: -1.0, 3: 1.0, 4: 0.5})
+    assert verdict(both, a_name="a", b_name="b", metric="dev/accuracy") == "no difference detected at this scale (n=5)"
+    one = paired_difference({0: 0.8}, {0: 0.9})
+    assert verdict(one, a_name="a", b_name="b", metric="dev/accuracy") == "too few paired seeds to tell (n=1)"
+
+
+def test_metric_direction():
+    assert is_higher_better("dev_matched/accuracy") and is_higher_better("dev/mcc")
+    assert not is_higher_better("val/perplexity") and not is_higher_better("val/mlm_loss")
+
+
+# ---------------------------------------------------------------------------------------------- agreement
+
+
+def test_agreement_cases():
+    gain = _two_seed_gain()  # b better by 0.02, distinguishable
+    assert agreement(0.4, gain) == "agree"
+    assert agreement(-0.3, gain) == "disagree"
+    assert agreement(0.0, gain) == "disagree"  # the paper saw no difference; we see one
+    assert agreement(None, gain) == "no published value"
+    assert agreement(math.nan, gain) == "no published value"
+    unclear = paired_difference({s: 0.0 for s in range(4)}, {0: -1.0, 1: 1.0, 2: -1.0, 3: 1.0})
+    assert agreement(0.4, unclear) == "inconclusive"
+    assert agreement(0.4, paired_difference({0: 0.5}, {0: 0.6})) == "inconclusive"
+
+
+def test_agreement_compares_signs_whatever_the_direction():
+    # Perplexity 3.99 -> 3.68 published (-0.31); ours falls too: agree, with the direction given or not.
+    drop = paired_difference({0: 4.0, 1: 4.0}, {0: 3.9, 1: 3.7})
+    assert agreement(-0.31, drop, higher_is_better=False) == "agree"
+    assert agreement(-0.31, drop) == "agree"
+
+
+# ---------------------------------------------------------------------------------------------- published numbers
+
+
+@pytest.fixture(scope="module")
+def published():
+    return load_published()
+
+
+def test_published_file_loads_with_a_source_on_every_row(published):
+    assert list(published.columns) == list(COLUMNS)
+    assert published["source"].map(lambda s: isinstance(s, str) and bool(s.strip())).all()
+    assert published["setting"].notna().all()
+    assert set(published["ablation"]) == set(ABLATIONS)
+    keys = ["ablation", "arm", "task", "metric"]
+    assert not published.duplicated(keys).any()
+
+
+def _value(df, ablation, arm, task, metric):
+    hit = df[(df.ablation == ablation) & (df.arm == arm) & (df.task == task) & (df.metric == metric)]
+    assert len(hit) == 1
+    return hit["value"].iloc[0]
+
+
+def test_published_spot_values(published):
+    # The numbers DESIGN.md restates: Table 1 static -> dynamic and Table 3's perplexities.
+    assert _value(published, "batch-size", "2k", "pretrain", "val/perplexity") == 3.68
+    assert _value(published, "batch-size", "256", "pretrain", "val/perplexity") == 3.99
+    assert _value(published, "masking", "dynamic", "sst2", "dev/accuracy") == 92.9
+    assert _value(published, "masking", "static", "squad_v2", "dev/f1") == 78.3
+    assert _value(published, "masking", "dynamic", "mnli", "dev_matched/accuracy") == 84.0
+    # One from each of the other tables.
+    assert _value(published, "nsp", "doc-sentences", "race", "dev/accuracy") == 65.6
+    assert _value(published, "bert-table5", "ltr-no-nsp", "mrpc", "dev/accuracy") == 77.5
+    assert _value(published, "replacement", "mask100-same0-rnd0", "conll2003_feature_based", "dev/f1") == 94.0
+
+
+def test_published_directions(published):
+    lower = published[published["higher_is_better"] == False]  # noqa: E712 (nullable boolean column)
+    assert set(lower["metric"]) == {"val/perplexity"}
+
+
+def test_published_dash_and_statement_rows(published):
+    assert math.isnan(_value(published, "nsp", "xlnet-base-k7", "squad", "dev/f1"))  # a dash in the paper
+    vocab = published[published["ablation"] == "vocab"]
+    assert len(vocab) == 1 and math.isnan(vocab["value"].iloc[0]) and "slightly worse" in vocab["note"].iloc[0]
+
+
+def test_published_effect_is_b_minus_a(published):
+    assert published_effect(published, "masking", "static", "dynamic", "squad_v2", "dev/f1") == pytest.approx(0.4)
+    assert published_effect(published, "masking", "static", "dynamic", "mnli", "dev_matched/accuracy") == (
+        pytest.approx(-0.3))
+    assert published_effect(published, "batch-size", "256", "2k", "pretrain", "val/perplexity") == pytest.approx(-0.31)
+    assert published_effect(published, "nsp", "segment-pair", "xlnet-base-k7", "squad", "dev/f1") is None
+    assert published_effect(published, "masking", "static", "no-such-arm", "sst2", "dev/accuracy") is None
+
+
+def _broken_copy(tmp_path: Path, old: str, new: str) -> tuple[Path, str]:
+    text = DEFAULT_PATH.read_text(encoding="utf-8")
+    assert old in text
+    broken = tmp_path / "published.yaml"
+    broken.write_text(text.replace(old, new, 1), encoding="utf-8")
+    return broken, broken.read_text(encoding="utf-8")
+
+
+def _line_of(text: str, fragment: str) -> int:
+    return text[: text.index(fragment)].count("\n") + 1
+
+
+def test_unknown_key_is_refused_with_file_line_and_key(tmp_path):
+    path, text = _broken_copy(tmp_path, "        values: [78.7, 84.0, 92.9]", "        valuez: [78.7, 84.0, 92.9]")
+    with pytest.raises(BvrError) as err:
+        load_published(path)
+    message = str(err.value)
+    assert f"{path}:{_line_of(text, 'valuez')}" in message
+    assert "unknown key 'tables[0].arms.dynamic.valuez'" in message
+
+
+def test_missing_source_is_refused_with_file_and_key(tmp_path):
+    path, text = _broken_copy(tmp_path, '    source: "RoBERTa (Liu et al., 2019), Table 3"\n', "")
+    with pytest.raises(BvrError) as err:
+        load_published(path)
+    message = str(err.value)
+    assert f"{path}:{_line_of(text, '- ablation: batch-size')}" in message
+    assert "missing key 'tables[2].source'" in message
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        ("values: [3.68, 85.2, 92.9]", "values: [3.68, 85.2]", "must list 3 values"),
+        ("values: [3.68, 85.2, 92.9]", "values: [3.68, 85.2, high]", "not a number"),
+        ("- ablation: masking", "- ablation: maskin", "unknown ablation 'maskin'"),
+        ("  dynamic:\n", "  Dynamic:\n", "arm id 'Dynamic'"),
+        ("      static:\n", "      dynamic:\n", "key 'tables\\[0\\].arms.dynamic' is given twice"),
+    ],
+)
+def test_malformed_values_are_refused(tmp_path, old, new, expected):
+    path, _ = _broken_copy(tmp_path, old, new)
+    with pytest.raises(BvrError, match=expected):
+        load_published(path)
+
+
+def test_missing_file_is_refused(tmp_path):
+    with pytest.raises(BvrError, match="not found"):
+        load_published(tmp_path / "absent.yaml")
+
+
+# ---------------------------------------------------------------------------------------------- layering
+
+
+def test_report_never_imports_training_code():
+    forbidden = ("bvr.pretraining", "bvr.model", "bvr.tasks.module", "bvr.tasks.run")
+    for path in (Path(__file__).resolve().parent.parent / "bvr" / "report").glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+        names += [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+        bad = [n for n in names if any(n == f or n.startswith(f"{f}.") for f in forbidden)]
+        assert not bad, f"{path.name} imports {bad}"
+
+
+def test_summary_values_are_plain_floats():
+    # Reports put these in DataFrames and YAML: numpy scalars would leak into both.
+    s = summarize(np.array([1.0, 2.0, 3.0]))
+    assert all(type(v) is float for v in (s.median, s.q1, s.q3, s.iqr, s.min, s.max, s.mean, s.ci_low, s.ci_high))
