@@ -282,7 +282,7 @@ def test_seeds_are_nested_runs_with_tags_and_metrics(rte_run, workdir, bert):
         history = MlflowClient(tracking_uri(workdir)).get_metric_history(run.info.run_id, "dev/accuracy")
         assert len(history) == 2
     text = describe(result)
-    assert "median" in text and "majority baseline: dev/accuracy 0.5000" in text and "read 3 of 3 rows" in text
+    assert "median" in text and "trivial baseline: dev/accuracy 0.5000" in text and "read 3 of 3 rows" in text
 
 
 def test_a_second_call_reuses_finished_seeds(rte_run, bert, data_dir, workdir):
@@ -364,3 +364,14 @@ def test_bad_preset_and_override_are_refused(tmp_path):
         load_finetune_config(get_task("rte"), config_file=path, preset="huge")
     with pytest.raises(BvrError, match=r"--set warmup_fraction=2: warmup_fraction: must be in \[0, 1\)"):
         load_finetune_config(get_task("rte"), config_file=path, overrides=["warmup_fraction=2"])
+
+
+def test_trivial_baselines_of_tagging_and_spans(bert, roberta, data_dir):
+    """All-'O' tagging finds no entity (F1 0); answering nothing scores 0 on SQuAD v1.1."""
+    conll = task_data("conll2003", bert, data_dir)
+    assert FAMILIES["tagging"].baseline(conll) == {f"{split}/{m}": 0.0 for split in conll.evals
+                                                   for m in ("f1", "precision", "recall")}
+    squad = task_data("squad", roberta, data_dir)
+    baseline = FAMILIES["span"].baseline(squad)
+    assert baseline["dev/exact_match"] == 0.0 and baseline["dev/f1"] == 0.0
+    assert "answers nothing" in FAMILIES["span"].baseline_note(squad)

@@ -44,7 +44,7 @@ from bvr.tasks.data import SplitData, TaskData
 from bvr.tasks.metrics import baseline_note, main_score, majority_baseline, make_metrics
 from bvr.tasks.ner import IGNORE_INDEX, EntityF1, labels_to_tags, predictions_to_tags
 from bvr.tasks.registry import TaskSpec
-from bvr.tasks.squad import SquadMetric, decode_predictions, references
+from bvr.tasks.squad import SquadMetric, decode_predictions, references, squad_scores
 
 COLLAPSE_STD_RATIO = 1e-2
 """A regression run has collapsed when its predictions' standard deviation is below this share of the gold
@@ -367,6 +367,13 @@ class TaggingFamily(Family):
     def evaluator(self, data: TaskData, split: str) -> Evaluator:
         return TaggingEvaluator(data.spec)
 
+    def baseline(self, data: TaskData) -> dict[str, float]:
+        # Tagging every word "O" (the majority tag) finds no entity: precision, recall and F1 are all 0.
+        return {f"{split}/{metric}": 0.0 for split in data.evals for metric in ("f1", "precision", "recall")}
+
+    def baseline_note(self, data: TaskData) -> str | None:
+        return "tags every word 'O' (the majority tag), so it finds no entity"
+
 
 def squad_version(data: TaskData) -> str:
     """'2.0' when any question of the task is unanswerable, else '1.1' (the rule :func:`read_squad` applies)."""
@@ -386,6 +393,18 @@ class SpanFamily(Family):
 
     def evaluator(self, data: TaskData, split: str) -> Evaluator:
         return SpanEvaluator(data.spec, data.evals[split], squad_version(data))
+
+    def baseline(self, data: TaskData) -> dict[str, float]:
+        # Answering nothing: 0 on v1.1; on v2.0 it scores the share of unanswerable questions.
+        version, out = squad_version(data), {}
+        for split, encoded in data.evals.items():
+            refs = references(encoded.examples)
+            scores = squad_scores({qid: "" for qid in refs}, refs, version)
+            out.update({f"{split}/exact_match": float(scores["exact"]), f"{split}/f1": float(scores["f1"])})
+        return out
+
+    def baseline_note(self, data: TaskData) -> str | None:
+        return "answers nothing (the empty string) for every question"
 
 
 FAMILIES: dict[str, Family] = {

@@ -684,7 +684,7 @@ def describe(result: FinetuneResult) -> str:
              f"{stats['max']:.4f}, IQR {stats['iqr']:.4f} ({stats['q1']:.4f} to {stats['q3']:.4f}); "
              "final epoch (best: the best epoch on the same split, optimistic)"]
     if key in result.info.baseline:
-        lines.append(f"majority baseline: {key} {result.info.baseline[key]:.4f}, {result.info.baseline_note}")
+        lines.append(f"trivial baseline: {key} {result.info.baseline[key]:.4f}, {result.info.baseline_note}")
     collapsed = [seed.seed for seed in result.seeds if seed.collapsed]
     if collapsed:
         lines.append(f"collapsed: {len(collapsed)} of {len(result.seeds)} seeds ({', '.join(map(str, collapsed))}) "
