@@ -94,8 +94,8 @@ class PretrainingModule(L.LightningModule):
         return int(tokens)
 
     def _stop_non_finite(self, out) -> None:
-        values = f"mlm_loss={float(out.mlm_loss):.4g}" + (
-            f", nsp_loss={float(out.nsp_loss):.4g}" if out.nsp_loss is not None else "")
+        values = f"mlm_loss={out.mlm_loss.item():.4g}" + (
+            f", nsp_loss={out.nsp_loss.item():.4g}" if out.nsp_loss is not None else "")
         raise NonFiniteLoss(
             f"the training loss is not finite at step {self.global_step} ({values}); training stopped before this "
             "step changed any weight",
