@@ -310,7 +310,7 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     return value
 
 
-def _build(cls: type, data: dict[str, Any], prefix: str) -> Any:
+def build_dataclass(cls: type, data: dict[str, Any], prefix: str) -> Any:
     """Construct dataclass ``cls`` from ``data``, refusing unknown keys and wrong types."""
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
@@ -324,18 +324,20 @@ def _build(cls: type, data: dict[str, Any], prefix: str) -> Any:
         tp = hints[key]
         if dataclasses.is_dataclass(tp):
             _check(isinstance(value, dict), path, f"expected a mapping of {tp.__name__} keys, got {value!r}")
-            kwargs[key] = _build(tp, value, f"{path}.")
+            kwargs[key] = build_dataclass(tp, value, f"{path}.")
         else:
             kwargs[key] = _coerce(value, tp, path)
     return cls(**kwargs)
 
 
-def _merge(base: dict, extra: dict, origins: dict[str, str], extra_origins: dict[str, str], prefix: str = "") -> None:
+def merge_layer(
+    base: dict, extra: dict, origins: dict[str, str], extra_origins: dict[str, str], prefix: str = ""
+) -> None:
     """Deep-merge ``extra`` into ``base`` in place, keeping where each key came from."""
     for key, value in extra.items():
         path = f"{prefix}{key}"
         if isinstance(value, dict) and isinstance(base.get(key), dict):
-            _merge(base[key], value, origins, extra_origins, f"{path}.")
+            merge_layer(base[key], value, origins, extra_origins, f"{path}.")
         else:
             base[key] = value
         origins.update({k: v for k, v in extra_origins.items() if k == path or k.startswith(f"{path}.")})
@@ -352,18 +354,26 @@ def _key_lines(node: yaml.Node, file: str, prefix: str = "") -> dict[str, str]:
     return out
 
 
-def read_yaml(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
-    """Read a YAML mapping and the ``file:line`` of each of its keys."""
+def parse_yaml(path: Path, what: str = "config file") -> tuple[Any, yaml.Node | None]:
+    """Parse a YAML file into data and its node tree (which knows the line of every key).
+
+    Raises:
+        BvrError: the file is missing (named as ``what``) or not valid YAML (with the line).
+    """
     if not path.is_file():
-        raise BvrError("config file not found", where=path)
+        raise BvrError(f"{what} not found", where=path)
     text = path.read_text(encoding="utf-8")
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        return yaml.safe_load(text), yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else path
         raise BvrError(f"not valid YAML ({getattr(err, 'problem', err)})", where=where) from None
+
+
+def read_yaml(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """Read a YAML mapping and the ``file:line`` of each of its keys."""
+    data, node = parse_yaml(path)
     if data is None:
         return {}, {}
     if not isinstance(data, dict):
@@ -429,14 +439,14 @@ def load_config(
         nested, key = parse_override(text)
         layers.append((nested, {key: f"--set {text}"}))
     for data, where in layers:
-        _merge(merged, data, origins, where)
+        merge_layer(merged, data, origins, where)
     try:
-        return _build(Config, merged, "")
+        return build_dataclass(Config, merged, "")
     except BvrError as err:
-        raise _locate(err, origins) from None
+        raise locate_error(err, origins) from None
 
 
-def _locate(err: BvrError, origins: dict[str, str]) -> BvrError:
+def locate_error(err: BvrError, origins: dict[str, str]) -> BvrError:
     """Prefix the error's key with the file and line (or --set) that set it."""
     key = err.where or ""
     base = key.split("[")[0]

@@ -21,6 +21,7 @@ from typing import Any, NoReturn
 import pandas as pd
 import yaml
 
+from bvr.config import parse_yaml
 from bvr.errors import BvrError
 
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "reports" / "published.yaml"
@@ -118,16 +119,7 @@ def _published_value(df: pd.DataFrame, ablation: str, arm: str, task: str, metri
 
 def _read(path: Path) -> tuple[Any, _Source]:
     """Parse the file, keeping its node tree for line numbers."""
-    if not path.is_file():
-        raise BvrError("published-results file not found", where=path)
-    text = path.read_text(encoding="utf-8")
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else path
-        raise BvrError(f"not valid YAML ({getattr(err, 'problem', err)})", where=where) from None
+    data, root = parse_yaml(path, "published-results file")
     if root is None:
         raise BvrError("the file is empty; expected a 'tables' list", where=path)
     _refuse_repeated_keys(root, path)

@@ -41,7 +41,7 @@ from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
 from bvr.cache import build_once, cache_dir, is_done
-from bvr.config import _build, _locate, _merge, parse_override, read_yaml
+from bvr.config import build_dataclass, locate_error, merge_layer, parse_override, read_yaml
 from bvr.errors import BvrError
 from bvr.model import Encoder
 from bvr.model.encoder import init_weights
@@ -172,9 +172,9 @@ def _block(data: Any, prefix: str, lines: dict[str, str]) -> Layer:
     """A block of settings (``defaults`` or ``tasks.rte``), checked key by key against :class:`FinetuneConfig`."""
     block = _mapping(data, prefix, lines)
     try:
-        _build(FinetuneConfig, block, f"{prefix}.")
+        build_dataclass(FinetuneConfig, block, f"{prefix}.")
     except BvrError as err:
-        raise _locate(err, lines) from None
+        raise locate_error(err, lines) from None
     return block, {key: lines.get(f"{prefix}.{key}", prefix) for key in block}
 
 
@@ -238,11 +238,11 @@ def load_finetune_config(
     merged: dict[str, Any] = dataclasses.asdict(spec.finetune)
     origins: dict[str, str] = {}
     for data, where in layers:
-        _merge(merged, data, origins, where)
+        merge_layer(merged, data, origins, where)
     try:
-        return _build(FinetuneConfig, merged, "")
+        return build_dataclass(FinetuneConfig, merged, "")
     except BvrError as err:
-        raise _locate(err, origins) from None
+        raise locate_error(err, origins) from None
 
 
 # ---------------------------------------------------------------------------------------------------------------
