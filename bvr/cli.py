@@ -73,9 +73,15 @@ def _load(config: Path | None, preset: str | None, overrides: list[str] | None, 
 
 @app.callback()
 def _main(
-    debug: Annotated[bool, typer.Option("--debug", help="Show the full traceback of an error.")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show the full traceback of an error and Lightning's "
+                                        "informational messages.")] = False,
 ) -> None:
     _state["debug"] = debug
+    if not debug:
+        import logging
+
+        # Lightning's per-run notices ("GPU available", tips) repeat for every seed; warnings still show.
+        logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
 
 
 # ---------------------------------------------------------------------------------------------------------------
