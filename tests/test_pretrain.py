@@ -233,3 +233,22 @@ def test_a_hugging_face_folder_is_a_starting_point(family, tmp_path):
 
 
 WORDS_FOR_HF = "the a river city music player team season album film school church war army king".split()
+
+
+def test_cli_fill_mask_and_export(trained, tmp_path):
+    from typer.testing import CliRunner
+
+    from bvr.cli import app
+
+    _, result = trained
+    runner = CliRunner()
+    shown = runner.invoke(app, ["fill-mask", str(result.run_dir), "the [MASK] city", "-k", "2"])
+    assert shown.exit_code == 0, shown.output
+    assert shown.output.startswith("mask 1: ") and shown.output.count("(0.") == 2
+    out = tmp_path / "exported"
+    exported = runner.invoke(app, ["export", str(result.run_dir), str(out)])
+    assert exported.exit_code == 0, exported.output
+    assert {"config.json", "model.safetensors", "tokenizer.json", "bvr.yaml"} <= {p.name for p in out.iterdir()}
+    again = load_pretrained(out)
+    for key, value in load_pretrained(result.run_dir).model.state_dict().items():
+        torch.testing.assert_close(again.model.state_dict()[key], value, msg=key)
