@@ -252,3 +252,12 @@ def test_cli_fill_mask_and_export(trained, tmp_path):
     again = load_pretrained(out)
     for key, value in load_pretrained(result.run_dir).model.state_dict().items():
         torch.testing.assert_close(again.model.state_dict()[key], value, msg=key)
+
+
+def test_a_token_budget_stops_the_run_early(data_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = pretrain(config(data_dir, tmp_path / "out", "training.max_steps=50", "training.max_tokens=1500",
+                             "data.input_format=full-sentences", "data.nsp=false"), progress=False)
+    # Full-sentence batches of 8 hold about 8 x 60 tokens, so 1,500 tokens take 4 steps, far short of 50.
+    assert 1500 <= result.metrics["tokens_seen"] < 1500 + 8 * 64
+    assert result.metrics["steps"] < 10
