@@ -52,7 +52,7 @@ MODEL_COLUMNS: dict[str, tuple[str, ...]] = {
 """Feature columns each kind's batches carry (the attention mask is rebuilt from the lengths)."""
 
 
-@dataclass(frozen=True)
+@dataclass
 class DataSettings:
     """What shapes the data: lengths, caps and the fallback split. Part of every result's cache key."""
 

@@ -76,8 +76,9 @@ def _check(ok: bool, key: str, message: str) -> None:
 
 
 @dataclass
-class FinetuneConfig:
-    """Resolved fine-tuning hyperparameters of one task (see the module docstring for the layers)."""
+class FinetuneConfig(DataSettings):
+    """Resolved fine-tuning hyperparameters of one task (see the module docstring for the layers); the data
+    settings (lengths, caps, the fallback article split) are inherited from :class:`DataSettings`."""
 
     learning_rate: float = 2e-5
     """Peak AdamW learning rate."""
@@ -89,20 +90,6 @@ class FinetuneConfig:
     """Share of the optimiser steps spent warming the learning rate up from 0; then it decays linearly to 0."""
     weight_decay: float = 0.01
     """AdamW weight decay (not on biases and LayerNorm weights)."""
-    max_length: int = 128
-    """Tokens per input (per window for span tasks), special tokens included."""
-    stride: int = 128
-    """Span tasks: tokens shared by consecutive windows over a long context."""
-    max_train_examples: int | None = None
-    """Train on a random subset of this many examples (None: all); the subset is the same for every seed."""
-    max_eval_examples: int | None = None
-    """Evaluate on a random subset of this many examples per evaluation split (None: all)."""
-    subset_seed: int = 0
-    """Seed of the two subsets above."""
-    article_split_fraction: float = 0.2
-    """Span tasks without a training file: share of the dev file's articles kept for evaluation."""
-    article_split_seed: int = 0
-    """Span tasks without a training file: seed of the article split."""
     max_steps: int | None = None
     """Stop after this many optimiser steps, if that comes before the last epoch ends (the schedule fits it)."""
     eval_batch_size: int = 64
@@ -139,7 +126,7 @@ class FinetuneConfig:
 
     def data_settings(self) -> DataSettings:
         names = {f.name for f in dataclasses.fields(DataSettings)}
-        return DataSettings(**{name: getattr(self, name) for name in names})
+        return DataSettings(**{name: getattr(self, name) for name in names})  # just the data part
 
     def optim_settings(self) -> OptimSettings:
         return OptimSettings(self.learning_rate, self.weight_decay, self.warmup_fraction,
