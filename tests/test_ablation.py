@@ -1,0 +1,201 @@
+"""Ablation declarations: every shipped experiment resolves and is fair; broken files are refused with file:line."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from bvr.ablation import (
+    CONTROL_ARM,
+    arm_differences,
+    check_arms,
+    equal_passes,
+    flatten,
+    list_experiments,
+    load_ablation,
+    sequences_seen,
+    tokens_per_step,
+)
+from bvr.config import PRESETS_DIR
+from bvr.errors import BvrError
+
+PRESETS = sorted(p.stem for p in PRESETS_DIR.glob("*.yaml"))
+SHIPPED = ("masking", "nsp", "batch-size", "vocab", "bert-vs-roberta")
+
+
+def write(tmp_path: Path, text: str, name: str = "exp.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def error_of(*args, **kwargs) -> str:
+    with pytest.raises(BvrError) as info:
+        load_ablation(*args, **kwargs)
+    return str(info.value)
+
+
+def test_all_experiments_are_shipped():
+    assert set(SHIPPED) <= set(list_experiments())
+    assert "finetune" not in list_experiments()
+
+
+@pytest.mark.parametrize("preset", [None, *PRESETS])
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_experiments_load_and_are_fair(name, preset):
+    ablation = load_ablation(name, preset=preset)
+    check_arms(ablation)
+    assert ablation.control and ablation.arm_names[-1] == CONTROL_ARM
+    assert ablation.finetune_seeds == 5 and ablation.pretrain_seeds == [0]
+    assert {"sst2", "squad", "conll2003"} <= set(ablation.finetune_tasks)
+    for arm, cfg in ablation.arms.items():
+        assert cfg.name == arm
+    # Arms differ exactly in declared keys: every difference is declared by one of the pair.
+    for (a, b), keys in arm_differences(ablation).items():
+        assert keys, f"arms {a} and {b} are identical"
+        assert keys <= ablation.declared[a] | ablation.declared[b]
+    if name in ("batch-size", "bert-vs-roberta"):
+        equal_passes(ablation)
+    control = ablation.control_config()
+    first = next(iter(ablation.arms.values()))
+    assert control.name == CONTROL_ARM and control.model == first.model
+
+
+def test_masking_tiny_repeats_static_masks():
+    ablation = load_ablation("masking", preset="tiny")
+    static = ablation.arms["static"]
+    assert static.masking.mode == "static" and ablation.arms["dynamic"].masking.mode == "dynamic"
+    assert static.corpus.max_documents is not None
+    assert static.masking.dupe_factor == 10
+    assert ablation.published == {"ablation": "masking"}
+
+
+def test_batch_size_follows_table3():
+    base = load_ablation("batch-size", preset="base").arms
+    assert {a: (c.training.batch_size, c.training.lr) for a, c in base.items()} == {
+        "256": (256, 1e-4), "2k": (2048, 7e-4), "8k": (8192, 1e-3)}
+    tiny = load_ablation("batch-size", preset="tiny").arms
+    assert [c.training.batch_size for c in tiny.values()] == [32, 256, 1024]
+    assert {sequences_seen(c) for c in tiny.values()} == {32 * 1024}
+    assert tokens_per_step(tiny["2k"]) == 256 * 128
+
+
+def test_equal_passes_refuses_unequal(tmp_path):
+    ablation = load_ablation("batch-size", preset="tiny")
+    cfg = ablation.arms["8k"]
+    ablation.arms["8k"] = dataclasses.replace(cfg, training=dataclasses.replace(cfg.training, max_steps=64))
+    with pytest.raises(BvrError, match="8k: 1024 x 64"):
+        equal_passes(ablation)
+
+
+def test_nsp_sentence_pair_declares_larger_batch():
+    ablation = load_ablation("nsp", preset="tiny")
+    assert "training.batch_size" in ablation.declared["sentence-pair"]
+    assert ablation.arms["sentence-pair"].training.batch_size == 2 * ablation.arms["segment-pair"].training.batch_size
+
+
+def test_bert_vs_roberta_recipes():
+    arms = load_ablation("bert-vs-roberta", preset="tiny").arms
+    assert arms["bert"].training.adam_betas == [0.9, 0.999] and arms["roberta"].training.adam_betas == [0.9, 0.98]
+    assert arms["bert"].masking.mode == "static" and arms["roberta"].masking.mode == "dynamic"
+    assert arms["bert"].data.nsp and not arms["roberta"].data.nsp
+    assert arms["roberta"].tokenizer.resolved_vocab_size == 50_000
+
+
+GOOD = """\
+description: test
+base:
+  masking: {dupe_factor: 5}
+arms:
+  a:
+    masking: {mode: static}
+  b:
+    masking: {mode: dynamic}
+control: true
+"""
+
+
+def test_minimal_file_and_defaults(tmp_path):
+    ablation = load_ablation(write(tmp_path, GOOD), preset="tiny")
+    assert ablation.name == "exp" and list(ablation.arms) == ["a", "b"]
+    assert ablation.finetune_tasks == ["sst2", "mrpc", "stsb", "rte", "cola", "conll2003", "squad"]
+    assert ablation.optional_tasks == ["mnli", "qnli"]
+    assert ablation.arms["a"].masking.dupe_factor == 5 and ablation.arms["a"].model.num_layers == 4
+
+
+def test_set_overrides_apply_to_all_arms(tmp_path):
+    ablation = load_ablation(write(tmp_path, GOOD), preset="tiny", overrides=["training.max_steps=7"])
+    assert {c.training.max_steps for c in ablation.arms.values()} == {7}
+
+
+def test_set_of_a_declared_key_is_refused(tmp_path):
+    message = error_of(write(tmp_path, GOOD), overrides=["masking.mode=static"])
+    assert "--set masking.mode" in message
+
+
+def test_bad_set_value_names_the_set(tmp_path):
+    message = error_of(write(tmp_path, GOOD), overrides=["training.max_steps=0"])
+    assert "--set training.max_steps" in message
+
+
+def test_arms_differing_in_undeclared_key_are_refused(tmp_path):
+    ablation = load_ablation(write(tmp_path, GOOD))
+    cfg = ablation.arms["b"]
+    ablation.arms["b"] = dataclasses.replace(cfg, training=dataclasses.replace(cfg.training, lr=1e-3))
+    with pytest.raises(BvrError, match=r"arms 'a' and 'b' differ in undeclared keys: training\.lr"):
+        check_arms(ablation)
+
+
+def test_declared_but_unchanged_key_is_fine(tmp_path):
+    text = GOOD.replace("masking: {mode: dynamic}", "masking: {mode: dynamic}\n    training: {lr: 5.0e-4}")
+    ablation = load_ablation(write(tmp_path, text), preset="tiny")
+    assert "training.lr" in ablation.declared["b"]
+    assert "training.lr" not in arm_differences(ablation)[("a", "b")]
+
+
+def test_arm_preset_block_with_undeclared_key_is_refused(tmp_path):
+    text = GOOD.replace("masking: {mode: dynamic}", "masking: {mode: dynamic}\n    presets:\n"
+                        "      tiny: {training: {lr: 1.0e-3}}")
+    message = error_of(write(tmp_path, text), preset="small")
+    assert "exp.yaml:10: arms.b.presets.tiny.training.lr" in message and "training.lr" in message and "'b'" in message
+
+
+def test_unknown_top_level_key_names_file_line(tmp_path):
+    message = error_of(write(tmp_path, GOOD + "seedz: [0]\n"))
+    assert "exp.yaml:10: seedz: unknown key" in message
+
+
+def test_bad_value_inside_arm_names_file_line_and_key(tmp_path):
+    text = GOOD.replace("masking: {mode: dynamic}", "masking: {mode: dynamc}")
+    message = error_of(write(tmp_path, text), preset="tiny")
+    assert "exp.yaml:8: masking.mode" in message and "dynamc" in message and "arm 'b'" in message
+    text = GOOD.replace("masking: {mode: dynamic}", "training: {batch_sise: 8}")
+    message = error_of(write(tmp_path, text))
+    assert "exp.yaml:8: training.batch_sise" in message and "unknown key" in message
+
+
+def test_bad_value_in_base_names_file_line(tmp_path):
+    message = error_of(write(tmp_path, GOOD.replace("dupe_factor: 5", "dupe_factor: 0")))
+    assert "exp.yaml:3: masking.dupe_factor" in message
+
+
+@pytest.mark.parametrize(("text", "fragment"), [
+    ("description: x\narms:\n  a: {masking: {mode: static}}\n", "at least two arms"),
+    (GOOD.replace("  a:\n", "  no-pretraining:\n"), "cannot name an arm"),
+    (GOOD + "finetune: {tasks: [sst3]}\n", "exp.yaml:10: finetune.tasks: unknown task"),
+    (GOOD + "presets: {huge: {}}\n", "exp.yaml:10: presets.huge: unknown preset"),
+    (GOOD.replace("masking: {mode: static}", "name: x"), "exp.yaml:6: arms.a.name"),
+    (GOOD + "pretrain_seeds: 0\n", "exp.yaml:10: pretrain_seeds"),
+])
+def test_malformed_files_are_refused(tmp_path, text, fragment):
+    assert fragment in error_of(write(tmp_path, text))
+
+
+def test_unknown_experiment_lists_known():
+    assert "known experiments: " in error_of("no-such-ablation")
+
+
+def test_flatten():
+    assert flatten({"a": {"b": 1, "c": [1, 2]}, "d": None}) == {"a.b": 1, "a.c": [1, 2], "d": None}
