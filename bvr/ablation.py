@@ -35,7 +35,6 @@ batch-size ablation whose arms do not see the same number of sequences.
 
 from __future__ import annotations
 
-import copy
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,8 +44,7 @@ from bvr.config import (
     PRESETS_DIR,
     Config,
     build_dataclass,
-    locate_error,
-    merge_layer,
+    build_layered,
     parse_override,
     preset_path,
     read_yaml,
@@ -312,19 +310,12 @@ def _resolve(
     overrides: list[tuple[dict[str, Any], str]],
 ) -> Config:
     """Merge the layers and overrides of one arm into a Config named after the arm."""
-    merged: dict[str, Any] = {}
-    origins: dict[str, str] = {}
-    # Layers are shared between arms: merge copies, since merge_layer keeps (and later mutates) nested dicts.
-    for data, where in layers:
-        merge_layer(merged, copy.deepcopy(data), origins, where)
-    for nested, key in overrides:
-        merge_layer(merged, copy.deepcopy(nested), origins, {key: f"--set {key}"})
-    merged["name"] = arm
+    named: list[tuple[dict[str, Any], dict[str, str]]] = [
+        *layers, *(({**nested}, {key: f"--set {key}"}) for nested, key in overrides), ({"name": arm}, {})]
     try:
-        return build_dataclass(Config, merged, "")
+        return build_layered(Config, named)
     except BvrError as err:
-        located = locate_error(err, origins)
-        raise BvrError(located.message, where=f"{located.where} (arm '{arm}')", hint=located.hint) from None
+        raise BvrError(err.message, where=f"{err.where} (arm '{arm}')", hint=err.hint) from None
 
 
 def _finetune(raw: Any, lines: dict[str, str]) -> tuple[list[str], list[str], int]:

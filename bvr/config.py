@@ -14,6 +14,7 @@ gave it). The resolved configuration is written next to every output (:func:`dum
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import hashlib
@@ -426,9 +427,7 @@ def load_config(
     Raises:
         BvrError: naming the key and the file and line (or the ``--set``) of any bad value.
     """
-    merged: dict[str, Any] = {}
-    origins: dict[str, str] = {}
-    layers: list[tuple[dict[str, Any], dict[str, str]]] = []
+    layers: list[Layer] = []
     if preset:
         layers.append(read_yaml(preset_path(preset)))
     if config_file:
@@ -438,10 +437,24 @@ def load_config(
     for text in overrides or []:
         nested, key = parse_override(text)
         layers.append((nested, {key: f"--set {text}"}))
+    return build_layered(Config, layers)
+
+
+Layer = tuple[dict[str, Any], dict[str, str]]
+"""A config layer: nested values and the ``file:line`` (or ``--set``) of each dotted key."""
+
+
+def build_layered(cls: type, layers: list[Layer], base: dict[str, Any] | None = None) -> Any:
+    """Merge ``layers`` in order over ``base`` and build ``cls``; an error names the layer that set the bad key.
+
+    Layers are merged as copies, so one layer may be shared by several builds (the arms of an ablation).
+    """
+    merged: dict[str, Any] = copy.deepcopy(base) if base else {}
+    origins: dict[str, str] = {}
     for data, where in layers:
-        merge_layer(merged, data, origins, where)
+        merge_layer(merged, copy.deepcopy(data), origins, where)
     try:
-        return build_dataclass(Config, merged, "")
+        return build_dataclass(cls, merged, "")
     except BvrError as err:
         raise locate_error(err, origins) from None
 

@@ -41,7 +41,7 @@ from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
 from bvr.cache import build_once, cache_dir, is_done
-from bvr.config import build_dataclass, locate_error, merge_layer, parse_override, read_yaml
+from bvr.config import build_dataclass, build_layered, locate_error, parse_override, read_yaml
 from bvr.errors import BvrError
 from bvr.model import Encoder
 from bvr.model.encoder import init_weights
@@ -222,14 +222,7 @@ def load_finetune_config(
     for text in overrides or []:
         nested, key = parse_override(text)
         layers.append((nested, {key: f"--set {text}"}))
-    merged: dict[str, Any] = dataclasses.asdict(spec.finetune)
-    origins: dict[str, str] = {}
-    for data, where in layers:
-        merge_layer(merged, data, origins, where)
-    try:
-        return build_dataclass(FinetuneConfig, merged, "")
-    except BvrError as err:
-        raise locate_error(err, origins) from None
+    return build_layered(FinetuneConfig, layers, base=dataclasses.asdict(spec.finetune))
 
 
 # ---------------------------------------------------------------------------------------------------------------
