@@ -13,7 +13,13 @@ shared base (STYLE.md item 4)::
       dynamic: {masking: {mode: dynamic}}
     control: true                       # add a 'no-pretraining' arm: same encoder, random init, same fine-tuning
     pretrain_seeds: [0]
-    finetune: {tasks: [sst2, mrpc], seeds: 5, optional: [mnli, qnli]}
+    finetune:
+      tasks: [sst2, mrpc]
+      seeds: 5
+      optional: [mnli, qnli]            # fine-tuned too where their files exist
+      hparams: {}                       # fine-tuning hyperparameters for every arm (over experiments/finetune.yaml)
+      presets:                          # per-preset tasks, seeds and hparams (a smaller suite for tiny)
+        tiny: {tasks: [sst2], seeds: 3, hparams: {max_train_examples: 1000}}
 
 An arm may carry its own ``presets: {NAME: {...}}`` block to scale its values to a preset (the batch-size
 ablation does); such a block may only touch keys the arm already declares in its main diff.
@@ -72,7 +78,7 @@ DEFAULT_FINETUNE_SEEDS = 5
 TOP_KEYS = ("description", "published", "base", "presets", "arms", "control", "pretrain_seeds", "finetune")
 """Keys allowed at the top of an experiment file."""
 
-FINETUNE_KEYS = ("tasks", "seeds", "optional")
+FINETUNE_KEYS = ("tasks", "seeds", "optional", "hparams", "presets")
 """Keys allowed under ``finetune``."""
 
 _ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
@@ -95,6 +101,10 @@ class Ablation:
         preset: the preset it was expanded for (None: dataclass defaults).
         published: the published table it compares with (``{'ablation': NAME}``), or None.
         optional_tasks: tasks fine-tuned too when their data files exist.
+        finetune_hparams: fine-tuning hyperparameters shared by every arm (``KEY: VALUE`` over
+            ``experiments/finetune.yaml`` and its preset).
+        control_base: the control's config: the shared layers (preset, base, the base's preset block, ``--set``)
+            without any arm's diff.
     """
 
     name: str
@@ -109,6 +119,8 @@ class Ablation:
     preset: str | None = None
     published: dict[str, Any] | None = None
     optional_tasks: list[str] = field(default_factory=list)
+    finetune_hparams: dict[str, Any] = field(default_factory=dict)
+    control_base: Config | None = None
 
     @property
     def arm_names(self) -> list[str]:
@@ -121,15 +133,28 @@ class Ablation:
         return set().union(*self.declared.values()) if self.declared else set()
 
     def control_config(self) -> Config | None:
-        """The control's config: the first arm's, renamed; it is never pretrained, only initialised at random.
+        """The control's config: the shared base with no arm's diff; it is never pretrained, only initialised.
 
-        Where arms differ in encoder shape or tokenizer (vocab, bert-vs-roberta), the control takes the first
-        arm's.
+        The control depends on nothing an arm declares, so changing one arm leaves the control's runs in place.
+        Where arms differ in encoder shape or tokenizer (vocab, bert-vs-roberta), the control has the base's.
         """
         if not self.control:
             return None
+        if self.control_base is not None:
+            return self.control_base
         first = next(iter(self.arms.values()))
         return build_dataclass(Config, {**first.to_dict(), "name": CONTROL_ARM}, "")
+
+    def finetune_overrides(self) -> list[str]:
+        """:attr:`finetune_hparams` as ``KEY=VALUE`` strings for :func:`bvr.tasks.run.finetune`."""
+        return [f"{key}={_yaml_scalar(value)}" for key, value in self.finetune_hparams.items()]
+
+
+def _yaml_scalar(value: Any) -> str:
+    """A value written so that ``parse_override`` reads it back as it was (``null``, ``1.0e-4``, ``true``)."""
+    import yaml
+
+    return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -237,7 +262,7 @@ def load_ablation(
             or len(set(pretrain_seeds)) != len(pretrain_seeds)):
         raise BvrError(f"expected a non-empty list of distinct integers, got {pretrain_seeds!r}",
                        where=_at(lines, "pretrain_seeds"))
-    tasks, optional, seeds = _finetune(data.get("finetune"), lines)
+    tasks, optional, seeds, hparams = _finetune(data.get("finetune"), lines, preset)
 
     base = _mapping(data.get("base"), "base", lines, "config sections")
     _check_config_sections(base, "base", lines)
@@ -294,7 +319,8 @@ def load_ablation(
     ablation = Ablation(
         name=path.stem, description=description.strip(), arms=arms, control=control,
         pretrain_seeds=list(pretrain_seeds), finetune_tasks=tasks, finetune_seeds=seeds, declared=declared,
-        source=path, preset=preset, published=published, optional_tasks=optional,
+        source=path, preset=preset, published=published, optional_tasks=optional, finetune_hparams=hparams,
+        control_base=_resolve(CONTROL_ARM, shared, override_layers) if control else None,
     )
     for _nested, text in override_layers:
         if text in ablation.declared_keys or any(k.startswith(f"{text}.") for k in ablation.declared_keys):
@@ -318,35 +344,72 @@ def _resolve(
         raise BvrError(err.message, where=f"{err.where} (arm '{arm}')", hint=err.hint) from None
 
 
-def _finetune(raw: Any, lines: dict[str, str]) -> tuple[list[str], list[str], int]:
-    """Parse the ``finetune`` block into (tasks, optional tasks, seeds)."""
-    from bvr.tasks.registry import get_task  # a light import; kept local so this module loads without it
-
+def _finetune(
+    raw: Any, lines: dict[str, str], preset: str | None
+) -> tuple[list[str], list[str], int, dict[str, Any]]:
+    """Parse the ``finetune`` block into (tasks, optional tasks, seeds, hparams), its ``presets: PRESET`` over it."""
     block = _mapping(raw, "finetune", lines, "fine-tuning settings")
-    for key in block:
-        if key not in FINETUNE_KEYS:
-            raise BvrError("unknown key", where=_at(lines, f"finetune.{key}"),
-                           hint=f"known keys: {', '.join(FINETUNE_KEYS)}")
+    _known_keys(block, "finetune", lines, FINETUNE_KEYS)
+    presets = _mapping(block.get("presets"), "finetune.presets", lines, "preset names")
+    for name, sub in presets.items():
+        where = f"finetune.presets.{name}"
+        if not (PRESETS_DIR / f"{name}.yaml").is_file():
+            raise BvrError(f"unknown preset '{name}'", where=_at(lines, where))
+        _known_keys(_mapping(sub, where, lines, "fine-tuning settings"), where, lines,
+                    tuple(k for k in FINETUNE_KEYS if k != "presets"))
+    # Each key is read from the preset block when it sets it, else from the main block; hparams merge.
+    chosen = presets.get(preset) or {} if preset else {}
+    prefix = {key: f"finetune.presets.{preset}" if key in chosen else "finetune" for key in FINETUNE_KEYS}
     out: list[list[str]] = []
     for key, default in (("tasks", DEFAULT_FINETUNE_TASKS), ("optional", DEFAULT_OPTIONAL_TASKS)):
-        names = block.get(key, list(default))
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise BvrError(f"expected a list of task names, got {names!r}", where=_at(lines, f"finetune.{key}"))
-        resolved = []
-        for name in names:
-            try:
-                resolved.append(get_task(name).name)
-            except BvrError as err:
-                raise BvrError(err.message, where=_at(lines, f"finetune.{key}"), hint=err.hint) from None
-        out.append(resolved)
+        names = chosen.get(key, block.get(key, list(default)))
+        out.append(_task_names(names, f"{prefix[key]}.{key}", lines))
     tasks, optional = out
     if not tasks:
-        raise BvrError("no fine-tuning tasks", where=_at(lines, "finetune.tasks"))
+        raise BvrError("no fine-tuning tasks", where=_at(lines, f"{prefix['tasks']}.tasks"))
     optional = [t for t in optional if t not in tasks]
-    seeds = block.get("seeds", DEFAULT_FINETUNE_SEEDS)
+    seeds = chosen.get("seeds", block.get("seeds", DEFAULT_FINETUNE_SEEDS))
     if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1:
-        raise BvrError(f"expected a positive integer, got {seeds!r}", where=_at(lines, "finetune.seeds"))
-    return tasks, optional, seeds
+        raise BvrError(f"expected a positive integer, got {seeds!r}", where=_at(lines, f"{prefix['seeds']}.seeds"))
+    hparams = {**_mapping(block.get("hparams"), "finetune.hparams", lines, "hyperparameters"),
+               **_mapping(chosen.get("hparams"), f"finetune.presets.{preset}.hparams", lines, "hyperparameters")}
+    _check_hparams(hparams, lines, preset)
+    return tasks, optional, seeds, hparams
+
+
+def _known_keys(block: dict[str, Any], prefix: str, lines: dict[str, str], known: tuple[str, ...]) -> None:
+    for key in block:
+        if key not in known:
+            raise BvrError("unknown key", where=_at(lines, f"{prefix}.{key}"), hint=f"known keys: {', '.join(known)}")
+
+
+def _task_names(names: Any, key: str, lines: dict[str, str]) -> list[str]:
+    from bvr.tasks.registry import get_task  # a light import; kept local so this module loads without it
+
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise BvrError(f"expected a list of task names, got {names!r}", where=_at(lines, key))
+    resolved = []
+    for name in names:
+        try:
+            resolved.append(get_task(name).name)
+        except BvrError as err:
+            raise BvrError(err.message, where=_at(lines, key), hint=err.hint) from None
+    return resolved
+
+
+def _check_hparams(hparams: dict[str, Any], lines: dict[str, str], preset: str | None) -> None:
+    """Refuse a fine-tuning hyperparameter :class:`~bvr.tasks.run.FinetuneConfig` does not have."""
+    from dataclasses import fields
+
+    from bvr.tasks.run import FinetuneConfig
+
+    known = {f.name for f in fields(FinetuneConfig)}
+    for key in hparams:
+        if key not in known:
+            where = f"finetune.presets.{preset}.hparams.{key}"
+            where = where if where in lines else f"finetune.hparams.{key}"
+            raise BvrError("unknown fine-tuning hyperparameter", where=_at(lines, where),
+                           hint=f"known: {', '.join(sorted(known))}")
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,8 @@ def build_once(target: Path, build: Callable[[Path], None], config: dict[str, An
     target = Path(target)
     if is_done(target):
         return target, False
+    if global_rank() != 0:  # under torchrun or SLURM, rank zero builds; the others wait for its DONE marker
+        return _wait_for(target), False
     target.parent.mkdir(parents=True, exist_ok=True)
     for stale in target.parent.glob(f"{target.name}.tmp-*"):
         shutil.rmtree(stale, ignore_errors=True)
@@ -46,3 +49,21 @@ def build_once(target: Path, build: Callable[[Path], None], config: dict[str, An
         shutil.rmtree(target)
     tmp.rename(target)
     return target, True
+
+
+def global_rank() -> int:
+    """This process's global rank as torchrun (``RANK``) or SLURM (``SLURM_PROCID``) set it; 0 when alone."""
+    for key in ("RANK", "SLURM_PROCID"):
+        if os.environ.get(key, "").isdigit():
+            return int(os.environ[key])
+    return 0
+
+
+def _wait_for(target: Path, timeout: float = 6 * 3600.0, poll: float = 2.0) -> Path:
+    """Wait until rank zero has finished ``target`` (stages are built once, on a shared file system)."""
+    deadline = time.monotonic() + timeout
+    while not is_done(target):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"rank {global_rank()} waited {timeout:.0f} s for rank 0 to build {target}")
+        time.sleep(poll)
+    return target

@@ -49,7 +49,9 @@ def test_shipped_experiments_load_and_are_fair(name, preset):
     check_arms(ablation)
     assert ablation.control and ablation.arm_names[-1] == CONTROL_ARM
     assert ablation.finetune_seeds == 5 and ablation.pretrain_seeds == [0]
-    assert {"sst2", "squad", "conll2003"} <= set(ablation.finetune_tasks)
+    assert {"sst2", "conll2003"} <= set(ablation.finetune_tasks)
+    if preset != "tiny":  # tiny may trim the suite to what fits on a CPU; the full suite has SQuAD too
+        assert "squad" in ablation.finetune_tasks
     for arm, cfg in ablation.arms.items():
         assert cfg.name == arm
     # Arms differ exactly in declared keys: every difference is declared by one of the pair.

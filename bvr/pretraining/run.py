@@ -24,7 +24,7 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar, TQDMProgressBar
 
-from bvr.cache import DONE, cache_dir, is_done
+from bvr.cache import DONE, build_once, cache_dir, is_done
 from bvr.config import Config, dump_config
 from bvr.errors import BvrError
 from bvr.model import EncoderConfig, PretrainingModel, count_parameters
@@ -32,7 +32,7 @@ from bvr.model.hf import export_hf
 from bvr.pretraining.data import PretrainingDataModule
 from bvr.pretraining.masking import mask_exposure
 from bvr.pretraining.module import PretrainingModule
-from bvr.pretraining.prepare import Prepared, load_instances, prepare
+from bvr.pretraining.prepare import Prepared, load_instances, prepare, prepare_corpus, prepare_tokenizer
 from bvr.tokenization import load_tokenizer, vocab_info
 from bvr.tracking import git_commit, log_artifact_dir, log_config, make_logger, run_name, run_tags
 
@@ -174,6 +174,35 @@ def pretrain(
     metrics.update(_exposure(cfg, trainer.global_step, datamodule.instances["train"].num_rows))
     _finish(cfg, run_dir, model, prepared, logger, metrics)
     return PretrainResult(run_dir, False, metrics)
+
+
+INIT_VERSION = 1
+
+
+def initialise(cfg: Config, *, progress: bool = True) -> PretrainResult:
+    """The no-pretraining control's starting point: the configured encoder, randomly initialised, never trained.
+
+    Written like a finished run (``model/`` with the tokenizer and ``bvr.yaml``) under
+    ``output_dir/runs/init-NAME-HASH``, so fine-tuning reads it as any checkpoint; with ``from_scratch`` it takes
+    only the shape and the tokenizer and draws new weights per seed. Only the corpus and tokenizer stages are
+    prepared. The weights depend on ``training.seed`` alone, so the folder's bytes (and the fine-tuning cache
+    keyed on them) are the same each time.
+    """
+    corpus_dir = prepare_corpus(cfg, progress=progress)
+    tokenizer_dir = prepare_tokenizer(cfg, corpus_dir, progress=progress)
+    parts = {"version": INIT_VERSION, "tokenizer": tokenizer_dir.name, "model": dataclasses.asdict(cfg.model),
+             "nsp": cfg.data.nsp, "seed": cfg.training.seed}
+    run_dir = cache_dir(Path(cfg.output_dir) / "runs", f"init-{cfg.name}", parts)
+
+    def build(tmp: Path) -> None:
+        tokenizer, family = load_tokenizer(tokenizer_dir)
+        model = build_model(cfg, vocab_info(tokenizer, family))
+        export_model(model, tokenizer_dir, cfg, tmp / "model")
+        params = {f"params_{k}": float(v) for k, v in count_parameters(model).items()}
+        (tmp / "metrics.json").write_text(json.dumps({**params, "steps": 0.0, "tokens_seen": 0.0}, indent=2))
+
+    run_dir, built = build_once(run_dir, build, parts)
+    return PretrainResult(run_dir, not built, json.loads((run_dir / "metrics.json").read_text()))
 
 
 def _exposure(cfg: Config, steps: int, sequences: int) -> dict[str, float]:

@@ -1,0 +1,185 @@
+"""``bvr pipeline NAME``: write the DVC pipeline (``dvc.yaml``) that runs an ablation stage by stage.
+
+The stages are :mod:`bvr.ablate`'s units, each a ``bvr ablate NAME --only UNIT`` call, so ``dvc repro`` and
+``bvr ablate`` share every cache and produce the same runs and report:
+
+- ``corpus``, ``tokenizer`` (``foreach`` family), ``data`` (``foreach`` arm): the prepared data;
+- ``pretrain`` (``foreach`` arm) and ``init`` (the no-pretraining control's random encoder);
+- ``finetune`` (``foreach`` arm x task, the control included);
+- ``report``: ``reports/NAME/``, whose ``metrics.json`` is a DVC metric and whose ``plots/`` CSVs are DVC plots.
+
+Each stage's ``params`` are the keys of the experiment files it reads, so DVC re-runs exactly what a change
+touches: an arm's block (``arms.ARM``) re-runs that arm's stages and the report; the preset and ``base`` re-run
+everything. Each stage writes its products under ``pipeline/NAME/`` for DVC to track (the exported model of each
+arm, the data statistics, per-task scores); the heavy caches stay in ``outputs/``.
+
+The file is generated rather than written by hand because the stage lists (arms, tasks, tokenizer families)
+come from the experiment file at a preset; regenerate it after adding an arm or a task. The data folder comes
+from ``params.yaml`` (``data_dir``; empty: the ``BVR_DATA_DIR`` environment variable).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bvr.ablate import Plan
+from bvr.config import PRESETS_DIR, read_yaml
+
+PARAMS_FILE = "params.yaml"
+FINETUNE_FILE = PRESETS_DIR.parent / "finetune.yaml"
+
+
+def _rel(path: Path, root: Path) -> str:
+    path = Path(path).resolve()
+    try:
+        return path.relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _has(data: dict[str, Any], dotted: str) -> bool:
+    node: Any = data
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def _params(file: Path, keys: list[str], root: Path) -> dict[str, list[str]] | None:
+    """``{file: [keys that exist]}``; None when no key exists (DVC refuses a missing key)."""
+    data, _ = read_yaml(file)
+    present = [k for k in keys if _has(data, k)]
+    return {_rel(file, root): present} if present else None
+
+
+def pipeline_spec(plan: Plan, root: Path = Path(".")) -> dict[str, Any]:
+    """The ``dvc.yaml`` content for ``plan`` (paths relative to the repository ``root``)."""
+    name, preset = plan.name, plan.preset
+    exp = plan.ablation.source
+    exp_rel = _rel(exp, root)
+    stage_dir = f"pipeline/{name}"
+    report_dir = f"reports/{name}"
+    bvr = f"bvr ablate {exp_rel if exp.parent.resolve() != PRESETS_DIR.parent.resolve() else name}"
+    if preset:
+        bvr += f" --preset {preset}"
+    bvr += f' --data-dir "${{data_dir}}" --stage-dir {stage_dir} --no-progress --only'
+
+    shared_keys = ["base", *([f"presets.{preset}"] if preset else [])]
+    shared: list[Any] = [{PARAMS_FILE: ["data_dir"]}]
+    if preset:
+        shared.append({_rel(PRESETS_DIR / f"{preset}.yaml", root): None})
+    shared.append(_params(exp, shared_keys, root))
+    shared = [p for p in shared if p]
+
+    pretrained = plan.pretrained
+    families = plan.families()
+    control = next((a for a in plan.arms if a.control), None)
+    stages: dict[str, Any] = {}
+    stages["corpus"] = {
+        "cmd": f"{bvr} corpus",
+        "params": shared,
+        "outs": [{f"{stage_dir}/corpus.json": {"cache": False}}],
+    }
+    stages["tokenizer"] = {
+        "foreach": families,
+        "do": {"cmd": f"{bvr} tokenizer:${{item}}", "params": _with_arms(shared, exp, plan, root),
+               "deps": [f"{stage_dir}/corpus.json"], "outs": [f"{stage_dir}/tokenizer-${{item}}"]},
+    }
+    stages["data"] = {
+        "foreach": {a.label: {"family": a.config.tokenizer.family, "arm": a.arm} for a in pretrained},
+        "do": {"cmd": f"{bvr} data:${{key}}", "params": _arm_param(shared, exp, "${item.arm}", root),
+               "deps": [f"{stage_dir}/tokenizer-${{item.family}}"],
+               "outs": [{f"{stage_dir}/data-${{key}}.json": {"cache": False}}]},
+    }
+    stages["pretrain"] = {
+        "foreach": {a.label: {"arm": a.arm} for a in pretrained},
+        "do": {"cmd": f"{bvr} pretrain:${{key}}", "params": _arm_param(shared, exp, "${item.arm}", root),
+               "deps": [f"{stage_dir}/data-${{key}}.json"],
+               "outs": [f"{stage_dir}/${{key}}/model"],
+               "metrics": [{f"{stage_dir}/${{key}}/pretrain.json": {"cache": False}}]},
+    }
+    if control is not None:
+        stages["init"] = {
+            "cmd": f"{bvr} pretrain:{control.label}",
+            "params": shared,
+            "deps": [f"{stage_dir}/tokenizer-{control.config.tokenizer.family}"],
+            "outs": [f"{stage_dir}/{control.label}/model"],
+            "metrics": [{f"{stage_dir}/{control.label}/pretrain.json": {"cache": False}}],
+        }
+    finetune_params = [p for p in (
+        _params(exp, ["finetune"], root),
+        {_rel(FINETUNE_FILE, root): None},
+        {PARAMS_FILE: ["data_dir"]},
+    ) if p]
+    stages["finetune"] = {
+        "foreach": {f"{a.label}-{t}": {"arm": a.label, "task": t} for a in plan.arms for t in plan.tasks},
+        "do": {"cmd": f"{bvr} finetune:${{item.arm}}:${{item.task}}", "params": finetune_params,
+               "deps": [f"{stage_dir}/${{item.arm}}/model"],
+               "outs": [{f"{stage_dir}/${{item.arm}}/finetune-${{item.task}}.json": {"cache": False}}]},
+    }
+    stages["report"] = {
+        "cmd": f"{bvr} report",
+        "deps": [
+            *(f"{stage_dir}/{a.label}/pretrain.json" for a in pretrained),
+            *(f"{stage_dir}/{a.label}/finetune-{t}.json" for a in plan.arms for t in plan.tasks),
+            *(["reports/published.yaml"] if (root / "reports" / "published.yaml").is_file() else []),
+        ],
+        "outs": [f"{report_dir}/report.md", f"{report_dir}/report.html", f"{report_dir}/figures"],
+        "metrics": [{f"{report_dir}/metrics.json": {"cache": False}}],
+        "plots": [{f"{report_dir}/plots": {"cache": False}}],
+    }
+    return {"vars": [PARAMS_FILE], "stages": stages}
+
+
+def _merged(params: list[dict[str, list[str] | None]]) -> list[dict[str, list[str] | None]]:
+    """One entry per file, keys joined in order (a file listed whole stays whole)."""
+    out: dict[str, list[str] | None] = {}
+    for entry in params:
+        for file, keys in entry.items():
+            if file in out and out[file] is not None and keys is not None:
+                out[file] = list(dict.fromkeys([*out[file], *keys]))
+            else:
+                out[file] = None if keys is None or file in out and out[file] is None else list(keys)
+    return [{file: keys} for file, keys in out.items()]
+
+
+def _arm_param(shared: list[Any], exp: Path, arm: str, root: Path) -> list[dict[str, list[str] | None]]:
+    return _merged([*shared, {_rel(exp, root): [f"arms.{arm}"]}])
+
+
+def _with_arms(shared: list[Any], exp: Path, plan: Plan, root: Path) -> list[Any]:
+    """Tokenizers depend on every arm that could set tokenizer keys (the vocab ablation's arms do)."""
+    arms = [f"arms.{a.arm}" for a in plan.pretrained if any(k.startswith(("tokenizer.", "corpus."))
+                                                             for k in plan.ablation.declared.get(a.arm, ()))]
+    extra = _params(exp, sorted(set(arms)), root) if arms else None
+    return _merged([*shared, *([extra] if extra else [])])
+
+
+class _NoAliases(yaml.SafeDumper):
+    """Writes repeated lists out in full: DVC files are read by people."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+HEADER = """\
+# DVC pipeline of the ablation '{name}' at preset '{preset}', stage by stage (see bvr/pipeline.py).
+# Generated from {source} by:
+#     bvr pipeline {name}{preset_opt} --output {output}
+# Re-run that after adding an arm or a task; tests/test_pipeline.py checks that this file matches it.
+# Run:  dvc repro                (the data folder: data_dir in params.yaml, or BVR_DATA_DIR when it is empty)
+#       dvc exp run -S '{source}:presets.{preset}.training.max_steps=300'    (vary a parameter)
+#       dvc metrics show; dvc plots show
+"""
+
+
+def render_pipeline(plan: Plan, root: Path = Path("."), output: str = "dvc.yaml") -> str:
+    """The text of ``dvc.yaml``: a header saying how it was made, then the stages."""
+    spec = pipeline_spec(plan, root)
+    header = HEADER.format(name=plan.name, preset=plan.preset or "default", source=_rel(plan.ablation.source, root),
+                           preset_opt=f" --preset {plan.preset}" if plan.preset else "", output=output)
+    return header + yaml.dump(spec, Dumper=_NoAliases, sort_keys=False, width=120, default_flow_style=False)
