@@ -46,7 +46,7 @@ def test_help_explains_every_command_and_option(path):
 def test_expected_commands_exist():
     names = {" ".join(p) for p in all_commands()}
     assert {"config show", "tokenizer train", "tokenizer stats", "data prepare", "data show", "pretrain", "finetune",
-            "fill-mask", "export"} <= names
+            "fill-mask", "export", "ablate", "report", "pipeline"} <= names
 
 
 def run_main(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:

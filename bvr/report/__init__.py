@@ -1,9 +1,16 @@
 """Reports: measured effects across fine-tuning seeds, set beside the published ones.
 
 - :mod:`bvr.report.stats`: summaries across seeds, paired differences between arms, verdicts in words;
-- :mod:`bvr.report.published`: the papers' numbers (``reports/published.yaml``) with their sources.
+- :mod:`bvr.report.published`: the papers' numbers (``reports/published.yaml``) with their sources;
+- :mod:`bvr.report.collect`: an ablation's runs read back from MLflow, guided by the runner's manifest;
+- :mod:`bvr.report.analysis`: summaries and paired comparisons in points, beside the paper;
+- :mod:`bvr.report.figures`: the figures (matplotlib, Agg canvas);
+- :mod:`bvr.report.document`: a report as blocks, written as Markdown and as a self-contained HTML page;
+- :mod:`bvr.report.sections`: the sections of a report and of the index, as blocks;
+- :mod:`bvr.report.render`: ``reports/NAME/`` and ``reports/index.*``, and the report logged to MLflow.
 
 This package reads results and never imports training code (``bvr.pretraining``, ``bvr.model``,
-``bvr.tasks.module`` or ``bvr.tasks.run``), so a report renders without torch. Nothing is
-imported here, so that ``import bvr.report.stats`` stays as light as numpy.
+``bvr.tasks.module`` or ``bvr.tasks.run``); :mod:`bvr.report.collect` reads MLflow through
+:mod:`bvr.tracking`, which loads Lightning's logger class and so torch. Nothing is imported here, so that
+``import bvr.report.stats`` stays as light as numpy.
 """

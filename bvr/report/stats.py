@@ -39,7 +39,8 @@ DEFAULT_BOOTSTRAPS = 10_000
 """Resamples per interval: the interval's ends move by well under 0.1 points between seeds at this count."""
 
 # Metric names as reports print them; any other name is printed as logged, with '_' read as a space.
-_DISPLAY_NAMES = {"f1": "F1", "mcc": "MCC", "exact_match": "exact match"}
+_DISPLAY_NAMES = {"f1": "F1", "mcc": "MCC", "exact_match": "exact match", "accuracy_f1": "accuracy/F1",
+                  "pearson_spearman": "Pearson/Spearman"}
 
 
 @dataclass(frozen=True)

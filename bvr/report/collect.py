@@ -1,0 +1,332 @@
+"""Read an ablation's runs back from MLflow, guided by the runner's manifest.
+
+The manifest (``outputs/ablations/NAME-HASH/manifest.json``) is the plan and the index: which arms, tasks and
+seeds there should be, and the MLflow run id of each unit of work. Every number a report prints comes from the
+run named by that id, read from the store with :func:`bvr.tracking.find_runs` (the layout of
+``mlflow.search_runs``: ``metrics.*``, ``params.*``, ``tags.*``) and, for curves, ``MlflowClient.get_metric_history``.
+
+Nothing here raises for an unfinished ablation. A unit whose status is not ``done``, a run id the store does not
+hold, a run that is not FINISHED, a run tagged for another arm, task or seed, or a score the manifest copied
+differently is written as one line in :attr:`Collected.missing`, and the unit is left out (a copied score that
+differs is only reported: the run's own value is used).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+
+from bvr.errors import BvrError
+from bvr.tasks.registry import TASKS
+from bvr.tracking import TAG_ARM, TAG_COLLAPSED, TAG_GIT_COMMIT, TAG_SEED, TAG_TASK, find_runs, tracking_uri
+
+MANIFEST_VERSION = 1
+"""The manifest layout this module reads."""
+
+HISTORY_KEYS = ("train/mlm_loss", "val/mlm_loss", "val/perplexity", "train/tokens_per_s", "train/tokens_seen")
+"""Metric histories read from every pretraining run, for the curves."""
+
+FINAL_KEYS = ("train/mlm_loss", "val/mlm_loss", "val/perplexity", "val/nsp_acc")
+"""Pretraining metrics whose last logged value a report prints."""
+
+RUN_KEYS = ("wall_seconds", "tokens_seen", "params_total", "params_embedding", "params_non_embedding", "epochs",
+            "mask_distinct_per_sequence", "mask_max_times_seen")
+"""The ``run/*`` metrics a pretraining run logs once it is done."""
+
+CONFIG_KEYS = ("training.batch_size", "training.max_steps", "training.lr", "model.family", "model.num_layers",
+               "model.hidden_size", "model.num_heads", "tokenizer.family", "tokenizer.vocab_size",
+               "data.input_format", "data.nsp", "data.max_length", "masking.mode", "corpus.source",
+               "corpus.path", "corpus.max_documents")
+"""Config params (flattened, as logged) a report shows as context."""
+
+FINETUNE_COLUMNS = ("arm", "pretrain_seed", "task", "seed", "run_id", "metric", "value", "collapsed", "seconds",
+                    "git_commit")
+PRETRAIN_COLUMNS = ("arm", "pretrain_seed", "run_id", "steps", "git_commit", *FINAL_KEYS,
+                    *(f"run/{key}" for key in RUN_KEYS), *CONFIG_KEYS)
+HISTORY_COLUMNS = ("arm", "pretrain_seed", "run_id", "key", "step", "value")
+
+
+@dataclass
+class Collected:
+    """What the store holds for one ablation, and what it lacks.
+
+    Attributes:
+        manifest: the runner's manifest.
+        experiment: the MLflow experiment name.
+        experiment_id: its id (None when the store has no such experiment).
+        uri: the tracking URI read.
+        finetune: one row per fine-tuning seed run found, :data:`FINETUNE_COLUMNS`; ``value`` is the headline
+            score as logged (GLUE and CoNLL as fractions, SQuAD in points).
+        pretrain: one row per pretraining run found, :data:`PRETRAIN_COLUMNS` (NaN where a run did not log it).
+        history: the pretraining runs' metric histories, long format, :data:`HISTORY_COLUMNS`.
+        missing: one human-readable line per planned unit the report cannot use, and per disagreement.
+        parent_run_id: the ablation's parent run, when the store holds it.
+    """
+
+    manifest: dict[str, Any]
+    experiment: str
+    experiment_id: str | None
+    uri: str
+    finetune: pd.DataFrame
+    pretrain: pd.DataFrame
+    history: pd.DataFrame
+    missing: list[str]
+    parent_run_id: str | None
+
+    @property
+    def ablation(self) -> str:
+        return str(self.manifest["ablation"])
+
+    @property
+    def arms(self) -> list[str]:
+        """Every arm, in the manifest's order (the control last)."""
+        return [str(arm) for arm in self.manifest["arms"]]
+
+    @property
+    def control(self) -> str | None:
+        return self.manifest.get("control_arm")
+
+    @property
+    def pretrained_arms(self) -> list[str]:
+        return [arm for arm in self.arms if arm != self.control]
+
+    @property
+    def tasks(self) -> list[str]:
+        return [str(task) for task in self.manifest.get("tasks") or []]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The manifest
+
+
+def check_manifest(manifest: Any) -> None:
+    """Refuse a manifest this module cannot read, naming the key.
+
+    Raises:
+        BvrError: not a mapping, another version, or a missing or malformed key.
+    """
+    where = "ablation manifest"
+    if not isinstance(manifest, dict):
+        raise BvrError(f"expected a mapping, got {type(manifest).__name__}", where=where)
+    name = manifest.get("ablation")
+    where = f"manifest of ablation '{name}'" if isinstance(name, str) else where
+    hint = "run `bvr ablate` again to rewrite the manifest"
+    if manifest.get("version", MANIFEST_VERSION) != MANIFEST_VERSION:
+        raise BvrError(f"manifest version {manifest.get('version')!r} is not {MANIFEST_VERSION}", where=where,
+                       hint=hint)
+    if not isinstance(name, str) or not name:
+        raise BvrError("missing key 'ablation'", where=where, hint=hint)
+    if not isinstance(manifest.get("arms"), list) or not manifest["arms"]:
+        raise BvrError("'arms' must be a non-empty list", where=f"{where}: arms", hint=hint)
+    for key, needed in (("pretrain", ("arm", "status")), ("finetune", ("arm", "task", "seed", "status"))):
+        units = manifest.get(key, [])
+        if not isinstance(units, list):
+            raise BvrError(f"'{key}' must be a list of units", where=f"{where}: {key}", hint=hint)
+        for i, unit in enumerate(units):
+            absent = [k for k in needed if not isinstance(unit, dict) or k not in unit]
+            if absent:
+                raise BvrError(f"unit lacks {', '.join(absent)}", where=f"{where}: {key}[{i}]", hint=hint)
+
+
+def experiment_name(manifest: dict[str, Any]) -> str:
+    """The MLflow experiment of an ablation: ``experiment``, else the ablation's name."""
+    return str(manifest.get("experiment") or manifest["ablation"])
+
+
+def main_key(task: str) -> str:
+    """The headline score's key of a registered task (``dev/accuracy``); ``dev/score`` for an unknown one."""
+    spec = TASKS.get(task)
+    return f"{spec.headline_split}/{spec.main_metric}" if spec else "dev/score"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Reading
+
+
+def collect(manifest: dict[str, Any], *, workdir: Path | None = None) -> Collected:
+    """Read every run the manifest names from the store, listing what cannot be used.
+
+    Args:
+        manifest: the runner's manifest (see the module docstring).
+        workdir: folder of the default MLflow store (None: the current directory).
+
+    Returns:
+        The :class:`Collected` runs.
+
+    Raises:
+        BvrError: the manifest cannot be read (:func:`check_manifest`).
+    """
+    check_manifest(manifest)
+    uri = tracking_uri(workdir)
+    client = MlflowClient(uri)
+    experiment = experiment_name(manifest)
+    found = client.get_experiment_by_name(experiment)
+    frame = find_runs(experiment, workdir=workdir)
+    runs = {row["run_id"]: row for row in frame.to_dict("records")}
+    missing: list[str] = []
+    if found is None:
+        missing.append(f"MLflow experiment '{experiment}' is not in {uri}")
+    several = len({unit.get("pretrain_seed", 0) for unit in manifest.get("pretrain", [])}) > 1
+    finetune = [_finetune_row(unit, runs, missing, several) for unit in manifest.get("finetune", [])]
+    pretrain = [_pretrain_row(unit, runs, missing, several) for unit in manifest.get("pretrain", [])]
+    pretrain = [row for row in pretrain if row is not None]
+    history = [h for row in pretrain for h in _history(client, row)]
+    parent = _parent(client, manifest, missing)
+    return Collected(
+        manifest=manifest, experiment=experiment, experiment_id=found.experiment_id if found else None, uri=uri,
+        finetune=pd.DataFrame([r for r in finetune if r is not None], columns=list(FINETUNE_COLUMNS)),
+        pretrain=pd.DataFrame(pretrain, columns=list(PRETRAIN_COLUMNS)),
+        history=pd.DataFrame(history, columns=list(HISTORY_COLUMNS)),
+        missing=_group_not_run(missing), parent_run_id=parent,
+    )
+
+
+_NOT_RUN = re.compile(r"(?P<task>.+/finetune/[^/]+)/seed(?P<seed>\d+)(?P<rest>(?: \(pretrain seed \d+\))?: status "
+                      r"'[^']*' in the manifest)")
+
+
+def _group_not_run(lines: list[str]) -> list[str]:
+    """Fold the seeds of one arm and task that were not run into one line, where the first of them stood.
+
+    >>> _group_not_run(["a/finetune/rte/seed0: status 'missing' in the manifest", "x",
+    ...                 "a/finetune/rte/seed1: status 'missing' in the manifest"])
+    ["a/finetune/rte seeds 0, 1: status 'missing' in the manifest", 'x']
+    """
+    groups: dict[tuple[str, str], list[str]] = {}
+    slots: list[str | tuple[str, str]] = []
+    for line in lines:
+        found = _NOT_RUN.fullmatch(line)
+        if found is None:
+            slots.append(line)
+            continue
+        key = (found["task"], found["rest"])
+        if key not in groups:
+            groups[key] = []
+            slots.append(key)
+        groups[key].append(found["seed"])
+    return [slot if isinstance(slot, str) else
+            f"{slot[0]}/seed{groups[slot][0]}{slot[1]}" if len(groups[slot]) == 1 else
+            f"{slot[0]} seeds {', '.join(groups[slot])}{slot[1]}" for slot in slots]
+
+
+def _label(unit: dict[str, Any], several_pretrain_seeds: bool) -> str:
+    """The unit as its run is named in MLflow: ``static/finetune/sst2/seed3``, ``static/pretrain``."""
+    stage = f"finetune/{unit['task']}/seed{unit['seed']}" if "task" in unit else "pretrain"
+    name = f"{unit['arm']}/{stage}"
+    return name + (f" (pretrain seed {unit.get('pretrain_seed', 0)})" if several_pretrain_seeds else "")
+
+
+def _number(value: Any) -> float | None:
+    """A finite float, or None for an absent (NaN-filled) or non-numeric cell."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _usable_run(unit: dict[str, Any], runs: dict[str, dict], missing: list[str], label: str) -> dict | None:
+    """The unit's run, or None with a line in ``missing`` saying why it cannot be used."""
+    status = unit.get("status")
+    if status != "done":
+        error = f": {unit['error']}" if unit.get("error") else ""
+        missing.append(f"{label}: status '{status}' in the manifest{error}")
+        return None
+    run_id = unit.get("run_id")
+    if not run_id:
+        missing.append(f"{label}: done in the manifest but no MLflow run id recorded")
+        return None
+    run = runs.get(run_id)
+    if run is None:
+        missing.append(f"{label}: run {run_id} is not in the MLflow experiment")
+        return None
+    if run["status"] != "FINISHED":
+        missing.append(f"{label}: run {run_id} is {run['status']} in MLflow, not FINISHED; left out")
+        return None
+    expected = {TAG_ARM: unit["arm"], TAG_TASK: unit.get("task"), TAG_SEED: unit.get("seed")}
+    for tag, value in expected.items():
+        logged = _text(run.get(f"tags.{tag}"))
+        if value is not None and logged is not None and logged != str(value):
+            missing.append(f"{label}: run {run_id} is tagged {tag}={logged}, not {value}; left out")
+            return None
+    return run
+
+
+def _finetune_row(unit: dict[str, Any], runs: dict[str, dict], missing: list[str], several: bool) -> dict | None:
+    label = _label(unit, several)
+    run = _usable_run(unit, runs, missing, label)
+    if run is None:
+        return None
+    key = unit.get("main_key") or main_key(str(unit["task"]))
+    value = _number(run.get(f"metrics.{key}"))
+    if value is None:
+        missing.append(f"{label}: run {run['run_id']} has no finite metric {key}; left out")
+        return None
+    copied = _number(unit.get("score"))
+    if copied is not None and not math.isclose(copied, value, rel_tol=1e-6, abs_tol=1e-9):
+        missing.append(f"{label}: the manifest's score {copied:.6g} differs from run {run['run_id']}'s {key} "
+                       f"{value:.6g}; the report uses the run's")
+    collapsed = _text(run.get(f"tags.{TAG_COLLAPSED}")) == "true"
+    if unit.get("collapsed") is not None and bool(unit["collapsed"]) != collapsed:
+        missing.append(f"{label}: the manifest says collapsed={unit['collapsed']}, run {run['run_id']} is tagged "
+                       f"{TAG_COLLAPSED}={run.get(f'tags.{TAG_COLLAPSED}')}; the report uses the tag")
+    return {"arm": str(unit["arm"]), "pretrain_seed": int(unit.get("pretrain_seed", 0)), "task": str(unit["task"]),
+            "seed": int(unit["seed"]), "run_id": run["run_id"], "metric": key, "value": value,
+            "collapsed": collapsed, "seconds": _number(run.get("metrics.run/wall_seconds")),
+            "git_commit": _text(run.get(f"tags.{TAG_GIT_COMMIT}"))}
+
+
+def _pretrain_row(unit: dict[str, Any], runs: dict[str, dict], missing: list[str], several: bool) -> dict | None:
+    label = _label(unit, several)
+    run = _usable_run(unit, runs, missing, label)
+    if run is None:
+        return None
+    row: dict[str, Any] = {"arm": str(unit["arm"]), "pretrain_seed": int(unit.get("pretrain_seed", 0)),
+                           "run_id": run["run_id"], "git_commit": _text(run.get(f"tags.{TAG_GIT_COMMIT}"))}
+    row.update({key: _number(run.get(f"metrics.{key}")) for key in FINAL_KEYS})
+    row.update({f"run/{key}": _number(run.get(f"metrics.run/{key}")) for key in RUN_KEYS})
+    row.update({key: _text(run.get(f"params.{key}")) for key in CONFIG_KEYS})
+    copied = unit.get("metrics") or {}
+    for key in ("wall_seconds", "tokens_seen", "params_total"):
+        ours, theirs = row[f"run/{key}"], _number(copied.get(key))
+        if ours is not None and theirs is not None and not math.isclose(ours, theirs, rel_tol=1e-6):
+            missing.append(f"{label}: the manifest's {key} {theirs:.6g} differs from run {run['run_id']}'s "
+                           f"run/{key} {ours:.6g}; the report uses the run's")
+    return row
+
+
+def _history(client: MlflowClient, row: dict[str, Any]) -> Iterable[dict[str, Any]]:
+    """The curves of one pretraining run; also sets ``row['steps']``, the last step it logged a loss at."""
+    points = []
+    for key in HISTORY_KEYS:
+        for metric in client.get_metric_history(row["run_id"], key):
+            points.append({"arm": row["arm"], "pretrain_seed": row["pretrain_seed"], "run_id": row["run_id"],
+                           "key": key, "step": int(metric.step), "value": float(metric.value)})
+    steps = [p["step"] for p in points if p["key"] == "train/mlm_loss"]
+    row["steps"] = max(steps) if steps else None
+    return sorted(points, key=lambda p: (p["key"], p["step"]))
+
+
+def _parent(client: MlflowClient, manifest: dict[str, Any], missing: list[str]) -> str | None:
+    """The parent run id when the store holds it; a recorded id it lacks is listed as missing."""
+    run_id = manifest.get("parent_run_id")
+    if not run_id:
+        return None
+    try:
+        client.get_run(run_id)
+    except MlflowException:
+        missing.append(f"parent run {run_id} of the ablation is not in the MLflow store")
+        return None
+    return str(run_id)

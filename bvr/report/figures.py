@@ -1,0 +1,261 @@
+"""The figures of a report, drawn with matplotlib's object-oriented API onto the Agg canvas.
+
+Nothing here touches ``pyplot`` or a display: each function builds a :class:`~matplotlib.figure.Figure`, saves it
+as PNG and returns the path, or returns None when there is nothing to draw (an ablation with no finished run yet).
+Arms keep one colour across every figure (:func:`arm_colors`); the no-pretraining control is grey.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import EngFormatter, FuncFormatter
+
+from bvr.report.analysis import Analysis, Comparison, metric_label, pretrain_table
+
+DPI = 110
+"""Resolution of the PNG files; at the sizes below a figure is at most ~1100 pixels wide."""
+
+# Okabe and Ito's colour-blind-safe palette, without its yellow (too pale on white) and black (kept for summaries).
+_PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#8C564B", "#332288")
+_CONTROL = "#8a8a8a"
+_SUMMARY = "#222222"
+
+
+def arm_colors(arms: Sequence[str], control: str | None) -> dict[str, str]:
+    """One colour per arm, in order; the control grey.
+
+    >>> arm_colors(["static", "dynamic", "no-pretraining"], "no-pretraining")["no-pretraining"]
+    '#8a8a8a'
+    """
+    colours, i = {}, 0
+    for arm in arms:
+        if arm == control:
+            colours[arm] = _CONTROL
+        else:
+            colours[arm] = _PALETTE[i % len(_PALETTE)]
+            i += 1
+    return colours
+
+
+def _new(width: float, height: float) -> Figure:
+    figure = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(figure)  # the Agg canvas, whatever backend the process has
+    return figure
+
+
+def _save(figure: Figure, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=DPI, format="png", metadata={"Software": None})  # no version stamp: same bytes
+    return path
+
+
+def _style(ax: Axes) -> None:
+    ax.grid(True, alpha=0.3, linewidth=0.6)
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.tick_params(labelsize=8)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Pretraining
+
+
+def _tokens_axis(history: pd.DataFrame, rows: pd.DataFrame) -> np.ndarray | None:
+    """Tokens seen at each of ``rows``' steps, interpolated from the run's ``train/tokens_seen``; None without it."""
+    seen = history[(history["run_id"] == rows["run_id"].iloc[0]) & (history["key"] == "train/tokens_seen")]
+    if len(seen) < 2:
+        return None
+    return np.interp(rows["step"], seen["step"], seen["value"])
+
+
+def _smoothed(values: np.ndarray) -> np.ndarray:
+    """A trailing mean over ~1/25 of the points, so a noisy training loss reads as a curve."""
+    window = max(1, len(values) // 25)
+    return pd.Series(values).rolling(window, min_periods=1).mean().to_numpy()
+
+
+def pretraining_curves(history: pd.DataFrame, colors: dict[str, str], path: Path) -> Path | None:
+    """Training MLM loss and validation perplexity (log scale) per arm, against tokens seen where logged."""
+    keys = [k for k in ("train/mlm_loss", "val/perplexity") if (history["key"] == k).any()]
+    if not keys:
+        return None
+    figure = _new(10, 3.6)
+    axes = figure.subplots(1, len(keys), squeeze=False)[0]
+    runs = history.groupby(["arm", "pretrain_seed"], sort=False)
+    by_tokens = all(_tokens_axis(history, rows) is not None for _, rows in runs)
+    for ax, key in zip(axes, keys, strict=True):
+        labelled: set[str] = set()
+        for (arm, _), rows in runs:
+            rows = rows[rows["key"] == key]
+            if rows.empty:
+                continue
+            x = _tokens_axis(history, rows) if by_tokens else rows["step"].to_numpy()
+            y = rows["value"].to_numpy()
+            label = None if arm in labelled else arm
+            labelled.add(arm)
+            if key.startswith("train/") and len(y) > 25:
+                ax.plot(x, y, color=colors[arm], alpha=0.25, linewidth=0.8)
+                y = _smoothed(y)
+            ax.plot(x, y, color=colors[arm], linewidth=1.6, label=label, marker="o" if len(y) < 12 else None,
+                    markersize=3)
+        values = history.loc[history["key"] == key, "value"]
+        if key == "val/perplexity" and values.min() > 0 and values.max() / values.min() > 10:
+            ax.set_yscale("log")  # early perplexities run to the thousands; log keeps the end of training readable
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        if by_tokens:
+            ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+        ax.set_title({"train/mlm_loss": "training MLM loss", "val/perplexity": "validation perplexity"}[key],
+                     fontsize=10)
+        ax.set_xlabel("tokens seen" if by_tokens else "optimiser step", fontsize=9)
+        _style(ax)
+    axes[0].legend(fontsize=8, frameon=False)
+    return _save(figure, path)
+
+
+def throughput(analysis: Analysis, colors: dict[str, str], path: Path) -> Path | None:
+    """Training tokens per second and wall time per pretrained arm, as bars."""
+    table = pretrain_table(analysis)
+    if table.empty:
+        return None
+    figure = _new(8, 2.4)
+    left, right = figure.subplots(1, 2)
+    arms = table["arm"].tolist()
+    hours = table["wall_seconds"].max() >= 2 * 3600
+    unit, divisor = ("hours", 3600) if hours else ("minutes", 60)
+    left.yaxis.set_major_formatter(EngFormatter(sep=""))
+    for ax, values, title in ((left, table["tokens_per_s"], "training tokens / s"),
+                              (right, table["wall_seconds"] / divisor, f"wall time ({unit})")):
+        bars = ax.bar(arms, values.fillna(0), color=[colors[a] for a in arms])
+        ax.bar_label(bars, labels=[_short(v) for v in values], fontsize=8, padding=2)
+        ax.set_title(title, fontsize=10)
+        ax.margins(y=0.18)
+        _style(ax)
+        ax.tick_params(axis="x", rotation=15 if max(map(len, arms)) > 8 else 0)
+    return _save(figure, path)
+
+
+def _short(value: float) -> str:
+    """'1.23M', '35,100', '812', '3.4' for bar labels; '' for NaN.
+
+    >>> _short(1_234_567), _short(35_100), _short(3.42)
+    ('1.23M', '35,100', '3.4')
+    """
+    if value is None or math.isnan(value):
+        return ""
+    if abs(value) >= 1e6:
+        return f"{value / 1e6:.2f}M"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
+
+
+def parameters(analysis: Analysis, colors: dict[str, str], path: Path) -> Path | None:
+    """Parameters per arm in millions, split into embeddings and the rest (what a vocabulary changes)."""
+    pretrain = analysis.collected.pretrain.drop_duplicates("arm")
+    pretrain = pretrain[pretrain["run/params_total"].notna()]
+    if pretrain.empty:
+        return None
+    arms = pretrain["arm"].tolist()
+    body = pretrain["run/params_non_embedding"].fillna(0).to_numpy() / 1e6
+    embed = pretrain["run/params_embedding"].fillna(0).to_numpy() / 1e6
+    figure = _new(8, 0.4 * len(arms) + 1.4)
+    ax = figure.subplots()
+    ax.barh(arms, body, color=[colors[a] for a in arms], label="non-embedding")
+    bars = ax.barh(arms, embed, left=body, color=[colors[a] for a in arms], alpha=0.4, hatch="//",
+                   label="embeddings")
+    ax.bar_label(bars, labels=[f"{b + e:.2f}M ({e:.2f}M embeddings)" for b, e in zip(body, embed, strict=True)],
+                 fontsize=8, padding=3)
+    ax.set_xlabel("parameters (millions)", fontsize=9)
+    ax.invert_yaxis()
+    ax.margins(x=0.45)
+    figure.legend(fontsize=8, frameon=False, loc="outside upper center", ncols=2)
+    _style(ax)
+    return _save(figure, path)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Fine-tuning
+
+
+def _spread(n: int) -> np.ndarray:
+    """Fixed horizontal offsets for ``n`` seed points, so they do not sit on each other (no random jitter)."""
+    return np.linspace(-0.1, 0.1, n) if n > 1 else np.zeros(n)
+
+
+def _task_panel(ax: Axes, analysis: Analysis, task: str, colors: dict[str, str]) -> None:
+    arms = analysis.collected.arms
+    scores = analysis.scores[analysis.scores["task"] == task]
+    for x, arm in enumerate(arms):
+        rows = scores[scores["arm"] == arm].sort_values(["pretrain_seed", "seed"])
+        if rows.empty:
+            continue
+        offsets = x - 0.12 + _spread(len(rows))
+        ok = ~rows["collapsed"].to_numpy(dtype=bool)
+        ax.scatter(offsets[ok], rows["points"].to_numpy()[ok], s=16, color=colors[arm], alpha=0.85, zorder=3)
+        ax.scatter(offsets[~ok], rows["points"].to_numpy()[~ok], s=30, color=colors[arm], marker="x", zorder=3)
+        s = analysis.summaries[(arm, task)]
+        ax.hlines(s.median, x - 0.26, x + 0.02, color=colors[arm], linewidth=2)
+        if not math.isnan(s.ci_low):
+            ax.errorbar(x + 0.17, s.mean, yerr=[[s.mean - s.ci_low], [s.ci_high - s.mean]], fmt="o", markersize=4,
+                        color=_SUMMARY, capsize=3, linewidth=1.2, zorder=4)
+    ax.set_xticks(range(len(arms)), arms, fontsize=8, rotation=20 if max(map(len, arms)) > 8 else 0)
+    ax.set_xlim(-0.6, len(arms) - 0.4)
+    scale = "×100" if analysis.scales.get(task) == 100 else "points"
+    ax.set_title(f"{task}: {metric_label(analysis.metric(task))}, {scale}", fontsize=9)
+    _style(ax)
+
+
+def task_scores(analysis: Analysis, colors: dict[str, str], path: Path) -> Path | None:
+    """One panel per task: every seed as a point (× when collapsed), the median as a dash, mean and 95% CI."""
+    tasks = [t for t in analysis.tasks if (analysis.scores["task"] == t).any()]
+    if not tasks:
+        return None
+    ncols = min(len(tasks), 3)
+    nrows = math.ceil(len(tasks) / ncols)
+    figure = _new(3.5 * ncols + 0.4, 2.8 * nrows + 0.2)
+    axes = figure.subplots(nrows, ncols, squeeze=False).ravel()
+    for ax, task in zip(axes, tasks, strict=False):
+        _task_panel(ax, analysis, task, colors)
+    for ax in axes[len(tasks):]:
+        ax.set_visible(False)
+    return _save(figure, path)
+
+
+def _forest(ax: Axes, comparisons: list[Comparison], title: str) -> None:
+    """One row per comparison: the seeds' differences, the mean and its interval, and a line at zero."""
+    for y, c in enumerate(comparisons):
+        if y and c.task != comparisons[y - 1].task:  # a rule between tasks
+            ax.axhline(y - 0.5, color="#d0d7de", linewidth=0.8)
+        colour = ("#1a7f37" if c.ours == f"{c.b} better" else "#cf222e") if c.paired.distinguishable else "#6e7781"
+        ax.scatter(c.paired.differences, [y] * c.paired.n, s=10, color="#9aa4ad", zorder=2)
+        if c.paired.can_tell:
+            ax.hlines(y, c.paired.ci_low, c.paired.ci_high, color=colour, linewidth=2.2, zorder=3)
+        if c.paired.n:
+            ax.plot([c.paired.mean_diff], [y], "o", color=colour, markersize=5, zorder=4)
+    ax.axvline(0, color=_SUMMARY, linewidth=0.8)
+    ax.set_yticks(range(len(comparisons)), [f"{c.task}: {c.name}" for c in comparisons], fontsize=8)
+    ax.set_ylim(len(comparisons) - 0.5, -0.5)
+    ax.set_xlabel("difference (points; b − a)", fontsize=9)
+    ax.set_title(title, fontsize=10)
+    _style(ax)
+
+
+def paired_differences(analysis: Analysis, path: Path) -> Path | None:
+    """Forest plots of the paired differences: between arms, and (when there is one) each arm minus the control."""
+    between = [c for c in analysis.comparisons if c.task != "pretrain" and c.paired.n]
+    control = [c for c in analysis.control if c.paired.n]
+    panels = [(rows, title) for rows, title in ((between, "between arms"), (control, "against no pretraining"))
+              if rows]
+    if not panels:
+        return None
+    height = 0.28 * max(len(rows) for rows, _ in panels) + 1.2
+    figure = _new(5.2 * len(panels), height)
+    axes = figure.subplots(1, len(panels), squeeze=False)[0]
+    for ax, (rows, title) in zip(axes, panels, strict=True):
+        _forest(ax, rows, title)
+    return _save(figure, path)

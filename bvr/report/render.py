@@ -1,0 +1,289 @@
+"""``bvr report NAME``: one ablation's runs, read from MLflow, written as ``reports/NAME/``.
+
+:func:`render_report` writes, for the ablation a manifest describes:
+
+- ``report.md`` and ``report.html`` (self-contained: inline CSS, figures embedded as base64 PNG);
+- ``metrics.json``: the headline numbers, nested, for ``dvc metrics show``;
+- ``figures/*.png``: pretraining curves, scores per task, paired differences, throughput, parameter counts;
+- ``plots/*.csv``: the data behind the figures in long format, for ``dvc plots show``.
+
+Every file is written into a staging folder first and moved into place only when all of them are done, so a crash
+leaves the previous report whole; ``figures/`` and ``plots/`` are replaced as folders, so no stale file survives a
+new render. The report is then logged to the ablation's parent MLflow run under ``report/`` and the run's
+description points to it. :func:`render_summary` writes ``reports/index.md`` and ``index.html``: each ablation's
+headline verdicts side by side.
+
+Numbers come from the MLflow runs the manifest names (:mod:`bvr.report.collect`), in points
+(:mod:`bvr.report.analysis`); :mod:`bvr.report.sections` lays them out and links every run they came from.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE
+
+from bvr.errors import BvrError
+from bvr.report import figures as fig
+from bvr.report.analysis import PRETRAIN_TASK, Analysis, Comparison, analyse, headlines, pretrain_table
+from bvr.report.collect import collect
+from bvr.report.document import Figure, to_html, to_markdown
+from bvr.report.published import load_published
+from bvr.report.sections import report_blocks, summary_blocks
+from bvr.report.stats import Summary
+
+REPORTS_DIR = Path("reports")
+REPORT_MD = "report.md"
+REPORT_HTML = "report.html"
+METRICS_JSON = "metrics.json"
+FIGURES_DIR = "figures"
+PLOTS_DIR = "plots"
+INDEX_MD = "index.md"
+INDEX_HTML = "index.html"
+ARTIFACT_PATH = "report"
+"""Where the report goes among the parent run's artifacts."""
+TAG_REPORT = "bvr.report"
+"""Tag on the parent run holding the path of ``report.html``."""
+
+
+@dataclass
+class ReportResult:
+    """What :func:`render_report` wrote."""
+
+    out_dir: Path
+    """``reports/NAME``."""
+    html: Path
+    markdown: Path
+    metrics: Path
+    """``metrics.json``."""
+    plots: list[Path] = field(default_factory=list)
+    """The CSV files under ``plots/``."""
+    figures: list[Path] = field(default_factory=list)
+    """The PNG files under ``figures/``."""
+    missing: list[str] = field(default_factory=list)
+    """One line per planned unit the report could not use, and per disagreement between manifest and store."""
+    complete: bool = True
+    """Every planned unit is done and found in MLflow, and nothing disagrees."""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Files
+
+
+def _draw(a: Analysis, folder: Path) -> dict[str, Figure]:
+    colours = fig.arm_colors(a.collected.arms, a.collected.control)
+    steps: list[tuple[str, str, Callable[[Path], Path | None]]] = [
+        ("scores", "Fine-tuning scores per arm and task: a point per seed (× collapsed), dash = median, black = mean "
+                   "with 95% bootstrap CI.", lambda p: fig.task_scores(a, colours, p)),
+        ("differences", "Paired differences b − a per task: grey points per seed pair, coloured point and bar = mean "
+                        "and 95% CI (green/red when distinguishable from 0).", lambda p: fig.paired_differences(a, p)),
+        ("curves", "Pretraining: training MLM loss (smoothed over the faint raw curve) and validation perplexity.",
+         lambda p: fig.pretraining_curves(a.collected.history, colours, p)),
+        ("throughput", "Training throughput and wall time per pretrained arm.",
+         lambda p: fig.throughput(a, colours, p)),
+    ]
+    embeddings = a.collected.pretrain.drop_duplicates("arm")["run/params_embedding"].dropna()
+    if embeddings.nunique() > 1 or a.collected.ablation == "vocab":
+        steps.append(("parameters", "Parameters per arm, with and without the embeddings.",
+                      lambda p: fig.parameters(a, colours, p)))
+    drawn = {}
+    for name, caption, draw in steps:
+        path = draw(folder / f"{name}.png")
+        if path is not None:
+            drawn[name] = Figure(path, caption, f"{FIGURES_DIR}/{path.name}")
+    return drawn
+
+
+def _csv(frame: pd.DataFrame, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(path, index=False, float_format="%.6g")
+    return path
+
+
+def _difference_frame(a: Analysis) -> pd.DataFrame:
+    rows = [{"comparison": c.name, "task": c.task, "pretrain_seed": key[0], "seed": key[1], "difference": diff}
+            for c in [*a.comparisons, *a.control] if c.task != PRETRAIN_TASK
+            for key, diff in zip(c.paired.seeds, c.paired.differences, strict=True)]
+    return pd.DataFrame(rows, columns=["comparison", "task", "pretrain_seed", "seed", "difference"])
+
+
+def _write_plots(a: Analysis, folder: Path) -> list[Path]:
+    """The data behind the figures as CSV, one row per point (x, y and the arm or comparison in columns)."""
+    scores = a.scores.rename(columns={"points": "score"})[
+        ["arm", "task", "pretrain_seed", "seed", "score", "collapsed", "run_id"]]
+    paths = [_csv(scores, folder / "scores.csv"), _csv(_difference_frame(a), folder / "differences.csv")]
+    history = a.collected.history
+    for key in ("train/mlm_loss", "val/perplexity", "val/mlm_loss"):
+        rows = history.loc[history["key"] == key, ["arm", "pretrain_seed", "step", "value"]]
+        paths.append(_csv(rows, folder / f"pretrain_{key.replace('/', '_')}.csv"))
+    table = pretrain_table(a).drop(columns=["runs"])
+    paths.append(_csv(table[["arm", "tokens_per_s", "wall_seconds", "tokens_seen", "params_total",
+                             "params_embedding", "params_non_embedding"]], folder / "pretrain_runs.csv"))
+    return paths
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: NaN becomes null, numpy numbers plain floats."""
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, bool | int) or value is None:
+        return value
+    number = float(value)
+    return None if math.isnan(number) else round(number, 6)
+
+
+def _summary_json(s: Summary) -> dict[str, Any]:
+    return {"median": s.median, "mean": s.mean, "ci_low": s.ci_low, "ci_high": s.ci_high, "q1": s.q1, "q3": s.q3,
+            "iqr": s.iqr, "min": s.min, "max": s.max, "n": s.n, "collapsed": s.n_collapsed}
+
+
+def _paired_json(c: Comparison) -> dict[str, Any]:
+    p = c.paired
+    return {"mean": p.mean_diff, "ci_low": p.ci_low, "ci_high": p.ci_high, "n": p.n,
+            "distinguishable": p.distinguishable}
+
+
+def metrics_payload(a: Analysis) -> dict[str, Any]:
+    """The headline numbers, in points, nested for ``dvc metrics show`` (numbers and booleans only)."""
+    scores: dict[str, dict] = {}
+    for (arm, task), s in a.summaries.items():
+        scores.setdefault(arm, {})[task] = _summary_json(s)
+    differences: dict[str, dict] = {}
+    for c in [*a.comparisons, *a.control]:
+        task = "val_perplexity" if c.task == PRETRAIN_TASK else c.task
+        differences.setdefault(f"{c.b}_minus_{c.a}", {})[task] = _paired_json(c)
+    pretrain = {r["arm"]: {k.replace("/", "_"): r[k] for k in ("val/perplexity", "val/mlm_loss", "train/mlm_loss",
+                                                                "tokens_per_s", "wall_seconds", "tokens_seen",
+                                                                "params_total", "params_embedding",
+                                                                "params_non_embedding")}
+                for r in pretrain_table(a).to_dict("records")}
+    payload = {"complete": not a.collected.missing, "missing": len(a.collected.missing), "scores": scores,
+               "differences": differences, "pretrain": pretrain}
+    return _clean(payload)
+
+
+def _write_text(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _swap_in(staging: Path, out_dir: Path) -> None:
+    """Move the staged files into ``out_dir``: folders replaced whole, files by atomic rename."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in (FIGURES_DIR, PLOTS_DIR):
+        target, old = out_dir / name, out_dir / f".{name}.old"
+        shutil.rmtree(old, ignore_errors=True)  # left by a render that crashed mid-swap
+        if target.exists():
+            target.rename(old)
+        (staging / name).rename(target)
+        shutil.rmtree(old, ignore_errors=True)
+    for name in (REPORT_MD, REPORT_HTML, METRICS_JSON):
+        os.replace(staging / name, out_dir / name)
+
+
+def _log(a: Analysis, result: ReportResult) -> None:
+    """Log the report under ``report/`` of the parent run; point the run's description at it."""
+    run_id = a.collected.parent_run_id
+    if run_id is None:
+        return
+    client = MlflowClient(a.collected.uri)
+    lines = headlines(a)
+    state = "complete" if result.complete else f"partial, {len(result.missing)} item(s) missing"
+    note = (f"**Report** ({state}): `{result.html}`, also the artifact `{ARTIFACT_PATH}/{REPORT_HTML}` of this "
+            "run.\n\n" + "\n".join(f"- {line}" for line in lines[:8]))
+    try:
+        for path in (result.markdown, result.html, result.metrics):
+            client.log_artifact(run_id, str(path), ARTIFACT_PATH)
+        for name in (FIGURES_DIR, PLOTS_DIR):
+            client.log_artifacts(run_id, str(result.out_dir / name), f"{ARTIFACT_PATH}/{name}")
+        client.set_tag(run_id, MLFLOW_RUN_NOTE, note)
+        client.set_tag(run_id, TAG_REPORT, str(result.html))
+    except MlflowException as err:
+        raise BvrError(f"could not log the report to parent run {run_id}: {err.message}", where=a.collected.uri,
+                       hint="the files are written; render again with log_to_mlflow=False to skip MLflow") from None
+
+
+def render_report(manifest: dict, out_dir: Path | None = None, *, workdir: Path | None = None,
+                  log_to_mlflow: bool = True) -> ReportResult:
+    """Render one ablation's report from its MLflow runs into ``out_dir``.
+
+    Args:
+        manifest: the runner's manifest (``outputs/ablations/NAME-HASH/manifest.json``, as a dict).
+        out_dir: the report folder (default ``reports/NAME``).
+        workdir: folder holding the MLflow store (``mlflow.db``; default: the current directory).
+        log_to_mlflow: log the report as artifacts of the ablation's parent run and set its description.
+
+    Returns:
+        What was written, and what is missing; an unfinished ablation renders a partial report.
+
+    Raises:
+        BvrError: the manifest cannot be read, or logging to MLflow fails (the files are written by then).
+    """
+    collected = collect(manifest, workdir=workdir)
+    analysis = analyse(collected, load_published())
+    out_dir = Path(out_dir) if out_dir is not None else REPORTS_DIR / collected.ablation
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-render-", dir=out_dir.parent))
+    try:
+        (staging / FIGURES_DIR).mkdir()
+        figures = _draw(analysis, staging / FIGURES_DIR)
+        plots = _write_plots(analysis, staging / PLOTS_DIR)
+        blocks = report_blocks(analysis, figures)
+        _write_text(staging / REPORT_MD, to_markdown(blocks))
+        _write_text(staging / REPORT_HTML, to_html(blocks, f"bvr report: {collected.ablation}"))
+        _write_text(staging / METRICS_JSON, json.dumps(metrics_payload(analysis), indent=2) + "\n")
+        _swap_in(staging, out_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    result = ReportResult(
+        out_dir=out_dir, html=out_dir / REPORT_HTML, markdown=out_dir / REPORT_MD, metrics=out_dir / METRICS_JSON,
+        plots=[out_dir / PLOTS_DIR / p.name for p in plots],
+        figures=[out_dir / FIGURES_DIR / f.path.name for f in figures.values()],
+        missing=list(collected.missing), complete=not collected.missing,
+    )
+    if log_to_mlflow:
+        _log(analysis, result)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Summary across ablations
+
+
+def render_summary(manifests: list[dict], out_dir: Path = REPORTS_DIR, *, workdir: Path | None = None) -> Path:
+    """Write ``out_dir/index.md`` and ``index.html``: every ablation's status and headline verdicts.
+
+    Args:
+        manifests: one manifest per ablation.
+        out_dir: the reports folder; each ablation's report is looked for in ``out_dir/NAME/``.
+        workdir: folder holding the MLflow store.
+
+    Returns:
+        The path of ``index.html``.
+
+    Raises:
+        BvrError: a manifest cannot be read.
+    """
+    published = load_published()
+    analyses = [analyse(collect(m, workdir=workdir), published) for m in manifests]
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    reports = [f"{a.collected.ablation}/{REPORT_HTML}" if (out_dir / a.collected.ablation / REPORT_HTML).exists()
+               else None for a in analyses]
+    blocks = summary_blocks(analyses, reports)
+    for name, text in ((INDEX_MD, to_markdown(blocks)), (INDEX_HTML, to_html(blocks, "bvr: ablation reports"))):
+        with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=out_dir, prefix=f".{name}-", delete=False) as f:
+            f.write(text)
+        os.replace(f.name, out_dir / name)
+    return out_dir / INDEX_HTML

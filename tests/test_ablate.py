@@ -1,0 +1,229 @@
+"""`bvr ablate` end to end on a generated corpus and the GLUE fixtures, and the DVC pipeline in a temporary git
+repository: every unit runs once, a second invocation trains nothing, a partial run continues, a failed unit is
+recorded without losing the others, MLflow holds one experiment with nested runs, and `dvc repro` reproduces
+the same stages."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bvr import cli
+from bvr.ablate import find_manifest, load_manifest, make_plan
+from bvr.pipeline import render_pipeline
+from bvr.tracking import find_runs
+from tests.test_prepare import write_wiki_corpus
+
+FIXTURES = Path(__file__).parent / "fixtures"
+REPO = Path(__file__).resolve().parents[1]
+
+EXPERIMENT = """\
+description: Static vs dynamic masking on a generated corpus, a few steps.
+published: {ablation: masking}
+base:
+  corpus: {path: corpus/wiki, validation_fraction: 0.1}
+  tokenizer: {vocab_size: 400}
+  data: {max_length: 64, shard_documents: 50}
+  model: {num_layers: 2, hidden_size: 32, num_heads: 4, intermediate_size: 64}
+  training: {batch_size: 8, lr: 3.0e-3, warmup_steps: 2, max_steps: 6, val_every_steps: 3,
+             checkpoint_every_steps: 3, log_every_steps: 2}
+  masking: {dupe_factor: 2}
+arms:
+  static: {masking: {mode: static}}
+  dynamic: {masking: {mode: dynamic}}
+control: true
+finetune:
+  tasks: [sst2]
+  seeds: 2
+  optional: []
+  hparams: {epochs: 1, batch_size: 4, max_length: 64, max_eval_examples: null}
+"""
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("data")
+    write_wiki_corpus(root, documents=60)
+    shutil.copytree(FIXTURES / "glue", root / "glue")
+    return root
+
+
+def invoke(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["bvr", *args])
+    code = 0
+    try:
+        cli.main()
+    except SystemExit as exit_:
+        code = exit_.code or 0
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def finished(data_dir, tmp_path_factory):
+    """One full `bvr ablate` through the CLI, in its own working directory (the MLflow store lives there)."""
+    work = tmp_path_factory.mktemp("ablate")
+    (work / "tiny-masking.yaml").write_text(EXPERIMENT)
+    mp = pytest.MonkeyPatch()
+    mp.chdir(work)
+    try:
+        argv = ["bvr", "ablate", "tiny-masking.yaml", "--data-dir", str(data_dir), "--no-progress"]
+        mp.setattr(sys, "argv", argv)
+        try:
+            cli.main()
+        except SystemExit as exit_:
+            assert not exit_.code, f"bvr ablate exited {exit_.code}"
+    finally:
+        mp.undo()
+    return work
+
+
+def test_every_unit_runs_and_the_manifest_indexes_mlflow(finished):
+    manifest = load_manifest(find_manifest("tiny-masking", finished / "outputs"))
+    assert manifest["arms"] == ["static", "dynamic", "no-pretraining"]
+    assert manifest["tasks"] == ["sst2"] and manifest["finetune_seeds"] == [0, 1]
+    assert manifest["declared"] == {"static": {"masking.mode": "static"}, "dynamic": {"masking.mode": "dynamic"}}
+    assert [p["status"] for p in manifest["pretrain"]] == ["done", "done"]
+    assert len(manifest["finetune"]) == 3 * 1 * 2 and all(f["status"] == "done" for f in manifest["finetune"])
+
+    runs = find_runs("tiny-masking", workdir=finished).set_index("run_id")
+    parents = runs[runs["tags.bvr.stage"] == "ablation"]
+    assert list(parents.index) == [manifest["parent_run_id"]]
+    assert parents["tags.mlflow.runName"].iloc[0] == "tiny-masking (default)"
+    pretrain = runs[runs["tags.bvr.stage"] == "pretrain"]
+    assert sorted(pretrain["tags.mlflow.runName"]) == ["dynamic/pretrain", "static/pretrain"]
+    assert set(pretrain["tags.mlflow.parentRunId"]) == {manifest["parent_run_id"]}
+    for entry in manifest["finetune"]:
+        run = runs.loc[entry["run_id"]]
+        assert run["tags.mlflow.runName"] == f"{entry['arm']}/finetune/sst2/seed{entry['seed']}"
+        assert run["metrics.dev/accuracy"] == pytest.approx(entry["score"])
+        task_parent = runs.loc[run["tags.mlflow.parentRunId"]]
+        assert task_parent["tags.mlflow.parentRunId"] == manifest["parent_run_id"]
+    for entry in manifest["pretrain"]:
+        assert runs.loc[entry["run_id"], "tags.bvr.arm"] == entry["arm"]
+    # The control was never pretrained: its fine-tuning runs start from scratch.
+    control = [f for f in manifest["finetune"] if f["arm"] == "no-pretraining"]
+    assert all(runs.loc[f["run_id"], "tags.bvr.from_scratch"] == "true" for f in control)
+
+
+def test_the_report_is_rendered_and_logged(finished):
+    report = finished / "reports" / "tiny-masking"
+    for name in ("report.md", "report.html", "metrics.json"):
+        assert (report / name).is_file(), name
+    html = (report / "report.html").read_text()
+    assert "static" in html and "dynamic" in html and "no-pretraining" in html
+
+
+def test_a_second_invocation_trains_nothing(finished, data_dir, monkeypatch, capsys):
+    monkeypatch.chdir(finished)
+    before = find_runs("tiny-masking", workdir=finished)
+    code, out, _ = invoke(monkeypatch, capsys, "ablate", "tiny-masking.yaml", "--data-dir", str(data_dir),
+                          "--no-progress")
+    assert code == 0, out
+    after = find_runs("tiny-masking", workdir=finished)
+    new = after[~after["run_id"].isin(before["run_id"])]
+    assert list(new["tags.bvr.stage"]) == ["ablation"]  # only the invocation's own parent run
+    assert "1 unit(s) run" in out and "reused" in out  # the report is re-rendered, nothing else
+
+
+def test_a_partial_run_continues_and_a_failed_unit_is_recorded(data_dir, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "exp.yaml").write_text(EXPERIMENT.replace("tasks: [sst2]", "tasks: [sst2, rte]"))
+    broken = tmp_path / "data"
+    shutil.copytree(data_dir, broken)
+    (broken / "glue" / "RTE" / "dev.tsv").write_text("index\tsentence1\n0\tonly one column\n")
+    base = ["ablate", "exp.yaml", "--data-dir", str(broken), "--no-progress", "--no-report"]
+
+    code, out, _ = invoke(monkeypatch, capsys, *base, "--only", "pretrain:static")
+    assert code == 0, out
+    manifest = load_manifest(find_manifest("exp", tmp_path / "outputs"))
+    assert [p["status"] for p in manifest["pretrain"]] == ["done", "missing"]
+
+    code, out, err = invoke(monkeypatch, capsys, *base)
+    assert code == 2
+    assert "3 unit(s) failed" in err and "finetune:static:rte" in err and "RTE" in err
+    assert "run the same command again" in err
+    manifest = load_manifest(find_manifest("exp", tmp_path / "outputs"))
+    assert [p["status"] for p in manifest["pretrain"]] == ["done", "done"]
+    status = {(f["arm"], f["task"]): f["status"] for f in manifest["finetune"]}
+    assert {k: v for k, v in status.items() if k[1] == "sst2"} == {
+        ("static", "sst2"): "done", ("dynamic", "sst2"): "done", ("no-pretraining", "sst2"): "done"}
+    assert {v for k, v in status.items() if k[1] == "rte"} == {"failed"}
+    assert "pretrain:static" not in out.split("pretrain:dynamic")[1]  # static was not run again
+    assert out.count("reused from the cache") >= 2  # corpus, tokenizer, static's data and pretraining
+
+
+def test_unknown_unit_and_unfair_override_are_refused(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "exp.yaml").write_text(EXPERIMENT)
+    code, _, err = invoke(monkeypatch, capsys, "ablate", "exp.yaml", "--only", "pretrain:nope")
+    assert code == 2 and "no unit 'pretrain:nope'" in err and "pretrain:static" in err
+    code, _, err = invoke(monkeypatch, capsys, "ablate", "exp.yaml", "--set", "masking.mode=static")
+    assert code == 2 and "what the arms differ in" in err
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# DVC
+
+
+def test_the_shipped_dvc_yaml_is_the_generated_masking_pipeline():
+    plan = make_plan("masking", preset="tiny")
+    assert (REPO / "dvc.yaml").read_text() == render_pipeline(plan, REPO)
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    assert params == {"data_dir": ""}
+
+
+def _git_dvc(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "DVC_NO_ANALYTICS": "1"}
+    bindir = str(Path(sys.executable).parent)  # the `bvr` and `dvc` of this environment
+    env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', '')}"
+    return subprocess.run(list(args), cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_dvc_repro_runs_the_pipeline_then_nothing_then_only_the_changed_arm(data_dir, tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "tiny-masking.yaml").write_text(EXPERIMENT.replace("seeds: 2", "seeds: 1"))
+    (repo / "params.yaml").write_text(f"data_dir: {data_dir}\n")
+    for cmd in (["git", "init", "-q"], ["dvc", "init", "-q"], ["bvr", "pipeline", "tiny-masking.yaml"]):
+        done = _git_dvc(repo, *cmd)
+        assert done.returncode == 0, done.stderr
+    stages = yaml.safe_load((repo / "dvc.yaml").read_text())["stages"]
+    assert list(stages) == ["corpus", "tokenizer", "data", "pretrain", "init", "finetune", "report"]
+    assert stages["pretrain"]["foreach"] == {"static": {"arm": "static"}, "dynamic": {"arm": "dynamic"}}
+    _git_dvc(repo, "git", "add", "-A")
+    _git_dvc(repo, "git", "commit", "-qm", "pipeline")
+
+    first = _git_dvc(repo, "dvc", "repro")
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    for stage in ("corpus", "tokenizer@bert", "data@static", "pretrain@dynamic", "init",
+                  "finetune@no-pretraining-sst2", "report"):
+        assert f"Running stage '{stage}'" in first.stdout, stage
+    assert (repo / "pipeline" / "tiny-masking" / "static" / "model" / "model.safetensors").is_file()
+    scores = json.loads((repo / "pipeline" / "tiny-masking" / "dynamic" / "finetune-sst2.json").read_text())
+    assert scores["main_key"] == "dev/accuracy" and len(scores["seeds"]) == 1
+    assert (repo / "reports" / "tiny-masking" / "report.html").is_file()
+    metrics = _git_dvc(repo, "dvc", "metrics", "show", "--json")
+    assert metrics.returncode == 0 and "reports/tiny-masking/metrics.json" in metrics.stdout
+
+    again = _git_dvc(repo, "dvc", "repro")
+    assert again.returncode == 0 and "Running stage" not in again.stdout, again.stdout
+
+    # Change one arm: DVC re-runs that arm's stages, then the report; the other arm and the control stay.
+    exp = repo / "tiny-masking.yaml"
+    exp.write_text(exp.read_text().replace("dynamic: {masking: {mode: dynamic}}",
+                                           "dynamic: {masking: {mode: dynamic, seed: 1}}"))
+    dry = _git_dvc(repo, "dvc", "repro", "--dry")
+    ran = {line.split("'")[1] for line in dry.stdout.splitlines() if line.startswith("Running stage")}
+    assert {"data@dynamic", "pretrain@dynamic"} <= ran
+    assert not ran & {"corpus", "tokenizer@bert", "data@static", "pretrain@static", "init",
+                      "finetune@static-sst2", "finetune@no-pretraining-sst2"}, ran
