@@ -130,9 +130,26 @@ def pipeline_spec(plan: Plan, root: Path = Path(".")) -> dict[str, Any]:
         ],
         "outs": [f"{report_dir}/report.md", f"{report_dir}/report.html", f"{report_dir}/figures"],
         "metrics": [{f"{report_dir}/metrics.json": {"cache": False}}],
-        "plots": [{f"{report_dir}/plots": {"cache": False}}],
     }
-    return {"vars": [PARAMS_FILE], "stages": stages}
+    stages["report"]["outs"].append({f"{report_dir}/plots": {"cache": False}})
+    return {"vars": [PARAMS_FILE], "stages": stages, "plots": _plots(plan, report_dir)}
+
+
+def _plots(plan: Plan, report_dir: str) -> list[dict[str, Any]]:
+    """Top-level DVC plots over the report's CSVs: training curves per arm, and every seed's score per task."""
+    pretrained = [a.label for a in plan.pretrained]
+    all_arms = [a.label for a in plan.arms]
+    curves = [("pretrain_train_mlm_loss", "training MLM loss", "MLM loss"),
+              ("pretrain_val_perplexity", "validation perplexity", "perplexity")]
+    out: list[dict[str, Any]] = [
+        {f"{title} per arm": {"template": "linear", "x": "step", "x_label": "optimiser step", "y_label": label,
+                              "y": {f"{report_dir}/plots/{name}.csv": pretrained}}}
+        for name, title, label in curves]
+    out += [{f"{task} score per seed": {"template": "scatter", "x": "seed", "x_label": "fine-tuning seed",
+                                        "y_label": "score (points)",
+                                        "y": {f"{report_dir}/plots/scores_{task}.csv": all_arms}}}
+            for task in plan.tasks]
+    return out
 
 
 def _merged(params: list[dict[str, list[str] | None]]) -> list[dict[str, list[str] | None]]:

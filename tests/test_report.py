@@ -131,14 +131,16 @@ def test_html_is_self_contained(report: ReportResult) -> None:
     assert '<h2 id="beside-the-paper">' in page
 
 
-def test_plots_are_long_csvs(report: ReportResult) -> None:
+def test_plots_hold_every_point_long_and_per_arm_wide(report: ReportResult) -> None:
     plots = {p.name: pd.read_csv(p) for p in report.plots}
     scores = plots["scores.csv"]
     assert len(scores) == 18 and {"arm", "task", "seed", "score", "collapsed", "run_id"} <= set(scores.columns)
     static = scores[(scores["arm"] == "static") & (scores["task"] == "sst2")].sort_values("seed")
     assert static["score"].tolist() == pytest.approx([80.0, 82.0, 78.0])
-    ppl = plots["pretrain_val_perplexity.csv"]
-    assert ppl[ppl["arm"] == "dynamic"]["value"].tolist() == [55.0, 28.0, 18.5]
+    assert plots["scores_sst2.csv"].set_index("seed")["static"].tolist() == pytest.approx([80.0, 82.0, 78.0])
+    ppl = plots["pretrain_val_perplexity.csv"]  # the layout dvc.yaml's plots read: step x arm
+    assert list(ppl.columns[:1]) == ["step"] and {"static", "dynamic"} <= set(ppl.columns)
+    assert ppl["dynamic"].dropna().tolist() == [55.0, 28.0, 18.5]
     assert set(plots["differences.csv"]["comparison"]) == {"dynamic − static", f"static − {CONTROL}",
                                                            f"dynamic − {CONTROL}"}
 

@@ -118,15 +118,30 @@ def _difference_frame(a: Analysis) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["comparison", "task", "pretrain_seed", "seed", "difference"])
 
 
+def _wide(frame: pd.DataFrame, index: str, value: str) -> pd.DataFrame:
+    """One column per arm (in the report's arm order), one row per ``index`` value: what DVC's templates draw."""
+    if frame.empty:
+        return pd.DataFrame(columns=[index])
+    table = frame.pivot_table(index=index, columns="arm", values=value, aggfunc="first")
+    table.columns.name = None
+    return table.reset_index()
+
+
 def _write_plots(a: Analysis, folder: Path) -> list[Path]:
-    """The data behind the figures as CSV, one row per point (x, y and the arm or comparison in columns)."""
+    """The data behind the figures as CSV.
+
+    ``scores.csv`` and ``differences.csv`` hold one row per point; ``scores_TASK.csv`` (seed x arm) and the
+    ``pretrain_*.csv`` curves (step x arm) have one column per arm, the layout ``dvc plots show`` draws.
+    """
     scores = a.scores.rename(columns={"points": "score"})[
         ["arm", "task", "pretrain_seed", "seed", "score", "collapsed", "run_id"]]
     paths = [_csv(scores, folder / "scores.csv"), _csv(_difference_frame(a), folder / "differences.csv")]
+    for task, rows in scores.groupby("task", sort=False):
+        paths.append(_csv(_wide(rows, "seed", "score"), folder / f"scores_{task}.csv"))
     history = a.collected.history
     for key in ("train/mlm_loss", "val/perplexity", "val/mlm_loss"):
-        rows = history.loc[history["key"] == key, ["arm", "pretrain_seed", "step", "value"]]
-        paths.append(_csv(rows, folder / f"pretrain_{key.replace('/', '_')}.csv"))
+        rows = history.loc[history["key"] == key, ["arm", "step", "value"]]
+        paths.append(_csv(_wide(rows, "step", "value"), folder / f"pretrain_{key.replace('/', '_')}.csv"))
     table = pretrain_table(a).drop(columns=["runs"])
     paths.append(_csv(table[["arm", "tokens_per_s", "wall_seconds", "tokens_seen", "params_total",
                              "params_embedding", "params_non_embedding"]], folder / "pretrain_runs.csv"))
