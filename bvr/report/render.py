@@ -123,6 +123,7 @@ def _wide(frame: pd.DataFrame, index: str, value: str) -> pd.DataFrame:
     if frame.empty:
         return pd.DataFrame(columns=[index])
     table = frame.pivot_table(index=index, columns="arm", values=value, aggfunc="first")
+    table = table[list(dict.fromkeys(frame["arm"]))]  # the arms in the order the rows give them, not sorted
     table.columns.name = None
     return table.reset_index()
 
