@@ -6,7 +6,8 @@ Conventions (see DESIGN.md):
 - a parent run per invocation (:func:`parent_run`), and under it one nested run per arm and stage, named
   ``ARM/STAGE[/TASK/seedN]`` (:func:`run_name`) and tagged ``bvr.*`` (:func:`run_tags`);
 - metric keys ``split/metric`` (``train/mlm_loss``, ``val/perplexity``), logged through a Lightning
-  :class:`~lightning.pytorch.loggers.MLFlowLogger` (:func:`make_logger`);
+  :class:`~lightning.pytorch.loggers.MLFlowLogger` (:func:`bvr.logger.make_logger`, kept apart so that
+  reading runs needs no Lightning);
 - the default store is ``mlflow.db`` (SQLite) with artifacts in ``mlartifacts/``, both in the working directory,
   so ``mlflow ui`` run there browses it with no server. ``MLFLOW_TRACKING_URI`` selects another store.
 
@@ -35,14 +36,12 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 import mlflow
 import pandas as pd
 import yaml
-from lightning.pytorch.loggers import MLFlowLogger
-from lightning.pytorch.utilities import rank_zero_only
 from mlflow.entities import Param, RunStatus, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import RESOURCE_ALREADY_EXISTS, ErrorCode
 from mlflow.tracking import MlflowClient
 from mlflow.tracking.context.registry import resolve_tags
-from mlflow.utils.mlflow_tags import MLFLOW_GIT_COMMIT, MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NOTE
+from mlflow.utils.mlflow_tags import MLFLOW_GIT_COMMIT, MLFLOW_RUN_NOTE
 
 from bvr.errors import BvrError
 
@@ -217,7 +216,7 @@ def _plain(config: Any) -> Any:
 
 
 def log_config(
-    logger_or_client: MLFlowLogger | MlflowClient,
+    logger_or_client: Any,
     run_id: str | None,
     config: Mapping[str, Any],
     *,
@@ -231,7 +230,7 @@ def log_config(
         config: the resolved config (a mapping or a dataclass).
         artifact_name: file name of the YAML artifact.
     """
-    if isinstance(logger_or_client, MLFlowLogger):
+    if not isinstance(logger_or_client, MlflowClient):  # a Lightning MLFlowLogger
         client, run_id = logger_or_client.experiment, run_id or logger_or_client.run_id
     else:
         client = logger_or_client
@@ -384,94 +383,6 @@ def parent_run(
         client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
         raise
     client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
-
-
-@contextlib.contextmanager
-def _mlflow_globals_kept() -> Iterator[None]:
-    """Undo what ``mlflow.set_tracking_uri`` does to the process: its global URI and ``MLFLOW_TRACKING_URI``.
-
-    Lightning's logger calls it when it starts its run. Left in place, the environment variable would make every
-    later :func:`tracking_uri` in the process (another workdir, the next test) return this store.
-    """
-    env = os.environ.get("MLFLOW_TRACKING_URI")
-    # Private, but the only way to tell "never set" from "set"; if it moves, "never set" is the usual case.
-    service = getattr(getattr(mlflow.tracking, "_tracking_service", None), "utils", None)
-    previous = getattr(service, "_tracking_uri", None)
-    try:
-        yield
-    finally:
-        mlflow.set_tracking_uri(previous)
-        if env is None:
-            os.environ.pop("MLFLOW_TRACKING_URI", None)
-        else:
-            os.environ["MLFLOW_TRACKING_URI"] = env
-
-
-class BvrMLFlowLogger(MLFlowLogger):
-    """Lightning's MLFlowLogger, without its side effects on MLflow's globals, logging params like bvr.
-
-    The stock logger cuts param values at 250 characters and joins nested keys with ``/``; hyperparameters
-    saved by a LightningModule would then disagree with the config logged by :func:`log_config`. It also sets
-    MLflow's process-wide tracking URI (and ``MLFLOW_TRACKING_URI``) when it starts its run; this one restores
-    them.
-    """
-
-    @property
-    def experiment(self) -> MlflowClient:
-        with _mlflow_globals_kept():
-            return super().experiment
-
-    @rank_zero_only
-    def log_hyperparams(self, params: Any) -> None:
-        params = vars(params) if not isinstance(params, Mapping) else params
-        log_params_batched(self.experiment, self.run_id, flatten_params(params))
-
-
-@rank_zero_only
-def _prepare_rank_zero(experiment: str, workdir: Path | None, run_id: str | None) -> None:
-    """Create the experiment (with the bvr artifact location) and reopen a resumed run, once per job."""
-    ensure_experiment(experiment, workdir)
-    if run_id:
-        _resume(_client(workdir), run_id, experiment)
-
-
-def make_logger(
-    experiment: str,
-    *,
-    run_name: str,
-    tags: Mapping[str, str],
-    parent_run_id: str | None = None,
-    workdir: Path | None = None,
-    run_id: str | None = None,
-) -> MLFlowLogger:
-    """A Lightning logger writing one (nested) run to the bvr store.
-
-    Only global rank zero touches the store; the run itself is created when Lightning first logs. Metric keys
-    are kept as given (``train/mlm_loss``); checkpoints are not uploaded (``log_model=False``): they live in the
-    cache.
-
-    Args:
-        experiment: experiment name (created if missing, with the bvr artifact location).
-        run_name: name of the new run (:func:`run_name`).
-        tags: its tags (:func:`run_tags`).
-        parent_run_id: nest the run under this one (the ``mlflow.parentRunId`` tag).
-        workdir: folder of the default store.
-        run_id: log into this existing run instead (``--resume``); it is marked running again.
-    """
-    uri = tracking_uri(workdir)
-    tags = dict(tags)
-    if parent_run_id:
-        tags[MLFLOW_PARENT_RUN_ID] = parent_run_id
-    _prepare_rank_zero(experiment, workdir, run_id)
-    return BvrMLFlowLogger(
-        experiment_name=experiment,
-        run_name=run_name,
-        tracking_uri=uri,
-        tags=tags,
-        log_model=False,
-        artifact_location=artifact_location(experiment, uri),
-        run_id=run_id,
-    )
 
 
 # ---------------------------------------------------------------------------------------------------------------

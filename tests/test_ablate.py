@@ -121,6 +121,16 @@ def test_the_report_is_rendered_and_logged(finished):
     assert "static" in html and "dynamic" in html and "no-pretraining" in html
 
 
+def test_bvr_report_renders_one_ablation_and_the_summary(finished, monkeypatch, capsys):
+    monkeypatch.chdir(finished)
+    code, out, _ = invoke(monkeypatch, capsys, "report", "tiny-masking", "--all")
+    assert code == 0, out
+    assert "reports/tiny-masking/report.html" in out and (finished / "reports" / "index.html").is_file()
+    assert "tiny-masking" in (finished / "reports" / "index.html").read_text()
+    code, _, err = invoke(monkeypatch, capsys, "report", "masking")
+    assert code == 2 and "no runs of ablation 'masking'" in err and "bvr ablate masking" in err
+
+
 def test_a_second_invocation_trains_nothing(finished, data_dir, monkeypatch, capsys):
     monkeypatch.chdir(finished)
     before = find_runs("tiny-masking", workdir=finished)

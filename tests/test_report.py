@@ -20,6 +20,8 @@ Hand-worked values (points):
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -298,3 +300,11 @@ def test_summary_lists_each_ablations_verdicts(report: ReportResult, store: Stor
     assert "- dynamic vs static: dynamic better on sst2 by 2.5 ± 0.5" in text
     page = index.read_text(encoding="utf-8")
     assert '<a href="masking/report.html">report</a>' in page and "<style>" in page
+
+
+def test_reports_import_no_training_code() -> None:
+    """Rendering reads MLflow and files only: neither torch nor Lightning is imported (DESIGN.md's layering)."""
+    code = ("import sys, bvr.report.render, bvr.report.collect; "
+            "print(sorted(m for m in ('torch', 'lightning', 'bvr.pretraining', 'bvr.model') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -17,6 +17,7 @@ import pytest
 import yaml
 from mlflow import MlflowClient
 
+from bvr import logger as logger_module
 from bvr import tracking
 from bvr.errors import BvrError
 from bvr.tracking import MAX_PARAM_VAL_LENGTH, TRUNCATION_MARKER
@@ -49,7 +50,7 @@ def _tokenizer_folder(root: Path) -> Path:
 def _log_arm(arm: str, parent_id: str, tokenizer: Path) -> str:
     """One nested pretraining run logged through the Lightning logger, as a training run would."""
     tags = tracking.run_tags(ablation="masking", arm=arm, stage="pretrain", extra={tracking.TAG_COLLAPSED: False})
-    logger = tracking.make_logger(
+    logger = logger_module.make_logger(
         EXPERIMENT, run_name=tracking.run_name(arm, "pretrain"), tags=tags, parent_run_id=parent_id
     )
     for step in range(STEPS):
@@ -169,12 +170,12 @@ def test_logger_leaves_mlflow_globals_alone(store: Store) -> None:
 def test_resumed_logger_continues_the_same_run(store: Store) -> None:
     experiment = "bvr-resume"
     tags = tracking.run_tags(ablation=None, arm="bert", stage="pretrain")
-    first = tracking.make_logger(experiment, run_name="bert/pretrain", tags=tags)
+    first = logger_module.make_logger(experiment, run_name="bert/pretrain", tags=tags)
     first.log_metrics({"train/mlm_loss": 2.0}, step=1)
     tracking.log_config(first, None, {"a": {"b": 1}})
     first.finalize("success")
 
-    again = tracking.make_logger(experiment, run_name="bert/pretrain", tags=tags, run_id=first.run_id)
+    again = logger_module.make_logger(experiment, run_name="bert/pretrain", tags=tags, run_id=first.run_id)
     assert store.client.get_run(first.run_id).info.status == "RUNNING"
     again.log_metrics({"train/mlm_loss": 1.5}, step=2)
     tracking.log_config(again, None, {"a": {"b": 1}})  # the same values again: accepted
@@ -188,7 +189,7 @@ def test_resumed_logger_continues_the_same_run(store: Store) -> None:
 
 def test_resume_of_an_unknown_run_is_a_user_error(store: Store) -> None:
     with pytest.raises(BvrError, match="no MLflow run"):
-        tracking.make_logger("bvr-resume", run_name="x", tags={}, run_id="0" * 32)
+        logger_module.make_logger("bvr-resume", run_name="x", tags={}, run_id="0" * 32)
 
 
 def test_parent_run_fails_then_resumes(store: Store) -> None:
@@ -204,7 +205,7 @@ def test_parent_run_fails_then_resumes(store: Store) -> None:
 
 
 def test_hyperparams_from_lightning_are_logged_in_full(store: Store) -> None:
-    logger = tracking.make_logger("bvr-hparams", run_name="bert/pretrain", tags={})
+    logger = logger_module.make_logger("bvr-hparams", run_name="bert/pretrain", tags={})
     logger.log_hyperparams({"model": {"notes": "y" * 300, "layers": 2}})  # the stock logger cuts at 250
     logger.finalize("success")
     params = store.client.get_run(logger.run_id).data.params

@@ -27,6 +27,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar, TQDMPr
 from bvr.cache import DONE, build_once, cache_dir, is_done
 from bvr.config import Config, dump_config
 from bvr.errors import BvrError
+from bvr.logger import make_logger
 from bvr.model import EncoderConfig, PretrainingModel, count_parameters
 from bvr.model.hf import export_hf
 from bvr.pretraining.data import PretrainingDataModule
@@ -34,7 +35,7 @@ from bvr.pretraining.masking import mask_exposure
 from bvr.pretraining.module import PretrainingModule
 from bvr.pretraining.prepare import Prepared, load_instances, prepare, prepare_corpus, prepare_tokenizer
 from bvr.tokenization import load_tokenizer, vocab_info
-from bvr.tracking import git_commit, log_artifact_dir, log_config, make_logger, run_name, run_tags
+from bvr.tracking import git_commit, log_artifact_dir, log_config, run_name, run_tags
 
 PRETRAIN_VERSION = 1
 DEFAULT_EXPERIMENT = "bvr-pretrain"

@@ -43,6 +43,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 from bvr.cache import build_once, cache_dir, is_done
 from bvr.config import build_dataclass, build_layered, locate_error, parse_override, read_yaml
 from bvr.errors import BvrError
+from bvr.logger import make_logger
 from bvr.model import Encoder
 from bvr.model.encoder import init_weights
 from bvr.pretrained import Pretrained, load_pretrained
@@ -50,7 +51,7 @@ from bvr.tasks.data import DataSettings, TaskData, load_task_data
 from bvr.tasks.module import FAMILIES, EpochScores, FinetuneModule, OptimSettings, make_module
 from bvr.tasks.registry import TASKS, TaskSpec, get_task
 from bvr.tokenization import vocab_info
-from bvr.tracking import TAG_COLLAPSED, log_config, make_logger, parent_run, run_name, run_tags, tracking_uri
+from bvr.tracking import TAG_COLLAPSED, log_config, parent_run, run_name, run_tags, tracking_uri
 
 FINETUNE_VERSION = 1
 DEFAULT_EXPERIMENT = "bvr-finetune"

@@ -1,0 +1,117 @@
+"""The Lightning logger of bvr runs: Lightning's MLFlowLogger writing to the bvr store, without side effects.
+
+Kept apart from :mod:`bvr.tracking` so that what only reads or organises runs (reports, the ablation runner's
+bookkeeping) does not import Lightning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import mlflow
+from lightning.pytorch.loggers import MLFlowLogger
+from lightning.pytorch.utilities import rank_zero_only
+from mlflow.tracking import MlflowClient
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+from bvr.tracking import (
+    _client,
+    _resume,
+    artifact_location,
+    ensure_experiment,
+    flatten_params,
+    log_params_batched,
+    tracking_uri,
+)
+
+
+@contextlib.contextmanager
+def _mlflow_globals_kept() -> Iterator[None]:
+    """Undo what ``mlflow.set_tracking_uri`` does to the process: its global URI and ``MLFLOW_TRACKING_URI``.
+
+    Lightning's logger calls it when it starts its run. Left in place, the environment variable would make every
+    later :func:`tracking_uri` in the process (another workdir, the next test) return this store.
+    """
+    env = os.environ.get("MLFLOW_TRACKING_URI")
+    # Private, but the only way to tell "never set" from "set"; if it moves, "never set" is the usual case.
+    service = getattr(getattr(mlflow.tracking, "_tracking_service", None), "utils", None)
+    previous = getattr(service, "_tracking_uri", None)
+    try:
+        yield
+    finally:
+        mlflow.set_tracking_uri(previous)
+        if env is None:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
+            os.environ["MLFLOW_TRACKING_URI"] = env
+
+
+class BvrMLFlowLogger(MLFlowLogger):
+    """Lightning's MLFlowLogger, without its side effects on MLflow's globals, logging params like bvr.
+
+    The stock logger cuts param values at 250 characters and joins nested keys with ``/``; hyperparameters
+    saved by a LightningModule would then disagree with the config logged by :func:`log_config`. It also sets
+    MLflow's process-wide tracking URI (and ``MLFLOW_TRACKING_URI``) when it starts its run; this one restores
+    them.
+    """
+
+    @property
+    def experiment(self) -> MlflowClient:
+        with _mlflow_globals_kept():
+            return super().experiment
+
+    @rank_zero_only
+    def log_hyperparams(self, params: Any) -> None:
+        params = vars(params) if not isinstance(params, Mapping) else params
+        log_params_batched(self.experiment, self.run_id, flatten_params(params))
+
+
+@rank_zero_only
+def _prepare_rank_zero(experiment: str, workdir: Path | None, run_id: str | None) -> None:
+    """Create the experiment (with the bvr artifact location) and reopen a resumed run, once per job."""
+    ensure_experiment(experiment, workdir)
+    if run_id:
+        _resume(_client(workdir), run_id, experiment)
+
+
+def make_logger(
+    experiment: str,
+    *,
+    run_name: str,
+    tags: Mapping[str, str],
+    parent_run_id: str | None = None,
+    workdir: Path | None = None,
+    run_id: str | None = None,
+) -> MLFlowLogger:
+    """A Lightning logger writing one (nested) run to the bvr store.
+
+    Only global rank zero touches the store; the run itself is created when Lightning first logs. Metric keys
+    are kept as given (``train/mlm_loss``); checkpoints are not uploaded (``log_model=False``): they live in the
+    cache.
+
+    Args:
+        experiment: experiment name (created if missing, with the bvr artifact location).
+        run_name: name of the new run (:func:`run_name`).
+        tags: its tags (:func:`run_tags`).
+        parent_run_id: nest the run under this one (the ``mlflow.parentRunId`` tag).
+        workdir: folder of the default store.
+        run_id: log into this existing run instead (``--resume``); it is marked running again.
+    """
+    uri = tracking_uri(workdir)
+    tags = dict(tags)
+    if parent_run_id:
+        tags[MLFLOW_PARENT_RUN_ID] = parent_run_id
+    _prepare_rank_zero(experiment, workdir, run_id)
+    return BvrMLFlowLogger(
+        experiment_name=experiment,
+        run_name=run_name,
+        tracking_uri=uri,
+        tags=tags,
+        log_model=False,
+        artifact_location=artifact_location(experiment, uri),
+        run_id=run_id,
+    )
