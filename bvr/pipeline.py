@@ -63,7 +63,7 @@ def pipeline_spec(plan: Plan, root: Path = Path(".")) -> dict[str, Any]:
     exp_rel = _rel(exp, root)
     stage_dir = f"pipeline/{name}"
     report_dir = f"reports/{name}"
-    bvr = f"bvr ablate {exp_rel if exp.parent.resolve() != PRESETS_DIR.parent.resolve() else name}"
+    bvr = f"bvr ablate {exp_rel}"  # the file in the workspace, the one DVC tracks as params
     if preset:
         bvr += f" --preset {preset}"
     bvr += f' --data-dir "${{data_dir}}" --stage-dir {stage_dir} --no-progress --only'
