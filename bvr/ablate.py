@@ -478,14 +478,42 @@ class _Runner:
         if (out := self._stage_out(label, f"finetune-{task}.json")) is not None:
             record = {"task": task, "arm": label, "main_key": result.main_key, **summary,
                       "collapsed": collapsed, "baseline": result.info.baseline,
+                      "parent_run_id": entries[0]["parent_run_id"] if entries else None,
                       "seeds": [{"seed": s.seed, "score": s.scores[result.main_key], "collapsed": s.collapsed,
-                                 "run_id": s.run_id} for s in result.seeds]}
+                                 "run_id": s.run_id, "seconds": s.seconds} for s in result.seeds]}
             out.write_text(json.dumps(record, indent=2))
         return any(not seed.reused for seed in result.seeds)
+
+    def _adopt_stage_records(self) -> None:
+        """Fill units the manifest lacks from the DVC stage folder.
+
+        DVC skips a stage whose inputs did not change, so after ``dvc exp run -S`` (a new plan, a new manifest)
+        the untouched stages never record themselves; their outputs, which DVC keeps current, say what they hold.
+        """
+        if self.stage_dir is None:
+            return
+        for entry in self.manifest["pretrain"]:
+            path = self.stage_dir / entry["arm"] / "pretrain.json"
+            if entry["status"] != "done" and path.is_file():
+                record = json.loads(path.read_text())
+                entry.update(status="done", error=None, run_id=record.get("run_id"), run_dir=record.get("run_dir"),
+                             metrics=record.get("metrics", {}))
+        for entry in self.manifest["finetune"]:
+            path = self.stage_dir / entry["arm"] / f"finetune-{entry['task']}.json"
+            if entry["status"] == "done" or not path.is_file():
+                continue
+            record = json.loads(path.read_text())
+            seed = next((s for s in record.get("seeds", []) if s.get("seed") == entry["seed"]), None)
+            if seed is not None:
+                entry.update(status="done", error=None, run_id=seed.get("run_id"), main_key=record.get("main_key"),
+                             parent_run_id=record.get("parent_run_id"), score=seed.get("score"),
+                             collapsed=seed.get("collapsed"), seconds=seed.get("seconds"),
+                             baseline=record.get("baseline", {}))
 
     def _report(self) -> bool:
         from bvr.report.render import render_report
 
+        self._adopt_stage_records()
         self.save()
         result = render_report(self.manifest, workdir=Path.cwd())
         self.report = result
