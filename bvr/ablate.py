@@ -348,7 +348,10 @@ class _Runner:
         kind, _, rest = unit.partition(":")
         handler: Callable[..., bool] = getattr(self, f"_{kind}")
         start = time.perf_counter()
-        _UNIT_START[0] = time.time() - 1.0
+        from bvr.cache import BUILT
+
+        _BUILT_BEFORE_UNIT.clear()
+        _BUILT_BEFORE_UNIT.update(BUILT)
         self.say(f"[bold]▶ {unit}[/bold]")
         try:
             built = handler(*rest.split(":")) if rest else handler()
@@ -530,13 +533,15 @@ def _distinct(configs) -> list[Config]:
     return list(seen.values())
 
 
-_UNIT_START = [0.0]
+_BUILT_BEFORE_UNIT: set[Path] = set()
 
 
 def _fresh(folder: Path) -> bool:
-    """Whether a cache folder was finished by the unit running now (its DONE marker is newer than the unit)."""
-    marker = Path(folder) / "DONE"
-    return marker.is_file() and marker.stat().st_mtime >= _UNIT_START[0]
+    """Whether the unit running now built the cache folder (rather than finding it finished)."""
+    from bvr.cache import BUILT
+
+    path = Path(folder).resolve()
+    return path in BUILT and path not in _BUILT_BEFORE_UNIT
 
 
 def _copy_tree(source: Path, target: Path) -> None:

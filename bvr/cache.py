@@ -13,6 +13,9 @@ from bvr.config import config_hash, dump_config
 
 DONE = "DONE"
 
+BUILT: set[Path] = set()
+"""Every folder :func:`build_once` built (rather than reused) in this process, for reports of what ran."""
+
 
 def cache_dir(root: Path, kind: str, *parts: Any) -> Path:
     """``root/KIND-HASH``, the hash taken over ``parts`` (configs, versions, the names of upstream folders)."""
@@ -48,6 +51,7 @@ def build_once(target: Path, build: Callable[[Path], None], config: dict[str, An
     if target.exists():  # an unfinished folder from an older layout
         shutil.rmtree(target)
     tmp.rename(target)
+    BUILT.add(target.resolve())
     return target, True
 
 
