@@ -674,13 +674,14 @@ def run_ablation(
     if runner.rank != 0:  # other DDP ranks take part in pretraining only
         units = [u for u in units if u.split(":")[0] in ("corpus", "tokenizer", "data", "pretrain")]
     runner.say(_describe_plan(plan, units))
+    earlier = runner.manifest["context"].get("wall_seconds") or 0.0  # summed over invocations
     with _parent(runner, only):
         for unit in units:
+            runner.manifest["context"]["wall_seconds"] = earlier + time.perf_counter() - start
             if unit == "report":
                 _log_manifest(runner)
             runner.run_unit(unit)
-    runner.manifest["context"]["wall_seconds"] = (runner.manifest["context"].get("wall_seconds") or 0.0) + \
-        time.perf_counter() - start
+    runner.manifest["context"]["wall_seconds"] = earlier + time.perf_counter() - start
     runner.save()
     result = AblationResult(plan, runner.manifest, runner.ran, runner.reused, runner.failed,
                             time.perf_counter() - start, getattr(runner, "report", None))

@@ -127,6 +127,7 @@ def pipeline_spec(plan: Plan, root: Path = Path(".")) -> dict[str, Any]:
             *(f"{stage_dir}/{a.label}/pretrain.json" for a in pretrained),
             *(f"{stage_dir}/{a.label}/finetune-{t}.json" for a in plan.arms for t in plan.tasks),
             *(["reports/published.yaml"] if (root / "reports" / "published.yaml").is_file() else []),
+            *(["bvr/report"] if (root / "bvr" / "report").is_dir() else []),  # a change of the report re-renders it
         ],
         "outs": [f"{report_dir}/report.md", f"{report_dir}/report.html", f"{report_dir}/figures"],
         "metrics": [{f"{report_dir}/metrics.json": {"cache": False}}],

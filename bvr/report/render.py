@@ -5,7 +5,7 @@
 - ``report.md`` and ``report.html`` (self-contained: inline CSS, figures embedded as base64 PNG);
 - ``metrics.json``: the headline numbers, nested, for ``dvc metrics show``;
 - ``figures/*.png``: pretraining curves, scores per task, paired differences, throughput, parameter counts;
-- ``plots/*.csv``: the data behind the figures in long format, for ``dvc plots show``.
+- ``plots/*.csv``: the data behind the figures, for ``dvc plots show`` (long, and one column per arm).
 
 Every file is written into a staging folder first and moved into place only when all of them are done, so a crash
 leaves the previous report whole; ``figures/`` and ``plots/`` are replaced as folders, so no stale file survives a

@@ -110,7 +110,7 @@ def _title(a: Analysis) -> list[Block]:
     status = ("Complete: every planned run is in MLflow and agrees with the manifest." if not missing else
               f"Partial: {len(missing)} planned item(s) are missing or disagree (listed under Missing); the "
               "statistics use the runs that are there.")
-    facts = [f"source {m.get('source') or '—'}", f"preset {m.get('preset') or 'none (defaults)'}",
+    facts = [f"source {_relative(m.get('source'))}", f"preset {m.get('preset') or 'none (defaults)'}",
              f"plan {m.get('plan_hash') or '—'}"]
     return [Heading(f"Ablation report: {a.collected.ablation}", 1),
             Paragraph(str(m.get("description") or "").strip() or "(no description)"),
@@ -213,7 +213,7 @@ def _context(a: Analysis, links: _Links) -> list[Block]:
         ["task data", str(context.get("data_dir") or "—")],
         ["hardware", _hardware(context)],
         ["started / updated", f"{context.get('started') or '—'} / {context.get('updated') or '—'}"],
-        ["wall time (whole ablation)", _duration(context.get("wall_seconds"))],
+        ["wall time (all invocations, up to this report)", _duration(context.get("wall_seconds"))],
         ["git commit", _commits(a)],
         ["MLflow store", a.collected.uri],
         ["MLflow experiment", links.experiment(a.collected.experiment)],
@@ -240,12 +240,13 @@ def _arms_table(a: Analysis, links: _Links) -> list[Block]:
     rows = []
     for arm in a.collected.arms:
         if arm == a.collected.control:
-            change = f"no pretraining: random init of the {a.collected.pretrained_arms[0]} encoder" \
-                if a.collected.pretrained_arms else "no pretraining"
+            change = "no pretraining: the shared base config's encoder, randomly initialised per seed"
         else:
             change = ", ".join(f"{k}={v}" for k, v in (declared.get(arm) or {}).items()) or "—"
         model = "/".join(_config_value(a, arm, f"model.{k}") for k in ("num_layers", "hidden_size", "num_heads"))
-        tokenizer = f"{_config_value(a, arm, 'tokenizer.family')} {_config_value(a, arm, 'tokenizer.vocab_size')}"
+        vocab = (a.collected.manifest.get("configs") or {}).get(arm, {}).get("tokenizer", {}).get("vocab_size")
+        family = _config_value(a, arm, "tokenizer.family")
+        tokenizer = f"{family} {vocab:,}" if isinstance(vocab, int) else f"{family} (default size)"
         stats = table.loc[arm].to_dict() if arm in table.index else {"runs": []}
         get = stats.get
         rows.append([arm, change, tokenizer, model, _config_value(a, arm, "data.input_format"),
@@ -450,7 +451,8 @@ def _methods(a: Analysis) -> list[Block]:
         f"({DEFAULT_BOOTSTRAPS:,} resamples, generator seed 0), so a re-render gives the same intervals.",
         "Collapsed runs (predicting one class, tag bvr.collapsed) are kept in every statistic and counted; leaving "
         "them out would flatter an arm that collapses more often.",
-        "plots/*.csv hold the data behind the figures in long format (one row per point) for `dvc plots show`.",
+        "plots/*.csv hold the data behind the figures for `dvc plots show`: scores.csv and differences.csv one row "
+        "per point, scores_TASK.csv and pretrain_*.csv one column per arm.",
     ))]
 
 
@@ -497,3 +499,15 @@ def summary_blocks(analyses: Sequence[Analysis], reports: Sequence[str | None]) 
                       "the tables, figures and runs."),
             Table(["ablation", "status", "arms", "tasks", "beside the paper", "report"], overview)]
     return head + sections
+
+
+def _relative(path: str | None) -> str:
+    """A path relative to the working directory where it lies under it (reports are read from the repository)."""
+    if not path:
+        return "—"
+    from pathlib import Path
+
+    try:
+        return Path(path).resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path
