@@ -50,8 +50,9 @@ from typing import Any
 from rich.console import Console
 
 from bvr.ablation import CONTROL_ARM, Ablation, equal_passes, load_ablation
-from bvr.cache import global_rank
+from bvr.cache import BUILT, global_rank
 from bvr.config import Config, config_hash
+from bvr.display import duration
 from bvr.errors import BvrError
 
 MANIFEST_VERSION = 1
@@ -279,6 +280,15 @@ def find_manifest(name: str, output_dir: Path = Path("outputs"), *, preset: str 
     return max(found, key=lambda p: p.stat().st_mtime)
 
 
+def latest_manifests(output_dir: Path = Path("outputs")) -> list[dict[str, Any]]:
+    """The most recently updated manifest of each ablation that has one, for the summary across ablations."""
+    manifests = [load_manifest(path) for path in sorted((Path(output_dir) / "ablations").glob("*/manifest.json"))]
+    latest: dict[str, dict[str, Any]] = {}
+    for manifest in sorted(manifests, key=lambda m: m["context"]["updated"]):
+        latest[manifest["ablation"]] = manifest
+    return list(latest.values())
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Running
 
@@ -311,9 +321,14 @@ class _Runner:
         self.console = console
         self.rank = global_rank()
         path = plan.manifest_path
-        self.manifest = load_manifest(path) if path.is_file() else new_manifest(plan)
-        self.manifest["context"]["hardware"] = hardware()
+        if path.is_file():
+            self.manifest = load_manifest(path)
+            self.manifest["context"]["hardware"] = hardware()  # this invocation's machine
+        else:
+            self.manifest = new_manifest(plan)
         self.parent_run_id: str | None = None
+        self.built_before: set[Path] = set()
+        self.report: Any = None
         self.models: dict[str, Path] = {}
         self.ran: list[str] = []
         self.reused: list[str] = []
@@ -348,10 +363,7 @@ class _Runner:
         kind, _, rest = unit.partition(":")
         handler: Callable[..., bool] = getattr(self, f"_{kind}")
         start = time.perf_counter()
-        from bvr.cache import BUILT
-
-        _BUILT_BEFORE_UNIT.clear()
-        _BUILT_BEFORE_UNIT.update(BUILT)
+        self.built_before = set(BUILT)
         self.say(f"[bold]▶ {unit}[/bold]")
         try:
             built = handler(*rest.split(":")) if rest else handler()
@@ -368,8 +380,13 @@ class _Runner:
             return
         (self.ran if built else self.reused).append(unit)
         seconds = time.perf_counter() - start
-        self.say(f"  {'done' if built else 'reused from the cache'} ({_duration(seconds)})")
+        self.say(f"  {'done' if built else 'reused from the cache'} ({duration(seconds)})")
         self.save()
+
+    def _fresh(self, folder: Path) -> bool:
+        """Whether the unit running now built the cache folder (rather than finding it finished)."""
+        path = Path(folder).resolve()
+        return path in BUILT and path not in self.built_before
 
     def _fail(self, unit: str, message: str) -> None:
         self.failed[unit] = message
@@ -389,9 +406,9 @@ class _Runner:
         from bvr.pretraining.prepare import prepare_corpus
 
         built = False
-        for cfg in _distinct(arm.config for arm in self.plan.arms):
+        for cfg in _distinct((arm.config for arm in self.plan.arms), tokenizer=False):
             folder = prepare_corpus(cfg, progress=self.progress)
-            built |= _fresh(folder)
+            built |= self._fresh(folder)
             stats = folder / "documents" / "corpus_stats.json"
             if (out := self._stage_out("corpus.json")) is not None:
                 record = json.loads(stats.read_text()) if stats.is_file() else {}
@@ -402,9 +419,10 @@ class _Runner:
         from bvr.pretraining.prepare import prepare_corpus, prepare_tokenizer
 
         built = False
-        for cfg in _distinct(a.config for a in self.plan.arms if a.config.tokenizer.family == family):
+        for cfg in _distinct((a.config for a in self.plan.arms if a.config.tokenizer.family == family),
+                             tokenizer=True):
             folder = prepare_tokenizer(cfg, prepare_corpus(cfg, progress=self.progress), progress=self.progress)
-            built |= _fresh(folder)
+            built |= self._fresh(folder)
             if (out := self._stage_out(f"tokenizer-{family}")) is not None:
                 _copy_tree(folder, out)
         return built
@@ -416,7 +434,7 @@ class _Runner:
         if (out := self._stage_out(f"data-{label}.json")) is not None:
             stats = json.loads((prepared.instances / "data_stats.json").read_text())
             out.write_text(json.dumps({"folder": prepared.instances.name, **stats}, indent=2))
-        return _fresh(prepared.instances)
+        return self._fresh(prepared.instances)
 
     def _pretrain(self, label: str) -> bool:
         from bvr.pretraining.run import initialise, pretrain
@@ -525,23 +543,12 @@ class _Runner:
         return True
 
 
-def _distinct(configs) -> list[Config]:
-    """One config per distinct corpus and tokenizer settings."""
+def _distinct(configs, *, tokenizer: bool) -> list[Config]:
+    """One config per distinct corpus (and, with ``tokenizer``, tokenizer) settings: one build per stage folder."""
     seen: dict[str, Config] = {}
     for cfg in configs:
-        seen.setdefault(config_hash(cfg.corpus, cfg.tokenizer, cfg.data_dir), cfg)
+        seen.setdefault(config_hash(cfg.corpus, cfg.data_dir, cfg.tokenizer if tokenizer else None), cfg)
     return list(seen.values())
-
-
-_BUILT_BEFORE_UNIT: set[Path] = set()
-
-
-def _fresh(folder: Path) -> bool:
-    """Whether the unit running now built the cache folder (rather than finding it finished)."""
-    from bvr.cache import BUILT
-
-    path = Path(folder).resolve()
-    return path in BUILT and path not in _BUILT_BEFORE_UNIT
 
 
 def _copy_tree(source: Path, target: Path) -> None:
@@ -572,12 +579,6 @@ def _pretrain_line(metrics: dict[str, float]) -> str:
         parts.append(f"{metrics['epochs']:.1f} epochs, each mask seen up to {metrics.get('mask_max_times_seen', 0):.0f}"
                      " times")
     return "; ".join(parts)
-
-
-def _duration(seconds: float) -> str:
-    from bvr.tasks.run import _duration as duration
-
-    return duration(seconds)
 
 
 def _check_only(plan: Plan, only: list[str]) -> list[str]:
@@ -684,7 +685,7 @@ def run_ablation(
     runner.manifest["context"]["wall_seconds"] = earlier + time.perf_counter() - start
     runner.save()
     result = AblationResult(plan, runner.manifest, runner.ran, runner.reused, runner.failed,
-                            time.perf_counter() - start, getattr(runner, "report", None))
+                            time.perf_counter() - start, runner.report)
     if runner.failed:
         lines = "; ".join(f"{unit}: {message}" for unit, message in runner.failed.items())
         raise BvrError(f"{len(runner.failed)} unit(s) failed: {lines}", where=f"ablate {plan.name}",

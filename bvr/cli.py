@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from bvr.display import duration
 from bvr.errors import BvrError
 
 app = typer.Typer(
@@ -333,19 +334,13 @@ def ablate_cmd(
     plan = _plan(name, preset, set_, data_dir, output_dir)
     result = run_ablation(plan, only=only, stage_dir=stage_dir, report=report, progress=progress, console=console)
     ran, reused = len(result.ran), len(result.reused)
-    console.print(f"ablation {plan.name}: {ran} unit(s) run, {reused} reused, in {_duration(result.seconds)}",
+    console.print(f"ablation {plan.name}: {ran} unit(s) run, {reused} reused, in {duration(result.seconds)}",
                   highlight=False)
     if result.report is not None:
         console.print(f"report: {result.report.html}", highlight=False)
     elif not only:
         console.print(f"next: bvr report {plan.name}" + (f" --preset {plan.preset}" if plan.preset else ""),
                       highlight=False)
-
-
-def _duration(seconds: float) -> str:
-    from bvr.tasks.run import _duration as duration
-
-    return duration(seconds)
 
 
 @app.command("report")
@@ -365,7 +360,7 @@ def report_cmd(
     Without --preset or --set, reports the ablation's most recent invocation. Units not finished yet are listed
     as missing. The report is also logged to the ablation's parent MLflow run.
     """
-    from bvr.ablate import find_manifest, load_manifest
+    from bvr.ablate import find_manifest, latest_manifests, load_manifest
     from bvr.report.render import render_report, render_summary
 
     outputs = output_dir or Path("outputs")
@@ -373,13 +368,11 @@ def report_cmd(
         raise BvrError("name an ablation or pass --all", where="report",
                        hint="e.g. bvr report masking --preset tiny")
     if name is not None:
-        if preset is not None or set_:
-            path = _plan(name, preset, set_, data_dir, outputs).manifest_path
-            if not path.is_file():
-                raise BvrError(f"no runs of ablation '{name}' with these settings ({path})", where="report",
-                               hint=f"run `bvr ablate {name}" + (f" --preset {preset}" if preset else "") + "` first")
-        else:
-            path = find_manifest(name, outputs)
+        plan = _plan(name, preset, set_, data_dir, outputs) if preset is not None or set_ else None
+        path = plan.manifest_path if plan is not None else find_manifest(name, outputs)
+        if not path.is_file():
+            raise BvrError(f"no runs of ablation '{name}' with these settings ({path})", where="report",
+                           hint=f"run `bvr ablate {name}" + (f" --preset {preset}" if preset else "") + "` first")
         result = render_report(load_manifest(path), out / Path(name).stem, workdir=Path.cwd())
         console.print(f"wrote {result.html}" + ("" if result.complete else
                                                  f" (partial: {len(result.missing)} item(s) missing)"),
@@ -387,14 +380,8 @@ def report_cmd(
         for line in result.missing:
             console.print(f"  missing: {line}", markup=False, highlight=False)
     if all_:
-        manifests = []
-        for folder in sorted((outputs / "ablations").glob("*")):
-            if (folder / "manifest.json").is_file():
-                manifests.append(load_manifest(folder / "manifest.json"))
-        latest: dict[str, dict] = {}
-        for manifest in sorted(manifests, key=lambda m: m["context"]["updated"]):
-            latest[manifest["ablation"]] = manifest
-        console.print(f"wrote {render_summary(list(latest.values()), out, workdir=Path.cwd())}", highlight=False)
+        summary = render_summary(latest_manifests(outputs), out, workdir=Path.cwd())
+        console.print(f"wrote {summary}", highlight=False)
 
 
 @app.command("pipeline")

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from bvr.display import duration
 from bvr.report.analysis import PRETRAIN_TASK, Analysis, Comparison, headlines, metric_label, pretrain_table
 from bvr.report.collect import Collected
 from bvr.report.document import Block, Bullets, Cell, Figure, Heading, Link, Notice, Paragraph, Table
@@ -57,20 +59,6 @@ def _count(value: float | None) -> str:
 def _rate(value: float | None) -> str:
     """A throughput with thousands separated: '12,345'."""
     return "—" if value is None or math.isnan(value) else f"{value:,.0f}"
-
-
-def _duration(seconds: float | None) -> str:
-    """'4.2 s', '3 min 05 s', '2 h 04 min'; '—' when unknown.
-
-    >>> _duration(4.24), _duration(185), _duration(7440)
-    ('4.2 s', '3 min 05 s', '2 h 04 min')
-    """
-    if seconds is None or math.isnan(seconds):
-        return "—"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, secs = divmod(round(seconds), 60)
-    return f"{minutes} min {secs:02d} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
 
 
 def _ci(low: float, high: float, digits: int = 1) -> str:
@@ -213,7 +201,7 @@ def _context(a: Analysis, links: _Links) -> list[Block]:
         ["task data", str(context.get("data_dir") or "—")],
         ["hardware", _hardware(context)],
         ["started / updated", f"{context.get('started') or '—'} / {context.get('updated') or '—'}"],
-        ["wall time (all invocations, up to this report)", _duration(context.get("wall_seconds"))],
+        ["wall time (all invocations, up to this report)", duration(context.get("wall_seconds"))],
         ["git commit", _commits(a)],
         ["MLflow store", a.collected.uri],
         ["MLflow experiment", links.experiment(a.collected.experiment)],
@@ -253,7 +241,7 @@ def _arms_table(a: Analysis, links: _Links) -> list[Block]:
                      _config_value(a, arm, "training.batch_size"), _config_value(a, arm, "training.max_steps"),
                      _count(get("tokens_seen")), _fmt(get("epochs")),
                      f"{_count(get('params_total'))} / {_count(get('params_non_embedding'))}",
-                     _duration(get("wall_seconds")), tuple(links.run(r) for r in stats["runs"]) or "—"])
+                     duration(get("wall_seconds")), tuple(links.run(r) for r in stats["runs"]) or "—"])
     caption = ("Config values are the pretraining runs' MLflow params (the control, never pretrained, shows its "
                "planned config). model: layers/hidden/heads. params: total / without embeddings. Tokens seen, "
                "epochs, parameters and wall time are the runs' run/* metrics.")
@@ -424,7 +412,7 @@ def _pretraining(a: Analysis, links: _Links, figures: dict[str, Figure]) -> list
         return [*blocks, Paragraph("No finished pretraining run was found.")]
     rows = [[r["arm"], _fmt(r["train/mlm_loss"], 3), _fmt(r["val/mlm_loss"], 3), _fmt(r["val/perplexity"], 2),
              _fmt(r["val/nsp_acc"] * 100 if not pd.isna(r["val/nsp_acc"]) else None), _rate(r["tokens_per_s"]),
-             _duration(r["wall_seconds"]), _count(r["steps"]), tuple(links.run(x) for x in r["runs"])]
+             duration(r["wall_seconds"]), _count(r["steps"]), tuple(links.run(x) for x in r["runs"])]
             for r in table.to_dict("records")]
     header = ["arm", "train MLM loss", "val MLM loss", "val perplexity", "val NSP acc (%)", "tokens / s", "wall time",
               "last step", "runs"]
@@ -505,8 +493,6 @@ def _relative(path: str | None) -> str:
     """A path relative to the working directory where it lies under it (reports are read from the repository)."""
     if not path:
         return "—"
-    from pathlib import Path
-
     try:
         return Path(path).resolve().relative_to(Path.cwd().resolve()).as_posix()
     except ValueError:

@@ -42,6 +42,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
 from bvr.cache import build_once, cache_dir, is_done
 from bvr.config import build_dataclass, build_layered, locate_error, parse_override, read_yaml
+from bvr.display import duration
 from bvr.errors import BvrError
 from bvr.logger import make_logger
 from bvr.model import Encoder
@@ -629,27 +630,13 @@ def _log_spread(job: _Job, client: MlflowClient, run_id: str, seeds: list[SeedRe
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def _duration(seconds: float) -> str:
-    """'1h 02m', '3m 05s' or '4.2s'.
-
-    >>> _duration(4.24), _duration(185), _duration(3720)
-    ('4.2s', '3m 05s', '1h 02m')
-    """
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, secs = divmod(round(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m {secs:02d}s"
-    return f"{minutes // 60}h {minutes % 60:02d}m"
-
-
 def _seed_rows(result: FinetuneResult) -> list[str]:
     key = result.main_key
     header = f"  {'seed':>4}  {key:>14}  {'best (epoch)':>16}  {'collapsed':>9}  {'time':>8}"
     rows = [header]
     for seed in result.seeds:
         best = f"{seed.best_scores[key]:.4f} ({seed.best_epoch})"
-        time_text = "cached" if seed.reused else _duration(seed.seconds)
+        time_text = "cached" if seed.reused else duration(seed.seconds)
         rows.append(f"  {seed.seed:>4}  {seed.scores[key]:>14.4f}  {best:>16}  "
                     f"{'YES' if seed.collapsed else 'no':>9}  {time_text:>8}")
     return rows
@@ -675,5 +662,5 @@ def describe(result: FinetuneResult) -> str:
         lines.append(f"split: {result.info.split_note}")
     reused = sum(seed.reused for seed in result.seeds)
     cache_note = f" ({reused} seed(s) reused from the cache)" if reused else ""
-    lines.append(f"time: {_duration(result.seconds)}{cache_note}")
+    lines.append(f"time: {duration(result.seconds)}{cache_note}")
     return "\n".join(lines)
