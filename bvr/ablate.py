@@ -11,12 +11,16 @@ unit                        what it does
 ``data:ARM``                the arm's input format (and every stage before it)
 ``pretrain:ARM``            pretrain the arm (resumed from ``last.ckpt`` if a run was cut short); for the
                             control, write its randomly initialised encoder (:func:`initialise`)
+``blimp:ARM``               score BLiMP's minimal pairs zero-shot (where the data folder has ``blimp/``)
+``probe:ARM:TASK``          frozen-feature linear probes on the task, over every probe seed
 ``finetune:ARM:TASK``       fine-tune the arm on the task over every fine-tuning seed
 ``report``                  render ``reports/NAME/`` (:mod:`bvr.report.render`)
 ==========================  ============================================================================
 
-Every arm is pretrained before any is fine-tuned (under torchrun or SLURM only rank zero goes on to fine-tune).
-With several pretraining seeds each (arm, seed) is its own unit, labelled ``ARM-pSEED``.
+Every arm is pretrained before any is evaluated or fine-tuned (under torchrun or SLURM only rank zero goes on).
+With several pretraining seeds each (arm, seed) is its own unit, labelled ``ARM-pSEED``; the control gets one
+random initialisation per pretraining seed, the very weights that arm seeds start from, so that "arm minus
+control" pairs by seed and measures what pretraining from that starting point did.
 
 MLflow: one experiment per ablation (its name), a parent run per invocation (``NAME (PRESET)``, tag
 ``bvr.stage=ablation``), and under it the runs ``ARM/pretrain``, ``ARM/finetune/TASK`` and
@@ -55,8 +59,8 @@ from bvr.config import Config, config_hash
 from bvr.display import duration
 from bvr.errors import BvrError
 
-MANIFEST_VERSION = 1
-UNIT_KINDS = ("corpus", "tokenizer", "data", "pretrain", "finetune", "report")
+MANIFEST_VERSION = 2
+UNIT_KINDS = ("corpus", "tokenizer", "data", "pretrain", "blimp", "probe", "finetune", "report")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -117,7 +121,8 @@ class Plan:
                    for arm in self.arms}
         return config_hash({"version": MANIFEST_VERSION, "configs": configs, "tasks": self.tasks,
                             "seeds": self.seeds, "finetune": self.ablation.finetune_overrides(),
-                            "preset": self.preset})
+                            "preset": self.preset, "evaluations": self.evaluations.to_dict(),
+                            "blimp": self.blimp_dir is not None})
 
     @property
     def folder(self) -> Path:
@@ -130,11 +135,25 @@ class Plan:
     def families(self) -> list[str]:
         return list(dict.fromkeys(arm.config.tokenizer.family for arm in self.arms))
 
+    @property
+    def evaluations(self):
+        """The zero-shot and probe evaluations (:class:`bvr.ablation.Evaluations`)."""
+        return self.ablation.evaluations
+
+    @property
+    def blimp_dir(self) -> Path | None:
+        """BLiMP's folder in the data folder, when it is there (BLiMP runs only then)."""
+        folder = self.data_dir / "blimp" if self.data_dir else None
+        return folder if self.evaluations.blimp and folder is not None and folder.is_dir() else None
+
     def units(self) -> list[str]:
         """Every unit, in the order they run."""
         out = ["corpus", *(f"tokenizer:{f}" for f in self.families())]
         out += [f"data:{arm.label}" for arm in self.pretrained]
         out += [f"pretrain:{arm.label}" for arm in self.arms]
+        if self.blimp_dir is not None:
+            out += [f"blimp:{arm.label}" for arm in self.arms]
+        out += [f"probe:{arm.label}:{task}" for arm in self.arms for task in self.evaluations.probe_tasks]
         out += [f"finetune:{arm.label}:{task}" for arm in self.arms for task in self.tasks]
         return [*out, "report"]
 
@@ -166,8 +185,12 @@ def make_plan(
             label = f"{arm}-p{seed}" if several else arm
             arms.append(Arm(label, arm, seed, dataclasses.replace(cfg, training=training, **extra)))
     control = ablation.control_config()
-    if control is not None:
-        arms.append(Arm(CONTROL_ARM, CONTROL_ARM, 0, dataclasses.replace(control, **extra), control=True))
+    if control is not None:  # one random initialisation per pretraining seed: the arms' starting points
+        for seed in ablation.pretrain_seeds:
+            training = dataclasses.replace(control.training, seed=seed)
+            label = f"{CONTROL_ARM}-p{seed}" if several else CONTROL_ARM
+            arms.append(Arm(label, CONTROL_ARM, seed, dataclasses.replace(control, training=training, **extra),
+                            control=True))
     tasks = list(ablation.finetune_tasks)
     if data is not None:  # optional tasks join where their files are present
         tasks += [t for t in ablation.optional_tasks if (data / get_task(t).folder).exists()]
@@ -215,24 +238,36 @@ def new_manifest(plan: Plan) -> dict[str, Any]:
         "experiment": plan.experiment,
         "parent_run_id": None,
         "published": (ab.published or {}).get("ablation"),
-        "arms": [arm.label for arm in plan.arms],
+        "arms": list(dict.fromkeys(arm.arm for arm in plan.arms)),
+        "labels": [arm.label for arm in plan.arms],
         "control_arm": CONTROL_ARM if ab.control else None,
-        "declared": {arm.label: _declared(ab, arm) for arm in plan.pretrained},
+        "declared": {arm.arm: _declared(ab, arm) for arm in plan.pretrained},
         "configs": {arm.label: arm.config.to_dict() for arm in plan.arms},
         "pretrain_seeds": list(ab.pretrain_seeds),
         "tasks": plan.tasks,
         "finetune_seeds": plan.seeds,
         "finetune_hparams": ab.finetune_hparams,
-        "pretrain": [{"arm": arm.label, "pretrain_seed": arm.pretrain_seed, "status": "missing", "run_id": None,
-                      "run_dir": None, "error": None, "metrics": {}} for arm in plan.pretrained],
-        "finetune": [{"arm": arm.label, "pretrain_seed": arm.pretrain_seed, "task": task, "seed": seed,
-                      "status": "missing", "run_id": None, "parent_run_id": None, "main_key": None, "score": None,
-                      "collapsed": None, "seconds": None, "baseline": {}, "error": None}
+        "evaluations_settings": plan.evaluations.to_dict(),
+        "pretrain": [{"arm": arm.arm, "label": arm.label, "pretrain_seed": arm.pretrain_seed, "status": "missing",
+                      "run_id": None, "run_dir": None, "error": None, "metrics": {}} for arm in plan.pretrained],
+        "evaluations": [{"arm": arm.arm, "label": arm.label, "pretrain_seed": arm.pretrain_seed, "kind": kind,
+                         "task": task, "status": "missing", "run_id": None, "main_key": None, "score": None,
+                         "seeds": {}, "baseline": None, "seconds": None, "error": None}
+                        for arm in plan.arms for kind, task in _evaluation_keys(plan)],
+        "finetune": [{"arm": arm.arm, "label": arm.label, "pretrain_seed": arm.pretrain_seed, "task": task,
+                      "seed": seed, "status": "missing", "run_id": None, "parent_run_id": None, "main_key": None,
+                      "score": None, "collapsed": None, "seconds": None, "baseline": {}, "error": None}
                      for arm in plan.arms for task in plan.tasks for seed in plan.seeds],
         "context": {"git_commit": git_commit(), "data_dir": str(plan.data_dir) if plan.data_dir else None,
                     "output_dir": str(plan.output_dir.resolve()), "started": _now(), "updated": _now(),
                     "wall_seconds": 0.0, "hardware": hardware()},
     }
+
+
+def _evaluation_keys(plan: Plan) -> list[tuple[str, str | None]]:
+    """(kind, task) of every evaluation each model gets: BLiMP (task None), then one probe per task."""
+    keys: list[tuple[str, str | None]] = [("blimp", None)] if plan.blimp_dir is not None else []
+    return keys + [("probe", task) for task in plan.evaluations.probe_tasks]
 
 
 def _declared(ablation: Ablation, arm: Arm) -> dict[str, Any]:
@@ -345,10 +380,14 @@ class _Runner:
             self.console.print(text, highlight=False)
 
     def _pretrain_entry(self, label: str) -> dict[str, Any]:
-        return next(e for e in self.manifest["pretrain"] if e["arm"] == label)
+        return next(e for e in self.manifest["pretrain"] if e["label"] == label)
 
     def _finetune_entries(self, label: str, task: str) -> list[dict[str, Any]]:
-        return [e for e in self.manifest["finetune"] if e["arm"] == label and e["task"] == task]
+        return [e for e in self.manifest["finetune"] if e["label"] == label and e["task"] == task]
+
+    def _evaluation_entry(self, label: str, kind: str, task: str | None) -> dict[str, Any]:
+        return next(e for e in self.manifest["evaluations"]
+                    if e["label"] == label and e["kind"] == kind and e["task"] == task)
 
     def _stage_out(self, *parts: str) -> Path | None:
         if self.stage_dir is None or self.rank != 0:
@@ -400,6 +439,9 @@ class _Runner:
             for entry in self._finetune_entries(label, task):
                 if entry["status"] != "done":
                     entry.update(status="failed", error=message)
+        elif kind in ("blimp", "probe"):
+            label, _, task = rest.partition(":")
+            self._evaluation_entry(label, kind, task or None).update(status="failed", error=message)
         self.save()
 
     def _corpus(self) -> bool:
@@ -471,6 +513,34 @@ class _Runner:
             self._pretrain(label)
         return self.models[label]
 
+    def _evaluate(self, kind: str, label: str, task: str | None) -> bool:
+        from bvr.evaluation.run import evaluate_model
+
+        arm = self.plan.arm(label)
+        pretrain_entry = None if arm.control else self._pretrain_entry(label)
+        if pretrain_entry is not None and pretrain_entry["status"] == "failed":
+            raise BvrError(f"pretraining of '{label}' failed; nothing to evaluate", where=f"{kind}:{label}")
+        result = evaluate_model(self._model(label), kind, task, self.plan.evaluations, data_dir=self.plan.data_dir,
+                                label=label, pretrain_seed=arm.pretrain_seed, ablation=self.plan.name,
+                                experiment=self.plan.experiment, parent_run_id=self.parent_run_id,
+                                progress=self.progress)
+        self._evaluation_entry(label, kind, task).update(
+            status="done", error=None, run_id=result.run_id, main_key=result.main_key, score=result.score,
+            seeds={str(k): v for k, v in result.seeds.items()}, baseline=result.baseline, seconds=result.seconds)
+        spread = "" if len(result.seeds) < 2 else (f" (probe seeds {min(result.seeds.values()):.4f}"
+                                                   f"–{max(result.seeds.values()):.4f})")
+        self.say(f"  {result.main_key} {result.score:.4f}{spread}" +
+                 (f"; trivial baseline {result.baseline:.4f}" if result.baseline is not None else ""))
+        if (out := self._stage_out(label, f"{kind}-{task}.json" if task else f"{kind}.json")) is not None:
+            out.write_text(json.dumps(self._evaluation_entry(label, kind, task), indent=2))
+        return not result.reused
+
+    def _blimp(self, label: str) -> bool:
+        return self._evaluate("blimp", label, None)
+
+    def _probe(self, label: str, task: str) -> bool:
+        return self._evaluate("probe", label, task)
+
     def _finetune(self, label: str, task: str) -> bool:
         from bvr.tasks.run import finetune
 
@@ -479,9 +549,12 @@ class _Runner:
         pretrain_entry = None if arm.control else self._pretrain_entry(label)
         if pretrain_entry is not None and pretrain_entry["status"] == "failed":
             raise BvrError(f"pretraining of '{label}' failed; nothing to fine-tune", where=f"finetune:{label}:{task}")
+        # The control fine-tunes from its initialisation (the weights arm seed s started from), not from weights
+        # drawn per fine-tuning seed: fine-tuning seeds then nest inside the control's pretraining seed as they do
+        # inside every arm's.
         result = finetune(self._model(label), task, seeds=self.plan.seeds, data_dir=self.plan.data_dir,
                           output_dir=self.plan.output_dir, preset=self.plan.preset,
-                          overrides=self.plan.ablation.finetune_overrides(), from_scratch=arm.control, arm=label,
+                          overrides=self.plan.ablation.finetune_overrides(), from_scratch=False, arm=label,
                           ablation=self.plan.name, experiment=self.plan.experiment,
                           parent_run_id=self.parent_run_id, progress=self.progress)
         by_seed = {seed.seed: seed for seed in result.seeds}
@@ -514,13 +587,20 @@ class _Runner:
         if self.stage_dir is None:
             return
         for entry in self.manifest["pretrain"]:
-            path = self.stage_dir / entry["arm"] / "pretrain.json"
+            path = self.stage_dir / entry["label"] / "pretrain.json"
             if entry["status"] != "done" and path.is_file():
                 record = json.loads(path.read_text())
                 entry.update(status="done", error=None, run_id=record.get("run_id"), run_dir=record.get("run_dir"),
                              metrics=record.get("metrics", {}))
+        for entry in self.manifest.get("evaluations", []):
+            name = f"{entry['kind']}-{entry['task']}.json" if entry["task"] else f"{entry['kind']}.json"
+            path = self.stage_dir / entry["label"] / name
+            if entry["status"] != "done" and path.is_file():
+                record = json.loads(path.read_text())
+                entry.update({k: record.get(k) for k in ("run_id", "main_key", "score", "seeds", "baseline",
+                                                          "seconds")}, status="done", error=None)
         for entry in self.manifest["finetune"]:
-            path = self.stage_dir / entry["arm"] / f"finetune-{entry['task']}.json"
+            path = self.stage_dir / entry["label"] / f"finetune-{entry['task']}.json"
             if entry["status"] == "done" or not path.is_file():
                 continue
             record = json.loads(path.read_text())
@@ -696,8 +776,13 @@ def run_ablation(
 def _describe_plan(plan: Plan, units: list[str]) -> str:
     ab = plan.ablation
     arms = ", ".join(a.label for a in plan.arms)
+    ev = plan.evaluations
+    blimp = ("BLiMP " + (f"{ev.blimp_per_paradigm} pairs per paradigm" if ev.blimp_per_paradigm else "all pairs")
+             if plan.blimp_dir is not None else "no BLiMP (no blimp/ in the data folder)")
+    probes = (f"probes {', '.join(ev.probe_tasks)} x {ev.probe_seeds} seeds" if ev.probe_tasks else "no probes")
     lines = [f"[bold]ablation {plan.name}[/bold] (preset {plan.preset or 'default'}): {ab.description}",
-             f"  arms: {arms}",
+             f"  arms: {arms} ({len(ab.pretrain_seeds)} pretraining seed(s) each)",
+             f"  evaluations: {blimp}; {probes}",
              f"  fine-tuning: {', '.join(plan.tasks)} x {len(plan.seeds)} seeds",
              f"  manifest: {plan.manifest_path}",
              f"  units to run or reuse: {len(units)}"]

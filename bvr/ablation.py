@@ -75,11 +75,47 @@ DEFAULT_OPTIONAL_TASKS = ("mnli", "qnli")
 DEFAULT_FINETUNE_SEEDS = 5
 """Fine-tuning seeds per (arm, task)."""
 
-TOP_KEYS = ("description", "published", "base", "presets", "arms", "control", "pretrain_seeds", "finetune")
+TOP_KEYS = ("description", "published", "base", "presets", "arms", "control", "pretrain_seeds", "finetune", "evaluate")
 """Keys allowed at the top of an experiment file."""
 
 FINETUNE_KEYS = ("tasks", "seeds", "optional", "hparams", "presets")
 """Keys allowed under ``finetune``."""
+
+EVALUATE_KEYS = ("blimp", "probes", "presets")
+"""Keys allowed under ``evaluate``."""
+
+BLIMP_KEYS = ("per_paradigm", "seed")
+PROBE_KEYS = ("tasks", "seeds", "features", "max_train_examples", "max_eval_examples")
+
+
+@dataclass(frozen=True)
+class Evaluations:
+    """Evaluations run on every pretrained model and every control without fine-tuning (sensitive at small scale).
+
+    Attributes:
+        blimp: score BLiMP's minimal pairs zero-shot by pseudo-log-likelihood (where the data folder has blimp/).
+        blimp_per_paradigm: pairs per paradigm, a fixed subsample the same for every model (None: all 1,000).
+        blimp_seed: the seed that picks the subsample.
+        probe_tasks: tasks of the frozen-feature linear probes.
+        probe_seeds: probe seeds per model; a seed draws the probe's training subsample, nothing else.
+        probe_features: the feature kind whose score is the probe's headline (``mean``, ``cls`` or ``last4``).
+        probe_max_train_examples: training examples per probe (None: the whole train split).
+        probe_max_eval_examples: evaluation examples (None: the whole split), the same for every model.
+    """
+
+    blimp: bool = True
+    blimp_per_paradigm: int | None = 100
+    blimp_seed: int = 0
+    probe_tasks: tuple[str, ...] = ("sst2", "conll2003")
+    probe_seeds: int = 3
+    probe_features: str = "mean"
+    probe_max_train_examples: int | None = 4000
+    probe_max_eval_examples: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return {**asdict(self), "probe_tasks": list(self.probe_tasks)}
 
 _ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
@@ -105,6 +141,7 @@ class Ablation:
             ``experiments/finetune.yaml`` and its preset).
         control_base: the control's config: the shared layers (preset, base, the base's preset block, ``--set``)
             without any arm's diff.
+        evaluations: the zero-shot and probe evaluations every model gets (``evaluate:``).
     """
 
     name: str
@@ -121,6 +158,7 @@ class Ablation:
     optional_tasks: list[str] = field(default_factory=list)
     finetune_hparams: dict[str, Any] = field(default_factory=dict)
     control_base: Config | None = None
+    evaluations: Evaluations = field(default_factory=Evaluations)
 
     @property
     def arm_names(self) -> list[str]:
@@ -256,13 +294,9 @@ def load_ablation(
     control = data.get("control", False)
     if not isinstance(control, bool):
         raise BvrError(f"expected true or false, got {control!r}", where=_at(lines, "control"))
-    pretrain_seeds = data.get("pretrain_seeds", [0])
-    if (not isinstance(pretrain_seeds, list) or not pretrain_seeds
-            or not all(isinstance(s, int) and not isinstance(s, bool) for s in pretrain_seeds)
-            or len(set(pretrain_seeds)) != len(pretrain_seeds)):
-        raise BvrError(f"expected a non-empty list of distinct integers, got {pretrain_seeds!r}",
-                       where=_at(lines, "pretrain_seeds"))
+    pretrain_seeds = _pretrain_seeds(data.get("pretrain_seeds", [0]), lines, preset)
     tasks, optional, seeds, hparams = _finetune(data.get("finetune"), lines, preset)
+    evaluations = _evaluations(data.get("evaluate"), lines, preset)
 
     base = _mapping(data.get("base"), "base", lines, "config sections")
     _check_config_sections(base, "base", lines)
@@ -321,6 +355,7 @@ def load_ablation(
         pretrain_seeds=list(pretrain_seeds), finetune_tasks=tasks, finetune_seeds=seeds, declared=declared,
         source=path, preset=preset, published=published, optional_tasks=optional, finetune_hparams=hparams,
         control_base=_resolve(CONTROL_ARM, shared, override_layers) if control else None,
+        evaluations=evaluations,
     )
     for _nested, text in override_layers:
         if text in ablation.declared_keys or any(k.startswith(f"{text}.") for k in ablation.declared_keys):
@@ -375,6 +410,94 @@ def _finetune(
                **_mapping(chosen.get("hparams"), f"finetune.presets.{preset}.hparams", lines, "hyperparameters")}
     _check_hparams(hparams, lines, preset)
     return tasks, optional, seeds, hparams
+
+
+def _seed_list(value: Any, key: str, lines: dict[str, str]) -> list[int]:
+    if (not isinstance(value, list) or not value
+            or not all(isinstance(s, int) and not isinstance(s, bool) for s in value)
+            or len(set(value)) != len(value)):
+        raise BvrError(f"expected a non-empty list of distinct integers, got {value!r}", where=_at(lines, key))
+    return list(value)
+
+
+def _pretrain_seeds(value: Any, lines: dict[str, str], preset: str | None) -> list[int]:
+    """``pretrain_seeds``: a list for every preset, or ``{default: [...], PRESET: [...]}``."""
+    if not isinstance(value, dict):
+        return _seed_list(value, "pretrain_seeds", lines)
+    for name in value:
+        if name != "default" and not (PRESETS_DIR / f"{name}.yaml").is_file():
+            raise BvrError(f"unknown preset '{name}'", where=_at(lines, f"pretrain_seeds.{name}"),
+                           hint="keys are 'default' and preset names")
+    key = preset if preset in value else "default"
+    if key not in value:
+        raise BvrError(f"no seeds for preset '{preset}' and no 'default'", where=_at(lines, "pretrain_seeds"))
+    return _seed_list(value[key], f"pretrain_seeds.{key}", lines)
+
+
+def _optional_count(value: Any, key: str, lines: dict[str, str], *, minimum: int = 1) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise BvrError(f"expected an integer >= {minimum} or null, got {value!r}", where=_at(lines, key))
+    return value
+
+
+def _evaluations(raw: Any, lines: dict[str, str], preset: str | None) -> Evaluations:
+    """Parse ``evaluate:`` (``blimp``, ``probes``, and per-preset blocks of the same keys over them)."""
+    block = _mapping(raw, "evaluate", lines, "evaluation settings")
+    _known_keys(block, "evaluate", lines, EVALUATE_KEYS)
+    presets = _mapping(block.get("presets"), "evaluate.presets", lines, "preset names")
+    for name, sub in presets.items():
+        if not (PRESETS_DIR / f"{name}.yaml").is_file():
+            raise BvrError(f"unknown preset '{name}'", where=_at(lines, f"evaluate.presets.{name}"))
+        _known_keys(_mapping(sub, f"evaluate.presets.{name}", lines, "evaluation settings"),
+                    f"evaluate.presets.{name}", lines, ("blimp", "probes"))
+    chosen = (presets.get(preset) or {}) if preset else {}
+    merged: dict[str, Any] = {}
+    for part, known in (("blimp", BLIMP_KEYS), ("probes", PROBE_KEYS)):
+        main = block.get(part, {})
+        over = chosen.get(part, {})
+        if main is False or over is False:  # `blimp: false` turns an evaluation off
+            merged[part] = False
+            continue
+        prefix = f"evaluate.presets.{preset}.{part}" if part in chosen else f"evaluate.{part}"
+        main = _mapping(main, f"evaluate.{part}", lines, f"{part} settings")
+        over = _mapping(over, prefix, lines, f"{part} settings")
+        _known_keys(main, f"evaluate.{part}", lines, known)
+        _known_keys(over, prefix, lines, known)
+        merged[part] = {**{k: (v, f"evaluate.{part}.{k}") for k, v in main.items()},
+                        **{k: (v, f"{prefix}.{k}") for k, v in over.items()}}
+    return _build_evaluations(merged, lines)
+
+
+def _build_evaluations(merged: dict[str, Any], lines: dict[str, str]) -> Evaluations:
+    defaults = Evaluations()
+    kwargs: dict[str, Any] = {}
+    blimp = merged["blimp"]
+    if blimp is False:
+        kwargs["blimp"] = False
+    else:
+        if "per_paradigm" in blimp:
+            kwargs["blimp_per_paradigm"] = _optional_count(blimp["per_paradigm"][0], blimp["per_paradigm"][1], lines)
+        if "seed" in blimp:
+            kwargs["blimp_seed"] = _optional_count(blimp["seed"][0], blimp["seed"][1], lines, minimum=0) or 0
+    probes = merged["probes"]
+    if probes is False:
+        kwargs["probe_tasks"] = ()
+        return Evaluations(**{**vars(defaults), **kwargs})
+    if "tasks" in probes:
+        kwargs["probe_tasks"] = tuple(_task_names(probes["tasks"][0], probes["tasks"][1], lines))
+    if "seeds" in probes:
+        kwargs["probe_seeds"] = _optional_count(probes["seeds"][0], probes["seeds"][1], lines)
+    if "features" in probes:
+        value, key = probes["features"]
+        if value not in ("cls", "mean", "last4"):
+            raise BvrError(f"expected cls, mean or last4, got {value!r}", where=_at(lines, key))
+        kwargs["probe_features"] = value
+    for name in ("max_train_examples", "max_eval_examples"):
+        if name in probes:
+            kwargs[f"probe_{name}"] = _optional_count(probes[name][0], probes[name][1], lines)
+    return Evaluations(**{**vars(defaults), **kwargs})
 
 
 def _known_keys(block: dict[str, Any], prefix: str, lines: dict[str, str], known: tuple[str, ...]) -> None:

@@ -4,7 +4,9 @@ The stages are :mod:`bvr.ablate`'s units, each a ``bvr ablate NAME --only UNIT``
 ``bvr ablate`` share every cache and produce the same runs and report:
 
 - ``corpus``, ``tokenizer`` (``foreach`` family), ``data`` (``foreach`` arm): the prepared data;
-- ``pretrain`` (``foreach`` arm) and ``init`` (the no-pretraining control's random encoder);
+- ``pretrain`` (``foreach`` arm and pretraining seed) and ``init`` (the no-pretraining control's random encoder,
+  one per pretraining seed);
+- ``evaluate`` (``foreach`` model and evaluation): zero-shot BLiMP and the frozen-feature probes;
 - ``finetune`` (``foreach`` arm x task, the control included);
 - ``report``: ``reports/NAME/``, whose ``metrics.json`` is a DVC metric and whose ``plots/`` CSVs are DVC plots.
 
@@ -77,7 +79,7 @@ def pipeline_spec(plan: Plan, root: Path = Path(".")) -> dict[str, Any]:
 
     pretrained = plan.pretrained
     families = plan.families()
-    control = next((a for a in plan.arms if a.control), None)
+    controls = [a for a in plan.arms if a.control]
     stages: dict[str, Any] = {}
     stages["corpus"] = {
         "cmd": f"{bvr} corpus",
@@ -102,13 +104,24 @@ def pipeline_spec(plan: Plan, root: Path = Path(".")) -> dict[str, Any]:
                "outs": [f"{stage_dir}/${{key}}/model"],
                "metrics": [{f"{stage_dir}/${{key}}/pretrain.json": {"cache": False}}]},
     }
-    if control is not None:
+    if controls:
         stages["init"] = {
-            "cmd": f"{bvr} pretrain:{control.label}",
-            "params": shared,
-            "deps": [f"{stage_dir}/tokenizer-{control.config.tokenizer.family}"],
-            "outs": [f"{stage_dir}/{control.label}/model"],
-            "metrics": [{f"{stage_dir}/{control.label}/pretrain.json": {"cache": False}}],
+            "foreach": {a.label: {"family": a.config.tokenizer.family} for a in controls},
+            "do": {"cmd": f"{bvr} pretrain:${{key}}", "params": shared,
+                   "deps": [f"{stage_dir}/tokenizer-${{item.family}}"],
+                   "outs": [f"{stage_dir}/${{key}}/model"],
+                   "metrics": [{f"{stage_dir}/${{key}}/pretrain.json": {"cache": False}}]},
+        }
+    evaluate_params = [p for p in (_params(exp, ["evaluate"], root), {PARAMS_FILE: ["data_dir"]}) if p]
+    evaluations = [f"blimp:{a.label}" for a in plan.arms] if plan.evaluations.blimp else []  # needs blimp/ there
+    evaluations += [f"probe:{a.label}:{t}" for a in plan.arms for t in plan.evaluations.probe_tasks]
+    if evaluations:
+        stages["evaluate"] = {
+            "foreach": {unit.replace(":", "-"): {"unit": unit, "arm": unit.split(":")[1],
+                                                  "out": _evaluation_out(unit)} for unit in evaluations},
+            "do": {"cmd": f"{bvr} ${{item.unit}}", "params": evaluate_params,
+                   "deps": [f"{stage_dir}/${{item.arm}}/model"],
+                   "outs": [{f"{stage_dir}/${{item.arm}}/${{item.out}}": {"cache": False}}]},
         }
     finetune_params = [p for p in (
         _params(exp, ["finetune"], root),
@@ -125,6 +138,7 @@ def pipeline_spec(plan: Plan, root: Path = Path(".")) -> dict[str, Any]:
         "cmd": f"{bvr} report",
         "deps": [
             *(f"{stage_dir}/{a.label}/pretrain.json" for a in pretrained),
+            *(f"{stage_dir}/{u.split(':')[1]}/{_evaluation_out(u)}" for u in evaluations),
             *(f"{stage_dir}/{a.label}/finetune-{t}.json" for a in plan.arms for t in plan.tasks),
             *(["reports/published.yaml"] if (root / "reports" / "published.yaml").is_file() else []),
             *(["bvr/report"] if (root / "bvr" / "report").is_dir() else []),  # a change of the report re-renders it
@@ -134,6 +148,13 @@ def pipeline_spec(plan: Plan, root: Path = Path(".")) -> dict[str, Any]:
     }
     stages["report"]["outs"].append({f"{report_dir}/plots": {"cache": False}})
     return {"vars": [PARAMS_FILE], "stages": stages, "plots": _plots(plan, report_dir)}
+
+
+def _evaluation_out(unit: str) -> str:
+    """The file an evaluation unit writes in its model's stage folder: ``blimp.json``, ``probe-sst2.json``."""
+    kind, _, rest = unit.partition(":")
+    task = rest.partition(":")[2]
+    return f"{kind}-{task}.json" if task else f"{kind}.json"
 
 
 def _plots(plan: Plan, report_dir: str) -> list[dict[str, Any]]:

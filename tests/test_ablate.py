@@ -44,6 +44,9 @@ finetune:
   seeds: 2
   optional: []
   hparams: {epochs: 1, batch_size: 4, max_length: 64, max_eval_examples: null}
+evaluate:
+  blimp: {per_paradigm: 2}
+  probes: {tasks: [sst2], seeds: 2, max_train_examples: null}
 """
 
 
@@ -52,6 +55,7 @@ def data_dir(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("data")
     write_wiki_corpus(root, documents=60)
     shutil.copytree(FIXTURES / "glue", root / "glue")
+    shutil.copytree(FIXTURES / "blimp", root / "blimp")
     return root
 
 
@@ -70,7 +74,7 @@ def invoke(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
 def finished(data_dir, tmp_path_factory):
     """One full `bvr ablate` through the CLI, in its own working directory (the MLflow store lives there)."""
     work = tmp_path_factory.mktemp("ablate")
-    (work / "tiny-masking.yaml").write_text(EXPERIMENT)
+    (work / "tiny-masking.yaml").write_text(EXPERIMENT + "pretrain_seeds: [0, 1]\n")
     mp = pytest.MonkeyPatch()
     mp.chdir(work)
     try:
@@ -88,29 +92,44 @@ def finished(data_dir, tmp_path_factory):
 def test_every_unit_runs_and_the_manifest_indexes_mlflow(finished):
     manifest = load_manifest(find_manifest("tiny-masking", finished / "outputs"))
     assert manifest["arms"] == ["static", "dynamic", "no-pretraining"]
+    assert manifest["labels"] == ["static-p0", "static-p1", "dynamic-p0", "dynamic-p1", "no-pretraining-p0",
+                                  "no-pretraining-p1"]
     assert manifest["tasks"] == ["sst2"] and manifest["finetune_seeds"] == [0, 1]
     assert manifest["declared"] == {"static": {"masking.mode": "static"}, "dynamic": {"masking.mode": "dynamic"}}
-    assert [p["status"] for p in manifest["pretrain"]] == ["done", "done"]
-    assert len(manifest["finetune"]) == 3 * 1 * 2 and all(f["status"] == "done" for f in manifest["finetune"])
+    assert [p["status"] for p in manifest["pretrain"]] == ["done"] * 4
+    assert len(manifest["finetune"]) == 6 * 1 * 2 and all(f["status"] == "done" for f in manifest["finetune"])
+    # Every model (each arm at each pretraining seed, and each control initialisation) gets BLiMP and the probe.
+    evaluations = {(e["label"], e["kind"], e["task"]): e for e in manifest["evaluations"]}
+    assert set(evaluations) == {(label, kind, task) for label in manifest["labels"]
+                                for kind, task in (("blimp", None), ("probe", "sst2"))}
+    assert all(e["status"] == "done" and 0.0 <= e["score"] <= 1.0 for e in evaluations.values())
+    assert all(len(e["seeds"]) == 2 for e in evaluations.values() if e["kind"] == "probe")
 
     runs = find_runs("tiny-masking", workdir=finished).set_index("run_id")
     parents = runs[runs["tags.bvr.stage"] == "ablation"]
     assert list(parents.index) == [manifest["parent_run_id"]]
     assert parents["tags.mlflow.runName"].iloc[0] == "tiny-masking (default)"
     pretrain = runs[runs["tags.bvr.stage"] == "pretrain"]
-    assert sorted(pretrain["tags.mlflow.runName"]) == ["dynamic/pretrain", "static/pretrain"]
+    assert sorted(pretrain["tags.mlflow.runName"]) == ["dynamic-p0/pretrain", "dynamic-p1/pretrain",
+                                                       "static-p0/pretrain", "static-p1/pretrain"]
     assert set(pretrain["tags.mlflow.parentRunId"]) == {manifest["parent_run_id"]}
     for entry in manifest["finetune"]:
         run = runs.loc[entry["run_id"]]
-        assert run["tags.mlflow.runName"] == f"{entry['arm']}/finetune/sst2/seed{entry['seed']}"
+        assert run["tags.mlflow.runName"] == f"{entry['label']}/finetune/sst2/seed{entry['seed']}"
         assert run["metrics.dev/accuracy"] == pytest.approx(entry["score"])
         task_parent = runs.loc[run["tags.mlflow.parentRunId"]]
         assert task_parent["tags.mlflow.parentRunId"] == manifest["parent_run_id"]
     for entry in manifest["pretrain"]:
-        assert runs.loc[entry["run_id"], "tags.bvr.arm"] == entry["arm"]
-    # The control was never pretrained: its fine-tuning runs start from scratch.
+        assert runs.loc[entry["run_id"], "tags.bvr.arm"] == entry["label"]
+    for entry in manifest["evaluations"]:
+        run = runs.loc[entry["run_id"]]
+        name = f"{entry['label']}/blimp" if entry["kind"] == "blimp" else f"{entry['label']}/probe/sst2"
+        assert run["tags.mlflow.runName"] == name and run["tags.mlflow.parentRunId"] == manifest["parent_run_id"]
+        assert run[f"metrics.{entry['main_key']}"] == pytest.approx(entry["score"])
+    # The control fine-tunes from its initialisation at each pretraining seed: the weights the arms started from.
     control = [f for f in manifest["finetune"] if f["arm"] == "no-pretraining"]
-    assert all(runs.loc[f["run_id"], "tags.bvr.from_scratch"] == "true" for f in control)
+    checkpoints = {f["pretrain_seed"]: runs.loc[f["run_id"], "tags.bvr.checkpoint"] for f in control}
+    assert len(set(checkpoints.values())) == 2 and all("init-" in c for c in checkpoints.values())
 
 
 def test_the_report_is_rendered_and_logged(finished):
@@ -208,15 +227,16 @@ def test_dvc_repro_runs_the_pipeline_then_nothing_then_only_the_changed_arm(data
         done = _git_dvc(repo, *cmd)
         assert done.returncode == 0, done.stderr
     stages = yaml.safe_load((repo / "dvc.yaml").read_text())["stages"]
-    assert list(stages) == ["corpus", "tokenizer", "data", "pretrain", "init", "finetune", "report"]
+    assert list(stages) == ["corpus", "tokenizer", "data", "pretrain", "init", "evaluate", "finetune", "report"]
     assert stages["pretrain"]["foreach"] == {"static": {"arm": "static"}, "dynamic": {"arm": "dynamic"}}
     _git_dvc(repo, "git", "add", "-A")
     _git_dvc(repo, "git", "commit", "-qm", "pipeline")
 
     first = _git_dvc(repo, "dvc", "repro")
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    for stage in ("corpus", "tokenizer@bert", "data@static", "pretrain@dynamic", "init",
-                  "finetune@no-pretraining-sst2", "report"):
+    for stage in ("corpus", "tokenizer@bert", "data@static", "pretrain@dynamic", "init@no-pretraining",
+                  "evaluate@blimp-static", "evaluate@probe-no-pretraining-sst2", "finetune@no-pretraining-sst2",
+                  "report"):
         assert f"Running stage '{stage}'" in first.stdout, stage
     assert (repo / "pipeline" / "tiny-masking" / "static" / "model" / "model.safetensors").is_file()
     scores = json.loads((repo / "pipeline" / "tiny-masking" / "dynamic" / "finetune-sst2.json").read_text())
@@ -235,5 +255,6 @@ def test_dvc_repro_runs_the_pipeline_then_nothing_then_only_the_changed_arm(data
     dry = _git_dvc(repo, "dvc", "repro", "--dry")
     ran = {line.split("'")[1] for line in dry.stdout.splitlines() if line.startswith("Running stage")}
     assert {"data@dynamic", "pretrain@dynamic"} <= ran
-    assert not ran & {"corpus", "tokenizer@bert", "data@static", "pretrain@static", "init",
-                      "finetune@static-sst2", "finetune@no-pretraining-sst2"}, ran
+    assert {"evaluate@blimp-dynamic", "finetune@dynamic-sst2"} <= ran
+    assert not ran & {"corpus", "tokenizer@bert", "data@static", "pretrain@static", "init@no-pretraining",
+                      "evaluate@blimp-static", "finetune@static-sst2", "finetune@no-pretraining-sst2"}, ran

@@ -228,6 +228,29 @@ def test_constant_predictors_are_flagged_as_collapsed(bert, data_dir):
     assert not regressor.collapsed()
 
 
+def test_an_all_o_tagger_and_an_empty_answerer_are_flagged_as_collapsed(bert, roberta, data_dir):
+    tagger = FAMILIES["tagging"].evaluator(task_data("conll2003", bert, data_dir), "dev")
+    ids = {tag: i for i, tag in enumerate(get_task("conll2003").label_names)}
+    gold = [ids["B-PER"], ids["I-PER"], ids["O"], ids["B-LOC"]]
+    # Every word O: no entity predicted, the all-O baseline.
+    all_o = _logits_for([ids["O"]] * 4, len(ids))[None]
+    tagger.update(all_o, {"labels": torch.tensor([gold])})
+    assert tagger.compute()["f1"] == 0.0 and tagger.collapsed()
+    tagger.reset()
+    tagger.update(_logits_for([ids["B-PER"], ids["I-PER"], ids["O"], ids["O"]], len(ids))[None],
+                  {"labels": torch.tensor([gold])})
+    assert tagger.compute()["f1"] == pytest.approx(2 / 3) and not tagger.collapsed()
+    data = task_data("squad", roberta, data_dir)
+    split = data.evals["dev"]
+    spans = FAMILIES["span"].evaluator(data, "dev")
+    width = max(map(len, split.features["input_ids"]))
+    logits = torch.full((len(split), width, 2), -10.0)
+    logits[:, 0, :] = 10.0  # every window points at its first token, the start of the question: no answer found
+    spans.update(logits, {"index": torch.arange(len(split))})
+    spans.compute()
+    assert spans.collapsed()
+
+
 def test_spread_of_seeds():
     assert spread([4.0, 1.0, 2.0]) == {"median": 2.0, "min": 1.0, "max": 4.0, "q1": 1.5, "q3": 3.0, "iqr": 1.5}
 

@@ -1,42 +1,76 @@
 """``bvr report``: a report rendered from a real MLflow store, checked against numbers worked out by hand.
 
-The store (``tests/report_fixtures.py``) holds a finished masking ablation: static, dynamic and the no-pretraining
-control, on SST-2 (logged as fractions) and SQuAD 2.0 (logged in points), seeds 0 to 2. Creating an SQLite store
-costs a couple of seconds, so one store and one full render are shared by the module; tests that need another
-render write to folders of their own and leave MLflow alone (``log_to_mlflow=False``).
+The store (``tests/report_fixtures.py``) holds a finished masking ablation under a version-2 manifest: static,
+dynamic and the no-pretraining control at pretraining seeds 0 to 2; BLiMP and an SST-2 probe (3 probe seeds) per
+model; fine-tuning on SST-2 (fractions) and SQuAD 2.0 (points) with seeds 0 and 1. Creating an SQLite store costs
+several seconds, so one store and one full render are shared by the module; tests that need another render write to
+folders of their own and leave MLflow alone (``log_to_mlflow=False``).
 
-Hand-worked values (points):
+Hand-worked values (points). Inner seeds sit symmetrically about each model's value, so a model's value (the mean
+over its probe or fine-tuning seeds) is the fixture's ``UNITS`` entry. Every test is a paired t over the 3
+pretraining seeds, df = 2, for which the two-sided p-value has the closed form ``p = 1 - |t| / sqrt(t**2 + 2)``.
 
-- SST-2 medians: static 80 (of 78, 80, 82), dynamic 83 (of 81, 83, 84), control 50 (of 49, 50, 51);
-  SQuAD 2.0 medians: static 41, dynamic 41 (quartiles 40.75 and 41.25), control 5.
-- dynamic - static on SST-2, seeds 0 to 2: +3, +2, +3, mean 8/3. A bootstrap mean of three draws from {2, 3, 3}
-  is 2 with chance 1/27 (3.7%) and 3 with chance 8/27 (29.6%), so its 2.5% and 97.5% quantiles are 2 and 3 (10,000
-  resamples put those chances within a few tenths of a percent): interval [2, 3], half-width 0.5, distinguishable.
-- dynamic - static on SQuAD 2.0: +0.5, -0.5, 0, mean 0; interval [-0.5, 0.5] by the same argument: covers 0.
-- RoBERTa Table 1: SST-2 92.5 -> 92.9 and SQuAD 2.0 F1 78.3 -> 78.7, both +0.4 for dynamic: SST-2 agrees, SQuAD 2.0
-  is inconclusive.
+- 13 comparisons are tested: each arm against the control on BLiMP, the probe, SST-2 and SQuAD 2.0 (8), and
+  dynamic - static on those four and on MLM loss (5). Bonferroni-simultaneous intervals are at 1 - 0.05/13 = 99.615%;
+  with a = 0.05/13 = 1/260 the df-2 critical value is (1 - a) sqrt(2 / (a (2 - a))) = 259 sqrt(2/519) = 16.078.
+- SST-2 fine-tuned, dynamic - static: 2, 2.1, 1.9 (82 - 80, 86.1 - 84, 77.9 - 76): mean 2, sd 0.1, se 0.1/sqrt(3),
+  t = 20 sqrt(3) = 34.64, p = 1 - sqrt(1200/1202) = 0.000832. It is the 3rd smallest of the 13 p-values (after
+  SQuAD dynamic - control, t = 36 sqrt(3), and BLiMP dynamic - control, t = 23 sqrt(3)), so Holm multiplies it by
+  11: 0.00916, significant. Interval 2 ± 16.078 * 0.1 / sqrt(3) = [1.072, 2.928]: "dynamic better"; the paper's
+  +0.4 (RoBERTa Table 1) agrees.
+- BLiMP, dynamic - static: 3, 2, 4: mean 3, sd 1, t = 3 sqrt(3) = 5.196, p = 1 - sqrt(27/29) = 0.0351 (below 5% on
+  its own), 10th of 13, so Holm gives 4p = 0.1404: no difference detected. Interval 3 ± 16.078 / sqrt(3) =
+  [-6.28, 12.28].
+- SQuAD 2.0, dynamic - static: 0, -0.5, 0.5: t = 0, p = 1, Holm 1; the paper's +0.4 is inconclusive here.
+- Each arm against the control: the smallest t is BLiMP static - control, 20, 22, 18: t = 10 sqrt(3), p =
+  1 - sqrt(300/302) = 0.00332, 9th of 13, Holm 5p = 0.0166; all 8 are significant, so pretraining helped both arms.
+- Every measure, per arm: static on SST-2 fine-tuned is 80, 84, 76 (runs 79, 81 / 83, 85 / 75, 77): mean 80, sd 4,
+  95% t interval 80 ± 4.303 * 4 / sqrt(3) = [70.1, 89.9]; within-model mean square 2 (SD 1.41), between-seed mean
+  square 2 * 16 = 32, so the between-seed variance is (32 - 2) / 2 = 15 (SD 3.87).
+- BLiMP beside the published models, over the 3 paradigms of ``tests/fixtures/blimp``: GPT-2 (0.994 + 0.948 +
+  0.785) / 3 = 90.9, 5-gram (0.439 + 0.489 + 0.298) / 3 = 40.9.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE
+from scipy import integrate, optimize, stats
 
 from bvr.errors import BvrError
-from bvr.report.analysis import analyse, headlines
+from bvr.report.analysis import Analysis, analyse, headlines
 from bvr.report.collect import FINETUNE_COLUMNS, HISTORY_COLUMNS, PRETRAIN_COLUMNS, Collected, collect
 from bvr.report.published import load_published
 from bvr.report.render import ReportResult, render_report, render_summary
-from bvr.report.stats import paired_difference, verdict
-from tests.report_fixtures import CONTROL, Store, fill_store, variant
+from tests.report_fixtures import (
+    ARMS,
+    BLIMP_DATA,
+    CONTROL,
+    MLM_LOSS,
+    PRETRAIN_SEEDS,
+    UNITS,
+    Store,
+    entry,
+    fill_store,
+    variant,
+)
 
 PNG = b"\x89PNG\r\n\x1a\n"
+M = 13
+"""Tested comparisons in the full report."""
+MEASURES = {"blimp": "blimp", "probe_sst2": "probe/sst2", "finetune_sst2": "sst2", "finetune_squad_v2": "squad_v2"}
+"""metrics.json's measure key -> the fixture's ``UNITS`` key."""
+COMPARISONS = [*((CONTROL, arm, key) for key in MEASURES for arm in ARMS),
+               *(("static", "dynamic", key) for key in [*MEASURES, "mlm"])]
+"""(a, b, measure) of every comparison ``b - a`` in the full report."""
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +87,62 @@ def report(store: Store) -> ReportResult:
     return render_report(store.manifest, store.workdir / "reports" / "masking", workdir=store.workdir)
 
 
+@pytest.fixture(scope="module")
+def analysis(store: Store) -> Analysis:
+    return analyse(collect(store.manifest, workdir=store.workdir), load_published())
+
+
 def _metrics(result: ReportResult) -> dict:
     return json.loads(result.metrics.read_text(encoding="utf-8"))
+
+
+def _units(measure: str, arm: str) -> np.ndarray:
+    """The fixture's value per pretraining seed of one arm on one measure (metrics.json's measure key)."""
+    return np.array(MLM_LOSS[arm] if measure == "mlm" else UNITS[(MEASURES[measure], arm)])
+
+
+def _holm(pvalues: list[float]) -> list[float]:
+    """Holm's step-down adjustment, written out independently of bvr.report.inference."""
+    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
+    adjusted, running = [0.0] * len(pvalues), 0.0
+    for step, i in enumerate(order):
+        running = max(running, min(1.0, (len(pvalues) - step) * pvalues[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def _mde(sd: float, n: int, alpha: float, power: float = 0.8) -> float:
+    """Smallest true mean difference a two-sided paired t test at ``alpha`` detects with ``power``.
+
+    The t statistic is ``(Z + ncp) / sqrt(V / df)`` with ``V`` chi-squared on ``df``, so it exceeds ``c`` with
+    chance ``E[Phi(ncp - c sqrt(V / df))]``: integrated here over V's density (scipy's noncentral t returns NaN in
+    the far tails that df = 2 and alpha = 0.05/13 reach).
+    """
+    df = n - 1
+    critical = stats.t.ppf(1 - alpha / 2, df)
+
+    def rejects(ncp: float) -> float:
+        def tails(v: float) -> float:
+            scale = critical * math.sqrt(v / df)
+            return (stats.norm.cdf(ncp - scale) + stats.norm.cdf(-ncp - scale)) * stats.chi2.pdf(v, df)
+
+        return integrate.quad(tails, 0, np.inf, limit=200)[0]
+
+    return optimize.brentq(lambda ncp: rejects(ncp) - power, 0.1, 1000.0, xtol=1e-10) * sd / math.sqrt(n)
+
+
+def _expected() -> dict[tuple[str, str, str], dict]:
+    """Every comparison's statistics computed with scipy straight from the fixture's numbers."""
+    tests = {(a, b, key): stats.ttest_rel(_units(key, b), _units(key, a)) for a, b, key in COMPARISONS}
+    holm = dict(zip(tests, _holm([t.pvalue for t in tests.values()]), strict=True))
+    out = {}
+    for (a, b, key), test in tests.items():
+        d = _units(key, b) - _units(key, a)
+        low, high = stats.t.interval(1 - 0.05 / M, len(d) - 1, loc=d.mean(), scale=stats.sem(d))
+        out[(a, b, key)] = {"mean": d.mean(), "ci_low": low, "ci_high": high, "n": len(d), "p": test.pvalue,
+                            "holm_p": holm[(a, b, key)], "detectable": _mde(d.std(ddof=1), len(d), 0.05 / M),
+                            "significant": holm[(a, b, key)] <= 0.05}
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -74,77 +162,188 @@ def test_files_have_their_fixed_names(report: ReportResult, store: Store) -> Non
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".")]  # no staging folder left behind
 
 
-def test_metrics_json_holds_the_hand_worked_medians(report: ReportResult) -> None:
+def test_metrics_json_holds_each_measure_per_arm(report: ReportResult) -> None:
     metrics = _metrics(report)
-    scores = metrics["scores"]
-    medians = {(arm, task): scores[arm][task]["median"] for arm in scores for task in scores[arm]}
-    assert medians == pytest.approx({("static", "sst2"): 80.0, ("dynamic", "sst2"): 83.0, (CONTROL, "sst2"): 50.0,
-                                     ("static", "squad_v2"): 41.0, ("dynamic", "squad_v2"): 41.0,
-                                     (CONTROL, "squad_v2"): 5.0})
-    squad = scores["dynamic"]["squad_v2"]
-    assert (squad["q1"], squad["q3"], squad["iqr"], squad["n"]) == pytest.approx((40.75, 41.25, 0.5, 3))
-    assert scores[CONTROL]["sst2"]["collapsed"] == 1 and scores["static"]["sst2"]["collapsed"] == 0
-    assert (metrics["complete"], metrics["missing"]) == (True, 0)
+    means = {(key, arm): value["mean"] for key, arms in metrics["measures"].items() for arm, value in arms.items()}
+    expected = {(key, arm): float(_units(key, arm).mean()) for key in MEASURES for arm in (*ARMS, CONTROL)}
+    expected |= {("mlm", arm): float(_units("mlm", arm).mean()) for arm in ARMS}
+    assert means == pytest.approx(expected, abs=1e-6)
+    assert means[("finetune_sst2", "static")] == pytest.approx(80.0)  # (79 + 81 + 83 + 85 + 75 + 77) / 6
+    assert {v["n"] for arms in metrics["measures"].values() for v in arms.values()} == {3}
+    static = metrics["scores"]["static"]["sst2"]  # the spread of the six runs, no interval
+    assert (static["median"], static["q1"], static["q3"], static["n"]) == pytest.approx((80.0, 77.5, 82.5, 6))
+    assert "ci_low" not in static
+    assert metrics["scores"][CONTROL]["sst2"]["collapsed"] == 1 and static["collapsed"] == 0
+    assert (metrics["complete"], metrics["missing"], metrics["comparisons"]) == (True, 0, M)
 
 
-def test_paired_differences_match_the_hand_worked_intervals(report: ReportResult) -> None:
-    diff = _metrics(report)["differences"]["dynamic_minus_static"]
-    assert diff["sst2"] == pytest.approx({"mean": 8 / 3, "ci_low": 2.0, "ci_high": 3.0, "n": 3,
-                                          "distinguishable": True}, abs=1e-6)
-    assert diff["squad_v2"] == pytest.approx({"mean": 0.0, "ci_low": -0.5, "ci_high": 0.5, "n": 3,
-                                              "distinguishable": False}, abs=1e-6)
-    assert _metrics(report)["differences"][f"static_minus_{CONTROL}"]["sst2"]["mean"] == pytest.approx(30.0)
+def test_t_tests_holm_and_intervals_match_scipy(report: ReportResult) -> None:
+    differences = _metrics(report)["differences"]
+    found = {(a, b, key): differences[f"{b}_minus_{a}"][key] for a, b, key in COMPARISONS}
+    assert sum(len(v) for v in differences.values()) == M
+    for name, expected in _expected().items():
+        assert found[name] == pytest.approx(expected, abs=2e-6), name
 
 
-def test_markdown_states_verdicts_and_the_papers_direction(report: ReportResult) -> None:
+def test_hand_worked_values(report: ReportResult) -> None:
+    differences = _metrics(report)["differences"]
+    sst2 = differences["dynamic_minus_static"]["finetune_sst2"]
+    p = 1 - math.sqrt(1200 / 1202)  # t = 20 sqrt(3) on 2 df
+    half = 259 * math.sqrt(2 / 519) * 0.1 / math.sqrt(3)  # t_{2, 1 - 0.05/26} * sd / sqrt(n)
+    assert sst2["p"] == pytest.approx(p, rel=1e-4) and sst2["holm_p"] == pytest.approx(11 * p, rel=1e-4)
+    assert (sst2["ci_low"], sst2["ci_high"]) == pytest.approx((2 - half, 2 + half), abs=1e-5)
+    assert (sst2["ci_low"], sst2["ci_high"]) == pytest.approx((1.0717, 2.9283), abs=1e-4)
+    assert sst2["significant"] is True
+    blimp = differences["dynamic_minus_static"]["blimp"]
+    p = 1 - math.sqrt(27 / 29)  # t = 3 sqrt(3)
+    assert (blimp["mean"], blimp["p"], blimp["holm_p"]) == pytest.approx((3.0, p, 4 * p), rel=1e-4)
+    assert blimp["p"] < 0.05 and blimp["significant"] is False  # nominally below 5%, not after Holm
+    weakest = differences[f"static_minus_{CONTROL}"]["blimp"]
+    p = 1 - math.sqrt(300 / 302)  # t = 10 sqrt(3)
+    assert (weakest["holm_p"], weakest["significant"]) == (pytest.approx(5 * p, rel=1e-4), True)
+    squad = differences["dynamic_minus_static"]["finetune_squad_v2"]
+    assert (squad["mean"], squad["p"], squad["holm_p"]) == pytest.approx((0.0, 1.0, 1.0), abs=1e-9)
+
+
+def test_headline_puts_the_sanity_check_first_then_the_ablation(report: ReportResult) -> None:
     text = report.markdown.read_text(encoding="utf-8")
-    assert ("- dynamic vs static: dynamic better on sst2 by 2.7 ± 0.5; no difference detected on squad_v2; beside "
-            "the paper: agree on sst2, inconclusive on squad_v2") in text
-    assert f"- static vs {CONTROL}: static better on sst2 by 30.0 ± 1.0, squad_v2 by 36.0 ± 1.0" in text
-    assert "| dynamic − static | +2.7 ± 0.5 | (+0.0 ± 0.5) | (-1.50) |" in text  # the headline matrix
-    assert "| dynamic − static, paper | +0.4 | +0.4 | — |" in text
-    assert ("| sst2 | dynamic − static | 3 | +2.7 | [2.0, 3.0] | yes | dynamic better by 2.7 ± 0.5 accuracy points "
-            "(95% CI, n=3) | — |") in text
-    assert ("| squad_v2 | dynamic − static | 3 | +0.0 | [-0.5, 0.5] | no | no difference detected at this scale "
-            "(n=3)") in text
-    assert ("| SST-2 (Acc) | dynamic − static | 92.5 | 92.9 | +0.4 | dynamic better | +2.7 [2.0, 3.0] | "
-            "dynamic better | agree |") in text
-    assert "| SQuAD 2.0 (F1) | dynamic − static | 78.3 | 78.7 | +0.4 | dynamic better | +0.0 [-0.5, 0.5] | " in text
-    assert "| static | 78.3 / 41.0 | 92.5 / 80.0 |" in text  # paper / ours, per published column of a task run
+    headline = text.split("## Headline", 1)[1].split("\n## ", 1)[0]
+    bullets = [line[2:] for line in headline.splitlines() if line.startswith("- ")]
+    assert [b.split(":")[0] for b in bullets] == [
+        "Pretraining helped static", "Pretraining helped dynamic", "BLiMP macro accuracy (zero-shot)",
+        "sst2 probe (mean features)", "sst2 fine-tuned (dev accuracy)", "squad_v2 fine-tuned (dev F1)",
+        "validation MLM loss (fixed masks)"]
+    assert bullets[0] == (
+        f"Pretraining helped static: better than the {CONTROL} control on BLiMP macro accuracy (zero-shot) by "
+        "+20.0 [+1.4, +38.6] points, sst2 probe (mean features) by +15.0 [+5.7, +24.3] points, sst2 fine-tuned "
+        "(dev accuracy) by +25.0 [+6.4, +43.6] points, squad_v2 fine-tuned (dev F1) by +18.0 [+8.7, +27.3] points "
+        "(Holm-adjusted over 13 comparisons; 99.62% intervals).")
+    assert bullets[4] == (
+        "sst2 fine-tuned (dev accuracy): dynamic better (dynamic − static = +2.0 [+1.1, +2.9], Holm p=0.00916; n=3); "
+        "the paper: +0.4 (dynamic better), which would need 5 pretraining seeds per arm at this noise.")
+    assert bullets[2] == (
+        "BLiMP macro accuracy (zero-shot): no difference detected between static and dynamic (dynamic − static = "
+        "+3.0 [-6.3, +12.3], n=3); the design detects \\|Δ\\| ≥ 11.8.")
+    assert "with 99.62% simultaneous intervals" in headline and "all 13 tested comparisons" in headline
+    assert "bootstrap" not in text and "distinguishable" not in text
+
+
+def test_a_verdict_not_detected_says_what_could_have_been(analysis: Analysis) -> None:
+    by_measure = {c.task: c for c in analysis.comparisons}
+    blimp = by_measure["blimp"]
+    mde = _mde(1.0, 3, 0.05 / M)  # BLiMP dynamic - static: sd 1
+    assert blimp.mde == pytest.approx(mde, rel=1e-6)
+    assert blimp.verdict == ("no difference detected on BLiMP macro accuracy (zero-shot) (n=3; could have detected "
+                             f"|d| ≥ {mde:.1f} with 80% power)")
+    assert blimp.verdict.endswith("|d| ≥ 11.8 with 80% power)")
+    assert by_measure["finetune/sst2"].verdict == (
+        "dynamic better than static on sst2 fine-tuned (dev accuracy) (+2.0 [+1.1, +2.9], 99.62% CI; Holm p=0.009; "
+        "n=3)")
+    assert by_measure["mlm"].verdict.startswith("no difference detected on validation MLM loss (fixed masks) (n=3; "
+                                                "could have detected |d| ≥ 0.590")
+    assert (analysis.m, {c.m for c in [*analysis.control, *analysis.comparisons]}) == (M, {M})
+
+
+def _two_seeds(store: Store) -> dict:
+    """The manifest with every unit of pretraining seed 2 not run: two pretraining seeds have values."""
+    manifest = variant(store.manifest)
+    for section in ("pretrain", "evaluations", "finetune"):
+        for unit in manifest[section]:
+            if unit["pretrain_seed"] == 2:
+                unit.update(status="missing", run_id=None, score=None)
+    return manifest
+
+
+def test_two_pretraining_seeds_are_too_few_to_test(store: Store, tmp_path: Path) -> None:
+    a = analyse(collect(_two_seeds(store), workdir=store.workdir), load_published())
+    assert a.m == 0 and len(a.control) == 8 and len(a.comparisons) == 5
+    for c in [*a.control, *a.comparisons]:
+        assert (c.test.n, c.test.tested, c.significant, c.ours) == (2, False, False, "too few units")
+        assert c.verdict == "not tested: too few units (n=2; at least 3 needed)"
+        assert math.isnan(c.adjusted_p) and c.needed is None
+    lines = headlines(a)
+    assert lines[0] == (f"Whether pretraining helped static is not tested: at most 2 pretraining seed(s) pair with "
+                        f"the {CONTROL} control on any measure, and a test needs 3.")
+    assert ("sst2 fine-tuned (dev accuracy): dynamic − static not tested (2 pretraining seed(s); at least 3 "
+            "needed); the paper: +0.4 (dynamic better).") in lines
+    assert not any("does not beat" in line or "did not beat" in line for line in lines)
+    result = render_report(_two_seeds(store), tmp_path / "two", workdir=store.workdir, log_to_mlflow=False)
+    text = result.markdown.read_text(encoding="utf-8")
+    assert ("| sst2 fine-tuned (dev accuracy) | dynamic − static | +2.0 | — (n=2) | — | — | +0.4 | — | too few units "
+            "| inconclusive |") in text
+    assert _metrics(result)["comparisons"] == 0
+
+
+def test_tables_show_the_hand_worked_rows(report: ReportResult) -> None:
+    text = report.markdown.read_text(encoding="utf-8")
+    rows = [  # did pretraining help, the ablation's effect, every measure, BLiMP, scores, beside the paper, setup
+        "| BLiMP macro accuracy (zero-shot) | static | 70.0 (n=3) | 50.0 (n=3) | +20.0 | [1.4, 38.6] | 0.017 | 23.6 "
+        "| static better |",
+        "| sst2 fine-tuned (dev accuracy) | dynamic − static | +2.0 | [1.1, 2.9] | 0.009 | 1.2 | +0.4 | 5 | "
+        "dynamic better | agree |",
+        "| BLiMP macro accuracy (zero-shot) | dynamic − static | +3.0 | [-6.3, 12.3] | 0.140 | 11.8 | — | — | "
+        "no difference detected | no published value |",
+        "| squad_v2 fine-tuned (dev F1) | dynamic − static | +0.0 | [-4.6, 4.6] | 1.000 | 5.9 | +0.4 | 26 | "
+        "no difference detected | inconclusive |",
+        "| validation MLM loss (fixed masks) | dynamic − static | -0.100 | [-0.564, 0.364] | 0.223 | 0.590 | — | — |",
+        "| sst2 fine-tuned (dev accuracy) | static | 3 | 2 | 80.0 | [70.1, 89.9] | 3.9 | 1.4 | 50.9 | under "
+        "Fine-tuning scores |",
+        "| macro accuracy (3 paradigms) | 70.0 | 73.0 | 50.0 | 40.9 | 70.6 | 77.3 | 90.9 |",
+        "| npi_licensing | 64.0 | 67.0 | 44.0 | 29.8 | 36.4 | 45.3 | 78.5 |",
+        "| sst2: dev accuracy, ×100 | static | 6 | 0 | 80.0 | 5.0 (77.5–82.5) | 75.0–85.0 | 80.0 |",
+        "| SST-2 (Acc) | dynamic − static | 92.5 | 92.9 | +0.4 | dynamic better | +2.0 [1.1, 2.9] | dynamic better | "
+        "agree |",
+        "| static | 78.3 / 68.0 | 92.5 / 80.0 |",
+        "| no-pretraining | no pretraining: the shared base config's encoder, randomly initialised per seed | "
+        "bert 1,000 | 2/64/2 | segment-pair | 8 | 300 |",
+    ]
+    for row in rows:
+        assert row in text, row
+    assert "| sst2 probe (mean features) | static | 3 | 3 | 67.0 |" in text  # three probe seeds per model
     assert "Published columns for tasks this ablation does not run: MNLI-m (Acc)." in text
     assert "logged as fractions and shown ×100" in text
-    assert "![" in text and "(figures/scores.png)" in text
+    assert "![" in text and "(figures/scores.png)" in text and "(figures/differences.png)" in text
 
 
 def test_every_number_links_to_its_run(report: ReportResult, store: Store) -> None:
     text = report.markdown.read_text(encoding="utf-8")
-    for unit in [*store.manifest["finetune"], *store.manifest["pretrain"]]:
-        assert f"#/experiments/{store.experiment_id}/runs/{unit['run_id']}" in text
-    assert "[s2×]" in text  # the collapsed control seed is flagged where its run is linked
+    units = [*store.manifest["finetune"], *store.manifest["pretrain"], *store.manifest["evaluations"]]
+    assert len(units) == 36 + 6 + 18
+    for unit in units:
+        assert f"#/experiments/{store.experiment_id}/runs/{unit['run_id']}" in text, unit["label"]
+    probe = entry(store.manifest, "evaluations", label="static-p1", kind="probe")["run_id"]
+    assert f"[p1](http://127.0.0.1:5000/#/experiments/{store.experiment_id}/runs/{probe})" in text
+    assert "[p2s0×]" in text  # the collapsed control run is flagged where it is linked
     assert store.manifest["context"]["git_commit"] in text
 
 
 def test_html_is_self_contained(report: ReportResult) -> None:
     page = report.html.read_text(encoding="utf-8")
     assert page.count('<img src="data:image/png;base64,') == len(report.figures)
-    assert page.count("<table>") >= 6 and "<style>" in page
+    assert page.count("<table>") >= 8 and "<style>" in page
     assert "<script" not in page and "<link" not in page and 'src="http' not in page
-    assert "dynamic better by 2.7 ± 0.5 accuracy points" in page and "dynamic better on sst2 by 2.7" in page
-    assert '<h2 id="beside-the-paper">' in page
+    assert "dynamic better (dynamic − static = +2.0 [+1.1, +2.9]" in page
+    assert '<h2 id="did-pretraining-help-at-this-budget">' in page and '<h2 id="beside-the-paper">' in page
 
 
 def test_plots_hold_every_point_long_and_per_arm_wide(report: ReportResult) -> None:
     plots = {p.name: pd.read_csv(p) for p in report.plots}
     scores = plots["scores.csv"]
-    assert len(scores) == 18 and {"arm", "task", "seed", "score", "collapsed", "run_id"} <= set(scores.columns)
-    static = scores[(scores["arm"] == "static") & (scores["task"] == "sst2")].sort_values("seed")
-    assert static["score"].tolist() == pytest.approx([80.0, 82.0, 78.0])
-    assert plots["scores_sst2.csv"].set_index("seed")["static"].tolist() == pytest.approx([80.0, 82.0, 78.0])
-    ppl = plots["pretrain_val_perplexity.csv"]  # the layout dvc.yaml's plots read: step x arm
-    assert list(ppl.columns[:1]) == ["step"] and {"static", "dynamic"} <= set(ppl.columns)
-    assert ppl["dynamic"].dropna().tolist() == [55.0, 28.0, 18.5]
-    assert set(plots["differences.csv"]["comparison"]) == {"dynamic − static", f"static − {CONTROL}",
-                                                           f"dynamic − {CONTROL}"}
+    assert len(scores) == 3 * 3 * 2 * 2  # arms x pretraining seeds x tasks x fine-tuning seeds
+    assert {"arm", "task", "pretrain_seed", "seed", "score", "collapsed", "run_id"} <= set(scores.columns)
+    static = scores[(scores["arm"] == "static") & (scores["task"] == "sst2")].sort_values(["pretrain_seed", "seed"])
+    assert static["score"].tolist() == pytest.approx([79.0, 81.0, 83.0, 85.0, 75.0, 77.0])
+    wide = plots["scores_sst2.csv"]  # one row per run, one column per arm: every pretraining seed is there
+    assert list(wide.columns) == ["pretrain_seed", "seed", "static", "dynamic", CONTROL] and len(wide) == 6
+    assert wide["static"].tolist() == pytest.approx([79.0, 81.0, 83.0, 85.0, 75.0, 77.0])
+    ppl = plots["pretrain_val_perplexity.csv"]  # the layout dvc.yaml's plots read: step x arm, mean over seeds
+    assert list(ppl.columns) == ["step", "static", "dynamic"]
+    assert ppl["dynamic"].iloc[-1] == pytest.approx(np.mean(np.exp(MLM_LOSS["dynamic"])), rel=1e-5)
+    differences = plots["differences.csv"]
+    assert set(differences["comparison"]) == {"dynamic − static", f"static − {CONTROL}", f"dynamic − {CONTROL}"}
+    assert len(differences) == (M - 1) * 3  # every comparison but MLM loss, one row per pretraining seed
+    blimp = differences[(differences["comparison"] == "dynamic − static") & (differences["measure"] == "blimp")]
+    assert blimp["difference"].tolist() == pytest.approx([3.0, 2.0, 4.0])
 
 
 def test_report_is_logged_to_the_parent_run(report: ReportResult, store: Store) -> None:
@@ -156,7 +355,7 @@ def test_report_is_logged_to_the_parent_run(report: ReportResult, store: Store) 
         f"report/figures/{p.name}" for p in report.figures}
     tags = client.get_run(run_id).data.tags
     assert str(report.html) in tags[MLFLOW_RUN_NOTE] and "report/report.html" in tags[MLFLOW_RUN_NOTE]
-    assert "dynamic better on sst2 by 2.7 ± 0.5" in tags[MLFLOW_RUN_NOTE]
+    assert "- sst2 fine-tuned (dev accuracy): dynamic better (dynamic − static = +2.0" in tags[MLFLOW_RUN_NOTE]
     assert tags["bvr.report"] == str(report.html)
 
 
@@ -165,14 +364,16 @@ def test_report_is_logged_to_the_parent_run(report: ReportResult, store: Store) 
 
 
 def _partial(store: Store) -> dict:
-    """The manifest with a run id the store lacks, a unit not run, a failed pretraining and a copied score that
-    differs from its run's."""
+    """The manifest with a run id the store lacks, a unit not run, a copied score that differs from its run's, a
+    failed pretraining, an evaluation not run, and a parent run the store lacks."""
     manifest = variant(store.manifest)
-    units = manifest["finetune"]
-    units[0].update(run_id="0" * 32)  # static sst2 seed 0: done, but not in the store
-    units[4].update(status="missing", run_id=None, score=None)  # static squad_v2 seed 1
-    units[7].update(score=0.99)  # dynamic sst2 seed 1: the manifest's copy disagrees; the run's value is used
-    manifest["pretrain"][1].update(status="failed", run_id=None, error="loss is NaN at step 120")
+    entry(manifest, "finetune", label="static-p0", task="sst2", seed=0).update(run_id="0" * 32)
+    entry(manifest, "finetune", label="static-p0", task="squad_v2", seed=1).update(status="missing", run_id=None,
+                                                                                   score=None)
+    entry(manifest, "finetune", label="dynamic-p1", task="sst2", seed=1).update(score=0.99)  # the run has 0.871
+    entry(manifest, "pretrain", label="dynamic-p1").update(status="failed", run_id=None,
+                                                           error="loss is NaN at step 120")
+    entry(manifest, "evaluations", label="static-p1", kind="probe").update(status="missing", run_id=None, score=None)
     manifest["parent_run_id"] = "f" * 32
     return manifest
 
@@ -186,20 +387,27 @@ def test_partial_report_lists_what_is_missing(store: Store, tmp_path: Path) -> N
     result = render_report(_partial(store), out, workdir=store.workdir, log_to_mlflow=False)
     assert not result.complete
     missing = "\n".join(result.missing)
-    assert f"static/finetune/sst2/seed0: run {'0' * 32} is not in the MLflow experiment" in missing
-    assert "static/finetune/squad_v2/seed1: status 'missing' in the manifest" in missing
-    assert "dynamic/pretrain: status 'failed' in the manifest: loss is NaN at step 120" in missing
-    assert "dynamic/finetune/sst2/seed1: the manifest's score 0.99 differs" in missing
+    assert f"static-p0/finetune/sst2/seed0: run {'0' * 32} is not in the MLflow experiment" in missing
+    assert "static-p0/finetune/squad_v2/seed1: status 'missing' in the manifest" in missing
+    assert "dynamic-p1/finetune/sst2/seed1: the manifest's score 0.99 differs" in missing
+    assert "dynamic-p1/pretrain: status 'failed' in the manifest: loss is NaN at step 120" in missing
+    assert "static-p1/probe/sst2: status 'missing' in the manifest" in missing
     assert f"parent run {'f' * 32}" in missing
-    assert len(result.missing) == 5
+    assert len(result.missing) == 6
     metrics = _metrics(result)
-    assert (metrics["complete"], metrics["missing"]) == (False, 5)
-    assert metrics["scores"]["static"]["sst2"]["n"] == 2
-    assert metrics["scores"]["static"]["sst2"]["median"] == pytest.approx(80.0)  # (82 + 78) / 2
-    assert metrics["scores"]["dynamic"]["sst2"]["median"] == pytest.approx(83.0)  # from MLflow, not 0.99
-    assert list(metrics["pretrain"]) == ["static"]
+    assert (metrics["complete"], metrics["missing"]) == (False, 6)
+    assert metrics["scores"]["static"]["sst2"]["n"] == 5
+    assert metrics["scores"]["static"]["sst2"]["median"] == pytest.approx(81.0)  # of 81, 83, 85, 75, 77
+    assert metrics["measures"]["finetune_sst2"]["static"]["mean"] == pytest.approx((81 + 84 + 76) / 3)
+    assert metrics["measures"]["finetune_sst2"]["dynamic"]["mean"] == pytest.approx(82.0)  # the run's, not 0.99
+    assert metrics["measures"]["probe_sst2"]["static"]["n"] == 2 and metrics["measures"]["mlm"]["dynamic"]["n"] == 2
+    probe = metrics["differences"]["dynamic_minus_static"]["probe_sst2"]
+    assert (probe["n"], probe["p"], probe["holm_p"], probe["significant"]) == (2, None, None, False)
+    assert metrics["comparisons"] == M - 3  # static's probe twice and MLM loss lost a pretraining seed
     text = result.markdown.read_text(encoding="utf-8")
-    assert "Partial: 5 planned item(s)" in text and "## Missing" in text
+    assert "Partial: 6 planned item(s)" in text and "## Missing" in text
+    assert ("- sst2 probe (mean features): dynamic − static not tested (2 pretraining seed(s); at least 3 needed)."
+            in text)
     assert not (out / "figures" / "stale.png").exists() and not (out / "plots" / "stale.csv").exists()
 
 
@@ -209,26 +417,32 @@ def test_an_ablation_with_no_runs_yet_renders(store: Store, tmp_path: Path) -> N
     result = render_report(manifest, tmp_path / "empty", workdir=store.workdir)  # no parent run: nothing logged
     assert not result.complete and result.figures == []
     assert "MLflow experiment 'never-run' is not in" in result.missing[0]
-    assert len(result.missing) == 1 + len(manifest["finetune"]) + len(manifest["pretrain"])
-    assert "No finished fine-tuning run was found." in result.markdown.read_text(encoding="utf-8")
-    assert _metrics(result)["scores"] == {}
+    units = len(manifest["finetune"]) + len(manifest["pretrain"]) + len(manifest["evaluations"])
+    assert len(result.missing) == 1 + units
+    text = result.markdown.read_text(encoding="utf-8")
+    assert "No finished fine-tuning run was found." in text and "No comparison yet" in text
+    metrics = _metrics(result)
+    assert (metrics["scores"], metrics["measures"], metrics["differences"], metrics["comparisons"]) == ({}, {}, {}, 0)
     assert pd.read_csv(result.out_dir / "plots" / "scores.csv").empty
 
 
-def test_seeds_not_run_are_listed_once_per_arm_and_task(store: Store) -> None:
+def test_seeds_not_run_are_listed_once_per_model_and_task(store: Store) -> None:
     manifest = variant(store.manifest)
     for unit in manifest["finetune"]:
-        if unit["arm"] == CONTROL and unit["task"] == "sst2":
+        if unit["label"] == f"{CONTROL}-p0" and unit["task"] == "sst2":
             unit.update(status="missing", run_id=None, score=None)
     collected = collect(manifest, workdir=store.workdir)
-    assert collected.missing == [f"{CONTROL}/finetune/sst2 seeds 0, 1, 2: status 'missing' in the manifest"]
-    assert len(collected.finetune) == 15
+    assert collected.missing == [f"{CONTROL}-p0/finetune/sst2 seeds 0, 1: status 'missing' in the manifest"]
+    assert len(collected.finetune) == 34 and len(collected.evaluations) == 18 and len(collected.pretrain) == 6
+    assert sorted(collected.evaluations["label"]) == sorted(store.manifest["labels"] * 2)
 
 
 @pytest.mark.parametrize(("change", "message"), [
+    ({"version": 1}, "manifest version 1 is not 2"),
     ({"arms": []}, "'arms' must be a non-empty list"),
-    ({"version": 2}, "manifest version 2"),
     ({"finetune": [{"arm": "static"}]}, "finetune[0]: unit lacks task, seed, status"),
+    ({"evaluations": [{"arm": "static", "status": "done"}]}, "evaluations[0]: unit lacks kind"),
+    ({"evaluations": {"arm": "static"}}, "'evaluations' must be a list of units"),
 ])
 def test_a_malformed_manifest_is_a_user_error(store: Store, tmp_path: Path, change: dict, message: str) -> None:
     manifest = {**variant(store.manifest), **change}
@@ -249,62 +463,72 @@ def test_vocab_report_draws_parameter_counts_and_quotes_the_paper(store: Store, 
 
 
 def _pretrained_only(families: tuple[str, str]) -> Collected:
-    """A batch-size ablation with one pretraining run per arm and no fine-tuning yet, built without MLflow."""
-    arms = zip(("256", "2k"), (4.0, 3.7), families, strict=True)
-    rows = [{"arm": arm, "pretrain_seed": 0, "run_id": f"run-{arm}", "val/perplexity": ppl, "tokenizer.family": fam,
-             "tokenizer.vocab_size": "30000"} for arm, ppl, fam in arms]
+    """A batch-size ablation pretrained at three seeds per arm and not evaluated yet, built without MLflow.
+
+    Validation MLM loss: 256 at 4.0, 4.1, 3.9 and 2k at 3.7 each, so 2k - 256 = -0.3, -0.4, -0.2: mean -0.3, sd 0.1,
+    t = -3 sqrt(3), p = 1 - sqrt(27/29) = 0.0351, the only test of the report; 95% interval -0.3 ± 4.303 * 0.1 /
+    sqrt(3) = [-0.548, -0.052].
+    """
+    losses = {"256": (4.0, 4.1, 3.9), "2k": (3.7, 3.7, 3.7)}
+    rows = [{"arm": arm, "pretrain_seed": seed, "run_id": f"run-{arm}-{seed}", "val/mlm_loss": loss,
+             "val/perplexity": math.exp(loss), "tokenizer.family": family, "tokenizer.vocab_size": "30000"}
+            for (arm, values), family in zip(losses.items(), families, strict=True)
+            for seed, loss in zip(PRETRAIN_SEEDS, values, strict=True)]
     manifest = {"ablation": "batch-size", "arms": ["256", "2k"], "control_arm": None, "published": "batch-size",
                 "tasks": []}
     return Collected(manifest, "batch-size", None, "sqlite:///unused.db", pd.DataFrame(columns=FINETUNE_COLUMNS),
                      pd.DataFrame(rows, columns=PRETRAIN_COLUMNS), pd.DataFrame(columns=HISTORY_COLUMNS), [], None)
 
 
-def test_perplexity_is_compared_only_within_one_tokenizer() -> None:
-    [same] = analyse(_pretrained_only(("bert", "bert")), load_published()).comparisons
-    assert same.published == pytest.approx(3.68 - 3.99) and same.paper == "2k better"
-    assert (same.verdict, same.agreement) == ("too few paired seeds to tell (n=1)", "inconclusive")
-    analysis = analyse(_pretrained_only(("bert", "roberta")), load_published())
-    [mixed] = analysis.comparisons
-    assert (mixed.comparable, mixed.agreement, mixed.ours) == (False, "not comparable", "not comparable")
-    assert any("different tokenizers" in note for note in analysis.notes)
-    assert headlines(analysis) == []  # nothing to say about perplexity across vocabularies
-
-
-def test_verdicts_name_combined_scores() -> None:
-    paired = paired_difference({0: 70.0, 1: 71.0, 2: 72.0}, {0: 72.0, 1: 73.0, 2: 74.0})
-    assert verdict(paired, a_name="a", b_name="b", metric="dev/accuracy_f1", scale=1) == (
-        "b better by 2.0 ± 0.0 accuracy/F1 points (95% CI, n=3)")
-    assert "Pearson/Spearman points" in verdict(paired, a_name="a", b_name="b", metric="dev/pearson_spearman", scale=1)
-
-
-def test_one_pretraining_seed_is_a_headline_only_beside_a_published_number() -> None:
-    lines = headlines(analyse(_pretrained_only(("bert", "bert")), load_published()))
-    assert lines == ["2k vs 256: too few seeds on perplexity; beside the paper: inconclusive on perplexity"]
+def test_mlm_loss_is_compared_only_within_one_tokenizer() -> None:
+    same = analyse(_pretrained_only(("bert", "bert")), load_published())
+    [c] = same.comparisons
+    assert (c.task, c.comparable, c.test.n, same.m) == ("mlm", True, 3, 1)
+    assert (c.estimate, c.test.p_value, c.adjusted_p) == pytest.approx((-0.3, 1 - math.sqrt(27 / 29),
+                                                                         1 - math.sqrt(27 / 29)))
+    assert (c.interval.ci_low, c.interval.ci_high) == pytest.approx((-0.3 - 0.24841, -0.3 + 0.24841), abs=1e-5)
+    assert (c.ours, c.published, c.agreement) == ("2k better", None, "no published value")  # lower loss is better
+    assert headlines(same) == ["validation MLM loss (fixed masks): 2k better (2k − 256 = -0.300 [-0.548, -0.052], "
+                               "Holm p=0.0351; n=3)."]
+    mixed = analyse(_pretrained_only(("bert", "roberta")), load_published())
+    [c] = mixed.comparisons
+    assert (c.comparable, c.significant, c.ours, c.agreement, mixed.m) == (False, False, "not comparable",
+                                                                         "no published value", 0)
+    assert c.verdict.startswith("not comparable: the arms use different tokenizers")
+    assert any("different tokenizers" in note for note in mixed.notes)
+    assert headlines(mixed) == []  # nothing to say about a loss counted in different units
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # The summary across ablations
 
 
-def test_summary_lists_each_ablations_verdicts(report: ReportResult, store: Store) -> None:
+def test_summary_lists_each_ablations_headlines(report: ReportResult, store: Store) -> None:
     other = _partial(store)
     other["ablation"] = "masking-rerun"  # the same runs under another name, with units missing, never rendered
     index = render_summary([store.manifest, other], store.workdir / "reports", workdir=store.workdir)
     assert index == store.workdir / "reports" / "index.html"
     text = (index.parent / "index.md").read_text(encoding="utf-8")
-    assert "| masking | complete |" in text and "| masking-rerun | partial (5 missing) |" in text
+    assert "| masking | complete | static, dynamic, no-pretraining | 2 |" in text
+    assert "| masking-rerun | partial (6 missing) |" in text
     assert "[report](masking/report.html)" in text and "not rendered yet" in text
     assert "2 published comparison(s): 1 agree, 1 inconclusive" in text
-    assert "- dynamic vs static: dynamic better on sst2 by 2.7 ± 0.5" in text
-    # The rerun lacks static's seed 0, so it pairs seeds 1 and 2 only: +2 and +3 points.
-    assert "- dynamic vs static: dynamic better on sst2 by 2.5 ± 0.5" in text
+    masking, rerun = text.split("\n## masking\n", 1)[1].split("\n## masking-rerun\n", 1)
+    assert "- Pretraining helped static: better than the no-pretraining control on BLiMP" in masking
+    assert "- sst2 fine-tuned (dev accuracy): dynamic better (dynamic − static = +2.0 [+1.1, +2.9]" in masking
+    # The rerun lacks static-p1's probe, so dynamic - static on the probe has two pretraining seeds.
+    assert "- sst2 probe (mean features): dynamic − static not tested (2 pretraining seed(s)" in rerun
+    assert "Holm-adjusted within each report" in text
     page = index.read_text(encoding="utf-8")
     assert '<a href="masking/report.html">report</a>' in page and "<style>" in page
 
 
 def test_reports_import_no_training_code() -> None:
-    """Rendering reads MLflow and files only: neither torch nor Lightning is imported (DESIGN.md's layering)."""
-    code = ("import sys, bvr.report.render, bvr.report.collect; "
-            "print(sorted(m for m in ('torch', 'lightning', 'bvr.pretraining', 'bvr.model') if m in sys.modules))")
+    """Rendering reads MLflow and files only: neither torch nor Lightning is imported (DESIGN.md's layering), not
+    even to read the published BLiMP models' accuracies."""
+    code = ("import sys, bvr.report.render, bvr.report.collect, bvr.report.sections as s; "
+            f"assert s._published_blimp({str(BLIMP_DATA)!r})['GPT-2']; "
+            "print(sorted(m for m in ('torch', 'lightning', 'bvr.pretraining', 'bvr.model', 'bvr.evaluation.blimp') "
+            "if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

@@ -393,6 +393,18 @@ class LayerStack(nn.Module):
             x = layer(x, mask)
         return self.layer[-1](x, mask, selection)
 
+    def every_layer(self, x: torch.Tensor, mask: torch.Tensor | None) -> list[torch.Tensor]:
+        """Run all layers and keep each one's output: ``num_layers`` tensors of (batch, seq, hidden), first to last.
+
+        A separate method, not a flag on :meth:`forward`, so the training path keeps no intermediate states alive
+        beyond what autograd holds anyway.
+        """
+        states = []
+        for layer in self.layer:
+            x = layer(x, mask)
+            states.append(x)
+        return states
+
 
 class Pooler(nn.Module):
     """BERT's pooler: dense + tanh on the first token (HF ``pooler``)."""
@@ -475,6 +487,26 @@ class Encoder(nn.Module):
         """
         x = self.embeddings(input_ids, token_type_ids)  # (batch, seq, hidden)
         return self.encoder(x, attention_mask_for_sdpa(attention_mask), Selection.from_mask(selected))
+
+    def hidden_states(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> list[torch.Tensor]:
+        """Every layer's hidden states, as Hugging Face's ``output_hidden_states``: for feature-based use (probes).
+
+        Args:
+            input_ids: (batch, seq) token ids.
+            attention_mask: (batch, seq), 1 at real tokens and 0 at padding; None means no padding.
+            token_type_ids: (batch, seq) segment ids; None means all 0.
+
+        Returns:
+            ``num_layers + 1`` tensors of (batch, seq, hidden): the embeddings' output, then each layer's output;
+            the last is what :meth:`forward` returns.
+        """
+        x = self.embeddings(input_ids, token_type_ids)  # (batch, seq, hidden)
+        return [x, *self.encoder.every_layer(x, attention_mask_for_sdpa(attention_mask))]
 
     def pool(self, hidden: torch.Tensor) -> torch.Tensor:
         """Pool (batch, seq, hidden) to (batch, hidden) through the pooler; an error if it was not built."""

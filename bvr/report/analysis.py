@@ -1,16 +1,22 @@
-"""From collected runs to the numbers a report prints: summaries per arm and task, paired comparisons, the paper.
+"""From collected runs to the numbers a report prints: measures, tests that hold their level, the paper.
 
-Units. bvr logs GLUE and CoNLL-2003 scores as fractions (0.84) and SQuAD's EM and F1 in points (84.0), while the
-papers print points throughout. Every score is therefore multiplied by its task's :func:`display_scale` (100 or 1)
-before any statistic is taken, so summaries, differences, verdicts and ``metrics.json`` are all in points, and a
-measured difference can be read beside a published one. The bootstrap resamples the same seeds whatever the scale,
-so scaling first gives the same interval as scaling the interval.
+Measures. Every model (each arm at each pretraining seed, and the control's initialisation at each seed) is
+measured zero-shot on BLiMP, by frozen-feature probes, by fine-tuning over fine-tuning seeds, and (pretrained arms
+only) by validation MLM loss. Values are in points: BLiMP, probes, GLUE and CoNLL-2003 are logged as fractions and
+multiplied by 100, SQuAD is logged in points (:func:`display_scale`), so a difference can be read beside a
+published one. MLM loss stays in nats per token.
 
-Pairs. Arms are compared two at a time in the manifest's order, ``b - a`` with ``a`` the earlier arm (the paper's
-baseline comes first: static before dynamic), pairing runs by (pretraining seed, fine-tuning seed) within a task.
-Every pretrained arm is also compared with the no-pretraining control, ``arm - control``; the control is fine-tuned
-once, under pretraining seed 0, so it pairs with that pretraining seed only. Collapsed runs are kept in every
-statistic and counted; leaving them out would flatter an arm that collapses more often.
+Units. The pretraining seed is the unit of replication for an ablated pretraining choice: fine-tuning and probe
+seeds nest inside it, so each model's inner seeds are averaged to one value per pretraining seed before any test
+(:func:`bvr.report.inference.unit_values`), and their spread is reported as a variance component instead.
+
+Tests. Each pretrained arm is compared with the no-pretraining control on every measure but MLM loss ("did
+pretraining help at this budget?"), and the pretrained arms two at a time, ``b - a`` with ``a`` the earlier arm (the
+paper's baseline first), on every measure. Arms pair by pretraining seed: arm seed s and the control seed s start
+from the same initial weights. Each difference gets a paired t test (:func:`bvr.report.inference.compare`); every
+tested comparison of the report forms one Holm family at a family-wise error of 5 %, the verdict words follow the
+adjusted p, intervals are Bonferroni-simultaneous, and each comparison carries the smallest effect it could detect
+with 80 % power at Holm's strictest step. Collapsed fine-tuning runs are kept in every statistic and counted.
 """
 
 from __future__ import annotations
@@ -22,15 +28,30 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from bvr.report.collect import Collected
+from bvr.report.inference import (
+    MIN_UNITS,
+    UnitsNeeded,
+    VarianceComponents,
+    adjusted_confidence,
+    compare,
+    holm,
+    unit_values,
+    units_needed,
+    variance_components,
+    verdict,
+    with_confidence,
+)
+from bvr.report.inference import Comparison as InferenceComparison
 from bvr.report.published import published_effect
-from bvr.report.stats import Paired, Summary, agreement, is_higher_better, paired_difference, summarize, verdict
+from bvr.report.stats import Summary, is_higher_better, summarize
 from bvr.tasks.registry import TASKS
 
 PRETRAIN_TASK = "pretrain"
 """The task name published tables (and comparisons) use for the pretraining stage."""
 
 BOOTSTRAP_SEED = 0
-"""Seed of every bootstrap in a report, so a report renders the same intervals each time."""
+"""Seed of :func:`~bvr.report.stats.summarize`'s bootstrap, so summaries are the same each time. A report prints
+no bootstrap interval: only the median, quartiles and range of the runs; intervals are t over pretraining seeds."""
 
 
 def display_scale(task: str, values: Sequence[float] = ()) -> float:
@@ -74,45 +95,144 @@ def direction(delta: float | None, a: str, b: str, *, higher_is_better: bool) ->
     return f"{b if (delta > 0) == higher_is_better else a} better"
 
 
+CONTROL_FAMILY = "pretraining"
+"""Comparisons of each pretrained arm with the no-pretraining control: did pretraining help at this budget?"""
+
+ABLATION_FAMILY = "ablation"
+"""Comparisons of pretrained arms with each other: the ablation's question."""
+
+ALPHA = 0.05
+"""Family-wise error rate of every report: the chance that any verdict in it is false."""
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One evaluation's values across models, in points (loss for the MLM measure).
+
+    Attributes:
+        key: ``blimp``, ``probe/TASK``, ``finetune/TASK`` or ``mlm``.
+        title: how tables name it ("BLiMP macro accuracy, zero-shot").
+        metric: the logged key (``blimp/macro_accuracy``, ``dev/accuracy``, ``val/mlm_loss``).
+        task: the task a published table names it by (``sst2`` for fine-tuning; ``pretrain`` for MLM loss).
+        higher_is_better: the metric's direction.
+        values: arm -> (pretraining seed, inner seed) -> value; the inner seed is the fine-tuning or probe seed
+            (0 where a model gives one number).
+        baseline: the trivial baseline in the same units (majority class, chance), or None.
+    """
+
+    key: str
+    title: str
+    metric: str
+    task: str | None
+    higher_is_better: bool
+    values: dict[str, dict[tuple[int, int], float]]
+    baseline: float | None = None
+
+    def units(self, arm: str) -> dict[int, float]:
+        """The arm's value per pretraining seed (the mean over inner seeds)."""
+        return unit_values(self.values.get(arm, {})) if self.values.get(arm) else {}
+
+    def mean_interval(self, arm: str, confidence: float = 0.95) -> tuple[float, float, float]:
+        """The arm's mean over pretraining seeds and its t interval: (mean, low, high).
+
+        The ends are NaN below :data:`~bvr.report.inference.MIN_UNITS` pretraining seeds, all three with none.
+        """
+        units = self.units(arm)
+        if not units:
+            return math.nan, math.nan, math.nan
+        t = compare(units, dict.fromkeys(units, 0.0), confidence=confidence)
+        return t.estimate, t.ci_low, t.ci_high
+
+    def components(self, arm: str) -> VarianceComponents | None:
+        """Between-pretraining-seed and within (inner-seed) variance of the arm's values."""
+        return variance_components(self.values[arm]) if self.values.get(arm) else None
+
+
 @dataclass(frozen=True)
 class Comparison:
-    """Arm ``b`` against arm ``a`` on one task (or on pretraining perplexity), in points."""
+    """Arm ``b`` against arm ``a`` on one measure: ``b - a`` over pretraining seeds, tested and adjusted.
 
-    task: str
-    metric: str
+    Attributes:
+        family: :data:`CONTROL_FAMILY` (``a`` is the control) or :data:`ABLATION_FAMILY`.
+        measure: what was compared.
+        a: the baseline arm (the control; the paper's baseline arm first).
+        b: the other arm.
+        test: the t test of ``b - a`` at 95 % (nominal, unadjusted).
+        interval: the same test with its interval at the report's Bonferroni level (simultaneous).
+        adjusted_p: Holm-adjusted p over every tested comparison of the report (NaN when not tested).
+        m: tested comparisons in the report (the family's size).
+        mde: smallest true ``|b - a|`` the design detects with 80 % power at ``ALPHA / m``.
+        verdict: in words, from the adjusted p.
+        published: the paper's ``b - a`` in the measure's units, or None.
+        needed: pretraining seeds the paper's effect would need at this noise (None: no published effect).
+        comparable: False when the measure means different things in the two arms (MLM loss across tokenizers).
+    """
+
+    family: str
+    measure: Measure
     a: str
     b: str
-    paired: Paired
+    test: InferenceComparison
+    interval: InferenceComparison
+    adjusted_p: float
+    m: int
+    mde: float
     verdict: str
     published: float | None = None
-    """The paper's ``b - a`` in points (None: the paper has no such pair)."""
-    agreement: str = "no published value"
+    needed: UnitsNeeded | None = None
     comparable: bool = True
-    """False when the metric means different things in the two arms (perplexity over different vocabularies)."""
+
+    @property
+    def task(self) -> str:
+        return self.measure.key
+
+    @property
+    def metric(self) -> str:
+        return self.measure.metric
 
     @property
     def higher_is_better(self) -> bool:
-        return is_higher_better(self.metric)
+        return self.measure.higher_is_better
 
     @property
     def name(self) -> str:
         return f"{self.b} − {self.a}"
 
     @property
+    def estimate(self) -> float:
+        return self.test.estimate
+
+    @property
+    def significant(self) -> bool:
+        """Holm rejects the null at :data:`ALPHA`."""
+        return self.comparable and self.test.tested and self.adjusted_p <= ALPHA
+
+    @property
     def ours(self) -> str:
-        """Our direction: an arm, 'no difference detected', 'too few seeds' or 'not comparable'."""
+        """Our direction: an arm, 'no difference detected', 'too few units' or 'not comparable'."""
         if not self.comparable:
             return "not comparable"
-        if not self.paired.can_tell:
-            return "too few seeds"
-        if not self.paired.distinguishable:
+        if not self.test.tested:
+            return "too few units"
+        if not self.significant:
             return "no difference detected"
-        return direction(self.paired.mean_diff, self.a, self.b, higher_is_better=self.higher_is_better)
+        return direction(self.estimate, self.a, self.b, higher_is_better=self.higher_is_better)
 
     @property
     def paper(self) -> str:
         """The paper's direction, or 'n/a'."""
         return direction(self.published, self.a, self.b, higher_is_better=self.higher_is_better)
+
+    @property
+    def agreement(self) -> str:
+        """'agree' / 'disagree' when Holm rejects (by sign), 'inconclusive' otherwise, or 'no published value'."""
+        if self.published is None or math.isnan(self.published):
+            return "no published value"
+        if not self.comparable:
+            return "not comparable"
+        if not self.significant:
+            return "inconclusive"
+        return "agree" if (self.published > 0) == (self.estimate > 0) else "disagree"
 
 
 @dataclass
@@ -123,17 +243,19 @@ class Analysis:
         collected: the runs read from MLflow.
         scores: the fine-tuning runs with a ``points`` column (value times the task's scale).
         scales: each task's factor from logged values to points.
-        summaries: (arm, task) -> the summary over that arm's runs on the task.
-        comparisons: pretrained arms two at a time, per task, then pretraining perplexity.
-        control: each pretrained arm against the no-pretraining control, per task.
+        summaries: (arm, task) -> the summary over that arm's fine-tuning runs on the task (all seeds).
+        measures: every measure, in report order: BLiMP, probes, fine-tuning tasks, MLM loss.
+        comparisons: pretrained arms two at a time on every measure (the ablation family).
+        control: each pretrained arm against the control on every measure but MLM loss.
         published: this ablation's rows of ``reports/published.yaml`` (empty when there are none).
-        notes: caveats the reader must see (no published table, perplexities not comparable).
+        notes: caveats the reader must see.
     """
 
     collected: Collected
     scores: pd.DataFrame
     scales: dict[str, float]
     summaries: dict[tuple[str, str], Summary]
+    measures: list[Measure]
     comparisons: list[Comparison]
     control: list[Comparison]
     published: pd.DataFrame
@@ -141,14 +263,22 @@ class Analysis:
 
     @property
     def tasks(self) -> list[str]:
-        """The manifest's tasks, then any other task a run was found for."""
+        """The manifest's fine-tuning tasks, then any other task a run was found for."""
         planned = self.collected.tasks
         return planned + sorted(set(self.scores["task"]) - set(planned))
 
     def metric(self, task: str) -> str:
-        """The headline key of ``task`` as logged by its runs (or the registry's)."""
+        """The headline key of fine-tuning ``task`` as logged by its runs (or the registry's)."""
         rows = self.scores.loc[self.scores["task"] == task, "metric"]
         return str(rows.iloc[0]) if not rows.empty else _registry_key(task)
+
+    @property
+    def m(self) -> int:
+        """Tested comparisons in the report (the Holm family)."""
+        return sum(c.test.tested and c.comparable for c in [*self.control, *self.comparisons])
+
+    def measure(self, key: str) -> Measure | None:
+        return next((x for x in self.measures if x.key == key), None)
 
 
 def _registry_key(task: str) -> str:
@@ -156,28 +286,65 @@ def _registry_key(task: str) -> str:
     return f"{spec.headline_split}/{spec.main_metric}" if spec else "dev/score"
 
 
-def _by_pair(frame: pd.DataFrame, arm: str, task: str) -> dict[tuple[int, int], float]:
-    """An arm's points on a task keyed by (pretraining seed, fine-tuning seed); tuples sort as seeds do."""
-    rows = frame[(frame["arm"] == arm) & (frame["task"] == task)]
-    return {(int(p), int(s)): float(v) for p, s, v in zip(rows["pretrain_seed"], rows["seed"], rows["points"],
-                                                          strict=True)}
+def _probe_title(task: str, features: str) -> str:
+    return f"{task} probe ({features} features)"
 
 
-def _compare(frame: pd.DataFrame, task: str, metric: str, a: str, b: str, published: pd.DataFrame,
-             ablation: str | None) -> Comparison:
-    paired = paired_difference(_by_pair(frame, a, task), _by_pair(frame, b, task), seed=BOOTSTRAP_SEED)
-    return _comparison(paired, task, metric, a, b, published, ablation)
+def _evaluation_measures(collected: Collected) -> list[Measure]:
+    """BLiMP and the probes, each value ×100 (logged as fractions)."""
+    frame = collected.evaluations
+    features = (collected.manifest.get("evaluations_settings") or {}).get("probe_features", "mean")
+    out = []
+    for (kind, task), rows in frame.groupby(["kind", "task"], sort=False, dropna=False):
+        task = None if pd.isna(task) else str(task)
+        values: dict[str, dict[tuple[int, int], float]] = {}
+        for row in rows.to_dict("records"):
+            for seed, value in row["seeds"].items():
+                values.setdefault(row["arm"], {})[(int(row["pretrain_seed"]), int(seed))] = 100.0 * float(value)
+        baseline = rows["baseline"].dropna()
+        base = 100.0 * float(baseline.iloc[0]) if not baseline.empty else None
+        metric = str(rows["metric"].iloc[0])
+        if kind == "blimp":
+            out.append(Measure("blimp", "BLiMP macro accuracy (zero-shot)", metric, "blimp", True, values, base))
+        else:
+            out.append(Measure(f"probe/{task}", _probe_title(task, features), metric, task, True, values, base))
+    order = {"blimp": 0}
+    return sorted(out, key=lambda x: order.get(x.key, 1))
 
 
-def _comparison(paired: Paired, task: str, metric: str, a: str, b: str, published: pd.DataFrame,
-                ablation: str | None, comparable: bool = True) -> Comparison:
-    digits = 2 if not is_higher_better(metric) or (paired.can_tell and paired.half_width < 0.1) else 1
-    text = verdict(paired, a_name=a, b_name=b, metric=metric, scale=1, digits=digits)
-    effect = published_effect(published, ablation, a, b, task, metric) if ablation and not published.empty else None
-    agree = agreement(effect, paired) if comparable else "not comparable"
-    if not comparable:
-        text = "not comparable: the arms use different tokenizers, so their perplexities count different units"
-    return Comparison(task, metric, a, b, paired, text, effect, agree, comparable)
+def _finetune_measures(frame: pd.DataFrame, tasks: list[str], collected: Collected) -> list[Measure]:
+    out = []
+    for task in tasks:
+        rows = frame[frame["task"] == task]
+        if rows.empty:
+            continue
+        values: dict[str, dict[tuple[int, int], float]] = {}
+        for arm, p, s, v in zip(rows["arm"], rows["pretrain_seed"], rows["seed"], rows["points"], strict=True):
+            values.setdefault(str(arm), {})[(int(p), int(s))] = float(v)
+        metric = str(rows["metric"].iloc[0])
+        baseline = _finetune_baseline(collected, task, metric, display_scale(task, rows["value"].tolist()))
+        out.append(Measure(f"finetune/{task}", f"{task} fine-tuned ({metric_label(metric)})", metric, task,
+                           is_higher_better(metric), values, baseline))
+    return out
+
+
+def _finetune_baseline(collected: Collected, task: str, metric: str, scale: float) -> float | None:
+    """The majority/trivial baseline the runner copied into the manifest for ``task``, in points."""
+    for unit in collected.manifest.get("finetune", []):
+        value = (unit.get("baseline") or {}).get(metric) if unit.get("task") == task else None
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            return float(value) * scale
+    return None
+
+
+def _mlm_measure(collected: Collected) -> Measure | None:
+    rows = collected.pretrain[collected.pretrain["val/mlm_loss"].notna()]
+    if rows.empty:
+        return None
+    values: dict[str, dict[tuple[int, int], float]] = {}
+    for arm, p, v in zip(rows["arm"], rows["pretrain_seed"], rows["val/mlm_loss"], strict=True):
+        values.setdefault(str(arm), {})[(int(p), 0)] = float(v)
+    return Measure("mlm", "validation MLM loss (fixed masks)", "val/mlm_loss", PRETRAIN_TASK, False, values)
 
 
 def _same_tokenizer(pretrain: pd.DataFrame, a: str, b: str) -> bool:
@@ -185,26 +352,6 @@ def _same_tokenizer(pretrain: pd.DataFrame, a: str, b: str) -> bool:
         rows = pretrain[pretrain["arm"] == arm]
         return tuple(rows[["tokenizer.family", "tokenizer.vocab_size"]].drop_duplicates().itertuples(index=False))
     return tokenizer(a) == tokenizer(b)
-
-
-def _perplexities(pretrain: pd.DataFrame, arm: str) -> dict[int, float]:
-    """An arm's final validation perplexity per pretraining seed."""
-    rows = pretrain[(pretrain["arm"] == arm) & pretrain["val/perplexity"].notna()]
-    return {int(p): float(v) for p, v in zip(rows["pretrain_seed"], rows["val/perplexity"], strict=True)}
-
-
-def _perplexity_comparisons(collected: Collected, published: pd.DataFrame, ablation: str | None) -> list[Comparison]:
-    """Pretrained arms two at a time on their final validation perplexity, paired by pretraining seed."""
-    pretrain, arms = collected.pretrain, collected.pretrained_arms
-    out = []
-    for i, a in enumerate(arms):
-        for b in arms[i + 1:]:
-            ppl_a, ppl_b = _perplexities(pretrain, a), _perplexities(pretrain, b)
-            if ppl_a and ppl_b:
-                paired = paired_difference(ppl_a, ppl_b, seed=BOOTSTRAP_SEED)
-                out.append(_comparison(paired, PRETRAIN_TASK, "val/perplexity", a, b, published, ablation,
-                                       comparable=_same_tokenizer(pretrain, a, b)))
-    return out
 
 
 def _scored(collected: Collected) -> tuple[pd.DataFrame, dict[str, float]]:
@@ -215,16 +362,54 @@ def _scored(collected: Collected) -> tuple[pd.DataFrame, dict[str, float]]:
     return frame, scales
 
 
+def _published_effect(published: pd.DataFrame, ablation: str | None, a: str, b: str, measure: Measure,
+                      scales: dict[str, float]) -> float | None:
+    """The paper's ``b - a`` in the measure's units (fine-tuning tasks only: the papers report no BLiMP/probes)."""
+    if not ablation or published.empty or not measure.key.startswith("finetune/"):
+        return None
+    return published_effect(published, ablation, a, b, measure.task, measure.metric)
+
+
+def _raw(family: str, measure: Measure, a: str, b: str) -> tuple[str, Measure, str, str, InferenceComparison]:
+    test = compare(measure.units(b), measure.units(a), higher_is_better=measure.higher_is_better)
+    return family, measure, a, b, test
+
+
+def _finish(raw: list[tuple[str, Measure, str, str, InferenceComparison]], comparable: dict[int, bool],
+            published: dict[int, float | None]) -> list[Comparison]:
+    """Holm over every tested comparison, simultaneous intervals, detectable effects and verdicts."""
+    tested = [i for i, r in enumerate(raw) if r[4].tested and comparable[i]]
+    m = len(tested)
+    adjusted = dict(zip(tested, holm([raw[i][4].p_value for i in tested]), strict=True))
+    level = adjusted_confidence(0.95, m)
+    out = []
+    for i, (family, measure, a, b, test) in enumerate(raw):
+        interval = with_confidence(test, level)
+        p = adjusted.get(i, math.nan)
+        alpha = ALPHA / max(m, 1)
+        mde = test.mde(alpha) if test.tested else math.nan
+        digits = 3 if measure.key == "mlm" else 1
+        if not comparable[i]:
+            text = "not comparable: the arms use different tokenizers, so their losses count different units"
+        else:
+            text = verdict(interval, p, b, a, measure.title, ALPHA, m=m, digits=digits)
+        effect = published[i]
+        needed = (units_needed(effect, test.sd, alpha) if effect is not None and test.tested and effect != 0
+                  else None)
+        out.append(Comparison(family, measure, a, b, test, interval, p, m, mde, text, effect, needed, comparable[i]))
+    return out
+
+
 def analyse(collected: Collected, published: pd.DataFrame) -> Analysis:
-    """Summaries, comparisons and the published rows of one ablation.
+    """Measures, tests and the published rows of one ablation.
+
+    Every pretrained arm is compared with the control on every measure but MLM loss (the control was never
+    trained), and the pretrained arms with each other on every measure; all of these form one Holm family.
 
     Args:
         collected: the runs read by :func:`bvr.report.collect.collect`.
         published: every published row (:func:`bvr.report.published.load_published`); this ablation's table is
             the manifest's ``published`` key.
-
-    Returns:
-        The :class:`Analysis`.
     """
     frame, scales = _scored(collected)
     key = collected.manifest.get("published")
@@ -236,70 +421,86 @@ def analyse(collected: Collected, published: pd.DataFrame) -> Analysis:
     for (arm, task), rows in frame.groupby(["arm", "task"], sort=False):
         summaries[(arm, task)] = summarize(rows["points"].to_numpy(), collapsed=rows["collapsed"].to_numpy(),
                                            seed=BOOTSTRAP_SEED)
-    analysis = Analysis(collected, frame, scales, summaries, [], [], ours, notes)
-    arms = collected.pretrained_arms
-    for task in analysis.tasks:
-        metric = analysis.metric(task)
-        analysis.comparisons += [_compare(frame, task, metric, a, b, ours, key)
-                                 for i, a in enumerate(arms) for b in arms[i + 1:]]
-        if collected.control:
-            analysis.control += [_compare(frame, task, metric, collected.control, arm, ours, key) for arm in arms]
-    # A pair with no run on either side says nothing; the report's Missing section lists those runs.
-    analysis.comparisons = [c for c in analysis.comparisons if c.paired.n]
-    analysis.control = [c for c in analysis.control if c.paired.n]
-    analysis.comparisons += _perplexity_comparisons(collected, ours, key)
-    if any(not c.comparable for c in analysis.comparisons):
-        notes.append("perplexity is per token, so arms with different tokenizers are not compared on it")
-    return analysis
+    tasks = list(dict.fromkeys([*collected.tasks, *sorted(set(frame["task"]) - set(collected.tasks))]))
+    measures = [*_evaluation_measures(collected), *_finetune_measures(frame, tasks, collected)]
+    mlm = _mlm_measure(collected)
+    arms, control = collected.pretrained_arms, collected.control
+    raw = []
+    if control:
+        raw += [_raw(CONTROL_FAMILY, x, control, arm) for x in measures for arm in arms
+                if x.units(arm) and x.units(control)]
+    raw += [_raw(ABLATION_FAMILY, x, a, b) for x in [*measures, *([mlm] if mlm else [])]
+            for i, a in enumerate(arms) for b in arms[i + 1:] if x.units(a) and x.units(b)]
+    comparable = {i: r[1].key != "mlm" or _same_tokenizer(collected.pretrain, r[2], r[3]) for i, r in enumerate(raw)}
+    effects = {i: _published_effect(ours, key, r[2], r[3], r[1], scales) for i, r in enumerate(raw)}
+    done = _finish(raw, comparable, effects)
+    if not all(comparable.values()):
+        notes.append("MLM loss is per token, so arms with different tokenizers are not compared on it")
+    return Analysis(collected, frame, scales, summaries, [*measures, *([mlm] if mlm else [])],
+                    [c for c in done if c.family == ABLATION_FAMILY], [c for c in done if c.family == CONTROL_FAMILY],
+                    ours, notes)
 
 
-def _worth_a_headline(c: Comparison) -> bool:
-    """Perplexity from one pretraining seed says nothing, unless the paper has a number to set beside it."""
-    return c.task != PRETRAIN_TASK or (c.comparable and (c.paired.can_tell or c.published is not None))
+def pretraining_helped(analysis: Analysis) -> dict[str, list[Comparison]]:
+    """Per pretrained arm, the measures on which it beats the control (Holm-adjusted)."""
+    out: dict[str, list[Comparison]] = {arm: [] for arm in analysis.collected.pretrained_arms}
+    for c in analysis.control:
+        if c.significant and c.ours == f"{c.b} better":
+            out.setdefault(c.b, []).append(c)
+    return out
 
 
-def _subject(c: Comparison) -> str:
-    return "perplexity" if c.task == PRETRAIN_TASK else c.task
-
-
-def magnitude(c: Comparison) -> str:
-    """The size of a difference and its '±' (half the interval), in points (perplexity: two decimals)."""
-    digits = 2 if c.task == PRETRAIN_TASK else 1
-    return f"{abs(c.paired.mean_diff):.{digits}f} ± {c.paired.half_width:.{digits}f}"
-
-
-def pair_headline(rows: Sequence[Comparison]) -> str:
-    """One arm pair across tasks in a sentence: where each arm is better, where no difference shows, the paper.
-
-    Args:
-        rows: the comparisons of one pair (same ``a`` and ``b``), in task order.
-    """
-    a, b = rows[0].a, rows[0].b
-    parts = []
-    for arm in (b, a):
-        won = [f"{_subject(c)} by {magnitude(c)}" for c in rows if c.ours == f"{arm} better"]
-        if won:
-            parts.append(f"{arm} better on {', '.join(won)}")
-    for state in ("no difference detected", "too few seeds"):
-        subjects = [_subject(c) for c in rows if c.ours == state]
-        if subjects:
-            parts.append(f"{state} on {', '.join(subjects)}")
-    by_agreement: dict[str, list[str]] = {}
-    for c in rows:
-        if c.published is not None:
-            by_agreement.setdefault(c.agreement, []).append(_subject(c))
-    if by_agreement:
-        parts.append("beside the paper: " + ", ".join(f"{k} on {', '.join(v)}" for k, v in by_agreement.items()))
-    return f"{b} vs {a}: " + "; ".join(parts)
+def _fmt_effect(c: Comparison) -> str:
+    digits = 3 if c.task == "mlm" else 1
+    return (f"{c.estimate:+.{digits}f} [{c.interval.ci_low:+.{digits}f}, {c.interval.ci_high:+.{digits}f}]")
 
 
 def headlines(analysis: Analysis) -> list[str]:
-    """One sentence per pair of pretrained arms, then one per arm against the control (:func:`pair_headline`)."""
-    groups: dict[tuple[str, str], list[Comparison]] = {}
-    for c in [*analysis.comparisons, *analysis.control]:
-        if _worth_a_headline(c):
-            groups.setdefault((c.a, c.b), []).append(c)
-    return [pair_headline(rows) for rows in groups.values()]
+    """The sanity check first (did pretraining help?), then the ablation's effect on each measure."""
+    lines = []
+    control = analysis.collected.control
+    if control and analysis.control:
+        helped = pretraining_helped(analysis)
+        for arm, wins in helped.items():
+            tried = [c for c in analysis.control if c.b == arm]
+            if not tried:
+                continue
+            if wins:
+                lines.append(f"Pretraining helped {arm}: better than the {control} control on "
+                             + ", ".join(f"{c.measure.title} by {_fmt_effect(c)} points" for c in wins)
+                             + f" (Holm-adjusted over {analysis.m} comparisons; "
+                             f"{analysis.m and f'{adjusted_confidence(0.95, analysis.m) * 100:.4g}'}% intervals).")
+            elif not any(c.test.tested for c in tried):
+                n = max(c.test.n for c in tried)
+                lines.append(f"Whether pretraining helped {arm} is not tested: at most {n} pretraining seed(s) "
+                             f"pair with the {control} control on any measure, and a test needs {MIN_UNITS}.")
+            else:
+                best = [c for c in tried if c.test.tested]
+                mde = min((c.mde for c in best if not math.isnan(c.mde)), default=math.nan)
+                lines.append(f"At this budget {arm} does not beat the {control} control on any measure"
+                             f" (the design detects differences of {mde:.1f} points or more)"
+                             ": the budget is too small to judge the ablation; pretrain longer or on more data "
+                             "until the arms beat the control by more than that.")
+        if not any(helped.values()) and any(c.test.tested for c in analysis.control):
+            lines.append("Pretraining did not beat the control anywhere, so no difference between arms below can "
+                         "be read as an effect of the ablated choice.")
+    for c in analysis.comparisons:
+        if not c.comparable:
+            continue
+        extra = f"; the paper: {c.published:+.1f} ({c.paper})" if c.published is not None else ""
+        if c.needed is not None:
+            extra += f", which would need {c.needed} pretraining seeds per arm at this noise"
+        if c.significant:
+            lines.append(f"{c.measure.title}: {c.ours} ({c.name} = {_fmt_effect(c)}, Holm p={c.adjusted_p:.3g}; "
+                         f"n={c.test.n}){extra}.")
+        elif c.test.tested:
+            digits = 3 if c.task == "mlm" else 1
+            lines.append(f"{c.measure.title}: no difference detected between {c.a} and {c.b} ({c.name} = "
+                         f"{_fmt_effect(c)}, n={c.test.n}); the design detects |Δ| ≥ {c.mde:.{digits}f}{extra}.")
+        else:
+            lines.append(f"{c.measure.title}: {c.name} not tested ({c.test.n} pretraining seed(s); at least "
+                         f"{MIN_UNITS} needed){extra}.")
+    return lines
 
 
 PRETRAIN_TABLE_COLUMNS = ("arm", "runs", "tokens_per_s", "wall_seconds", "tokens_seen", "steps", "epochs",

@@ -28,7 +28,7 @@ from bvr.errors import BvrError
 from bvr.tasks.registry import TASKS
 from bvr.tracking import TAG_ARM, TAG_COLLAPSED, TAG_GIT_COMMIT, TAG_SEED, TAG_TASK, find_runs, tracking_uri
 
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2
 """The manifest layout this module reads."""
 
 HISTORY_KEYS = ("train/mlm_loss", "val/mlm_loss", "val/perplexity", "train/tokens_per_s", "train/tokens_seen")
@@ -52,6 +52,9 @@ FINETUNE_COLUMNS = ("arm", "pretrain_seed", "task", "seed", "run_id", "metric", 
 PRETRAIN_COLUMNS = ("arm", "pretrain_seed", "run_id", "steps", "git_commit", *FINAL_KEYS,
                     *(f"run/{key}" for key in RUN_KEYS), *CONFIG_KEYS)
 HISTORY_COLUMNS = ("arm", "pretrain_seed", "run_id", "key", "step", "value")
+EVALUATION_COLUMNS = ("arm", "label", "pretrain_seed", "kind", "task", "run_id", "metric", "value", "seeds",
+                      "baseline", "seconds")
+DETAIL_COLUMNS = ("arm", "pretrain_seed", "kind", "task", "key", "value")
 
 
 @dataclass
@@ -67,6 +70,10 @@ class Collected:
             score as logged (GLUE and CoNLL as fractions, SQuAD in points).
         pretrain: one row per pretraining run found, :data:`PRETRAIN_COLUMNS` (NaN where a run did not log it).
         history: the pretraining runs' metric histories, long format, :data:`HISTORY_COLUMNS`.
+        evaluations: one row per (model, evaluation) found, :data:`EVALUATION_COLUMNS`: the headline ``value`` as
+            logged (a fraction; a probe's mean over its seeds) and ``seeds``, probe seed -> headline.
+        details: every other metric of the evaluation runs (BLiMP per paradigm and term, probe feature kinds),
+            long format, :data:`DETAIL_COLUMNS`.
         missing: one human-readable line per planned unit the report cannot use, and per disagreement.
         parent_run_id: the ablation's parent run, when the store holds it.
     """
@@ -80,6 +87,14 @@ class Collected:
     history: pd.DataFrame
     missing: list[str]
     parent_run_id: str | None
+    evaluations: pd.DataFrame = None  # type: ignore[assignment]
+    details: pd.DataFrame = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.evaluations is None:
+            self.evaluations = pd.DataFrame(columns=list(EVALUATION_COLUMNS))
+        if self.details is None:
+            self.details = pd.DataFrame(columns=list(DETAIL_COLUMNS))
 
     @property
     def ablation(self) -> str:
@@ -126,7 +141,8 @@ def check_manifest(manifest: Any) -> None:
         raise BvrError("missing key 'ablation'", where=where, hint=hint)
     if not isinstance(manifest.get("arms"), list) or not manifest["arms"]:
         raise BvrError("'arms' must be a non-empty list", where=f"{where}: arms", hint=hint)
-    for key, needed in (("pretrain", ("arm", "status")), ("finetune", ("arm", "task", "seed", "status"))):
+    for key, needed in (("pretrain", ("arm", "status")), ("finetune", ("arm", "task", "seed", "status")),
+                        ("evaluations", ("arm", "kind", "status"))):
         units = manifest.get(key, [])
         if not isinstance(units, list):
             raise BvrError(f"'{key}' must be a list of units", where=f"{where}: {key}", hint=hint)
@@ -179,6 +195,12 @@ def collect(manifest: dict[str, Any], *, workdir: Path | None = None) -> Collect
     pretrain = [_pretrain_row(unit, runs, missing, several) for unit in manifest.get("pretrain", [])]
     pretrain = [row for row in pretrain if row is not None]
     history = [h for row in pretrain for h in _history(client, row)]
+    evaluations, details = [], []
+    for unit in manifest.get("evaluations", []):
+        found_row = _evaluation_row(unit, runs, missing)
+        if found_row is not None:
+            evaluations.append(found_row[0])
+            details += found_row[1]
     parent = _parent(client, manifest, missing)
     return Collected(
         manifest=manifest, experiment=experiment, experiment_id=found.experiment_id if found else None, uri=uri,
@@ -186,6 +208,8 @@ def collect(manifest: dict[str, Any], *, workdir: Path | None = None) -> Collect
         pretrain=pd.DataFrame(pretrain, columns=list(PRETRAIN_COLUMNS)),
         history=pd.DataFrame(history, columns=list(HISTORY_COLUMNS)),
         missing=_group_not_run(missing), parent_run_id=parent,
+        evaluations=pd.DataFrame(evaluations, columns=list(EVALUATION_COLUMNS)),
+        details=pd.DataFrame(details, columns=list(DETAIL_COLUMNS)),
     )
 
 
@@ -217,11 +241,13 @@ def _group_not_run(lines: list[str]) -> list[str]:
             f"{slot[0]} seeds {', '.join(groups[slot])}{slot[1]}" for slot in slots]
 
 
-def _label(unit: dict[str, Any], several_pretrain_seeds: bool) -> str:
-    """The unit as its run is named in MLflow: ``static/finetune/sst2/seed3``, ``static/pretrain``."""
-    stage = f"finetune/{unit['task']}/seed{unit['seed']}" if "task" in unit else "pretrain"
-    name = f"{unit['arm']}/{stage}"
-    return name + (f" (pretrain seed {unit.get('pretrain_seed', 0)})" if several_pretrain_seeds else "")
+def _label(unit: dict[str, Any], several_pretrain_seeds: bool = False) -> str:
+    """The unit as its run is named in MLflow: ``static/finetune/sst2/seed3``, ``static-p1/pretrain``."""
+    if "kind" in unit:
+        stage = f"{unit['kind']}/{unit['task']}" if unit.get("task") else unit["kind"]
+    else:
+        stage = f"finetune/{unit['task']}/seed{unit['seed']}" if "task" in unit else "pretrain"
+    return f"{unit.get('label') or unit['arm']}/{stage}"
 
 
 def _number(value: Any) -> float | None:
@@ -255,7 +281,7 @@ def _usable_run(unit: dict[str, Any], runs: dict[str, dict], missing: list[str],
     if run["status"] != "FINISHED":
         missing.append(f"{label}: run {run_id} is {run['status']} in MLflow, not FINISHED; left out")
         return None
-    expected = {TAG_ARM: unit["arm"], TAG_TASK: unit.get("task"), TAG_SEED: unit.get("seed")}
+    expected = {TAG_ARM: unit.get("label") or unit["arm"], TAG_TASK: unit.get("task"), TAG_SEED: unit.get("seed")}
     for tag, value in expected.items():
         logged = _text(run.get(f"tags.{tag}"))
         if value is not None and logged is not None and logged != str(value):
@@ -305,6 +331,34 @@ def _pretrain_row(unit: dict[str, Any], runs: dict[str, dict], missing: list[str
             missing.append(f"{label}: the manifest's {key} {theirs:.6g} differs from run {run['run_id']}'s "
                            f"run/{key} {ours:.6g}; the report uses the run's")
     return row
+
+
+def _evaluation_row(unit: dict[str, Any], runs: dict[str, dict],
+                    missing: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+    """An evaluation's headline (from its run) and per-seed values (from the manifest), and its other metrics."""
+    label = _label(unit)
+    run = _usable_run(unit, runs, missing, label)
+    if run is None:
+        return None
+    key = unit.get("main_key")
+    value = _number(run.get(f"metrics.{key}")) if key else None
+    if value is None:
+        missing.append(f"{label}: run {run['run_id']} has no finite metric {key}; left out")
+        return None
+    seeds = {int(k): float(v) for k, v in (unit.get("seeds") or {}).items()}
+    if seeds and not math.isclose(sum(seeds.values()) / len(seeds), value, rel_tol=1e-6, abs_tol=1e-9):
+        missing.append(f"{label}: the manifest's probe seeds average {sum(seeds.values()) / len(seeds):.6g}, run "
+                       f"{run['run_id']} logged {key} {value:.6g}; the report uses the run's")
+        seeds = {0: value}
+    row = {"arm": str(unit["arm"]), "label": str(unit.get("label") or unit["arm"]),
+           "pretrain_seed": int(unit.get("pretrain_seed", 0)), "kind": str(unit["kind"]), "task": unit.get("task"),
+           "run_id": run["run_id"], "metric": key, "value": value, "seeds": seeds or {0: value},
+           "baseline": _number(unit.get("baseline")), "seconds": _number(run.get("metrics.run/wall_seconds"))}
+    prefix = f"metrics.{unit['kind']}/"
+    details = [{"arm": row["arm"], "pretrain_seed": row["pretrain_seed"], "kind": row["kind"], "task": row["task"],
+                "key": name[len("metrics."):], "value": number}
+               for name, raw in run.items() if name.startswith(prefix) and (number := _number(raw)) is not None]
+    return row, details
 
 
 def _history(client: MlflowClient, row: dict[str, Any]) -> Iterable[dict[str, Any]]:

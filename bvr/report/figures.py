@@ -190,6 +190,7 @@ def _spread(n: int) -> np.ndarray:
 def _task_panel(ax: Axes, analysis: Analysis, task: str, colors: dict[str, str]) -> None:
     arms = analysis.collected.arms
     scores = analysis.scores[analysis.scores["task"] == task]
+    measure = analysis.measure(f"finetune/{task}")
     for x, arm in enumerate(arms):
         rows = scores[scores["arm"] == arm].sort_values(["pretrain_seed", "seed"])
         if rows.empty:
@@ -200,9 +201,12 @@ def _task_panel(ax: Axes, analysis: Analysis, task: str, colors: dict[str, str])
         ax.scatter(offsets[~ok], rows["points"].to_numpy()[~ok], s=30, color=colors[arm], marker="x", zorder=3)
         s = analysis.summaries[(arm, task)]
         ax.hlines(s.median, x - 0.26, x + 0.02, color=colors[arm], linewidth=2)
-        if not math.isnan(s.ci_low):
-            ax.errorbar(x + 0.17, s.mean, yerr=[[s.mean - s.ci_low], [s.ci_high - s.mean]], fmt="o", markersize=4,
+        mean, low, high = measure.mean_interval(arm) if measure is not None else (math.nan,) * 3
+        if not math.isnan(low):  # the mean over pretraining seeds and its t interval, as "Every measure" prints
+            ax.errorbar(x + 0.17, mean, yerr=[[mean - low], [high - mean]], fmt="o", markersize=4,
                         color=_SUMMARY, capsize=3, linewidth=1.2, zorder=4)
+        elif not math.isnan(mean):
+            ax.plot([x + 0.17], [mean], "o", markersize=4, color=_SUMMARY, zorder=4)
     ax.set_xticks(range(len(arms)), arms, fontsize=8, rotation=20 if max(map(len, arms)) > 8 else 0)
     ax.set_xlim(-0.6, len(arms) - 0.4)
     scale = "×100" if analysis.scales.get(task) == 100 else "points"
@@ -211,7 +215,8 @@ def _task_panel(ax: Axes, analysis: Analysis, task: str, colors: dict[str, str])
 
 
 def task_scores(analysis: Analysis, colors: dict[str, str], path: Path) -> Path | None:
-    """One panel per task: every seed as a point (× when collapsed), the median as a dash, mean and 95% CI."""
+    """One panel per task: every run as a point (× when collapsed), their median as a dash, and the mean over
+    pretraining seeds with its 95% t interval."""
     tasks = [t for t in analysis.tasks if (analysis.scores["task"] == t).any()]
     if not tasks:
         return None
@@ -227,28 +232,28 @@ def task_scores(analysis: Analysis, colors: dict[str, str], path: Path) -> Path 
 
 
 def _forest(ax: Axes, comparisons: list[Comparison], title: str) -> None:
-    """One row per comparison: the seeds' differences, the mean and its interval, and a line at zero."""
+    """One row per comparison: each pretraining seed's difference, the mean, its simultaneous interval, and 0."""
     for y, c in enumerate(comparisons):
         if y and c.task != comparisons[y - 1].task:  # a rule between tasks
             ax.axhline(y - 0.5, color="#d0d7de", linewidth=0.8)
-        colour = ("#1a7f37" if c.ours == f"{c.b} better" else "#cf222e") if c.paired.distinguishable else "#6e7781"
-        ax.scatter(c.paired.differences, [y] * c.paired.n, s=10, color="#9aa4ad", zorder=2)
-        if c.paired.can_tell:
-            ax.hlines(y, c.paired.ci_low, c.paired.ci_high, color=colour, linewidth=2.2, zorder=3)
-        if c.paired.n:
-            ax.plot([c.paired.mean_diff], [y], "o", color=colour, markersize=5, zorder=4)
+        colour = ("#1a7f37" if c.ours == f"{c.b} better" else "#cf222e") if c.significant else "#6e7781"
+        ax.scatter(c.test.differences, [y] * len(c.test.differences), s=10, color="#9aa4ad", zorder=2)
+        if c.test.tested:
+            ax.hlines(y, c.interval.ci_low, c.interval.ci_high, color=colour, linewidth=2.2, zorder=3)
+        if c.test.n:
+            ax.plot([c.estimate], [y], "o", color=colour, markersize=5, zorder=4)
     ax.axvline(0, color=_SUMMARY, linewidth=0.8)
-    ax.set_yticks(range(len(comparisons)), [f"{c.task}: {c.name}" for c in comparisons], fontsize=8)
+    ax.set_yticks(range(len(comparisons)), [f"{c.measure.title}: {c.name}" for c in comparisons], fontsize=8)
     ax.set_ylim(len(comparisons) - 0.5, -0.5)
-    ax.set_xlabel("difference (points; b − a)", fontsize=9)
+    ax.set_xlabel("difference over pretraining seeds (points; b − a)", fontsize=9)
     ax.set_title(title, fontsize=10)
     _style(ax)
 
 
 def paired_differences(analysis: Analysis, path: Path) -> Path | None:
     """Forest plots of the paired differences: between arms, and (when there is one) each arm minus the control."""
-    between = [c for c in analysis.comparisons if c.task != "pretrain" and c.paired.n]
-    control = [c for c in analysis.control if c.paired.n]
+    between = [c for c in analysis.comparisons if c.task != "mlm" and c.test.n]
+    control = [c for c in analysis.control if c.test.n]
     panels = [(rows, title) for rows, title in ((between, "between arms"), (control, "against no pretraining"))
               if rows]
     if not panels:

@@ -36,9 +36,10 @@ from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE
 
 from bvr.errors import BvrError
 from bvr.report import figures as fig
-from bvr.report.analysis import PRETRAIN_TASK, Analysis, Comparison, analyse, headlines, pretrain_table
+from bvr.report.analysis import Analysis, Comparison, analyse, headlines, pretrain_table
 from bvr.report.collect import collect
 from bvr.report.document import Figure, to_html, to_markdown
+from bvr.report.inference import adjusted_confidence
 from bvr.report.published import load_published
 from bvr.report.sections import report_blocks, summary_blocks
 from bvr.report.stats import Summary
@@ -84,10 +85,12 @@ class ReportResult:
 def _draw(a: Analysis, folder: Path) -> dict[str, Figure]:
     colours = fig.arm_colors(a.collected.arms, a.collected.control)
     steps: list[tuple[str, str, Callable[[Path], Path | None]]] = [
-        ("scores", "Fine-tuning scores per arm and task: a point per seed (× collapsed), dash = median, black = mean "
-                   "with 95% bootstrap CI.", lambda p: fig.task_scores(a, colours, p)),
-        ("differences", "Paired differences b − a per task: grey points per seed pair, coloured point and bar = mean "
-                        "and 95% CI (green/red when distinguishable from 0).", lambda p: fig.paired_differences(a, p)),
+        ("scores", "Fine-tuning scores per arm and task: a point per run (× collapsed), dash = median of the runs, "
+                   "black = mean over pretraining seeds with its 95% t interval.",
+         lambda p: fig.task_scores(a, colours, p)),
+        ("differences", f"Paired differences b − a per measure: grey points per pretraining seed, coloured point and "
+                        f"bar = mean and {_level(a)} simultaneous interval (green/red where Holm finds a difference, "
+                        "grey where it does not).", lambda p: fig.paired_differences(a, p)),
         ("curves", "Pretraining: training MLM loss (smoothed over the faint raw curve) and validation perplexity.",
          lambda p: fig.pretraining_curves(a.collected.history, colours, p)),
         ("throughput", "Training throughput and wall time per pretrained arm.",
@@ -105,6 +108,11 @@ def _draw(a: Analysis, folder: Path) -> dict[str, Figure]:
     return drawn
 
 
+def _level(a: Analysis) -> str:
+    """The simultaneous intervals' level, as the report prints it ('99.62%')."""
+    return f"{adjusted_confidence(0.95, a.m) * 100:.4g}%" if a.m else "95%"
+
+
 def _csv(frame: pd.DataFrame, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     frame.to_csv(path, index=False, float_format="%.6g")
@@ -112,17 +120,20 @@ def _csv(frame: pd.DataFrame, path: Path) -> Path:
 
 
 def _difference_frame(a: Analysis) -> pd.DataFrame:
-    rows = [{"comparison": c.name, "task": c.task, "pretrain_seed": key[0], "seed": key[1], "difference": diff}
-            for c in [*a.comparisons, *a.control] if c.task != PRETRAIN_TASK
-            for key, diff in zip(c.paired.seeds, c.paired.differences, strict=True)]
-    return pd.DataFrame(rows, columns=["comparison", "task", "pretrain_seed", "seed", "difference"])
+    rows = [{"comparison": c.name, "measure": c.task, "pretrain_seed": unit, "difference": diff}
+            for c in [*a.comparisons, *a.control] if c.task != "mlm"
+            for unit, diff in zip(c.test.units, c.test.differences, strict=False)]
+    return pd.DataFrame(rows, columns=["comparison", "measure", "pretrain_seed", "difference"])
 
 
-def _wide(frame: pd.DataFrame, index: str, value: str) -> pd.DataFrame:
-    """One column per arm (in the report's arm order), one row per ``index`` value: what DVC's templates draw."""
+def _wide(frame: pd.DataFrame, index: str | list[str], value: str, aggfunc: str = "first") -> pd.DataFrame:
+    """One column per arm (in the report's arm order), one row per ``index`` value: what DVC's templates draw.
+
+    ``aggfunc`` folds rows that share an index value and an arm (the pretraining seeds of a curve: ``mean``).
+    """
     if frame.empty:
-        return pd.DataFrame(columns=[index])
-    table = frame.pivot_table(index=index, columns="arm", values=value, aggfunc="first")
+        return pd.DataFrame(columns=[index] if isinstance(index, str) else index)
+    table = frame.pivot_table(index=index, columns="arm", values=value, aggfunc=aggfunc)
     table = table[list(dict.fromkeys(frame["arm"]))]  # the arms in the order the rows give them, not sorted
     table.columns.name = None
     return table.reset_index()
@@ -131,18 +142,19 @@ def _wide(frame: pd.DataFrame, index: str, value: str) -> pd.DataFrame:
 def _write_plots(a: Analysis, folder: Path) -> list[Path]:
     """The data behind the figures as CSV.
 
-    ``scores.csv`` and ``differences.csv`` hold one row per point; ``scores_TASK.csv`` (seed x arm) and the
-    ``pretrain_*.csv`` curves (step x arm) have one column per arm, the layout ``dvc plots show`` draws.
+    ``scores.csv`` and ``differences.csv`` hold one row per point; ``scores_TASK.csv`` (pretraining seed and
+    fine-tuning seed x arm) and the ``pretrain_*.csv`` curves (step x arm, the mean over pretraining seeds) have one
+    column per arm, the layout ``dvc plots show`` draws.
     """
     scores = a.scores.rename(columns={"points": "score"})[
         ["arm", "task", "pretrain_seed", "seed", "score", "collapsed", "run_id"]]
     paths = [_csv(scores, folder / "scores.csv"), _csv(_difference_frame(a), folder / "differences.csv")]
     for task, rows in scores.groupby("task", sort=False):
-        paths.append(_csv(_wide(rows, "seed", "score"), folder / f"scores_{task}.csv"))
+        paths.append(_csv(_wide(rows, ["pretrain_seed", "seed"], "score"), folder / f"scores_{task}.csv"))
     history = a.collected.history
     for key in ("train/mlm_loss", "val/perplexity", "val/mlm_loss"):
         rows = history.loc[history["key"] == key, ["arm", "step", "value"]]
-        paths.append(_csv(_wide(rows, "step", "value"), folder / f"pretrain_{key.replace('/', '_')}.csv"))
+        paths.append(_csv(_wide(rows, "step", "value", "mean"), folder / f"pretrain_{key.replace('/', '_')}.csv"))
     table = pretrain_table(a).drop(columns=["runs"])
     paths.append(_csv(table[["arm", "tokens_per_s", "wall_seconds", "tokens_seen", "params_total",
                              "params_embedding", "params_non_embedding"]], folder / "pretrain_runs.csv"))
@@ -150,24 +162,25 @@ def _write_plots(a: Analysis, folder: Path) -> list[Path]:
 
 
 def _clean(value: Any) -> Any:
-    """JSON-safe: NaN becomes null, numpy numbers plain floats."""
+    """JSON-safe: NaN becomes null, numpy numbers plain floats with 8 significant digits (not decimals: a p-value
+    of 3e-7 must not read 0)."""
     if isinstance(value, dict):
         return {k: _clean(v) for k, v in value.items()}
     if isinstance(value, bool | int) or value is None:
         return value
     number = float(value)
-    return None if math.isnan(number) else round(number, 6)
+    return None if math.isnan(number) else float(f"{number:.8g}")
 
 
 def _summary_json(s: Summary) -> dict[str, Any]:
-    return {"median": s.median, "mean": s.mean, "ci_low": s.ci_low, "ci_high": s.ci_high, "q1": s.q1, "q3": s.q3,
-            "iqr": s.iqr, "min": s.min, "max": s.max, "n": s.n, "collapsed": s.n_collapsed}
+    """The spread of one arm's runs on a task (no interval: intervals are over pretraining seeds, in measures)."""
+    return {"median": s.median, "mean": s.mean, "q1": s.q1, "q3": s.q3, "iqr": s.iqr, "min": s.min, "max": s.max,
+            "n": s.n, "collapsed": s.n_collapsed}
 
 
 def _paired_json(c: Comparison) -> dict[str, Any]:
-    p = c.paired
-    return {"mean": p.mean_diff, "ci_low": p.ci_low, "ci_high": p.ci_high, "n": p.n,
-            "distinguishable": p.distinguishable}
+    return {"mean": c.estimate, "ci_low": c.interval.ci_low, "ci_high": c.interval.ci_high, "n": c.test.n,
+            "p": c.test.p_value, "holm_p": c.adjusted_p, "detectable": c.mde, "significant": c.significant}
 
 
 def metrics_payload(a: Analysis) -> dict[str, Any]:
@@ -177,15 +190,21 @@ def metrics_payload(a: Analysis) -> dict[str, Any]:
         scores.setdefault(arm, {})[task] = _summary_json(s)
     differences: dict[str, dict] = {}
     for c in [*a.comparisons, *a.control]:
-        task = "val_perplexity" if c.task == PRETRAIN_TASK else c.task
-        differences.setdefault(f"{c.b}_minus_{c.a}", {})[task] = _paired_json(c)
+        differences.setdefault(f"{c.b}_minus_{c.a}", {})[c.task.replace("/", "_")] = _paired_json(c)
+    measures: dict[str, dict] = {}
+    for x in a.measures:
+        for arm in a.collected.arms:
+            units = x.units(arm)
+            if units:
+                measures.setdefault(x.key.replace("/", "_"), {})[arm] = {"mean": sum(units.values()) / len(units),
+                                                                        "n": len(units)}
     pretrain = {r["arm"]: {k.replace("/", "_"): r[k] for k in ("val/perplexity", "val/mlm_loss", "train/mlm_loss",
                                                                 "tokens_per_s", "wall_seconds", "tokens_seen",
                                                                 "params_total", "params_embedding",
                                                                 "params_non_embedding")}
                 for r in pretrain_table(a).to_dict("records")}
     payload = {"complete": not a.collected.missing, "missing": len(a.collected.missing), "scores": scores,
-               "differences": differences, "pretrain": pretrain}
+               "measures": measures, "differences": differences, "comparisons": a.m, "pretrain": pretrain}
     return _clean(payload)
 
 

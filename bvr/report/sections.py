@@ -1,8 +1,9 @@
 """The sections of a report, as document blocks: what each table and paragraph says, and where its numbers
 come from.
 
-:func:`report_blocks` lays out one ablation's report: the headline (a sentence per pair of arms and a matrix of
-paired differences), what is missing, the scores per task, the paired comparisons, the paper beside our runs,
+:func:`report_blocks` lays out one ablation's report: the headline (did pretraining help at this budget, then the
+ablation's effect), what is missing, the tests against the control and between arms, every measure per arm with its
+variance components, BLiMP beside the published models, the fine-tuning scores, the paper beside our runs,
 pretraining, the setup, and how to read it all. :func:`summary_blocks` lays out the index across ablations. Every
 number is taken from an :class:`~bvr.report.analysis.Analysis` (so from MLflow, in points); every run id links to the
 MLflow UI.
@@ -10,6 +11,7 @@ MLflow UI.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,10 +20,19 @@ from typing import Any
 import pandas as pd
 
 from bvr.display import duration
-from bvr.report.analysis import PRETRAIN_TASK, Analysis, Comparison, headlines, metric_label, pretrain_table
+from bvr.report.analysis import (
+    PRETRAIN_TASK,
+    Analysis,
+    Comparison,
+    Measure,
+    headlines,
+    metric_label,
+    pretrain_table,
+)
 from bvr.report.collect import Collected
 from bvr.report.document import Block, Bullets, Cell, Figure, Heading, Link, Notice, Paragraph, Table
-from bvr.report.stats import DEFAULT_BOOTSTRAPS, Summary
+from bvr.report.inference import adjusted_confidence
+from bvr.report.stats import Summary
 
 MLFLOW_UI = "http://127.0.0.1:5000"
 """Where ``mlflow ui`` serves a local store; run links point there unless the store is itself a server."""
@@ -105,49 +116,193 @@ def _title(a: Analysis) -> list[Block]:
             Paragraph(status), Paragraph(" · ".join(facts))]
 
 
-def _matrix_cell(c: Comparison | None) -> str:
-    """'+1.6 ± 0.3' when the interval excludes 0, '(+0.2 ± 0.4)' when it covers 0, '(+0.2)' with one pair."""
-    if c is None:
-        return "—"
-    if not c.comparable:
-        return "not comparable"
-    digits = 2 if c.task == PRETRAIN_TASK else 1
-    text = _signed(c.paired.mean_diff, digits)
-    if c.paired.can_tell:
-        text += f" ± {c.paired.half_width:.{digits}f}"
-    return text if c.paired.distinguishable else f"({text})"
+def _effect_cells(c: Comparison) -> list[str]:
+    """Δ, its simultaneous interval, the Holm-adjusted p and the detectable effect of one comparison."""
+    d = 3 if c.task == "mlm" else 1
+    if not c.test.tested:
+        return [_signed(c.estimate, d), f"— (n={c.test.n})", "—", "—"]
+    p = "<0.001" if c.adjusted_p < 0.001 else f"{c.adjusted_p:.3f}"
+    return [_signed(c.estimate, d), _ci(c.interval.ci_low, c.interval.ci_high, d), p, _fmt(c.mde, d)]
 
 
-def _matrix(a: Analysis) -> Table | None:
-    """Pairs of arms by task: the mean paired difference and its '±', at a glance."""
-    pairs: dict[tuple[str, str], dict[str, Comparison]] = {}
-    for c in [*a.comparisons, *a.control]:
-        pairs.setdefault((c.a, c.b), {})[c.task] = c
-    if not pairs:
-        return None
-    tasks = [t for t in [*a.tasks, PRETRAIN_TASK] if any(t in row for row in pairs.values())]
-    header = ["b − a", *[("val perplexity" if t == PRETRAIN_TASK else t) for t in tasks]]
-    rows = []
-    for (a_, b), row in pairs.items():
-        rows.append([f"{b} − {a_}", *[_matrix_cell(row.get(t)) for t in tasks]])
-        if any(c.published is not None for c in row.values()):
-            rows.append([f"{b} − {a_}, paper", *[_signed(row[t].published, 2 if t == PRETRAIN_TASK else 1)
-                                                  if t in row and row[t].published is not None else "—"
-                                                  for t in tasks]])
-    caption = ("Mean paired difference b − a in points (perplexity as is; lower is better) ± half its 95% bootstrap "
-               "interval; in parentheses where the interval covers 0 (no difference detected) or, with one pair, "
-               "does not exist. 'paper' rows: the published b − a.")
-    return Table(header, rows, align="L" + "r" * len(tasks), caption=caption)
+def _level(a: Analysis) -> str:
+    m = a.m
+    return f"{adjusted_confidence(0.95, m) * 100:.4g}%" if m else "95%"
 
 
 def _headline(a: Analysis) -> list[Block]:
     lines = headlines(a)
     if not lines:
-        return [Heading("Headline"), Paragraph("No comparison yet: no arm pair has runs on a common task.")]
-    intro = Paragraph("For each pair of arms: the tasks where the 95% interval of the paired difference excludes 0, "
-                      "and by how much (points ± half the interval; GLUE and CoNLL-2003 scores ×100).")
-    matrix = _matrix(a)
-    return [Heading("Headline"), intro, Bullets(tuple(lines)), *([matrix] if matrix else [])]
+        return [Heading("Headline"), Paragraph("No comparison yet: no measure has values for two arms.")]
+    intro = Paragraph(f"First: did pretraining help at this budget (each arm against the control)? Then the "
+                      f"ablation's effect on each measure. Differences in points (MLM loss in nats), with "
+                      f"{_level(a)} simultaneous intervals; verdicts follow Holm-adjusted p-values over all "
+                      f"{a.m} tested comparisons of this report (family-wise error 5%).")
+    return [Heading("Headline"), intro, Bullets(tuple(lines))]
+
+
+def _sanity(a: Analysis, links: _Links) -> list[Block]:
+    if not a.control:
+        return []
+    rows = []
+    for c in a.control:
+        arm_units, control_units = c.measure.units(c.b), c.measure.units(c.a)
+        rows.append([c.measure.title, c.b, f"{_fmt(_mean(arm_units))} (n={len(arm_units)})",
+                     f"{_fmt(_mean(control_units))} (n={len(control_units)})", *_effect_cells(c),
+                     c.ours])
+    header = ["measure", "arm", "arm mean", "control mean", "Δ arm − control", f"{_level(a)} CI", "Holm p",
+              "detectable Δ", "verdict"]
+    caption = ("Means over pretraining seeds (each seed's fine-tuning or probe seeds averaged first). Δ pairs arm "
+               "seed s with the control's seed-s initialisation, the weights that arm started from; paired t over "
+               "pretraining seeds; intervals Bonferroni-simultaneous over the report; detectable Δ: the smallest "
+               "true difference found with 80% power at Holm's strictest level.")
+    return [Heading("Did pretraining help at this budget?"),
+            Table(header, rows, align="LLrrrrrrl", caption=caption)]
+
+
+def _ablation(a: Analysis) -> list[Block]:
+    if not a.comparisons:
+        return []
+    rows = []
+    for c in a.comparisons:
+        d = 3 if c.task == "mlm" else 1
+        rows.append([c.measure.title, c.name, *_effect_cells(c), _signed(c.published, d),
+                     str(c.needed) if c.needed is not None else "—", c.ours, c.agreement])
+    header = ["measure", "b − a", "Δ", f"{_level(a)} CI", "Holm p", "detectable Δ", "paper Δ",
+              "seeds for the paper's Δ", "we see", "beside the paper"]
+    caption = ("b − a over pretraining seeds (paired t), in the same family of tests as the section above. "
+               "seeds for the paper's Δ: pretraining seeds per arm that would detect the published difference with "
+               "80% power at this report's strictest level and at the noise measured here.")
+    return [Heading("The ablation's effect"), Table(header, rows, align="LLrrrrrrll", caption=caption)]
+
+
+def _mean(values: dict[int, float]) -> float | None:
+    return sum(values.values()) / len(values) if values else None
+
+
+def _measure_runs(a: Analysis, links: _Links, x: Measure, arm: str) -> Cell:
+    """Links to the runs behind one arm's values of a measure, one per pretraining seed (``p0``, ``p1``): the
+    evaluation runs for BLiMP and the probes, the pretraining runs for MLM loss; fine-tuning runs are linked
+    per seed under Fine-tuning scores."""
+    if x.key == "mlm":
+        rows = a.collected.pretrain[a.collected.pretrain["arm"] == arm]
+    elif x.key == "blimp" or x.key.startswith("probe/"):
+        frame = a.collected.evaluations
+        kind, _, task = x.key.partition("/")
+        rows = frame[(frame["arm"] == arm) & (frame["kind"] == kind)]
+        rows = rows[rows["task"] == task] if task else rows
+    else:
+        return "under Fine-tuning scores"
+    found = rows.sort_values("pretrain_seed")[["pretrain_seed", "run_id"]].itertuples(index=False)
+    return tuple(links.run(run_id, f"p{seed}") for seed, run_id in found) or "—"
+
+
+def _measures(a: Analysis, links: _Links) -> list[Block]:
+    rows = []
+    for x in a.measures:
+        first = True
+        for arm in a.collected.arms:
+            units = x.units(arm)
+            if not units:
+                continue
+            mean, low, high = x.mean_interval(arm)
+            d = 3 if x.key == "mlm" else 1
+            interval = _ci(low, high, d)
+            comp = x.components(arm)
+            inner = max(comp.n_inner) if comp and comp.n_inner else 1
+            rows.append([x.title if first else "", arm, str(len(units)), str(inner), _fmt(mean, d),
+                         interval, _fmt(comp.between_sd if comp else None, d),
+                         _fmt(comp.within_sd if comp and inner > 1 else None, d),
+                         _fmt(x.baseline, d) if first else "", _measure_runs(a, links, x, arm)])
+            first = False
+    if not rows:
+        return []
+    caption = ("n: pretraining seeds; inner: fine-tuning or probe seeds per pretraining seed. Mean over pretraining "
+               "seeds with its 95% t interval (per arm, not adjusted). SD between: spread of the true per-seed "
+               "means across pretraining seeds; SD within: across fine-tuning/probe seeds of one model (one-way "
+               "random-effects ANOVA; with one value per model, SD between is their plain spread, which holds "
+               "both). baseline: majority class (probes, fine-tuning) or chance (BLiMP). runs: one per pretraining "
+               "seed.")
+    header = ["measure", "arm", "n", "inner", "mean", "95% CI", "SD between", "SD within", "baseline", "runs"]
+    return [Heading("Every measure, per arm"), Table(header, rows, align="LLrrrrrrrl", caption=caption)]
+
+
+def _blimp(a: Analysis) -> list[Block]:
+    x = a.measure("blimp")
+    if x is None:
+        return []
+    details = a.collected.details
+    blimp = details[details["kind"] == "blimp"]
+    terms = blimp[blimp["key"].str.startswith("blimp/term/")]
+    paradigms = sorted({key.removeprefix("blimp/paradigm/") for key in blimp["key"]
+                        if key.startswith("blimp/paradigm/")})
+    folder = (a.collected.manifest.get("context") or {}).get("data_dir")
+    published = _published_blimp(folder, paradigms)
+    arms = [arm for arm in a.collected.arms if x.units(arm)]
+    header = ["", *arms, *published]
+    count = f" ({len(paradigms)} paradigms)" if paradigms else ""
+    rows = [[f"macro accuracy{count}", *(_fmt(_mean(x.units(arm))) for arm in arms),
+             *(_fmt(100 * v["macro"]) for v in published.values())]]
+    for term in sorted(set(terms["key"])):
+        name = term.removeprefix("blimp/term/")
+        cells = []
+        for arm in arms:
+            values = terms[(terms["key"] == term) & (terms["arm"] == arm)]["value"]
+            cells.append(_fmt(100 * values.mean()) if not values.empty else "—")
+        rows.append([name, *cells, *(_fmt(100 * v["terms"].get(name, math.nan)) for v in published.values())])
+    settings = a.collected.manifest.get("evaluations_settings") or {}
+    n = settings.get("blimp_per_paradigm")
+    caption = (f"Accuracy in %, pseudo-log-likelihood scoring (each token masked in turn), "
+               f"{f'{n} pairs per paradigm (the same pairs for every model)' if n else 'all 1,000 pairs per paradigm'}"
+               "; ours are means over pretraining seeds. Published models (BLiMP paper, errata-corrected) score "
+               "all pairs with their own (left-to-right) log-probabilities, averaged here over the paradigms our "
+               "runs scored. Chance is 50%.")
+    return [Heading("BLiMP beside the published models"), Table(header, rows, align="L" + "r" * (len(header) - 1),
+                                                               caption=caption)]
+
+
+_BLIMP_MODELS = {"ngram": "5-gram", "lstm": "LSTM", "txl": "Transformer-XL", "gpt2": "GPT-2"}
+"""Columns of BLiMP's ``models_summary.jsonl`` and the paper's names for them (as
+``bvr.evaluation.blimp.PUBLISHED_MODELS``, which a report cannot import: that module loads torch)."""
+
+
+def _published_blimp(data_dir: str | None, paradigms: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
+    """The published models' BLiMP accuracies, fractions: model -> ``{"macro": float, "terms": {term: float}}``.
+
+    Read from the release's ``models_summary.jsonl`` (in ``DATA_DIR/blimp`` or ``DATA_DIR``) and averaged over
+    ``paradigms``, the ones our runs scored (all of the file's when empty), so the columns compare like with like.
+    Empty when the file is absent or unreadable: the report renders without the published columns.
+    """
+    if not data_dir:
+        return {}
+    folder = Path(data_dir) / "blimp"
+    path = next((p / "models_summary.jsonl" for p in (folder, folder.parent)
+                 if (p / "models_summary.jsonl").is_file()), None)
+    if path is None:
+        return {}
+    accuracy: dict[str, dict[str, float]] = {name: {} for name in _BLIMP_MODELS.values()}
+    term_of: dict[str, str] = {}
+    try:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line) if line.strip() else {}
+            uid = row.get("UID")
+            if not uid or uid == "overall" or (paradigms and uid not in paradigms):
+                continue
+            term_of[uid] = str(row.get("linguistics_term"))
+            for column, name in _BLIMP_MODELS.items():
+                accuracy[name][uid] = float(row[column])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+    out = {}
+    for name, by_paradigm in accuracy.items():
+        if not by_paradigm:
+            continue
+        terms: dict[str, list[float]] = {}
+        for uid, value in by_paradigm.items():
+            terms.setdefault(term_of[uid], []).append(value)
+        out[name] = {"macro": sum(by_paradigm.values()) / len(by_paradigm),
+                     "terms": {term: sum(v) / len(v) for term, v in sorted(terms.items())}}
+    return out
 
 
 def _missing(a: Analysis) -> list[Block]:
@@ -216,10 +371,22 @@ def _config_value(a: Analysis, arm: str, key: str) -> str:
     logged = rows[key].dropna() if key in rows else pd.Series(dtype=object)
     if not logged.empty:
         return str(logged.iloc[0])
-    value: Any = (a.collected.manifest.get("configs") or {}).get(arm) or {}
+    value: Any = _arm_config(a, arm)
     for part in key.split("."):
         value = value.get(part) if isinstance(value, dict) else None
     return "—" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _arm_config(a: Analysis, arm: str) -> dict[str, Any]:
+    """The planned config of an arm: the manifest keys configs by label (``static-p0``), one per pretraining seed,
+    and the seeds of one arm differ only in their seed."""
+    manifest = a.collected.manifest
+    configs = manifest.get("configs") or {}
+    if isinstance(configs.get(arm), dict):
+        return configs[arm]
+    labels = [e.get("label") for key in ("pretrain", "evaluations", "finetune") for e in manifest.get(key) or []
+              if e.get("arm") == arm]
+    return next((configs[label] for label in labels if isinstance(configs.get(label), dict)), {})
 
 
 def _arms_table(a: Analysis, links: _Links) -> list[Block]:
@@ -232,7 +399,7 @@ def _arms_table(a: Analysis, links: _Links) -> list[Block]:
         else:
             change = ", ".join(f"{k}={v}" for k, v in (declared.get(arm) or {}).items()) or "—"
         model = "/".join(_config_value(a, arm, f"model.{k}") for k in ("num_layers", "hidden_size", "num_heads"))
-        vocab = (a.collected.manifest.get("configs") or {}).get(arm, {}).get("tokenizer", {}).get("vocab_size")
+        vocab = (_arm_config(a, arm).get("tokenizer") or {}).get("vocab_size")
         family = _config_value(a, arm, "tokenizer.family")
         tokenizer = f"{family} {vocab:,}" if isinstance(vocab, int) else f"{family} (default size)"
         stats = table.loc[arm].to_dict() if arm in table.index else {"runs": []}
@@ -251,7 +418,7 @@ def _arms_table(a: Analysis, links: _Links) -> list[Block]:
 
 
 def _seed_links(a: Analysis, links: _Links, rows: pd.DataFrame) -> Cell:
-    several = a.collected.pretrain["pretrain_seed"].nunique() > 1
+    several = len(a.collected.manifest.get("pretrain_seeds") or []) > 1 or a.scores["pretrain_seed"].nunique() > 1
     cells = []
     for r in rows.sort_values(["pretrain_seed", "seed"]).itertuples(index=False):
         text = (f"p{r.pretrain_seed}s{r.seed}" if several else f"s{r.seed}") + ("×" if r.collapsed else "")
@@ -262,8 +429,7 @@ def _seed_links(a: Analysis, links: _Links, rows: pd.DataFrame) -> Cell:
 def _summary_cells(s: Summary, digits: int = 1) -> list[str]:
     collapsed = str(s.n_collapsed) if s.n_collapsed else "0"
     return [str(s.n), collapsed, _fmt(s.median, digits), f"{_fmt(s.iqr, digits)} ({_fmt(s.q1, digits)}–"
-            f"{_fmt(s.q3, digits)})", f"{_fmt(s.min, digits)}–{_fmt(s.max, digits)}",
-            f"{_fmt(s.mean, digits)} {_ci(s.ci_low, s.ci_high, digits)}"]
+            f"{_fmt(s.q3, digits)})", f"{_fmt(s.min, digits)}–{_fmt(s.max, digits)}", _fmt(s.mean, digits)]
 
 
 def _scores(a: Analysis, links: _Links, figures: dict[str, Figure]) -> list[Block]:
@@ -283,53 +449,14 @@ def _scores(a: Analysis, links: _Links, figures: dict[str, Figure]) -> list[Bloc
     if not rows:
         return [*blocks, Paragraph("No finished fine-tuning run was found.")]
     caption = ("Scores in points: GLUE and CoNLL-2003 are logged as fractions and shown ×100; SQuAD is logged in "
-               "points. Each seed's final-epoch score on the headline split. n: seeds found; collapsed: runs "
-               "predicting one class (marked × in the runs column), kept in every statistic. IQR with the "
-               "quartiles (linear interpolation); mean with its 95% percentile-bootstrap interval.")
-    header = ["task", "arm", "n", "collapsed", "median", "IQR (q1–q3)", "min–max", "mean [95% CI]", "runs"]
+               "points. Each run's final-epoch score on the headline split, over every pretraining and fine-tuning "
+               "seed. n: runs found; collapsed: runs predicting one class, only O tags or only empty answers "
+               "(marked × in the runs column), kept in every statistic. IQR with the quartiles (linear "
+               "interpolation). Intervals are in 'Every measure, per arm', over pretraining seeds.")
+    header = ["task", "arm", "n", "collapsed", "median", "IQR (q1–q3)", "min–max", "mean", "runs"]
     blocks.append(Table(header, rows, align="llrrrrrrl", caption=caption))
     if "scores" in figures:
         blocks.append(figures["scores"])
-    return blocks
-
-
-def _pair_label(key: tuple[int, int]) -> str:
-    """A (pretraining seed, fine-tuning seed) pair as a reader names it: 'seed 3', 'seed 3 of pretraining seed 1'."""
-    pretrain_seed, seed = key
-    return f"seed {seed}" + (f" of pretraining seed {pretrain_seed}" if pretrain_seed else "")
-
-
-def _comparison_rows(comparisons: Sequence[Comparison]) -> list[list[Cell]]:
-    rows = []
-    for c in comparisons:
-        p, d = c.paired, _digits(c.metric)
-        unpaired = ", ".join(_pair_label(key) for key in p.unpaired) or "—"
-        rows.append([c.task, c.name, str(p.n), _signed(p.mean_diff, d), _ci(p.ci_low, p.ci_high, d),
-                     "yes" if p.distinguishable else "no", c.verdict, unpaired])
-    return rows
-
-
-def _comparisons(a: Analysis, figures: dict[str, Figure]) -> list[Block]:
-    between = [c for c in a.comparisons if c.task != PRETRAIN_TASK]
-    header = ["task", "b − a", "pairs", "mean difference", "95% CI", "distinguishable", "verdict", "unpaired runs"]
-    blocks: list[Block] = [
-        Heading("Paired comparisons"),
-        Paragraph("Each difference is b − a in points, paired by (task, pretraining seed, fine-tuning seed): the two "
-                  "runs of a pair share data order and head initialisation, so the difference cancels much of the "
-                  "seed noise. Distinguishable: the 95% bootstrap interval of the mean difference excludes 0. With "
-                  "3 to 5 seeds this is a screening statement about this run of the suite, not a significance test."),
-    ]
-    if between:
-        blocks.append(Table(header, _comparison_rows(between), align="lLrrrlll"))
-    if a.control:
-        blocks += [Heading("Against no pretraining", 3),
-                   Paragraph(f"Each pretrained arm minus the {a.collected.control} control (a randomly initialised "
-                             "encoder of the same shape, fine-tuned the same way; pretraining seed 0 only)."),
-                   Table(header, _comparison_rows(a.control), align="lLrrrlll")]
-    if not between and not a.control:
-        blocks.append(Paragraph("No pair of arms to compare."))
-    if "differences" in figures:
-        blocks.append(figures["differences"])
     return blocks
 
 
@@ -340,13 +467,14 @@ def _published_rows(a: Analysis) -> list[list[Cell]]:
         pub = a.published
         if c.published is None:
             continue
-        label = pub.loc[(pub["task"] == c.task) & (pub["metric"] == c.metric), "metric_label"].dropna()
-        value = {arm: pub.loc[(pub["arm"] == arm) & (pub["task"] == c.task) & (pub["metric"] == c.metric),
+        task = c.measure.task
+        label = pub.loc[(pub["task"] == task) & (pub["metric"] == c.metric), "metric_label"].dropna()
+        value = {arm: pub.loc[(pub["arm"] == arm) & (pub["task"] == task) & (pub["metric"] == c.metric),
                               "value"].iloc[0] for arm in (c.a, c.b)}
         d = _digits(c.metric)
         rows.append([label.iloc[0] if not label.empty else c.task, c.name, _fmt(value[c.a], d), _fmt(value[c.b], d),
-                     _signed(c.published, d), c.paper, f"{_signed(c.paired.mean_diff, d)} "
-                     f"{_ci(c.paired.ci_low, c.paired.ci_high, d)}", c.ours, c.agreement])
+                     _signed(c.published, d), c.paper, f"{_signed(c.estimate, d)} "
+                     f"{_ci(c.interval.ci_low, c.interval.ci_high, d)}", c.ours, c.agreement])
     return rows
 
 
@@ -384,13 +512,14 @@ def _published(a: Analysis) -> list[Block]:
         return [*blocks, Paragraph(why)]
     first = a.published.iloc[0]
     blocks.append(Paragraph(f"{first['source']}: {first['setting']}. Paper values in points as printed; ours are "
-                            "medians (and paired differences) in points over our seeds, at our far smaller scale."))
+                            "medians over all our runs, and our differences means over pretraining seeds with their "
+                            "simultaneous intervals, in points, at our far smaller scale."))
     direction = _published_rows(a)
     if direction:
-        header = ["paper column", "b − a", "paper a", "paper b", "paper Δ", "paper says", "our Δ [95% CI]",
+        header = ["paper column", "b − a", "paper a", "paper b", "paper Δ", "paper says", "our Δ [simultaneous CI]",
                   "we see", "agreement"]
-        caption = ("agreement: our interval excludes 0 and has the paper's sign (agree) or the other sign "
-                   "(disagree); inconclusive when our interval covers 0.")
+        caption = ("agreement: Holm rejects and our difference has the paper's sign (agree) or the other sign "
+                   "(disagree); inconclusive when Holm does not reject.")
         blocks.append(Table(header, direction, align="lLrrrllll", caption=caption))
     header, beside, skipped = _beside_rows(a)
     if beside and len(header) > 1:
@@ -419,12 +548,6 @@ def _pretraining(a: Analysis, links: _Links, figures: dict[str, Figure]) -> list
     caption = ("Last logged values. tokens / s: median of the logged training throughput (validation excluded). "
                "Perplexity counts tokens of the arm's own vocabulary.")
     blocks.append(Table(header, rows, align="lrrrrrrrl", caption=caption))
-    ppl = [c for c in a.comparisons if c.task == PRETRAIN_TASK]
-    if ppl:
-        rows = [[c.name, str(c.paired.n), _signed(c.paired.mean_diff, 2), _signed(c.published, 2), c.verdict,
-                 c.agreement] for c in ppl]
-        blocks.append(Table(["b − a", "pretraining seeds", "Δ perplexity", "paper Δ", "verdict", "agreement"], rows,
-                            align="lrrrll"))
     blocks += [figures[k] for k in ("curves", "throughput", "parameters") if k in figures]
     return blocks
 
@@ -433,12 +556,19 @@ def _methods(a: Analysis) -> list[Block]:
     return [Heading("How to read this report"), Bullets((
         "Every number is read from the MLflow run the manifest names for it, not from the manifest's copies; run "
         f"ids link to the MLflow UI ({MLFLOW_UI} when `mlflow ui` runs in the folder of the store).",
-        "Scores are in points: GLUE and CoNLL-2003 metrics are logged as fractions and multiplied by 100; SQuAD "
-        "is logged in points. metrics.json uses the same units.",
-        "Medians and quartiles use linear interpolation; the mean's interval is a percentile bootstrap over seeds "
-        f"({DEFAULT_BOOTSTRAPS:,} resamples, generator seed 0), so a re-render gives the same intervals.",
-        "Collapsed runs (predicting one class, tag bvr.collapsed) are kept in every statistic and counted; leaving "
-        "them out would flatter an arm that collapses more often.",
+        "Scores are in points: BLiMP, probe, GLUE and CoNLL-2003 metrics are logged as fractions and multiplied by "
+        "100; SQuAD is logged in points; MLM loss is in nats per token. metrics.json uses the same units.",
+        "The unit of replication is the pretraining seed: each model's fine-tuning or probe seeds are averaged "
+        "first, and every test is a paired t test over pretraining seeds (arm seed s pairs with the control's "
+        "seed-s initialisation and with the other arms' seed s). Fewer than 3 pretraining seeds: no test.",
+        f"All {a.m} tested comparisons form one family: verdicts follow Holm-adjusted p-values at a family-wise "
+        "error of 5% (the chance that any verdict in the report is false); intervals are Bonferroni-simultaneous "
+        f"({_level(a)}), so an interval that excludes 0 always comes with a verdict (not always the converse).",
+        "detectable Δ: the smallest true difference the design finds with 80% power at Holm's strictest level "
+        "(5% / number of comparisons): 'no difference detected' means the true one is probably smaller than that, "
+        "not zero. tests/test_inference.py checks the level and the power by simulation.",
+        "Collapsed fine-tuning runs (one class, only O tags, or only empty answers; tag bvr.collapsed) are kept in "
+        "every statistic and counted; leaving them out would flatter an arm that collapses more often.",
         "plots/*.csv hold the data behind the figures for `dvc plots show`: scores.csv and differences.csv one row "
         "per point, scores_TASK.csv and pretrain_*.csv one column per arm.",
     ))]
@@ -447,7 +577,9 @@ def _methods(a: Analysis) -> list[Block]:
 def report_blocks(a: Analysis, figures: dict[str, Figure]) -> list[Block]:
     """One ablation's report, results first; ``figures`` maps a figure's name ('scores', 'curves') to its block."""
     links = _Links(a.collected)
-    return [*_title(a), *_headline(a), *_missing(a), *_scores(a, links, figures), *_comparisons(a, figures),
+    return [*_title(a), *_headline(a), *_missing(a), *_sanity(a, links), *_ablation(a),
+            *([figures["differences"]] if "differences" in figures else []), *_measures(a, links), *_blimp(a),
+            *_scores(a, links, figures),
             *_published(a), *_pretraining(a, links, figures), *_context(a, links), *_methods(a)]
 
 
@@ -482,9 +614,9 @@ def summary_blocks(analyses: Sequence[Analysis], reports: Sequence[str | None]) 
         sections += [Heading(name), Paragraph(str(a.collected.manifest.get("description") or "").strip()),
                      Bullets(tuple(lines))]
     head = [Heading("bvr: ablation reports", 1),
-            Paragraph("Each ablation's headline verdicts, read from MLflow; differences are in points (GLUE and "
-                      "CoNLL-2003 ×100) with 95% bootstrap intervals over paired seeds. Follow a report link for "
-                      "the tables, figures and runs."),
+            Paragraph("Each ablation's headline verdicts, read from MLflow; differences are in points (GLUE, "
+                      "CoNLL-2003, BLiMP and probes ×100) over pretraining seeds, Holm-adjusted within each report. "
+                      "Follow a report link for the tables, figures and runs."),
             Table(["ablation", "status", "arms", "tasks", "beside the paper", "report"], overview)]
     return head + sections
 

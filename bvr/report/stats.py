@@ -1,4 +1,4 @@
-"""Statistics across fine-tuning seeds: summaries, paired differences between arms, and verdicts in words.
+"""Descriptive statistics across fine-tuning seeds: summaries, paired differences between arms, and verdicts in words.
 
 Pure functions on numbers: no files, no MLflow, no pandas. A report collects one value per (arm, task, seed)
 and asks three questions of them:
@@ -16,8 +16,14 @@ passed explicitly so a change of numpy's default cannot move a report: the quart
 Intervals are percentile bootstraps of the mean: the seeds are resampled with replacement ``n_boot`` times in
 one vectorised draw from ``numpy.random.default_rng(seed)``, and the interval is read off the resampled means at
 ``(1 - confidence) / 2`` and ``(1 + confidence) / 2``. The same ``seed`` gives the same interval, bit for bit.
-With three to five seeds a percentile bootstrap is narrower than a true 95% interval, so "distinguishable" is a
-screening statement about this run of the suite, not a significance test.
+These intervals do not hold their label. With two to five seeds a percentile bootstrap is much narrower than a
+true 95% interval: simulated under a true null with normal differences, its interval excluded 0 (so
+:func:`verdict` named a better arm) 50% of the time at 2 pairs, 25% at 3, 16% at 5 and 10% at 10, against the 5%
+the label implies. Nothing here corrects for the many comparisons of one report either, and fine-tuning seeds are
+treated as replicates although the pretraining seed is what replicates an ablation. So "distinguishable" and the
+"(95% CI)" of a verdict are screening statements about this run of the suite, not significance tests or
+confidence intervals. :mod:`bvr.report.inference` has the comparisons that hold their level (paired t over
+pretraining seeds, Holm across a report, detectable effects); use it for any claim that one arm is better.
 
 >>> s = summarize([84.0, 84.5, 83.5, 84.2, 84.1])
 >>> s.median, s.q1, s.q3
@@ -69,7 +75,7 @@ class Summary:
     ci_high: float
     """Upper end of the percentile-bootstrap interval of the mean."""
     confidence: float
-    """Coverage the interval aims at (0.95)."""
+    """Coverage the interval is labelled with (0.95); with a handful of seeds the bootstrap covers less."""
     n_collapsed: int = 0
     """Runs flagged as collapsed among the input, kept or not."""
     n_excluded: int = 0
@@ -111,7 +117,8 @@ class Paired:
     """Upper end of that interval."""
     confidence: float
     distinguishable: bool
-    """The interval excludes 0; always False when there are too few pairs to tell."""
+    """The bootstrap interval excludes 0; always False when there are too few pairs to tell. A screening flag, not
+    a test: under a true null it is set about a quarter of the time at 3 pairs (see the module docstring)."""
 
     @property
     def can_tell(self) -> bool:
@@ -264,7 +271,10 @@ def verdict(
     higher_is_better: bool | None = None,
     digits: int = 1,
 ) -> str:
-    """A plain sentence on which arm is better, if this suite can tell.
+    """A plain sentence on which arm the bootstrap screen favours, if any.
+
+    The "95% CI" in the sentence is the bootstrap's label, not its coverage (see the module docstring); a claim
+    that one arm is better needs :func:`bvr.report.inference.verdict`.
 
     Args:
         paired: the difference ``b - a``, from :func:`paired_difference`.

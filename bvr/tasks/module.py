@@ -21,7 +21,8 @@ The model (:class:`FinetuneModel`: encoder + head) is a plain ``nn.Module``; :cl
 after each epoch, kept in :attr:`FinetuneModule.history` and logged as ``split/metric`` (``dev/accuracy``).
 
 Each evaluation also says whether the run *collapsed*: a classifier that predicts one class for every example, a
-regressor whose predictions barely vary, or a tagger that gives every word the same tag. Collapse is a known failure
+regressor whose predictions barely vary, a tagger that gives every word the same tag or predicts no entity at all
+(every word O), or a span model whose every answer is empty or the same string. Collapse is a known failure
 of BERT fine-tuning on small tasks (the BERT paper, section 4.1; Mosbach et al. 2021), and such a seed scores like
 the majority baseline.
 """
@@ -231,6 +232,7 @@ class TaggingEvaluator(Evaluator):
         self.names = list(spec.label_names or ())
         self.metric = EntityF1.from_labels(self.names)
         self.predicted = torch.zeros(len(self.names), dtype=torch.long)
+        self.entities_predicted: int | None = None
 
     def update(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> None:
         logits, labels = _cpu(logits), _cpu(batch["labels"])
@@ -241,6 +243,7 @@ class TaggingEvaluator(Evaluator):
     def _compute(self) -> dict[str, float]:
         true_positives, predicted, gold = (int(getattr(self.metric, name).sum())
                                            for name in ("true_positives", "predicted", "gold"))
+        self.entities_predicted = predicted
         return {"f1": float(self.metric.compute()),
                 "precision": true_positives / predicted if predicted else 0.0,
                 "recall": true_positives / gold if gold else 0.0}
@@ -248,9 +251,13 @@ class TaggingEvaluator(Evaluator):
     def reset(self) -> None:
         self.metric.reset()
         self.predicted.zero_()
+        self.entities_predicted: int | None = None
 
     def collapsed(self) -> bool:
-        return int((self.predicted > 0).sum()) == 1
+        """One tag for every word, or not a single entity predicted (all O): either scores like the all-O baseline."""
+        if self.entities_predicted is None:
+            self._compute()
+        return int((self.predicted > 0).sum()) == 1 or self.entities_predicted == 0
 
 
 class SpanEvaluator(Evaluator):
@@ -275,6 +282,7 @@ class SpanEvaluator(Evaluator):
             raise RuntimeError(f"{len(self.starts) - len(seen)} windows of {self.split.name} were not evaluated")
         decoded = decode_predictions(self.split.examples, self.split.features, self.starts, self.ends,
                                      version_2=self.version == "2.0")
+        self.answers = list(decoded.predictions.values())
         metric = SquadMetric(self.version)
         metric.update(decoded.predictions, references(self.split.examples))
         scores = metric.compute()
@@ -283,6 +291,14 @@ class SpanEvaluator(Evaluator):
     def reset(self) -> None:
         self.starts = [None] * len(self.split)
         self.ends = [None] * len(self.split)
+        self.answers: list[str] | None = None
+
+    def collapsed(self) -> bool:
+        """Every answer empty (no-answer for every question) or the same string for every question."""
+        if self.answers is None:
+            self._compute()
+        answers = self.answers or []
+        return bool(answers) and (all(a == "" for a in answers) or (len(answers) > 1 and len(set(answers)) == 1))
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -1,0 +1,234 @@
+"""Run one evaluation of one model for an ablation: cached beside the model, logged as a nested MLflow run.
+
+Two kinds, both sensitive where fine-tuning at a small budget is not (see :mod:`bvr.evaluation.blimp` and
+:mod:`bvr.evaluation.probe`):
+
+- ``blimp``: zero-shot BLiMP by pseudo-log-likelihood; one number per model, the macro-average over paradigms;
+- ``probe``: a linear probe on frozen features of one task, once per probe seed; the headline is the probe's
+  score on the chosen feature kind, averaged over the probe seeds (the seeds vary only the probe, so they are
+  nested inside the model and its pretraining seed).
+
+The result is written as JSON under ``RUN_DIR/evaluations/`` (RUN_DIR is the model folder's parent: the pretraining
+run or the control's initialisation), named by a hash of the settings and of the model folder's bytes, so a second
+call with nothing changed reads it back, and a retrained model is evaluated again. The MLflow run is
+``LABEL/blimp`` or ``LABEL/probe/TASK``, tagged ``bvr.stage`` = the kind, with the headline and every per-feature
+mean as metrics, each probe seed's headline as the history of the headline key (step = probe seed), and the JSON
+as an artifact.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bvr.config import config_hash
+from bvr.errors import BvrError
+
+EVALUATION_VERSION = 1
+"""Bumped when an evaluation's numbers would change for the same settings (a cached result is then redone)."""
+
+
+@dataclass
+class EvaluationResult:
+    """One model's result on one evaluation.
+
+    Attributes:
+        kind: ``blimp`` or ``probe``.
+        task: the probe's task (None for BLiMP).
+        main_key: the headline metric key (``blimp/macro_accuracy``, ``probe/sst2/accuracy``).
+        score: the headline, a fraction (the mean over probe seeds for a probe).
+        seeds: probe seed -> that seed's headline (BLiMP: ``{0: score}``).
+        metrics: every number logged (means over seeds for probes).
+        baseline: the trivial baseline of the same metric (majority class; 0.5 for BLiMP), or None.
+        seconds: wall time of the evaluation when it ran (the cached value when reused).
+        run_id: the MLflow run.
+        reused: read from the cache rather than computed now.
+        detail: what else the evaluation returned (per-paradigm accuracies, per-feature scores), for the artifact.
+    """
+
+    kind: str
+    task: str | None
+    main_key: str
+    score: float
+    seeds: dict[int, float]
+    metrics: dict[str, float]
+    baseline: float | None
+    seconds: float
+    run_id: str | None = None
+    reused: bool = False
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def _settings(kind: str, task: str | None, evaluations: Any, data_dir: Path | None) -> dict[str, Any]:
+    folder = str(Path(data_dir).resolve()) if data_dir else None
+    base = {"version": EVALUATION_VERSION, "kind": kind, "data_dir": folder}
+    if kind == "blimp":
+        return {**base, "per_paradigm": evaluations.blimp_per_paradigm, "seed": evaluations.blimp_seed}
+    return {**base, "task": task, "seeds": evaluations.probe_seeds, "features": evaluations.probe_features,
+            "max_train_examples": evaluations.probe_max_train_examples,
+            "max_eval_examples": evaluations.probe_max_eval_examples}
+
+
+def result_path(model_dir: Path, kind: str, task: str | None, evaluations: Any, data_dir: Path | None) -> Path:
+    """Where the result of this evaluation of this model is cached."""
+    from bvr.tasks.run import checkpoint_identity
+
+    settings = _settings(kind, task, evaluations, data_dir)
+    name = f"{kind}-{task}" if task else kind
+    digest = config_hash(settings, checkpoint_identity(model_dir))
+    return Path(model_dir).parent / "evaluations" / f"{name}-{digest}.json"
+
+
+def _compute(model_dir: Path, kind: str, task: str | None, evaluations: Any, data_dir: Path | None,
+             progress: bool) -> EvaluationResult:
+    from bvr.pretrained import load_pretrained
+
+    pretrained = load_pretrained(model_dir)
+    start = time.perf_counter()
+    if kind == "blimp":
+        from bvr.evaluation.blimp import evaluate_blimp
+
+        if data_dir is None or not (Path(data_dir) / "blimp").is_dir():
+            raise BvrError("no blimp/ folder in the data folder", where=str(data_dir), hint="pass --data-dir")
+        found = evaluate_blimp(pretrained, Path(data_dir) / "blimp", per_paradigm=evaluations.blimp_per_paradigm,
+                               seed=evaluations.blimp_seed, progress=progress)
+        metrics = {k: float(v) for k, v in found.metrics().items()}
+        key = "blimp/macro_accuracy"
+        return EvaluationResult(kind, None, key, metrics[key], {0: metrics[key]}, metrics, 0.5,
+                                time.perf_counter() - start, detail=found.to_dict())
+    from bvr.evaluation.probe import run_probe
+
+    seeds = list(range(evaluations.probe_seeds))
+    feature = probe_feature(task, evaluations.probe_features)
+    found = run_probe(pretrained, task, data_dir=data_dir, seeds=seeds, features=[feature],
+                      max_train_examples=evaluations.probe_max_train_examples,
+                      max_eval_examples=evaluations.probe_max_eval_examples, progress=progress)
+    per_seed = {seed: found.metrics(seed) for seed in seeds}
+    metric = found.main_metric
+    key = f"probe/{task}/{metric}"
+    feature_key = f"probe/{task}/{feature}/{metric}"
+    metrics = {name: float(sum(m[name] for m in per_seed.values()) / len(seeds)) for name in per_seed[seeds[0]]}
+    metrics[key] = metrics[feature_key]
+    baseline = float(np.mean([found.baseline[seed][metric] for seed in seeds]))
+    return EvaluationResult(kind="probe", task=task, main_key=key, score=metrics[key],
+                            seeds={s: float(m[feature_key]) for s, m in per_seed.items()}, metrics=metrics,
+                            baseline=baseline, seconds=time.perf_counter() - start,
+                            detail={"per_seed": {str(s): m for s, m in per_seed.items()}, "features": feature})
+
+
+def probe_feature(task: str, kind: str) -> str:
+    """The feature kind a probe of ``task`` uses for the configured ``kind``: word-level tasks have no sentence
+    pooling, so ``mean`` and ``cls`` mean the last layer's first sub-token there (``last``)."""
+    from bvr.evaluation.probe import feature_kinds, probe_task
+
+    available = feature_kinds(probe_task(task))
+    if kind in available:
+        return kind
+    return "last4" if kind == "last4" and "last4" in available else "last"
+
+
+def _read(path: Path) -> EvaluationResult | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data.pop("settings", None)
+        data["seeds"] = {int(k): float(v) for k, v in data["seeds"].items()}
+        return EvaluationResult(**{**data, "reused": True})
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # unreadable or from an older layout: evaluate again
+
+
+def _run_exists(client: Any, run_id: str | None) -> bool:
+    from mlflow.exceptions import MlflowException
+
+    if not run_id:
+        return False
+    try:
+        return client.get_run(run_id).info.status == "FINISHED"
+    except MlflowException:
+        return False
+
+
+def _log(result: EvaluationResult, path: Path, *, label: str, pretrain_seed: int, model_dir: Path,
+         ablation: str | None, experiment: str, parent_run_id: str | None) -> str:
+    """Log ``result`` as a finished nested run; returns its id."""
+    from mlflow.entities import Metric, RunStatus
+    from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+    from bvr.tracking import _client, ensure_experiment, run_name, run_tags
+
+    client = _client(Path.cwd())
+    experiment_id = ensure_experiment(experiment, Path.cwd())
+    extra: dict[str, Any] = {"bvr.pretrain_seed": pretrain_seed, "bvr.checkpoint": str(model_dir)}
+    if parent_run_id:
+        extra[MLFLOW_PARENT_RUN_ID] = parent_run_id
+    tags = run_tags(ablation=ablation, arm=label, stage=result.kind, task=result.task, extra=extra)
+    run = client.create_run(experiment_id, run_name=run_name(label, result.kind, result.task), tags=tags)
+    run_id = run.info.run_id
+    now = int(time.time() * 1000)
+    metrics = [Metric(k, v, now, 0) for k, v in result.metrics.items() if math.isfinite(v) and k != result.main_key]
+    metrics += [Metric(result.main_key, v, now, seed) for seed, v in sorted(result.seeds.items())]
+    metrics.append(Metric(result.main_key, result.score, now, max(result.seeds, default=0) + 1))
+    metrics.append(Metric("run/wall_seconds", result.seconds, now, 0))
+    for i in range(0, len(metrics), 500):
+        client.log_batch(run_id, metrics=metrics[i:i + 500])
+    client.log_param(run_id, "evaluation", json.dumps(json.loads(path.read_text())["settings"]))
+    client.log_artifact(run_id, str(path))
+    client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
+    return run_id
+
+
+def evaluate_model(
+    model_dir: Path,
+    kind: str,
+    task: str | None,
+    evaluations: Any,
+    *,
+    data_dir: Path | None,
+    label: str,
+    pretrain_seed: int,
+    ablation: str | None = None,
+    experiment: str = "bvr-evaluate",
+    parent_run_id: str | None = None,
+    progress: bool = False,
+) -> EvaluationResult:
+    """Evaluate ``model_dir`` once (``kind`` ``blimp`` or ``probe`` on ``task``), or read the cached result.
+
+    Args:
+        model_dir: a model folder (config.json, weights, tokenizer).
+        kind: ``blimp`` or ``probe``.
+        task: the probe's task; None for BLiMP.
+        evaluations: the settings (:class:`bvr.ablation.Evaluations`).
+        data_dir: the data folder (``blimp/``, ``glue/``, ``conll2003/``).
+        label: the model's label in the ablation (``static-p1``), the MLflow run's name prefix.
+        pretrain_seed: recorded as the ``bvr.pretrain_seed`` tag.
+        ablation, experiment, parent_run_id: where the MLflow run goes.
+        progress: progress bars.
+
+    Raises:
+        BvrError: the data cannot be read, or the model folder cannot be loaded.
+    """
+    from bvr.tracking import _client
+
+    path = result_path(model_dir, kind, task, evaluations, data_dir)
+    cached = _read(path) if path.is_file() else None
+    if cached is not None and _run_exists(_client(Path.cwd()), cached.run_id):
+        return cached
+    result = cached or _compute(Path(model_dir), kind, task, evaluations, data_dir, progress)
+    data = {"settings": _settings(kind, task, evaluations, data_dir),
+            **{k: v for k, v in asdict(result).items() if k != "reused"}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, default=float), encoding="utf-8")  # the artifact logged below
+    result.run_id = _log(result, path, label=label, pretrain_seed=pretrain_seed, model_dir=Path(model_dir),
+                         ablation=ablation, experiment=experiment, parent_run_id=parent_run_id)
+    data["run_id"] = result.run_id
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=2, default=float), encoding="utf-8")
+    tmp.replace(path)
+    return result
