@@ -531,34 +531,44 @@ def blimp_cmd(
 
 
 def _print_blimp(result, name: str, per_paradigm: int | None, seed: int) -> None:
-    from bvr.evaluation.blimp import CHANCE
-
     sample = f"{per_paradigm} per paradigm, seed {seed}" if per_paradigm else "all pairs"
     rate = result.sentences / result.seconds if result.seconds else float("nan")
     console.print(f"BLiMP: {len(result.pairs):,} pairs in {len(result.paradigm_accuracy)} paradigms ({sample}); "
                   f"{result.sentences:,} sentences scored in {duration(result.seconds)} ({rate:.0f} sentences/s)",
                   markup=False, highlight=False)
-    models = [(name, result.summary()), *result.published.items()]
+    published = list(result.published.items())
+    console.print(_blimp_macro_table(name, result.summary(), published))
+    console.print(_blimp_term_table(result, published))
+    console.print(f"micro accuracy (over pairs) {result.micro_accuracy:.1%}"
+                  + ("; published models: all 1,000 pairs of the same paradigms" if published else
+                     "; no models_summary.jsonl found, so no published figures"), markup=False, highlight=False)
+
+
+def _blimp_macro_table(name: str, ours, published: list) -> Table:
+    from bvr.evaluation.blimp import CHANCE
+
     table = Table(title="macro accuracy (mean over paradigms)")
     table.add_column("model")
     table.add_column("accuracy", justify="right")
-    for model, summary in models:
-        table.add_row(model if model == name else f"{model} (published)", f"{summary.macro:.1%}")
+    table.add_row(name, f"{ours.macro:.1%}")
+    for model, summary in published:
+        table.add_row(f"{model} (published)", f"{summary.macro:.1%}")
     table.add_row("chance", f"{CHANCE:.1%}")
-    console.print(table)
-    terms = Table(title="accuracy per linguistic term (mean over its paradigms)")
-    terms.add_column("term")
-    terms.add_column("paradigms", justify="right")
-    for model, _ in models:
-        terms.add_column(model, justify="right")
-    counts = {term: sum(t == term for t in result.paradigm_terms.values()) for term in result.term_accuracy}
-    for term in result.term_accuracy:
-        terms.add_row(term, str(counts[term]), *(f"{s.terms[term]:.1%}" if term in s.terms else "—"
-                                                  for _, s in models))
-    console.print(terms)
-    console.print(f"micro accuracy (over pairs) {result.micro_accuracy:.1%}"
-                  + ("; published models: all 1,000 pairs of the same paradigms" if result.published else
-                     "; no models_summary.jsonl found, so no published figures"), markup=False, highlight=False)
+    return table
+
+
+def _blimp_term_table(result, published: list) -> Table:
+    table = Table(title="accuracy per linguistic term (mean over its paradigms)")
+    table.add_column("term", no_wrap=True, min_width=max(map(len, result.term_accuracy)))  # narrow the numbers instead
+    table.add_column("paradigms", justify="right")
+    table.add_column("this model", justify="right", overflow="fold")  # the macro table gives its name
+    for model, _ in published:
+        table.add_column(model, justify="right", overflow="fold")
+    terms = list(result.paradigm_terms.values())
+    for term, accuracy in result.term_accuracy.items():
+        theirs = (f"{s.terms[term]:.1%}" if term in s.terms else "—" for _, s in published)
+        table.add_row(term, str(terms.count(term)), f"{accuracy:.1%}", *theirs)
+    return table
 
 
 def _bvr_config(folder: Path) -> dict:
