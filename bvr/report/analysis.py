@@ -477,10 +477,12 @@ def headlines(analysis: Analysis) -> list[str]:
             else:
                 best = [c for c in tried if c.test.tested]
                 mde = min((c.mde for c in best if not math.isnan(c.mde)), default=math.nan)
+                gaps = "; ".join(f"{c.measure.title} {c.estimate:+.1f}, detectable {c.mde:.1f}" for c in best)
                 lines.append(f"At this budget {arm} does not beat the {control} control on any measure"
-                             f" (the design detects differences of {mde:.1f} points or more)"
-                             ": the budget is too small to judge the ablation; pretrain longer or on more data "
-                             "until the arms beat the control by more than that.")
+                             f" (the design detects differences of {mde:.1f} points or more; {arm} − {control}: "
+                             f"{gaps}): the budget is too small to judge the ablation. Grow it (tokens, steps, "
+                             "data) until pretraining moves a measure by more than its detectable difference, or "
+                             "add pretraining seeds (the detectable difference shrinks about as 1/√seeds).")
         if not any(helped.values()) and any(c.test.tested for c in analysis.control):
             lines.append("Pretraining did not beat the control anywhere, so no difference between arms below can "
                          "be read as an effect of the ablated choice.")
