@@ -230,6 +230,12 @@ class FeatureExtractor:
     batch_size: int
     progress: bool
 
+    @classmethod
+    def of(cls, encoder: Encoder, pretrained: Pretrained, batch_size: int, progress: bool) -> FeatureExtractor:
+        """An extractor running ``encoder`` where its weights are, padding with ``pretrained``'s tokenizer's pad id."""
+        pad_id = vocab_info(pretrained.tokenizer, pretrained.family).pad_id
+        return cls(encoder, pad_id, next(encoder.parameters()).device, batch_size, progress)
+
     def layers(self, encoded: Mapping[str, list], batch: list[int]) -> tuple[list[torch.Tensor], torch.Tensor]:
         """Every layer's output for a batch of rows (embeddings excluded), and its (batch, seq) mask."""
         rows = [{"input_ids": encoded["input_ids"][i], "token_type_ids": encoded["token_type_ids"][i]} for i in batch]
@@ -759,10 +765,9 @@ def run_probe(
     union = sorted(set().union(*picks.values()))
     dev = subset(dev_examples, max_eval_examples, EVAL_SUBSET_SEED)
     reports += _cap_notes(spec, len(train_examples), max_train_examples, len(dev), len(dev_examples))
-    encoder = frozen_encoder(pretrained, from_scratch, _device(device))
-    extractor = FeatureExtractor(encoder, vocab_info(pretrained.tokenizer, pretrained.family).pad_id,
-                           next(encoder.parameters()).device, batch_size, progress)
-    length = min(max_length or spec.finetune.max_length, encoder.config.max_tokens)
+    extractor = FeatureExtractor.of(frozen_encoder(pretrained, from_scratch, _device(device)), pretrained, batch_size,
+                                    progress)
+    length = min(max_length or spec.finetune.max_length, extractor.encoder.config.max_tokens)
     train = featurise(spec, [train_examples[i] for i in union], pretrained, extractor, kinds, length,
                       f"{spec.name} train features")
     dev_split = featurise(spec, dev, pretrained, extractor, kinds, length,
