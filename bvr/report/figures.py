@@ -53,7 +53,8 @@ def _new(width: float, height: float) -> Figure:
 
 def _save(figure: Figure, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=DPI, format="png", metadata={"Software": None})  # no version stamp: same bytes
+    # bbox_inches="tight": long tick labels and axis titles are never clipped; no version stamp: same bytes.
+    figure.savefig(path, dpi=DPI, format="png", metadata={"Software": None}, bbox_inches="tight")
     return path
 
 
