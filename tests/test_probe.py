@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from bvr import cli
 from bvr.errors import BvrError
 from bvr.evaluation.probe import (
+    GRAD_TOLERANCE,
     L2_GRID,
     FeatureExtractor,
     ProbeSplit,
@@ -202,7 +203,7 @@ def test_logistic_probe_matches_the_hand_solution():
         middle = (low + high) / 2
         low, high = (middle, high) if middle / 2 < 1 / (1 + math.exp(middle)) else (low, middle)
     weight = probe.weight[0]
-    assert float(weight[1] - weight[0]) == pytest.approx(low, abs=1e-6)
+    assert float(weight[1] - weight[0]) == pytest.approx(low, abs=1e-5)
     assert float(weight[0] + weight[1]) == pytest.approx(0.0, abs=1e-9)
     assert float(probe.bias[1] - probe.bias[0]) == pytest.approx(0.0, abs=1e-9)
 
@@ -216,8 +217,8 @@ def test_logistic_probe_is_stationary_on_a_random_problem():
     residual = torch.softmax(probe.scores(x), dim=-1) - torch.nn.functional.one_hot(y, 3).double()  # (40, 3)
     # Gradients of mean cross-entropy + l2 / 2 ||W||^2, weights and (unpenalised) bias, vanish at the optimum.
     torch.testing.assert_close(z.T @ residual / 40 + 0.1 * probe.weight, torch.zeros(4, 3, dtype=torch.float64),
-                               atol=1e-6, rtol=0)
-    torch.testing.assert_close(residual.mean(dim=0), torch.zeros(3, dtype=torch.float64), atol=1e-6, rtol=0)
+                               atol=GRAD_TOLERANCE, rtol=0)
+    torch.testing.assert_close(residual.mean(dim=0), torch.zeros(3, dtype=torch.float64), atol=GRAD_TOLERANCE, rtol=0)
 
 
 def test_ridge_probe_solves_the_normal_equations():
@@ -243,9 +244,10 @@ def test_l2_is_chosen_on_held_out_data_then_refit_on_everything():
     assert set(selection.held_out) == set(L2_GRID)
     best = max(L2_GRID, key=lambda l2: (selection.held_out[l2], l2))
     assert selection.probe.l2 == best
-    # The refit starts from the held-out fit's weights; from zeros it reaches the same optimum.
-    torch.testing.assert_close(selection.probe.weight, fit_probe(x, y, get_task("sst2"), best).weight, atol=1e-5,
-                               rtol=0)
+    # The refit starts from the held-out fit's weights; from zeros it reaches the same optimum (to the tolerance).
+    cold = fit_probe(x, y, get_task("sst2"), best)
+    torch.testing.assert_close(selection.probe.weight, cold.weight, atol=1e-4, rtol=0)
+    assert torch.equal(selection.probe.predict(x, regression=False), cold.predict(x, regression=False))
 
 
 # --- seeds --------------------------------------------------------------------------------------------------------

@@ -78,8 +78,10 @@ EVAL_SUBSET_SEED = 0
 """Seed of the dev cap (``max_eval_examples``): the same dev examples for every model and seed."""
 MAX_ITERATIONS = 500
 """Most L-BFGS iterations of one logistic fit."""
-GRAD_TOLERANCE = 1e-6
-"""L-BFGS stops when the largest gradient component is below this."""
+GRAD_TOLERANCE = 1e-5
+"""L-BFGS stops when the largest component of the preconditioned gradient is below this. There the Hessian is close
+to the identity, so the objective is then within about ``dim * classes * tol**2 / 2`` of its minimum; on CoNLL-2003
+the held-out F1 of every grid point agrees to four decimals with that of a 1e-6 tolerance, at 60% of the time."""
 CHANGE_TOLERANCE = 1e-12
 """L-BFGS also stops when the loss or the step changes by less than this."""
 HISTORY_SIZE = 20
