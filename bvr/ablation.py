@@ -1,7 +1,7 @@
 """Ablations declared once: ``experiments/NAME.yaml`` parsed into one resolved :class:`~bvr.config.Config` per arm.
 
-An experiment file states one decision under test (DESIGN.md, "The decisions under test") as small diffs over a
-shared base (STYLE.md item 4)::
+An experiment file states one decision under test (a RoBERTa or BERT ablation: masking, input format and NSP, batch
+size, vocabulary) as small diffs over a shared base: an arm lists only what it changes::
 
     description: Static (BERT) vs dynamic (RoBERTa) masking.
     published: {ablation: masking}     # the table of reports/published.yaml it compares with (or null)

@@ -1,6 +1,6 @@
 """MLflow bookkeeping: where runs are stored, how they are named, tagged and nested, and how configs are logged.
 
-Conventions (see DESIGN.md):
+Conventions:
 
 - one experiment per ablation, or per command for lone runs (``bvr-pretrain``);
 - a parent run per invocation (:func:`parent_run`), and under it one nested run per arm and stage, named

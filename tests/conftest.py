@@ -20,3 +20,15 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords and not torch.cuda.is_available():
             item.add_marker(skip_gpu)
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One torch thread for a module of tiny models (``pytestmark = pytest.mark.usefixtures("one_thread")``): other
+    jobs share the machine, and a tiny model gains nothing from a second thread."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

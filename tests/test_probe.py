@@ -42,13 +42,7 @@ NEGATIVE = ("bad", "awful", "dull", "poor", "boring", "weak")
 FILLERS = ("the", "film", "was", "a", "story", "and", "plot", "very", "truly", "quite")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Other jobs share the machine: tiny models gain nothing from a second thread."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 # --- fixtures: a data folder and tiny checkpoints ---------------------------------------------------------------

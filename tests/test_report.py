@@ -524,8 +524,8 @@ def test_summary_lists_each_ablations_headlines(report: ReportResult, store: Sto
 
 
 def test_reports_import_no_training_code() -> None:
-    """Rendering reads MLflow and files only: neither torch nor Lightning is imported (DESIGN.md's layering), not
-    even to read the published BLiMP models' accuracies."""
+    """Rendering reads MLflow and files only: neither torch nor Lightning is imported (reports sit above training),
+    not even to read the published BLiMP models' accuracies."""
     code = ("import sys, bvr.report.render, bvr.report.collect, bvr.report.sections as s; "
             f"assert s._published_blimp({str(BLIMP_DATA)!r})['GPT-2']; "
             "print(sorted(m for m in ('torch', 'lightning', 'bvr.pretraining', 'bvr.model', 'bvr.evaluation.blimp') "

@@ -244,7 +244,7 @@ def _value(df, ablation, arm, task, metric):
 
 
 def test_published_spot_values(published):
-    # The numbers DESIGN.md restates: Table 1 static -> dynamic and Table 3's perplexities.
+    # Table 1 static -> dynamic and Table 3's perplexities, as the papers print them.
     assert _value(published, "batch-size", "2k", "pretrain", "val/perplexity") == 3.68
     assert _value(published, "batch-size", "256", "pretrain", "val/perplexity") == 3.99
     assert _value(published, "masking", "dynamic", "sst2", "dev/accuracy") == 92.9

@@ -107,7 +107,7 @@ def resolve_corpus(cfg: Config) -> CorpusLocation:
             "no data folder is set and the Hugging Face hub cannot be reached",
             where="data_dir",
             hint="pass --data-dir PATH or set BVR_DATA_DIR to a folder holding "
-            f"{corpus.path} (on the team machines: ../shared/data)",
+            f"{corpus.path}",
         )
     if not candidate.exists() and not (corpus.source == "hf" and not path.is_absolute() and not cfg.data_dir):
         raise BvrError(f"{candidate} does not exist", where="corpus.path", hint="check --data-dir / BVR_DATA_DIR")
