@@ -700,26 +700,23 @@ def _parent(runner: _Runner, only: list[str] | None) -> Iterator[None]:
 
 
 def _run_exists(run_id: str) -> bool:
-    from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
-    from bvr.tracking import tracking_uri
+    from bvr.tracking import store_client, tracking_uri
 
     try:
-        MlflowClient(tracking_uri(Path.cwd())).get_run(run_id)
+        store_client(tracking_uri(Path.cwd())).get_run(run_id)
     except MlflowException:
         return False
     return True
 
 
 def _log_manifest(runner: _Runner) -> None:
-    from mlflow import MlflowClient
-
-    from bvr.tracking import tracking_uri
+    from bvr.tracking import store_client, tracking_uri
 
     if runner.parent_run_id:
         runner.save()
-        MlflowClient(tracking_uri(Path.cwd())).log_artifact(runner.parent_run_id, str(runner.plan.manifest_path))
+        store_client(tracking_uri(Path.cwd())).log_artifact(runner.parent_run_id, str(runner.plan.manifest_path))
 
 
 def run_ablation(

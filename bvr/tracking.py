@@ -44,6 +44,7 @@ from mlflow.tracking.context.registry import resolve_tags
 from mlflow.utils.mlflow_tags import MLFLOW_GIT_COMMIT, MLFLOW_RUN_NOTE
 
 from bvr.errors import BvrError
+from bvr.locks import file_lock, lock_path
 
 try:  # the limits MLflow enforces; mlflow.utils is not public API, so fall back to the values of MLflow 2.x and 3.x
     from mlflow.utils.validation import MAX_ENTITY_KEY_LENGTH, MAX_PARAM_VAL_LENGTH, MAX_PARAMS_TAGS_PER_BATCH
@@ -67,6 +68,8 @@ TRUNCATION_MARKER = "...[truncated]"
 # a key must also read as a normalised path, and config keys never need one.
 _BAD_KEY_CHARS = re.compile(r"[^\w. -]")
 _PACKAGE_DIR = Path(__file__).resolve().parent
+_OPENED: set[str] = set()
+"""The SQLite stores this process has opened (see :func:`store_client`)."""
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -85,8 +88,25 @@ def tracking_uri(workdir: Path | None = None) -> str:
     return f"sqlite:///{(Path(workdir or Path.cwd()) / DEFAULT_DB).resolve()}"
 
 
+def store_client(uri: str) -> MlflowClient:
+    """A client of the store ``uri``: every bvr use of a store starts here, so that its first use is serialised.
+
+    MLflow creates and migrates an SQLite store's tables when a process first opens it; several processes doing
+    that at once on a new store crash, and can leave it broken. The first opening in each process therefore holds
+    a file lock beside the database (``.mlflow.db.lock``); MLflow keeps the opened store for the process after that.
+    """
+    db = _sqlite_file(uri)
+    if db is None or uri in _OPENED:
+        return MlflowClient(uri)
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with file_lock(lock_path(db)):
+        client = MlflowClient(uri)  # opens the store: creates or migrates its tables
+    _OPENED.add(uri)
+    return client
+
+
 def _client(workdir: Path | None) -> MlflowClient:
-    return MlflowClient(tracking_uri(workdir))
+    return store_client(tracking_uri(workdir))
 
 
 def _sqlite_file(uri: str) -> Path | None:

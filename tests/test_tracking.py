@@ -10,6 +10,8 @@ import dataclasses
 import os
 import shutil
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import mlflow
@@ -216,6 +218,45 @@ def test_a_deleted_experiment_is_a_user_error(store: Store) -> None:
     store.client.delete_experiment(tracking.ensure_experiment("bvr-deleted"))
     with pytest.raises(BvrError, match="was deleted"):
         tracking.ensure_experiment("bvr-deleted")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Several processes on one new store
+
+_RUN_IN_CHILD = """
+import sys, time
+from pathlib import Path
+from bvr import tracking
+
+name, flags = sys.argv[1], Path(sys.argv[2])
+(flags / f"ready-{name}").write_text("")
+while not (flags / "go").exists():  # all three touch the new store at the same moment
+    time.sleep(0.005)
+with tracking.parent_run("concurrent", name) as run:
+    tracking._client(None).log_metric(run.info.run_id, "dev/accuracy", 0.5)
+"""
+
+
+def test_processes_starting_at_once_on_a_new_store_all_record_their_runs(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Without the lock MLflow's table creation races: "table ... already exists" or a store left half-migrated.
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    names = ("a", "b", "c")
+    children = [subprocess.Popen([sys.executable, "-c", _RUN_IN_CHILD, name, str(flags)], cwd=tmp_path,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for name in names]
+    deadline = time.monotonic() + 300
+    while len(list(flags.glob("ready-*"))) < len(names) and all(child.poll() is None for child in children):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    (flags / "go").write_text("")
+    for child in children:
+        output, _ = child.communicate(timeout=300)
+        assert child.returncode == 0, output
+    runs = tracking.find_runs("concurrent", workdir=tmp_path)
+    assert sorted(runs["tags.mlflow.runName"]) == list(names)
+    assert set(runs["status"]) == {"FINISHED"} and list(runs["metrics.dev/accuracy"]) == [0.5] * 3
 
 
 # ---------------------------------------------------------------------------------------------------------------

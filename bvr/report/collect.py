@@ -26,7 +26,16 @@ from mlflow.tracking import MlflowClient
 
 from bvr.errors import BvrError
 from bvr.tasks.registry import TASKS
-from bvr.tracking import TAG_ARM, TAG_COLLAPSED, TAG_GIT_COMMIT, TAG_SEED, TAG_TASK, find_runs, tracking_uri
+from bvr.tracking import (
+    TAG_ARM,
+    TAG_COLLAPSED,
+    TAG_GIT_COMMIT,
+    TAG_SEED,
+    TAG_TASK,
+    find_runs,
+    store_client,
+    tracking_uri,
+)
 
 MANIFEST_VERSION = 2
 """The manifest layout this module reads."""
@@ -182,7 +191,7 @@ def collect(manifest: dict[str, Any], *, workdir: Path | None = None) -> Collect
     """
     check_manifest(manifest)
     uri = tracking_uri(workdir)
-    client = MlflowClient(uri)
+    client = store_client(uri)
     experiment = experiment_name(manifest)
     found = client.get_experiment_by_name(experiment)
     frame = find_runs(experiment, workdir=workdir)

@@ -31,7 +31,6 @@ from typing import Any
 
 import pandas as pd
 from mlflow.exceptions import MlflowException
-from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE
 
 from bvr.errors import BvrError
@@ -43,6 +42,7 @@ from bvr.report.inference import adjusted_confidence
 from bvr.report.published import load_published
 from bvr.report.sections import report_blocks, summary_blocks
 from bvr.report.stats import Summary
+from bvr.tracking import store_client
 
 REPORTS_DIR = Path("reports")
 REPORT_MD = "report.md"
@@ -232,7 +232,7 @@ def _log(a: Analysis, result: ReportResult) -> None:
     run_id = a.collected.parent_run_id
     if run_id is None:
         return
-    client = MlflowClient(a.collected.uri)
+    client = store_client(a.collected.uri)
     lines = headlines(a)
     state = "complete" if result.complete else f"partial, {len(result.missing)} item(s) missing"
     note = (f"**Report** ({state}): `{result.html}`, also the artifact `{ARTIFACT_PATH}/{REPORT_HTML}` of this "
