@@ -1,20 +1,28 @@
-"""Cache folders named by a hash of the config that produced them; built atomically, found and reused."""
+"""Cache folders named by a hash of the config (and the input files' content) that produced them; built atomically,
+once, and reused."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import shutil
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from bvr.config import config_hash, dump_config
+from bvr.locks import file_lock, lock_path
 
 DONE = "DONE"
 
 BUILT: set[Path] = set()
 """Every folder :func:`build_once` built (rather than reused) in this process, for reports of what ran."""
+
+_FILE_HASHES: dict[tuple[str, int, int, int, int], str] = {}
+"""Content hash of each file read, by (path, size, mtime_ns, ctime_ns, inode): see :func:`fingerprint`."""
 
 
 def cache_dir(root: Path, kind: str, *parts: Any) -> Path:
@@ -26,11 +34,50 @@ def is_done(path: Path) -> bool:
     return (Path(path) / DONE).is_file()
 
 
+def fingerprint(*paths: str | Path) -> str:
+    """A hash of the content of ``paths``, for cache keys: the same bytes give the same key wherever they lie.
+
+    A folder counts as every non-hidden file under it, with its path relative to the folder, so a renamed, added or
+    removed file inside changes the key too; a missing path counts as missing. Each file's SHA-256 is computed once
+    per process and then reused until the file's size, modification time or inode changes. (SHA-256 runs on the
+    CPU's SHA instructions: a 64 MB corpus takes 0.05 s where BLAKE2b takes 0.14 s.)
+    """
+    digest = hashlib.sha256()
+    for path in map(Path, paths):
+        if path.is_dir():
+            digest.update(b"folder\0")
+            files = sorted((f.relative_to(path).as_posix(), f) for f in path.rglob("*") if f.is_file()
+                           and not any(part.startswith(".") for part in f.relative_to(path).parts))
+        else:
+            digest.update(b"file\0" if path.is_file() else b"missing\0")
+            files = [("", path)] if path.is_file() else []
+        for name, file in files:
+            digest.update(f"{name}\0{_file_hash(file)}\0".encode())
+    return digest.hexdigest()[:32]
+
+
+def _file_hash(path: Path) -> str:
+    """SHA-256 of one file's bytes, read in 1 MiB blocks; remembered by the file's path, size, times and inode."""
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
+    if key not in _FILE_HASHES:
+        content = hashlib.sha256()
+        buffer = memoryview(bytearray(1 << 20))
+        with path.open("rb", buffering=0) as file:
+            while count := file.readinto(buffer):
+                content.update(buffer[:count])
+        _FILE_HASHES[key] = content.hexdigest()
+    return _FILE_HASHES[key]
+
+
 def build_once(target: Path, build: Callable[[Path], None], config: dict[str, Any]) -> tuple[Path, bool]:
     """Run ``build(tmp)`` unless ``target`` is finished already; move the result into place atomically.
 
-    A run killed half-way leaves only a ``.tmp-*`` sibling, which the next call removes and rebuilds.
-    The resolved ``config`` is written next to the output as ``config.yaml``.
+    One process builds a target at a time (:func:`target_lock`): a second one asking for it meanwhile waits, then
+    reuses what the first built. A build that raises leaves nothing behind; one killed half-way leaves a
+    ``.tmp-PID`` sibling, removed by the next build once that PID is gone. ``DONE`` is written last, so a target
+    is never marked finished before its build is. The resolved ``config`` is written next to the output as
+    ``config.yaml``.
 
     Returns:
         The target folder and whether it was built now (False: reused).
@@ -38,21 +85,65 @@ def build_once(target: Path, build: Callable[[Path], None], config: dict[str, An
     target = Path(target)
     if is_done(target):
         return target, False
-    if global_rank() != 0:  # under torchrun or SLURM, rank zero builds; the others wait for its DONE marker
+    if not is_rank_zero():  # under torchrun, SLURM or Lightning's launcher, rank zero builds; the others wait
         return _wait_for(target), False
-    target.parent.mkdir(parents=True, exist_ok=True)
-    for stale in target.parent.glob(f"{target.name}.tmp-*"):
-        shutil.rmtree(stale, ignore_errors=True)
-    tmp = target.parent / f"{target.name}.tmp-{os.getpid()}"
-    tmp.mkdir()
-    build(tmp)
-    dump_config(config, tmp / "config.yaml")
-    (tmp / DONE).write_text("")
-    if target.exists():  # an unfinished folder from an older layout
-        shutil.rmtree(target)
-    tmp.rename(target)
+    with target_lock(target):
+        if is_done(target):  # built by the process this one waited for
+            return target, False
+        _remove_dead_builds(target)
+        tmp = target.parent / f"{target.name}.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)  # a build of this process that was interrupted
+        tmp.mkdir()
+        try:
+            build(tmp)
+            dump_config(config, tmp / "config.yaml")
+            (tmp / DONE).write_text("")
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        if target.exists():  # an unfinished folder from an older layout
+            shutil.rmtree(target)
+        tmp.rename(target)
     BUILT.add(target.resolve())
     return target, True
+
+
+@contextlib.contextmanager
+def target_lock(target: Path) -> Iterator[None]:
+    """Hold ``target``'s lock (a hidden ``.NAME.lock`` beside it) while building or training into it.
+
+    If another process holds it, say so on stderr and wait: it is making the same thing. Only rank zero of a
+    distributed job locks; the other ranks follow it.
+    """
+    target = Path(target)
+    if not is_rank_zero():
+        yield
+        return
+    with file_lock(lock_path(target), on_wait=lambda pid: _announce_wait(target, pid)):
+        yield
+
+
+def _announce_wait(target: Path, pid: int | None) -> None:
+    who = f"process {pid}" if pid else "another process"
+    print(f"{target}: {who} is working on this; waiting for it to finish", file=sys.stderr, flush=True)
+
+
+def _remove_dead_builds(target: Path) -> None:
+    """Remove ``.tmp-PID`` siblings of ``target`` left by processes that no longer run (never a live one's)."""
+    for stale in target.parent.glob(f"{target.name}.tmp-*"):
+        pid = stale.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, but another user's
+        pass
+    return True
 
 
 def global_rank() -> int:
@@ -61,6 +152,12 @@ def global_rank() -> int:
         if os.environ.get(key, "").isdigit():
             return int(os.environ[key])
     return 0
+
+
+def is_rank_zero() -> bool:
+    """Whether this process is rank zero, also among the processes Lightning's own DDP launcher starts (which set
+    only ``LOCAL_RANK`` and ``NODE_RANK``)."""
+    return global_rank() == 0 and all(os.environ.get(key, "0") in ("", "0") for key in ("LOCAL_RANK", "NODE_RANK"))
 
 
 def _wait_for(target: Path, timeout: float = 6 * 3600.0, poll: float = 2.0) -> Path:

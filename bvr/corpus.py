@@ -75,6 +75,7 @@ class CorpusStats:
         markup_lines_dropped: WikiExtractor lines of table or tag markup dropped (see :func:`is_markup`).
         train_documents: documents written to the train split.
         validation_documents: documents written to the validation split.
+        validation_documents_from_train: of those, how many were moved from train to reach the minimum.
         stopped_at_max_documents: True when ``max_documents`` ended the build before the input did.
     """
 
@@ -92,6 +93,7 @@ class CorpusStats:
     markup_lines_dropped: int = 0
     train_documents: int = 0
     validation_documents: int = 0
+    validation_documents_from_train: int = 0
     stopped_at_max_documents: bool = False
 
     def add_document(self, sentences: list[str]) -> None:
@@ -109,7 +111,9 @@ class CorpusStats:
             f"Skipped {self.empty_documents:,} empty documents, {self.headings_dropped:,} heading lines and "
             f"{self.markup_lines_dropped:,} markup lines; "
             f"replaced {self.undecodable_bytes:,} undecodable bytes with U+FFFD. "
-            f"Split {self.train_documents:,} train / {self.validation_documents:,} validation documents."
+            f"Split {self.train_documents:,} train / {self.validation_documents:,} validation documents"
+            + (f" ({self.validation_documents_from_train:,} moved from train to reach the minimum)."
+               if self.validation_documents_from_train else ".")
         )
         return text + (" Stopped early at max_documents." if self.stopped_at_max_documents else "")
 
@@ -670,8 +674,13 @@ def is_validation(doc_id: str, fraction: float, seed: int) -> bool:
     Returns:
         True for validation.
     """
+    return split_rank(doc_id, seed) < fraction * 2**64
+
+
+def split_rank(doc_id: str, seed: int) -> int:
+    """A document's place in [0, 2**64) for the split: BLAKE2b of ``(seed, doc_id)``; the lowest are validation."""
     digest = hashlib.blake2b(f"{seed}\0{doc_id}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") < fraction * 2**64
+    return int.from_bytes(digest, "big")
 
 
 def build_corpus(
@@ -685,6 +694,7 @@ def build_corpus(
     text_column: str = "text",
     hf_split: str = "train",
     hf_config: str | None = None,
+    min_validation_documents: int = 0,
     progress: bool = True,
 ) -> CorpusStats:
     """Read a corpus and write it to ``out_dir`` as a ``DatasetDict`` (train, validation) plus ``corpus_stats.json``.
@@ -703,14 +713,18 @@ def build_corpus(
         text_column: ("hf") the column holding the text.
         hf_split: ("hf") the split to read.
         hf_config: ("hf") the dataset configuration.
+        min_validation_documents: when the hash puts fewer documents in validation, move the training documents
+            with the lowest :func:`split_rank` (the nearest to being chosen) over until there are this many, so a
+            small corpus still has a validation split; a corpus that would then have no training document is an
+            error.
         progress: show a progress bar.
 
     Returns:
         The counts, also written to ``out_dir/corpus_stats.json``.
 
     Raises:
-        BvrError: an unknown source, a bad fraction, unreadable input, no documents at all, or an ``out_dir``
-            that holds something other than a corpus.
+        BvrError: an unknown source, a bad fraction, unreadable input, no documents at all (or too few for
+            ``min_validation_documents``), or an ``out_dir`` that holds something other than a corpus.
     """
     _check_build_args(source, validation_fraction, max_documents)
     out_dir = Path(out_dir).expanduser()
@@ -724,7 +738,12 @@ def build_corpus(
             _write_arrow(documents, work / "stream", stats, validation_fraction, split_seed, max_documents)
         if stats.documents == 0:
             raise BvrError(f"no documents found. {stats.summary()}", where=path, hint="check --source and the path")
-        _save_corpus(work / "stream", work / "corpus", stats, progress=progress)
+        if stats.documents <= min_validation_documents:
+            raise BvrError(f"{stats.documents} document(s) found: too few to hold out {min_validation_documents} for "
+                           "validation and train on the rest", where=path,
+                           hint=f"use a corpus of at least {min_validation_documents + 1} documents (in plain text, "
+                                "a blank line ends a document)")
+        _save_corpus(work / "stream", work / "corpus", stats, min_validation_documents, split_seed, progress=progress)
         _replace_dir(work / "corpus", out_dir)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -776,16 +795,34 @@ def _write_arrow(
             writer.finalize()
 
 
-def _save_corpus(stream: Path, folder: Path, stats: CorpusStats, *, progress: bool) -> None:
-    """Turn the streamed Arrow files into a ``save_to_disk`` folder, memory-mapped so nothing is loaded."""
+def _save_corpus(stream: Path, folder: Path, stats: CorpusStats, min_validation: int, seed: int, *,
+                 progress: bool) -> None:
+    """Turn the streamed Arrow files into a ``save_to_disk`` folder, memory-mapped so nothing is loaded; top the
+    validation split up to ``min_validation`` documents from train first."""
     corpus = datasets.DatasetDict(
         {split: datasets.Dataset.from_file(str(stream / f"{split}.arrow"), split=split) for split in SPLITS}
     )
+    missing = min_validation - len(corpus["validation"])
+    if missing > 0:
+        corpus = _move_to_validation(corpus, missing, seed)
+        stats.train_documents -= missing
+        stats.validation_documents += missing
+        stats.validation_documents_from_train = missing
     # datasets writes no shard at all for an empty split and then cannot load it: ask for one shard there.
     empty = {split: 1 for split, dataset in corpus.items() if len(dataset) == 0}
     with _datasets_progress(progress):
         corpus.save_to_disk(str(folder), num_shards=empty)
     (folder / STATS_FILE).write_text(json.dumps(asdict(stats), indent=2) + "\n", encoding="utf-8")
+
+
+def _move_to_validation(corpus: datasets.DatasetDict, count: int, seed: int) -> datasets.DatasetDict:
+    """Move the ``count`` training documents of lowest :func:`split_rank` to validation (after its own documents)."""
+    train = corpus["train"]
+    ranks = [split_rank(doc_id, seed) for doc_id in train["doc_id"]]
+    moved = sorted(sorted(range(len(ranks)), key=ranks.__getitem__)[:count])
+    kept = sorted(set(range(len(ranks))) - set(moved))
+    validation = datasets.concatenate_datasets([corpus["validation"], train.select(moved)])
+    return datasets.DatasetDict({"train": train.select(kept), "validation": validation})
 
 
 @contextmanager

@@ -319,6 +319,22 @@ def test_a_second_call_reuses_finished_seeds(rte_run, bert, data_dir, workdir):
     assert not fresh.seeds[0].reused and fresh.seeds[0].history == rte_run.seeds[0].history
 
 
+def test_a_data_file_edited_in_place_is_trained_on_again(bert, data_dir, workdir, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(data_dir / "glue" / "RTE", data / "glue" / "RTE")
+
+    def run():
+        return finetune(bert, "rte", seeds=1, data_dir=data, output_dir=tmp_path / "out", overrides=TINY,
+                        experiment=EXPERIMENT).seeds[0]
+
+    first = run()
+    assert run().reused  # unchanged files: the cached result
+    dev = data / "glue" / "RTE" / "dev.tsv"
+    dev.write_text(dev.read_text().replace("\tnot_entailment", "\tentailment"))  # labels fixed, same path
+    again = run()
+    assert not again.reused and again.run_id != first.run_id
+
+
 def test_from_scratch_control_arm_runs_and_is_tagged(bert, data_dir, workdir):
     result = finetune(bert, "stsb", seeds=1, data_dir=data_dir, output_dir=workdir / "out", overrides=TINY,
                       from_scratch=True, experiment=EXPERIMENT)

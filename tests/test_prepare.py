@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 import yaml
 
-from bvr.cache import DONE
+from bvr.cache import DONE, is_done
 from bvr.config import load_config
+from bvr.errors import BvrError
 from bvr.pretraining.inspect import render_examples
-from bvr.pretraining.prepare import load_instances, prepare
+from bvr.pretraining.prepare import MIN_VALIDATION_DOCUMENTS, load_instances, prepare
 from bvr.tokenization import load_tokenizer
 
 WORDS = (
@@ -148,3 +149,48 @@ def test_killed_build_leaves_no_finished_folder(data_dir, tmp_path, monkeypatch)
     assert not list((tmp_path / "cache").glob("data-*/DONE"))
     monkeypatch.undo()
     assert (prepare(cfg, progress=False).instances / DONE).is_file()
+
+
+# --- content-keyed stages and small corpora -----------------------------------------------------------------------
+
+
+def _dirs(prepared) -> tuple[Path, ...]:
+    return prepared.corpus, prepared.tokenizer, prepared.tokenized, prepared.instances
+
+
+def test_a_corpus_file_edited_in_place_is_read_again(tmp_path):
+    data_dir = write_wiki_corpus(tmp_path / "data", documents=40)
+    cfg = config(data_dir, tmp_path / "out")
+    first = prepare(cfg, progress=False)
+    assert prepare(cfg, progress=False) == first  # unchanged files: every stage reused
+    wiki = data_dir / "corpus" / "wiki" / "AA" / "wiki_01"
+    wiki.write_text(wiki.read_text().replace("river", "ocean"))  # same path, new content
+    second = prepare(cfg, progress=False)
+    assert all(a != b for a, b in zip(_dirs(first), _dirs(second), strict=True))
+    def text(prepared) -> str:
+        documents = datasets.load_from_disk(str(prepared.corpus / "documents"))
+        return " ".join(s for split in documents.values() for doc in split["sentences"] for s in doc)
+
+    assert "ocean" in text(second) and "ocean" not in text(first)
+    assert all(is_done(folder) for folder in _dirs(first))  # the old stages stay, for the old content
+
+
+def test_a_tiny_corpus_takes_its_minimum_of_validation_documents_from_train(tmp_path):
+    data_dir = write_wiki_corpus(tmp_path / "data", documents=20)
+    prepared = prepare(config(data_dir, tmp_path / "out", "corpus.validation_fraction=0.01"), progress=False)
+    corpus = prepared.stats()["corpus"]
+    assert corpus["validation_documents"] == MIN_VALIDATION_DOCUMENTS
+    assert corpus["validation_documents_from_train"] == MIN_VALIDATION_DOCUMENTS  # the hash chose none at 1%
+    assert corpus["train_documents"] == 20 - MIN_VALIDATION_DOCUMENTS
+    assert load_instances(prepared)["validation"].num_rows > 0
+    assert datasets.load_from_disk(str(prepared.tokenized / "tokenized"))["validation"].num_rows == 2
+
+
+def test_a_single_document_is_refused_and_no_stage_is_marked_done(tmp_path):
+    (tmp_path / "one.txt").write_text("A lone document. It has two sentences.\nAnd a second paragraph.\n")
+    cfg = config(tmp_path, tmp_path / "out", "corpus.source=text", "corpus.path=one.txt")
+    with pytest.raises(BvrError, match=r"1 document\(s\) found: too few .* at least 3 documents") as info:
+        prepare(cfg, progress=False)
+    assert "\n" not in str(info.value)
+    assert not list((tmp_path / "out" / "cache").glob("*/DONE"))
+    assert not list((tmp_path / "out" / "cache").glob("*.tmp-*"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import time
 from pathlib import Path
 
 import lightning as L
@@ -13,12 +14,15 @@ import pytest
 import torch
 from mlflow import MlflowClient
 
+from bvr import cache
 from bvr.config import load_config
 from bvr.errors import BvrError
+from bvr.locks import holder, lock_path
 from bvr.pretrained import fill_mask, load_pretrained
 from bvr.pretraining.module import NonFiniteLoss
-from bvr.pretraining.run import pretrain
-from bvr.tracking import tracking_uri
+from bvr.pretraining.prepare import prepare
+from bvr.pretraining.run import DEFAULT_EXPERIMENT, pretrain, run_dir_for
+from bvr.tracking import find_runs, tracking_uri
 from tests.test_prepare import write_wiki_corpus
 
 TINY = [
@@ -261,3 +265,74 @@ def test_a_token_budget_stops_the_run_early(data_dir, tmp_path, monkeypatch):
     # Full-sentence batches of 8 hold about 8 x 60 tokens, so 1,500 tokens take 4 steps, far short of 50.
     assert 1500 <= result.metrics["tokens_seen"] < 1500 + 8 * 64
     assert result.metrics["steps"] < 10
+
+
+class FailAt(L.Callback):
+    """Raise before optimiser step ``step``, as a crash would, after the checkpoint of an earlier step was written."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_start(self, trainer, *args) -> None:
+        if trainer.global_step == self.step:
+            raise RuntimeError("crashed")
+
+
+def test_a_truncated_checkpoint_on_resume_is_one_line_naming_it_and_restart_trains_again(data_dir, tmp_path,
+                                                                                        monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = config(data_dir, tmp_path / "out", "training.max_steps=8")
+    with pytest.raises(RuntimeError, match="crashed"):
+        pretrain(cfg, progress=False, callbacks=[FailAt(6)])
+    last = next((tmp_path / "out" / "runs").glob("pretrain-*")) / "checkpoints" / "last.ckpt"
+    assert torch.load(last, weights_only=False)["global_step"] == 4
+    assert not list(last.parent.glob(".*tmp*"))  # the atomic writer left no temporary file
+    with last.open("r+b") as file:  # as a full disk left it: the first part of the file
+        file.truncate(last.stat().st_size // 2)
+    with pytest.raises(BvrError) as info:
+        pretrain(cfg, resume=True, progress=False)
+    message = str(info.value)
+    assert message.startswith(f"{last}: the checkpoint is damaged or incomplete") and "--restart" in message
+    assert "\n" not in message
+    assert pretrain(cfg, restart=True, progress=False).metrics["steps"] == 8
+
+
+class HoldUntil(L.Callback):
+    """Pause before the first optimiser step until ``release`` exists."""
+
+    def __init__(self, release: Path) -> None:
+        self.release = release
+
+    def on_train_batch_start(self, trainer, *args) -> None:
+        while not self.release.exists():
+            time.sleep(0.05)
+
+
+def _held_run(cfg, workdir: Path, release: Path) -> None:
+    os.chdir(workdir)
+    pretrain(cfg, progress=False, callbacks=[HoldUntil(release)])
+
+
+def test_a_second_run_of_the_same_config_waits_for_the_first_and_reuses_it(data_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = config(data_dir, tmp_path / "out", "training.max_steps=4")
+    run_dir = run_dir_for(cfg, prepare(cfg, progress=False))
+    release = tmp_path / "release"
+    child = multiprocessing.get_context("spawn").Process(target=_held_run, args=(cfg, tmp_path, release))
+    child.start()
+    deadline = time.monotonic() + 300
+    while holder(lock_path(run_dir)) != child.pid:  # the child is training into the run folder
+        assert child.is_alive() and time.monotonic() < deadline
+        time.sleep(0.1)
+    waited_for = []
+
+    def waiting(target: Path, pid: int | None) -> None:
+        waited_for.append((target, pid))
+        release.write_text("")  # this process now waits on the lock: let the child finish
+
+    monkeypatch.setattr(cache, "_announce_wait", waiting)
+    result = pretrain(cfg, progress=False)
+    child.join(300)
+    assert child.exitcode == 0 and waited_for == [(run_dir, child.pid)]
+    assert result.reused and result.run_dir == run_dir and result.metrics["steps"] == 4
+    assert list(find_runs(DEFAULT_EXPERIMENT, workdir=tmp_path)["status"]) == ["FINISHED"]  # trained once

@@ -9,8 +9,9 @@ Two kinds, both sensitive where fine-tuning at a small budget is not (see :mod:`
   nested inside the model and its pretraining seed).
 
 The result is written as JSON under ``RUN_DIR/evaluations/`` (RUN_DIR is the model folder's parent: the pretraining
-run or the control's initialisation), named by a hash of the settings and of the model folder's bytes, so a second
-call with nothing changed reads it back, and a retrained model is evaluated again. The MLflow run is
+run or the control's initialisation), named by a hash of the settings, of the model folder's bytes and of the data
+files' content, so a second call with nothing changed reads it back, and a retrained model or an edited data file is
+evaluated again. The MLflow run is
 ``LABEL/blimp`` or ``LABEL/probe/TASK``, tagged ``bvr.stage`` = the kind, with the headline and every per-feature
 mean as metrics, each probe seed's headline as the history of the headline key (step = probe seed), and the JSON
 as an artifact.
@@ -78,11 +79,18 @@ def _settings(kind: str, task: str | None, evaluations: Any, data_dir: Path | No
 
 def result_path(model_dir: Path, kind: str, task: str | None, evaluations: Any, data_dir: Path | None) -> Path:
     """Where the result of this evaluation of this model is cached."""
+    from bvr.cache import fingerprint
+    from bvr.tasks.data import task_files
+    from bvr.tasks.registry import get_task
     from bvr.tasks.run import checkpoint_identity
 
     settings = _settings(kind, task, evaluations, data_dir)
     name = f"{kind}-{task}" if task else kind
-    digest = config_hash(settings, checkpoint_identity(model_dir))
+    if kind == "blimp":
+        inputs = [Path(data_dir) / "blimp"] if data_dir else []
+    else:
+        inputs = task_files(get_task(task), data_dir)
+    digest = config_hash(settings, checkpoint_identity(model_dir), fingerprint(*inputs))  # the data's content too
     return Path(model_dir).parent / "evaluations" / f"{name}-{digest}.json"
 
 

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bvr.cache import build_once, cache_dir
+from bvr.cache import build_once, cache_dir, fingerprint
 from bvr.config import Config
 from bvr.corpus import build_corpus, load_corpus
 from bvr.errors import BvrError
@@ -32,7 +32,10 @@ from bvr.tokenization import load_tokenizer, save_tokenizer, tokenizer_stats, tr
 
 # Bump a stage's version when a code change would change the bytes it writes: its cache folders (and those of
 # the stages after it, whose hashes include its folder name) are then rebuilt instead of reused.
-STAGE_VERSIONS = {"corpus": 1, "tokenizer": 1, "tokenized": 1, "data": 2}
+STAGE_VERSIONS = {"corpus": 2, "tokenizer": 1, "tokenized": 1, "data": 2}
+MIN_VALIDATION_DOCUMENTS = 2
+"""Validation documents a corpus is given at least (taken from train when the split's hash chose fewer): NotNext
+segments come from another document, so one document alone cannot make a validation set of every format."""
 
 INSTANCE_FEATURES = datasets.Features(
     {
@@ -126,7 +129,8 @@ def prepare_corpus(cfg: Config, *, progress: bool = True) -> Path:
     """Read the corpus into documents (Arrow, train/validation by document); reused when already built."""
     location = resolve_corpus(cfg)
     corpus = asdict(cfg.corpus)
-    stage = {"version": STAGE_VERSIONS["corpus"], "corpus": corpus, "location": asdict(location)}
+    stage = {"version": STAGE_VERSIONS["corpus"], "corpus": corpus, "location": asdict(location),
+             "content": fingerprint(location.path) if Path(location.path).exists() else None}  # None: a hub id
     target = cache_dir(cache_root(cfg), "corpus", stage)
 
     def build(tmp: Path) -> None:
@@ -139,6 +143,7 @@ def prepare_corpus(cfg: Config, *, progress: bool = True) -> Path:
             max_documents=corpus["max_documents"],
             text_column=corpus["text_column"],
             hf_config=location.hf_config,
+            min_validation_documents=MIN_VALIDATION_DOCUMENTS,
             progress=progress,
         )
 
@@ -165,7 +170,7 @@ def prepare_tokenizer(cfg: Config, corpus_dir: Path, *, progress: bool = True) -
     tok_cfg = cfg.tokenizer
     stage = {"version": STAGE_VERSIONS["tokenizer"], "corpus": corpus_dir.name, "tokenizer": asdict(tok_cfg)}
     if tok_cfg.path:
-        stage["tokenizer_file_mtime"] = os.path.getmtime(tok_cfg.path) if os.path.exists(tok_cfg.path) else None
+        stage["tokenizer_content"] = fingerprint(tok_cfg.path)
     target = cache_dir(cache_root(cfg), f"tokenizer-{tok_cfg.family}", stage)
 
     def build(tmp: Path) -> None:
@@ -236,11 +241,14 @@ def prepare_tokenized(cfg: Config, corpus_dir: Path, tokenizer_dir: Path) -> Pat
 
 
 def _save(dataset: datasets.DatasetDict, path: Path) -> None:
-    """save_to_disk without its progress bars (the copy is fast; the map bars before it show the real work)."""
+    """save_to_disk without its progress bars (the copy is fast; the map bars before it show the real work).
+
+    An empty split is written as one empty shard: by default datasets writes none, and then cannot load it back.
+    """
     was_enabled = datasets.is_progress_bar_enabled()
     datasets.disable_progress_bars()
     try:
-        dataset.save_to_disk(str(path))
+        dataset.save_to_disk(str(path), num_shards={split: 1 for split, ds in dataset.items() if len(ds) == 0})
     finally:
         if was_enabled:
             datasets.enable_progress_bars()
@@ -317,6 +325,10 @@ def prepare_instances(cfg: Config, tokenized_dir: Path, tokenizer_dir: Path) -> 
                 desc=f"{cfg.data.input_format} {split} sequences",
             ).with_format(None)
             stats[split] = instance_stats(out[split], cfg.data.max_length)
+            if not stats[split]["sequences"]:
+                raise BvrError(f"the {split} split makes no {cfg.data.input_format} sequences (from {ds.num_rows} "
+                               "document(s))", where=str(tokenized_dir),
+                               hint="use a larger corpus, or a larger corpus.validation_fraction for validation")
         _save(datasets.DatasetDict(out), tmp / "instances")
         for stale in tmp.glob("map-*.arrow"):
             stale.unlink()

@@ -2,10 +2,12 @@
 
 A run lives in ``output_dir/runs/pretrain-NAME-HASH/`` (HASH over everything that changes the result):
 
-- ``checkpoints/last.ckpt``: the resumable state (weights, optimiser, schedule, loop, data position, RNG);
+- ``checkpoints/last.ckpt``: the resumable state (weights, optimiser, schedule, loop, data position, RNG), replaced
+  whole or not at all (:class:`~bvr.checkpoints.AtomicCheckpointIO`);
 - ``model/``: the final weights as a Hugging Face folder (config.json, model.safetensors, tokenizer files) plus
   ``bvr.yaml`` (the resolved config), which ``bvr fill-mask`` and fine-tuning read;
-- ``config.yaml``, ``mlflow_run_id`` and ``DONE`` when finished (a finished run is reused, not trained again).
+- ``config.yaml``, ``mlflow_run_id`` and ``DONE`` when finished (a finished run is reused, not trained again);
+- beside the folder, a hidden ``.pretrain-NAME-HASH.lock`` held by the process training it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar, TQDMProgressBar
 
-from bvr.cache import DONE, build_once, cache_dir, is_done
+from bvr.cache import DONE, build_once, cache_dir, is_done, target_lock
+from bvr.checkpoints import AtomicCheckpointIO, check_checkpoint
 from bvr.config import Config, dump_config
 from bvr.errors import BvrError
 from bvr.logger import make_logger
@@ -107,6 +110,7 @@ def _trainer(cfg: Config, run_dir: Path, logger, progress: bool, extra: list[L.C
         enable_progress_bar=progress,
         enable_model_summary=False,
         default_root_dir=str(run_dir),
+        plugins=[AtomicCheckpointIO()],
     )
 
 
@@ -128,6 +132,9 @@ def pretrain(
 ) -> PretrainResult:
     """Pretrain the configured encoder, or return the finished run with the same configuration.
 
+    One process trains a run folder at a time: a second call with the same configuration waits for the first
+    (saying which process it is), then returns its result.
+
     Args:
         cfg: the resolved configuration.
         resume: continue an unfinished run of the same configuration from its last checkpoint.
@@ -139,14 +146,23 @@ def pretrain(
         callbacks: extra Lightning callbacks (monitoring, or fault injection in tests).
 
     Raises:
-        BvrError: an unfinished run exists and neither ``resume`` nor ``restart`` was given; a non-finite loss.
+        BvrError: an unfinished run exists and neither ``resume`` nor ``restart`` was given; its checkpoint cannot be
+            read on ``resume``; a non-finite loss.
     """
     prepared = prepare(cfg, progress=progress)
     run_dir = run_dir_for(cfg, prepared)
-    if is_done(run_dir):
-        return PretrainResult(run_dir, True, json.loads((run_dir / "metrics.json").read_text()))
-    last = run_dir / "checkpoints" / "last.ckpt"
-    ckpt_path = _resume_point(last, resume, restart)
+    with target_lock(run_dir):  # a second process with the same config waits here, then reuses the result
+        if is_done(run_dir):
+            return PretrainResult(run_dir, True, json.loads((run_dir / "metrics.json").read_text()))
+        ckpt_path = _resume_point(run_dir / "checkpoints" / "last.ckpt", resume, restart)
+        return _train(cfg, prepared, run_dir, ckpt_path, ablation, arm, parent_run_id, experiment, progress,
+                      callbacks or [])
+
+
+def _train(cfg: Config, prepared: Prepared, run_dir: Path, ckpt_path: str | None, ablation: str | None,
+           arm: str | None, parent_run_id: str | None, experiment: str | None, progress: bool,
+           callbacks: list[L.Callback]) -> PretrainResult:
+    """Train into ``run_dir`` (from ``ckpt_path`` when resuming); export, record and mark it done on rank zero."""
     run_dir.mkdir(parents=True, exist_ok=True)
     dump_config(cfg, run_dir / "config.yaml")
 
@@ -154,13 +170,13 @@ def pretrain(
     vocab = vocab_info(tokenizer, family)
     model = build_model(cfg, vocab)
     params = count_parameters(model)
-    module = PretrainingModule(model, cfg.training, failed_checkpoint_hint=str(last))
+    module = PretrainingModule(model, cfg.training, failed_checkpoint_hint=str(run_dir / "checkpoints" / "last.ckpt"))
     datamodule = PretrainingDataModule(cfg, load_instances(prepared), vocab)
     if cfg.training.compile:
         module.model = torch.compile(module.model)
 
     logger = _logger(cfg, run_dir, ckpt_path, ablation, arm, parent_run_id, experiment, params, prepared)
-    trainer = _trainer(cfg, run_dir, logger, progress, callbacks or [])
+    trainer = _trainer(cfg, run_dir, logger, progress, callbacks)
     start = time.perf_counter()
     with warnings.catch_warnings():
         # The data position is restored by the DataModule's state, which this warning does not know about.
@@ -225,9 +241,10 @@ def _resume_point(last: Path, resume: bool, restart: bool) -> str | None:
             where="pretrain",
             hint="pass --resume to continue it or --restart to start over",
         )
-    if resume and not last.exists():
+    if not resume or not last.exists():
         return None  # nothing to resume: start, as a first run would
-    return str(last) if resume else None
+    check_checkpoint(last)
+    return str(last)
 
 
 def _logger(cfg, run_dir, ckpt_path, ablation, arm, parent_run_id, experiment, params, prepared):

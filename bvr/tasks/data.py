@@ -222,6 +222,11 @@ def _read_squad_splits(spec: TaskSpec, data_dir: Path | None, settings: DataSett
     return ReadResult({train_split.name: (train, line), eval_split.name: (evaluation, line)}, note)
 
 
+def task_files(spec: TaskSpec, data_dir: Path | None) -> list[Path]:
+    """The files the readers take ``spec``'s splits from in ``data_dir`` (some may be missing); none for the hub."""
+    return [Path(data_dir) / spec.folder / split.file for split in spec.splits] if data_dir is not None else []
+
+
 READERS: dict[str, Callable[[TaskSpec, Path | None, DataSettings], ReadResult]] = {
     "classification": _read_sentences,
     "regression": _read_sentences,

@@ -12,8 +12,10 @@ one run ``ARM/finetune/TASK/seedN`` per seed, tagged ``bvr.task``, ``bvr.seed``,
 score over the seeds (``dev/accuracy_median``, ``_min``, ``_max``, ``_q1``, ``_q3``, ``_iqr``).
 
 Every finished seed is cached in ``output_dir/finetune/TASK-seedN-HASH/result.json``; HASH covers the checkpoint's
-files, the task, the resolved hyperparameters, the data folder, the seed and the from-scratch flag, so a second call
-reuses finished seeds and trains only the missing ones.
+files, the task, the resolved hyperparameters, the data folder and the content of the task's files in it, the seed
+and the from-scratch flag, so a second call reuses finished seeds and trains only the missing ones, and a data file
+edited in place is trained on again. Two processes asking for the same seed at once train it once: the second waits
+for the first and reuses its result.
 
 Hyperparameters come in layers, each over the one before: the task's :class:`~bvr.tasks.registry.FineTuneDefaults`,
 ``experiments/finetune.yaml`` (``defaults:``, then ``tasks: TASK:``), the file's ``presets: NAME:`` block (its own
@@ -24,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import hashlib
 import json
 import time
 import warnings
@@ -40,7 +41,8 @@ import yaml
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
-from bvr.cache import build_once, cache_dir, is_done
+from bvr.cache import build_once, cache_dir, fingerprint, is_done
+from bvr.checkpoints import AtomicCheckpointIO
 from bvr.config import build_dataclass, build_layered, locate_error, parse_override, read_yaml
 from bvr.display import duration
 from bvr.errors import BvrError
@@ -48,11 +50,11 @@ from bvr.logger import make_logger
 from bvr.model import Encoder
 from bvr.model.encoder import init_weights
 from bvr.pretrained import Pretrained, load_pretrained
-from bvr.tasks.data import DataSettings, TaskData, load_task_data
+from bvr.tasks.data import DataSettings, TaskData, load_task_data, task_files
 from bvr.tasks.module import FAMILIES, EpochScores, FinetuneModule, OptimSettings, make_module
 from bvr.tasks.registry import TASKS, TaskSpec, get_task
 from bvr.tokenization import vocab_info
-from bvr.tracking import TAG_COLLAPSED, log_config, parent_run, run_name, run_tags, tracking_uri
+from bvr.tracking import TAG_COLLAPSED, log_config, parent_run, run_name, run_tags, store_client, tracking_uri
 
 FINETUNE_VERSION = 1
 DEFAULT_EXPERIMENT = "bvr-finetune"
@@ -325,15 +327,7 @@ def spread(values: Sequence[float]) -> dict[str, float]:
 
 def checkpoint_identity(folder: Path) -> str:
     """A hash of the files of a model folder (weights, config, tokenizer): the same bytes, the same identity."""
-    digest = hashlib.sha256()
-    for path in sorted(p for p in Path(folder).iterdir() if p.is_file()):
-        digest.update(path.name.encode() + b"\0")
-        content = hashlib.sha256()
-        with path.open("rb") as file:
-            while chunk := file.read(1 << 24):  # 16 MiB at a time: weights files are large
-                content.update(chunk)
-        digest.update(content.digest())
-    return digest.hexdigest()
+    return fingerprint(folder)
 
 
 def default_arm(pretrained: Pretrained, from_scratch: bool) -> str:
@@ -388,6 +382,7 @@ def _trainer(cfg: FinetuneConfig, root: Path, logger: Any, progress: bool) -> L.
         enable_progress_bar=progress,
         enable_model_summary=False,
         default_root_dir=str(root),
+        plugins=[AtomicCheckpointIO()],
     )
 
 
@@ -519,8 +514,10 @@ def _check_fits(cfg: FinetuneConfig, pretrained: Pretrained) -> None:
 
 def _seed_dirs(root: Path, spec: TaskSpec, cfg: FinetuneConfig, identity: str, data_dir: Path | None,
                from_scratch: bool, seeds: list[int]) -> dict[int, Path]:
+    """Each seed's cache folder, named by everything its result depends on, the task files' content included."""
     parts = {"version": FINETUNE_VERSION, "checkpoint": identity, "task": spec.name, "finetune": cfg.hashed(),
-             "data_dir": str(Path(data_dir).resolve()) if data_dir else None, "from_scratch": from_scratch}
+             "data_dir": str(Path(data_dir).resolve()) if data_dir else None, "from_scratch": from_scratch,
+             "data": fingerprint(*task_files(spec, data_dir)) if data_dir else None}
     return {seed: cache_dir(root, f"{spec.name}-seed{seed}", {**parts, "seed": seed}) for seed in seeds}
 
 
@@ -607,10 +604,10 @@ def _train_missing(job: _Job, dirs: dict[int, Path], results: dict[int, SeedResu
                 continue
             resolved = {"seed": seed, "task": job.spec.name, "checkpoint": job.checkpoint,
                         "from_scratch": job.source.from_scratch, "finetune": dataclasses.asdict(job.cfg)}
-            build_once(folder, lambda tmp, seed=seed: _write(tmp, _train_seed(job, seed, parent_id, tmp), job.info),
-                       resolved)
-            results[seed] = dataclasses.replace(_read(folder)[0], reused=False)
-        _log_spread(job, MlflowClient(tracking_uri(Path.cwd())), parent_id, [results[s] for s in dirs])
+            _, built = build_once(
+                folder, lambda tmp, seed=seed: _write(tmp, _train_seed(job, seed, parent_id, tmp), job.info), resolved)
+            results[seed] = dataclasses.replace(_read(folder)[0], reused=not built)  # not built: another process did
+        _log_spread(job, store_client(tracking_uri(Path.cwd())), parent_id, [results[s] for s in dirs])
     return parent_id
 
 

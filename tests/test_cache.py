@@ -1,0 +1,175 @@
+"""The cache's guarantees: keys follow the files' content, a failed build leaves nothing, a live build is never
+removed, and two processes asking for one target at once build it once."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bvr import cache
+from bvr.cache import DONE, build_once, fingerprint, is_done
+from bvr.locks import file_lock, holder, lock_path
+
+
+def test_fingerprint_follows_content_not_place_or_time(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("one two three\n")
+    b.write_text("one two three\n")
+    assert fingerprint(a) == fingerprint(b)  # same bytes elsewhere: same key
+    before = fingerprint(a)
+    stat = a.stat()
+    a.write_text("one two THREE\n")  # same size, then the old modification time put back
+    os.utime(a, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert fingerprint(a) != before
+    a.write_text("one two three\n")
+    assert fingerprint(a) == before
+    assert fingerprint(tmp_path / "absent") != fingerprint(tmp_path / "absent", a)
+
+
+def test_fingerprint_of_a_folder_sees_names_and_skips_hidden_files(tmp_path: Path) -> None:
+    folder = tmp_path / "corpus"
+    (folder / "AA").mkdir(parents=True)
+    (folder / "AA" / "wiki_00").write_text("text")
+    before = fingerprint(folder)
+    (folder / ".cache").write_text("anything")
+    assert fingerprint(folder) == before
+    (folder / "AA" / "wiki_00").rename(folder / "AA" / "wiki_01")
+    assert fingerprint(folder) != before
+
+
+def test_a_failed_build_is_neither_marked_done_nor_left_behind(tmp_path: Path) -> None:
+    target = tmp_path / "stage-abc"
+
+    def fails(tmp: Path) -> None:
+        (tmp / "half.txt").write_text("half")
+        raise RuntimeError("build failed")
+
+    with pytest.raises(RuntimeError, match="build failed"):
+        build_once(target, fails, {})
+    assert not target.exists() and not list(tmp_path.glob("stage-abc.tmp-*"))
+    path, built = build_once(target, lambda tmp: (tmp / "out.txt").write_text("ok"), {"k": 1})
+    assert built and is_done(path) and (path / "out.txt").read_text() == "ok"
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_only_builds_of_dead_processes_are_removed(tmp_path: Path) -> None:
+    target = tmp_path / "stage-abc"
+    dead = tmp_path / f"stage-abc.tmp-{_dead_pid()}"
+    live = tmp_path / f"stage-abc.tmp-{os.getppid()}"  # pytest's parent: alive, and not this process
+    for folder in (dead, live):
+        folder.mkdir()
+    build_once(target, lambda tmp: None, {})
+    assert not dead.exists() and live.is_dir()
+
+
+# --- two processes, one target ----------------------------------------------------------------------------------
+
+
+def _slow_build(target: Path, flags: Path, name: str) -> None:
+    """Build ``target`` writing ``name``; a builder holds on until ``flags/release`` exists. A process kept waiting
+    for the lock leaves ``flags/waiting-NAME`` holding the PID it waits for."""
+    cache._announce_wait = lambda target, pid: (flags / f"waiting-{name}").write_text(str(pid))
+
+    def build(tmp: Path) -> None:
+        (flags / f"started-{name}").write_text(str(tmp))
+        while not (flags / "release").exists():
+            time.sleep(0.05)
+        (tmp / "who.txt").write_text(name)
+
+    path, built = build_once(target, build, {})
+    (flags / f"result-{name}.json").write_text(json.dumps({"built": built, "who": (path / "who.txt").read_text()}))
+
+
+def _wait_until(condition, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_a_second_process_waits_for_the_first_and_reuses_its_build(tmp_path: Path) -> None:
+    target, flags = tmp_path / "cache" / "stage-abc", tmp_path / "flags"
+    flags.mkdir()
+    context = multiprocessing.get_context("spawn")
+    first = context.Process(target=_slow_build, args=(target, flags, "first"))
+    first.start()
+    _wait_until(lambda: (flags / "started-first").exists())
+    second = context.Process(target=_slow_build, args=(target, flags, "second"))
+    second.start()
+    _wait_until(lambda: (flags / "waiting-second").exists())
+    assert (flags / "waiting-second").read_text() == str(first.pid)
+    first_tmp = Path((flags / "started-first").read_text())
+    assert first_tmp.is_dir() and not (flags / "started-second").exists()
+    (flags / "release").write_text("")
+    for process in (first, second):
+        process.join(120)
+        assert process.exitcode == 0
+    results = {name: json.loads((flags / f"result-{name}.json").read_text()) for name in ("first", "second")}
+    assert results == {"first": {"built": True, "who": "first"}, "second": {"built": False, "who": "first"}}
+    assert (target / DONE).is_file() and not first_tmp.exists()
+
+
+def test_a_waiting_process_says_who_it_waits_for(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "stage-abc"
+    script = (f"from bvr.locks import file_lock; import time, pathlib\n"
+              f"with file_lock({str(lock_path(target))!r}):\n"
+              f"    pathlib.Path({str(tmp_path / 'held')!r}).write_text('')\n"
+              f"    time.sleep(2)\n")
+    other = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        _wait_until(lambda: (tmp_path / "held").exists())
+        with cache.target_lock(target):
+            assert holder(lock_path(target)) == os.getpid()
+    finally:
+        other.wait(60)
+    assert f"process {other.pid} is working on this; waiting" in capsys.readouterr().err
+
+
+def test_a_lock_is_released_when_its_block_ends(tmp_path: Path) -> None:
+    path = tmp_path / ".x.lock"
+    with file_lock(path):
+        assert holder(path) == os.getpid()
+    assert holder(path) is None
+    with file_lock(path):  # taken again at once
+        pass
+
+
+def test_evaluation_results_are_keyed_by_the_data_they_read(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from bvr.evaluation.run import result_path
+
+    model = tmp_path / "run" / "model"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    probe_files = [tmp_path / "glue" / "SST-2" / name for name in ("train.tsv", "dev.tsv")]
+    blimp_file = tmp_path / "blimp" / "data" / "anaphor_gender_agreement.jsonl"
+    for file in (*probe_files, blimp_file):
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text("one\n")
+    settings = SimpleNamespace(blimp_per_paradigm=10, blimp_seed=0, probe_seeds=2, probe_features=["cls"],
+                               probe_max_train_examples=None, probe_max_eval_examples=None)
+
+    def keys() -> dict[str, Path]:
+        return {"probe": result_path(model, "probe", "sst2", settings, tmp_path),
+                "blimp": result_path(model, "blimp", None, settings, tmp_path)}
+
+    original = keys()
+    for file, kind in [(f, "probe") for f in probe_files] + [(blimp_file, "blimp")]:
+        file.write_text("two\n")  # edited in place
+        changed = keys()
+        assert {k for k in original if changed[k] != original[k]} == {kind}
+        file.write_text("one\n")
+        assert keys() == original
