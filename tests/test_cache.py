@@ -147,8 +147,7 @@ def test_a_lock_is_released_when_its_block_ends(tmp_path: Path) -> None:
 
 
 def test_evaluation_results_are_keyed_by_the_data_they_read(tmp_path: Path) -> None:
-    from types import SimpleNamespace
-
+    from bvr.ablation import Evaluations
     from bvr.evaluation.run import result_path
 
     model = tmp_path / "run" / "model"
@@ -159,8 +158,7 @@ def test_evaluation_results_are_keyed_by_the_data_they_read(tmp_path: Path) -> N
     for file in (*probe_files, blimp_file):
         file.parent.mkdir(parents=True, exist_ok=True)
         file.write_text("one\n")
-    settings = SimpleNamespace(blimp_per_paradigm=10, blimp_seed=0, probe_seeds=2, probe_features=["cls"],
-                               probe_max_train_examples=None, probe_max_eval_examples=None)
+    settings = Evaluations()
 
     def keys() -> dict[str, Path]:
         return {"probe": result_path(model, "probe", "sst2", settings, tmp_path),
