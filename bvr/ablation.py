@@ -85,7 +85,7 @@ EVALUATE_KEYS = ("blimp", "probes", "presets")
 """Keys allowed under ``evaluate``."""
 
 BLIMP_KEYS = ("per_paradigm", "seed")
-PROBE_KEYS = ("tasks", "seeds", "features", "max_train_examples", "max_eval_examples")
+PROBE_KEYS = ("tasks", "seeds", "features", "max_train_examples", "max_eval_examples", "heldout_examples")
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,9 @@ class Evaluations:
         probe_features: the feature kind whose score is the probe's headline (``mean``, ``cls`` or ``last4``).
         probe_max_train_examples: training examples per probe (None: the whole train split).
         probe_max_eval_examples: evaluation examples (None: the whole split), the same for every model.
+        probe_heldout_examples: training examples set aside and scored as the probe's test set, in place of the
+            dev split as the headline (None: dev is the headline). A larger test set than a small dev split
+            (SST-2's 872) cuts the sampling error of each model's score, and so of the comparisons.
     """
 
     blimp: bool = True
@@ -111,6 +114,7 @@ class Evaluations:
     probe_features: str = "mean"
     probe_max_train_examples: int | None = 4000
     probe_max_eval_examples: int | None = None
+    probe_heldout_examples: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -494,7 +498,7 @@ def _build_evaluations(merged: dict[str, Any], lines: dict[str, str]) -> Evaluat
         if value not in ("cls", "mean", "last4"):
             raise BvrError(f"expected cls, mean or last4, got {value!r}", where=_at(lines, key))
         kwargs["probe_features"] = value
-    for name in ("max_train_examples", "max_eval_examples"):
+    for name in ("max_train_examples", "max_eval_examples", "heldout_examples"):
         if name in probes:
             kwargs[f"probe_{name}"] = _optional_count(probes[name][0], probes[name][1], lines)
     return Evaluations(**{**vars(defaults), **kwargs})

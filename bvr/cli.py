@@ -301,6 +301,10 @@ def probe_cmd(
     max_eval_examples: Annotated[int | None, typer.Option("--max-eval-examples", help="Dev examples scored: the "
                                                           "same fixed subset for every model and seed; default: "
                                                           "all.")] = None,
+    heldout_examples: Annotated[int | None, typer.Option("--heldout-examples", help="Also set this many training "
+                                                         "examples aside (the same for every model and seed), "
+                                                         "train on the rest, and score on them too: a larger test "
+                                                         "set than a small dev split.")] = None,
     from_scratch: Annotated[bool, typer.Option("--from-scratch", help="No-pretraining control: a randomly "
                                                "initialised encoder of the checkpoint's shape.")] = False,
     json_file: Annotated[Path | None, typer.Option("--json", help="Also write every score, the baseline and the "
@@ -325,7 +329,7 @@ def probe_cmd(
         raise BvrError(f"must be at least 1, got {seeds}", where="--seeds")
     result = run_probe(load_pretrained(checkpoint), task, data_dir=data_dir, seeds=list(range(seeds)),
                        features=kinds, max_train_examples=max_train_examples, max_eval_examples=max_eval_examples,
-                       from_scratch=from_scratch, progress=progress)
+                       heldout_examples=heldout_examples, from_scratch=from_scratch, progress=progress)
     console.print(describe(result), markup=False, highlight=False, soft_wrap=True)  # a table: never wrapped
     if json_file is not None:
         json_file.write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")

@@ -24,6 +24,7 @@ from bvr.evaluation.probe import (
     extract_sentences,
     featurise,
     fit_probe,
+    heldout_split,
     run_probe,
     train_probe,
 )
@@ -304,6 +305,33 @@ def test_from_scratch_is_one_fixed_random_encoder(bert, data_dir):
     scratch = run_probe(pretrained, "sst2", from_scratch=True, **options)
     assert scratch.from_scratch and scratch.probes == run_probe(pretrained, "sst2", from_scratch=True, **options).probes
     assert scratch.probes["mean"][0].held_out != run_probe(pretrained, "sst2", **options).probes["mean"][0].held_out
+
+
+def test_heldout_examples_are_never_trained_on_and_scored_beside_dev(bert, data_dir):
+    pretrained = load_pretrained(bert)
+    options = {"data_dir": data_dir, "features": ["mean"], "seeds": [0, 1], "max_train_examples": 15}
+    result = run_probe(pretrained, "sst2", heldout_examples=10, **options)
+    held, pool = heldout_split(result.train_size, 10, 15)
+    assert result.heldout_size == 10 and len(pool) == result.train_size - 10
+    for seed in (0, 1):
+        assert not set(result.subsamples[seed]) & set(held) and set(result.subsamples[seed]) <= set(pool)
+        metrics = result.metrics(seed)
+        assert {"probe/sst2/mean/accuracy", "probe/sst2/mean/heldout/accuracy"} <= set(metrics)
+        # The baseline on the held-out examples: the seed's majority training label, by hand.
+        train = load_task_split(get_task("sst2"), "train", data_dir)[0]
+        labels = [train[i].label for i in result.subsamples[seed]]
+        majority = max(sorted(set(labels)), key=labels.count)
+        assert metrics["probe/sst2/baseline/heldout/accuracy"] == sum(train[i].label == majority for i in held) / 10
+    # The held-out draw is the same for every model: a random encoder of the same shape is scored on the same rows.
+    scratch = run_probe(pretrained, "sst2", heldout_examples=10, from_scratch=True, **options)
+    assert scratch.subsamples == result.subsamples
+    # Without held-out examples the seeds draw exactly as before (cached results stay valid).
+    plain = run_probe(pretrained, "sst2", **options)
+    assert plain.subsamples[0] == subset(range(result.train_size), 15, seed=0) and plain.heldout_size == 0
+    assert "probe/sst2/mean/heldout/accuracy" not in plain.metrics(0)
+    with pytest.raises(BvrError, match="leaves fewer than 2") as info:
+        run_probe(pretrained, "sst2", heldout_examples=result.train_size - 1, **options)
+    assert info.value.where == "heldout_examples"
 
 
 # --- bad input ------------------------------------------------------------------------------------------------------

@@ -76,6 +76,8 @@ HELD_OUT_SEED = 0
 """Seed of the held-out draw from the subsample: the same for every probe seed, which so changes only the subsample."""
 EVAL_SUBSET_SEED = 0
 """Seed of the dev cap (``max_eval_examples``): the same dev examples for every model and seed."""
+HELDOUT_SEED = 0
+"""Seed of the held-out training examples (``heldout_examples``): the same for every model and seed."""
 MAX_ITERATIONS = 500
 """Most L-BFGS iterations of one logistic fit."""
 GRAD_TOLERANCE = 1e-5
@@ -136,7 +138,8 @@ def check_features(spec: TaskSpec, features: Sequence[str] | None) -> tuple[str,
     return tuple(kind for kind in known if kind in features)
 
 
-def _check_options(seeds: Sequence[int], max_train: int | None, max_eval: int | None) -> list[int]:
+def _check_options(seeds: Sequence[int], max_train: int | None, max_eval: int | None,
+                   heldout: int | None = None) -> list[int]:
     if not seeds:
         raise BvrError("give at least one seed", where="seeds")
     if len(set(seeds)) != len(seeds):
@@ -146,6 +149,8 @@ def _check_options(seeds: Sequence[int], max_train: int | None, max_eval: int | 
         raise BvrError(f"must be at least 2, got {max_train}", where="max_train_examples")
     if max_eval is not None and max_eval < 1:
         raise BvrError(f"must be at least 1, got {max_eval}", where="max_eval_examples")
+    if heldout is not None and heldout < 1:
+        raise BvrError(f"must be at least 1, got {heldout}", where="heldout_examples")
     return list(seeds)
 
 
@@ -613,6 +618,7 @@ class SeedProbe:
     Attributes:
         scores: dev metric -> value, the headline (``main_metric``) included.
         l2: the L2 strength chosen on the held-out part.
+        heldout_scores: metric -> value on the held-out training examples (empty unless ``heldout_examples``).
         held_out: per L2 strength tried, the held-out headline score.
         iterations: L-BFGS iterations of the final fit (0 for ridge).
         converged: the final fit stopped by a tolerance.
@@ -623,6 +629,7 @@ class SeedProbe:
     held_out: dict[float, float]
     iterations: int
     converged: bool
+    heldout_scores: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -642,6 +649,8 @@ class ProbeResult:
         subsamples: seed -> indices (0-based, file order) of the training examples it drew.
         train_size: examples (sentences) in the training file.
         eval_size: dev examples probed; eval_total: dev examples in the file.
+        heldout_size: training examples set aside, never trained on, and scored as a second test set (0: none).
+        heldout_baseline: seed -> the trivial baseline's scores on them.
         seconds: 'extract' (features), 'probe' (every fit) and 'total'.
         reports: what was read, one line per file, then the caps.
     """
@@ -659,16 +668,23 @@ class ProbeResult:
     train_size: int
     eval_size: int
     eval_total: int
+    heldout_size: int = 0
+    heldout_baseline: dict[int, dict[str, float]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     reports: list[str] = field(default_factory=list)
 
     def metrics(self, seed: int) -> dict[str, float]:
-        """One seed's scores, flat: ``probe/TASK/FEATURE/METRIC`` and ``probe/TASK/baseline/METRIC``."""
+        """One seed's scores, flat: ``probe/TASK/FEATURE/METRIC`` and ``probe/TASK/baseline/METRIC`` on dev, and
+        ``probe/TASK/FEATURE/heldout/METRIC`` (and the baseline's) on the held-out training examples, if any."""
         if seed not in self.baseline:
             raise BvrError(f"no probe with seed {seed}", where="seed", hint=f"seeds run: {self.seeds}")
         flat = {f"probe/{self.task}/{kind}/{name}": value
                 for kind in self.features for name, value in self.probes[kind][seed].scores.items()}
         flat.update({f"probe/{self.task}/baseline/{name}": value for name, value in self.baseline[seed].items()})
+        flat.update({f"probe/{self.task}/{kind}/heldout/{name}": value
+                     for kind in self.features for name, value in self.probes[kind][seed].heldout_scores.items()})
+        flat.update({f"probe/{self.task}/baseline/heldout/{name}": value
+                     for name, value in self.heldout_baseline.get(seed, {}).items()})
         return flat
 
     def headline(self, kind: str) -> list[float]:
@@ -729,6 +745,7 @@ def run_probe(
     features: Sequence[str] | None = None,
     max_train_examples: int | None = None,
     max_eval_examples: int | None = None,
+    heldout_examples: int | None = None,
     from_scratch: bool = False,
     max_length: int | None = None,
     batch_size: int = BATCH_SIZE,
@@ -745,6 +762,10 @@ def run_probe(
         features: feature kinds (:data:`SENTENCE_FEATURES`, or :data:`TOKEN_FEATURES` for tagging); None: all.
         max_train_examples: examples (sentences, for tagging) each seed draws from the train file; None: all.
         max_eval_examples: dev examples scored, a fixed subset for every model and seed; None: all.
+        heldout_examples: also set this many training examples aside (a fixed draw, the same for every model and
+            seed), draw the seeds' subsamples from the rest, and score every probe on them too. A second test set
+            from the same task, larger than a small dev split (SST-2's has 872 sentences, so one model's accuracy
+            has a sampling error of about 1.7 points): comparisons between encoders see smaller differences.
         from_scratch: probe a randomly initialised encoder of the checkpoint's shape (seed :data:`SCRATCH_SEED`).
         max_length: tokens per sequence, specials included; None: the task's fine-tuning length (128), capped by
             the model's positions.
@@ -761,12 +782,16 @@ def run_probe(
     start = time.perf_counter()
     spec = probe_task(task)
     kinds = check_features(spec, features)
-    seeds = _check_options(seeds, max_train_examples, max_eval_examples)
+    seeds = _check_options(seeds, max_train_examples, max_eval_examples, heldout_examples)
     train_examples, dev_examples, reports = _read(spec, data_dir)
-    picks = {seed: subset(range(len(train_examples)), max_train_examples, seed) for seed in seeds}
+    held, pool = heldout_split(len(train_examples), heldout_examples, max_train_examples)
+    picks = {seed: [pool[i] for i in subset(range(len(pool)), max_train_examples, seed)] for seed in seeds}
     union = sorted(set().union(*picks.values()))
     dev = subset(dev_examples, max_eval_examples, EVAL_SUBSET_SEED)
-    reports += _cap_notes(spec, len(train_examples), max_train_examples, len(dev), len(dev_examples))
+    reports += _cap_notes(spec, len(pool), max_train_examples, len(dev), len(dev_examples))
+    if held:
+        reports.append(f"held out: {len(held):,} of {len(train_examples):,} training examples (seed {HELDOUT_SEED}),"
+                       " never trained on, scored as a second test set")
     extractor = FeatureExtractor.of(frozen_encoder(pretrained, from_scratch, _device(device)), pretrained, batch_size,
                                     progress)
     length = min(max_length or spec.finetune.max_length, extractor.encoder.config.max_tokens)
@@ -774,27 +799,66 @@ def run_probe(
                       f"{spec.name} train features")
     dev_split = featurise(spec, dev, pretrained, extractor, kinds, length,
                           f"{spec.name} {spec.headline_split} features")
+    held_split = featurise(spec, [train_examples[i] for i in held], pretrained, extractor, kinds, length,
+                           f"{spec.name} held-out features") if held else None
     extracted = time.perf_counter()
     position = {index: pos for pos, index in enumerate(union)}
     probes: dict[str, dict[int, SeedProbe]] = {kind: {} for kind in kinds}
-    baseline = {}
+    baseline, held_baseline = {}, {}
     for seed in seeds:
         picked = [position[i] for i in picks[seed]]
         baseline[seed] = baseline_scores(spec, train, picked, dev_split)
+        if held_split is not None:
+            held_baseline[seed] = baseline_scores(spec, train, picked, held_split)
         for kind in kinds:
-            probes[kind][seed] = _probe_one(spec, train, picked, dev_split, kind)
+            probes[kind][seed] = _probe_one(spec, train, picked, dev_split, kind, held_split)
     end = time.perf_counter()
     return ProbeResult(spec.name, str(pretrained.folder), from_scratch, spec.headline_split, spec.main_metric, kinds,
                        seeds, probes, baseline, picks, len(train_examples), len(dev), len(dev_examples),
+                       len(held), held_baseline,
                        {"extract": extracted - start, "probe": end - extracted, "total": end - start}, reports)
 
 
-def _probe_one(spec: TaskSpec, train: ProbeSplit, picked: list[int], dev: ProbeSplit, kind: str) -> SeedProbe:
+def _probe_one(spec: TaskSpec, train: ProbeSplit, picked: list[int], dev: ProbeSplit, kind: str,
+               held: ProbeSplit | None = None) -> SeedProbe:
     selection = train_probe(spec, train, picked, kind)
-    predictions = selection.probe.predict(dev.features[kind], spec.kind == "regression")
-    scores = score(spec, dev, range(len(dev.examples)), predictions)
     probe = selection.probe
-    return SeedProbe(scores, probe.l2, selection.held_out, probe.iterations, probe.converged)
+
+    def evaluate(split: ProbeSplit) -> dict[str, float]:
+        predictions = probe.predict(split.features[kind], spec.kind == "regression")
+        return score(spec, split, range(len(split.examples)), predictions)
+
+    return SeedProbe(evaluate(dev), probe.l2, selection.held_out, probe.iterations, probe.converged,
+                     evaluate(held) if held is not None else {})
+
+
+def heldout_split(count: int, heldout: int | None, max_train: int | None) -> tuple[list[int], list[int]]:
+    """Training-file positions ``0..count-1`` split into (held out, pool the seeds draw from), both in file order.
+
+    The held-out draw (seed :data:`HELDOUT_SEED`) depends only on ``count`` and ``heldout``, so every model and seed
+    is scored on the same examples.
+
+    >>> held, pool = heldout_split(10, 3, None)
+    >>> len(held), len(pool), sorted(held + pool) == list(range(10))
+    (3, 7, True)
+    >>> heldout_split(4, None, None)
+    ([], [0, 1, 2, 3])
+
+    Raises:
+        BvrError: fewer than 2 training examples would be left to train on, naming ``heldout_examples``.
+    """
+    if heldout is None:
+        return [], list(range(count))
+    if count - heldout < 2:
+        raise BvrError(f"holding out {heldout:,} of {count:,} training examples leaves fewer than 2 to train on",
+                       where="heldout_examples", hint=f"hold out at most {max(count - 2, 0):,}")
+    held = subset(range(count), heldout, HELDOUT_SEED)
+    chosen = set(held)
+    pool = [i for i in range(count) if i not in chosen]
+    if max_train is not None and max_train > len(pool):
+        warnings.warn(f"only {len(pool):,} training examples are left after holding out {heldout:,}; "
+                      f"each probe seed trains on all of them, not {max_train:,}", stacklevel=3)
+    return held, pool
 
 
 def _cap_notes(spec: TaskSpec, train_total: int, cap: int | None, eval_kept: int, eval_total: int) -> list[str]:
@@ -829,6 +893,14 @@ def describe(result: ProbeResult) -> str:
     base = [result.baseline[seed][key] for seed in result.seeds]
     lines.append(f"  {'baseline':<9}{float(np.median(base)):>8.4f}{''.join(f'  {v:>8.4f}' for v in base)}  "
                  "(majority class, or the training mean)")
+    if result.heldout_size:
+        lines.append(f"{key} on {result.heldout_size:,} held-out training examples")
+        for kind in result.features:
+            held = [result.probes[kind][seed].heldout_scores[key] for seed in result.seeds]
+            lines.append(f"  {kind:<9}{float(np.median(held)):>8.4f}{''.join(f'  {v:>8.4f}' for v in held)}")
+        held_base = [result.heldout_baseline[seed][key] for seed in result.seeds]
+        lines.append(f"  {'baseline':<9}{float(np.median(held_base)):>8.4f}"
+                     f"{''.join(f'  {v:>8.4f}' for v in held_base)}")
     unconverged = sorted({kind for kind in result.features for p in result.probes[kind].values() if not p.converged})
     if unconverged:
         lines.append(f"note: L-BFGS hit {MAX_ITERATIONS} iterations for {', '.join(unconverged)}")

@@ -74,7 +74,9 @@ def _settings(kind: str, task: str | None, evaluations: Any, data_dir: Path | No
         return {**base, "per_paradigm": evaluations.blimp_per_paradigm, "seed": evaluations.blimp_seed}
     return {**base, "task": task, "seeds": evaluations.probe_seeds, "features": evaluations.probe_features,
             "max_train_examples": evaluations.probe_max_train_examples,
-            "max_eval_examples": evaluations.probe_max_eval_examples}
+            "max_eval_examples": evaluations.probe_max_eval_examples,
+            **({"heldout_examples": evaluations.probe_heldout_examples}
+               if evaluations.probe_heldout_examples is not None else {})}  # absent: older caches stay valid
 
 
 def result_path(model_dir: Path, kind: str, task: str | None, evaluations: Any, data_dir: Path | None) -> Path:
@@ -117,14 +119,17 @@ def _compute(model_dir: Path, kind: str, task: str | None, evaluations: Any, dat
     feature = probe_feature(task, evaluations.probe_features)
     found = run_probe(pretrained, task, data_dir=data_dir, seeds=seeds, features=[feature],
                       max_train_examples=evaluations.probe_max_train_examples,
-                      max_eval_examples=evaluations.probe_max_eval_examples, progress=progress)
+                      max_eval_examples=evaluations.probe_max_eval_examples,
+                      heldout_examples=evaluations.probe_heldout_examples, progress=progress)
     per_seed = {seed: found.metrics(seed) for seed in seeds}
     metric = found.main_metric
-    key = f"probe/{task}/{metric}"
-    feature_key = f"probe/{task}/{feature}/{metric}"
+    where = "heldout/" if found.heldout_size else ""  # the headline is on the held-out examples when there are any
+    key = f"probe/{task}/{where}{metric}"
+    feature_key = f"probe/{task}/{feature}/{where}{metric}"
     metrics = {name: float(sum(m[name] for m in per_seed.values()) / len(seeds)) for name in per_seed[seeds[0]]}
     metrics[key] = metrics[feature_key]
-    baseline = float(np.mean([found.baseline[seed][metric] for seed in seeds]))
+    baselines = found.heldout_baseline if found.heldout_size else found.baseline
+    baseline = float(np.mean([baselines[seed][metric] for seed in seeds]))
     return EvaluationResult(kind="probe", task=task, main_key=key, score=metrics[key],
                             seeds={s: float(m[feature_key]) for s, m in per_seed.items()}, metrics=metrics,
                             baseline=baseline, seconds=time.perf_counter() - start,

@@ -286,8 +286,9 @@ def _registry_key(task: str) -> str:
     return f"{spec.headline_split}/{spec.main_metric}" if spec else "dev/score"
 
 
-def _probe_title(task: str, features: str) -> str:
-    return f"{task} probe ({features} features)"
+def _probe_title(task: str, features: str, metric: str) -> str:
+    where = ", on held-out training examples" if "/heldout/" in metric else ""
+    return f"{task} probe ({features} features{where})"
 
 
 def _evaluation_measures(collected: Collected) -> list[Measure]:
@@ -307,7 +308,7 @@ def _evaluation_measures(collected: Collected) -> list[Measure]:
         if kind == "blimp":
             out.append(Measure("blimp", "BLiMP macro accuracy (zero-shot)", metric, "blimp", True, values, base))
         else:
-            out.append(Measure(f"probe/{task}", _probe_title(task, features), metric, task, True, values, base))
+            out.append(Measure(f"probe/{task}", _probe_title(task, features, metric), metric, task, True, values, base))
     order = {"blimp": 0}
     return sorted(out, key=lambda x: order.get(x.key, 1))
 
