@@ -16,7 +16,15 @@ from bvr.errors import BvrError
 from bvr.model import EncoderConfig, PretrainingModel
 from bvr.pretrained import load_pretrained
 from bvr.pretraining.run import export_model
-from bvr.tasks.data import ENCODERS, MODEL_COLUMNS, READERS, DataSettings, TaskData, load_task_data
+from bvr.tasks.data import (
+    ENCODERS,
+    MODEL_COLUMNS,
+    READERS,
+    DataSettings,
+    LengthGroupedSampler,
+    TaskData,
+    load_task_data,
+)
 from bvr.tasks.metrics import pearson, spearman
 from bvr.tasks.module import COLLAPSE_STD_RATIO, FAMILIES, build_model
 from bvr.tasks.registry import TASK_KINDS, TASKS, get_task
@@ -133,6 +141,40 @@ def _mean_loss(model, family, batches) -> float:
     model.eval()
     with torch.no_grad():
         return sum(float(family.loss(model(batch), batch)) for batch in batches) / len(batches)
+
+
+def test_length_grouped_batches_cover_every_example_once_and_pad_little():
+    rng = torch.Generator().manual_seed(0)
+    lengths = (torch.rand(1000, generator=rng) ** 3 * 60 + 4).long().tolist()  # skewed, as SST-2's phrases
+    size = 32
+
+    def padding(order: list[int]) -> float:
+        batches = [order[i:i + size] for i in range(0, len(order), size)]
+        padded = sum(len(b) * max(lengths[i] for i in b) for b in batches)
+        return 1 - sum(lengths) / padded
+
+    sampler = LengthGroupedSampler(lengths, size, seed=3, group=10)
+    order = list(sampler)
+    assert sorted(order) == list(range(1000)) and len(sampler) == 1000
+    batches = [order[i:i + size] for i in range(0, 1000, size)]
+    assert all([lengths[i] for i in b] == sorted((lengths[i] for i in b), reverse=True) for b in batches)
+    assert len(batches[-1]) == 1000 % size  # the short batch is last, so the DataLoader cuts these very batches
+    shuffled = torch.randperm(1000, generator=rng).tolist()
+    assert padding(order) < padding(shuffled) / 3
+    assert order == list(LengthGroupedSampler(lengths, size, seed=3, group=10))  # the same seed, the same order
+    sampler.set_epoch(1)
+    assert list(sampler) != order and sorted(sampler) == list(range(1000))  # a new epoch, a new order
+    assert list(LengthGroupedSampler(lengths, size, seed=4, group=10)) != order
+
+
+def test_training_batches_group_lengths_and_evaluation_runs_longest_first(bert, data_dir):
+    data = task_data("sst2", bert, data_dir)
+    train = list(data.loader(data.train, 4, seed=0))
+    assert sorted(i for b in train for i in b["index"].tolist()) == list(range(len(data.train.examples)))
+    evaluation = next(iter(data.evals.values()))
+    widths = [b["input_ids"].shape[1] for b in data.loader(evaluation, 4)]
+    assert widths == sorted(widths, reverse=True)
+
 
 
 @pytest.mark.parametrize(("task", "checkpoint"),

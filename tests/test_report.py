@@ -244,6 +244,26 @@ def test_a_verdict_not_detected_says_what_could_have_been(analysis: Analysis) ->
     assert (analysis.m, {c.m for c in [*analysis.control, *analysis.comparisons]}) == (M, {M})
 
 
+def test_a_measure_pretraining_did_not_move_cannot_show_the_ablation(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import tests.report_fixtures as fixtures
+
+    control = np.array(fixtures.UNITS[("probe/sst2", CONTROL)])  # the arms' probe scores at the control's, about
+    monkeypatch.setitem(fixtures.UNITS, ("probe/sst2", "static"), tuple(control + (0.5, -0.4, 0.1)))
+    monkeypatch.setitem(fixtures.UNITS, ("probe/sst2", "dynamic"), tuple(control + (-0.3, 0.2, 0.4)))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    store = fill_store(tmp_path)
+    lines = headlines(analyse(collect(store.manifest, workdir=tmp_path), load_published()))
+    assert lines[0].startswith(f"Pretraining helped static: better than the {CONTROL} control on BLiMP macro accuracy")
+    assert "; not on sst2 probe (mean features) (+0.1, detectable " in lines[0]
+    probe = next(line for line in lines if line.startswith("sst2 probe"))
+    assert probe.endswith(f"; pretraining did not beat the {CONTROL} control on this measure, so it cannot show the "
+                          "ablation's effect at this budget.")
+    blimp = next(line for line in lines if line.startswith("BLiMP"))
+    assert "cannot show" not in blimp
+
+
 def _two_seeds(store: Store) -> dict:
     """The manifest with every unit of pretraining seed 2 not run: two pretraining seeds have values."""
     manifest = variant(store.manifest)

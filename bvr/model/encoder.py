@@ -515,6 +515,18 @@ class Encoder(nn.Module):
         return self.pooler(hidden[:, 0])  # (batch, hidden)
 
 
+def compile_layers(encoder: Encoder) -> None:
+    """Compile every layer but the last with ``torch.compile`` (inductor), in place.
+
+    Training calls :meth:`PretrainingModel.pretraining_loss`, not ``forward``, so compiling the whole model would
+    compile nothing that runs. A full layer has static shapes (batch, seq, hidden): inductor fuses its bias adds,
+    GELU, dropout, residual adds and LayerNorms around the matmuls. The last layer runs only at the selected
+    tokens, whose number changes every batch, and stays eager. Parameter names and state dicts are unchanged.
+    """
+    for layer in encoder.encoder.layer[:-1]:
+        layer.compile(dynamic=False)
+
+
 @torch.no_grad()
 def init_weights(module: nn.Module, initializer_range: float) -> None:
     """BERT's initialisation, applied to every submodule (``model.apply``).

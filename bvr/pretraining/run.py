@@ -32,6 +32,7 @@ from bvr.config import Config, dump_config
 from bvr.errors import BvrError
 from bvr.logger import make_logger
 from bvr.model import EncoderConfig, PretrainingModel, count_parameters
+from bvr.model.encoder import compile_layers
 from bvr.model.hf import export_hf
 from bvr.pretraining.data import PretrainingDataModule
 from bvr.pretraining.masking import mask_exposure
@@ -173,7 +174,7 @@ def _train(cfg: Config, prepared: Prepared, run_dir: Path, ckpt_path: str | None
     module = PretrainingModule(model, cfg.training, failed_checkpoint_hint=str(run_dir / "checkpoints" / "last.ckpt"))
     datamodule = PretrainingDataModule(cfg, load_instances(prepared), vocab)
     if cfg.training.compile:
-        module.model = torch.compile(module.model)
+        compile_layers(model.encoder)
 
     logger = _logger(cfg, run_dir, ckpt_path, ablation, arm, parent_run_id, experiment, params, prepared)
     trainer = _trainer(cfg, run_dir, logger, progress, callbacks)

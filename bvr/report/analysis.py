@@ -467,10 +467,14 @@ def headlines(analysis: Analysis) -> list[str]:
             if not tried:
                 continue
             if wins:
+                others = [c for c in tried if c.test.tested and c not in wins]
+                short = ("; not on " + ", ".join(f"{c.measure.title} ({c.estimate:+.1f}, detectable {c.mde:.1f})"
+                                                 for c in others)) if others else ""
                 lines.append(f"Pretraining helped {arm}: better than the {control} control on "
                              + ", ".join(f"{c.measure.title} by {_fmt_effect(c)} points" for c in wins)
                              + f" (Holm-adjusted over {analysis.m} comparisons; "
-                             f"{analysis.m and f'{adjusted_confidence(0.95, analysis.m) * 100:.4g}'}% intervals).")
+                             f"{analysis.m and f'{adjusted_confidence(0.95, analysis.m) * 100:.4g}'}% intervals)"
+                             + short + ".")
             elif not any(c.test.tested for c in tried):
                 n = max(c.test.n for c in tried)
                 lines.append(f"Whether pretraining helped {arm} is not tested: at most {n} pretraining seed(s) "
@@ -487,12 +491,21 @@ def headlines(analysis: Analysis) -> list[str]:
         if not any(helped.values()) and any(c.test.tested for c in analysis.control):
             lines.append("Pretraining did not beat the control anywhere, so no difference between arms below can "
                          "be read as an effect of the ablated choice.")
+    # A measure on which no arm beat the control cannot show what the ablated choice does to pretraining.
+    blind = set()
+    if control and analysis.control and any(pretraining_helped(analysis).values()):
+        tested = {c.measure.key for c in analysis.control if c.test.tested}
+        helped_on = {c.measure.key for wins in pretraining_helped(analysis).values() for c in wins}
+        blind = tested - helped_on
     for c in analysis.comparisons:
         if not c.comparable:
             continue
         extra = f"; the paper: {c.published:+.1f} ({c.paper})" if c.published is not None else ""
         if c.needed is not None:
             extra += f", which would need {c.needed} pretraining seeds per arm at this noise"
+        if c.measure.key in blind:
+            extra += (f"; pretraining did not beat the {control} control on this measure, so it cannot show the "
+                      "ablation's effect at this budget")
         if c.significant:
             lines.append(f"{c.measure.title}: {c.ours} ({c.name} = {_fmt_effect(c)}, Holm p={c.adjusted_p:.3g}; "
                          f"n={c.test.n}){extra}.")

@@ -14,6 +14,8 @@ description travels with the data (:attr:`TaskData.split_note`) so that every re
 
 ``max_train_examples`` and ``max_eval_examples`` cap a split at a random subset drawn with ``subset_seed``, the same
 for every fine-tuning seed and arm, kept in file order. Batches are padded to their longest row by :func:`collate`.
+Training batches group examples of similar length (:class:`LengthGroupedSampler`, seeded, so a seed still gives
+the same run) and evaluation runs longest first, so that little of a batch is padding.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from tokenizers import Tokenizer
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 from bvr.errors import BvrError
 from bvr.tasks.glue import Example, load_task_split
@@ -118,13 +121,61 @@ class TaskData:
         return [example.label for example in self.train.examples]
 
     def loader(self, split: SplitData, batch_size: int, *, seed: int | None = None, num_workers: int = 0) -> DataLoader:
-        """Batches of ``split``: shuffled by ``seed`` when one is given, else in order (evaluation)."""
+        """Batches of ``split``: shuffled by ``seed`` in groups of similar length when one is given (training), else
+        longest first (evaluation, whose metrics do not depend on the order)."""
         columns = MODEL_COLUMNS[self.spec.kind]
-        generator = torch.Generator().manual_seed(seed) if seed is not None else None
+        lengths = [len(ids) for ids in split.features["input_ids"]]
+        if seed is not None:
+            sampler: Sampler[int] | list[int] = LengthGroupedSampler(lengths, batch_size, seed)
+        else:
+            sampler = np.argsort([-n for n in lengths], kind="stable").tolist()
         return DataLoader(
-            FeatureDataset(split.features, columns), batch_size=batch_size, shuffle=seed is not None,
-            generator=generator, num_workers=num_workers, collate_fn=partial(collate, pad_id=self.pad_id),
+            FeatureDataset(split.features, columns), batch_size=batch_size, sampler=sampler,
+            num_workers=num_workers, collate_fn=partial(collate, pad_id=self.pad_id),
         )
+
+
+class LengthGroupedSampler(Sampler[int]):
+    """A seeded shuffle whose batches hold examples of similar length, so that padding to the longest costs little.
+
+    Each epoch the examples are shuffled (by ``seed`` and the epoch), cut into groups of ``group`` batches, each
+    group sorted by length (longest first) and cut into batches, and the batches of all groups shuffled again (a
+    short last batch stays last; give the DataLoader the same ``batch_size``). Every example comes once per epoch;
+    which examples share a batch stays random beyond their length; the same seed and epoch give the same order
+    (Lightning calls :meth:`set_epoch` before each epoch).
+
+    >>> order = list(LengthGroupedSampler([5, 1, 4, 2, 3, 6], batch_size=2, seed=0, group=3))
+    >>> sorted(order)
+    [0, 1, 2, 3, 4, 5]
+    >>> order == list(LengthGroupedSampler([5, 1, 4, 2, 3, 6], batch_size=2, seed=0, group=3))
+    True
+    """
+
+    def __init__(self, lengths: Sequence[int], batch_size: int, seed: int, group: int = 50) -> None:
+        self.lengths = np.asarray(lengths)
+        self.batch_size, self.seed, self.group = batch_size, seed, group
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __iter__(self):
+        rng = np.random.default_rng([self.seed, self.epoch])
+        order = rng.permutation(len(self.lengths))
+        size = self.batch_size * self.group
+        batches = []
+        for start in range(0, len(order), size):
+            chunk = order[start:start + size]
+            chunk = chunk[np.argsort(-self.lengths[chunk], kind="stable")]
+            batches += [chunk[i:i + self.batch_size] for i in range(0, len(chunk), self.batch_size)]
+        # Only the last group can end in a short batch: it stays last, so that the DataLoader, which cuts this order
+        # into consecutive runs of batch_size, cuts exactly these batches.
+        short = [batches.pop()] if batches and len(batches[-1]) < self.batch_size else []
+        for batch in [*(batches[i] for i in rng.permutation(len(batches))), *short]:
+            yield from batch.tolist()
 
 
 class FeatureDataset(Dataset):

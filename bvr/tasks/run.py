@@ -56,7 +56,7 @@ from bvr.tasks.registry import TASKS, TaskSpec, get_task
 from bvr.tokenization import vocab_info
 from bvr.tracking import TAG_COLLAPSED, log_config, parent_run, run_name, run_tags, store_client, tracking_uri
 
-FINETUNE_VERSION = 1
+FINETUNE_VERSION = 2
 DEFAULT_EXPERIMENT = "bvr-finetune"
 CONFIG_FILE = Path(__file__).resolve().parents[2] / "experiments" / "finetune.yaml"
 """The shipped hyperparameter file; used when it exists and no other file is given."""

@@ -1,0 +1,143 @@
+"""The real loop against the bare step: how much of the model's speed ``bvr pretrain`` keeps.
+
+The bare step is forward + backward + gradient clipping + AdamW of :class:`bvr.model.PretrainingModel` on batches
+collated in advance, in a plain Python loop. The real loop is :func:`bvr.pretraining.run.pretrain`, as ``bvr
+pretrain`` runs it: the Lightning Trainer, the DataLoader reading memory-mapped Arrow, the masking collator, the
+learning-rate schedule, logging to a real MLflow store every 10 steps, a checkpoint every 100 steps and the
+progress bar off. Both train the same model (4 layers, hidden 256, 4 heads, FFN 1024, batch 32 x 128, fp32,
+FULL-SENTENCES without NSP) on the same prepared data: the first documents of the corpus in ``--data-dir``, with a
+WordPiece tokenizer trained on them. Validation is off in both (it is not training throughput).
+
+Tokens/s of the real loop are measured between the end of its first ``--skip`` steps and the end of training
+(a callback reads the clock), so start-up (data loading, MLflow run creation) is not counted; the final export is
+not either. The two are run in turn, bare, loop, bare, loop, and the median of each is reported.
+
+Target: the real loop at least 90% of the bare step's tokens/s.
+
+    python benchmarks/loop_overhead.py --data-dir DATA [--steps 60] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import lightning as L
+import torch
+
+from bvr.config import load_config
+from bvr.pretraining.data import PretrainingDataModule
+from bvr.pretraining.module import linear_schedule, no_decay
+from bvr.pretraining.prepare import load_instances, prepare
+from bvr.pretraining.run import build_model, pretrain
+from bvr.tokenization import load_tokenizer, vocab_info
+
+
+class Clock(L.Callback):
+    """Reads the clock and the tokens seen after step ``skip`` and at the end of training."""
+
+    def __init__(self, skip: int) -> None:
+        self.skip = skip
+        self.marks: list[tuple[float, int]] = []
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step == self.skip:
+            self.marks.append((time.perf_counter(), module.tokens_seen))
+
+    def on_train_end(self, trainer, module) -> None:
+        self.marks.append((time.perf_counter(), module.tokens_seen))
+
+    def rate(self) -> float:
+        (start, first), (end, last) = self.marks[0], self.marks[-1]
+        return (last - first) / (end - start)
+
+
+def config(data_dir: Path, output: Path, steps: int, seed: int, documents: int):
+    sets = [f"corpus.max_documents={documents}", "data.input_format=full-sentences", "data.nsp=false",
+            "model.num_layers=4", "model.hidden_size=256", "model.num_heads=4", "model.intermediate_size=1024",
+            "training.batch_size=32", f"training.max_steps={steps}", "training.warmup_steps=10",
+            f"training.val_every_steps={10 * steps}", "training.checkpoint_every_steps=100",
+            "training.log_every_steps=10", f"training.seed={seed}"]
+    return load_config(preset="tiny", overrides=sets, extra={"data_dir": str(data_dir), "output_dir": str(output)})
+
+
+def bare(cfg, steps: int, skip: int) -> float:
+    """Tokens/s of the bare step on batches collated in advance (the same collator and data as the loop)."""
+    prepared = prepare(cfg, progress=False)
+    tokenizer, family = load_tokenizer(prepared.tokenizer)
+    vocab = vocab_info(tokenizer, family)
+    datamodule = PretrainingDataModule(cfg, load_instances(prepared), vocab)
+    loader = datamodule.train_dataloader()
+    batches = []
+    while len(batches) < steps:
+        batches.extend(loader)
+    batches = batches[:steps]
+    model = build_model(cfg, vocab).train()
+    t = cfg.training
+    decay = [p for n, p in model.named_parameters() if not no_decay(n, p)]
+    plain = [p for n, p in model.named_parameters() if no_decay(n, p)]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": t.weight_decay},
+                                   {"params": plain, "weight_decay": 0.0}], lr=t.lr, betas=tuple(t.adam_betas),
+                                  eps=t.adam_eps)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_schedule(t.warmup_steps, t.max_steps))
+    tokens, start = 0, 0.0
+    for step, batch in enumerate(batches):
+        if step == skip:
+            tokens, start = 0, time.perf_counter()
+        loss = model.pretraining_loss(batch["input_ids"], batch["labels"], batch["attention_mask"],
+                                      batch["token_type_ids"]).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad(set_to_none=True)
+        tokens += int(batch["attention_mask"].sum())
+    return tokens / (time.perf_counter() - start)
+
+
+def loop(cfg, skip: int) -> float:
+    clock = Clock(skip)
+    pretrain(cfg, progress=False, experiment="bvr-benchmark", callbacks=[clock])
+    return clock.rate()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("BVR_DATA_DIR", "data")),
+                        help="data folder holding the corpus [default: $BVR_DATA_DIR]")
+    parser.add_argument("--steps", type=int, default=60, help="training steps per run")
+    parser.add_argument("--skip", type=int, default=10, help="first steps of each run not timed")
+    parser.add_argument("--repeats", type=int, default=2, help="runs of each, in turn")
+    parser.add_argument("--documents", type=int, default=1000, help="corpus documents prepared")
+    parser.add_argument("--json", default=None, help="also write the figures to this file")
+    args = parser.parse_args()
+    rates: dict[str, list[float]] = {"bare": [], "loop": []}
+    with tempfile.TemporaryDirectory(prefix="bvr-loop-bench-") as tmp:
+        cwd = os.getcwd()
+        os.chdir(tmp)  # the MLflow store (./mlflow.db) goes to the temporary folder
+        try:
+            for repeat in range(args.repeats):
+                cfg = config(args.data_dir, Path(tmp) / "outputs", args.steps, repeat, args.documents)
+                rates["bare"].append(bare(cfg, args.steps, args.skip))
+                rates["loop"].append(loop(cfg, args.skip))
+        finally:
+            os.chdir(cwd)
+    median = {name: statistics.median(values) for name, values in rates.items()}
+    figures = {"threads": torch.get_num_threads(), "bare_tokens_per_s": median["bare"],
+               "loop_tokens_per_s": median["loop"], "ratio": median["loop"] / median["bare"], "runs": rates}
+    print(f"config: 4 layers, hidden 256, batch 32 x 128, FULL-SENTENCES, fp32, {figures['threads']} threads, "
+          f"{args.steps} steps a run ({args.skip} untimed), {args.repeats} runs each, in turn")
+    print(f"bare step:  {median['bare']:>8,.0f} tokens/s  (runs: {', '.join(f'{r:,.0f}' for r in rates['bare'])})")
+    print(f"real loop:  {median['loop']:>8,.0f} tokens/s  (runs: {', '.join(f'{r:,.0f}' for r in rates['loop'])})")
+    print(f"ratio: {figures['ratio']:.1%} of the bare step (target >= 90%)")
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
