@@ -3,7 +3,7 @@
 Times :class:`bvr.pretraining.masking.PretrainingCollator` on a batch of 32 sequences of 128 tokens from a
 30,522-token vocabulary (dynamic, static and whole-word masking) against one fp32 training step (forward, backward
 and AdamW) of an encoder the size of the tiny preset: 4 layers, hidden 256, 4 heads, FFN 1024, MLM logits over the
-full vocabulary at the masked positions only. The target is a collator under 5% of a step, so that masking in the
+full vocabulary at the masked positions only. The target is a collator under 1% of a step, so that masking in the
 DataLoader never starves the model even with a single worker.
 
 The step is bvr's own training step: :class:`bvr.model.PretrainingModel` (tiny preset, with the NSP head, as
