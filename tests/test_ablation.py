@@ -71,14 +71,19 @@ def test_masking_tiny_repeats_static_masks():
     static = ablation.arms["static"]
     assert static.masking.mode == "static" and ablation.arms["dynamic"].masking.mode == "dynamic"
     assert static.corpus.max_documents is not None
-    assert static.masking.dupe_factor == 10
+    # ~11 epochs over 3 masks: each static mask is seen 3 to 4 times, as BERT's 40 epochs over 10 masks saw 4.
+    assert static.masking.dupe_factor == 3 and load_ablation("masking", preset="small").arms[
+        "static"].masking.dupe_factor == 10
     assert ablation.published == {"ablation": "masking"}
-    # Five pretraining seeds at tiny (three elsewhere), BLiMP on a fixed 50 pairs per paradigm and the SST-2 probe.
-    assert ablation.pretrain_seeds == [0, 1, 2, 3, 4]
+    # Eight pretraining seeds at tiny (three elsewhere), BLiMP on a fixed 50 pairs per paradigm and the SST-2 probe
+    # scored on 10,000 held-out training examples.
+    assert ablation.pretrain_seeds == list(range(8))
     assert load_ablation("masking", preset="small").pretrain_seeds == [0, 1, 2]
     ev = ablation.evaluations
     assert (ev.blimp, ev.blimp_per_paradigm, ev.probe_tasks, ev.probe_seeds) == (True, 50, ("sst2",), 3)
-    assert load_ablation("masking", preset="small").evaluations.probe_tasks == ("sst2", "conll2003")
+    assert ev.probe_heldout_examples == 10_000
+    small = load_ablation("masking", preset="small").evaluations
+    assert (small.probe_tasks, small.probe_heldout_examples) == (("sst2", "conll2003"), None)
 
 
 def test_batch_size_follows_table3():
