@@ -76,8 +76,9 @@ HELD_OUT_SEED = 0
 """Seed of the held-out draw from the subsample: the same for every probe seed, which so changes only the subsample."""
 EVAL_SUBSET_SEED = 0
 """Seed of the dev cap (``max_eval_examples``): the same dev examples for every model and seed."""
-HELDOUT_SEED = 0
-"""Seed of the held-out training examples (``heldout_examples``): the same for every model and seed."""
+SET_ASIDE_SEED = 0
+"""Seed of the training examples set aside as a test set (``heldout_examples``): the same for every model and seed
+(not :data:`HELD_OUT_SEED`, which draws the part of a subsample that chooses the L2 strength)."""
 MAX_ITERATIONS = 500
 """Most L-BFGS iterations of one logistic fit."""
 GRAD_TOLERANCE = 1e-5
@@ -790,7 +791,7 @@ def run_probe(
     dev = subset(dev_examples, max_eval_examples, EVAL_SUBSET_SEED)
     reports += _cap_notes(spec, len(pool), max_train_examples, len(dev), len(dev_examples))
     if held:
-        reports.append(f"held out: {len(held):,} of {len(train_examples):,} training examples (seed {HELDOUT_SEED}),"
+        reports.append(f"held out: {len(held):,} of {len(train_examples):,} training examples (seed {SET_ASIDE_SEED}),"
                        " never trained on, scored as a second test set")
     extractor = FeatureExtractor.of(frozen_encoder(pretrained, from_scratch, _device(device)), pretrained, batch_size,
                                     progress)
@@ -835,7 +836,7 @@ def _probe_one(spec: TaskSpec, train: ProbeSplit, picked: list[int], dev: ProbeS
 def heldout_split(count: int, heldout: int | None, max_train: int | None) -> tuple[list[int], list[int]]:
     """Training-file positions ``0..count-1`` split into (held out, pool the seeds draw from), both in file order.
 
-    The held-out draw (seed :data:`HELDOUT_SEED`) depends only on ``count`` and ``heldout``, so every model and seed
+    The held-out draw (seed :data:`SET_ASIDE_SEED`) depends only on ``count`` and ``heldout``, so every model and seed
     is scored on the same examples.
 
     >>> held, pool = heldout_split(10, 3, None)
@@ -852,7 +853,7 @@ def heldout_split(count: int, heldout: int | None, max_train: int | None) -> tup
     if count - heldout < 2:
         raise BvrError(f"holding out {heldout:,} of {count:,} training examples leaves fewer than 2 to train on",
                        where="heldout_examples", hint=f"hold out at most {max(count - 2, 0):,}")
-    held = subset(range(count), heldout, HELDOUT_SEED)
+    held = subset(range(count), heldout, SET_ASIDE_SEED)
     chosen = set(held)
     pool = [i for i in range(count) if i not in chosen]
     if max_train is not None and max_train > len(pool):

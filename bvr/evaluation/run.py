@@ -75,8 +75,7 @@ def _settings(kind: str, task: str | None, evaluations: Any, data_dir: Path | No
     return {**base, "task": task, "seeds": evaluations.probe_seeds, "features": evaluations.probe_features,
             "max_train_examples": evaluations.probe_max_train_examples,
             "max_eval_examples": evaluations.probe_max_eval_examples,
-            **({"heldout_examples": evaluations.probe_heldout_examples}
-               if evaluations.probe_heldout_examples is not None else {})}  # absent: older caches stay valid
+            "heldout_examples": evaluations.probe_heldout_examples}
 
 
 def result_path(model_dir: Path, kind: str, task: str | None, evaluations: Any, data_dir: Path | None) -> Path:

@@ -460,8 +460,8 @@ def headlines(analysis: Analysis) -> list[str]:
     """The sanity check first (did pretraining help?), then the ablation's effect on each measure."""
     lines = []
     control = analysis.collected.control
+    helped = pretraining_helped(analysis) if control and analysis.control else {}
     if control and analysis.control:
-        helped = pretraining_helped(analysis)
         for arm, wins in helped.items():
             tried = [c for c in analysis.control if c.b == arm]
             if not tried:
@@ -493,10 +493,9 @@ def headlines(analysis: Analysis) -> list[str]:
                          "be read as an effect of the ablated choice.")
     # A measure on which no arm beat the control cannot show what the ablated choice does to pretraining.
     blind = set()
-    if control and analysis.control and any(pretraining_helped(analysis).values()):
+    if any(helped.values()):
         tested = {c.measure.key for c in analysis.control if c.test.tested}
-        helped_on = {c.measure.key for wins in pretraining_helped(analysis).values() for c in wins}
-        blind = tested - helped_on
+        blind = tested - {c.measure.key for wins in helped.values() for c in wins}
     for c in analysis.comparisons:
         if not c.comparable:
             continue
