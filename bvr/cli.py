@@ -354,7 +354,7 @@ def _data_dir(value: Path | None) -> Path | None:
 
 
 def _plan(name: str, preset: str | None, set_: list[str] | None, data_dir: Path | None, output_dir: Path | None):
-    from bvr.ablate import make_plan
+    from bvr.ablation.plan import make_plan
 
     return make_plan(name, preset=preset, overrides=set_, data_dir=_data_dir(data_dir),
                      output_dir=output_dir or Path("outputs"))
@@ -381,7 +381,7 @@ def ablate_cmd(
     invocation and nested runs ARM/pretrain, ARM/finetune/TASK and ARM/finetune/TASK/seedN. Finished units are
     reused, so running the same command again runs nothing, and an interrupted run continues where it stopped.
     """
-    from bvr.ablate import run_ablation
+    from bvr.ablation.run import run_ablation
 
     plan = _plan(name, preset, set_, data_dir, output_dir)
     result = run_ablation(plan, only=only, stage_dir=stage_dir, report=report, progress=progress, console=console)
@@ -412,7 +412,7 @@ def report_cmd(
     Without --preset or --set, reports the ablation's most recent invocation. Units not finished yet are listed
     as missing. The report is also logged to the ablation's parent MLflow run.
     """
-    from bvr.ablate import find_manifest, latest_manifests, load_manifest
+    from bvr.ablation.plan import Manifest, find_manifest, latest_manifests
     from bvr.report.render import render_report, render_summary
 
     outputs = output_dir or Path("outputs")
@@ -425,7 +425,7 @@ def report_cmd(
         if not path.is_file():
             raise BvrError(f"no runs of ablation '{name}' with these settings ({path})", where="report",
                            hint=f"run `bvr ablate {name}" + (f" --preset {preset}" if preset else "") + "` first")
-        result = render_report(load_manifest(path), out / Path(name).stem, workdir=Path.cwd())
+        result = render_report(Manifest.load(path), out / Path(name).stem, workdir=Path.cwd())
         console.print(f"wrote {result.html}" + ("" if result.complete else
                                                  f" (partial: {len(result.missing)} item(s) missing)"),
                       highlight=False)
@@ -448,7 +448,7 @@ def pipeline_cmd(
     task) and report. Each stage's params are the experiment-file keys it reads, so changing one arm re-runs only
     that arm's stages and the report.
     """
-    from bvr.pipeline import render_pipeline
+    from bvr.ablation.dvc import render_pipeline
 
     plan = _plan(name, preset, None, None, None)
     text = render_pipeline(plan, Path.cwd(), output="dvc.yaml" if str(output) == "-" else str(output))

@@ -29,6 +29,7 @@ from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
 from bvr import tracking
+from bvr.ablation.plan import Manifest, Record
 
 ABLATION = "masking"
 ARMS = ("static", "dynamic")
@@ -102,7 +103,7 @@ class Store:
 
     workdir: Path
     client: MlflowClient
-    manifest: dict[str, Any]
+    manifest: Manifest
     parent_run_id: str
     experiment_id: str
 
@@ -221,11 +222,13 @@ def fill_store(workdir: Path) -> Store:
             for task in TASKS:
                 finetune += _finetune(client, experiment_id, arm, seed, task, parent)
     client.set_terminated(parent, "FINISHED")
-    return Store(workdir, client, manifest(parent, pretrain, evaluations, finetune), parent, experiment_id)
+    return Store(workdir, client, Manifest.from_dict(manifest(parent, pretrain, evaluations, finetune)), parent,
+                 experiment_id)
 
 
 def manifest(parent: str, pretrain: list[dict], evaluations: list[dict], finetune: list[dict]) -> dict[str, Any]:
-    """The runner's manifest for the runs above (``bvr.ablate.new_manifest``'s layout, every unit done)."""
+    """The runner's manifest.json for the runs above (:meth:`bvr.ablation.plan.Manifest.new`'s layout, every
+    unit done)."""
     labels = [label(arm, seed) for arm in ALL_ARMS for seed in PRETRAIN_SEEDS]
     return {
         "version": 2, "ablation": ABLATION, "experiment": ABLATION,
@@ -249,15 +252,15 @@ def manifest(parent: str, pretrain: list[dict], evaluations: list[dict], finetun
     }
 
 
-def variant(base: dict[str, Any], ablation: str | None = None) -> dict[str, Any]:
+def variant(base: Manifest, ablation: str | None = None) -> Manifest:
     """A deep copy of a manifest, optionally renamed (same experiment, so the same runs)."""
     out = copy.deepcopy(base)
     if ablation:
-        out["ablation"] = ablation
+        out.ablation = ablation
     return out
 
 
-def entry(manifest: dict[str, Any], section: str, **match: Any) -> dict[str, Any]:
-    """The one entry of ``manifest[section]`` whose keys equal ``match`` (``label='static-p0', task='sst2'``)."""
-    [found] = [e for e in manifest[section] if all(e.get(k) == v for k, v in match.items())]
+def entry(manifest: Manifest, section: str, **match: Any) -> Record:
+    """The one record of ``manifest.SECTION`` whose fields equal ``match`` (``label='static-p0', task='sst2'``)."""
+    [found] = [e for e in getattr(manifest, section) if all(getattr(e, k) == v for k, v in match.items())]
     return found

@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from bvr import cli
-from bvr.ablate import find_manifest, load_manifest, make_plan
-from bvr.pipeline import render_pipeline
+from bvr.ablation.dvc import render_pipeline
+from bvr.ablation.plan import Manifest, find_manifest, make_plan
 from bvr.tracking import find_runs
 from tests.test_prepare import write_wiki_corpus
 
@@ -90,45 +90,47 @@ def finished(data_dir, tmp_path_factory):
 
 
 def test_every_unit_runs_and_the_manifest_indexes_mlflow(finished):
-    manifest = load_manifest(find_manifest("tiny-masking", finished / "outputs"))
-    assert manifest["arms"] == ["static", "dynamic", "no-pretraining"]
-    assert manifest["labels"] == ["static-p0", "static-p1", "dynamic-p0", "dynamic-p1", "no-pretraining-p0",
-                                  "no-pretraining-p1"]
-    assert manifest["tasks"] == ["sst2"] and manifest["finetune_seeds"] == [0, 1]
-    assert manifest["declared"] == {"static": {"masking.mode": "static"}, "dynamic": {"masking.mode": "dynamic"}}
-    assert [p["status"] for p in manifest["pretrain"]] == ["done"] * 4
-    assert len(manifest["finetune"]) == 6 * 1 * 2 and all(f["status"] == "done" for f in manifest["finetune"])
+    path = find_manifest("tiny-masking", finished / "outputs")
+    manifest = Manifest.load(path)
+    assert Manifest.from_dict(json.loads(path.read_text())).to_dict() == json.loads(path.read_text())  # layout kept
+    assert manifest.arms == ["static", "dynamic", "no-pretraining"]
+    assert manifest.labels == ["static-p0", "static-p1", "dynamic-p0", "dynamic-p1", "no-pretraining-p0",
+                               "no-pretraining-p1"]
+    assert manifest.tasks == ["sst2"] and manifest.finetune_seeds == [0, 1]
+    assert manifest.declared == {"static": {"masking.mode": "static"}, "dynamic": {"masking.mode": "dynamic"}}
+    assert [p.status for p in manifest.pretrain] == ["done"] * 4
+    assert len(manifest.finetune) == 6 * 1 * 2 and all(f.status == "done" for f in manifest.finetune)
     # Every model (each arm at each pretraining seed, and each control initialisation) gets BLiMP and the probe.
-    evaluations = {(e["label"], e["kind"], e["task"]): e for e in manifest["evaluations"]}
-    assert set(evaluations) == {(label, kind, task) for label in manifest["labels"]
+    evaluations = {(e.label, e.kind, e.task): e for e in manifest.evaluations}
+    assert set(evaluations) == {(label, kind, task) for label in manifest.labels
                                 for kind, task in (("blimp", None), ("probe", "sst2"))}
-    assert all(e["status"] == "done" and 0.0 <= e["score"] <= 1.0 for e in evaluations.values())
-    assert all(len(e["seeds"]) == 2 for e in evaluations.values() if e["kind"] == "probe")
+    assert all(e.status == "done" and 0.0 <= e.score <= 1.0 for e in evaluations.values())
+    assert all(len(e.seeds) == 2 for e in evaluations.values() if e.kind == "probe")
 
     runs = find_runs("tiny-masking", workdir=finished).set_index("run_id")
     parents = runs[runs["tags.bvr.stage"] == "ablation"]
-    assert list(parents.index) == [manifest["parent_run_id"]]
+    assert list(parents.index) == [manifest.parent_run_id]
     assert parents["tags.mlflow.runName"].iloc[0] == "tiny-masking (default)"
     pretrain = runs[runs["tags.bvr.stage"] == "pretrain"]
     assert sorted(pretrain["tags.mlflow.runName"]) == ["dynamic-p0/pretrain", "dynamic-p1/pretrain",
                                                        "static-p0/pretrain", "static-p1/pretrain"]
-    assert set(pretrain["tags.mlflow.parentRunId"]) == {manifest["parent_run_id"]}
-    for entry in manifest["finetune"]:
-        run = runs.loc[entry["run_id"]]
-        assert run["tags.mlflow.runName"] == f"{entry['label']}/finetune/sst2/seed{entry['seed']}"
-        assert run["metrics.dev/accuracy"] == pytest.approx(entry["score"])
+    assert set(pretrain["tags.mlflow.parentRunId"]) == {manifest.parent_run_id}
+    for entry in manifest.finetune:
+        run = runs.loc[entry.run_id]
+        assert run["tags.mlflow.runName"] == f"{entry.label}/finetune/sst2/seed{entry.seed}"
+        assert run["metrics.dev/accuracy"] == pytest.approx(entry.score)
         task_parent = runs.loc[run["tags.mlflow.parentRunId"]]
-        assert task_parent["tags.mlflow.parentRunId"] == manifest["parent_run_id"]
-    for entry in manifest["pretrain"]:
-        assert runs.loc[entry["run_id"], "tags.bvr.arm"] == entry["label"]
-    for entry in manifest["evaluations"]:
-        run = runs.loc[entry["run_id"]]
-        name = f"{entry['label']}/blimp" if entry["kind"] == "blimp" else f"{entry['label']}/probe/sst2"
-        assert run["tags.mlflow.runName"] == name and run["tags.mlflow.parentRunId"] == manifest["parent_run_id"]
-        assert run[f"metrics.{entry['main_key']}"] == pytest.approx(entry["score"])
+        assert task_parent["tags.mlflow.parentRunId"] == manifest.parent_run_id
+    for entry in manifest.pretrain:
+        assert runs.loc[entry.run_id, "tags.bvr.arm"] == entry.label
+    for entry in manifest.evaluations:
+        run = runs.loc[entry.run_id]
+        name = f"{entry.label}/blimp" if entry.kind == "blimp" else f"{entry.label}/probe/sst2"
+        assert run["tags.mlflow.runName"] == name and run["tags.mlflow.parentRunId"] == manifest.parent_run_id
+        assert run[f"metrics.{entry.main_key}"] == pytest.approx(entry.score)
     # The control fine-tunes from its initialisation at each pretraining seed: the weights the arms started from.
-    control = [f for f in manifest["finetune"] if f["arm"] == "no-pretraining"]
-    checkpoints = {f["pretrain_seed"]: runs.loc[f["run_id"], "tags.bvr.checkpoint"] for f in control}
+    control = [f for f in manifest.finetune if f.arm == "no-pretraining"]
+    checkpoints = {f.pretrain_seed: runs.loc[f.run_id, "tags.bvr.checkpoint"] for f in control}
     assert len(set(checkpoints.values())) == 2 and all("init-" in c for c in checkpoints.values())
 
 
@@ -173,16 +175,16 @@ def test_a_partial_run_continues_and_a_failed_unit_is_recorded(data_dir, tmp_pat
 
     code, out, _ = invoke(monkeypatch, capsys, *base, "--only", "pretrain:static")
     assert code == 0, out
-    manifest = load_manifest(find_manifest("exp", tmp_path / "outputs"))
-    assert [p["status"] for p in manifest["pretrain"]] == ["done", "missing"]
+    manifest = Manifest.load(find_manifest("exp", tmp_path / "outputs"))
+    assert [p.status for p in manifest.pretrain] == ["done", "missing"]
 
     code, out, err = invoke(monkeypatch, capsys, *base)
     assert code == 2
     assert "3 unit(s) failed" in err and "finetune:static:rte" in err and "RTE" in err
     assert "run the same command again" in err
-    manifest = load_manifest(find_manifest("exp", tmp_path / "outputs"))
-    assert [p["status"] for p in manifest["pretrain"]] == ["done", "done"]
-    status = {(f["arm"], f["task"]): f["status"] for f in manifest["finetune"]}
+    manifest = Manifest.load(find_manifest("exp", tmp_path / "outputs"))
+    assert [p.status for p in manifest.pretrain] == ["done", "done"]
+    status = {(f.arm, f.task): f.status for f in manifest.finetune}
     assert {k: v for k, v in status.items() if k[1] == "sst2"} == {
         ("static", "sst2"): "done", ("dynamic", "sst2"): "done", ("no-pretraining", "sst2"): "done"}
     assert {v for k, v in status.items() if k[1] == "rte"} == {"failed"}

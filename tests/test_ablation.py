@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bvr.ablation import (
+from bvr.ablation.declare import (
     CONTROL_ARM,
     arm_differences,
     check_arms,

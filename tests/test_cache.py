@@ -147,7 +147,7 @@ def test_a_lock_is_released_when_its_block_ends(tmp_path: Path) -> None:
 
 
 def test_evaluation_results_are_keyed_by_the_data_they_read(tmp_path: Path) -> None:
-    from bvr.ablation import Evaluations
+    from bvr.ablation.declare import Evaluations
     from bvr.evaluation.run import result_path
 
     model = tmp_path / "run" / "model"

@@ -45,6 +45,7 @@ import pytest
 from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE
 from scipy import integrate, optimize, stats
 
+from bvr.ablation.plan import Manifest
 from bvr.errors import BvrError
 from bvr.report.analysis import Analysis, analyse, headlines
 from bvr.report.collect import FINETUNE_COLUMNS, HISTORY_COLUMNS, PRETRAIN_COLUMNS, Collected, collect
@@ -264,13 +265,12 @@ def test_a_measure_pretraining_did_not_move_cannot_show_the_ablation(tmp_path: P
     assert "cannot show" not in blimp
 
 
-def _two_seeds(store: Store) -> dict:
+def _two_seeds(store: Store) -> Manifest:
     """The manifest with every unit of pretraining seed 2 not run: two pretraining seeds have values."""
     manifest = variant(store.manifest)
-    for section in ("pretrain", "evaluations", "finetune"):
-        for unit in manifest[section]:
-            if unit["pretrain_seed"] == 2:
-                unit.update(status="missing", run_id=None, score=None)
+    for unit in manifest.records():
+        if unit.pretrain_seed == 2:
+            unit.update(status="missing", run_id=None, **({"score": None} if hasattr(unit, "score") else {}))
     return manifest
 
 
@@ -327,14 +327,14 @@ def test_tables_show_the_hand_worked_rows(report: ReportResult) -> None:
 
 def test_every_number_links_to_its_run(report: ReportResult, store: Store) -> None:
     text = report.markdown.read_text(encoding="utf-8")
-    units = [*store.manifest["finetune"], *store.manifest["pretrain"], *store.manifest["evaluations"]]
+    units = [*store.manifest.finetune, *store.manifest.pretrain, *store.manifest.evaluations]
     assert len(units) == 36 + 6 + 18
     for unit in units:
-        assert f"#/experiments/{store.experiment_id}/runs/{unit['run_id']}" in text, unit["label"]
-    probe = entry(store.manifest, "evaluations", label="static-p1", kind="probe")["run_id"]
+        assert f"#/experiments/{store.experiment_id}/runs/{unit.run_id}" in text, unit.label
+    probe = entry(store.manifest, "evaluations", label="static-p1", kind="probe").run_id
     assert f"[p1](http://127.0.0.1:5000/#/experiments/{store.experiment_id}/runs/{probe})" in text
     assert "[p2s0×]" in text  # the collapsed control run is flagged where it is linked
-    assert store.manifest["context"]["git_commit"] in text
+    assert store.manifest.context.git_commit in text
 
 
 def test_html_is_self_contained(report: ReportResult) -> None:
@@ -383,7 +383,7 @@ def test_report_is_logged_to_the_parent_run(report: ReportResult, store: Store) 
 # Partial and broken inputs
 
 
-def _partial(store: Store) -> dict:
+def _partial(store: Store) -> Manifest:
     """The manifest with a run id the store lacks, a unit not run, a copied score that differs from its run's, a
     failed pretraining, an evaluation not run, and a parent run the store lacks."""
     manifest = variant(store.manifest)
@@ -394,7 +394,7 @@ def _partial(store: Store) -> dict:
     entry(manifest, "pretrain", label="dynamic-p1").update(status="failed", run_id=None,
                                                            error="loss is NaN at step 120")
     entry(manifest, "evaluations", label="static-p1", kind="probe").update(status="missing", run_id=None, score=None)
-    manifest["parent_run_id"] = "f" * 32
+    manifest.parent_run_id = "f" * 32
     return manifest
 
 
@@ -433,11 +433,11 @@ def test_partial_report_lists_what_is_missing(store: Store, tmp_path: Path) -> N
 
 def test_an_ablation_with_no_runs_yet_renders(store: Store, tmp_path: Path) -> None:
     manifest = variant(store.manifest)
-    manifest.update(experiment="never-run", parent_run_id=None)
+    manifest.experiment, manifest.parent_run_id = "never-run", None
     result = render_report(manifest, tmp_path / "empty", workdir=store.workdir)  # no parent run: nothing logged
     assert not result.complete and result.figures == []
     assert "MLflow experiment 'never-run' is not in" in result.missing[0]
-    units = len(manifest["finetune"]) + len(manifest["pretrain"]) + len(manifest["evaluations"])
+    units = len(manifest.finetune) + len(manifest.pretrain) + len(manifest.evaluations)
     assert len(result.missing) == 1 + units
     text = result.markdown.read_text(encoding="utf-8")
     assert "No finished fine-tuning run was found." in text and "No comparison yet" in text
@@ -448,13 +448,13 @@ def test_an_ablation_with_no_runs_yet_renders(store: Store, tmp_path: Path) -> N
 
 def test_seeds_not_run_are_listed_once_per_model_and_task(store: Store) -> None:
     manifest = variant(store.manifest)
-    for unit in manifest["finetune"]:
-        if unit["label"] == f"{CONTROL}-p0" and unit["task"] == "sst2":
+    for unit in manifest.finetune:
+        if unit.label == f"{CONTROL}-p0" and unit.task == "sst2":
             unit.update(status="missing", run_id=None, score=None)
     collected = collect(manifest, workdir=store.workdir)
     assert collected.missing == [f"{CONTROL}-p0/finetune/sst2 seeds 0, 1: status 'missing' in the manifest"]
     assert len(collected.finetune) == 34 and len(collected.evaluations) == 18 and len(collected.pretrain) == 6
-    assert sorted(collected.evaluations["label"]) == sorted(store.manifest["labels"] * 2)
+    assert sorted(collected.evaluations["label"]) == sorted(store.manifest.labels * 2)
 
 
 @pytest.mark.parametrize(("change", "message"), [
@@ -465,16 +465,16 @@ def test_seeds_not_run_are_listed_once_per_model_and_task(store: Store) -> None:
     ({"evaluations": {"arm": "static"}}, "'evaluations' must be a list of units"),
 ])
 def test_a_malformed_manifest_is_a_user_error(store: Store, tmp_path: Path, change: dict, message: str) -> None:
-    manifest = {**variant(store.manifest), **change}
+    data = {**store.manifest.to_dict(), **change}
     with pytest.raises(BvrError, match="manifest of ablation 'masking'") as err:
-        render_report(manifest, tmp_path / "bad", workdir=store.workdir)
+        render_report(Manifest.from_dict(data), tmp_path / "bad", workdir=store.workdir)
     assert message in str(err.value)
     assert not (tmp_path / "bad").exists()
 
 
 def test_vocab_report_draws_parameter_counts_and_quotes_the_paper(store: Store, tmp_path: Path) -> None:
     manifest = variant(store.manifest, "vocab")
-    manifest.update(published="vocab", parent_run_id=None)
+    manifest.published, manifest.parent_run_id = "vocab", None
     result = render_report(manifest, tmp_path / "vocab", workdir=store.workdir)
     assert "parameters.png" in {p.name for p in result.figures}
     text = result.markdown.read_text(encoding="utf-8")
@@ -494,8 +494,7 @@ def _pretrained_only(families: tuple[str, str]) -> Collected:
              "val/perplexity": math.exp(loss), "tokenizer.family": family, "tokenizer.vocab_size": "30000"}
             for (arm, values), family in zip(losses.items(), families, strict=True)
             for seed, loss in zip(PRETRAIN_SEEDS, values, strict=True)]
-    manifest = {"ablation": "batch-size", "arms": ["256", "2k"], "control_arm": None, "published": "batch-size",
-                "tasks": []}
+    manifest = Manifest("batch-size", ["256", "2k"], control_arm=None, published="batch-size", tasks=[])
     return Collected(manifest, "batch-size", None, "sqlite:///unused.db", pd.DataFrame(columns=FINETUNE_COLUMNS),
                      pd.DataFrame(rows, columns=PRETRAIN_COLUMNS), pd.DataFrame(columns=HISTORY_COLUMNS), [], None)
 
@@ -525,7 +524,7 @@ def test_mlm_loss_is_compared_only_within_one_tokenizer() -> None:
 
 def test_summary_lists_each_ablations_headlines(report: ReportResult, store: Store) -> None:
     other = _partial(store)
-    other["ablation"] = "masking-rerun"  # the same runs under another name, with units missing, never rendered
+    other.ablation = "masking-rerun"  # the same runs under another name, with units missing, never rendered
     index = render_summary([store.manifest, other], store.workdir / "reports", workdir=store.workdir)
     assert index == store.workdir / "reports" / "index.html"
     text = (index.parent / "index.md").read_text(encoding="utf-8")

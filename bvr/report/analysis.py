@@ -294,7 +294,7 @@ def _probe_title(task: str, features: str, metric: str) -> str:
 def _evaluation_measures(collected: Collected) -> list[Measure]:
     """BLiMP and the probes, each value ×100 (logged as fractions)."""
     frame = collected.evaluations
-    features = (collected.manifest.get("evaluations_settings") or {}).get("probe_features", "mean")
+    features = collected.manifest.evaluations_settings.get("probe_features", "mean")
     out = []
     for (kind, task), rows in frame.groupby(["kind", "task"], sort=False, dropna=False):
         task = None if pd.isna(task) else str(task)
@@ -331,8 +331,8 @@ def _finetune_measures(frame: pd.DataFrame, tasks: list[str], collected: Collect
 
 def _finetune_baseline(collected: Collected, task: str, metric: str, scale: float) -> float | None:
     """The majority/trivial baseline the runner copied into the manifest for ``task``, in points."""
-    for unit in collected.manifest.get("finetune", []):
-        value = (unit.get("baseline") or {}).get(metric) if unit.get("task") == task else None
+    for unit in collected.manifest.finetune:
+        value = (unit.baseline or {}).get(metric) if unit.task == task else None
         if isinstance(value, (int, float)) and math.isfinite(value):
             return float(value) * scale
     return None
@@ -413,7 +413,7 @@ def analyse(collected: Collected, published: pd.DataFrame) -> Analysis:
             the manifest's ``published`` key.
     """
     frame, scales = _scored(collected)
-    key = collected.manifest.get("published")
+    key = collected.manifest.published
     ours = published[published["ablation"] == key] if key else published.iloc[0:0]
     notes = []
     if key and ours.empty:

@@ -1,6 +1,7 @@
 """Read an ablation's runs back from MLflow, guided by the runner's manifest.
 
-The manifest (``outputs/ablations/NAME-HASH/manifest.json``) is the plan and the index: which arms, tasks and
+The manifest (:class:`bvr.ablation.plan.Manifest`, ``outputs/ablations/NAME-HASH/manifest.json``) is the plan and
+the index: which arms, tasks and
 seeds there should be, and the MLflow run id of each unit of work. Every number a report prints comes from the
 run named by that id, read from the store with :func:`bvr.tracking.find_runs` (the layout of
 ``mlflow.search_runs``: ``metrics.*``, ``params.*``, ``tags.*``) and, for curves, ``MlflowClient.get_metric_history``.
@@ -24,7 +25,7 @@ import pandas as pd
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from bvr.errors import BvrError
+from bvr.ablation.plan import EvaluationRecord, FinetuneRecord, Manifest, PretrainRecord, Record
 from bvr.tasks.registry import TASKS
 from bvr.tracking import (
     TAG_ARM,
@@ -36,9 +37,6 @@ from bvr.tracking import (
     store_client,
     tracking_uri,
 )
-
-MANIFEST_VERSION = 2
-"""The manifest layout this module reads."""
 
 HISTORY_KEYS = ("train/mlm_loss", "val/mlm_loss", "val/perplexity", "train/tokens_per_s", "train/tokens_seen")
 """Metric histories read from every pretraining run, for the curves."""
@@ -87,7 +85,7 @@ class Collected:
         parent_run_id: the ablation's parent run, when the store holds it.
     """
 
-    manifest: dict[str, Any]
+    manifest: Manifest
     experiment: str
     experiment_id: str | None
     uri: str
@@ -107,16 +105,16 @@ class Collected:
 
     @property
     def ablation(self) -> str:
-        return str(self.manifest["ablation"])
+        return self.manifest.ablation
 
     @property
     def arms(self) -> list[str]:
         """Every arm, in the manifest's order (the control last)."""
-        return [str(arm) for arm in self.manifest["arms"]]
+        return [str(arm) for arm in self.manifest.arms]
 
     @property
     def control(self) -> str | None:
-        return self.manifest.get("control_arm")
+        return self.manifest.control_arm
 
     @property
     def pretrained_arms(self) -> list[str]:
@@ -124,46 +122,7 @@ class Collected:
 
     @property
     def tasks(self) -> list[str]:
-        return [str(task) for task in self.manifest.get("tasks") or []]
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# The manifest
-
-
-def check_manifest(manifest: Any) -> None:
-    """Refuse a manifest this module cannot read, naming the key.
-
-    Raises:
-        BvrError: not a mapping, another version, or a missing or malformed key.
-    """
-    where = "ablation manifest"
-    if not isinstance(manifest, dict):
-        raise BvrError(f"expected a mapping, got {type(manifest).__name__}", where=where)
-    name = manifest.get("ablation")
-    where = f"manifest of ablation '{name}'" if isinstance(name, str) else where
-    hint = "run `bvr ablate` again to rewrite the manifest"
-    if manifest.get("version", MANIFEST_VERSION) != MANIFEST_VERSION:
-        raise BvrError(f"manifest version {manifest.get('version')!r} is not {MANIFEST_VERSION}", where=where,
-                       hint=hint)
-    if not isinstance(name, str) or not name:
-        raise BvrError("missing key 'ablation'", where=where, hint=hint)
-    if not isinstance(manifest.get("arms"), list) or not manifest["arms"]:
-        raise BvrError("'arms' must be a non-empty list", where=f"{where}: arms", hint=hint)
-    for key, needed in (("pretrain", ("arm", "status")), ("finetune", ("arm", "task", "seed", "status")),
-                        ("evaluations", ("arm", "kind", "status"))):
-        units = manifest.get(key, [])
-        if not isinstance(units, list):
-            raise BvrError(f"'{key}' must be a list of units", where=f"{where}: {key}", hint=hint)
-        for i, unit in enumerate(units):
-            absent = [k for k in needed if not isinstance(unit, dict) or k not in unit]
-            if absent:
-                raise BvrError(f"unit lacks {', '.join(absent)}", where=f"{where}: {key}[{i}]", hint=hint)
-
-
-def experiment_name(manifest: dict[str, Any]) -> str:
-    """The MLflow experiment of an ablation: ``experiment``, else the ablation's name."""
-    return str(manifest.get("experiment") or manifest["ablation"])
+        return [str(task) for task in self.manifest.tasks]
 
 
 def main_key(task: str) -> str:
@@ -176,7 +135,7 @@ def main_key(task: str) -> str:
 # Reading
 
 
-def collect(manifest: dict[str, Any], *, workdir: Path | None = None) -> Collected:
+def collect(manifest: Manifest, *, workdir: Path | None = None) -> Collected:
     """Read every run the manifest names from the store, listing what cannot be used.
 
     Args:
@@ -185,27 +144,22 @@ def collect(manifest: dict[str, Any], *, workdir: Path | None = None) -> Collect
 
     Returns:
         The :class:`Collected` runs.
-
-    Raises:
-        BvrError: the manifest cannot be read (:func:`check_manifest`).
     """
-    check_manifest(manifest)
     uri = tracking_uri(workdir)
     client = store_client(uri)
-    experiment = experiment_name(manifest)
+    experiment = manifest.experiment_name
     found = client.get_experiment_by_name(experiment)
     frame = find_runs(experiment, workdir=workdir)
     runs = {row["run_id"]: row for row in frame.to_dict("records")}
     missing: list[str] = []
     if found is None:
         missing.append(f"MLflow experiment '{experiment}' is not in {uri}")
-    several = len({unit.get("pretrain_seed", 0) for unit in manifest.get("pretrain", [])}) > 1
-    finetune = [_finetune_row(unit, runs, missing, several) for unit in manifest.get("finetune", [])]
-    pretrain = [_pretrain_row(unit, runs, missing, several) for unit in manifest.get("pretrain", [])]
+    finetune = [_finetune_row(unit, runs, missing) for unit in manifest.finetune]
+    pretrain = [_pretrain_row(unit, runs, missing) for unit in manifest.pretrain]
     pretrain = [row for row in pretrain if row is not None]
     history = [h for row in pretrain for h in _history(client, row)]
     evaluations, details = [], []
-    for unit in manifest.get("evaluations", []):
+    for unit in manifest.evaluations:
         found_row = _evaluation_row(unit, runs, missing)
         if found_row is not None:
             evaluations.append(found_row[0])
@@ -250,13 +204,15 @@ def _group_not_run(lines: list[str]) -> list[str]:
             f"{slot[0]} seeds {', '.join(groups[slot])}{slot[1]}" for slot in slots]
 
 
-def _label(unit: dict[str, Any], several_pretrain_seeds: bool = False) -> str:
+def _label(unit: Record) -> str:
     """The unit as its run is named in MLflow: ``static/finetune/sst2/seed3``, ``static-p1/pretrain``."""
-    if "kind" in unit:
-        stage = f"{unit['kind']}/{unit['task']}" if unit.get("task") else unit["kind"]
+    if isinstance(unit, EvaluationRecord):
+        stage = f"{unit.kind}/{unit.task}" if unit.task else unit.kind
+    elif isinstance(unit, FinetuneRecord):
+        stage = f"finetune/{unit.task}/seed{unit.seed}"
     else:
-        stage = f"finetune/{unit['task']}/seed{unit['seed']}" if "task" in unit else "pretrain"
-    return f"{unit.get('label') or unit['arm']}/{stage}"
+        stage = "pretrain"
+    return f"{unit.label or unit.arm}/{stage}"
 
 
 def _number(value: Any) -> float | None:
@@ -272,14 +228,13 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _usable_run(unit: dict[str, Any], runs: dict[str, dict], missing: list[str], label: str) -> dict | None:
+def _usable_run(unit: Record, runs: dict[str, dict], missing: list[str], label: str) -> dict | None:
     """The unit's run, or None with a line in ``missing`` saying why it cannot be used."""
-    status = unit.get("status")
-    if status != "done":
-        error = f": {unit['error']}" if unit.get("error") else ""
-        missing.append(f"{label}: status '{status}' in the manifest{error}")
+    if unit.status != "done":
+        error = f": {unit.error}" if unit.error else ""
+        missing.append(f"{label}: status '{unit.status}' in the manifest{error}")
         return None
-    run_id = unit.get("run_id")
+    run_id = unit.run_id
     if not run_id:
         missing.append(f"{label}: done in the manifest but no MLflow run id recorded")
         return None
@@ -290,7 +245,8 @@ def _usable_run(unit: dict[str, Any], runs: dict[str, dict], missing: list[str],
     if run["status"] != "FINISHED":
         missing.append(f"{label}: run {run_id} is {run['status']} in MLflow, not FINISHED; left out")
         return None
-    expected = {TAG_ARM: unit.get("label") or unit["arm"], TAG_TASK: unit.get("task"), TAG_SEED: unit.get("seed")}
+    expected = {TAG_ARM: unit.label or unit.arm, TAG_TASK: getattr(unit, "task", None),
+                TAG_SEED: getattr(unit, "seed", None)}
     for tag, value in expected.items():
         logged = _text(run.get(f"tags.{tag}"))
         if value is not None and logged is not None and logged != str(value):
@@ -299,41 +255,41 @@ def _usable_run(unit: dict[str, Any], runs: dict[str, dict], missing: list[str],
     return run
 
 
-def _finetune_row(unit: dict[str, Any], runs: dict[str, dict], missing: list[str], several: bool) -> dict | None:
-    label = _label(unit, several)
+def _finetune_row(unit: FinetuneRecord, runs: dict[str, dict], missing: list[str]) -> dict | None:
+    label = _label(unit)
     run = _usable_run(unit, runs, missing, label)
     if run is None:
         return None
-    key = unit.get("main_key") or main_key(str(unit["task"]))
+    key = unit.main_key or main_key(str(unit.task))
     value = _number(run.get(f"metrics.{key}"))
     if value is None:
         missing.append(f"{label}: run {run['run_id']} has no finite metric {key}; left out")
         return None
-    copied = _number(unit.get("score"))
+    copied = _number(unit.score)
     if copied is not None and not math.isclose(copied, value, rel_tol=1e-6, abs_tol=1e-9):
         missing.append(f"{label}: the manifest's score {copied:.6g} differs from run {run['run_id']}'s {key} "
                        f"{value:.6g}; the report uses the run's")
     collapsed = _text(run.get(f"tags.{TAG_COLLAPSED}")) == "true"
-    if unit.get("collapsed") is not None and bool(unit["collapsed"]) != collapsed:
-        missing.append(f"{label}: the manifest says collapsed={unit['collapsed']}, run {run['run_id']} is tagged "
+    if unit.collapsed is not None and bool(unit.collapsed) != collapsed:
+        missing.append(f"{label}: the manifest says collapsed={unit.collapsed}, run {run['run_id']} is tagged "
                        f"{TAG_COLLAPSED}={run.get(f'tags.{TAG_COLLAPSED}')}; the report uses the tag")
-    return {"arm": str(unit["arm"]), "pretrain_seed": int(unit.get("pretrain_seed", 0)), "task": str(unit["task"]),
-            "seed": int(unit["seed"]), "run_id": run["run_id"], "metric": key, "value": value,
+    return {"arm": str(unit.arm), "pretrain_seed": int(unit.pretrain_seed), "task": str(unit.task),
+            "seed": int(unit.seed), "run_id": run["run_id"], "metric": key, "value": value,
             "collapsed": collapsed, "seconds": _number(run.get("metrics.run/wall_seconds")),
             "git_commit": _text(run.get(f"tags.{TAG_GIT_COMMIT}"))}
 
 
-def _pretrain_row(unit: dict[str, Any], runs: dict[str, dict], missing: list[str], several: bool) -> dict | None:
-    label = _label(unit, several)
+def _pretrain_row(unit: PretrainRecord, runs: dict[str, dict], missing: list[str]) -> dict | None:
+    label = _label(unit)
     run = _usable_run(unit, runs, missing, label)
     if run is None:
         return None
-    row: dict[str, Any] = {"arm": str(unit["arm"]), "pretrain_seed": int(unit.get("pretrain_seed", 0)),
+    row: dict[str, Any] = {"arm": str(unit.arm), "pretrain_seed": int(unit.pretrain_seed),
                            "run_id": run["run_id"], "git_commit": _text(run.get(f"tags.{TAG_GIT_COMMIT}"))}
     row.update({key: _number(run.get(f"metrics.{key}")) for key in FINAL_KEYS})
     row.update({f"run/{key}": _number(run.get(f"metrics.run/{key}")) for key in RUN_KEYS})
     row.update({key: _text(run.get(f"params.{key}")) for key in CONFIG_KEYS})
-    copied = unit.get("metrics") or {}
+    copied = unit.metrics or {}
     for key in ("wall_seconds", "tokens_seen", "params_total"):
         ours, theirs = row[f"run/{key}"], _number(copied.get(key))
         if ours is not None and theirs is not None and not math.isclose(ours, theirs, rel_tol=1e-6):
@@ -342,28 +298,28 @@ def _pretrain_row(unit: dict[str, Any], runs: dict[str, dict], missing: list[str
     return row
 
 
-def _evaluation_row(unit: dict[str, Any], runs: dict[str, dict],
+def _evaluation_row(unit: EvaluationRecord, runs: dict[str, dict],
                     missing: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
     """An evaluation's headline (from its run) and per-seed values (from the manifest), and its other metrics."""
     label = _label(unit)
     run = _usable_run(unit, runs, missing, label)
     if run is None:
         return None
-    key = unit.get("main_key")
+    key = unit.main_key
     value = _number(run.get(f"metrics.{key}")) if key else None
     if value is None:
         missing.append(f"{label}: run {run['run_id']} has no finite metric {key}; left out")
         return None
-    seeds = {int(k): float(v) for k, v in (unit.get("seeds") or {}).items()}
+    seeds = {int(k): float(v) for k, v in (unit.seeds or {}).items()}
     if seeds and not math.isclose(sum(seeds.values()) / len(seeds), value, rel_tol=1e-6, abs_tol=1e-9):
         missing.append(f"{label}: the manifest's probe seeds average {sum(seeds.values()) / len(seeds):.6g}, run "
                        f"{run['run_id']} logged {key} {value:.6g}; the report uses the run's")
         seeds = {0: value}
-    row = {"arm": str(unit["arm"]), "label": str(unit.get("label") or unit["arm"]),
-           "pretrain_seed": int(unit.get("pretrain_seed", 0)), "kind": str(unit["kind"]), "task": unit.get("task"),
-           "run_id": run["run_id"], "metric": key, "value": value, "seeds": seeds or {0: value},
-           "baseline": _number(unit.get("baseline")), "seconds": _number(run.get("metrics.run/wall_seconds"))}
-    prefix = f"metrics.{unit['kind']}/"
+    row = {"arm": str(unit.arm), "label": str(unit.label or unit.arm), "pretrain_seed": int(unit.pretrain_seed),
+           "kind": str(unit.kind), "task": unit.task, "run_id": run["run_id"], "metric": key, "value": value,
+           "seeds": seeds or {0: value}, "baseline": _number(unit.baseline),
+           "seconds": _number(run.get("metrics.run/wall_seconds"))}
+    prefix = f"metrics.{unit.kind}/"
     details = [{"arm": row["arm"], "pretrain_seed": row["pretrain_seed"], "kind": row["kind"], "task": row["task"],
                 "key": name[len("metrics."):], "value": number}
                for name, raw in run.items() if name.startswith(prefix) and (number := _number(raw)) is not None]
@@ -382,9 +338,9 @@ def _history(client: MlflowClient, row: dict[str, Any]) -> Iterable[dict[str, An
     return sorted(points, key=lambda p: (p["key"], p["step"]))
 
 
-def _parent(client: MlflowClient, manifest: dict[str, Any], missing: list[str]) -> str | None:
+def _parent(client: MlflowClient, manifest: Manifest, missing: list[str]) -> str | None:
     """The parent run id when the store holds it; a recorded id it lacks is listed as missing."""
-    run_id = manifest.get("parent_run_id")
+    run_id = manifest.parent_run_id
     if not run_id:
         return None
     try:

@@ -33,6 +33,7 @@ import pandas as pd
 from mlflow.exceptions import MlflowException
 from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE
 
+from bvr.ablation.plan import Manifest
 from bvr.errors import BvrError
 from bvr.report import figures as fig
 from bvr.report.analysis import Analysis, Comparison, analyse, headlines, pretrain_table
@@ -249,12 +250,13 @@ def _log(a: Analysis, result: ReportResult) -> None:
                        hint="the files are written; render again with log_to_mlflow=False to skip MLflow") from None
 
 
-def render_report(manifest: dict, out_dir: Path | None = None, *, workdir: Path | None = None,
+def render_report(manifest: Manifest, out_dir: Path | None = None, *, workdir: Path | None = None,
                   log_to_mlflow: bool = True) -> ReportResult:
     """Render one ablation's report from its MLflow runs into ``out_dir``.
 
     Args:
-        manifest: the runner's manifest (``outputs/ablations/NAME-HASH/manifest.json``, as a dict).
+        manifest: the runner's manifest (``outputs/ablations/NAME-HASH/manifest.json``,
+            :meth:`bvr.ablation.plan.Manifest.load`).
         out_dir: the report folder (default ``reports/NAME``).
         workdir: folder holding the MLflow store (``mlflow.db``; default: the current directory).
         log_to_mlflow: log the report as artifacts of the ablation's parent run and set its description.
@@ -263,7 +265,7 @@ def render_report(manifest: dict, out_dir: Path | None = None, *, workdir: Path 
         What was written, and what is missing; an unfinished ablation renders a partial report.
 
     Raises:
-        BvrError: the manifest cannot be read, or logging to MLflow fails (the files are written by then).
+        BvrError: logging to MLflow fails (the files are written by then).
     """
     collected = collect(manifest, workdir=workdir)
     analysis = analyse(collected, load_published())
@@ -296,7 +298,7 @@ def render_report(manifest: dict, out_dir: Path | None = None, *, workdir: Path 
 # Summary across ablations
 
 
-def render_summary(manifests: list[dict], out_dir: Path = REPORTS_DIR, *, workdir: Path | None = None) -> Path:
+def render_summary(manifests: list[Manifest], out_dir: Path = REPORTS_DIR, *, workdir: Path | None = None) -> Path:
     """Write ``out_dir/index.md`` and ``index.html``: every ablation's status and headline verdicts.
 
     Args:
@@ -306,9 +308,6 @@ def render_summary(manifests: list[dict], out_dir: Path = REPORTS_DIR, *, workdi
 
     Returns:
         The path of ``index.html``.
-
-    Raises:
-        BvrError: a manifest cannot be read.
     """
     published = load_published()
     analyses = [analyse(collect(m, workdir=workdir), published) for m in manifests]

@@ -109,10 +109,10 @@ def _title(a: Analysis) -> list[Block]:
     status = ("Complete: every planned run is in MLflow and agrees with the manifest." if not missing else
               f"Partial: {len(missing)} planned item(s) are missing or disagree (listed under Missing); the "
               "statistics use the runs that are there.")
-    facts = [f"source {_relative(m.get('source'))}", f"preset {m.get('preset') or 'none (defaults)'}",
-             f"plan {m.get('plan_hash') or '—'}"]
+    facts = [f"source {_relative(m.source)}", f"preset {m.preset or 'none (defaults)'}",
+             f"plan {m.plan_hash or '—'}"]
     return [Heading(f"Ablation report: {a.collected.ablation}", 1),
-            Paragraph(str(m.get("description") or "").strip() or "(no description)"),
+            Paragraph(str(m.description or "").strip() or "(no description)"),
             Paragraph(status), Paragraph(" · ".join(facts))]
 
 
@@ -236,7 +236,7 @@ def _blimp(a: Analysis) -> list[Block]:
     terms = blimp[blimp["key"].str.startswith("blimp/term/")]
     paradigms = sorted({key.removeprefix("blimp/paradigm/") for key in blimp["key"]
                         if key.startswith("blimp/paradigm/")})
-    folder = (a.collected.manifest.get("context") or {}).get("data_dir")
+    folder = a.collected.manifest.context.data_dir
     published = _published_blimp(folder, paradigms)
     arms = [arm for arm in a.collected.arms if x.units(arm)]
     header = ["", *arms, *published]
@@ -250,7 +250,7 @@ def _blimp(a: Analysis) -> list[Block]:
             values = terms[(terms["key"] == term) & (terms["arm"] == arm)]["value"]
             cells.append(_fmt(100 * values.mean()) if not values.empty else "—")
         rows.append([name, *cells, *(_fmt(100 * v["terms"].get(name, math.nan)) for v in published.values())])
-    settings = a.collected.manifest.get("evaluations_settings") or {}
+    settings = a.collected.manifest.evaluations_settings
     n = settings.get("blimp_per_paradigm")
     caption = (f"Accuracy in %, pseudo-log-likelihood scoring (each token masked in turn), "
                f"{f'{n} pairs per paradigm (the same pairs for every model)' if n else 'all 1,000 pairs per paradigm'}"
@@ -317,8 +317,8 @@ def _missing(a: Analysis) -> list[Block]:
     return blocks
 
 
-def _hardware(context: dict[str, Any]) -> str:
-    hw = context.get("hardware") or {}
+def _hardware(hw: dict[str, Any]) -> str:
+    """The machine the manifest's context records (:func:`bvr.ablation.hardware.hardware`)."""
     cpu = f"{hw.get('cpu') or 'CPU'} × {hw.get('cpu_count') or '?'}"
     gpu = f"; {hw['gpu']} × {hw.get('gpu_count') or 1}" if hw.get("gpu") else "; no GPU"
     soft = ", ".join(f"{k} {hw[k]}" for k in ("python", "torch") if hw.get(k))
@@ -335,7 +335,7 @@ def _corpus(a: Analysis) -> str:
 
 def _commits(a: Analysis) -> str:
     """The manifest's commit, and every other commit a run was tagged with (a mixed ablation must say so)."""
-    planned = a.collected.manifest.get("context", {}).get("git_commit")
+    planned = a.collected.manifest.context.git_commit
     runs = pd.concat([a.collected.pretrain["git_commit"], a.collected.finetune["git_commit"]]).dropna()
     others = sorted(set(runs) - {planned})
     text = planned or "unknown"
@@ -344,19 +344,19 @@ def _commits(a: Analysis) -> str:
 
 def _context(a: Analysis, links: _Links) -> list[Block]:
     m = a.collected.manifest
-    context = m.get("context") or {}
+    context = m.context
     parent = a.collected.parent_run_id
     rows: list[list[Cell]] = [
         ["arms", ", ".join(a.collected.arms) + (f" (control: {a.collected.control})" if a.collected.control else "")],
         ["tasks", ", ".join(a.collected.tasks) or "—"],
-        ["fine-tuning seeds", ", ".join(map(str, m.get("finetune_seeds") or [])) or "—"],
-        ["pretraining seeds", ", ".join(map(str, m.get("pretrain_seeds") or [])) or "—"],
-        ["overrides", ", ".join(m.get("overrides") or []) or "none"],
+        ["fine-tuning seeds", ", ".join(map(str, m.finetune_seeds)) or "—"],
+        ["pretraining seeds", ", ".join(map(str, m.pretrain_seeds)) or "—"],
+        ["overrides", ", ".join(m.overrides) or "none"],
         ["corpus", _corpus(a)],
-        ["task data", str(context.get("data_dir") or "—")],
-        ["hardware", _hardware(context)],
-        ["started / updated", f"{context.get('started') or '—'} / {context.get('updated') or '—'}"],
-        ["wall time (all invocations, up to this report)", duration(context.get("wall_seconds"))],
+        ["task data", str(context.data_dir or "—")],
+        ["hardware", _hardware(context.hardware)],
+        ["started / updated", f"{context.started or '—'} / {context.updated or '—'}"],
+        ["wall time (all invocations, up to this report)", duration(context.wall_seconds)],
         ["git commit", _commits(a)],
         ["MLflow store", a.collected.uri],
         ["MLflow experiment", links.experiment(a.collected.experiment)],
@@ -381,16 +381,15 @@ def _arm_config(a: Analysis, arm: str) -> dict[str, Any]:
     """The planned config of an arm: the manifest keys configs by label (``static-p0``), one per pretraining seed,
     and the seeds of one arm differ only in their seed."""
     manifest = a.collected.manifest
-    configs = manifest.get("configs") or {}
+    configs = manifest.configs
     if isinstance(configs.get(arm), dict):
         return configs[arm]
-    labels = [e.get("label") for key in ("pretrain", "evaluations", "finetune") for e in manifest.get(key) or []
-              if e.get("arm") == arm]
+    labels = [record.label for record in manifest.records() if record.arm == arm]
     return next((configs[label] for label in labels if isinstance(configs.get(label), dict)), {})
 
 
 def _arms_table(a: Analysis, links: _Links) -> list[Block]:
-    declared = a.collected.manifest.get("declared") or {}
+    declared = a.collected.manifest.declared
     table = pretrain_table(a).set_index("arm")
     rows = []
     for arm in a.collected.arms:
@@ -418,7 +417,7 @@ def _arms_table(a: Analysis, links: _Links) -> list[Block]:
 
 
 def _seed_links(a: Analysis, links: _Links, rows: pd.DataFrame) -> Cell:
-    several = len(a.collected.manifest.get("pretrain_seeds") or []) > 1 or a.scores["pretrain_seed"].nunique() > 1
+    several = len(a.collected.manifest.pretrain_seeds) > 1 or a.scores["pretrain_seed"].nunique() > 1
     cells = []
     for r in rows.sort_values(["pretrain_seed", "seed"]).itertuples(index=False):
         text = (f"p{r.pretrain_seed}s{r.seed}" if several else f"s{r.seed}") + ("×" if r.collapsed else "")
@@ -504,7 +503,7 @@ def _beside_rows(a: Analysis) -> tuple[list[str], list[list[Cell]], list[str]]:
 
 
 def _published(a: Analysis) -> list[Block]:
-    key = a.collected.manifest.get("published")
+    key = a.collected.manifest.published
     blocks: list[Block] = [Heading("Beside the paper")]
     if a.published.empty:
         why = (f"reports/published.yaml has no table for '{key}'." if key else
@@ -611,7 +610,7 @@ def summary_blocks(analyses: Sequence[Analysis], reports: Sequence[str | None]) 
         overview.append([name, status, ", ".join(a.collected.arms), str(len(a.collected.tasks)),
                          _agreement_counts(a), link])
         lines = headlines(a) or ["no comparison yet"]
-        sections += [Heading(name), Paragraph(str(a.collected.manifest.get("description") or "").strip()),
+        sections += [Heading(name), Paragraph(str(a.collected.manifest.description or "").strip()),
                      Bullets(tuple(lines))]
     head = [Heading("bvr: ablation reports", 1),
             Paragraph("Each ablation's headline verdicts, read from MLflow; differences are in points (GLUE, "

@@ -1,6 +1,6 @@
 """``bvr pipeline NAME``: write the DVC pipeline (``dvc.yaml``) that runs an ablation stage by stage.
 
-The stages are :mod:`bvr.ablate`'s units, each a ``bvr ablate NAME --only UNIT`` call, so ``dvc repro`` and
+The stages are the units of :mod:`bvr.ablation.run`, each a ``bvr ablate NAME --only UNIT`` call, so ``dvc repro`` and
 ``bvr ablate`` share every cache and produce the same runs and report:
 
 - ``corpus``, ``tokenizer`` (``foreach`` family), ``data`` (``foreach`` arm): the prepared data;
@@ -27,7 +27,8 @@ from typing import Any
 
 import yaml
 
-from bvr.ablate import Plan
+from bvr.ablation.plan import Plan, Unit, UnitKind
+from bvr.ablation.stages import evaluation_file
 from bvr.config import PRESETS_DIR, read_yaml
 
 PARAMS_FILE = "params.yaml"
@@ -113,12 +114,13 @@ def pipeline_spec(plan: Plan, root: Path = Path(".")) -> dict[str, Any]:
                    "metrics": [{f"{stage_dir}/${{key}}/pretrain.json": {"cache": False}}]},
         }
     evaluate_params = [p for p in (_params(exp, ["evaluate"], root), {PARAMS_FILE: ["data_dir"]}) if p]
-    evaluations = [f"blimp:{a.label}" for a in plan.arms] if plan.evaluations.blimp else []  # needs blimp/ there
-    evaluations += [f"probe:{a.label}:{t}" for a in plan.arms for t in plan.evaluations.probe_tasks]
+    # BLiMP needs blimp/ in the data folder, which is known only when the stage runs.
+    evaluations = [Unit(UnitKind.BLIMP, a.label) for a in plan.arms] if plan.evaluations.blimp else []
+    evaluations += [Unit(UnitKind.PROBE, a.label, t) for a in plan.arms for t in plan.evaluations.probe_tasks]
     if evaluations:
         stages["evaluate"] = {
-            "foreach": {unit.replace(":", "-"): {"unit": unit, "arm": unit.split(":")[1],
-                                                  "out": _evaluation_out(unit)} for unit in evaluations},
+            "foreach": {unit.id.replace(":", "-"): {"unit": unit.id, "arm": unit.name, "out": _evaluation_out(unit)}
+                        for unit in evaluations},
             "do": {"cmd": f"{bvr} ${{item.unit}}", "params": evaluate_params,
                    "deps": [f"{stage_dir}/${{item.arm}}/model"],
                    "outs": [{f"{stage_dir}/${{item.arm}}/${{item.out}}": {"cache": False}}]},
@@ -138,7 +140,7 @@ def pipeline_spec(plan: Plan, root: Path = Path(".")) -> dict[str, Any]:
         "cmd": f"{bvr} report",
         "deps": [
             *(f"{stage_dir}/{a.label}/pretrain.json" for a in pretrained),
-            *(f"{stage_dir}/{u.split(':')[1]}/{_evaluation_out(u)}" for u in evaluations),
+            *(f"{stage_dir}/{u.name}/{_evaluation_out(u)}" for u in evaluations),
             *(f"{stage_dir}/{a.label}/finetune-{t}.json" for a in plan.arms for t in plan.tasks),
             *(["reports/published.yaml"] if (root / "reports" / "published.yaml").is_file() else []),
             *(["bvr/report"] if (root / "bvr" / "report").is_dir() else []),  # a change of the report re-renders it
@@ -150,11 +152,9 @@ def pipeline_spec(plan: Plan, root: Path = Path(".")) -> dict[str, Any]:
     return {"vars": [PARAMS_FILE], "stages": stages, "plots": _plots(plan, report_dir)}
 
 
-def _evaluation_out(unit: str) -> str:
+def _evaluation_out(unit: Unit) -> str:
     """The file an evaluation unit writes in its model's stage folder: ``blimp.json``, ``probe-sst2.json``."""
-    kind, _, rest = unit.partition(":")
-    task = rest.partition(":")[2]
-    return f"{kind}-{task}.json" if task else f"{kind}.json"
+    return evaluation_file(unit.kind.value, unit.task)
 
 
 def _plots(plan: Plan, report_dir: str) -> list[dict[str, Any]]:
@@ -206,10 +206,10 @@ class _NoAliases(yaml.SafeDumper):
 
 
 HEADER = """\
-# DVC pipeline of the ablation '{name}' at preset '{preset}', stage by stage (see bvr/pipeline.py).
+# DVC pipeline of the ablation '{name}' at preset '{preset}', stage by stage (see bvr/ablation/dvc.py).
 # Generated from {source} by:
 #     bvr pipeline {name}{preset_opt} --output {output}
-# Re-run that after adding an arm or a task; tests/test_pipeline.py checks that this file matches it.
+# Re-run that after adding an arm or a task; tests/test_ablate.py checks that this file matches it.
 # Run:  dvc repro                (the data folder: data_dir in params.yaml, or BVR_DATA_DIR when it is empty)
 #       dvc exp run -S '{source}:presets.{preset}.training.max_steps=300'    (vary a parameter)
 #       dvc metrics show; dvc plots show

@@ -1,0 +1,277 @@
+"""``bvr ablate NAME``: run an ablation declared in ``experiments/NAME.yaml`` from data to report.
+
+An ablation expands (:func:`bvr.ablation.plan.make_plan`) into *units*, each cached by the stage that runs it, so a
+second invocation with nothing changed runs nothing and an interrupted one continues where it stopped. Each kind
+of unit has one handler (:data:`bvr.ablation.units.HANDLERS`):
+
+==========================  ============================================================================
+unit                        what it does
+==========================  ============================================================================
+``corpus``                  read the corpus (:func:`bvr.pretraining.prepare.prepare_corpus`)
+``tokenizer:FAMILY``        train each tokenizer the arms use
+``data:ARM``                the arm's input format (and every stage before it)
+``pretrain:ARM``            pretrain the arm (resumed from ``last.ckpt`` if a run was cut short); for the
+                            control, write its randomly initialised encoder
+                            (:func:`bvr.pretraining.run.initialise`)
+``blimp:ARM``               score BLiMP's minimal pairs zero-shot (where the data folder has ``blimp/``)
+``probe:ARM:TASK``          frozen-feature linear probes on the task, over every probe seed
+``finetune:ARM:TASK``       fine-tune the arm on the task over every fine-tuning seed
+``report``                  render ``reports/NAME/`` (:mod:`bvr.report.render`)
+==========================  ============================================================================
+
+Every arm is pretrained before any is evaluated or fine-tuned (under torchrun or SLURM only rank zero goes on).
+With several pretraining seeds each (arm, seed) is its own unit, labelled ``ARM-pSEED``; the control gets one
+random initialisation per pretraining seed, the very weights that arm seeds start from, so that "arm minus
+control" pairs by seed and measures what pretraining from that starting point did.
+
+MLflow: one experiment per ablation (its name), a parent run per invocation (``NAME (PRESET)``, tag
+``bvr.stage=ablation``), and under it the runs ``ARM/pretrain``, ``ARM/finetune/TASK`` and
+``ARM/finetune/TASK/seedN``. Units reused from the cache keep the runs that produced them.
+
+The *manifest* (:class:`bvr.ablation.plan.Manifest`, ``output_dir/ablations/NAME-PRESET-HASH/manifest.json``,
+also logged to the parent run) is the plan and the index: every unit's status and MLflow run ids. The report
+reads it, then the numbers from MLflow. Its HASH covers everything that changes a result, so different presets or
+``--set`` values keep separate manifests.
+
+``dvc.yaml`` runs the same units one per stage (``bvr ablate NAME --only UNIT --stage-dir pipeline/NAME``); each
+stage then also writes its products under the stage folder for DVC to track (:mod:`bvr.ablation.stages`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from bvr.ablation.hardware import hardware
+from bvr.ablation.plan import Manifest, Plan, Unit, UnitKind
+from bvr.ablation.units import HANDLERS
+from bvr.cache import BUILT, global_rank
+from bvr.display import duration
+from bvr.errors import BvrError
+
+PRETRAINING_KINDS = (UnitKind.CORPUS, UnitKind.TOKENIZER, UnitKind.DATA, UnitKind.PRETRAIN)
+"""The units every DDP rank takes part in; the others run on rank zero only."""
+
+
+@dataclass
+class AblationResult:
+    """What one invocation did: units by id (``pretrain:static``)."""
+
+    plan: Plan
+    manifest: Manifest
+    ran: list[str]
+    reused: list[str]
+    failed: dict[str, str]
+    seconds: float
+    report: Any = None
+
+    @property
+    def complete(self) -> bool:
+        return self.manifest.complete
+
+
+class Runner:
+    """Runs units of one plan, keeping the manifest and the DVC stage folder up to date."""
+
+    def __init__(self, plan: Plan, *, stage_dir: Path | None, progress: bool, console: Console) -> None:
+        self.plan = plan
+        self.stage_dir = stage_dir
+        self.progress = progress
+        self.console = console
+        self.rank = global_rank()
+        path = plan.manifest_path
+        if path.is_file():
+            self.manifest = Manifest.load(path)
+            self.manifest.context.hardware = hardware()  # this invocation's machine
+        else:
+            self.manifest = Manifest.new(plan, hardware())
+        self.parent_run_id: str | None = None
+        self.built_before: set[Path] = set()
+        self.report: Any = None
+        self.models: dict[str, Path] = {}
+        self.ran: list[str] = []
+        self.reused: list[str] = []
+        self.failed: dict[str, str] = {}
+
+    def save(self) -> None:
+        if self.rank == 0:
+            self.manifest.save(self.plan.manifest_path)
+
+    def say(self, text: str) -> None:
+        if self.rank == 0:
+            self.console.print(text, highlight=False)
+
+    def stage_out(self, *parts: str) -> Path | None:
+        """Where a unit writes a product for DVC (its folder made), or None without a stage folder."""
+        if self.stage_dir is None or self.rank != 0:
+            return None
+        path = self.stage_dir.joinpath(*parts)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def fresh(self, folder: Path) -> bool:
+        """Whether the unit running now built the cache folder (rather than finding it finished)."""
+        path = Path(folder).resolve()
+        return path in BUILT and path not in self.built_before
+
+    def run_unit(self, unit: Unit) -> None:
+        """Run one unit through its kind's handler; a failure is recorded, not raised (but an interrupt is)."""
+        start = time.perf_counter()
+        self.built_before = set(BUILT)
+        self.say(f"[bold]▶ {unit}[/bold]")
+        try:
+            built = HANDLERS[unit.kind](self, unit)
+        except KeyboardInterrupt:
+            self.save()
+            raise
+        except BvrError as err:
+            self._fail(unit, err.one_line())
+            return
+        except Exception as err:  # noqa: BLE001 - one failed unit must not lose the others' results
+            self._fail(unit, f"{type(err).__name__}: {err}")
+            if os.environ.get("BVR_DEBUG"):
+                traceback.print_exc()
+            return
+        (self.ran if built else self.reused).append(unit.id)
+        seconds = time.perf_counter() - start
+        self.say(f"  {'done' if built else 'reused from the cache'} ({duration(seconds)})")
+        self.save()
+
+    def _fail(self, unit: Unit, message: str) -> None:
+        self.failed[unit.id] = message
+        self.say(f"  [red]failed:[/red] {message}")
+        if unit.kind is UnitKind.PRETRAIN and not self.plan.arm(unit.name).control:
+            self.manifest.pretrain_record(unit.name).update(status="failed", error=message)
+        elif unit.kind is UnitKind.FINETUNE:
+            for record in self.manifest.finetune_records(unit.name, unit.task):
+                if record.status != "done":
+                    record.update(status="failed", error=message)
+        elif unit.kind in (UnitKind.BLIMP, UnitKind.PROBE):
+            self.manifest.evaluation_record(unit.name, unit.kind.value, unit.task).update(status="failed",
+                                                                                         error=message)
+        self.save()
+
+
+@contextlib.contextmanager
+def _parent(runner: Runner, only: list[str] | None) -> Iterator[None]:
+    """The invocation's MLflow parent run; DVC stages (``--only``) share the manifest's."""
+    from bvr.tracking import parent_run, run_tags
+
+    plan = runner.plan
+    if runner.rank != 0:
+        yield
+        return
+    existing = runner.manifest.parent_run_id
+    if only and existing and _run_exists(existing):
+        runner.parent_run_id = existing
+        yield
+        return
+    tags = run_tags(ablation=plan.name, arm=None, stage="ablation",
+                    extra={"bvr.preset": plan.preset or "default", "bvr.plan": plan.plan_hash,
+                           "bvr.manifest": str(plan.manifest_path)})
+    name = f"{plan.name} ({plan.preset or 'default'}{', dvc' if only else ''})"
+    with parent_run(plan.experiment, name, workdir=Path.cwd(), tags=tags, description=plan.ablation.description) \
+            as run:
+        runner.parent_run_id = run.info.run_id
+        runner.manifest.parent_run_id = run.info.run_id
+        runner.save()
+        try:
+            yield
+        finally:
+            _log_manifest(runner)
+
+
+def _run_exists(run_id: str) -> bool:
+    from mlflow.exceptions import MlflowException
+
+    from bvr.tracking import store_client, tracking_uri
+
+    try:
+        store_client(tracking_uri(Path.cwd())).get_run(run_id)
+    except MlflowException:
+        return False
+    return True
+
+
+def _log_manifest(runner: Runner) -> None:
+    from bvr.tracking import store_client, tracking_uri
+
+    if runner.parent_run_id:
+        runner.save()
+        store_client(tracking_uri(Path.cwd())).log_artifact(runner.parent_run_id, str(runner.plan.manifest_path))
+
+
+def run_ablation(
+    plan: Plan,
+    *,
+    only: list[str] | None = None,
+    stage_dir: Path | None = None,
+    report: bool = True,
+    progress: bool = True,
+    console: Console | None = None,
+) -> AblationResult:
+    """Run every unit of ``plan`` (or the ``only`` ones), reusing finished units; render the report last.
+
+    A unit that fails is recorded in the manifest and the run goes on with the units that do not need it; the
+    failures are raised together at the end, after the (partial) report.
+
+    Args:
+        plan: from :func:`bvr.ablation.plan.make_plan`.
+        only: run just these units (``pretrain:static``; :meth:`Plan.units` lists them), as DVC stages do.
+        stage_dir: also write each unit's products here for DVC (``pipeline/NAME``).
+        report: render the report at the end of a full run.
+        progress: progress bars.
+        console: where to print (default: stdout).
+
+    Raises:
+        BvrError: an unknown unit; any unit failed (each named with its error, and what to do).
+        KeyboardInterrupt: passed on after the manifest is saved; re-running continues.
+    """
+    start = time.perf_counter()
+    console = console or Console()
+    runner = Runner(plan, stage_dir=stage_dir, progress=progress, console=console)
+    units = plan.select(only) if only else [u for u in plan.units() if report or u.kind is not UnitKind.REPORT]
+    if runner.rank != 0:  # other DDP ranks take part in pretraining only
+        units = [u for u in units if u.kind in PRETRAINING_KINDS]
+    runner.say(_describe_plan(plan, units))
+    context = runner.manifest.context
+    earlier = context.wall_seconds or 0.0  # summed over invocations
+    with _parent(runner, only):
+        for unit in units:
+            context.wall_seconds = earlier + time.perf_counter() - start
+            if unit.kind is UnitKind.REPORT:
+                _log_manifest(runner)
+            runner.run_unit(unit)
+    context.wall_seconds = earlier + time.perf_counter() - start
+    runner.save()
+    result = AblationResult(plan, runner.manifest, runner.ran, runner.reused, runner.failed,
+                            time.perf_counter() - start, runner.report)
+    if runner.failed:
+        lines = "; ".join(f"{unit}: {message}" for unit, message in runner.failed.items())
+        raise BvrError(f"{len(runner.failed)} unit(s) failed: {lines}", where=f"ablate {plan.name}",
+                       hint="fix the cause and run the same command again: finished units are reused")
+    return result
+
+
+def _describe_plan(plan: Plan, units: list[Unit]) -> str:
+    ab = plan.ablation
+    arms = ", ".join(a.label for a in plan.arms)
+    ev = plan.evaluations
+    blimp = ("BLiMP " + (f"{ev.blimp_per_paradigm} pairs per paradigm" if ev.blimp_per_paradigm else "all pairs")
+             if plan.blimp_dir is not None else "no BLiMP (no blimp/ in the data folder)")
+    probes = (f"probes {', '.join(ev.probe_tasks)} x {ev.probe_seeds} seeds" if ev.probe_tasks else "no probes")
+    lines = [f"[bold]ablation {plan.name}[/bold] (preset {plan.preset or 'default'}): {ab.description}",
+             f"  arms: {arms} ({len(ab.pretrain_seeds)} pretraining seed(s) each)",
+             f"  evaluations: {blimp}; {probes}",
+             f"  fine-tuning: {', '.join(plan.tasks)} x {len(plan.seeds)} seeds",
+             f"  manifest: {plan.manifest_path}",
+             f"  units to run or reuse: {len(units)}"]
+    return "\n".join(lines)
