@@ -17,7 +17,8 @@ import yaml
 
 from bvr import cli
 from bvr.ablation.dvc import render_pipeline
-from bvr.ablation.plan import Manifest, find_manifest, make_plan
+from bvr.ablation.plan import MANIFEST_VERSION, Manifest, UnitKind, find_manifest, make_plan
+from bvr.errors import BvrError
 from bvr.tracking import find_runs
 from tests.test_prepare import write_wiki_corpus
 
@@ -199,6 +200,72 @@ def test_unknown_unit_and_unfair_override_are_refused(tmp_path, monkeypatch, cap
     assert code == 2 and "no unit 'pretrain:nope'" in err and "pretrain:static" in err
     code, _, err = invoke(monkeypatch, capsys, "ablate", "exp.yaml", "--set", "masking.mode=static")
     assert code == 2 and "what the arms differ in" in err
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The plan and the manifest, without running anything
+
+V2_KEYS = ["version", "ablation", "description", "source", "preset", "overrides", "plan_hash", "experiment",
+           "parent_run_id", "published", "arms", "labels", "control_arm", "declared", "configs", "pretrain_seeds",
+           "tasks", "finetune_seeds", "finetune_hparams", "evaluations_settings", "pretrain", "evaluations",
+           "finetune", "context"]
+"""The top-level keys of a version-2 manifest.json, in the order they are written."""
+
+
+def test_units_run_in_order_and_each_kind_has_a_handler(data_dir, tmp_path, monkeypatch):
+    from bvr.ablation.units import HANDLERS
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "exp.yaml").write_text(EXPERIMENT)
+    plan = make_plan("exp.yaml", data_dir=data_dir)
+    assert [unit.id for unit in plan.units()] == [
+        "corpus", "tokenizer:bert", "data:static", "data:dynamic", "pretrain:static", "pretrain:dynamic",
+        "pretrain:no-pretraining", "blimp:static", "blimp:dynamic", "blimp:no-pretraining", "probe:static:sst2",
+        "probe:dynamic:sst2", "probe:no-pretraining:sst2", "finetune:static:sst2", "finetune:dynamic:sst2",
+        "finetune:no-pretraining:sst2", "report"]
+    assert set(HANDLERS) == set(UnitKind)
+    assert [u.id for u in plan.select(["finetune:static:sst2", "corpus"])] == ["corpus", "finetune:static:sst2"]
+    with pytest.raises(BvrError, match="no unit 'probe:static'"):
+        plan.select(["probe:static"])
+
+
+def test_a_new_manifest_is_written_in_the_version_2_layout_and_read_back(data_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "exp.yaml").write_text(EXPERIMENT)
+    plan = make_plan("exp.yaml", data_dir=data_dir)
+    manifest = Manifest.new(plan, {"cpu": "test", "gpu": None})
+    manifest.save(plan.manifest_path)
+    data = json.loads(plan.manifest_path.read_text())
+    assert list(data) == V2_KEYS and data["version"] == MANIFEST_VERSION == 2
+    assert list(data["pretrain"][0]) == ["arm", "label", "pretrain_seed", "status", "run_id", "run_dir", "error",
+                                         "metrics"]
+    assert list(data["evaluations"][0]) == ["arm", "label", "pretrain_seed", "kind", "task", "status", "run_id",
+                                            "main_key", "score", "seeds", "baseline", "seconds", "error"]
+    assert list(data["finetune"][0]) == ["arm", "label", "pretrain_seed", "task", "seed", "status", "run_id",
+                                         "parent_run_id", "main_key", "score", "collapsed", "seconds", "baseline",
+                                         "error"]
+    assert list(data["context"]) == ["git_commit", "data_dir", "output_dir", "started", "updated", "wall_seconds",
+                                     "hardware"]
+    assert [(e["label"], e["kind"], e["task"]) for e in data["evaluations"][:2]] == [("static", "blimp", None),
+                                                                                     ("static", "probe", "sst2")]
+    assert {e["status"] for e in [*data["pretrain"], *data["evaluations"], *data["finetune"]]} == {"missing"}
+    again = Manifest.load(plan.manifest_path)
+    assert again.to_dict() == manifest.to_dict() == data
+    again.finetune_records("dynamic", "sst2")[0].update(status="done", run_id="r1", score=0.5)
+    assert Manifest.from_dict(again.to_dict()).finetune[2].run_id == "r1"
+    with pytest.raises(AttributeError, match="no field 'scor'"):
+        again.pretrain_record("static").update(scor=1.0)
+
+
+def test_a_manifest_of_another_version_is_refused_naming_the_file(tmp_path):
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps({"version": 1, "ablation": "masking", "arms": ["static"]}))
+    with pytest.raises(BvrError, match="manifest version 1 is not 2") as err:
+        Manifest.load(path)
+    assert str(path) in str(err.value) and "run `bvr ablate` again" in str(err.value)
+    path.write_text("{")
+    with pytest.raises(BvrError, match="cannot read the ablation manifest"):
+        Manifest.load(path)
 
 
 # ---------------------------------------------------------------------------------------------------------------
