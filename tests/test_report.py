@@ -494,7 +494,7 @@ def _pretrained_only(families: tuple[str, str]) -> Collected:
              "val/perplexity": math.exp(loss), "tokenizer.family": family, "tokenizer.vocab_size": "30000"}
             for (arm, values), family in zip(losses.items(), families, strict=True)
             for seed, loss in zip(PRETRAIN_SEEDS, values, strict=True)]
-    manifest = Manifest("batch-size", ["256", "2k"], control_arm=None, published="batch-size", tasks=[])
+    manifest = Manifest(ablation="batch-size", arms=["256", "2k"], control_arm=None, published="batch-size", tasks=[])
     return Collected(manifest, "batch-size", None, "sqlite:///unused.db", pd.DataFrame(columns=FINETUNE_COLUMNS),
                      pd.DataFrame(rows, columns=PRETRAIN_COLUMNS), pd.DataFrame(columns=HISTORY_COLUMNS), [], None)
 

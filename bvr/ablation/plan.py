@@ -250,6 +250,7 @@ class Record:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Record:
+        """The record a manifest's JSON object holds (``label`` defaults to the arm, ``pretrain_seed`` to 0)."""
         names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
         values = {**{k: v for k, v in cls._DEFAULTS.items() if k in names}, "label": data["arm"],
                   **{k: v for k, v in data.items() if k in names}}
@@ -360,22 +361,25 @@ def now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Manifest:
     """The plan identity, the machine, and every unit's record; fields in the order of the JSON file."""
 
-    ablation: str
-    arms: list[str]
     version: int = MANIFEST_VERSION
+    ablation: str
     description: str | None = None
     source: str | None = None
+    """The experiment file."""
     preset: str | None = None
     overrides: list[str] = field(default_factory=list)
     plan_hash: str | None = None
     experiment: str | None = None
     parent_run_id: str | None = None
+    """The MLflow parent run of the latest invocation (DVC stages share it)."""
     published: str | None = None
     """The table of ``reports/published.yaml`` this ablation compares with."""
+    arms: list[str]
+    """Every arm, the control last."""
     labels: list[str] = field(default_factory=list)
     control_arm: str | None = None
     declared: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -392,11 +396,6 @@ class Manifest:
     evaluations: list[EvaluationRecord] = field(default_factory=list)
     finetune: list[FinetuneRecord] = field(default_factory=list)
     context: RunContext = field(default_factory=RunContext)
-
-    _ORDER = ("version", "ablation", "description", "source", "preset", "overrides", "plan_hash", "experiment",
-              "parent_run_id", "published", "arms", "labels", "control_arm", "declared", "configs",
-              "pretrain_seeds", "tasks", "finetune_seeds", "finetune_hparams", "evaluations_settings", "pretrain",
-              "evaluations", "finetune", "context")
 
     @classmethod
     def new(cls, plan: Plan, hardware: dict[str, Any]) -> Manifest:
@@ -453,7 +452,7 @@ class Manifest:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON layout of manifest.json (version :data:`MANIFEST_VERSION`)."""
-        out = {key: getattr(self, key) for key in self._ORDER}
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         for key in ("pretrain", "evaluations", "finetune"):
             out[key] = [record.to_dict() for record in out[key]]
         out["context"] = self.context.to_dict()
@@ -496,6 +495,17 @@ class Manifest:
     def records(self) -> list[Record]:
         """Every unit's record: pretraining, evaluations, fine-tuning."""
         return [*self.pretrain, *self.evaluations, *self.finetune]
+
+    def records_of(self, unit: Unit) -> list[Record]:
+        """The records ``unit`` fills: none for the data units, the report and the control's initialisation."""
+        if unit.kind is UnitKind.PRETRAIN:
+            return [r for r in self.pretrain if r.label == unit.name]
+        if unit.kind in (UnitKind.BLIMP, UnitKind.PROBE):
+            return [r for r in self.evaluations
+                    if r.label == unit.name and r.kind == unit.kind.value and r.task == unit.task]
+        if unit.kind is UnitKind.FINETUNE:
+            return self.finetune_records(unit.name, unit.task)
+        return []
 
     def pretrain_record(self, label: str) -> PretrainRecord:
         return next(r for r in self.pretrain if r.label == label)

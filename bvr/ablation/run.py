@@ -148,15 +148,9 @@ class Runner:
     def _fail(self, unit: Unit, message: str) -> None:
         self.failed[unit.id] = message
         self.say(f"  [red]failed:[/red] {message}")
-        if unit.kind is UnitKind.PRETRAIN and not self.plan.arm(unit.name).control:
-            self.manifest.pretrain_record(unit.name).update(status="failed", error=message)
-        elif unit.kind is UnitKind.FINETUNE:
-            for record in self.manifest.finetune_records(unit.name, unit.task):
-                if record.status != "done":
-                    record.update(status="failed", error=message)
-        elif unit.kind in (UnitKind.BLIMP, UnitKind.PROBE):
-            self.manifest.evaluation_record(unit.name, unit.kind.value, unit.task).update(status="failed",
-                                                                                         error=message)
+        for record in self.manifest.records_of(unit):
+            if unit.kind is not UnitKind.FINETUNE or record.status != "done":  # seeds that finished stay done
+                record.update(status="failed", error=message)
         self.save()
 
 

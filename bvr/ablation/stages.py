@@ -43,7 +43,7 @@ def copy_tree(source: Path, target: Path) -> None:
     tmp.rename(target)
 
 
-def finetune_record(result: Any, task: str, label: str, records: list[FinetuneRecord]) -> dict[str, Any]:
+def finetune_summary(result: Any, task: str, label: str, records: list[FinetuneRecord]) -> dict[str, Any]:
     """``ARM/finetune-TASK.json``: a fine-tuning result (:func:`bvr.tasks.run.finetune`'s) over every seed."""
     return {"task": task, "arm": label, "main_key": result.main_key, **result.summary(),
             "collapsed": sum(seed.collapsed for seed in result.seeds), "baseline": result.info.baseline,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bvr.ablation.plan import Unit, UnitKind
-from bvr.ablation.stages import adopt_stage_records, copy_tree, evaluation_file, finetune_record
+from bvr.ablation.stages import adopt_stage_records, copy_tree, evaluation_file, finetune_summary
 from bvr.config import Config, config_hash
 from bvr.errors import BvrError
 
@@ -171,7 +171,7 @@ def finetune(runner: Runner, unit: Unit) -> bool:
                f"{summary['max']:.4f}) over {len(result.seeds)} seeds" +
                (f", {collapsed} collapsed" if collapsed else ""))
     if (out := runner.stage_out(label, f"finetune-{task}.json")) is not None:
-        out.write_text(json.dumps(finetune_record(result, task, label, records), indent=2))
+        out.write_text(json.dumps(finetune_summary(result, task, label, records), indent=2))
     return any(not seed.reused for seed in result.seeds)
 
 
