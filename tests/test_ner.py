@@ -10,8 +10,8 @@ import torch
 from tokenizers import Tokenizer
 
 from bvr.errors import BvrError
+from bvr.model.losses import IGNORE_INDEX
 from bvr.tasks.ner import (
-    IGNORE_INDEX,
     EntityF1,
     Sentence,
     align_labels,

@@ -19,10 +19,10 @@ from bvr.config import load_config
 from bvr.errors import BvrError
 from bvr.locks import holder, lock_path
 from bvr.pretrained import fill_mask, load_pretrained
-from bvr.pretraining.module import NonFiniteLoss
 from bvr.pretraining.prepare import prepare
 from bvr.pretraining.run import DEFAULT_EXPERIMENT, pretrain, run_dir_for
 from bvr.tracking import find_runs, tracking_uri
+from bvr.training import NonFiniteLoss
 from tests.test_prepare import write_wiki_corpus
 
 TINY = [

@@ -33,8 +33,9 @@ from tokenizers import Tokenizer
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from bvr.errors import BvrError
+from bvr.model.losses import IGNORE_INDEX
 from bvr.tasks.glue import Example, load_task_split
-from bvr.tasks.ner import IGNORE_INDEX, Sentence, encode_ner, read_conll
+from bvr.tasks.ner import Sentence, encode_ner, read_conll
 from bvr.tasks.registry import TaskSpec
 from bvr.tasks.squad import SquadExample, encode_squad, read_squad, split_by_article
 

@@ -40,12 +40,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from bvr.model.encoder import Dropout, Encoder, EncoderConfig, Pooler, init_weights
-from bvr.pretraining.module import NonFiniteLoss, linear_schedule, no_decay
+from bvr.model.losses import IGNORE_INDEX, cross_entropy
 from bvr.tasks.data import SplitData, TaskData
 from bvr.tasks.metrics import baseline_note, main_score, majority_baseline, make_metrics
-from bvr.tasks.ner import IGNORE_INDEX, EntityF1, labels_to_tags, predictions_to_tags
+from bvr.tasks.ner import EntityF1, labels_to_tags, predictions_to_tags
 from bvr.tasks.registry import TaskSpec
 from bvr.tasks.squad import SquadMetric, decode_predictions, references, squad_scores
+from bvr.training import adamw, check_finite
 
 COLLAPSE_STD_RATIO = 1e-2
 """A regression run has collapsed when its predictions' standard deviation is below this share of the gold
@@ -306,13 +307,6 @@ class SpanEvaluator(Evaluator):
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def _cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy over the targets that are not -100; a zero in the graph when there are none."""
-    if not bool(targets.ne(IGNORE_INDEX).any()):
-        return logits.sum() * 0.0
-    return F.cross_entropy(logits.float(), targets, ignore_index=IGNORE_INDEX)
-
-
 class Family:
     """What one task kind adds to the shared encoder and fine-tuning loop."""
 
@@ -378,7 +372,7 @@ class TaggingFamily(Family):
         return TokenHead(encoder.config, data.spec.num_labels)
 
     def loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return _cross_entropy(logits.flatten(0, 1), batch["labels"].flatten())
+        return cross_entropy(logits.flatten(0, 1).float(), batch["labels"].flatten())
 
     def evaluator(self, data: TaskData, split: str) -> Evaluator:
         return TaggingEvaluator(data.spec)
@@ -495,9 +489,8 @@ class FinetuneModule(L.LightningModule):
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         loss = self.family.loss(self.model(batch), batch)
-        if not torch.isfinite(loss):
-            raise NonFiniteLoss(f"the fine-tuning loss is not finite at step {self.global_step}", where="training",
-                                hint="lower learning_rate or raise warmup_fraction")
+        check_finite(loss, self.global_step, what="fine-tuning loss",
+                     hint="lower learning_rate or raise warmup_fraction")
         self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["input_ids"]))
         self.log("lr", self.lr_schedulers().get_last_lr()[0], batch_size=len(batch["input_ids"]))
         return loss
@@ -521,17 +514,10 @@ class FinetuneModule(L.LightningModule):
         self.log_dict(scores)
 
     def configure_optimizers(self) -> dict[str, Any]:
-        params = list(self.model.named_parameters())
-        groups = [
-            {"params": [p for n, p in params if not no_decay(n, p)], "weight_decay": self.optim.weight_decay},
-            {"params": [p for n, p in params if no_decay(n, p)], "weight_decay": 0.0},
-        ]
-        optimizer = torch.optim.AdamW(groups, lr=self.optim.learning_rate, betas=self.optim.adam_betas,
-                                      eps=self.optim.adam_eps)
         total = int(self.trainer.estimated_stepping_batches)
-        schedule = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, linear_schedule(round(self.optim.warmup_fraction * total), total))
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+        return adamw(self.model.named_parameters(), learning_rate=self.optim.learning_rate,
+                     weight_decay=self.optim.weight_decay, betas=self.optim.adam_betas, eps=self.optim.adam_eps,
+                     warmup_steps=round(self.optim.warmup_fraction * total), max_steps=total)
 
 
 def make_module(encoder: Encoder, data: TaskData, optim: OptimSettings) -> FinetuneModule:

@@ -26,9 +26,7 @@ from tokenizers import Encoding, Tokenizer
 from torchmetrics import Metric
 
 from bvr.errors import BvrError
-
-IGNORE_INDEX = -100
-"""Label of tokens the loss and the metric skip: specials and every sub-token after a word's first."""
+from bvr.model.losses import IGNORE_INDEX
 
 OUTSIDE = "O"
 DOCSTART = "-DOCSTART-"

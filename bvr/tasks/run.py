@@ -36,13 +36,11 @@ from typing import Any
 
 import lightning as L
 import numpy as np
-import torch
 import yaml
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
 from bvr.cache import build_once, cache_dir, fingerprint, is_done
-from bvr.checkpoints import AtomicCheckpointIO
 from bvr.config import build_dataclass, build_layered, locate_error, parse_override, read_yaml
 from bvr.display import duration
 from bvr.errors import BvrError
@@ -55,6 +53,7 @@ from bvr.tasks.module import FAMILIES, EpochScores, FinetuneModule, OptimSetting
 from bvr.tasks.registry import TASKS, TaskSpec, get_task
 from bvr.tokenization import vocab_info
 from bvr.tracking import TAG_COLLAPSED, log_config, parent_run, run_name, run_tags, store_client, tracking_uri
+from bvr.training import build_trainer
 
 FINETUNE_VERSION = 2
 DEFAULT_EXPERIMENT = "bvr-finetune"
@@ -321,7 +320,7 @@ def spread(values: Sequence[float]) -> dict[str, float]:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Checkpoint, encoder, trainer
+# Checkpoint and encoder
 # ---------------------------------------------------------------------------------------------------------------
 
 
@@ -359,31 +358,6 @@ class EncoderSource:
         else:
             encoder.load_state_dict(self.state)
         return encoder
-
-
-def _precision(cfg: FinetuneConfig) -> str:
-    if cfg.precision != "auto":
-        return cfg.precision
-    return "bf16-mixed" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "32-true"
-
-
-def _trainer(cfg: FinetuneConfig, root: Path, logger: Any, progress: bool) -> L.Trainer:
-    return L.Trainer(
-        max_epochs=cfg.epochs,
-        max_steps=cfg.max_steps or -1,
-        precision=_precision(cfg),
-        accelerator=cfg.accelerator,
-        devices=1,
-        gradient_clip_val=cfg.grad_clip or None,
-        logger=logger,
-        enable_checkpointing=False,
-        num_sanity_val_steps=0,
-        log_every_n_steps=cfg.log_every_steps,
-        enable_progress_bar=progress,
-        enable_model_summary=False,
-        default_root_dir=str(root),
-        plugins=[AtomicCheckpointIO()],
-    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -455,7 +429,10 @@ def _train_seed(job: _Job, seed: int, parent_id: str, out: Path) -> SeedResult:
     L.seed_everything(seed, workers=True, verbose=False)
     module = make_module(job.source.build(), job.data, job.cfg.optim_settings())
     logger = _seed_logger(job, seed, parent_id)
-    trainer = _trainer(job.cfg, out, logger, job.progress)
+    cfg = job.cfg
+    trainer = build_trainer(out, logger=logger, precision=cfg.precision, accelerator=cfg.accelerator,
+                            grad_clip=cfg.grad_clip, log_every_steps=cfg.log_every_steps, progress=job.progress,
+                            max_steps=cfg.max_steps or -1, max_epochs=cfg.epochs)
     start = time.perf_counter()
     _fit(job, module, trainer, seed)
     final, best = module.history[-1], _best(module.history, job.main_key)
