@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bvr.model import EncoderConfig
+from bvr.model import IGNORE_INDEX, EncoderConfig
 from bvr.model.encoder import Encoder, init_weights
 from bvr.model.hf import to_hf_state_dict
 from bvr.tasks.module import FAMILIES, FinetuneModel, SequenceHead, TokenHead, take_pooler
@@ -61,8 +61,8 @@ def make_batch(kind: str, seed: int) -> dict[str, torch.Tensor]:
         target = torch.from_numpy(rng.integers(0, labels, BATCH))
     else:
         target = torch.from_numpy(rng.integers(0, labels, (BATCH, width)))
-        target[mask == 0] = -100
-        target[:, 0] = -100
+        target[mask == 0] = IGNORE_INDEX
+        target[:, 0] = IGNORE_INDEX
     return {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids), "labels": target}
 
 

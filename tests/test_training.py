@@ -9,11 +9,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 from lightning.pytorch.callbacks import ModelCheckpoint
+from mlflow import MlflowClient
 from torch import nn
 
 from bvr.checkpoints import AtomicCheckpointIO
 from bvr.errors import BvrError
 from bvr.model.losses import IGNORE_INDEX, accuracy, cross_entropy
+from bvr.tracking import tracking_uri
 from bvr.training import (
     NonFiniteLoss,
     adamw,
@@ -23,6 +25,7 @@ from bvr.training import (
     parameter_groups,
     resolve_precision,
     resolve_strategy,
+    training_logger,
 )
 
 
@@ -172,3 +175,16 @@ def test_no_labelled_target_is_a_zero_loss_in_the_graph_not_nan():
     assert loss.item() == 0.0 and not math.isnan(loss.item())
     assert torch.equal(logits.grad, torch.zeros(3, 4))
     assert float(accuracy(logits, targets)) == 0.0
+
+
+def test_a_training_run_is_named_and_tagged_by_its_parts(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the default store lives in the working directory
+    logger = training_logger("bvr-training", arm="bert", stage="finetune", ablation="masking", task="rte", seed=2,
+                             extra={"bvr.checkpoint": "ckpt"})
+    logger.log_metrics({"train/loss": 1.0}, step=0)
+    logger.finalize("success")
+    run = MlflowClient(tracking_uri(tmp_path)).get_run(logger.run_id)
+    assert run.info.run_name == "bert/finetune/rte/seed2"
+    tags = run.data.tags
+    assert tags["bvr.arm"] == "bert" and tags["bvr.stage"] == "finetune" and tags["bvr.task"] == "rte"
+    assert tags["bvr.seed"] == "2" and tags["bvr.ablation"] == "masking" and tags["bvr.checkpoint"] == "ckpt"

@@ -28,7 +28,6 @@ from bvr.cache import DONE, build_once, cache_dir, is_done, target_lock
 from bvr.checkpoints import check_checkpoint
 from bvr.config import Config, dump_config
 from bvr.errors import BvrError
-from bvr.logger import make_logger
 from bvr.model import EncoderConfig, PretrainingModel, count_parameters
 from bvr.model.encoder import compile_layers
 from bvr.model.hf import export_hf
@@ -37,8 +36,8 @@ from bvr.pretraining.masking import mask_exposure
 from bvr.pretraining.module import PretrainingModule
 from bvr.pretraining.prepare import Prepared, load_instances, prepare, prepare_corpus, prepare_tokenizer
 from bvr.tokenization import load_tokenizer, vocab_info
-from bvr.tracking import git_commit, log_artifact_dir, log_config, run_name, run_tags
-from bvr.training import build_trainer
+from bvr.tracking import git_commit, log_artifact_dir, log_config
+from bvr.training import build_trainer, training_logger
 
 PRETRAIN_VERSION = 1
 DEFAULT_EXPERIMENT = "bvr-pretrain"
@@ -222,12 +221,11 @@ def _logger(cfg, run_dir, ckpt_path, ablation, arm, parent_run_id, experiment, p
     arm = arm or cfg.name
     run_id_file = run_dir / "mlflow_run_id"
     run_id = run_id_file.read_text().strip() if ckpt_path and run_id_file.exists() else None
-    tags = run_tags(ablation=ablation, arm=arm, stage="pretrain",
-                    extra={"bvr.run_dir": str(run_dir), "bvr.tokenizer": prepared.tokenizer.name,
-                           "bvr.instances": prepared.instances.name,
-                           "bvr.params_total": params["total"], "bvr.params_non_embedding": params["non_embedding"]})
-    logger = make_logger(experiment or ablation or DEFAULT_EXPERIMENT, run_name=run_name(arm, "pretrain"),
-                         tags=tags, parent_run_id=parent_run_id, workdir=Path.cwd(), run_id=run_id)
+    extra = {"bvr.run_dir": str(run_dir), "bvr.tokenizer": prepared.tokenizer.name,
+             "bvr.instances": prepared.instances.name,
+             "bvr.params_total": params["total"], "bvr.params_non_embedding": params["non_embedding"]}
+    logger = training_logger(experiment or ablation or DEFAULT_EXPERIMENT, arm=arm, stage="pretrain",
+                             ablation=ablation, extra=extra, parent_run_id=parent_run_id, run_id=run_id)
     if run_id is None:
         run_id_file.write_text(logger.run_id)
         log_config(logger.experiment, logger.run_id, cfg.to_dict())

@@ -44,7 +44,6 @@ from bvr.cache import build_once, cache_dir, fingerprint, is_done
 from bvr.config import build_dataclass, build_layered, locate_error, parse_override, read_yaml
 from bvr.display import duration
 from bvr.errors import BvrError
-from bvr.logger import make_logger
 from bvr.model import Encoder
 from bvr.model.encoder import init_weights
 from bvr.pretrained import Pretrained, load_pretrained
@@ -53,7 +52,7 @@ from bvr.tasks.module import FAMILIES, EpochScores, FinetuneModule, OptimSetting
 from bvr.tasks.registry import TASKS, TaskSpec, get_task
 from bvr.tokenization import vocab_info
 from bvr.tracking import TAG_COLLAPSED, log_config, parent_run, run_name, run_tags, store_client, tracking_uri
-from bvr.training import build_trainer
+from bvr.training import build_trainer, training_logger
 
 FINETUNE_VERSION = 2
 DEFAULT_EXPERIMENT = "bvr-finetune"
@@ -394,9 +393,8 @@ def _seed_logger(job: _Job, seed: int, parent_id: str) -> Any:
     extra = {TAG_CHECKPOINT: job.checkpoint, TAG_COLLAPSED: False, TAG_FROM_SCRATCH: job.source.from_scratch}
     if job.info.split_note:
         extra[TAG_DATA_SPLIT] = job.info.split_note[:_MAX_TAG]
-    tags = run_tags(ablation=job.ablation, arm=job.arm, stage="finetune", task=job.spec.name, seed=seed, extra=extra)
-    logger = make_logger(job.experiment, run_name=run_name(job.arm, "finetune", job.spec.name, seed), tags=tags,
-                         parent_run_id=parent_id, workdir=Path.cwd())
+    logger = training_logger(job.experiment, arm=job.arm, stage="finetune", ablation=job.ablation, task=job.spec.name,
+                             seed=seed, extra=extra, parent_run_id=parent_id)
     log_config(logger, None, {"task": job.spec.name, "seed": seed, "checkpoint": job.checkpoint,
                               "from_scratch": job.source.from_scratch, "finetune": dataclasses.asdict(job.cfg)})
     return logger

@@ -7,6 +7,8 @@ non-finite-loss stop.
 - :mod:`bvr.training.precision`: :func:`resolve_precision` (``auto`` -> bf16-mixed on a GPU that has it, else
   32-true).
 - :mod:`bvr.training.guard`: :class:`NonFiniteLoss` and :func:`check_finite`.
+- :mod:`bvr.training.runs`: :func:`training_logger`, the MLflow run of a training job, named and tagged by
+  :mod:`bvr.tracking`'s rules.
 
 The losses themselves (``IGNORE_INDEX``, cross-entropy) are in :mod:`bvr.model.losses`, where the model's heads use
 them too. Nothing here imports :mod:`bvr.pretraining` or :mod:`bvr.tasks`, which both build on this.
@@ -15,6 +17,7 @@ them too. Nothing here imports :mod:`bvr.pretraining` or :mod:`bvr.tasks`, which
 from bvr.training.guard import NonFiniteLoss, check_finite
 from bvr.training.optim import adamw, linear_schedule, no_decay, parameter_groups
 from bvr.training.precision import PRECISIONS, resolve_precision
+from bvr.training.runs import training_logger
 from bvr.training.trainer import build_trainer, resolve_strategy
 
 __all__ = [
@@ -28,4 +31,5 @@ __all__ = [
     "parameter_groups",
     "resolve_precision",
     "resolve_strategy",
+    "training_logger",
 ]
