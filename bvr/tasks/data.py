@@ -113,7 +113,6 @@ class TaskData:
         )
 
 
-
 def task_files(spec: TaskSpec, data_dir: Path | None) -> list[Path]:
     """The files the readers take ``spec``'s splits from in ``data_dir`` (some may be missing); none for the hub."""
     return [Path(data_dir) / spec.folder / split.file for split in spec.splits] if data_dir is not None else []
@@ -127,7 +126,6 @@ def _encoding_note(split: str, features: Mapping[str, list], max_length: int) ->
     if "truncated_words" in features and sum(features["truncated_words"]):
         return f"{split}: {sum(features['truncated_words']):,} words beyond {max_length} tokens lost their label"
     return None
-
 
 
 def subset(examples: Sequence[Any], cap: int | None, seed: int) -> list[Any]:

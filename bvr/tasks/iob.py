@@ -28,7 +28,6 @@ def split_tag(tag: str) -> tuple[str, str]:
     return tag[0], tag[2:]
 
 
-
 def _continues(previous: str, tag: str) -> bool:
     """Whether ``tag`` (B- or I-) follows a tag of its own entity type."""
     return previous != OUTSIDE and previous[2:] == tag[2:]
@@ -88,7 +87,6 @@ def to_iob2(tags: Sequence[str]) -> list[str]:
 def entity_types(labels: Iterable[str]) -> list[str]:
     """The entity types named by a label list, sorted (``["B-PER", "I-PER", "O"]`` -> ``["PER"]``)."""
     return sorted({label[2:] for label in labels if label != OUTSIDE})
-
 
 
 def extract_entities(tags: Sequence[str]) -> set[Entity]:

@@ -50,7 +50,6 @@ if TYPE_CHECKING:
     from bvr.tasks.data import DataSettings, TaskData
 
 
-
 def _cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy over the targets that are not -100; a zero in the graph when there are none."""
     if not bool(targets.ne(IGNORE_INDEX).any()):

@@ -55,7 +55,6 @@ def label_list(tag_sequences: Iterable[Sequence[str]], given: Sequence[str] | No
     return list(given)
 
 
-
 # --- sub-token alignment -------------------------------------------------------------------------------------
 
 

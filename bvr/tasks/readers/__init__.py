@@ -3,14 +3,16 @@
 A task's spec names its format (:attr:`~bvr.tasks.registry.TaskSpec.format`); the format says how one file of it
 is read, and how the same split is read from the task's Hugging Face hub dataset when no data folder is given:
 
-==============  ==========================================  ===========================================
-format          file reader                                 examples
-==============  ==========================================  ===========================================
-``tsv``         :func:`~bvr.tasks.readers.tsv.read_tsv`      :class:`~bvr.tasks.readers.common.Example`
-``jsonl``       :func:`~bvr.tasks.readers.jsonl.read_jsonl`  :class:`~bvr.tasks.readers.common.Example`
-``conll``       :func:`~bvr.tasks.readers.conll.read_conll`  :class:`~bvr.tasks.readers.conll.Sentence`
-``squad-json``  :func:`~bvr.tasks.readers.squad_json.read_squad`  :class:`~bvr.tasks.readers.squad_json.SquadExample`
-==============  ==========================================  ===========================================
+- ``tsv`` (GLUE's layout): :func:`~bvr.tasks.readers.tsv.read_tsv`, giving
+  :class:`~bvr.tasks.readers.common.Example` s;
+- ``jsonl`` (one JSON object per line, SuperGLUE's layout): :func:`~bvr.tasks.readers.jsonl.read_jsonl`, giving
+  :class:`~bvr.tasks.readers.common.Example` s;
+- ``conll`` (CoNLL columns): :func:`~bvr.tasks.readers.conll.read_conll`, giving
+  :class:`~bvr.tasks.readers.conll.Sentence` s;
+- ``squad-json`` (SQuAD's JSON): :func:`~bvr.tasks.readers.squad_json.read_squad`, giving
+  :class:`~bvr.tasks.readers.squad_json.SquadExample` s.
+
+The hub readers are in :mod:`bvr.tasks.readers.hub`.
 
 Offline, SQuAD often has only its dev file. When a ``squad-json`` task's training file is missing, the dev file is
 split by article (:func:`~bvr.tasks.readers.squad_json.split_by_article`) into a training part and an evaluation

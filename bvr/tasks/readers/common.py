@@ -108,8 +108,6 @@ class ReadReport:
         return "; ".join(parts)
 
 
-
-
 def read_lines(path: Path, spec: TaskSpec) -> list[str]:
     """The file's lines without line ends, BOM or the empty string after a final newline."""
     try:
@@ -128,7 +126,6 @@ def read_lines(path: Path, spec: TaskSpec) -> list[str]:
     if not lines:
         raise BvrError("the file is empty", where=path)
     return lines
-
 
 
 def read_rows(

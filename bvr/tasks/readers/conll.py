@@ -66,7 +66,6 @@ class ConllReport:
         return text
 
 
-
 class _SentenceBuilder:
     """Collects the token lines of one file into sentences, closing one at a blank or ``-DOCSTART-`` line."""
 

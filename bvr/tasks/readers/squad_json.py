@@ -82,7 +82,6 @@ class SquadReport:
         )
 
 
-
 _FORMAT_HINT = "is this the official SQuAD JSON?"
 
 

@@ -29,7 +29,6 @@ class _Layout:
     width: int
 
 
-
 def read_tsv(
     spec: TaskSpec, path: Path, *, max_skipped_share: float = MAX_SKIPPED_SHARE
 ) -> tuple[list[Example], ReadReport]:
@@ -53,8 +52,6 @@ def read_tsv(
     labels = LabelParser(spec)
     parse = partial(_parse_row, layout=layout, labels=labels, path=path)
     return read_rows(path, lines, first, parse, max_skipped_share, _FORMAT_HINT)
-
-
 
 
 def _header(spec: TaskSpec, lines: list[str]) -> tuple[list[str], int]:
