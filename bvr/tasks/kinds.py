@@ -160,7 +160,8 @@ class TaggingKind(Kind):
 
 
 def squad_version(data: TaskData) -> str:
-    """'2.0' when any question of the task is unanswerable, else '1.1' (the rule :func:`read_squad` applies)."""
+    """'2.0' when any question of the task is unanswerable, else '1.1' (the rule
+    :func:`~bvr.tasks.readers.squad_json.read_squad` applies)."""
     splits = [data.train, *data.evals.values()]
     return "2.0" if any(example.is_impossible for split in splits for example in split.examples) else "1.1"
 

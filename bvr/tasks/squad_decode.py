@@ -147,7 +147,7 @@ def decode_predictions(
 
     Args:
         examples: the questions ``features`` were made from.
-        features: :func:`encode_squad`'s output (``example_index`` and ``offsets`` are used).
+        features: :func:`~bvr.tasks.squad.encode_squad`'s output (``example_index`` and ``offsets`` are used).
         start_logits: per window, (seq,) start scores (rows of a padded array will do).
         end_logits: per window, (seq,) end scores.
         version_2: allow "no answer".

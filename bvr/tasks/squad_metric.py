@@ -156,7 +156,8 @@ def squad_scores(
 
     Args:
         predictions: question id -> answer ("" for no answer).
-        references: question id -> reference texts (see :func:`references`); empty means no answer (v2.0).
+        references: question id -> reference texts (see :func:`~bvr.tasks.readers.squad_json.references`); empty
+            means no answer (v2.0).
         version: "1.1" or "2.0".
 
     Returns:
@@ -175,8 +176,10 @@ def best_threshold(
     threshold is the difference of the question where it was reached (0.0 when answering nothing is best).
 
     Args:
-        predictions: question id -> the best non-empty span (:attr:`SquadPredictions.best_spans`).
-        null_diffs: question id -> null score minus span score (:attr:`SquadPredictions.null_diffs`).
+        predictions: question id -> the best non-empty span
+            (:attr:`~bvr.tasks.squad_decode.SquadPredictions.best_spans`).
+        null_diffs: question id -> null score minus span score
+            (:attr:`~bvr.tasks.squad_decode.SquadPredictions.null_diffs`).
         references: question id -> reference texts; empty means no answer.
 
     Returns:
