@@ -16,18 +16,14 @@ from bvr.errors import BvrError
 from bvr.model import EncoderConfig, PretrainingModel
 from bvr.pretrained import load_pretrained
 from bvr.pretraining.run import export_model
-from bvr.tasks.data import (
-    ENCODERS,
-    MODEL_COLUMNS,
-    READERS,
-    DataSettings,
-    LengthGroupedSampler,
-    TaskData,
-    load_task_data,
-)
+from bvr.tasks.batching import LengthGroupedSampler
+from bvr.tasks.data import DataSettings, TaskData, load_task_data
+from bvr.tasks.evaluators import COLLAPSE_STD_RATIO
+from bvr.tasks.kinds import KINDS
 from bvr.tasks.metrics import pearson, spearman
-from bvr.tasks.module import COLLAPSE_STD_RATIO, FAMILIES, build_model
-from bvr.tasks.registry import TASK_KINDS, TASKS, get_task
+from bvr.tasks.module import build_model
+from bvr.tasks.readers import READERS
+from bvr.tasks.registry import TASK_FORMATS, TASK_KINDS, TASKS, get_task
 from bvr.tasks.run import CONFIG_FILE, EncoderSource, describe, finetune, load_finetune_config, spread
 from bvr.tokenization import save_tokenizer, train_tokenizer, vocab_info
 from bvr.tracking import tracking_uri
@@ -98,9 +94,10 @@ def task_data(task: str, checkpoint: Path, data_dir: Path, **settings) -> TaskDa
 # --- data -----------------------------------------------------------------------------------------------------
 
 
-def test_every_task_kind_has_a_reader_an_encoder_and_a_family():
-    assert set(READERS) == set(ENCODERS) == set(MODEL_COLUMNS) == set(FAMILIES) == set(TASK_KINDS)
+def test_every_task_kind_has_a_kind_and_every_format_a_reader():
+    assert set(KINDS) == set(TASK_KINDS) and set(READERS) == set(TASK_FORMATS)
     assert {spec.kind for spec in TASKS.values()} == set(TASK_KINDS)
+    assert {spec.format for spec in TASKS.values()} == set(TASK_FORMATS)
 
 
 def test_pairs_use_the_template_and_the_cap_is_a_seeded_subset(bert, data_dir):
@@ -184,7 +181,7 @@ def test_loss_falls_when_overfitting(task, checkpoint, data_dir, request):
     data = task_data(task, folder, data_dir)
     torch.manual_seed(0)
     model = build_model(EncoderSource(load_pretrained(folder), from_scratch=False).build(), data)
-    family = FAMILIES[data.spec.kind]
+    family = KINDS[data.spec.kind]
     batches = list(data.loader(data.train, 8, seed=0))
     before = _mean_loss(model, family, batches)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
@@ -212,7 +209,7 @@ def _logits_for(classes: list[int], n: int) -> torch.Tensor:
 
 
 def test_classification_metrics_are_exact_over_batches(bert, data_dir):
-    evaluator = FAMILIES["classification"].evaluator(task_data("mrpc", bert, data_dir), "dev")
+    evaluator = KINDS["classification"].evaluator(task_data("mrpc", bert, data_dir), "dev")
     for preds, labels in (([1, 1], [1, 0]), ([0, 0], [1, 0])):
         evaluator.update(_logits_for(preds, 2), {"labels": torch.tensor(labels)})
     assert evaluator.compute() == {"accuracy": 0.5, "f1": 0.5, "accuracy_f1": 0.5}
@@ -220,7 +217,7 @@ def test_classification_metrics_are_exact_over_batches(bert, data_dir):
 
 
 def test_regression_metrics_are_exact(bert, data_dir):
-    evaluator = FAMILIES["regression"].evaluator(task_data("stsb", bert, data_dir), "dev")
+    evaluator = KINDS["regression"].evaluator(task_data("stsb", bert, data_dir), "dev")
     evaluator.update(torch.tensor([1.0, 2.0, 3.0]), {"labels": torch.tensor([2.0, 4.0, 7.0])})
     values = evaluator.compute()
     # float32 torchmetrics against the float64 definitions, to float32's precision
@@ -230,7 +227,7 @@ def test_regression_metrics_are_exact(bert, data_dir):
 
 
 def test_entity_f1_is_exact_on_first_sub_tokens(bert, data_dir):
-    evaluator = FAMILIES["tagging"].evaluator(task_data("conll2003", bert, data_dir), "dev")
+    evaluator = KINDS["tagging"].evaluator(task_data("conll2003", bert, data_dir), "dev")
     ids = {tag: i for i, tag in enumerate(get_task("conll2003").label_names)}
     gold = [-100, ids["B-PER"], -100, ids["I-PER"], ids["O"], ids["B-LOC"], -100]
     predicted = [ids["O"], ids["B-PER"], ids["O"], ids["I-PER"], ids["O"], ids["B-ORG"], ids["O"]]
@@ -242,7 +239,7 @@ def test_entity_f1_is_exact_on_first_sub_tokens(bert, data_dir):
 def test_perfect_span_scores_decode_to_the_answers(roberta, data_dir):
     data = task_data("squad", roberta, data_dir)
     split = data.evals["dev"]
-    evaluator = FAMILIES["span"].evaluator(data, "dev")
+    evaluator = KINDS["span"].evaluator(data, "dev")
     width = max(map(len, split.features["input_ids"]))
     logits = torch.full((len(split), width, 2), -10.0)
     for row, (start, end) in enumerate(zip(split.features["start_positions"], split.features["end_positions"],
@@ -253,10 +250,10 @@ def test_perfect_span_scores_decode_to_the_answers(roberta, data_dir):
 
 
 def test_constant_predictors_are_flagged_as_collapsed(bert, data_dir):
-    classifier = FAMILIES["classification"].evaluator(task_data("sst2", bert, data_dir), "dev")
+    classifier = KINDS["classification"].evaluator(task_data("sst2", bert, data_dir), "dev")
     classifier.update(_logits_for([1, 1, 1], 2), {"labels": torch.tensor([0, 1, 0])})
     assert classifier.collapsed()
-    regressor = FAMILIES["regression"].evaluator(task_data("stsb", bert, data_dir), "dev")
+    regressor = KINDS["regression"].evaluator(task_data("stsb", bert, data_dir), "dev")
     regressor.update(torch.full((3,), 2.5) + torch.tensor([0.0, 1e-4, -1e-4]), {"labels": torch.tensor([0.0, 2, 5])})
     assert regressor.collapsed() and regressor.spread()[0] < COLLAPSE_STD_RATIO
     regressor.reset()
@@ -265,7 +262,7 @@ def test_constant_predictors_are_flagged_as_collapsed(bert, data_dir):
 
 
 def test_an_all_o_tagger_and_an_empty_answerer_are_flagged_as_collapsed(bert, roberta, data_dir):
-    tagger = FAMILIES["tagging"].evaluator(task_data("conll2003", bert, data_dir), "dev")
+    tagger = KINDS["tagging"].evaluator(task_data("conll2003", bert, data_dir), "dev")
     ids = {tag: i for i, tag in enumerate(get_task("conll2003").label_names)}
     gold = [ids["B-PER"], ids["I-PER"], ids["O"], ids["B-LOC"]]
     # Every word O: no entity predicted, the all-O baseline.
@@ -278,7 +275,7 @@ def test_an_all_o_tagger_and_an_empty_answerer_are_flagged_as_collapsed(bert, ro
     assert tagger.compute()["f1"] == pytest.approx(2 / 3) and not tagger.collapsed()
     data = task_data("squad", roberta, data_dir)
     split = data.evals["dev"]
-    spans = FAMILIES["span"].evaluator(data, "dev")
+    spans = KINDS["span"].evaluator(data, "dev")
     width = max(map(len, split.features["input_ids"]))
     logits = torch.full((len(split), width, 2), -10.0)
     logits[:, 0, :] = 10.0  # every window points at its first token, the start of the question: no answer found
@@ -444,9 +441,9 @@ def test_bad_preset_and_override_are_refused(tmp_path):
 def test_trivial_baselines_of_tagging_and_spans(bert, roberta, data_dir):
     """All-'O' tagging finds no entity (F1 0); answering nothing scores 0 on SQuAD v1.1."""
     conll = task_data("conll2003", bert, data_dir)
-    assert FAMILIES["tagging"].baseline(conll) == {f"{split}/{m}": 0.0 for split in conll.evals
+    assert KINDS["tagging"].baseline(conll) == {f"{split}/{m}": 0.0 for split in conll.evals
                                                    for m in ("f1", "precision", "recall")}
     squad = task_data("squad", roberta, data_dir)
-    baseline = FAMILIES["span"].baseline(squad)
+    baseline = KINDS["span"].baseline(squad)
     assert baseline["dev/exact_match"] == 0.0 and baseline["dev/f1"] == 0.0
-    assert "answers nothing" in FAMILIES["span"].baseline_note(squad)
+    assert "answers nothing" in KINDS["span"].baseline_note(squad)

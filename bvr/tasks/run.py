@@ -48,7 +48,8 @@ from bvr.model import Encoder
 from bvr.model.encoder import init_weights
 from bvr.pretrained import Pretrained, load_pretrained
 from bvr.tasks.data import DataSettings, TaskData, load_task_data, task_files
-from bvr.tasks.module import FAMILIES, EpochScores, FinetuneModule, OptimSettings, make_module
+from bvr.tasks.kinds import KINDS
+from bvr.tasks.module import EpochScores, FinetuneModule, OptimSettings, make_module
 from bvr.tasks.registry import TASKS, TaskSpec, get_task
 from bvr.tokenization import vocab_info
 from bvr.tracking import TAG_COLLAPSED, log_config, parent_run, run_name, run_tags, store_client, tracking_uri
@@ -471,8 +472,8 @@ def _seed_list(seeds: int | Sequence[int]) -> list[int]:
 
 
 def _task_info(data: TaskData) -> TaskInfo:
-    family = FAMILIES[data.spec.kind]
-    return TaskInfo(family.baseline(data), family.baseline_note(data), data.reports, data.split_note)
+    kind = KINDS[data.spec.kind]
+    return TaskInfo(kind.baseline(data), kind.baseline_note(data), data.reports, data.split_note)
 
 
 def _load_data(spec: TaskSpec, pretrained: Pretrained, data_dir: Path | None, cfg: FinetuneConfig) -> TaskData:
