@@ -82,8 +82,8 @@ def bare(cfg, steps: int, skip: int) -> float:
     decay = [p for n, p in model.named_parameters() if not no_decay(n, p)]
     plain = [p for n, p in model.named_parameters() if no_decay(n, p)]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": t.weight_decay},
-                                   {"params": plain, "weight_decay": 0.0}], lr=t.lr, betas=tuple(t.adam_betas),
-                                  eps=t.adam_eps)
+                                   {"params": plain, "weight_decay": 0.0}], lr=t.learning_rate,
+                                  betas=tuple(t.adam_betas), eps=t.adam_eps)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_schedule(t.warmup_steps, t.max_steps))
     tokens, start = 0, 0.0
     for step, batch in enumerate(batches):

@@ -101,7 +101,7 @@ class PretrainingModule(L.LightningModule):
             "step changed any weight",
             where="training",
             hint=f"the last good checkpoint is {self.failed_checkpoint_hint or 'the last one written'}; lower "
-            "training.lr or raise training.warmup_steps, then run again with --resume",
+            "training.learning_rate or raise training.warmup_steps, then run again with --resume",
         )
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
@@ -156,7 +156,7 @@ class PretrainingModule(L.LightningModule):
         plain = [p for n, p in self.model.named_parameters() if no_decay(n, p)]
         optimizer = torch.optim.AdamW(
             [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": plain, "weight_decay": 0.0}],
-            lr=cfg.lr, betas=tuple(cfg.adam_betas), eps=cfg.adam_eps,
+            lr=cfg.learning_rate, betas=tuple(cfg.adam_betas), eps=cfg.adam_eps,
         )
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_schedule(cfg.warmup_steps, cfg.max_steps))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}

@@ -32,6 +32,7 @@ import torch
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from bvr.config import DataSettings
 from bvr.errors import BvrError
 from bvr.tasks.glue import Example, load_task_split
 from bvr.tasks.ner import IGNORE_INDEX, Sentence, encode_ner, read_conll
@@ -53,26 +54,6 @@ MODEL_COLUMNS: dict[str, tuple[str, ...]] = {
     "span": ("input_ids", "token_type_ids", "start_positions", "end_positions"),
 }
 """Feature columns each kind's batches carry (the attention mask is rebuilt from the lengths)."""
-
-
-@dataclass
-class DataSettings:
-    """What shapes the data: lengths, caps and the fallback split. Part of every result's cache key."""
-
-    max_length: int = 128
-    """Tokens per sequence (per window for span tasks), special tokens included."""
-    stride: int = 128
-    """Span tasks: tokens shared by consecutive windows over a long context."""
-    max_train_examples: int | None = None
-    """Train on a random subset of this many examples (questions for span tasks); None: all."""
-    max_eval_examples: int | None = None
-    """Evaluate on a random subset of this many examples per evaluation split; None: all."""
-    subset_seed: int = 0
-    """Seed of both subsets, the same for every fine-tuning seed so seeds differ only in training."""
-    article_split_fraction: float = 0.2
-    """Span tasks without a training file: share of the dev file's articles kept for evaluation."""
-    article_split_seed: int = 0
-    """Span tasks without a training file: seed of the article split."""
 
 
 @dataclass
