@@ -312,6 +312,7 @@ def load_ablation(
     if len(arms_raw) < 2:
         raise BvrError(f"an ablation needs at least two arms, found {len(arms_raw)}",
                        where=at(lines, "arms") if "arms" in lines else path)
+    base = _resolve(CONTROL_ARM, [*shared, *override_layers])  # a bad shared value is reported here, for no arm
     arms: dict[str, Config] = {}
     declared: dict[str, set[str]] = {}
     for arm, raw in arms_raw.items():
@@ -319,7 +320,6 @@ def load_ablation(
         declared[arm], arm_layers = _arm_layers(arm, raw, lines, preset)
         arms[arm] = _resolve(arm, [*shared, *arm_layers, *override_layers])
 
-    base = _resolve(CONTROL_ARM, [*shared, *override_layers])
     experiment_layers = [*(shared[1:] if preset else shared), *override_layers]  # the preset file's finetune aside
     tasks = _task_names(base.finetune.tasks, "finetune.tasks", experiment_layers)
     _task_names(base.evaluate.probes.tasks, "evaluate.probes.tasks", experiment_layers)
@@ -375,6 +375,8 @@ def _resolve(arm: str, layers: list[Layer]) -> Config:
     try:
         return build_config([*layers, ({"name": arm}, {})])
     except BvrError as err:
+        if arm == CONTROL_ARM:  # the shared layers alone
+            raise
         raise BvrError(err.message, where=f"{err.where} (arm '{arm}')", hint=err.hint) from None
 
 
