@@ -12,13 +12,12 @@ from bvr.ablation import (
     arm_differences,
     check_arms,
     equal_passes,
-    flatten,
     list_experiments,
     load_ablation,
     sequences_seen,
     tokens_per_step,
 )
-from bvr.config import PRESETS_DIR, resolve_finetune
+from bvr.config import PRESETS_DIR, flatten, resolve_finetune
 from bvr.errors import BvrError
 from bvr.tasks.registry import get_task
 from bvr.tasks.run import load_finetune_config
