@@ -85,6 +85,10 @@ def test_set_parses_yaml_values():
                                     "finetune.learning_rate"),
         ("finetune:\n  hparams: {epochs: 2}\n", "cfg.yaml:2: finetune.hparams: finetune.hparams was removed: put its "
                                                 "keys directly under finetune"),
+        ("evaluate:\n  blimp: false\n", "cfg.yaml:2: evaluate.blimp: evaluate.blimp is a mapping: write "
+                                         "evaluate.blimp.enabled: false to turn BLiMP off"),
+        ("evaluate:\n  probes: false\n", "cfg.yaml:2: evaluate.probes: evaluate.probes is a mapping: write "
+                                          "evaluate.probes.tasks: [] to turn the probes off"),
         ("evaluate:\n  probes: {features: pooled}\n", "cfg.yaml:2: evaluate.probes.features: expected cls, mean or "
                                                       "last4, got 'pooled'"),
     ],

@@ -89,7 +89,8 @@ def build_dataclass(cls: type, data: dict[str, Any], prefix: str, old_keys: Mapp
     """Construct dataclass ``cls`` from ``data``, refusing unknown keys and wrong types.
 
     Args:
-        old_keys: dotted key -> the one-line message that says what to write instead (renamed or moved keys).
+        old_keys: dotted key -> the one-line message that says what to write instead (a renamed or moved key, or a
+            section given an old non-mapping form such as ``evaluate.blimp: false``).
     """
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls) if f.init]
@@ -100,6 +101,8 @@ def build_dataclass(cls: type, data: dict[str, Any], prefix: str, old_keys: Mapp
             raise unknown_key(path, key, names, prefix, old_keys)
         tp = hints[key]
         if dataclasses.is_dataclass(tp):
+            if not isinstance(value, dict) and old_keys and path in old_keys:
+                raise BvrError(old_keys[path], where=path)
             check(isinstance(value, dict), path, f"expected a mapping of {tp.__name__} keys, got {value!r}")
             kwargs[key] = build_dataclass(tp, value, f"{path}.", old_keys)
         else:

@@ -79,6 +79,8 @@ OLD_KEYS: dict[str, str] = {
     "finetune.hparams": "finetune.hparams was removed: put its keys directly under finetune",
     "finetune.presets": "finetune.presets was removed: put a preset's fine-tuning settings under presets.NAME.finetune",
     "evaluate.presets": "evaluate.presets was removed: put a preset's evaluation settings under presets.NAME.evaluate",
+    "evaluate.blimp": "evaluate.blimp is a mapping: write evaluate.blimp.enabled: false to turn BLiMP off",
+    "evaluate.probes": "evaluate.probes is a mapping: write evaluate.probes.tasks: [] to turn the probes off",
     **{key: f"{key} is a fine-tuning setting: use finetune.{key}" for key in HYPERPARAMETERS},
 }
 """Keys that were renamed or moved -> the one-line message saying what to write instead."""
