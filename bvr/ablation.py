@@ -59,6 +59,7 @@ from bvr.config import (
     at,
     build_config,
     build_dataclass,
+    check_task_names,
     flatten,
     mapping,
     override_layer,
@@ -68,7 +69,7 @@ from bvr.config import (
     sub_origins,
 )
 from bvr.errors import BvrError
-from bvr.tasks.registry import get_task
+from bvr.tasks.registry import TASKS, get_task
 
 EXPERIMENTS_DIR = PRESETS_DIR.parent
 """Folder of the shipped experiment files."""
@@ -322,6 +323,7 @@ def load_ablation(
 
     experiment_layers = [*(shared[1:] if preset else shared), *override_layers]  # the preset file's finetune aside
     tasks = _task_names(base.finetune.tasks, "finetune.tasks", experiment_layers)
+    _check_per_task(base, [*shared, *override_layers])
     _task_names(base.evaluate.probes.tasks, "evaluate.probes.tasks", experiment_layers)
     ablation = Ablation(
         name=path.stem, description=description.strip(), arms=arms, control=control,
@@ -403,16 +405,30 @@ def _seed_list(value: Any, key: str, lines: dict[str, str]) -> list[int]:
     return list(value)
 
 
+def _located(key: str, layers: list[Layer]) -> str:
+    """``file:line: key`` of the last layer that set ``key`` (just ``key`` when none did)."""
+    origin = next((where[key] for _data, where in reversed(layers) if key in where), None)
+    return f"{origin}: {key}" if origin else key
+
+
 def _task_names(names: list[str], key: str, layers: list[Layer]) -> list[str]:
     """Task names resolved in the registry; an unknown one is refused at the file and line that set ``key``."""
-    origin = next((where[key] for _data, where in reversed(layers) if key in where), None)
     resolved = []
     for name in names:
         try:
             resolved.append(get_task(name).name)
         except BvrError as err:
-            raise BvrError(err.message, where=f"{origin}: {key}" if origin else key, hint=err.hint) from None
+            raise BvrError(err.message, where=_located(key, layers), hint=err.hint) from None
     return resolved
+
+
+def _check_per_task(cfg: Config, layers: list[Layer]) -> None:
+    """Refuse a ``finetune.per_task`` block of a task the registry does not have (it would never apply)."""
+    for task in cfg.finetune.per_task:
+        try:
+            check_task_names([task], list(TASKS), "finetune.per_task")
+        except BvrError as err:
+            raise BvrError(err.message, where=_located(f"finetune.per_task.{task}", layers), hint=err.hint) from None
 
 
 # ---------------------------------------------------------------------------------------------------------------

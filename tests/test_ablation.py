@@ -240,6 +240,8 @@ def in_base(line: str) -> str:
      "exp.yaml:6: arms.a.finetune: 'finetune' is shared by every arm: set it in base or presets"),
     (GOOD + "pretrain_seeds: 0\n", "exp.yaml:10: pretrain_seeds"),
     (GOOD + "presets: {tiny: {pretrain_seeds: [1, 1]}}\n", "exp.yaml:10: presets.tiny.pretrain_seeds"),
+    (in_base("  finetune: {per_task: {sst3: {epochs: 1}}}"),
+     "exp.yaml:4: finetune.per_task.sst3: unknown task 'sst3'. did you mean 'sst2'"),
     (in_base("  evaluate: {probes: {tasks: [sst3]}}"), "exp.yaml:4: evaluate.probes.tasks: unknown task"),
     (in_base("  evaluate: {probes: {features: pooled}}"), "exp.yaml:4: evaluate.probes.features"),
     (in_base("  evaluate: {blimp: {per_paradigm: 0}}"), "exp.yaml:4: evaluate.blimp.per_paradigm"),
