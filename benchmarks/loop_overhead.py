@@ -79,8 +79,8 @@ def bare(cfg, steps: int, skip: int) -> float:
     batches = batches[:steps]
     model = build_model(cfg, vocab).train()
     t = cfg.training
-    configured = adamw(model.named_parameters(), learning_rate=t.lr, weight_decay=t.weight_decay, betas=t.adam_betas,
-                       eps=t.adam_eps, warmup_steps=t.warmup_steps, max_steps=t.max_steps)
+    configured = adamw(model.named_parameters(), learning_rate=t.learning_rate, weight_decay=t.weight_decay,
+                       betas=t.adam_betas, eps=t.adam_eps, warmup_steps=t.warmup_steps, max_steps=t.max_steps)
     optimizer, schedule = configured["optimizer"], configured["lr_scheduler"]["scheduler"]
     tokens, start = 0, 0.0
     for step, batch in enumerate(batches):

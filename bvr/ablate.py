@@ -271,7 +271,7 @@ def _evaluation_keys(plan: Plan) -> list[tuple[str, str | None]]:
 
 
 def _declared(ablation: Ablation, arm: Arm) -> dict[str, Any]:
-    from bvr.ablation import flatten
+    from bvr.config import flatten
 
     flat = flatten(arm.config.to_dict())
     return {key: flat.get(key) for key in sorted(ablation.declared.get(arm.arm, set()))}

@@ -12,19 +12,20 @@ import pytest
 import torch
 from mlflow import MlflowClient
 
+from bvr.config import DataSettings
 from bvr.errors import BvrError
 from bvr.model import EncoderConfig, PretrainingModel
 from bvr.pretrained import load_pretrained
 from bvr.pretraining.run import export_model
 from bvr.tasks.batching import LengthGroupedSampler
-from bvr.tasks.data import DataSettings, TaskData, load_task_data
+from bvr.tasks.data import TaskData, load_task_data
 from bvr.tasks.evaluators import COLLAPSE_STD_RATIO
 from bvr.tasks.kinds import KINDS
 from bvr.tasks.metrics import pearson, spearman
 from bvr.tasks.module import build_model
 from bvr.tasks.readers import READERS
 from bvr.tasks.registry import TASK_FORMATS, TASK_KINDS, TASKS, get_task
-from bvr.tasks.run import CONFIG_FILE, EncoderSource, describe, finetune, load_finetune_config, spread
+from bvr.tasks.run import EncoderSource, describe, finetune, load_finetune_config, spread
 from bvr.tokenization import save_tokenizer, train_tokenizer, vocab_info
 from bvr.tracking import tracking_uri
 
@@ -307,7 +308,7 @@ def _runs(workdir: Path) -> list:
     return client.search_runs([experiment.experiment_id]) if experiment else []
 
 
-TINY = ["epochs=2", "batch_size=2", "learning_rate=1e-3", "max_length=64"]
+TINY = ["finetune.epochs=2", "finetune.batch_size=2", "finetune.learning_rate=1e-3", "finetune.max_length=64"]
 
 
 @pytest.fixture(scope="module")
@@ -385,31 +386,31 @@ def test_from_scratch_control_arm_runs_and_is_tagged(bert, data_dir, workdir):
 
 def test_span_and_tagging_run_end_to_end_and_keep_the_split(roberta, data_dir, workdir):
     squad = finetune(roberta, "squad", seeds=1, data_dir=data_dir, output_dir=workdir / "out",
-                     overrides=[*TINY, "max_length=96", "stride=16"], experiment=EXPERIMENT)
+                     overrides=[*TINY, "finetune.max_length=96", "finetune.stride=16"], experiment=EXPERIMENT)
     run = MlflowClient(tracking_uri(workdir)).get_run(squad.seeds[0].run_id)
     assert run.data.tags["bvr.data_split"] == squad.info.split_note and "split: SQuAD split" in describe(squad)
     assert set(squad.seeds[0].scores) == {"dev/exact_match", "dev/f1"}
     # max_steps ends the run inside its first epoch: the final evaluation still happens.
     conll = finetune(roberta, "conll2003", seeds=1, data_dir=data_dir, output_dir=workdir / "out",
-                     overrides=[*TINY, "max_steps=1"], experiment=EXPERIMENT)
+                     overrides=[*TINY, "finetune.max_steps=1"], experiment=EXPERIMENT)
     assert conll.seeds[0].history[-1]["step"] == 1
     assert set(conll.seeds[0].scores) == {f"{split}/{m}" for split in ("dev", "test") for m in ("f1", "precision",
                                                                                                  "recall")}
 
 
-# --- the hyperparameter file ------------------------------------------------------------------------------------
+# --- the fine-tuning section of the config --------------------------------------------------------------------
 
 
-def test_shipped_file_resolves_for_every_task_and_preset():
+def test_shipped_presets_resolve_for_every_task():
     for name, spec in TASKS.items():
-        cfg = load_finetune_config(spec, config_file=CONFIG_FILE)
-        tiny = load_finetune_config(spec, config_file=CONFIG_FILE, preset="tiny", overrides=["epochs=1"])
+        cfg = load_finetune_config(spec)
+        tiny = load_finetune_config(spec, preset="tiny", overrides=["finetune.epochs=1"])
         assert cfg.max_train_examples is None and tiny.max_train_examples is not None and tiny.epochs == 1
         assert cfg.max_length == (384 if spec.kind == "span" else 128), name
 
 
 def _write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "finetune.yaml"
+    path = tmp_path / "cfg.yaml"
     path.write_text(text)
     return path
 
@@ -417,12 +418,19 @@ def _write(tmp_path: Path, text: str) -> Path:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("defaults:\n  epochs: 2\ntasks:\n  rte:\n    learnin_rate: 1e-5\n",
-         r"finetune.yaml:5: tasks.rte.learnin_rate: unknown key. did you mean 'tasks.rte.learning_rate'"),
-        ("tasks:\n  rtee:\n    epochs: 1\n", r"finetune.yaml:2: tasks.rtee: unknown task. did you mean 'rte'"),
-        ("default:\n  epochs: 1\n", r"finetune.yaml:1: default: unknown section. did you mean 'defaults'"),
-        ("presets:\n  tiny:\n    defaults:\n      epoch: 1\n", r"finetune.yaml:4: presets.tiny.defaults.epoch"),
-        ("defaults:\n  epochs: many\n", r"finetune.yaml:2: defaults.epochs: expected int"),
+        ("finetune:\n  epochs: 2\n  per_task:\n    rte:\n      learnin_rate: 1e-5\n",
+         r"cfg.yaml:5: finetune.per_task.rte.learnin_rate: unknown key. did you mean "
+         r"'finetune.per_task.rte.learning_rate'"),
+        ("finetune:\n  per_task:\n    rtee:\n      epochs: 1\n",
+         r"finetune.per_task: unknown task 'rtee'. did you mean 'rte'"),
+        ("finetune:\n  epoch: 1\n", r"cfg.yaml:2: finetune.epoch: unknown key. did you mean 'finetune.epochs'"),
+        ("finetune:\n  epochs: many\n", r"cfg.yaml:2: finetune.epochs: expected int"),
+        ("finetune:\n  per_task:\n    squad:\n      stride: -1\n",
+         r"cfg.yaml:4: finetune.per_task.squad.stride: must be non-negative"),
+        # experiments/finetune.yaml's layout is gone: its keys say where they moved.
+        ("defaults:\n  epochs: 1\n", r"cfg.yaml:1: defaults: 'defaults:' is the old experiments/finetune.yaml form: "
+                                     r"put its keys under finetune:"),
+        ("tasks:\n  rte:\n    epochs: 1\n", r"cfg.yaml:1: tasks: .* put a task's keys under finetune.per_task.TASK"),
     ],
 )
 def test_bad_keys_in_the_file_name_file_line_and_key(tmp_path, text, message):
@@ -430,12 +438,28 @@ def test_bad_keys_in_the_file_name_file_line_and_key(tmp_path, text, message):
         load_finetune_config(get_task("rte"), config_file=_write(tmp_path, text))
 
 
-def test_bad_preset_and_override_are_refused(tmp_path):
-    path = _write(tmp_path, "presets:\n  tiny: {}\n")
-    with pytest.raises(BvrError, match="unknown preset 'huge'.*known presets: tiny"):
-        load_finetune_config(get_task("rte"), config_file=path, preset="huge")
-    with pytest.raises(BvrError, match=r"--set warmup_fraction=2: warmup_fraction: must be in \[0, 1\)"):
-        load_finetune_config(get_task("rte"), config_file=path, overrides=["warmup_fraction=2"])
+def test_bad_preset_and_override_are_refused():
+    with pytest.raises(BvrError, match="unknown preset 'huge'.*known presets: base, large, small, tiny"):
+        load_finetune_config(get_task("rte"), preset="huge")
+    with pytest.raises(BvrError, match=r"--set finetune.warmup_fraction=2: finetune.warmup_fraction: must be in "):
+        load_finetune_config(get_task("rte"), overrides=["finetune.warmup_fraction=2"])
+    with pytest.raises(BvrError, match="learning_rate is a fine-tuning setting: use finetune.learning_rate"):
+        load_finetune_config(get_task("rte"), overrides=["learning_rate=1e-5"])
+
+
+def test_layers_apply_in_order_and_per_task_within_a_layer(tmp_path):
+    squad, rte = get_task("squad"), get_task("rte")
+    # The task's own default (384) gives way to the preset's finetune.max_length, then to its per_task value.
+    assert load_finetune_config(squad, preset="tiny").max_length == 256
+    assert load_finetune_config(rte, preset="tiny").max_length == 128
+    # A later layer's finetune.KEY wins over an earlier layer's per_task value ...
+    file = _write(tmp_path, "finetune:\n  max_length: 200\n")
+    assert load_finetune_config(squad, preset="tiny", config_file=file).max_length == 200
+    # ... and within one layer per_task wins over finetune.KEY.
+    file = _write(tmp_path, "finetune:\n  max_length: 200\n  per_task:\n    squad: {max_length: 300}\n")
+    assert load_finetune_config(squad, preset="tiny", config_file=file).max_length == 300
+    assert load_finetune_config(rte, preset="tiny", config_file=file).max_length == 200
+    assert load_finetune_config(squad, overrides=["finetune.per_task.squad.stride=32"]).stride == 32
 
 
 def test_trivial_baselines_of_tagging_and_spans(bert, roberta, data_dir):

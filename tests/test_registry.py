@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from bvr.config import HYPERPARAMETERS, Config, resolve_finetune
 from bvr.errors import BvrError
 from bvr.tasks.metrics import METRIC_BUILDERS, PLAIN_METRICS, make_metrics
 from bvr.tasks.readers import READERS
@@ -14,7 +15,6 @@ from bvr.tasks.registry import (
     TASK_FORMATS,
     TASK_KINDS,
     TASKS,
-    FineTuneDefaults,
     SplitSpec,
     TaskSpec,
     _index,
@@ -45,7 +45,7 @@ def test_every_spec_is_complete(name):
     assert spec.splits[0].name == "train" and all(split.file and split.hub_split for split in spec.splits)
     assert spec.eval_splits and spec.headline_split in spec.eval_splits
     assert spec.main_metrics and set(spec.main_metrics) <= set(spec.metrics)
-    assert isinstance(spec.finetune, FineTuneDefaults)
+    assert set(spec.finetune) <= set(HYPERPARAMETERS)  # only where the task differs from FinetuneConfig's
     if spec.label_names is not None:
         assert len(set(spec.label_names)) == len(spec.label_names) >= 2
 
@@ -62,7 +62,7 @@ def test_glue_specs_fit_readers_and_metrics(name):
 
 
 def test_bert_fine_tuning_defaults():
-    defaults = get_task("rte").finetune
+    defaults = resolve_finetune(Config(), get_task("rte"))
     assert (defaults.learning_rate, defaults.batch_size, defaults.epochs) == (2e-5, 32, 3)
     assert (defaults.warmup_fraction, defaults.max_length) == (0.1, 128)
 

@@ -49,12 +49,13 @@ import torch
 import torch.nn.functional as F
 from rich.progress import track
 
+from bvr.config import DataSettings
 from bvr.display import duration
 from bvr.errors import BvrError
 from bvr.model.encoder import Encoder, init_weights
 from bvr.pretrained import Pretrained
 from bvr.tasks.batching import collate
-from bvr.tasks.data import DataSettings, subset
+from bvr.tasks.data import subset
 from bvr.tasks.iob import OUTSIDE
 from bvr.tasks.kinds import KINDS
 from bvr.tasks.metrics import PLAIN_METRICS, UndefinedMetricWarning, main_score, majority_prediction
@@ -801,7 +802,8 @@ def run_probe(
                        " never trained on, scored as a second test set")
     extractor = FeatureExtractor.of(frozen_encoder(pretrained, from_scratch, _device(device)), pretrained, batch_size,
                                     progress)
-    length = min(max_length or spec.finetune.max_length, extractor.encoder.config.max_tokens)
+    default_length = spec.finetune.get("max_length", DataSettings.max_length)  # the task's fine-tuning length
+    length = min(max_length or default_length, extractor.encoder.config.max_tokens)
     train = featurise(spec, [train_examples[i] for i in union], pretrained, extractor, kinds, length,
                       f"{spec.name} train features")
     dev_split = featurise(spec, dev, pretrained, extractor, kinds, length,

@@ -58,7 +58,7 @@ class PretrainingModule(L.LightningModule):
         out = self._loss(batch)
         check_finite(out.loss, self.global_step, what="training loss", values=lambda: self._loss_values(out),
                      hint=f"the last good checkpoint is {self.failed_checkpoint_hint or 'the last one written'}; "
-                     "lower training.lr or raise training.warmup_steps, then run again with --resume")
+                     "lower training.learning_rate or raise training.warmup_steps, then run again with --resume")
         self.tokens_seen += self._global_tokens(batch)
         self.log("train/mlm_loss", out.mlm_loss, prog_bar=True)
         self.log("train/mlm_acc", out.mlm_accuracy)
@@ -126,7 +126,7 @@ class PretrainingModule(L.LightningModule):
 
     def configure_optimizers(self):
         cfg = self.training_cfg
-        return adamw(self.model.named_parameters(), learning_rate=cfg.lr, weight_decay=cfg.weight_decay,
+        return adamw(self.model.named_parameters(), learning_rate=cfg.learning_rate, weight_decay=cfg.weight_decay,
                      betas=cfg.adam_betas, eps=cfg.adam_eps, warmup_steps=cfg.warmup_steps, max_steps=cfg.max_steps)
 
     # ---- exact resume --------------------------------------------------------------------------------------

@@ -25,31 +25,12 @@ import numpy as np
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader, Sampler
 
+from bvr.config import DataSettings
 from bvr.errors import BvrError
 from bvr.tasks.batching import FeatureDataset, LengthGroupedSampler, collate
 from bvr.tasks.kinds import KINDS
 from bvr.tasks.readers import read_task
 from bvr.tasks.registry import TaskSpec
-
-
-@dataclass
-class DataSettings:
-    """What shapes the data: lengths, caps and the fallback split. Part of every result's cache key."""
-
-    max_length: int = 128
-    """Tokens per sequence (per window for span tasks), special tokens included."""
-    stride: int = 128
-    """Span tasks: tokens shared by consecutive windows over a long context."""
-    max_train_examples: int | None = None
-    """Train on a random subset of this many examples (questions for span tasks); None: all."""
-    max_eval_examples: int | None = None
-    """Evaluate on a random subset of this many examples per evaluation split; None: all."""
-    subset_seed: int = 0
-    """Seed of both subsets, the same for every fine-tuning seed so seeds differ only in training."""
-    article_split_fraction: float = 0.2
-    """Span tasks without a training file: share of the dev file's articles kept for evaluation."""
-    article_split_seed: int = 0
-    """Span tasks without a training file: seed of the article split."""
 
 
 @dataclass

@@ -15,9 +15,11 @@ adding a task whose format and kind exist is adding one ``TaskSpec(...)`` to ``_
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from bvr.config import check_task_block
 from bvr.errors import BvrError
 
 TaskKind = Literal["classification", "regression", "tagging", "span"]
@@ -26,34 +28,6 @@ TaskFormat = Literal["tsv", "jsonl", "conll", "squad-json"]
 TASK_FORMATS: tuple[str, ...] = ("tsv", "jsonl", "conll", "squad-json")
 """File formats of a task's data folder: GLUE's TSV layout, one JSON object per line, CoNLL columns, SQuAD's JSON.
 Without a data folder every format is read from the task's Hugging Face hub dataset instead."""
-
-
-@dataclass(frozen=True)
-class FineTuneDefaults:
-    """Starting hyperparameters for fine-tuning.
-
-    The defaults sit inside BERT's recommended grid (appendix A.3: learning rate 5e-5, 3e-5 or 2e-5; batch 16 or
-    32; 2 to 4 epochs) with a 10% linear warmup; small tasks (RTE, MRPC, STS-B, CoLA) keep them too.
-    """
-
-    learning_rate: float = 2e-5
-    """Peak AdamW learning rate."""
-    batch_size: int = 32
-    """Examples per optimiser step."""
-    epochs: int = 3
-    """Passes over the training split."""
-    warmup_fraction: float = 0.1
-    """Share of the steps spent warming the learning rate up linearly from 0."""
-    weight_decay: float = 0.01
-    """AdamW weight decay (not applied to biases and LayerNorm weights)."""
-    max_length: int = 128
-    """Longest input in tokens, special tokens included; longer inputs are truncated."""
-
-    def __post_init__(self) -> None:
-        _require(self.learning_rate > 0 and self.batch_size > 0 and self.epochs > 0, "finetune",
-                 "learning rate, batch size and epochs must be positive")
-        _require(0.0 <= self.warmup_fraction < 1.0, "finetune.warmup_fraction", "must be in [0, 1)")
-        _require(self.max_length >= 8, "finetune.max_length", "must be at least 8")
 
 
 @dataclass(frozen=True)
@@ -122,8 +96,9 @@ class TaskSpec:
     """Closed interval a regression label must lie in (STS-B: 0 to 5)."""
     main_split: str | None = None
     """Evaluation split of the headline score; None: the first evaluation split (MNLI: 'dev_matched')."""
-    finetune: FineTuneDefaults = field(default_factory=FineTuneDefaults)
-    """Fine-tuning hyperparameters to start from."""
+    finetune: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    """Fine-tuning hyperparameters where this task differs from :class:`~bvr.config.FinetuneConfig`'s defaults
+    (the task's own layer, under every preset, config file and ``--set``: see :func:`bvr.config.resolve_finetune`)."""
 
     def __post_init__(self) -> None:
         where = f"task {self.name!r}"
@@ -144,6 +119,7 @@ class TaskSpec:
                  "label_values must match label_names one to one")
         _require(self.hub_text_fields is None or len(self.hub_text_fields) == len(self.text_fields), where,
                  "hub_text_fields must match text_fields one to one")
+        check_task_block(dict(self.finetune), f"task {self.name!r}: finetune")
 
     @property
     def eval_splits(self) -> tuple[str, ...]:
@@ -195,8 +171,8 @@ _ENTAILMENT = ("entailment", "not_entailment")
 # CoNLL-2003's tags in the hub dataset's ClassLabel order, so hub ids need no mapping.
 CONLL_TAGS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")
 
-# BERT's SQuAD recipe (section 4.2 and run_squad.py): 3e-5, batch 32, 2 epochs, 384-token windows.
-SPAN_FINETUNE = FineTuneDefaults(learning_rate=3e-5, batch_size=32, epochs=2, max_length=384)
+# BERT's SQuAD recipe (section 4.2 and run_squad.py): 3e-5, batch 32, 2 epochs, 384-token windows (stride 128).
+SPAN_FINETUNE = {"learning_rate": 3e-5, "epochs": 2, "max_length": 384}
 
 
 def _squad(name: str, version: str, hub_id: str) -> TaskSpec:
@@ -245,7 +221,7 @@ _SPECS: tuple[TaskSpec, ...] = (
                      SplitSpec("test", "test.txt", "test")),
              text_fields=("tokens",), label_field="ner_tags", label_names=CONLL_TAGS,
              metrics=("f1", "precision", "recall"), main_metrics=("f1",), main_split="dev",
-             finetune=FineTuneDefaults(learning_rate=5e-5)),
+             finetune={"learning_rate": 5e-5}),
     # SuperGLUE BoolQ: a yes/no question about a passage; the JSONL files' label is a JSON boolean.
     TaskSpec(name="boolq", kind="classification", format="jsonl", folder="superglue/boolq",
              splits=(SplitSpec("train", "train.jsonl", "train"), SplitSpec("dev", "val.jsonl", "validation")),

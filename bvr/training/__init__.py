@@ -16,12 +16,11 @@ them too. Nothing here imports :mod:`bvr.pretraining` or :mod:`bvr.tasks`, which
 
 from bvr.training.guard import NonFiniteLoss, check_finite
 from bvr.training.optim import adamw, linear_schedule, no_decay, parameter_groups
-from bvr.training.precision import PRECISIONS, resolve_precision
+from bvr.training.precision import resolve_precision
 from bvr.training.runs import training_logger
 from bvr.training.trainer import build_trainer, resolve_strategy
 
 __all__ = [
-    "PRECISIONS",
     "NonFiniteLoss",
     "adamw",
     "build_trainer",

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from bvr.config import PRECISIONS
 from bvr.errors import BvrError
-
-PRECISIONS = ("auto", "32-true", "bf16-mixed", "16-mixed", "32")
-"""Values a configuration may give: ``auto`` or one of Lightning's own (``32`` is Lightning's old name of
-``32-true``)."""
 
 
 def resolve_precision(precision: str, *, where: str = "precision") -> str:
