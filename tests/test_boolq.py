@@ -101,8 +101,8 @@ def test_bvr_finetune_runs_boolq_end_to_end(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the MLflow store lives in the working directory
     result = CliRunner().invoke(cli.app, [
         "finetune", "--task", "boolq", "--checkpoint", str(checkpoint), "--seeds", "1", "--data-dir", str(data),
-        "--output-dir", str(tmp_path / "out"), "--experiment", "test-boolq", "--set", "epochs=1",
-        "--set", "batch_size=4", "--set", "learning_rate=1e-3", "--set", "max_length=64",
+        "--output-dir", str(tmp_path / "out"), "--experiment", "test-boolq", "--set", "finetune.epochs=1",
+        "--set", "finetune.batch_size=4", "--set", "finetune.learning_rate=1e-3", "--set", "finetune.max_length=64",
     ])
     assert result.exit_code == 0, result.output
     assert "dev/accuracy" in result.output and "read 14 of 14 rows" in result.output
