@@ -8,7 +8,7 @@ step by step, so that background load hits both alike, and the median step time 
 counts real (unpadded) tokens.
 
 bvr's side is what ``bvr finetune`` trains: :class:`bvr.model.Encoder` with the task head of
-:mod:`bvr.tasks.module` and its loss.
+:mod:`bvr.tasks.heads` and its loss (:mod:`bvr.tasks.kinds`).
 
 Lengths are drawn from fixed log-normal distributions shaped like the two datasets' tokenized lengths (SST-2:
 median about 20 tokens, at most 66; CoNLL-2003 sentences: median about 20 sub-tokens, at most 128), so the
@@ -32,10 +32,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bvr.model import EncoderConfig
+from bvr.model import IGNORE_INDEX, EncoderConfig
 from bvr.model.encoder import Encoder, init_weights
 from bvr.model.hf import to_hf_state_dict
-from bvr.tasks.module import FAMILIES, FinetuneModel, SequenceHead, TokenHead, take_pooler
+from bvr.tasks.heads import FinetuneModel, SequenceHead, TokenHead, take_pooler
+from bvr.tasks.kinds import KINDS
 
 LAYERS, HIDDEN, HEADS, FFN, VOCAB, BATCH = 4, 256, 4, 1024, 30_522, 32
 SHAPES = {
@@ -61,8 +62,8 @@ def make_batch(kind: str, seed: int) -> dict[str, torch.Tensor]:
         target = torch.from_numpy(rng.integers(0, labels, BATCH))
     else:
         target = torch.from_numpy(rng.integers(0, labels, (BATCH, width)))
-        target[mask == 0] = -100
-        target[:, 0] = -100
+        target[mask == 0] = IGNORE_INDEX
+        target[:, 0] = IGNORE_INDEX
     return {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids), "labels": target}
 
 
@@ -78,11 +79,11 @@ def ours(kind: str) -> tuple[torch.nn.Module, Callable[[dict], float]]:
     labels = SHAPES[kind][3]
     head = SequenceHead(cfg, labels, take_pooler(encoder)) if kind == "classification" else TokenHead(cfg, labels)
     model = FinetuneModel(encoder, head).train()
-    family = FAMILIES[kind]
+    task_kind = KINDS[kind]
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
 
     def step(batch: dict[str, torch.Tensor]) -> float:
-        loss = family.loss(model(batch), batch)
+        loss = task_kind.loss(model(batch), batch)
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)

@@ -32,10 +32,10 @@ import torch
 
 from bvr.config import load_config
 from bvr.pretraining.data import PretrainingDataModule
-from bvr.pretraining.module import linear_schedule, no_decay
 from bvr.pretraining.prepare import load_instances, prepare
 from bvr.pretraining.run import build_model, pretrain
 from bvr.tokenization import load_tokenizer, vocab_info
+from bvr.training import adamw
 
 
 class Clock(L.Callback):
@@ -79,12 +79,9 @@ def bare(cfg, steps: int, skip: int) -> float:
     batches = batches[:steps]
     model = build_model(cfg, vocab).train()
     t = cfg.training
-    decay = [p for n, p in model.named_parameters() if not no_decay(n, p)]
-    plain = [p for n, p in model.named_parameters() if no_decay(n, p)]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": t.weight_decay},
-                                   {"params": plain, "weight_decay": 0.0}], lr=t.lr, betas=tuple(t.adam_betas),
-                                  eps=t.adam_eps)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_schedule(t.warmup_steps, t.max_steps))
+    configured = adamw(model.named_parameters(), learning_rate=t.learning_rate, weight_decay=t.weight_decay,
+                       betas=t.adam_betas, eps=t.adam_eps, warmup_steps=t.warmup_steps, max_steps=t.max_steps)
+    optimizer, schedule = configured["optimizer"], configured["lr_scheduler"]["scheduler"]
     tokens, start = 0, 0.0
     for step, batch in enumerate(batches):
         if step == skip:

@@ -25,7 +25,7 @@ import time
 
 import torch
 
-from bvr.model import EncoderConfig, PretrainingModel
+from bvr.model import IGNORE_INDEX, EncoderConfig, PretrainingModel
 from bvr.model.encoder import compile_layers
 
 LAYERS, HIDDEN, HEADS, FFN, VOCAB, BATCH, SEQ, MASK_PROB = 4, 256, 4, 1024, 30_522, 32, 128, 0.15
@@ -40,7 +40,7 @@ def make_batch(seed: int = 0) -> dict[str, torch.Tensor]:
     keys = torch.rand(BATCH, SEQ - 2, generator=g)
     chosen = torch.zeros(BATCH, SEQ, dtype=torch.bool)
     chosen[:, 1:-1] = keys.argsort(dim=1).argsort(dim=1) < k
-    labels = torch.where(chosen, ids, torch.full_like(ids, -100))
+    labels = torch.where(chosen, ids, torch.full_like(ids, IGNORE_INDEX))
     inputs = torch.where(chosen, torch.full_like(ids, 4), ids)  # [MASK]
     return {"input_ids": inputs, "attention_mask": torch.ones_like(ids), "labels": labels}
 
@@ -138,7 +138,7 @@ def main() -> None:
     tokens = BATCH * SEQ
     median = {name: statistics.median(t) for name, t in times.items()}
     rate = {name: tokens / median[name] for name in runners}
-    masked = int((batches[0]["labels"] != -100).sum())
+    masked = int((batches[0]["labels"] != IGNORE_INDEX).sum())
     achieved = step_flops(masked) / median["bvr"]
     peak = matmul_peak()
     figures = {

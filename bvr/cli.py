@@ -92,7 +92,8 @@ def _main(
 @config_app.command("show")
 def config_show(config: ConfigOpt = None, preset: PresetOpt = None, set_: SetOpt = None,
                 data_dir: DataDirOpt = None, output_dir: OutputDirOpt = None) -> None:
-    """Print the resolved configuration (defaults, preset, file and --set applied) as YAML."""
+    """Print the resolved configuration (defaults, preset, file and --set applied) as YAML, the finetune and
+    evaluate sections included."""
     import yaml
 
     cfg = _load(config, preset, set_, data_dir, output_dir)
@@ -256,12 +257,9 @@ def finetune_cmd(
     checkpoint: Annotated[Path, typer.Option("--checkpoint", help="A pretraining run folder, its model/ folder, or a "
                                              "Hugging Face BERT/RoBERTa folder.")],
     seeds: Annotated[int, typer.Option("--seeds", help="Fine-tuning seeds (0 to N-1), each its own MLflow run.")] = 5,
-    preset: Annotated[str | None, typer.Option("--preset", "-p", help="Hyperparameter preset of "
-                                               "experiments/finetune.yaml (tiny: capped for CPU).")] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", "-s", help="Override a hyperparameter, e.g. --set "
-                                                   "learning_rate=3e-5 (repeatable).")] = None,
-    hparams: Annotated[Path | None, typer.Option("--hparams", help="Hyperparameter file (default: "
-                                                 "experiments/finetune.yaml).")] = None,
+    config: ConfigOpt = None,
+    preset: PresetOpt = None,
+    set_: SetOpt = None,
     from_scratch: Annotated[bool, typer.Option("--from-scratch", help="No-pretraining control: a randomly "
                                                "initialised encoder of the checkpoint's shape.")] = False,
     arm: Annotated[str | None, typer.Option("--arm", help="Arm name for MLflow (default: the checkpoint's "
@@ -273,13 +271,15 @@ def finetune_cmd(
 ) -> None:
     """Fine-tune a checkpoint on one task over several seeds; print the median, spread and majority baseline.
 
-    Each seed is a nested MLflow run (ARM/finetune/TASK/seedN) under a parent run; runs that collapse to one class
-    are flagged. Finished seeds with the same settings are reused.
+    Hyperparameters are the config's finetune section (--preset, --config, --set finetune.learning_rate=3e-5 or
+    finetune.per_task.TASK.KEY=VALUE; `bvr config show` prints them). Each seed is a nested MLflow run
+    (ARM/finetune/TASK/seedN) under a parent run; runs that collapse to one class are flagged. Finished seeds with
+    the same settings are reused.
     """
     from bvr.tasks.run import describe, finetune
 
     result = finetune(checkpoint, task, seeds=seeds, data_dir=data_dir, output_dir=output_dir or "outputs",
-                      preset=preset, overrides=set_, config_file=hparams, from_scratch=from_scratch, arm=arm,
+                      preset=preset, overrides=set_, config_file=config, from_scratch=from_scratch, arm=arm,
                       experiment=experiment, progress=True)
     console.print(describe(result), markup=False, highlight=False)
 

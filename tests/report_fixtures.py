@@ -93,7 +93,7 @@ def _config(arm: str, seed: int) -> dict[str, Any]:
             "data": {"input_format": "segment-pair", "nsp": True, "max_length": 64},
             "masking": {"mode": arm if arm in ARMS else "dynamic", "dupe_factor": 10},
             "model": {"family": "bert", "num_layers": 2, "hidden_size": 64, "num_heads": 2},
-            "training": {"batch_size": 8, "max_steps": 300, "lr": 5e-4, "seed": seed},
+            "training": {"batch_size": 8, "max_steps": 300, "learning_rate": 5e-4, "seed": seed},
             "corpus": {"source": "plain", "max_documents": 50}}
 
 

@@ -33,21 +33,17 @@ base:
   tokenizer: {vocab_size: 400}
   data: {max_length: 64, shard_documents: 50}
   model: {num_layers: 2, hidden_size: 32, num_heads: 4, intermediate_size: 64}
-  training: {batch_size: 8, lr: 3.0e-3, warmup_steps: 2, max_steps: 6, val_every_steps: 3,
+  training: {batch_size: 8, learning_rate: 3.0e-3, warmup_steps: 2, max_steps: 6, val_every_steps: 3,
              checkpoint_every_steps: 3, log_every_steps: 2}
   masking: {dupe_factor: 2}
+  finetune: {tasks: [sst2], seeds: 2, optional: [], epochs: 1, batch_size: 4, max_length: 64, max_eval_examples: null}
+  evaluate:
+    blimp: {per_paradigm: 2}
+    probes: {tasks: [sst2], seeds: 2, max_train_examples: null}
 arms:
   static: {masking: {mode: static}}
   dynamic: {masking: {mode: dynamic}}
 control: true
-finetune:
-  tasks: [sst2]
-  seeds: 2
-  optional: []
-  hparams: {epochs: 1, batch_size: 4, max_length: 64, max_eval_examples: null}
-evaluate:
-  blimp: {per_paradigm: 2}
-  probes: {tasks: [sst2], seeds: 2, max_train_examples: null}
 """
 
 
@@ -167,7 +163,7 @@ def test_a_second_invocation_trains_nothing(finished, data_dir, monkeypatch, cap
 
 def test_a_partial_run_continues_and_a_failed_unit_is_recorded(data_dir, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    finetune_rte = EXPERIMENT.replace("  tasks: [sst2]\n  seeds: 2", "  tasks: [sst2, rte]\n  seeds: 2")
+    finetune_rte = EXPERIMENT.replace("finetune: {tasks: [sst2], seeds: 2", "finetune: {tasks: [sst2, rte], seeds: 2")
     (tmp_path / "exp.yaml").write_text(finetune_rte)
     broken = tmp_path / "data"
     shutil.copytree(data_dir, broken)
@@ -292,9 +288,9 @@ def test_dvc_repro_runs_the_pipeline_then_nothing_then_only_the_changed_arm(data
     repo = tmp_path / "repo"
     repo.mkdir()
     # One fine-tuning seed and no probe: the DVC layout is the subject here, and every stage is a bvr process.
-    (repo / "tiny-masking.yaml").write_text(EXPERIMENT.replace("seeds: 2\n  optional", "seeds: 1\n  optional")
+    (repo / "tiny-masking.yaml").write_text(EXPERIMENT.replace("seeds: 2, optional", "seeds: 1, optional")
                                             .replace("probes: {tasks: [sst2], seeds: 2, max_train_examples: null}",
-                                                     "probes: false"))
+                                                     "probes: {tasks: []}"))
     (repo / "params.yaml").write_text(f"data_dir: {data_dir}\n")
     for cmd in (["git", "init", "-q"], ["dvc", "init", "-q"], ["bvr", "pipeline", "tiny-masking.yaml"]):
         done = _git_dvc(repo, *cmd)

@@ -12,14 +12,15 @@ from bvr.ablation.declare import (
     arm_differences,
     check_arms,
     equal_passes,
-    flatten,
     list_experiments,
     load_ablation,
     sequences_seen,
     tokens_per_step,
 )
-from bvr.config import PRESETS_DIR
+from bvr.config import PRESETS_DIR, flatten, resolve_finetune
 from bvr.errors import BvrError
+from bvr.tasks.registry import get_task
+from bvr.tasks.run import load_finetune_config
 
 PRESETS = sorted(p.stem for p in PRESETS_DIR.glob("*.yaml"))
 SHIPPED = ("masking", "nsp", "batch-size", "vocab", "bert-vs-roberta")
@@ -86,9 +87,38 @@ def test_masking_tiny_repeats_static_masks():
     assert (small.probe_tasks, small.probe_heldout_examples) == (("sst2", "conll2003"), None)
 
 
+def test_masking_tiny_plan_is_unchanged():
+    """The values the masking ablation's tiny plan resolved to before fine-tuning and evaluation became config
+    sections (the old experiments/finetune.yaml tiny block under the file's finetune.presets.tiny.hparams)."""
+    ablation = load_ablation("masking", preset="tiny")
+    assert ablation.pretrain_seeds == list(range(8)) and ablation.arms["static"].masking.dupe_factor == 3
+    assert (ablation.finetune_tasks, ablation.optional_tasks, ablation.finetune_seeds) == (["sst2"], [], 2)
+    assert ablation.finetune_hparams == {"max_train_examples": 4000, "max_eval_examples": None,
+                                         "learning_rate": 3e-4, "epochs": 2}
+    sst2 = load_finetune_config(get_task("sst2"), preset="tiny", overrides=ablation.finetune_overrides())
+    assert (sst2.learning_rate, sst2.epochs, sst2.max_train_examples, sst2.max_eval_examples) == (3e-4, 2, 4000, None)
+    assert (sst2.max_length, sst2.batch_size, sst2.warmup_fraction) == (128, 32, 0.1)
+    # The arms' own config resolves the same fine-tuning settings as the finetune() call above.
+    assert resolve_finetune(ablation.arms["static"], get_task("sst2")) == sst2
+    assert ablation.evaluations.to_dict() == {
+        "blimp": True, "blimp_per_paradigm": 50, "blimp_seed": 0, "probe_tasks": ["sst2"], "probe_seeds": 3,
+        "probe_features": "mean", "probe_max_train_examples": 4000, "probe_max_eval_examples": None,
+        "probe_heldout_examples": 10000}
+    assert ablation.arms["static"].training.max_steps == 300 and ablation.arms["static"].corpus.max_documents == 250
+
+
+def test_finetune_hyperparameters_of_the_file_apply_in_layer_order(tmp_path):
+    text = in_base("  finetune: {max_length: 200, per_task: {squad: {max_length: 300}}}") + \
+        "presets: {tiny: {finetune: {max_length: 100}}}\n"
+    ablation = load_ablation(write(tmp_path, text), preset="tiny")
+    assert ablation.finetune_hparams == {"per_task.squad.max_length": 300, "max_length": 100}
+    squad = load_finetune_config(get_task("squad"), preset="tiny", overrides=ablation.finetune_overrides())
+    assert squad.max_length == 100 == resolve_finetune(ablation.arms["a"], get_task("squad")).max_length
+
+
 def test_batch_size_follows_table3():
     base = load_ablation("batch-size", preset="base").arms
-    assert {a: (c.training.batch_size, c.training.lr) for a, c in base.items()} == {
+    assert {a: (c.training.batch_size, c.training.learning_rate) for a, c in base.items()} == {
         "256": (256, 1e-4), "2k": (2048, 7e-4), "8k": (8192, 1e-3)}
     tiny = load_ablation("batch-size", preset="tiny").arms
     assert [c.training.batch_size for c in tiny.values()] == [32, 256, 1024]
@@ -157,23 +187,23 @@ def test_bad_set_value_names_the_set(tmp_path):
 def test_arms_differing_in_undeclared_key_are_refused(tmp_path):
     ablation = load_ablation(write(tmp_path, GOOD))
     cfg = ablation.arms["b"]
-    ablation.arms["b"] = dataclasses.replace(cfg, training=dataclasses.replace(cfg.training, lr=1e-3))
-    with pytest.raises(BvrError, match=r"arms 'a' and 'b' differ in undeclared keys: training\.lr"):
+    ablation.arms["b"] = dataclasses.replace(cfg, training=dataclasses.replace(cfg.training, learning_rate=1e-3))
+    with pytest.raises(BvrError, match=r"arms 'a' and 'b' differ in undeclared keys: training\.learning_rate"):
         check_arms(ablation)
 
 
 def test_declared_but_unchanged_key_is_fine(tmp_path):
-    text = GOOD.replace("masking: {mode: dynamic}", "masking: {mode: dynamic}\n    training: {lr: 1.0e-3}")
+    text = GOOD.replace("masking: {mode: dynamic}", "masking: {mode: dynamic}\n    training: {learning_rate: 1.0e-3}")
     ablation = load_ablation(write(tmp_path, text), preset="tiny")
-    assert "training.lr" in ablation.declared["b"]
-    assert "training.lr" not in arm_differences(ablation)[("a", "b")]
+    assert "training.learning_rate" in ablation.declared["b"]
+    assert "training.learning_rate" not in arm_differences(ablation)[("a", "b")]
 
 
 def test_arm_preset_block_with_undeclared_key_is_refused(tmp_path):
     text = GOOD.replace("masking: {mode: dynamic}", "masking: {mode: dynamic}\n    presets:\n"
-                        "      tiny: {training: {lr: 1.0e-3}}")
+                        "      tiny: {training: {learning_rate: 1.0e-3}}")
     message = error_of(write(tmp_path, text), preset="small")
-    assert "exp.yaml:10: arms.b.presets.tiny.training.lr" in message and "training.lr" in message and "'b'" in message
+    assert "exp.yaml:10: arms.b.presets.tiny.training.learning_rate" in message and "'b'" in message
 
 
 def test_unknown_top_level_key_names_file_line(tmp_path):
@@ -195,19 +225,43 @@ def test_bad_value_in_base_names_file_line(tmp_path):
     assert "exp.yaml:3: masking.dupe_factor" in message
 
 
+def in_base(line: str) -> str:
+    """GOOD with ``line`` added to its base, at line 4."""
+    return GOOD.replace("  masking: {dupe_factor: 5}\n", f"  masking: {{dupe_factor: 5}}\n{line}\n")
+
+
 @pytest.mark.parametrize(("text", "fragment"), [
     ("description: x\narms:\n  a: {masking: {mode: static}}\n", "at least two arms"),
     (GOOD.replace("  a:\n", "  no-pretraining:\n"), "cannot name an arm"),
-    (GOOD + "finetune: {tasks: [sst3]}\n", "exp.yaml:10: finetune.tasks: unknown task"),
+    (in_base("  finetune: {tasks: [sst3]}"), "exp.yaml:4: finetune.tasks: unknown task"),
     (GOOD + "presets: {huge: {}}\n", "exp.yaml:10: presets.huge: unknown preset"),
     (GOOD.replace("masking: {mode: static}", "name: x"), "exp.yaml:6: arms.a.name"),
+    (GOOD.replace("masking: {mode: static}", "finetune: {seeds: 2}"),
+     "exp.yaml:6: arms.a.finetune: 'finetune' is shared by every arm: set it in base or presets"),
     (GOOD + "pretrain_seeds: 0\n", "exp.yaml:10: pretrain_seeds"),
-    (GOOD + "pretrain_seeds: {tiny: [0, 1, 2]}\n", "no seeds for preset 'None' and no 'default'"),
-    (GOOD + "pretrain_seeds: {huge: [0]}\n", "exp.yaml:10: pretrain_seeds.huge: unknown preset"),
-    (GOOD + "evaluate: {probes: {tasks: [sst3]}}\n", "exp.yaml:10: evaluate.probes.tasks: unknown task"),
-    (GOOD + "evaluate: {probes: {features: pooled}}\n", "exp.yaml:10: evaluate.probes.features"),
-    (GOOD + "evaluate: {blimp: {per_paradigm: 0}}\n", "exp.yaml:10: evaluate.blimp.per_paradigm"),
-    (GOOD + "evaluate: {blimps: {}}\n", "exp.yaml:10: evaluate.blimps: unknown key"),
+    (GOOD + "presets: {tiny: {pretrain_seeds: [1, 1]}}\n", "exp.yaml:10: presets.tiny.pretrain_seeds"),
+    (in_base("  finetune: {per_task: {sst3: {epochs: 1}}}"),
+     "exp.yaml:4: finetune.per_task.sst3: unknown task 'sst3'. did you mean 'sst2'"),
+    (in_base("  evaluate: {probes: {tasks: [sst3]}}"), "exp.yaml:4: evaluate.probes.tasks: unknown task"),
+    (in_base("  evaluate: {probes: {features: pooled}}"), "exp.yaml:4: evaluate.probes.features"),
+    (in_base("  evaluate: {blimp: {per_paradigm: 0}}"), "exp.yaml:4: evaluate.blimp.per_paradigm"),
+    (in_base("  evaluate: {blimps: {}}"), "exp.yaml:4: evaluate.blimps: unknown key"),
+    # The old forms say where their keys moved.
+    (GOOD + "pretrain_seeds: {default: [0], tiny: [0, 1, 2]}\n",
+     "exp.yaml:10: pretrain_seeds: pretrain_seeds: {default: ..., NAME: ...} is the old form: write pretrain_seeds: "
+     "[...] for every preset and presets: {NAME: {pretrain_seeds: [...]}} for one"),
+    (GOOD + "finetune: {tasks: [sst2]}\n",
+     "exp.yaml:10: finetune: a top-level 'finetune:' block is the old form: move its keys under base:"),
+    (GOOD + "evaluate: {blimp: {per_paradigm: 50}}\n",
+     "exp.yaml:10: evaluate: a top-level 'evaluate:' block is the old form: move its keys under base:"),
+    (in_base("  finetune: {hparams: {epochs: 2}}"),
+     "exp.yaml:4: finetune.hparams: finetune.hparams was removed: put its keys directly under finetune"),
+    (in_base("  finetune: {presets: {tiny: {seeds: 2}}}"), "exp.yaml:4: finetune.presets: finetune.presets was "
+     "removed: put a preset's fine-tuning settings under presets.NAME.finetune"),
+    (in_base("  evaluate: {presets: {tiny: {}}}"), "exp.yaml:4: evaluate.presets: evaluate.presets was removed: put "
+     "a preset's evaluation settings under presets.NAME.evaluate"),
+    (in_base("  training: {lr: 1.0e-3}"), "exp.yaml:4: training.lr: training.lr was renamed: use "
+     "training.learning_rate"),
 ])
 def test_malformed_files_are_refused(tmp_path, text, fragment):
     assert fragment in error_of(write(tmp_path, text))

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 import typer
+import yaml
 from typer.testing import CliRunner
 
 from bvr import cli
@@ -81,6 +82,20 @@ def test_config_show_prints_resolved_yaml(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert info.value.code in (0, None)
     assert "mode: static" in out and "name: tiny" in out
+    shown = yaml.safe_load(out)  # the fine-tuning and evaluation sections too, the tiny preset's values in them
+    assert shown["finetune"]["learning_rate"] == 1e-4 and shown["finetune"]["per_task"]["squad"]["stride"] == 64
+    assert shown["evaluate"]["probes"]["tasks"] == ["sst2", "conll2003"]
+    assert shown["training"]["learning_rate"] == 1e-3
+
+
+def test_finetune_takes_the_config_options_of_every_command():
+    options = {p.name for p in typer.main.get_command(cli.app).commands["finetune"].params}
+    assert {"config", "preset", "set_"} <= options and "hparams" not in options
+
+
+def test_an_old_key_says_what_to_write(monkeypatch, capsys):
+    code, _, err = run_main(monkeypatch, capsys, "config", "show", "--set", "training.lr=1e-4")
+    assert code == 2 and "training.lr was renamed: use training.learning_rate" in err
 
 
 def test_console_script_runs():

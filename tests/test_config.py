@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 import yaml
 
-from bvr.config import PRESETS_DIR, Config, config_hash, dump_config, load_config, parse_override
+from bvr.config import (
+    NOT_HASHED,
+    PRESETS_DIR,
+    Config,
+    config_hash,
+    dump_config,
+    load_config,
+    parse_override,
+    resolve_finetune,
+)
 from bvr.errors import BvrError
 
 
@@ -48,7 +58,8 @@ def test_set_parses_yaml_values():
     assert all(isinstance(x, float) for x in cfg.masking.split)
     assert cfg.masking.whole_word is True
     assert cfg.corpus.max_documents is None
-    assert load_config(overrides=["training.lr=3e-4"]).training.lr == 3e-4  # YAML 1.1 reads this as a string
+    # YAML 1.1 reads this as a string
+    assert load_config(overrides=["training.learning_rate=3e-4"]).training.learning_rate == 3e-4
 
 
 @pytest.mark.parametrize(
@@ -66,12 +77,32 @@ def test_set_parses_yaml_values():
         ("data:\n  input_format: full\n", "cfg.yaml:2: data.input_format: 'full' is not one of segment-pair"),
         ("model:\n  hidden_size: 100\n  num_heads: 3\n", "cfg.yaml:3: model.num_heads: 3 heads do not divide"),
         ("masking: [1, 2\n", "cfg.yaml:2: not valid YAML"),
+        ("masking:\n  mode: static\n  mode: dynamic\n", "cfg.yaml:3: key 'masking.mode' is given twice"),
+        ("- masking\n", "cfg.yaml:1: expected a mapping of keys at the top level, got list"),
+        # Renamed and moved keys say what to write instead.
+        ("training:\n  lr: 1.0e-4\n", "cfg.yaml:2: training.lr: training.lr was renamed: use training.learning_rate"),
+        ("learning_rate: 1.0e-4\n", "cfg.yaml:1: learning_rate: learning_rate is a fine-tuning setting: use "
+                                    "finetune.learning_rate"),
+        ("finetune:\n  hparams: {epochs: 2}\n", "cfg.yaml:2: finetune.hparams: finetune.hparams was removed: put its "
+                                                "keys directly under finetune"),
+        ("evaluate:\n  blimp: false\n", "cfg.yaml:2: evaluate.blimp: evaluate.blimp is a mapping: write "
+                                         "evaluate.blimp.enabled: false to turn BLiMP off"),
+        ("evaluate:\n  probes: false\n", "cfg.yaml:2: evaluate.probes: evaluate.probes is a mapping: write "
+                                          "evaluate.probes.tasks: [] to turn the probes off"),
+        ("evaluate:\n  probes: {features: pooled}\n", "cfg.yaml:2: evaluate.probes.features: expected cls, mean or "
+                                                      "last4, got 'pooled'"),
     ],
 )
 def test_bad_values_name_key_file_and_line(tmp_path, text, expected):
     message = error_of(write(tmp_path, text))
     assert expected in message
     assert str(tmp_path) in message
+
+
+def test_not_utf8_names_file_and_line(tmp_path):
+    path = tmp_path / "cfg.yaml"
+    path.write_bytes(b"masking:\n  mode: st\xe4tic\n")
+    assert f"{path}:2: not UTF-8 text" in error_of(path)
 
 
 def test_roberta_positions_leave_room_for_the_padding_offset():
@@ -118,3 +149,38 @@ def test_dump_round_trip_and_hash(tmp_path):
 
 def test_config_is_plain_data():
     assert Config().to_dict()["masking"]["split"] == [0.8, 0.1, 0.1]
+
+
+def test_config_holds_the_finetune_and_evaluate_sections():
+    shown = Config().to_dict()
+    assert shown["finetune"]["learning_rate"] == 2e-5 and shown["finetune"]["per_task"] == {}
+    assert shown["finetune"]["tasks"][:2] == ["sst2", "mrpc"] and shown["finetune"]["seeds"] == 5
+    assert shown["evaluate"]["blimp"] == {"enabled": True, "per_paradigm": 100, "seed": 0}
+
+
+# Each task's effective fine-tuning settings, as experiments/finetune.yaml and FineTuneDefaults resolved them
+# before the fine-tuning settings became the finetune section (fine-tuning caches hash these values).
+_SHARED = {"accelerator": "auto", "adam_betas": [0.9, 0.999], "adam_eps": 1e-06, "article_split_fraction": 0.2,
+           "article_split_seed": 0, "batch_size": 32, "eval_batch_size": 64, "grad_clip": 1.0, "log_every_steps": 10,
+           "max_steps": None, "num_workers": 0, "precision": "auto", "subset_seed": 0, "warmup_fraction": 0.1,
+           "weight_decay": 0.01}
+_FULL = {"max_train_examples": None, "max_eval_examples": None, "stride": 128}
+_TINY = {"learning_rate": 1e-4, "epochs": 2, "max_train_examples": 2000, "max_eval_examples": 500, "max_length": 128,
+         "stride": 128}
+RESOLVED = {
+    ("sst2", None): {**_FULL, "learning_rate": 2e-5, "epochs": 3, "max_length": 128},
+    ("sst2", "tiny"): _TINY,
+    ("conll2003", None): {**_FULL, "learning_rate": 5e-5, "epochs": 3, "max_length": 128},
+    ("conll2003", "tiny"): {**_TINY, "max_train_examples": 1000},
+    ("squad", None): {**_FULL, "learning_rate": 3e-5, "epochs": 2, "max_length": 384},
+    ("squad", "tiny"): {**_TINY, "max_train_examples": 500, "max_eval_examples": 200, "max_length": 256, "stride": 64},
+}
+
+
+@pytest.mark.parametrize(("task", "preset"), list(RESOLVED))
+def test_finetune_settings_resolve_as_before(task, preset):
+    from bvr.tasks.registry import get_task
+
+    resolved = resolve_finetune(load_config(preset=preset), get_task(task))
+    assert dataclasses.asdict(resolved) == {**_SHARED, **RESOLVED[(task, preset)]}
+    assert set(resolved.hashed()) == set(_SHARED) - set(NOT_HASHED) | set(RESOLVED[(task, preset)])

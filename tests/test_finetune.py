@@ -12,23 +12,20 @@ import pytest
 import torch
 from mlflow import MlflowClient
 
+from bvr.config import DataSettings
 from bvr.errors import BvrError
 from bvr.model import EncoderConfig, PretrainingModel
 from bvr.pretrained import load_pretrained
 from bvr.pretraining.run import export_model
-from bvr.tasks.data import (
-    ENCODERS,
-    MODEL_COLUMNS,
-    READERS,
-    DataSettings,
-    LengthGroupedSampler,
-    TaskData,
-    load_task_data,
-)
+from bvr.tasks.batching import LengthGroupedSampler
+from bvr.tasks.data import TaskData, load_task_data
+from bvr.tasks.evaluators import COLLAPSE_STD_RATIO
+from bvr.tasks.kinds import KINDS
 from bvr.tasks.metrics import pearson, spearman
-from bvr.tasks.module import COLLAPSE_STD_RATIO, FAMILIES, build_model
-from bvr.tasks.registry import TASK_KINDS, TASKS, get_task
-from bvr.tasks.run import CONFIG_FILE, EncoderSource, describe, finetune, load_finetune_config, spread
+from bvr.tasks.module import build_model
+from bvr.tasks.readers import READERS
+from bvr.tasks.registry import TASK_FORMATS, TASK_KINDS, TASKS, get_task
+from bvr.tasks.run import EncoderSource, describe, finetune, load_finetune_config, spread
 from bvr.tokenization import save_tokenizer, train_tokenizer, vocab_info
 from bvr.tracking import tracking_uri
 
@@ -98,9 +95,10 @@ def task_data(task: str, checkpoint: Path, data_dir: Path, **settings) -> TaskDa
 # --- data -----------------------------------------------------------------------------------------------------
 
 
-def test_every_task_kind_has_a_reader_an_encoder_and_a_family():
-    assert set(READERS) == set(ENCODERS) == set(MODEL_COLUMNS) == set(FAMILIES) == set(TASK_KINDS)
+def test_every_task_kind_has_a_kind_and_every_format_a_reader():
+    assert set(KINDS) == set(TASK_KINDS) and set(READERS) == set(TASK_FORMATS)
     assert {spec.kind for spec in TASKS.values()} == set(TASK_KINDS)
+    assert {spec.format for spec in TASKS.values()} == set(TASK_FORMATS)
 
 
 def test_pairs_use_the_template_and_the_cap_is_a_seeded_subset(bert, data_dir):
@@ -184,7 +182,7 @@ def test_loss_falls_when_overfitting(task, checkpoint, data_dir, request):
     data = task_data(task, folder, data_dir)
     torch.manual_seed(0)
     model = build_model(EncoderSource(load_pretrained(folder), from_scratch=False).build(), data)
-    family = FAMILIES[data.spec.kind]
+    family = KINDS[data.spec.kind]
     batches = list(data.loader(data.train, 8, seed=0))
     before = _mean_loss(model, family, batches)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
@@ -212,7 +210,7 @@ def _logits_for(classes: list[int], n: int) -> torch.Tensor:
 
 
 def test_classification_metrics_are_exact_over_batches(bert, data_dir):
-    evaluator = FAMILIES["classification"].evaluator(task_data("mrpc", bert, data_dir), "dev")
+    evaluator = KINDS["classification"].evaluator(task_data("mrpc", bert, data_dir), "dev")
     for preds, labels in (([1, 1], [1, 0]), ([0, 0], [1, 0])):
         evaluator.update(_logits_for(preds, 2), {"labels": torch.tensor(labels)})
     assert evaluator.compute() == {"accuracy": 0.5, "f1": 0.5, "accuracy_f1": 0.5}
@@ -220,7 +218,7 @@ def test_classification_metrics_are_exact_over_batches(bert, data_dir):
 
 
 def test_regression_metrics_are_exact(bert, data_dir):
-    evaluator = FAMILIES["regression"].evaluator(task_data("stsb", bert, data_dir), "dev")
+    evaluator = KINDS["regression"].evaluator(task_data("stsb", bert, data_dir), "dev")
     evaluator.update(torch.tensor([1.0, 2.0, 3.0]), {"labels": torch.tensor([2.0, 4.0, 7.0])})
     values = evaluator.compute()
     # float32 torchmetrics against the float64 definitions, to float32's precision
@@ -230,7 +228,7 @@ def test_regression_metrics_are_exact(bert, data_dir):
 
 
 def test_entity_f1_is_exact_on_first_sub_tokens(bert, data_dir):
-    evaluator = FAMILIES["tagging"].evaluator(task_data("conll2003", bert, data_dir), "dev")
+    evaluator = KINDS["tagging"].evaluator(task_data("conll2003", bert, data_dir), "dev")
     ids = {tag: i for i, tag in enumerate(get_task("conll2003").label_names)}
     gold = [-100, ids["B-PER"], -100, ids["I-PER"], ids["O"], ids["B-LOC"], -100]
     predicted = [ids["O"], ids["B-PER"], ids["O"], ids["I-PER"], ids["O"], ids["B-ORG"], ids["O"]]
@@ -242,7 +240,7 @@ def test_entity_f1_is_exact_on_first_sub_tokens(bert, data_dir):
 def test_perfect_span_scores_decode_to_the_answers(roberta, data_dir):
     data = task_data("squad", roberta, data_dir)
     split = data.evals["dev"]
-    evaluator = FAMILIES["span"].evaluator(data, "dev")
+    evaluator = KINDS["span"].evaluator(data, "dev")
     width = max(map(len, split.features["input_ids"]))
     logits = torch.full((len(split), width, 2), -10.0)
     for row, (start, end) in enumerate(zip(split.features["start_positions"], split.features["end_positions"],
@@ -253,10 +251,10 @@ def test_perfect_span_scores_decode_to_the_answers(roberta, data_dir):
 
 
 def test_constant_predictors_are_flagged_as_collapsed(bert, data_dir):
-    classifier = FAMILIES["classification"].evaluator(task_data("sst2", bert, data_dir), "dev")
+    classifier = KINDS["classification"].evaluator(task_data("sst2", bert, data_dir), "dev")
     classifier.update(_logits_for([1, 1, 1], 2), {"labels": torch.tensor([0, 1, 0])})
     assert classifier.collapsed()
-    regressor = FAMILIES["regression"].evaluator(task_data("stsb", bert, data_dir), "dev")
+    regressor = KINDS["regression"].evaluator(task_data("stsb", bert, data_dir), "dev")
     regressor.update(torch.full((3,), 2.5) + torch.tensor([0.0, 1e-4, -1e-4]), {"labels": torch.tensor([0.0, 2, 5])})
     assert regressor.collapsed() and regressor.spread()[0] < COLLAPSE_STD_RATIO
     regressor.reset()
@@ -265,7 +263,7 @@ def test_constant_predictors_are_flagged_as_collapsed(bert, data_dir):
 
 
 def test_an_all_o_tagger_and_an_empty_answerer_are_flagged_as_collapsed(bert, roberta, data_dir):
-    tagger = FAMILIES["tagging"].evaluator(task_data("conll2003", bert, data_dir), "dev")
+    tagger = KINDS["tagging"].evaluator(task_data("conll2003", bert, data_dir), "dev")
     ids = {tag: i for i, tag in enumerate(get_task("conll2003").label_names)}
     gold = [ids["B-PER"], ids["I-PER"], ids["O"], ids["B-LOC"]]
     # Every word O: no entity predicted, the all-O baseline.
@@ -278,7 +276,7 @@ def test_an_all_o_tagger_and_an_empty_answerer_are_flagged_as_collapsed(bert, ro
     assert tagger.compute()["f1"] == pytest.approx(2 / 3) and not tagger.collapsed()
     data = task_data("squad", roberta, data_dir)
     split = data.evals["dev"]
-    spans = FAMILIES["span"].evaluator(data, "dev")
+    spans = KINDS["span"].evaluator(data, "dev")
     width = max(map(len, split.features["input_ids"]))
     logits = torch.full((len(split), width, 2), -10.0)
     logits[:, 0, :] = 10.0  # every window points at its first token, the start of the question: no answer found
@@ -310,7 +308,7 @@ def _runs(workdir: Path) -> list:
     return client.search_runs([experiment.experiment_id]) if experiment else []
 
 
-TINY = ["epochs=2", "batch_size=2", "learning_rate=1e-3", "max_length=64"]
+TINY = ["finetune.epochs=2", "finetune.batch_size=2", "finetune.learning_rate=1e-3", "finetune.max_length=64"]
 
 
 @pytest.fixture(scope="module")
@@ -388,31 +386,31 @@ def test_from_scratch_control_arm_runs_and_is_tagged(bert, data_dir, workdir):
 
 def test_span_and_tagging_run_end_to_end_and_keep_the_split(roberta, data_dir, workdir):
     squad = finetune(roberta, "squad", seeds=1, data_dir=data_dir, output_dir=workdir / "out",
-                     overrides=[*TINY, "max_length=96", "stride=16"], experiment=EXPERIMENT)
+                     overrides=[*TINY, "finetune.max_length=96", "finetune.stride=16"], experiment=EXPERIMENT)
     run = MlflowClient(tracking_uri(workdir)).get_run(squad.seeds[0].run_id)
     assert run.data.tags["bvr.data_split"] == squad.info.split_note and "split: SQuAD split" in describe(squad)
     assert set(squad.seeds[0].scores) == {"dev/exact_match", "dev/f1"}
     # max_steps ends the run inside its first epoch: the final evaluation still happens.
     conll = finetune(roberta, "conll2003", seeds=1, data_dir=data_dir, output_dir=workdir / "out",
-                     overrides=[*TINY, "max_steps=1"], experiment=EXPERIMENT)
+                     overrides=[*TINY, "finetune.max_steps=1"], experiment=EXPERIMENT)
     assert conll.seeds[0].history[-1]["step"] == 1
     assert set(conll.seeds[0].scores) == {f"{split}/{m}" for split in ("dev", "test") for m in ("f1", "precision",
                                                                                                  "recall")}
 
 
-# --- the hyperparameter file ------------------------------------------------------------------------------------
+# --- the fine-tuning section of the config --------------------------------------------------------------------
 
 
-def test_shipped_file_resolves_for_every_task_and_preset():
+def test_shipped_presets_resolve_for_every_task():
     for name, spec in TASKS.items():
-        cfg = load_finetune_config(spec, config_file=CONFIG_FILE)
-        tiny = load_finetune_config(spec, config_file=CONFIG_FILE, preset="tiny", overrides=["epochs=1"])
+        cfg = load_finetune_config(spec)
+        tiny = load_finetune_config(spec, preset="tiny", overrides=["finetune.epochs=1"])
         assert cfg.max_train_examples is None and tiny.max_train_examples is not None and tiny.epochs == 1
         assert cfg.max_length == (384 if spec.kind == "span" else 128), name
 
 
 def _write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "finetune.yaml"
+    path = tmp_path / "cfg.yaml"
     path.write_text(text)
     return path
 
@@ -420,12 +418,19 @@ def _write(tmp_path: Path, text: str) -> Path:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("defaults:\n  epochs: 2\ntasks:\n  rte:\n    learnin_rate: 1e-5\n",
-         r"finetune.yaml:5: tasks.rte.learnin_rate: unknown key. did you mean 'tasks.rte.learning_rate'"),
-        ("tasks:\n  rtee:\n    epochs: 1\n", r"finetune.yaml:2: tasks.rtee: unknown task. did you mean 'rte'"),
-        ("default:\n  epochs: 1\n", r"finetune.yaml:1: default: unknown section. did you mean 'defaults'"),
-        ("presets:\n  tiny:\n    defaults:\n      epoch: 1\n", r"finetune.yaml:4: presets.tiny.defaults.epoch"),
-        ("defaults:\n  epochs: many\n", r"finetune.yaml:2: defaults.epochs: expected int"),
+        ("finetune:\n  epochs: 2\n  per_task:\n    rte:\n      learnin_rate: 1e-5\n",
+         r"cfg.yaml:5: finetune.per_task.rte.learnin_rate: unknown key. did you mean "
+         r"'finetune.per_task.rte.learning_rate'"),
+        ("finetune:\n  per_task:\n    rtee:\n      epochs: 1\n",
+         r"finetune.per_task: unknown task 'rtee'. did you mean 'rte'"),
+        ("finetune:\n  epoch: 1\n", r"cfg.yaml:2: finetune.epoch: unknown key. did you mean 'finetune.epochs'"),
+        ("finetune:\n  epochs: many\n", r"cfg.yaml:2: finetune.epochs: expected int"),
+        ("finetune:\n  per_task:\n    squad:\n      stride: -1\n",
+         r"cfg.yaml:4: finetune.per_task.squad.stride: must be non-negative"),
+        # experiments/finetune.yaml's layout is gone: its keys say where they moved.
+        ("defaults:\n  epochs: 1\n", r"cfg.yaml:1: defaults: 'defaults:' is the old experiments/finetune.yaml form: "
+                                     r"put its keys under finetune:"),
+        ("tasks:\n  rte:\n    epochs: 1\n", r"cfg.yaml:1: tasks: .* put a task's keys under finetune.per_task.TASK"),
     ],
 )
 def test_bad_keys_in_the_file_name_file_line_and_key(tmp_path, text, message):
@@ -433,20 +438,36 @@ def test_bad_keys_in_the_file_name_file_line_and_key(tmp_path, text, message):
         load_finetune_config(get_task("rte"), config_file=_write(tmp_path, text))
 
 
-def test_bad_preset_and_override_are_refused(tmp_path):
-    path = _write(tmp_path, "presets:\n  tiny: {}\n")
-    with pytest.raises(BvrError, match="unknown preset 'huge'.*known presets: tiny"):
-        load_finetune_config(get_task("rte"), config_file=path, preset="huge")
-    with pytest.raises(BvrError, match=r"--set warmup_fraction=2: warmup_fraction: must be in \[0, 1\)"):
-        load_finetune_config(get_task("rte"), config_file=path, overrides=["warmup_fraction=2"])
+def test_bad_preset_and_override_are_refused():
+    with pytest.raises(BvrError, match="unknown preset 'huge'.*known presets: base, large, small, tiny"):
+        load_finetune_config(get_task("rte"), preset="huge")
+    with pytest.raises(BvrError, match=r"--set finetune.warmup_fraction=2: finetune.warmup_fraction: must be in "):
+        load_finetune_config(get_task("rte"), overrides=["finetune.warmup_fraction=2"])
+    with pytest.raises(BvrError, match="learning_rate is a fine-tuning setting: use finetune.learning_rate"):
+        load_finetune_config(get_task("rte"), overrides=["learning_rate=1e-5"])
+
+
+def test_layers_apply_in_order_and_per_task_within_a_layer(tmp_path):
+    squad, rte = get_task("squad"), get_task("rte")
+    # The task's own default (384) gives way to the preset's finetune.max_length, then to its per_task value.
+    assert load_finetune_config(squad, preset="tiny").max_length == 256
+    assert load_finetune_config(rte, preset="tiny").max_length == 128
+    # A later layer's finetune.KEY wins over an earlier layer's per_task value ...
+    file = _write(tmp_path, "finetune:\n  max_length: 200\n")
+    assert load_finetune_config(squad, preset="tiny", config_file=file).max_length == 200
+    # ... and within one layer per_task wins over finetune.KEY.
+    file = _write(tmp_path, "finetune:\n  max_length: 200\n  per_task:\n    squad: {max_length: 300}\n")
+    assert load_finetune_config(squad, preset="tiny", config_file=file).max_length == 300
+    assert load_finetune_config(rte, preset="tiny", config_file=file).max_length == 200
+    assert load_finetune_config(squad, overrides=["finetune.per_task.squad.stride=32"]).stride == 32
 
 
 def test_trivial_baselines_of_tagging_and_spans(bert, roberta, data_dir):
     """All-'O' tagging finds no entity (F1 0); answering nothing scores 0 on SQuAD v1.1."""
     conll = task_data("conll2003", bert, data_dir)
-    assert FAMILIES["tagging"].baseline(conll) == {f"{split}/{m}": 0.0 for split in conll.evals
+    assert KINDS["tagging"].baseline(conll) == {f"{split}/{m}": 0.0 for split in conll.evals
                                                    for m in ("f1", "precision", "recall")}
     squad = task_data("squad", roberta, data_dir)
-    baseline = FAMILIES["span"].baseline(squad)
+    baseline = KINDS["span"].baseline(squad)
     assert baseline["dev/exact_match"] == 0.0 and baseline["dev/f1"] == 0.0
-    assert "answers nothing" in FAMILIES["span"].baseline_note(squad)
+    assert "answers nothing" in KINDS["span"].baseline_note(squad)

@@ -13,7 +13,6 @@ import pytest
 import torch
 
 from bvr.errors import BvrError
-from bvr.tasks.glue import Example, load_task_split, read_glue
 from bvr.tasks.metrics import (
     PLAIN_METRICS,
     MulticlassMatthewsCorrelation,
@@ -30,6 +29,9 @@ from bvr.tasks.metrics import (
     pearson,
     spearman,
 )
+from bvr.tasks.readers import load_task_split
+from bvr.tasks.readers.common import Example
+from bvr.tasks.readers.tsv import read_tsv
 from bvr.tasks.registry import GLUE_TASKS, get_task
 
 DATA = Path(__file__).parent / "fixtures"
@@ -60,21 +62,21 @@ def test_every_split_of_every_task_reads_cleanly(name):
 
 def test_cola_has_no_header_and_dev_no_final_newline():
     assert not (GLUE / "CoLA/dev.tsv").read_bytes().endswith(b"\n")  # the quirk under test is still in the fixture
-    train, _ = read_glue(get_task("cola"), GLUE / "CoLA/train.tsv")
-    dev, report = read_glue(get_task("cola"), GLUE / "CoLA/dev.tsv")
+    train, _ = read_tsv(get_task("cola"), GLUE / "CoLA/train.tsv")
+    dev, report = read_tsv(get_task("cola"), GLUE / "CoLA/dev.tsv")
     assert train[0] == Example("The cat slept on the warm stone.", None, 1, 1)  # line 1 is data, not a header
     assert [e.label for e in train] == [1, 0, 1, 0, 1, 0, 1]
     assert (report.rows, dev[-1]) == (4, Example("That the sun rose surprised nobody.", None, 1, 4))
 
 
 def test_sst2_trailing_spaces_are_stripped():
-    examples, _ = read_glue(get_task("sst2"), GLUE / "SST-2/dev.tsv")
+    examples, _ = read_tsv(get_task("sst2"), GLUE / "SST-2/dev.tsv")
     assert examples[0] == Example("never quite finds its feet", None, 0, 2)
 
 
 def test_mrpc_bom_and_unbalanced_quotes():
     assert (GLUE / "MRPC/train.tsv").read_bytes().startswith(b"\xef\xbb\xbf")
-    examples, report = read_glue(get_task("mrpc"), GLUE / "MRPC/train.tsv")
+    examples, report = read_tsv(get_task("mrpc"), GLUE / "MRPC/train.tsv")
     assert report.rows == 4 and [e.label for e in examples] == [1, 0, 1, 0]
     assert examples[0].text_a == 'The mayor said "the bridge will open in May.'
     # A quote opened in one field and closed in the next: a CSV reader would merge the two fields.
@@ -82,8 +84,8 @@ def test_mrpc_bom_and_unbalanced_quotes():
 
 
 def test_word_labels_map_to_ids_in_spec_order():
-    rte, _ = read_glue(get_task("rte"), GLUE / "RTE/train.tsv")
-    mnli, _ = read_glue(get_task("mnli"), GLUE / "MNLI/dev_matched.tsv")
+    rte, _ = read_tsv(get_task("rte"), GLUE / "RTE/train.tsv")
+    mnli, _ = read_tsv(get_task("mnli"), GLUE / "MNLI/dev_matched.tsv")
     assert [e.label for e in rte] == [0, 1, 0]  # entailment, not_entailment, entailment
     assert [e.label for e in mnli] == [0, 2]  # gold_label, not label1..label5
     assert mnli[0].text_b == "He did not win the race."
@@ -91,12 +93,12 @@ def test_word_labels_map_to_ids_in_spec_order():
 
 def test_numeric_and_word_labels_are_equivalent(tmp_path):
     path = _write(tmp_path, "index\tsentence1\tsentence2\tlabel\n0\ta\tb\t1\n1\tc\td\tnot_entailment\n")
-    examples, _ = read_glue(get_task("rte"), path)
+    examples, _ = read_tsv(get_task("rte"), path)
     assert [e.label for e in examples] == [1, 1]
 
 
 def test_stsb_scores_and_columns_by_name():
-    examples, _ = read_glue(get_task("stsb"), GLUE / "STS-B/train.tsv")
+    examples, _ = read_tsv(get_task("stsb"), GLUE / "STS-B/train.tsv")
     assert [e.label for e in examples] == [5.0, 4.2, 1.0, 0.0]
     assert examples[0].text_a == "A dog runs in the park." and examples[0].text_b == "A dog is running in a park."
 
@@ -104,7 +106,7 @@ def test_stsb_scores_and_columns_by_name():
 def test_line_ends_and_odd_separators(tmp_path):
     # CRLF line ends are tolerated; a vertical tab or U+2028 inside a sentence is text, not a line break.
     path = _write(tmp_path, "sentence\tlabel\r\nfirst\x0bpart \t1\r\nsecond\u2028part\t0\r\n")
-    examples, report = read_glue(get_task("sst2"), path)
+    examples, report = read_tsv(get_task("sst2"), path)
     assert report.rows == 2 and [e.text_a for e in examples] == ["first\x0bpart", "second\u2028part"]
 
 
@@ -116,7 +118,7 @@ def test_line_ends_and_odd_separators(tmp_path):
 def test_unknown_label_names_file_and_line(tmp_path):
     path = _write(tmp_path, "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n1\tc\td\tmaybe\n")
     with pytest.raises(BvrError, match="unknown label 'maybe'") as caught:
-        read_glue(get_task("rte"), path)
+        read_tsv(get_task("rte"), path)
     assert caught.value.where == f"{path}:3"
 
 
@@ -130,14 +132,14 @@ def test_bad_labels_fail(tmp_path, name, row, message):
     header = {"sst2": "sentence\tlabel", "stsb": "\t".join(["c"] * 7 + ["sentence1", "sentence2", "score"])}[name]
     path = _write(tmp_path, f"{header}\n{row}\n")
     with pytest.raises(BvrError, match=message) as caught:
-        read_glue(get_task(name), path)
+        read_tsv(get_task(name), path)
     assert caught.value.where == f"{path}:2"
 
 
 def test_short_long_and_blank_rows_are_counted(tmp_path):
     rows = ["0\t1\t2\tq1?\tq2?\t0", "1\t3\t4\tbroken question", "2\t5\t6\tq3?\tq4?\t1", "", "3\t7\t8\tq5\tq6\t0\textra"]
     path = _write(tmp_path, "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n" + "\n".join(rows) + "\n")
-    examples, report = read_glue(get_task("qqp"), path, max_skipped_share=0.8)
+    examples, report = read_tsv(get_task("qqp"), path, max_skipped_share=0.8)
     assert [e.line for e in examples] == [2, 4]
     assert (report.rows, report.read, report.skipped) == (5, 2, 3)
     assert report.reasons == {"fewer than 6 columns": 1, "blank line": 1, "more than 6 columns": 1}
@@ -150,17 +152,17 @@ def test_more_than_one_percent_bad_rows_fails(tmp_path, bad, fails):
     rows = [f"sentence {i}\t1" for i in range(100)] + ["no label column"] * bad
     path = _write(tmp_path, "sentence\tlabel\n" + "\n".join(rows))
     if not fails:
-        assert read_glue(get_task("sst2"), path)[1].skipped == 1  # 1 of 101 rows: under 1%
+        assert read_tsv(get_task("sst2"), path)[1].skipped == 1  # 1 of 101 rows: under 1%
         return
     with pytest.raises(BvrError, match="2 of 102 rows could not be parsed, more than 1%") as caught:
-        read_glue(get_task("sst2"), path)
+        read_tsv(get_task("sst2"), path)
     assert caught.value.where == str(path)
 
 
 def test_missing_column_names_the_header(tmp_path):
     path = _write(tmp_path, "index\tsentence\n0\tA test sentence without a label.\n")  # an unlabelled test file
     with pytest.raises(BvrError, match="no column 'label'.*index, sentence") as caught:
-        read_glue(get_task("sst2"), path)
+        read_tsv(get_task("sst2"), path)
     assert caught.value.where == f"{path}:1"
 
 
@@ -168,10 +170,10 @@ def test_missing_empty_and_undecodable_files(tmp_path):
     with pytest.raises(BvrError, match="no such file.*--data-dir"):
         load_task_split(get_task("rte"), "dev", tmp_path)
     with pytest.raises(BvrError, match="empty"):
-        read_glue(get_task("sst2"), _write(tmp_path, ""))
+        read_tsv(get_task("sst2"), _write(tmp_path, ""))
     (tmp_path / "latin1.tsv").write_bytes(b"sentence\tlabel\ncaf\xe9\t1\n")
     with pytest.raises(BvrError, match="not UTF-8") as caught:
-        read_glue(get_task("sst2"), tmp_path / "latin1.tsv")
+        read_tsv(get_task("sst2"), tmp_path / "latin1.tsv")
     assert caught.value.where.endswith("latin1.tsv:2")
 
 

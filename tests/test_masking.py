@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from bvr.errors import BvrError
+from bvr.model.losses import IGNORE_INDEX
 from bvr.pretraining import masking
 from bvr.pretraining.masking import (
-    IGNORE_INDEX,
     PretrainingCollator,
     mask_batch,
     mask_copy,

@@ -13,7 +13,7 @@ from bvr.config import ModelConfig
 from bvr.errors import BvrError
 from bvr.model import PRESETS, EncoderConfig, PretrainingModel, count_parameters
 from bvr.model.encoder import dropout
-from bvr.model.heads import linear_cross_entropy
+from bvr.model.losses import linear_cross_entropy
 
 VOCAB = 101
 PAD = {"bert": 0, "roberta": 1}

@@ -1,4 +1,5 @@
-"""Tests for bvr.tasks.ner: the CoNLL reader, IOB schemes, sub-token labels and seqeval-style entity F1."""
+"""Tests for CoNLL-2003 NER (bvr.tasks.readers.conll, iob, ner, ner_metric): the CoNLL reader, IOB schemes,
+sub-token labels and seqeval-style entity F1."""
 
 from __future__ import annotations
 
@@ -10,23 +11,18 @@ import torch
 from tokenizers import Tokenizer
 
 from bvr.errors import BvrError
+from bvr.model.losses import IGNORE_INDEX
+from bvr.tasks.iob import detect_scheme, entity_types, extract_entities, to_iob2
 from bvr.tasks.ner import (
-    IGNORE_INDEX,
-    EntityF1,
-    Sentence,
     align_labels,
-    detect_scheme,
     encode_ner,
     encoding_summary,
-    entity_f1,
-    entity_types,
-    extract_entities,
     label_list,
     labels_to_tags,
     predictions_to_tags,
-    read_conll,
-    to_iob2,
 )
+from bvr.tasks.ner_metric import EntityF1, entity_f1
+from bvr.tasks.readers.conll import Sentence, read_conll
 from bvr.tokenization import train_tokenizer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "conll"

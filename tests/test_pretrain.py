@@ -19,16 +19,16 @@ from bvr.config import load_config
 from bvr.errors import BvrError
 from bvr.locks import holder, lock_path
 from bvr.pretrained import fill_mask, load_pretrained
-from bvr.pretraining.module import NonFiniteLoss
 from bvr.pretraining.prepare import prepare
 from bvr.pretraining.run import DEFAULT_EXPERIMENT, pretrain, run_dir_for
 from bvr.tracking import find_runs, tracking_uri
+from bvr.training import NonFiniteLoss
 from tests.test_prepare import write_wiki_corpus
 
 TINY = [
     "corpus.path=corpus/wiki", "corpus.validation_fraction=0.1", "tokenizer.vocab_size=400", "data.max_length=64",
     "data.shard_documents=50", "model.num_layers=2", "model.hidden_size=32", "model.num_heads=4",
-    "model.intermediate_size=64", "training.batch_size=8", "training.lr=3e-3", "training.warmup_steps=5",
+    "model.intermediate_size=64", "training.batch_size=8", "training.learning_rate=3e-3", "training.warmup_steps=5",
     "training.val_every_steps=10", "training.checkpoint_every_steps=4", "training.log_every_steps=2",
 ]
 

@@ -31,10 +31,12 @@ from bvr.evaluation.probe import (
 from bvr.model import EncoderConfig, PretrainingModel
 from bvr.pretrained import load_pretrained
 from bvr.pretraining.run import export_model
-from bvr.tasks.data import encode_sentences, subset
-from bvr.tasks.glue import Example, load_task_split
-from bvr.tasks.ner import read_conll
+from bvr.tasks.data import subset
+from bvr.tasks.readers import load_task_split
+from bvr.tasks.readers.common import Example
+from bvr.tasks.readers.conll import read_conll
 from bvr.tasks.registry import get_task
+from bvr.tasks.sentences import encode_sentences
 from bvr.tokenization import save_tokenizer, train_tokenizer, vocab_info
 
 FIXTURES = Path(__file__).parent / "fixtures"

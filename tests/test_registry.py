@@ -6,9 +6,20 @@ import dataclasses
 
 import pytest
 
+from bvr.config import HYPERPARAMETERS, Config, resolve_finetune
 from bvr.errors import BvrError
 from bvr.tasks.metrics import METRIC_BUILDERS, PLAIN_METRICS, make_metrics
-from bvr.tasks.registry import GLUE_TASKS, TASK_KINDS, TASKS, FineTuneDefaults, SplitSpec, TaskSpec, _index, get_task
+from bvr.tasks.readers import READERS
+from bvr.tasks.registry import (
+    GLUE_TASKS,
+    TASK_FORMATS,
+    TASK_KINDS,
+    TASKS,
+    SplitSpec,
+    TaskSpec,
+    _index,
+    get_task,
+)
 
 GLUE_FOLDERS = {
     "cola": "glue/CoLA", "sst2": "glue/SST-2", "mrpc": "glue/MRPC", "stsb": "glue/STS-B", "qqp": "glue/QQP",
@@ -34,7 +45,7 @@ def test_every_spec_is_complete(name):
     assert spec.splits[0].name == "train" and all(split.file and split.hub_split for split in spec.splits)
     assert spec.eval_splits and spec.headline_split in spec.eval_splits
     assert spec.main_metrics and set(spec.main_metrics) <= set(spec.metrics)
-    assert isinstance(spec.finetune, FineTuneDefaults)
+    assert set(spec.finetune) <= set(HYPERPARAMETERS)  # only where the task differs from FinetuneConfig's
     if spec.label_names is not None:
         assert len(set(spec.label_names)) == len(spec.label_names) >= 2
 
@@ -51,7 +62,7 @@ def test_glue_specs_fit_readers_and_metrics(name):
 
 
 def test_bert_fine_tuning_defaults():
-    defaults = get_task("rte").finetune
+    defaults = resolve_finetune(Config(), get_task("rte"))
     assert (defaults.learning_rate, defaults.batch_size, defaults.epochs) == (2e-5, 32, 3)
     assert (defaults.warmup_fraction, defaults.max_length) == (0.1, 128)
 
@@ -89,6 +100,12 @@ def test_unknown_split_lists_splits():
         get_task("rte").split("test")
 
 
+def test_every_format_has_a_reader():
+    assert set(READERS) == set(TASK_FORMATS) == {spec.format for spec in TASKS.values()}
+    assert {name: TASKS[name].format for name in ("rte", "boolq", "conll2003", "squad")} == {
+        "rte": "tsv", "boolq": "jsonl", "conll2003": "conll", "squad": "squad-json"}
+
+
 def test_specs_are_frozen_and_hashable():
     spec = get_task("cola")
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -111,6 +128,8 @@ def _spec(**changes) -> TaskSpec:
         ({"main_split": "test"}, "main split 'test'"),
         ({"splits": (SplitSpec("dev", "dev.tsv", "validation"),)}, "needs 'train'"),
         ({"hub_text_fields": ("premise",)}, "one to one"),
+        ({"format": "xml"}, "format 'xml' is not one of tsv, jsonl, conll, squad-json"),
+        ({"label_values": (False, True, None)}, "label_values must match label_names"),
     ],
 )
 def test_inconsistent_specs_are_refused(changes, message):
@@ -119,13 +138,15 @@ def test_inconsistent_specs_are_refused(changes, message):
 
 
 def test_a_new_task_is_one_spec():
-    tagging = _spec(name="toy_ner", kind="tagging", folder="toy", text_fields=("tokens",), label_field="tags",
-                    label_names=("O", "B-PER", "I-PER"), metrics=("f1", "precision", "recall"), main_metrics=("f1",))
+    tagging = _spec(name="toy_ner", kind="tagging", format="conll", folder="toy", text_fields=("tokens",),
+                    label_field="tags", label_names=("O", "B-PER", "I-PER"), metrics=("f1", "precision", "recall"),
+                    main_metrics=("f1",))
     tasks = _index((*TASKS.values(), tagging))
     assert tasks["toy_ner"] is tagging and tagging.main_metric == "f1"
     with pytest.raises(ValueError, match="registered twice"):
         _index((tagging, tagging))
     with pytest.raises(ValueError, match="no torchmetrics object"):
         make_metrics(tagging)
-    span = _spec(name="toy_qa", kind="span", label_names=None, metrics=("exact_match", "f1"), main_metrics=("f1",))
+    span = _spec(name="toy_qa", kind="span", format="squad-json", label_names=None, metrics=("exact_match", "f1"),
+                 main_metrics=("f1",))
     assert span.label_names is None

@@ -1,4 +1,5 @@
-"""Tests for bvr.tasks.squad: reader, article split, windows, span decoding and the official metrics."""
+"""Tests for SQuAD (bvr.tasks.readers.squad_json, squad, squad_decode, squad_metric): reader, article split,
+windows, span decoding and the official metrics."""
 
 from __future__ import annotations
 
@@ -12,23 +13,10 @@ import pytest
 from tokenizers import Tokenizer, processors
 
 from bvr.errors import BvrError
-from bvr.tasks.squad import (
-    CLS_INDEX,
-    SquadExample,
-    SquadMetric,
-    best_threshold,
-    decode_predictions,
-    encode_squad,
-    encoding_summary,
-    exact_match,
-    normalize_answer,
-    read_squad,
-    references,
-    split_by_article,
-    squad_scores,
-    token_f1,
-    window_candidates,
-)
+from bvr.tasks.readers.squad_json import SquadExample, read_squad, references, split_by_article
+from bvr.tasks.squad import CLS_INDEX, encode_squad, encoding_summary
+from bvr.tasks.squad_decode import decode_predictions, window_candidates
+from bvr.tasks.squad_metric import SquadMetric, best_threshold, exact_match, normalize_answer, squad_scores, token_f1
 from bvr.tokenization import train_tokenizer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "squad"

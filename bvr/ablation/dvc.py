@@ -32,7 +32,6 @@ from bvr.ablation.stages import evaluation_file
 from bvr.config import PRESETS_DIR, read_yaml
 
 PARAMS_FILE = "params.yaml"
-FINETUNE_FILE = PRESETS_DIR.parent / "finetune.yaml"
 
 
 def _rel(path: Path, root: Path) -> str:
@@ -113,7 +112,8 @@ def pipeline_spec(plan: Plan, root: Path = Path(".")) -> dict[str, Any]:
                    "outs": [f"{stage_dir}/${{key}}/model"],
                    "metrics": [{f"{stage_dir}/${{key}}/pretrain.json": {"cache": False}}]},
         }
-    evaluate_params = [p for p in (_params(exp, ["evaluate"], root), {PARAMS_FILE: ["data_dir"]}) if p]
+    evaluate_keys = ["base.evaluate", *([f"presets.{preset}.evaluate"] if preset else [])]
+    evaluate_params = [p for p in (_params(exp, evaluate_keys, root), {PARAMS_FILE: ["data_dir"]}) if p]
     # BLiMP needs blimp/ in the data folder, which is known only when the stage runs.
     evaluations = [Unit(UnitKind.BLIMP, a.label) for a in plan.arms] if plan.evaluations.blimp else []
     evaluations += [Unit(UnitKind.PROBE, a.label, t) for a in plan.arms for t in plan.evaluations.probe_tasks]
@@ -126,8 +126,8 @@ def pipeline_spec(plan: Plan, root: Path = Path(".")) -> dict[str, Any]:
                    "outs": [{f"{stage_dir}/${{item.arm}}/${{item.out}}": {"cache": False}}]},
         }
     finetune_params = [p for p in (
-        _params(exp, ["finetune"], root),
-        {_rel(FINETUNE_FILE, root): None},
+        _params(exp, ["base.finetune", *([f"presets.{preset}.finetune"] if preset else [])], root),
+        {_rel(PRESETS_DIR / f"{preset}.yaml", root): None} if preset else None,
         {PARAMS_FILE: ["data_dir"]},
     ) if p]
     stages["finetune"] = {

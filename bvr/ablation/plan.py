@@ -22,8 +22,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
 
-from bvr.ablation.declare import CONTROL_ARM, Ablation, Evaluations, equal_passes, flatten, load_ablation
-from bvr.config import Config, config_hash
+from bvr.ablation.declare import CONTROL_ARM, Ablation, Evaluations, equal_passes, load_ablation
+from bvr.config import Config, config_hash, flatten
 from bvr.errors import BvrError
 
 MANIFEST_VERSION = 2

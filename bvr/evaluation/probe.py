@@ -29,7 +29,7 @@ with seed ``s``) and nothing else: the encoder is frozen, the dev subset is the 
 (seed :data:`EVAL_SUBSET_SEED`), and the fit is deterministic. Features are extracted once, for the union of the
 seeds' subsamples, so more seeds cost only probe fits. A cap at least as large as the train file gives every seed
 the same data, hence the same score. Scores use bvr's metric functions (:mod:`bvr.tasks.metrics`, and
-:func:`bvr.tasks.ner.entity_f1` for entity-level F1) on the task's headline split.
+:func:`bvr.tasks.ner_metric.entity_f1` for entity-level F1) on the task's headline split.
 """
 
 from __future__ import annotations
@@ -49,13 +49,18 @@ import torch
 import torch.nn.functional as F
 from rich.progress import track
 
+from bvr.config import DataSettings
 from bvr.display import duration
 from bvr.errors import BvrError
 from bvr.model.encoder import Encoder, init_weights
 from bvr.pretrained import Pretrained
-from bvr.tasks.data import ENCODERS, READERS, DataSettings, collate, subset
+from bvr.tasks.batching import collate
+from bvr.tasks.data import subset
+from bvr.tasks.iob import OUTSIDE
+from bvr.tasks.kinds import KINDS
 from bvr.tasks.metrics import PLAIN_METRICS, UndefinedMetricWarning, main_score, majority_prediction
-from bvr.tasks.ner import OUTSIDE, entity_f1
+from bvr.tasks.ner_metric import entity_f1
+from bvr.tasks.readers import read_task
 from bvr.tasks.registry import TaskSpec, get_task
 from bvr.tokenization import vocab_info
 
@@ -311,7 +316,8 @@ class ProbeSplit:
     """One split as features: rows, their labels, and which rows belong to which example.
 
     Attributes:
-        examples: the examples (:class:`~bvr.tasks.glue.Example` or :class:`~bvr.tasks.ner.Sentence`).
+        examples: the examples (:class:`~bvr.tasks.readers.common.Example` or
+            :class:`~bvr.tasks.readers.conll.Sentence`).
         features: kind -> (rows, dim), float32.
         labels: (rows,) class ids (int64) or scores (float64).
         offsets: example ``i``'s rows are ``offsets[i]:offsets[i + 1]`` (one row per example for sentence tasks).
@@ -335,9 +341,9 @@ def featurise(
     spec: TaskSpec, examples: list[Any], pretrained: Pretrained, extractor: FeatureExtractor, kinds: Sequence[str],
     max_length: int, description: str,
 ) -> ProbeSplit:
-    """Encode ``examples`` with the task's own encoder (:data:`bvr.tasks.data.ENCODERS`) and extract features."""
+    """Encode ``examples`` with the task's own encoder (:data:`bvr.tasks.kinds.KINDS`) and extract features."""
     settings = DataSettings(max_length=max_length)
-    encoded = ENCODERS[spec.kind](spec, pretrained.tokenizer, pretrained.family, examples, settings)
+    encoded = KINDS[spec.kind].encode(spec, pretrained.tokenizer, pretrained.family, examples, settings)
     if spec.kind != "tagging":
         features = extract_sentences(extractor, encoded, kinds, description)
         dtype = torch.float64 if spec.kind == "regression" else torch.long
@@ -572,7 +578,8 @@ def score(spec: TaskSpec, split: ProbeSplit, picked: Sequence[int], predictions:
     """Every metric of the task, and its headline, for predictions on the rows of the examples ``picked``.
 
     Sentence tasks: the task's metrics (:data:`bvr.tasks.metrics.PLAIN_METRICS`). Tagging: entity-level precision,
-    recall and F1 (:func:`bvr.tasks.ner.entity_f1`) and ``accuracy`` over words; a word without a row is predicted O.
+    recall and F1 (:func:`bvr.tasks.ner_metric.entity_f1`) and ``accuracy`` over words; a word without a row is
+    predicted O.
     """
     if spec.kind == "tagging":
         return _tagging_scores(spec, split, picked, predictions.tolist())
@@ -731,7 +738,7 @@ def _device(device: str | torch.device | None) -> torch.device:
 
 def _read(spec: TaskSpec, data_dir: Path | None) -> tuple[list[Any], list[Any], list[str]]:
     """The training examples and the headline split's, with the readers' report lines."""
-    read = READERS[spec.kind](spec, data_dir, DataSettings())
+    read = read_task(spec, data_dir, DataSettings())
     train, train_line = read.splits[spec.splits[0].name]
     dev, dev_line = read.splits[spec.headline_split]
     return train, dev, list(dict.fromkeys([train_line, dev_line]))
@@ -795,7 +802,8 @@ def run_probe(
                        " never trained on, scored as a second test set")
     extractor = FeatureExtractor.of(frozen_encoder(pretrained, from_scratch, _device(device)), pretrained, batch_size,
                                     progress)
-    length = min(max_length or spec.finetune.max_length, extractor.encoder.config.max_tokens)
+    default_length = spec.finetune.get("max_length", DataSettings.max_length)  # the task's fine-tuning length
+    length = min(max_length or default_length, extractor.encoder.config.max_tokens)
     train = featurise(spec, [train_examples[i] for i in union], pretrained, extractor, kinds, length,
                       f"{spec.name} train features")
     dev_split = featurise(spec, dev, pretrained, extractor, kinds, length,

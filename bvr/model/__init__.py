@@ -3,13 +3,15 @@
 - :mod:`bvr.model.encoder`: :class:`EncoderConfig` (sizes, family constants, presets) and :class:`Encoder`.
 - :mod:`bvr.model.heads`: :class:`PretrainingModel` (encoder + sparse MLM head + optional NSP) and
   :func:`count_parameters`.
+- :mod:`bvr.model.losses`: :data:`IGNORE_INDEX` and the cross-entropy helpers the heads and the tasks share.
 - :mod:`bvr.model.hf`: weights and configs to and from Hugging Face folders.
 
 Nothing here imports Lightning, MLflow or ``transformers``.
 """
 
 from bvr.model.encoder import PRESETS, Encoder, EncoderConfig
-from bvr.model.heads import IGNORE_INDEX, PretrainingLoss, PretrainingModel, PretrainingOutput, count_parameters
+from bvr.model.heads import PretrainingLoss, PretrainingModel, PretrainingOutput, count_parameters
+from bvr.model.losses import IGNORE_INDEX
 
 __all__ = [
     "IGNORE_INDEX",

@@ -18,9 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bvr.model.encoder import Embeddings, Encoder, EncoderConfig, init_weights
-
-IGNORE_INDEX = -100
-"""Label of positions that are not predicted (``torch.nn.CrossEntropyLoss``'s default ``ignore_index``)."""
+from bvr.model.losses import IGNORE_INDEX, accuracy, cross_entropy, linear_cross_entropy
 
 
 class TiedDecoder(nn.Module):
@@ -283,79 +281,10 @@ class PretrainingModel(nn.Module):
         nsp_loss = nsp_acc = None
         n_nsp = 0
         if nsp_logits is not None:
-            nsp_loss, nsp_acc = _cross_entropy(nsp_logits, nsp_labels)
+            nsp_loss, nsp_acc = cross_entropy(nsp_logits, nsp_labels), accuracy(nsp_logits, nsp_labels)
             n_nsp = int(nsp_labels.ne(IGNORE_INDEX).sum())
         loss = mlm_loss if nsp_loss is None else mlm_loss + nsp_loss
         return PretrainingLoss(loss, mlm_loss, nsp_loss, mlm_acc, nsp_acc, n_masked=targets.numel(), n_nsp=n_nsp)
-
-
-def _cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean cross-entropy and detached accuracy of (n, classes) logits over the targets that are not -100.
-
-    With no such target the loss is a zero still in the graph, not NaN.
-    """
-    valid = targets.ne(IGNORE_INDEX)
-    if not bool(valid.any()):
-        zero = logits.sum() * 0.0
-        return zero, zero.detach()
-    loss = F.cross_entropy(logits, targets, ignore_index=IGNORE_INDEX)
-    accuracy = (logits.detach().argmax(dim=-1) == targets)[valid].float().mean()
-    return loss, accuracy
-
-
-class _LinearCrossEntropy(torch.autograd.Function):
-    """Mean cross-entropy of ``x @ weight.T + bias``, the logits buffer reused for the softmax and its gradient.
-
-    ``F.cross_entropy(F.linear(...))`` writes the logits, their log-softmax, a zero-filled gradient and the
-    log-softmax gradient: four (n, vocab) tensors. Here one buffer holds the logits, then (in place) their
-    exponentials, then the gradient, and the accuracy comes from the same pass as the row maxima.
-    """
-
-    @staticmethod
-    def forward(ctx, x, weight, bias, targets):
-        logits = torch.addmm(bias, x, weight.t()).float()  # (n, vocab); fp32 softmax under autocast
-        row_max, predicted = logits.max(dim=1)  # (n,), (n,)
-        target_logit = logits.gather(1, targets[:, None]).squeeze(1)  # (n,)
-        exps = logits.sub_(row_max[:, None]).exp_()  # in place: the logits are not needed again
-        sums = exps.sum(dim=1)  # (n,)
-        loss = (row_max + sums.log() - target_logit).mean()
-        ctx.save_for_backward(x, weight, exps, sums, targets)
-        accuracy = (predicted == targets).float().mean()
-        ctx.mark_non_differentiable(accuracy)
-        return loss, accuracy
-
-    @staticmethod
-    def backward(ctx, grad_loss, _grad_accuracy):
-        x, weight, exps, sums, targets = ctx.saved_tensors
-        n = x.shape[0]
-        # d(mean loss)/d(logits) = (softmax - one_hot) / n, written over the saved exponentials.
-        grad = exps.mul_((grad_loss / n) / sums[:, None])  # (n, vocab)
-        grad[torch.arange(n, device=grad.device), targets] -= grad_loss / n
-        grad = grad.to(weight.dtype)
-        grad_x = (grad @ weight).to(x.dtype)  # (n, hidden)
-        grad_weight = grad.t() @ x.to(weight.dtype)  # (vocab, hidden)
-        return grad_x, grad_weight, grad.sum(dim=0), None
-
-
-def linear_cross_entropy(
-    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, targets: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``F.cross_entropy(F.linear(x, weight, bias), targets)`` and the accuracy, in fewer vocabulary-sized passes.
-
-    Args:
-        x: (n, hidden) decoder inputs.
-        weight: (vocab, hidden) decoder weight (the tied word embedding).
-        bias: (vocab,) decoder bias.
-        targets: (n,) target ids.
-
-    Returns:
-        ``(loss, accuracy)``: the mean loss (differentiable) and the share of rows whose argmax is the target
-        (not differentiable). No rows give a zero loss still in the graph, not NaN.
-    """
-    if targets.numel() == 0:
-        zero = x.sum() * 0.0
-        return zero, zero.detach()
-    return _LinearCrossEntropy.apply(x, weight, bias, targets)
 
 
 def count_parameters(model: nn.Module) -> dict[str, int]:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import datasets
 
 from bvr.config import Config
+from bvr.model.losses import IGNORE_INDEX
+from bvr.pretraining.formats import IS_NEXT, NOT_NEXT
 from bvr.pretraining.masking import PretrainingCollator, mask_copy, mask_exposure
 from bvr.pretraining.prepare import Prepared
 from bvr.tokenization import load_tokenizer, vocab_info
 
-NSP_NAMES = {0: "IsNext", 1: "NotNext", -100: "no NSP"}
+NSP_NAMES = {IS_NEXT: "IsNext", NOT_NEXT: "NotNext", IGNORE_INDEX: "no NSP"}
 
 
 def collator_for(cfg: Config, vocab) -> PretrainingCollator:

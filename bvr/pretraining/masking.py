@@ -26,11 +26,10 @@ import numpy as np
 import torch
 
 from bvr.errors import BvrError
+from bvr.model.losses import IGNORE_INDEX
 from bvr.tokenization import VocabInfo
 
 MODES = ("static", "dynamic")
-IGNORE_INDEX = -100
-"""Label at positions that are not predicted (the default ``ignore_index`` of ``torch.nn.CrossEntropyLoss``)."""
 
 # Independent hash streams: one per kind of decision, so e.g. which positions are chosen is uncorrelated with
 # how they are replaced even though both are keyed on the same (index, copy, position).

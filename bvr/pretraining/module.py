@@ -4,11 +4,11 @@ The encoder and heads are a plain ``nn.Module`` (:class:`bvr.model.PretrainingMo
 training needs around it:
 
 - AdamW with no weight decay on biases and LayerNorm weights; linear warm-up then linear decay to zero at
-  ``max_steps``; gradient clipping and accumulation are the Trainer's.
+  ``max_steps`` (:func:`bvr.training.adamw`); gradient clipping and accumulation are the Trainer's.
 - Metrics: ``train/mlm_loss``, ``train/nsp_loss``, ``train/nsp_acc``, ``train/mlm_acc``, ``lr``,
   ``train/tokens_seen`` and ``train/tokens_per_s``; on held-out documents ``val/mlm_loss`` (token-weighted over one
   fixed mask), ``val/perplexity`` and ``val/nsp_acc``.
-- A non-finite loss stops the run before the bad step updates anything (:class:`NonFiniteLoss`).
+- A non-finite loss stops the run before the bad step updates anything (:class:`bvr.training.NonFiniteLoss`).
 - Checkpoints carry the RNG state (dropout) and the tokens seen, so a resumed run continues exactly.
 """
 
@@ -20,31 +20,10 @@ from typing import Any
 
 import lightning as L
 import torch
-from torch import nn
 
 from bvr.config import TrainingConfig
-from bvr.errors import BvrError
 from bvr.model import PretrainingModel
-
-
-class NonFiniteLoss(BvrError):
-    """The training loss became NaN or infinite."""
-
-
-def no_decay(name: str, param: nn.Parameter) -> bool:
-    """Biases, LayerNorm weights and other 1-D parameters are not decayed (BERT's and RoBERTa's recipe)."""
-    return param.ndim < 2 or name.endswith(".bias") or "LayerNorm" in name or "layer_norm" in name
-
-
-def linear_schedule(warmup_steps: int, max_steps: int):
-    """Multiplier of the peak learning rate at each optimiser step: linear warm-up, then linear decay to 0."""
-
-    def factor(step: int) -> float:
-        if step < warmup_steps:
-            return (step + 1) / warmup_steps
-        return max(0.0, (max_steps - step) / max(1, max_steps - warmup_steps))
-
-    return factor
+from bvr.training import adamw, check_finite
 
 
 class PretrainingModule(L.LightningModule):
@@ -77,8 +56,9 @@ class PretrainingModule(L.LightningModule):
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         out = self._loss(batch)
-        if not torch.isfinite(out.loss):
-            self._stop_non_finite(out)
+        check_finite(out.loss, self.global_step, what="training loss", values=lambda: self._loss_values(out),
+                     hint=f"the last good checkpoint is {self.failed_checkpoint_hint or 'the last one written'}; "
+                     "lower training.learning_rate or raise training.warmup_steps, then run again with --resume")
         self.tokens_seen += self._global_tokens(batch)
         self.log("train/mlm_loss", out.mlm_loss, prog_bar=True)
         self.log("train/mlm_acc", out.mlm_accuracy)
@@ -93,16 +73,10 @@ class PretrainingModule(L.LightningModule):
             tokens = self.trainer.strategy.reduce(tokens.float(), reduce_op="sum")
         return int(tokens)
 
-    def _stop_non_finite(self, out) -> None:
-        values = f"mlm_loss={out.mlm_loss.item():.4g}" + (
+    @staticmethod
+    def _loss_values(out) -> str:
+        return f"mlm_loss={out.mlm_loss.item():.4g}" + (
             f", nsp_loss={out.nsp_loss.item():.4g}" if out.nsp_loss is not None else "")
-        raise NonFiniteLoss(
-            f"the training loss is not finite at step {self.global_step} ({values}); training stopped before this "
-            "step changed any weight",
-            where="training",
-            hint=f"the last good checkpoint is {self.failed_checkpoint_hint or 'the last one written'}; lower "
-            "training.lr or raise training.warmup_steps, then run again with --resume",
-        )
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         if self.trainer.fit_loop.epoch_loop._should_accumulate():  # a micro-batch, not a step
@@ -152,14 +126,8 @@ class PretrainingModule(L.LightningModule):
 
     def configure_optimizers(self):
         cfg = self.training_cfg
-        decay = [p for n, p in self.model.named_parameters() if not no_decay(n, p)]
-        plain = [p for n, p in self.model.named_parameters() if no_decay(n, p)]
-        optimizer = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": plain, "weight_decay": 0.0}],
-            lr=cfg.lr, betas=tuple(cfg.adam_betas), eps=cfg.adam_eps,
-        )
-        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_schedule(cfg.warmup_steps, cfg.max_steps))
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+        return adamw(self.model.named_parameters(), learning_rate=cfg.learning_rate, weight_decay=cfg.weight_decay,
+                     betas=cfg.adam_betas, eps=cfg.adam_eps, warmup_steps=cfg.warmup_steps, max_steps=cfg.max_steps)
 
     # ---- exact resume --------------------------------------------------------------------------------------
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import time
 import warnings
 from dataclasses import dataclass
@@ -24,13 +23,11 @@ from typing import Any
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar, TQDMProgressBar
 
 from bvr.cache import DONE, build_once, cache_dir, is_done, target_lock
-from bvr.checkpoints import AtomicCheckpointIO, check_checkpoint
+from bvr.checkpoints import check_checkpoint
 from bvr.config import Config, dump_config
 from bvr.errors import BvrError
-from bvr.logger import make_logger
 from bvr.model import EncoderConfig, PretrainingModel, count_parameters
 from bvr.model.encoder import compile_layers
 from bvr.model.hf import export_hf
@@ -39,7 +36,8 @@ from bvr.pretraining.masking import mask_exposure
 from bvr.pretraining.module import PretrainingModule
 from bvr.pretraining.prepare import Prepared, load_instances, prepare, prepare_corpus, prepare_tokenizer
 from bvr.tokenization import load_tokenizer, vocab_info
-from bvr.tracking import git_commit, log_artifact_dir, log_config, run_name, run_tags
+from bvr.tracking import git_commit, log_artifact_dir, log_config
+from bvr.training import build_trainer, training_logger
 
 PRETRAIN_VERSION = 1
 DEFAULT_EXPERIMENT = "bvr-pretrain"
@@ -77,42 +75,6 @@ def build_model(cfg: Config, vocab) -> PretrainingModel:
     L.seed_everything(cfg.training.seed, workers=True, verbose=False)
     encoder_cfg = EncoderConfig.from_model_config(cfg.model, vocab_size=vocab.vocab_size, pad_token_id=vocab.pad_id)
     return PretrainingModel(encoder_cfg, nsp=cfg.data.nsp)
-
-
-def _precision(cfg: Config) -> str:
-    if cfg.training.precision != "auto":
-        return cfg.training.precision
-    return "bf16-mixed" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "32-true"
-
-
-def _trainer(cfg: Config, run_dir: Path, logger, progress: bool, extra: list[L.Callback]) -> L.Trainer:
-    t = cfg.training
-    checkpoint = ModelCheckpoint(dirpath=run_dir / "checkpoints", save_top_k=0, save_last=True,
-                                 every_n_train_steps=t.checkpoint_every_steps)
-    bar = (RichProgressBar() if os.isatty(1) else TQDMProgressBar(refresh_rate=t.log_every_steps)) if progress \
-        else None
-    return L.Trainer(
-        max_steps=t.max_steps,
-        max_epochs=-1,
-        accumulate_grad_batches=t.grad_accum,
-        gradient_clip_val=t.grad_clip or None,
-        precision=_precision(cfg),
-        accelerator=t.accelerator,
-        devices=t.devices,
-        num_nodes=t.num_nodes,
-        strategy=t.strategy if t.strategy != "auto" else ("ddp" if t.devices * t.num_nodes > 1 else "auto"),
-        use_distributed_sampler=False,  # our sampler strides over ranks itself
-        val_check_interval=t.val_every_steps * t.grad_accum,  # counted in micro-batches
-        check_val_every_n_epoch=None,
-        num_sanity_val_steps=0,
-        log_every_n_steps=t.log_every_steps,
-        logger=logger,
-        callbacks=[checkpoint, *extra] + ([bar] if bar else []),
-        enable_progress_bar=progress,
-        enable_model_summary=False,
-        default_root_dir=str(run_dir),
-        plugins=[AtomicCheckpointIO()],
-    )
 
 
 def _logged_metrics(trainer: L.Trainer) -> dict[str, float]:
@@ -177,7 +139,14 @@ def _train(cfg: Config, prepared: Prepared, run_dir: Path, ckpt_path: str | None
         compile_layers(model.encoder)
 
     logger = _logger(cfg, run_dir, ckpt_path, ablation, arm, parent_run_id, experiment, params, prepared)
-    trainer = _trainer(cfg, run_dir, logger, progress, callbacks)
+    t = cfg.training
+    trainer = build_trainer(
+        run_dir, logger=logger, precision=t.precision, accelerator=t.accelerator, grad_clip=t.grad_clip,
+        log_every_steps=t.log_every_steps, progress=progress, max_steps=t.max_steps, devices=t.devices,
+        num_nodes=t.num_nodes, strategy=t.strategy, grad_accum=t.grad_accum, val_every_steps=t.val_every_steps,
+        checkpoint_every_steps=t.checkpoint_every_steps, sampler_per_rank=True, step_progress_bar=True,
+        callbacks=callbacks,
+    )
     start = time.perf_counter()
     with warnings.catch_warnings():
         # The data position is restored by the DataModule's state, which this warning does not know about.
@@ -252,12 +221,11 @@ def _logger(cfg, run_dir, ckpt_path, ablation, arm, parent_run_id, experiment, p
     arm = arm or cfg.name
     run_id_file = run_dir / "mlflow_run_id"
     run_id = run_id_file.read_text().strip() if ckpt_path and run_id_file.exists() else None
-    tags = run_tags(ablation=ablation, arm=arm, stage="pretrain",
-                    extra={"bvr.run_dir": str(run_dir), "bvr.tokenizer": prepared.tokenizer.name,
-                           "bvr.instances": prepared.instances.name,
-                           "bvr.params_total": params["total"], "bvr.params_non_embedding": params["non_embedding"]})
-    logger = make_logger(experiment or ablation or DEFAULT_EXPERIMENT, run_name=run_name(arm, "pretrain"),
-                         tags=tags, parent_run_id=parent_run_id, workdir=Path.cwd(), run_id=run_id)
+    extra = {"bvr.run_dir": str(run_dir), "bvr.tokenizer": prepared.tokenizer.name,
+             "bvr.instances": prepared.instances.name,
+             "bvr.params_total": params["total"], "bvr.params_non_embedding": params["non_embedding"]}
+    logger = training_logger(experiment or ablation or DEFAULT_EXPERIMENT, arm=arm, stage="pretrain",
+                             ablation=ablation, extra=extra, parent_run_id=parent_run_id, run_id=run_id)
     if run_id is None:
         run_id_file.write_text(logger.run_id)
         log_config(logger.experiment, logger.run_id, cfg.to_dict())

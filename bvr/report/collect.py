@@ -48,8 +48,8 @@ RUN_KEYS = ("wall_seconds", "tokens_seen", "params_total", "params_embedding", "
             "mask_distinct_per_sequence", "mask_max_times_seen")
 """The ``run/*`` metrics a pretraining run logs once it is done."""
 
-CONFIG_KEYS = ("training.batch_size", "training.max_steps", "training.lr", "model.family", "model.num_layers",
-               "model.hidden_size", "model.num_heads", "tokenizer.family", "tokenizer.vocab_size",
+CONFIG_KEYS = ("training.batch_size", "training.max_steps", "training.learning_rate", "model.family",
+               "model.num_layers", "model.hidden_size", "model.num_heads", "tokenizer.family", "tokenizer.vocab_size",
                "data.input_format", "data.nsp", "data.max_length", "masking.mode", "corpus.source",
                "corpus.path", "corpus.max_documents")
 """Config params (flattened, as logged) a report shows as context."""

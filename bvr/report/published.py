@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 import pandas as pd
 import yaml
 
-from bvr.config import parse_yaml
+from bvr.config import node_lines, parse_yaml
 from bvr.errors import BvrError
 
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "reports" / "published.yaml"
@@ -49,7 +49,7 @@ class _Source:
 
     def __init__(self, path: Path, root: yaml.Node) -> None:
         self.path = path
-        self.lines = _node_lines(root)
+        self.lines = node_lines(root)
 
     def fail(self, key: str, message: str, hint: str | None = None) -> NoReturn:
         """Raise a BvrError at ``key``'s line, or its nearest enclosing key's line when it has none."""
@@ -119,40 +119,10 @@ def _published_value(df: pd.DataFrame, ablation: str, arm: str, task: str, metri
 
 def _read(path: Path) -> tuple[Any, _Source]:
     """Parse the file, keeping its node tree for line numbers."""
-    data, root = parse_yaml(path, "published-results file")
+    data, root = parse_yaml(path, "published-results file")  # refuses a key given twice, with its line
     if root is None:
         raise BvrError("the file is empty; expected a 'tables' list", where=path)
-    _refuse_repeated_keys(root, path)
     return data, _Source(path, root)
-
-
-def _refuse_repeated_keys(node: yaml.Node, path: Path, prefix: str = "") -> None:
-    """Refuse a key given twice in one mapping, which PyYAML would resolve silently to the later value."""
-    if isinstance(node, yaml.MappingNode):
-        seen: set[str] = set()
-        for key_node, value_node in node.value:
-            key = f"{prefix}.{key_node.value}" if prefix else str(key_node.value)
-            if key in seen:
-                raise BvrError(f"key '{key}' is given twice", where=f"{path}:{key_node.start_mark.line + 1}")
-            seen.add(key)
-            _refuse_repeated_keys(value_node, path, key)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _refuse_repeated_keys(item, path, f"{prefix}[{i}]")
-
-
-def _node_lines(node: yaml.Node, prefix: str = "") -> dict[str, int]:
-    """Map each key path ('tables[1].arms.static.values') to its 1-based line."""
-    lines = {prefix: node.start_mark.line + 1}
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            path = f"{prefix}.{key_node.value}" if prefix else str(key_node.value)
-            lines.update(_node_lines(value_node, path))
-            lines[path] = key_node.start_mark.line + 1  # the key's line, where a block value starts below it
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            lines.update(_node_lines(item, f"{prefix}[{i}]"))
-    return lines
 
 
 def _check_keys(source: _Source, data: Any, key: str, allowed: dict[str, bool]) -> None:

@@ -1,5 +1,6 @@
-"""Fine-tuning tasks: the registry of task specs, GLUE readers and metrics (NER and SQuAD have their own modules)."""
+"""Fine-tuning tasks: the registry of task specs (:mod:`bvr.tasks.registry`), readers by file format
+(:mod:`bvr.tasks.readers`), task kinds (:mod:`bvr.tasks.kinds`), metrics, and the fine-tuning run."""
 
-from bvr.tasks.registry import TASKS, FineTuneDefaults, SplitSpec, TaskSpec, get_task
+from bvr.tasks.registry import TASKS, SplitSpec, TaskSpec, get_task
 
-__all__ = ["TASKS", "FineTuneDefaults", "SplitSpec", "TaskSpec", "get_task"]
+__all__ = ["TASKS", "SplitSpec", "TaskSpec", "get_task"]

@@ -1,9 +1,10 @@
 """Every fine-tuning task as data: one :class:`TaskSpec` per task, in one registry.
 
-A spec says where a task's files are, which columns hold its text and label, what the labels are, which metrics
-it reports and which of them is its headline, and the fine-tuning hyperparameters it starts from. Readers, the
-fine-tuning module and the report look everything up here, so adding a task is adding one ``TaskSpec(...)`` to
-``_SPECS`` below.
+A spec says where a task's files are and in which format (:data:`TASK_FORMATS`), which fields hold its text and
+label, what the labels are, which metrics it reports and which of them is its headline, and the fine-tuning
+hyperparameters it starts from. The readers (:data:`bvr.tasks.readers.READERS`, one per file format), the task
+kinds (:data:`bvr.tasks.kinds.KINDS`: encoding, head, loss, evaluation) and the report look everything up here, so
+adding a task whose format and kind exist is adding one ``TaskSpec(...)`` to ``_SPECS`` below.
 
 >>> get_task("mrpc").main_metric
 'accuracy_f1'
@@ -14,41 +15,19 @@ fine-tuning module and the report look everything up here, so adding a task is a
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from bvr.config import check_task_block
 from bvr.errors import BvrError
 
 TaskKind = Literal["classification", "regression", "tagging", "span"]
 TASK_KINDS: tuple[str, ...] = ("classification", "regression", "tagging", "span")
-
-
-@dataclass(frozen=True)
-class FineTuneDefaults:
-    """Starting hyperparameters for fine-tuning.
-
-    The defaults sit inside BERT's recommended grid (appendix A.3: learning rate 5e-5, 3e-5 or 2e-5; batch 16 or
-    32; 2 to 4 epochs) with a 10% linear warmup; small tasks (RTE, MRPC, STS-B, CoLA) keep them too.
-    """
-
-    learning_rate: float = 2e-5
-    """Peak AdamW learning rate."""
-    batch_size: int = 32
-    """Examples per optimiser step."""
-    epochs: int = 3
-    """Passes over the training split."""
-    warmup_fraction: float = 0.1
-    """Share of the steps spent warming the learning rate up linearly from 0."""
-    weight_decay: float = 0.01
-    """AdamW weight decay (not applied to biases and LayerNorm weights)."""
-    max_length: int = 128
-    """Longest input in tokens, special tokens included; longer inputs are truncated."""
-
-    def __post_init__(self) -> None:
-        _require(self.learning_rate > 0 and self.batch_size > 0 and self.epochs > 0, "finetune",
-                 "learning rate, batch size and epochs must be positive")
-        _require(0.0 <= self.warmup_fraction < 1.0, "finetune.warmup_fraction", "must be in [0, 1)")
-        _require(self.max_length >= 8, "finetune.max_length", "must be at least 8")
+TaskFormat = Literal["tsv", "jsonl", "conll", "squad-json"]
+TASK_FORMATS: tuple[str, ...] = ("tsv", "jsonl", "conll", "squad-json")
+"""File formats of a task's data folder: GLUE's TSV layout, one JSON object per line, CoNLL columns, SQuAD's JSON.
+Without a data folder every format is read from the task's Hugging Face hub dataset instead."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +62,8 @@ class TaskSpec:
     kind: TaskKind
     """'classification' (one label per example), 'regression' (one number), 'tagging' (a label per word) or
     'span' (an answer span in a context)."""
+    format: TaskFormat
+    """Format of the files in ``folder`` (see :data:`TASK_FORMATS`); picks the reader."""
     folder: str
     """Folder of the task's files, relative to the data folder ('glue/CoLA')."""
     splits: tuple[SplitSpec, ...]
@@ -108,16 +89,22 @@ class TaskSpec:
     """Label column on the hub when it differs from ``label_field``."""
     columns: tuple[str, ...] | None = None
     """Column names of files that have no header row (CoLA); None when the first line names the columns."""
+    label_values: tuple[Any, ...] | None = None
+    """JSON label values in id order when they are not the label names or ids (BoolQ: false, true); the JSONL
+    reader maps a value to its position here, matching type as well (``true`` is not ``1``)."""
     label_range: tuple[float, float] | None = None
     """Closed interval a regression label must lie in (STS-B: 0 to 5)."""
     main_split: str | None = None
     """Evaluation split of the headline score; None: the first evaluation split (MNLI: 'dev_matched')."""
-    finetune: FineTuneDefaults = field(default_factory=FineTuneDefaults)
-    """Fine-tuning hyperparameters to start from."""
+    finetune: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    """Fine-tuning hyperparameters where this task differs from :class:`~bvr.config.FinetuneConfig`'s defaults
+    (the task's own layer, under every preset, config file and ``--set``: see :func:`bvr.config.resolve_finetune`)."""
 
     def __post_init__(self) -> None:
         where = f"task {self.name!r}"
         _require(self.kind in TASK_KINDS, where, f"kind {self.kind!r} is not one of {', '.join(TASK_KINDS)}")
+        _require(self.format in TASK_FORMATS, where,
+                 f"format {self.format!r} is not one of {', '.join(TASK_FORMATS)}")
         _require(len(self.splits) >= 2 and self.splits[0].name == "train", where, "needs 'train' then eval splits")
         _require(bool(self.text_fields), where, "needs at least one text field")
         _require(set(self.main_metrics) <= set(self.metrics) and bool(self.main_metrics), where,
@@ -128,8 +115,11 @@ class TaskSpec:
         _require(self.label_names is None or self.kind != "regression", where, "a regression task has no label names")
         _require(self.main_split is None or self.main_split in self.eval_splits, where,
                  f"main split {self.main_split!r} is not an evaluation split")
+        _require(self.label_values is None or len(self.label_values) == self.num_labels, where,
+                 "label_values must match label_names one to one")
         _require(self.hub_text_fields is None or len(self.hub_text_fields) == len(self.text_fields), where,
                  "hub_text_fields must match text_fields one to one")
+        check_task_block(dict(self.finetune), f"task {self.name!r}: finetune")
 
     @property
     def eval_splits(self) -> tuple[str, ...]:
@@ -169,7 +159,7 @@ def _require(ok: bool, where: str, message: str) -> None:
 def _glue(name: str, folder: str, text_fields: tuple[str, ...], label_field: str, **kwargs: Any) -> TaskSpec:
     """A GLUE task: files under ``glue/FOLDER``, hub dataset nyu-mll/glue with config ``name``."""
     kwargs.setdefault("splits", glue_splits())
-    return TaskSpec(name=name, folder=f"glue/{folder}", hub_id="nyu-mll/glue", hub_config=name,
+    return TaskSpec(name=name, format="tsv", folder=f"glue/{folder}", hub_id="nyu-mll/glue", hub_config=name,
                     text_fields=text_fields, label_field=label_field, **kwargs)
 
 
@@ -181,19 +171,20 @@ _ENTAILMENT = ("entailment", "not_entailment")
 # CoNLL-2003's tags in the hub dataset's ClassLabel order, so hub ids need no mapping.
 CONLL_TAGS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")
 
-# BERT's SQuAD recipe (section 4.2 and run_squad.py): 3e-5, batch 32, 2 epochs, 384-token windows.
-SPAN_FINETUNE = FineTuneDefaults(learning_rate=3e-5, batch_size=32, epochs=2, max_length=384)
+# BERT's SQuAD recipe (section 4.2 and run_squad.py): 3e-5, batch 32, 2 epochs, 384-token windows (stride 128).
+SPAN_FINETUNE = {"learning_rate": 3e-5, "epochs": 2, "max_length": 384}
 
 
 def _squad(name: str, version: str, hub_id: str) -> TaskSpec:
     """SQuAD ``version`` under ``squad/vVERSION``: ``train-vVERSION.json`` and ``dev-vVERSION.json``.
 
-    Offline often only the dev file exists; :mod:`bvr.tasks.data` then trains and evaluates on two parts of it,
-    split by article.
+    Offline often only the dev file exists; :func:`bvr.tasks.readers.read_task` then trains and evaluates on two
+    parts of it, split by article.
     """
     splits = (SplitSpec("train", f"train-v{version}.json", "train"),
               SplitSpec("dev", f"dev-v{version}.json", "validation"))
-    return TaskSpec(name=name, kind="span", folder=f"squad/v{version}", splits=splits, hub_id=hub_id, hub_config=None,
+    return TaskSpec(name=name, kind="span", format="squad-json", folder=f"squad/v{version}", splits=splits,
+                    hub_id=hub_id, hub_config=None,
                     text_fields=("question", "context"), label_field="answers", label_names=None,
                     metrics=("exact_match", "f1"), main_metrics=("f1",), finetune=SPAN_FINETUNE)
 
@@ -224,12 +215,18 @@ _SPECS: tuple[TaskSpec, ...] = (
     _glue("wnli", "WNLI", ("sentence1", "sentence2"), "label", kind="classification",
           label_names=("not_entailment", "entailment"), metrics=_ACC, main_metrics=_ACC),
     # Entity-level F1 (conlleval / seqeval), read on valid.txt; test.txt is scored too, as papers report it.
-    TaskSpec(name="conll2003", kind="tagging", folder="conll2003", hub_id="eriktks/conll2003", hub_config=None,
+    TaskSpec(name="conll2003", kind="tagging", format="conll", folder="conll2003", hub_id="eriktks/conll2003",
+             hub_config=None,
              splits=(SplitSpec("train", "train.txt", "train"), SplitSpec("dev", "valid.txt", "validation"),
                      SplitSpec("test", "test.txt", "test")),
              text_fields=("tokens",), label_field="ner_tags", label_names=CONLL_TAGS,
              metrics=("f1", "precision", "recall"), main_metrics=("f1",), main_split="dev",
-             finetune=FineTuneDefaults(learning_rate=5e-5)),
+             finetune={"learning_rate": 5e-5}),
+    # SuperGLUE BoolQ: a yes/no question about a passage; the JSONL files' label is a JSON boolean.
+    TaskSpec(name="boolq", kind="classification", format="jsonl", folder="superglue/boolq",
+             splits=(SplitSpec("train", "train.jsonl", "train"), SplitSpec("dev", "val.jsonl", "validation")),
+             hub_id="aps/super_glue", hub_config="boolq", text_fields=("question", "passage"), label_field="label",
+             label_names=("False", "True"), label_values=(False, True), metrics=_ACC, main_metrics=_ACC),
     _squad("squad", "1.1", "rajpurkar/squad"),
     _squad("squad_v2", "2.0", "rajpurkar/squad_v2"),
 )

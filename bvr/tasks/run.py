@@ -17,15 +17,15 @@ and the from-scratch flag, so a second call reuses finished seeds and trains onl
 edited in place is trained on again. Two processes asking for the same seed at once train it once: the second waits
 for the first and reuses its result.
 
-Hyperparameters come in layers, each over the one before: the task's :class:`~bvr.tasks.registry.FineTuneDefaults`,
-``experiments/finetune.yaml`` (``defaults:``, then ``tasks: TASK:``), the file's ``presets: NAME:`` block (its own
-``defaults:`` and ``tasks:``) when a preset is chosen, then ``--set KEY=VALUE``.
+Hyperparameters are the ``finetune`` section of the configuration, resolved per task by
+:func:`bvr.config.resolve_finetune`: :class:`~bvr.config.FinetuneConfig`'s defaults, the task's own
+(``TaskSpec.finetune``), then the preset, the config file and ``--set finetune.KEY=VALUE``, each layer's
+``finetune.KEY`` before its ``finetune.per_task.TASK.KEY``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import time
 import warnings
@@ -36,36 +36,30 @@ from typing import Any
 
 import lightning as L
 import numpy as np
-import torch
 import yaml
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
 from bvr.cache import build_once, cache_dir, fingerprint, is_done
-from bvr.checkpoints import AtomicCheckpointIO
-from bvr.config import build_dataclass, build_layered, locate_error, parse_override, read_yaml
+from bvr.config import FinetuneConfig, check_task_names, load_config, resolve_finetune
 from bvr.display import duration
 from bvr.errors import BvrError
-from bvr.logger import make_logger
 from bvr.model import Encoder
 from bvr.model.encoder import init_weights
 from bvr.pretrained import Pretrained, load_pretrained
-from bvr.tasks.data import DataSettings, TaskData, load_task_data, task_files
-from bvr.tasks.module import FAMILIES, EpochScores, FinetuneModule, OptimSettings, make_module
+from bvr.tasks.data import TaskData, load_task_data, task_files
+from bvr.tasks.kinds import KINDS
+from bvr.tasks.module import EpochScores, FinetuneModule, OptimSettings, make_module
 from bvr.tasks.registry import TASKS, TaskSpec, get_task
 from bvr.tokenization import vocab_info
 from bvr.tracking import TAG_COLLAPSED, log_config, parent_run, run_name, run_tags, store_client, tracking_uri
+from bvr.training import build_trainer, training_logger
 
 FINETUNE_VERSION = 2
 DEFAULT_EXPERIMENT = "bvr-finetune"
-CONFIG_FILE = Path(__file__).resolve().parents[2] / "experiments" / "finetune.yaml"
-"""The shipped hyperparameter file; used when it exists and no other file is given."""
 TAG_CHECKPOINT = "bvr.checkpoint"
 TAG_FROM_SCRATCH = "bvr.from_scratch"
 TAG_DATA_SPLIT = "bvr.data_split"
-PRECISIONS = ("auto", "32-true", "bf16-mixed", "16-mixed")
-_FILE_KEYS = ("defaults", "tasks", "presets")
-_NOT_HASHED = ("eval_batch_size", "num_workers", "log_every_steps")  # change speed or logging, not the result
 _MAX_TAG = 5000
 
 
@@ -74,159 +68,30 @@ _MAX_TAG = 5000
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def _check(ok: bool, key: str, message: str) -> None:
-    if not ok:
-        raise BvrError(message, where=key)
-
-
-@dataclass
-class FinetuneConfig(DataSettings):
-    """Resolved fine-tuning hyperparameters of one task (see the module docstring for the layers); the data
-    settings (lengths, caps, the fallback article split) are inherited from :class:`DataSettings`."""
-
-    learning_rate: float = 2e-5
-    """Peak AdamW learning rate."""
-    batch_size: int = 32
-    """Training examples (windows, for span tasks) per optimiser step."""
-    epochs: int = 3
-    """Passes over the training split; every evaluation split is scored after each."""
-    warmup_fraction: float = 0.1
-    """Share of the optimiser steps spent warming the learning rate up from 0; then it decays linearly to 0."""
-    weight_decay: float = 0.01
-    """AdamW weight decay (not on biases and LayerNorm weights)."""
-    max_steps: int | None = None
-    """Stop after this many optimiser steps, if that comes before the last epoch ends (the schedule fits it)."""
-    eval_batch_size: int = 64
-    """Examples per evaluation batch."""
-    grad_clip: float = 1.0
-    """Gradient norm clipping (0: off)."""
-    adam_betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
-    """AdamW betas (BERT's)."""
-    adam_eps: float = 1e-6
-    """AdamW epsilon (BERT's)."""
-    precision: str = "auto"
-    """'auto' (bf16-mixed on a GPU that has it, else 32-true), '32-true', 'bf16-mixed' or '16-mixed'."""
-    accelerator: str = "auto"
-    """Lightning accelerator: 'auto', 'cpu', 'gpu'/'cuda' or 'mps'. One device: fine-tuning runs are small."""
-    num_workers: int = 0
-    """DataLoader worker processes."""
-    log_every_steps: int = 10
-    """Log the training loss every this many optimiser steps."""
-
-    def __post_init__(self) -> None:
-        for key in ("learning_rate", "batch_size", "epochs", "eval_batch_size", "log_every_steps"):
-            _check(getattr(self, key) > 0, key, f"must be positive, got {getattr(self, key)}")
-        for key in ("max_train_examples", "max_eval_examples", "max_steps"):
-            _check(getattr(self, key) is None or getattr(self, key) >= 1, key, "must be at least 1 (or null)")
-        _check(0.0 <= self.warmup_fraction < 1.0, "warmup_fraction", "must be in [0, 1)")
-        _check(self.max_length >= 8, "max_length", "must be at least 8")
-        _check(self.stride >= 0, "stride", "must be non-negative")
-        _check(0.0 < self.article_split_fraction < 1.0, "article_split_fraction", "must be in (0, 1)")
-        _check(len(self.adam_betas) == 2 and all(0 <= b < 1 for b in self.adam_betas), "adam_betas",
-               "needs two values in [0, 1)")
-        _check(self.precision in PRECISIONS, "precision", f"'{self.precision}' is not one of {', '.join(PRECISIONS)}")
-        _check(self.weight_decay >= 0 and self.grad_clip >= 0 and self.num_workers >= 0, "weight_decay",
-               "weight_decay, grad_clip and num_workers must be non-negative")
-
-    def data_settings(self) -> DataSettings:
-        names = {f.name for f in dataclasses.fields(DataSettings)}
-        return DataSettings(**{name: getattr(self, name) for name in names})  # just the data part
-
-    def optim_settings(self) -> OptimSettings:
-        return OptimSettings(self.learning_rate, self.weight_decay, self.warmup_fraction,
-                             (self.adam_betas[0], self.adam_betas[1]), self.adam_eps)
-
-    def hashed(self) -> dict[str, Any]:
-        """The fields that change a result (not the ones that change only speed or logging)."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if k not in _NOT_HASHED}
-
-
-Layer = tuple[dict[str, Any], dict[str, str]]
-"""A mapping of settings and, per key, where it was set (``file:line`` or ``--set ...``)."""
-
-
-def _mapping(value: Any, key: str, lines: dict[str, str]) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise BvrError(f"expected a mapping, got {value!r}", where=f"{lines.get(key, key)}: {key}")
-    return value
-
-
-def _unknown(key: str, known: Sequence[str], lines: dict[str, str], what: str) -> BvrError:
-    close = difflib.get_close_matches(key.rsplit(".", 1)[-1], list(known), n=1)
-    hint = f"did you mean '{close[0]}'?" if close else f"known {what}: {', '.join(known)}"
-    return BvrError(f"unknown {what.rstrip('s')}", where=f"{lines.get(key, key)}: {key}", hint=hint)
-
-
-def _block(data: Any, prefix: str, lines: dict[str, str]) -> Layer:
-    """A block of settings (``defaults`` or ``tasks.rte``), checked key by key against :class:`FinetuneConfig`."""
-    block = _mapping(data, prefix, lines)
-    try:
-        build_dataclass(FinetuneConfig, block, f"{prefix}.")
-    except BvrError as err:
-        raise locate_error(err, lines) from None
-    return block, {key: lines.get(f"{prefix}.{key}", prefix) for key in block}
-
-
-def _section(data: dict[str, Any], prefix: str, lines: dict[str, str], task: str) -> list[Layer]:
-    """The ``defaults`` and ``tasks.TASK`` layers of a file or preset, after checking every task block in it."""
-    layers = [_block(data.get("defaults"), f"{prefix}defaults", lines)]
-    tasks = _mapping(data.get("tasks"), f"{prefix}tasks", lines)
-    for name, block in tasks.items():
-        if name not in TASKS:
-            raise _unknown(f"{prefix}tasks.{name}", list(TASKS), lines, "tasks")
-        checked = _block(block, f"{prefix}tasks.{name}", lines)
-        if name == task:
-            layers.append(checked)
-    return layers
-
-
-def _file_layers(path: Path, task: str, preset: str | None) -> list[Layer]:
-    """The layers ``path`` contributes for ``task``, every key of the file checked (not only the task's)."""
-    data, lines = read_yaml(path)
-    for key in data:
-        if key not in _FILE_KEYS:
-            raise _unknown(str(key), _FILE_KEYS, lines, "sections")
-    layers = _section(data, "", lines, task)
-    presets = _mapping(data.get("presets"), "presets", lines)
-    for name, body in presets.items():
-        body = _mapping(body, f"presets.{name}", lines)
-        for key in body:
-            if key not in ("defaults", "tasks"):
-                raise _unknown(f"presets.{name}.{key}", ("defaults", "tasks"), lines, "sections")
-        preset_layers = _section(body, f"presets.{name}.", lines, task)
-        if name == preset:
-            layers.extend(preset_layers)
-    if preset is not None and preset not in presets:
-        raise BvrError(f"unknown preset '{preset}'", where=f"{path}: presets",
-                       hint=f"known presets: {', '.join(presets) or 'none'}")
-    return layers
-
-
 def load_finetune_config(
     spec: TaskSpec, *, config_file: Path | None = None, preset: str | None = None,
     overrides: Sequence[str] | None = None,
 ) -> FinetuneConfig:
-    """The resolved hyperparameters of ``spec``: its defaults, then the file's layers, then ``overrides``.
+    """The resolved hyperparameters of ``spec`` (:func:`bvr.config.resolve_finetune` over :func:`load_config`).
 
     Args:
         spec: the task.
-        config_file: the hyperparameter file (None: :data:`CONFIG_FILE` when it exists).
-        preset: a block under the file's ``presets:`` (``tiny``).
-        overrides: ``KEY=VALUE`` strings (``learning_rate=1e-5``), applied last.
+        config_file: a config file (``finetune:`` section, ``finetune.per_task.TASK``).
+        preset: a preset, ``experiments/presets/NAME.yaml`` (its ``finetune:`` section).
+        overrides: ``--set`` strings with dotted keys (``finetune.learning_rate=1e-5``), applied last.
 
     Raises:
-        BvrError: an unknown section, task, preset or key, or a bad value, naming the file and line (or the ``--set``).
+        BvrError: an unknown key, task or preset, or a bad value, naming the file and line (or the ``--set``).
     """
-    path = Path(config_file) if config_file is not None else (CONFIG_FILE if CONFIG_FILE.is_file() else None)
-    if path is None and preset is not None:
-        raise BvrError(f"unknown preset '{preset}': there is no hyperparameter file", where="--preset")
-    layers: list[Layer] = _file_layers(path, spec.name, preset) if path is not None else []
-    for text in overrides or []:
-        nested, key = parse_override(text)
-        layers.append((nested, {key: f"--set {text}"}))
-    return build_layered(FinetuneConfig, layers, base=dataclasses.asdict(spec.finetune))
+    cfg = load_config(Path(config_file) if config_file else None, preset=preset, overrides=list(overrides or []))
+    check_task_names(list(cfg.finetune.per_task), list(TASKS), "finetune.per_task")
+    return resolve_finetune(cfg, spec)
+
+
+def optim_settings(cfg: FinetuneConfig) -> OptimSettings:
+    """The optimiser part of ``cfg``."""
+    return OptimSettings(cfg.learning_rate, cfg.weight_decay, cfg.warmup_fraction,
+                         (cfg.adam_betas[0], cfg.adam_betas[1]), cfg.adam_eps)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -321,7 +186,7 @@ def spread(values: Sequence[float]) -> dict[str, float]:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Checkpoint, encoder, trainer
+# Checkpoint and encoder
 # ---------------------------------------------------------------------------------------------------------------
 
 
@@ -361,31 +226,6 @@ class EncoderSource:
         return encoder
 
 
-def _precision(cfg: FinetuneConfig) -> str:
-    if cfg.precision != "auto":
-        return cfg.precision
-    return "bf16-mixed" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "32-true"
-
-
-def _trainer(cfg: FinetuneConfig, root: Path, logger: Any, progress: bool) -> L.Trainer:
-    return L.Trainer(
-        max_epochs=cfg.epochs,
-        max_steps=cfg.max_steps or -1,
-        precision=_precision(cfg),
-        accelerator=cfg.accelerator,
-        devices=1,
-        gradient_clip_val=cfg.grad_clip or None,
-        logger=logger,
-        enable_checkpointing=False,
-        num_sanity_val_steps=0,
-        log_every_n_steps=cfg.log_every_steps,
-        enable_progress_bar=progress,
-        enable_model_summary=False,
-        default_root_dir=str(root),
-        plugins=[AtomicCheckpointIO()],
-    )
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # One seed
 # ---------------------------------------------------------------------------------------------------------------
@@ -420,9 +260,8 @@ def _seed_logger(job: _Job, seed: int, parent_id: str) -> Any:
     extra = {TAG_CHECKPOINT: job.checkpoint, TAG_COLLAPSED: False, TAG_FROM_SCRATCH: job.source.from_scratch}
     if job.info.split_note:
         extra[TAG_DATA_SPLIT] = job.info.split_note[:_MAX_TAG]
-    tags = run_tags(ablation=job.ablation, arm=job.arm, stage="finetune", task=job.spec.name, seed=seed, extra=extra)
-    logger = make_logger(job.experiment, run_name=run_name(job.arm, "finetune", job.spec.name, seed), tags=tags,
-                         parent_run_id=parent_id, workdir=Path.cwd())
+    logger = training_logger(job.experiment, arm=job.arm, stage="finetune", ablation=job.ablation, task=job.spec.name,
+                             seed=seed, extra=extra, parent_run_id=parent_id)
     log_config(logger, None, {"task": job.spec.name, "seed": seed, "checkpoint": job.checkpoint,
                               "from_scratch": job.source.from_scratch, "finetune": dataclasses.asdict(job.cfg)})
     return logger
@@ -453,9 +292,12 @@ def _log_outcome(job: _Job, client: MlflowClient, run_id: str, result: SeedResul
 def _train_seed(job: _Job, seed: int, parent_id: str, out: Path) -> SeedResult:
     """Train and evaluate one seed into ``out``; log it to MLflow under ``parent_id``."""
     L.seed_everything(seed, workers=True, verbose=False)
-    module = make_module(job.source.build(), job.data, job.cfg.optim_settings())
+    module = make_module(job.source.build(), job.data, optim_settings(job.cfg))
     logger = _seed_logger(job, seed, parent_id)
-    trainer = _trainer(job.cfg, out, logger, job.progress)
+    cfg = job.cfg
+    trainer = build_trainer(out, logger=logger, precision=cfg.precision, accelerator=cfg.accelerator,
+                            grad_clip=cfg.grad_clip, log_every_steps=cfg.log_every_steps, progress=job.progress,
+                            max_steps=cfg.max_steps or -1, max_epochs=cfg.epochs)
     start = time.perf_counter()
     _fit(job, module, trainer, seed)
     final, best = module.history[-1], _best(module.history, job.main_key)
@@ -496,8 +338,8 @@ def _seed_list(seeds: int | Sequence[int]) -> list[int]:
 
 
 def _task_info(data: TaskData) -> TaskInfo:
-    family = FAMILIES[data.spec.kind]
-    return TaskInfo(family.baseline(data), family.baseline_note(data), data.reports, data.split_note)
+    kind = KINDS[data.spec.kind]
+    return TaskInfo(kind.baseline(data), kind.baseline_note(data), data.reports, data.split_note)
 
 
 def _load_data(spec: TaskSpec, pretrained: Pretrained, data_dir: Path | None, cfg: FinetuneConfig) -> TaskData:
@@ -546,9 +388,9 @@ def finetune(
         seeds: how many seeds (0 to n-1), or the seeds themselves.
         data_dir: the folder holding ``glue/``, ``conll2003/``, ``squad/``; None reads the Hugging Face hub.
         output_dir: where finished seeds are cached (``output_dir/finetune/``).
-        preset: a ``presets:`` block of the hyperparameter file (``tiny``).
-        overrides: ``KEY=VALUE`` hyperparameter overrides (``epochs=2``).
-        config_file: the hyperparameter file (default: ``experiments/finetune.yaml``).
+        preset: a preset, ``experiments/presets/NAME.yaml`` (``tiny``), for its ``finetune`` section.
+        overrides: ``--set`` strings (``finetune.epochs=2``, ``finetune.per_task.squad.stride=64``).
+        config_file: a config file (its ``finetune`` section).
         from_scratch: the no-pretraining control: a randomly initialised encoder of the checkpoint's shape.
         arm: the arm's name in MLflow (default: the checkpoint's run name, ``-scratch`` added for the control).
         ablation: the ablation this belongs to (its experiment and the ``bvr.ablation`` tag).

@@ -1,0 +1,71 @@
+"""All configuration of bvr: typed sections, THE YAML loader, the layering, presets and ``--set`` overrides.
+
+- :mod:`bvr.config.yaml`: the one YAML reader (data plus the ``file:line`` of every key; strict).
+- :mod:`bvr.config.layers`: layers merged into typed dataclasses, the ``--set a.b.c=VALUE`` grammar, error locations.
+- :mod:`bvr.config.sections`: the pretraining sections (corpus, tokenizer, data, masking, model, training).
+- :mod:`bvr.config.finetune`: the ``finetune`` and ``evaluate`` sections.
+- :mod:`bvr.config.loading`: :class:`Config`, :func:`load_config`, :func:`resolve_finetune`, writing and hashing.
+"""
+
+from bvr.config.finetune import (
+    HYPERPARAMETERS,
+    NOT_HASHED,
+    BlimpConfig,
+    DataSettings,
+    EvaluateConfig,
+    FinetuneConfig,
+    FinetuneSection,
+    ProbesConfig,
+    check_task_block,
+    check_task_names,
+)
+from bvr.config.layers import (
+    Layer,
+    at,
+    build_dataclass,
+    build_layered,
+    flatten,
+    locate_error,
+    mapping,
+    merge_layer,
+    override_layer,
+    parse_override,
+    sub_origins,
+)
+from bvr.config.loading import (
+    OLD_KEYS,
+    PRESETS_DIR,
+    Config,
+    build_config,
+    config_hash,
+    dump_config,
+    load_config,
+    preset_names,
+    preset_path,
+    resolve_finetune,
+)
+from bvr.config.sections import (
+    CORPUS_SOURCES,
+    FAMILIES,
+    INPUT_FORMATS,
+    MASKING_MODES,
+    PAIR_FORMATS,
+    PRECISIONS,
+    CorpusConfig,
+    DataConfig,
+    MaskingConfig,
+    ModelConfig,
+    TokenizerConfig,
+    TrainingConfig,
+)
+from bvr.config.yaml import node_lines, parse_yaml, read_yaml
+
+__all__ = [
+    "CORPUS_SOURCES", "FAMILIES", "HYPERPARAMETERS", "INPUT_FORMATS", "MASKING_MODES", "NOT_HASHED", "OLD_KEYS",
+    "PAIR_FORMATS", "PRECISIONS", "PRESETS_DIR", "BlimpConfig", "Config", "CorpusConfig", "DataConfig", "DataSettings",
+    "EvaluateConfig", "FinetuneConfig", "FinetuneSection", "Layer", "MaskingConfig", "ModelConfig", "ProbesConfig",
+    "TokenizerConfig", "TrainingConfig", "at", "build_config", "build_dataclass", "build_layered", "check_task_block",
+    "check_task_names", "config_hash", "dump_config", "flatten", "load_config", "locate_error", "mapping",
+    "merge_layer", "node_lines", "override_layer", "parse_override", "parse_yaml", "preset_names", "preset_path",
+    "read_yaml", "resolve_finetune", "sub_origins",
+]

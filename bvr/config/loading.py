@@ -1,0 +1,184 @@
+"""The :class:`Config` of every command, built in layers by :func:`load_config`; writing and hashing it.
+
+A configuration is built in layers, each overriding the one before:
+
+1. the dataclass defaults (every field documented in place);
+2. a preset, ``experiments/presets/NAME.yaml`` (``--preset tiny``);
+3. a config file (``--config FILE``);
+4. ``--set section.key=value`` overrides, values parsed as YAML (``--set masking.split=[0.8,0.2,0]``).
+
+Every key is checked before any work starts: an unknown key, a value of the wrong type or an impossible value
+raises :class:`~bvr.errors.BvrError` naming the key and the file and line it came from (or the ``--set`` that
+gave it); a key that was renamed or moved says what to write instead. The resolved configuration is written next
+to every output (:func:`dump_config`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bvr.config.finetune import HYPERPARAMETERS, EvaluateConfig, FinetuneConfig, FinetuneSection
+from bvr.config.layers import Layer, build_dataclass, build_layered, check, override_layer
+from bvr.config.sections import (
+    CorpusConfig,
+    DataConfig,
+    MaskingConfig,
+    ModelConfig,
+    TokenizerConfig,
+    TrainingConfig,
+)
+from bvr.config.yaml import read_yaml
+from bvr.errors import BvrError
+
+PRESETS_DIR = Path(__file__).resolve().parents[2] / "experiments" / "presets"
+"""Folder of the shipped presets."""
+
+
+@dataclass
+class Config:
+    """Everything a run depends on."""
+
+    name: str = "default"
+    """Readable name of the run (shown in outputs and in MLflow)."""
+    data_dir: str | None = None
+    """Folder holding the datasets (corpus/, glue/, ...); also --data-dir or BVR_DATA_DIR."""
+    output_dir: str = "outputs"
+    """Where prepared data, tokenizers and checkpoints are cached, each in a folder named by a config hash."""
+    corpus: CorpusConfig = field(default_factory=CorpusConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    masking: MaskingConfig = field(default_factory=MaskingConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    training: TrainingConfig = field(default_factory=TrainingConfig)
+    finetune: FinetuneSection = field(default_factory=FinetuneSection)
+    evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
+
+    def __post_init__(self) -> None:
+        # Checks across sections: each section validated itself already.
+        check(self.data.max_length <= self.model.max_tokens, "data.max_length",
+              f"{self.data.max_length} exceeds the {self.model.max_tokens} positions of the model "
+              f"(model.max_position_embeddings={self.model.max_position_embeddings}, family {self.model.family})")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+_OLD_FILE = "is the old experiments/finetune.yaml form"
+OLD_KEYS: dict[str, str] = {
+    "training.lr": "training.lr was renamed: use training.learning_rate",
+    "defaults": f"'defaults:' {_OLD_FILE}: put its keys under finetune:",
+    "tasks": f"'tasks:' {_OLD_FILE}: put a task's keys under finetune.per_task.TASK",
+    "presets": f"'presets:' {_OLD_FILE}: put a preset's keys under finetune: in experiments/presets/NAME.yaml",
+    "finetune.hparams": "finetune.hparams was removed: put its keys directly under finetune",
+    "finetune.presets": "finetune.presets was removed: put a preset's fine-tuning settings under presets.NAME.finetune",
+    "evaluate.presets": "evaluate.presets was removed: put a preset's evaluation settings under presets.NAME.evaluate",
+    "evaluate.blimp": "evaluate.blimp is a mapping: write evaluate.blimp.enabled: false to turn BLiMP off",
+    "evaluate.probes": "evaluate.probes is a mapping: write evaluate.probes.tasks: [] to turn the probes off",
+    **{key: f"{key} is a fine-tuning setting: use finetune.{key}" for key in HYPERPARAMETERS},
+}
+"""Keys that were renamed or moved -> the one-line message saying what to write instead."""
+
+
+def preset_path(name: str) -> Path:
+    """``experiments/presets/NAME.yaml``.
+
+    Raises:
+        BvrError: no such preset (the message lists the shipped ones).
+    """
+    path = PRESETS_DIR / f"{name}.yaml"
+    if not path.is_file():
+        raise BvrError(f"unknown preset '{name}'", where="--preset", hint=f"known presets: {', '.join(preset_names())}")
+    return path
+
+
+def preset_names() -> list[str]:
+    """Names of the shipped presets."""
+    return sorted(p.stem for p in PRESETS_DIR.glob("*.yaml"))
+
+
+def load_config(
+    config_file: Path | None = None,
+    *,
+    preset: str | None = None,
+    overrides: list[str] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Config:
+    """Build the resolved :class:`Config` from defaults, a preset, a file and ``--set`` overrides.
+
+    Args:
+        config_file: a YAML file of config sections.
+        preset: name of a file in ``experiments/presets``.
+        overrides: ``section.key=value`` strings, applied last.
+        extra: values set by CLI options (such as ``data_dir``), applied after the file and before overrides.
+
+    Raises:
+        BvrError: naming the key and the file and line (or the ``--set``) of any bad value.
+    """
+    layers: list[Layer] = []
+    if preset:
+        layers.append(read_yaml(preset_path(preset)))
+    if config_file:
+        layers.append(read_yaml(Path(config_file)))
+    if extra:
+        layers.append((extra, {k: f"--{k.replace('_', '-')}" for k in extra}))
+    layers += [override_layer(text) for text in overrides or []]
+    return build_config(layers)
+
+
+def build_config(layers: list[Layer]) -> Config:
+    """Merge ``layers`` into a :class:`Config`, remembering each layer's ``finetune`` block for
+    :func:`resolve_finetune` (a later layer's ``finetune.KEY`` overrides an earlier ``finetune.per_task``)."""
+    cfg = build_layered(Config, layers, old_keys=OLD_KEYS)
+    cfg.finetune.layers = [data["finetune"] for data, _ in layers if isinstance(data.get("finetune"), dict)]
+    return cfg
+
+
+def resolve_finetune(cfg: Config, spec: Any) -> FinetuneConfig:
+    """One task's effective fine-tuning hyperparameters.
+
+    In order, each over the one before: the :class:`FinetuneConfig` defaults, the task's own (``spec.finetune``, a
+    mapping of the keys where the task differs), then every layer of ``cfg`` (preset, file, ``--set``): within a
+    layer ``finetune.KEY``, then ``finetune.per_task.TASK.KEY``. A config built without layers (``Config()`` or
+    :func:`~bvr.config.build_dataclass`) counts as one layer setting the keys that differ from the defaults.
+
+    Args:
+        cfg: the resolved configuration.
+        spec: the task (``name`` and ``finetune``, a :class:`~bvr.tasks.registry.TaskSpec`).
+    """
+    section = cfg.finetune
+    layers = getattr(section, "layers", None)
+    if layers is None:
+        defaults = dataclasses.asdict(FinetuneConfig())
+        layers = [{**{k: v for k, v in section.hyperparameters().items() if v != defaults[k]},
+                   "per_task": section.per_task}]
+    values = dict(spec.finetune)
+    for layer in layers:
+        values.update({k: v for k, v in layer.items() if k in HYPERPARAMETERS})
+        values.update((layer.get("per_task") or {}).get(spec.name) or {})
+    return build_dataclass(FinetuneConfig, values, "finetune.")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Writing and hashing
+
+
+def dump_config(cfg: Config | dict[str, Any], path: Path) -> Path:
+    """Write a resolved config (or part of one) as YAML."""
+    data = cfg.to_dict() if isinstance(cfg, Config) else cfg
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def config_hash(*parts: Any, length: int = 12) -> str:
+    """A short stable hash of JSON-able parts (dataclasses allowed): the name of a cache folder."""
+    canonical = [dataclasses.asdict(p) if dataclasses.is_dataclass(p) else p for p in parts]
+    blob = json.dumps(canonical, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:length]

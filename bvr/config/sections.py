@@ -1,0 +1,224 @@
+"""The pretraining sections of the configuration: corpus, tokenizer, data, masking, model, training.
+
+Each section is one dataclass, every field documented in place; ``__post_init__`` refuses impossible values with a
+:class:`~bvr.errors.BvrError` naming the dotted key (located at its file and line by :mod:`bvr.config.layers`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bvr.config.layers import check, check_choice
+
+INPUT_FORMATS = ("segment-pair", "sentence-pair", "full-sentences", "doc-sentences")
+PAIR_FORMATS = ("segment-pair", "sentence-pair")
+FAMILIES = ("bert", "roberta")
+PRECISIONS = ("auto", "32-true", "bf16-mixed", "16-mixed", "32")
+"""Precision settings: ``auto`` (bf16-mixed on a GPU that has it, else 32-true) or one of Lightning's own
+(``32`` is Lightning's old name of ``32-true``)."""
+CORPUS_SOURCES = ("wikiextractor", "text", "hf")
+MASKING_MODES = ("static", "dynamic")
+
+
+@dataclass
+class CorpusConfig:
+    """Where the pretraining text comes from and how it is split."""
+
+    source: str = "wikiextractor"
+    """Reader: 'wikiextractor' (<doc> files), 'text' (a paragraph per line, blank line between documents) or 'hf'."""
+    path: str = "corpus/enwiki-2021-extract"
+    """File or folder, relative to the data folder unless absolute; for source 'hf' a saved dataset or hub id."""
+    hub_id: str = "wikimedia/wikipedia"
+    """Hugging Face dataset used when no data folder is given and the hub can be reached."""
+    hub_config: str | None = "20231101.en"
+    """Configuration name of ``hub_id``."""
+    text_column: str = "text"
+    """Column holding the text, for 'hf' datasets."""
+    validation_fraction: float = 0.01
+    """Share of documents held out for validation and tokenizer statistics (chosen by a hash of the doc id)."""
+    split_seed: int = 0
+    """Seed of the train/validation split."""
+    max_documents: int | None = None
+    """Read at most this many documents (None: all)."""
+
+    def __post_init__(self) -> None:
+        check_choice(self.source, CORPUS_SOURCES, "corpus.source")
+        check(0.0 < self.validation_fraction < 1.0, "corpus.validation_fraction", "must be in (0, 1)")
+        check(self.max_documents is None or self.max_documents > 0, "corpus.max_documents", "must be positive")
+
+
+@dataclass
+class TokenizerConfig:
+    """Which tokenizer family to train on the corpus, and how large."""
+
+    family: str = "bert"
+    """'bert' (uncased WordPiece, [CLS]/[SEP]/[MASK]) or 'roberta' (byte-level BPE, <s>/</s>/<mask>)."""
+    vocab_size: int | None = None
+    """Vocabulary size, specials included (None: 30,000 for bert, 50,000 for roberta)."""
+    min_frequency: int = 2
+    """A merge or word piece must occur this often in the corpus to enter the vocabulary."""
+    path: str | None = None
+    """Use this trained tokenizer (folder or tokenizer.json) instead of training one."""
+
+    def __post_init__(self) -> None:
+        check_choice(self.family, FAMILIES, "tokenizer.family")
+        check(self.vocab_size is None or self.vocab_size >= 300, "tokenizer.vocab_size",
+               f"{self.vocab_size} is too small (at least 300: byte-level BPE alone needs 256 + specials)")
+        check(self.min_frequency >= 1, "tokenizer.min_frequency", "must be at least 1")
+
+    @property
+    def resolved_vocab_size(self) -> int:
+        return self.vocab_size or {"bert": 30_000, "roberta": 50_000}[self.family]
+
+
+@dataclass
+class DataConfig:
+    """How tokenized documents become pretraining sequences (RoBERTa section 4.2)."""
+
+    input_format: str = "segment-pair"
+    """'segment-pair', 'sentence-pair', 'full-sentences' or 'doc-sentences'."""
+    nsp: bool = True
+    """Next-sentence prediction: 50% of pairs take B from another document. Needs a pair format."""
+    max_length: int = 128
+    """Longest sequence, special tokens included."""
+    short_seq_prob: float = 0.1
+    """BERT's share of segment-pair sequences given a shorter random target length."""
+    seed: int = 0
+    """Seed of instance creation (targets, split points, NSP sampling)."""
+    shard_documents: int = 2000
+    """Documents per shard; NotNext segments are drawn from the same shard."""
+
+    def __post_init__(self) -> None:
+        check_choice(self.input_format, INPUT_FORMATS, "data.input_format")
+        check(not self.nsp or self.input_format in PAIR_FORMATS, "data.nsp",
+               f"next-sentence prediction needs a pair format ({', '.join(PAIR_FORMATS)}), "
+               f"not '{self.input_format}'; set data.nsp=false")
+        check(self.max_length >= 8, "data.max_length", f"{self.max_length} is too short (at least 8)")
+        check(0.0 <= self.short_seq_prob < 1.0, "data.short_seq_prob", "must be in [0, 1)")
+        check(self.shard_documents >= 2, "data.shard_documents", "must be at least 2")
+
+
+@dataclass
+class MaskingConfig:
+    """Masked-language-model corruption (BERT section 3.1 and Table 8; RoBERTa section 4.1)."""
+
+    mode: str = "dynamic"
+    """'static' (BERT: dupe_factor masks fixed before training) or 'dynamic' (RoBERTa: new mask every feed)."""
+    dupe_factor: int = 10
+    """Distinct masks per sequence in static mode; epoch e uses mask e mod dupe_factor."""
+    mask_prob: float = 0.15
+    """Share of the non-special tokens of each sequence chosen for prediction."""
+    split: list[float] = field(default_factory=lambda: [0.8, 0.1, 0.1])
+    """Of the chosen tokens: shares replaced by the mask token, by a random token, left unchanged."""
+    whole_word: bool = False
+    """Choose whole words rather than single sub-word tokens."""
+    seed: int = 0
+    """Seed of the masks; masks are a pure function of (seed, sequence index, copy or epoch)."""
+
+    def __post_init__(self) -> None:
+        check_choice(self.mode, MASKING_MODES, "masking.mode")
+        check(self.dupe_factor >= 1, "masking.dupe_factor", "must be at least 1")
+        check(0.0 < self.mask_prob < 1.0, "masking.mask_prob", f"{self.mask_prob} is outside (0, 1)")
+        check(len(self.split) == 3, "masking.split", "needs three shares: [mask token, random token, unchanged]")
+        check(all(s >= 0 for s in self.split), "masking.split", f"{self.split} has a negative share")
+        check(abs(sum(self.split) - 1.0) < 1e-6, "masking.split", f"{self.split} sums to {sum(self.split):g}, not 1")
+
+
+@dataclass
+class ModelConfig:
+    """Encoder shape. The family decides token types, LayerNorm eps and position offsets."""
+
+    family: str = "bert"
+    """'bert' (2 token types, eps 1e-12, positions from 0) or 'roberta' (1 type, eps 1e-5, positions from pad+1)."""
+    num_layers: int = 4
+    """Transformer layers."""
+    hidden_size: int = 256
+    """Width of the residual stream."""
+    num_heads: int = 4
+    """Attention heads; must divide hidden_size."""
+    intermediate_size: int = 1024
+    """Width of the feed-forward layer."""
+    max_position_embeddings: int = 512
+    """Position embeddings (RoBERTa uses 2 of them for the padding offset)."""
+    dropout: float = 0.1
+    """Dropout on embeddings and residual branches."""
+    attention_dropout: float = 0.1
+    """Dropout on attention probabilities."""
+
+    def __post_init__(self) -> None:
+        check_choice(self.family, FAMILIES, "model.family")
+        for key in ("num_layers", "hidden_size", "num_heads", "intermediate_size", "max_position_embeddings"):
+            check(getattr(self, key) > 0, f"model.{key}", "must be positive")
+        check(self.hidden_size % self.num_heads == 0, "model.num_heads",
+               f"{self.num_heads} heads do not divide hidden_size {self.hidden_size}")
+        for key in ("dropout", "attention_dropout"):
+            check(0.0 <= getattr(self, key) < 1.0, f"model.{key}", "must be in [0, 1)")
+
+    @property
+    def max_tokens(self) -> int:
+        """Longest sequence the position embeddings hold."""
+        return self.max_position_embeddings - (2 if self.family == "roberta" else 0)
+
+
+@dataclass
+class TrainingConfig:
+    """Optimisation and budget of pretraining."""
+
+    batch_size: int = 32
+    """Sequences per optimiser step (split into micro-batches by grad_accum)."""
+    grad_accum: int = 1
+    """Micro-batches accumulated per optimiser step."""
+    learning_rate: float = 5e-4
+    """Peak learning rate."""
+    warmup_steps: int = 100
+    """Linear warm-up steps."""
+    max_steps: int = 1000
+    """Optimiser steps (the learning-rate schedule decays to zero at this step)."""
+    max_tokens: int | None = None
+    """Stop once this many (non-padding) tokens have been seen, if that comes before max_steps."""
+    weight_decay: float = 0.01
+    """AdamW weight decay (not on biases and LayerNorm)."""
+    grad_clip: float = 1.0
+    """Gradient norm clipping (0: off)."""
+    seed: int = 0
+    """Seed of initialisation, dropout and data order."""
+    num_workers: int = 0
+    """DataLoader worker processes."""
+    adam_betas: list[float] = field(default_factory=lambda: [0.9, 0.98])
+    """AdamW betas (RoBERTa's 0.98 is more stable with large batches than BERT's 0.999)."""
+    adam_eps: float = 1e-6
+    """AdamW epsilon."""
+    val_every_steps: int = 200
+    """Validate every this many optimiser steps (and at the end)."""
+    checkpoint_every_steps: int = 100
+    """Write the resumable checkpoint (last.ckpt) every this many optimiser steps."""
+    log_every_steps: int = 10
+    """Log training metrics every this many optimiser steps."""
+    precision: str = "auto"
+    """'auto' (bf16-mixed on a GPU, else 32-true), '32-true', 'bf16-mixed' or '16-mixed'."""
+    accelerator: str = "auto"
+    """'auto', 'cpu', 'gpu'/'cuda' or 'mps'."""
+    devices: int = 1
+    """Devices per node; more than one trains with DDP."""
+    num_nodes: int = 1
+    """Nodes (torchrun or SLURM set the rest)."""
+    strategy: str = "auto"
+    """Lightning strategy: 'auto' (DDP when devices x nodes > 1), 'ddp', 'ddp_spawn' or 'fsdp'."""
+    compile: bool = False
+    """Compile the encoder with torch.compile (GPU runs)."""
+
+    def __post_init__(self) -> None:
+        check(self.precision in PRECISIONS, "training.precision",
+              f"'{self.precision}' is not one of {', '.join(PRECISIONS[:-1])}")
+        check(len(self.adam_betas) == 2 and all(0 <= b < 1 for b in self.adam_betas), "training.adam_betas",
+               "needs two values in [0, 1)")
+        check(self.max_tokens is None or self.max_tokens > 0, "training.max_tokens", "must be positive")
+        for key in ("val_every_steps", "checkpoint_every_steps", "log_every_steps", "devices", "num_nodes"):
+            check(getattr(self, key) >= 1, f"training.{key}", "must be at least 1")
+        for key in ("batch_size", "grad_accum", "max_steps"):
+            check(getattr(self, key) >= 1, f"training.{key}", "must be at least 1")
+        check(self.batch_size % self.grad_accum == 0, "training.grad_accum",
+               f"{self.grad_accum} does not divide batch_size {self.batch_size}")
+        check(self.learning_rate > 0, "training.learning_rate", "must be positive")
+        check(self.warmup_steps >= 0, "training.warmup_steps", "must be non-negative")
+        check(self.num_workers >= 0, "training.num_workers", "must be non-negative")

@@ -1,0 +1,84 @@
+"""Task heads on the shared encoder, and the fine-tuned model (encoder + head), as plain ``nn.Module`` s.
+
+The dense + tanh of the sequence head is the checkpoint's pooler where it has one (BERT trained with NSP;
+bert-base-uncased), else a fresh one. Hugging Face RoBERTa folders carry an unused pooler that loading drops, so
+they get a fresh one too, as ``RobertaClassificationHead`` does.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from bvr.model.encoder import Dropout, Encoder, EncoderConfig, Pooler, init_weights
+
+
+def _fresh(module: nn.Module, config: EncoderConfig) -> nn.Module:
+    """``module`` with BERT's initialisation (normal weights, zero biases)."""
+    module.apply(lambda m: init_weights(m, config.initializer_range))
+    return module
+
+
+class SequenceHead(nn.Module):
+    """First token -> dense + tanh (a pooler) -> dropout -> linear: (batch, seq, hidden) to (batch, outputs).
+
+    Args:
+        config: the encoder's config (sizes, dropout, initialisation).
+        num_outputs: classes, or 1 for regression (then the output is (batch,)).
+        pooler: a pretrained pooler to start from; None builds a fresh one.
+    """
+
+    def __init__(self, config: EncoderConfig, num_outputs: int, pooler: Pooler | None = None) -> None:
+        super().__init__()
+        self.pooler = pooler if pooler is not None else _fresh(Pooler(config), config)
+        self.dropout = Dropout(config.dropout)
+        self.out = _fresh(nn.Linear(config.hidden_size, num_outputs), config)
+        self.squeeze = num_outputs == 1
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        logits = self.out(self.dropout(self.pooler(hidden[:, 0])))  # (batch, outputs)
+        return logits.squeeze(-1) if self.squeeze else logits
+
+
+class TokenHead(nn.Module):
+    """Dropout and a linear layer at every token: (batch, seq, hidden) to (batch, seq, labels)."""
+
+    def __init__(self, config: EncoderConfig, num_labels: int) -> None:
+        super().__init__()
+        self.dropout = Dropout(config.dropout)
+        self.out = _fresh(nn.Linear(config.hidden_size, num_labels), config)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.out(self.dropout(hidden))
+
+
+class SpanHead(nn.Module):
+    """Start and end scores at every token (BERT's SQuAD head): (batch, seq, hidden) to (batch, seq, 2)."""
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__()
+        self.out = _fresh(nn.Linear(config.hidden_size, 2), config)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.out(hidden)
+
+
+class FinetuneModel(nn.Module):
+    """An encoder and a task head."""
+
+    def __init__(self, encoder: Encoder, head: nn.Module) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.head = head
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The head's scores for a collated batch (``input_ids``, ``attention_mask``, ``token_type_ids``)."""
+        hidden = self.encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+        return self.head(hidden)  # (batch, ...) as the head shapes it
+
+
+def take_pooler(encoder: Encoder) -> Pooler | None:
+    """Move the encoder's pooler (if any) out of it, for the sequence head to own; the encoder no longer pools."""
+    pooler, encoder.pooler = encoder.pooler, None
+    return pooler
+

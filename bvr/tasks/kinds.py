@@ -1,0 +1,202 @@
+"""Task kinds: everything one kind of task adds to the shared encoder and fine-tuning loop, in one object.
+
+A :class:`Kind` says how a split's examples are encoded into feature columns, which of those columns its batches
+carry and how list-valued ones are padded, and supplies the head, the loss, the evaluation and the trivial
+baseline; :data:`KINDS` maps each kind of :data:`~bvr.tasks.registry.TASK_KINDS` to its object:
+
+========================  ============================================  ===========================  ==================
+kind                      head                                          loss                         evaluation
+========================  ============================================  ===========================  ==================
+classification            first token: dense + tanh, dropout, linear    cross-entropy                make_metrics
+regression (STS-B)        the same, one output                          mean squared error           make_metrics
+tagging (CoNLL-2003)      per token: dropout, linear                    cross-entropy, -100 skipped  EntityF1
+span (SQuAD)              per token: linear to start and end scores     mean of start and end CE     SquadMetric
+========================  ============================================  ===========================  ==================
+
+Encoding: sentences and pairs with the tokenizer's own template (:func:`~bvr.tasks.sentences.encode_sentences`),
+CoNLL sentences with :func:`~bvr.tasks.ner.encode_ner`, SQuAD questions as windows with
+:func:`~bvr.tasks.squad.encode_squad`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+from tokenizers import Tokenizer
+from torch import nn
+
+from bvr.model.encoder import Encoder
+from bvr.model.losses import IGNORE_INDEX, cross_entropy
+from bvr.tasks.batching import PAD_VALUES
+from bvr.tasks.evaluators import (
+    ClassificationEvaluator,
+    Evaluator,
+    RegressionEvaluator,
+    SpanEvaluator,
+    TaggingEvaluator,
+)
+from bvr.tasks.heads import SequenceHead, SpanHead, TokenHead, take_pooler
+from bvr.tasks.metrics import baseline_note, majority_baseline
+from bvr.tasks.ner import encode_ner
+from bvr.tasks.readers.squad_json import references
+from bvr.tasks.registry import TaskSpec
+from bvr.tasks.sentences import encode_sentences
+from bvr.tasks.squad import encode_squad
+from bvr.tasks.squad_metric import squad_scores
+
+if TYPE_CHECKING:
+    from bvr.tasks.data import DataSettings, TaskData
+
+
+class Kind:
+    """What one task kind adds to the shared encoder and fine-tuning loop (see the module docstring)."""
+
+    columns: tuple[str, ...] = ("input_ids", "token_type_ids", "labels")
+    """Feature columns its batches carry (the attention mask is rebuilt from the lengths)."""
+    pad_values: Mapping[str, int | None] = PAD_VALUES
+    """How its list-valued columns are padded (see :func:`~bvr.tasks.batching.collate`)."""
+
+    def encode(
+        self, spec: TaskSpec, tokenizer: Tokenizer, family: str, examples: list, settings: DataSettings
+    ) -> dict[str, list]:
+        """One split's examples as feature columns, for a tokenizer of ``family`` ('bert' or 'roberta')."""
+        raise NotImplementedError
+
+    def head(self, encoder: Encoder, data: TaskData) -> nn.Module:
+        """A new head for ``encoder`` (which it may take the pooler from)."""
+        raise NotImplementedError
+
+    def loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The training loss of one batch."""
+        raise NotImplementedError
+
+    def evaluator(self, data: TaskData, split: str) -> Evaluator:
+        """A fresh evaluator of evaluation split ``split``."""
+        raise NotImplementedError
+
+    def baseline(self, data: TaskData) -> dict[str, float]:
+        """Scores of the trivial baseline on every evaluation split, keyed ``split/metric``; empty if none."""
+        return {}
+
+    def baseline_note(self, data: TaskData) -> str | None:
+        """One sentence saying what the baseline predicts."""
+        return None
+
+
+class ClassificationKind(Kind):
+    """One label per example, from the first token."""
+
+    def encode(
+        self, spec: TaskSpec, tokenizer: Tokenizer, family: str, examples: list, settings: DataSettings
+    ) -> dict[str, list]:
+        return encode_sentences(tokenizer, examples, settings.max_length)
+
+    def head(self, encoder: Encoder, data: TaskData) -> nn.Module:
+        return SequenceHead(encoder.config, data.spec.num_labels, take_pooler(encoder))
+
+    def loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return F.cross_entropy(logits.float(), batch["labels"])
+
+    def evaluator(self, data: TaskData, split: str) -> Evaluator:
+        return ClassificationEvaluator(data.spec)
+
+    def baseline(self, data: TaskData) -> dict[str, float]:
+        train = data.train_labels()
+        return {
+            f"{name}/{metric}": value
+            for name, split in data.evals.items()
+            for metric, value in majority_baseline(data.spec, train, [ex.label for ex in split.examples]).items()
+        }
+
+    def baseline_note(self, data: TaskData) -> str | None:
+        return baseline_note(data.spec, data.train_labels())
+
+
+class RegressionKind(ClassificationKind):
+    """One score per example (STS-B), from the first token; the baseline predicts the training mean."""
+
+    def loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return F.mse_loss(logits.float(), batch["labels"].float())
+
+    def evaluator(self, data: TaskData, split: str) -> Evaluator:
+        return RegressionEvaluator(data.spec)
+
+
+class TaggingKind(Kind):
+    """One label per word, read at each word's first sub-token."""
+
+    pad_values = {**PAD_VALUES, "labels": IGNORE_INDEX}  # token labels: padding is never scored
+
+    def encode(
+        self, spec: TaskSpec, tokenizer: Tokenizer, family: str, examples: list, settings: DataSettings
+    ) -> dict[str, list]:
+        label_to_id = {label: index for index, label in enumerate(spec.label_names or ())}
+        return encode_ner(tokenizer, family, examples, label_to_id, settings.max_length)
+
+    def head(self, encoder: Encoder, data: TaskData) -> nn.Module:
+        return TokenHead(encoder.config, data.spec.num_labels)
+
+    def loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return cross_entropy(logits.flatten(0, 1).float(), batch["labels"].flatten())
+
+    def evaluator(self, data: TaskData, split: str) -> Evaluator:
+        return TaggingEvaluator(data.spec)
+
+    def baseline(self, data: TaskData) -> dict[str, float]:
+        # Tagging every word "O" (the majority tag) finds no entity: precision, recall and F1 are all 0.
+        return {f"{split}/{metric}": 0.0 for split in data.evals for metric in ("f1", "precision", "recall")}
+
+    def baseline_note(self, data: TaskData) -> str | None:
+        return "tags every word 'O' (the majority tag), so it finds no entity"
+
+
+def squad_version(data: TaskData) -> str:
+    """'2.0' when any question of the task is unanswerable, else '1.1' (the rule
+    :func:`~bvr.tasks.readers.squad_json.read_squad` applies)."""
+    splits = [data.train, *data.evals.values()]
+    return "2.0" if any(example.is_impossible for split in splits for example in split.examples) else "1.1"
+
+
+class SpanKind(Kind):
+    """An answer span in a context: start and end scores at every token of every window."""
+
+    columns = ("input_ids", "token_type_ids", "start_positions", "end_positions")
+
+    def encode(
+        self, spec: TaskSpec, tokenizer: Tokenizer, family: str, examples: list, settings: DataSettings
+    ) -> dict[str, list]:
+        return encode_squad(tokenizer, examples, max_length=settings.max_length, stride=settings.stride)
+
+    def head(self, encoder: Encoder, data: TaskData) -> nn.Module:
+        return SpanHead(encoder.config)
+
+    def loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        start, end = logits.float().unbind(-1)  # (batch, seq) each
+        return (F.cross_entropy(start, batch["start_positions"]) + F.cross_entropy(end, batch["end_positions"])) / 2
+
+    def evaluator(self, data: TaskData, split: str) -> Evaluator:
+        return SpanEvaluator(data.spec, data.evals[split], squad_version(data))
+
+    def baseline(self, data: TaskData) -> dict[str, float]:
+        # Answering nothing: 0 on v1.1; on v2.0 it scores the share of unanswerable questions.
+        version, out = squad_version(data), {}
+        for split, encoded in data.evals.items():
+            refs = references(encoded.examples)
+            scores = squad_scores({qid: "" for qid in refs}, refs, version)
+            out.update({f"{split}/exact_match": float(scores["exact"]), f"{split}/f1": float(scores["f1"])})
+        return out
+
+    def baseline_note(self, data: TaskData) -> str | None:
+        return "answers nothing (the empty string) for every question"
+
+
+KINDS: dict[str, Kind] = {
+    "classification": ClassificationKind(),
+    "regression": RegressionKind(),
+    "tagging": TaggingKind(),
+    "span": SpanKind(),
+}
+"""Task kind -> its :class:`Kind`."""

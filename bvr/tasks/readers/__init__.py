@@ -1,0 +1,145 @@
+"""Readers by file format: one :class:`FileFormat` per format in :data:`READERS`, and :func:`read_task`.
+
+A task's spec names its format (:attr:`~bvr.tasks.registry.TaskSpec.format`); the format says how one file of it
+is read, and how the same split is read from the task's Hugging Face hub dataset when no data folder is given:
+
+- ``tsv`` (GLUE's layout): :func:`~bvr.tasks.readers.tsv.read_tsv`, giving
+  :class:`~bvr.tasks.readers.common.Example` s;
+- ``jsonl`` (one JSON object per line, SuperGLUE's layout): :func:`~bvr.tasks.readers.jsonl.read_jsonl`, giving
+  :class:`~bvr.tasks.readers.common.Example` s;
+- ``conll`` (CoNLL columns): :func:`~bvr.tasks.readers.conll.read_conll`, giving
+  :class:`~bvr.tasks.readers.conll.Sentence` s;
+- ``squad-json`` (SQuAD's JSON): :func:`~bvr.tasks.readers.squad_json.read_squad`, giving
+  :class:`~bvr.tasks.readers.squad_json.SquadExample` s.
+
+The hub readers are in :mod:`bvr.tasks.readers.hub`.
+
+Offline, SQuAD often has only its dev file. When a ``squad-json`` task's training file is missing, the dev file is
+split by article (:func:`~bvr.tasks.readers.squad_json.split_by_article`) into a training part and an evaluation
+part, and the split's description travels with the result (:attr:`~bvr.tasks.readers.common.ReadResult.note`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bvr.errors import BvrError
+from bvr.tasks.readers.common import Example, ReadReport, ReadResult
+from bvr.tasks.readers.conll import read_conll
+from bvr.tasks.readers.hub import hub_conll, hub_sentences, hub_squad
+from bvr.tasks.readers.jsonl import read_jsonl
+from bvr.tasks.readers.squad_json import read_squad, split_by_article
+from bvr.tasks.readers.tsv import read_tsv
+from bvr.tasks.registry import TaskSpec
+
+if TYPE_CHECKING:
+    from bvr.tasks.data import DataSettings
+
+ReadFile = Callable[[TaskSpec, Path], tuple[list[Any], str]]
+"""(spec, path) -> (examples, one line saying what was read)."""
+ReadHub = Callable[[TaskSpec, str], tuple[list[Any], str]]
+"""(spec, hub split) -> (examples, one line saying what was read)."""
+
+
+@dataclass(frozen=True)
+class FileFormat:
+    """How a task of one format is read: a file of the data folder, or a split of the hub dataset."""
+
+    read_file: ReadFile
+    """Reads one file of the task (``data_dir/spec.folder/split.file``)."""
+    read_hub: ReadHub
+    """Reads hub split ``hub_split`` of ``spec.hub_id``."""
+    fallback_to_dev: bool = False
+    """Whether a missing training file means: train and evaluate on two article-disjoint parts of the dev file."""
+
+
+SENTENCE_READERS: dict[str, Callable[[TaskSpec, Path], tuple[list[Example], ReadReport]]] = {
+    "tsv": read_tsv,
+    "jsonl": read_jsonl,
+}
+"""Formats of sentence tasks (classification, regression) -> their file reader, which returns a full report."""
+
+
+def _sentences(read: Callable[[TaskSpec, Path], tuple[list[Example], ReadReport]]) -> ReadFile:
+    """A sentence reader whose report becomes its summary line."""
+
+    def read_file(spec: TaskSpec, path: Path) -> tuple[list[Example], str]:
+        examples, report = read(spec, path)
+        return examples, report.summary()
+    return read_file
+
+
+def _hub_sentences(spec: TaskSpec, hub_split: str) -> tuple[list[Example], str]:
+    examples, report = hub_sentences(spec, hub_split)
+    return examples, report.summary()
+
+
+def _described(read: Callable[[Path], tuple[list[Any], Any]]) -> ReadFile:
+    """A reader of one path whose report has ``describe()``."""
+
+    def read_file(spec: TaskSpec, path: Path) -> tuple[list[Any], str]:
+        examples, report = read(path)
+        return examples, report.describe()
+    return read_file
+
+
+READERS: dict[str, FileFormat] = {
+    **{name: FileFormat(_sentences(read), _hub_sentences) for name, read in SENTENCE_READERS.items()},
+    "conll": FileFormat(_described(read_conll), hub_conll),
+    "squad-json": FileFormat(_described(read_squad), hub_squad, fallback_to_dev=True),
+}
+"""File format -> how to read it (every name in :data:`~bvr.tasks.registry.TASK_FORMATS`)."""
+
+
+def read_task(spec: TaskSpec, data_dir: Path | None, settings: DataSettings) -> ReadResult:
+    """Every split of ``spec``: from ``data_dir/spec.folder`` in the spec's format, or from the hub without one.
+
+    Args:
+        spec: the task.
+        data_dir: the data folder; None reads the hub.
+        settings: the article split's fraction and seed, for a ``squad-json`` task without a training file.
+
+    Raises:
+        BvrError: a file is missing or malformed, or the hub cannot be reached without a data folder.
+    """
+    reader = READERS[spec.format]
+    if data_dir is None:
+        return ReadResult({split.name: reader.read_hub(spec, split.hub_split) for split in spec.splits})
+    folder = Path(data_dir) / spec.folder
+    train_split, eval_split = spec.splits[0], spec.splits[1]
+    if not reader.fallback_to_dev or (folder / train_split.file).is_file():
+        return ReadResult({split.name: reader.read_file(spec, folder / split.file) for split in spec.splits})
+    examples, line = reader.read_file(spec, folder / eval_split.file)
+    train, evaluation, note = split_by_article(examples, settings.article_split_fraction, settings.article_split_seed)
+    line = f"{line}; no {train_split.file}, so training and evaluation share it"
+    return ReadResult({train_split.name: (train, line), eval_split.name: (evaluation, line)}, note)
+
+
+def load_task_split(spec: TaskSpec, split: str, data_dir: Path | None) -> tuple[list[Example], ReadReport]:
+    """Read split ``split`` of a sentence task (format ``tsv`` or ``jsonl``) from the data folder, or from the
+    Hugging Face hub when there is none.
+
+    Args:
+        spec: a classification or regression task.
+        split: one of the task's split names ('train', 'dev', 'dev_matched', ...).
+        data_dir: the data folder (``--data-dir`` / ``BVR_DATA_DIR``); the file is ``data_dir/folder/file``.
+
+    Returns:
+        The examples and the read report.
+
+    Raises:
+        BvrError: the split is unknown, the file cannot be read, or there is no data folder and the hub cannot be
+            reached.
+    """
+    if spec.kind not in ("classification", "regression") or spec.format not in SENTENCE_READERS:
+        raise BvrError(f"task {spec.name!r} is a {spec.kind} task, not a sentence task", where=spec.name)
+    split_spec = spec.split(split)
+    if data_dir is None:
+        return hub_sentences(spec, split_spec.hub_split)
+    return SENTENCE_READERS[spec.format](spec, Path(data_dir) / spec.folder / split_spec.file)
+
+
+__all__ = ["READERS", "SENTENCE_READERS", "FileFormat", "ReadResult", "load_task_split", "read_task"]

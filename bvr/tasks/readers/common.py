@@ -1,0 +1,211 @@
+"""What every reader shares: the sentence :class:`Example`, the :class:`ReadReport` of rows read and skipped, the
+skipped-share policy, label parsing, and the :class:`ReadResult` a task's splits are read into.
+
+Rows that cannot be parsed (blank, too few or too many columns, malformed JSON) are skipped and counted in a
+:class:`ReadReport` with the first few line numbers; more than ``max_skipped_share`` of them fails the read. A label
+that is not one of the task's labels always fails, naming the file and line: it means a wrong file or task.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bvr.errors import BvrError
+from bvr.tasks.registry import TaskSpec
+
+MAX_SKIPPED_SHARE = 0.01
+"""Largest share of a file's rows that may be skipped before the read fails: a few broken rows are expected in
+crowd-sourced data (QQP), many mean the file is not what the task expects."""
+
+FIRST_LINES_KEPT = 5
+"""Line numbers kept per skip reason, for the report."""
+
+RawSplits = dict[str, tuple[list[Any], str]]
+"""Split name -> (examples, one line saying what was read)."""
+
+
+@dataclass
+class ReadResult:
+    """Every split of a task as read, and how its parts were drawn when they share a file."""
+
+    splits: RawSplits
+    note: str | None = None
+
+
+def data_hint(spec: TaskSpec) -> str:
+    """What to do when a task's file is missing."""
+    return f"pass --data-dir (or set BVR_DATA_DIR) to a folder holding {spec.folder.split('/')[0]}/"
+
+
+@dataclass(frozen=True)
+class Example:
+    """One labelled example of a sentence or sentence-pair task.
+
+    Attributes:
+        text_a: the first (or only) text.
+        text_b: the second text of a pair task, else None.
+        label: class id for classification, the score for regression.
+        line: where it came from: the 1-based line in the file, or the 1-based row of a hub split.
+    """
+
+    text_a: str
+    text_b: str | None
+    label: int | float
+    line: int
+
+
+@dataclass
+class ReadReport:
+    """What a read kept and what it skipped, for the caller to show; JSON-serialisable with ``asdict``.
+
+    Attributes:
+        source: the file (or ``hub_id/config:split``) read.
+        rows: data rows seen (header excluded).
+        read: examples kept.
+        skipped: rows skipped.
+        reasons: skipped rows per reason.
+        first_lines: the first few line numbers skipped for each reason.
+    """
+
+    source: str
+    rows: int = 0
+    read: int = 0
+    skipped: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+    first_lines: dict[str, list[int]] = field(default_factory=dict)
+
+    def skip(self, reason: str, line: int) -> None:
+        """Count one skipped row."""
+        self.skipped += 1
+        self.reasons[reason] = self.reasons.get(reason, 0) + 1
+        lines = self.first_lines.setdefault(reason, [])
+        if len(lines) < FIRST_LINES_KEPT:
+            lines.append(line)
+
+    def summary(self) -> str:
+        """One line for a person: rows read and skipped, and why.
+
+        >>> report = ReadReport("dev.tsv", rows=3, read=2)
+        >>> report.skip("fewer than 4 columns", 7)
+        >>> report.summary()
+        'dev.tsv: read 2 of 3 rows, skipped 1 (fewer than 4 columns: 1 at line 7)'
+        """
+        text = f"{self.source}: read {self.read:,} of {self.rows:,} rows, skipped {self.skipped:,}"
+        return f"{text} ({self.details()})" if self.skipped else text
+
+    def details(self) -> str:
+        """Each skip reason with its count and first line numbers, '; '-separated."""
+        parts = []
+        for reason, count in self.reasons.items():
+            lines = self.first_lines[reason]
+            where = f"line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}"
+            parts.append(f"{reason}: {count:,} at {where}{', ...' if count > len(lines) else ''}")
+        return "; ".join(parts)
+
+
+def read_lines(path: Path, spec: TaskSpec) -> list[str]:
+    """The file's lines without line ends, BOM or the empty string after a final newline."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise BvrError("no such file", where=path, hint=data_hint(spec)) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise BvrError(f"not UTF-8 (byte {exc.start})", where=f"{path}:{line}") from None
+    # Split on "\n" only: str.splitlines would also break at \x0b, \x1c, \x85 or \u2028 inside a sentence.
+    lines = [line.removesuffix("\r") for line in text.removeprefix("\ufeff").split("\n")]
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines:
+        raise BvrError("the file is empty", where=path)
+    return lines
+
+
+def read_rows(
+    path: Path, lines: list[str], first: int, parse: Callable[[str, int, ReadReport], Example | None],
+    max_share: float, hint: str,
+) -> tuple[list[Example], ReadReport]:
+    """Parse ``lines[first:]`` (1-based line numbers) with ``parse``, which returns None for a row it skipped and
+    counted; then apply the skipped-share policy (:func:`check_skipped`)."""
+    report = ReadReport(str(path))
+    examples: list[Example] = []
+    for number, line in enumerate(lines[first:], start=first + 1):
+        report.rows += 1
+        example = parse(line, number, report)
+        if example is not None:
+            examples.append(example)
+    report.read = len(examples)
+    check_skipped(report, max_share, hint)
+    return examples, report
+
+
+def check_skipped(report: ReadReport, max_share: float, hint: str) -> None:
+    """Fail when nothing was read, or when more than ``max_share`` of the rows were skipped (``hint`` says why)."""
+    if report.read == 0:
+        raise BvrError(f"no examples could be read ({report.summary()})", where=report.source)
+    if report.skipped > max_share * report.rows:
+        raise BvrError(
+            f"{report.skipped:,} of {report.rows:,} rows could not be parsed, more than {max_share:.0%} "
+            f"({report.details()})", where=report.source, hint=hint,
+        )
+
+
+class LabelParser:
+    """Turns a label into a class id (from a label word, a numeric id or a JSON value) or a regression score."""
+
+    def __init__(self, spec: TaskSpec) -> None:
+        self.spec = spec
+        names = spec.label_names or ()
+        # Words and ids both map to the id: GLUE files use words (RTE, MNLI) or numbers (CoLA, SST-2, MRPC, QQP).
+        self.ids = {name: index for index, name in enumerate(names)} | {str(i): i for i in range(len(names))}
+
+    def parse(self, raw: str, where: str) -> int | float:
+        """The label in ``raw``; anything else is a BvrError at ``where``."""
+        if self.spec.label_names is None:
+            return self._score(raw, where)
+        if raw not in self.ids:
+            names = ", ".join(self.spec.label_names)
+            raise BvrError(f"unknown label {raw!r} for task {self.spec.name!r}", where=where,
+                           hint=f"expected one of: {names} (or their ids 0 to {len(self.spec.label_names) - 1})")
+        return self.ids[raw]
+
+    def parse_value(self, value: Any, where: str) -> int | float:
+        """A JSON label: one of the spec's ``label_values`` (same type and value), else as :meth:`parse` reads it.
+
+        >>> from bvr.tasks.registry import get_task
+        >>> LabelParser(get_task("boolq")).parse_value(True, "x:1")
+        1
+        """
+        values = self.spec.label_values
+        if values is not None:
+            for index, known in enumerate(values):
+                if type(known) is type(value) and known == value:
+                    return index
+            raise BvrError(f"unknown label {_json(value)} for task {self.spec.name!r}", where=where,
+                           hint=f"expected one of: {', '.join(map(_json, values))}")
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise BvrError(f"unknown label {_json(value)} for task {self.spec.name!r}", where=where)
+        return self.parse(value if isinstance(value, str) else repr(value), where)
+
+    def _score(self, raw: str, where: str) -> float:
+        """A regression label: a finite number inside the task's range."""
+        try:
+            score = float(raw)
+        except ValueError:
+            raise BvrError(f"label {raw!r} is not a number", where=where) from None
+        low, high = self.spec.label_range or (-math.inf, math.inf)
+        if not (math.isfinite(score) and low <= score <= high):
+            raise BvrError(f"label {raw!r} is outside [{low:g}, {high:g}]", where=where)
+        return score
+
+
+def _json(value: Any) -> str:
+    """``value`` as JSON writes it (``true``, ``"yes"``, ``1``)."""
+    return json.dumps(value)

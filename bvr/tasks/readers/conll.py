@@ -1,0 +1,149 @@
+"""Read CoNLL column files (format ``conll``) into :class:`Sentence` s, converting IOB1 tags to IOB2.
+
+:func:`read_conll` reads ``token POS chunk NER`` lines into sentences and a :class:`ConllReport`; the scheme is
+found by :func:`~bvr.tasks.iob.detect_scheme` and converted by :func:`~bvr.tasks.iob.to_iob2`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+from bvr.errors import BvrError
+from bvr.tasks.iob import detect_scheme, is_tag, to_iob2
+
+DOCSTART = "-DOCSTART-"
+CONLL_COLUMNS = 4
+"""CoNLL-2003 English: token, part of speech, syntactic chunk, entity tag."""
+
+
+class Sentence(NamedTuple):
+    """One sentence of a CoNLL file.
+
+    Attributes:
+        tokens: the words, as written.
+        tags: one entity tag per word (IOB2 after reading unless conversion was turned off).
+        document: index of the ``-DOCSTART-`` document it belongs to (0 when the file has none).
+    """
+
+    tokens: list[str]
+    tags: list[str]
+    document: int = 0
+
+
+@dataclass
+class ConllReport:
+    """What :func:`read_conll` read and what it skipped.
+
+    Attributes:
+        path: the file read.
+        documents: ``-DOCSTART-`` lines.
+        sentences: sentences kept (at least one token).
+        tokens: tokens kept.
+        bad_lines: 1-based numbers of lines with too few columns; they are skipped.
+        scheme: the tagging scheme found in the file ("IOB2", "IOB1" or "mixed"; see :func:`detect_scheme`).
+        converted: whether the tags were converted to IOB2.
+    """
+
+    path: str
+    documents: int = 0
+    sentences: int = 0
+    tokens: int = 0
+    bad_lines: list[int] = field(default_factory=list)
+    scheme: str = "IOB2"
+    converted: bool = False
+
+    def describe(self) -> str:
+        """One line for logs and the CLI."""
+        text = (
+            f"{self.path}: {self.documents:,} documents, {self.sentences:,} sentences, {self.tokens:,} tokens, "
+            f"scheme {self.scheme}{' (converted to IOB2)' if self.converted else ''}"
+        )
+        if self.bad_lines:
+            shown = ", ".join(map(str, self.bad_lines[:10])) + (", ..." if len(self.bad_lines) > 10 else "")
+            text += f"; {len(self.bad_lines)} lines with too few columns skipped (lines {shown})"
+        return text
+
+
+class _SentenceBuilder:
+    """Collects the token lines of one file into sentences, closing one at a blank or ``-DOCSTART-`` line."""
+
+    def __init__(self, report: ConllReport) -> None:
+        self.report = report
+        self.sentences: list[Sentence] = []
+        self.tokens: list[str] = []
+        self.tags: list[str] = []
+
+    def add(self, token: str, tag: str) -> None:
+        self.tokens.append(token)
+        self.tags.append(tag)
+
+    def close(self) -> None:
+        if self.tokens:
+            document = max(self.report.documents - 1, 0)
+            self.sentences.append(Sentence(self.tokens, self.tags, document))
+            self.report.sentences += 1
+            self.report.tokens += len(self.tokens)
+        self.tokens, self.tags = [], []
+
+
+def _read_line(line: str, number: int, path: Path, n_columns: int, builder: _SentenceBuilder) -> None:
+    columns = line.split()
+    if not columns:
+        builder.close()
+    elif columns[0] == DOCSTART:
+        builder.close()
+        builder.report.documents += 1
+    elif len(columns) < n_columns:
+        builder.report.bad_lines.append(number)
+    elif len(columns) > n_columns:
+        # More columns than the format has means a different format (or tokens with spaces): reading on would
+        # take the wrong column as the tag, so stop.
+        raise BvrError(
+            f"{len(columns)} columns where {n_columns} were expected",
+            where=f"{path}:{number}",
+            hint="CoNLL-2003 lines are 'token POS chunk NER'; pass n_columns for other layouts",
+        )
+    elif not is_tag(columns[-1]):
+        raise BvrError(f"{columns[-1]!r} is not an IOB tag", where=f"{path}:{number}", hint="use O, B-TYPE or I-TYPE")
+    else:
+        builder.add(columns[0], columns[-1])
+
+
+def read_conll(
+    path: str | Path, *, n_columns: int = CONLL_COLUMNS, convert_to_iob2: bool = True
+) -> tuple[list[Sentence], ConllReport]:
+    """Read a CoNLL column file: one token per line, tag in the last column, blank lines between sentences.
+
+    ``-DOCSTART-`` lines are skipped and counted as documents; the last sentence needs no trailing blank line.
+
+    Args:
+        path: the file (UTF-8).
+        n_columns: columns per token line; lines with fewer are skipped and reported in
+            :attr:`ConllReport.bad_lines`.
+        convert_to_iob2: convert IOB1 (or mixed) tags to IOB2, the scheme models are trained on.
+
+    Returns:
+        The sentences and a report of the counts.
+
+    Raises:
+        BvrError: the file is missing, a line has more than ``n_columns`` columns, or a tag is not O, B-X or I-X
+            (naming ``file:line``).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise BvrError("no such CoNLL file", where=path, hint="check the task's data paths")
+    report = ConllReport(path=str(path))
+    builder = _SentenceBuilder(report)
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            _read_line(line, number, path, n_columns, builder)
+    builder.close()
+    sentences = builder.sentences
+    report.scheme = detect_scheme(sentence.tags for sentence in sentences)
+    if convert_to_iob2 and report.scheme != "IOB2":
+        sentences = [sentence._replace(tags=to_iob2(sentence.tags)) for sentence in sentences]
+        report.converted = True
+    return sentences, report
+

@@ -1,0 +1,70 @@
+"""Read JSON Lines files (format ``jsonl``: one JSON object per line, as SuperGLUE ships them) into
+:class:`~bvr.tasks.readers.common.Example` lists.
+
+The spec names the fields: ``text_fields`` (one text or a pair) and ``label_field``; a label is mapped by the
+spec's ``label_values`` (BoolQ: ``false``/``true`` -> 0/1), else read as a label name, id or score as in TSV files.
+Other fields (``idx``) are ignored. Lines that cannot be parsed (blank, malformed JSON, not an object, a missing or
+non-text field) are skipped and counted, and fail the read past the shared skipped share
+(:data:`~bvr.tasks.readers.common.MAX_SKIPPED_SHARE`), with the reason and the first line numbers; an unknown label
+always fails at its ``file:line``.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from bvr.tasks.readers.common import MAX_SKIPPED_SHARE, Example, LabelParser, ReadReport, read_lines, read_rows
+from bvr.tasks.registry import TaskSpec
+
+_FORMAT_HINT = "is this a JSON Lines file (one object per line) of the right task?"
+
+
+def read_jsonl(
+    spec: TaskSpec, path: Path, *, max_skipped_share: float = MAX_SKIPPED_SHARE
+) -> tuple[list[Example], ReadReport]:
+    """Read one labelled JSONL file (train or dev) of task ``spec``.
+
+    Args:
+        spec: the task; gives the text and label fields and how labels map to ids.
+        path: the file.
+        max_skipped_share: fail when more than this share of the lines had to be skipped.
+
+    Returns:
+        The examples in file order (``line`` is the 1-based line number), and what was read and skipped.
+
+    Raises:
+        BvrError: the file is missing, empty or not UTF-8, a label is unknown (``file:line``), or more than
+            ``max_skipped_share`` of the lines cannot be parsed (naming the reasons and lines).
+    """
+    parse = partial(_parse_line, spec=spec, labels=LabelParser(spec), path=path)
+    return read_rows(path, read_lines(path, spec), 0, parse, max_skipped_share, _FORMAT_HINT)
+
+
+def _parse_line(
+    line: str, number: int, report: ReadReport, *, spec: TaskSpec, labels: LabelParser, path: Path
+) -> Example | None:
+    """One line as an Example, or None (counted in ``report``) when it cannot be parsed."""
+    if not line.strip():
+        report.skip("blank line", number)
+        return None
+    try:
+        record: Any = json.loads(line)
+    except json.JSONDecodeError:
+        report.skip("malformed JSON", number)
+        return None
+    if not isinstance(record, dict):
+        report.skip("not a JSON object", number)
+        return None
+    missing = [name for name in (*spec.text_fields, spec.label_field) if name not in record]
+    if missing:
+        report.skip(f"no field {', '.join(map(repr, missing))}", number)
+        return None
+    texts = [record[name] for name in spec.text_fields]
+    if not all(isinstance(text, str) for text in texts):
+        report.skip("a text field is not a string", number)
+        return None
+    label = labels.parse_value(record[spec.label_field], f"{path}:{number}")
+    return Example(texts[0].strip(), texts[1].strip() if len(texts) > 1 else None, label, number)

@@ -1,0 +1,251 @@
+"""Read SQuAD v1.1 and v2.0 files (format ``squad-json``, the official JSON) into :class:`SquadExample` s.
+
+:func:`read_squad` reads a file into questions and a :class:`SquadReport`; :func:`split_by_article` makes a
+train/eval split from one file with no article on both sides, for when only the dev file is at hand.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bvr.errors import BvrError
+
+
+@dataclass(frozen=True)
+class SquadExample:
+    """One question.
+
+    Attributes:
+        id: the question id.
+        title: the article's title.
+        context: the paragraph.
+        question: the question text.
+        answers: reference answers as (text, answer_start); empty for an impossible question.
+        is_impossible: v2.0's flag: the paragraph does not answer the question.
+    """
+
+    id: str
+    title: str
+    context: str
+    question: str
+    answers: tuple[tuple[str, int], ...]
+    is_impossible: bool = False
+
+    @property
+    def answer_texts(self) -> list[str]:
+        """The reference texts the metrics compare with; empty means no answer."""
+        return [text for text, _ in self.answers]
+
+
+@dataclass
+class SquadReport:
+    """What :func:`read_squad` read.
+
+    Attributes:
+        path: the file read.
+        version: "1.1" or "2.0".
+        articles: articles (titles).
+        paragraphs: paragraphs (contexts).
+        questions: questions.
+        answerable: questions with reference answers.
+        impossible: v2.0 questions marked ``is_impossible``.
+        reference_answers: reference answers over all questions.
+        answers_per_question: how many questions have each number of reference answers.
+        answer_mismatches: answers whose text differs from the context at ``answer_start``; kept as they are.
+    """
+
+    path: str
+    version: str = "1.1"
+    articles: int = 0
+    paragraphs: int = 0
+    questions: int = 0
+    answerable: int = 0
+    impossible: int = 0
+    reference_answers: int = 0
+    answers_per_question: dict[int, int] = field(default_factory=dict)
+    answer_mismatches: int = 0
+
+    def describe(self) -> str:
+        """One line for logs and the CLI."""
+        spread = ", ".join(f"{n}: {count:,}" for n, count in sorted(self.answers_per_question.items()))
+        return (
+            f"{self.path}: SQuAD v{self.version}, {self.articles:,} articles, {self.paragraphs:,} paragraphs, "
+            f"{self.questions:,} questions ({self.answerable:,} answerable, {self.impossible:,} impossible), "
+            f"{self.reference_answers:,} reference answers (questions by answer count {{{spread}}}), "
+            f"{self.answer_mismatches:,} answers not found at their answer_start"
+        )
+
+
+_FORMAT_HINT = "is this the official SQuAD JSON?"
+
+
+def _field(record: Any, key: str, kind: type | tuple[type, ...], where: str, what: str = "") -> Any:
+    """``record[key]``, refused unless the record is an object holding a value of ``kind`` there."""
+    if not isinstance(record, dict) or key not in record:
+        raise BvrError(f"{what}missing {key!r}", where=where, hint=_FORMAT_HINT)
+    value = record[key]
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+        raise BvrError(f"{what}{key!r} is a {type(value).__name__}", where=where, hint=_FORMAT_HINT)
+    return value
+
+
+def _load_json(path: Path) -> dict:
+    if not path.is_file():
+        raise BvrError("no such SQuAD file", where=path, hint="check the task's data paths")
+    try:
+        with path.open(encoding="utf-8") as file:
+            content = json.load(file)
+    except json.JSONDecodeError as err:
+        raise BvrError(f"not valid JSON ({err.msg})", where=f"{path}:{err.lineno}") from err
+    if not isinstance(content, dict):
+        raise BvrError("the top level is not an object", where=path, hint=_FORMAT_HINT)
+    return content
+
+
+def _read_answers(qa: dict, context: str, where: str, what: str, report: SquadReport) -> tuple[tuple[str, int], ...]:
+    answers = []
+    for n, answer in enumerate(_field(qa, "answers", list, where, what)):
+        text = _field(answer, "text", str, f"{where}.answers[{n}]", what)
+        start = _field(answer, "answer_start", int, f"{where}.answers[{n}]", what)
+        if not text or start < 0 or start + len(text) > len(context):
+            raise BvrError(
+                f"{what}answer {text!r} at {start} does not fit the context of {len(context)} characters",
+                where=f"{where}.answers[{n}]",
+            )
+        # Some SQuAD releases hold answers that differ from the context by a character; they stay, and are counted.
+        report.answer_mismatches += context[start : start + len(text)] != text
+        answers.append((text, start))
+    return tuple(answers)
+
+
+def _read_question(qa: Any, title: str, context: str, where: str, report: SquadReport) -> SquadExample:
+    qid = _field(qa, "id", str, where)
+    what = f"question {qid!r}: "
+    question = _field(qa, "question", str, where, what)
+    impossible = qa.get("is_impossible", False)
+    if not isinstance(impossible, bool):
+        raise BvrError(f"{what}'is_impossible' is a {type(impossible).__name__}", where=where)
+    answers = _read_answers(qa, context, where, what, report)
+    if impossible and answers:
+        raise BvrError(f"{what}marked is_impossible but has answers", where=where, hint="v2.0 keeps those apart")
+    if not impossible and not answers:
+        raise BvrError(f"{what}no answers and not marked is_impossible", where=where)
+    return SquadExample(qid, title, context, question, answers, impossible)
+
+
+def _count(report: SquadReport, example: SquadExample) -> None:
+    report.questions += 1
+    report.impossible += example.is_impossible
+    report.answerable += not example.is_impossible
+    report.reference_answers += len(example.answers)
+    report.answers_per_question[len(example.answers)] = report.answers_per_question.get(len(example.answers), 0) + 1
+
+
+def _read_article(article: Any, where: str, report: SquadReport) -> list[SquadExample]:
+    title = _field(article, "title", str, where)
+    examples = []
+    for j, paragraph in enumerate(_field(article, "paragraphs", list, where)):
+        place = f"{where}.paragraphs[{j}]"
+        context = _field(paragraph, "context", str, place)
+        for k, qa in enumerate(_field(paragraph, "qas", list, place)):
+            example = _read_question(qa, title, context, f"{place}.qas[{k}]", report)
+            _count(report, example)
+            examples.append(example)
+        report.paragraphs += 1
+    report.articles += 1
+    return examples
+
+
+def _version(declared: Any, examples: Iterable[SquadExample]) -> str:
+    # v2.0 files say "v2.0"; a file without the field is v2.0 when it holds impossible questions.
+    if str(declared).lstrip("v").startswith("2") or any(example.is_impossible for example in examples):
+        return "2.0"
+    return "1.1"
+
+
+def read_squad(path: str | Path) -> tuple[list[SquadExample], SquadReport]:
+    """Read a SQuAD v1.1 or v2.0 file in the official JSON layout.
+
+    Args:
+        path: the file, ``{"version": ..., "data": [{"title", "paragraphs": [{"context", "qas": [...]}]}]}``.
+
+    Returns:
+        The questions in file order, and a report of the counts.
+
+    Raises:
+        BvrError: the file is missing or not JSON, a field is missing or of the wrong type, an answer does not fit
+            its context, an answerable question has no answers (or an impossible one has some), or a question id
+            repeats; the message names the question id and the JSON path (``data[3].paragraphs[0].qas[7]``).
+    """
+    path = Path(path)
+    content = _load_json(path)
+    report = SquadReport(path=str(path))
+    examples: list[SquadExample] = []
+    for i, article in enumerate(_field(content, "data", list, str(path))):
+        examples.extend(_read_article(article, f"{path}:data[{i}]", report))
+    repeated = [qid for qid, n in Counter(example.id for example in examples).items() if n > 1]
+    if repeated:
+        raise BvrError(f"question ids {repeated[:5]} occur more than once", where=path)
+    report.version = _version(content.get("version"), examples)
+    return examples, report
+
+
+def references(examples: Iterable[SquadExample]) -> dict[str, list[str]]:
+    """Question id -> reference answer texts (empty for no answer), as the metrics take them."""
+    return {example.id: example.answer_texts for example in examples}
+
+
+# --- article split -------------------------------------------------------------------------------------------
+
+
+def _article_rank(title: str, seed: int) -> str:
+    return hashlib.sha256(f"{seed}\x00{title}".encode()).hexdigest()
+
+
+def _side(titles: Sequence[str], examples: Sequence[SquadExample]) -> str:
+    questions = sum(example.title in set(titles) for example in examples)
+    return f"{len(titles)} articles, {questions:,} questions ({', '.join(titles)})"
+
+
+def split_by_article(
+    examples: Sequence[SquadExample], fraction: float, seed: int
+) -> tuple[list[SquadExample], list[SquadExample], str]:
+    """Split one file's questions into train and eval by article, so no paragraph is seen on both sides.
+
+    Articles are ranked by a hash of (seed, title) and the first ``round(fraction * articles)`` (at least one, and
+    never all) go to eval; the split depends only on the titles and the seed, not on file order.
+
+    Args:
+        examples: questions of several articles.
+        fraction: share of the articles that goes to eval, strictly between 0 and 1.
+        seed: changes the hash and so the split.
+
+    Returns:
+        Train questions, eval questions (each in file order), and a description naming the articles and the
+        number of questions on each side, to be shown with every result measured on the split.
+
+    Raises:
+        BvrError: ``fraction`` is not between 0 and 1, or there are fewer than two articles.
+    """
+    if not 0 < fraction < 1:
+        raise BvrError(f"fraction {fraction} is not between 0 and 1", where="fraction")
+    titles = list(dict.fromkeys(example.title for example in examples))
+    if len(titles) < 2:
+        raise BvrError(f"{len(titles)} article(s) cannot be split by article", where="examples")
+    n_eval = min(len(titles) - 1, max(1, round(fraction * len(titles))))
+    chosen = set(sorted(titles, key=lambda title: _article_rank(title, seed))[:n_eval])
+    train = [example for example in examples if example.title not in chosen]
+    evaluation = [example for example in examples if example.title in chosen]
+    description = (
+        f"SQuAD split by article (seed {seed}, eval fraction {fraction}): "
+        f"eval {_side([t for t in titles if t in chosen], evaluation)}; "
+        f"train {_side([t for t in titles if t not in chosen], train)}"
+    )
+    return train, evaluation, description
+

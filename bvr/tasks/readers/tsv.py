@@ -1,0 +1,91 @@
+"""Read GLUE's TSV files (format ``tsv``) into :class:`~bvr.tasks.readers.common.Example` lists.
+
+The files are parsed by splitting each line on tabs, never with CSV quoting: MRPC, QQP and MNLI have fields
+with unbalanced double quotes that a CSV reader would run together. Columns are found by header name, except in
+CoLA's headerless train and dev files, whose names come from the task spec. A leading UTF-8 byte-order mark
+(MRPC), a missing final newline (CoLA dev), Windows line ends and spaces around fields (SST-2) are tolerated.
+Unparsable rows are skipped under the shared policy of :mod:`bvr.tasks.readers.common`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from bvr.errors import BvrError
+from bvr.tasks.readers.common import MAX_SKIPPED_SHARE, Example, LabelParser, ReadReport, read_lines, read_rows
+from bvr.tasks.registry import TaskSpec
+
+_FORMAT_HINT = "is this a GLUE TSV file of the right task?"
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where a file's fields are: column indices and the number of columns every row must have."""
+
+    text_columns: tuple[int, ...]
+    label_column: int
+    width: int
+
+
+def read_tsv(
+    spec: TaskSpec, path: Path, *, max_skipped_share: float = MAX_SKIPPED_SHARE
+) -> tuple[list[Example], ReadReport]:
+    """Read one labelled GLUE TSV file (train or dev) of task ``spec``.
+
+    Args:
+        spec: the task; gives the text and label columns, label names, and column names for headerless files.
+        path: the TSV file.
+        max_skipped_share: fail when more than this share of the rows had to be skipped.
+
+    Returns:
+        The examples in file order, and what was read and skipped.
+
+    Raises:
+        BvrError: the file is missing, not UTF-8, lacks a needed column, has an unknown label (``file:line``), or
+            has too many rows that cannot be parsed.
+    """
+    lines = read_lines(path, spec)
+    header, first = _header(spec, lines)
+    layout = _layout(spec, header, f"{path}:1")
+    labels = LabelParser(spec)
+    parse = partial(_parse_row, layout=layout, labels=labels, path=path)
+    return read_rows(path, lines, first, parse, max_skipped_share, _FORMAT_HINT)
+
+
+def _header(spec: TaskSpec, lines: list[str]) -> tuple[list[str], int]:
+    """The column names and the index of the first data line."""
+    if spec.columns is not None:
+        return list(spec.columns), 0
+    return [name.strip() for name in lines[0].split("\t")], 1
+
+
+def _layout(spec: TaskSpec, header: list[str], where: str) -> _Layout:
+    """Find the task's text and label columns in ``header``."""
+    missing = [name for name in (*spec.text_fields, spec.label_field) if name not in header]
+    if missing:
+        raise BvrError(
+            f"no column {', '.join(map(repr, missing))} for task {spec.name!r} in the header ({', '.join(header)})",
+            where=where, hint="check that the file belongs to this task and is a labelled train or dev file",
+        )
+    texts = tuple(header.index(name) for name in spec.text_fields)
+    return _Layout(texts, header.index(spec.label_field), len(header))
+
+
+def _parse_row(
+    line: str, number: int, report: ReadReport, *, layout: _Layout, labels: LabelParser, path: Path
+) -> Example | None:
+    """One row as an Example, or None (counted in ``report``) when it cannot be parsed."""
+    if not line.strip():
+        report.skip("blank line", number)
+        return None
+    cells = line.split("\t")
+    if len(cells) != layout.width:
+        report.skip(f"{'fewer' if len(cells) < layout.width else 'more'} than {layout.width} columns", number)
+        return None
+    texts = [cells[column].strip() for column in layout.text_columns]
+    label = labels.parse(cells[layout.label_column].strip(), f"{path}:{number}")
+    return Example(texts[0], texts[1] if len(texts) > 1 else None, label, number)
+
+

@@ -1,0 +1,36 @@
+"""Sentence and sentence-pair encoding (classification and regression tasks), with the tokenizer's own template."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tokenizers import Tokenizer
+
+from bvr.tasks.readers.common import Example
+
+
+def _truncating_copy(tokenizer: Tokenizer, max_length: int) -> Tokenizer:
+    """A copy that truncates longest-first to ``max_length`` (specials included) and never pads."""
+    copy = Tokenizer.from_str(tokenizer.to_str())  # a copy: truncation is tokenizer state
+    copy.no_padding()
+    copy.enable_truncation(max_length, strategy="longest_first")
+    return copy
+
+
+def encode_sentences(tokenizer: Tokenizer, examples: Sequence[Example], max_length: int) -> dict[str, list]:
+    """Encode GLUE sentences or pairs with the tokenizer's own template (BERT ``[CLS] a [SEP] b [SEP]`` with token
+    types 0 then 1; RoBERTa ``<s> a </s></s> b </s>``), cutting the longer text first to fit ``max_length``.
+
+    Returns:
+        ``input_ids``, ``token_type_ids``, ``labels`` (class ids or scores) and ``truncated`` (bool) per example.
+    """
+    truncating = _truncating_copy(tokenizer, max_length)
+    inputs = [(ex.text_a, ex.text_b) if ex.text_b is not None else ex.text_a for ex in examples]
+    encodings = truncating.encode_batch(inputs) if inputs else []
+    return {
+        "input_ids": [encoding.ids for encoding in encodings],
+        "token_type_ids": [encoding.type_ids for encoding in encodings],
+        "labels": [example.label for example in examples],
+        "truncated": [bool(encoding.overflowing) for encoding in encodings],
+    }
+

@@ -1,0 +1,175 @@
+"""SQuAD decoding: the best answer span of each question from its windows' start and end scores.
+
+:func:`decode_predictions` picks the best span over all windows of a question, and for v2.0 decides between that
+span and no answer (the threshold that scores best is :func:`~bvr.tasks.squad_metric.best_threshold`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bvr.tasks.readers.squad_json import SquadExample
+from bvr.tasks.squad import CLS_INDEX, Offsets
+
+N_BEST = 20
+MAX_ANSWER_LENGTH = 30
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A candidate answer span.
+
+    Attributes:
+        text: the context characters it covers.
+        start_char: its first character in the context.
+        end_char: one past its last character.
+        score: start_logit + end_logit.
+        start_logit: the start token's logit.
+        end_logit: the end token's logit.
+    """
+
+    text: str
+    start_char: int
+    end_char: int
+    score: float
+    start_logit: float
+    end_logit: float
+
+
+def _top(logits: np.ndarray, k: int) -> np.ndarray:
+    return np.argsort(-logits, kind="stable")[:k]
+
+
+def window_candidates(
+    start_logits: Any,
+    end_logits: Any,
+    offsets: Offsets,
+    context: str,
+    *,
+    n_best: int = N_BEST,
+    max_answer_length: int = MAX_ANSWER_LENGTH,
+) -> list[Candidate]:
+    """Valid spans among the top ``n_best`` start tokens times the top ``n_best`` end tokens of one window.
+
+    A span is valid when both ends are context tokens, end >= start and it is at most ``max_answer_length`` tokens.
+
+    Args:
+        start_logits: (seq,) start scores; may be longer than ``offsets`` (padding), which is ignored.
+        end_logits: (seq,) end scores.
+        offsets: the window's :data:`Offsets`.
+        context: the example's context.
+        n_best: starts and ends considered.
+        max_answer_length: longest span in tokens.
+
+    Returns:
+        The valid candidates, unsorted.
+    """
+    starts = np.asarray(start_logits, dtype=np.float64)[: len(offsets)]
+    ends = np.asarray(end_logits, dtype=np.float64)[: len(offsets)]
+    candidates = []
+    for start in _top(starts, n_best):
+        for end in _top(ends, n_best):
+            if offsets[start] is None or offsets[end] is None or end < start or end - start + 1 > max_answer_length:
+                continue
+            first, last = offsets[start][0], offsets[end][1]
+            start_logit, end_logit = float(starts[start]), float(ends[end])
+            candidates.append(
+                Candidate(context[first:last], first, last, start_logit + end_logit, start_logit, end_logit)
+            )
+    return candidates
+
+
+def null_score(start_logits: Any, end_logits: Any) -> float:
+    """A window's score for "no answer": start and end logits at the CLS token."""
+    return float(np.float64(start_logits[CLS_INDEX]) + np.float64(end_logits[CLS_INDEX]))
+
+
+@dataclass
+class SquadPredictions:
+    """Decoded answers for a set of questions.
+
+    Attributes:
+        predictions: question id -> the answer given ("" for no answer under v2.0).
+        best_spans: question id -> the best non-empty span's text ("" when no window had a valid span).
+        null_diffs: question id -> null score minus the best span's score (``inf`` when there is no span); v2.0
+            answers "" when this exceeds the threshold.
+        candidates: question id -> the ``n_best`` best spans over all windows, best first.
+    """
+
+    predictions: dict[str, str] = field(default_factory=dict)
+    best_spans: dict[str, str] = field(default_factory=dict)
+    null_diffs: dict[str, float] = field(default_factory=dict)
+    candidates: dict[str, list[Candidate]] = field(default_factory=dict)
+
+
+def _windows_by_example(features: Mapping[str, list]) -> dict[int, list[int]]:
+    windows: dict[int, list[int]] = {}
+    for window, index in enumerate(features["example_index"]):
+        windows.setdefault(index, []).append(window)
+    return windows
+
+
+def _best_candidates(
+    windows: Sequence[tuple[Any, Any, Offsets]], context: str, n_best: int, max_answer_length: int
+) -> list[Candidate]:
+    """The ``n_best`` best spans over all windows of one question, best first (ties keep window order)."""
+    candidates = [
+        candidate
+        for starts, ends, offsets in windows
+        for candidate in window_candidates(
+            starts, ends, offsets, context, n_best=n_best, max_answer_length=max_answer_length
+        )
+    ]
+    return sorted(candidates, key=lambda candidate: -candidate.score)[:n_best]
+
+
+def decode_predictions(
+    examples: Sequence[SquadExample],
+    features: Mapping[str, list],
+    start_logits: Sequence[Any],
+    end_logits: Sequence[Any],
+    *,
+    version_2: bool = False,
+    threshold: float = 0.0,
+    n_best: int = N_BEST,
+    max_answer_length: int = MAX_ANSWER_LENGTH,
+) -> SquadPredictions:
+    """The answer to each question from its windows' start and end logits.
+
+    The best span over all windows maximises start_logit + end_logit (see :func:`window_candidates`). Under v2.0
+    the null score is the smallest CLS score over the question's windows, and the answer is "" when
+    ``null score - best span score > threshold``.
+
+    Args:
+        examples: the questions ``features`` were made from.
+        features: :func:`~bvr.tasks.squad.encode_squad`'s output (``example_index`` and ``offsets`` are used).
+        start_logits: per window, (seq,) start scores (rows of a padded array will do).
+        end_logits: per window, (seq,) end scores.
+        version_2: allow "no answer".
+        threshold: the null-score margin above which v2.0 answers "".
+        n_best: candidates kept per question, and starts and ends tried per window.
+        max_answer_length: longest span in tokens.
+
+    Returns:
+        The predictions, best spans, null-score differences and candidates per question id.
+    """
+    decoded = SquadPredictions()
+    for index, windows in _windows_by_example(features).items():
+        example = examples[index]
+        logits = [(start_logits[w], end_logits[w], features["offsets"][w]) for w in windows]
+        candidates = _best_candidates(logits, example.context, n_best, max_answer_length)
+        best = candidates[0] if candidates else None
+        null = min(null_score(starts, ends) for starts, ends, _ in logits)
+        diff = null - best.score if best else math.inf
+        decoded.candidates[example.id] = candidates
+        decoded.best_spans[example.id] = best.text if best else ""
+        decoded.null_diffs[example.id] = diff
+        no_answer = best is None or (version_2 and diff > threshold)
+        decoded.predictions[example.id] = "" if no_answer else best.text
+    return decoded
+

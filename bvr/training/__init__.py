@@ -1,0 +1,34 @@
+"""What pretraining and fine-tuning share around Lightning: the Trainer, AdamW and its schedule, precision, the
+non-finite-loss stop.
+
+- :mod:`bvr.training.trainer`: :func:`build_trainer`, the one Trainer factory.
+- :mod:`bvr.training.optim`: :func:`adamw` over :func:`parameter_groups` (no decay on biases and LayerNorm) with
+  the :func:`linear_schedule` (warm-up, then linear decay to 0).
+- :mod:`bvr.training.precision`: :func:`resolve_precision` (``auto`` -> bf16-mixed on a GPU that has it, else
+  32-true).
+- :mod:`bvr.training.guard`: :class:`NonFiniteLoss` and :func:`check_finite`.
+- :mod:`bvr.training.runs`: :func:`training_logger`, the MLflow run of a training job, named and tagged by
+  :mod:`bvr.tracking`'s rules.
+
+The losses themselves (``IGNORE_INDEX``, cross-entropy) are in :mod:`bvr.model.losses`, where the model's heads use
+them too. Nothing here imports :mod:`bvr.pretraining` or :mod:`bvr.tasks`, which both build on this.
+"""
+
+from bvr.training.guard import NonFiniteLoss, check_finite
+from bvr.training.optim import adamw, linear_schedule, no_decay, parameter_groups
+from bvr.training.precision import resolve_precision
+from bvr.training.runs import training_logger
+from bvr.training.trainer import build_trainer, resolve_strategy
+
+__all__ = [
+    "NonFiniteLoss",
+    "adamw",
+    "build_trainer",
+    "check_finite",
+    "linear_schedule",
+    "no_decay",
+    "parameter_groups",
+    "resolve_precision",
+    "resolve_strategy",
+    "training_logger",
+]

@@ -1,0 +1,108 @@
+"""The one Lightning Trainer factory: pretraining and fine-tuning differ only in the arguments they pass.
+
+Every Trainer here writes checkpoints whole or not at all (:class:`~bvr.checkpoints.AtomicCheckpointIO`), resolves
+``auto`` precision for the machine (:func:`~bvr.training.precision.resolve_precision`), skips the sanity
+validation and the model summary, and clips gradients by norm when ``grad_clip`` is not 0.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar, TQDMProgressBar
+
+from bvr.checkpoints import AtomicCheckpointIO
+from bvr.training.precision import resolve_precision
+
+
+def resolve_strategy(strategy: str, devices: int, num_nodes: int) -> str:
+    """``auto`` is DDP over more than one process and Lightning's own choice on one; any other is kept.
+
+    >>> resolve_strategy("auto", devices=2, num_nodes=1), resolve_strategy("auto", 1, 1)
+    ('ddp', 'auto')
+    """
+    if strategy != "auto":
+        return strategy
+    return "ddp" if devices * num_nodes > 1 else "auto"
+
+
+def build_trainer(
+    root: Path,
+    *,
+    logger: Any,
+    precision: str,
+    accelerator: str,
+    grad_clip: float,
+    log_every_steps: int,
+    progress: bool,
+    max_steps: int = -1,
+    max_epochs: int = -1,
+    devices: int = 1,
+    num_nodes: int = 1,
+    strategy: str = "auto",
+    grad_accum: int = 1,
+    val_every_steps: int | None = None,
+    checkpoint_every_steps: int | None = None,
+    sampler_per_rank: bool = False,
+    step_progress_bar: bool = False,
+    callbacks: Sequence[L.Callback] = (),
+) -> L.Trainer:
+    """A Lightning Trainer writing under ``root``.
+
+    Args:
+        root: the Trainer's ``default_root_dir``; checkpoints go to ``root/checkpoints``.
+        logger: the Lightning logger (MLflow).
+        precision: ``auto`` or a Lightning precision (:func:`resolve_precision`).
+        accelerator: Lightning's accelerator (``auto``, ``cpu``, ``gpu``).
+        grad_clip: the gradient norm to clip at; 0 clips nothing.
+        log_every_steps: Lightning's logging interval, in steps.
+        progress: show a progress bar.
+        max_steps: stop after this many optimiser steps (-1: no limit).
+        max_epochs: stop after this many epochs (-1: no limit).
+        devices, num_nodes: processes per node, and nodes.
+        strategy: Lightning's strategy; ``auto`` is :func:`resolve_strategy`'s.
+        grad_accum: micro-batches per optimiser step.
+        val_every_steps: validate every this many optimiser steps; None validates after each epoch.
+        checkpoint_every_steps: write ``checkpoints/last.ckpt`` every this many optimiser steps (the resumable
+            state); None writes no checkpoint.
+        sampler_per_rank: the data's sampler strides over the ranks itself, so Lightning must not replace it
+            with a distributed one.
+        step_progress_bar: a rich bar on a terminal, else a text bar redrawn every ``log_every_steps`` (for
+            long step-counted runs); False keeps Lightning's default bar.
+        callbacks: more Lightning callbacks.
+    """
+    extra: list[L.Callback] = []
+    if checkpoint_every_steps is not None:
+        extra.append(ModelCheckpoint(dirpath=root / "checkpoints", save_top_k=0, save_last=True,
+                                     every_n_train_steps=checkpoint_every_steps))
+    extra.extend(callbacks)
+    if progress and step_progress_bar:
+        extra.append(RichProgressBar() if os.isatty(1) else TQDMProgressBar(refresh_rate=log_every_steps))
+    return L.Trainer(
+        max_steps=max_steps,
+        max_epochs=max_epochs,
+        accumulate_grad_batches=grad_accum,
+        gradient_clip_val=grad_clip or None,
+        precision=resolve_precision(precision),
+        accelerator=accelerator,
+        devices=devices,
+        num_nodes=num_nodes,
+        strategy=resolve_strategy(strategy, devices, num_nodes),
+        use_distributed_sampler=not sampler_per_rank,
+        # Counted in micro-batches, so the interval is the steps times the accumulation.
+        val_check_interval=val_every_steps * grad_accum if val_every_steps is not None else None,
+        check_val_every_n_epoch=None if val_every_steps is not None else 1,
+        num_sanity_val_steps=0,
+        log_every_n_steps=log_every_steps,
+        logger=logger,
+        callbacks=extra,
+        enable_checkpointing=checkpoint_every_steps is not None,
+        enable_progress_bar=progress,
+        enable_model_summary=False,
+        default_root_dir=str(root),
+        plugins=[AtomicCheckpointIO()],
+    )

@@ -1,0 +1,190 @@
+"""The shared training layer: AdamW's parameter groups, the schedule, precision, the non-finite-loss stop, the
+Trainer factory, and the losses in bvr.model.losses."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from lightning.pytorch.callbacks import ModelCheckpoint
+from mlflow import MlflowClient
+from torch import nn
+
+from bvr.checkpoints import AtomicCheckpointIO
+from bvr.errors import BvrError
+from bvr.model.losses import IGNORE_INDEX, accuracy, cross_entropy
+from bvr.tracking import tracking_uri
+from bvr.training import (
+    NonFiniteLoss,
+    adamw,
+    build_trainer,
+    check_finite,
+    linear_schedule,
+    parameter_groups,
+    resolve_precision,
+    resolve_strategy,
+    training_logger,
+)
+
+
+class Tiny(nn.Module):
+    """Parameter names as BERT's and RoBERTa's modules spell them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.word_embeddings = nn.Embedding(10, 4)
+        self.dense = nn.Linear(4, 4)
+        self.LayerNorm = nn.LayerNorm(4)
+        self.layer_norm = nn.LayerNorm(4)
+        self.scale = nn.Parameter(torch.ones(4))  # 1-D, no bias or LayerNorm in its name
+        self.layer_norm_matrix = nn.Parameter(torch.ones(2, 2))  # 2-D, but named as a layer norm
+
+
+def _names(model: nn.Module, params: list[nn.Parameter]) -> list[str]:
+    by_id = {id(p): n for n, p in model.named_parameters()}
+    return [by_id[id(p)] for p in params]
+
+
+def test_only_weight_matrices_are_decayed_and_groups_keep_the_models_order():
+    model = Tiny()
+    decayed, plain = parameter_groups(model.named_parameters(), weight_decay=0.01)
+    assert decayed["weight_decay"] == 0.01 and plain["weight_decay"] == 0.0
+    order = [name for name, _ in model.named_parameters()]
+    decay_names = {"word_embeddings.weight", "dense.weight"}
+    plain_names = {"dense.bias", "LayerNorm.weight", "LayerNorm.bias", "layer_norm.weight", "layer_norm.bias", "scale",
+                   "layer_norm_matrix"}
+    assert _names(model, decayed["params"]) == [name for name in order if name in decay_names]
+    assert _names(model, plain["params"]) == [name for name in order if name in plain_names]
+
+
+def test_schedule_by_hand():
+    # warm-up of 10 steps to the peak, then linear decay over the remaining 100 to 0.
+    factor = linear_schedule(warmup_steps=10, max_steps=110)
+    assert factor(0) == pytest.approx(0.1)
+    assert factor(4) == pytest.approx(0.5)
+    assert factor(9) == 1.0  # the warm-up's last step reaches the peak
+    assert factor(10) == 1.0  # (110 - 10) / 100
+    assert factor(60) == pytest.approx(0.5)  # half-way through the decay
+    assert factor(109) == pytest.approx(0.01)
+    assert factor(110) == 0.0 and factor(150) == 0.0  # the end, and past it: never negative
+
+
+def test_schedule_without_warmup_starts_at_the_peak():
+    factor = linear_schedule(warmup_steps=0, max_steps=4)
+    assert [factor(step) for step in range(5)] == [1.0, 0.75, 0.5, 0.25, 0.0]
+
+
+def test_adamw_steps_its_schedule_per_optimiser_step():
+    model = Tiny()
+    configured = adamw(model.named_parameters(), learning_rate=1e-3, weight_decay=0.1, betas=[0.9, 0.98], eps=1e-6,
+                       warmup_steps=4, max_steps=12)
+    optimizer, scheduler = configured["optimizer"], configured["lr_scheduler"]["scheduler"]
+    assert configured["lr_scheduler"]["interval"] == "step"
+    assert isinstance(optimizer, torch.optim.AdamW)
+    assert [group["weight_decay"] for group in optimizer.param_groups] == [0.1, 0.0]
+    assert all(group["betas"] == (0.9, 0.98) and group["eps"] == 1e-6 for group in optimizer.param_groups)
+    lrs = []
+    for _ in range(13):
+        lrs.append(scheduler.get_last_lr()[0])
+        optimizer.step()
+        scheduler.step()
+    expected = [0.25, 0.5, 0.75, 1.0, 1.0, 0.875, 0.75, 0.625, 0.5, 0.375, 0.25, 0.125, 0.0]
+    assert lrs == pytest.approx([1e-3 * f for f in expected])
+
+
+def test_precision_passes_explicit_values_and_resolves_auto(monkeypatch):
+    for value in ("32-true", "bf16-mixed", "16-mixed", "32"):
+        assert resolve_precision(value) == value
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_precision("auto") == "32-true"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
+    assert resolve_precision("auto") == "32-true"
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    assert resolve_precision("auto") == "bf16-mixed"
+
+
+def test_an_unknown_precision_names_the_setting():
+    with pytest.raises(BvrError) as info:
+        resolve_precision("bf16", where="training.precision")
+    assert info.value.where == "training.precision" and "'bf16' is not one of" in info.value.message
+
+
+def test_a_finite_loss_passes_and_its_values_are_not_computed():
+    def values() -> str:
+        raise AssertionError("only for the message")
+
+    check_finite(torch.tensor(2.5), 7, what="training loss", hint="h", values=values)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_a_non_finite_loss_raises_naming_the_step_the_values_and_the_hint(bad):
+    with pytest.raises(NonFiniteLoss) as info:
+        check_finite(torch.tensor(bad), 7, what="training loss", hint="lower the learning rate",
+                     values=lambda: "mlm_loss=nan")
+    error = info.value
+    assert isinstance(error, BvrError) and error.where == "training" and error.hint == "lower the learning rate"
+    assert error.message == ("the training loss is not finite at step 7 (mlm_loss=nan); training stopped before "
+                             "this step changed any weight")
+
+
+def test_strategy_is_ddp_only_over_several_processes():
+    assert resolve_strategy("auto", devices=1, num_nodes=1) == "auto"
+    assert resolve_strategy("auto", devices=2, num_nodes=1) == "ddp"
+    assert resolve_strategy("auto", devices=1, num_nodes=2) == "ddp"
+    assert resolve_strategy("deepspeed", devices=1, num_nodes=1) == "deepspeed"
+
+
+def test_a_step_counted_trainer_checkpoints_and_validates_every_n_steps(tmp_path):
+    trainer = build_trainer(tmp_path, logger=False, precision="32-true", accelerator="cpu", grad_clip=1.0,
+                            log_every_steps=5, progress=False, max_steps=40, grad_accum=3, val_every_steps=10,
+                            checkpoint_every_steps=20, sampler_per_rank=True)
+    assert trainer.max_steps == 40 and trainer.max_epochs == -1
+    assert trainer.accumulate_grad_batches == 3 and trainer.gradient_clip_val == 1.0
+    assert trainer.val_check_interval == 30 and trainer.check_val_every_n_epoch is None  # counted in micro-batches
+    checkpoints = [c for c in trainer.callbacks if isinstance(c, ModelCheckpoint)]
+    assert len(checkpoints) == 1 and checkpoints[0].dirpath == str(tmp_path / "checkpoints")
+    assert isinstance(trainer.strategy.checkpoint_io, AtomicCheckpointIO)
+    assert trainer.num_sanity_val_steps == 0 and not trainer._accelerator_connector.use_distributed_sampler
+
+
+def test_an_epoch_counted_trainer_writes_no_checkpoint_and_validates_each_epoch(tmp_path):
+    trainer = build_trainer(tmp_path, logger=False, precision="32-true", accelerator="cpu", grad_clip=0.0,
+                            log_every_steps=5, progress=False, max_epochs=3)
+    assert trainer.max_epochs == 3 and trainer.max_steps == -1
+    assert trainer.gradient_clip_val is None and trainer.accumulate_grad_batches == 1
+    assert trainer.check_val_every_n_epoch == 1 and trainer.checkpoint_callback is None
+    assert isinstance(trainer.strategy.checkpoint_io, AtomicCheckpointIO)
+
+
+def test_cross_entropy_and_accuracy_read_only_the_labelled_targets():
+    logits = torch.tensor([[2.0, 0.0, 0.0], [0.0, 3.0, 0.0], [0.0, 0.0, 1.0]], requires_grad=True)
+    targets = torch.tensor([0, 2, IGNORE_INDEX])
+    loss = cross_entropy(logits, targets)
+    assert torch.equal(loss, F.cross_entropy(logits[:2], targets[:2]))
+    assert float(accuracy(logits, targets)) == 0.5 and not accuracy(logits, targets).requires_grad
+
+
+def test_no_labelled_target_is_a_zero_loss_in_the_graph_not_nan():
+    logits = torch.randn(3, 4, requires_grad=True)
+    targets = torch.full((3,), IGNORE_INDEX)
+    loss = cross_entropy(logits, targets)
+    loss.backward()
+    assert loss.item() == 0.0 and not math.isnan(loss.item())
+    assert torch.equal(logits.grad, torch.zeros(3, 4))
+    assert float(accuracy(logits, targets)) == 0.0
+
+
+def test_a_training_run_is_named_and_tagged_by_its_parts(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the default store lives in the working directory
+    logger = training_logger("bvr-training", arm="bert", stage="finetune", ablation="masking", task="rte", seed=2,
+                             extra={"bvr.checkpoint": "ckpt"})
+    logger.log_metrics({"train/loss": 1.0}, step=0)
+    logger.finalize("success")
+    run = MlflowClient(tracking_uri(tmp_path)).get_run(logger.run_id)
+    assert run.info.run_name == "bert/finetune/rte/seed2"
+    tags = run.data.tags
+    assert tags["bvr.arm"] == "bert" and tags["bvr.stage"] == "finetune" and tags["bvr.task"] == "rte"
+    assert tags["bvr.seed"] == "2" and tags["bvr.ablation"] == "masking" and tags["bvr.checkpoint"] == "ckpt"
