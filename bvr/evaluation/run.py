@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -31,6 +30,7 @@ import numpy as np
 
 from bvr.config import config_hash
 from bvr.errors import BvrError
+from bvr.fs import write_text
 
 EVALUATION_VERSION = 1
 """Bumped when an evaluation's numbers would change for the same settings (a cached result is then redone)."""
@@ -240,7 +240,5 @@ def evaluate_model(
     result.run_id = _log(result, path, label=label, pretrain_seed=pretrain_seed, model_dir=Path(model_dir),
                          ablation=ablation, experiment=experiment, parent_run_id=parent_run_id)
     data["run_id"] = result.run_id
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=2, default=float), encoding="utf-8")
-    tmp.replace(path)
+    write_text(path, json.dumps(data, indent=2, default=float))
     return result
