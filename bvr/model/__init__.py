@@ -1,6 +1,6 @@
 """The encoder and its pretraining heads as plain ``torch.nn`` modules, with Hugging Face's parameter names.
 
-- :mod:`bvr.model.encoder`: :class:`EncoderConfig` (sizes, family constants, presets) and :class:`Encoder`.
+- :mod:`bvr.model.encoder`: :class:`EncoderConfig` (sizes, family constants, named presets) and :class:`Encoder`.
 - :mod:`bvr.model.heads`: :class:`PretrainingModel` (encoder + sparse MLM head + optional NSP) and
   :func:`count_parameters`.
 - :mod:`bvr.model.hf`: weights and configs to and from Hugging Face folders.
@@ -8,12 +8,11 @@
 Nothing here imports Lightning, MLflow or ``transformers``.
 """
 
-from bvr.model.encoder import PRESETS, Encoder, EncoderConfig
+from bvr.model.encoder import Encoder, EncoderConfig
 from bvr.model.heads import IGNORE_INDEX, PretrainingLoss, PretrainingModel, PretrainingOutput, count_parameters
 
 __all__ = [
     "IGNORE_INDEX",
-    "PRESETS",
     "Encoder",
     "EncoderConfig",
     "PretrainingLoss",

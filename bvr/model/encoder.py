@@ -19,16 +19,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bvr.config import FAMILIES, ModelConfig
+from bvr.config import FAMILIES, ModelConfig, load_config
 from bvr.errors import BvrError
 
-PRESETS: dict[str, dict[str, int]] = {
-    "tiny": {"num_layers": 4, "hidden_size": 256, "num_heads": 4, "intermediate_size": 1024},
-    "small": {"num_layers": 6, "hidden_size": 512, "num_heads": 8, "intermediate_size": 2048},
-    "base": {"num_layers": 12, "hidden_size": 768, "num_heads": 12, "intermediate_size": 3072},
-    "large": {"num_layers": 24, "hidden_size": 1024, "num_heads": 16, "intermediate_size": 4096},
-}
-"""Named sizes: BERT's base and large, and two smaller ones for affordable ablations."""
+SHAPE_KEYS = ("num_layers", "hidden_size", "num_heads", "intermediate_size")
+"""The ``model`` keys a named preset (``experiments/presets/NAME.yaml``) sets for :meth:`EncoderConfig.from_name`."""
 
 _FAMILY_DEFAULTS: dict[str, dict[str, float | int]] = {
     "bert": {"type_vocab_size": 2, "layer_norm_eps": 1e-12},
@@ -123,10 +118,13 @@ class EncoderConfig:
 
     @classmethod
     def from_name(cls, name: str, family: str, vocab_size: int, pad_token_id: int, **overrides) -> EncoderConfig:
-        """Build a named preset (``tiny``, ``small``, ``base``, ``large``) for a family and vocabulary.
+        """Build the encoder of a named preset (``tiny``, ``small``, ``base``, ``large``) for a family and vocabulary.
+
+        The sizes (:data:`SHAPE_KEYS`) are those of the preset file ``experiments/presets/NAME.yaml``, read by
+        :func:`bvr.config.load_config`; the other fields keep their defaults (the family's position count).
 
         Args:
-            name: preset name, a key of :data:`PRESETS`.
+            name: preset name, a file in ``experiments/presets``.
             family: 'bert' or 'roberta'.
             vocab_size: rows of the word embedding.
             pad_token_id: the tokenizer's padding id.
@@ -135,10 +133,8 @@ class EncoderConfig:
         Raises:
             BvrError: for an unknown preset or an invalid value.
         """
-        if name not in PRESETS:
-            raise BvrError(f"unknown model size '{name}'", where="model.preset",
-                           hint=f"known sizes: {', '.join(PRESETS)}")
-        fields = {**PRESETS[name], **overrides}
+        model = load_config(preset=name).model
+        fields = {**{key: getattr(model, key) for key in SHAPE_KEYS}, **overrides}
         return cls(family=family, vocab_size=vocab_size, pad_token_id=pad_token_id, **fields)
 
     @classmethod
