@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from bvr.errors import BvrError
+from bvr.model import IGNORE_INDEX
 from bvr.pretraining.formats import (
     FORMATS,
-    IGNORE_INDEX,
     IS_NEXT,
     NOT_NEXT,
     PAIR_FORMATS,

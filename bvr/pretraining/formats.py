@@ -57,13 +57,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from bvr.errors import BvrError
+from bvr.model.heads import IGNORE_INDEX
 
 FORMATS = ("segment-pair", "sentence-pair", "full-sentences", "doc-sentences")
 PAIR_FORMATS = ("segment-pair", "sentence-pair")
 
 IS_NEXT = 0
 NOT_NEXT = 1
-IGNORE_INDEX = -100
 
 # family -> (number of separators between A and B, whether B gets token type 1)
 _FAMILY_LAYOUT: dict[str, tuple[int, bool]] = {"bert": (1, True), "roberta": (2, False)}

@@ -5,7 +5,8 @@ from __future__ import annotations
 import datasets
 
 from bvr.config import Config
-from bvr.pretraining.masking import PretrainingCollator, mask_copy, mask_exposure
+from bvr.pretraining.collator import PretrainingCollator
+from bvr.pretraining.masking import mask_copy, mask_exposure
 from bvr.pretraining.prepare import Prepared
 from bvr.tokenization import load_tokenizer, vocab_info
 
