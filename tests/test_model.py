@@ -12,8 +12,8 @@ import torch.nn.functional as F
 from bvr.config import PRESETS_DIR, ModelConfig, load_config
 from bvr.errors import BvrError
 from bvr.model import EncoderConfig, PretrainingModel, count_parameters
-from bvr.model.encoder import dropout
 from bvr.model.heads import linear_cross_entropy
+from bvr.model.layers import dropout
 
 VOCAB = 101
 PAD = {"bert": 0, "roberta": 1}

@@ -17,7 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bvr.model.encoder import Embeddings, Encoder, EncoderConfig, init_weights
+from bvr.model.encoder import Embeddings, Encoder, init_weights
+from bvr.model.encoder_config import EncoderConfig
 
 IGNORE_INDEX = -100
 """Label of positions that are not predicted (``torch.nn.CrossEntropyLoss``'s default ``ignore_index``)."""

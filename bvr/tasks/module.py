@@ -39,7 +39,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bvr.model.encoder import Dropout, Encoder, EncoderConfig, Pooler, init_weights
+from bvr.model.encoder import Encoder, Pooler, init_weights
+from bvr.model.encoder_config import EncoderConfig
+from bvr.model.layers import Dropout
 from bvr.pretraining.module import NonFiniteLoss, linear_schedule, no_decay
 from bvr.tasks.data import SplitData, TaskData
 from bvr.tasks.metrics import baseline_note, main_score, majority_baseline, make_metrics
