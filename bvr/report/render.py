@@ -36,10 +36,11 @@ from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE
 from bvr.errors import BvrError
 from bvr.fs import replace_dir, write_text
 from bvr.report import figures as fig
-from bvr.report.analysis import Analysis, Comparison, analyse, headlines, pretrain_table
+from bvr.report.analysis import Analysis, Comparison, analyse, headlines
 from bvr.report.collect import collect
 from bvr.report.document import Figure, to_html, to_markdown
 from bvr.report.inference import adjusted_confidence
+from bvr.report.pretrain_runs import pretrain_table
 from bvr.report.published import load_published
 from bvr.report.sections import report_blocks, summary_blocks
 from bvr.report.stats import Summary

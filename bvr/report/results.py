@@ -12,10 +12,11 @@ from typing import Any
 import pandas as pd
 
 from bvr.display import duration
-from bvr.report.analysis import Analysis, pretrain_table
+from bvr.report.analysis import Analysis
 from bvr.report.cells import RunLinks, fmt, fmt_ci, fmt_count, fmt_rate, mean_of, metric_digits, signed
 from bvr.report.document import Block, Bullets, Cell, Figure, Heading, Paragraph, Table
 from bvr.report.measures import PRETRAIN_TASK, Measure, metric_label
+from bvr.report.pretrain_runs import pretrain_table
 from bvr.report.stats import Summary
 
 

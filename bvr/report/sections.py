@@ -19,15 +19,11 @@ from typing import Any
 import pandas as pd
 
 from bvr.display import duration
-from bvr.report.analysis import (
-    Analysis,
-    Comparison,
-    headlines,
-    pretrain_table,
-)
+from bvr.report.analysis import Analysis, Comparison, headlines
 from bvr.report.cells import MLFLOW_UI, RunLinks, fmt, fmt_ci, fmt_count, mean_of, relative_path, signed
 from bvr.report.document import Block, Bullets, Cell, Figure, Heading, Link, Notice, Paragraph, Table
 from bvr.report.inference import adjusted_confidence
+from bvr.report.pretrain_runs import pretrain_table
 from bvr.report.results import blimp_section, measures_section, pretraining_section, published_section, scores_section
 
 
