@@ -58,6 +58,7 @@ from bvr.cache import BUILT, global_rank
 from bvr.config import Config, config_hash
 from bvr.display import duration
 from bvr.errors import BvrError
+from bvr.fs import replace_dir, temp_sibling, write_text
 
 MANIFEST_VERSION = 2
 UNIT_KINDS = ("corpus", "tokenizer", "data", "pretrain", "blimp", "probe", "finetune", "report")
@@ -291,11 +292,8 @@ def load_manifest(path: Path) -> dict[str, Any]:
 
 def save_manifest(manifest: dict[str, Any], path: Path) -> None:
     """Write atomically: a run killed mid-write leaves the previous manifest."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     manifest["context"]["updated"] = _now()
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(manifest, indent=2, default=str), encoding="utf-8")
-    tmp.replace(path)
+    write_text(path, json.dumps(manifest, indent=2, default=str))
 
 
 def find_manifest(name: str, output_dir: Path = Path("outputs"), *, preset: str | None = None) -> Path:
@@ -633,9 +631,7 @@ def _distinct(configs, *, tokenizer: bool) -> list[Config]:
 
 def _copy_tree(source: Path, target: Path) -> None:
     """Replace ``target`` with a copy of ``source`` (hard links where the file system allows)."""
-    if target.exists():
-        shutil.rmtree(target)
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    tmp = temp_sibling(target)
     if tmp.exists():
         shutil.rmtree(tmp)
 
@@ -646,7 +642,7 @@ def _copy_tree(source: Path, target: Path) -> None:
             shutil.copy2(src, dst)
 
     shutil.copytree(source, tmp, copy_function=link)
-    tmp.rename(target)
+    replace_dir(tmp, target)
 
 
 def _pretrain_line(metrics: dict[str, float]) -> str:
