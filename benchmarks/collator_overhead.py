@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from bvr.model import EncoderConfig, PretrainingModel
-from bvr.pretraining.masking import PretrainingCollator
+from bvr.pretraining.collator import PretrainingCollator
 from bvr.tokenization import VocabInfo
 
 BATCH, SEQ, VOCAB = 32, 128, 30_522

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bvr.config import config_hash, dump_config
+from bvr.fs import replace_dir, temp_sibling
 from bvr.locks import file_lock, lock_path
 
 DONE = "DONE"
@@ -74,9 +75,9 @@ def build_once(target: Path, build: Callable[[Path], None], config: dict[str, An
     """Run ``build(tmp)`` unless ``target`` is finished already; move the result into place atomically.
 
     One process builds a target at a time (:func:`target_lock`): a second one asking for it meanwhile waits, then
-    reuses what the first built. A build that raises leaves nothing behind; one killed half-way leaves a
-    ``.tmp-PID`` sibling, removed by the next build once that PID is gone. ``DONE`` is written last, so a target
-    is never marked finished before its build is. The resolved ``config`` is written next to the output as
+    reuses what the first built. A build that raises leaves nothing behind; one killed half-way leaves a hidden
+    ``.NAME.tmp-PID`` sibling, removed by the next build once that PID is gone. ``DONE`` is written last, so a
+    target is never marked finished before its build is. The resolved ``config`` is written next to the output as
     ``config.yaml``.
 
     Returns:
@@ -91,7 +92,7 @@ def build_once(target: Path, build: Callable[[Path], None], config: dict[str, An
         if is_done(target):  # built by the process this one waited for
             return target, False
         _remove_dead_builds(target)
-        tmp = target.parent / f"{target.name}.tmp-{os.getpid()}"
+        tmp = temp_sibling(target)
         shutil.rmtree(tmp, ignore_errors=True)  # a build of this process that was interrupted
         tmp.mkdir()
         try:
@@ -101,9 +102,7 @@ def build_once(target: Path, build: Callable[[Path], None], config: dict[str, An
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        if target.exists():  # an unfinished folder from an older layout
-            shutil.rmtree(target)
-        tmp.rename(target)
+        replace_dir(tmp, target)  # over an unfinished folder from an older layout
     BUILT.add(target.resolve())
     return target, True
 
@@ -129,8 +128,8 @@ def _announce_wait(target: Path, pid: int | None) -> None:
 
 
 def _remove_dead_builds(target: Path) -> None:
-    """Remove ``.tmp-PID`` siblings of ``target`` left by processes that no longer run (never a live one's)."""
-    for stale in target.parent.glob(f"{target.name}.tmp-*"):
+    """Remove ``.NAME.tmp-PID`` siblings of ``target`` left by processes that no longer run (never a live one's)."""
+    for stale in target.parent.glob(temp_sibling(target).name.rsplit("-", 1)[0] + "-*"):
         pid = stale.name.rsplit("-", 1)[-1]
         if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
             shutil.rmtree(stale, ignore_errors=True)

@@ -8,7 +8,6 @@ into place; across file systems that move is a copy, so a full disk or a kill du
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from bvr.errors import BvrError
+from bvr.fs import atomic_open
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -28,28 +28,8 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any | None = None) -> None:
         if storage_options is not None:
             raise TypeError(f"{type(self).__name__} takes no storage_options, got {storage_options!r}")
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        try:
-            with tmp.open("wb") as file:
-                torch.save(checkpoint, file)
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        _fsync_folder(path.parent)
-
-
-def _fsync_folder(folder: Path) -> None:
-    """Make a rename in ``folder`` durable (a crash right after it must not bring the old file back)."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        with atomic_open(Path(path), "wb", fsync=True) as file:
+            torch.save(checkpoint, file)
 
 
 def check_checkpoint(path: Path) -> None:

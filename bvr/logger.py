@@ -19,12 +19,12 @@ from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
 from bvr.tracking import (
-    _client,
-    _resume,
     artifact_location,
+    client_for,
     ensure_experiment,
     flatten_params,
     log_params_batched,
+    resume_run,
     tracking_uri,
 )
 
@@ -75,7 +75,7 @@ def _prepare_rank_zero(experiment: str, workdir: Path | None, run_id: str | None
     """Create the experiment (with the bvr artifact location) and reopen a resumed run, once per job."""
     ensure_experiment(experiment, workdir)
     if run_id:
-        _resume(_client(workdir), run_id, experiment)
+        resume_run(client_for(workdir), run_id, experiment)
 
 
 def make_logger(

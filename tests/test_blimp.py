@@ -21,7 +21,6 @@ from typer.testing import CliRunner
 
 from bvr import cli
 from bvr.errors import BvrError
-from bvr.evaluation import blimp
 from bvr.evaluation.blimp import (
     BlimpPair,
     evaluate_blimp,
@@ -31,6 +30,7 @@ from bvr.evaluation.blimp import (
     published_summaries,
     score_pairs,
 )
+from bvr.evaluation.blimp import evaluate as blimp_evaluate
 from bvr.model import EncoderConfig, PretrainingModel
 from bvr.pretrained import load_pretrained
 from bvr.pretraining.run import export_model
@@ -209,7 +209,7 @@ def test_evaluate_blimp_with_a_stub_scorer(monkeypatch, folder):
         on_progress(len(sentences))
         return -np.array([len(s) for s in sentences], dtype=float)
 
-    monkeypatch.setattr(blimp, "pll_scores", by_length)
+    monkeypatch.setattr(blimp_evaluate, "pll_scores", by_length)
     result = evaluate_blimp(load_pretrained(folder), FIXTURE, progress=True)
     expected = [len(p.good) < len(p.bad) for p in load_blimp(FIXTURE)]
     assert result.correct.tolist() == expected

@@ -53,7 +53,7 @@ def test_a_failed_build_is_neither_marked_done_nor_left_behind(tmp_path: Path) -
 
     with pytest.raises(RuntimeError, match="build failed"):
         build_once(target, fails, {})
-    assert not target.exists() and not list(tmp_path.glob("stage-abc.tmp-*"))
+    assert not target.exists() and not list(tmp_path.glob(".stage-abc.tmp-*"))
     path, built = build_once(target, lambda tmp: (tmp / "out.txt").write_text("ok"), {"k": 1})
     assert built and is_done(path) and (path / "out.txt").read_text() == "ok"
 
@@ -66,8 +66,8 @@ def _dead_pid() -> int:
 
 def test_only_builds_of_dead_processes_are_removed(tmp_path: Path) -> None:
     target = tmp_path / "stage-abc"
-    dead = tmp_path / f"stage-abc.tmp-{_dead_pid()}"
-    live = tmp_path / f"stage-abc.tmp-{os.getppid()}"  # pytest's parent: alive, and not this process
+    dead = tmp_path / f".stage-abc.tmp-{_dead_pid()}"
+    live = tmp_path / f".stage-abc.tmp-{os.getppid()}"  # pytest's parent: alive, and not this process
     for folder in (dead, live):
         folder.mkdir()
     build_once(target, lambda tmp: None, {})

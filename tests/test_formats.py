@@ -14,18 +14,16 @@ import numpy as np
 import pytest
 
 from bvr.errors import BvrError
-from bvr.model.losses import IGNORE_INDEX
+from bvr.model import IGNORE_INDEX
 from bvr.pretraining.formats import (
     FORMATS,
-    IS_NEXT,
-    NOT_NEXT,
     PAIR_FORMATS,
-    Template,
     create_instances,
     equal_token_batch_size,
     tokens_per_sequence,
-    truncated_lengths,
 )
+from bvr.pretraining.instances import IS_NEXT, NOT_NEXT, Template
+from bvr.pretraining.pairs import truncated_lengths
 
 BASE = 1000
 CLS, SEP = 3, 4

@@ -11,9 +11,9 @@ import torch
 
 from bvr.errors import BvrError
 from bvr.model.losses import IGNORE_INDEX
-from bvr.pretraining import masking
+from bvr.pretraining import collator, masking
+from bvr.pretraining.collator import PretrainingCollator
 from bvr.pretraining.masking import (
-    PretrainingCollator,
     mask_batch,
     mask_copy,
     mask_exposure,
@@ -351,7 +351,7 @@ def test_collator_masks_follow_index_and_epoch_not_batch():
 
 
 def test_collator_doctest():
-    assert doctest.testmod(masking).failed == 0
+    assert doctest.testmod(collator).failed == 0 and doctest.testmod(masking).failed == 0
 
 
 # ----------------------------------------------------------------------------------------------------------------

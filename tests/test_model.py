@@ -9,10 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bvr.config import ModelConfig
+from bvr.config import PRESETS_DIR, ModelConfig, load_config
 from bvr.errors import BvrError
-from bvr.model import PRESETS, EncoderConfig, PretrainingModel, count_parameters
-from bvr.model.encoder import dropout
+from bvr.model import EncoderConfig, PretrainingModel, count_parameters
+from bvr.model.layers import dropout
 from bvr.model.losses import linear_cross_entropy
 
 VOCAB = 101
@@ -330,7 +330,7 @@ def test_init_follows_bert(family):
     emb = model.encoder.embeddings
     assert torch.all(emb.word_embeddings.weight[PAD[family]] == 0)
     assert abs(emb.word_embeddings.weight.std().item() - 0.02) < 1e-3
-    dense = model.encoder.encoder.layer[2].intermediate.dense
+    dense = model.encoder.encoder.layer[-1].intermediate.dense
     assert abs(dense.weight.std().item() - 0.02) < 1e-3 and torch.all(dense.bias == 0)
     assert torch.all(emb.LayerNorm.weight == 1) and torch.all(emb.LayerNorm.bias == 0)
     assert torch.all(model.mlm_head.bias == 0)
@@ -361,11 +361,12 @@ def test_count_parameters_matches_hand_formula(family, nsp):
     assert counts["total"] == sum(p.numel() for p in set(model.parameters()))
 
 
-@pytest.mark.parametrize("name", list(PRESETS))
+@pytest.mark.parametrize("name", sorted(p.stem for p in PRESETS_DIR.glob("*.yaml")))
 def test_presets_build_with_their_sizes(name):
     cfg = EncoderConfig.from_name(name, "bert", 1000, 0)
-    layers, hidden, heads, ffn = (PRESETS[name][k] for k in ("num_layers", "hidden_size", "num_heads",
-                                                             "intermediate_size"))
+    model_cfg = load_config(preset=name).model
+    layers, hidden, heads, ffn = (getattr(model_cfg, k) for k in ("num_layers", "hidden_size", "num_heads",
+                                                                 "intermediate_size"))
     assert (cfg.num_layers, cfg.hidden_size, cfg.num_heads, cfg.intermediate_size) == (layers, hidden, heads, ffn)
     if name in ("tiny", "small"):  # building the two largest would only cost time
         model = PretrainingModel(cfg, nsp=False)

@@ -233,7 +233,7 @@ name, flags = sys.argv[1], Path(sys.argv[2])
 while not (flags / "go").exists():  # all three touch the new store at the same moment
     time.sleep(0.005)
 with tracking.parent_run("concurrent", name) as run:
-    tracking._client(None).log_metric(run.info.run_id, "dev/accuracy", 0.5)
+    tracking.client_for(None).log_metric(run.info.run_id, "dev/accuracy", 0.5)
 """
 
 
@@ -244,7 +244,9 @@ def test_processes_starting_at_once_on_a_new_store_all_record_their_runs(tmp_pat
     flags = tmp_path / "flags"
     flags.mkdir()
     names = ("a", "b", "c")
-    children = [subprocess.Popen([sys.executable, "-c", _RUN_IN_CHILD, name, str(flags)], cwd=tmp_path,
+    root = str(Path(__file__).resolve().parents[1])  # the children import this checkout's bvr
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    children = [subprocess.Popen([sys.executable, "-c", _RUN_IN_CHILD, name, str(flags)], cwd=tmp_path, env=env,
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for name in names]
     deadline = time.monotonic() + 300
     while len(list(flags.glob("ready-*"))) < len(names) and all(child.poll() is None for child in children):

@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
-import os
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any, Literal
 from bvr.ablation.declare import CONTROL_ARM, Ablation, Evaluations, equal_passes, load_ablation
 from bvr.config import Config, config_hash, flatten
 from bvr.errors import BvrError
+from bvr.fs import write_text
 
 MANIFEST_VERSION = 2
 """The manifest layout written and read (the one check is :meth:`Manifest.from_dict`)."""
@@ -477,11 +477,8 @@ class Manifest:
 
     def save(self, path: Path) -> None:
         """Write atomically (a run killed mid-write leaves the previous manifest), stamping ``context.updated``."""
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.context.updated = now()
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2, default=str), encoding="utf-8")
-        tmp.replace(path)
+        write_text(path, json.dumps(self.to_dict(), indent=2, default=str))
 
     @property
     def experiment_name(self) -> str:

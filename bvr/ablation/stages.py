@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bvr.ablation.plan import FinetuneRecord, Manifest
+from bvr.fs import replace_dir, temp_sibling
 
 
 def evaluation_file(kind: str, task: str | None) -> str:
@@ -27,9 +28,7 @@ def evaluation_file(kind: str, task: str | None) -> str:
 
 def copy_tree(source: Path, target: Path) -> None:
     """Replace ``target`` with a copy of ``source`` (hard links where the file system allows)."""
-    if target.exists():
-        shutil.rmtree(target)
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    tmp = temp_sibling(target)
     if tmp.exists():
         shutil.rmtree(tmp)
 
@@ -40,7 +39,7 @@ def copy_tree(source: Path, target: Path) -> None:
             shutil.copy2(src, dst)
 
     shutil.copytree(source, tmp, copy_function=link)
-    tmp.rename(target)
+    replace_dir(tmp, target)
 
 
 def finetune_summary(result: Any, task: str, label: str, records: list[FinetuneRecord]) -> dict[str, Any]:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -31,6 +30,7 @@ import numpy as np
 
 from bvr.config import config_hash
 from bvr.errors import BvrError
+from bvr.fs import write_text
 
 EVALUATION_VERSION = 1
 """Bumped when an evaluation's numbers would change for the same settings (a cached result is then redone)."""
@@ -173,9 +173,9 @@ def _log(result: EvaluationResult, path: Path, *, label: str, pretrain_seed: int
     from mlflow.entities import Metric, RunStatus
     from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
-    from bvr.tracking import _client, ensure_experiment, run_name, run_tags
+    from bvr.tracking import client_for, ensure_experiment, run_name, run_tags
 
-    client = _client(Path.cwd())
+    client = client_for(Path.cwd())
     experiment_id = ensure_experiment(experiment, Path.cwd())
     extra: dict[str, Any] = {"bvr.pretrain_seed": pretrain_seed, "bvr.checkpoint": str(model_dir)}
     if parent_run_id:
@@ -226,11 +226,11 @@ def evaluate_model(
     Raises:
         BvrError: the data cannot be read, or the model folder cannot be loaded.
     """
-    from bvr.tracking import _client
+    from bvr.tracking import client_for
 
     path = result_path(model_dir, kind, task, evaluations, data_dir)
     cached = _read(path) if path.is_file() else None
-    if cached is not None and _run_exists(_client(Path.cwd()), cached.run_id):
+    if cached is not None and _run_exists(client_for(Path.cwd()), cached.run_id):
         return cached
     result = cached or _compute(Path(model_dir), kind, task, evaluations, data_dir, progress)
     data = {"settings": _settings(kind, task, evaluations, data_dir),
@@ -240,7 +240,5 @@ def evaluate_model(
     result.run_id = _log(result, path, label=label, pretrain_seed=pretrain_seed, model_dir=Path(model_dir),
                          ablation=ablation, experiment=experiment, parent_run_id=parent_run_id)
     data["run_id"] = result.run_id
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=2, default=float), encoding="utf-8")
-    tmp.replace(path)
+    write_text(path, json.dumps(data, indent=2, default=float))
     return result

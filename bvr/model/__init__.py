@@ -1,6 +1,7 @@
 """The encoder and its pretraining heads as plain ``torch.nn`` modules, with Hugging Face's parameter names.
 
-- :mod:`bvr.model.encoder`: :class:`EncoderConfig` (sizes, family constants, presets) and :class:`Encoder`.
+- :mod:`bvr.model.encoder_config`: :class:`EncoderConfig` (sizes, family constants, named presets).
+- :mod:`bvr.model.layers`: dropout, self-attention and feed-forward layers; :mod:`bvr.model.encoder`: :class:`Encoder`.
 - :mod:`bvr.model.heads`: :class:`PretrainingModel` (encoder + sparse MLM head + optional NSP) and
   :func:`count_parameters`.
 - :mod:`bvr.model.losses`: :data:`IGNORE_INDEX` and the cross-entropy helpers the heads and the tasks share.
@@ -9,13 +10,13 @@
 Nothing here imports Lightning, MLflow or ``transformers``.
 """
 
-from bvr.model.encoder import PRESETS, Encoder, EncoderConfig
+from bvr.model.encoder import Encoder
+from bvr.model.encoder_config import EncoderConfig
 from bvr.model.heads import PretrainingLoss, PretrainingModel, PretrainingOutput, count_parameters
 from bvr.model.losses import IGNORE_INDEX
 
 __all__ = [
     "IGNORE_INDEX",
-    "PRESETS",
     "Encoder",
     "EncoderConfig",
     "PretrainingLoss",

@@ -17,7 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bvr.model.encoder import Embeddings, Encoder, EncoderConfig, init_weights
+from bvr.model.encoder import Embeddings, Encoder, init_weights
+from bvr.model.encoder_config import EncoderConfig
 from bvr.model.losses import IGNORE_INDEX, accuracy, cross_entropy, linear_cross_entropy
 
 

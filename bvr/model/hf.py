@@ -23,7 +23,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from bvr.errors import BvrError
-from bvr.model.encoder import EncoderConfig
+from bvr.model.encoder_config import EncoderConfig
 from bvr.model.heads import PretrainingModel
 
 CONFIG_FILE = "config.json"

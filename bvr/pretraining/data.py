@@ -23,7 +23,8 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from bvr.config import Config
 from bvr.errors import BvrError
-from bvr.pretraining.masking import PretrainingCollator, mask_exposure
+from bvr.pretraining.collator import PretrainingCollator
+from bvr.pretraining.masking import mask_exposure
 from bvr.tokenization import VocabInfo
 
 

@@ -44,113 +44,26 @@ Decisions worth knowing:
   :func:`equal_token_batch_size` raises the batch size so that a step sees as many tokens as a batch of
   full-length sequences. The same pair of functions equalises ``sentence-pair`` against ``segment-pair``.
 
-Lower layer: numpy and the standard library only.
-"""
+Lower layer: numpy and the standard library only, plus the loss's ``IGNORE_INDEX`` from :mod:`bvr.model.heads`.
+
+Modules: :mod:`bvr.pretraining.instances` (templates and columns), :mod:`bvr.pretraining.pairs` (the pair formats);
+the packed formats and the batch accounting are here."""
 
 from __future__ import annotations
 
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from bvr.errors import BvrError
 from bvr.model.losses import IGNORE_INDEX
+from bvr.pretraining.instances import IS_NEXT, Columns, Template
+from bvr.pretraining.pairs import Pairing, segment_pairs, sentence_pairs
 
 FORMATS = ("segment-pair", "sentence-pair", "full-sentences", "doc-sentences")
 PAIR_FORMATS = ("segment-pair", "sentence-pair")
-
-IS_NEXT = 0
-NOT_NEXT = 1
-
-# family -> (number of separators between A and B, whether B gets token type 1)
-_FAMILY_LAYOUT: dict[str, tuple[int, bool]] = {"bert": (1, True), "roberta": (2, False)}
-
-
-@dataclass(frozen=True)
-class Template:
-    """How a family wraps segments.
-
-    Attributes:
-        cls_id: id that opens every sequence ([CLS] or <s>).
-        sep_id: id that closes every sequence ([SEP] or </s>).
-        pair_middle: ids between A and B: BERT ``(sep,)`` gives ``[CLS] A [SEP] B [SEP]``, RoBERTa
-            ``(sep, sep)`` gives ``<s> A </s></s> B </s>``.
-        doc_sep_id: separator between two documents inside one ``full-sentences`` sequence.
-        pair_token_types: True when B and its closing separator get token type 1 (BERT); else all types are 0.
-    """
-
-    cls_id: int
-    sep_id: int
-    pair_middle: tuple[int, ...]
-    doc_sep_id: int
-    pair_token_types: bool
-
-    @classmethod
-    def for_family(cls, family: str, cls_id: int, sep_id: int) -> Template:
-        """The template of a tokenizer family.
-
-        Args:
-            family: "bert" or "roberta".
-            cls_id: the family's opening token id.
-            sep_id: the family's separator token id.
-
-        Returns:
-            The family's template.
-
-        Raises:
-            BvrError: for an unknown family.
-        """
-        if family not in _FAMILY_LAYOUT:
-            raise BvrError(f"unknown tokenizer family {family!r}", hint=f"choose one of {', '.join(_FAMILY_LAYOUT)}")
-        n_middle, token_types = _FAMILY_LAYOUT[family]
-        return cls(cls_id, sep_id, (sep_id,) * n_middle, sep_id, token_types)
-
-    @property
-    def single_overhead(self) -> int:
-        """Specials around one segment: the opening and closing tokens."""
-        return 2
-
-    @property
-    def pair_overhead(self) -> int:
-        """Specials around a pair: opening, middle and closing tokens."""
-        return 2 + len(self.pair_middle)
-
-
-class _Columns:
-    """Collects instances as columns, wrapping segments in a template's specials."""
-
-    def __init__(self, template: Template) -> None:
-        self.template = template
-        self._open = np.array([template.cls_id], dtype=np.int32)
-        self._close = np.array([template.sep_id], dtype=np.int32)
-        self._middle = np.array(template.pair_middle, dtype=np.int32)
-        self.input_ids: list[np.ndarray] = []
-        self.token_type_ids: list[np.ndarray] = []
-        self.nsp_label: list[int] = []
-
-    def add_single(self, pieces: list[np.ndarray]) -> None:
-        """Adds ``opening + concatenated pieces + closing``, all token type 0."""
-        ids = np.concatenate([self._open, *pieces, self._close])
-        self._add(ids, np.zeros(len(ids), dtype=np.int8), IGNORE_INDEX)
-
-    def add_pair(self, a: np.ndarray, b: np.ndarray, label: int) -> None:
-        """Adds ``opening A middle B closing``; with BERT's template B and the closing token are type 1."""
-        ids = np.concatenate([self._open, a, self._middle, b, self._close])
-        types = np.zeros(len(ids), dtype=np.int8)
-        if self.template.pair_token_types:
-            types[1 + len(a) + len(self._middle) :] = 1
-        self._add(ids, types, label)
-
-    def _add(self, ids: np.ndarray, types: np.ndarray, label: int) -> None:
-        self.input_ids.append(ids)
-        self.token_type_ids.append(types)
-        self.nsp_label.append(label)
-
-    def as_dict(self) -> dict[str, list]:
-        return {"input_ids": self.input_ids, "token_type_ids": self.token_type_ids, "nsp_label": self.nsp_label}
 
 
 def create_instances(
@@ -185,12 +98,12 @@ def create_instances(
     """
     _check_arguments(fmt, max_length=max_length, nsp=nsp, template=template, short_seq_prob=short_seq_prob)
     docs = _clean(documents)
-    out = _Columns(template)
-    pairing = _Pairing(label=IS_NEXT if nsp else IGNORE_INDEX, not_next=nsp and len(docs) >= 2)
+    out = Columns(template)
+    pairing = Pairing(label=IS_NEXT if nsp else IGNORE_INDEX, not_next=nsp and len(docs) >= 2)
     if fmt == "segment-pair":
-        _segment_pairs(docs, max_length - template.pair_overhead, pairing, rng, short_seq_prob, out)
+        segment_pairs(docs, max_length - template.pair_overhead, pairing, rng, short_seq_prob, out)
     elif fmt == "sentence-pair":
-        _sentence_pairs(docs, max_length - template.pair_overhead, pairing, rng, out)
+        sentence_pairs(docs, max_length - template.pair_overhead, pairing, rng, out)
     else:
         _pack(docs, max_length - template.single_overhead, fmt == "full-sentences", template.doc_sep_id, out)
     return out.as_dict()
@@ -231,163 +144,10 @@ def _clean(documents: Sequence[Sequence[np.ndarray]]) -> list[list[np.ndarray]]:
     return docs
 
 
-# ---------------------------------------------------------------------------------------------- pair formats
-
-
-@dataclass(frozen=True)
-class _Pairing:
-    """How pairs are labelled: ``label`` for a true continuation; ``not_next`` whether NotNext may be drawn."""
-
-    label: int
-    not_next: bool
-
-
-def _segment_pairs(
-    docs: list[list[np.ndarray]],
-    budget: int,
-    pairing: _Pairing,
-    rng: random.Random,
-    short_seq_prob: float,
-    out: _Columns,
-) -> None:
-    """SEGMENT-PAIR: chunks of whole sentences up to a target length, cut into A and B."""
-    for d, doc in enumerate(docs):
-        target = _target_length(budget, short_seq_prob, rng)
-        start, length, i = 0, 0, 0
-        while i < len(doc):
-            length += len(doc[i])
-            if length >= target or i == len(doc) - 1:
-                # A NotNext pair uses only A's sentences; the rest of the chunk is read again.
-                start += _emit_segment_pair(docs, d, start, i + 1, target, budget, pairing, rng, out)
-                i, length = start, 0
-                target = _target_length(budget, short_seq_prob, rng)
-            else:
-                i += 1
-
-
-def _target_length(budget: int, short_seq_prob: float, rng: random.Random) -> int:
-    """The budget, or with probability ``short_seq_prob`` a uniform length in [2, budget]."""
-    return rng.randint(2, budget) if rng.random() < short_seq_prob else budget
-
-
-def _emit_segment_pair(
-    docs: list[list[np.ndarray]],
-    d: int,
-    start: int,
-    end: int,
-    target: int,
-    budget: int,
-    pairing: _Pairing,
-    rng: random.Random,
-    out: _Columns,
-) -> int:
-    """Makes one pair from sentences ``start:end`` of document ``d``; returns how many sentences it used."""
-    chunk = docs[d][start:end]
-    n_a = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
-    a = np.concatenate(chunk[:n_a])
-    # The coin decides first, so IsNext and NotNext stay 50/50 even where documents are short: a chunk of one
-    # sentence that draws IsNext is cut inside the sentence (a true continuation) instead of being forced to
-    # NotNext, as BERT's script does (which gave 57% NotNext on our Wikipedia extract).
-    if pairing.not_next and rng.random() < 0.5:
-        b = _random_span(docs, d, target - len(a), rng)
-        _add_truncated(a, b, NOT_NEXT, budget, rng, out)
-        return n_a
-    if len(chunk) >= 2:
-        _add_truncated(a, np.concatenate(chunk[n_a:]), pairing.label, budget, rng, out)
-    else:
-        _add_split(a, pairing.label, budget, rng, out)
-    return len(chunk)
-
-
-def _random_span(docs: list[list[np.ndarray]], d: int, target: int, rng: random.Random) -> np.ndarray:
-    """Whole sentences of another document, from a random one on, until ``target`` tokens (at least one)."""
-    other = docs[_other_document(len(docs), d, rng)]
-    first = rng.randrange(len(other))
-    stop, length = first, 0
-    while stop < len(other) and (stop == first or length < target):
-        length += len(other[stop])
-        stop += 1
-    return np.concatenate(other[first:stop])
-
-
-def _other_document(n_docs: int, d: int, rng: random.Random) -> int:
-    """A uniformly random document index other than ``d`` (exact, unlike retrying a few times)."""
-    k = rng.randrange(n_docs - 1)
-    return k + 1 if k >= d else k
-
-
-def _sentence_pairs(
-    docs: list[list[np.ndarray]], budget: int, pairing: _Pairing, rng: random.Random, out: _Columns
-) -> None:
-    """SENTENCE-PAIR: a sentence and the next one (IsNext) or one from another document (NotNext)."""
-    for d, doc in enumerate(docs):
-        i = 0
-        while i < len(doc):
-            has_next = i + 1 < len(doc)
-            if pairing.not_next and rng.random() < 0.5:
-                other = docs[_other_document(len(docs), d, rng)]
-                _add_truncated(doc[i], other[rng.randrange(len(other))], NOT_NEXT, budget, rng, out)
-                i += 1
-            elif has_next:
-                _add_truncated(doc[i], doc[i + 1], pairing.label, budget, rng, out)
-                i += 2
-            else:
-                _add_split(doc[i], pairing.label, budget, rng, out)
-                i += 1
-
-
-def _add_split(unit: np.ndarray, label: int, budget: int, rng: random.Random, out: _Columns) -> None:
-    """A lone unit with no continuation, cut at a random token into A and B; a one-token unit is left out."""
-    if len(unit) < 2:
-        return
-    cut = rng.randint(1, len(unit) - 1)
-    _add_truncated(unit[:cut], unit[cut:], label, budget, rng, out)
-
-
-def _add_truncated(a: np.ndarray, b: np.ndarray, label: int, budget: int, rng: random.Random, out: _Columns) -> None:
-    """Adds the pair after truncating it to ``budget`` tokens."""
-    keep_a, keep_b = truncated_lengths(len(a), len(b), budget)
-    out.add_pair(_trim(a, keep_a, rng), _trim(b, keep_b, rng), label)
-
-
-def truncated_lengths(len_a: int, len_b: int, budget: int) -> tuple[int, int]:
-    """Segment lengths after removing tokens one at a time from the longer segment (B on ties) until they fit.
-
-    Args:
-        len_a: length of A.
-        len_b: length of B.
-        budget: the most tokens A and B may hold together.
-
-    Returns:
-        The kept lengths of A and B.
-
-    >>> truncated_lengths(10, 3, 8), truncated_lengths(6, 6, 9), truncated_lengths(2, 2, 9)
-    ((5, 3), (5, 4), (2, 2))
-    """
-    excess = len_a + len_b - budget
-    if excess <= 0:
-        return len_a, len_b
-    if len_a - len_b >= excess:
-        return len_a - excess, len_b
-    if len_b - len_a >= excess:
-        return len_a, len_b - excess
-    # Both were cut until equal, then in turns starting with B: A keeps the larger half.
-    return budget - budget // 2, budget // 2
-
-
-def _trim(segment: np.ndarray, keep: int, rng: random.Random) -> np.ndarray:
-    """Keeps ``keep`` tokens, each removed token taken from the front or the back by a fair coin."""
-    drop = len(segment) - keep
-    if drop == 0:
-        return segment
-    front = rng.getrandbits(drop).bit_count()  # heads among `drop` fair coins
-    return segment[front : front + keep]
-
-
 # -------------------------------------------------------------------------------------------- packed formats
 
 
-def _pack(docs: list[list[np.ndarray]], budget: int, cross_documents: bool, doc_sep_id: int, out: _Columns) -> None:
+def _pack(docs: list[list[np.ndarray]], budget: int, cross_documents: bool, doc_sep_id: int, out: Columns) -> None:
     """FULL-SENTENCES (``cross_documents``) or DOC-SENTENCES: whole sentences packed up to ``budget`` tokens."""
     separator = np.array([doc_sep_id], dtype=np.int32)
     pieces: list[np.ndarray] = []
@@ -411,7 +171,7 @@ def _pack(docs: list[list[np.ndarray]], budget: int, cross_documents: bool, doc_
 
 
 def _pack_sentence(
-    sentence: np.ndarray, pieces: list[np.ndarray], length: int, budget: int, out: _Columns
+    sentence: np.ndarray, pieces: list[np.ndarray], length: int, budget: int, out: Columns
 ) -> tuple[list[np.ndarray], int]:
     """Adds a sentence to the open sequence, emitting full sequences as needed; returns the open sequence."""
     if length + len(sentence) <= budget:

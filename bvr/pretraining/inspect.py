@@ -6,8 +6,9 @@ import datasets
 
 from bvr.config import Config
 from bvr.model.losses import IGNORE_INDEX
-from bvr.pretraining.formats import IS_NEXT, NOT_NEXT
-from bvr.pretraining.masking import PretrainingCollator, mask_copy, mask_exposure
+from bvr.pretraining.collator import PretrainingCollator
+from bvr.pretraining.instances import IS_NEXT, NOT_NEXT
+from bvr.pretraining.masking import mask_copy, mask_exposure
 from bvr.pretraining.prepare import Prepared
 from bvr.tokenization import load_tokenizer, vocab_info
 

@@ -16,14 +16,14 @@ the ``n`` candidate (non-special, non-padding) tokens are chosen, by Python's ro
 Of the chosen positions, ``split`` decides per *token* between ``mask_id``, a random non-special id and the
 original id. In whole-word mode BERT also decides per token (each token of a chosen word draws its own class);
 we keep that so the whole-word arm differs from the token arm only in which positions are chosen.
-"""
+
+The collator that applies these masks to batches is :class:`bvr.pretraining.collator.PretrainingCollator`."""
 
 from __future__ import annotations
 
 from functools import lru_cache
 
 import numpy as np
-import torch
 
 from bvr.errors import BvrError
 from bvr.model.losses import IGNORE_INDEX
@@ -49,12 +49,12 @@ _MASK64 = (1 << 64) - 1
 # --------------------------------------------------------------------------------------------------------------
 
 
-def _check_mode(mode: str) -> None:
+def check_mode(mode: str) -> None:
     if mode not in MODES:
         raise BvrError(f"unknown masking mode {mode!r}", where="masking.mode", hint=f"use one of {', '.join(MODES)}")
 
 
-def _check_dupe_factor(dupe_factor: int) -> None:
+def check_dupe_factor(dupe_factor: int) -> None:
     if dupe_factor < 1:
         raise BvrError(
             f"dupe_factor must be at least 1, got {dupe_factor}",
@@ -78,10 +78,10 @@ def mask_copy(mode: str, epoch: int, dupe_factor: int) -> int:
     Raises:
         BvrError: unknown mode, or ``dupe_factor`` below 1.
     """
-    _check_mode(mode)
+    check_mode(mode)
     if mode == "dynamic":
         return epoch
-    _check_dupe_factor(dupe_factor)
+    check_dupe_factor(dupe_factor)
     return epoch % dupe_factor
 
 
@@ -101,13 +101,13 @@ def mask_exposure(mode: str, epochs: int, dupe_factor: int) -> dict[str, int]:
     Raises:
         BvrError: unknown mode, negative ``epochs`` or ``dupe_factor`` below 1.
     """
-    _check_mode(mode)
+    check_mode(mode)
     if epochs < 0:
         raise BvrError(f"epochs must not be negative, got {epochs}", where="masking.epochs")
     if mode == "dynamic":
         distinct = epochs
     else:
-        _check_dupe_factor(dupe_factor)
+        check_dupe_factor(dupe_factor)
         distinct = min(epochs, dupe_factor)
     if distinct == 0:
         return {"distinct_masks": 0, "min_times_seen": 0, "max_times_seen": 0}
@@ -172,7 +172,7 @@ def uniform(seed: int, *keys: np.ndarray | int) -> np.ndarray:
 # --------------------------------------------------------------------------------------------------------------
 
 
-def _check_options(mask_prob: float, split: tuple[float, float, float]) -> None:
+def check_mask_options(mask_prob: float, split: tuple[float, float, float]) -> None:
     if not 0.0 < mask_prob < 1.0:
         raise BvrError(
             f"mask_prob must lie strictly between 0 and 1, got {mask_prob}",
@@ -334,7 +334,7 @@ def mask_batch(
     Raises:
         BvrError: ``mask_prob`` outside (0, 1), a bad ``split``, or ids outside the vocabulary.
     """
-    _check_options(mask_prob, split)
+    check_mask_options(mask_prob, split)
     input_ids = np.asarray(input_ids, dtype=np.int64)  # (batch, seq)
     _check_ids(input_ids, vocab)
     rows = np.asarray(indices, dtype=np.int64)[:, None]  # (batch, 1)
@@ -353,127 +353,3 @@ def mask_batch(
     masked = _replace(input_ids, chosen, draws, vocab, split)
     labels = np.where(chosen, input_ids, IGNORE_INDEX)  # (batch, seq)
     return masked, labels
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Collator
-# --------------------------------------------------------------------------------------------------------------
-
-
-class PretrainingCollator:
-    """Pads a list of instances and masks them. Pure: output depends only on the examples.
-
-    Each example is ``{"input_ids", "token_type_ids", "nsp_label", "index", "epoch"}``; its mask is a function of
-    the collator's seed and the example's index and epoch (through :func:`mask_copy`), so workers, processes and
-    resumed runs agree without sharing random state.
-
-    Args:
-        vocab: the tokenizer's vocabulary facts.
-        mode: "static" (BERT) or "dynamic" (RoBERTa).
-        seed: the run's masking seed.
-        dupe_factor: number of static copies (static mode only).
-        mask_prob: share of candidate tokens to predict.
-        split: shares of predicted tokens replaced by [MASK], by a random token, and left unchanged.
-        whole_word: mask whole words.
-        pad_to_multiple_of: round the padded length up to a multiple of this (tensor-core friendly); None for no
-            rounding.
-
-    Example:
-        >>> from bvr.tokenization import VocabInfo
-        >>> vocab = VocabInfo(family="bert", vocab_size=10, pad_id=0, unk_id=1, cls_id=2, sep_id=3, mask_id=4,
-        ...                   special_ids=(0, 1, 2, 3, 4), word_start=np.ones(10, dtype=bool))
-        >>> collate = PretrainingCollator(vocab, mode="dynamic", seed=0)
-        >>> batch = collate([
-        ...     {"input_ids": [2, 5, 6, 3, 7, 3], "token_type_ids": [0, 0, 0, 0, 1, 1], "nsp_label": 1,
-        ...      "index": 0, "epoch": 0},
-        ...     {"input_ids": [2, 8, 3], "token_type_ids": [0, 0, 0], "nsp_label": 0, "index": 1, "epoch": 0},
-        ... ])
-        >>> batch["input_ids"].shape  # longest is 6, rounded up to a multiple of 8
-        torch.Size([2, 8])
-        >>> batch["attention_mask"].tolist()
-        [[1, 1, 1, 1, 1, 1, 0, 0], [1, 1, 1, 0, 0, 0, 0, 0]]
-        >>> (batch["labels"] != -100).sum(dim=1).tolist()  # max(1, round(3 * 0.15)), max(1, round(1 * 0.15))
-        [1, 1]
-        >>> batch["nsp_labels"].tolist(), batch["indices"].tolist()
-        ([1, 0], [0, 1])
-    """
-
-    def __init__(
-        self,
-        vocab: VocabInfo,
-        *,
-        mode: str,
-        seed: int,
-        dupe_factor: int = 10,
-        mask_prob: float = 0.15,
-        split: tuple[float, float, float] = (0.8, 0.1, 0.1),
-        whole_word: bool = False,
-        pad_to_multiple_of: int | None = 8,
-    ) -> None:
-        # Validate here so a bad config fails at set-up, not in a DataLoader worker mid-epoch.
-        _check_mode(mode)
-        _check_dupe_factor(dupe_factor)
-        _check_options(mask_prob, split)
-        if pad_to_multiple_of is not None and pad_to_multiple_of < 1:
-            raise BvrError(
-                f"pad_to_multiple_of must be at least 1, got {pad_to_multiple_of}",
-                where="masking.pad_to_multiple_of",
-                hint="use 8, or null for no rounding",
-            )
-        self.vocab = vocab
-        self.mode = mode
-        self.seed = seed
-        self.dupe_factor = dupe_factor
-        self.mask_prob = mask_prob
-        self.split = tuple(split)
-        self.whole_word = whole_word
-        self.pad_to_multiple_of = pad_to_multiple_of
-
-    def _padded_length(self, longest: int) -> int:
-        multiple = self.pad_to_multiple_of or 1
-        return -(-longest // multiple) * multiple
-
-    def _pad(self, examples: list[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(batch, seq) input ids, token types and attention mask, padded to the rounded longest length."""
-        lengths = [len(example["input_ids"]) for example in examples]
-        shape = (len(examples), self._padded_length(max(lengths)))
-        input_ids = np.full(shape, self.vocab.pad_id, dtype=np.int64)
-        token_types = np.zeros(shape, dtype=np.int64)
-        for row, (example, length) in enumerate(zip(examples, lengths, strict=True)):
-            if len(example["token_type_ids"]) != length:
-                raise ValueError(f"example {example['index']}: token_type_ids and input_ids differ in length")
-            input_ids[row, :length] = example["input_ids"]
-            token_types[row, :length] = example["token_type_ids"]
-        attention = (np.arange(shape[1])[None, :] < np.asarray(lengths)[:, None]).astype(np.int64)
-        return input_ids, token_types, attention
-
-    def __call__(self, examples: list[dict]) -> dict[str, torch.Tensor]:
-        """Pad and mask ``examples``.
-
-        Returns:
-            input_ids, token_type_ids, attention_mask and labels, (batch, seq) long; nsp_labels and indices,
-            (batch,) long. Labels are -100 except at the masked positions.
-        """
-        if not examples:
-            raise ValueError("cannot collate an empty batch")
-        input_ids, token_types, attention = self._pad(examples)
-        indices = np.array([example["index"] for example in examples], dtype=np.int64)  # (batch,)
-        copies = np.array([mask_copy(self.mode, example["epoch"], self.dupe_factor) for example in examples])
-        masked, labels = mask_batch(
-            input_ids,
-            indices,
-            copies,
-            self.vocab,
-            seed=self.seed,
-            mask_prob=self.mask_prob,
-            split=self.split,
-            whole_word=self.whole_word,
-        )
-        return {
-            "input_ids": torch.from_numpy(masked),
-            "token_type_ids": torch.from_numpy(token_types),
-            "attention_mask": torch.from_numpy(attention),
-            "labels": torch.from_numpy(labels),
-            "nsp_labels": torch.tensor([example["nsp_label"] for example in examples], dtype=torch.long),
-            "indices": torch.from_numpy(indices),
-        }

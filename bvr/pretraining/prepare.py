@@ -27,7 +27,8 @@ from bvr.cache import build_once, cache_dir, fingerprint
 from bvr.config import Config
 from bvr.corpus import build_corpus, load_corpus
 from bvr.errors import BvrError
-from bvr.pretraining.formats import Template, create_instances
+from bvr.pretraining.formats import create_instances
+from bvr.pretraining.instances import Template
 from bvr.tokenization import load_tokenizer, save_tokenizer, tokenizer_stats, train_tokenizer, vocab_info
 
 # Bump a stage's version when a code change would change the bytes it writes: its cache folders (and those of

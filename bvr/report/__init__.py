@@ -4,14 +4,17 @@
 - :mod:`bvr.report.inference`: comparisons that hold their level (paired t over pretraining seeds, Holm, power);
 - :mod:`bvr.report.published`: the papers' numbers (``reports/published.yaml``) with their sources;
 - :mod:`bvr.report.collect`: an ablation's runs read back from MLflow, guided by the runner's manifest;
+- :mod:`bvr.report.measures`: what a report measures (BLiMP, probes, fine-tuning, MLM loss), in points;
 - :mod:`bvr.report.analysis`: summaries and paired comparisons in points, beside the paper;
+- :mod:`bvr.report.pretrain_runs`: the pretraining table (throughput, time, size, losses per arm);
 - :mod:`bvr.report.figures`: the figures (matplotlib, Agg canvas);
 - :mod:`bvr.report.document`: a report as blocks, written as Markdown and as a self-contained HTML page;
-- :mod:`bvr.report.sections`: the sections of a report and of the index, as blocks;
+- :mod:`bvr.report.sections`: the sections of a report and of the index, as blocks; the result sections are in
+  :mod:`bvr.report.results`, their cells and run links in :mod:`bvr.report.cells`;
 - :mod:`bvr.report.render`: ``reports/NAME/`` and ``reports/index.*``, and the report logged to MLflow.
 
 This package reads results and never imports training code (``bvr.pretraining``, ``bvr.model``,
 ``bvr.tasks.module`` or ``bvr.tasks.run``); :mod:`bvr.report.collect` reads MLflow through
-:mod:`bvr.tracking`, which loads Lightning's logger class and so torch. Nothing is imported here, so that
-``import bvr.report.stats`` stays as light as numpy.
+:mod:`bvr.tracking` (MLflow, not Lightning or torch). Nothing is imported here, so that ``import bvr.report.stats``
+stays as light as numpy.
 """

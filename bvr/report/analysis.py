@@ -3,8 +3,8 @@
 Measures. Every model (each arm at each pretraining seed, and the control's initialisation at each seed) is
 measured zero-shot on BLiMP, by frozen-feature probes, by fine-tuning over fine-tuning seeds, and (pretrained arms
 only) by validation MLM loss. Values are in points: BLiMP, probes, GLUE and CoNLL-2003 are logged as fractions and
-multiplied by 100, SQuAD is logged in points (:func:`display_scale`), so a difference can be read beside a
-published one. MLM loss stays in nats per token.
+multiplied by 100, SQuAD is logged in points (:func:`~bvr.report.measures.display_scale`), so a difference can be
+read beside a published one. MLM loss stays in nats per token.
 
 Units. The pretraining seed is the unit of replication for an ablated pretraining choice: fine-tuning and probe
 seeds nest inside it, so each model's inner seeds are averaged to one value per pretraining seed before any test
@@ -17,12 +17,12 @@ from the same initial weights. Each difference gets a paired t test (:func:`bvr.
 tested comparison of the report forms one Holm family at a family-wise error of 5 %, the verdict words follow the
 adjusted p, intervals are Bonferroni-simultaneous, and each comparison carries the smallest effect it could detect
 with 80 % power at Holm's strictest step. Collapsed fine-tuning runs are kept in every statistic and counted.
-"""
+
+The measures themselves (:class:`~bvr.report.measures.Measure`) are built in :mod:`bvr.report.measures`."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -31,68 +31,29 @@ from bvr.report.collect import Collected
 from bvr.report.inference import (
     MIN_UNITS,
     UnitsNeeded,
-    VarianceComponents,
     adjusted_confidence,
     compare,
     holm,
-    unit_values,
     units_needed,
-    variance_components,
     verdict,
     with_confidence,
 )
 from bvr.report.inference import Comparison as InferenceComparison
+from bvr.report.measures import (
+    Measure,
+    direction,
+    display_scale,
+    evaluation_measures,
+    finetune_measures,
+    mlm_measure,
+    registry_key,
+)
 from bvr.report.published import published_effect
-from bvr.report.stats import Summary, is_higher_better, summarize
-from bvr.tasks.registry import TASKS
-
-PRETRAIN_TASK = "pretrain"
-"""The task name published tables (and comparisons) use for the pretraining stage."""
+from bvr.report.stats import Summary, summarize
 
 BOOTSTRAP_SEED = 0
 """Seed of :func:`~bvr.report.stats.summarize`'s bootstrap, so summaries are the same each time. A report prints
 no bootstrap interval: only the median, quartiles and range of the runs; intervals are t over pretraining seeds."""
-
-
-def display_scale(task: str, values: Sequence[float] = ()) -> float:
-    """Factor from logged scores to points: 1 for span tasks (SQuAD logs points), 100 for the rest.
-
-    A task the registry does not know is taken to be logged as fractions when every value lies in [-1, 1].
-
-    >>> display_scale("sst2"), display_scale("squad_v2"), display_scale("mystery", [12.5])
-    (100.0, 1.0, 1.0)
-    """
-    spec = TASKS.get(task)
-    if spec is not None:
-        return 1.0 if spec.kind == "span" else 100.0
-    return 100.0 if all(abs(v) <= 1.0 for v in values) else 1.0
-
-
-def metric_label(metric: str) -> str:
-    """A metric key as a table prints it: the split, then the metric's name.
-
-    >>> metric_label("dev_matched/accuracy"), metric_label("dev/accuracy_f1"), metric_label("val/perplexity")
-    ('dev_matched accuracy', 'dev accuracy + F1', 'val perplexity')
-    """
-    split, _, name = metric.rpartition("/")
-    shown = {"f1": "F1", "mcc": "MCC"}
-    words = "EM" if name == "exact_match" else " + ".join(shown.get(part, part) for part in name.split("_"))
-    return f"{split} {words}" if split else words
-
-
-def direction(delta: float | None, a: str, b: str, *, higher_is_better: bool) -> str:
-    """Which arm a difference ``b - a`` favours, in words.
-
-    >>> direction(0.4, "static", "dynamic", higher_is_better=True)
-    'dynamic better'
-    >>> direction(-0.31, "256", "2k", higher_is_better=False)
-    '2k better'
-    """
-    if delta is None or math.isnan(delta):
-        return "n/a"
-    if delta == 0:
-        return "no difference"
-    return f"{b if (delta > 0) == higher_is_better else a} better"
 
 
 CONTROL_FAMILY = "pretraining"
@@ -103,49 +64,6 @@ ABLATION_FAMILY = "ablation"
 
 ALPHA = 0.05
 """Family-wise error rate of every report: the chance that any verdict in it is false."""
-
-
-@dataclass(frozen=True)
-class Measure:
-    """One evaluation's values across models, in points (loss for the MLM measure).
-
-    Attributes:
-        key: ``blimp``, ``probe/TASK``, ``finetune/TASK`` or ``mlm``.
-        title: how tables name it ("BLiMP macro accuracy, zero-shot").
-        metric: the logged key (``blimp/macro_accuracy``, ``dev/accuracy``, ``val/mlm_loss``).
-        task: the task a published table names it by (``sst2`` for fine-tuning; ``pretrain`` for MLM loss).
-        higher_is_better: the metric's direction.
-        values: arm -> (pretraining seed, inner seed) -> value; the inner seed is the fine-tuning or probe seed
-            (0 where a model gives one number).
-        baseline: the trivial baseline in the same units (majority class, chance), or None.
-    """
-
-    key: str
-    title: str
-    metric: str
-    task: str | None
-    higher_is_better: bool
-    values: dict[str, dict[tuple[int, int], float]]
-    baseline: float | None = None
-
-    def units(self, arm: str) -> dict[int, float]:
-        """The arm's value per pretraining seed (the mean over inner seeds)."""
-        return unit_values(self.values.get(arm, {})) if self.values.get(arm) else {}
-
-    def mean_interval(self, arm: str, confidence: float = 0.95) -> tuple[float, float, float]:
-        """The arm's mean over pretraining seeds and its t interval: (mean, low, high).
-
-        The ends are NaN below :data:`~bvr.report.inference.MIN_UNITS` pretraining seeds, all three with none.
-        """
-        units = self.units(arm)
-        if not units:
-            return math.nan, math.nan, math.nan
-        t = compare(units, dict.fromkeys(units, 0.0), confidence=confidence)
-        return t.estimate, t.ci_low, t.ci_high
-
-    def components(self, arm: str) -> VarianceComponents | None:
-        """Between-pretraining-seed and within (inner-seed) variance of the arm's values."""
-        return variance_components(self.values[arm]) if self.values.get(arm) else None
 
 
 @dataclass(frozen=True)
@@ -270,7 +188,7 @@ class Analysis:
     def metric(self, task: str) -> str:
         """The headline key of fine-tuning ``task`` as logged by its runs (or the registry's)."""
         rows = self.scores.loc[self.scores["task"] == task, "metric"]
-        return str(rows.iloc[0]) if not rows.empty else _registry_key(task)
+        return str(rows.iloc[0]) if not rows.empty else registry_key(task)
 
     @property
     def m(self) -> int:
@@ -279,73 +197,6 @@ class Analysis:
 
     def measure(self, key: str) -> Measure | None:
         return next((x for x in self.measures if x.key == key), None)
-
-
-def _registry_key(task: str) -> str:
-    spec = TASKS.get(task)
-    return f"{spec.headline_split}/{spec.main_metric}" if spec else "dev/score"
-
-
-def _probe_title(task: str, features: str, metric: str) -> str:
-    where = ", on held-out training examples" if "/heldout/" in metric else ""
-    return f"{task} probe ({features} features{where})"
-
-
-def _evaluation_measures(collected: Collected) -> list[Measure]:
-    """BLiMP and the probes, each value ×100 (logged as fractions)."""
-    frame = collected.evaluations
-    features = collected.manifest.evaluations_settings.get("probe_features", "mean")
-    out = []
-    for (kind, task), rows in frame.groupby(["kind", "task"], sort=False, dropna=False):
-        task = None if pd.isna(task) else str(task)
-        values: dict[str, dict[tuple[int, int], float]] = {}
-        for row in rows.to_dict("records"):
-            for seed, value in row["seeds"].items():
-                values.setdefault(row["arm"], {})[(int(row["pretrain_seed"]), int(seed))] = 100.0 * float(value)
-        baseline = rows["baseline"].dropna()
-        base = 100.0 * float(baseline.iloc[0]) if not baseline.empty else None
-        metric = str(rows["metric"].iloc[0])
-        if kind == "blimp":
-            out.append(Measure("blimp", "BLiMP macro accuracy (zero-shot)", metric, "blimp", True, values, base))
-        else:
-            out.append(Measure(f"probe/{task}", _probe_title(task, features, metric), metric, task, True, values, base))
-    order = {"blimp": 0}
-    return sorted(out, key=lambda x: order.get(x.key, 1))
-
-
-def _finetune_measures(frame: pd.DataFrame, tasks: list[str], collected: Collected) -> list[Measure]:
-    out = []
-    for task in tasks:
-        rows = frame[frame["task"] == task]
-        if rows.empty:
-            continue
-        values: dict[str, dict[tuple[int, int], float]] = {}
-        for arm, p, s, v in zip(rows["arm"], rows["pretrain_seed"], rows["seed"], rows["points"], strict=True):
-            values.setdefault(str(arm), {})[(int(p), int(s))] = float(v)
-        metric = str(rows["metric"].iloc[0])
-        baseline = _finetune_baseline(collected, task, metric, display_scale(task, rows["value"].tolist()))
-        out.append(Measure(f"finetune/{task}", f"{task} fine-tuned ({metric_label(metric)})", metric, task,
-                           is_higher_better(metric), values, baseline))
-    return out
-
-
-def _finetune_baseline(collected: Collected, task: str, metric: str, scale: float) -> float | None:
-    """The majority/trivial baseline the runner copied into the manifest for ``task``, in points."""
-    for unit in collected.manifest.finetune:
-        value = (unit.baseline or {}).get(metric) if unit.task == task else None
-        if isinstance(value, (int, float)) and math.isfinite(value):
-            return float(value) * scale
-    return None
-
-
-def _mlm_measure(collected: Collected) -> Measure | None:
-    rows = collected.pretrain[collected.pretrain["val/mlm_loss"].notna()]
-    if rows.empty:
-        return None
-    values: dict[str, dict[tuple[int, int], float]] = {}
-    for arm, p, v in zip(rows["arm"], rows["pretrain_seed"], rows["val/mlm_loss"], strict=True):
-        values.setdefault(str(arm), {})[(int(p), 0)] = float(v)
-    return Measure("mlm", "validation MLM loss (fixed masks)", "val/mlm_loss", PRETRAIN_TASK, False, values)
 
 
 def _same_tokenizer(pretrain: pd.DataFrame, a: str, b: str) -> bool:
@@ -423,8 +274,8 @@ def analyse(collected: Collected, published: pd.DataFrame) -> Analysis:
         summaries[(arm, task)] = summarize(rows["points"].to_numpy(), collapsed=rows["collapsed"].to_numpy(),
                                            seed=BOOTSTRAP_SEED)
     tasks = list(dict.fromkeys([*collected.tasks, *sorted(set(frame["task"]) - set(collected.tasks))]))
-    measures = [*_evaluation_measures(collected), *_finetune_measures(frame, tasks, collected)]
-    mlm = _mlm_measure(collected)
+    measures = [*evaluation_measures(collected), *finetune_measures(frame, tasks, collected)]
+    mlm = mlm_measure(collected)
     arms, control = collected.pretrained_arms, collected.control
     raw = []
     if control:
@@ -516,47 +367,3 @@ def headlines(analysis: Analysis) -> list[str]:
             lines.append(f"{c.measure.title}: {c.name} not tested ({c.test.n} pretraining seed(s); at least "
                          f"{MIN_UNITS} needed){extra}.")
     return lines
-
-
-PRETRAIN_TABLE_COLUMNS = ("arm", "runs", "tokens_per_s", "wall_seconds", "tokens_seen", "steps", "epochs",
-                          "params_total", "params_embedding", "params_non_embedding", "train/mlm_loss", "val/mlm_loss",
-                          "val/perplexity", "val/nsp_acc")
-
-
-def _throughput(run: dict, history: pd.DataFrame) -> float:
-    """Median logged ``train/tokens_per_s`` of a run (the first, warm-up interval aside), else tokens / wall time."""
-    logged = history.loc[(history["run_id"] == run["run_id"]) & (history["key"] == "train/tokens_per_s"), "value"]
-    logged = logged[logged > 0]
-    if not logged.empty:
-        return float(logged.median())
-    wall, seen = run["run/wall_seconds"], run["run/tokens_seen"]
-    return seen / wall if wall and seen and not (math.isnan(wall) or math.isnan(seen)) else math.nan
-
-
-def pretrain_table(analysis: Analysis) -> pd.DataFrame:
-    """One row per pretrained arm with a finished run: throughput, time, tokens, size and final losses.
-
-    Each number is the median over the arm's pretraining seeds (one seed: that run's value); ``runs`` lists the
-    run ids.
-    """
-    pretrain, history = analysis.collected.pretrain, analysis.collected.history
-    rows = []
-    for arm in analysis.collected.pretrained_arms:
-        runs = pretrain[pretrain["arm"] == arm].to_dict("records")
-        if not runs:
-            continue
-        row: dict = {"arm": arm, "runs": [r["run_id"] for r in runs],
-                     "tokens_per_s": _median([_throughput(r, history) for r in runs])}
-        for name in ("wall_seconds", "tokens_seen", "epochs", "params_total", "params_embedding",
-                     "params_non_embedding"):
-            row[name] = _median([r[f"run/{name}"] for r in runs])
-        for name in ("steps", "train/mlm_loss", "val/mlm_loss", "val/perplexity", "val/nsp_acc"):
-            row[name] = _median([r[name] for r in runs])
-        rows.append(row)
-    return pd.DataFrame(rows, columns=list(PRETRAIN_TABLE_COLUMNS))
-
-
-def _median(values: Sequence[float | None]) -> float:
-    """The median of the finite values; NaN when there is none."""
-    kept = [float(v) for v in values if v is not None and not pd.isna(v)]
-    return float(pd.Series(kept).median()) if kept else math.nan

@@ -18,7 +18,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter, FuncFormatter
 
-from bvr.report.analysis import Analysis, Comparison, metric_label, pretrain_table
+from bvr.report.analysis import Analysis, Comparison
+from bvr.report.measures import metric_label
+from bvr.report.pretrain_runs import pretrain_table
 
 DPI = 110
 """Resolution of the PNG files; at the sizes below a figure is at most ~1100 pixels wide."""

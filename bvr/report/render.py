@@ -35,11 +35,13 @@ from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE
 
 from bvr.ablation.plan import Manifest
 from bvr.errors import BvrError
+from bvr.fs import replace_dir, write_text
 from bvr.report import figures as fig
-from bvr.report.analysis import Analysis, Comparison, analyse, headlines, pretrain_table
+from bvr.report.analysis import Analysis, Comparison, analyse, headlines
 from bvr.report.collect import collect
 from bvr.report.document import Figure, to_html, to_markdown
 from bvr.report.inference import adjusted_confidence
+from bvr.report.pretrain_runs import pretrain_table
 from bvr.report.published import load_published
 from bvr.report.sections import report_blocks, summary_blocks
 from bvr.report.stats import Summary
@@ -209,21 +211,11 @@ def metrics_payload(a: Analysis) -> dict[str, Any]:
     return _clean(payload)
 
 
-def _write_text(path: Path, text: str) -> Path:
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
 def _swap_in(staging: Path, out_dir: Path) -> None:
     """Move the staged files into ``out_dir``: folders replaced whole, files by atomic rename."""
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in (FIGURES_DIR, PLOTS_DIR):
-        target, old = out_dir / name, out_dir / f".{name}.old"
-        shutil.rmtree(old, ignore_errors=True)  # left by a render that crashed mid-swap
-        if target.exists():
-            target.rename(old)
-        (staging / name).rename(target)
-        shutil.rmtree(old, ignore_errors=True)
+        replace_dir(staging / name, out_dir / name)
     for name in (REPORT_MD, REPORT_HTML, METRICS_JSON):
         os.replace(staging / name, out_dir / name)
 
@@ -277,9 +269,9 @@ def render_report(manifest: Manifest, out_dir: Path | None = None, *, workdir: P
         figures = _draw(analysis, staging / FIGURES_DIR)
         plots = _write_plots(analysis, staging / PLOTS_DIR)
         blocks = report_blocks(analysis, figures)
-        _write_text(staging / REPORT_MD, to_markdown(blocks))
-        _write_text(staging / REPORT_HTML, to_html(blocks, f"bvr report: {collected.ablation}"))
-        _write_text(staging / METRICS_JSON, json.dumps(metrics_payload(analysis), indent=2) + "\n")
+        write_text(staging / REPORT_MD, to_markdown(blocks))
+        write_text(staging / REPORT_HTML, to_html(blocks, f"bvr report: {collected.ablation}"))
+        write_text(staging / METRICS_JSON, json.dumps(metrics_payload(analysis), indent=2) + "\n")
         _swap_in(staging, out_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -317,7 +309,5 @@ def render_summary(manifests: list[Manifest], out_dir: Path = REPORTS_DIR, *, wo
                else None for a in analyses]
     blocks = summary_blocks(analyses, reports)
     for name, text in ((INDEX_MD, to_markdown(blocks)), (INDEX_HTML, to_html(blocks, "bvr: ablation reports"))):
-        with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=out_dir, prefix=f".{name}-", delete=False) as f:
-            f.write(text)
-        os.replace(f.name, out_dir / name)
+        write_text(out_dir / name, text)
     return out_dir / INDEX_HTML

@@ -1,0 +1,35 @@
+"""Corpora: WikiExtractor output, plain text and Hugging Face datasets → documents as lists of sentences.
+
+Every reader yields documents as ``{"doc_id": str, "title": str, "sentences": list[str]}`` and counts what it read
+and what it skipped in a :class:`CorpusStats`. :func:`build_corpus` streams those documents into an Arrow-backed
+``datasets.DatasetDict`` (``train`` and ``validation``) on disk, one document at a time, so a corpus larger than
+memory works; :func:`load_corpus` memory-maps it back.
+
+Formats:
+
+- ``wikiextractor``: ``<doc id=".." url=".." title="..">`` ... ``</doc>`` blocks. The first line inside a block
+  repeats the title and is dropped; every other non-blank line is a paragraph. Section headings (see
+  :func:`is_heading`) and leftover table markup (:func:`is_markup`) are dropped and counted, because BERT
+  pretrained on text passages only.
+- ``text``: one paragraph per line; one or more blank lines end a document.
+- ``hf``: a Hugging Face dataset (a folder saved with ``save_to_disk``, local data files, or a hub id); each row
+  is a document whose text column holds paragraphs separated by newlines.
+
+Files may be gzip, bzip2 or xz compressed (by suffix). Bytes that are not valid UTF-8 become U+FFFD, one per
+byte, and are counted.
+
+Modules: :mod:`bvr.corpus.stats` (documents and their counts), :mod:`bvr.corpus.sentences` (sentence splitting,
+heading and markup filters), :mod:`bvr.corpus.readers` (the three readers) and :mod:`bvr.corpus.store` (building,
+splitting and loading the corpus on disk).
+"""
+
+from bvr.corpus.readers import READERS, SOURCES, read_hf_dataset, read_plain_text, read_wikiextractor, resolve_files
+from bvr.corpus.sentences import is_heading, is_markup, split_sentences
+from bvr.corpus.stats import CorpusStats, Document
+from bvr.corpus.store import FEATURES, SPLITS, STATS_FILE, build_corpus, is_validation, load_corpus, split_rank
+
+__all__ = [
+    "FEATURES", "READERS", "SOURCES", "SPLITS", "STATS_FILE", "CorpusStats", "Document", "build_corpus",
+    "is_heading", "is_markup", "is_validation", "load_corpus", "read_hf_dataset", "read_plain_text",
+    "read_wikiextractor", "resolve_files", "split_rank", "split_sentences",
+]

@@ -1,0 +1,396 @@
+"""The corpus readers: WikiExtractor output, plain text and Hugging Face datasets → documents.
+
+Each reader yields :data:`~bvr.corpus.stats.Document` dicts and counts what it read and skipped in a
+:class:`~bvr.corpus.stats.CorpusStats`; :data:`READERS` maps each source name to its reader."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import html
+import lzma
+import re
+from collections.abc import Callable, Generator, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import datasets
+from rich.progress import track
+
+from bvr.corpus.sentences import is_heading, is_markup, split_sentences
+from bvr.corpus.stats import CorpusStats, Document
+from bvr.errors import BvrError
+
+# ---------------------------------------------------------------------------------------------------------------
+# Files
+# ---------------------------------------------------------------------------------------------------------------
+
+_OPEN_COMPRESSED: dict[str, Callable[..., BinaryIO]] = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+# Bytes that are not UTF-8 come back from "surrogateescape" as lone surrogates U+DC80..U+DCFF, one per byte;
+# valid UTF-8 can never decode to these, so counting them counts the bad bytes exactly.
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+
+
+def resolve_files(path: Path) -> list[Path]:
+    """The files to read: ``path`` itself, or every file under the folder ``path``.
+
+    Args:
+        path: a file or a folder (searched recursively).
+
+    Returns:
+        Files sorted by their path relative to ``path`` (so the order does not depend on the file system);
+        hidden files and anything inside hidden folders are skipped.
+
+    Raises:
+        BvrError: the path does not exist, or the folder holds no visible files.
+    """
+    path = Path(path).expanduser()
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise BvrError("no such file or folder", where=path, hint="check the corpus path")
+    files = [
+        file
+        for file in path.rglob("*")
+        if file.is_file() and not any(part.startswith(".") for part in file.relative_to(path).parts)
+    ]
+    if not files:
+        raise BvrError("the folder holds no (non-hidden) files", where=path, hint="check the corpus path")
+    return sorted(files, key=lambda file: file.relative_to(path).as_posix())
+
+
+def _read_lines(path: Path, stats: CorpusStats) -> Iterator[tuple[int, str]]:
+    """Yield ``(line number, text)`` for each line of ``path``, newline stripped; bad bytes replaced and counted."""
+    stats.files += 1
+    opener = _OPEN_COMPRESSED.get(path.suffix, open)
+    with opener(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            yield number, _decode(raw, stats).rstrip("\r\n")
+
+
+def _decode(raw: bytes, stats: CorpusStats) -> str:
+    """Decode one line as UTF-8, replacing each undecodable byte by U+FFFD and counting it."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("utf-8", "surrogateescape")
+        text, replaced = _ESCAPED_BYTE.subn("\ufffd", text)
+        stats.undecodable_bytes += replaced
+        return text
+
+
+def _drop_wiki_line(line: str, index: int, stats: CorpusStats) -> bool:
+    """Whether a WikiExtractor line is a heading or table markup; counts it if so."""
+    if is_heading(line, first=index == 0):
+        stats.headings_dropped += 1
+        return True
+    if is_markup(line):
+        stats.markup_lines_dropped += 1
+        return True
+    return False
+
+
+def _make_document(
+    doc_id: str, title: str, paragraphs: Iterable[str], stats: CorpusStats, *, drop_wiki_lines: bool
+) -> Document | None:
+    """Split paragraphs into sentences and count them; None (counted as empty) when nothing is left.
+
+    ``drop_wiki_lines`` drops WikiExtractor headings and markup first.
+    """
+    sentences: list[str] = []
+    for index, paragraph in enumerate(paragraphs):
+        paragraph = paragraph.strip()
+        if not paragraph:
+            continue
+        if drop_wiki_lines and _drop_wiki_line(paragraph, index, stats):
+            continue
+        stats.paragraphs += 1
+        sentences.extend(split_sentences(paragraph))
+    if not sentences:
+        stats.empty_documents += 1
+        return None
+    stats.add_document(sentences)
+    return {"doc_id": doc_id, "title": title, "sentences": sentences}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# WikiExtractor
+# ---------------------------------------------------------------------------------------------------------------
+
+_DOC_OPEN = re.compile(r"<doc(?:\s[^>]*)?>")
+_ATTRIBUTE = re.compile(r'(\w+)="([^"]*)"')
+_WIKI_HINT = "is this WikiExtractor output? For one paragraph per line use --source text"
+
+
+@dataclass
+class _OpenDoc:
+    """A ``<doc>`` block being read: where it started and its lines so far."""
+
+    doc_id: str
+    title: str
+    line: int
+    lines: list[str]
+
+
+def read_wikiextractor(paths: Iterable[Path], stats: CorpusStats) -> Iterator[Document]:
+    """Read WikiExtractor output files into documents.
+
+    Args:
+        paths: files of ``<doc ...>`` ... ``</doc>`` blocks, read in order.
+        stats: counts to update (files, documents, empty documents, headings, bytes, ...).
+
+    Yields:
+        ``{"doc_id", "title", "sentences"}`` per document with at least one sentence; HTML entities such as
+        ``&amp;`` are unescaped, the title line and headings dropped. Empty documents are counted and skipped.
+
+    Raises:
+        BvrError: at ``file:line``, for text outside a ``<doc>`` block, a ``<doc>`` opened inside another, a
+            ``</doc>`` with no ``<doc>``, or a ``<doc>`` never closed.
+    """
+    for path in paths:
+        yield from _wiki_file(Path(path), stats)
+
+
+def _wiki_file(path: Path, stats: CorpusStats) -> Iterator[Document]:
+    """Documents of one WikiExtractor file (see :func:`read_wikiextractor`)."""
+    doc: _OpenDoc | None = None
+    for number, line in _read_lines(path, stats):
+        where = f"{path}:{number}"
+        if _DOC_OPEN.match(line):
+            if doc is not None:
+                raise BvrError(f"<doc> opened inside the <doc> of line {doc.line}", where=where, hint=_WIKI_HINT)
+            doc = _open_doc(line, path, number)
+        elif line.strip() == "</doc>":
+            if doc is None:
+                raise BvrError("</doc> without an opening <doc>", where=where, hint=_WIKI_HINT)
+            document = _close_doc(doc, stats)
+            if document is not None:
+                yield document
+            doc = None
+        elif doc is not None:
+            doc.lines.append(line)
+        elif line.strip():
+            raise BvrError("text outside a <doc ...> block", where=where, hint=_WIKI_HINT)
+    if doc is not None:
+        raise BvrError("<doc> never closed by </doc>", where=f"{path}:{doc.line}", hint=_WIKI_HINT)
+
+
+def _open_doc(line: str, path: Path, number: int) -> _OpenDoc:
+    """Start a document from its ``<doc id=".." title="..">`` line; a missing id falls back to ``file:line``."""
+    attributes = {key: html.unescape(value) for key, value in _ATTRIBUTE.findall(line)}
+    doc_id = attributes.get("id") or f"{path.name}:{number}"
+    return _OpenDoc(doc_id=doc_id, title=attributes.get("title", ""), line=number, lines=[])
+
+
+def _close_doc(doc: _OpenDoc, stats: CorpusStats) -> Document | None:
+    """Turn a finished block into a document, dropping the line that repeats the title."""
+    # Entities are unescaped first: the title attribute is, and the title line must compare equal to it.
+    lines = [html.unescape(line).strip() if "&" in line else line.strip() for line in doc.lines]
+    lines = [line for line in lines if line]
+    if lines and lines[0] == doc.title.strip():
+        lines = lines[1:]
+    return _make_document(doc.doc_id, doc.title, lines, stats, drop_wiki_lines=True)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Plain text
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def read_plain_text(paths: Iterable[Path], stats: CorpusStats, *, root: Path | None = None) -> Iterator[Document]:
+    """Read plain text files: one paragraph per line, one or more blank lines between documents.
+
+    Args:
+        paths: text files, read in order.
+        stats: counts to update.
+        root: folder the files were found under; document ids name files relative to it so that equal file
+            names in different folders stay distinct. Without it, ids use the bare file name.
+
+    Yields:
+        ``{"doc_id": "NAME:LINE", "title": "", "sentences"}``, LINE being the document's first line number.
+
+    Raises:
+        BvrError: at ``file:line``, for a NUL byte (a binary file, not text).
+    """
+    for path in paths:
+        path = Path(path)
+        name = path.relative_to(root).as_posix() if root is not None and path != root else path.name
+        yield from _text_file(path, name, stats)
+
+
+def _text_file(path: Path, name: str, stats: CorpusStats) -> Iterator[Document]:
+    """Documents of one plain text file (see :func:`read_plain_text`)."""
+    first, block = 0, []
+    for number, line in _read_lines(path, stats):
+        if "\0" in line:
+            raise BvrError("NUL byte: this is a binary file, not text", where=f"{path}:{number}")
+        if line.strip():
+            first = first if block else number
+            block.append(line)
+        elif block:
+            yield from _optional(_make_document(f"{name}:{first}", "", block, stats, drop_wiki_lines=False))
+            block = []
+    if block:
+        yield from _optional(_make_document(f"{name}:{first}", "", block, stats, drop_wiki_lines=False))
+
+
+def _optional(document: Document | None) -> Iterator[Document]:
+    """Yield the document unless it is None."""
+    if document is not None:
+        yield document
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Hugging Face datasets
+# ---------------------------------------------------------------------------------------------------------------
+
+# Local data files by suffix → the `datasets` packaged builder that reads them.
+_HF_BUILDERS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet", ".txt": "text"}
+_HF_HINT = "pass a local path: a data file or folder, or a folder written by Dataset.save_to_disk"
+
+
+def read_hf_dataset(
+    name_or_path: str,
+    stats: CorpusStats,
+    *,
+    text_column: str = "text",
+    split: str = "train",
+    config_name: str | None = None,
+) -> Iterator[Document]:
+    """Read a Hugging Face dataset, one document per row.
+
+    ``name_or_path`` is tried as, in order: a folder written by ``save_to_disk`` (``datasets.load_from_disk``),
+    a local data file or folder (``datasets.load_dataset``, streamed; ``.txt`` files give one row per block of
+    lines between blank lines), then a hub id (streamed).
+
+    Args:
+        name_or_path: local path or hub id.
+        stats: counts to update.
+        text_column: the column holding the text; newlines in it separate paragraphs.
+        split: the split to read.
+        config_name: the dataset configuration (hub datasets with several).
+
+    Yields:
+        ``{"doc_id", "title", "sentences"}``: doc_id from an ``id`` column if there is one, else
+        ``"SPLIT:ROW"``; title from a ``title`` column if there is one, else "".
+
+    Raises:
+        BvrError: a missing path, split or column, an unreadable file, or a hub that cannot be reached.
+    """
+    rows = _open_hf(name_or_path, split, config_name, stats)
+    for index, row in enumerate(rows):
+        if index == 0:
+            _check_text_column(row, text_column, name_or_path)
+        doc_id = str(row["id"]) if row.get("id") is not None else f"{split}:{index}"
+        paragraphs = (row[text_column] or "").splitlines()
+        title = str(row.get("title") or "")
+        yield from _optional(_make_document(doc_id, title, paragraphs, stats, drop_wiki_lines=False))
+
+
+def _check_text_column(row: dict[str, Any], text_column: str, where: str) -> None:
+    """Refuse a first row that lacks the text column or holds something other than text in it."""
+    if text_column not in row:
+        raise BvrError(
+            f"no column {text_column!r}; the columns are {sorted(row)}", where=where, hint="pass --text-column"
+        )
+    if not isinstance(row[text_column], str | None):
+        kind = type(row[text_column]).__name__
+        raise BvrError(f"column {text_column!r} holds {kind}, not text", where=where, hint="pass --text-column")
+
+
+def _open_hf(name_or_path: str, split: str, config_name: str | None, stats: CorpusStats) -> Iterable[dict[str, Any]]:
+    """The rows of the dataset named by ``name_or_path`` (see :func:`read_hf_dataset`)."""
+    path = Path(name_or_path).expanduser()
+    if path.exists():
+        if (path / "dataset_dict.json").exists() or (path / "state.json").exists():
+            return _hf_from_disk(path, split, stats)
+        return _hf_from_files(path, split, stats)
+    if name_or_path.startswith((".", "/", "~")) or path.suffix in _HF_BUILDERS:
+        raise BvrError("no such file or folder", where=name_or_path, hint="check the path")
+    return _hf_from_hub(name_or_path, split, config_name)
+
+
+def _hf_from_disk(path: Path, split: str, stats: CorpusStats) -> datasets.Dataset:
+    """A dataset folder written by ``save_to_disk``; the split is chosen from a ``DatasetDict``."""
+    loaded = datasets.load_from_disk(str(path))
+    if isinstance(loaded, datasets.DatasetDict):
+        if split not in loaded:
+            raise BvrError(f"no split {split!r}; the splits are {sorted(loaded)}", where=path, hint="pass --hf-split")
+        loaded = loaded[split]
+    stats.files += len(loaded.cache_files)
+    return loaded
+
+
+def _hf_from_files(path: Path, split: str, stats: CorpusStats) -> datasets.IterableDataset:
+    """Local data files (a file or a folder of them), streamed so nothing is cached or held in memory."""
+    files = resolve_files(path)
+    # Blocks of lines between blank lines are documents, as for --source text (datasets' "paragraph" sampling).
+    kwargs: dict[str, Any] = {"sample_by": "paragraph"} if {file.suffix for file in files} == {".txt"} else {}
+    if path.is_file():
+        if path.suffix not in _HF_BUILDERS:
+            raise BvrError(f"unknown data file type {path.suffix!r}", where=path, hint=f"use {sorted(_HF_BUILDERS)}")
+        kwargs.update(path=_HF_BUILDERS[path.suffix], data_files=str(path))
+    else:
+        kwargs.update(path=str(path))
+    try:
+        rows = datasets.load_dataset(split=split, streaming=True, **kwargs)
+    except (ValueError, FileNotFoundError) as exc:
+        raise BvrError(f"cannot read these data files ({exc})", where=path, hint="check the files, --hf-split") from exc
+    stats.files += len(files)
+    return rows
+
+
+def _hf_from_hub(name: str, split: str, config_name: str | None) -> datasets.IterableDataset:
+    """A hub dataset, streamed; any failure to reach it becomes a :class:`BvrError`."""
+    try:
+        return datasets.load_dataset(name, config_name, split=split, streaming=True)
+    except (ConnectionError, OSError, ValueError) as exc:
+        raise BvrError(f"cannot load {name!r} from the Hugging Face hub ({exc})", where=name, hint=_HF_HINT) from exc
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Sources, split, build
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """Reader settings that only some sources use."""
+
+    text_column: str
+    hf_split: str
+    hf_config: str | None
+    progress: bool
+
+
+def _wikiextractor_source(
+    path: str | Path, stats: CorpusStats, options: SourceOptions
+) -> Generator[Document, None, None]:
+    """Documents from WikiExtractor files, with a progress bar over files."""
+    files = track(resolve_files(Path(path)), description="Reading files", disable=not options.progress)
+    yield from read_wikiextractor(files, stats)
+
+
+def _text_source(path: str | Path, stats: CorpusStats, options: SourceOptions) -> Generator[Document, None, None]:
+    """Documents from plain text files, with a progress bar over files."""
+    path = Path(path).expanduser()
+    files = track(resolve_files(path), description="Reading files", disable=not options.progress)
+    yield from read_plain_text(files, stats, root=path if path.is_dir() else path.parent)
+
+
+def _hf_source(path: str | Path, stats: CorpusStats, options: SourceOptions) -> Generator[Document, None, None]:
+    """Documents from a Hugging Face dataset, with a progress bar over documents (the file count is unknown)."""
+    documents = read_hf_dataset(
+        str(path), stats, text_column=options.text_column, split=options.hf_split, config_name=options.hf_config
+    )
+    yield from track(documents, description="Reading documents", disable=not options.progress)
+
+
+# Each reader is a generator, so that closing it ends its progress bar and closes its open file.
+READERS: dict[str, Callable[[str | Path, CorpusStats, SourceOptions], Generator[Document, None, None]]] = {
+    "wikiextractor": _wikiextractor_source,
+    "text": _text_source,
+    "hf": _hf_source,
+}
+SOURCES = tuple(READERS)

@@ -1,0 +1,71 @@
+"""What a corpus is made of (:data:`Document`) and what a build of one counted (:class:`CorpusStats`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+Document = dict[str, Any]
+"""One document: ``{"doc_id": str, "title": str, "sentences": list[str]}``."""
+
+@dataclass
+class CorpusStats:
+    """What a corpus build read and what it skipped; JSON-serialisable with ``dataclasses.asdict``.
+
+    Attributes:
+        source: the reader used ("wikiextractor", "text" or "hf").
+        path: the file, folder or dataset name read.
+        files: input files opened.
+        documents: documents kept (at least one sentence).
+        empty_documents: documents skipped because nothing was left after dropping title, headings and markup.
+        paragraphs: paragraphs (lines of text) kept.
+        sentences: sentences kept.
+        words: whitespace-separated words in the kept sentences.
+        characters: characters in the kept sentences.
+        undecodable_bytes: bytes that were not valid UTF-8, each replaced by U+FFFD.
+        headings_dropped: WikiExtractor section-heading lines dropped (see :func:`~bvr.corpus.sentences.is_heading`).
+        markup_lines_dropped: WikiExtractor lines of table or tag markup dropped
+            (see :func:`~bvr.corpus.sentences.is_markup`).
+        train_documents: documents written to the train split.
+        validation_documents: documents written to the validation split.
+        validation_documents_from_train: of those, how many were moved from train to reach the minimum.
+        stopped_at_max_documents: True when ``max_documents`` ended the build before the input did.
+    """
+
+    source: str = ""
+    path: str = ""
+    files: int = 0
+    documents: int = 0
+    empty_documents: int = 0
+    paragraphs: int = 0
+    sentences: int = 0
+    words: int = 0
+    characters: int = 0
+    undecodable_bytes: int = 0
+    headings_dropped: int = 0
+    markup_lines_dropped: int = 0
+    train_documents: int = 0
+    validation_documents: int = 0
+    validation_documents_from_train: int = 0
+    stopped_at_max_documents: bool = False
+
+    def add_document(self, sentences: list[str]) -> None:
+        """Count one kept document's sentences, words and characters."""
+        self.documents += 1
+        self.sentences += len(sentences)
+        self.words += sum(len(sentence.split()) for sentence in sentences)
+        self.characters += sum(len(sentence) for sentence in sentences)
+
+    def summary(self) -> str:
+        """One paragraph for a person: what was read, what was kept and what was skipped."""
+        text = (
+            f"Read {self.files:,} file(s) as {self.source or '?'} from {self.path or '?'}: kept {self.documents:,} "
+            f"documents, {self.sentences:,} sentences, {self.words:,} words, {self.characters:,} characters. "
+            f"Skipped {self.empty_documents:,} empty documents, {self.headings_dropped:,} heading lines and "
+            f"{self.markup_lines_dropped:,} markup lines; "
+            f"replaced {self.undecodable_bytes:,} undecodable bytes with U+FFFD. "
+            f"Split {self.train_documents:,} train / {self.validation_documents:,} validation documents"
+            + (f" ({self.validation_documents_from_train:,} moved from train to reach the minimum)."
+               if self.validation_documents_from_train else ".")
+        )
+        return text + (" Stopped early at max_documents." if self.stopped_at_max_documents else "")

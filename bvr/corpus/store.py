@@ -1,0 +1,229 @@
+"""Building a corpus on disk: documents streamed from a reader into an Arrow-backed ``DatasetDict`` (``train`` and
+``validation``, split by a stable hash of each document's id), moved into place atomically, and loaded back."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import closing, contextmanager
+from dataclasses import asdict
+from pathlib import Path
+
+import datasets
+from datasets.arrow_writer import ArrowWriter
+
+from bvr.corpus.readers import READERS, SOURCES, SourceOptions
+from bvr.corpus.stats import CorpusStats, Document
+from bvr.errors import BvrError
+from bvr.fs import replace_dir
+
+SPLITS = ("train", "validation")
+STATS_FILE = "corpus_stats.json"
+FEATURES = datasets.Features(
+    {
+        "doc_id": datasets.Value("string"),
+        "title": datasets.Value("string"),
+        "sentences": datasets.Sequence(datasets.Value("string")),
+    }
+)
+
+
+def is_validation(doc_id: str, fraction: float, seed: int) -> bool:
+    """Whether a document belongs to the validation split.
+
+    The choice is a stable hash of ``(seed, doc_id)`` (BLAKE2b, not ``hash()``, which changes per process), so it
+    depends neither on reading order nor on the process, and a document's split never changes when the corpus
+    grows.
+
+    Args:
+        doc_id: the document's id.
+        fraction: the expected share of validation documents, in [0, 1].
+        seed: changes which documents are chosen.
+
+    Returns:
+        True for validation.
+    """
+    return split_rank(doc_id, seed) < fraction * 2**64
+
+
+def split_rank(doc_id: str, seed: int) -> int:
+    """A document's place in [0, 2**64) for the split: BLAKE2b of ``(seed, doc_id)``; the lowest are validation."""
+    digest = hashlib.blake2b(f"{seed}\0{doc_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+def build_corpus(
+    source: str,
+    path: str | Path,
+    out_dir: Path,
+    *,
+    validation_fraction: float = 0.01,
+    split_seed: int = 0,
+    max_documents: int | None = None,
+    text_column: str = "text",
+    hf_split: str = "train",
+    hf_config: str | None = None,
+    min_validation_documents: int = 0,
+    progress: bool = True,
+) -> CorpusStats:
+    """Read a corpus and write it to ``out_dir`` as a ``DatasetDict`` (train, validation) plus ``corpus_stats.json``.
+
+    Documents stream from the reader into Arrow files one at a time, so memory does not grow with the corpus.
+    The corpus is built in a hidden sibling folder and renamed into place at the end, so an interrupted run
+    leaves ``out_dir`` as it was.
+
+    Args:
+        source: one of :data:`SOURCES`.
+        path: the corpus file or folder, or (for "hf") a dataset path or hub id.
+        out_dir: where the corpus goes; an existing corpus there is replaced.
+        validation_fraction: expected share of documents in the validation split, in [0, 1).
+        split_seed: seed of the train/validation choice (see :func:`is_validation`).
+        max_documents: stop after this many documents (for quick runs); None reads everything.
+        text_column: ("hf") the column holding the text.
+        hf_split: ("hf") the split to read.
+        hf_config: ("hf") the dataset configuration.
+        min_validation_documents: when the hash puts fewer documents in validation, move the training documents
+            with the lowest :func:`split_rank` (the nearest to being chosen) over until there are this many, so a
+            small corpus still has a validation split; a corpus that would then have no training document is an
+            error.
+        progress: show a progress bar.
+
+    Returns:
+        The counts, also written to ``out_dir/corpus_stats.json``.
+
+    Raises:
+        BvrError: an unknown source, a bad fraction, unreadable input, no documents at all (or too few for
+            ``min_validation_documents``), or an ``out_dir`` that holds something other than a corpus.
+    """
+    _check_build_args(source, validation_fraction, max_documents)
+    out_dir = Path(out_dir).expanduser()
+    _check_replaceable(out_dir)
+    stats = CorpusStats(source=source, path=str(path))
+    options = SourceOptions(text_column, hf_split, hf_config, progress)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    work = out_dir.with_name(f".{out_dir.name}.building-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        with closing(READERS[source](path, stats, options)) as documents:
+            _write_arrow(documents, work / "stream", stats, validation_fraction, split_seed, max_documents)
+        if stats.documents == 0:
+            raise BvrError(f"no documents found. {stats.summary()}", where=path, hint="check --source and the path")
+        if stats.documents <= min_validation_documents:
+            raise BvrError(f"{stats.documents} document(s) found: too few to hold out {min_validation_documents} for "
+                           "validation and train on the rest", where=path,
+                           hint=f"use a corpus of at least {min_validation_documents + 1} documents (in plain text, "
+                                "a blank line ends a document)")
+        _save_corpus(work / "stream", work / "corpus", stats, min_validation_documents, split_seed, progress=progress)
+        replace_dir(work / "corpus", out_dir)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return stats
+
+
+def _check_build_args(source: str, validation_fraction: float, max_documents: int | None) -> None:
+    """Refuse an unknown source, a fraction outside [0, 1) or a non-positive document limit."""
+    if source not in READERS:
+        raise BvrError(f"unknown corpus source {source!r}", where="source", hint=f"use one of {', '.join(SOURCES)}")
+    if not 0 <= validation_fraction < 1:
+        raise BvrError(f"{validation_fraction} is not in [0, 1)", where="validation_fraction")
+    if max_documents is not None and max_documents < 1:
+        raise BvrError(f"{max_documents} is not a positive number", where="max_documents")
+
+
+def _check_replaceable(out_dir: Path) -> None:
+    """Refuse to replace a folder that holds anything but a corpus: it is deleted when the new one lands."""
+    if out_dir.exists() and any(out_dir.iterdir()) and not (out_dir / STATS_FILE).exists():
+        raise BvrError(
+            "exists and is not a corpus written by bvr", where=out_dir, hint="choose an empty or new output folder"
+        )
+
+
+def _write_arrow(
+    documents: Iterable[Document],
+    folder: Path,
+    stats: CorpusStats,
+    fraction: float,
+    seed: int,
+    max_documents: int | None,
+) -> None:
+    """Stream documents into ``folder/{train,validation}.arrow``, choosing each one's split by its id."""
+    folder.mkdir(parents=True)
+    writers = {split: ArrowWriter(features=FEATURES, path=str(folder / f"{split}.arrow")) for split in SPLITS}
+    try:
+        for document in documents:
+            split = "validation" if is_validation(document["doc_id"], fraction, seed) else "train"
+            writers[split].write(document)
+            if split == "validation":
+                stats.validation_documents += 1
+            else:
+                stats.train_documents += 1
+            if max_documents is not None and stats.train_documents + stats.validation_documents >= max_documents:
+                stats.stopped_at_max_documents = True
+                break
+    finally:
+        for writer in writers.values():
+            writer.finalize()
+
+
+def _save_corpus(stream: Path, folder: Path, stats: CorpusStats, min_validation: int, seed: int, *,
+                 progress: bool) -> None:
+    """Turn the streamed Arrow files into a ``save_to_disk`` folder, memory-mapped so nothing is loaded; top the
+    validation split up to ``min_validation`` documents from train first."""
+    corpus = datasets.DatasetDict(
+        {split: datasets.Dataset.from_file(str(stream / f"{split}.arrow"), split=split) for split in SPLITS}
+    )
+    missing = min_validation - len(corpus["validation"])
+    if missing > 0:
+        corpus = _move_to_validation(corpus, missing, seed)
+        stats.train_documents -= missing
+        stats.validation_documents += missing
+        stats.validation_documents_from_train = missing
+    # datasets writes no shard at all for an empty split and then cannot load it: ask for one shard there.
+    empty = {split: 1 for split, dataset in corpus.items() if len(dataset) == 0}
+    with _datasets_progress(progress):
+        corpus.save_to_disk(str(folder), num_shards=empty)
+    (folder / STATS_FILE).write_text(json.dumps(asdict(stats), indent=2) + "\n", encoding="utf-8")
+
+
+def _move_to_validation(corpus: datasets.DatasetDict, count: int, seed: int) -> datasets.DatasetDict:
+    """Move the ``count`` training documents of lowest :func:`split_rank` to validation (after its own documents)."""
+    train = corpus["train"]
+    ranks = [split_rank(doc_id, seed) for doc_id in train["doc_id"]]
+    moved = sorted(sorted(range(len(ranks)), key=ranks.__getitem__)[:count])
+    kept = sorted(set(range(len(ranks))) - set(moved))
+    validation = datasets.concatenate_datasets([corpus["validation"], train.select(moved)])
+    return datasets.DatasetDict({"train": train.select(kept), "validation": validation})
+
+
+@contextmanager
+def _datasets_progress(enabled: bool) -> Iterator[None]:
+    """Silence the ``datasets`` progress bars inside the block when ``enabled`` is False, then restore them."""
+    silence = not enabled and datasets.is_progress_bar_enabled()
+    if silence:
+        datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if silence:
+            datasets.enable_progress_bars()
+
+
+def load_corpus(out_dir: Path) -> datasets.DatasetDict:
+    """Open a corpus written by :func:`build_corpus`, memory-mapped.
+
+    Args:
+        out_dir: the folder given to :func:`build_corpus`.
+
+    Returns:
+        The ``DatasetDict`` with ``train`` and ``validation`` splits.
+
+    Raises:
+        BvrError: there is no corpus in ``out_dir``.
+    """
+    out_dir = Path(out_dir).expanduser()
+    if not (out_dir / "dataset_dict.json").exists():
+        raise BvrError("no prepared corpus here", where=out_dir, hint="run `bvr data prepare`")
+    return datasets.load_from_disk(str(out_dir))

@@ -1,0 +1,42 @@
+"""Zero-shot BLiMP by pseudo-log-likelihood: does the encoder prefer the grammatical sentence of each minimal pair?
+
+BLiMP (Warstadt et al. 2020) has 67 paradigms of 1,000 minimal pairs, one file each (``data/PARADIGM.jsonl``): a
+grammatical ``sentence_good`` and an ungrammatical ``sentence_bad`` that differ in one place. A model is right on a
+pair when it scores the good sentence higher. A masked language model has no left-to-right probability, so each
+sentence is scored by its pseudo-log-likelihood (PLL, Salazar et al. 2020, "Masked Language Model Scoring"): mask
+each token in turn and sum the log-probabilities of the true tokens.
+
+- :func:`load_blimp` reads the paradigm files, optionally a fixed subsample of each paradigm;
+- :func:`pll_scores` scores sentences, batching the masked copies of many sentences;
+- :func:`score_pairs` turns the scores into accuracies (per paradigm, linguistic term and field; macro and micro);
+- :func:`evaluate_blimp` does all three for a :class:`~bvr.pretrained.Pretrained` model;
+- :func:`published_blimp` reads the paper's per-paradigm accuracies of its four language models.
+
+Accuracies are fractions in [0, 1], like every bvr metric. The macro accuracy (the mean over paradigms) is the
+paper's headline figure; the accuracy of a linguistic term or field is likewise the mean over its paradigms, which is
+how the paper's ``overall`` rows are computed.
+
+Modules: :mod:`~bvr.evaluation.blimp.pairs`, :mod:`~bvr.evaluation.blimp.pll`, :mod:`~bvr.evaluation.blimp.scores`
+and :mod:`~bvr.evaluation.blimp.evaluate`.
+"""
+
+from bvr.evaluation.blimp.evaluate import evaluate_blimp
+from bvr.evaluation.blimp.pairs import REQUIRED_KEYS, SUMMARY_FILE, BlimpPair, load_blimp, paradigm_files
+from bvr.evaluation.blimp.pll import DEFAULT_TOKENS_PER_BATCH, pll_scores
+from bvr.evaluation.blimp.scores import (
+    CHANCE,
+    PUBLISHED_MODELS,
+    BlimpResult,
+    BlimpSummary,
+    macro_accuracy,
+    published_blimp,
+    published_summaries,
+    score_pairs,
+    summary_file,
+)
+
+__all__ = [
+    "CHANCE", "DEFAULT_TOKENS_PER_BATCH", "PUBLISHED_MODELS", "REQUIRED_KEYS", "SUMMARY_FILE", "BlimpPair",
+    "BlimpResult", "BlimpSummary", "evaluate_blimp", "load_blimp", "macro_accuracy", "paradigm_files", "pll_scores",
+    "published_blimp", "published_summaries", "score_pairs", "summary_file",
+]

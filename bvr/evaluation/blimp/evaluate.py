@@ -1,0 +1,73 @@
+"""One BLiMP evaluation of a pretrained model: read the pairs, score them by PLL, compare with the paper's models."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+if TYPE_CHECKING:
+    from bvr.pretrained import Pretrained
+
+
+from bvr.evaluation.blimp.pairs import load_blimp, paradigm_files
+from bvr.evaluation.blimp.pll import DEFAULT_TOKENS_PER_BATCH, pll_scores
+from bvr.evaluation.blimp.scores import BlimpResult, published_blimp, published_summaries, score_pairs, summary_file
+
+
+@contextmanager
+def _progress_bar(total: int, enabled: bool) -> Iterator[Callable[[int], None] | None]:
+    """A rich progress bar over sentences, yielding its ``advance(n)``; None when disabled."""
+    if not enabled:
+        yield None
+        return
+    columns = (TextColumn("BLiMP"), BarColumn(), MofNCompleteColumn(), TextColumn("sentences"), TimeElapsedColumn(),
+               TextColumn("left"), TimeRemainingColumn())
+    with Progress(*columns) as bar:
+        task = bar.add_task("BLiMP", total=total)
+        yield lambda n: bar.advance(task, n)
+
+
+def evaluate_blimp(
+    pretrained: Pretrained,
+    folder: Path,
+    per_paradigm: int | None = None,
+    seed: int = 0,
+    progress: bool = False,
+    *,
+    max_tokens_per_batch: int = DEFAULT_TOKENS_PER_BATCH,
+) -> BlimpResult:
+    """Zero-shot BLiMP accuracy of a pretrained encoder, by pseudo-log-likelihood.
+
+    A pair is correct when the good sentence's PLL is strictly higher than the bad one's; ties count as wrong.
+
+    Args:
+        pretrained: the model and tokenizer (:func:`bvr.pretrained.load_pretrained`).
+        folder: the BLiMP data (see :func:`paradigm_files`); its ``models_summary.jsonl``, when there, fills
+            :attr:`BlimpResult.published` over the same paradigms.
+        per_paradigm: score a fixed subsample of this many pairs per paradigm (:func:`load_blimp`); None: all.
+        seed: which subsample.
+        progress: draw a progress bar over sentences.
+        max_tokens_per_batch: see :func:`pll_scores`.
+
+    Returns:
+        The accuracies, each pair's scores and correctness, the wall time and the published models.
+
+    Raises:
+        BvrError: bad BLiMP files (``file:line``), or a sentence longer than the model's positions.
+    """
+    pairs = load_blimp(folder, per_paradigm, seed)
+    summary = summary_file(paradigm_files(folder)[0].parent)
+    sentences = [pair.good for pair in pairs] + [pair.bad for pair in pairs]
+    start = time.perf_counter()
+    with _progress_bar(len(sentences), progress) as advance:
+        scores = pll_scores(pretrained.model, pretrained.tokenizer, pretrained.family, sentences,
+                            max_tokens_per_batch=max_tokens_per_batch, on_progress=advance)
+    result = score_pairs(pairs, scores[:len(pairs)], scores[len(pairs):], seconds=time.perf_counter() - start)
+    if summary is not None:
+        result.published = published_summaries(published_blimp(summary.parent), result.paradigm_terms)
+    return result

@@ -1,0 +1,247 @@
+"""BLiMP accuracies: per paradigm, linguistic term and field, macro and micro, from the PLL scores of the pairs; and
+the paper's per-paradigm accuracies of its four language models."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from bvr.errors import BvrError
+
+if TYPE_CHECKING:
+    pass
+
+
+from bvr.evaluation.blimp.pairs import SUMMARY_FILE, BlimpPair, json_lines
+
+PUBLISHED_MODELS = {"ngram": "5-gram", "lstm": "LSTM", "txl": "Transformer-XL", "gpt2": "GPT-2"}
+"""Columns of ``models_summary.jsonl`` and the names the paper gives the models."""
+
+CHANCE = 0.5
+"""Accuracy of a scorer that picks one sentence of each pair at random."""
+
+
+@dataclass(frozen=True)
+class BlimpSummary:
+    """A model's macro accuracy and accuracy per linguistic term, over some paradigms."""
+
+    macro: float
+    """Mean accuracy over the paradigms."""
+    terms: dict[str, float]
+    """Mean accuracy over each term's paradigms."""
+    paradigms: int
+    """How many paradigms the figures average."""
+
+
+def _group_means(values: Mapping[str, float], group_of: Mapping[str, str]) -> dict[str, float]:
+    """Mean of ``values`` (paradigm -> accuracy) per group (paradigm -> group), groups sorted by name."""
+    members: dict[str, list[float]] = defaultdict(list)
+    for paradigm, value in values.items():
+        members[group_of[paradigm]].append(value)
+    return {group: float(np.mean(members[group])) for group in sorted(members)}
+
+
+@dataclass
+class BlimpResult:
+    """Scores and accuracies of one model on BLiMP; build it with :func:`score_pairs`.
+
+    Accuracies are fractions in [0, 1]. A pair is correct when the good sentence's PLL is strictly higher than the
+    bad one's; a tie counts as wrong (the release has 7 pairs whose two sentences are identical, always wrong).
+    """
+
+    pairs: list[BlimpPair]
+    """The pairs scored, in the order of the arrays below."""
+    good_pll: np.ndarray
+    """(pairs,) PLL of each good sentence."""
+    bad_pll: np.ndarray
+    """(pairs,) PLL of each bad sentence."""
+    correct: np.ndarray
+    """(pairs,) bool, good_pll > bad_pll: per-pair correctness, for paired statistics across models."""
+    paradigm_accuracy: dict[str, float]
+    """Accuracy of each paradigm (UID), sorted by UID."""
+    paradigm_pairs: dict[str, int]
+    """Pairs scored in each paradigm."""
+    term_accuracy: dict[str, float]
+    """Mean paradigm accuracy of each linguistics_term."""
+    field_accuracy: dict[str, float]
+    """Mean paradigm accuracy of each field."""
+    macro_accuracy: float
+    """Mean paradigm accuracy: the paper's headline figure."""
+    micro_accuracy: float
+    """Share of all pairs correct (equal to the macro accuracy when every paradigm has as many pairs)."""
+    seconds: float | None = None
+    """Wall time of the scoring, when measured."""
+    published: dict[str, BlimpSummary] = dataclasses.field(default_factory=dict)
+    """The paper's models over the same paradigms (:func:`published_summaries`), when their file was found."""
+
+    @property
+    def paradigm_terms(self) -> dict[str, str]:
+        """Paradigm -> linguistics_term."""
+        return {pair.uid: pair.term for pair in self.pairs}
+
+    @property
+    def paradigm_fields(self) -> dict[str, str]:
+        """Paradigm -> field."""
+        return {pair.uid: pair.field for pair in self.pairs}
+
+    @property
+    def sentences(self) -> int:
+        """Sentences scored (two per pair)."""
+        return 2 * len(self.pairs)
+
+    def summary(self) -> BlimpSummary:
+        """This model's macro and per-term accuracies, to set beside :attr:`published`."""
+        return BlimpSummary(self.macro_accuracy, dict(self.term_accuracy), len(self.paradigm_accuracy))
+
+    def metrics(self) -> dict[str, float]:
+        """Flat metrics, fractions in [0, 1]: ``blimp/macro_accuracy``, ``blimp/micro_accuracy``, ``blimp/pairs``,
+        ``blimp/paradigm/<UID>``, ``blimp/term/<linguistics_term>`` and ``blimp/field/<field>``."""
+        metrics = {"blimp/macro_accuracy": self.macro_accuracy, "blimp/micro_accuracy": self.micro_accuracy,
+                   "blimp/pairs": float(len(self.pairs))}
+        for prefix, values in (("paradigm", self.paradigm_accuracy), ("term", self.term_accuracy),
+                               ("field", self.field_accuracy)):
+            metrics.update({f"blimp/{prefix}/{name}": value for name, value in values.items()})
+        return metrics
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything as JSON-ready values: the metrics, each paradigm, the published models, and every pair."""
+        terms, fields = self.paradigm_terms, self.paradigm_fields
+        return {
+            "metrics": self.metrics(),
+            "seconds": self.seconds,
+            "sentences": self.sentences,
+            "paradigms": {uid: {"term": terms[uid], "field": fields[uid], "pairs": self.paradigm_pairs[uid],
+                                "accuracy": accuracy} for uid, accuracy in self.paradigm_accuracy.items()},
+            "published": {name: {"macro_accuracy": s.macro, "terms": s.terms, "paradigms": s.paradigms}
+                          for name, s in self.published.items()},
+            "pairs": [{"UID": p.uid, "pairID": p.pair_id, "good_pll": float(g), "bad_pll": float(b),
+                       "correct": bool(c)}
+                      for p, g, b, c in zip(self.pairs, self.good_pll, self.bad_pll, self.correct, strict=True)],
+        }
+
+
+def score_pairs(
+    pairs: Sequence[BlimpPair], good_pll: Sequence[float], bad_pll: Sequence[float], *, seconds: float | None = None
+) -> BlimpResult:
+    """Accuracies from the scores of each pair's good and bad sentence (any scores where higher means likelier).
+
+    Ties count as wrong. Paradigm accuracy is the share of its pairs correct; a term's or field's is the mean of its
+    paradigms' accuracies (as the paper's summary rows); macro is the mean over paradigms, micro over pairs.
+
+    Example:
+        >>> pairs = [BlimpPair("p", "0", "syntax", "t", "good", "bad"), BlimpPair("p", "1", "syntax", "t", "a", "b"),
+        ...          BlimpPair("q", "0", "semantics", "t", "x", "y")]
+        >>> result = score_pairs(pairs, [-1.0, -5.0, -2.0], [-3.0, -5.0, -9.0])
+        >>> result.paradigm_accuracy, result.macro_accuracy, result.micro_accuracy
+        ({'p': 0.5, 'q': 1.0}, 0.75, 0.6666666666666666)
+    """
+    pairs = list(pairs)
+    if not pairs:
+        raise ValueError("no pairs to score")
+    good, bad = np.asarray(good_pll, dtype=np.float64), np.asarray(bad_pll, dtype=np.float64)  # (pairs,) each
+    if good.shape != (len(pairs),) or bad.shape != (len(pairs),):
+        raise ValueError(f"need one good and one bad score per pair: {len(pairs)} pairs, {good.shape}, {bad.shape}")
+    correct = good > bad  # strict: a tie is wrong
+    members: dict[str, list[int]] = defaultdict(list)
+    for index, pair in enumerate(pairs):
+        members[pair.uid].append(index)
+    accuracy = {uid: float(correct[members[uid]].mean()) for uid in sorted(members)}
+    return BlimpResult(
+        pairs=pairs, good_pll=good, bad_pll=bad, correct=correct,
+        paradigm_accuracy=accuracy,
+        paradigm_pairs={uid: len(members[uid]) for uid in accuracy},
+        term_accuracy=_group_means(accuracy, {p.uid: p.term for p in pairs}),
+        field_accuracy=_group_means(accuracy, {p.uid: p.field for p in pairs}),
+        macro_accuracy=float(np.mean(list(accuracy.values()))),
+        micro_accuracy=float(correct.mean()),
+        seconds=seconds,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The paper's models
+
+
+def summary_file(folder: Path) -> Path | None:
+    """``models_summary.jsonl`` in ``folder``, its parent (``folder`` is ``blimp/data``) or ``folder/blimp``."""
+    folder = Path(folder)
+    for candidate in (folder, folder.parent, folder / "blimp"):
+        if (candidate / SUMMARY_FILE).is_file():
+            return candidate / SUMMARY_FILE
+    return None
+
+
+def _accuracy(row: dict[str, Any], column: str, where: str) -> float:
+    value = row.get(column)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+        raise BvrError(f"{column} must be an accuracy in [0, 1], got {json.dumps(value)}", where=where,
+                       hint=f"use the BLiMP release's {SUMMARY_FILE}")
+    return float(value)
+
+
+def published_blimp(folder: Path) -> dict[str, dict[str, float]]:
+    """The paper's per-paradigm accuracies of its four models, from ``models_summary.jsonl``.
+
+    Rows whose ``UID`` is ``overall`` are the paper's summaries and are skipped; :func:`macro_accuracy` of a model's
+    paradigms gives its headline figure (5-gram 0.612, LSTM 0.698, Transformer-XL 0.696, GPT-2 0.830).
+
+    Args:
+        folder: where :func:`summary_file` looks.
+
+    Returns:
+        Model name (``5-gram``, ``LSTM``, ``Transformer-XL``, ``GPT-2``) -> paradigm -> accuracy in [0, 1].
+
+    Raises:
+        BvrError: no such file, a bad line or a missing or out-of-range accuracy (named ``file:line``), no paradigm.
+    """
+    path = summary_file(folder)
+    if path is None:
+        raise BvrError(f"no {SUMMARY_FILE} here, in its parent or in blimp/", where=folder,
+                       hint="it ships with the BLiMP release, beside data/")
+    published: dict[str, dict[str, float]] = {name: {} for name in PUBLISHED_MODELS.values()}
+    for number, row in json_lines(path):
+        where = f"{path}:{number}"
+        if not isinstance(row.get("UID"), str) or not row["UID"]:
+            raise BvrError("missing key UID", where=where, hint=f"use the BLiMP release's {SUMMARY_FILE}")
+        if row["UID"] == "overall":
+            continue
+        for column, name in PUBLISHED_MODELS.items():
+            published[name][row["UID"]] = _accuracy(row, column, where)
+    if not published["GPT-2"]:
+        raise BvrError("no per-paradigm rows (only 'overall' summaries or nothing)", where=path)
+    return published
+
+
+def macro_accuracy(by_paradigm: Mapping[str, float]) -> float:
+    """Mean accuracy over paradigms.
+
+    >>> macro_accuracy({"a": 0.5, "b": 1.0})
+    0.75
+    """
+    return float(np.mean(list(by_paradigm.values())))
+
+
+def published_summaries(published: Mapping[str, Mapping[str, float]],
+                        paradigm_terms: Mapping[str, str]) -> dict[str, BlimpSummary]:
+    """Each published model's macro and per-term accuracies over the paradigms of ``paradigm_terms``.
+
+    Restricting to the paradigms a result has keeps the comparison fair when only some were scored. A model with
+    none of them is left out.
+
+    Args:
+        published: :func:`published_blimp`'s result.
+        paradigm_terms: paradigm -> linguistics_term of the paradigms to average (:attr:`BlimpResult.paradigm_terms`).
+    """
+    out = {}
+    for name, accuracies in published.items():
+        shared = {uid: accuracies[uid] for uid in paradigm_terms if uid in accuracies}
+        if shared:
+            out[name] = BlimpSummary(macro_accuracy(shared), _group_means(shared, paradigm_terms), len(shared))
+    return out

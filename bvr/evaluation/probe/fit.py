@@ -1,0 +1,178 @@
+"""Linear probes on standardised features: multinomial logistic regression by preconditioned L-BFGS
+(:func:`fit_logistic`) and ridge regression from its normal equations (:func:`fit_ridge`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from bvr.tasks.registry import TaskSpec
+
+MAX_ITERATIONS = 500
+"""Most L-BFGS iterations of one logistic fit."""
+GRAD_TOLERANCE = 1e-5
+"""L-BFGS stops when the largest component of the preconditioned gradient is below this. There the Hessian is close
+to the identity, so the objective is then within about ``dim * classes * tol**2 / 2`` of its minimum; on CoNLL-2003
+the held-out F1 of every grid point agrees to four decimals with that of a 1e-6 tolerance, at 60% of the time."""
+CHANGE_TOLERANCE = 1e-12
+"""L-BFGS also stops when the loss or the step changes by less than this."""
+HISTORY_SIZE = 20
+"""L-BFGS curvature pairs kept."""
+CURVATURE = 0.25
+"""Log-loss curvature the preconditioner assumes per unit of feature variance: ``p (1 - p)`` at its largest."""
+
+
+@dataclass
+class LinearProbe:
+    """A fitted probe: standardisation with its training data's statistics, then a linear map, in float64.
+
+    Attributes:
+        mean: (dim,) feature means of the training rows.
+        scale: (dim,) their standard deviations (1 where a feature is constant).
+        weight: (dim, outputs): classes, or 1 for regression.
+        bias: (outputs,).
+        l2: the L2 strength it was fitted with.
+        iterations: L-BFGS iterations (0 for ridge's closed form).
+        converged: stopped by a tolerance rather than by :data:`MAX_ITERATIONS`.
+    """
+
+    mean: torch.Tensor
+    scale: torch.Tensor
+    weight: torch.Tensor
+    bias: torch.Tensor
+    l2: float
+    iterations: int = 0
+    converged: bool = True
+
+    def standardise(self, x: torch.Tensor) -> torch.Tensor:
+        return (x.double() - self.mean) / self.scale
+
+    def scores(self, x: torch.Tensor) -> torch.Tensor:
+        """(rows, dim) features -> (rows, outputs) logits or predicted scores."""
+        return self.standardise(x) @ self.weight + self.bias
+
+    def predict(self, x: torch.Tensor, regression: bool) -> torch.Tensor:
+        """Predicted class ids (int64), or scores (float64) when ``regression``: (rows,)."""
+        scores = self.scores(x)
+        return scores[:, 0] if regression else scores.argmax(dim=-1)
+
+
+def standardisation(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and (population) standard deviation of each column of (rows, dim), float64; a constant column gets 1."""
+    x = x.double()
+    mean = x.mean(dim=0)
+    scale = x.std(dim=0, correction=0)
+    return mean, torch.where(scale > 1e-12, scale, torch.ones_like(scale))
+
+
+@dataclass
+class Standardised:
+    """Training features standardised, with the eigenbasis of their covariance (L-BFGS's preconditioner).
+
+    Attributes:
+        z: (rows, dim) standardised features, float64.
+        mean: (dim,) the means taken off.
+        scale: (dim,) the standard deviations divided by.
+        eigenvalues: (dim,) of ``z^T z / rows``, ascending.
+        eigenvectors: (dim, dim), one per column.
+    """
+
+    z: torch.Tensor
+    mean: torch.Tensor
+    scale: torch.Tensor
+    eigenvalues: torch.Tensor
+    eigenvectors: torch.Tensor
+
+    @classmethod
+    def of(cls, x: torch.Tensor) -> Standardised:
+        """Standardise (rows, dim) features and diagonalise their covariance (once for every L2 strength)."""
+        mean, scale = standardisation(x)
+        z = (x.double() - mean) / scale
+        eigenvalues, eigenvectors = torch.linalg.eigh(z.T @ z / len(z))
+        return cls(z, mean, scale, eigenvalues.clamp(min=0.0), eigenvectors)
+
+
+def fit_logistic(
+    data: Standardised, y: torch.Tensor, num_classes: int, l2: float,
+    start: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, int, bool]:
+    """Multinomial logistic regression by full-batch L-BFGS: mean cross-entropy + ``l2 / 2 * ||W||^2``.
+
+    Frozen features are strongly correlated (covariance condition numbers of 1e6 to 1e8 are usual), which leaves
+    plain L-BFGS hundreds of iterations from the optimum at weak penalties. It therefore works in preconditioned
+    coordinates ``C``, ``W^T = (C * p) V^T`` with ``V`` the covariance's eigenvectors and
+    ``p = (CURVATURE * eigenvalue + l2) ** -0.5``, where the objective's Hessian is close to the identity; the
+    optimum is the same (the problem is strictly convex), reached in a few to a few dozen iterations.
+    :data:`GRAD_TOLERANCE` applies to the gradient in these coordinates. The gradient is written out: ``(P - Y)^T Z``
+    reads ``Z`` row by row, where autograd's ``Z^T (P - Y)`` runs several times slower on a CPU.
+
+    Args:
+        data: standardised features and their eigenbasis.
+        y: (rows,) class ids.
+        num_classes: outputs.
+        l2: penalty on the weights (the bias is free).
+        start: weight (dim, classes) and bias (classes,) to start from (a neighbouring L2 strength's solution);
+            None: zeros.
+
+    Returns:
+        weight (dim, classes), bias (classes,), the iterations run, and whether a tolerance (not
+        :data:`MAX_ITERATIONS`) stopped them.
+    """
+    z, basis, n = data.z, data.eigenvectors, len(data.z)
+    p = (CURVATURE * data.eigenvalues + l2).rsqrt()  # (dim,)
+    # (classes, dim): the gradient (P - Y)^T Z V * p is then contiguous, as L-BFGS needs.
+    coords = (start[0].T @ basis) / p if start is not None else torch.zeros(num_classes, z.shape[1], dtype=z.dtype)
+    bias = start[1].clone() if start is not None else torch.zeros(num_classes, dtype=z.dtype)
+    targets = F.one_hot(y, num_classes).to(z.dtype)  # (rows, classes)
+    optimizer = torch.optim.LBFGS([coords, bias], lr=1.0, max_iter=MAX_ITERATIONS, tolerance_grad=GRAD_TOLERANCE,
+                                  tolerance_change=CHANGE_TOLERANCE, history_size=HISTORY_SIZE,
+                                  line_search_fn="strong_wolfe")
+
+    def closure() -> torch.Tensor:
+        weight = (coords * p) @ basis.T  # (classes, dim)
+        log_probs = torch.addmm(bias, z, weight.T).log_softmax(dim=-1)  # (rows, classes)
+        loss = -(log_probs * targets).sum() / n + 0.5 * l2 * weight.pow(2).sum()
+        residual = (log_probs.exp() - targets) / n  # (rows, classes): d loss / d logits
+        coords.grad = ((residual.T @ z + l2 * weight) @ basis) * p
+        bias.grad = residual.sum(dim=0)
+        return loss
+
+    optimizer.step(closure)
+    iterations = int(optimizer.state[coords]["n_iter"])
+    return ((coords * p) @ basis.T).T, bias, iterations, iterations < MAX_ITERATIONS
+
+
+def fit_ridge(z: torch.Tensor, y: torch.Tensor, l2: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Ridge regression, exactly: minimise mean squared error / 2 + ``l2 / 2 * ||w||^2`` (the bias is free).
+
+    The bias absorbs the means, so ``w`` solves the normal equations of the centred data,
+    ``(Zc^T Zc / n + l2 I) w = Zc^T (y - mean y) / n``, and ``b = mean y - mean z . w``.
+
+    Returns:
+        weight (dim, 1) and bias (1,), float64.
+    """
+    z, y = z.double(), y.double()
+    z_mean, y_mean = z.mean(dim=0), y.mean()
+    centred = z - z_mean
+    n, dim = z.shape
+    gram = centred.T @ centred / n + l2 * torch.eye(dim, dtype=torch.float64)
+    weight = torch.linalg.solve(gram, centred.T @ (y - y_mean) / n)  # (dim,)
+    return weight[:, None], (y_mean - z_mean @ weight)[None]
+
+
+def fit_probe(
+    x: torch.Tensor | Standardised, y: torch.Tensor, spec: TaskSpec, l2: float, start: LinearProbe | None = None
+) -> LinearProbe:
+    """Fit the task's probe with penalty ``l2`` on (rows, dim) features, standardised here unless they already are.
+
+    ``start`` (logistic probes only) warm-starts L-BFGS from another probe's weights: the same optimum, fewer steps.
+    """
+    data = x if isinstance(x, Standardised) else Standardised.of(x)
+    if spec.kind == "regression":
+        weight, bias = fit_ridge(data.z, y, l2)
+        return LinearProbe(data.mean, data.scale, weight, bias, l2)
+    initial = (start.weight, start.bias) if start is not None else None
+    weight, bias, iterations, converged = fit_logistic(data, y, spec.num_labels, l2, initial)
+    return LinearProbe(data.mean, data.scale, weight, bias, l2, iterations, converged)

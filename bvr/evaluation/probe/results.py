@@ -1,0 +1,145 @@
+"""The results of a probe run (:class:`ProbeResult`, one :class:`SeedProbe` per feature kind and seed) and their
+printed summary."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bvr.display import duration
+from bvr.errors import BvrError
+from bvr.evaluation.probe.fit import MAX_ITERATIONS
+
+
+@dataclass
+class SeedProbe:
+    """One probe: one feature kind trained on one seed's subsample.
+
+    Attributes:
+        scores: dev metric -> value, the headline (``main_metric``) included.
+        l2: the L2 strength chosen on the held-out part.
+        heldout_scores: metric -> value on the held-out training examples (empty unless ``heldout_examples``).
+        held_out: per L2 strength tried, the held-out headline score.
+        iterations: L-BFGS iterations of the final fit (0 for ridge).
+        converged: the final fit stopped by a tolerance.
+    """
+
+    scores: dict[str, float]
+    l2: float
+    held_out: dict[float, float]
+    iterations: int
+    converged: bool
+    heldout_scores: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class ProbeResult:
+    """Probes of every feature kind over every seed, with the trivial baseline.
+
+    Attributes:
+        task: the task name.
+        checkpoint: the model folder probed.
+        from_scratch: the encoder was randomly initialised (the no-pretraining control).
+        split: the evaluation split ('dev', or 'dev_matched' for MNLI).
+        main_metric: the headline metric's name ('accuracy', 'mcc', 'accuracy_f1', ...).
+        features: the feature kinds probed.
+        seeds: the seeds, in the order asked.
+        probes: feature kind -> seed -> :class:`SeedProbe`.
+        baseline: seed -> the trivial baseline's dev scores (its majority comes from the seed's subsample).
+        subsamples: seed -> indices (0-based, file order) of the training examples it drew.
+        train_size: examples (sentences) in the training file.
+        eval_size: dev examples probed; eval_total: dev examples in the file.
+        heldout_size: training examples set aside, never trained on, and scored as a second test set (0: none).
+        heldout_baseline: seed -> the trivial baseline's scores on them.
+        seconds: 'extract' (features), 'probe' (every fit) and 'total'.
+        reports: what was read, one line per file, then the caps.
+    """
+
+    task: str
+    checkpoint: str
+    from_scratch: bool
+    split: str
+    main_metric: str
+    features: tuple[str, ...]
+    seeds: list[int]
+    probes: dict[str, dict[int, SeedProbe]]
+    baseline: dict[int, dict[str, float]]
+    subsamples: dict[int, list[int]]
+    train_size: int
+    eval_size: int
+    eval_total: int
+    heldout_size: int = 0
+    heldout_baseline: dict[int, dict[str, float]] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    reports: list[str] = field(default_factory=list)
+
+    def metrics(self, seed: int) -> dict[str, float]:
+        """One seed's scores, flat: ``probe/TASK/FEATURE/METRIC`` and ``probe/TASK/baseline/METRIC`` on dev, and
+        ``probe/TASK/FEATURE/heldout/METRIC`` (and the baseline's) on the held-out training examples, if any."""
+        if seed not in self.baseline:
+            raise BvrError(f"no probe with seed {seed}", where="seed", hint=f"seeds run: {self.seeds}")
+        flat = {f"probe/{self.task}/{kind}/{name}": value
+                for kind in self.features for name, value in self.probes[kind][seed].scores.items()}
+        flat.update({f"probe/{self.task}/baseline/{name}": value for name, value in self.baseline[seed].items()})
+        flat.update({f"probe/{self.task}/{kind}/heldout/{name}": value
+                     for kind in self.features for name, value in self.probes[kind][seed].heldout_scores.items()})
+        flat.update({f"probe/{self.task}/baseline/heldout/{name}": value
+                     for name, value in self.heldout_baseline.get(seed, {}).items()})
+        return flat
+
+    def headline(self, kind: str) -> list[float]:
+        """The headline dev score of feature kind ``kind``, per seed in order."""
+        return [self.probes[kind][seed].scores[self.main_metric] for seed in self.seeds]
+
+    def median(self, kind: str) -> float:
+        """Median over seeds of the headline score of ``kind``."""
+        return float(np.median(self.headline(kind)))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: everything but the subsample indices (their sizes instead), and every seed's flat metrics."""
+        data = dataclasses.asdict(self)
+        data["subsamples"] = {seed: len(indices) for seed, indices in self.subsamples.items()}
+        data["median"] = {kind: self.median(kind) for kind in self.features}
+        data["metrics"] = {seed: self.metrics(seed) for seed in self.seeds}
+        return data
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Printing
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def describe(result: ProbeResult) -> str:
+    """A table for the CLI: per feature kind the median and every seed's headline score, beside the baseline."""
+    key = result.main_metric
+    control = " (no-pretraining control: random encoder of the same shape)" if result.from_scratch else ""
+    seeds = "".join(f"  {'seed ' + str(seed):>8}" for seed in result.seeds)
+    lines = [f"{result.task}: linear probes on frozen features of {result.checkpoint}{control}",
+             f"{key} on {result.split} ({result.eval_size:,} examples), median over {len(result.seeds)} seed(s)",
+             f"  {'feature':<9}{'median':>8}{seeds}  L2 chosen"]
+    for kind in result.features:
+        scores = "".join(f"  {value:>8.4f}" for value in result.headline(kind))
+        l2s = " ".join(f"{result.probes[kind][seed].l2:g}" for seed in result.seeds)
+        lines.append(f"  {kind:<9}{result.median(kind):>8.4f}{scores}  {l2s}")
+    base = [result.baseline[seed][key] for seed in result.seeds]
+    lines.append(f"  {'baseline':<9}{float(np.median(base)):>8.4f}{''.join(f'  {v:>8.4f}' for v in base)}  "
+                 "(majority class, or the training mean)")
+    if result.heldout_size:
+        lines.append(f"{key} on {result.heldout_size:,} held-out training examples")
+        for kind in result.features:
+            held = [result.probes[kind][seed].heldout_scores[key] for seed in result.seeds]
+            lines.append(f"  {kind:<9}{float(np.median(held)):>8.4f}{''.join(f'  {v:>8.4f}' for v in held)}")
+        held_base = [result.heldout_baseline[seed][key] for seed in result.seeds]
+        lines.append(f"  {'baseline':<9}{float(np.median(held_base)):>8.4f}"
+                     f"{''.join(f'  {v:>8.4f}' for v in held_base)}")
+    unconverged = sorted({kind for kind in result.features for p in result.probes[kind].values() if not p.converged})
+    if unconverged:
+        lines.append(f"note: L-BFGS hit {MAX_ITERATIONS} iterations for {', '.join(unconverged)}")
+    lines.extend(f"data: {line}" for line in result.reports)
+    seconds = result.seconds
+    lines.append(f"time: {duration(seconds.get('total'))} (features {duration(seconds.get('extract'))}, "
+                 f"probes {duration(seconds.get('probe'))})")
+    return "\n".join(lines)

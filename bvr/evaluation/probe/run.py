@@ -1,0 +1,273 @@
+"""Running probes: checking the options, reading and featurising the task's data once, and fitting one probe per
+feature kind and seed (:func:`run_probe`)."""
+
+from __future__ import annotations
+
+import copy
+import time
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bvr.config import DataSettings
+from bvr.errors import BvrError
+from bvr.evaluation.probe.features import (
+    BATCH_SIZE,
+    SENTENCE_FEATURES,
+    TOKEN_FEATURES,
+    FeatureExtractor,
+    ProbeSplit,
+    featurise,
+)
+from bvr.evaluation.probe.results import ProbeResult, SeedProbe
+from bvr.evaluation.probe.selection import (
+    baseline_scores,
+    score,
+    train_probe,
+)
+from bvr.model.encoder import Encoder, init_weights
+from bvr.pretrained import Pretrained
+from bvr.tasks.data import subset
+from bvr.tasks.readers import read_task
+from bvr.tasks.registry import TaskSpec, get_task
+
+PROBE_KINDS: tuple[str, ...] = ("classification", "regression", "tagging")
+"""Task kinds a probe can be trained on (span tasks predict positions, not labels)."""
+EVAL_SUBSET_SEED = 0
+"""Seed of the dev cap (``max_eval_examples``): the same dev examples for every model and seed."""
+SET_ASIDE_SEED = 0
+"""Seed of the training examples set aside as a test set (``heldout_examples``): the same for every model and seed
+(not :data:`HELD_OUT_SEED`, which draws the part of a subsample that chooses the L2 strength)."""
+SCRATCH_SEED = 0
+"""Seed of the random weights of ``from_scratch`` (one encoder for every probe seed)."""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Options
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def probe_task(task: str) -> TaskSpec:
+    """The spec of ``task``, which must be a sentence, pair or tagging task.
+
+    Raises:
+        BvrError: the task is unknown or a span task, naming the ``task`` option.
+    """
+    try:
+        spec = get_task(task)
+    except BvrError as err:
+        raise BvrError(err.message, where="task", hint=err.hint) from None
+    if spec.kind not in PROBE_KINDS:
+        raise BvrError(f"{spec.name} is a {spec.kind} task; probes need a label per example or per word",
+                       where="task", hint="probe a GLUE task or conll2003")
+    return spec
+
+
+def feature_kinds(spec: TaskSpec) -> tuple[str, ...]:
+    """The feature kinds a task supports: :data:`TOKEN_FEATURES` for tagging, else :data:`SENTENCE_FEATURES`."""
+    return TOKEN_FEATURES if spec.kind == "tagging" else SENTENCE_FEATURES
+
+
+def check_features(spec: TaskSpec, features: Sequence[str] | None) -> tuple[str, ...]:
+    """The requested feature kinds, in the task's order, duplicates dropped; None means all of them.
+
+    Raises:
+        BvrError: a kind is unknown for this task, or none is given, naming the ``features`` option.
+    """
+    known = feature_kinds(spec)
+    if features is None:
+        return known
+    unknown = [kind for kind in features if kind not in known]
+    if unknown or not features:
+        what = f"unknown feature kind {', '.join(map(repr, unknown))}" if unknown else "no feature kind given"
+        raise BvrError(f"{what} for {spec.name}", where="features", hint=f"choose from {', '.join(known)}")
+    return tuple(kind for kind in known if kind in features)
+
+
+def _check_options(seeds: Sequence[int], max_train: int | None, max_eval: int | None,
+                   heldout: int | None = None) -> list[int]:
+    if not seeds:
+        raise BvrError("give at least one seed", where="seeds")
+    if len(set(seeds)) != len(seeds):
+        raise BvrError(f"seeds repeat: {list(seeds)}", where="seeds")
+    # Choosing the L2 strength needs a held-out example and at least one to train on.
+    if max_train is not None and max_train < 2:
+        raise BvrError(f"must be at least 2, got {max_train}", where="max_train_examples")
+    if max_eval is not None and max_eval < 1:
+        raise BvrError(f"must be at least 1, got {max_eval}", where="max_eval_examples")
+    if heldout is not None and heldout < 1:
+        raise BvrError(f"must be at least 1, got {heldout}", where="heldout_examples")
+    return list(seeds)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Running
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def frozen_encoder(pretrained: Pretrained, from_scratch: bool, device: torch.device) -> Encoder:
+    """The checkpoint's encoder in eval mode on ``device`` (a copy if it must move), or a random one of its shape."""
+    encoder = pretrained.model.encoder
+    if from_scratch:
+        with torch.random.fork_rng(devices=[]):  # leave the caller's random state alone
+            torch.manual_seed(SCRATCH_SEED)
+            encoder = Encoder(encoder.config)
+            encoder.apply(lambda module: init_weights(module, encoder.config.initializer_range))
+    elif next(encoder.parameters()).device != device:
+        encoder = copy.deepcopy(encoder)
+    return encoder.to(device).eval()
+
+
+def _device(device: str | torch.device | None) -> torch.device:
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def _read(spec: TaskSpec, data_dir: Path | None) -> tuple[list[Any], list[Any], list[str]]:
+    """The training examples and the headline split's, with the readers' report lines."""
+    read = read_task(spec, data_dir, DataSettings())
+    train, train_line = read.splits[spec.splits[0].name]
+    dev, dev_line = read.splits[spec.headline_split]
+    return train, dev, list(dict.fromkeys([train_line, dev_line]))
+
+
+def run_probe(
+    pretrained: Pretrained,
+    task: str,
+    *,
+    data_dir: Path | None,
+    seeds: Sequence[int] = (0,),
+    features: Sequence[str] | None = None,
+    max_train_examples: int | None = None,
+    max_eval_examples: int | None = None,
+    heldout_examples: int | None = None,
+    from_scratch: bool = False,
+    max_length: int | None = None,
+    batch_size: int = BATCH_SIZE,
+    device: str | torch.device | None = None,
+    progress: bool = False,
+) -> ProbeResult:
+    """Train linear probes on frozen features of ``pretrained`` and score them on the task's dev split.
+
+    Args:
+        pretrained: the model and tokenizer (:func:`bvr.pretrained.load_pretrained`).
+        task: a GLUE task or conll2003.
+        data_dir: the data folder (``glue/``, ``conll2003/``); None reads the Hugging Face hub.
+        seeds: each draws its own training subsample; nothing else depends on it.
+        features: feature kinds (:data:`SENTENCE_FEATURES`, or :data:`TOKEN_FEATURES` for tagging); None: all.
+        max_train_examples: examples (sentences, for tagging) each seed draws from the train file; None: all.
+        max_eval_examples: dev examples scored, a fixed subset for every model and seed; None: all.
+        heldout_examples: also set this many training examples aside (a fixed draw, the same for every model and
+            seed), draw the seeds' subsamples from the rest, and score every probe on them too. A second test set
+            from the same task, larger than a small dev split (SST-2's has 872 sentences, so one model's accuracy
+            has a sampling error of about 1.7 points): comparisons between encoders see smaller differences.
+        from_scratch: probe a randomly initialised encoder of the checkpoint's shape (seed :data:`SCRATCH_SEED`).
+        max_length: tokens per sequence, specials included; None: the task's fine-tuning length (128), capped by
+            the model's positions.
+        batch_size: sequences per encoder batch.
+        device: where the encoder runs; None: CUDA when available, else the CPU (probes always fit on the CPU).
+        progress: show a progress bar over feature extraction.
+
+    Returns:
+        Every probe's dev scores, the trivial baseline, and timings.
+
+    Raises:
+        BvrError: an unknown or unsupported task, an unknown feature kind, bad seeds or caps, or unreadable data.
+    """
+    start = time.perf_counter()
+    spec = probe_task(task)
+    kinds = check_features(spec, features)
+    seeds = _check_options(seeds, max_train_examples, max_eval_examples, heldout_examples)
+    train_examples, dev_examples, reports = _read(spec, data_dir)
+    held, pool = heldout_split(len(train_examples), heldout_examples, max_train_examples)
+    picks = {seed: [pool[i] for i in subset(range(len(pool)), max_train_examples, seed)] for seed in seeds}
+    union = sorted(set().union(*picks.values()))
+    dev = subset(dev_examples, max_eval_examples, EVAL_SUBSET_SEED)
+    reports += _cap_notes(spec, len(pool), max_train_examples, len(dev), len(dev_examples))
+    if held:
+        reports.append(f"held out: {len(held):,} of {len(train_examples):,} training examples (seed {SET_ASIDE_SEED}),"
+                       " never trained on, scored as a second test set")
+    extractor = FeatureExtractor.of(frozen_encoder(pretrained, from_scratch, _device(device)), pretrained, batch_size,
+                                    progress)
+    default_length = spec.finetune.get("max_length", DataSettings.max_length)  # the task's fine-tuning length
+    length = min(max_length or default_length, extractor.encoder.config.max_tokens)
+    train = featurise(spec, [train_examples[i] for i in union], pretrained, extractor, kinds, length,
+                      f"{spec.name} train features")
+    dev_split = featurise(spec, dev, pretrained, extractor, kinds, length,
+                          f"{spec.name} {spec.headline_split} features")
+    held_split = featurise(spec, [train_examples[i] for i in held], pretrained, extractor, kinds, length,
+                           f"{spec.name} held-out features") if held else None
+    extracted = time.perf_counter()
+    position = {index: pos for pos, index in enumerate(union)}
+    probes: dict[str, dict[int, SeedProbe]] = {kind: {} for kind in kinds}
+    baseline, held_baseline = {}, {}
+    for seed in seeds:
+        picked = [position[i] for i in picks[seed]]
+        baseline[seed] = baseline_scores(spec, train, picked, dev_split)
+        if held_split is not None:
+            held_baseline[seed] = baseline_scores(spec, train, picked, held_split)
+        for kind in kinds:
+            probes[kind][seed] = _probe_one(spec, train, picked, dev_split, kind, held_split)
+    end = time.perf_counter()
+    return ProbeResult(spec.name, str(pretrained.folder), from_scratch, spec.headline_split, spec.main_metric, kinds,
+                       seeds, probes, baseline, picks, len(train_examples), len(dev), len(dev_examples),
+                       len(held), held_baseline,
+                       {"extract": extracted - start, "probe": end - extracted, "total": end - start}, reports)
+
+
+def _probe_one(spec: TaskSpec, train: ProbeSplit, picked: list[int], dev: ProbeSplit, kind: str,
+               held: ProbeSplit | None = None) -> SeedProbe:
+    selection = train_probe(spec, train, picked, kind)
+    probe = selection.probe
+
+    def evaluate(split: ProbeSplit) -> dict[str, float]:
+        predictions = probe.predict(split.features[kind], spec.kind == "regression")
+        return score(spec, split, range(len(split.examples)), predictions)
+
+    return SeedProbe(evaluate(dev), probe.l2, selection.held_out, probe.iterations, probe.converged,
+                     evaluate(held) if held is not None else {})
+
+
+def heldout_split(count: int, heldout: int | None, max_train: int | None) -> tuple[list[int], list[int]]:
+    """Training-file positions ``0..count-1`` split into (held out, pool the seeds draw from), both in file order.
+
+    The held-out draw (seed :data:`SET_ASIDE_SEED`) depends only on ``count`` and ``heldout``, so every model and seed
+    is scored on the same examples.
+
+    >>> held, pool = heldout_split(10, 3, None)
+    >>> len(held), len(pool), sorted(held + pool) == list(range(10))
+    (3, 7, True)
+    >>> heldout_split(4, None, None)
+    ([], [0, 1, 2, 3])
+
+    Raises:
+        BvrError: fewer than 2 training examples would be left to train on, naming ``heldout_examples``.
+    """
+    if heldout is None:
+        return [], list(range(count))
+    if count - heldout < 2:
+        raise BvrError(f"holding out {heldout:,} of {count:,} training examples leaves fewer than 2 to train on",
+                       where="heldout_examples", hint=f"hold out at most {max(count - 2, 0):,}")
+    held = subset(range(count), heldout, SET_ASIDE_SEED)
+    chosen = set(held)
+    pool = [i for i in range(count) if i not in chosen]
+    if max_train is not None and max_train > len(pool):
+        warnings.warn(f"only {len(pool):,} training examples are left after holding out {heldout:,}; "
+                      f"each probe seed trains on all of them, not {max_train:,}", stacklevel=3)
+    return held, pool
+
+
+def _cap_notes(spec: TaskSpec, train_total: int, cap: int | None, eval_kept: int, eval_total: int) -> list[str]:
+    unit = "sentences" if spec.kind == "tagging" else "examples"
+    if cap is None or cap >= train_total:
+        notes = [f"train: all {train_total:,} {unit} for every seed (the seeds then give the same probe)"]
+    else:
+        notes = [f"train: each seed draws {cap:,} of {train_total:,} {unit}"]
+    if eval_kept < eval_total:
+        notes.append(f"{spec.headline_split}: a fixed {eval_kept:,} of {eval_total:,} {unit} "
+                     f"(seed {EVAL_SUBSET_SEED}, the same for every model and seed)")
+    return notes

@@ -1,0 +1,96 @@
+"""Files and folders that are either whole or absent: written beside their final place, then renamed over it.
+
+A reader never sees a half-written file or folder, and a write that fails or is killed leaves the previous version
+(plus, at worst, a hidden ``.NAME.tmp-PID`` sibling that the next write of the same process replaces).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+
+def temp_sibling(path: Path, tag: str = "tmp") -> Path:
+    """The hidden sibling ``.NAME.TAG-PID`` of ``path``, on the same file system so a rename onto ``path`` is atomic.
+
+    >>> temp_sibling(Path("out/metrics.json")).name == f".metrics.json.tmp-{os.getpid()}"
+    True
+    """
+    path = Path(path)
+    return path.with_name(f".{path.name}.{tag}-{os.getpid()}")
+
+
+@contextmanager
+def atomic_open(path: Path, mode: str = "w", *, fsync: bool = False, encoding: str | None = None) -> Iterator[IO[Any]]:
+    """Open a temporary sibling of ``path`` for writing; rename it over ``path`` when the block ends without error.
+
+    Args:
+        path: the file to write (its folder is created).
+        mode: ``"w"`` for text (UTF-8 unless ``encoding`` says otherwise) or ``"wb"`` for bytes.
+        fsync: flush the file to disk before the rename and the folder after it, so the write survives a crash.
+        encoding: the text encoding.
+
+    An error inside the block removes the temporary file and leaves ``path`` as it was.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_sibling(path)
+    if "b" not in mode:
+        encoding = encoding or "utf-8"
+    try:
+        with tmp.open(mode, encoding=encoding) as file:
+            yield file
+            if fsync:
+                file.flush()
+                os.fsync(file.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if fsync:
+        fsync_folder(path.parent)
+
+
+def write_text(path: Path, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically; return ``path``.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     target = write_text(Path(folder) / "a" / "b.txt", "hello")
+    ...     target.read_text(), sorted(p.name for p in target.parent.iterdir())
+    ('hello', ['b.txt'])
+    """
+    with atomic_open(path) as file:
+        file.write(text)
+    return Path(path)
+
+
+def fsync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (a crash right after it must not bring the old file back)."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def replace_dir(built: Path, target: Path) -> None:
+    """Move the finished folder ``built`` to ``target``, replacing what is there with two renames.
+
+    The old ``target`` is first renamed to a hidden ``.NAME.old-XXXXXXXX`` sibling and removed once ``built`` is in
+    place, so there is never a half-written ``target``; such siblings left by a replace that was killed between its
+    renames are removed too.
+    """
+    built, target = Path(built), Path(target)
+    for stale in target.parent.glob(f".{target.name}.old-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
+    if target.exists():
+        target.rename(old)
+    built.rename(target)
+    shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,217 @@
+"""The transformer layers of the encoder, with Hugging Face's module names: dropout, post-LayerNorm self-attention
+on SDPA (with only the wanted positions computed in the last layer) and the GELU feed-forward."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bvr.model.encoder_config import EncoderConfig
+
+
+def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """Inverted dropout, as ``F.dropout``, with a faster mask on CPU.
+
+    torch's CPU dropout draws float Bernoulli noise, about twice as slow (forward and backward) as drawing int32
+    bits, uniform on [0, 2**31), and keeping the elements whose bits are at least ``p * 2**31``: the same keep
+    probability to 2**-31, and ~10% off a tiny-model training step. Off the CPU (CUDA's fused kernel)
+    ``F.dropout`` is used.
+    """
+    if not training or p == 0.0:
+        return x
+    if x.device.type != "cpu":
+        return F.dropout(x, p, training=True)
+    bits = torch.empty(x.shape, dtype=torch.int32).random_()  # uniform on [0, 2**31 - 1]
+    scale = (bits >= round(p * 2**31)).to(x.dtype).mul_(1.0 / (1.0 - p))  # 0 or 1 / (1 - p), in x's dtype
+    return x * scale
+
+
+class Dropout(nn.Dropout):
+    """``nn.Dropout`` through :func:`dropout` (same ``p``, same train/eval behaviour)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return dropout(x, self.p, self.training)
+
+
+class Selection(NamedTuple):
+    """Positions whose last-layer output is wanted, in row-major (batch, seq) order.
+
+    Built by :meth:`Selection.from_mask`; ``slots`` places each selected token in a (batch, width) grid of queries so
+    that attention stays batched although rows select different numbers of tokens.
+    """
+
+    rows: torch.Tensor
+    """(n,) batch index of each selected token."""
+    cols: torch.Tensor
+    """(n,) sequence position of each selected token."""
+    slots: torch.Tensor
+    """(n,) index of the token among its row's selected tokens."""
+    width: int
+    """Most tokens selected in one row."""
+
+    @classmethod
+    def from_mask(cls, selected: torch.Tensor) -> Selection:
+        """Selection of the True entries of a (batch, seq) boolean mask."""
+        rows, cols = selected.nonzero(as_tuple=True)  # (n,), (n,): row-major, like selected-mask indexing
+        slots = (selected.cumsum(dim=1) - 1)[rows, cols]
+        width = int(slots.max()) + 1 if slots.numel() else 0
+        return cls(rows, cols, slots, width)
+
+    def gather(self, x: torch.Tensor) -> torch.Tensor:
+        """(batch, seq, ...) -> (n, ...) at the selected positions."""
+        return x[self.rows, self.cols]
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention projections (HF ``attention.self``: query, key, value)."""
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__()
+        self.num_heads = config.num_heads
+        self.head_dim = config.head_dim
+        self.attention_dropout = config.attention_dropout
+        self.query = nn.Linear(config.hidden_size, config.hidden_size)
+        self.key = nn.Linear(config.hidden_size, config.hidden_size)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def fused_qkv(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Weight (3 * hidden, hidden) and bias (3 * hidden,) of q, k and v in one, the query pre-scaled.
+
+        Concatenating per call costs a few hundred KB and keeps HF's separate parameters, while the projection runs
+        as one wide GEMM. Folding 1/sqrt(head_dim) into the query's weights scales (hidden, hidden) numbers instead of
+        a (batch, heads, seq, head_dim) activation.
+        """
+        scale = self.head_dim**-0.5
+        weight = torch.cat((self.query.weight * scale, self.key.weight, self.value.weight))
+        bias = torch.cat((self.query.bias * scale, self.key.bias, self.value.bias))
+        return weight, bias
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        """(batch, len, hidden) view -> (batch, heads, len, head_dim) view, no copy."""
+        return x.unflatten(-1, (self.num_heads, self.head_dim)).transpose(1, 2)
+
+    def _merge(self, x: torch.Tensor) -> torch.Tensor:
+        """(batch, heads, len, head_dim) -> (batch, len, hidden)."""
+        return x.transpose(1, 2).flatten(2)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, selection: Selection | None = None) -> torch.Tensor:
+        """Attend over ``x`` (batch, seq, hidden); ``mask`` (batch, 1, 1, seq) is True at keys to attend to.
+
+        Returns (batch, seq, hidden), or (n, hidden) for the queries of ``selection`` only.
+        """
+        hidden = x.shape[-1]
+        weight, bias = self.fused_qkv()
+        dropout_p = self.attention_dropout if self.training else 0.0
+        if selection is None:
+            # split's backward writes the three gradients straight into one (batch, seq, 3 * hidden) tensor.
+            q, k, v = map(self._heads, F.linear(x, weight, bias).split(hidden, dim=-1))
+            return self._merge(attend(q, k, v, mask, dropout_p))  # (batch, seq, hidden)
+        k, v = map(self._heads, F.linear(x, weight[hidden:], bias[hidden:]).split(hidden, dim=-1))
+        q = F.linear(selection.gather(x), weight[:hidden], bias[:hidden])  # (n, hidden)
+        # Rows select different numbers of tokens: lay the queries out as (batch, width) so attention stays batched;
+        # the zero queries filling the gaps attend harmlessly and are dropped.
+        grid = q.new_zeros(x.shape[0], selection.width, hidden).index_put((selection.rows, selection.slots), q)
+        out = self._merge(attend(self._heads(grid), k, v, mask, dropout_p))  # (batch, width, hidden)
+        return out[selection.rows, selection.slots]  # (n, hidden)
+
+
+def attend(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout_p: float
+) -> torch.Tensor:
+    """Softmax attention of pre-scaled queries (batch, heads, q_len, head_dim) over keys and values.
+
+    Without dropout this is SDPA (its fused kernels). With attention dropout SDPA falls back on CPU to a generic
+    path that also scans for fully masked rows; the explicit form below does the same arithmetic in fewer passes.
+    """
+    if dropout_p == 0.0:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0)
+    scores = q @ k.transpose(-1, -2)  # (batch, heads, q_len, k_len)
+    if mask is not None:
+        # finfo.min rather than -inf: a row with no real key (an all-padding sequence) stays finite, as in SDPA.
+        # In place: the matmul's backward does not need its output.
+        scores = scores.masked_fill_(mask.logical_not(), torch.finfo(scores.dtype).min)
+    return dropout(scores.softmax(dim=-1), dropout_p, training=True) @ v
+
+
+class ResidualOutput(nn.Module):
+    """Projection, dropout, residual add and post-LayerNorm (HF ``attention.output`` and ``output``)."""
+
+    def __init__(self, in_size: int, config: EncoderConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(in_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.dropout(self.dense(x)) + residual)
+
+
+class Attention(nn.Module):
+    """Self-attention with its output block (HF ``attention``: ``self`` and ``output``)."""
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__()
+        self.self = SelfAttention(config)
+        self.output = ResidualOutput(config.hidden_size, config)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, selection: Selection | None = None) -> torch.Tensor:
+        residual = x if selection is None else selection.gather(x)
+        return self.output(self.self(x, mask, selection), residual)
+
+
+class Intermediate(nn.Module):
+    """First feed-forward projection and exact (erf) GELU (HF ``intermediate``)."""
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(self.dense(x))  # (..., intermediate)
+
+
+class Layer(nn.Module):
+    """One post-LayerNorm transformer layer (HF ``BertLayer``).
+
+    Given a :class:`Selection`, only the selected tokens are carried past the keys and values: their queries,
+    attention output and feed-forward, (n, hidden). The result equals the full layer's at those tokens.
+    """
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__()
+        self.attention = Attention(config)
+        self.intermediate = Intermediate(config)
+        self.output = ResidualOutput(config.intermediate_size, config)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, selection: Selection | None = None) -> torch.Tensor:
+        x = self.attention(x, mask, selection)
+        return self.output(self.intermediate(x), x)  # (batch, seq, hidden) or (n, hidden)
+
+
+class LayerStack(nn.Module):
+    """The layers, held as ``layer.{i}`` (HF ``BertEncoder``)."""
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__()
+        self.layer = nn.ModuleList(Layer(config) for _ in range(config.num_layers))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, selection: Selection | None = None) -> torch.Tensor:
+        """Run all layers; with a selection the last one computes only the selected tokens, (n, hidden)."""
+        for layer in self.layer[:-1]:
+            x = layer(x, mask)
+        return self.layer[-1](x, mask, selection)
+
+    def every_layer(self, x: torch.Tensor, mask: torch.Tensor | None) -> list[torch.Tensor]:
+        """Run all layers and keep each one's output: ``num_layers`` tensors of (batch, seq, hidden), first to last.
+
+        A separate method, not a flag on :meth:`forward`, so the training path keeps no intermediate states alive
+        beyond what autograd holds anyway.
+        """
+        states = []
+        for layer in self.layer:
+            x = layer(x, mask)
+            states.append(x)
+        return states

@@ -1,0 +1,102 @@
+"""Pretraining instances as columns: a family's :class:`Template` of specials around one segment or a pair, and
+:class:`Columns`, which collects wrapped instances (``input_ids``, ``token_type_ids``, ``nsp_label``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from bvr.errors import BvrError
+from bvr.model.heads import IGNORE_INDEX
+
+IS_NEXT = 0
+NOT_NEXT = 1
+
+
+# family -> (number of separators between A and B, whether B gets token type 1)
+_FAMILY_LAYOUT: dict[str, tuple[int, bool]] = {"bert": (1, True), "roberta": (2, False)}
+
+
+@dataclass(frozen=True)
+class Template:
+    """How a family wraps segments.
+
+    Attributes:
+        cls_id: id that opens every sequence ([CLS] or <s>).
+        sep_id: id that closes every sequence ([SEP] or </s>).
+        pair_middle: ids between A and B: BERT ``(sep,)`` gives ``[CLS] A [SEP] B [SEP]``, RoBERTa
+            ``(sep, sep)`` gives ``<s> A </s></s> B </s>``.
+        doc_sep_id: separator between two documents inside one ``full-sentences`` sequence.
+        pair_token_types: True when B and its closing separator get token type 1 (BERT); else all types are 0.
+    """
+
+    cls_id: int
+    sep_id: int
+    pair_middle: tuple[int, ...]
+    doc_sep_id: int
+    pair_token_types: bool
+
+    @classmethod
+    def for_family(cls, family: str, cls_id: int, sep_id: int) -> Template:
+        """The template of a tokenizer family.
+
+        Args:
+            family: "bert" or "roberta".
+            cls_id: the family's opening token id.
+            sep_id: the family's separator token id.
+
+        Returns:
+            The family's template.
+
+        Raises:
+            BvrError: for an unknown family.
+        """
+        if family not in _FAMILY_LAYOUT:
+            raise BvrError(f"unknown tokenizer family {family!r}", hint=f"choose one of {', '.join(_FAMILY_LAYOUT)}")
+        n_middle, token_types = _FAMILY_LAYOUT[family]
+        return cls(cls_id, sep_id, (sep_id,) * n_middle, sep_id, token_types)
+
+    @property
+    def single_overhead(self) -> int:
+        """Specials around one segment: the opening and closing tokens."""
+        return 2
+
+    @property
+    def pair_overhead(self) -> int:
+        """Specials around a pair: opening, middle and closing tokens."""
+        return 2 + len(self.pair_middle)
+
+
+class Columns:
+    """Collects instances as columns, wrapping segments in a template's specials."""
+
+    def __init__(self, template: Template) -> None:
+        self.template = template
+        self._open = np.array([template.cls_id], dtype=np.int32)
+        self._close = np.array([template.sep_id], dtype=np.int32)
+        self._middle = np.array(template.pair_middle, dtype=np.int32)
+        self.input_ids: list[np.ndarray] = []
+        self.token_type_ids: list[np.ndarray] = []
+        self.nsp_label: list[int] = []
+
+    def add_single(self, pieces: list[np.ndarray]) -> None:
+        """Adds ``opening + concatenated pieces + closing``, all token type 0."""
+        ids = np.concatenate([self._open, *pieces, self._close])
+        self._add(ids, np.zeros(len(ids), dtype=np.int8), IGNORE_INDEX)
+
+    def add_pair(self, a: np.ndarray, b: np.ndarray, label: int) -> None:
+        """Adds ``opening A middle B closing``; with BERT's template B and the closing token are type 1."""
+        ids = np.concatenate([self._open, a, self._middle, b, self._close])
+        types = np.zeros(len(ids), dtype=np.int8)
+        if self.template.pair_token_types:
+            types[1 + len(a) + len(self._middle) :] = 1
+        self._add(ids, types, label)
+
+    def _add(self, ids: np.ndarray, types: np.ndarray, label: int) -> None:
+        self.input_ids.append(ids)
+        self.token_type_ids.append(types)
+        self.nsp_label.append(label)
+
+    def as_dict(self) -> dict[str, list]:
+        return {"input_ids": self.input_ids, "token_type_ids": self.token_type_ids, "nsp_label": self.nsp_label}

@@ -1,0 +1,161 @@
+"""The two pair formats of RoBERTa (section 4.2), ``segment-pair`` (BERT's) and ``sentence-pair``, with BERT's
+truncation of a pair to its budget (see :mod:`bvr.pretraining.formats` for the rules)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import numpy as np
+
+from bvr.pretraining.instances import NOT_NEXT, Columns
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """How pairs are labelled: ``label`` for a true continuation; ``not_next`` whether NotNext may be drawn."""
+
+    label: int
+    not_next: bool
+
+
+def segment_pairs(
+    docs: list[list[np.ndarray]],
+    budget: int,
+    pairing: Pairing,
+    rng: random.Random,
+    short_seq_prob: float,
+    out: Columns,
+) -> None:
+    """SEGMENT-PAIR: chunks of whole sentences up to a target length, cut into A and B."""
+    for d, doc in enumerate(docs):
+        target = _target_length(budget, short_seq_prob, rng)
+        start, length, i = 0, 0, 0
+        while i < len(doc):
+            length += len(doc[i])
+            if length >= target or i == len(doc) - 1:
+                # A NotNext pair uses only A's sentences; the rest of the chunk is read again.
+                start += _emit_segment_pair(docs, d, start, i + 1, target, budget, pairing, rng, out)
+                i, length = start, 0
+                target = _target_length(budget, short_seq_prob, rng)
+            else:
+                i += 1
+
+
+def _target_length(budget: int, short_seq_prob: float, rng: random.Random) -> int:
+    """The budget, or with probability ``short_seq_prob`` a uniform length in [2, budget]."""
+    return rng.randint(2, budget) if rng.random() < short_seq_prob else budget
+
+
+def _emit_segment_pair(
+    docs: list[list[np.ndarray]],
+    d: int,
+    start: int,
+    end: int,
+    target: int,
+    budget: int,
+    pairing: Pairing,
+    rng: random.Random,
+    out: Columns,
+) -> int:
+    """Makes one pair from sentences ``start:end`` of document ``d``; returns how many sentences it used."""
+    chunk = docs[d][start:end]
+    n_a = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+    a = np.concatenate(chunk[:n_a])
+    # The coin decides first, so IsNext and NotNext stay 50/50 even where documents are short: a chunk of one
+    # sentence that draws IsNext is cut inside the sentence (a true continuation) instead of being forced to
+    # NotNext, as BERT's script does (which gave 57% NotNext on our Wikipedia extract).
+    if pairing.not_next and rng.random() < 0.5:
+        b = _random_span(docs, d, target - len(a), rng)
+        _add_truncated(a, b, NOT_NEXT, budget, rng, out)
+        return n_a
+    if len(chunk) >= 2:
+        _add_truncated(a, np.concatenate(chunk[n_a:]), pairing.label, budget, rng, out)
+    else:
+        _add_split(a, pairing.label, budget, rng, out)
+    return len(chunk)
+
+
+def _random_span(docs: list[list[np.ndarray]], d: int, target: int, rng: random.Random) -> np.ndarray:
+    """Whole sentences of another document, from a random one on, until ``target`` tokens (at least one)."""
+    other = docs[_other_document(len(docs), d, rng)]
+    first = rng.randrange(len(other))
+    stop, length = first, 0
+    while stop < len(other) and (stop == first or length < target):
+        length += len(other[stop])
+        stop += 1
+    return np.concatenate(other[first:stop])
+
+
+def _other_document(n_docs: int, d: int, rng: random.Random) -> int:
+    """A uniformly random document index other than ``d`` (exact, unlike retrying a few times)."""
+    k = rng.randrange(n_docs - 1)
+    return k + 1 if k >= d else k
+
+
+def sentence_pairs(
+    docs: list[list[np.ndarray]], budget: int, pairing: Pairing, rng: random.Random, out: Columns
+) -> None:
+    """SENTENCE-PAIR: a sentence and the next one (IsNext) or one from another document (NotNext)."""
+    for d, doc in enumerate(docs):
+        i = 0
+        while i < len(doc):
+            has_next = i + 1 < len(doc)
+            if pairing.not_next and rng.random() < 0.5:
+                other = docs[_other_document(len(docs), d, rng)]
+                _add_truncated(doc[i], other[rng.randrange(len(other))], NOT_NEXT, budget, rng, out)
+                i += 1
+            elif has_next:
+                _add_truncated(doc[i], doc[i + 1], pairing.label, budget, rng, out)
+                i += 2
+            else:
+                _add_split(doc[i], pairing.label, budget, rng, out)
+                i += 1
+
+
+def _add_split(unit: np.ndarray, label: int, budget: int, rng: random.Random, out: Columns) -> None:
+    """A lone unit with no continuation, cut at a random token into A and B; a one-token unit is left out."""
+    if len(unit) < 2:
+        return
+    cut = rng.randint(1, len(unit) - 1)
+    _add_truncated(unit[:cut], unit[cut:], label, budget, rng, out)
+
+
+def _add_truncated(a: np.ndarray, b: np.ndarray, label: int, budget: int, rng: random.Random, out: Columns) -> None:
+    """Adds the pair after truncating it to ``budget`` tokens."""
+    keep_a, keep_b = truncated_lengths(len(a), len(b), budget)
+    out.add_pair(_trim(a, keep_a, rng), _trim(b, keep_b, rng), label)
+
+
+def truncated_lengths(len_a: int, len_b: int, budget: int) -> tuple[int, int]:
+    """Segment lengths after removing tokens one at a time from the longer segment (B on ties) until they fit.
+
+    Args:
+        len_a: length of A.
+        len_b: length of B.
+        budget: the most tokens A and B may hold together.
+
+    Returns:
+        The kept lengths of A and B.
+
+    >>> truncated_lengths(10, 3, 8), truncated_lengths(6, 6, 9), truncated_lengths(2, 2, 9)
+    ((5, 3), (5, 4), (2, 2))
+    """
+    excess = len_a + len_b - budget
+    if excess <= 0:
+        return len_a, len_b
+    if len_a - len_b >= excess:
+        return len_a - excess, len_b
+    if len_b - len_a >= excess:
+        return len_a, len_b - excess
+    # Both were cut until equal, then in turns starting with B: A keeps the larger half.
+    return budget - budget // 2, budget // 2
+
+
+def _trim(segment: np.ndarray, keep: int, rng: random.Random) -> np.ndarray:
+    """Keeps ``keep`` tokens, each removed token taken from the front or the back by a fair coin."""
+    drop = len(segment) - keep
+    if drop == 0:
+        return segment
+    front = rng.getrandbits(drop).bit_count()  # heads among `drop` fair coins
+    return segment[front : front + keep]

@@ -1,0 +1,289 @@
+"""Comparing two arms over their units: a paired t test (Welch's when unpaired) with its t interval, and an exact or
+Monte Carlo permutation p-value beside it."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from scipy import special
+
+from bvr.report.inference.checks import check_finite, check_level
+from bvr.report.inference.power import DEFAULT_POWER, MIN_UNITS, min_detectable_effect
+
+EXACT_PERMUTATION_LIMIT = 2**16
+"""Permutation tests enumerate every arrangement up to this many (sign flips of up to 16 pairs)."""
+
+PERMUTATION_DRAWS = 100_000
+"""Random arrangements drawn beyond that limit: the p-value's Monte Carlo error is about 0.0007 at p = 0.05."""
+
+PERMUTATION_SEED = 0
+"""Seed of those draws, so a report's permutation p-values are the same every time."""
+
+
+TOO_FEW_UNITS = "too few units"
+""":attr:`Comparison.reason` when a side has fewer than :data:`MIN_UNITS` units."""
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The difference ``a - b`` between two arms over units (pretraining seeds), with its test.
+
+    Inferential fields (``se``, ``df``, ``t``, ``p_value``, the interval and the permutation p-values) are NaN
+    when the comparison is not tested (:attr:`reason` says why).
+    """
+
+    estimate: float
+    """Mean of the paired differences ``a - b`` (paired), or ``mean(a) - mean(b)`` (Welch); NaN with no unit."""
+    ci_low: float
+    """Lower end of the t interval of :attr:`estimate` at :attr:`confidence`."""
+    ci_high: float
+    """Upper end of that interval."""
+    confidence: float
+    """Coverage of the interval: the level asked for, or the Bonferroni level after :func:`simultaneous`."""
+    se: float
+    """Standard error of :attr:`estimate`."""
+    df: float
+    """Degrees of freedom: ``n - 1`` paired, Welch-Satterthwaite's otherwise."""
+    t: float
+    """``estimate / se`` (infinite when every difference is the same non-zero number)."""
+    p_value: float
+    """Two-sided p-value of the t test, before any multiplicity adjustment."""
+    sd: float
+    """Spread that sets the power: SD of the paired differences, or the root mean square of the two arms' SDs."""
+    n: int
+    """Pairs (paired), or the smaller arm's units (Welch): the ``n`` of :func:`min_detectable_effect`."""
+    n_a: int
+    """Units of arm a in the test."""
+    n_b: int
+    """Units of arm b in the test."""
+    paired: bool
+    """Paired t test (True) or Welch's (False)."""
+    higher_is_better: bool
+    units: tuple[int, ...]
+    """The paired units, ascending (empty when unpaired)."""
+    only_a: tuple[int, ...]
+    """Units of arm a without a partner in b, left out of a paired test (empty when unpaired)."""
+    only_b: tuple[int, ...]
+    """Units of arm b without a partner in a, left out of a paired test."""
+    differences: tuple[float, ...]
+    """``a - b`` per paired unit, in the order of :attr:`units` (empty when unpaired)."""
+    permutation_p: float
+    """Two-sided permutation p-value: sign flips of the differences (paired) or relabellings of units (Welch)."""
+    permutation_min_p: float
+    """Smallest permutation p-value this design can give (``2 / 2**n`` paired): above ``alpha`` it cannot reject."""
+    permutation_exact: bool
+    """Every arrangement was enumerated (else :data:`PERMUTATION_DRAWS` random ones, seeded)."""
+    reason: str = ""
+    """Why no test was made ("too few units"), or "" when tested."""
+    note: str = ""
+    """Anything else the reader must know, e.g. that pairing was asked for but no unit was in common."""
+
+    @property
+    def tested(self) -> bool:
+        """A t test was made, so the comparison can carry a verdict."""
+        return not self.reason
+
+    @property
+    def n_dropped(self) -> int:
+        """Units left out because the other arm has no value for them."""
+        return len(self.only_a) + len(self.only_b)
+
+    @property
+    def method(self) -> str:
+        """'paired t' or 'Welch t'."""
+        return "paired t" if self.paired else "Welch t"
+
+    def mde(self, alpha: float = 0.05, power: float = DEFAULT_POWER) -> float:
+        """The smallest true ``|a - b|`` this comparison would detect with ``power`` at level ``alpha``."""
+        return min_detectable_effect(self.sd, self.n, alpha, power=power, paired=self.paired)
+
+
+def compare(
+    a: Mapping[int, float],
+    b: Mapping[int, float],
+    *,
+    confidence: float = 0.95,
+    higher_is_better: bool = True,
+    paired: bool = True,
+) -> Comparison:
+    """Test the difference ``a - b`` between two arms, one value per unit (pretraining seed).
+
+    Paired on the units both arms have; units of one arm only are left out and counted. When ``paired`` is False,
+    or when the arms have no unit in common at all, Welch's t test compares the two sets of units instead.
+
+    Args:
+        a: arm a's value per unit (e.g. from :func:`unit_values`).
+        b: arm b's value per unit.
+        confidence: coverage of the t interval, in (0, 1).
+        higher_is_better: the metric's direction, carried for :func:`verdict`; the test is two-sided.
+        paired: pair units by key.
+
+    Returns:
+        The :class:`Comparison`; with fewer than :data:`MIN_UNITS` units per arm it is not tested.
+
+    Raises:
+        ValueError: a value is NaN or infinite, or ``confidence`` is outside (0, 1).
+    """
+    check_level(confidence, "confidence")
+    check_finite(a, "a")
+    check_finite(b, "b")
+    common = sorted(set(a) & set(b))
+    if paired and common:
+        return _paired(a, b, common, confidence, higher_is_better)
+    note = "no unit in common: compared unpaired (Welch)" if paired and a and b else ""
+    return _welch(a, b, confidence, higher_is_better, note)
+
+
+def sign_flip_p(differences: Sequence[float] | np.ndarray, *, draws: int = PERMUTATION_DRAWS,
+                seed: int = PERMUTATION_SEED) -> float:
+    """Two-sided sign-flip permutation p-value of the mean of paired differences.
+
+    Under the null that each difference is symmetric about 0, every one of the ``2**n`` sign patterns is equally
+    likely; the p-value is the share of patterns whose ``|sum|`` is at least the observed one. All patterns are
+    enumerated up to 16 differences; beyond, ``draws`` random patterns (seeded) give ``(1 + hits) / (1 + draws)``.
+
+    Args:
+        differences: paired differences.
+        draws: random patterns when there are more than 16 differences.
+        seed: seed of those draws.
+
+    Returns:
+        The p-value (NaN with no difference).
+
+    >>> sign_flip_p([1.0, 2.0, 3.0])
+    0.25
+    """
+    d = np.asarray(differences, dtype=float)
+    if d.size == 0:
+        return math.nan
+    observed, tol = abs(d.sum()), _tolerance(d)
+    if 2**d.size <= EXACT_PERMUTATION_LIMIT:
+        return int(np.count_nonzero(np.abs(_sign_patterns(d.size) @ d) >= observed - tol)) / 2**d.size
+    rng, hits = np.random.default_rng(seed), 0
+    for size in _chunks(draws):
+        signs = rng.integers(0, 2, size=(size, d.size)) * 2 - 1
+        hits += int((np.abs(signs @ d) >= observed - tol).sum())
+    return (1 + hits) / (1 + draws)
+
+
+def _paired(a: Mapping[int, float], b: Mapping[int, float], units: list[int], confidence: float,
+            higher_is_better: bool) -> Comparison:
+    """The paired t test of :func:`compare`."""
+    d = [float(a[u] - b[u]) for u in units]
+    n = len(d)
+    estimate, var = _mean_var(d)
+    sd = math.sqrt(var)
+    base = {"estimate": estimate, "sd": sd, "n": n, "n_a": n, "n_b": n, "paired": True, "confidence": confidence,
+            "higher_is_better": higher_is_better, "units": tuple(units), "only_a": tuple(sorted(set(a) - set(b))),
+            "only_b": tuple(sorted(set(b) - set(a))), "differences": tuple(d)}
+    if n < MIN_UNITS:
+        return Comparison(**base, **_untested())
+    se, df = sd / math.sqrt(n), float(n - 1)
+    t, p = _t_test(estimate, se, df)
+    low, high = t_interval(estimate, se, df, confidence)
+    exact = 2**n <= EXACT_PERMUTATION_LIMIT
+    return Comparison(**base, ci_low=low, ci_high=high, se=se, df=df, t=t, p_value=p,
+                      permutation_p=sign_flip_p(np.array(d)), permutation_min_p=2.0 / 2**n, permutation_exact=exact)
+
+
+def _welch(a: Mapping[int, float], b: Mapping[int, float], confidence: float, higher_is_better: bool,
+           note: str) -> Comparison:
+    """Welch's t test of :func:`compare`."""
+    xa, xb = [float(a[u]) for u in sorted(a)], [float(b[u]) for u in sorted(b)]
+    na, nb = len(xa), len(xb)
+    (mean_a, va), (mean_b, vb) = _mean_var(xa), _mean_var(xb)
+    estimate = mean_a - mean_b
+    base = {"estimate": estimate, "sd": math.sqrt((va + vb) / 2), "n": min(na, nb), "n_a": na, "n_b": nb,
+            "paired": False, "confidence": confidence, "higher_is_better": higher_is_better, "units": (),
+            "only_a": (), "only_b": (), "differences": (), "note": note}
+    if min(na, nb) < MIN_UNITS:
+        return Comparison(**base, **_untested())
+    wa, wb = va / na, vb / nb
+    se = math.sqrt(wa + wb)
+    # Welch-Satterthwaite; with no spread at all the interval is a point and any df gives it.
+    df = (wa + wb) ** 2 / (wa**2 / (na - 1) + wb**2 / (nb - 1)) if se > 0 else float(na + nb - 2)
+    t, p = _t_test(estimate, se, df)
+    low, high = t_interval(estimate, se, df, confidence)
+    perm_p, exact = _relabel_p(np.array(xa), np.array(xb))
+    min_p = (2.0 if na == nb else 1.0) / math.comb(na + nb, na)  # equal sizes: a labelling and its swap tie
+    return Comparison(**base, ci_low=low, ci_high=high, se=se, df=df, t=t, p_value=p, permutation_p=perm_p,
+                      permutation_min_p=min_p, permutation_exact=exact)
+
+
+def _mean_var(x: list[float]) -> tuple[float, float]:
+    """Mean and sample variance (NaN where undefined), in plain Python: for the handful of units a comparison
+    has, numpy's per-call overhead is most of the cost, and reports and their calibration make thousands."""
+    n = len(x)
+    if n == 0:
+        return math.nan, math.nan
+    mean = math.fsum(x) / n
+    return mean, (math.fsum((v - mean) ** 2 for v in x) / (n - 1) if n >= 2 else math.nan)
+
+
+def _untested() -> dict[str, object]:
+    """The inferential fields of a comparison that is not tested."""
+    nan = math.nan
+    return {"ci_low": nan, "ci_high": nan, "se": nan, "df": nan, "t": nan, "p_value": nan, "permutation_p": nan,
+            "permutation_min_p": nan, "permutation_exact": False, "reason": TOO_FEW_UNITS}
+
+
+def _t_test(estimate: float, se: float, df: float) -> tuple[float, float]:
+    """t statistic and two-sided p-value; a zero standard error gives p 0 (all differences equal) or 1 (all 0)."""
+    if se == 0:
+        return (math.nan, 1.0) if estimate == 0 else (math.copysign(math.inf, estimate), 0.0)
+    t = estimate / se
+    # scipy.special.stdtr is the t CDF itself, without scipy.stats' per-call overhead (a report runs thousands).
+    return t, float(2 * special.stdtr(df, -abs(t)))
+
+
+def t_interval(estimate: float, se: float, df: float, confidence: float) -> tuple[float, float]:
+    """The t interval ``estimate ± t_{df, (1 + confidence) / 2} se``."""
+    half = float(special.stdtrit(df, (1 + confidence) / 2)) * se
+    return estimate - half, estimate + half
+
+
+def _relabel_p(xa: np.ndarray, xb: np.ndarray) -> tuple[float, bool]:
+    """Two-sided permutation p-value of ``mean(a) - mean(b)`` over relabellings of units, and whether exact."""
+    pooled = np.concatenate([xa, xb])
+    na, total = xa.size, pooled.sum()
+
+    def stat(sum_a: np.ndarray) -> np.ndarray:
+        return np.abs(sum_a / na - (total - sum_a) / xb.size)
+
+    observed, tol = float(stat(np.array(xa.sum()))), _tolerance(pooled)
+    if math.comb(pooled.size, na) <= EXACT_PERMUTATION_LIMIT:
+        return float((stat(pooled[_labellings(pooled.size, na)].sum(axis=1)) >= observed - tol).mean()), True
+    rng, hits = np.random.default_rng(PERMUTATION_SEED), 0
+    for size in _chunks(PERMUTATION_DRAWS):
+        chosen = rng.random((size, pooled.size)).argsort(axis=1)[:, :na]
+        hits += int((stat(pooled[chosen].sum(axis=1)) >= observed - tol).sum())
+    return (1 + hits) / (1 + PERMUTATION_DRAWS), False
+
+
+@lru_cache(maxsize=32)
+def _sign_patterns(n: int) -> np.ndarray:
+    """All ``2**n`` patterns of ±1 over ``n`` differences, one per row."""
+    bits = (np.arange(2**n)[:, None] >> np.arange(n)) & 1
+    return (1 - 2 * bits).astype(float)
+
+
+@lru_cache(maxsize=32)
+def _labellings(size: int, na: int) -> np.ndarray:
+    """Every choice of ``na`` of ``size`` units for arm a, one per row."""
+    return np.array(list(itertools.combinations(range(size), na)), dtype=np.intp)
+
+
+def _tolerance(x: np.ndarray) -> float:
+    """Slack for ties between a permuted statistic and the observed one: sums in another order differ in the
+    last bits, and a tie must count as at least as extreme."""
+    return 1e-9 * float(np.abs(x).sum())
+
+
+def _chunks(total: int, size: int = 10_000) -> list[int]:
+    """``total`` split into batches of at most ``size``, to bound memory."""
+    return [min(size, total - start) for start in range(0, total, size)]

@@ -1,0 +1,182 @@
+"""Power of the paired (or Welch) t test from the noncentral t distribution: the smallest effect a design detects,
+and the pretraining seeds an effect needs."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from scipy import integrate, optimize, special, stats
+
+from bvr.report.inference.checks import check_level, check_power
+
+MIN_UNITS = 3
+"""Fewest units (pretraining seeds) per arm for a test: below it a comparison says "too few units"."""
+
+
+DEFAULT_POWER = 0.8
+"""Power at which detectable effects and needed units are quoted."""
+
+UNITS_CAP = 10_000
+"""Largest number of units :func:`units_needed` searches; beyond it the answer is "more than" this."""
+
+
+@dataclass(frozen=True)
+class UnitsNeeded:
+    """How many units (pairs, or units per arm) a design needs for a given power."""
+
+    n: int | None
+    """The smallest sufficient number, or the cap when more are needed; None when unknown (NaN inputs)."""
+    more_than_cap: bool = False
+    """Even :attr:`n` units (the cap) do not reach the power."""
+
+    def __str__(self) -> str:
+        if self.n is None:
+            return "unknown"
+        return f"more than {self.n:,}" if self.more_than_cap else str(self.n)
+
+
+def power(effect: float, sd_diff: float, n: int, alpha: float, *, paired: bool = True) -> float:
+    """Chance that the two-sided t test at level ``alpha`` rejects when the true difference is ``effect``.
+
+    From the noncentral t distribution with ``df = n - 1`` and noncentrality ``effect / (sd / sqrt(n))`` when
+    paired (``n`` pairs, ``sd`` of the differences); unpaired, ``n`` units per arm of common SD ``sd``,
+    ``df = 2n - 2`` and noncentrality ``effect / (sd sqrt(2 / n))`` (Welch's test is close to this when the SDs
+    and sizes are similar).
+
+    Returns:
+        The power; NaN when ``n < 2`` or an input is NaN.
+
+    >>> round(power(0.0, 1.0, 5, 0.05), 3)
+    0.05
+    """
+    check_level(alpha, "alpha")
+    return _power(effect, sd_diff, n, alpha, paired)
+
+
+def _power(effect: float, sd_diff: float, n: int, alpha: float, paired: bool) -> float:
+    """:func:`power` without the checks (``units_needed`` has an argument called ``power``)."""
+    if n < 2 or math.isnan(effect) or math.isnan(sd_diff):
+        return math.nan
+    if sd_diff == 0:
+        return 1.0 if effect != 0 else alpha
+    df, scale = _design(n, paired)
+    return _power_ncp(abs(effect) / (sd_diff * scale), df, alpha)
+
+
+def min_detectable_effect(sd_diff: float, n: int, alpha: float, power: float = DEFAULT_POWER, *,
+                          paired: bool = True) -> float:
+    """The smallest true difference the design detects with chance ``power`` (two-sided t test at ``alpha``).
+
+    A "no difference detected" verdict means the true difference is probably smaller than this, not that it
+    is 0. Use the level the verdicts use: ``alpha / m`` for a Holm family of ``m`` (its first, strictest step).
+
+    Args:
+        sd_diff: SD of the paired differences (unpaired: the common SD of one arm's units).
+        n: pairs (unpaired: units per arm).
+        alpha: significance level of the test.
+        power: chance of detection, in (alpha, 1).
+        paired: paired design (``df = n - 1``) or two independent arms (``df = 2n - 2``).
+
+    Returns:
+        The effect, in the units of ``sd_diff``; NaN when ``n < 2`` or ``sd_diff`` is NaN.
+
+    >>> round(min_detectable_effect(1.0, 10, 0.05), 3)
+    0.996
+    """
+    check_power(alpha, power)
+    if sd_diff < 0:
+        raise ValueError(f"sd_diff must be at least 0, got {sd_diff}")
+    if n < 2 or math.isnan(sd_diff):
+        return math.nan
+    df, scale = _design(n, paired)
+    return _ncp_for_power(df, alpha, power) * sd_diff * scale
+
+
+def units_needed(effect: float, sd_diff: float, alpha: float, power: float = DEFAULT_POWER, *,
+                 paired: bool = True, cap: int = UNITS_CAP) -> UnitsNeeded:
+    """The fewest units whose test detects ``effect`` with chance ``power`` at level ``alpha``.
+
+    Never fewer than :data:`MIN_UNITS`, the fewest :func:`compare` tests.
+
+    Args:
+        effect: the true difference to detect.
+        sd_diff: SD of the paired differences (unpaired: the common SD of one arm's units).
+        alpha: significance level (``alpha / m`` for a family of ``m``).
+        power: chance of detection, in (alpha, 1).
+        paired: pairs, or units per arm of two independent arms.
+        cap: the largest number searched.
+
+    Returns:
+        The :class:`UnitsNeeded`.
+
+    >>> str(units_needed(1.0, 1.0, 0.05)), str(units_needed(0.001, 1.0, 0.05))
+    ('10', 'more than 10,000')
+    """
+    check_power(alpha, power)
+    if math.isnan(effect) or math.isnan(sd_diff):
+        return UnitsNeeded(None)
+
+    def enough(n: int) -> bool:
+        return _power(effect, sd_diff, n, alpha, paired) >= power
+
+    if enough(MIN_UNITS):
+        return UnitsNeeded(MIN_UNITS)
+    # Power rises with n. Double from the minimum, then bisect: keeps the search near the answer, where the
+    # noncentral t is cheap, rather than probing thousands of units for an answer of five.
+    low, high = MIN_UNITS, 2 * MIN_UNITS
+    while not enough(min(high, cap)):
+        if high >= cap:
+            return UnitsNeeded(cap, more_than_cap=True)
+        low, high = high, 2 * high
+    high = min(high, cap)
+    while high - low > 1:  # not enough at low, enough at high
+        mid = (low + high) // 2
+        low, high = (low, mid) if enough(mid) else (mid, high)
+    return UnitsNeeded(high)
+
+
+def _design(n: int, paired: bool) -> tuple[float, float]:
+    """Degrees of freedom and the standard error per unit SD, for ``n`` pairs or ``n`` units per arm."""
+    return (float(n - 1), math.sqrt(1 / n)) if paired else (float(2 * n - 2), math.sqrt(2 / n))
+
+
+def _power_ncp(ncp: float, df: float, alpha: float) -> float:
+    """Two-sided power of the t test at noncentrality ``ncp``: both tails of the noncentral t."""
+    critical = float(stats.t.ppf(1 - alpha / 2, df))
+    upper, lower = float(stats.nct.sf(critical, df, ncp)), float(stats.nct.cdf(-critical, df, ncp))
+    if math.isnan(upper) or math.isnan(lower):
+        # scipy's noncentral t gives NaN where a far tail underflows (e.g. df 9999, ncp 5): integrate instead.
+        upper, lower = _nct_tails(critical, df, ncp)
+    return upper + lower
+
+
+def _nct_tails(critical: float, df: float, ncp: float) -> tuple[float, float]:
+    """``P(T > critical)`` and ``P(T < -critical)`` for noncentral t, by quadrature.
+
+    ``T = (Z + ncp) / S`` with ``S = sqrt(V / df)``, ``V`` chi-squared, so ``P(T > c) = E[Phi(ncp - c S)]``; the
+    expectation is taken over the quantiles of ``V``, a smooth integrand on (0, 1) whatever ``df``.
+    """
+
+    def s(u: float) -> float:
+        return math.sqrt(float(stats.chi2.ppf(u, df)) / df)
+
+    upper = integrate.quad(lambda u: special.ndtr(ncp - critical * s(u)), 0, 1, limit=200)[0]
+    lower = integrate.quad(lambda u: special.ndtr(-ncp - critical * s(u)), 0, 1, limit=200)[0]
+    return float(upper), float(lower)
+
+
+@lru_cache(maxsize=1024)
+def _ncp_for_power(df: float, alpha: float, power: float) -> float:
+    """The noncentrality at which the two-sided test reaches ``power``; cached because verdicts ask for the
+    same few designs over and over and each answer is a root search."""
+    # Power rises with ncp, from alpha at 0 towards 1. Bracket the root starting from the normal approximation,
+    # which the t answer exceeds: each evaluation of the noncentral t at small df costs tens of milliseconds.
+    low = float(stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power))
+    if _power_ncp(low, df, alpha) >= power:  # not expected; kept so the bracket is valid whatever the inputs
+        low = 0.0
+    high = 2 * max(low, 1.0)
+    while _power_ncp(high, df, alpha) < power:
+        low, high = high, 2 * high
+    return float(optimize.brentq(lambda ncp: _power_ncp(ncp, df, alpha) - power, low, high, xtol=1e-10))

@@ -1,0 +1,114 @@
+"""Saving a tokenizer folder that bvr and transformers both load, and loading one back with its family."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+from tokenizers import Tokenizer
+
+from bvr.errors import BvrError
+from bvr.tokenization.families import FAMILIES, TokenizerFamily, family_spec, special_token_ids
+
+TOKENIZER_FILE = "tokenizer.json"
+"""The `tokenizers` serialisation; transformers reads it too."""
+
+BVR_FILE = "bvr_tokenizer.json"
+"""A small record of what bvr knows beyond tokenizer.json (the family)."""
+
+_TRAIN_HINT = "train one with `bvr tokenizer train`"
+
+
+def _write_json(path: Path, content: Mapping[str, object]) -> None:
+    path.write_text(json.dumps(content, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _added_tokens_decoder(tokenizer: Tokenizer) -> dict[str, dict[str, object]]:
+    # transformers 5 rebuilds the model from the vocabulary and takes added tokens' flags (lstrip of <mask>) from here.
+    fields = ("content", "lstrip", "normalized", "rstrip", "single_word", "special")
+    return {
+        str(i): {name: getattr(token, name) for name in fields}
+        for i, token in sorted(tokenizer.get_added_tokens_decoder().items())
+    }
+
+
+def _hf_tokenizer_config(tokenizer: Tokenizer, family: TokenizerFamily, model_max_length: int) -> dict[str, object]:
+    return {
+        **family.hf_config,
+        **family.roles,
+        "model_max_length": model_max_length,
+        # Our decoders already produce the text; transformers' extra clean-up would break byte-level round trips.
+        "clean_up_tokenization_spaces": False,
+        "added_tokens_decoder": _added_tokens_decoder(tokenizer),
+    }
+
+
+def save_tokenizer(tokenizer: Tokenizer, family: str, out_dir: Path, *, model_max_length: int = 512) -> Path:
+    """Write a tokenizer folder that bvr and transformers both load.
+
+    The folder holds ``tokenizer.json``; ``tokenizer_config.json`` and ``special_tokens_map.json`` so that
+    ``transformers.AutoTokenizer.from_pretrained(out_dir)`` builds a ``BertTokenizerFast`` or ``RobertaTokenizerFast``
+    with the right special tokens and flags; and ``bvr_tokenizer.json``, which records the family.
+
+    Args:
+        tokenizer: a tokenizer of ``family``.
+        family: a key of :data:`FAMILIES`.
+        out_dir: the folder, created when missing; files already there are replaced.
+        model_max_length: the longest input, in tokens, transformers expects (it warns beyond it).
+
+    Returns:
+        ``out_dir``.
+
+    Raises:
+        BvrError: the family is unknown or the tokenizer lacks one of its special tokens.
+    """
+    spec = family_spec(family)
+    special_token_ids(tokenizer, spec)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer.save(str(out_dir / TOKENIZER_FILE))
+    _write_json(out_dir / "tokenizer_config.json", _hf_tokenizer_config(tokenizer, spec, model_max_length))
+    _write_json(out_dir / "special_tokens_map.json", dict(spec.roles))
+    _write_json(out_dir / BVR_FILE, {"family": spec.name, "vocab_size": tokenizer.get_vocab_size()})
+    return out_dir
+
+
+def _read_family(folder: Path, tokenizer: Tokenizer) -> str:
+    """The family recorded beside a tokenizer.json, or the one whose model type it has."""
+    record = folder / BVR_FILE
+    if record.is_file():
+        try:
+            family = str(json.loads(record.read_text(encoding="utf-8"))["family"])
+        except (ValueError, KeyError, TypeError) as err:
+            raise BvrError(f"unreadable tokenizer record ({err})", where=record, hint=_TRAIN_HINT) from err
+        return family_spec(family, where=record).name
+    model_type = type(tokenizer.model).__name__
+    matches = [spec.name for spec in FAMILIES.values() if spec.model_type == model_type]
+    if len(matches) != 1:
+        raise BvrError(f"cannot tell the family of a {model_type} tokenizer", where=folder, hint=_TRAIN_HINT)
+    return matches[0]
+
+
+def load_tokenizer(path: Path) -> tuple[Tokenizer, str]:
+    """Load a tokenizer saved by :func:`save_tokenizer` (or a Hugging Face tokenizer.json).
+
+    Args:
+        path: the folder, or its ``tokenizer.json``.
+
+    Returns:
+        The tokenizer and its family. Without ``bvr_tokenizer.json`` the family follows the model type
+        (WordPiece -> "bert", BPE -> "roberta"), so a bert-base-uncased or roberta-base folder loads too.
+
+    Raises:
+        BvrError: the file is missing or cannot be read.
+    """
+    path = Path(path)
+    file = path / TOKENIZER_FILE if path.is_dir() else path
+    if not file.is_file():
+        raise BvrError("no tokenizer found", where=file, hint=_TRAIN_HINT)
+    try:
+        tokenizer = Tokenizer.from_file(str(file))
+    except Exception as err:  # the Rust side raises a bare Exception for any parse error
+        raise BvrError(f"cannot read the tokenizer ({err})", where=file, hint=_TRAIN_HINT) from err
+    return tokenizer, _read_family(file.parent, tokenizer)

@@ -1,0 +1,70 @@
+"""MLflow bookkeeping: where runs are stored, how they are named, tagged and nested, and how configs are logged.
+
+Conventions:
+
+- one experiment per ablation, or per command for lone runs (``bvr-pretrain``);
+- a parent run per invocation (:func:`parent_run`), and under it one nested run per arm and stage, named
+  ``ARM/STAGE[/TASK/seedN]`` (:func:`run_name`) and tagged ``bvr.*`` (:func:`run_tags`);
+- metric keys ``split/metric`` (``train/mlm_loss``, ``val/perplexity``), logged through a Lightning
+  :class:`~lightning.pytorch.loggers.MLFlowLogger` (:func:`bvr.logger.make_logger`, kept apart so that
+  reading runs needs no Lightning);
+- the default store is ``mlflow.db`` (SQLite) with artifacts in ``mlartifacts/``, both in the working directory,
+  so ``mlflow ui`` run there browses it with no server. ``MLFLOW_TRACKING_URI`` selects another store.
+
+Every function takes the store from :func:`tracking_uri` and passes it explicitly: nothing here relies on
+MLflow's process-wide "current" tracking URI or active run.
+
+Modules: :mod:`bvr.tracking.store` (where runs are stored, reading them back), :mod:`bvr.tracking.params` (configs
+as params) and :mod:`bvr.tracking.runs` (names, tags, parent runs).
+"""
+
+import os
+
+# Must precede `import mlflow` (in the modules below): MLflow 3 decides at import time whether to start its telemetry
+# client (which writes an installation id under ~/.config and posts usage events). bvr runs offline; a user can opt
+# back in by setting the variable to "false".
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+
+from bvr.tracking.params import (  # noqa: E402
+    MAX_ENTITY_KEY_LENGTH,
+    MAX_PARAM_VAL_LENGTH,
+    MAX_PARAMS_TAGS_PER_BATCH,
+    TRUNCATION_MARKER,
+    flatten_params,
+    log_artifact_dir,
+    log_config,
+    log_params_batched,
+    log_tags_batched,
+)
+from bvr.tracking.runs import (  # noqa: E402
+    TAG_ABLATION,
+    TAG_ARM,
+    TAG_COLLAPSED,
+    TAG_GIT_COMMIT,
+    TAG_SEED,
+    TAG_STAGE,
+    TAG_TASK,
+    git_commit,
+    parent_run,
+    resume_run,
+    run_name,
+    run_tags,
+)
+from bvr.tracking.store import (  # noqa: E402
+    DEFAULT_ARTIFACTS,
+    DEFAULT_DB,
+    artifact_location,
+    client_for,
+    ensure_experiment,
+    find_runs,
+    store_client,
+    tracking_uri,
+)
+
+__all__ = [
+    "DEFAULT_ARTIFACTS", "DEFAULT_DB", "MAX_ENTITY_KEY_LENGTH", "MAX_PARAMS_TAGS_PER_BATCH", "MAX_PARAM_VAL_LENGTH",
+    "TAG_ABLATION", "TAG_ARM", "TAG_COLLAPSED", "TAG_GIT_COMMIT", "TAG_SEED", "TAG_STAGE", "TAG_TASK",
+    "TRUNCATION_MARKER", "artifact_location", "client_for", "ensure_experiment", "find_runs", "flatten_params",
+    "git_commit", "log_artifact_dir", "log_config", "log_params_batched", "log_tags_batched", "parent_run",
+    "resume_run", "run_name", "run_tags", "store_client", "tracking_uri",
+]

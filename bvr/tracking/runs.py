@@ -1,0 +1,167 @@
+"""How runs are named and tagged (``ARM/STAGE[/TASK/seedN]``, ``bvr.*`` tags, the git commit), and the parent run of
+an invocation under which every stage's run is nested."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import mlflow
+from mlflow.entities import RunStatus
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+from mlflow.tracking.context.registry import resolve_tags
+from mlflow.utils.mlflow_tags import MLFLOW_GIT_COMMIT, MLFLOW_RUN_NOTE
+
+from bvr.errors import BvrError
+from bvr.tracking.params import log_tags_batched
+from bvr.tracking.store import client_for, ensure_experiment
+
+TAG_ABLATION = "bvr.ablation"
+TAG_ARM = "bvr.arm"
+TAG_STAGE = "bvr.stage"
+TAG_TASK = "bvr.task"
+TAG_SEED = "bvr.seed"
+TAG_COLLAPSED = "bvr.collapsed"
+"""Set (``"true"``/``"false"``) on fine-tuning runs once it is known whether the run collapsed."""
+TAG_GIT_COMMIT = "bvr.git_commit"
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent
+"""The folder of the bvr package."""
+
+
+def _git(repo: Path, *args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):  # no git on PATH, or it hung
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def git_commit(repo: Path | None = None) -> str | None:
+    """The commit checked out at ``repo``, with ``-dirty`` if tracked files changed; None outside git.
+
+    Untracked files do not count (as with ``git describe --dirty``).
+
+    Args:
+        repo: any folder inside the work tree (None: the folder of the bvr package, i.e. the code that runs).
+    """
+    repo = Path(repo or _PACKAGE_DIR)
+    commit = _git(repo, "rev-parse", "--verify", "HEAD")
+    if not commit:
+        return None
+    changes = _git(repo, "status", "--porcelain", "--untracked-files=no")
+    return f"{commit}-dirty" if changes else commit
+
+
+def run_name(arm: str, stage: str, task: str | None = None, seed: int | None = None) -> str:
+    """The name of a nested run: ``ARM/STAGE[/TASK][/seedN]``.
+
+    Example:
+        >>> run_name("roberta", "pretrain")
+        'roberta/pretrain'
+        >>> run_name("bert", "finetune", "mnli", 3)
+        'bert/finetune/mnli/seed3'
+    """
+    parts = [arm, stage, *([task] if task else []), *([f"seed{seed}"] if seed is not None else [])]
+    return "/".join(parts)
+
+
+def _tag_value(value: Any) -> str:
+    return json.dumps(value) if isinstance(value, bool) else str(value)
+
+
+def run_tags(
+    *,
+    ablation: str | None,
+    arm: str | None,
+    stage: str,
+    task: str | None = None,
+    seed: int | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, str]:
+    """The ``bvr.*`` tags of a run, and the git commit where known.
+
+    Tags whose value is None are left out, so that ``tags.bvr.task = 'mnli'`` filters only runs that have one.
+    Booleans are written ``true``/``false``.
+
+    Args:
+        ablation: the ablation (None for a lone run).
+        arm: the arm within the ablation.
+        stage: ``pretrain``, ``finetune``, ...
+        task: the fine-tuning task.
+        seed: the fine-tuning seed.
+        extra: more tags (``{TAG_COLLAPSED: False}``); they win over the ones above.
+    """
+    values = {TAG_ABLATION: ablation, TAG_ARM: arm, TAG_STAGE: stage, TAG_TASK: task, TAG_SEED: seed}
+    tags = {key: _tag_value(value) for key, value in values.items() if value is not None}
+    commit = git_commit()
+    if commit:
+        tags[TAG_GIT_COMMIT] = commit
+        tags[MLFLOW_GIT_COMMIT] = commit.removesuffix("-dirty")  # MLflow's UI links this one; it must be a sha
+    tags.update({key: _tag_value(value) for key, value in (extra or {}).items()})
+    return tags
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Runs
+
+
+def resume_run(client: MlflowClient, run_id: str, experiment: str) -> None:
+    """Mark an existing run as running again (as ``mlflow.start_run(run_id=...)`` does), after checking it."""
+    try:
+        run = client.get_run(run_id)
+    except MlflowException:
+        raise BvrError(f"no MLflow run '{run_id}' in {client.tracking_uri}", where="--resume") from None
+    found = client.get_experiment(run.info.experiment_id).name
+    if found != experiment:
+        raise BvrError(f"MLflow run '{run_id}' belongs to experiment '{found}', not '{experiment}'", where="--resume")
+    client.update_run(run_id, status=RunStatus.to_string(RunStatus.RUNNING))
+
+
+@contextlib.contextmanager
+def parent_run(
+    experiment: str,
+    name: str,
+    *,
+    workdir: Path | None = None,
+    tags: Mapping[str, str] | None = None,
+    description: str | None = None,
+    resume_run_id: str | None = None,
+) -> Iterator[mlflow.entities.Run]:
+    """Start (or resume) the parent run of one invocation; end it FINISHED, FAILED or KILLED.
+
+    Args:
+        experiment: experiment name (created if missing).
+        name: run name.
+        workdir: folder of the default store.
+        tags: run tags (:func:`run_tags`); MLflow's own context tags (user, source) are added.
+        description: shown as the run's description in the UI (``mlflow.note.content``).
+        resume_run_id: continue this run instead of starting one; its tags are updated with ``tags``.
+
+    Yields:
+        The run as it was when started.
+    """
+    experiment_id = ensure_experiment(experiment, workdir)
+    client = client_for(workdir)
+    tags = dict(tags or {})
+    if description is not None:
+        tags[MLFLOW_RUN_NOTE] = description
+    if resume_run_id:
+        resume_run(client, resume_run_id, experiment)
+        log_tags_batched(client, resume_run_id, tags)
+        run_id = resume_run_id
+    else:
+        run_id = client.create_run(experiment_id, run_name=name, tags=resolve_tags(tags)).info.run_id
+    try:
+        yield client.get_run(run_id)
+    except KeyboardInterrupt:
+        client.set_terminated(run_id, RunStatus.to_string(RunStatus.KILLED))
+        raise
+    except BaseException:
+        client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
+        raise
+    client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))

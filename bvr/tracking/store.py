@@ -1,0 +1,149 @@
+"""Where runs are stored (:func:`tracking_uri`, one client per store, experiments and their artifact folders), and
+reading runs back into a table (:func:`find_runs`)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import mlflow
+import pandas as pd
+from mlflow.exceptions import MlflowException
+from mlflow.protos.databricks_pb2 import RESOURCE_ALREADY_EXISTS, ErrorCode
+from mlflow.tracking import MlflowClient
+
+from bvr.errors import BvrError
+from bvr.locks import file_lock, lock_path
+
+DEFAULT_DB = "mlflow.db"
+DEFAULT_ARTIFACTS = "mlartifacts"
+_OPENED: set[str] = set()
+"""The SQLite stores this process has opened (see :func:`store_client`)."""
+
+
+def tracking_uri(workdir: Path | None = None) -> str:
+    """The store runs go to: ``MLFLOW_TRACKING_URI`` if set, else ``sqlite:///<abs workdir>/mlflow.db``.
+
+    Args:
+        workdir: folder of the default store (None: the current directory).
+    """
+    env = os.environ.get("MLFLOW_TRACKING_URI", "").strip()
+    if env:
+        return env
+    return f"sqlite:///{(Path(workdir or Path.cwd()) / DEFAULT_DB).resolve()}"
+
+
+def store_client(uri: str) -> MlflowClient:
+    """A client of the store ``uri``: every bvr use of a store starts here, so that its first use is serialised.
+
+    MLflow creates and migrates an SQLite store's tables when a process first opens it; several processes doing
+    that at once on a new store crash, and can leave it broken. The first opening in each process therefore holds
+    a file lock beside the database (``.mlflow.db.lock``); MLflow keeps the opened store for the process after that.
+    """
+    db = _sqlite_file(uri)
+    if db is None or uri in _OPENED:
+        return MlflowClient(uri)
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with file_lock(lock_path(db)):
+        client = MlflowClient(uri)  # opens the store: creates or migrates its tables
+    _OPENED.add(uri)
+    return client
+
+
+def client_for(workdir: Path | None) -> MlflowClient:
+    """A client of the store :func:`tracking_uri` gives for ``workdir``."""
+    return store_client(tracking_uri(workdir))
+
+
+def _sqlite_file(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI (relative paths resolve against the current directory)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    path = uri[len("sqlite:///") :].split("?", 1)[0]
+    return Path(path).resolve() if path and path != ":memory:" else None
+
+
+def _slug(name: str) -> str:
+    """A folder name for ``name``; a hash keeps names that differ only in odd characters apart."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "experiment"
+    return slug if slug == name else f"{slug}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
+
+
+def artifact_location(experiment: str, uri: str) -> str | None:
+    """Where a new experiment keeps its artifacts: ``mlartifacts/<name>`` beside an SQLite store.
+
+    The folder is named after the experiment, not its id, because the location must be given before MLflow
+    assigns the id. For any other store (a server, a file store) None lets the store choose.
+    """
+    db = _sqlite_file(uri)
+    return (db.parent / DEFAULT_ARTIFACTS / _slug(experiment)).as_uri() if db else None
+
+
+def ensure_experiment(name: str, workdir: Path | None = None) -> str:
+    """Get or create the experiment ``name``; return its id.
+
+    Raises:
+        BvrError: if an experiment of that name was deleted (MLflow keeps the name until it is restored or
+            garbage-collected).
+    """
+    client = client_for(workdir)
+    experiment = client.get_experiment_by_name(name)
+    if experiment is None:
+        uri = tracking_uri(workdir)
+        try:
+            return client.create_experiment(name, artifact_location=artifact_location(name, uri))
+        except MlflowException as err:
+            # Another process (a DDP rank, a parallel arm) created it between our look-up and create.
+            if err.error_code != ErrorCode.Name(RESOURCE_ALREADY_EXISTS):
+                raise
+            experiment = client.get_experiment_by_name(name)
+    if experiment.lifecycle_stage == "deleted":
+        raise BvrError(f"MLflow experiment '{name}' was deleted", where=tracking_uri(workdir),
+                       hint=f"restore it (mlflow experiments restore --experiment-id {experiment.experiment_id}) "
+                            "or choose another experiment name")
+    return experiment.experiment_id
+
+
+def _run_row(run: mlflow.entities.Run) -> dict[str, Any]:
+    """One row in the layout of ``mlflow.search_runs``: info columns, then metrics.*, params.*, tags.*."""
+    info = run.info
+    row: dict[str, Any] = {
+        "run_id": info.run_id,
+        "experiment_id": info.experiment_id,
+        "status": info.status,
+        "artifact_uri": info.artifact_uri,
+        "start_time": pd.to_datetime(info.start_time, unit="ms", utc=True),
+        "end_time": pd.to_datetime(info.end_time, unit="ms", utc=True),
+    }
+    for kind in ("metrics", "params", "tags"):
+        row.update({f"{kind}.{key}": value for key, value in getattr(run.data, kind).items()})
+    return row
+
+
+def find_runs(experiment: str, *, filter_string: str = "", workdir: Path | None = None) -> pd.DataFrame:
+    """The runs of an experiment as a DataFrame, in the layout of ``mlflow.search_runs`` (newest first).
+
+    Unlike ``mlflow.search_runs`` it reads the bvr store without changing MLflow's process-wide tracking URI.
+
+    Args:
+        experiment: experiment name; an unknown name gives an empty frame.
+        filter_string: an MLflow search filter (``"tags.`bvr.stage` = 'pretrain'"``).
+        workdir: folder of the default store.
+    """
+    client = client_for(workdir)
+    found = client.get_experiment_by_name(experiment)
+    runs: list[mlflow.entities.Run] = []
+    token = None
+    while found is not None:
+        page = client.search_runs([found.experiment_id], filter_string, page_token=token)
+        runs.extend(page)
+        token = page.token
+        if not token:
+            break
+    columns = ["run_id", "experiment_id", "status", "artifact_uri", "start_time", "end_time"]
+    frame = pd.DataFrame([_run_row(run) for run in runs], columns=None if runs else columns)
+    rest = sorted(c for c in frame.columns if c not in columns)
+    return frame[columns + rest]
