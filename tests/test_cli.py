@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from bvr import cli
 from bvr.ablation.declare import EXPERIMENTS_DIR, list_experiments
-from bvr.config import PRESETS_DIR, preset_names
+from bvr.config import FAMILIES, INPUT_FORMATS, PRESETS_DIR, preset_names
 from bvr.tasks.registry import TASKS
 
 runner = CliRunner()
@@ -140,6 +140,12 @@ def test_preset_help_lists_every_preset_file():
     for command in (["config", "show"], ["pretrain"], ["finetune"], ["ablate"], ["report"]):
         text = help_text(*command)
         assert all(name in text for name in names), (command, names)
+
+
+def test_help_lists_the_input_formats_families_and_data_folders():
+    assert all(name in help_text("data", "prepare") for name in INPUT_FORMATS)
+    assert all(name in help_text("tokenizer", "train") for name in FAMILIES)
+    assert "superglue/" in help_text("finetune")  # BoolQ's folder: every task's folder is listed
 
 
 def test_help_does_not_load_torch():

@@ -35,6 +35,10 @@ def config_show(config: ConfigOpt = None, preset: PresetOpt = None, set_: SetOpt
 
 def tokenizer_train(config: ConfigOpt = None, preset: PresetOpt = None, set_: SetOpt = None,
                     data_dir: DataDirOpt = None, output_dir: OutputDirOpt = None) -> None:
+    """Read the corpus and train the configured tokenizer on its training documents (cached; reused when done).
+
+    Choose the family with --set tokenizer.family={families} and the size with --set tokenizer.vocab_size=N.
+    """
     from bvr.pretraining.prepare import prepare_corpus, prepare_tokenizer
 
     cfg = load(config, preset, set_, data_dir, output_dir)
@@ -44,10 +48,7 @@ def tokenizer_train(config: ConfigOpt = None, preset: PresetOpt = None, set_: Se
     console.print(f"tokenizer: [bold]{tokenizer_dir}[/]  (next: bvr data prepare with the same options)")
 
 
-tokenizer_train.__doc__ = f"""Read the corpus and train the configured tokenizer on its training documents (cached; reused when done).
-
-    Choose the family with --set tokenizer.family={FAMILIES_HELP} and the size with --set tokenizer.vocab_size=N.
-    """
+tokenizer_train.__doc__ = (tokenizer_train.__doc__ or "").format(families=FAMILIES_HELP)  # None under -OO
 
 
 def tokenizer_stats_cmd(
@@ -81,18 +82,19 @@ def _print_tokenizer_stats(tokenizer_dir: Path) -> None:
 
 def data_prepare(config: ConfigOpt = None, preset: PresetOpt = None, set_: SetOpt = None,
                  data_dir: DataDirOpt = None, output_dir: OutputDirOpt = None) -> None:
+    """Corpus → documents → tokenizer → tokenized documents → sequences of the configured input format.
+
+    Every stage is cached under OUTPUT_DIR/cache in a folder named by a hash of its config, so a second run
+    reuses it. Pick the format with --set data.input_format={formats}
+    (NSP with --set data.nsp=true|false; the packed formats need nsp=false).
+    """
     from bvr.pretraining.prepare import prepare
 
     cfg = load(config, preset, set_, data_dir, output_dir)
     _print_prepared(prepare(cfg))
 
 
-data_prepare.__doc__ = f"""Corpus → documents → tokenizer → tokenized documents → sequences of the configured input format.
-
-    Every stage is cached under OUTPUT_DIR/cache in a folder named by a hash of its config, so a second run
-    reuses it. Pick the format with --set data.input_format={FORMATS_HELP}
-    (NSP with --set data.nsp=true|false; the packed formats need nsp=false).
-    """
+data_prepare.__doc__ = (data_prepare.__doc__ or "").format(formats=FORMATS_HELP)
 
 
 def _print_prepared(prepared) -> None:

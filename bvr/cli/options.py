@@ -49,7 +49,7 @@ PRESETS_HELP = f"Named preset from experiments/presets: {one_of(preset_names())}
 EXPERIMENTS_HELP = f"{one_of(list_experiments())} (experiments/NAME.yaml)"
 FORMATS_HELP = "|".join(INPUT_FORMATS)
 FAMILIES_HELP = "|".join(FAMILIES)
-MASKING_HELP = "|".join(MASKING_MODES)
+DATA_FOLDERS_HELP = ", ".join(["corpus/", *dict.fromkeys(spec.folder.split("/")[0] + "/" for spec in TASKS.values())])
 
 # Options shared by every command that reads a configuration.
 ConfigOpt = Annotated[
@@ -64,7 +64,7 @@ SetOpt = Annotated[
 DataDirOpt = Annotated[
     Path | None,
     typer.Option("--data-dir", envvar="BVR_DATA_DIR",
-                 help="Folder with the datasets (corpus/, glue/, conll2003/, squad/). Env: BVR_DATA_DIR."),
+                 help=f"Folder with the datasets ({DATA_FOLDERS_HELP}). Env: BVR_DATA_DIR."),
 ]
 OutputDirOpt = Annotated[
     Path | None,
