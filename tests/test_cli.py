@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from bvr import cli
 from bvr.ablation.declare import EXPERIMENTS_DIR, list_experiments
 from bvr.config import FAMILIES, INPUT_FORMATS, PRESETS_DIR, preset_names
+from bvr.errors import BvrError
 from bvr.tasks.registry import TASKS
 
 runner = CliRunner()
@@ -75,7 +76,7 @@ def test_user_error_is_one_line_and_exit_2(monkeypatch, capsys, tmp_path):
 
 def test_debug_shows_the_traceback(monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["bvr", "--debug", "config", "show", "--set", "masking.mask_prob=2"])
-    with pytest.raises(cli.BvrError, match="masking.mask_prob"):
+    with pytest.raises(BvrError, match="masking.mask_prob"):
         cli.main()
 
 

@@ -78,4 +78,4 @@ def main() -> None:
         sys.exit(130)
 
 
-__all__ = ["BvrError", "app", "main"]
+__all__ = ["app", "main"]
