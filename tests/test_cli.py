@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -11,6 +12,10 @@ import yaml
 from typer.testing import CliRunner
 
 from bvr import cli
+from bvr.ablation.declare import EXPERIMENTS_DIR, list_experiments
+from bvr.config import FAMILIES, INPUT_FORMATS, PRESETS_DIR, preset_names
+from bvr.errors import BvrError
+from bvr.tasks.registry import TASKS
 
 runner = CliRunner()
 
@@ -71,7 +76,7 @@ def test_user_error_is_one_line_and_exit_2(monkeypatch, capsys, tmp_path):
 
 def test_debug_shows_the_traceback(monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["bvr", "--debug", "config", "show", "--set", "masking.mask_prob=2"])
-    with pytest.raises(cli.BvrError, match="masking.mask_prob"):
+    with pytest.raises(BvrError, match="masking.mask_prob"):
         cli.main()
 
 
@@ -89,8 +94,66 @@ def test_config_show_prints_resolved_yaml(monkeypatch, capsys):
 
 
 def test_finetune_takes_the_config_options_of_every_command():
-    options = {p.name for p in typer.main.get_command(cli.app).commands["finetune"].params}
-    assert {"config", "preset", "set_"} <= options and "hparams" not in options
+    params = {p.name: p for p in typer.main.get_command(cli.app).commands["finetune"].params}
+    assert {"config", "preset", "set_"} <= set(params)
+    assert params["hparams"].hidden  # only there to say what replaced it
+    assert "--hparams" not in runner.invoke(cli.app, ["finetune", "--help"]).output
+
+
+def test_old_hparams_option_says_to_use_a_config_file(monkeypatch, capsys, tmp_path):
+    code, _, err = run_main(monkeypatch, capsys, "finetune", "--task", "sst2", "--checkpoint", str(tmp_path),
+                            "--hparams", str(tmp_path / "hp.yaml"))
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "--hparams was removed" in err and "use --config FILE with a finetune: section" in err
+
+
+def help_text(*args: str) -> str:
+    """The help of a command, one line (the table borders and wrapping removed)."""
+    result = runner.invoke(cli.app, [*args, "--help"], terminal_width=1000)
+    assert result.exit_code == 0, result.output
+    return " ".join(result.output.replace("│", " ").split())
+
+
+def test_finetune_help_lists_every_registered_task():
+    text = help_text("finetune")
+    assert "boolq" in TASKS
+    for name in TASKS:
+        assert f" {name}," in text or f" {name};" in text or f" {name}." in text, name
+
+
+def test_probe_help_lists_the_tasks_a_probe_takes():
+    task = next(p for p in typer.main.get_command(cli.app).commands["probe"].params if p.name == "task")
+    for name, spec in TASKS.items():
+        assert (name in re.findall(r"\w+", task.help)) == (spec.kind != "span"), name
+
+
+def test_ablate_help_lists_every_experiment_file():
+    names = sorted(p.stem for p in EXPERIMENTS_DIR.glob("*.yaml"))
+    assert names == list_experiments() and names
+    for command in ("ablate", "pipeline"):
+        text = help_text(command)
+        assert all(name in text for name in names), (command, names)
+
+
+def test_preset_help_lists_every_preset_file():
+    names = sorted(p.stem for p in PRESETS_DIR.glob("*.yaml"))
+    assert names == preset_names() and names
+    for command in (["config", "show"], ["pretrain"], ["finetune"], ["ablate"], ["report"]):
+        text = help_text(*command)
+        assert all(name in text for name in names), (command, names)
+
+
+def test_help_lists_the_input_formats_families_and_data_folders():
+    assert all(name in help_text("data", "prepare") for name in INPUT_FORMATS)
+    assert all(name in help_text("tokenizer", "train") for name in FAMILIES)
+    assert "superglue/" in help_text("finetune")  # BoolQ's folder: every task's folder is listed
+
+
+def test_help_does_not_load_torch():
+    code = "import sys; import bvr.cli; print(sorted({'torch', 'lightning', 'mlflow'} & set(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
 
 
 def test_an_old_key_says_what_to_write(monkeypatch, capsys):

@@ -1,0 +1,138 @@
+"""``bvr config``, ``bvr tokenizer`` and ``bvr data``: show a configuration, train tokenizers, prepare the
+pretraining data and look at it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from bvr.cli.options import (
+    FAMILIES_HELP,
+    FORMATS_HELP,
+    ConfigOpt,
+    DataDirOpt,
+    OutputDirOpt,
+    PresetOpt,
+    SetOpt,
+    console,
+    load,
+)
+
+
+def config_show(config: ConfigOpt = None, preset: PresetOpt = None, set_: SetOpt = None,
+                data_dir: DataDirOpt = None, output_dir: OutputDirOpt = None) -> None:
+    """Print the resolved configuration (defaults, preset, file and --set applied) as YAML, the finetune and
+    evaluate sections included."""
+    import yaml
+
+    cfg = load(config, preset, set_, data_dir, output_dir)
+    console.print(yaml.safe_dump(cfg.to_dict(), sort_keys=False), end="", markup=False, highlight=False)
+
+
+def tokenizer_train(config: ConfigOpt = None, preset: PresetOpt = None, set_: SetOpt = None,
+                    data_dir: DataDirOpt = None, output_dir: OutputDirOpt = None) -> None:
+    """Read the corpus and train the configured tokenizer on its training documents (cached; reused when done).
+
+    Choose the family with --set tokenizer.family={families} and the size with --set tokenizer.vocab_size=N.
+    """
+    from bvr.pretraining.prepare import prepare_corpus, prepare_tokenizer
+
+    cfg = load(config, preset, set_, data_dir, output_dir)
+    corpus_dir = prepare_corpus(cfg)
+    tokenizer_dir = prepare_tokenizer(cfg, corpus_dir)
+    _print_tokenizer_stats(tokenizer_dir)
+    console.print(f"tokenizer: [bold]{tokenizer_dir}[/]  (next: bvr data prepare with the same options)")
+
+
+tokenizer_train.__doc__ = (tokenizer_train.__doc__ or "").format(families=FAMILIES_HELP)  # None under -OO
+
+
+def tokenizer_stats_cmd(
+    tokenizer: Annotated[Path | None, typer.Argument(help="A tokenizer folder or tokenizer.json; default: the "
+                                                     "configured one, trained if needed.")] = None,
+    config: ConfigOpt = None, preset: PresetOpt = None, set_: SetOpt = None,
+    data_dir: DataDirOpt = None, output_dir: OutputDirOpt = None,
+) -> None:
+    """Tokens per word, unknown-token rate and share of the vocabulary used, on held-out documents."""
+    from bvr.corpus import load_corpus
+    from bvr.pretraining.prepare import prepare_corpus, prepare_tokenizer
+    from bvr.tokenization import describe_stats, load_tokenizer, tokenizer_stats
+
+    cfg = load(config, preset, set_, data_dir, output_dir)
+    corpus_dir = prepare_corpus(cfg)
+    if tokenizer is None:
+        _print_tokenizer_stats(prepare_tokenizer(cfg, corpus_dir))
+        return
+    tok, family = load_tokenizer(tokenizer)
+    stats = tokenizer_stats(tok, load_corpus(corpus_dir / "documents")["validation"]["sentences"])
+    stats.update(family=family, vocab_size=tok.get_vocab_size(), held_out="validation documents")
+    console.print(describe_stats(stats), markup=False, highlight=False)
+
+
+def _print_tokenizer_stats(tokenizer_dir: Path) -> None:
+    from bvr.tokenization import describe_stats
+
+    stats = json.loads((tokenizer_dir / "tokenizer_stats.json").read_text())
+    console.print(describe_stats(stats), markup=False, highlight=False)
+
+
+def data_prepare(config: ConfigOpt = None, preset: PresetOpt = None, set_: SetOpt = None,
+                 data_dir: DataDirOpt = None, output_dir: OutputDirOpt = None) -> None:
+    """Corpus → documents → tokenizer → tokenized documents → sequences of the configured input format.
+
+    Every stage is cached under OUTPUT_DIR/cache in a folder named by a hash of its config, so a second run
+    reuses it. Pick the format with --set data.input_format={formats}
+    (NSP with --set data.nsp=true|false; the packed formats need nsp=false).
+    """
+    from bvr.pretraining.prepare import prepare
+
+    cfg = load(config, preset, set_, data_dir, output_dir)
+    _print_prepared(prepare(cfg))
+
+
+data_prepare.__doc__ = (data_prepare.__doc__ or "").format(formats=FORMATS_HELP)
+
+
+def _print_prepared(prepared) -> None:
+    stats = prepared.stats()
+    table = Table(title=f"prepared data in {prepared.instances.parent}")
+    table.add_column("stage")
+    table.add_column("folder", no_wrap=True)
+    table.add_column("figures")
+    corpus = stats.get("corpus", {})
+    table.add_row("corpus", prepared.corpus.name,
+                  f"{corpus.get('train_documents', '?')} train / {corpus.get('validation_documents', '?')} "
+                  f"validation documents, {corpus.get('sentences', '?')} sentences")
+    tok = stats.get("tokenizer", {})
+    table.add_row("tokenizer", prepared.tokenizer.name,
+                  f"{tok.get('family')} {tok.get('vocab_size')}: {tok.get('tokens_per_word', 0):.3f} tokens/word, "
+                  f"unknown {tok.get('unk_rate', 0):.4%}")
+    table.add_row("tokenized", prepared.tokenized.name, "")
+    inst = stats.get("instances", {})
+    for split in ("train", "validation"):
+        s = inst.get(split, {})
+        nsp = f"; NSP IsNext/NotNext {s['nsp_is_next']}/{s['nsp_not_next']}" if "nsp_is_next" in s else ""
+        table.add_row(f"sequences ({split})", prepared.instances.name if split == "train" else "",
+                      f"{s.get('sequences')} sequences, {s.get('tokens')} tokens, mean length {s.get('mean_length')}"
+                      f"{nsp}")
+    console.print(table)
+    console.print("next: [bold]bvr data show[/] with the same options shows masked sequences")
+
+
+def data_show(
+    count: Annotated[int, typer.Option("--count", "-n", help="How many sequences to show.")] = 3,
+    epoch: Annotated[int, typer.Option("--epoch", help="Epoch whose masks to show (static: copy epoch mod "
+                                       "dupe_factor).")] = 0,
+    config: ConfigOpt = None, preset: PresetOpt = None, set_: SetOpt = None,
+    data_dir: DataDirOpt = None, output_dir: OutputDirOpt = None,
+) -> None:
+    """Print the first prepared training sequences as the model sees them: masked, with their labels."""
+    from bvr.pretraining.inspect import render_examples
+    from bvr.pretraining.prepare import prepare
+
+    cfg = load(config, preset, set_, data_dir, output_dir)
+    console.print(render_examples(cfg, prepare(cfg), count=count, epoch=epoch), markup=False, highlight=False)

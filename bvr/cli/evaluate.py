@@ -1,0 +1,148 @@
+"""``bvr probe`` and ``bvr blimp``: evaluate a pretrained encoder without fine-tuning it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from bvr.cli.options import DataDirOpt, console, data_dir_or_env, tasks_help
+from bvr.display import duration
+from bvr.errors import BvrError
+
+PROBE_TASKS_HELP = tasks_help(kind for kind in ("classification", "regression", "tagging"))
+"""The tasks a probe takes: every kind but span (see :data:`bvr.evaluation.probe.PROBE_KINDS`, which loads torch)."""
+
+
+def probe_cmd(
+    checkpoint: Annotated[Path, typer.Argument(help="A bvr run folder (pretrain-* or init-*), its model/ folder, or "
+                                               "a Hugging Face BERT/RoBERTa folder.")],
+    task: Annotated[str, typer.Option("--task", "-t", help=f"Task: {PROBE_TASKS_HELP}.")],
+    seeds: Annotated[int, typer.Option("--seeds", help="Probe seeds 0 to N-1; a seed only draws the training "
+                                       "subsample (the encoder is frozen and the fit deterministic).")] = 3,
+    features: Annotated[list[str] | None, typer.Option("--features", "-f", help="Feature kinds (repeatable or "
+                                                       "comma-separated): cls, mean, last4 for GLUE; last, last4 "
+                                                       "for conll2003. Default: all.")] = None,
+    max_train_examples: Annotated[int | None, typer.Option("--max-train-examples", help="Training examples "
+                                                           "(sentences for conll2003) each seed draws from the "
+                                                           "train file; default: all.")] = None,
+    max_eval_examples: Annotated[int | None, typer.Option("--max-eval-examples", help="Dev examples scored: the "
+                                                          "same fixed subset for every model and seed; default: "
+                                                          "all.")] = None,
+    heldout_examples: Annotated[int | None, typer.Option("--heldout-examples", help="Also set this many training "
+                                                         "examples aside (the same for every model and seed), "
+                                                         "train on the rest, and score on them too: a larger test "
+                                                         "set than a small dev split.")] = None,
+    from_scratch: Annotated[bool, typer.Option("--from-scratch", help="No-pretraining control: a randomly "
+                                               "initialised encoder of the checkpoint's shape.")] = False,
+    json_file: Annotated[Path | None, typer.Option("--json", help="Also write every score, the baseline and the "
+                                                   "timings to this JSON file.")] = None,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Progress bar over feature "
+                                           "extraction.")] = True,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Linear probes on frozen features (BERT section 5.3): how much a task is linearly readable from an encoder.
+
+    The encoder is run once, without gradients, and each example becomes a feature vector: the first token (cls),
+    the mean over its tokens (mean) or the means of the last four layers concatenated (last4); for conll2003, each
+    word's first sub-token (last, last4). A logistic regression (ridge for stsb) on standardised features, its L2
+    strength chosen on 10% of the training examples held out, is scored on dev with the task's headline metric.
+    Prints the median and every seed beside the majority-class baseline.
+    """
+    from bvr.evaluation.probe import describe, run_probe
+    from bvr.pretrained import load_pretrained
+
+    kinds = [kind.strip() for value in features for kind in value.split(",") if kind.strip()] if features else None
+    if seeds < 1:
+        raise BvrError(f"must be at least 1, got {seeds}", where="--seeds")
+    result = run_probe(load_pretrained(checkpoint), task, data_dir=data_dir, seeds=list(range(seeds)),
+                       features=kinds, max_train_examples=max_train_examples, max_eval_examples=max_eval_examples,
+                       heldout_examples=heldout_examples, from_scratch=from_scratch, progress=progress)
+    console.print(describe(result), markup=False, highlight=False, soft_wrap=True)  # a table: never wrapped
+    if json_file is not None:
+        json_file.write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
+        console.print(f"wrote {json_file}", markup=False, highlight=False)
+
+
+def blimp_cmd(
+    checkpoint: Annotated[Path, typer.Argument(help="A pretraining run folder (outputs/runs/pretrain-*), its model/ "
+                                                    "folder, or a Hugging Face BERT/RoBERTa folder.")],
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", envvar="BVR_DATA_DIR",
+                                                  help="Data folder holding blimp/ (data/*.jsonl and "
+                                                  "models_summary.jsonl), or the BLiMP folder itself. Env: "
+                                                  "BVR_DATA_DIR.")] = None,
+    per_paradigm: Annotated[int | None, typer.Option("--per-paradigm", "-n", min=1,
+                                                     help="Score a fixed subsample of N pairs per paradigm (default: "
+                                                     "all 1,000). The same --seed gives every model the same "
+                                                     "pairs.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Which subsample --per-paradigm takes.")] = 0,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Also write the metrics, each paradigm and every "
+                                                  "pair's scores and correctness (for paired comparisons between "
+                                                  "models) to this JSON file.")] = None,
+) -> None:
+    """Zero-shot BLiMP: how often the model prefers the grammatical sentence of each of 67 paradigms' minimal pairs.
+
+    Each sentence is scored by its pseudo-log-likelihood (Salazar et al. 2020: mask each token in turn, sum the
+    log-probabilities of the true tokens); a pair is right when the good sentence scores strictly higher (ties are
+    wrong). Prints the macro accuracy (mean over paradigms, as the BLiMP paper reports it) beside the paper's 5-gram,
+    LSTM, Transformer-XL and GPT-2 and chance (50%), then the accuracy per linguistic term. The full set is 134,000
+    sentences; --per-paradigm 100 takes a tenth of the time.
+    """
+    from bvr.evaluation.blimp import evaluate_blimp
+    from bvr.pretrained import load_pretrained
+
+    folder = data_dir_or_env(data_dir)
+    if folder is None:
+        raise BvrError("no data folder: BLiMP is read from DATA_DIR/blimp/data/*.jsonl", where="--data-dir",
+                       hint="pass --data-dir PATH or set BVR_DATA_DIR")
+    pretrained = load_pretrained(checkpoint)
+    result = evaluate_blimp(pretrained, folder, per_paradigm=per_paradigm, seed=seed, progress=True)
+    model = pretrained.folder.parent if pretrained.folder.name == "model" else pretrained.folder  # a run: its name
+    _print_blimp(result, model.resolve().name, per_paradigm, seed)
+    if json_out is not None:
+        json_out.write_text(json.dumps(result.to_dict(), indent=1) + "\n", encoding="utf-8")
+        console.print(f"wrote {json_out}", markup=False, highlight=False)
+
+
+def _print_blimp(result, name: str, per_paradigm: int | None, seed: int) -> None:
+    sample = f"{per_paradigm} per paradigm, seed {seed}" if per_paradigm else "all pairs"
+    rate = result.sentences / result.seconds if result.seconds else float("nan")
+    console.print(f"BLiMP: {len(result.pairs):,} pairs in {len(result.paradigm_accuracy)} paradigms ({sample}); "
+                  f"{result.sentences:,} sentences scored in {duration(result.seconds)} ({rate:.0f} sentences/s)",
+                  markup=False, highlight=False)
+    published = list(result.published.items())
+    console.print(_blimp_macro_table(name, result.summary(), published))
+    console.print(_blimp_term_table(result, published))
+    console.print(f"micro accuracy (over pairs) {result.micro_accuracy:.1%}"
+                  + ("; published models: all 1,000 pairs of the same paradigms" if published else
+                     "; no models_summary.jsonl found, so no published figures"), markup=False, highlight=False)
+
+
+def _blimp_macro_table(name: str, ours, published: list) -> Table:
+    from bvr.evaluation.blimp import CHANCE
+
+    table = Table(title="macro accuracy (mean over paradigms)")
+    table.add_column("model")
+    table.add_column("accuracy", justify="right")
+    table.add_row(name, f"{ours.macro:.1%}")
+    for model, summary in published:
+        table.add_row(f"{model} (published)", f"{summary.macro:.1%}")
+    table.add_row("chance", f"{CHANCE:.1%}")
+    return table
+
+
+def _blimp_term_table(result, published: list) -> Table:
+    table = Table(title="accuracy per linguistic term (mean over its paradigms)")
+    table.add_column("term", no_wrap=True, min_width=max(map(len, result.term_accuracy)))  # narrow the numbers instead
+    table.add_column("paradigms", justify="right")
+    table.add_column("this model", justify="right", overflow="fold")  # the macro table gives its name
+    for model, _ in published:
+        table.add_column(model, justify="right", overflow="fold")
+    terms = list(result.paradigm_terms.values())
+    for term, accuracy in result.term_accuracy.items():
+        theirs = (f"{s.terms[term]:.1%}" if term in s.terms else "—" for _, s in published)
+        table.add_row(term, str(terms.count(term)), f"{accuracy:.1%}", *theirs)
+    return table

@@ -1,0 +1,94 @@
+"""What every ``bvr`` command shares: the consoles, the configuration options and their help, built from the
+registries (tasks, presets, experiment files, formats) so that it never goes stale.
+
+Only light modules are imported here (the task registry, the config package, the ablation declarations): building
+the help must not load torch or Lightning.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from bvr.ablation.declare import list_experiments
+from bvr.config import FAMILIES, INPUT_FORMATS, MASKING_MODES, preset_names
+from bvr.tasks.registry import TASK_KINDS, TASKS
+
+console = Console()
+err_console = Console(stderr=True)
+state = {"debug": False}
+"""Set by the ``--debug`` callback: show the traceback of a :class:`~bvr.errors.BvrError` instead of one line."""
+
+
+def one_of(names: Iterable[str], last: str = "or") -> str:
+    """Names as prose.
+
+    >>> one_of(["tiny", "small", "base"]), one_of(["bert"]), one_of(["a", "b"], last="and")
+    ('tiny, small or base', 'bert', 'a and b')
+    """
+    names = list(names)
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} {last} {names[-1]}"
+
+
+def tasks_help(kinds: Iterable[str] = TASK_KINDS) -> str:
+    """The registered tasks of these kinds, grouped by kind, e.g. ``classification: cola, sst2; tagging: conll2003``."""
+    groups = []
+    for kind in kinds:
+        names = [name for name, spec in TASKS.items() if spec.kind == kind]
+        if names:
+            groups.append(f"{kind}: {', '.join(names)}")
+    return "; ".join(groups)
+
+
+PRESETS_HELP = f"Named preset from experiments/presets: {one_of(preset_names())}."
+EXPERIMENTS_HELP = f"{one_of(list_experiments())} (experiments/NAME.yaml)"
+FORMATS_HELP = "|".join(INPUT_FORMATS)
+FAMILIES_HELP = "|".join(FAMILIES)
+DATA_FOLDERS_HELP = ", ".join(["corpus/", *dict.fromkeys(spec.folder.split("/")[0] + "/" for spec in TASKS.values())])
+
+# Options shared by every command that reads a configuration.
+ConfigOpt = Annotated[
+    Path | None, typer.Option("--config", "-c", help="YAML file of config sections (see experiments/).")
+]
+PresetOpt = Annotated[str | None, typer.Option("--preset", "-p", help=PRESETS_HELP)]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", "-s", help=f"Override one key, e.g. --set masking.mode={MASKING_MODES[0]} (repeatable; "
+                 "YAML values)."),
+]
+DataDirOpt = Annotated[
+    Path | None,
+    typer.Option("--data-dir", envvar="BVR_DATA_DIR",
+                 help=f"Folder with the datasets ({DATA_FOLDERS_HELP}). Env: BVR_DATA_DIR."),
+]
+OutputDirOpt = Annotated[
+    Path | None,
+    typer.Option("--output-dir", envvar="BVR_OUTPUT_DIR",
+                 help="Where prepared data and checkpoints are cached (default: ./outputs). Env: BVR_OUTPUT_DIR."),
+]
+
+
+def load(config: Path | None, preset: str | None, overrides: list[str] | None, data_dir: Path | None,
+         output_dir: Path | None):
+    """The resolved :class:`~bvr.config.Config` of a command's configuration options."""
+    from bvr.config import load_config
+
+    extra: dict[str, str] = {}
+    if data_dir is not None:
+        extra["data_dir"] = str(data_dir)
+    if output_dir is not None:
+        extra["output_dir"] = str(output_dir)
+    return load_config(config, preset=preset, overrides=overrides, extra=extra)
+
+
+def data_dir_or_env(value: Path | None) -> Path | None:
+    """--data-dir, where an empty value (as DVC passes an unset param) falls back to BVR_DATA_DIR."""
+    if value is not None and str(value) not in ("", "."):
+        return value
+    env = os.environ.get("BVR_DATA_DIR")
+    return Path(env) if env else None

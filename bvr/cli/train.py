@@ -1,0 +1,116 @@
+"""``bvr pretrain``, ``bvr finetune``, ``bvr fill-mask`` and ``bvr export``: train encoders and use them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from bvr.cli.options import ConfigOpt, DataDirOpt, OutputDirOpt, PresetOpt, SetOpt, console, load, tasks_help
+from bvr.errors import BvrError
+
+
+def pretrain_cmd(
+    resume: Annotated[bool, typer.Option("--resume", help="Continue an unfinished run of this configuration from "
+                                         "its last checkpoint (data order, masks and RNG included).")] = False,
+    restart: Annotated[bool, typer.Option("--restart", help="Discard an unfinished run of this configuration and "
+                                          "start again.")] = False,
+    experiment: Annotated[str | None, typer.Option("--experiment", help="MLflow experiment (default: "
+                                                   "bvr-pretrain).")] = None,
+    config: ConfigOpt = None, preset: PresetOpt = None, set_: SetOpt = None,
+    data_dir: DataDirOpt = None, output_dir: OutputDirOpt = None,
+) -> None:
+    """Pretrain a BERT- or RoBERTa-style encoder from scratch (prepares the data first if needed).
+
+    Logs to MLflow (./mlflow.db and ./mlartifacts unless MLFLOW_TRACKING_URI is set; browse with
+    `mlflow ui --backend-store-uri sqlite:///mlflow.db`). A finished run with the same configuration is reused.
+    """
+    from bvr.pretraining.run import pretrain
+
+    cfg = load(config, preset, set_, data_dir, output_dir)
+    result = pretrain(cfg, resume=resume, restart=restart, experiment=experiment)
+    _print_pretrain(result)
+
+
+def _print_pretrain(result) -> None:
+    m = result.metrics
+    state = "reused the finished run" if result.reused else "finished"
+    console.print(f"{state}: [bold]{result.run_dir}[/]")
+    keys = ("steps", "epochs", "tokens_seen", "train/mlm_loss", "val/mlm_loss", "val/perplexity", "val/nsp_acc",
+            "wall_seconds", "params_total", "params_non_embedding", "mask_distinct_per_sequence",
+            "mask_max_times_seen")
+    console.print("  " + ", ".join(f"{k}={m[k]:.4g}" for k in keys if k in m), highlight=False)
+    console.print(f"next: bvr fill-mask {result.run_dir} \"Paris is the [MASK] of France.\"", markup=False)
+
+
+def finetune_cmd(
+    task: Annotated[str, typer.Option("--task", "-t", help=f"Task: {tasks_help()}.")],
+    checkpoint: Annotated[Path, typer.Option("--checkpoint", help="A pretraining run folder, its model/ folder, or a "
+                                             "Hugging Face BERT/RoBERTa folder.")],
+    seeds: Annotated[int, typer.Option("--seeds", help="Fine-tuning seeds (0 to N-1), each its own MLflow run.")] = 5,
+    config: ConfigOpt = None,
+    preset: PresetOpt = None,
+    set_: SetOpt = None,
+    from_scratch: Annotated[bool, typer.Option("--from-scratch", help="No-pretraining control: a randomly "
+                                               "initialised encoder of the checkpoint's shape.")] = False,
+    arm: Annotated[str | None, typer.Option("--arm", help="Arm name for MLflow (default: the checkpoint's "
+                                            "name).")] = None,
+    experiment: Annotated[str | None, typer.Option("--experiment", help="MLflow experiment (default: "
+                                                   "bvr-finetune).")] = None,
+    data_dir: DataDirOpt = None,
+    output_dir: OutputDirOpt = None,
+    hparams: Annotated[Path | None, typer.Option("--hparams", hidden=True, help="Removed: use --config FILE with a "
+                                                 "finetune: section.")] = None,
+) -> None:
+    """Fine-tune a checkpoint on one task over several seeds; print the median, spread and majority baseline.
+
+    Hyperparameters are the config's finetune section (--preset, --config, --set finetune.learning_rate=3e-5 or
+    finetune.per_task.TASK.KEY=VALUE; `bvr config show` prints them). Each seed is a nested MLflow run
+    (ARM/finetune/TASK/seedN) under a parent run; runs that collapse to one class are flagged. Finished seeds with
+    the same settings are reused.
+    """
+    if hparams is not None:
+        raise BvrError("--hparams was removed", where="finetune",
+                       hint=f"use --config FILE with a finetune: section holding the keys of {hparams}")
+    from bvr.tasks.run import describe, finetune
+
+    result = finetune(checkpoint, task, seeds=seeds, data_dir=data_dir, output_dir=output_dir or "outputs",
+                      preset=preset, overrides=set_, config_file=config, from_scratch=from_scratch, arm=arm,
+                      experiment=experiment, progress=True)
+    console.print(describe(result), markup=False, highlight=False)
+
+
+def fill_mask_cmd(
+    checkpoint: Annotated[Path, typer.Argument(help="A pretraining run folder (outputs/runs/pretrain-*), its model/ "
+                                                    "folder, or a Hugging Face BERT/RoBERTa folder.")],
+    text: Annotated[str, typer.Argument(help="Text with one or more [MASK] (or <mask>) where a word is missing.")],
+    top_k: Annotated[int, typer.Option("--top-k", "-k", help="Predictions to show per mask.")] = 5,
+) -> None:
+    """Print the most likely tokens at each mask, to see what a checkpoint has learned."""
+    from bvr.pretrained import fill_mask, load_pretrained
+
+    predictions = fill_mask(load_pretrained(checkpoint), text, top_k=top_k)
+    for n, preds in enumerate(predictions, start=1):
+        shown = "  ".join(f"{p.token} ({p.probability:.3f})" for p in preds)
+        console.print(f"mask {n}: {shown}", markup=False, highlight=False)
+
+
+def export_cmd(
+    checkpoint: Annotated[Path, typer.Argument(help="A pretraining run folder or its model/ folder.")],
+    out: Annotated[Path, typer.Argument(help="Folder to write (config.json, model.safetensors, tokenizer files).")],
+) -> None:
+    """Write a checkpoint as a Hugging Face folder that transformers' Auto classes load."""
+    from bvr.pretrained import load_pretrained
+    from bvr.pretraining.run import export_model
+
+    pretrained = load_pretrained(checkpoint)
+    export_model(pretrained.model, pretrained.folder, _bvr_config(pretrained.folder), out)
+    console.print(f"wrote {out} (load with transformers.AutoModelForMaskedLM.from_pretrained)")
+
+
+def _bvr_config(folder: Path) -> dict:
+    import yaml
+
+    path = folder / "bvr.yaml"
+    return yaml.safe_load(path.read_text()) if path.is_file() else {}
