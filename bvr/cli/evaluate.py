@@ -10,11 +10,12 @@ import typer
 from rich.table import Table
 
 from bvr.cli.options import DataDirOpt, console, data_dir_or_env, tasks_help
+from bvr.config import PROBE_KINDS, SENTENCE_FEATURES, TOKEN_FEATURES
 from bvr.display import duration
 from bvr.errors import BvrError
 
-PROBE_TASKS_HELP = tasks_help(kind for kind in ("classification", "regression", "tagging"))
-"""The tasks a probe takes: every kind but span (see :data:`bvr.evaluation.probe.PROBE_KINDS`, which loads torch)."""
+PROBE_TASKS_HELP = tasks_help(PROBE_KINDS)
+"""The tasks a probe takes: every kind but span (:data:`bvr.config.PROBE_KINDS`)."""
 
 
 def probe_cmd(
@@ -24,8 +25,9 @@ def probe_cmd(
     seeds: Annotated[int, typer.Option("--seeds", help="Probe seeds 0 to N-1; a seed only draws the training "
                                        "subsample (the encoder is frozen and the fit deterministic).")] = 3,
     features: Annotated[list[str] | None, typer.Option("--features", "-f", help="Feature kinds (repeatable or "
-                                                       "comma-separated): cls, mean, last4 for GLUE; last, last4 "
-                                                       "for conll2003. Default: all.")] = None,
+                                                       f"comma-separated): {', '.join(SENTENCE_FEATURES)} for "
+                                                       f"sentence tasks; {', '.join(TOKEN_FEATURES)} for tagging. "
+                                                       "Default: all.")] = None,
     max_train_examples: Annotated[int | None, typer.Option("--max-train-examples", help="Training examples "
                                                            "(sentences for conll2003) each seed draws from the "
                                                            "train file; default: all.")] = None,

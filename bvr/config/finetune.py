@@ -20,7 +20,12 @@ from bvr.config.layers import build_dataclass, check, unknown_key
 from bvr.config.sections import PRECISIONS
 from bvr.errors import BvrError
 
-PROBE_FEATURES = ("cls", "mean", "last4")
+SENTENCE_FEATURES: tuple[str, ...] = ("cls", "mean", "last4")
+"""Probe feature kinds of sentence and pair tasks."""
+TOKEN_FEATURES: tuple[str, ...] = ("last", "last4")
+"""Probe feature kinds of tagging tasks (one row per word, at its first sub-token)."""
+PROBE_KINDS: tuple[str, ...] = ("classification", "regression", "tagging")
+"""Task kinds a probe can be trained on (span tasks predict positions, not labels)."""
 NOT_HASHED = ("eval_batch_size", "num_workers", "log_every_steps")
 """Fine-tuning fields that change speed or logging, not a result: left out of :meth:`FinetuneConfig.hashed`."""
 
@@ -197,8 +202,8 @@ class ProbesConfig:
 
     def __post_init__(self) -> None:
         check(self.seeds >= 1, "evaluate.probes.seeds", f"expected an integer >= 1, got {self.seeds!r}")
-        check(self.features in PROBE_FEATURES, "evaluate.probes.features",
-              f"expected cls, mean or last4, got {self.features!r}")
+        check(self.features in SENTENCE_FEATURES, "evaluate.probes.features",
+              f"expected {', '.join(SENTENCE_FEATURES[:-1])} or {SENTENCE_FEATURES[-1]}, got {self.features!r}")
         for key in ("max_train_examples", "max_eval_examples", "heldout_examples"):
             value = getattr(self, key)
             check(value is None or value >= 1, f"evaluate.probes.{key}",

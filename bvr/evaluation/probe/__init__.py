@@ -3,10 +3,11 @@
 The encoder is frozen. Each example is encoded once under ``torch.inference_mode()``, in batches of similar length
 padded to their longest row, and features are read from its hidden states (:meth:`Encoder.hidden_states`):
 
-- sentence and pair tasks (GLUE), :data:`SENTENCE_FEATURES`: ``cls``, the last layer at the first token ([CLS] or
-  <s>); ``mean``, the last layer averaged over the sequence's real tokens (specials included, padding never);
+- sentence and pair tasks (GLUE), :data:`~bvr.config.SENTENCE_FEATURES`: ``cls``, the last layer at the first
+  token ([CLS] or <s>); ``mean``, the last layer averaged over the sequence's real tokens (specials included, padding never);
   ``last4``, that average for each of the last four layers (fewer when the model has fewer), concatenated;
-- CoNLL-2003, :data:`TOKEN_FEATURES`, one row per word at its first sub-token (the token fine-tuning labels):
+- CoNLL-2003, :data:`~bvr.config.TOKEN_FEATURES`, one row per word at its first sub-token (the token fine-tuning
+  labels):
   ``last``, the last layer; ``last4``, the last four layers concatenated.
 
 A linear probe is trained on standardised features (mean 0, variance 1 on its training data), in float64:
@@ -39,8 +40,6 @@ Modules: :mod:`~bvr.evaluation.probe.features` (extraction), :mod:`~bvr.evaluati
 from bvr.evaluation.probe.features import (
     BATCH_SIZE,
     LAST_LAYERS,
-    SENTENCE_FEATURES,
-    TOKEN_FEATURES,
     FeatureExtractor,
     ProbeSplit,
     extract_sentences,
@@ -49,13 +48,12 @@ from bvr.evaluation.probe.features import (
 )
 from bvr.evaluation.probe.fit import GRAD_TOLERANCE, MAX_ITERATIONS, LinearProbe, fit_logistic, fit_probe, fit_ridge
 from bvr.evaluation.probe.results import ProbeResult, SeedProbe, describe
-from bvr.evaluation.probe.run import PROBE_KINDS, check_features, feature_kinds, heldout_split, probe_task, run_probe
+from bvr.evaluation.probe.run import check_features, feature_kinds, heldout_split, probe_task, run_probe
 from bvr.evaluation.probe.selection import L2_GRID, Selection, baseline_scores, score, train_probe
 
 __all__ = [
-    "BATCH_SIZE", "GRAD_TOLERANCE", "L2_GRID", "LAST_LAYERS", "MAX_ITERATIONS", "PROBE_KINDS", "SENTENCE_FEATURES",
-    "TOKEN_FEATURES", "FeatureExtractor", "LinearProbe", "ProbeResult", "ProbeSplit", "SeedProbe", "Selection",
-    "baseline_scores", "check_features", "describe", "extract_sentences", "extract_words", "feature_kinds",
-    "featurise", "fit_logistic", "fit_probe", "fit_ridge", "heldout_split", "probe_task", "run_probe", "score",
-    "train_probe",
+    "BATCH_SIZE", "GRAD_TOLERANCE", "L2_GRID", "LAST_LAYERS", "MAX_ITERATIONS", "FeatureExtractor", "LinearProbe",
+    "ProbeResult", "ProbeSplit", "SeedProbe", "Selection", "baseline_scores", "check_features", "describe",
+    "extract_sentences", "extract_words", "feature_kinds", "featurise", "fit_logistic", "fit_probe", "fit_ridge",
+    "heldout_split", "probe_task", "run_probe", "score", "train_probe",
 ]

@@ -19,10 +19,6 @@ from bvr.tasks.kinds import KINDS
 from bvr.tasks.registry import TaskSpec
 from bvr.tokenization import vocab_info
 
-SENTENCE_FEATURES: tuple[str, ...] = ("cls", "mean", "last4")
-"""Feature kinds of sentence and pair tasks."""
-TOKEN_FEATURES: tuple[str, ...] = ("last", "last4")
-"""Feature kinds of tagging tasks (one row per word, at its first sub-token)."""
 LAST_LAYERS = 4
 """Layers concatenated by ``last4`` (BERT's best feature-based choice in Table 7 concatenates the last four)."""
 BATCH_SIZE = 64

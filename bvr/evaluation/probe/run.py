@@ -12,12 +12,10 @@ from typing import Any
 
 import torch
 
-from bvr.config import DataSettings
+from bvr.config import PROBE_KINDS, SENTENCE_FEATURES, TOKEN_FEATURES, DataSettings
 from bvr.errors import BvrError
 from bvr.evaluation.probe.features import (
     BATCH_SIZE,
-    SENTENCE_FEATURES,
-    TOKEN_FEATURES,
     FeatureExtractor,
     ProbeSplit,
     featurise,
@@ -34,8 +32,6 @@ from bvr.tasks.data import subset
 from bvr.tasks.readers import read_task
 from bvr.tasks.registry import TaskSpec, get_task
 
-PROBE_KINDS: tuple[str, ...] = ("classification", "regression", "tagging")
-"""Task kinds a probe can be trained on (span tasks predict positions, not labels)."""
 EVAL_SUBSET_SEED = 0
 """Seed of the dev cap (``max_eval_examples``): the same dev examples for every model and seed."""
 SET_ASIDE_SEED = 0
