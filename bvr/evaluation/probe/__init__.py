@@ -4,11 +4,11 @@ The encoder is frozen. Each example is encoded once under ``torch.inference_mode
 padded to their longest row, and features are read from its hidden states (:meth:`Encoder.hidden_states`):
 
 - sentence and pair tasks (GLUE), :data:`~bvr.config.SENTENCE_FEATURES`: ``cls``, the last layer at the first
-  token ([CLS] or <s>); ``mean``, the last layer averaged over the sequence's real tokens (specials included, padding never);
-  ``last4``, that average for each of the last four layers (fewer when the model has fewer), concatenated;
+  token ([CLS] or <s>); ``mean``, the last layer averaged over the sequence's real tokens (specials included,
+  padding never); ``last4``, that average for each of the last four layers (fewer when the model has fewer),
+  concatenated;
 - CoNLL-2003, :data:`~bvr.config.TOKEN_FEATURES`, one row per word at its first sub-token (the token fine-tuning
-  labels):
-  ``last``, the last layer; ``last4``, the last four layers concatenated.
+  labels): ``last``, the last layer; ``last4``, the last four layers concatenated.
 
 A linear probe is trained on standardised features (mean 0, variance 1 on its training data), in float64:
 
