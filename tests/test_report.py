@@ -45,7 +45,7 @@ import pytest
 from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE
 from scipy import integrate, optimize, stats
 
-from bvr.ablation.plan import Manifest
+from bvr.ablation.manifest import Manifest
 from bvr.errors import BvrError
 from bvr.report.analysis import Analysis, analyse, headlines
 from bvr.report.collect import FINETUNE_COLUMNS, HISTORY_COLUMNS, PRETRAIN_COLUMNS, Collected, collect
