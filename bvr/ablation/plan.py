@@ -14,12 +14,13 @@ import dataclasses
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any
 
-from bvr.ablation.declare import CONTROL_ARM, Ablation, Evaluations, equal_passes, load_ablation
+from bvr.ablation.arms import equal_passes
+from bvr.ablation.declare import CONTROL_ARM, Ablation, Evaluations, load_ablation
 from bvr.ablation.manifest import MANIFEST_VERSION
 from bvr.config import Config, config_hash
 from bvr.errors import BvrError
+
 
 class UnitKind(str, Enum):
     """What a unit does, in the order the kinds run."""
@@ -177,7 +178,8 @@ def make_plan(
     """Load and check an ablation, and lay out its arms, tasks and seeds.
 
     Raises:
-        BvrError: whatever :func:`bvr.ablation.declare.load_ablation` refuses; arms that do not see equal passes.
+        BvrError: whatever :func:`bvr.ablation.declare.load_ablation` refuses; arms that do not see equal passes
+            (:func:`bvr.ablation.arms.equal_passes`).
     """
     from bvr.tasks.registry import get_task
 
