@@ -276,7 +276,8 @@ def finetune_cmd(
     (ARM/finetune/TASK/seedN) under a parent run; runs that collapse to one class are flagged. Finished seeds with
     the same settings are reused.
     """
-    from bvr.tasks.run import describe, finetune
+    from bvr.tasks.results import describe
+    from bvr.tasks.run import finetune
 
     result = finetune(checkpoint, task, seeds=seeds, data_dir=data_dir, output_dir=output_dir or "outputs",
                       preset=preset, overrides=set_, config_file=config, from_scratch=from_scratch, arm=arm,

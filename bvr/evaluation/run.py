@@ -83,7 +83,7 @@ def result_path(model_dir: Path, kind: str, task: str | None, evaluations: Any, 
     from bvr.cache import fingerprint
     from bvr.tasks.data import task_files
     from bvr.tasks.registry import get_task
-    from bvr.tasks.run import checkpoint_identity
+    from bvr.tasks.source import checkpoint_identity
 
     settings = _settings(kind, task, evaluations, data_dir)
     name = f"{kind}-{task}" if task else kind
