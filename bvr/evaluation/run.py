@@ -216,7 +216,7 @@ def evaluate_model(
         model_dir: a model folder (config.json, weights, tokenizer).
         kind: ``blimp`` or ``probe``.
         task: the probe's task; None for BLiMP.
-        evaluations: the settings (:class:`bvr.ablation.Evaluations`).
+        evaluations: the settings (:class:`bvr.ablation.declare.Evaluations`).
         data_dir: the data folder (``blimp/``, ``glue/``, ``conll2003/``).
         label: the model's label in the ablation (``static-p1``), the MLflow run's name prefix.
         pretrain_seed: recorded as the ``bvr.pretrain_seed`` tag.
