@@ -29,7 +29,7 @@ from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
 from bvr import tracking
-from bvr.ablation.plan import Manifest, Record
+from bvr.ablation.manifest import Manifest, Record
 
 ABLATION = "masking"
 ARMS = ("static", "dynamic")
@@ -227,7 +227,7 @@ def fill_store(workdir: Path) -> Store:
 
 
 def manifest(parent: str, pretrain: list[dict], evaluations: list[dict], finetune: list[dict]) -> dict[str, Any]:
-    """The runner's manifest.json for the runs above (:meth:`bvr.ablation.plan.Manifest.new`'s layout, every
+    """The runner's manifest.json for the runs above (:meth:`bvr.ablation.manifest.Manifest.new`'s layout, every
     unit done)."""
     labels = [label(arm, seed) for arm in ALL_ARMS for seed in PRETRAIN_SEEDS]
     return {

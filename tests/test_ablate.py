@@ -17,7 +17,8 @@ import yaml
 
 from bvr import cli
 from bvr.ablation.dvc import render_pipeline
-from bvr.ablation.plan import MANIFEST_VERSION, Manifest, UnitKind, find_manifest, make_plan
+from bvr.ablation.manifest import MANIFEST_VERSION, Manifest, find_manifest
+from bvr.ablation.plan import UnitKind, make_plan
 from bvr.errors import BvrError
 from bvr.tracking import find_runs
 from tests.test_prepare import write_wiki_corpus

@@ -7,20 +7,21 @@ from pathlib import Path
 
 import pytest
 
-from bvr.ablation.declare import (
-    CONTROL_ARM,
+from bvr.ablation.arms import (
     arm_differences,
     check_arms,
     equal_passes,
-    list_experiments,
-    load_ablation,
+    sequence_tokens,
     sequences_seen,
     tokens_per_step,
+    tokens_seen,
 )
+from bvr.ablation.declare import CONTROL_ARM, list_experiments, load_ablation
+from bvr.ablation.plan import make_plan
 from bvr.config import PRESETS_DIR, flatten, resolve_finetune
 from bvr.errors import BvrError
 from bvr.tasks.registry import get_task
-from bvr.tasks.run import load_finetune_config
+from bvr.tasks.settings import load_finetune_config
 
 PRESETS = sorted(p.stem for p in PRESETS_DIR.glob("*.yaml"))
 SHIPPED = ("masking", "nsp", "batch-size", "vocab", "bert-vs-roberta")
@@ -60,8 +61,7 @@ def test_shipped_experiments_load_and_are_fair(name, preset):
     for (a, b), keys in arm_differences(ablation).items():
         assert keys, f"arms {a} and {b} are identical"
         assert keys <= ablation.declared[a] | ablation.declared[b]
-    if name in ("batch-size", "bert-vs-roberta"):
-        equal_passes(ablation)
+    equal_passes(ablation)
     control = ablation.control_config()
     first = next(iter(ablation.arms.values()))
     assert control.name == CONTROL_ARM and control.model == first.model
@@ -138,6 +138,26 @@ def test_nsp_sentence_pair_declares_larger_batch():
     ablation = load_ablation("nsp", preset="tiny")
     assert "training.batch_size" in ablation.declared["sentence-pair"]
     assert ablation.arms["sentence-pair"].training.batch_size == 2 * ablation.arms["segment-pair"].training.batch_size
+    # The larger batch of shorter sequences sees as many tokens as the other arms, not as many sequences.
+    pair, segment = ablation.arms["sentence-pair"], ablation.arms["segment-pair"]
+    assert sequence_tokens(pair) < sequence_tokens(segment) == segment.data.max_length
+    assert tokens_seen(pair) == tokens_seen(segment) and sequences_seen(pair) > sequences_seen(segment)
+
+
+def test_equal_passes_refuses_unequal_tokens():
+    ablation = load_ablation("nsp", preset="tiny")
+    cfg = ablation.arms["sentence-pair"]
+    ablation.arms["sentence-pair"] = dataclasses.replace(cfg, training=dataclasses.replace(cfg.training,
+                                                                                           batch_size=32))
+    with pytest.raises(BvrError, match="sentence-pair: 32 x 1000 x 64 tokens"):
+        equal_passes(ablation)
+
+
+@pytest.mark.parametrize("preset", [None, *PRESETS])
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_experiments_plan_at_every_preset(name, preset, tmp_path):
+    plan = make_plan(name, preset=preset, output_dir=tmp_path)
+    assert plan.units() and plan.manifest_path.parent.parent == tmp_path / "ablations"
 
 
 def test_bert_vs_roberta_recipes():

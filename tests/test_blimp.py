@@ -31,6 +31,7 @@ from bvr.evaluation.blimp import (
     score_pairs,
 )
 from bvr.evaluation.blimp import evaluate as blimp_evaluate
+from bvr.evaluation.blimp.published import published_terms
 from bvr.model import EncoderConfig, PretrainingModel
 from bvr.pretrained import load_pretrained
 from bvr.pretraining.run import export_model
@@ -231,6 +232,8 @@ def test_published_reads_the_paradigm_rows_and_skips_overall():
     assert published_blimp(FIXTURE / "data") == published  # from the paradigm folder too
     summaries = published_summaries(published, {"only_npi_scope": "npi_licensing", "unknown": "x"})
     assert summaries["5-gram"].macro == 0.298 and summaries["5-gram"].paradigms == 1
+    assert published_terms(FIXTURE) == {"anaphor_gender_agreement": "anaphor_agreement",
+                                        "principle_A_case_2": "binding", "only_npi_scope": "npi_licensing"}
 
 
 # ---------------------------------------------------------------------------------------------------------------

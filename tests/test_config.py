@@ -158,7 +158,7 @@ def test_config_holds_the_finetune_and_evaluate_sections():
     assert shown["evaluate"]["blimp"] == {"enabled": True, "per_paradigm": 100, "seed": 0}
 
 
-# Each task's effective fine-tuning settings, as experiments/finetune.yaml and FineTuneDefaults resolved them
+# Each task's effective fine-tuning settings, as the separate fine-tuning file and its defaults class resolved them
 # before the fine-tuning settings became the finetune section (fine-tuning caches hash these values).
 _SHARED = {"accelerator": "auto", "adam_betas": [0.9, 0.999], "adam_eps": 1e-06, "article_split_fraction": 0.2,
            "article_split_seed": 0, "batch_size": 32, "eval_batch_size": 64, "grad_clip": 1.0, "log_every_steps": 10,

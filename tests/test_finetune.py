@@ -25,7 +25,10 @@ from bvr.tasks.metrics import pearson, spearman
 from bvr.tasks.module import build_model
 from bvr.tasks.readers import READERS
 from bvr.tasks.registry import TASK_FORMATS, TASK_KINDS, TASKS, get_task
-from bvr.tasks.run import EncoderSource, describe, finetune, load_finetune_config, spread
+from bvr.tasks.results import describe, spread
+from bvr.tasks.run import finetune
+from bvr.tasks.settings import load_finetune_config
+from bvr.tasks.source import EncoderSource
 from bvr.tokenization import save_tokenizer, train_tokenizer, vocab_info
 from bvr.tracking import tracking_uri
 

@@ -45,7 +45,7 @@ import pytest
 from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE
 from scipy import integrate, optimize, stats
 
-from bvr.ablation.plan import Manifest
+from bvr.ablation.manifest import Manifest
 from bvr.errors import BvrError
 from bvr.report.analysis import Analysis, analyse, headlines
 from bvr.report.collect import FINETUNE_COLUMNS, HISTORY_COLUMNS, PRETRAIN_COLUMNS, Collected, collect
@@ -544,11 +544,11 @@ def test_summary_lists_each_ablations_headlines(report: ReportResult, store: Sto
 
 def test_reports_import_no_training_code() -> None:
     """Rendering reads MLflow and files only: neither torch nor Lightning is imported (reports sit above training),
-    not even to read the published BLiMP models' accuracies."""
+    not even to read the published BLiMP models' accuracies (:mod:`bvr.evaluation.blimp.published`, torch-free)."""
     code = ("import sys, bvr.report.render, bvr.report.collect, bvr.report.results as s; "
             f"assert s._published_blimp({str(BLIMP_DATA)!r})['GPT-2']; "
-            "print(sorted(m for m in ('torch', 'lightning', 'bvr.pretraining', 'bvr.model', 'bvr.evaluation.blimp') "
-            "if m in sys.modules))")
+            "print(sorted(m for m in ('torch', 'lightning', 'bvr.pretraining', 'bvr.model', "
+            "'bvr.evaluation.blimp.pll', 'bvr.evaluation.blimp.evaluate') if m in sys.modules))")
     root = Path(__file__).resolve().parents[1]  # this checkout's bvr, whatever the current directory
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
     assert done.stdout.strip() == "[]"

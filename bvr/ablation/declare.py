@@ -37,8 +37,8 @@ bad key, type or value names the file, line and key:
 6. ``--set`` overrides (applied to every arm).
 
 The arm's config ``name`` is the arm name. Nothing here trains or fine-tunes: this module only parses, expands and
-checks. :func:`check_arms` refuses arms that differ in anything no arm declares; :func:`equal_passes` refuses a
-batch-size ablation whose arms do not see the same number of sequences.
+checks; the checks on the arms are in :mod:`bvr.ablation.arms` (:func:`~bvr.ablation.arms.check_arms`, run on
+every ablation loaded here, refuses arms that differ in anything no arm declares).
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from typing import Any
 
 import yaml
 
+from bvr.ablation.arms import check_arms
 from bvr.config import (
     HYPERPARAMETERS,
     PRESETS_DIR,
@@ -272,12 +273,12 @@ def load_ablation(
             since setting it for every arm would erase the ablation.
 
     Returns:
-        The ablation with every arm resolved; :func:`check_arms` has passed on it.
+        The ablation with every arm resolved; :func:`~bvr.ablation.arms.check_arms` has passed on it.
 
     Raises:
         BvrError: naming the file, line and key of anything wrong (unknown key, bad type or value, no arms, an
-            arm preset block touching an undeclared key, an old form), or the arms and keys :func:`check_arms`
-            refuses.
+            arm preset block touching an undeclared key, an old form), or the arms and keys
+            :func:`~bvr.ablation.arms.check_arms` refuses.
     """
     path = experiment_path(name_or_path)
     data, lines = read_yaml(path, "experiment file")
@@ -433,59 +434,3 @@ def _check_per_task(cfg: Config, layers: list[Layer]) -> None:
 
 # ---------------------------------------------------------------------------------------------------------------
 # Checks
-
-
-def arm_differences(ablation: Ablation) -> dict[tuple[str, str], set[str]]:
-    """For each pair of arms (in file order), the dotted config keys whose resolved values differ (``name`` aside)."""
-    flat = {arm: flatten(cfg.to_dict()) for arm, cfg in ablation.arms.items()}
-    names = list(flat)
-    out: dict[tuple[str, str], set[str]] = {}
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            keys = set(flat[a]) | set(flat[b])
-            out[(a, b)] = {k for k in keys if k != "name" and flat[a].get(k) != flat[b].get(k)}
-    return out
-
-
-def check_arms(ablation: Ablation) -> None:
-    """Refuse arms that differ in anything neither of them declares.
-
-    Two arms may differ only in keys one of them sets in its diff; an arm may declare a key and leave it as the
-    other arms have it.
-
-    Raises:
-        BvrError: fewer than two arms, or a pair of arms differing in undeclared keys (arms, keys and values named).
-    """
-    if len(ablation.arms) < 2:
-        raise BvrError(f"an ablation needs at least two arms, found {len(ablation.arms)}", where=ablation.source)
-    for (a, b), keys in arm_differences(ablation).items():
-        undeclared = sorted(keys - ablation.declared.get(a, set()) - ablation.declared.get(b, set()))
-        if undeclared:
-            fa, fb = flatten(ablation.arms[a].to_dict()), flatten(ablation.arms[b].to_dict())
-            detail = ", ".join(f"{k} ({fa.get(k)!r} vs {fb.get(k)!r})" for k in undeclared)
-            raise BvrError(f"arms '{a}' and '{b}' differ in undeclared keys: {detail}", where=ablation.source,
-                           hint="declare the keys in the arms that change them, or make them equal")
-
-
-def tokens_per_step(cfg: Config) -> int:
-    """Tokens per optimiser step, an upper bound: ``batch_size x max_length`` (padding and short sequences aside)."""
-    return cfg.training.batch_size * cfg.data.max_length
-
-
-def sequences_seen(cfg: Config) -> int:
-    """Sequences fed over the whole run: ``batch_size x max_steps``."""
-    return cfg.training.batch_size * cfg.training.max_steps
-
-
-def equal_passes(ablation: Ablation) -> None:
-    """Refuse arms that do not see the same number of sequences (``batch_size x max_steps``), as RoBERTa Table 3.
-
-    Raises:
-        BvrError: naming each arm's batch size, steps and product.
-    """
-    seen = {arm: sequences_seen(cfg) for arm, cfg in ablation.arms.items()}
-    if len(set(seen.values())) > 1:
-        detail = ", ".join(f"{arm}: {cfg.training.batch_size} x {cfg.training.max_steps} = {seen[arm]}"
-                           for arm, cfg in ablation.arms.items())
-        raise BvrError(f"arms see different numbers of sequences ({detail})", where=ablation.source,
-                       hint="choose training.max_steps so that batch_size x max_steps is equal in every arm")

@@ -1,33 +1,25 @@
-"""An ablation laid out as work: the :class:`Plan` (arms, tasks, seeds), its :class:`Unit` s, and the
-:class:`Manifest` that records what each unit produced.
+"""An ablation laid out as work: the :class:`Plan` (arms, tasks, seeds) and its :class:`Unit` s.
 
 A plan is an experiment file (:mod:`bvr.ablation.declare`) expanded for one preset, data folder and output
 folder. Its units run in order (:meth:`Plan.units`): ``corpus``, ``tokenizer:FAMILY``, ``data:ARM``,
 ``pretrain:ARM``, ``blimp:ARM``, ``probe:ARM:TASK``, ``finetune:ARM:TASK``, ``report``.
 
-The manifest (``output_dir/ablations/NAME-PRESET-HASH/manifest.json``) is the plan and the index: every unit's
-status and MLflow run ids. Its JSON layout is version :data:`MANIFEST_VERSION`; :meth:`Manifest.load` refuses
-any other version, naming the file, and :meth:`Manifest.save` writes atomically. The records it holds are
-:class:`PretrainRecord`, :class:`EvaluationRecord` and :class:`FinetuneRecord`, plus its :class:`RunContext`.
+What each unit produced is recorded in the plan's manifest (:mod:`bvr.ablation.manifest`); the plan hash
+includes the manifest's layout version, so a new layout starts a new folder.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime as _dt
-import json
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, Literal
 
-from bvr.ablation.declare import CONTROL_ARM, Ablation, Evaluations, equal_passes, load_ablation
-from bvr.config import Config, config_hash, flatten
+from bvr.ablation.arms import equal_passes
+from bvr.ablation.declare import CONTROL_ARM, Ablation, Evaluations, load_ablation
+from bvr.ablation.manifest import MANIFEST_VERSION
+from bvr.config import Config, config_hash
 from bvr.errors import BvrError
-from bvr.fs import write_text
-
-MANIFEST_VERSION = 2
-"""The manifest layout written and read (the one check is :meth:`Manifest.from_dict`)."""
 
 
 class UnitKind(str, Enum):
@@ -186,7 +178,8 @@ def make_plan(
     """Load and check an ablation, and lay out its arms, tasks and seeds.
 
     Raises:
-        BvrError: whatever :func:`bvr.ablation.declare.load_ablation` refuses; arms that do not see equal passes.
+        BvrError: whatever :func:`bvr.ablation.declare.load_ablation` refuses; arms that do not see equal passes
+            (:func:`bvr.ablation.arms.equal_passes`).
     """
     from bvr.tasks.registry import get_task
 
@@ -214,337 +207,3 @@ def make_plan(
     return Plan(ablation, arms, tasks, list(range(ablation.finetune_seeds)), data, Path(output_dir),
                 list(overrides or []))
 
-
-# ---------------------------------------------------------------------------------------------------------------
-# The manifest
-
-Status = Literal["missing", "done", "failed"]
-
-
-class Record:
-    """What the manifest keeps of one unit's work: its status, MLflow run ids, timings and scores.
-
-    Subclasses are dataclasses whose fields are in the order of their JSON objects.
-    """
-
-    arm: str
-    label: str
-    pretrain_seed: int
-    status: Status
-    run_id: str | None
-    error: str | None
-
-    _DEFAULTS: dict[str, Any] = {"pretrain_seed": 0, "task": None}
-    _REQUIRED: tuple[str, ...] = ("arm", "status")
-
-    def update(self, **changes: Any) -> None:
-        """Set several fields at once (unknown names are refused)."""
-        names = {f.name for f in dataclasses.fields(self)}  # type: ignore[arg-type]
-        for key, value in changes.items():
-            if key not in names:
-                raise AttributeError(f"{type(self).__name__} has no field '{key}'")
-            setattr(self, key, value)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Record:
-        """The record a manifest's JSON object holds (``label`` defaults to the arm, ``pretrain_seed`` to 0)."""
-        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        values = {**{k: v for k, v in cls._DEFAULTS.items() if k in names}, "label": data["arm"],
-                  **{k: v for k, v in data.items() if k in names}}
-        return cls(**values)
-
-
-@dataclass
-class PretrainRecord(Record):
-    """A pretrained arm at one pretraining seed (the control has none: it is initialised, not trained)."""
-
-    arm: str
-    label: str
-    pretrain_seed: int
-    status: Status = "missing"
-    run_id: str | None = None
-    run_dir: str | None = None
-    error: str | None = None
-    metrics: dict[str, float] = field(default_factory=dict)
-    """The run's final metrics, as the runner copied them."""
-
-
-@dataclass
-class EvaluationRecord(Record):
-    """One model's zero-shot BLiMP score (task None) or frozen-feature probe on a task, over every probe seed."""
-
-    _REQUIRED = ("arm", "kind", "status")
-
-    arm: str
-    label: str
-    pretrain_seed: int
-    kind: str
-    """``blimp`` or ``probe`` (:class:`UnitKind`'s values)."""
-    task: str | None
-    status: Status = "missing"
-    run_id: str | None = None
-    main_key: str | None = None
-    score: float | None = None
-    seeds: dict[str, float] = field(default_factory=dict)
-    """Probe seed (as text) -> score."""
-    baseline: float | None = None
-    seconds: float | None = None
-    error: str | None = None
-
-
-@dataclass
-class FinetuneRecord(Record):
-    """One model fine-tuned on one task with one fine-tuning seed."""
-
-    _REQUIRED = ("arm", "task", "seed", "status")
-
-    arm: str
-    label: str
-    pretrain_seed: int
-    task: str
-    seed: int
-    status: Status = "missing"
-    run_id: str | None = None
-    parent_run_id: str | None = None
-    """The task's MLflow run, the seed runs' parent."""
-    main_key: str | None = None
-    score: float | None = None
-    collapsed: bool | None = None
-    seconds: float | None = None
-    baseline: dict[str, float] = field(default_factory=dict)
-    """Headline key -> the trivial baseline's score."""
-    error: str | None = None
-
-
-def _records(record: type[Record], items: Any, where: str, hint: str) -> list[Any]:
-    """The records of one manifest section, naming the first unit that lacks a key."""
-    key = where.rpartition(": ")[2]
-    if not isinstance(items, list):
-        raise BvrError(f"'{key}' must be a list of units", where=where, hint=hint)
-    out = []
-    for i, item in enumerate(items):
-        absent = [k for k in record._REQUIRED if not isinstance(item, dict) or k not in item]
-        if absent:
-            raise BvrError(f"unit lacks {', '.join(absent)}", where=f"{where}[{i}]", hint=hint)
-        out.append(record.from_dict(item))
-    return out
-
-
-@dataclass
-class RunContext:
-    """Where and when the ablation ran: the commit, folders, times and machine."""
-
-    git_commit: str | None = None
-    data_dir: str | None = None
-    output_dir: str | None = None
-    started: str | None = None
-    updated: str | None = None
-    wall_seconds: float = 0.0
-    """Summed over invocations."""
-    hardware: dict[str, Any] = field(default_factory=dict)
-    """:func:`bvr.ablation.hardware.hardware`: what the numbers were measured on."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunContext:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
-
-
-def now() -> str:
-    """The current UTC time as the manifest writes it."""
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-@dataclass(kw_only=True)
-class Manifest:
-    """The plan identity, the machine, and every unit's record; fields in the order of the JSON file."""
-
-    version: int = MANIFEST_VERSION
-    ablation: str
-    description: str | None = None
-    source: str | None = None
-    """The experiment file."""
-    preset: str | None = None
-    overrides: list[str] = field(default_factory=list)
-    plan_hash: str | None = None
-    experiment: str | None = None
-    parent_run_id: str | None = None
-    """The MLflow parent run of the latest invocation (DVC stages share it)."""
-    published: str | None = None
-    """The table of ``reports/published.yaml`` this ablation compares with."""
-    arms: list[str]
-    """Every arm, the control last."""
-    labels: list[str] = field(default_factory=list)
-    control_arm: str | None = None
-    declared: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Arm -> the flattened config keys it declares, with their values."""
-    configs: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Label -> the arm's full config."""
-    pretrain_seeds: list[int] = field(default_factory=list)
-    tasks: list[str] = field(default_factory=list)
-    finetune_seeds: list[int] = field(default_factory=list)
-    finetune_hparams: dict[str, Any] = field(default_factory=dict)
-    evaluations_settings: dict[str, Any] = field(default_factory=dict)
-    """:meth:`bvr.ablation.declare.Evaluations.to_dict`."""
-    pretrain: list[PretrainRecord] = field(default_factory=list)
-    evaluations: list[EvaluationRecord] = field(default_factory=list)
-    finetune: list[FinetuneRecord] = field(default_factory=list)
-    context: RunContext = field(default_factory=RunContext)
-
-    @classmethod
-    def new(cls, plan: Plan, hardware: dict[str, Any]) -> Manifest:
-        """A manifest with every unit of ``plan`` missing, measured on ``hardware``."""
-        from bvr.tracking import git_commit
-
-        ab = plan.ablation
-        models = [(arm.arm, arm.label, arm.pretrain_seed) for arm in plan.arms]
-        return cls(
-            version=MANIFEST_VERSION, ablation=plan.name, description=ab.description, source=str(ab.source),
-            preset=plan.preset, overrides=plan.overrides, plan_hash=plan.plan_hash, experiment=plan.experiment,
-            published=(ab.published or {}).get("ablation"), arms=list(dict.fromkeys(arm.arm for arm in plan.arms)),
-            labels=[arm.label for arm in plan.arms], control_arm=CONTROL_ARM if ab.control else None,
-            declared={arm.arm: _declared(ab, arm) for arm in plan.pretrained},
-            configs={arm.label: arm.config.to_dict() for arm in plan.arms},
-            pretrain_seeds=list(ab.pretrain_seeds), tasks=plan.tasks, finetune_seeds=plan.seeds,
-            finetune_hparams=ab.finetune_hparams, evaluations_settings=plan.evaluations.to_dict(),
-            pretrain=[PretrainRecord(arm.arm, arm.label, arm.pretrain_seed) for arm in plan.pretrained],
-            evaluations=[EvaluationRecord(*model, kind=kind.value, task=task)
-                         for model in models for kind, task in plan.evaluation_keys()],
-            finetune=[FinetuneRecord(*model, task=task, seed=seed)
-                      for model in models for task in plan.tasks for seed in plan.seeds],
-            context=RunContext(git_commit=git_commit(), data_dir=str(plan.data_dir) if plan.data_dir else None,
-                               output_dir=str(plan.output_dir.resolve()), started=now(), updated=now(),
-                               hardware=hardware))
-
-    @classmethod
-    def from_dict(cls, data: Any) -> Manifest:
-        """The manifest ``data`` (a parsed manifest.json) holds.
-
-        Raises:
-            BvrError: not a mapping, another version, or a missing or malformed key (named).
-        """
-        where = "ablation manifest"
-        if not isinstance(data, dict):
-            raise BvrError(f"expected a mapping, got {type(data).__name__}", where=where)
-        name = data.get("ablation")
-        where = f"manifest of ablation '{name}'" if isinstance(name, str) else where
-        hint = "run `bvr ablate` again to rewrite the manifest"
-        if data.get("version") != MANIFEST_VERSION:
-            raise BvrError(f"manifest version {data.get('version')!r} is not {MANIFEST_VERSION}", where=where,
-                           hint=hint)
-        if not isinstance(name, str) or not name:
-            raise BvrError("missing key 'ablation'", where=where, hint=hint)
-        if not isinstance(data.get("arms"), list) or not data["arms"]:
-            raise BvrError("'arms' must be a non-empty list", where=f"{where}: arms", hint=hint)
-        known = {f.name for f in dataclasses.fields(cls)}
-        values = {key: value for key, value in data.items() if key in known}
-        for key, record in (("pretrain", PretrainRecord), ("evaluations", EvaluationRecord),
-                            ("finetune", FinetuneRecord)):
-            values[key] = _records(record, data.get(key, []), f"{where}: {key}", hint)
-        values["context"] = RunContext.from_dict(data.get("context") or {})
-        return cls(**values)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON layout of manifest.json (version :data:`MANIFEST_VERSION`)."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        for key in ("pretrain", "evaluations", "finetune"):
-            out[key] = [record.to_dict() for record in out[key]]
-        out["context"] = self.context.to_dict()
-        return json.loads(json.dumps(out, default=str))
-
-    @classmethod
-    def load(cls, path: Path) -> Manifest:
-        """Read a manifest, naming the file when it cannot be read or is of another version.
-
-        Raises:
-            BvrError: unreadable, not JSON, or refused by :meth:`from_dict`.
-        """
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as err:
-            raise BvrError(f"cannot read the ablation manifest: {err}", where=str(path)) from None
-        try:
-            return cls.from_dict(data)
-        except BvrError as err:
-            raise BvrError(err.message, where=f"{path}: {err.where}" if err.where else str(path),
-                           hint=err.hint or "re-run `bvr ablate` with this version of bvr") from None
-
-    def save(self, path: Path) -> None:
-        """Write atomically (a run killed mid-write leaves the previous manifest), stamping ``context.updated``."""
-        self.context.updated = now()
-        write_text(path, json.dumps(self.to_dict(), indent=2, default=str))
-
-    @property
-    def experiment_name(self) -> str:
-        """The MLflow experiment of the ablation: ``experiment``, else the ablation's name."""
-        return str(self.experiment or self.ablation)
-
-    @property
-    def pretrained_arms(self) -> list[str]:
-        return [arm for arm in self.arms if arm != self.control_arm]
-
-    def records(self) -> list[Record]:
-        """Every unit's record: pretraining, evaluations, fine-tuning."""
-        return [*self.pretrain, *self.evaluations, *self.finetune]
-
-    def records_of(self, unit: Unit) -> list[Record]:
-        """The records ``unit`` fills: none for the data units, the report and the control's initialisation."""
-        if unit.kind is UnitKind.PRETRAIN:
-            return [r for r in self.pretrain if r.label == unit.name]
-        if unit.kind in (UnitKind.BLIMP, UnitKind.PROBE):
-            return [r for r in self.evaluations
-                    if r.label == unit.name and r.kind == unit.kind.value and r.task == unit.task]
-        if unit.kind is UnitKind.FINETUNE:
-            return self.finetune_records(unit.name, unit.task)
-        return []
-
-    def pretrain_record(self, label: str) -> PretrainRecord:
-        return next(r for r in self.pretrain if r.label == label)
-
-    def evaluation_record(self, label: str, kind: str, task: str | None) -> EvaluationRecord:
-        return next(r for r in self.evaluations if r.label == label and r.kind == kind and r.task == task)
-
-    def finetune_records(self, label: str, task: str) -> list[FinetuneRecord]:
-        return [r for r in self.finetune if r.label == label and r.task == task]
-
-    @property
-    def complete(self) -> bool:
-        """Whether every pretraining and fine-tuning unit is done."""
-        return all(record.status == "done" for record in [*self.pretrain, *self.finetune])
-
-
-def _declared(ablation: Ablation, arm: Arm) -> dict[str, Any]:
-    flat = flatten(arm.config.to_dict())
-    return {key: flat.get(key) for key in sorted(ablation.declared.get(arm.arm, set()))}
-
-
-def find_manifest(name: str, output_dir: Path = Path("outputs"), *, preset: str | None = None) -> Path:
-    """The most recently updated manifest of ablation ``name`` (for ``preset`` if given).
-
-    Raises:
-        BvrError: none exists (the hint says how to make one).
-    """
-    stem = Path(name).stem
-    pattern = f"{stem}-{preset}-*" if preset else f"{stem}-*"
-    found = [p / "manifest.json" for p in (Path(output_dir) / "ablations").glob(pattern)
-             if (p / "manifest.json").is_file()]
-    if not found:
-        raise BvrError(f"no runs of ablation '{stem}'" + (f" with preset '{preset}'" if preset else "") +
-                       f" under {Path(output_dir) / 'ablations'}", where="report",
-                       hint=f"run `bvr ablate {stem}" + (f" --preset {preset}" if preset else "") + "` first")
-    return max(found, key=lambda p: p.stat().st_mtime)
-
-
-def latest_manifests(output_dir: Path = Path("outputs")) -> list[Manifest]:
-    """The most recently updated manifest of each ablation that has one, for the summary across ablations."""
-    manifests = [Manifest.load(path) for path in sorted((Path(output_dir) / "ablations").glob("*/manifest.json"))]
-    latest: dict[str, Manifest] = {}
-    for manifest in sorted(manifests, key=lambda m: m.context.updated or ""):
-        latest[manifest.ablation] = manifest
-    return list(latest.values())

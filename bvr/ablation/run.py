@@ -28,7 +28,7 @@ MLflow: one experiment per ablation (its name), a parent run per invocation (``N
 ``bvr.stage=ablation``), and under it the runs ``ARM/pretrain``, ``ARM/finetune/TASK`` and
 ``ARM/finetune/TASK/seedN``. Units reused from the cache keep the runs that produced them.
 
-The *manifest* (:class:`bvr.ablation.plan.Manifest`, ``output_dir/ablations/NAME-PRESET-HASH/manifest.json``,
+The *manifest* (:class:`bvr.ablation.manifest.Manifest`, ``output_dir/ablations/NAME-PRESET-HASH/manifest.json``,
 also logged to the parent run) is the plan and the index: every unit's status and MLflow run ids. The report
 reads it, then the numbers from MLflow. Its HASH covers everything that changes a result, so different presets or
 ``--set`` values keep separate manifests.
@@ -51,7 +51,8 @@ from typing import Any
 from rich.console import Console
 
 from bvr.ablation.hardware import hardware
-from bvr.ablation.plan import Manifest, Plan, Unit, UnitKind
+from bvr.ablation.manifest import Manifest
+from bvr.ablation.plan import Plan, Unit, UnitKind
 from bvr.ablation.units import HANDLERS
 from bvr.cache import BUILT, global_rank
 from bvr.display import duration

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from bvr.ablation.plan import FinetuneRecord, Manifest
+from bvr.ablation.manifest import FinetuneRecord, Manifest
 from bvr.fs import replace_dir, temp_sibling
 
 

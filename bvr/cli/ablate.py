@@ -84,7 +84,7 @@ def report_cmd(
     Without --preset or --set, reports the ablation's most recent invocation. Units not finished yet are listed
     as missing. The report is also logged to the ablation's parent MLflow run.
     """
-    from bvr.ablation.plan import Manifest, find_manifest, latest_manifests
+    from bvr.ablation.manifest import Manifest, find_manifest, latest_manifests
     from bvr.report.render import render_report, render_summary
 
     outputs = output_dir or Path("outputs")

@@ -73,7 +73,8 @@ def finetune_cmd(
     if hparams is not None:
         raise BvrError("--hparams was removed", where="finetune",
                        hint=f"use --config FILE with a finetune: section holding the keys of {hparams}")
-    from bvr.tasks.run import describe, finetune
+    from bvr.tasks.results import describe
+    from bvr.tasks.run import finetune
 
     result = finetune(checkpoint, task, seeds=seeds, data_dir=data_dir, output_dir=output_dir or "outputs",
                       preset=preset, overrides=set_, config_file=config, from_scratch=from_scratch, arm=arm,

@@ -6,19 +6,13 @@
 - :mod:`bvr.evaluation.probe`: linear probes on frozen features (BERT section 5.3), sentence, pair and token tasks.
 - :mod:`bvr.evaluation.run`: one evaluation of one model inside an ablation, cached beside the model and logged as a
   nested MLflow run.
+
+The BLiMP names below load on first use (``bvr.evaluation.evaluate_blimp``), so importing this package loads no
+torch.
 """
 
-from bvr.evaluation.blimp import (
-    BlimpPair,
-    BlimpResult,
-    BlimpSummary,
-    evaluate_blimp,
-    load_blimp,
-    pll_scores,
-    published_blimp,
-    published_summaries,
-    score_pairs,
-)
+from importlib import import_module
+from typing import Any
 
 __all__ = [
     "BlimpPair",
@@ -31,3 +25,9 @@ __all__ = [
     "published_summaries",
     "score_pairs",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        return getattr(import_module("bvr.evaluation.blimp"), name)
+    raise AttributeError(f"module 'bvr.evaluation' has no attribute '{name}'")

@@ -83,7 +83,7 @@ def result_path(model_dir: Path, kind: str, task: str | None, evaluations: Any, 
     from bvr.cache import fingerprint
     from bvr.tasks.data import task_files
     from bvr.tasks.registry import get_task
-    from bvr.tasks.run import checkpoint_identity
+    from bvr.tasks.source import checkpoint_identity
 
     settings = _settings(kind, task, evaluations, data_dir)
     name = f"{kind}-{task}" if task else kind
@@ -216,7 +216,7 @@ def evaluate_model(
         model_dir: a model folder (config.json, weights, tokenizer).
         kind: ``blimp`` or ``probe``.
         task: the probe's task; None for BLiMP.
-        evaluations: the settings (:class:`bvr.ablation.Evaluations`).
+        evaluations: the settings (:class:`bvr.ablation.declare.Evaluations`).
         data_dir: the data folder (``blimp/``, ``glue/``, ``conll2003/``).
         label: the model's label in the ablation (``static-p1``), the MLflow run's name prefix.
         pretrain_seed: recorded as the ``bvr.pretrain_seed`` tag.

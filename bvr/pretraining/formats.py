@@ -39,19 +39,17 @@ Decisions worth knowing:
 - Document ends (``doc-sentences``). The last sequence of a document is usually short. It is kept as it is:
   never dropped (that would bias the data against document endings) and never padded here (the collator pads
   a batch). Short sequences mean fewer tokens per step than ``full-sentences`` at the same batch size, which
-  RoBERTa corrected by "dynamically increasing the batch size". We make the same correction statically:
-  :func:`tokens_per_sequence` measures the mean length of the prepared instances and
-  :func:`equal_token_batch_size` raises the batch size so that a step sees as many tokens as a batch of
-  full-length sequences. The same pair of functions equalises ``sentence-pair`` against ``segment-pair``.
+  RoBERTa corrected by "dynamically increasing the batch size". The shipped input-format ablation
+  (``experiments/nsp.yaml``) keeps ``doc-sentences``' batch equal to the others' and raises ``sentence-pair``'s
+  statically; :func:`bvr.ablation.arms.equal_passes` checks that every arm then sees as many tokens.
 
 Lower layer: numpy and the standard library only, plus the loss's ``IGNORE_INDEX`` from :mod:`bvr.model.heads`.
 
 Modules: :mod:`bvr.pretraining.instances` (templates and columns), :mod:`bvr.pretraining.pairs` (the pair formats);
-the packed formats and the batch accounting are here."""
+the packed formats are here."""
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Sequence
 
@@ -185,52 +183,3 @@ def _pack_sentence(
         out.add_single([sentence[k * budget : (k + 1) * budget]])
     tail = sentence[n_full * budget :]
     return [tail], len(tail)
-
-
-# ------------------------------------------------------------------------------------------ batch accounting
-
-
-def tokens_per_sequence(lengths: Sequence[int] | np.ndarray) -> float:
-    """The mean number of tokens per sequence (specials included), to compare formats' fill.
-
-    Args:
-        lengths: the length of every instance, e.g. ``[len(ids) for ids in columns["input_ids"]]``.
-
-    Returns:
-        The mean length.
-
-    Raises:
-        ValueError: when there are no sequences.
-    """
-    lengths = np.asarray(lengths, dtype=np.float64)
-    if lengths.size == 0:
-        raise ValueError("no sequences to measure")
-    return float(lengths.mean())
-
-
-def equal_token_batch_size(base_batch_size: int, mean_length: float, max_length: int) -> int:
-    """The batch size at which sequences of ``mean_length`` tokens give as many tokens per step as a batch of
-    ``base_batch_size`` sequences of ``max_length`` tokens (RoBERTa's larger batches for DOC-SENTENCES).
-
-    Pass the measured mean length of a reference format as ``max_length`` to match that format exactly rather
-    than its upper bound.
-
-    Args:
-        base_batch_size: the batch size of the reference format.
-        mean_length: mean tokens per sequence of this format (:func:`tokens_per_sequence`).
-        max_length: tokens per sequence of the reference format.
-
-    Returns:
-        The rounded batch size, never below ``base_batch_size``.
-
-    Raises:
-        ValueError: for a non-positive batch size or lengths, or ``mean_length`` above ``max_length``.
-
-    >>> equal_token_batch_size(256, 400.0, 512)
-    328
-    """
-    if base_batch_size < 1 or mean_length <= 0 or max_length <= 0:
-        raise ValueError("batch size and lengths must be positive")
-    if mean_length > max_length:
-        raise ValueError(f"mean length {mean_length} exceeds the reference length {max_length}")
-    return max(base_batch_size, math.floor(base_batch_size * max_length / mean_length + 0.5))

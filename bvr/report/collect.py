@@ -1,6 +1,6 @@
 """Read an ablation's runs back from MLflow, guided by the runner's manifest.
 
-The manifest (:class:`bvr.ablation.plan.Manifest`, ``outputs/ablations/NAME-HASH/manifest.json``) is the plan and
+The manifest (:class:`bvr.ablation.manifest.Manifest`, ``outputs/ablations/NAME-HASH/manifest.json``) is the plan and
 the index: which arms, tasks and
 seeds there should be, and the MLflow run id of each unit of work. Every number a report prints comes from the
 run named by that id, read from the store with :func:`bvr.tracking.find_runs` (the layout of
@@ -25,7 +25,7 @@ import pandas as pd
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from bvr.ablation.plan import EvaluationRecord, FinetuneRecord, Manifest, PretrainRecord, Record
+from bvr.ablation.manifest import EvaluationRecord, FinetuneRecord, Manifest, PretrainRecord, Record
 from bvr.tasks.registry import TASKS
 from bvr.tracking import (
     TAG_ARM,

@@ -33,7 +33,7 @@ import pandas as pd
 from mlflow.exceptions import MlflowException
 from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE
 
-from bvr.ablation.plan import Manifest
+from bvr.ablation.manifest import Manifest
 from bvr.errors import BvrError
 from bvr.fs import replace_dir, write_text
 from bvr.report import figures as fig
@@ -248,7 +248,7 @@ def render_report(manifest: Manifest, out_dir: Path | None = None, *, workdir: P
 
     Args:
         manifest: the runner's manifest (``outputs/ablations/NAME-HASH/manifest.json``,
-            :meth:`bvr.ablation.plan.Manifest.load`).
+            :meth:`bvr.ablation.manifest.Manifest.load`).
         out_dir: the report folder (default ``reports/NAME``).
         workdir: folder holding the MLflow store (``mlflow.db``; default: the current directory).
         log_to_mlflow: log the report as artifacts of the ablation's parent run and set its description.

@@ -3,15 +3,16 @@ published models, the fine-tuning scores, the paper beside our runs, and pretrai
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from bvr.display import duration
+from bvr.errors import BvrError
+from bvr.evaluation.blimp.published import published_blimp, published_summaries, published_terms
+from bvr.evaluation.blimp.scores import BlimpSummary
 from bvr.report.analysis import Analysis
 from bvr.report.cells import RunLinks, fmt, fmt_ci, fmt_count, fmt_rate, mean_of, metric_digits, signed
 from bvr.report.document import Block, Bullets, Cell, Figure, Heading, Paragraph, Table
@@ -82,14 +83,14 @@ def blimp_section(a: Analysis) -> list[Block]:
     header = ["", *arms, *published]
     count = f" ({len(paradigms)} paradigms)" if paradigms else ""
     rows = [[f"macro accuracy{count}", *(fmt(mean_of(x.units(arm))) for arm in arms),
-             *(fmt(100 * v["macro"]) for v in published.values())]]
+             *(fmt(100 * v.macro) for v in published.values())]]
     for term in sorted(set(terms["key"])):
         name = term.removeprefix("blimp/term/")
         cells = []
         for arm in arms:
             values = terms[(terms["key"] == term) & (terms["arm"] == arm)]["value"]
             cells.append(fmt(100 * values.mean()) if not values.empty else "—")
-        rows.append([name, *cells, *(fmt(100 * v["terms"].get(name, math.nan)) for v in published.values())])
+        rows.append([name, *cells, *(fmt(100 * v.terms.get(name, math.nan)) for v in published.values())])
     settings = a.collected.manifest.evaluations_settings
     n = settings.get("blimp_per_paradigm")
     caption = (f"Accuracy in %, pseudo-log-likelihood scoring (each token masked in turn), "
@@ -101,48 +102,23 @@ def blimp_section(a: Analysis) -> list[Block]:
                                                                caption=caption)]
 
 
-_BLIMP_MODELS = {"ngram": "5-gram", "lstm": "LSTM", "txl": "Transformer-XL", "gpt2": "GPT-2"}
-"""Columns of BLiMP's ``models_summary.jsonl`` and the paper's names for them (as
-``bvr.evaluation.blimp.PUBLISHED_MODELS``, which a report cannot import: that module loads torch)."""
+def _published_blimp(data_dir: str | None, paradigms: Sequence[str] = ()) -> dict[str, BlimpSummary]:
+    """The published models' BLiMP accuracies (fractions) averaged over ``paradigms``, the ones our runs scored (all
+    of the file's when empty), so the columns compare like with like.
 
-
-def _published_blimp(data_dir: str | None, paradigms: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
-    """The published models' BLiMP accuracies, fractions: model -> ``{"macro": float, "terms": {term: float}}``.
-
-    Read from the release's ``models_summary.jsonl`` (in ``DATA_DIR/blimp`` or ``DATA_DIR``) and averaged over
-    ``paradigms``, the ones our runs scored (all of the file's when empty), so the columns compare like with like.
-    Empty when the file is absent or unreadable: the report renders without the published columns.
+    Read from the release's ``models_summary.jsonl`` in ``DATA_DIR/blimp`` or ``DATA_DIR``
+    (:mod:`bvr.evaluation.blimp.published`). Empty when the file is absent or refused: the report renders without
+    the published columns.
     """
     if not data_dir:
         return {}
     folder = Path(data_dir) / "blimp"
-    path = next((p / "models_summary.jsonl" for p in (folder, folder.parent)
-                 if (p / "models_summary.jsonl").is_file()), None)
-    if path is None:
-        return {}
-    accuracy: dict[str, dict[str, float]] = {name: {} for name in _BLIMP_MODELS.values()}
-    term_of: dict[str, str] = {}
     try:
-        for line in path.read_text(encoding="utf-8").splitlines():
-            row = json.loads(line) if line.strip() else {}
-            uid = row.get("UID")
-            if not uid or uid == "overall" or (paradigms and uid not in paradigms):
-                continue
-            term_of[uid] = str(row.get("linguistics_term"))
-            for column, name in _BLIMP_MODELS.items():
-                accuracy[name][uid] = float(row[column])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        published, terms = published_blimp(folder), published_terms(folder)
+    except (BvrError, OSError):
         return {}
-    out = {}
-    for name, by_paradigm in accuracy.items():
-        if not by_paradigm:
-            continue
-        terms: dict[str, list[float]] = {}
-        for uid, value in by_paradigm.items():
-            terms.setdefault(term_of[uid], []).append(value)
-        out[name] = {"macro": sum(by_paradigm.values()) / len(by_paradigm),
-                     "terms": {term: sum(v) / len(v) for term, v in sorted(terms.items())}}
-    return out
+    return published_summaries(published, {uid: term for uid, term in terms.items()
+                                           if not paradigms or uid in paradigms})
 
 
 def _seed_links(a: Analysis, links: RunLinks, rows: pd.DataFrame) -> Cell:

@@ -20,7 +20,10 @@ for the first and reuses its result.
 Hyperparameters are the ``finetune`` section of the configuration, resolved per task by
 :func:`bvr.config.resolve_finetune`: :class:`~bvr.config.FinetuneConfig`'s defaults, the task's own
 (``TaskSpec.finetune``), then the preset, the config file and ``--set finetune.KEY=VALUE``, each layer's
-``finetune.KEY`` before its ``finetune.per_task.TASK.KEY``.
+``finetune.KEY`` before its ``finetune.per_task.TASK.KEY`` (:func:`bvr.tasks.settings.load_finetune_config`).
+
+This module is the seed loop and its cache; the results it returns and their printing are
+:mod:`bvr.tasks.results`, the checkpoint's identity and fresh encoders :mod:`bvr.tasks.source`.
 """
 
 from __future__ import annotations
@@ -30,27 +33,25 @@ import json
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import lightning as L
-import numpy as np
-import yaml
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
 from bvr.cache import build_once, cache_dir, fingerprint, is_done
-from bvr.config import FinetuneConfig, check_task_names, load_config, resolve_finetune
-from bvr.display import duration
+from bvr.config import FinetuneConfig
 from bvr.errors import BvrError
-from bvr.model import Encoder
-from bvr.model.encoder import init_weights
 from bvr.pretrained import Pretrained, load_pretrained
 from bvr.tasks.data import TaskData, load_task_data, task_files
 from bvr.tasks.kinds import KINDS
-from bvr.tasks.module import EpochScores, FinetuneModule, OptimSettings, make_module
-from bvr.tasks.registry import TASKS, TaskSpec, get_task
+from bvr.tasks.module import EpochScores, FinetuneModule, make_module
+from bvr.tasks.registry import TaskSpec, get_task
+from bvr.tasks.results import FinetuneResult, SeedResult, TaskInfo, spread
+from bvr.tasks.settings import load_finetune_config, optim_settings
+from bvr.tasks.source import EncoderSource, checkpoint_identity, default_arm
 from bvr.tokenization import vocab_info
 from bvr.tracking import TAG_COLLAPSED, log_config, parent_run, run_name, run_tags, store_client, tracking_uri
 from bvr.training import build_trainer, training_logger
@@ -61,169 +62,6 @@ TAG_CHECKPOINT = "bvr.checkpoint"
 TAG_FROM_SCRATCH = "bvr.from_scratch"
 TAG_DATA_SPLIT = "bvr.data_split"
 _MAX_TAG = 5000
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Hyperparameters
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def load_finetune_config(
-    spec: TaskSpec, *, config_file: Path | None = None, preset: str | None = None,
-    overrides: Sequence[str] | None = None,
-) -> FinetuneConfig:
-    """The resolved hyperparameters of ``spec`` (:func:`bvr.config.resolve_finetune` over :func:`load_config`).
-
-    Args:
-        spec: the task.
-        config_file: a config file (``finetune:`` section, ``finetune.per_task.TASK``).
-        preset: a preset, ``experiments/presets/NAME.yaml`` (its ``finetune:`` section).
-        overrides: ``--set`` strings with dotted keys (``finetune.learning_rate=1e-5``), applied last.
-
-    Raises:
-        BvrError: an unknown key, task or preset, or a bad value, naming the file and line (or the ``--set``).
-    """
-    cfg = load_config(Path(config_file) if config_file else None, preset=preset, overrides=list(overrides or []))
-    check_task_names(list(cfg.finetune.per_task), list(TASKS), "finetune.per_task")
-    return resolve_finetune(cfg, spec)
-
-
-def optim_settings(cfg: FinetuneConfig) -> OptimSettings:
-    """The optimiser part of ``cfg``."""
-    return OptimSettings(cfg.learning_rate, cfg.weight_decay, cfg.warmup_fraction,
-                         (cfg.adam_betas[0], cfg.adam_betas[1]), cfg.adam_eps)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Results
-# ---------------------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class SeedResult:
-    """One seed's outcome.
-
-    Attributes:
-        seed: the fine-tuning seed (head initialisation, dropout, data order).
-        scores: the final epoch's scores, ``split/metric``.
-        best_scores: the scores of the epoch with the best headline score.
-        best_epoch: that epoch (1-based).
-        collapsed: the final epoch's predictions on the headline split are degenerate (one class, constant).
-        seconds: wall-clock time of training and evaluation.
-        history: every evaluation: epoch, step, scores.
-        run_id: the seed's MLflow run.
-        reused: found in the cache rather than trained now.
-    """
-
-    seed: int
-    scores: dict[str, float]
-    best_scores: dict[str, float]
-    best_epoch: int
-    collapsed: bool
-    seconds: float
-    history: list[dict[str, Any]] = field(default_factory=list)
-    run_id: str | None = None
-    reused: bool = False
-
-
-@dataclass
-class TaskInfo:
-    """What the data said, kept with every seed's result: the baseline, the read reports and any split note."""
-
-    baseline: dict[str, float]
-    baseline_note: str | None
-    reports: list[str]
-    split_note: str | None
-
-
-@dataclass
-class FinetuneResult:
-    """All seeds of one (checkpoint, task), with the spread of the headline score.
-
-    Attributes:
-        task: the task name.
-        arm: the arm name used in MLflow.
-        checkpoint: the checkpoint folder.
-        from_scratch: the encoder was randomly initialised (the no-pretraining control).
-        main_key: the headline score's key (``dev/accuracy``).
-        seeds: per seed, in the order asked.
-        info: baseline, read reports and split note.
-        config: the resolved hyperparameters.
-        seconds: wall-clock time of this call.
-        parent_run_id: the MLflow parent run of this call (None when every seed was reused).
-    """
-
-    task: str
-    arm: str
-    checkpoint: str
-    from_scratch: bool
-    main_key: str
-    seeds: list[SeedResult]
-    info: TaskInfo
-    config: dict[str, Any]
-    seconds: float
-    parent_run_id: str | None = None
-
-    @property
-    def main_scores(self) -> list[float]:
-        """The final epoch's headline score of each seed."""
-        return [seed.scores[self.main_key] for seed in self.seeds]
-
-    def summary(self) -> dict[str, float]:
-        """Median, min, max, quartiles and IQR of the headline score over the seeds (numpy's linear quantiles)."""
-        return spread(self.main_scores)
-
-
-def spread(values: Sequence[float]) -> dict[str, float]:
-    """Median, min, max, first and third quartiles and IQR.
-
-    >>> spread([1.0, 2.0, 3.0, 4.0, 5.0])
-    {'median': 3.0, 'min': 1.0, 'max': 5.0, 'q1': 2.0, 'q3': 4.0, 'iqr': 2.0}
-    """
-    q1, median, q3 = (float(q) for q in np.percentile(np.asarray(values, dtype=np.float64), [25, 50, 75]))
-    return {"median": median, "min": float(min(values)), "max": float(max(values)), "q1": q1, "q3": q3,
-            "iqr": q3 - q1}
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Checkpoint and encoder
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def checkpoint_identity(folder: Path) -> str:
-    """A hash of the files of a model folder (weights, config, tokenizer): the same bytes, the same identity."""
-    return fingerprint(folder)
-
-
-def default_arm(pretrained: Pretrained, from_scratch: bool) -> str:
-    """The run's ``name`` in the checkpoint's bvr.yaml, else the folder's name; ``-scratch`` for the control."""
-    name = None
-    record = pretrained.folder / "bvr.yaml"
-    if record.is_file():
-        data = yaml.safe_load(record.read_text(encoding="utf-8")) or {}
-        name = data.get("name") if isinstance(data, dict) else None
-    name = str(name or (pretrained.folder.parent.name if pretrained.folder.name == "model" else pretrained.folder.name))
-    return f"{name}-scratch" if from_scratch else name
-
-
-class EncoderSource:
-    """Fresh encoders for each seed: the checkpoint's weights, or a random initialisation of the same shape."""
-
-    def __init__(self, pretrained: Pretrained, from_scratch: bool) -> None:
-        encoder = pretrained.model.encoder
-        self.config = encoder.config
-        self.from_scratch = from_scratch
-        self.has_pooler = encoder.pooler is not None and not from_scratch
-        self.state = {k: v.detach().clone() for k, v in encoder.state_dict().items()}
-
-    def build(self) -> Encoder:
-        """A new encoder (call after seeding: a from-scratch encoder draws its weights)."""
-        encoder = Encoder(self.config, add_pooler=self.has_pooler)
-        if self.from_scratch:
-            encoder.apply(lambda module: init_weights(module, self.config.initializer_range))
-        else:
-            encoder.load_state_dict(self.state)
-        return encoder
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -399,7 +237,7 @@ def finetune(
         progress: show Lightning's progress bar.
 
     Returns:
-        Per-seed scores and the spread of the headline score; :func:`describe` prints it.
+        Per-seed scores and the spread of the headline score; :func:`bvr.tasks.results.describe` prints it.
 
     Raises:
         BvrError: an unknown task, a bad hyperparameter (file and key named), a checkpoint that cannot be loaded, or
@@ -464,42 +302,3 @@ def _log_spread(job: _Job, client: MlflowClient, run_id: str, seeds: list[SeedRe
     client.set_tag(run_id, TAG_COLLAPSED, json.dumps(collapsed > 0))
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Printing
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def _seed_rows(result: FinetuneResult) -> list[str]:
-    key = result.main_key
-    header = f"  {'seed':>4}  {key:>14}  {'best (epoch)':>16}  {'collapsed':>9}  {'time':>8}"
-    rows = [header]
-    for seed in result.seeds:
-        best = f"{seed.best_scores[key]:.4f} ({seed.best_epoch})"
-        time_text = "cached" if seed.reused else duration(seed.seconds)
-        rows.append(f"  {seed.seed:>4}  {seed.scores[key]:>14.4f}  {best:>16}  "
-                    f"{'YES' if seed.collapsed else 'no':>9}  {time_text:>8}")
-    return rows
-
-
-def describe(result: FinetuneResult) -> str:
-    """A few lines for the CLI: the seeds' scores, their median and spread, the baseline, collapses and time."""
-    key, stats = result.main_key, result.summary()
-    control = " (no-pretraining control: random encoder of the same shape)" if result.from_scratch else ""
-    lines = [f"{result.task}: {len(result.seeds)} seed(s) from {result.checkpoint}, arm {result.arm}{control}",
-             *_seed_rows(result),
-             f"{key} over {len(result.seeds)} seed(s): median {stats['median']:.4f}, min-max {stats['min']:.4f} to "
-             f"{stats['max']:.4f}, IQR {stats['iqr']:.4f} ({stats['q1']:.4f} to {stats['q3']:.4f}); "
-             "final epoch (best: the best epoch on the same split, optimistic)"]
-    if key in result.info.baseline:
-        lines.append(f"trivial baseline: {key} {result.info.baseline[key]:.4f}, {result.info.baseline_note}")
-    collapsed = [seed.seed for seed in result.seeds if seed.collapsed]
-    if collapsed:
-        lines.append(f"collapsed: {len(collapsed)} of {len(result.seeds)} seeds ({', '.join(map(str, collapsed))}) "
-                     "predict one class (or a constant) on the headline split")
-    lines.extend(f"data: {line}" for line in result.info.reports)
-    if result.info.split_note:
-        lines.append(f"split: {result.info.split_note}")
-    reused = sum(seed.reused for seed in result.seeds)
-    cache_note = f" ({reused} seed(s) reused from the cache)" if reused else ""
-    lines.append(f"time: {duration(result.seconds)}{cache_note}")
-    return "\n".join(lines)

@@ -16,27 +16,30 @@ Accuracies are fractions in [0, 1], like every bvr metric. The macro accuracy (t
 paper's headline figure; the accuracy of a linguistic term or field is likewise the mean over its paradigms, which is
 how the paper's ``overall`` rows are computed.
 
-Modules: :mod:`~bvr.evaluation.blimp.pairs`, :mod:`~bvr.evaluation.blimp.pll`, :mod:`~bvr.evaluation.blimp.scores`
-and :mod:`~bvr.evaluation.blimp.evaluate`.
+Modules: :mod:`~bvr.evaluation.blimp.pairs`, :mod:`~bvr.evaluation.blimp.pll`, :mod:`~bvr.evaluation.blimp.scores`,
+:mod:`~bvr.evaluation.blimp.published` and :mod:`~bvr.evaluation.blimp.evaluate`. Importing the package loads no
+torch: the scorer's names (:func:`pll_scores`, :func:`evaluate_blimp`, ``DEFAULT_TOKENS_PER_BATCH``) load on first
+use, so reports can read the published models' accuracies.
 """
 
-from bvr.evaluation.blimp.evaluate import evaluate_blimp
+from importlib import import_module
+from typing import Any
+
 from bvr.evaluation.blimp.pairs import REQUIRED_KEYS, SUMMARY_FILE, BlimpPair, load_blimp, paradigm_files
-from bvr.evaluation.blimp.pll import DEFAULT_TOKENS_PER_BATCH, pll_scores
-from bvr.evaluation.blimp.scores import (
-    CHANCE,
-    PUBLISHED_MODELS,
-    BlimpResult,
-    BlimpSummary,
-    macro_accuracy,
-    published_blimp,
-    published_summaries,
-    score_pairs,
-    summary_file,
-)
+from bvr.evaluation.blimp.published import PUBLISHED_MODELS, published_blimp, published_summaries, summary_file
+from bvr.evaluation.blimp.scores import CHANCE, BlimpResult, BlimpSummary, macro_accuracy, score_pairs
+
+_LAZY = {"evaluate_blimp": "bvr.evaluation.blimp.evaluate", "pll_scores": "bvr.evaluation.blimp.pll",
+         "DEFAULT_TOKENS_PER_BATCH": "bvr.evaluation.blimp.pll"}
 
 __all__ = [
     "CHANCE", "DEFAULT_TOKENS_PER_BATCH", "PUBLISHED_MODELS", "REQUIRED_KEYS", "SUMMARY_FILE", "BlimpPair",
     "BlimpResult", "BlimpSummary", "evaluate_blimp", "load_blimp", "macro_accuracy", "paradigm_files", "pll_scores",
     "published_blimp", "published_summaries", "score_pairs", "summary_file",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'bvr.evaluation.blimp' has no attribute '{name}'")

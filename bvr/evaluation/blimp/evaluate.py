@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
 from bvr.evaluation.blimp.pairs import load_blimp, paradigm_files
 from bvr.evaluation.blimp.pll import DEFAULT_TOKENS_PER_BATCH, pll_scores
-from bvr.evaluation.blimp.scores import BlimpResult, published_blimp, published_summaries, score_pairs, summary_file
+from bvr.evaluation.blimp.published import published_blimp, published_summaries, summary_file
+from bvr.evaluation.blimp.scores import BlimpResult, score_pairs
 
 
 @contextmanager

@@ -1,28 +1,18 @@
-"""BLiMP accuracies: per paradigm, linguistic term and field, macro and micro, from the PLL scores of the pairs; and
-the paper's per-paradigm accuracies of its four language models."""
+"""BLiMP accuracies: per paradigm, linguistic term and field, macro and micro, from the PLL scores of the pairs.
+
+The paper's accuracies of its own models are read by :mod:`bvr.evaluation.blimp.published`."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from bvr.errors import BvrError
-
-if TYPE_CHECKING:
-    pass
-
-
-from bvr.evaluation.blimp.pairs import SUMMARY_FILE, BlimpPair, json_lines
-
-PUBLISHED_MODELS = {"ngram": "5-gram", "lstm": "LSTM", "txl": "Transformer-XL", "gpt2": "GPT-2"}
-"""Columns of ``models_summary.jsonl`` and the names the paper gives the models."""
+from bvr.evaluation.blimp.pairs import BlimpPair
 
 CHANCE = 0.5
 """Accuracy of a scorer that picks one sentence of each pair at random."""
@@ -40,7 +30,7 @@ class BlimpSummary:
     """How many paradigms the figures average."""
 
 
-def _group_means(values: Mapping[str, float], group_of: Mapping[str, str]) -> dict[str, float]:
+def group_means(values: Mapping[str, float], group_of: Mapping[str, str]) -> dict[str, float]:
     """Mean of ``values`` (paradigm -> accuracy) per group (paradigm -> group), groups sorted by name."""
     members: dict[str, list[float]] = defaultdict(list)
     for paradigm, value in values.items():
@@ -79,7 +69,8 @@ class BlimpResult:
     seconds: float | None = None
     """Wall time of the scoring, when measured."""
     published: dict[str, BlimpSummary] = dataclasses.field(default_factory=dict)
-    """The paper's models over the same paradigms (:func:`published_summaries`), when their file was found."""
+    """The paper's models over the same paradigms (:func:`bvr.evaluation.blimp.published.published_summaries`),
+    when their file was found."""
 
     @property
     def paradigm_terms(self) -> dict[str, str]:
@@ -157,66 +148,12 @@ def score_pairs(
         pairs=pairs, good_pll=good, bad_pll=bad, correct=correct,
         paradigm_accuracy=accuracy,
         paradigm_pairs={uid: len(members[uid]) for uid in accuracy},
-        term_accuracy=_group_means(accuracy, {p.uid: p.term for p in pairs}),
-        field_accuracy=_group_means(accuracy, {p.uid: p.field for p in pairs}),
+        term_accuracy=group_means(accuracy, {p.uid: p.term for p in pairs}),
+        field_accuracy=group_means(accuracy, {p.uid: p.field for p in pairs}),
         macro_accuracy=float(np.mean(list(accuracy.values()))),
         micro_accuracy=float(correct.mean()),
         seconds=seconds,
     )
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# The paper's models
-
-
-def summary_file(folder: Path) -> Path | None:
-    """``models_summary.jsonl`` in ``folder``, its parent (``folder`` is ``blimp/data``) or ``folder/blimp``."""
-    folder = Path(folder)
-    for candidate in (folder, folder.parent, folder / "blimp"):
-        if (candidate / SUMMARY_FILE).is_file():
-            return candidate / SUMMARY_FILE
-    return None
-
-
-def _accuracy(row: dict[str, Any], column: str, where: str) -> float:
-    value = row.get(column)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
-        raise BvrError(f"{column} must be an accuracy in [0, 1], got {json.dumps(value)}", where=where,
-                       hint=f"use the BLiMP release's {SUMMARY_FILE}")
-    return float(value)
-
-
-def published_blimp(folder: Path) -> dict[str, dict[str, float]]:
-    """The paper's per-paradigm accuracies of its four models, from ``models_summary.jsonl``.
-
-    Rows whose ``UID`` is ``overall`` are the paper's summaries and are skipped; :func:`macro_accuracy` of a model's
-    paradigms gives its headline figure (5-gram 0.612, LSTM 0.698, Transformer-XL 0.696, GPT-2 0.830).
-
-    Args:
-        folder: where :func:`summary_file` looks.
-
-    Returns:
-        Model name (``5-gram``, ``LSTM``, ``Transformer-XL``, ``GPT-2``) -> paradigm -> accuracy in [0, 1].
-
-    Raises:
-        BvrError: no such file, a bad line or a missing or out-of-range accuracy (named ``file:line``), no paradigm.
-    """
-    path = summary_file(folder)
-    if path is None:
-        raise BvrError(f"no {SUMMARY_FILE} here, in its parent or in blimp/", where=folder,
-                       hint="it ships with the BLiMP release, beside data/")
-    published: dict[str, dict[str, float]] = {name: {} for name in PUBLISHED_MODELS.values()}
-    for number, row in json_lines(path):
-        where = f"{path}:{number}"
-        if not isinstance(row.get("UID"), str) or not row["UID"]:
-            raise BvrError("missing key UID", where=where, hint=f"use the BLiMP release's {SUMMARY_FILE}")
-        if row["UID"] == "overall":
-            continue
-        for column, name in PUBLISHED_MODELS.items():
-            published[name][row["UID"]] = _accuracy(row, column, where)
-    if not published["GPT-2"]:
-        raise BvrError("no per-paradigm rows (only 'overall' summaries or nothing)", where=path)
-    return published
 
 
 def macro_accuracy(by_paradigm: Mapping[str, float]) -> float:
@@ -226,22 +163,3 @@ def macro_accuracy(by_paradigm: Mapping[str, float]) -> float:
     0.75
     """
     return float(np.mean(list(by_paradigm.values())))
-
-
-def published_summaries(published: Mapping[str, Mapping[str, float]],
-                        paradigm_terms: Mapping[str, str]) -> dict[str, BlimpSummary]:
-    """Each published model's macro and per-term accuracies over the paradigms of ``paradigm_terms``.
-
-    Restricting to the paradigms a result has keeps the comparison fair when only some were scored. A model with
-    none of them is left out.
-
-    Args:
-        published: :func:`published_blimp`'s result.
-        paradigm_terms: paradigm -> linguistics_term of the paradigms to average (:attr:`BlimpResult.paradigm_terms`).
-    """
-    out = {}
-    for name, accuracies in published.items():
-        shared = {uid: accuracies[uid] for uid in paradigm_terms if uid in accuracies}
-        if shared:
-            out[name] = BlimpSummary(macro_accuracy(shared), _group_means(shared, paradigm_terms), len(shared))
-    return out

@@ -1,0 +1,99 @@
+"""Checks on an ablation's arms: they differ only where declared, and they see equal passes over the data.
+
+:func:`check_arms` refuses arms that differ in anything no arm declares (every ablation
+:func:`bvr.ablation.declare.load_ablation` returns has passed it). :func:`equal_passes` refuses arms that do not
+see the same number of training tokens, as RoBERTa's comparisons hold the data seen fixed: the batch-size ablation
+(Table 3) trades batch size against steps at an equal number of sequences; the input-format ablation (section 4.2,
+Table 2) raises the batch size of ``sentence-pair``, whose pairs of single sentences are much shorter than
+``max_length``, "so that the total number of tokens remains similar". The tokens of a sequence are estimated from
+the config alone (:func:`sequence_tokens`), since nothing is prepared when an ablation is planned.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bvr.config import Config, flatten
+from bvr.errors import BvrError
+
+if TYPE_CHECKING:
+    from bvr.ablation.declare import Ablation
+
+SENTENCE_PAIR_TOKENS = 64
+"""Estimated tokens of a ``sentence-pair`` instance (two natural sentences with their specials, about 60)."""
+
+
+def arm_differences(ablation: Ablation) -> dict[tuple[str, str], set[str]]:
+    """For each pair of arms (in file order), the dotted config keys whose resolved values differ (``name`` aside)."""
+    flat = {arm: flatten(cfg.to_dict()) for arm, cfg in ablation.arms.items()}
+    names = list(flat)
+    out: dict[tuple[str, str], set[str]] = {}
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            keys = set(flat[a]) | set(flat[b])
+            out[(a, b)] = {k for k in keys if k != "name" and flat[a].get(k) != flat[b].get(k)}
+    return out
+
+
+def check_arms(ablation: Ablation) -> None:
+    """Refuse arms that differ in anything neither of them declares.
+
+    Two arms may differ only in keys one of them sets in its diff; an arm may declare a key and leave it as the
+    other arms have it.
+
+    Raises:
+        BvrError: fewer than two arms, or a pair of arms differing in undeclared keys (arms, keys and values named).
+    """
+    if len(ablation.arms) < 2:
+        raise BvrError(f"an ablation needs at least two arms, found {len(ablation.arms)}", where=ablation.source)
+    for (a, b), keys in arm_differences(ablation).items():
+        undeclared = sorted(keys - ablation.declared.get(a, set()) - ablation.declared.get(b, set()))
+        if undeclared:
+            fa, fb = flatten(ablation.arms[a].to_dict()), flatten(ablation.arms[b].to_dict())
+            detail = ", ".join(f"{k} ({fa.get(k)!r} vs {fb.get(k)!r})" for k in undeclared)
+            raise BvrError(f"arms '{a}' and '{b}' differ in undeclared keys: {detail}", where=ablation.source,
+                           hint="declare the keys in the arms that change them, or make them equal")
+
+
+def sequence_tokens(cfg: Config) -> int:
+    """Estimated tokens per training sequence: ``data.max_length``, except ``sentence-pair`` (at most
+    :data:`SENTENCE_PAIR_TOKENS`). An upper bound for the other formats (``doc-sentences`` ends documents short).
+
+    >>> from bvr.config import Config, DataConfig
+    >>> sequence_tokens(Config(data=DataConfig(input_format="sentence-pair", max_length=512)))
+    64
+    """
+    if cfg.data.input_format == "sentence-pair":
+        return min(cfg.data.max_length, SENTENCE_PAIR_TOKENS)
+    return cfg.data.max_length
+
+
+def tokens_per_step(cfg: Config) -> int:
+    """Estimated tokens per optimiser step: ``batch_size x`` :func:`sequence_tokens` (padding aside)."""
+    return cfg.training.batch_size * sequence_tokens(cfg)
+
+
+def sequences_seen(cfg: Config) -> int:
+    """Sequences fed over the whole run: ``batch_size x max_steps``."""
+    return cfg.training.batch_size * cfg.training.max_steps
+
+
+def tokens_seen(cfg: Config) -> int:
+    """Estimated tokens fed over the whole run: ``batch_size x max_steps x`` :func:`sequence_tokens`."""
+    return sequences_seen(cfg) * sequence_tokens(cfg)
+
+
+def equal_passes(ablation: Ablation) -> None:
+    """Refuse arms that do not see the same number of tokens (:func:`tokens_seen`): equal sequences at equal
+    lengths, as RoBERTa Table 3, or a larger batch for shorter sequences, as its Table 2.
+
+    Raises:
+        BvrError: naming each arm's batch size, steps, tokens per sequence and product.
+    """
+    seen = {arm: tokens_seen(cfg) for arm, cfg in ablation.arms.items()}
+    if len(set(seen.values())) > 1:
+        detail = ", ".join(f"{arm}: {cfg.training.batch_size} x {cfg.training.max_steps} x {sequence_tokens(cfg)} "
+                           f"tokens = {seen[arm]}" for arm, cfg in ablation.arms.items())
+        raise BvrError(f"arms see different numbers of tokens ({detail})", where=ablation.source,
+                       hint="choose training.batch_size and max_steps so that batch_size x max_steps x tokens per "
+                            "sequence is equal in every arm")

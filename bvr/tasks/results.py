@@ -1,0 +1,134 @@
+"""What :func:`bvr.tasks.run.finetune` returns: each seed's :class:`SeedResult`, the task's :class:`TaskInfo` and
+the :class:`FinetuneResult` of every seed with the :func:`spread` of its headline score; :func:`describe` prints it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bvr.display import duration
+
+
+@dataclass
+class SeedResult:
+    """One seed's outcome.
+
+    Attributes:
+        seed: the fine-tuning seed (head initialisation, dropout, data order).
+        scores: the final epoch's scores, ``split/metric``.
+        best_scores: the scores of the epoch with the best headline score.
+        best_epoch: that epoch (1-based).
+        collapsed: the final epoch's predictions on the headline split are degenerate (one class, constant).
+        seconds: wall-clock time of training and evaluation.
+        history: every evaluation: epoch, step, scores.
+        run_id: the seed's MLflow run.
+        reused: found in the cache rather than trained now.
+    """
+
+    seed: int
+    scores: dict[str, float]
+    best_scores: dict[str, float]
+    best_epoch: int
+    collapsed: bool
+    seconds: float
+    history: list[dict[str, Any]] = field(default_factory=list)
+    run_id: str | None = None
+    reused: bool = False
+
+
+@dataclass
+class TaskInfo:
+    """What the data said, kept with every seed's result: the baseline, the read reports and any split note."""
+
+    baseline: dict[str, float]
+    baseline_note: str | None
+    reports: list[str]
+    split_note: str | None
+
+
+@dataclass
+class FinetuneResult:
+    """All seeds of one (checkpoint, task), with the spread of the headline score.
+
+    Attributes:
+        task: the task name.
+        arm: the arm name used in MLflow.
+        checkpoint: the checkpoint folder.
+        from_scratch: the encoder was randomly initialised (the no-pretraining control).
+        main_key: the headline score's key (``dev/accuracy``).
+        seeds: per seed, in the order asked.
+        info: baseline, read reports and split note.
+        config: the resolved hyperparameters.
+        seconds: wall-clock time of this call.
+        parent_run_id: the MLflow parent run of this call (None when every seed was reused).
+    """
+
+    task: str
+    arm: str
+    checkpoint: str
+    from_scratch: bool
+    main_key: str
+    seeds: list[SeedResult]
+    info: TaskInfo
+    config: dict[str, Any]
+    seconds: float
+    parent_run_id: str | None = None
+
+    @property
+    def main_scores(self) -> list[float]:
+        """The final epoch's headline score of each seed."""
+        return [seed.scores[self.main_key] for seed in self.seeds]
+
+    def summary(self) -> dict[str, float]:
+        """Median, min, max, quartiles and IQR of the headline score over the seeds (numpy's linear quantiles)."""
+        return spread(self.main_scores)
+
+
+def spread(values: Sequence[float]) -> dict[str, float]:
+    """Median, min, max, first and third quartiles and IQR.
+
+    >>> spread([1.0, 2.0, 3.0, 4.0, 5.0])
+    {'median': 3.0, 'min': 1.0, 'max': 5.0, 'q1': 2.0, 'q3': 4.0, 'iqr': 2.0}
+    """
+    q1, median, q3 = (float(q) for q in np.percentile(np.asarray(values, dtype=np.float64), [25, 50, 75]))
+    return {"median": median, "min": float(min(values)), "max": float(max(values)), "q1": q1, "q3": q3,
+            "iqr": q3 - q1}
+
+
+def _seed_rows(result: FinetuneResult) -> list[str]:
+    key = result.main_key
+    header = f"  {'seed':>4}  {key:>14}  {'best (epoch)':>16}  {'collapsed':>9}  {'time':>8}"
+    rows = [header]
+    for seed in result.seeds:
+        best = f"{seed.best_scores[key]:.4f} ({seed.best_epoch})"
+        time_text = "cached" if seed.reused else duration(seed.seconds)
+        rows.append(f"  {seed.seed:>4}  {seed.scores[key]:>14.4f}  {best:>16}  "
+                    f"{'YES' if seed.collapsed else 'no':>9}  {time_text:>8}")
+    return rows
+
+
+def describe(result: FinetuneResult) -> str:
+    """A few lines for the CLI: the seeds' scores, their median and spread, the baseline, collapses and time."""
+    key, stats = result.main_key, result.summary()
+    control = " (no-pretraining control: random encoder of the same shape)" if result.from_scratch else ""
+    lines = [f"{result.task}: {len(result.seeds)} seed(s) from {result.checkpoint}, arm {result.arm}{control}",
+             *_seed_rows(result),
+             f"{key} over {len(result.seeds)} seed(s): median {stats['median']:.4f}, min-max {stats['min']:.4f} to "
+             f"{stats['max']:.4f}, IQR {stats['iqr']:.4f} ({stats['q1']:.4f} to {stats['q3']:.4f}); "
+             "final epoch (best: the best epoch on the same split, optimistic)"]
+    if key in result.info.baseline:
+        lines.append(f"trivial baseline: {key} {result.info.baseline[key]:.4f}, {result.info.baseline_note}")
+    collapsed = [seed.seed for seed in result.seeds if seed.collapsed]
+    if collapsed:
+        lines.append(f"collapsed: {len(collapsed)} of {len(result.seeds)} seeds ({', '.join(map(str, collapsed))}) "
+                     "predict one class (or a constant) on the headline split")
+    lines.extend(f"data: {line}" for line in result.info.reports)
+    if result.info.split_note:
+        lines.append(f"split: {result.info.split_note}")
+    reused = sum(seed.reused for seed in result.seeds)
+    cache_note = f" ({reused} seed(s) reused from the cache)" if reused else ""
+    lines.append(f"time: {duration(result.seconds)}{cache_note}")
+    return "\n".join(lines)
