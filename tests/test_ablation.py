@@ -16,7 +16,8 @@ from bvr.ablation.arms import (
     tokens_per_step,
     tokens_seen,
 )
-from bvr.ablation.declare import CONTROL_ARM, list_experiments, load_ablation
+from bvr.ablation.declare import CONTROL_ARM, list_experiments
+from bvr.ablation.loading import load_ablation
 from bvr.ablation.plan import make_plan
 from bvr.config import PRESETS_DIR, flatten, resolve_finetune
 from bvr.errors import BvrError

@@ -1,7 +1,7 @@
 """Checks on an ablation's arms: they differ only where declared, and they see equal passes over the data.
 
 :func:`check_arms` refuses arms that differ in anything no arm declares (every ablation
-:func:`bvr.ablation.declare.load_ablation` returns has passed it). :func:`equal_passes` refuses arms that do not
+:func:`bvr.ablation.loading.load_ablation` returns has passed it). :func:`equal_passes` refuses arms that do not
 see the same number of training tokens, as RoBERTa's comparisons hold the data seen fixed: the batch-size ablation
 (Table 3) trades batch size against steps at an equal number of sequences; the input-format ablation (section 4.2,
 Table 2) raises the batch size of ``sentence-pair``, whose pairs of single sentences are much shorter than

@@ -36,9 +36,10 @@ bad key, type or value names the file, line and key:
 5. the arm's diff, then the arm's ``presets: NAME``;
 6. ``--set`` overrides (applied to every arm).
 
-The arm's config ``name`` is the arm name. Nothing here trains or fine-tunes: this module only parses, expands and
+The arm's config ``name`` is the arm name. This module holds the types and finds the files;
+:func:`bvr.ablation.loading.load_ablation` reads one. Nothing there trains or fine-tunes: it only parses, expands and
 checks; the checks on the arms are in :mod:`bvr.ablation.arms` (:func:`~bvr.ablation.arms.check_arms`, run on
-every ablation loaded here, refuses arms that differ in anything no arm declares).
+every ablation loaded, refuses arms that differ in anything no arm declares).
 """
 
 from __future__ import annotations
@@ -50,27 +51,14 @@ from typing import Any
 
 import yaml
 
-from bvr.ablation.arms import check_arms
 from bvr.config import (
-    HYPERPARAMETERS,
     PRESETS_DIR,
     Config,
     EvaluateConfig,
-    Layer,
-    at,
-    build_config,
     build_dataclass,
-    check_task_names,
-    flatten,
-    mapping,
-    override_layer,
-    preset_names,
-    preset_path,
-    read_yaml,
-    sub_origins,
 )
 from bvr.errors import BvrError
-from bvr.tasks.registry import TASKS, get_task
+from bvr.tasks.registry import get_task
 
 EXPERIMENTS_DIR = PRESETS_DIR.parent
 """Folder of the shipped experiment files."""
@@ -127,7 +115,7 @@ class Evaluations:
         return {**asdict(self), "probe_tasks": list(self.probe_tasks)}
 
 
-_ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
 
 @dataclass
@@ -204,10 +192,6 @@ def _yaml_scalar(value: Any) -> str:
     return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Loading
-
-
 def list_experiments() -> list[str]:
     """Names of the shipped experiment files."""
     return sorted(p.stem for p in EXPERIMENTS_DIR.glob("*.yaml"))
@@ -228,209 +212,3 @@ def experiment_path(name_or_path: str | Path) -> Path:
         return candidate
     raise BvrError(f"unknown experiment '{text}'", where="experiment",
                    hint=f"known experiments: {', '.join(list_experiments())}, or give a path to a YAML file")
-
-
-def _config_layer(data: dict[str, Any], key: str, lines: dict[str, str]) -> Layer:
-    """A block of config sections in the file (``base``, ``presets.tiny``, an arm) as a layer; refuses ``name``."""
-    if "name" in data:
-        raise BvrError("the config name is the arm name and cannot be set here", where=at(lines, f"{key}.name"))
-    return data, sub_origins(lines, f"{key}.")
-
-
-def _known_preset(name: str, key: str, lines: dict[str, str]) -> None:
-    if name not in preset_names():
-        raise BvrError(f"unknown preset '{name}'", where=at(lines, key),
-                       hint=f"known presets: {', '.join(preset_names())}")
-
-
-def _check_top(data: dict[str, Any], lines: dict[str, str]) -> None:
-    """Refuse unknown top-level keys, and say where the old forms moved."""
-    for key in data:
-        if key in SHARED_SECTIONS:
-            raise BvrError(f"a top-level '{key}:' block is the old form: move its keys under base: {{{key}: ...}} "
-                           f"(every preset), its presets.NAME block under presets: {{NAME: {{{key}: ...}}}}",
-                           where=at(lines, str(key)))
-        if key not in TOP_KEYS:
-            raise BvrError("unknown key", where=at(lines, str(key)), hint=f"known keys: {', '.join(TOP_KEYS)}")
-    if isinstance(data.get("pretrain_seeds"), dict):
-        raise BvrError("pretrain_seeds: {default: ..., NAME: ...} is the old form: write pretrain_seeds: [...] for "
-                       "every preset and presets: {NAME: {pretrain_seeds: [...]}} for one",
-                       where=at(lines, "pretrain_seeds"))
-
-
-def load_ablation(
-    name_or_path: str | Path,
-    *,
-    preset: str | None = None,
-    overrides: list[str] | None = None,
-) -> Ablation:
-    """Read an experiment file and resolve one config per arm.
-
-    Args:
-        name_or_path: a shipped experiment's name ('masking') or a YAML file.
-        preset: name of a file in ``experiments/presets``; None uses the dataclass defaults.
-        overrides: ``section.key=value`` strings applied to every arm, last. A key some arm declares is refused,
-            since setting it for every arm would erase the ablation.
-
-    Returns:
-        The ablation with every arm resolved; :func:`~bvr.ablation.arms.check_arms` has passed on it.
-
-    Raises:
-        BvrError: naming the file, line and key of anything wrong (unknown key, bad type or value, no arms, an
-            arm preset block touching an undeclared key, an old form), or the arms and keys
-            :func:`~bvr.ablation.arms.check_arms` refuses.
-    """
-    path = experiment_path(name_or_path)
-    data, lines = read_yaml(path, "experiment file")
-    _check_top(data, lines)
-    description = data.get("description") or ""
-    if not isinstance(description, str):
-        raise BvrError("expected text", where=at(lines, "description"))
-    published = data.get("published")
-    if published is not None and not (isinstance(published, dict) and isinstance(published.get("ablation"), str)):
-        raise BvrError("expected {ablation: NAME} or null", where=at(lines, "published"))
-    control = data.get("control", False)
-    if not isinstance(control, bool):
-        raise BvrError(f"expected true or false, got {control!r}", where=at(lines, "control"))
-    pretrain_seeds = _seed_list(data.get("pretrain_seeds", [0]), "pretrain_seeds", lines)
-
-    # Shared layers: preset file, experiment base, experiment presets[NAME] (its pretrain_seeds aside).
-    shared: list[Layer] = [read_yaml(preset_path(preset))] if preset else []
-    shared.append(_config_layer(mapping(data.get("base"), "base", lines, "config sections"), "base", lines))
-    presets = mapping(data.get("presets"), "presets", lines, "preset names")
-    for name, raw in presets.items():
-        key = f"presets.{name}"
-        _known_preset(name, key, lines)
-        block = dict(mapping(raw, key, lines, "config sections"))
-        seeds = _seed_list(block.pop("pretrain_seeds"), f"{key}.pretrain_seeds", lines) if "pretrain_seeds" in block \
-            else None
-        layer = _config_layer(block, key, lines)
-        if name == preset:
-            shared.append(layer)
-            pretrain_seeds = seeds or pretrain_seeds
-    override_layers = [override_layer(text) for text in overrides or []]
-
-    arms_raw = mapping(data.get("arms"), "arms", lines, "arm names")
-    if len(arms_raw) < 2:
-        raise BvrError(f"an ablation needs at least two arms, found {len(arms_raw)}",
-                       where=at(lines, "arms") if "arms" in lines else path)
-    base = _resolve(CONTROL_ARM, [*shared, *override_layers])  # a bad shared value is reported here, for no arm
-    arms: dict[str, Config] = {}
-    declared: dict[str, set[str]] = {}
-    for arm, raw in arms_raw.items():
-        arm = str(arm)
-        declared[arm], arm_layers = _arm_layers(arm, raw, lines, preset)
-        arms[arm] = _resolve(arm, [*shared, *arm_layers, *override_layers])
-
-    experiment_layers = [*(shared[1:] if preset else shared), *override_layers]  # the preset file's finetune aside
-    tasks = _task_names(base.finetune.tasks, "finetune.tasks", experiment_layers)
-    _check_per_task(base, [*shared, *override_layers])
-    _task_names(base.evaluate.probes.tasks, "evaluate.probes.tasks", experiment_layers)
-    ablation = Ablation(
-        name=path.stem, description=description.strip(), arms=arms, control=control,
-        pretrain_seeds=list(pretrain_seeds), finetune_tasks=tasks, finetune_seeds=base.finetune.seeds,
-        declared=declared, source=path, preset=preset, published=published,
-        optional_tasks=[t for t in _task_names(base.finetune.optional, "finetune.optional", experiment_layers)
-                        if t not in tasks],
-        finetune_hparams=_finetune_hparams(experiment_layers), control_base=base if control else None,
-        evaluations=Evaluations.from_config(base.evaluate),
-    )
-    for _nested, where in override_layers:
-        (text,) = where  # the dotted key of the --set
-        if text in ablation.declared_keys or any(k.startswith(f"{text}.") for k in ablation.declared_keys):
-            raise BvrError("this key is what the arms differ in; setting it for every arm would erase the ablation",
-                           where=f"--set {text}")
-    check_arms(ablation)
-    return ablation
-
-
-def _arm_layers(arm: str, raw: Any, lines: dict[str, str], preset: str | None) -> tuple[set[str], list[Layer]]:
-    """An arm's declared keys and its layers: its diff, then its own ``presets: PRESET`` block."""
-    key = f"arms.{arm}"
-    if not _ARM_NAME.match(arm) or arm == CONTROL_ARM:
-        raise BvrError(f"'{arm}' cannot name an arm", where=at(lines, key),
-                       hint=f"use letters, digits, '-' and '_', not '{CONTROL_ARM}'")
-    diff = dict(mapping(raw, key, lines, "config sections"))
-    arm_presets = mapping(diff.pop("presets", None), f"{key}.presets", lines, "preset names")
-    for section in SHARED_SECTIONS:
-        if section in diff:
-            raise BvrError(f"'{section}' is shared by every arm: set it in base or presets, not in an arm",
-                           where=at(lines, f"{key}.{section}"))
-    declared = set(flatten(diff))
-    layers = [_config_layer(diff, key, lines)]
-    for name, block in arm_presets.items():
-        block_key = f"{key}.presets.{name}"
-        _known_preset(name, block_key, lines)
-        block = mapping(block, block_key, lines, "config sections")
-        for dotted in flatten(block):
-            if dotted not in declared:
-                raise BvrError(f"arm '{arm}' changes '{dotted}' for preset '{name}' but does not declare it",
-                               where=at(lines, f"{block_key}.{dotted}"),
-                               hint=f"set {dotted} in the arm's main diff too, or move it to the shared "
-                                    f"presets.{name}")
-        if name == preset:
-            layers.append(_config_layer(block, block_key, lines))
-    return declared, layers
-
-
-def _resolve(arm: str, layers: list[Layer]) -> Config:
-    """Merge the layers of one arm into a Config named after the arm."""
-    try:
-        return build_config([*layers, ({"name": arm}, {})])
-    except BvrError as err:
-        if arm == CONTROL_ARM:  # the shared layers alone
-            raise
-        raise BvrError(err.message, where=f"{err.where} (arm '{arm}')", hint=err.hint) from None
-
-
-def _finetune_hparams(layers: list[Layer]) -> dict[str, Any]:
-    """The fine-tuning hyperparameters ``layers`` set (``KEY``, ``per_task.TASK.KEY``), each moved to the end when
-    set again, so that applying them in order gives what the layers give."""
-    out: dict[str, Any] = {}
-    for data, _where in layers:
-        section = data.get("finetune") or {}
-        items = [(k, v) for k, v in section.items() if k in HYPERPARAMETERS]
-        items += [(f"per_task.{task}.{k}", v) for task, block in (section.get("per_task") or {}).items()
-                  for k, v in (block or {}).items()]
-        for key, value in items:
-            out.pop(key, None)
-            out[key] = value
-    return out
-
-
-def _seed_list(value: Any, key: str, lines: dict[str, str]) -> list[int]:
-    if (not isinstance(value, list) or not value
-            or not all(isinstance(s, int) and not isinstance(s, bool) for s in value)
-            or len(set(value)) != len(value)):
-        raise BvrError(f"expected a non-empty list of distinct integers, got {value!r}", where=at(lines, key))
-    return list(value)
-
-
-def _located(key: str, layers: list[Layer]) -> str:
-    """``file:line: key`` of the last layer that set ``key`` (just ``key`` when none did)."""
-    origin = next((where[key] for _data, where in reversed(layers) if key in where), None)
-    return f"{origin}: {key}" if origin else key
-
-
-def _task_names(names: list[str], key: str, layers: list[Layer]) -> list[str]:
-    """Task names resolved in the registry; an unknown one is refused at the file and line that set ``key``."""
-    resolved = []
-    for name in names:
-        try:
-            resolved.append(get_task(name).name)
-        except BvrError as err:
-            raise BvrError(err.message, where=_located(key, layers), hint=err.hint) from None
-    return resolved
-
-
-def _check_per_task(cfg: Config, layers: list[Layer]) -> None:
-    """Refuse a ``finetune.per_task`` block of a task the registry does not have (it would never apply)."""
-    for task in cfg.finetune.per_task:
-        try:
-            check_task_names([task], list(TASKS), "finetune.per_task")
-        except BvrError as err:
-            raise BvrError(err.message, where=_located(f"finetune.per_task.{task}", layers), hint=err.hint) from None
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Checks

@@ -16,7 +16,8 @@ from enum import Enum
 from pathlib import Path
 
 from bvr.ablation.arms import equal_passes
-from bvr.ablation.declare import CONTROL_ARM, Ablation, Evaluations, load_ablation
+from bvr.ablation.declare import CONTROL_ARM, Ablation, Evaluations
+from bvr.ablation.loading import load_ablation
 from bvr.ablation.manifest import MANIFEST_VERSION
 from bvr.config import Config, config_hash
 from bvr.errors import BvrError
@@ -178,7 +179,7 @@ def make_plan(
     """Load and check an ablation, and lay out its arms, tasks and seeds.
 
     Raises:
-        BvrError: whatever :func:`bvr.ablation.declare.load_ablation` refuses; arms that do not see equal passes
+        BvrError: whatever :func:`bvr.ablation.loading.load_ablation` refuses; arms that do not see equal passes
             (:func:`bvr.ablation.arms.equal_passes`).
     """
     from bvr.tasks.registry import get_task
