@@ -188,3 +188,18 @@ def test_a_training_run_is_named_and_tagged_by_its_parts(tmp_path, monkeypatch):
     tags = run.data.tags
     assert tags["bvr.arm"] == "bert" and tags["bvr.stage"] == "finetune" and tags["bvr.task"] == "rte"
     assert tags["bvr.seed"] == "2" and tags["bvr.ablation"] == "masking" and tags["bvr.checkpoint"] == "ckpt"
+
+
+def test_quiet_fit_silences_only_lightnings_noise():
+    import warnings
+
+    from bvr.training import quiet_fit
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with quiet_fit():
+            warnings.warn("`isinstance(treespec, LeafSpec)` is deprecated, use `isinstance(treespec, TreeSpec)`",
+                          FutureWarning)
+            warnings.warn("The 'train_dataloader' does not have many workers which may be a bottleneck.", UserWarning)
+            warnings.warn("the loss went up", UserWarning)
+    assert [str(w.message) for w in caught] == ["the loss went up"]

@@ -16,7 +16,6 @@ import dataclasses
 import json
 import math
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,7 @@ from bvr.pretraining.module import PretrainingModule
 from bvr.pretraining.prepare import Prepared, load_instances, prepare, prepare_corpus, prepare_tokenizer
 from bvr.tokenization import load_tokenizer, vocab_info
 from bvr.tracking import git_commit, log_artifact_dir, log_config
-from bvr.training import build_trainer, training_logger
+from bvr.training import build_trainer, quiet_fit, training_logger
 
 PRETRAIN_VERSION = 1
 DEFAULT_EXPERIMENT = "bvr-pretrain"
@@ -148,10 +147,7 @@ def _train(cfg: Config, prepared: Prepared, run_dir: Path, ckpt_path: str | None
         callbacks=callbacks,
     )
     start = time.perf_counter()
-    with warnings.catch_warnings():
-        # The data position is restored by the DataModule's state, which this warning does not know about.
-        warnings.filterwarnings("ignore", message=".*your dataloader is not resumable.*")
-        warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    with quiet_fit():
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
     if trainer.global_rank != 0:
         return PretrainResult(run_dir, False, {})

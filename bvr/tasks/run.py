@@ -31,7 +31,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,7 +53,7 @@ from bvr.tasks.settings import load_finetune_config, optim_settings
 from bvr.tasks.source import EncoderSource, checkpoint_identity, default_arm
 from bvr.tokenization import vocab_info
 from bvr.tracking import TAG_COLLAPSED, log_config, parent_run, run_name, run_tags, store_client, tracking_uri
-from bvr.training import build_trainer, training_logger
+from bvr.training import build_trainer, quiet_fit, training_logger
 
 FINETUNE_VERSION = 2
 DEFAULT_EXPERIMENT = "bvr-finetune"
@@ -108,9 +107,7 @@ def _seed_logger(job: _Job, seed: int, parent_id: str) -> Any:
 def _fit(job: _Job, module: FinetuneModule, trainer: L.Trainer, seed: int) -> None:
     data, cfg = job.data, job.cfg
     evals = [data.loader(split, cfg.eval_batch_size, num_workers=cfg.num_workers) for split in data.evals.values()]
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*does not have many workers.*")
-        warnings.filterwarnings("ignore", message=".*smaller than the logging interval.*")
+    with quiet_fit():
         trainer.fit(module, train_dataloaders=data.loader(data.train, cfg.batch_size, seed=seed,
                                                           num_workers=cfg.num_workers), val_dataloaders=evals)
         if not module.history or module.history[-1].step != trainer.global_step:

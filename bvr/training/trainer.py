@@ -8,7 +8,9 @@ validation and the model summary, and clips gradients by norm when ``grad_clip``
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,27 @@ from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar, TQDMPr
 
 from bvr.checkpoints import AtomicCheckpointIO
 from bvr.training.precision import resolve_precision
+
+LIGHTNING_NOISE = (
+    ".*does not have many workers.*",  # a choice (num_workers), made for reproducibility on small CPU machines
+    ".*smaller than the logging interval.*",  # short fine-tuning epochs: the loss is logged every step anyway
+    ".*your dataloader is not resumable.*",  # the DataModule's own state restores the data position on resume
+    ".*isinstance\\(treespec, LeafSpec\\)` is deprecated.*",  # Lightning calling a torch API torch deprecated
+)
+"""Warnings Lightning prints on every fit that say nothing about this run (messages as regular expressions)."""
+
+
+@contextmanager
+def quiet_fit() -> Iterator[None]:
+    """Silence :data:`LIGHTNING_NOISE` (and only that) around ``trainer.fit``/``validate``.
+
+    >>> with quiet_fit():
+    ...     warnings.warn("`isinstance(treespec, LeafSpec)` is deprecated, use ...", FutureWarning)
+    """
+    with warnings.catch_warnings():
+        for message in LIGHTNING_NOISE:
+            warnings.filterwarnings("ignore", message=message)
+        yield
 
 
 def resolve_strategy(strategy: str, devices: int, num_nodes: int) -> str:
