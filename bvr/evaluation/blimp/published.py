@@ -8,7 +8,7 @@ scores without importing the scorer.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,25 @@ def _accuracy(row: dict[str, Any], column: str, where: str) -> float:
     return float(value)
 
 
+def _paradigm_rows(folder: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``("file:line", row)`` for each per-paradigm row of :func:`summary_file` (the ``overall`` summary rows
+    skipped).
+
+    Raises:
+        BvrError: no such file, a bad line, or a row without ``UID``.
+    """
+    path = summary_file(folder)
+    if path is None:
+        raise BvrError(f"no {SUMMARY_FILE} here, in its parent or in blimp/", where=folder,
+                       hint="it ships with the BLiMP release, beside data/")
+    for number, row in json_lines(path):
+        where = f"{path}:{number}"
+        if not isinstance(row.get("UID"), str) or not row["UID"]:
+            raise BvrError("missing key UID", where=where, hint=f"use the BLiMP release's {SUMMARY_FILE}")
+        if row["UID"] != "overall":
+            yield where, row
+
+
 def published_blimp(folder: Path) -> dict[str, dict[str, float]]:
     """The paper's per-paradigm accuracies of its four models, from ``models_summary.jsonl``.
 
@@ -52,21 +71,12 @@ def published_blimp(folder: Path) -> dict[str, dict[str, float]]:
     Raises:
         BvrError: no such file, a bad line or a missing or out-of-range accuracy (named ``file:line``), no paradigm.
     """
-    path = summary_file(folder)
-    if path is None:
-        raise BvrError(f"no {SUMMARY_FILE} here, in its parent or in blimp/", where=folder,
-                       hint="it ships with the BLiMP release, beside data/")
     published: dict[str, dict[str, float]] = {name: {} for name in PUBLISHED_MODELS.values()}
-    for number, row in json_lines(path):
-        where = f"{path}:{number}"
-        if not isinstance(row.get("UID"), str) or not row["UID"]:
-            raise BvrError("missing key UID", where=where, hint=f"use the BLiMP release's {SUMMARY_FILE}")
-        if row["UID"] == "overall":
-            continue
+    for where, row in _paradigm_rows(folder):
         for column, name in PUBLISHED_MODELS.items():
             published[name][row["UID"]] = _accuracy(row, column, where)
     if not published["GPT-2"]:
-        raise BvrError("no per-paradigm rows (only 'overall' summaries or nothing)", where=path)
+        raise BvrError("no per-paradigm rows (only 'overall' summaries or nothing)", where=summary_file(folder))
     return published
 
 
@@ -76,17 +86,7 @@ def published_terms(folder: Path) -> dict[str, str]:
     Raises:
         BvrError: no such file, a bad line, or a row without ``UID``.
     """
-    path = summary_file(folder)
-    if path is None:
-        raise BvrError(f"no {SUMMARY_FILE} here, in its parent or in blimp/", where=folder,
-                       hint="it ships with the BLiMP release, beside data/")
-    terms = {}
-    for number, row in json_lines(path):
-        if not isinstance(row.get("UID"), str) or not row["UID"]:
-            raise BvrError("missing key UID", where=f"{path}:{number}", hint=f"use the BLiMP release's {SUMMARY_FILE}")
-        if row["UID"] != "overall":
-            terms[row["UID"]] = str(row.get("linguistics_term"))
-    return terms
+    return {row["UID"]: str(row.get("linguistics_term")) for _, row in _paradigm_rows(folder)}
 
 
 def published_summaries(published: Mapping[str, Mapping[str, float]],
