@@ -31,11 +31,7 @@ LIGHTNING_NOISE = (
 
 @contextmanager
 def quiet_fit() -> Iterator[None]:
-    """Silence :data:`LIGHTNING_NOISE` (and only that) around ``trainer.fit``/``validate``.
-
-    >>> with quiet_fit():
-    ...     warnings.warn("`isinstance(treespec, LeafSpec)` is deprecated, use ...", FutureWarning)
-    """
+    """Silence :data:`LIGHTNING_NOISE` (and only that) around ``trainer.fit``/``validate``."""
     with warnings.catch_warnings():
         for message in LIGHTNING_NOISE:
             warnings.filterwarnings("ignore", message=message)
