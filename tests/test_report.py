@@ -50,7 +50,9 @@ from bvr.errors import BvrError
 from bvr.report.analysis import Analysis, analyse, headlines
 from bvr.report.collect import FINETUNE_COLUMNS, HISTORY_COLUMNS, PRETRAIN_COLUMNS, Collected, collect
 from bvr.report.published import load_published
+from bvr.report.document import Table, to_markdown
 from bvr.report.render import ReportResult, render_report, render_summary
+from bvr.report.results import published_section
 from tests.report_fixtures import (
     ARMS,
     BLIMP_DATA,
@@ -552,3 +554,49 @@ def test_reports_import_no_training_code() -> None:
     root = Path(__file__).resolve().parents[1]  # this checkout's bvr, whatever the current directory
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
     assert done.stdout.strip() == "[]"
+
+
+_TWO_TABLES = """\
+tables:
+  - ablation: masking
+    source: "Paper A, Table 1"
+    setting: "setting A"
+    columns:
+      - {task: squad_v2, metric: dev/f1, higher_is_better: true, label: "SQuAD 2.0 (F1)"}
+    arms:
+      static: {label: "static", values: [70.0]}
+      dynamic: {label: "dynamic", values: [71.5]}
+  - ablation: masking
+    source: "Paper B, Table 9"
+    setting: "setting B"
+    columns:
+      - {task: probe/sst2, metric: dev/accuracy, higher_is_better: true, label: "SST-2 feature-based"}
+      - {task: squad_v2, metric: dev/f1, higher_is_better: true, label: "SQuAD 2.0 (F1)"}
+    arms:
+      static: {label: "static", values: [80.0, 60.0]}
+      dynamic: {label: "dynamic", values: [79.0, 65.0]}
+"""
+
+
+def test_published_section_reads_each_table_and_feature_based_columns(store: Store, tmp_path: Path):
+    # Two tables inform one ablation: each gets its own paragraph and rows, an effect is read inside the first
+    # table holding both arms (SQuAD: 71.5 - 70.0 from Table 1, not 65 - 60 from Table 9), and a probe column
+    # ('probe/sst2') is set beside our SST-2 probe although we log the probe under another metric name.
+    path = tmp_path / "published.yaml"
+    path.write_text(_TWO_TABLES, encoding="utf-8")
+    a = analyse(collect(store.manifest, workdir=store.workdir), load_published(path))
+    by_key = {c.measure.key: c for c in a.comparisons}
+    assert by_key["finetune/squad_v2"].published == pytest.approx(1.5)
+    assert by_key["probe/sst2"].published == pytest.approx(-1.0)
+    blocks = published_section(a)
+    text = to_markdown(blocks)
+    assert "Paper A, Table 1: setting A." in text and "Paper B, Table 9: setting B." in text
+    tables = [b for b in blocks if isinstance(b, Table)]
+    direction_a, beside_a, direction_b, beside_b = tables
+    assert [row[:5] for row in direction_a.rows] == [["SQuAD 2.0 (F1)", "dynamic − static", "70.0", "71.5", "+1.5"]]
+    rows_b = {row[0]: row[:5] for row in direction_b.rows}
+    assert rows_b["SST-2 feature-based"] == ["SST-2 feature-based", "dynamic − static", "80.0", "79.0", "-1.0"]
+    assert rows_b["SQuAD 2.0 (F1)"][4] == "+5.0"  # Table 9's own difference, printed with Table 9
+    # Ours: the median over every (pretraining seed, probe seed) of dynamic's probe, 68 +- 1, 69 +- 1, 67 +- 1.
+    assert beside_b.header[1] == "SST-2 feature-based paper / ours"
+    assert dict((row[0], row[1]) for row in beside_b.rows) == {"static": "80.0 / 67.0", "dynamic": "79.0 / 68.0"}

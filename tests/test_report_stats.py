@@ -233,12 +233,14 @@ def test_published_file_loads_with_a_source_on_every_row(published):
     assert published["source"].map(lambda s: isinstance(s, str) and bool(s.strip())).all()
     assert published["setting"].notna().all()
     assert set(published["ablation"]) == set(ABLATIONS)
-    keys = ["ablation", "arm", "task", "metric"]
+    keys = ["ablation", "source", "arm", "task", "metric"]
     assert not published.duplicated(keys).any()
 
 
-def _value(df, ablation, arm, task, metric):
+def _value(df, ablation, arm, task, metric, table=None):
     hit = df[(df.ablation == ablation) & (df.arm == arm) & (df.task == task) & (df.metric == metric)]
+    if table is not None:
+        hit = hit[hit.source.str.contains(table, regex=False)]
     assert len(hit) == 1
     return hit["value"].iloc[0]
 
@@ -253,7 +255,15 @@ def test_published_spot_values(published):
     # One from each of the other tables.
     assert _value(published, "nsp", "doc-sentences", "race", "dev/accuracy") == 65.6
     assert _value(published, "bert-table5", "ltr-no-nsp", "mrpc", "dev/accuracy") == 77.5
-    assert _value(published, "replacement", "mask100-same0-rnd0", "conll2003_feature_based", "dev/f1") == 94.0
+    assert _value(published, "mask-split", "mask100-same0-rnd0", "probe/conll2003", "dev/f1") == 94.0
+    # SpanBERT Tables 6 and 7 (the span row is in both, with and without NSP) and ALBERT Table 5.
+    assert _value(published, "span-masking", "whole-word", "squad_v2", "dev/f1") == 84.3
+    assert _value(published, "span-masking", "span", "squad_v2", "dev/f1", table="Table 6") == 85.4
+    assert _value(published, "span-masking", "span", "squad_v2", "dev/f1", table="Table 7") == 86.7
+    assert _value(published, "span-masking", "span-sbo", "coreference", "dev/f1") == 79.0
+    assert _value(published, "sentence-objective", "nsp", "pretrain", "val/sop_acc") == 52.0
+    assert _value(published, "sentence-objective", "sop", "squad_v2", "dev/exact_match") == 77.1
+    assert _value(published, "sentence-objective", "none", "race", "dev/accuracy") == 61.7
 
 
 def test_published_directions(published):
@@ -273,6 +283,17 @@ def test_published_effect_is_b_minus_a(published):
         pytest.approx(-0.3))
     assert published_effect(published, "batch-size", "256", "2k", "pretrain", "val/perplexity") == pytest.approx(-0.31)
     assert published_effect(published, "nsp", "segment-pair", "xlnet-base-k7", "squad", "dev/f1") is None
+    # The feature-based column of BERT Table 8, matched by the probe's task alone.
+    assert published_effect(published, "mask-split", "mask80-same10-rnd10", "mask100-same0-rnd0", "probe/conll2003",
+                            None) == pytest.approx(-0.9)
+
+
+def test_published_effect_stays_within_one_table(published):
+    # SpanBERT prints the span row twice: with NSP (Table 6, beside token masking) and without (Table 7, beside
+    # SBO). Each effect is read inside the table that holds both arms, never across the two settings.
+    assert published_effect(published, "span-masking", "token", "span", "squad_v2", "dev/f1") == pytest.approx(1.6)
+    assert published_effect(published, "span-masking", "span", "span-sbo", "squad_v2", "dev/f1") == pytest.approx(0.1)
+    assert published_effect(published, "span-masking", "whole-word", "span-sbo", "squad_v2", "dev/f1") is None
     assert published_effect(published, "masking", "static", "no-such-arm", "sst2", "dev/accuracy") is None
 
 

@@ -216,10 +216,15 @@ def _scored(collected: Collected) -> tuple[pd.DataFrame, dict[str, float]]:
 
 def _published_effect(published: pd.DataFrame, ablation: str | None, a: str, b: str, measure: Measure,
                       scales: dict[str, float]) -> float | None:
-    """The paper's ``b - a`` in the measure's units (fine-tuning tasks only: the papers report no BLiMP/probes)."""
-    if not ablation or published.empty or not measure.key.startswith("finetune/"):
+    """The paper's ``b - a`` in the measure's units: fine-tuning tasks, and probes where a paper prints a
+    feature-based column (as ``probe/TASK``, BERT Table 8's NER); the papers report no BLiMP."""
+    if not ablation or published.empty:
         return None
-    return published_effect(published, ablation, a, b, measure.task, measure.metric)
+    if measure.key.startswith("finetune/"):
+        return published_effect(published, ablation, a, b, measure.task, measure.metric)
+    if measure.key.startswith("probe/"):
+        return published_effect(published, ablation, a, b, measure.key, None)
+    return None
 
 
 def _raw(family: str, measure: Measure, a: str, b: str) -> tuple[str, Measure, str, str, InferenceComparison]:

@@ -27,7 +27,7 @@ from bvr.errors import BvrError
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "reports" / "published.yaml"
 """The file shipped with bvr."""
 
-ABLATIONS = ("masking", "nsp", "batch-size", "bert-table5", "replacement", "vocab")
+ABLATIONS = ("masking", "nsp", "batch-size", "bert-table5", "mask-split", "vocab", "span-masking", "sentence-objective")
 """The ablations a published table may inform."""
 
 COLUMNS = ("ablation", "arm", "arm_label", "task", "metric", "metric_label", "value", "higher_is_better", "source",
@@ -89,29 +89,49 @@ def load_published(path: str | Path | None = None) -> pd.DataFrame:
     return frame
 
 
-def published_effect(df: pd.DataFrame, ablation: str, arm_a: str, arm_b: str, task: str, metric: str) -> float | None:
+def published_effect(df: pd.DataFrame, ablation: str, arm_a: str, arm_b: str, task: str,
+                     metric: str | None) -> float | None:
     """The published difference ``b - a`` on one task and metric, or None where either value is not published.
+
+    An effect is read within one table: an ablation may cite several (SpanBERT's masking-scheme table and its
+    auxiliary-objective table), and a row of one table is not comparable with a row of another (they differ in
+    setting). The first table, in file order, that prints both arms on the column gives the effect.
 
     Args:
         df: the frame from :func:`load_published`.
         ablation: the ablation ('masking').
         arm_a: the arm subtracted ('static').
         arm_b: the other arm ('dynamic').
-        task: bvr's task name ('squad_v2').
-        metric: the metric key ('dev/f1').
+        task: bvr's task name ('squad_v2'), or ``probe/TASK`` for a feature-based column.
+        metric: the metric key ('dev/f1'); None matches the task's one published metric.
 
     Returns:
         ``value(b) - value(a)`` in the paper's units, or None.
+
+    >>> df = load_published()
+    >>> round(published_effect(df, "span-masking", "token", "span", "squad_v2", "dev/f1"), 6)  # Table 6
+    1.6
+    >>> round(published_effect(df, "span-masking", "span", "span-sbo", "squad_v2", "dev/f1"), 6)  # Table 7
+    0.1
+    >>> published_effect(df, "span-masking", "token", "span-sbo", "squad_v2", "dev/f1") is None  # no common table
+    True
     """
-    a = _published_value(df, ablation, arm_a, task, metric)
-    b = _published_value(df, ablation, arm_b, task, metric)
-    return None if a is None or b is None else b - a
+    rows = df[(df["ablation"] == ablation) & (df["task"] == task)]
+    if metric is not None:
+        rows = rows[rows["metric"] == metric]
+    for _, table in rows.groupby("source", sort=False):
+        if table["metric"].nunique() != 1:
+            continue  # several metrics for this task and none named: ambiguous
+        a = _published_value(table, arm_a)
+        b = _published_value(table, arm_b)
+        if a is not None and b is not None:
+            return b - a
+    return None
 
 
-def _published_value(df: pd.DataFrame, ablation: str, arm: str, task: str, metric: str) -> float | None:
-    """One published value, or None when there is no such row or the paper prints a dash."""
-    hit = df.loc[(df["ablation"] == ablation) & (df["arm"] == arm) & (df["task"] == task) & (df["metric"] == metric),
-                 "value"]
+def _published_value(table: pd.DataFrame, arm: str) -> float | None:
+    """One arm's value in one table's column, or None when the arm is absent or the paper prints a dash."""
+    hit = table.loc[table["arm"] == arm, "value"]
     if hit.empty or math.isnan(hit.iloc[0]):
         return None
     return float(hit.iloc[0])
@@ -208,14 +228,14 @@ def _values(source: _Source, values: Any, key: str, n: int) -> list[float]:
 
 
 def _check_unique(source: _Source, rows: list[dict[str, Any]], key: str) -> None:
-    """Refuse a second row for one (ablation, arm, task, metric): a published effect would be ambiguous.
+    """Refuse a second row for one (ablation, table, arm, task, metric): a published effect would be ambiguous.
 
     Called after each table is added, so ``key`` is the table that brought the repeat.
     """
     seen: set[tuple] = set()
     for row in rows:
-        ident = (row["ablation"], row["arm"], row["task"], row["metric"])
+        ident = (row["ablation"], row["source"], row["arm"], row["task"], row["metric"])
         if ident in seen:
-            source.fail(key, f"'{key}' repeats arm '{row['arm']}' of ablation '{row['ablation']}' on task "
-                             f"'{row['task']}', metric '{row['metric']}'")
+            source.fail(key, f"'{key}' repeats arm '{row['arm']}' of ablation '{row['ablation']}' ({row['source']}) "
+                             f"on task '{row['task']}', metric '{row['metric']}'")
         seen.add(ident)

@@ -164,44 +164,66 @@ def scores_section(a: Analysis, links: RunLinks, figures: dict[str, Figure]) -> 
     return blocks
 
 
-def _published_rows(a: Analysis) -> list[list[Cell]]:
-    """Direction of each effect in the paper and here, for every pair of our arms the paper also has."""
+def _column(table: pd.DataFrame, c) -> pd.DataFrame:
+    """A published table's rows for comparison ``c``'s column: by task and metric for fine-tuning, by the probe's
+    key (``probe/TASK``) for a feature-based column, whose metric we log under another name."""
+    if c.measure.key.startswith("probe/"):
+        return table[table["task"] == c.measure.key]
+    return table[(table["task"] == c.measure.task) & (table["metric"] == c.metric)]
+
+
+def _published_rows(a: Analysis, table: pd.DataFrame) -> list[list[Cell]]:
+    """Direction of each effect in one published table and here, for every pair of our arms the table also has."""
     rows = []
     for c in a.comparisons:
-        pub = a.published
         if c.published is None:
             continue
-        task = c.measure.task
-        label = pub.loc[(pub["task"] == task) & (pub["metric"] == c.metric), "metric_label"].dropna()
-        value = {arm: pub.loc[(pub["arm"] == arm) & (pub["task"] == task) & (pub["metric"] == c.metric),
-                              "value"].iloc[0] for arm in (c.a, c.b)}
+        column = _column(table, c)
+        value = {arm: column.loc[column["arm"] == arm, "value"] for arm in (c.a, c.b)}
+        if any(v.empty or pd.isna(v.iloc[0]) for v in value.values()):
+            continue  # the effect is printed in another of the ablation's tables
         d = metric_digits(c.metric)
-        rows.append([label.iloc[0] if not label.empty else c.task, c.name, fmt(value[c.a], d), fmt(value[c.b], d),
-                     signed(c.published, d), c.paper, f"{signed(c.estimate, d)} "
+        label = column["metric_label"].dropna()
+        paper_a, paper_b = float(value[c.a].iloc[0]), float(value[c.b].iloc[0])
+        rows.append([label.iloc[0] if not label.empty else c.task, c.name, fmt(paper_a, d), fmt(paper_b, d),
+                     signed(paper_b - paper_a, d), c.paper, f"{signed(c.estimate, d)} "
                      f"{fmt_ci(c.interval.ci_low, c.interval.ci_high, d)}", c.ours, c.agreement])
     return rows
 
 
-def _beside_rows(a: Analysis) -> tuple[list[str], list[list[Cell]], list[str]]:
-    """Our medians beside the paper's values, per arm the two share and per published column of a task we ran;
-    then the headings of the columns left out."""
-    pub = a.published.dropna(subset=["task"])
-    ran = {*a.tasks, PRETRAIN_TASK}
+def _ours(a: Analysis, arm: str, task: str, metric: str, pretrained: pd.DataFrame) -> float:
+    """Our median for one published column: a pretraining metric we log, a probe, or a fine-tuning task."""
+    if task == PRETRAIN_TASK:
+        return pretrained[metric].get(arm, math.nan) if metric in pretrained else math.nan
+    if task.startswith("probe/"):
+        measure = a.measure(task)
+        values = list(measure.values.get(arm, {}).values()) if measure is not None else []
+        return float(pd.Series(values).median()) if values else math.nan
+    summary = a.summaries.get((arm, task))
+    return summary.median if summary is not None and a.metric(task) == metric else math.nan
+
+
+def _ran(a: Analysis, task: str) -> bool:
+    return task in {*a.tasks, PRETRAIN_TASK} or (task.startswith("probe/") and a.measure(task) is not None)
+
+
+def _beside_rows(a: Analysis, table: pd.DataFrame) -> tuple[list[str], list[list[Cell]], list[str]]:
+    """Our medians beside one published table's values, per arm the two share and per published column of a task
+    we ran; then the headings of the columns left out."""
+    pub = table.dropna(subset=["task"])
     every = list(pub[["task", "metric", "metric_label"]].drop_duplicates(["task", "metric"]).itertuples(index=False))
-    columns = [c for c in every if c.task in ran]
-    skipped = [c.metric_label or c.task for c in every if c.task not in ran]
-    ppl = pretrain_table(a).set_index("arm")["val/perplexity"]
+    columns = [c for c in every if _ran(a, c.task)]
+    skipped = [c.metric_label or c.task for c in every if not _ran(a, c.task)]
+    pretrained = pretrain_table(a).set_index("arm")
     rows = []
     for arm in [arm for arm in a.collected.pretrained_arms if arm in set(pub["arm"])]:
         cells: list[Cell] = [arm]
         for col in columns:
             paper = pub.loc[(pub["arm"] == arm) & (pub["task"] == col.task) & (pub["metric"] == col.metric), "value"]
             d = metric_digits(col.metric)
-            if col.task == PRETRAIN_TASK:
-                ours = ppl.get(arm, math.nan)
-            else:
-                summary = a.summaries.get((arm, col.task))
-                ours = summary.median if summary is not None and a.metric(col.task) == col.metric else math.nan
+            ours = _ours(a, arm, col.task, col.metric, pretrained)
+            if col.task == PRETRAIN_TASK and col.metric.endswith("_acc"):
+                ours *= 100.0  # logged as a fraction, printed by the paper in points
             cells.append(f"{fmt(paper.iloc[0] if not paper.empty else None, d)} / {fmt(ours, d)}")
         rows.append(cells)
     return ["arm", *[f"{c.metric_label or c.task} paper / ours" for c in columns]], rows, skipped
@@ -214,26 +236,28 @@ def published_section(a: Analysis) -> list[Block]:
         why = (f"reports/published.yaml has no table for '{key}'." if key else
                "No published table informs this ablation.")
         return [*blocks, Paragraph(why)]
-    first = a.published.iloc[0]
-    blocks.append(Paragraph(f"{first['source']}: {first['setting']}. Paper values in points as printed; ours are "
-                            "medians over all our runs, and our differences means over pretraining seeds with their "
-                            "simultaneous intervals, in points, at our far smaller scale."))
-    direction = _published_rows(a)
-    if direction:
-        header = ["paper column", "b − a", "paper a", "paper b", "paper Δ", "paper says", "our Δ [simultaneous CI]",
-                  "we see", "agreement"]
-        caption = ("agreement: Holm rejects and our difference has the paper's sign (agree) or the other sign "
-                   "(disagree); inconclusive when Holm does not reject.")
-        blocks.append(Table(header, direction, align="lLrrrllll", caption=caption))
-    header, beside, skipped = _beside_rows(a)
-    if beside and len(header) > 1:
-        caption = "'—' where the paper has no value or our runs are missing." + (
-            f" Published columns for tasks this ablation does not run: {', '.join(skipped)}." if skipped else "")
-        blocks.append(Table(header, beside, align="L" + "r" * (len(header) - 1), caption=caption))
-    words = a.published[a.published["task"].isna()]
-    if not words.empty:
-        blocks.append(Bullets(tuple(f"{r.arm_label}: {r.note}" for r in words.itertuples(index=False))))
-    if not direction and words.empty:
+    measured = False
+    for source, table in a.published.groupby("source", sort=False):
+        blocks.append(Paragraph(f"{source}: {table['setting'].iloc[0]}. Paper values in points as printed; ours "
+                                "are medians over all our runs, and our differences means over pretraining seeds "
+                                "with their simultaneous intervals, in points, at our far smaller scale."))
+        direction = _published_rows(a, table)
+        if direction:
+            header = ["paper column", "b − a", "paper a", "paper b", "paper Δ", "paper says",
+                      "our Δ [simultaneous CI]", "we see", "agreement"]
+            caption = ("agreement: Holm rejects and our difference has the paper's sign (agree) or the other sign "
+                       "(disagree); inconclusive when Holm does not reject.")
+            blocks.append(Table(header, direction, align="lLrrrllll", caption=caption))
+        header, beside, skipped = _beside_rows(a, table)
+        if beside and len(header) > 1:
+            caption = "'—' where the paper has no value or our runs are missing." + (
+                f" Published columns for tasks this ablation does not run: {', '.join(skipped)}." if skipped else "")
+            blocks.append(Table(header, beside, align="L" + "r" * (len(header) - 1), caption=caption))
+        words = table[table["task"].isna()]
+        if not words.empty:
+            blocks.append(Bullets(tuple(f"{r.arm_label}: {r.note}" for r in words.itertuples(index=False))))
+        measured = measured or bool(direction) or not words.empty
+    if not measured:
         blocks.append(Paragraph("None of the paper's arm pairs was measured here (yet)."))
     return blocks
 
