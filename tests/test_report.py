@@ -50,6 +50,7 @@ from bvr.errors import BvrError
 from bvr.report.analysis import Analysis, analyse, headlines
 from bvr.report.collect import FINETUNE_COLUMNS, HISTORY_COLUMNS, PRETRAIN_COLUMNS, Collected, collect
 from bvr.report.published import load_published
+from bvr.report.cells import ui_base
 from bvr.report.document import Table, to_markdown
 from bvr.report.render import ReportResult, render_report, render_summary
 from bvr.report.results import published_section
@@ -87,7 +88,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
 
 @pytest.fixture(scope="module")
 def report(store: Store) -> ReportResult:
-    return render_report(store.manifest, store.workdir / "reports" / "masking", workdir=store.workdir)
+    # Any port: the links follow the address given, never a fixed one.
+    return render_report(store.manifest, store.workdir / "reports" / "masking", workdir=store.workdir,
+                         ui_url="http://127.0.0.1:8765/")
 
 
 @pytest.fixture(scope="module")
@@ -334,7 +337,8 @@ def test_every_number_links_to_its_run(report: ReportResult, store: Store) -> No
     for unit in units:
         assert f"#/experiments/{store.experiment_id}/runs/{unit.run_id}" in text, unit.label
     probe = entry(store.manifest, "evaluations", label="static-p1", kind="probe").run_id
-    assert f"[p1](http://127.0.0.1:5000/#/experiments/{store.experiment_id}/runs/{probe})" in text
+    assert f"[p1](http://127.0.0.1:8765/#/experiments/{store.experiment_id}/runs/{probe})" in text
+    assert "run ids link to the MLflow UI at http://127.0.0.1:8765." in text
     assert "[p2s0×]" in text  # the collapsed control run is flagged where it is linked
     assert store.manifest.context.git_commit in text
 
@@ -600,3 +604,29 @@ def test_published_section_reads_each_table_and_feature_based_columns(store: Sto
     # Ours: the median over every (pretraining seed, probe seed) of dynamic's probe, 68 +- 1, 69 +- 1, 67 +- 1.
     assert beside_b.header[1] == "SST-2 feature-based paper / ours"
     assert dict((row[0], row[1]) for row in beside_b.rows) == {"static": "80.0 / 67.0", "dynamic": "79.0 / 68.0"}
+
+
+def test_run_ids_stay_plain_without_a_known_ui(store: Store, tmp_path: Path, monkeypatch) -> None:
+    # A SQLite store is shown by whatever `mlflow ui` a user starts: with no --ui-url and no BVR_MLFLOW_UI the
+    # report guesses no address, keeps the ids as text and says how to get links.
+    monkeypatch.delenv("BVR_MLFLOW_UI", raising=False)
+    result = render_report(store.manifest, tmp_path / "plain", workdir=store.workdir, log_to_mlflow=False)
+    text = result.markdown.read_text(encoding="utf-8")
+    assert "#/experiments/" not in text and "127.0.0.1" not in text
+    assert "render again with `bvr report NAME --ui-url ADDRESS`" in text
+    probe = entry(store.manifest, "evaluations", label="static-p1", kind="probe").run_id
+    monkeypatch.setenv("BVR_MLFLOW_UI", "http://mlflow.lab.example:7000")
+    linked = render_report(store.manifest, tmp_path / "env", workdir=store.workdir, log_to_mlflow=False)
+    assert f"(http://mlflow.lab.example:7000/#/experiments/{store.experiment_id}/runs/{probe})" in (
+        linked.markdown.read_text(encoding="utf-8"))
+
+
+def test_ui_address_is_checked(store: Store, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("BVR_MLFLOW_UI", raising=False)
+    with pytest.raises(BvrError, match="'127.0.0.1:5000' is not the address of an MLflow UI") as err:
+        render_report(store.manifest, tmp_path / "bad", workdir=store.workdir, log_to_mlflow=False,
+                      ui_url="127.0.0.1:5000")
+    assert err.value.where == "--ui-url" and "http://127.0.0.1:5000" in err.value.hint
+    assert not (tmp_path / "bad").exists()  # refused before anything is written
+    assert ui_base("sqlite:///mlflow.db") is None
+    assert ui_base("http://tracking:5000/", None) == "http://tracking:5000"  # a tracking server serves its own UI

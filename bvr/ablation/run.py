@@ -82,10 +82,12 @@ class AblationResult:
 class Runner:
     """Runs units of one plan, keeping the manifest and the DVC stage folder up to date."""
 
-    def __init__(self, plan: Plan, *, stage_dir: Path | None, progress: bool, console: Console) -> None:
+    def __init__(self, plan: Plan, *, stage_dir: Path | None, progress: bool, console: Console,
+                 ui_url: str | None = None) -> None:
         self.plan = plan
         self.stage_dir = stage_dir
         self.progress = progress
+        self.ui_url = ui_url
         self.console = console
         self.rank = global_rank()
         path = plan.manifest_path
@@ -212,6 +214,7 @@ def run_ablation(
     report: bool = True,
     progress: bool = True,
     console: Console | None = None,
+    ui_url: str | None = None,
 ) -> AblationResult:
     """Run every unit of ``plan`` (or the ``only`` ones), reusing finished units; render the report last.
 
@@ -225,6 +228,7 @@ def run_ablation(
         report: render the report at the end of a full run.
         progress: progress bars.
         console: where to print (default: stdout).
+        ui_url: the MLflow UI the report's run ids link to (:func:`bvr.report.cells.ui_base`).
 
     Raises:
         BvrError: an unknown unit; any unit failed (each named with its error, and what to do).
@@ -232,7 +236,7 @@ def run_ablation(
     """
     start = time.perf_counter()
     console = console or Console()
-    runner = Runner(plan, stage_dir=stage_dir, progress=progress, console=console)
+    runner = Runner(plan, stage_dir=stage_dir, progress=progress, console=console, ui_url=ui_url)
     units = plan.select(only) if only else [u for u in plan.units() if report or u.kind is not UnitKind.REPORT]
     if runner.rank != 0:  # other DDP ranks take part in pretraining only
         units = [u for u in units if u.kind in PRETRAINING_KINDS]

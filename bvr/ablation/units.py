@@ -182,7 +182,7 @@ def report(runner: Runner, unit: Unit) -> bool:
     if runner.stage_dir is not None:
         adopt_stage_records(runner.manifest, runner.stage_dir)
     runner.save()
-    result = render_report(runner.manifest, workdir=Path.cwd())
+    result = render_report(runner.manifest, workdir=Path.cwd(), ui_url=runner.ui_url)
     runner.report = result
     runner.say(f"  report: {result.html}" + ("" if result.complete else
                                               f" (partial: {len(result.missing)} item(s) missing)"))

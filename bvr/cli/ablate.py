@@ -26,6 +26,12 @@ AblationSetOpt = Annotated[list[str] | None, typer.Option("--set", "-s", help="O
                                                           "differ in).")]
 
 
+UiUrlOpt = Annotated[str | None, typer.Option("--ui-url", help="Address of the MLflow UI "
+                                              "that run ids in the report link to, as `mlflow ui` prints it (e.g. "
+                                              "http://127.0.0.1:5000). Default: BVR_MLFLOW_UI, else the tracking server "
+                                              "when MLFLOW_TRACKING_URI is one; otherwise run ids stay plain text.")]
+
+
 def _plan(name: str, preset: str | None, set_: list[str] | None, data_dir: Path | None, output_dir: Path | None):
     from bvr.ablation.plan import make_plan
 
@@ -45,6 +51,7 @@ def ablate_cmd(
                                                    "for DVC to track (pipeline/NAME).")] = None,
     report: Annotated[bool, typer.Option("--report/--no-report", help="Render reports/NAME at the end.")] = True,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Progress bars.")] = True,
+    ui_url: UiUrlOpt = None,
     data_dir: DataDirOpt = None,
     output_dir: OutputDirOpt = None,
 ) -> None:
@@ -57,7 +64,8 @@ def ablate_cmd(
     from bvr.ablation.run import run_ablation
 
     plan = _plan(name, preset, set_, data_dir, output_dir)
-    result = run_ablation(plan, only=only, stage_dir=stage_dir, report=report, progress=progress, console=console)
+    result = run_ablation(plan, only=only, stage_dir=stage_dir, report=report, progress=progress, console=console,
+                          ui_url=ui_url)
     ran, reused = len(result.ran), len(result.reused)
     console.print(f"ablation {plan.name}: {ran} unit(s) run, {reused} reused, in {duration(result.seconds)}",
                   highlight=False)
@@ -76,6 +84,7 @@ def report_cmd(
     all_: Annotated[bool, typer.Option("--all", help="Also (or only) write the summary across ablations, "
                                        "reports/index.html.")] = False,
     out: Annotated[Path, typer.Option("--out", help="Folder of the reports.")] = Path("reports"),
+    ui_url: UiUrlOpt = None,
     data_dir: DataDirOpt = None,
     output_dir: OutputDirOpt = None,
 ) -> None:
@@ -97,7 +106,7 @@ def report_cmd(
         if not path.is_file():
             raise BvrError(f"no runs of ablation '{name}' with these settings ({path})", where="report",
                            hint=f"run `bvr ablate {name}" + (f" --preset {preset}" if preset else "") + "` first")
-        result = render_report(Manifest.load(path), out / Path(name).stem, workdir=Path.cwd())
+        result = render_report(Manifest.load(path), out / Path(name).stem, workdir=Path.cwd(), ui_url=ui_url)
         console.print(f"wrote {result.html}" + ("" if result.complete else
                                                  f" (partial: {len(result.missing)} item(s) missing)"),
                       highlight=False)

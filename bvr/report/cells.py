@@ -4,13 +4,15 @@ runs in the MLflow UI."""
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
+from bvr.errors import BvrError
 from bvr.report.collect import Collected
 from bvr.report.document import Cell, Link
 
-MLFLOW_UI = "http://127.0.0.1:5000"
-"""Where ``mlflow ui`` serves a local store; run links point there unless the store is itself a server."""
+UI_URL_ENV = "BVR_MLFLOW_UI"
+"""Environment variable naming the address of the MLflow UI the report links to (as ``--ui-url``)."""
 
 
 def fmt(value: float | None, digits: int = 1) -> str:
@@ -53,21 +55,48 @@ def metric_digits(metric: str) -> int:
     return 1 if not (metric.endswith("perplexity") or metric.endswith("loss")) else 2
 
 
-class RunLinks:
-    """Links to runs in the MLflow UI: ``BASE/#/experiments/ID/runs/RUN``."""
+def ui_base(tracking_uri: str, ui_url: str | None = None) -> str | None:
+    """The address of the MLflow UI that shows the runs, or None when it is not known.
 
-    def __init__(self, collected: Collected) -> None:
-        base = collected.uri if collected.uri.startswith(("http://", "https://")) else MLFLOW_UI
-        self.base = base.rstrip("/")
+    In order: ``ui_url`` (``--ui-url``), the environment's :data:`UI_URL_ENV`, then the tracking URI itself when it
+    is a server (``http(s)://``). A local store (a SQLite file) is shown by whatever ``mlflow ui`` a user starts,
+    on a host and port bvr cannot know, so no address is guessed.
+
+    Raises:
+        BvrError: ``ui_url`` (or the variable) is not an http(s) address.
+
+    >>> ui_base("sqlite:///mlflow.db", "http://127.0.0.1:8080/"), ui_base("https://mlflow.lab:443", None)
+    ('http://127.0.0.1:8080', 'https://mlflow.lab:443')
+    """
+    for value, where in ((ui_url, "--ui-url"), (os.environ.get(UI_URL_ENV) or None, UI_URL_ENV)):
+        if value is None:
+            continue
+        if not value.startswith(("http://", "https://")):
+            raise BvrError(f"{value!r} is not the address of an MLflow UI", where=where,
+                           hint="give the address `mlflow ui` prints, e.g. http://127.0.0.1:5000")
+        return value.rstrip("/")
+    return tracking_uri.rstrip("/") if tracking_uri.startswith(("http://", "https://")) else None
+
+
+class RunLinks:
+    """Links to runs in the MLflow UI, ``BASE/#/experiments/ID/runs/RUN``; plain run ids when the UI's address is
+    not known (:func:`ui_base`)."""
+
+    def __init__(self, collected: Collected, ui_url: str | None = None) -> None:
+        self.base = ui_base(collected.uri, ui_url)
         self.experiment_id = collected.experiment_id
 
+    @property
+    def linked(self) -> bool:
+        return self.base is not None and self.experiment_id is not None
+
     def run(self, run_id: str, text: str | None = None) -> Cell:
-        if self.experiment_id is None:
+        if not self.linked:
             return text or run_id[:8]
         return Link(text or run_id[:8], f"{self.base}/#/experiments/{self.experiment_id}/runs/{run_id}")
 
     def experiment(self, name: str) -> Cell:
-        if self.experiment_id is None:
+        if not self.linked:
             return name
         return Link(name, f"{self.base}/#/experiments/{self.experiment_id}")
 

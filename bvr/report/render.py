@@ -38,6 +38,7 @@ from bvr.errors import BvrError
 from bvr.fs import replace_dir, write_text
 from bvr.report import figures as fig
 from bvr.report.analysis import Analysis, Comparison, analyse, headlines
+from bvr.report.cells import ui_base
 from bvr.report.collect import collect
 from bvr.report.document import Figure, to_html, to_markdown
 from bvr.report.inference import adjusted_confidence
@@ -243,7 +244,7 @@ def _log(a: Analysis, result: ReportResult) -> None:
 
 
 def render_report(manifest: Manifest, out_dir: Path | None = None, *, workdir: Path | None = None,
-                  log_to_mlflow: bool = True) -> ReportResult:
+                  log_to_mlflow: bool = True, ui_url: str | None = None) -> ReportResult:
     """Render one ablation's report from its MLflow runs into ``out_dir``.
 
     Args:
@@ -252,14 +253,17 @@ def render_report(manifest: Manifest, out_dir: Path | None = None, *, workdir: P
         out_dir: the report folder (default ``reports/NAME``).
         workdir: folder holding the MLflow store (``mlflow.db``; default: the current directory).
         log_to_mlflow: log the report as artifacts of the ablation's parent run and set its description.
+        ui_url: the MLflow UI run ids link to (default: ``BVR_MLFLOW_UI``, else the tracking server; plain ids when
+            neither is known).
 
     Returns:
         What was written, and what is missing; an unfinished ablation renders a partial report.
 
     Raises:
-        BvrError: logging to MLflow fails (the files are written by then).
+        BvrError: ``ui_url`` is not an http(s) address; logging to MLflow fails (the files are written by then).
     """
     collected = collect(manifest, workdir=workdir)
+    ui_base(collected.uri, ui_url)  # a bad address fails before anything is drawn
     analysis = analyse(collected, load_published())
     out_dir = Path(out_dir) if out_dir is not None else REPORTS_DIR / collected.ablation
     out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -268,7 +272,7 @@ def render_report(manifest: Manifest, out_dir: Path | None = None, *, workdir: P
         (staging / FIGURES_DIR).mkdir()
         figures = _draw(analysis, staging / FIGURES_DIR)
         plots = _write_plots(analysis, staging / PLOTS_DIR)
-        blocks = report_blocks(analysis, figures)
+        blocks = report_blocks(analysis, figures, ui_url)
         write_text(staging / REPORT_MD, to_markdown(blocks))
         write_text(staging / REPORT_HTML, to_html(blocks, f"bvr report: {collected.ablation}"))
         write_text(staging / METRICS_JSON, json.dumps(metrics_payload(analysis), indent=2) + "\n")

@@ -20,7 +20,7 @@ import pandas as pd
 
 from bvr.display import duration
 from bvr.report.analysis import Analysis, Comparison, headlines
-from bvr.report.cells import MLFLOW_UI, RunLinks, fmt, fmt_ci, fmt_count, mean_of, relative_path, signed
+from bvr.report.cells import RunLinks, fmt, fmt_ci, fmt_count, mean_of, relative_path, signed
 from bvr.report.document import Block, Bullets, Cell, Figure, Heading, Link, Notice, Paragraph, Table
 from bvr.report.inference import adjusted_confidence
 from bvr.report.pretrain_runs import pretrain_table
@@ -210,10 +210,18 @@ def _arms_table(a: Analysis, links: RunLinks) -> list[Block]:
     return [Table(header, rows, align="LlllLrrrrrrl", caption=caption)]
 
 
-def _methods(a: Analysis) -> list[Block]:
+def _where_runs_are(links: RunLinks) -> str:
+    if links.linked:
+        return f"run ids link to the MLflow UI at {links.base}."
+    return ("run ids are plain text because the address of an MLflow UI is not known: start `mlflow ui` in the "
+            "folder of the store and render again with `bvr report NAME --ui-url ADDRESS` (the address it prints), "
+            "or set BVR_MLFLOW_UI.")
+
+
+def _methods(a: Analysis, links: RunLinks) -> list[Block]:
     return [Heading("How to read this report"), Bullets((
-        "Every number is read from the MLflow run the manifest names for it, not from the manifest's copies; run "
-        f"ids link to the MLflow UI ({MLFLOW_UI} when `mlflow ui` runs in the folder of the store).",
+        "Every number is read from the MLflow run the manifest names for it, not from the manifest's copies; "
+        + _where_runs_are(links),
         "Scores are in points: BLiMP, probe, GLUE and CoNLL-2003 metrics are logged as fractions and multiplied by "
         "100; SQuAD is logged in points; MLM loss is in nats per token. metrics.json uses the same units.",
         "The unit of replication is the pretraining seed: each model's fine-tuning or probe seeds are averaged "
@@ -232,13 +240,14 @@ def _methods(a: Analysis) -> list[Block]:
     ))]
 
 
-def report_blocks(a: Analysis, figures: dict[str, Figure]) -> list[Block]:
-    """One ablation's report, results first; ``figures`` maps a figure's name ('scores', 'curves') to its block."""
-    links = RunLinks(a.collected)
+def report_blocks(a: Analysis, figures: dict[str, Figure], ui_url: str | None = None) -> list[Block]:
+    """One ablation's report, results first; ``figures`` maps a figure's name ('scores', 'curves') to its block,
+    ``ui_url`` is the MLflow UI run ids link to (:func:`bvr.report.cells.ui_base`)."""
+    links = RunLinks(a.collected, ui_url)
     return [*_title(a), *_headline(a), *_missing(a), *_sanity(a, links), *_ablation(a),
             *([figures["differences"]] if "differences" in figures else []), *measures_section(a, links),
             *blimp_section(a), *scores_section(a, links, figures), *published_section(a),
-            *pretraining_section(a, links, figures), *_context(a, links), *_methods(a)]
+            *pretraining_section(a, links, figures), *_context(a, links), *_methods(a, links)]
 
 
 # ---------------------------------------------------------------------------------------------------------------
