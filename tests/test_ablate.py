@@ -157,8 +157,10 @@ def test_a_second_invocation_trains_nothing(finished, data_dir, monkeypatch, cap
                           "--no-progress")
     assert code == 0, out
     after = find_runs("tiny-masking", workdir=finished)
-    new = after[~after["run_id"].isin(before["run_id"])]
-    assert list(new["tags.bvr.stage"]) == ["ablation"]  # only the invocation's own parent run
+    assert set(after["run_id"]) == set(before["run_id"])  # no new run: the ablation's one parent is reopened
+    parents = after[after["tags.bvr.stage"] == "ablation"]
+    assert list(parents["run_id"]) == [Manifest.load(find_manifest("tiny-masking", finished / "outputs")).parent_run_id]
+    assert list(parents["status"]) == ["FINISHED"]
     assert "1 unit(s) run" in out and "reused" in out  # the report is re-rendered, nothing else
 
 

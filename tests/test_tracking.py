@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -206,6 +207,42 @@ def test_parent_run_fails_then_resumes(store: Store) -> None:
     assert len(tracking.find_runs("bvr-failing")) == 1
 
 
+def test_runs_of_a_dead_process_are_closed_as_killed(store: Store) -> None:
+    # A run opened by a process that was then killed stays RUNNING; the next invocation closes it. Runs of a live
+    # process, of another machine and of older versions (no owner tags) are left as they are.
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid that existed and is now free
+    experiment_id = tracking.ensure_experiment("bvr-stale")
+    here = socket.gethostname()
+
+    def running(**owner: str) -> str:
+        tags = {key: value for key, value in {"bvr.host": owner.get("host"), "bvr.pid": owner.get("pid")}.items()
+                if value is not None}
+        return store.client.create_run(experiment_id, tags=tags).info.run_id
+
+    dead = running(host=here, pid=str(gone.pid))
+    alive = running(host=here, pid=str(os.getpid()))
+    elsewhere = running(host=f"{here}-other", pid=str(gone.pid))
+    untagged = running()
+    assert tracking.close_stale_runs("bvr-stale") == [dead]
+    status = {run_id: store.client.get_run(run_id).info.status for run_id in (dead, alive, elsewhere, untagged)}
+    assert status == {dead: "KILLED", alive: "RUNNING", elsewhere: "RUNNING", untagged: "RUNNING"}
+    assert f"process {gone.pid} on {here} ended" in store.client.get_run(dead).data.tags["bvr.closed"]
+    assert tracking.close_stale_runs("bvr-stale") == []  # nothing left to close
+    assert tracking.close_stale_runs("no-such-experiment") == []
+
+
+def test_every_run_names_its_host_and_process(store: Store) -> None:
+    tags = tracking.run_tags(ablation="masking", arm="static", stage="pretrain")
+    assert (tags["bvr.host"], tags["bvr.pid"]) == (socket.gethostname(), str(os.getpid()))
+    with tracking.parent_run("bvr-owner", "invocation") as run:
+        pass
+    client = store.client
+    client.set_tag(run.info.run_id, "bvr.pid", "1")  # as if another process had opened it last
+    with tracking.parent_run("bvr-owner", "invocation", resume_run_id=run.info.run_id):
+        assert client.get_run(run.info.run_id).data.tags["bvr.pid"] == str(os.getpid())  # the resumer owns it
+
+
 def test_hyperparams_from_lightning_are_logged_in_full(store: Store) -> None:
     logger = logger_module.make_logger("bvr-hparams", run_name="bert/pretrain", tags={})
     logger.log_hyperparams({"model": {"notes": "y" * 300, "layers": 2}})  # the stock logger cuts at 250
@@ -310,7 +347,7 @@ def test_run_name_and_tags() -> None:
                              extra={tracking.TAG_COLLAPSED: True})
     assert {k: v for k, v in tags.items() if k != tracking.TAG_GIT_COMMIT and k.startswith("bvr.")} == {
         "bvr.ablation": "nsp", "bvr.arm": "no-nsp", "bvr.stage": "finetune", "bvr.task": "rte", "bvr.seed": "3",
-        "bvr.collapsed": "true",
+        "bvr.collapsed": "true", "bvr.host": socket.gethostname(), "bvr.pid": str(os.getpid()),
     }
     assert "bvr.task" not in tracking.run_tags(ablation=None, arm="bert", stage="pretrain")
     commit = tracking.git_commit()

@@ -159,15 +159,23 @@ class Runner:
 
 @contextlib.contextmanager
 def _parent(runner: Runner, only: list[str] | None) -> Iterator[None]:
-    """The invocation's MLflow parent run; DVC stages (``--only``) share the manifest's."""
-    from bvr.tracking import parent_run, run_tags
+    """The ablation's MLflow parent run: one per ablation and settings (the manifest's), reopened by every later
+    invocation (a resumed run, a re-render), so every run of the ablation hangs under one parent. DVC stages
+    (``--only``) nest under it without reopening it. Runs left RUNNING by a killed invocation are closed first."""
+    from bvr.tracking import close_stale_runs, parent_run, run_tags
 
     plan = runner.plan
     if runner.rank != 0:
         yield
         return
+    closed = close_stale_runs(plan.experiment, Path.cwd())
+    if closed:
+        runner.say(f"closed {len(closed)} MLflow run(s) left running by a process that no longer exists "
+                   "(status KILLED, tag bvr.closed)")
     existing = runner.manifest.parent_run_id
-    if only and existing and _run_exists(existing):
+    if existing and not _run_exists(existing):
+        existing = None  # the store was replaced or the run deleted: start a new parent
+    if only and existing:
         runner.parent_run_id = existing
         yield
         return
@@ -175,8 +183,8 @@ def _parent(runner: Runner, only: list[str] | None) -> Iterator[None]:
                     extra={"bvr.preset": plan.preset or "default", "bvr.plan": plan.plan_hash,
                            "bvr.manifest": str(plan.manifest_path)})
     name = f"{plan.name} ({plan.preset or 'default'}{', dvc' if only else ''})"
-    with parent_run(plan.experiment, name, workdir=Path.cwd(), tags=tags, description=plan.ablation.description) \
-            as run:
+    with parent_run(plan.experiment, name, workdir=Path.cwd(), tags=tags, description=plan.ablation.description,
+                    resume_run_id=existing) as run:
         runner.parent_run_id = run.info.run_id
         runner.manifest.parent_run_id = run.info.run_id
         runner.save()

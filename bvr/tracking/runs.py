@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import socket
 import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -29,6 +31,11 @@ TAG_SEED = "bvr.seed"
 TAG_COLLAPSED = "bvr.collapsed"
 """Set (``"true"``/``"false"``) on fine-tuning runs once it is known whether the run collapsed."""
 TAG_GIT_COMMIT = "bvr.git_commit"
+TAG_HOST = "bvr.host"
+TAG_PID = "bvr.pid"
+"""The machine and process that last opened the run, so a later invocation can tell a run whose process died
+(killed, out of memory, power cut) from one still running, and close it (:func:`close_stale_runs`)."""
+TAG_CLOSED = "bvr.closed"
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 """The folder of the bvr package."""
 
@@ -95,8 +102,11 @@ def run_tags(
         task: the fine-tuning task.
         seed: the fine-tuning seed.
         extra: more tags (``{TAG_COLLAPSED: False}``); they win over the ones above.
+
+    Every run also carries the host and process id that opened it (:data:`TAG_HOST`, :data:`TAG_PID`).
     """
-    values = {TAG_ABLATION: ablation, TAG_ARM: arm, TAG_STAGE: stage, TAG_TASK: task, TAG_SEED: seed}
+    values = {TAG_ABLATION: ablation, TAG_ARM: arm, TAG_STAGE: stage, TAG_TASK: task, TAG_SEED: seed,
+              **_owner()}
     tags = {key: _tag_value(value) for key, value in values.items() if value is not None}
     commit = git_commit()
     if commit:
@@ -110,8 +120,53 @@ def run_tags(
 # Runs
 
 
+def _owner() -> dict[str, Any]:
+    return {TAG_HOST: socket.gethostname(), TAG_PID: os.getpid()}
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this machine (a process of another user counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def close_stale_runs(experiment: str, workdir: Path | None = None) -> list[str]:
+    """Mark KILLED the runs of ``experiment`` left RUNNING by a process of this machine that no longer exists.
+
+    A killed process (SIGKILL, out of memory, a closed laptop) cannot end its runs, and MLflow would show them as
+    running forever. Each run names its host and process (:data:`TAG_HOST`, :data:`TAG_PID`); a run of this host
+    whose process is gone is closed with the tag :data:`TAG_CLOSED` saying why. Runs of other hosts, runs without
+    those tags (written by older versions) and runs of live processes are left alone.
+
+    Returns:
+        The ids of the runs closed.
+    """
+    client = client_for(workdir)
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return []
+    host = socket.gethostname()
+    filter_string = f"attributes.status = 'RUNNING' and tags.`{TAG_HOST}` = '{host}'"
+    closed = []
+    for run in client.search_runs([found.experiment_id], filter_string, max_results=10_000):
+        pid = run.data.tags.get(TAG_PID, "")
+        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+            continue
+        client.set_tag(run.info.run_id, TAG_CLOSED, f"process {pid} on {host} ended without closing the run; "
+                                                    "marked KILLED by the next invocation")
+        client.set_terminated(run.info.run_id, RunStatus.to_string(RunStatus.KILLED))
+        closed.append(run.info.run_id)
+    return closed
+
+
 def resume_run(client: MlflowClient, run_id: str, experiment: str) -> None:
-    """Mark an existing run as running again (as ``mlflow.start_run(run_id=...)`` does), after checking it."""
+    """Mark an existing run as running again (as ``mlflow.start_run(run_id=...)`` does), after checking it, and
+    record this process as its owner."""
     try:
         run = client.get_run(run_id)
     except MlflowException:
@@ -120,6 +175,7 @@ def resume_run(client: MlflowClient, run_id: str, experiment: str) -> None:
     if found != experiment:
         raise BvrError(f"MLflow run '{run_id}' belongs to experiment '{found}', not '{experiment}'", where="--resume")
     client.update_run(run_id, status=RunStatus.to_string(RunStatus.RUNNING))
+    log_tags_batched(client, run_id, {key: str(value) for key, value in _owner().items()})
 
 
 @contextlib.contextmanager
