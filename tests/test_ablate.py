@@ -126,6 +126,7 @@ def test_every_unit_runs_and_the_manifest_indexes_mlflow(finished):
         name = f"{entry.label}/blimp" if entry.kind == "blimp" else f"{entry.label}/probe/sst2"
         assert run["tags.mlflow.runName"] == name and run["tags.mlflow.parentRunId"] == manifest.parent_run_id
         assert run[f"metrics.{entry.main_key}"] == pytest.approx(entry.score)
+        assert run["metrics.score"] == pytest.approx(100 * entry.score)  # one name, in points, for every kind
     # The control fine-tunes from its initialisation at each pretraining seed: the weights the arms started from.
     control = [f for f in manifest.finetune if f.arm == "no-pretraining"]
     checkpoints = {f.pretrain_seed: runs.loc[f.run_id, "tags.bvr.checkpoint"] for f in control}

@@ -328,6 +328,8 @@ def test_seeds_are_nested_runs_with_tags_and_metrics(rte_run, workdir, bert):
     runs = {run.info.run_name: run for run in _runs(workdir)}
     parent = runs["tiny-bert/finetune/rte"]
     assert parent.info.run_id == result.parent_run_id and "dev/accuracy_median" in parent.data.metrics
+    # One metric name for the headline in points, on the task's run (median over seeds) and each seed's.
+    assert parent.data.metrics["score"] == pytest.approx(100 * parent.data.metrics["dev/accuracy_median"])
     for seed in result.seeds:
         run = runs[f"tiny-bert/finetune/rte/seed{seed.seed}"]
         tags = run.data.tags
@@ -337,6 +339,7 @@ def test_seeds_are_nested_runs_with_tags_and_metrics(rte_run, workdir, bert):
         assert tags["bvr.checkpoint"] == str(bert) and tags["bvr.collapsed"] == json.dumps(seed.collapsed)
         metrics = run.data.metrics
         assert metrics["dev/accuracy"] == pytest.approx(seed.scores["dev/accuracy"])
+        assert metrics["score"] == pytest.approx(100 * seed.scores["dev/accuracy"])
         assert metrics["baseline/dev/accuracy"] == result.info.baseline["dev/accuracy"] == 0.5
         assert metrics["best/dev/accuracy"] >= metrics["dev/accuracy"] and metrics["best/epoch"] in (1.0, 2.0)
         history = MlflowClient(tracking_uri(workdir)).get_metric_history(run.info.run_id, "dev/accuracy")
@@ -393,6 +396,7 @@ def test_span_and_tagging_run_end_to_end_and_keep_the_split(roberta, data_dir, w
     run = MlflowClient(tracking_uri(workdir)).get_run(squad.seeds[0].run_id)
     assert run.data.tags["bvr.data_split"] == squad.info.split_note and "split: SQuAD split" in describe(squad)
     assert set(squad.seeds[0].scores) == {"dev/exact_match", "dev/f1"}
+    assert run.data.metrics["score"] == pytest.approx(squad.seeds[0].scores["dev/f1"])  # SQuAD logs points
     # max_steps ends the run inside its first epoch: the final evaluation still happens.
     conll = finetune(roberta, "conll2003", seeds=1, data_dir=data_dir, output_dir=workdir / "out",
                      overrides=[*TINY, "finetune.max_steps=1"], experiment=EXPERIMENT)

@@ -383,6 +383,14 @@ def test_report_is_logged_to_the_parent_run(report: ReportResult, store: Store) 
     assert str(report.html) in tags[MLFLOW_RUN_NOTE] and "report/report.html" in tags[MLFLOW_RUN_NOTE]
     assert "- sst2 fine-tuned (dev accuracy): dynamic better (dynamic − static = +2.0" in tags[MLFLOW_RUN_NOTE]
     assert tags["bvr.report"] == str(report.html)
+    # The answer is on the parent run as metrics: dynamic - static on BLiMP is 3, 2, 4 points (mean 3) and every
+    # pretrained arm beats the control by ~20 points; each with its interval and Holm p-value.
+    metrics = client.get_run(run_id).data.metrics
+    assert metrics["effect/blimp/dynamic-vs-static"] == pytest.approx(3.0)
+    assert metrics["effect/blimp/dynamic-vs-static/low"] < 3.0 < metrics["effect/blimp/dynamic-vs-static/high"]
+    assert metrics["effect/blimp/static-vs-no-pretraining"] == pytest.approx(20.0)
+    assert metrics["effect/finetune/sst2/dynamic-vs-static"] == pytest.approx(2.0)
+    assert 0.0 < metrics["effect/blimp/static-vs-no-pretraining/p_holm"] < 0.05
 
 
 # ---------------------------------------------------------------------------------------------------------------

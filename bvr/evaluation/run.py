@@ -188,6 +188,7 @@ def _log(result: EvaluationResult, path: Path, *, label: str, pretrain_seed: int
     metrics += [Metric(result.main_key, v, now, seed) for seed, v in sorted(result.seeds.items())]
     metrics.append(Metric(result.main_key, result.score, now, max(result.seeds, default=0) + 1))
     metrics.append(Metric("run/wall_seconds", result.seconds, now, 0))
+    metrics.append(Metric("score", 100.0 * result.score, now, 0))  # in points, one name across tasks and kinds
     for i in range(0, len(metrics), 500):
         client.log_batch(run_id, metrics=metrics[i:i + 500])
     client.log_param(run_id, "evaluation", json.dumps(json.loads(path.read_text())["settings"]))

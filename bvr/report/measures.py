@@ -34,7 +34,7 @@ def display_scale(task: str, values: Sequence[float] = ()) -> float:
     """
     spec = TASKS.get(task)
     if spec is not None:
-        return 1.0 if spec.kind == "span" else 100.0
+        return spec.points_scale
     return 100.0 if all(abs(v) <= 1.0 for v in values) else 1.0
 
 

@@ -24,12 +24,14 @@ import math
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from mlflow.entities import Metric
 from mlflow.exceptions import MlflowException
 from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE
 
@@ -221,14 +223,34 @@ def _swap_in(staging: Path, out_dir: Path) -> None:
         os.replace(staging / name, out_dir / name)
 
 
+def effect_metrics(a: Analysis) -> dict[str, float]:
+    """Every tested difference as metrics of the ablation's parent run, so the MLflow UI shows the answer.
+
+    ``effect/MEASURE/B-vs-A`` is the mean difference b - a over pretraining seeds in points (nats for MLM loss),
+    with ``/low`` and ``/high`` its simultaneous interval and ``/p_holm`` the Holm-adjusted p-value; MEASURE is
+    ``blimp``, ``probe/TASK``, ``finetune/TASK`` or ``mlm``. Untested comparisons (too few seeds) are left out.
+    """
+    out: dict[str, float] = {}
+    for c in [*a.control, *a.comparisons]:
+        if not (c.test.tested and c.comparable):
+            continue
+        key = f"effect/{c.measure.key}/{c.b}-vs-{c.a}"
+        values = {key: c.estimate, f"{key}/low": c.interval.ci_low, f"{key}/high": c.interval.ci_high,
+                  f"{key}/p_holm": c.adjusted_p}
+        out.update({k: float(v) for k, v in values.items() if v is not None and math.isfinite(v)})
+    return out
+
+
 def _log(a: Analysis, result: ReportResult) -> None:
-    """Log the report under ``report/`` of the parent run; point the run's description at it."""
+    """Log the report under ``report/`` of the parent run, the effects as its metrics (:func:`effect_metrics`);
+    point the run's description at the report and its headline."""
     run_id = a.collected.parent_run_id
     if run_id is None:
         return
     client = store_client(a.collected.uri)
     lines = headlines(a)
     state = "complete" if result.complete else f"partial, {len(result.missing)} item(s) missing"
+    now = int(time.time() * 1000)
     note = (f"**Report** ({state}): `{result.html}`, also the artifact `{ARTIFACT_PATH}/{REPORT_HTML}` of this "
             "run.\n\n" + "\n".join(f"- {line}" for line in lines[:8]))
     try:
@@ -236,6 +258,9 @@ def _log(a: Analysis, result: ReportResult) -> None:
             client.log_artifact(run_id, str(path), ARTIFACT_PATH)
         for name in (FIGURES_DIR, PLOTS_DIR):
             client.log_artifacts(run_id, str(result.out_dir / name), f"{ARTIFACT_PATH}/{name}")
+        effects = [Metric(k, v, now, 0) for k, v in effect_metrics(a).items()]
+        for i in range(0, len(effects), 500):  # MLflow takes at most 1,000 metrics a batch
+            client.log_batch(run_id, metrics=effects[i:i + 500])
         client.set_tag(run_id, MLFLOW_RUN_NOTE, note)
         client.set_tag(run_id, TAG_REPORT, str(result.html))
     except MlflowException as err:

@@ -137,6 +137,12 @@ class TaskSpec:
         return "_".join(self.main_metrics)
 
     @property
+    def points_scale(self) -> float:
+        """Factor from the logged headline score to points: SQuAD's evaluator reports points, every other task
+        fractions (accuracy 0.52 is 52 points)."""
+        return 1.0 if self.kind == "span" else 100.0
+
+    @property
     def num_labels(self) -> int:
         """Output size of the task's head: the number of labels, or 1 for regression."""
         return len(self.label_names) if self.label_names is not None else 1

@@ -60,6 +60,9 @@ DEFAULT_EXPERIMENT = "bvr-finetune"
 TAG_CHECKPOINT = "bvr.checkpoint"
 TAG_FROM_SCRATCH = "bvr.from_scratch"
 TAG_DATA_SPLIT = "bvr.data_split"
+SCORE_KEY = "score"
+"""The headline score in points, under one name for every task (a seed's final score; the median over seeds on the
+task's run), so that MLflow's runs table grouped by ``bvr.arm`` shows one comparable column."""
 _MAX_TAG = 5000
 
 
@@ -117,7 +120,8 @@ def _fit(job: _Job, module: FinetuneModule, trainer: L.Trainer, seed: int) -> No
 def _log_outcome(job: _Job, client: MlflowClient, run_id: str, result: SeedResult) -> None:
     metrics = {f"best/{key}": value for key, value in result.best_scores.items()}
     metrics.update({f"baseline/{key}": value for key, value in job.info.baseline.items()})
-    metrics.update({"best/epoch": float(result.best_epoch), "run/wall_seconds": result.seconds})
+    metrics.update({"best/epoch": float(result.best_epoch), "run/wall_seconds": result.seconds,
+                    SCORE_KEY: result.scores[job.main_key] * job.spec.points_scale})
     for key, value in metrics.items():
         client.log_metric(run_id, key, value)
     client.set_tag(run_id, TAG_COLLAPSED, json.dumps(result.collapsed))
@@ -292,6 +296,8 @@ def _log_spread(job: _Job, client: MlflowClient, run_id: str, seeds: list[SeedRe
     key = job.main_key
     for name, value in spread([seed.scores[key] for seed in seeds]).items():
         client.log_metric(run_id, f"{key}_{name}", value)
+        if name == "median":
+            client.log_metric(run_id, SCORE_KEY, value * job.spec.points_scale)
     for name, value in job.info.baseline.items():
         client.log_metric(run_id, f"baseline/{name}", value)
     collapsed = sum(seed.collapsed for seed in seeds)
