@@ -88,7 +88,7 @@ def bvr_prepare(data: str, tokenizer: Path, output: Path, input_format: str, nsp
     bvr = [sys.executable, "-m", "bvr.cli"] if shutil.which("bvr") is None else ["bvr"]
     command = [*bvr, "data", "prepare", "--data-dir", data, "--output-dir", str(output),
                "--set", f"tokenizer.path={tokenizer}", "--set", f"data.input_format={input_format}",
-               "--set", f"data.nsp={'true' if nsp else 'false'}", "--set", f"data.max_length={BLOCK}"]
+               "--set", f"data.sentence_objective={'nsp' if nsp else 'none'}", "--set", f"data.max_length={BLOCK}"]
     seconds, peak, _ = timed(command)
     return seconds, peak
 

@@ -165,7 +165,7 @@ def test_bert_vs_roberta_recipes():
     arms = load_ablation("bert-vs-roberta", preset="tiny").arms
     assert arms["bert"].training.adam_betas == [0.9, 0.999] and arms["roberta"].training.adam_betas == [0.9, 0.98]
     assert arms["bert"].masking.mode == "static" and arms["roberta"].masking.mode == "dynamic"
-    assert arms["bert"].data.nsp and not arms["roberta"].data.nsp
+    assert (arms["bert"].data.sentence_objective, arms["roberta"].data.sentence_objective) == ("nsp", "none")
     assert arms["roberta"].tokenizer.resolved_vocab_size == 50_000
 
 
@@ -283,6 +283,8 @@ def in_base(line: str) -> str:
      "a preset's evaluation settings under presets.NAME.evaluate"),
     (in_base("  training: {lr: 1.0e-3}"), "exp.yaml:4: training.lr: training.lr was renamed: use "
      "training.learning_rate"),
+    (in_base("  data: {nsp: false}"), "exp.yaml:4: data.nsp: data.nsp was replaced by data.sentence_objective: write "
+     "data.sentence_objective: nsp (for true) or none (for false)"),
 ])
 def test_malformed_files_are_refused(tmp_path, text, fragment):
     assert fragment in error_of(write(tmp_path, text))

@@ -15,6 +15,7 @@ from bvr.config import (
     config_hash,
     dump_config,
     load_config,
+    load_saved_config,
     parse_override,
     resolve_finetune,
 )
@@ -37,7 +38,7 @@ def test_defaults_are_bert_recipe():
     cfg = load_config()
     assert cfg.masking.mask_prob == 0.15
     assert cfg.masking.split == [0.8, 0.1, 0.1]
-    assert cfg.data.input_format == "segment-pair" and cfg.data.nsp
+    assert cfg.data.input_format == "segment-pair" and cfg.data.sentence_objective == "nsp"
     assert cfg.tokenizer.resolved_vocab_size == 30_000
     assert load_config(overrides=["tokenizer.family=roberta"]).tokenizer.resolved_vocab_size == 50_000
 
@@ -71,7 +72,9 @@ def test_set_parses_yaml_values():
         ("masking:\n  split: [0.8, 0.1, 0.2]\n", "cfg.yaml:2: masking.split: [0.8, 0.1, 0.2] sums to 1.1, not 1"),
         ("masking:\n  split: [0.9, 0.2, -0.1]\n", "masking.split: [0.9, 0.2, -0.1] has a negative share"),
         ("training:\n  batch_size: many\n", "cfg.yaml:2: training.batch_size: expected int, got 'many' (str)"),
-        ("data:\n  nsp: 1\n", "cfg.yaml:2: data.nsp: expected bool, got 1 (int)"),
+        ("masking:\n  whole_word: 1\n", "cfg.yaml:2: masking.whole_word: expected bool, got 1 (int)"),
+        ("data:\n  sentence_objective: mlm\n", "cfg.yaml:2: data.sentence_objective: 'mlm' is not one of none, "
+                                              "nsp, sop"),
         ("model: 4\n", "cfg.yaml:1: model: expected a mapping of ModelConfig keys"),
         ("colour: blue\n", "cfg.yaml:1: colour: unknown key. known keys: name, data_dir"),
         ("data:\n  input_format: full\n", "cfg.yaml:2: data.input_format: 'full' is not one of segment-pair"),
@@ -81,6 +84,8 @@ def test_set_parses_yaml_values():
         ("- masking\n", "cfg.yaml:1: expected a mapping of keys at the top level, got list"),
         # Renamed and moved keys say what to write instead.
         ("training:\n  lr: 1.0e-4\n", "cfg.yaml:2: training.lr: training.lr was renamed: use training.learning_rate"),
+        ("data:\n  nsp: true\n", "cfg.yaml:2: data.nsp: data.nsp was replaced by data.sentence_objective: write "
+                                "data.sentence_objective: nsp (for true) or none (for false)"),
         ("learning_rate: 1.0e-4\n", "cfg.yaml:1: learning_rate: learning_rate is a fine-tuning setting: use "
                                     "finetune.learning_rate"),
         ("finetune:\n  hparams: {epochs: 2}\n", "cfg.yaml:2: finetune.hparams: finetune.hparams was removed: put its "
@@ -111,10 +116,49 @@ def test_roberta_positions_leave_room_for_the_padding_offset():
     assert "512 exceeds the 510 positions" in message
 
 
-def test_nsp_needs_a_pair_format():
-    message = error_of(overrides=["data.input_format=full-sentences"])
-    assert "data.nsp" in message and "set data.nsp=false" in message
-    assert load_config(overrides=["data.input_format=full-sentences", "data.nsp=false"]).data.nsp is False
+@pytest.mark.parametrize("objective", ["nsp", "sop"])
+def test_sentence_objectives_need_a_pair_format(objective):
+    message = error_of(overrides=["data.input_format=full-sentences", f"data.sentence_objective={objective}"])
+    assert message.startswith(f"--set data.sentence_objective={objective}: data.sentence_objective: '{objective}' "
+                              "needs a pair format (segment-pair, sentence-pair), not 'full-sentences'; set "
+                              "data.sentence_objective=none or data.input_format to a pair format"), message
+    cfg = load_config(overrides=["data.input_format=full-sentences", "data.sentence_objective=none"])
+    assert cfg.data.sentence_objective == "none"
+    assert load_config(overrides=["data.input_format=sentence-pair", f"data.sentence_objective={objective}"])
+
+
+def test_data_nsp_is_refused_with_what_to_write():
+    assert error_of(overrides=["data.nsp=false"]) == (
+        "--set data.nsp=false: data.nsp: data.nsp was replaced by data.sentence_objective: write "
+        "data.sentence_objective: nsp (for true) or none (for false)")
+
+
+def saved_before_sop(tmp_path: Path, nsp, input_format: str = "segment-pair") -> Path:
+    """A run's bvr.yaml as bvr wrote it before data.sentence_objective: ``data.nsp`` in its place."""
+    objective = "nsp" if nsp is True else "none"
+    data = load_config(preset="tiny", overrides=[f"data.input_format={input_format}",
+                                                 f"data.sentence_objective={objective}"]).to_dict()
+    data["data"] = {("nsp" if key == "sentence_objective" else key): (nsp if key == "sentence_objective" else value)
+                    for key, value in data["data"].items()}
+    return write(tmp_path, yaml.safe_dump(data, sort_keys=False), "bvr.yaml")
+
+
+@pytest.mark.parametrize(("nsp", "objective", "input_format"),
+                         [(True, "nsp", "segment-pair"), (False, "none", "full-sentences")])
+def test_a_config_saved_with_data_nsp_still_loads(tmp_path, nsp, objective, input_format):
+    path = saved_before_sop(tmp_path, nsp, input_format)
+    cfg = load_saved_config(path)
+    assert cfg == load_config(preset="tiny", overrides=[f"data.input_format={input_format}",
+                                                        f"data.sentence_objective={objective}"])
+    assert "data.nsp was replaced" in error_of(path)  # only the saved-config reader translates it
+    assert load_saved_config(dump_config(cfg, tmp_path / "new.yaml")) == cfg  # today's saved configs too
+
+
+def test_a_saved_data_nsp_must_be_a_bool(tmp_path):
+    with pytest.raises(BvrError) as info:
+        load_saved_config(saved_before_sop(tmp_path, "yes"))
+    assert str(info.value).startswith(f"{tmp_path / 'bvr.yaml'}:")
+    assert "data.nsp: expected bool, got 'yes' (str)" in str(info.value)
 
 
 def test_set_errors_name_the_override():

@@ -7,6 +7,7 @@ Special ids are below ``BASE``.
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 
@@ -20,7 +21,7 @@ from bvr.pretraining.formats import (
     PAIR_FORMATS,
     create_instances,
 )
-from bvr.pretraining.instances import IS_NEXT, NOT_NEXT, Template
+from bvr.pretraining.instances import IN_ORDER, IS_NEXT, NOT_NEXT, SWAPPED, Template
 from bvr.pretraining.pairs import truncated_lengths
 
 BASE = 1000
@@ -61,9 +62,12 @@ def corpus() -> Corpus:
     return make_corpus(0, n_docs=60, sentences=(1, 40), tokens=(1, 30))
 
 
-def make(corpus: Corpus, fmt: str, family: str = "bert", *, max_length: int = 64, nsp: bool = False, seed: int = 0):
+def make(
+    corpus: Corpus, fmt: str, family: str = "bert", *, max_length: int = 64, objective: str = "none", seed: int = 0
+):
     return create_instances(
-        corpus.documents, fmt, max_length=max_length, nsp=nsp, template=TEMPLATES[family], rng=random.Random(seed)
+        corpus.documents, fmt, max_length=max_length, objective=objective, template=TEMPLATES[family],
+        rng=random.Random(seed),
     )
 
 
@@ -109,7 +113,7 @@ def test_templates_of_both_families() -> None:
 @pytest.mark.parametrize("max_length", [7, 64, 200])
 def test_lengths_dtypes_and_token_types(corpus: Corpus, fmt: str, family: str, max_length: int) -> None:
     template = TEMPLATES[family]
-    out = make(corpus, fmt, family, max_length=max_length, nsp=fmt in PAIR_FORMATS)
+    out = make(corpus, fmt, family, max_length=max_length, objective="nsp" if fmt in PAIR_FORMATS else "none")
     assert len(out["input_ids"]) == len(out["token_type_ids"]) == len(out["nsp_label"]) > 0
     for ids, types in zip(out["input_ids"], out["token_type_ids"], strict=True):
         assert ids.dtype == np.int32 and types.dtype == np.int8 and len(ids) == len(types) <= max_length
@@ -128,27 +132,31 @@ def test_empty_documents_and_sentences_are_ignored(corpus: Corpus) -> None:
     empty = np.array([], dtype=np.int64)
     noisy = [[], *[[empty, *doc, empty] for doc in corpus.documents], [empty]]
     for fmt in FORMATS:
-        nsp = fmt in PAIR_FORMATS
-        clean = make(corpus, fmt, nsp=nsp)
-        dirty = create_instances(noisy, fmt, max_length=64, nsp=nsp, template=TEMPLATES["bert"], rng=random.Random(0))
+        objective = "nsp" if fmt in PAIR_FORMATS else "none"
+        clean = make(corpus, fmt, objective=objective)
+        dirty = create_instances(noisy, fmt, max_length=64, objective=objective, template=TEMPLATES["bert"],
+                                 rng=random.Random(0))
         assert all(np.array_equal(x, y) for x, y in zip(clean["input_ids"], dirty["input_ids"], strict=True))
     assert create_instances(
-        [[], [empty]], "segment-pair", max_length=64, nsp=True, template=TEMPLATES["bert"], rng=random.Random(0)
+        [[], [empty]], "segment-pair", max_length=64, objective="nsp", template=TEMPLATES["bert"],
+        rng=random.Random(0)
     ) == {"input_ids": [], "token_type_ids": [], "nsp_label": []}
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
-def test_same_seed_same_output(corpus: Corpus, fmt: str) -> None:
-    nsp = fmt in PAIR_FORMATS
-    first, again = make(corpus, fmt, nsp=nsp, seed=7), make(corpus, fmt, nsp=nsp, seed=7)
+@pytest.mark.parametrize(("fmt", "objective"), [*((fmt, "nsp" if fmt in PAIR_FORMATS else "none") for fmt in FORMATS),
+                                               *((fmt, "sop") for fmt in PAIR_FORMATS)])
+def test_same_seed_same_output(corpus: Corpus, fmt: str, objective: str) -> None:
+    first, again = make(corpus, fmt, objective=objective, seed=7), make(corpus, fmt, objective=objective, seed=7)
     assert first["nsp_label"] == again["nsp_label"]
     for column in ("input_ids", "token_type_ids"):
         assert all(np.array_equal(x, y) for x, y in zip(first[column], again[column], strict=True))
 
 
-@pytest.mark.parametrize(("fmt", "nsp"), [("segment-pair", True), ("segment-pair", False), ("sentence-pair", True)])
-def test_different_seed_different_output(corpus: Corpus, fmt: str, nsp: bool) -> None:
-    first, other = make(corpus, fmt, nsp=nsp, seed=1), make(corpus, fmt, nsp=nsp, seed=2)
+@pytest.mark.parametrize(("fmt", "objective"), [("segment-pair", "nsp"), ("segment-pair", "none"),
+                                               ("sentence-pair", "nsp"), ("segment-pair", "sop"),
+                                               ("sentence-pair", "sop")])
+def test_different_seed_different_output(corpus: Corpus, fmt: str, objective: str) -> None:
+    first, other = make(corpus, fmt, objective=objective, seed=1), make(corpus, fmt, objective=objective, seed=2)
     same = len(first["input_ids"]) == len(other["input_ids"]) and all(
         np.array_equal(x, y) for x, y in zip(first["input_ids"], other["input_ids"], strict=True)
     )
@@ -170,7 +178,7 @@ def test_packed_formats_use_no_randomness(corpus: Corpus) -> None:
 def test_pairs_are_continuations_or_other_documents(corpus: Corpus, fmt: str, family: str, nsp: bool) -> None:
     template = TEMPLATES[family]
     max_length = 64
-    out = make(corpus, fmt, family, max_length=max_length, nsp=nsp)
+    out = make(corpus, fmt, family, max_length=max_length, objective="nsp" if nsp else "none")
     assert set(out["nsp_label"]) == ({IS_NEXT, NOT_NEXT} if nsp else {IGNORE_INDEX})
     untruncated = 0
     for ids, label in zip(out["input_ids"], out["nsp_label"], strict=True):
@@ -193,16 +201,96 @@ def test_nsp_balance(fmt: str) -> None:
     lone sentence to NotNext tilts the labels); tolerance 0.02 is over 3 standard deviations (0.0064 at 6k pairs)."""
     for sentences in ((60, 100), (1, 3)):
         corpus = make_corpus(3, n_docs=2000 if sentences == (1, 3) else 400, sentences=sentences, tokens=(5, 30))
-        labels = np.array(make(corpus, fmt, max_length=128, nsp=True)["nsp_label"])
+        labels = np.array(make(corpus, fmt, max_length=128, objective="nsp")["nsp_label"])
         assert len(labels) > 2500
         assert abs((labels == NOT_NEXT).mean() - 0.5) < 0.02, sentences
+
+
+# --------------------------------------------------------------------------------- sentence-order prediction
+
+
+def first_and_second(ids: np.ndarray, types: np.ndarray, template: Template) -> tuple[np.ndarray, np.ndarray]:
+    """The two segments of a pair in the order they stand, after checking their token types (BERT: the first
+    segment and its specials 0, the second and the closing token 1; RoBERTa: all 0)."""
+    first, second = split_pair(ids, template)
+    expected = np.zeros(len(ids), dtype=np.int8)
+    if template.pair_token_types:
+        expected[1 + len(first) + len(template.pair_middle) :] = 1
+    assert types.dtype == np.int8 and np.array_equal(types, expected)
+    return first, second
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+@pytest.mark.parametrize("fmt", PAIR_FORMATS)
+def test_sop_pairs_are_consecutive_spans_of_one_document_in_or_out_of_order(
+    corpus: Corpus, fmt: str, family: str
+) -> None:
+    """In order (0): the first segment, then the one that follows it in its document; swapped (1): the same two
+    with the later one first. Never two documents; token types follow the order the segments stand in."""
+    template, max_length = TEMPLATES[family], 64
+    out = make(corpus, fmt, family, max_length=max_length, objective="sop")
+    assert set(out["nsp_label"]) == {IN_ORDER, SWAPPED}
+    untruncated = {IN_ORDER: 0, SWAPPED: 0}
+    for ids, types, label in zip(out["input_ids"], out["token_type_ids"], out["nsp_label"], strict=True):
+        first, second = first_and_second(ids, types, template)
+        assert is_run(first) and is_run(second)  # truncation keeps each segment contiguous
+        earlier, later = (first, second) if label == IN_ORDER else (second, first)
+        assert len(set(corpus.doc_of[earlier]) | set(corpus.doc_of[later])) == 1  # one document
+        assert later[0] > earlier[-1]
+        if len(ids) < max_length:  # nothing was truncated: the later segment starts where the earlier one ends
+            assert later[0] == earlier[-1] + 1
+            untruncated[label] += 1
+    assert min(untruncated.values()) >= 30  # the exact check above did run for both labels
+
+
+@pytest.mark.parametrize("fmt", PAIR_FORMATS)
+def test_sop_swaps_half_the_pairs(fmt: str) -> None:
+    """A fair coin per pair, short documents (lone sentences cut inside) included; the bound is 4 standard
+    deviations of a share at the number of pairs made (0.045 at 2,000 pairs, the fewest made here)."""
+    for sentences in ((60, 100), (1, 3)):
+        corpus = make_corpus(3, n_docs=2000 if sentences == (1, 3) else 400, sentences=sentences, tokens=(5, 30))
+        labels = np.array(make(corpus, fmt, max_length=128, objective="sop")["nsp_label"])
+        assert len(labels) > 2000 and set(labels) == {IN_ORDER, SWAPPED}
+        assert abs((labels == SWAPPED).mean() - 0.5) < 4 * math.sqrt(0.25 / len(labels)), sentences
+
+
+@pytest.mark.parametrize("fmt", PAIR_FORMATS)
+def test_sop_swaps_the_same_pairs_the_other_way(corpus: Corpus, fmt: str) -> None:
+    """Nothing truncated, SOP's pairs put back in order cover every token once; in ``sentence-pair`` they are the
+    pairs made without an objective (consecutive sentences, a lone last sentence cut inside at a random token)."""
+    sop = spans_in_order(make(corpus, fmt, max_length=4096, objective="sop"))
+    if fmt == "sentence-pair":
+        plain = spans_in_order(make(corpus, fmt, max_length=4096))
+        assert sorted((start, end) for start, _, _, end in sop) == sorted((start, end) for start, _, _, end in plain)
+        whole = {name: sorted(p for p in pairs if corpus.sentence_end[p[0]] == p[1] + 1)  # A a whole sentence
+                 for name, pairs in (("sop", sop), ("none", plain))}
+        assert whole["sop"] == whole["none"] and len(whole["sop"]) > 100
+    covered = sorted(position for start, _, _, end in sop for position in range(start, end + 1))
+    assert covered == list(range(corpus.n_tokens))  # every token once: nothing dropped or repeated
+
+
+def spans_in_order(out: dict[str, list]) -> list[tuple[int, int, int, int]]:
+    """Per pair, the stream positions (first, last) of its earlier segment, then of its later one."""
+    pairs = []
+    for ids, label in zip(out["input_ids"], out["nsp_label"], strict=True):
+        first, second = split_pair(ids, TEMPLATES["bert"])
+        earlier, later = (second, first) if label == SWAPPED else (first, second)
+        pairs.append((int(earlier[0]), int(earlier[-1]), int(later[0]), int(later[-1])))
+    return pairs
+
+
+def test_sop_needs_no_second_document(corpus: Corpus) -> None:
+    """Unlike NotNext, a swap stays inside the document: a one-document shard still makes both labels."""
+    out = create_instances([corpus.documents[1]], "segment-pair", max_length=32, objective="sop",
+                           template=TEMPLATES["bert"], rng=random.Random(0))
+    assert set(out["nsp_label"]) == {IN_ORDER, SWAPPED}
 
 
 def test_sentence_pair_uses_every_sentence_once_in_order() -> None:
     """With no truncation, each sentence is an A or an IsNext B exactly once, A's walking each document in order;
     a document's last sentence that draws IsNext is cut inside into A and B."""
     corpus = make_corpus(4, n_docs=30, sentences=(1, 20), tokens=(2, 10))
-    out = make(corpus, "sentence-pair", max_length=32, nsp=True)
+    out = make(corpus, "sentence-pair", max_length=32, objective="nsp")
     used, last_a = [], {}
     for ids, label in zip(out["input_ids"], out["nsp_label"], strict=True):
         a, b = split_pair(ids, TEMPLATES["bert"])
@@ -225,7 +313,7 @@ def test_short_seq_prob_gives_about_ten_percent_short_targets() -> None:
             documents,
             "segment-pair",
             max_length=64,
-            nsp=False,
+            objective="none",
             template=TEMPLATES["bert"],
             rng=random.Random(0),
             short_seq_prob=prob,
@@ -240,7 +328,7 @@ def test_segment_pair_truncates_at_both_ends() -> None:
     """Documents of one long sentence: every pair is cut at a random token, then truncated front or back."""
     documents = [[np.arange(BASE + 100 * d, BASE + 100 * d + 100)] for d in range(300)]
     out = create_instances(
-        documents, "segment-pair", max_length=20, nsp=False, template=TEMPLATES["bert"], rng=random.Random(0)
+        documents, "segment-pair", max_length=20, objective="none", template=TEMPLATES["bert"], rng=random.Random(0)
     )
     fronts = backs = 0
     for ids in out["input_ids"]:
@@ -255,7 +343,7 @@ def test_lone_units_without_nsp_are_split_inside() -> None:
     documents = [[np.arange(BASE, BASE + 5)], [np.array([BASE + 5])]]  # the one-token document cannot make a pair
     for fmt in PAIR_FORMATS:
         out = create_instances(
-            documents, fmt, max_length=16, nsp=False, template=TEMPLATES["roberta"], rng=random.Random(0)
+            documents, fmt, max_length=16, objective="none", template=TEMPLATES["roberta"], rng=random.Random(0)
         )
         assert len(out["input_ids"]) == 1
         a, b = split_pair(out["input_ids"][0], TEMPLATES["roberta"])
@@ -332,7 +420,8 @@ def test_doc_sentences_never_crosses_documents_and_drops_nothing(corpus: Corpus)
 @pytest.mark.parametrize("fmt", ["full-sentences", "doc-sentences"])
 def test_sentences_longer_than_the_budget_are_split(fmt: str) -> None:
     documents = [[np.arange(BASE, BASE + 3), np.arange(BASE + 3, BASE + 30), np.arange(BASE + 30, BASE + 32)]]
-    out = create_instances(documents, fmt, max_length=12, nsp=False, template=TEMPLATES["bert"], rng=random.Random())
+    out = create_instances(documents, fmt, max_length=12, objective="none", template=TEMPLATES["bert"],
+                           rng=random.Random())
     bodies = [content(ids, TEMPLATES["bert"]) - BASE for ids in out["input_ids"]]
     assert [len(b) for b in bodies] == [3, 10, 10, 9]  # the long sentence's tail is packed with what follows
     np.testing.assert_array_equal(np.concatenate(bodies), np.arange(32))
@@ -354,10 +443,17 @@ def test_unknown_format_lists_the_formats(corpus: Corpus) -> None:
 
 
 @pytest.mark.parametrize("fmt", ["full-sentences", "doc-sentences"])
-def test_nsp_with_a_single_segment_format(corpus: Corpus, fmt: str) -> None:
-    with pytest.raises(BvrError, match="cannot carry next-sentence prediction") as error:
-        make(corpus, fmt, nsp=True)
-    assert error.value.where == "data.nsp"
+@pytest.mark.parametrize(("objective", "name"), [("nsp", "next-sentence"), ("sop", "sentence-order")])
+def test_sentence_objective_with_a_single_segment_format(corpus: Corpus, fmt: str, objective: str, name: str) -> None:
+    with pytest.raises(BvrError, match=f"cannot carry {name} prediction") as error:
+        make(corpus, fmt, objective=objective)
+    assert error.value.where == "data.sentence_objective" and "set it to none" in error.value.hint
+
+
+def test_unknown_sentence_objective(corpus: Corpus) -> None:
+    with pytest.raises(BvrError, match="unknown sentence objective 'mlm'") as error:
+        make(corpus, "segment-pair", objective="mlm")
+    assert error.value.where == "data.sentence_objective" and error.value.hint == "choose one of none, nsp, sop"
 
 
 @pytest.mark.parametrize(
@@ -382,8 +478,8 @@ def test_one_document_shard_with_nsp_falls_back_to_is_next(corpus: Corpus, fmt: 
     """NotNext needs another document: a one-document shard (empty documents do not count) makes IsNext only."""
     one = [corpus.documents[0], [], [np.array([], dtype=np.int64)]]
     kwargs = {"max_length": 64, "template": TEMPLATES["bert"]}
-    with_nsp = create_instances(one, fmt, nsp=True, rng=random.Random(0), **kwargs)
-    without = create_instances(one, fmt, nsp=False, rng=random.Random(0), **kwargs)
+    with_nsp = create_instances(one, fmt, objective="nsp", rng=random.Random(0), **kwargs)
+    without = create_instances(one, fmt, objective="none", rng=random.Random(0), **kwargs)
     assert set(with_nsp["nsp_label"]) == {IS_NEXT} and set(without["nsp_label"]) == {IGNORE_INDEX}
     # The same pairs as with NSP off: true continuations, lone units cut inside.
     assert all(np.array_equal(x, y) for x, y in zip(with_nsp["input_ids"], without["input_ids"], strict=True))
@@ -396,7 +492,7 @@ def test_short_seq_prob_must_be_a_probability(corpus: Corpus) -> None:
             corpus.documents,
             "segment-pair",
             max_length=64,
-            nsp=True,
+            objective="nsp",
             template=TEMPLATES["bert"],
             rng=random.Random(0),
             short_seq_prob=1.5,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from bvr.cache import DONE, is_done
 from bvr.config import load_config
 from bvr.errors import BvrError
 from bvr.pretraining.inspect import render_examples
-from bvr.pretraining.prepare import MIN_VALIDATION_DOCUMENTS, load_instances, prepare
+from bvr.pretraining.prepare import MIN_VALIDATION_DOCUMENTS, data_stage_key, load_instances, prepare
 from bvr.tokenization import load_tokenizer
 
 WORDS = (
@@ -75,7 +76,9 @@ def test_every_stage_writes_its_config_and_is_marked_done(bert_prepared):
     assert stats["corpus"]["train_documents"] + stats["corpus"]["validation_documents"] == 120
     assert stats["tokenizer"]["family"] == "bert" and stats["tokenizer"]["vocab_size"] <= 400
     train = stats["instances"]["train"]
-    assert train["sequences"] > 0 and train["nsp_is_next"] + train["nsp_not_next"] == train["sequences"]
+    assert stats["instances"]["sentence_objective"] == "nsp"
+    assert train["sequences"] > 0 and train["nsp_label_0"] + train["nsp_label_1"] == train["sequences"]
+    assert train["nsp_label_1_share"] == round(train["nsp_label_1"] / train["sequences"], 4)
 
 
 def test_sequences_fit_and_carry_the_bert_template(bert_prepared):
@@ -101,12 +104,42 @@ def test_a_second_run_reuses_every_stage(bert_prepared, data_dir):
 
 def test_a_new_format_reuses_corpus_tokenizer_and_tokens(bert_prepared, data_dir):
     out, prepared = bert_prepared
-    full = prepare(config(data_dir, out, "data.input_format=full-sentences", "data.nsp=false"), progress=False)
+    full = prepare(config(data_dir, out, "data.input_format=full-sentences", "data.sentence_objective=none"),
+                   progress=False)
     assert (full.corpus, full.tokenizer, full.tokenized) == (prepared.corpus, prepared.tokenizer, prepared.tokenized)
     assert full.instances != prepared.instances and full.instances.name.startswith("data-full-sentences-")
     lengths = [len(ids) for ids in load_instances(full)["train"]["input_ids"]]
     assert max(lengths) == 128 and np.mean(lengths) > 100  # packed across documents
     assert set(load_instances(full)["train"]["nsp_label"]) == {-100}
+
+
+def test_sop_is_prepared_apart_and_reports_its_swaps(bert_prepared, data_dir):
+    out, prepared = bert_prepared
+    sop = prepare(config(data_dir, out, "data.sentence_objective=sop"), progress=False)
+    assert (sop.corpus, sop.tokenizer, sop.tokenized) == (prepared.corpus, prepared.tokenizer, prepared.tokenized)
+    assert sop.instances != prepared.instances and sop.instances.name.startswith("data-segment-pair-")
+    stats = sop.stats()["instances"]
+    assert stats["sentence_objective"] == "sop" and "nsp_label_1" not in stats["train"]
+    train = stats["train"]
+    n, swapped = train["sequences"], train["sop_label_1"]
+    assert train["sop_label_0"] + swapped == n and train["sop_label_1_share"] == round(swapped / n, 4)
+    assert abs(swapped / n - 0.5) < 4 * math.sqrt(0.25 / n)  # a fair coin per pair, 4 standard deviations
+    labels = load_instances(sop)["train"]["nsp_label"]
+    assert labels.count(1) == swapped and set(labels) == {0, 1}
+    text = render_examples(config(data_dir, out, "data.sentence_objective=sop"), sop, count=8)
+    assert "in order):" in text and "swapped):" in text
+
+
+def test_nsp_and_none_keep_the_cache_key_of_data_nsp():
+    """data.sentence_objective nsp and none make the instances data.nsp true and false made, under the same key,
+    so data prepared before the rename (and the runs keyed on its folder) is reused; sop has a key of its own."""
+    before = {"input_format": "segment-pair", "nsp": True, "max_length": 128, "short_seq_prob": 0.1, "seed": 0,
+              "shard_documents": 2000}
+    assert data_stage_key(load_config().data) == before
+    none = load_config(overrides=["data.input_format=full-sentences", "data.sentence_objective=none"]).data
+    assert data_stage_key(none) == {**before, "input_format": "full-sentences", "nsp": False}
+    sop = data_stage_key(load_config(overrides=["data.sentence_objective=sop"]).data)
+    assert sop == {**{k: v for k, v in before.items() if k != "nsp"}, "sentence_objective": "sop"}
 
 
 def test_masking_does_not_change_the_prepared_data(bert_prepared, data_dir):
@@ -125,7 +158,7 @@ def test_same_config_gives_the_same_bytes(bert_prepared, data_dir, tmp_path):
 
 def test_roberta_family_end_to_end(data_dir, tmp_path):
     cfg = config(data_dir, tmp_path, "tokenizer.family=roberta", "model.family=roberta",
-                 "data.input_format=doc-sentences", "data.nsp=false")
+                 "data.input_format=doc-sentences", "data.sentence_objective=none")
     prepared = prepare(cfg, progress=False)
     tokenizer, family = load_tokenizer(prepared.tokenizer)
     assert family == "roberta"

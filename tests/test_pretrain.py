@@ -258,10 +258,54 @@ def test_cli_fill_mask_and_export(trained, tmp_path):
         torch.testing.assert_close(again.model.state_dict()[key], value, msg=key)
 
 
+def test_export_of_a_run_saved_with_data_nsp_writes_todays_keys(trained, tmp_path):
+    """A model folder whose bvr.yaml an older bvr wrote (data.nsp) still exports; the copy says sentence_objective."""
+    import shutil
+
+    import yaml
+    from typer.testing import CliRunner
+
+    from bvr.cli import app
+
+    _, result = trained
+    old = shutil.copytree(result.model_dir, tmp_path / "old")
+    saved = yaml.safe_load((old / "bvr.yaml").read_text())
+    assert saved["data"].pop("sentence_objective") == "nsp"
+    saved["data"]["nsp"] = True
+    (old / "bvr.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
+    exported = CliRunner().invoke(app, ["export", str(old), str(tmp_path / "exported")])
+    assert exported.exit_code == 0, exported.output
+    data = yaml.safe_load((tmp_path / "exported" / "bvr.yaml").read_text())["data"]
+    assert data["sentence_objective"] == "nsp" and "nsp" not in data
+
+
+def test_sop_pretraining_logs_sop_metrics_and_exports_its_head(data_dir, tmp_path, monkeypatch):
+    """SOP trains the same 2-way head as NSP under its own metric names; the head is exported as BERT's
+    seq_relationship, so the folder loads in transformers as BertForPreTraining (and as a bare encoder)."""
+    transformers = pytest.importorskip("transformers")
+    monkeypatch.chdir(tmp_path)
+    result = pretrain(config(data_dir, tmp_path / "out", "training.max_steps=12", "data.sentence_objective=sop"),
+                      progress=False)
+    m = result.metrics
+    assert m["steps"] == 12 and 0.0 <= m["val/sop_acc"] <= 1.0 and m["train/sop_loss"] > 0
+    assert not any("nsp" in key for key in m)
+    client = MlflowClient(tracking_uri(tmp_path))
+    run_id = (result.run_dir / "mlflow_run_id").read_text().strip()
+    for key in ("train/sop_loss", "train/sop_acc", "val/sop_acc"):
+        assert client.get_metric_history(run_id, key), key
+    assert client.get_run(run_id).data.params["data.sentence_objective"] == "sop"
+    stats = client.download_artifacts(run_id, "data_stats.json", str(tmp_path))
+    assert '"sentence_objective": "sop"' in Path(stats).read_text()
+    hf = transformers.BertForPreTraining.from_pretrained(result.model_dir).eval()
+    ours = load_pretrained(result.run_dir).model
+    torch.testing.assert_close(hf.cls.seq_relationship.weight, ours.cls.seq_relationship.weight)
+    assert transformers.AutoModel.from_pretrained(result.model_dir).pooler is not None
+
+
 def test_a_token_budget_stops_the_run_early(data_dir, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = pretrain(config(data_dir, tmp_path / "out", "training.max_steps=50", "training.max_tokens=1500",
-                             "data.input_format=full-sentences", "data.nsp=false"), progress=False)
+                             "data.input_format=full-sentences", "data.sentence_objective=none"), progress=False)
     # Full-sentence batches of 8 hold about 8 x 60 tokens, so 1,500 tokens take 4 steps, far short of 50.
     assert 1500 <= result.metrics["tokens_seen"] < 1500 + 8 * 64
     assert result.metrics["steps"] < 10

@@ -471,6 +471,15 @@ def test_seeds_not_run_are_listed_once_per_model_and_task(store: Store) -> None:
     assert sorted(collected.evaluations["label"]) == sorted(store.manifest.labels * 2)
 
 
+def test_runs_logged_with_data_nsp_report_their_sentence_objective(store: Store) -> None:
+    """Runs logged before data.sentence_objective (params.data.nsp True or False) read as nsp or none."""
+    pretrain = collect(store.manifest, workdir=store.workdir).pretrain
+    objectives = {(r.arm, r.pretrain_seed): r.objective for r in
+                  pretrain.rename(columns={"data.sentence_objective": "objective"}).itertuples()}
+    assert objectives == {("static", 0): "nsp", ("static", 1): "none", ("static", 2): "nsp",
+                          ("dynamic", 0): "sop", ("dynamic", 1): "sop", ("dynamic", 2): "sop"}
+
+
 @pytest.mark.parametrize(("change", "message"), [
     ({"version": 1}, "manifest version 1 is not 2"),
     ({"arms": []}, "'arms' must be a non-empty list"),

@@ -86,7 +86,7 @@ def data_prepare(config: ConfigOpt = None, preset: PresetOpt = None, set_: SetOp
 
     Every stage is cached under OUTPUT_DIR/cache in a folder named by a hash of its config, so a second run
     reuses it. Pick the format with --set data.input_format={formats}
-    (NSP with --set data.nsp=true|false; the packed formats need nsp=false).
+    (the sentence objective with --set data.sentence_objective=none|nsp|sop; the packed formats need none).
     """
     from bvr.pretraining.prepare import prepare
 
@@ -113,12 +113,14 @@ def _print_prepared(prepared) -> None:
                   f"unknown {tok.get('unk_rate', 0):.4%}")
     table.add_row("tokenized", prepared.tokenized.name, "")
     inst = stats.get("instances", {})
+    objective = inst.get("sentence_objective", "none")
     for split in ("train", "validation"):
         s = inst.get(split, {})
-        nsp = f"; NSP IsNext/NotNext {s['nsp_is_next']}/{s['nsp_not_next']}" if "nsp_is_next" in s else ""
+        labels = (f"; {objective.upper()} label 1 ({'swapped' if objective == 'sop' else 'NotNext'}) "
+                  f"{s[f'{objective}_label_1']} of {s['sequences']}" if f"{objective}_label_1" in s else "")
         table.add_row(f"sequences ({split})", prepared.instances.name if split == "train" else "",
                       f"{s.get('sequences')} sequences, {s.get('tokens')} tokens, mean length {s.get('mean_length')}"
-                      f"{nsp}")
+                      f"{labels}")
     console.print(table)
     console.print("next: [bold]bvr data show[/] with the same options shows masked sequences")
 

@@ -38,7 +38,7 @@ def _print_pretrain(result) -> None:
     state = "reused the finished run" if result.reused else "finished"
     console.print(f"{state}: [bold]{result.run_dir}[/]")
     keys = ("steps", "epochs", "tokens_seen", "train/mlm_loss", "val/mlm_loss", "val/perplexity", "val/nsp_acc",
-            "wall_seconds", "params_total", "params_non_embedding", "mask_distinct_per_sequence",
+            "val/sop_acc", "wall_seconds", "params_total", "params_non_embedding", "mask_distinct_per_sequence",
             "mask_max_times_seen")
     console.print("  " + ", ".join(f"{k}={m[k]:.4g}" for k in keys if k in m), highlight=False)
     console.print(f"next: bvr fill-mask {result.run_dir} \"Paris is the [MASK] of France.\"", markup=False)
@@ -111,7 +111,8 @@ def export_cmd(
 
 
 def _bvr_config(folder: Path) -> dict:
-    import yaml
+    """The run's saved config (an older bvr's keys read as today's), or an empty mapping when there is none."""
+    from bvr.config import load_saved_config
 
     path = folder / "bvr.yaml"
-    return yaml.safe_load(path.read_text()) if path.is_file() else {}
+    return load_saved_config(path).to_dict() if path.is_file() else {}

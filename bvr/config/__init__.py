@@ -43,6 +43,7 @@ from bvr.config.loading import (
     config_hash,
     dump_config,
     load_config,
+    load_saved_config,
     preset_names,
     preset_path,
     resolve_finetune,
@@ -54,6 +55,7 @@ from bvr.config.sections import (
     MASKING_MODES,
     PAIR_FORMATS,
     PRECISIONS,
+    SENTENCE_OBJECTIVES,
     CorpusConfig,
     DataConfig,
     MaskingConfig,
@@ -65,10 +67,11 @@ from bvr.config.yaml import node_lines, parse_yaml, read_yaml
 
 __all__ = [
     "CORPUS_SOURCES", "FAMILIES", "HYPERPARAMETERS", "INPUT_FORMATS", "MASKING_MODES", "NOT_HASHED", "OLD_KEYS",
-    "PAIR_FORMATS", "PRECISIONS", "PRESETS_DIR", "PROBE_KINDS", "SENTENCE_FEATURES", "TOKEN_FEATURES", "BlimpConfig",
-    "Config", "CorpusConfig", "DataConfig", "DataSettings", "EvaluateConfig", "FinetuneConfig", "FinetuneSection",
-    "Layer", "MaskingConfig", "ModelConfig", "ProbesConfig", "TokenizerConfig", "TrainingConfig", "at",
-    "build_config", "build_dataclass", "build_layered", "check_task_block", "check_task_names", "config_hash",
-    "dump_config", "flatten", "load_config", "locate_error", "mapping", "merge_layer", "node_lines", "override_layer",
-    "parse_override", "parse_yaml", "preset_names", "preset_path", "read_yaml", "resolve_finetune", "sub_origins",
+    "PAIR_FORMATS", "PRECISIONS", "PRESETS_DIR", "PROBE_KINDS", "SENTENCE_FEATURES", "SENTENCE_OBJECTIVES",
+    "TOKEN_FEATURES", "BlimpConfig", "Config", "CorpusConfig", "DataConfig", "DataSettings", "EvaluateConfig",
+    "FinetuneConfig", "FinetuneSection", "Layer", "MaskingConfig", "ModelConfig", "ProbesConfig", "TokenizerConfig",
+    "TrainingConfig", "at", "build_config", "build_dataclass", "build_layered", "check_task_block",
+    "check_task_names", "config_hash", "dump_config", "flatten", "load_config", "load_saved_config", "locate_error",
+    "mapping", "merge_layer", "node_lines", "override_layer", "parse_override", "parse_yaml", "preset_names",
+    "preset_path", "read_yaml", "resolve_finetune", "sub_origins",
 ]

@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from bvr.config.finetune import HYPERPARAMETERS, EvaluateConfig, FinetuneConfig, FinetuneSection
-from bvr.config.layers import Layer, build_dataclass, build_layered, check, override_layer
+from bvr.config.layers import Layer, at, build_dataclass, build_layered, check, override_layer
 from bvr.config.sections import (
     CorpusConfig,
     DataConfig,
@@ -81,6 +81,8 @@ OLD_KEYS: dict[str, str] = {
     "evaluate.presets": "evaluate.presets was removed: put a preset's evaluation settings under presets.NAME.evaluate",
     "evaluate.blimp": "evaluate.blimp is a mapping: write evaluate.blimp.enabled: false to turn BLiMP off",
     "evaluate.probes": "evaluate.probes is a mapping: write evaluate.probes.tasks: [] to turn the probes off",
+    "data.nsp": "data.nsp was replaced by data.sentence_objective: write data.sentence_objective: nsp (for true) or "
+                "none (for false)",
     **{key: f"{key} is a fine-tuning setting: use finetune.{key}" for key in HYPERPARAMETERS},
 }
 """Keys that were renamed or moved -> the one-line message saying what to write instead."""
@@ -163,6 +165,35 @@ def resolve_finetune(cfg: Config, spec: Any) -> FinetuneConfig:
         values.update({k: v for k, v in layer.items() if k in HYPERPARAMETERS})
         values.update((layer.get("per_task") or {}).get(spec.name) or {})
     return build_dataclass(FinetuneConfig, values, "finetune.")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Configs saved by runs
+
+
+def load_saved_config(path: Path) -> Config:
+    """The configuration a run saved (``config.yaml`` of a run folder, ``bvr.yaml`` of its model folder).
+
+    Unlike :func:`load_config`, which refuses the keys of :data:`OLD_KEYS`, this reads what an older bvr wrote:
+    ``data.nsp: true|false`` (before ``data.sentence_objective``) is read as ``nsp|none``.
+
+    Args:
+        path: the saved YAML file.
+
+    Returns:
+        The configuration, in today's keys.
+
+    Raises:
+        BvrError: the file is missing or unreadable, or holds a key or value no bvr wrote (with its file and line).
+    """
+    data, origins = read_yaml(Path(path), "saved config")
+    section = data.get("data")
+    if isinstance(section, dict) and "nsp" in section and "sentence_objective" not in section:
+        nsp = section.pop("nsp")
+        check(isinstance(nsp, bool), at(origins, "data.nsp"), f"expected bool, got {nsp!r} ({type(nsp).__name__})")
+        section["sentence_objective"] = "nsp" if nsp else "none"
+        origins["data.sentence_objective"] = origins.pop("data.nsp", str(path))
+    return build_config([(data, origins)])
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -18,6 +18,9 @@ PRECISIONS = ("auto", "32-true", "bf16-mixed", "16-mixed", "32")
 (``32`` is Lightning's old name of ``32-true``)."""
 CORPUS_SOURCES = ("wikiextractor", "text", "hf")
 MASKING_MODES = ("static", "dynamic")
+SENTENCE_OBJECTIVES = ("none", "nsp", "sop")
+"""The sentence-level objective beside MLM: none, BERT's next-sentence prediction or ALBERT's sentence-order
+prediction (the pair formats only)."""
 
 
 @dataclass
@@ -77,22 +80,24 @@ class DataConfig:
 
     input_format: str = "segment-pair"
     """'segment-pair', 'sentence-pair', 'full-sentences' or 'doc-sentences'."""
-    nsp: bool = True
-    """Next-sentence prediction: 50% of pairs take B from another document. Needs a pair format."""
+    sentence_objective: str = "nsp"
+    """'none', 'nsp' (BERT: 50% of pairs take B from another document; label 1 NotNext) or 'sop' (ALBERT: 50% of
+    pairs of consecutive segments are swapped; label 1 swapped). 'nsp' and 'sop' need a pair format."""
     max_length: int = 128
     """Longest sequence, special tokens included."""
     short_seq_prob: float = 0.1
     """BERT's share of segment-pair sequences given a shorter random target length."""
     seed: int = 0
-    """Seed of instance creation (targets, split points, NSP sampling)."""
+    """Seed of instance creation (targets, split points, NSP and SOP coins)."""
     shard_documents: int = 2000
     """Documents per shard; NotNext segments are drawn from the same shard."""
 
     def __post_init__(self) -> None:
         check_choice(self.input_format, INPUT_FORMATS, "data.input_format")
-        check(not self.nsp or self.input_format in PAIR_FORMATS, "data.nsp",
-               f"next-sentence prediction needs a pair format ({', '.join(PAIR_FORMATS)}), "
-               f"not '{self.input_format}'; set data.nsp=false")
+        check_choice(self.sentence_objective, SENTENCE_OBJECTIVES, "data.sentence_objective")
+        check(self.sentence_objective == "none" or self.input_format in PAIR_FORMATS, "data.sentence_objective",
+              f"'{self.sentence_objective}' needs a pair format ({', '.join(PAIR_FORMATS)}), not "
+              f"'{self.input_format}'; set data.sentence_objective=none or data.input_format to a pair format")
         check(self.max_length >= 8, "data.max_length", f"{self.max_length} is too short (at least 8)")
         check(0.0 <= self.short_seq_prob < 1.0, "data.short_seq_prob", "must be in [0, 1)")
         check(self.shard_documents >= 2, "data.shard_documents", "must be at least 2")

@@ -2,8 +2,9 @@
 
 A shard is a sequence of documents; a document is a sequence of sentences; a sentence is a 1-D array of token
 ids without specials. :func:`create_instances` turns a shard into columns ``input_ids`` (int32 arrays),
-``token_type_ids`` (int8 arrays) and ``nsp_label`` (0 = IsNext, 1 = NotNext, -100 = no NSP, ignored by the
-loss), every sequence at most ``max_length`` long with the family's specials around it (:class:`Template`).
+``token_type_ids`` (int8 arrays) and ``nsp_label``, the sentence label of the objective (NSP: 0 = IsNext,
+1 = NotNext; SOP: 0 = in order, 1 = swapped; -100 = none, ignored by the loss), every sequence at most
+``max_length`` long with the family's specials around it (:class:`Template`).
 
 The formats:
 
@@ -11,9 +12,11 @@ The formats:
   budget, or with probability ``short_seq_prob`` a random shorter one, as BERT does so that pretraining also sees
   short inputs); the chunk is cut at a random sentence boundary into A and B. With NSP, half the time B is
   replaced by a span starting at a random sentence of another document and the chunk's unused sentences go back
-  to be read again (NotNext).
+  to be read again (NotNext). With SOP (ALBERT, Lan et al. 2020, section 4.1.2), half the time A and B swap
+  places (label 1); B is never taken from another document.
 - ``sentence-pair``: A is one sentence; B is the next sentence (IsNext) or, with NSP and probability 0.5, a
-  random sentence of another document (NotNext, and the unused next sentence is read again as the next A).
+  random sentence of another document (NotNext, and the unused next sentence is read again as the next A). With
+  SOP the two consecutive sentences are swapped half the time.
 - ``full-sentences``: whole sentences packed contiguously up to the budget, crossing document boundaries with
   ``Template.doc_sep_id`` between documents (it counts toward the length).
 - ``doc-sentences``: the same, but a sequence never crosses a document boundary.
@@ -23,12 +26,14 @@ Decisions worth knowing:
 - Truncation. A pair longer than its budget loses tokens from the longer segment, one at a time, each from the
   front or the back by a fair coin (BERT's rule). It is computed in closed form: the final lengths directly, and
   the count taken from the front as the number of heads among the coins. An IsNext pair truncated at A's back
-  or B's front is still in order but no longer adjacent.
+  or B's front is still in order but no longer adjacent. SOP swaps before truncating, so the first segment keeps
+  the larger half whatever the label (no length cue to the order).
 - Lone units. A pair needs two non-empty segments. When a chunk of one sentence (``segment-pair``) or a
   document's last sentence (``sentence-pair``) is to get its true continuation (NSP off, or NSP's coin said
   IsNext), it is cut at a random token into A and B, so both are still true continuations; a lone one-token
   unit cannot make a pair and is left out. BERT's script instead always gives such a unit a NotNext B, which on
   our Wikipedia extract (short documents) made 57% of the pairs NotNext; deciding the label first keeps 50/50.
+  With SOP such a cut unit is swapped or not by the same coin as any other pair.
 - Single-document shards. NotNext segments must come from another document, so a shard with one document
   (typically the tail shard of a split) makes only IsNext pairs, labelled 0, as if NSP were on but never drew
   NotNext; a lone unit is then cut inside as above. Refusing would stop a whole run over one short shard; the
@@ -57,11 +62,13 @@ import numpy as np
 
 from bvr.errors import BvrError
 from bvr.model.losses import IGNORE_INDEX
-from bvr.pretraining.instances import IS_NEXT, Columns, Template
+from bvr.pretraining.instances import IN_ORDER, IS_NEXT, Columns, Template
 from bvr.pretraining.pairs import Pairing, segment_pairs, sentence_pairs
 
 FORMATS = ("segment-pair", "sentence-pair", "full-sentences", "doc-sentences")
 PAIR_FORMATS = ("segment-pair", "sentence-pair")
+OBJECTIVES = ("none", "nsp", "sop")
+_OBJECTIVE_NAMES = {"nsp": "next-sentence prediction", "sop": "sentence-order prediction"}
 
 
 def create_instances(
@@ -69,7 +76,7 @@ def create_instances(
     fmt: str,
     *,
     max_length: int,
-    nsp: bool,
+    objective: str,
     template: Template,
     rng: random.Random,
     short_seq_prob: float = 0.1,
@@ -81,23 +88,26 @@ def create_instances(
             Empty documents and empty sentences are ignored.
         fmt: one of :data:`FORMATS`.
         max_length: the longest sequence, specials included.
-        nsp: whether to sample NotNext pairs for next-sentence prediction (pair formats only).
+        objective: the sentence-level objective, one of :data:`OBJECTIVES`: ``nsp`` samples NotNext pairs,
+            ``sop`` swaps consecutive segments; both need a pair format.
         template: the family's specials.
         rng: the only source of randomness; the same state gives the same output.
         short_seq_prob: ``segment-pair`` only: the probability that a chunk aims at a random shorter length.
 
     Returns:
         Columns ``input_ids`` (int32 arrays), ``token_type_ids`` (int8 arrays) and ``nsp_label``
-        (0 IsNext, 1 NotNext, -100 when NSP is off), one entry per instance.
+        (NSP: 0 IsNext, 1 NotNext; SOP: 0 in order, 1 swapped; -100 without an objective), one entry per instance.
 
     Raises:
-        BvrError: for an unknown format, NSP with a single-segment format, a ``max_length`` too small for the
-            specials, or a ``short_seq_prob`` outside [0, 1].
+        BvrError: for an unknown format or objective, NSP or SOP with a single-segment format, a ``max_length`` too
+            small for the specials, or a ``short_seq_prob`` outside [0, 1].
     """
-    _check_arguments(fmt, max_length=max_length, nsp=nsp, template=template, short_seq_prob=short_seq_prob)
+    _check_arguments(fmt, max_length=max_length, objective=objective, template=template,
+                     short_seq_prob=short_seq_prob)
     docs = _clean(documents)
     out = Columns(template)
-    pairing = Pairing(label=IS_NEXT if nsp else IGNORE_INDEX, not_next=nsp and len(docs) >= 2)
+    label = {"none": IGNORE_INDEX, "nsp": IS_NEXT, "sop": IN_ORDER}[objective]
+    pairing = Pairing(label=label, not_next=objective == "nsp" and len(docs) >= 2, swap=objective == "sop")
     if fmt == "segment-pair":
         segment_pairs(docs, max_length - template.pair_overhead, pairing, rng, short_seq_prob, out)
     elif fmt == "sentence-pair":
@@ -107,17 +117,22 @@ def create_instances(
     return out.as_dict()
 
 
-def _check_arguments(fmt: str, *, max_length: int, nsp: bool, template: Template, short_seq_prob: float) -> None:
+def _check_arguments(
+    fmt: str, *, max_length: int, objective: str, template: Template, short_seq_prob: float
+) -> None:
     """Refuses settings that cannot make instances, naming the config key to change."""
     if fmt not in FORMATS:
         raise BvrError(
             f"unknown input format {fmt!r}", where="data.input_format", hint=f"choose one of {', '.join(FORMATS)}"
         )
-    if nsp and fmt not in PAIR_FORMATS:
+    if objective not in OBJECTIVES:
+        raise BvrError(f"unknown sentence objective {objective!r}", where="data.sentence_objective",
+                       hint=f"choose one of {', '.join(OBJECTIVES)}")
+    if objective != "none" and fmt not in PAIR_FORMATS:
         raise BvrError(
-            f"input format {fmt!r} has one segment per sequence and cannot carry next-sentence prediction",
-            where="data.nsp",
-            hint=f"set it to false, or use a pair format ({', '.join(PAIR_FORMATS)})",
+            f"input format {fmt!r} has one segment per sequence and cannot carry {_OBJECTIVE_NAMES[objective]}",
+            where="data.sentence_objective",
+            hint=f"set it to none, or use a pair format ({', '.join(PAIR_FORMATS)})",
         )
     overhead = template.pair_overhead if fmt in PAIR_FORMATS else template.single_overhead
     if max_length < overhead + 2:

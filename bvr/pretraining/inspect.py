@@ -7,12 +7,16 @@ import datasets
 from bvr.config import Config
 from bvr.model.losses import IGNORE_INDEX
 from bvr.pretraining.collator import PretrainingCollator
-from bvr.pretraining.instances import IS_NEXT, NOT_NEXT
+from bvr.pretraining.instances import IN_ORDER, IS_NEXT, NOT_NEXT, SWAPPED
 from bvr.pretraining.masking import mask_copy, mask_exposure
 from bvr.pretraining.prepare import Prepared
 from bvr.tokenization import load_tokenizer, vocab_info
 
-NSP_NAMES = {IS_NEXT: "IsNext", NOT_NEXT: "NotNext", IGNORE_INDEX: "no NSP"}
+LABEL_NAMES = {
+    "nsp": {IS_NEXT: "IsNext", NOT_NEXT: "NotNext"},
+    "sop": {IN_ORDER: "in order", SWAPPED: "swapped"},
+}
+"""The names of the sentence labels, by ``data.sentence_objective``."""
 
 
 def collator_for(cfg: Config, vocab) -> PretrainingCollator:
@@ -44,8 +48,10 @@ def render_examples(cfg: Config, prepared: Prepared, *, count: int = 3, epoch: i
                 original = _readable(tokenizer, label, family)
                 shown = f"{shown}{{{original}}}" if shown != original else f"={{{original}}}"
             words.append(shown)
-        nsp = NSP_NAMES.get(int(batch["nsp_labels"][row]), "?")
-        lines.append(f"\n#{rows[row]['index']} ({len(words)} tokens, {nsp}):\n" + " ".join(words))
+        label = int(batch["nsp_labels"][row])
+        names = LABEL_NAMES.get(cfg.data.sentence_objective, {})
+        shown_label = "no sentence objective" if label == IGNORE_INDEX else names.get(label, "?")
+        lines.append(f"\n#{rows[row]['index']} ({len(words)} tokens, {shown_label}):\n" + " ".join(words))
     return "\n".join(lines)
 
 

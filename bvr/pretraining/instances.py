@@ -1,5 +1,10 @@
 """Pretraining instances as columns: a family's :class:`Template` of specials around one segment or a pair, and
-:class:`Columns`, which collects wrapped instances (``input_ids``, ``token_type_ids``, ``nsp_label``)."""
+:class:`Columns`, which collects wrapped instances (``input_ids``, ``token_type_ids``, ``nsp_label``).
+
+``nsp_label`` is the sentence label of the configured ``data.sentence_objective`` (the column kept its first name,
+so prepared data and the collator's batches keep their layout): NSP's :data:`IS_NEXT` / :data:`NOT_NEXT`, SOP's
+:data:`IN_ORDER` / :data:`SWAPPED` (as Hugging Face's ``AlbertForPreTraining`` ``sentence_order_label``), or
+``IGNORE_INDEX`` without one."""
 
 from __future__ import annotations
 
@@ -12,6 +17,8 @@ from bvr.model.heads import IGNORE_INDEX
 
 IS_NEXT = 0
 NOT_NEXT = 1
+IN_ORDER = 0
+SWAPPED = 1
 
 
 # family -> (number of separators between A and B, whether B gets token type 1)

@@ -7,7 +7,8 @@ training needs around it:
   ``max_steps`` (:func:`bvr.training.adamw`); gradient clipping and accumulation are the Trainer's.
 - Metrics: ``train/mlm_loss``, ``train/nsp_loss``, ``train/nsp_acc``, ``train/mlm_acc``, ``lr``,
   ``train/tokens_seen`` and ``train/tokens_per_s``; on held-out documents ``val/mlm_loss`` (token-weighted over one
-  fixed mask), ``val/perplexity`` and ``val/nsp_acc``.
+  fixed mask), ``val/perplexity`` and ``val/nsp_acc``. With sentence-order prediction the sentence metrics are
+  named ``train/sop_loss``, ``train/sop_acc`` and ``val/sop_acc``.
 - A non-finite loss stops the run before the bad step updates anything (:class:`bvr.training.NonFiniteLoss`).
 - Checkpoints carry the RNG state (dropout) and the tokens seen, so a resumed run continues exactly.
 """
@@ -27,17 +28,22 @@ from bvr.training import adamw, check_finite
 
 
 class PretrainingModule(L.LightningModule):
-    """Trains a :class:`PretrainingModel` with masked-language modelling (and next-sentence prediction).
+    """Trains a :class:`PretrainingModel` with masked-language modelling (and next-sentence or sentence-order
+    prediction).
 
     Args:
         model: the encoder and heads.
         training: optimiser, schedule and budget settings.
         failed_checkpoint_hint: where the last good checkpoint lives, for the non-finite-loss message.
+        sentence_objective: ``data.sentence_objective`` (``nsp`` or ``sop``), the name of the sentence head's
+            metrics when the model has one.
     """
 
-    def __init__(self, model: PretrainingModel, training: TrainingConfig, failed_checkpoint_hint: str = "") -> None:
+    def __init__(self, model: PretrainingModel, training: TrainingConfig, failed_checkpoint_hint: str = "",
+                 sentence_objective: str = "nsp") -> None:
         super().__init__()
         self.model = model
+        self.sentence_objective = sentence_objective
         self.training_cfg = training
         self.failed_checkpoint_hint = failed_checkpoint_hint
         self.tokens_seen = 0
@@ -63,8 +69,8 @@ class PretrainingModule(L.LightningModule):
         self.log("train/mlm_loss", out.mlm_loss, prog_bar=True)
         self.log("train/mlm_acc", out.mlm_accuracy)
         if out.nsp_loss is not None:
-            self.log("train/nsp_loss", out.nsp_loss)
-            self.log("train/nsp_acc", out.nsp_accuracy)
+            self.log(f"train/{self.sentence_objective}_loss", out.nsp_loss)
+            self.log(f"train/{self.sentence_objective}_acc", out.nsp_accuracy)
         return out.loss
 
     def _global_tokens(self, batch: dict[str, torch.Tensor]) -> int:
@@ -73,10 +79,9 @@ class PretrainingModule(L.LightningModule):
             tokens = self.trainer.strategy.reduce(tokens.float(), reduce_op="sum")
         return int(tokens)
 
-    @staticmethod
-    def _loss_values(out) -> str:
+    def _loss_values(self, out) -> str:
         return f"mlm_loss={out.mlm_loss.item():.4g}" + (
-            f", nsp_loss={out.nsp_loss.item():.4g}" if out.nsp_loss is not None else "")
+            f", {self.sentence_objective}_loss={out.nsp_loss.item():.4g}" if out.nsp_loss is not None else "")
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         if self.trainer.fit_loop.epoch_loop._should_accumulate():  # a micro-batch, not a step
@@ -118,7 +123,7 @@ class PretrainingModule(L.LightningModule):
         mlm_loss = loss_sum / masked
         metrics = {"val/mlm_loss": mlm_loss, "val/perplexity": math.exp(min(mlm_loss, 50.0))}
         if nsp_count:
-            metrics["val/nsp_acc"] = nsp_correct / nsp_count
+            metrics[f"val/{self.sentence_objective}_acc"] = nsp_correct / nsp_count
         # Every rank holds the same reduced totals, so syncing (a mean of equal values) changes nothing.
         self.log_dict(metrics, prog_bar=True, sync_dist=True)
 

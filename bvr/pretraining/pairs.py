@@ -8,15 +8,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bvr.pretraining.instances import NOT_NEXT, Columns
+from bvr.pretraining.instances import NOT_NEXT, SWAPPED, Columns
 
 
 @dataclass(frozen=True)
 class Pairing:
-    """How pairs are labelled: ``label`` for a true continuation; ``not_next`` whether NotNext may be drawn."""
+    """How pairs are labelled: ``label`` for a true continuation in order; ``not_next`` whether NotNext may be drawn
+    (NSP); ``swap`` whether a fair coin swaps a true continuation's segments, labelled ``SWAPPED`` (SOP)."""
 
     label: int
     not_next: bool
+    swap: bool = False
 
 
 def segment_pairs(
@@ -70,9 +72,9 @@ def _emit_segment_pair(
         _add_truncated(a, b, NOT_NEXT, budget, rng, out)
         return n_a
     if len(chunk) >= 2:
-        _add_truncated(a, np.concatenate(chunk[n_a:]), pairing.label, budget, rng, out)
+        _add_continuation(a, np.concatenate(chunk[n_a:]), pairing, budget, rng, out)
     else:
-        _add_split(a, pairing.label, budget, rng, out)
+        _add_split(a, pairing, budget, rng, out)
     return len(chunk)
 
 
@@ -96,7 +98,8 @@ def _other_document(n_docs: int, d: int, rng: random.Random) -> int:
 def sentence_pairs(
     docs: list[list[np.ndarray]], budget: int, pairing: Pairing, rng: random.Random, out: Columns
 ) -> None:
-    """SENTENCE-PAIR: a sentence and the next one (IsNext) or one from another document (NotNext)."""
+    """SENTENCE-PAIR: a sentence and the next one (IsNext, or SOP's pair in either order) or one from another
+    document (NotNext)."""
     for d, doc in enumerate(docs):
         i = 0
         while i < len(doc):
@@ -106,19 +109,34 @@ def sentence_pairs(
                 _add_truncated(doc[i], other[rng.randrange(len(other))], NOT_NEXT, budget, rng, out)
                 i += 1
             elif has_next:
-                _add_truncated(doc[i], doc[i + 1], pairing.label, budget, rng, out)
+                _add_continuation(doc[i], doc[i + 1], pairing, budget, rng, out)
                 i += 2
             else:
-                _add_split(doc[i], pairing.label, budget, rng, out)
+                _add_split(doc[i], pairing, budget, rng, out)
                 i += 1
 
 
-def _add_split(unit: np.ndarray, label: int, budget: int, rng: random.Random, out: Columns) -> None:
+def _add_split(unit: np.ndarray, pairing: Pairing, budget: int, rng: random.Random, out: Columns) -> None:
     """A lone unit with no continuation, cut at a random token into A and B; a one-token unit is left out."""
     if len(unit) < 2:
         return
     cut = rng.randint(1, len(unit) - 1)
-    _add_truncated(unit[:cut], unit[cut:], label, budget, rng, out)
+    _add_continuation(unit[:cut], unit[cut:], pairing, budget, rng, out)
+
+
+def _add_continuation(
+    a: np.ndarray, b: np.ndarray, pairing: Pairing, budget: int, rng: random.Random, out: Columns
+) -> None:
+    """Adds B after A (``pairing.label``), or with SOP and a fair coin's heads A after B (``SWAPPED``).
+
+    The coin is drawn only with SOP, so NSP and no-objective instances are those of a pairing without ``swap``.
+    The segments are swapped before truncation: the first segment is then the one that keeps the larger half
+    whatever the label, so the lengths say nothing about the order.
+    """
+    if pairing.swap and rng.random() < 0.5:
+        _add_truncated(b, a, SWAPPED, budget, rng, out)
+    else:
+        _add_truncated(a, b, pairing.label, budget, rng, out)
 
 
 def _add_truncated(a: np.ndarray, b: np.ndarray, label: int, budget: int, rng: random.Random, out: Columns) -> None:

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bvr.cache import build_once, cache_dir, fingerprint
-from bvr.config import Config
+from bvr.config import Config, DataConfig
 from bvr.corpus import build_corpus, load_corpus
 from bvr.errors import BvrError
 from bvr.pretraining.formats import create_instances
@@ -274,18 +274,29 @@ def _instances_batch(table: pa.Table, indices: list[int], cfg: Config, template:
         _documents_of(table),
         cfg.data.input_format,
         max_length=cfg.data.max_length,
-        nsp=cfg.data.nsp,
+        objective=cfg.data.sentence_objective,
         template=template,
         rng=rng,
         short_seq_prob=cfg.data.short_seq_prob,
     )
 
 
-def instance_stats(ds: datasets.Dataset, max_length: int) -> dict[str, Any]:
-    """Counts that matter for comparing formats: sequences, tokens, fill, NSP balance."""
+def instance_stats(ds: datasets.Dataset, max_length: int, objective: str = "none") -> dict[str, Any]:
+    """Counts that matter for comparing formats: sequences, tokens, fill, and the sentence labels' balance.
+
+    Args:
+        ds: one split of prepared instances.
+        max_length: the longest sequence allowed.
+        objective: ``data.sentence_objective``; with ``nsp`` or ``sop`` the counts of label 0 and label 1 (NotNext,
+            or swapped) and the share of label 1 are added as ``OBJECTIVE_label_0``, ``OBJECTIVE_label_1`` and
+            ``OBJECTIVE_label_1_share``.
+
+    Returns:
+        The statistics, JSON-able.
+    """
     table = ds.data.table
     lengths = pc.list_value_length(table["input_ids"]).to_numpy()
-    nsp = table["nsp_label"].to_numpy()
+    labels = table["nsp_label"].to_numpy()
     out = {
         "sequences": int(len(lengths)),
         "tokens": int(lengths.sum()),
@@ -293,16 +304,33 @@ def instance_stats(ds: datasets.Dataset, max_length: int) -> dict[str, Any]:
         "full_length_share": round(float((lengths == max_length).mean()), 4) if len(lengths) else 0.0,
         "max_length": max_length,
     }
-    if len(nsp) and (nsp >= 0).any():
-        out["nsp_is_next"] = int((nsp == 0).sum())
-        out["nsp_not_next"] = int((nsp == 1).sum())
+    if objective != "none":
+        ones = int((labels == 1).sum())
+        out[f"{objective}_label_0"] = int((labels == 0).sum())
+        out[f"{objective}_label_1"] = ones
+        out[f"{objective}_label_1_share"] = round(ones / len(labels), 4) if len(labels) else 0.0
     return out
+
+
+def data_stage_key(data: DataConfig) -> dict[str, Any]:
+    """The data settings the instance cache is keyed on.
+
+    ``sentence_objective`` ``none`` and ``nsp`` are written as the ``nsp: false|true`` they replaced, which make the
+    same instances, so data prepared before the rename (and the pretraining runs keyed on its folder) is reused;
+    ``sop`` is keyed by name.
+    """
+    key = asdict(data)
+    objective = key.pop("sentence_objective")
+    if objective in ("none", "nsp"):
+        key["nsp"] = objective == "nsp"
+    else:
+        key["sentence_objective"] = objective
+    return key
 
 
 def prepare_instances(cfg: Config, tokenized_dir: Path, tokenizer_dir: Path) -> Path:
     """Turn tokenized documents into sequences of the configured input format."""
-    data = asdict(cfg.data)
-    stage = {"version": STAGE_VERSIONS["data"], "tokenized": tokenized_dir.name, "data": data}
+    stage = {"version": STAGE_VERSIONS["data"], "tokenized": tokenized_dir.name, "data": data_stage_key(cfg.data)}
     target = cache_dir(cache_root(cfg), f"data-{cfg.data.input_format}", stage)
 
     def build(tmp: Path) -> None:
@@ -325,7 +353,7 @@ def prepare_instances(cfg: Config, tokenized_dir: Path, tokenizer_dir: Path) -> 
                 new_fingerprint=f"{target.name}-{split}",
                 desc=f"{cfg.data.input_format} {split} sequences",
             ).with_format(None)
-            stats[split] = instance_stats(out[split], cfg.data.max_length)
+            stats[split] = instance_stats(out[split], cfg.data.max_length, cfg.data.sentence_objective)
             if not stats[split]["sequences"]:
                 raise BvrError(f"the {split} split makes no {cfg.data.input_format} sequences (from {ds.num_rows} "
                                "document(s))", where=str(tokenized_dir),
@@ -334,7 +362,7 @@ def prepare_instances(cfg: Config, tokenized_dir: Path, tokenizer_dir: Path) -> 
         for stale in tmp.glob("map-*.arrow"):
             stale.unlink()
         stats["seconds"] = round(time.perf_counter() - start, 1)
-        stats["input_format"], stats["nsp"] = cfg.data.input_format, cfg.data.nsp
+        stats["input_format"], stats["sentence_objective"] = cfg.data.input_format, cfg.data.sentence_objective
         (tmp / "data_stats.json").write_text(json.dumps(stats, indent=2))
 
     return build_once(target, build, stage)[0]

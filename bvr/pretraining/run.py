@@ -5,7 +5,11 @@ A run lives in ``output_dir/runs/pretrain-NAME-HASH/`` (HASH over everything tha
 - ``checkpoints/last.ckpt``: the resumable state (weights, optimiser, schedule, loop, data position, RNG), replaced
   whole or not at all (:class:`~bvr.checkpoints.AtomicCheckpointIO`);
 - ``model/``: the final weights as a Hugging Face folder (config.json, model.safetensors, tokenizer files) plus
-  ``bvr.yaml`` (the resolved config), which ``bvr fill-mask`` and fine-tuning read;
+  ``bvr.yaml`` (the resolved config), which ``bvr fill-mask`` and fine-tuning read. The sentence head of ``nsp``
+  and of ``sop`` is the same 2-way classifier on the pooled first token and is exported alike, as BERT's
+  ``cls.seq_relationship`` (``BertForPreTraining``): kept rather than dropped so that fine-tuning starts from
+  the trained pooler under either objective. For ``sop`` its logits mean (in order, swapped), not (IsNext,
+  NotNext); ``bvr.yaml`` says which;
 - ``config.yaml``, ``mlflow_run_id`` and ``DONE`` when finished (a finished run is reused, not trained again);
 - beside the folder, a hidden ``.pretrain-NAME-HASH.lock`` held by the process training it.
 """
@@ -73,7 +77,7 @@ def build_model(cfg: Config, vocab) -> PretrainingModel:
     """A freshly initialised encoder and heads for ``cfg`` (seeded by training.seed)."""
     L.seed_everything(cfg.training.seed, workers=True, verbose=False)
     encoder_cfg = EncoderConfig.from_model_config(cfg.model, vocab_size=vocab.vocab_size, pad_token_id=vocab.pad_id)
-    return PretrainingModel(encoder_cfg, nsp=cfg.data.nsp)
+    return PretrainingModel(encoder_cfg, nsp=cfg.data.sentence_objective != "none")  # NSP and SOP: one 2-way head
 
 
 def _logged_metrics(trainer: L.Trainer) -> dict[str, float]:
@@ -132,7 +136,8 @@ def _train(cfg: Config, prepared: Prepared, run_dir: Path, ckpt_path: str | None
     vocab = vocab_info(tokenizer, family)
     model = build_model(cfg, vocab)
     params = count_parameters(model)
-    module = PretrainingModule(model, cfg.training, failed_checkpoint_hint=str(run_dir / "checkpoints" / "last.ckpt"))
+    module = PretrainingModule(model, cfg.training, failed_checkpoint_hint=str(run_dir / "checkpoints" / "last.ckpt"),
+                               sentence_objective=cfg.data.sentence_objective)
     datamodule = PretrainingDataModule(cfg, load_instances(prepared), vocab)
     if cfg.training.compile:
         compile_layers(model.encoder)
@@ -174,7 +179,7 @@ def initialise(cfg: Config, *, progress: bool = True) -> PretrainResult:
     corpus_dir = prepare_corpus(cfg, progress=progress)
     tokenizer_dir = prepare_tokenizer(cfg, corpus_dir, progress=progress)
     parts = {"version": INIT_VERSION, "tokenizer": tokenizer_dir.name, "model": dataclasses.asdict(cfg.model),
-             "nsp": cfg.data.nsp, "seed": cfg.training.seed}
+             "nsp": cfg.data.sentence_objective != "none", "seed": cfg.training.seed}  # the head, as before SOP
     run_dir = cache_dir(Path(cfg.output_dir) / "runs", f"init-{cfg.name}", parts)
 
     def build(tmp: Path) -> None:

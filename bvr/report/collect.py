@@ -41,7 +41,7 @@ from bvr.tracking import (
 HISTORY_KEYS = ("train/mlm_loss", "val/mlm_loss", "val/perplexity", "train/tokens_per_s", "train/tokens_seen")
 """Metric histories read from every pretraining run, for the curves."""
 
-FINAL_KEYS = ("train/mlm_loss", "val/mlm_loss", "val/perplexity", "val/nsp_acc")
+FINAL_KEYS = ("train/mlm_loss", "val/mlm_loss", "val/perplexity", "val/nsp_acc", "val/sop_acc")
 """Pretraining metrics whose last logged value a report prints."""
 
 RUN_KEYS = ("wall_seconds", "tokens_seen", "params_total", "params_embedding", "params_non_embedding", "epochs",
@@ -50,7 +50,7 @@ RUN_KEYS = ("wall_seconds", "tokens_seen", "params_total", "params_embedding", "
 
 CONFIG_KEYS = ("training.batch_size", "training.max_steps", "training.learning_rate", "model.family",
                "model.num_layers", "model.hidden_size", "model.num_heads", "tokenizer.family", "tokenizer.vocab_size",
-               "data.input_format", "data.nsp", "data.max_length", "masking.mode", "corpus.source",
+               "data.input_format", "data.sentence_objective", "data.max_length", "masking.mode", "corpus.source",
                "corpus.path", "corpus.max_documents")
 """Config params (flattened, as logged) a report shows as context."""
 
@@ -289,6 +289,8 @@ def _pretrain_row(unit: PretrainRecord, runs: dict[str, dict], missing: list[str
     row.update({key: _number(run.get(f"metrics.{key}")) for key in FINAL_KEYS})
     row.update({f"run/{key}": _number(run.get(f"metrics.run/{key}")) for key in RUN_KEYS})
     row.update({key: _text(run.get(f"params.{key}")) for key in CONFIG_KEYS})
+    if row["data.sentence_objective"] is None and (nsp := _text(run.get("params.data.nsp"))) is not None:
+        row["data.sentence_objective"] = "nsp" if nsp.lower() == "true" else "none"  # logged before the rename
     copied = unit.metrics or {}
     for key in ("wall_seconds", "tokens_seen", "params_total"):
         ours, theirs = row[f"run/{key}"], _number(copied.get(key))

@@ -12,7 +12,7 @@ from bvr.report.analysis import Analysis
 
 PRETRAIN_TABLE_COLUMNS = ("arm", "runs", "tokens_per_s", "wall_seconds", "tokens_seen", "steps", "epochs",
                           "params_total", "params_embedding", "params_non_embedding", "train/mlm_loss", "val/mlm_loss",
-                          "val/perplexity", "val/nsp_acc")
+                          "val/perplexity", "val/nsp_acc", "val/sop_acc")
 
 
 def _throughput(run: dict, history: pd.DataFrame) -> float:
@@ -42,7 +42,7 @@ def pretrain_table(analysis: Analysis) -> pd.DataFrame:
         for name in ("wall_seconds", "tokens_seen", "epochs", "params_total", "params_embedding",
                      "params_non_embedding"):
             row[name] = _median([r[f"run/{name}"] for r in runs])
-        for name in ("steps", "train/mlm_loss", "val/mlm_loss", "val/perplexity", "val/nsp_acc"):
+        for name in ("steps", "train/mlm_loss", "val/mlm_loss", "val/perplexity", "val/nsp_acc", "val/sop_acc"):
             row[name] = _median([r[name] for r in runs])
         rows.append(row)
     return pd.DataFrame(rows, columns=list(PRETRAIN_TABLE_COLUMNS))

@@ -268,13 +268,23 @@ def pretraining_section(a: Analysis, links: RunLinks, figures: dict[str, Figure]
     if table.empty:
         return [*blocks, Paragraph("No finished pretraining run was found.")]
     rows = [[r["arm"], fmt(r["train/mlm_loss"], 3), fmt(r["val/mlm_loss"], 3), fmt(r["val/perplexity"], 2),
-             fmt(r["val/nsp_acc"] * 100 if not pd.isna(r["val/nsp_acc"]) else None), fmt_rate(r["tokens_per_s"]),
+             _sentence_accuracy(r), fmt_rate(r["tokens_per_s"]),
              duration(r["wall_seconds"]), fmt_count(r["steps"]), tuple(links.run(x) for x in r["runs"])]
             for r in table.to_dict("records")]
-    header = ["arm", "train MLM loss", "val MLM loss", "val perplexity", "val NSP acc (%)", "tokens / s", "wall time",
-              "last step", "runs"]
+    header = ["arm", "train MLM loss", "val MLM loss", "val perplexity", "val NSP / SOP acc (%)", "tokens / s",
+              "wall time", "last step", "runs"]
     caption = ("Last logged values. tokens / s: median of the logged training throughput (validation excluded). "
-               "Perplexity counts tokens of the arm's own vocabulary.")
+               "Perplexity counts tokens of the arm's own vocabulary. NSP / SOP: the accuracy of the arm's "
+               "sentence objective (data.sentence_objective), marked (SOP) for sentence-order prediction.")
     blocks.append(Table(header, rows, align="lrrrrrrrl", caption=caption))
     blocks += [figures[k] for k in ("curves", "throughput", "parameters") if k in figures]
     return blocks
+
+
+def _sentence_accuracy(row: dict) -> str:
+    """The arm's validation NSP accuracy in percent, else its SOP accuracy marked ``(SOP)``; '—' with neither."""
+    if not pd.isna(row["val/nsp_acc"]):
+        return fmt(row["val/nsp_acc"] * 100)
+    if not pd.isna(row["val/sop_acc"]):
+        return f"{fmt(row['val/sop_acc'] * 100)} (SOP)"
+    return fmt(None)
