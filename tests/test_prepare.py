@@ -227,3 +227,13 @@ def test_a_single_document_is_refused_and_no_stage_is_marked_done(tmp_path):
     assert "\n" not in str(info.value)
     assert not list((tmp_path / "out" / "cache").glob("*/DONE"))
     assert not list((tmp_path / "out" / "cache").glob("*.tmp-*"))
+
+
+def test_no_progress_means_no_bars(data_dir, tmp_path, capfd):
+    # --no-progress reaches the datasets.map bars of tokenizing and instance making (they wrote to stderr before).
+    capfd.readouterr()
+    prepare(config(data_dir, tmp_path / "quiet"), progress=False)
+    quiet = capfd.readouterr()
+    assert "tokenizing" not in quiet.err and "sequences" not in quiet.err and "%|" not in quiet.err
+    prepare(config(data_dir, tmp_path / "loud"), progress=True)
+    assert "tokenizing train documents" in capfd.readouterr().err

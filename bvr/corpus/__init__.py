@@ -26,10 +26,19 @@ splitting and loading the corpus on disk).
 from bvr.corpus.readers import READERS, SOURCES, read_hf_dataset, read_plain_text, read_wikiextractor, resolve_files
 from bvr.corpus.sentences import is_heading, is_markup, split_sentences
 from bvr.corpus.stats import CorpusStats, Document
-from bvr.corpus.store import FEATURES, SPLITS, STATS_FILE, build_corpus, is_validation, load_corpus, split_rank
+from bvr.corpus.store import (
+    FEATURES,
+    SPLITS,
+    STATS_FILE,
+    build_corpus,
+    datasets_progress,
+    is_validation,
+    load_corpus,
+    split_rank,
+)
 
 __all__ = [
     "FEATURES", "READERS", "SOURCES", "SPLITS", "STATS_FILE", "CorpusStats", "Document", "build_corpus",
-    "is_heading", "is_markup", "is_validation", "load_corpus", "read_hf_dataset", "read_plain_text",
+    "datasets_progress",    "is_heading", "is_markup", "is_validation", "load_corpus", "read_hf_dataset", "read_plain_text",
     "read_wikiextractor", "resolve_files", "split_rank", "split_sentences",
 ]

@@ -183,7 +183,7 @@ def _save_corpus(stream: Path, folder: Path, stats: CorpusStats, min_validation:
         stats.validation_documents_from_train = missing
     # datasets writes no shard at all for an empty split and then cannot load it: ask for one shard there.
     empty = {split: 1 for split, dataset in corpus.items() if len(dataset) == 0}
-    with _datasets_progress(progress):
+    with datasets_progress(progress):
         corpus.save_to_disk(str(folder), num_shards=empty)
     (folder / STATS_FILE).write_text(json.dumps(asdict(stats), indent=2) + "\n", encoding="utf-8")
 
@@ -199,7 +199,7 @@ def _move_to_validation(corpus: datasets.DatasetDict, count: int, seed: int) -> 
 
 
 @contextmanager
-def _datasets_progress(enabled: bool) -> Iterator[None]:
+def datasets_progress(enabled: bool) -> Iterator[None]:
     """Silence the ``datasets`` progress bars inside the block when ``enabled`` is False, then restore them."""
     silence = not enabled and datasets.is_progress_bar_enabled()
     if silence:

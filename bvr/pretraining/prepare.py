@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from bvr.cache import build_once, cache_dir, fingerprint
 from bvr.config import Config, DataConfig
-from bvr.corpus import build_corpus, load_corpus
+from bvr.corpus import build_corpus, datasets_progress, load_corpus
 from bvr.errors import BvrError
 from bvr.pretraining.formats import create_instances
 from bvr.pretraining.instances import Template
@@ -372,8 +372,9 @@ def prepare(cfg: Config, *, progress: bool = True) -> Prepared:
     """Run (or reuse) every stage for ``cfg``."""
     corpus_dir = prepare_corpus(cfg, progress=progress)
     tokenizer_dir = prepare_tokenizer(cfg, corpus_dir, progress=progress)
-    tokenized_dir = prepare_tokenized(cfg, corpus_dir, tokenizer_dir)
-    instances_dir = prepare_instances(cfg, tokenized_dir, tokenizer_dir)
+    with datasets_progress(progress):  # the bars of datasets.map, silenced with progress=False (--no-progress)
+        tokenized_dir = prepare_tokenized(cfg, corpus_dir, tokenizer_dir)
+        instances_dir = prepare_instances(cfg, tokenized_dir, tokenizer_dir)
     return Prepared(corpus_dir, tokenizer_dir, tokenized_dir, instances_dir)
 
 
