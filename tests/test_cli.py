@@ -74,6 +74,26 @@ def test_user_error_is_one_line_and_exit_2(monkeypatch, capsys, tmp_path):
     assert "Traceback" not in err
 
 
+def test_a_line_number_is_not_an_emoji(monkeypatch, capsys, tmp_path):
+    # Rich turns ":100:" into an emoji unless told not to; an error at line 100 must say ":100:".
+    bad = tmp_path / "long.yaml"
+    bad.write_text("# filler\n" * 98 + "masking:\n  mask_prob: 2\n")
+    code, _, err = run_main(monkeypatch, capsys, "config", "show", "--config", str(bad))
+    assert code == 2 and f"{bad}:100: masking.mask_prob" in err and "\N{HUNDRED POINTS SYMBOL}" not in err
+
+
+def test_ctrl_c_says_how_to_continue(monkeypatch, capsys):
+    # Typer turns KeyboardInterrupt into a silent exit 130; the CLI says what to do next.
+    import bvr.config
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bvr.config, "load_config", interrupted)
+    code, _, err = run_main(monkeypatch, capsys, "config", "show")
+    assert code == 130 and "interrupted; run the same command again" in err
+
+
 def test_debug_shows_the_traceback(monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["bvr", "--debug", "config", "show", "--set", "masking.mask_prob=2"])
     with pytest.raises(BvrError, match="masking.mask_prob"):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.markup import escape
@@ -74,8 +74,16 @@ def main() -> None:
         err_console.print(f"[bold red]error:[/] {escape(err.one_line())}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
-        err_console.print("interrupted; run the same command again to continue from the finished stages")
-        sys.exit(130)
+        _interrupted()
+    except SystemExit as exit_:
+        if exit_.code == 130 and isinstance(getattr(exit_.__context__, "__cause__", None), KeyboardInterrupt):
+            _interrupted()  # typer turns Ctrl-C into a silent exit 130
+        raise
+
+
+def _interrupted() -> NoReturn:
+    err_console.print("interrupted; run the same command again to continue from the finished stages")
+    sys.exit(130)
 
 
 __all__ = ["app", "main"]

@@ -19,8 +19,8 @@ from bvr.ablation.declare import list_experiments
 from bvr.config import FAMILIES, INPUT_FORMATS, MASKING_MODES, preset_names
 from bvr.tasks.registry import TASK_KINDS, TASKS
 
-console = Console()
-err_console = Console(stderr=True)
+console = Console(emoji=False)  # ":100:" in a file:line stays text, not an emoji
+err_console = Console(stderr=True, emoji=False)
 state = {"debug": False}
 """Set by the ``--debug`` callback: show the traceback of a :class:`~bvr.errors.BvrError` instead of one line."""
 
