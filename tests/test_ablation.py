@@ -283,6 +283,9 @@ def in_base(line: str) -> str:
      "a preset's evaluation settings under presets.NAME.evaluate"),
     (in_base("  training: {lr: 1.0e-3}"), "exp.yaml:4: training.lr: training.lr was renamed: use "
      "training.learning_rate"),
+    (GOOD.replace("masking: {mode: static}", "masking: {whole_word: true}"),
+     "exp.yaml:6: masking.whole_word (arm 'a'): masking.whole_word was replaced by masking.scheme: write "
+     "masking.scheme: whole-word (or token)"),
 ])
 def test_malformed_files_are_refused(tmp_path, text, fragment):
     assert fragment in error_of(write(tmp_path, text))

@@ -52,6 +52,7 @@ from bvr.config.sections import (
     FAMILIES,
     INPUT_FORMATS,
     MASKING_MODES,
+    MASKING_SCHEMES,
     PAIR_FORMATS,
     PRECISIONS,
     CorpusConfig,
@@ -64,11 +65,11 @@ from bvr.config.sections import (
 from bvr.config.yaml import node_lines, parse_yaml, read_yaml
 
 __all__ = [
-    "CORPUS_SOURCES", "FAMILIES", "HYPERPARAMETERS", "INPUT_FORMATS", "MASKING_MODES", "NOT_HASHED", "OLD_KEYS",
-    "PAIR_FORMATS", "PRECISIONS", "PRESETS_DIR", "PROBE_KINDS", "SENTENCE_FEATURES", "TOKEN_FEATURES", "BlimpConfig",
-    "Config", "CorpusConfig", "DataConfig", "DataSettings", "EvaluateConfig", "FinetuneConfig", "FinetuneSection",
-    "Layer", "MaskingConfig", "ModelConfig", "ProbesConfig", "TokenizerConfig", "TrainingConfig", "at",
-    "build_config", "build_dataclass", "build_layered", "check_task_block", "check_task_names", "config_hash",
+    "CORPUS_SOURCES", "FAMILIES", "HYPERPARAMETERS", "INPUT_FORMATS", "MASKING_MODES", "MASKING_SCHEMES", "NOT_HASHED",
+    "OLD_KEYS", "PAIR_FORMATS", "PRECISIONS", "PRESETS_DIR", "PROBE_KINDS", "SENTENCE_FEATURES", "TOKEN_FEATURES",
+    "BlimpConfig", "Config", "CorpusConfig", "DataConfig", "DataSettings", "EvaluateConfig", "FinetuneConfig",
+    "FinetuneSection", "Layer", "MaskingConfig", "ModelConfig", "ProbesConfig", "TokenizerConfig", "TrainingConfig",
+    "at", "build_config", "build_dataclass", "build_layered", "check_task_block", "check_task_names", "config_hash",
     "dump_config", "flatten", "load_config", "locate_error", "mapping", "merge_layer", "node_lines", "override_layer",
     "parse_override", "parse_yaml", "preset_names", "preset_path", "read_yaml", "resolve_finetune", "sub_origins",
 ]
