@@ -285,6 +285,9 @@ def in_base(line: str) -> str:
      "training.learning_rate"),
     (in_base("  data: {nsp: false}"), "exp.yaml:4: data.nsp: data.nsp was replaced by data.sentence_objective: write "
      "data.sentence_objective: nsp (for true) or none (for false)"),
+    (GOOD.replace("masking: {mode: static}", "masking: {whole_word: true}"),
+     "exp.yaml:6: masking.whole_word (arm 'a'): masking.whole_word was replaced by masking.scheme: write "
+     "masking.scheme: whole-word (or token)"),
 ])
 def test_malformed_files_are_refused(tmp_path, text, fragment):
     assert fragment in error_of(write(tmp_path, text))

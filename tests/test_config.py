@@ -54,10 +54,10 @@ def test_layers_apply_in_order(tmp_path):
 
 
 def test_set_parses_yaml_values():
-    cfg = load_config(overrides=["masking.split=[1, 0, 0]", "masking.whole_word=true", "corpus.max_documents=null"])
+    cfg = load_config(overrides=["masking.split=[1, 0, 0]", "masking.scheme=whole-word", "corpus.max_documents=null"])
     assert cfg.masking.split == [1.0, 0.0, 0.0]
     assert all(isinstance(x, float) for x in cfg.masking.split)
-    assert cfg.masking.whole_word is True
+    assert cfg.masking.scheme == "whole-word"
     assert cfg.corpus.max_documents is None
     # YAML 1.1 reads this as a string
     assert load_config(overrides=["training.learning_rate=3e-4"]).training.learning_rate == 3e-4
@@ -72,12 +72,15 @@ def test_set_parses_yaml_values():
         ("masking:\n  split: [0.8, 0.1, 0.2]\n", "cfg.yaml:2: masking.split: [0.8, 0.1, 0.2] sums to 1.1, not 1"),
         ("masking:\n  split: [0.9, 0.2, -0.1]\n", "masking.split: [0.9, 0.2, -0.1] has a negative share"),
         ("training:\n  batch_size: many\n", "cfg.yaml:2: training.batch_size: expected int, got 'many' (str)"),
-        ("masking:\n  whole_word: 1\n", "cfg.yaml:2: masking.whole_word: expected bool, got 1 (int)"),
+        ("training:\n  compile: 1\n", "cfg.yaml:2: training.compile: expected bool, got 1 (int)"),
         ("data:\n  sentence_objective: mlm\n", "cfg.yaml:2: data.sentence_objective: 'mlm' is not one of none, "
                                               "nsp, sop"),
         ("model: 4\n", "cfg.yaml:1: model: expected a mapping of ModelConfig keys"),
         ("colour: blue\n", "cfg.yaml:1: colour: unknown key. known keys: name, data_dir"),
         ("data:\n  input_format: full\n", "cfg.yaml:2: data.input_format: 'full' is not one of segment-pair"),
+        ("masking:\n  scheme: spans\n", "cfg.yaml:2: masking.scheme: 'spans' is not one of token, whole-word, span"),
+        ("masking:\n  span_p: 0\n", "cfg.yaml:2: masking.span_p: 0.0 is outside (0, 1]"),
+        ("masking:\n  span_max_words: 0\n", "cfg.yaml:2: masking.span_max_words: must be at least 1"),
         ("model:\n  hidden_size: 100\n  num_heads: 3\n", "cfg.yaml:3: model.num_heads: 3 heads do not divide"),
         ("masking: [1, 2\n", "cfg.yaml:2: not valid YAML"),
         ("masking:\n  mode: static\n  mode: dynamic\n", "cfg.yaml:3: key 'masking.mode' is given twice"),
@@ -86,6 +89,8 @@ def test_set_parses_yaml_values():
         ("training:\n  lr: 1.0e-4\n", "cfg.yaml:2: training.lr: training.lr was renamed: use training.learning_rate"),
         ("data:\n  nsp: true\n", "cfg.yaml:2: data.nsp: data.nsp was replaced by data.sentence_objective: write "
                                 "data.sentence_objective: nsp (for true) or none (for false)"),
+        ("masking:\n  whole_word: true\n", "cfg.yaml:2: masking.whole_word: masking.whole_word was replaced by "
+                                          "masking.scheme: write masking.scheme: whole-word (or token)"),
         ("learning_rate: 1.0e-4\n", "cfg.yaml:1: learning_rate: learning_rate is a fine-tuning setting: use "
                                     "finetune.learning_rate"),
         ("finetune:\n  hparams: {epochs: 2}\n", "cfg.yaml:2: finetune.hparams: finetune.hparams was removed: put its "

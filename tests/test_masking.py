@@ -1,19 +1,23 @@
-"""Masking: exact counts, the replacement split, static versus dynamic copies, and reproducibility."""
+"""Masking: exact counts, the replacement split, static versus dynamic copies, and reproducibility (the span
+scheme's own laws are in tests/test_span_masking.py)."""
 
 from __future__ import annotations
 
 import doctest
+import hashlib
 import math
 
 import numpy as np
 import pytest
 import torch
 
+from bvr.config import MASKING_SCHEMES
 from bvr.errors import BvrError
 from bvr.model.losses import IGNORE_INDEX
 from bvr.pretraining import collator, masking
 from bvr.pretraining.collator import PretrainingCollator
 from bvr.pretraining.masking import (
+    SCHEMES,
     mask_batch,
     mask_copy,
     mask_exposure,
@@ -177,23 +181,31 @@ def test_replacement_split(split):
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def masks_over_epochs(mode: str, epochs: int, dupe_factor: int = 10) -> np.ndarray:
+def vocab_for(scheme: str) -> VocabInfo:
+    """Multi-piece words where they change the choice (whole-word); one-token words for spans, whose layouts
+    over a row of ~40 multi-piece words are few enough (about two spans) for two of 50 masks to coincide."""
+    return pieces_vocab() if scheme == "whole-word" else make_vocab()
+
+
+def masks_over_epochs(mode: str, epochs: int, dupe_factor: int = 10, scheme: str = "token") -> np.ndarray:
     """(epochs, seq) labels of one sequence (index 7) masked at each epoch."""
     ids = np.repeat(make_batch(1, min_len=128), epochs, axis=0)
     copies = [mask_copy(mode, epoch, dupe_factor) for epoch in range(epochs)]
-    return mask(ids, indices=np.full(epochs, 7), copies=copies)[1]
+    return mask(ids, indices=np.full(epochs, 7), copies=copies, vocab=vocab_for(scheme), scheme=scheme)[1]
 
 
-def test_static_repeats_dupe_factor_masks():
-    labels = masks_over_epochs("static", 50)
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_static_repeats_dupe_factor_masks(scheme):
+    labels = masks_over_epochs("static", 50, scheme=scheme)
     np.testing.assert_array_equal(labels[:10], labels[10:20])
     np.testing.assert_array_equal(labels[3], labels[43])
     assert len({row.tobytes() for row in labels[:10]}) == 10  # the ten copies differ from each other
     assert len({row.tobytes() for row in labels}) == 10  # and there are exactly ten over fifty epochs
 
 
-def test_dynamic_masks_differ_every_epoch():
-    labels = masks_over_epochs("dynamic", 50)
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_dynamic_masks_differ_every_epoch(scheme):
+    labels = masks_over_epochs("dynamic", 50, scheme=scheme)
     assert len({row.tobytes() for row in labels}) == 50
 
 
@@ -222,32 +234,37 @@ def test_mask_copy():
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def test_independent_of_batch_order_padding_and_workers():
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_independent_of_batch_order_padding_and_workers(scheme):
     ids = make_batch(64, seq=96)
     indices = np.arange(1000, 1064)
     copies = np.arange(64) % 3
-    reference = mask(ids, indices=indices, copies=copies)
+    options = {"vocab": pieces_vocab(), "scheme": scheme}
+    reference = mask(ids, indices=indices, copies=copies, **options)
 
     order = np.random.default_rng(0).permutation(64)
-    shuffled = mask(ids[order], indices=indices[order], copies=copies[order])
+    shuffled = mask(ids[order], indices=indices[order], copies=copies[order], **options)
     for got, want in zip(shuffled, reference, strict=True):
         np.testing.assert_array_equal(got, want[order])
 
     # Padded further, as when a longer neighbour shares the batch.
     wide = np.pad(ids, ((0, 0), (0, 40)), constant_values=PAD)
-    for got, want in zip(mask(wide, indices=indices, copies=copies), reference, strict=True):
+    for got, want in zip(mask(wide, indices=indices, copies=copies, **options), reference, strict=True):
         np.testing.assert_array_equal(got[:, :96], want)
 
     # Split between two workers.
-    halves = [mask(ids[part], indices=indices[part], copies=copies[part]) for part in (slice(0, 20), slice(20, 64))]
+    parts = (slice(0, 20), slice(20, 64))
+    halves = [mask(ids[part], indices=indices[part], copies=copies[part], **options) for part in parts]
     for got, want in zip(zip(*halves, strict=True), reference, strict=True):
         np.testing.assert_array_equal(np.concatenate(got), want)
 
 
-def test_seed_index_and_copy_each_change_the_mask():
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_seed_index_and_copy_each_change_the_mask(scheme):
     ids = np.repeat(make_batch(1, min_len=128), 4, axis=0)
-    base = mask(ids, indices=[0, 1, 0, 0], copies=[0, 0, 1, 0], seed=1)[1]
-    other_seed = mask(ids, indices=[0, 1, 0, 0], copies=[0, 0, 1, 0], seed=2)[1]
+    options = {"vocab": vocab_for(scheme), "scheme": scheme}
+    base = mask(ids, indices=[0, 1, 0, 0], copies=[0, 0, 1, 0], seed=1, **options)[1]
+    other_seed = mask(ids, indices=[0, 1, 0, 0], copies=[0, 0, 1, 0], seed=2, **options)[1]
     assert not np.array_equal(base[0], base[1])  # index
     assert not np.array_equal(base[0], base[2])  # copy
     np.testing.assert_array_equal(base[0], base[3])
@@ -277,7 +294,7 @@ def words_of(row: np.ndarray, vocab: VocabInfo) -> list[np.ndarray]:
 def test_whole_word_never_splits_a_word_and_stays_within_one_word():
     vocab = pieces_vocab()
     ids = make_batch(200)
-    masked, labels = mask(ids, vocab=vocab, whole_word=True)
+    masked, labels = mask(ids, vocab=vocab, scheme="whole-word")
     chosen = labels != IGNORE_INDEX
     np.testing.assert_array_equal(labels[chosen], ids[chosen])
     for row in range(len(ids)):
@@ -294,7 +311,7 @@ def test_whole_word_never_splits_a_word_and_stays_within_one_word():
 
 def test_whole_word_with_single_token_words_equals_token_masking():
     ids = make_batch(100)
-    for got, want in zip(mask(ids, whole_word=True), mask(ids), strict=True):
+    for got, want in zip(mask(ids, scheme="whole-word"), mask(ids), strict=True):
         np.testing.assert_array_equal(got, want)
 
 
@@ -303,9 +320,63 @@ def test_whole_word_continuation_after_special_starts_a_new_word():
     # 6 starts a word; 7, 8 continue it; after [SEP], 10 (a continuation id) must not join the word before [SEP].
     ids = np.array([[CLS, 6, 7, 8, SEP, 10, SEP]])
     for seed in range(20):
-        chosen = mask(ids, vocab=vocab, whole_word=True, mask_prob=0.5, seed=seed)[1] != IGNORE_INDEX
+        chosen = mask(ids, vocab=vocab, scheme="whole-word", mask_prob=0.5, seed=seed)[1] != IGNORE_INDEX
         # Budget round(4 * 0.5) = 2: the three-piece word never fits, so only the lone piece can be chosen.
         assert chosen[0].tolist() == [False] * 5 + [True, False]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The token and whole-word schemes give the masks they gave as masking.whole_word false and true
+# ----------------------------------------------------------------------------------------------------------------
+
+# make_batch(3, seq=24, seed=5), masked with indices 11..13, copies 0..2, seed 9, mask_prob 0.3 and pieces_vocab()
+# by the code before masking.scheme existed (whole_word=False, then True): masked ids and chosen positions.
+PINNED_IDS = [
+    [2, 27, 808, 471, 517, 632, 289, 979, 58, 3, 386, 573, 411, 135, 50, 6, 53, 153, 3, 0, 0, 0, 0, 0],
+    [2, 751, 238, 285, 437, 3, 974, 181, 898, 798, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+    [2, 629, 495, 667, 3, 664, 65, 959, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+]
+PINNED = {
+    "token": (
+        [
+            [2, 27, 808, 4, 4, 632, 289, 979, 4, 3, 386, 573, 411, 4, 50, 6, 4, 153, 3, 0, 0, 0, 0, 0],
+            [2, 751, 238, 285, 437, 3, 974, 181, 898, 4, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            [2, 629, 495, 667, 3, 664, 65, 4, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+        ],
+        [[3, 4, 8, 13, 16], [2, 9], [3, 7]],
+    ),
+    "whole-word": (
+        [
+            [2, 27, 808, 471, 517, 632, 289, 979, 58, 3, 4, 4, 4, 4, 4, 6, 53, 153, 3, 0, 0, 0, 0, 0],
+            [2, 751, 238, 285, 437, 3, 974, 181, 898, 4, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            [2, 629, 495, 667, 3, 664, 65, 959, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+        ],
+        [[10, 11, 12, 13, 14], [9], [1]],
+    ),
+}
+# SHA-256 of masked_ids.tobytes() + labels.tobytes() for make_batch(64, seed=2), indices 500..563, copies
+# 0, 1, 2, 3, ..., seed 3 and pieces_vocab(), by the same code: 678 and 671 chosen tokens, 63 and 64 of them random.
+PINNED_DIGESTS = {
+    "token": "5183173ad528776371a850f43ae415d57604b61a59305027de3680aefed5f944",
+    "whole-word": "13788ce62e01a7cb8c50da0d32ca1744322c40479f1e0f47af3d1dbcadc0538d",
+}
+
+
+@pytest.mark.parametrize("scheme", ["token", "whole-word"])
+def test_token_and_whole_word_masks_are_unchanged(scheme):
+    ids = np.array(PINNED_IDS)
+    np.testing.assert_array_equal(ids, make_batch(3, seq=24, seed=5))
+    masked, labels = mask(
+        ids, indices=[11, 12, 13], copies=[0, 1, 2], vocab=pieces_vocab(), seed=9, mask_prob=0.3, scheme=scheme
+    )
+    assert masked.tolist() == PINNED[scheme][0]
+    assert [np.flatnonzero(row != IGNORE_INDEX).tolist() for row in labels] == PINNED[scheme][1]
+
+    ids = make_batch(64, seq=128, seed=2)
+    masked, labels = mask(
+        ids, indices=np.arange(500, 564), copies=np.arange(64) % 4, vocab=pieces_vocab(), seed=3, scheme=scheme
+    )
+    assert hashlib.sha256(masked.tobytes() + labels.tobytes()).hexdigest() == PINNED_DIGESTS[scheme]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -376,6 +447,20 @@ def test_bad_split(split):
 
 def test_split_within_tolerance_is_accepted():
     mask(make_batch(2), split=(0.8, 0.1, 0.1 + 5e-7))
+
+
+def test_bad_scheme_and_span_options():
+    assert SCHEMES == MASKING_SCHEMES  # the config accepts exactly the schemes masking knows
+    with pytest.raises(
+        BvrError,
+        match=r"^masking\.scheme: unknown masking scheme 'words'\. use one of token, "
+        r"whole-word, span",
+    ):
+        mask(make_batch(2), scheme="words")
+    with pytest.raises(BvrError, match=r"^masking\.span_p: span_p must lie in \(0, 1\], got 0\.0"):
+        PretrainingCollator(make_vocab(), mode="static", seed=0, scheme="span", span_p=0.0)
+    with pytest.raises(BvrError, match=r"^masking\.span_max_words: span_max_words must be at least 1, got 0"):
+        mask(make_batch(2), scheme="span", span_max_words=0)
 
 
 def test_bad_mode_dupe_factor_ids_and_padding_multiple():

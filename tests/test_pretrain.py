@@ -144,11 +144,12 @@ def _killed_run(cfg, workdir: Path, step: int) -> None:
     pretrain(cfg, progress=False, callbacks=[KillAt(step)])
 
 
-def test_sigkill_then_resume_equals_an_uninterrupted_run(data_dir, tmp_path, monkeypatch):
+@pytest.mark.parametrize("scheme", ["token", "whole-word", "span"])
+def test_sigkill_then_resume_equals_an_uninterrupted_run(data_dir, tmp_path, monkeypatch, scheme):
     monkeypatch.chdir(tmp_path)
     # ~140 sequences: about 18 batches of 8 per epoch, so step 11 is mid-epoch of epoch 0 and the run crosses
     # into epoch 1 (a new order and, being static with 2 copies, the other mask copy).
-    overrides = ["training.max_steps=26", "masking.mode=static", "masking.dupe_factor=2"]
+    overrides = ["training.max_steps=26", "masking.mode=static", "masking.dupe_factor=2", f"masking.scheme={scheme}"]
     full = pretrain(config(data_dir, tmp_path / "a", *overrides), progress=False)
 
     cfg = config(data_dir, tmp_path / "b", *overrides)

@@ -34,7 +34,8 @@ def _config() -> dict:
     """A config with nested sections, a list, a None, an odd key, a value over MLflow's limit, >100 keys."""
     return {
         "name": "masking",
-        "masking": {"mode": "dynamic", "mask_prob": 0.15, "split": [0.8, 0.1, 0.1], "whole_word": False},
+        "masking": {"mode": "dynamic", "mask_prob": 0.15, "split": [0.8, 0.1, 0.1], "scheme": "whole-word"},
+        "evaluate": {"blimp": {"enabled": False}},
         "tokenizer": {"path": None, "vocab_size": 30000},
         "sweep": {f"k{i:03d}": i for i in range(120)},
         "notes": "x" * (MAX_PARAM_VAL_LENGTH + 500),
@@ -141,7 +142,8 @@ def test_params_are_flattened_in_full(store: Store) -> None:
     assert len(params) > 100  # more than one batch
     assert params["masking.mask_prob"] == "0.15"
     assert params["masking.split"] == "[0.8, 0.1, 0.1]"
-    assert params["masking.whole_word"] == "false"
+    assert params["masking.scheme"] == "whole-word"
+    assert params["evaluate.blimp.enabled"] == "false"
     assert params["tokenizer.path"] == "null"
     assert params["odd key_"] == "1"
     assert len(params["notes"]) == MAX_PARAM_VAL_LENGTH

@@ -73,6 +73,8 @@ class Config:
 _OLD_FILE = "is the old experiments/finetune.yaml form"
 OLD_KEYS: dict[str, str] = {
     "training.lr": "training.lr was renamed: use training.learning_rate",
+    "masking.whole_word": "masking.whole_word was replaced by masking.scheme: write masking.scheme: whole-word "
+                          "(or token)",
     "defaults": f"'defaults:' {_OLD_FILE}: put its keys under finetune:",
     "tasks": f"'tasks:' {_OLD_FILE}: put a task's keys under finetune.per_task.TASK",
     "presets": f"'presets:' {_OLD_FILE}: put a preset's keys under finetune: in experiments/presets/NAME.yaml",

@@ -18,6 +18,7 @@ PRECISIONS = ("auto", "32-true", "bf16-mixed", "16-mixed", "32")
 (``32`` is Lightning's old name of ``32-true``)."""
 CORPUS_SOURCES = ("wikiextractor", "text", "hf")
 MASKING_MODES = ("static", "dynamic")
+MASKING_SCHEMES = ("token", "whole-word", "span")
 SENTENCE_OBJECTIVES = ("none", "nsp", "sop")
 """The sentence-level objective beside MLM: none, BERT's next-sentence prediction or ALBERT's sentence-order
 prediction (the pair formats only)."""
@@ -115,13 +116,21 @@ class MaskingConfig:
     """Share of the non-special tokens of each sequence chosen for prediction."""
     split: list[float] = field(default_factory=lambda: [0.8, 0.1, 0.1])
     """Of the chosen tokens: shares replaced by the mask token, by a random token, left unchanged."""
-    whole_word: bool = False
-    """Choose whole words rather than single sub-word tokens."""
+    scheme: str = "token"
+    """Which positions spend the budget: 'token' (single sub-word tokens, BERT), 'whole-word' (whole words, BERT's
+    whole-word masking) or 'span' (spans of whole words, SpanBERT; the split then applies per span)."""
+    span_p: float = 0.2
+    """Span scheme: span lengths in words are geometric with this parameter (SpanBERT: 0.2)."""
+    span_max_words: int = 10
+    """Span scheme: the geometric law is truncated to 1..span_max_words and renormalised (SpanBERT: 10; mean 3.8)."""
     seed: int = 0
     """Seed of the masks; masks are a pure function of (seed, sequence index, copy or epoch)."""
 
     def __post_init__(self) -> None:
         check_choice(self.mode, MASKING_MODES, "masking.mode")
+        check_choice(self.scheme, MASKING_SCHEMES, "masking.scheme")
+        check(0.0 < self.span_p <= 1.0, "masking.span_p", f"{self.span_p} is outside (0, 1]")
+        check(self.span_max_words >= 1, "masking.span_max_words", "must be at least 1")
         check(self.dupe_factor >= 1, "masking.dupe_factor", "must be at least 1")
         check(0.0 < self.mask_prob < 1.0, "masking.mask_prob", f"{self.mask_prob} is outside (0, 1)")
         check(len(self.split) == 3, "masking.split", "needs three shares: [mask token, random token, unchanged]")

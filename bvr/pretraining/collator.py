@@ -7,7 +7,14 @@ import numpy as np
 import torch
 
 from bvr.errors import BvrError
-from bvr.pretraining.masking import check_dupe_factor, check_mask_options, check_mode, mask_batch, mask_copy
+from bvr.pretraining.masking import (
+    check_dupe_factor,
+    check_mask_options,
+    check_mode,
+    check_scheme,
+    mask_batch,
+    mask_copy,
+)
 from bvr.tokenization import VocabInfo
 
 
@@ -24,8 +31,11 @@ class PretrainingCollator:
         seed: the run's masking seed.
         dupe_factor: number of static copies (static mode only).
         mask_prob: share of candidate tokens to predict.
-        split: shares of predicted tokens replaced by [MASK], by a random token, and left unchanged.
-        whole_word: mask whole words.
+        split: shares of predicted tokens (of spans, in the span scheme) replaced by [MASK], by a random token, and
+            left unchanged.
+        scheme: "token", "whole-word" or "span" (SpanBERT); see :mod:`bvr.pretraining.masking`.
+        span_p: the span scheme's geometric parameter for span lengths in words.
+        span_max_words: the span scheme's longest span in words.
         pad_to_multiple_of: round the padded length up to a multiple of this (tensor-core friendly); None for no
             rounding.
 
@@ -58,13 +68,16 @@ class PretrainingCollator:
         dupe_factor: int = 10,
         mask_prob: float = 0.15,
         split: tuple[float, float, float] = (0.8, 0.1, 0.1),
-        whole_word: bool = False,
+        scheme: str = "token",
+        span_p: float = 0.2,
+        span_max_words: int = 10,
         pad_to_multiple_of: int | None = 8,
     ) -> None:
         # Validate here so a bad config fails at set-up, not in a DataLoader worker mid-epoch.
         check_mode(mode)
         check_dupe_factor(dupe_factor)
         check_mask_options(mask_prob, split)
+        check_scheme(scheme, span_p, span_max_words)
         if pad_to_multiple_of is not None and pad_to_multiple_of < 1:
             raise BvrError(
                 f"pad_to_multiple_of must be at least 1, got {pad_to_multiple_of}",
@@ -77,7 +90,9 @@ class PretrainingCollator:
         self.dupe_factor = dupe_factor
         self.mask_prob = mask_prob
         self.split = tuple(split)
-        self.whole_word = whole_word
+        self.scheme = scheme
+        self.span_p = span_p
+        self.span_max_words = span_max_words
         self.pad_to_multiple_of = pad_to_multiple_of
 
     def _padded_length(self, longest: int) -> int:
@@ -118,7 +133,9 @@ class PretrainingCollator:
             seed=self.seed,
             mask_prob=self.mask_prob,
             split=self.split,
-            whole_word=self.whole_word,
+            scheme=self.scheme,
+            span_p=self.span_p,
+            span_max_words=self.span_max_words,
         )
         return {
             "input_ids": torch.from_numpy(masked),

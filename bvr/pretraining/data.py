@@ -120,18 +120,23 @@ class BatchPlan:
         return cls(batch_size, world_size, grad_accum)
 
 
+def _masking_options(cfg: Config) -> dict:
+    """The collator arguments that training and validation share: what is masked and how."""
+    m = cfg.masking
+    return {"seed": m.seed, "mask_prob": m.mask_prob, "split": tuple(m.split), "scheme": m.scheme,
+            "span_p": m.span_p, "span_max_words": m.span_max_words}
+
+
 def fixed_validation_collator(vocab: VocabInfo, cfg: Config) -> PretrainingCollator:
     """Validation masks are one fixed copy (static copy 0 under the masking seed), the same for every arm and
     every evaluation, so validation losses compare across arms that differ in masking mode."""
-    m = cfg.masking
-    return PretrainingCollator(vocab, mode="static", seed=m.seed, dupe_factor=1, mask_prob=m.mask_prob,
-                               split=tuple(m.split), whole_word=m.whole_word)
+    return PretrainingCollator(vocab, mode="static", dupe_factor=1, **_masking_options(cfg))
 
 
 def training_collator(vocab: VocabInfo, cfg: Config) -> PretrainingCollator:
+    """The collator of the training data: the configured masking mode, copies and scheme."""
     m = cfg.masking
-    return PretrainingCollator(vocab, mode=m.mode, seed=m.seed, dupe_factor=m.dupe_factor, mask_prob=m.mask_prob,
-                               split=tuple(m.split), whole_word=m.whole_word)
+    return PretrainingCollator(vocab, mode=m.mode, dupe_factor=m.dupe_factor, **_masking_options(cfg))
 
 
 class PretrainingDataModule(L.LightningDataModule):

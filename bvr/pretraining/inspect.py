@@ -6,7 +6,7 @@ import datasets
 
 from bvr.config import Config
 from bvr.model.losses import IGNORE_INDEX
-from bvr.pretraining.collator import PretrainingCollator
+from bvr.pretraining.data import training_collator
 from bvr.pretraining.instances import IN_ORDER, IS_NEXT, NOT_NEXT, SWAPPED
 from bvr.pretraining.masking import mask_copy, mask_exposure
 from bvr.pretraining.prepare import Prepared
@@ -19,25 +19,18 @@ LABEL_NAMES = {
 """The names of the sentence labels, by ``data.sentence_objective``."""
 
 
-def collator_for(cfg: Config, vocab) -> PretrainingCollator:
-    """The collator the configuration describes."""
-    m = cfg.masking
-    return PretrainingCollator(
-        vocab, mode=m.mode, seed=m.seed, dupe_factor=m.dupe_factor, mask_prob=m.mask_prob,
-        split=tuple(m.split), whole_word=m.whole_word,
-    )
-
-
 def render_examples(cfg: Config, prepared: Prepared, *, count: int = 3, epoch: int = 0) -> str:
     """Text showing ``count`` training sequences at ``epoch``: ``[MASK]{word}`` marks a masked-out word,
-    ``~x{word}`` a random replacement and ``={word}`` a chosen token left unchanged."""
+    ``~x{word}`` a random replacement and ``={word}`` a chosen token left unchanged. A span (span scheme) shows as
+    consecutive marks of one kind."""
     tokenizer, family = load_tokenizer(prepared.tokenizer)
     vocab = vocab_info(tokenizer, family)
     train = datasets.load_from_disk(str(prepared.instances / "instances"))["train"]
     rows = [dict(train[i], index=i, epoch=epoch) for i in range(min(count, train.num_rows))]
-    batch = collator_for(cfg, vocab)(rows)
+    batch = training_collator(vocab, cfg)(rows)
     copy = mask_copy(cfg.masking.mode, epoch, cfg.masking.dupe_factor)
-    lines = [f"{cfg.data.input_format}, {cfg.masking.mode} masking, epoch {epoch} (mask copy {copy}); "
+    lines = [f"{cfg.data.input_format}, {cfg.masking.mode} masking, epoch {epoch} (mask copy {copy}), "
+             f"{cfg.masking.scheme} scheme; "
              f"exposure over 40 epochs: {mask_exposure(cfg.masking.mode, 40, cfg.masking.dupe_factor)}"]
     for row in range(len(rows)):
         words = []

@@ -1,7 +1,7 @@
 """Masked-language-model masking for BERT (static) and RoBERTa (dynamic), as pure functions.
 
-Every random choice here is a hash of ``(seed, stream, sequence index, copy, position)``, never a draw from a
-stateful generator. The mask a sequence gets therefore does not depend on which batch, DataLoader worker or process
+Every random choice here is a hash of ``(seed, stream, sequence index, copy, position)`` (the span sampler's of
+an attempt number instead of a position), never a draw from a stateful generator. The mask a sequence gets therefore does not depend on which batch, DataLoader worker or process
 it lands in, on how far its batch was padded, or on whether training was resumed: the same ``(seed, index, copy)``
 always gives the same mask.
 
@@ -11,16 +11,35 @@ The two masking regimes differ only in which *copy* a sequence is masked with at
   ``e % dupe_factor``, so over 40 epochs with 10 copies each mask is seen 4 times (RoBERTa, section 4.1).
 - dynamic (RoBERTa): a new mask each time the sequence is fed, so the copy is the epoch itself.
 
-Choice of positions follows BERT's ``create_masked_lm_predictions``: exactly ``max(1, round(n * mask_prob))`` of
-the ``n`` candidate (non-special, non-padding) tokens are chosen, by Python's round-half-to-even as in BERT's code.
-Of the chosen positions, ``split`` decides per *token* between ``mask_id``, a random non-special id and the
-original id. In whole-word mode BERT also decides per token (each token of a chosen word draws its own class);
-we keep that so the whole-word arm differs from the token arm only in which positions are chosen.
+Every scheme spends the same budget: ``max(1, round(n * mask_prob))`` of the ``n`` candidate (non-special,
+non-padding) tokens, by Python's round-half-to-even as in BERT's code. A *word* is a run of candidates that begins
+at a ``vocab.word_start`` token or right after a special token (a word never crosses [CLS] or [SEP]). The three
+schemes (:data:`SCHEMES`) differ in which positions they choose and in how ``split`` replaces them:
+
+- ``token`` (BERT's ``create_masked_lm_predictions``): exactly the budget of single tokens, those with the smallest
+  hash keys; ``split`` decides per token between ``mask_id``, a random non-special id and the original id.
+- ``whole-word`` (BERT's whole-word masking): whole words in the key order of their first token, a word that would
+  overshoot the budget skipped, so the count ends within one word of the budget. BERT still decides the
+  replacement per token (each token of a chosen word draws its own class); we keep that so this arm differs from
+  ``token`` only in which positions are chosen.
+- ``span`` (SpanBERT, Joshi et al. 2020, section 3.1): spans of whole words until the budget is spent. Each attempt
+  draws a length in words from a geometric law (``span_p``, 0.2) truncated and renormalised to
+  1..``span_max_words`` (10; mean 3.8 words) and a start uniformly among the word starts; the span covers that
+  many words (fewer at the end of a segment), is rejected and redrawn when it would overlap a chosen token, and the
+  last one is cut so the count is exactly the budget. ``split`` then decides per *span* (a maximal run of chosen
+  positions, so touching spans count as one, as SpanBERT merges intervals): all its tokens become ``mask_id``, all
+  become random ids (each its own) or all stay. Unlike SpanBERT's code, which anchors a span at any token and lets
+  it run over earlier spans, starts are word starts and overlaps are redrawn, so every span is whole words and
+  the budget is met exactly. Attempts are capped at ``SPAN_ATTEMPTS_PER_TOKEN`` times the budget; the cap only
+  binds when ``mask_prob`` is close to 1, and then leaves the row short of its budget. Drawn lengths follow the
+  law exactly, but the spans one sees do not: redraws favour short spans, and cuts shorten long ones (in rows of
+  126 one-token words at 0.15, spans cut by nothing average 3.3 words, not 3.8).
 
 The collator that applies these masks to batches is :class:`bvr.pretraining.collator.PretrainingCollator`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 
 import numpy as np
@@ -30,12 +49,21 @@ from bvr.model.losses import IGNORE_INDEX
 from bvr.tokenization import VocabInfo
 
 MODES = ("static", "dynamic")
+SCHEMES = ("token", "whole-word", "span")
+SPAN_ATTEMPTS_PER_TOKEN = 20
+"""The span scheme gives up on a row after this many attempts per token of its budget."""
+SpanDraws = Callable[[int, int], tuple[np.ndarray, np.ndarray]]
+"""``draws(lo, hi)``: the span sampler's (length, start) uniform draws of attempts ``lo`` to ``hi - 1``."""
 
 # Independent hash streams: one per kind of decision, so e.g. which positions are chosen is uncorrelated with
 # how they are replaced even though both are keyed on the same (index, copy, position).
 _STREAM_CHOOSE = 0
 _STREAM_CLASS = 1
 _STREAM_TOKEN = 2
+# The span scheme's draws, keyed by attempt number (length, start) or by a span's first position (class).
+_STREAM_SPAN_LENGTH = 3
+_STREAM_SPAN_START = 4
+_STREAM_SPAN_CLASS = 5
 
 # splitmix64's increment and finaliser multipliers (Steele, Lea and Flood, 2014).
 _GAMMA = np.uint64(0x9E3779B97F4A7C15)
@@ -187,6 +215,21 @@ def check_mask_options(mask_prob: float, split: tuple[float, float, float]) -> N
         )
 
 
+def check_scheme(scheme: str, span_p: float = 0.2, span_max_words: int = 10) -> None:
+    if scheme not in SCHEMES:
+        raise BvrError(
+            f"unknown masking scheme {scheme!r}", where="masking.scheme", hint=f"use one of {', '.join(SCHEMES)}"
+        )
+    if not 0.0 < span_p <= 1.0:
+        raise BvrError(f"span_p must lie in (0, 1], got {span_p}", where="masking.span_p", hint="SpanBERT uses 0.2")
+    if span_max_words < 1:
+        raise BvrError(
+            f"span_max_words must be at least 1, got {span_max_words}",
+            where="masking.span_max_words",
+            hint="SpanBERT uses 10",
+        )
+
+
 @lru_cache(maxsize=8)
 def _special_table(vocab_size: int, special_ids: tuple[int, ...]) -> np.ndarray:
     """(vocab_size,) bool, True at special ids; cached because the collator asks for it every batch."""
@@ -265,6 +308,149 @@ def _choose_words(
     return chosen
 
 
+@lru_cache(maxsize=8)
+def span_length_cdf(span_p: float, span_max_words: int) -> np.ndarray:
+    """Cumulative distribution of span lengths in words: geometric with success probability ``span_p``, truncated
+    at ``span_max_words`` and renormalised.
+
+    Args:
+        span_p: the geometric law's parameter (SpanBERT: 0.2).
+        span_max_words: the longest span (SpanBERT: 10).
+
+    Returns:
+        (span_max_words,) read-only float64; entry ``l - 1`` is P(length <= l), the last exactly 1.
+
+    Example:
+        >>> cdf = span_length_cdf(0.2, 10)
+        >>> round(float(cdf[0]), 4), round(float(np.diff(cdf, prepend=0.0) @ np.arange(1, 11)), 2)  # P(1), mean
+        (0.2241, 3.8)
+    """
+    weights = span_p * (1.0 - span_p) ** np.arange(span_max_words)  # (span_max_words,)
+    cdf = np.cumsum(weights / weights.sum())
+    cdf[-1] = 1.0  # no draw in [0, 1) may fall past the last length through rounding
+    cdf.setflags(write=False)
+    return cdf
+
+
+def _span_chunk(budget: int) -> int:
+    """Attempts the span sampler draws at once for a row with this budget."""
+    return budget + 8
+
+
+def _word_segments(positions: np.ndarray, starts_word: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each word of a row begins and where its segment's words stop.
+
+    Returns:
+        ``bounds``, (n_words + 1,): word ``w`` covers candidates ``bounds[w]:bounds[w + 1]``; and ``segment_stop``,
+        (n_words,): one past the last word of the segment (run of candidates between special tokens) holding ``w``.
+    """
+    gap = np.diff(positions, prepend=-2) != 1  # (n,) a special token (or the row start) comes before
+    first = np.flatnonzero(starts_word | gap)  # (n_words,) the same word starts as _words
+    segment = np.cumsum(gap)[first]  # (n_words,) non-decreasing
+    return np.append(first, len(positions)), np.searchsorted(segment, segment, side="right")
+
+
+def _span_draws(seed: int, index: int, copy: int) -> SpanDraws:
+    """The span sampler's draws for one sequence: ``draws(lo, hi)`` gives the (length, start) uniform draws of
+    attempts ``lo`` to ``hi - 1``."""
+
+    def draws(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        attempts = np.arange(lo, hi)
+        return (
+            uniform(seed, _STREAM_SPAN_LENGTH, index, copy, attempts),
+            uniform(seed, _STREAM_SPAN_START, index, copy, attempts),
+        )
+
+    return draws
+
+
+def _choose_spans_row(
+    positions: np.ndarray,
+    starts_word: np.ndarray,
+    draws: SpanDraws,
+    budget: int,
+    length_cdf: np.ndarray,
+) -> list[tuple[int, int, int]]:
+    """SpanBERT's span sampler on one row's candidates.
+
+    Args:
+        positions: (n,) the row's candidate positions, increasing.
+        starts_word: (n,) whether each candidate's id starts a word.
+        draws: from :func:`_span_draws`: (length, start) uniform draws of a range of attempts.
+        budget: tokens to choose.
+        length_cdf: from :func:`span_length_cdf`.
+
+    Returns:
+        The accepted spans in the order drawn, as ``(first, stop, length)``: candidates ``first:stop`` and the
+        length in words that was drawn (more than the span covers when a segment end or the budget cut it).
+    """
+    bounds, segment_stop = _word_segments(positions, starts_word)
+    bounds, segment_stop = bounds.tolist(), segment_stop.tolist()
+    n_words = len(segment_stop)
+    taken = bytearray(n_words)  # whole words are taken, except in the last span, after which the loop ends
+    spans: list[tuple[int, int, int]] = []
+    total, attempt, cap = 0, 0, SPAN_ATTEMPTS_PER_TOKEN * budget
+    chunk = _span_chunk(budget)  # attempts drawn at once; most rows need fewer than budget / 3
+    while total < budget and attempt < cap:
+        if attempt % chunk == 0:
+            length_draw, start_draw = draws(attempt, min(attempt + chunk, cap))
+            lengths = (np.searchsorted(length_cdf, length_draw, side="right") + 1).tolist()
+            starts = np.minimum((start_draw * n_words).astype(np.int64), n_words - 1).tolist()
+        length, start = lengths[attempt % chunk], starts[attempt % chunk]
+        attempt += 1
+        stop = min(start + length, segment_stop[start])
+        if any(taken[start:stop]):
+            continue  # overlaps a chosen span: draw again
+        taken[start:stop] = b"\x01" * (stop - start)
+        first = bounds[start]
+        end = min(bounds[stop], first + budget - total)
+        spans.append((first, end, length))
+        total += end - first
+    return spans
+
+
+def _choose_spans(
+    input_ids: np.ndarray,
+    candidates: np.ndarray,
+    budget: np.ndarray,
+    word_start: np.ndarray,
+    keys: tuple[int, np.ndarray, np.ndarray],
+    length_cdf: np.ndarray,
+) -> np.ndarray:
+    """(batch, seq) bool: spans chosen per row; ``keys`` is (seed, (batch, 1) indices, (batch, 1) copies)."""
+    seed, rows, copy = keys
+    # Every row's first chunk of attempts in one go: the few rows that need more draw them alone.
+    width = _span_chunk(int(budget.max(initial=0)))
+    attempts = np.arange(width)[None, :]  # (1, width)
+    block = (
+        uniform(seed, _STREAM_SPAN_LENGTH, rows, copy, attempts),  # (batch, width)
+        uniform(seed, _STREAM_SPAN_START, rows, copy, attempts),  # (batch, width)
+    )
+    chosen = np.zeros_like(candidates)
+    for row in range(input_ids.shape[0]):
+        positions = np.flatnonzero(candidates[row])
+        if not len(positions):
+            continue
+        alone = _span_draws(seed, rows[row, 0], copy[row, 0])
+
+        def draws(lo: int, hi: int, row: int = row, alone: SpanDraws = alone) -> tuple[np.ndarray, np.ndarray]:
+            return (block[0][row, lo:hi], block[1][row, lo:hi]) if hi <= width else alone(lo, hi)
+
+        starts_word = word_start[input_ids[row, positions]]
+        for first, stop, _ in _choose_spans_row(positions, starts_word, draws, budget[row], length_cdf):
+            chosen[row, positions[first:stop]] = True
+    return chosen
+
+
+def _span_class_draw(chosen: np.ndarray, seed: int, rows: np.ndarray, copy: np.ndarray) -> np.ndarray:
+    """(batch, seq) the class draw of each chosen position's span (maximal run of chosen positions), keyed by the
+    span's first position, so all its tokens share one class."""
+    cols = np.arange(chosen.shape[1])[None, :]  # (1, seq)
+    opens = chosen & ~np.pad(chosen[:, :-1], ((0, 0), (1, 0)))  # (batch, seq) a run starts here
+    first = np.maximum.accumulate(np.where(opens, cols, 0), axis=1)  # (batch, seq) start of the run so far
+    return uniform(seed, _STREAM_SPAN_CLASS, rows, copy, first)
+
+
 def _split_thresholds(split: tuple[float, float, float]) -> tuple[float, float]:
     """Cumulative thresholds on a uniform draw for [MASK] and random; a zero share is never drawn, even when
     the shares sum to 1 only within rounding."""
@@ -308,13 +494,16 @@ def mask_batch(
     seed: int,
     mask_prob: float = 0.15,
     split: tuple[float, float, float] = (0.8, 0.1, 0.1),
-    whole_word: bool = False,
+    scheme: str = "token",
+    span_p: float = 0.2,
+    span_max_words: int = 10,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Mask a padded batch for masked-language modelling; a pure function of (seed, index, copy, position).
 
-    Candidates are the positions whose id is neither special nor padding. Exactly ``max(1, round(n * mask_prob))``
-    of a sequence's ``n`` candidates are chosen (none when ``n`` is 0): those with the smallest hash keys. Each
-    chosen token then becomes ``vocab.mask_id``, a random non-special id or itself with probabilities ``split``.
+    Candidates are the positions whose id is neither special nor padding. The budget is
+    ``max(1, round(n * mask_prob))`` of a sequence's ``n`` candidates (none when ``n`` is 0); ``scheme`` decides
+    which positions spend it (see the module docstring). Each chosen token (``token``, ``whole-word``) or span
+    (``span``) then becomes ``vocab.mask_id``, a random non-special id or itself with probabilities ``split``.
 
     Args:
         input_ids: (batch, seq) ids, padded with ``vocab.pad_id``.
@@ -324,17 +513,21 @@ def mask_batch(
         seed: the run's masking seed.
         mask_prob: share of candidates to predict.
         split: shares of the chosen tokens replaced by [MASK], by a random token, and left unchanged.
-        whole_word: choose whole words (runs starting at a ``vocab.word_start`` token) rather than tokens; the
-            count then ends within one word of the budget, and the replacement is still decided per token.
+        scheme: "token" (exactly the budget of tokens), "whole-word" (whole words, ending within one word of the
+            budget) or "span" (SpanBERT's spans of whole words, exactly the budget, replaced per span).
+        span_p: the span scheme's geometric parameter for span lengths in words.
+        span_max_words: the span scheme's longest span in words.
 
     Returns:
         ``(masked_ids, labels)``, new (batch, seq) int64 arrays; labels hold the original id at chosen positions
         and -100 elsewhere.
 
     Raises:
-        BvrError: ``mask_prob`` outside (0, 1), a bad ``split``, or ids outside the vocabulary.
+        BvrError: ``mask_prob`` outside (0, 1), a bad ``split``, an unknown scheme, ``span_p`` outside (0, 1],
+            ``span_max_words`` below 1, or ids outside the vocabulary.
     """
     check_mask_options(mask_prob, split)
+    check_scheme(scheme, span_p, span_max_words)
     input_ids = np.asarray(input_ids, dtype=np.int64)  # (batch, seq)
     _check_ids(input_ids, vocab)
     rows = np.asarray(indices, dtype=np.int64)[:, None]  # (batch, 1)
@@ -343,13 +536,20 @@ def mask_batch(
 
     candidates = ~_special_table(vocab.vocab_size, _specials(vocab))[input_ids]  # (batch, seq)
     budget = _budget(candidates.sum(axis=1), mask_prob)  # (batch,)
-    keys = uniform(seed, _STREAM_CHOOSE, rows, copy, cols)  # (batch, seq)
-    if whole_word:
-        chosen = _choose_words(input_ids, keys, candidates, budget, np.asarray(vocab.word_start, dtype=bool))
+    word_start = np.asarray(vocab.word_start, dtype=bool)  # (vocab_size,)
+    if scheme == "span":
+        cdf = span_length_cdf(float(span_p), int(span_max_words))
+        chosen = _choose_spans(input_ids, candidates, budget, word_start, (seed, rows, copy), cdf)
+        class_draw = _span_class_draw(chosen, seed, rows, copy)  # (batch, seq)
     else:
-        chosen = _choose_tokens(keys, candidates, budget)
+        keys = uniform(seed, _STREAM_CHOOSE, rows, copy, cols)  # (batch, seq)
+        if scheme == "whole-word":
+            chosen = _choose_words(input_ids, keys, candidates, budget, word_start)
+        else:
+            chosen = _choose_tokens(keys, candidates, budget)
+        class_draw = uniform(seed, _STREAM_CLASS, rows, copy, cols)  # (batch, seq)
 
-    draws = (uniform(seed, _STREAM_CLASS, rows, copy, cols), uniform(seed, _STREAM_TOKEN, rows, copy, cols))
+    draws = (class_draw, uniform(seed, _STREAM_TOKEN, rows, copy, cols))
     masked = _replace(input_ids, chosen, draws, vocab, split)
     labels = np.where(chosen, input_ids, IGNORE_INDEX)  # (batch, seq)
     return masked, labels
