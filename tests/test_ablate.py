@@ -17,7 +17,7 @@ import yaml
 
 from bvr import cli
 from bvr.ablation.dvc import render_pipeline
-from bvr.ablation.manifest import MANIFEST_VERSION, Manifest, find_manifest
+from bvr.ablation.manifest import MANIFEST_VERSION, FinetuneRecord, Manifest, find_manifest
 from bvr.ablation.plan import UnitKind, make_plan
 from bvr.errors import BvrError
 from bvr.tracking import find_runs
@@ -119,8 +119,13 @@ def test_every_unit_runs_and_the_manifest_indexes_mlflow(finished):
         assert run["metrics.dev/accuracy"] == pytest.approx(entry.score)
         task_parent = runs.loc[run["tags.mlflow.parentRunId"]]
         assert task_parent["tags.mlflow.parentRunId"] == manifest.parent_run_id
-    for entry in manifest.pretrain:
-        assert runs.loc[entry.run_id, "tags.bvr.arm"] == entry.label
+    # Every run of a model names its arm, its label and its pretraining seed, so the runs table groups by arm.
+    for entry in [*manifest.pretrain, *manifest.evaluations, *manifest.finetune]:
+        run = runs.loc[entry.run_id]
+        assert (run["tags.bvr.arm"], run["tags.bvr.label"], run["tags.bvr.pretrain_seed"]) == (
+            entry.arm, entry.label, str(entry.pretrain_seed)), entry.label
+        if isinstance(entry, FinetuneRecord):
+            assert runs.loc[run["tags.mlflow.parentRunId"], "tags.bvr.arm"] == entry.arm  # the task's run too
     for entry in manifest.evaluations:
         run = runs.loc[entry.run_id]
         name = f"{entry.label}/blimp" if entry.kind == "blimp" else f"{entry.label}/probe/sst2"

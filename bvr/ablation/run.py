@@ -125,13 +125,26 @@ class Runner:
         path = Path(folder).resolve()
         return path in BUILT and path not in self.built_before
 
+    def _model_tags(self, unit: Unit) -> dict[str, Any]:
+        """The tags every run of ``unit`` carries: its arm, model label and pretraining seed (none for the corpus,
+        tokenizer and report units)."""
+        from bvr.tracking import TAG_ARM, TAG_LABEL, TAG_PRETRAIN_SEED
+
+        if unit.kind in (UnitKind.CORPUS, UnitKind.TOKENIZER, UnitKind.REPORT) or unit.name is None:
+            return {}
+        arm = self.plan.arm(unit.name)
+        return {TAG_ARM: arm.arm, TAG_LABEL: arm.label, TAG_PRETRAIN_SEED: arm.pretrain_seed}
+
     def run_unit(self, unit: Unit) -> None:
         """Run one unit through its kind's handler; a failure is recorded, not raised (but an interrupt is)."""
+        from bvr.tracking import tagged
+
         start = time.perf_counter()
         self.built_before = set(BUILT)
         self.say(f"[bold]▶ {unit}[/bold]")
         try:
-            built = HANDLERS[unit.kind](self, unit)
+            with tagged(self._model_tags(unit)):
+                built = HANDLERS[unit.kind](self, unit)
         except KeyboardInterrupt:
             self.save()
             raise

@@ -31,6 +31,7 @@ from bvr.tracking import (
     TAG_ARM,
     TAG_COLLAPSED,
     TAG_GIT_COMMIT,
+    TAG_LABEL,
     TAG_SEED,
     TAG_TASK,
     find_runs,
@@ -245,7 +246,9 @@ def _usable_run(unit: Record, runs: dict[str, dict], missing: list[str], label: 
     if run["status"] != "FINISHED":
         missing.append(f"{label}: run {run_id} is {run['status']} in MLflow, not FINISHED; left out")
         return None
-    expected = {TAG_ARM: unit.label or unit.arm, TAG_TASK: getattr(unit, "task", None),
+    # The model's label is bvr.label; stores written before it existed hold the label in bvr.arm.
+    label_tag = TAG_LABEL if _text(run.get(f"tags.{TAG_LABEL}")) is not None else TAG_ARM
+    expected = {label_tag: unit.label or unit.arm, TAG_TASK: getattr(unit, "task", None),
                 TAG_SEED: getattr(unit, "seed", None)}
     for tag, value in expected.items():
         logged = _text(run.get(f"tags.{tag}"))

@@ -43,7 +43,9 @@ from bvr.tracking.runs import (  # noqa: E402
     TAG_COLLAPSED,
     TAG_GIT_COMMIT,
     TAG_HOST,
+    TAG_LABEL,
     TAG_PID,
+    TAG_PRETRAIN_SEED,
     TAG_SEED,
     TAG_STAGE,
     TAG_TASK,
@@ -53,6 +55,7 @@ from bvr.tracking.runs import (  # noqa: E402
     resume_run,
     run_name,
     run_tags,
+    tagged,
 )
 from bvr.tracking.store import (  # noqa: E402
     DEFAULT_ARTIFACTS,
@@ -67,9 +70,10 @@ from bvr.tracking.store import (  # noqa: E402
 
 __all__ = [
     "DEFAULT_ARTIFACTS", "DEFAULT_DB", "MAX_ENTITY_KEY_LENGTH", "MAX_PARAMS_TAGS_PER_BATCH", "MAX_PARAM_VAL_LENGTH",
-    "TAG_ABLATION", "TAG_ARM", "TAG_CLOSED", "TAG_COLLAPSED", "TAG_GIT_COMMIT", "TAG_HOST", "TAG_PID", "TAG_SEED",
+    "TAG_ABLATION", "TAG_ARM", "TAG_CLOSED", "TAG_COLLAPSED", "TAG_GIT_COMMIT", "TAG_HOST", "TAG_LABEL", "TAG_PID",
+    "TAG_PRETRAIN_SEED", "TAG_SEED",
     "TAG_STAGE", "TAG_TASK", "TRUNCATION_MARKER", "artifact_location", "client_for", "close_stale_runs",
     "ensure_experiment", "find_runs", "flatten_params",
     "git_commit", "log_artifact_dir", "log_config", "log_params_batched", "log_tags_batched", "parent_run",
-    "resume_run", "run_name", "run_tags", "store_client", "tracking_uri",
+    "resume_run", "run_name", "run_tags", "store_client", "tagged", "tracking_uri",
 ]

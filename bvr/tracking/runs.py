@@ -4,6 +4,7 @@ an invocation under which every stage's run is nested."""
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import os
 import socket
@@ -36,6 +37,30 @@ TAG_PID = "bvr.pid"
 """The machine and process that last opened the run, so a later invocation can tell a run whose process died
 (killed, out of memory, power cut) from one still running, and close it (:func:`close_stale_runs`)."""
 TAG_CLOSED = "bvr.closed"
+TAG_LABEL = "bvr.label"
+"""The model a run belongs to in an ablation, ``ARM-pSEED`` (``bvr.arm`` is then the arm alone)."""
+TAG_PRETRAIN_SEED = "bvr.pretrain_seed"
+
+_CONTEXT_TAGS: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar("bvr_context_tags", default={})
+
+
+@contextlib.contextmanager
+def tagged(tags: Mapping[str, Any]) -> Iterator[None]:
+    """Add ``tags`` to every run opened inside the block (:func:`run_tags`), below the ``extra`` a caller passes.
+
+    The ablation runner opens each unit inside one, so that every run of a model carries the arm (``bvr.arm``),
+    the model's label and its pretraining seed, whichever command-level function opens the run.
+
+    >>> with tagged({"bvr.arm": "static", "bvr.label": "static-p0"}):
+    ...     inside = run_tags(ablation="masking", arm="static-p0", stage="pretrain")
+    >>> inside["bvr.arm"], inside["bvr.label"], run_tags(ablation=None, arm="x", stage="pretrain")["bvr.arm"]
+    ('static', 'static-p0', 'x')
+    """
+    token = _CONTEXT_TAGS.set({**_CONTEXT_TAGS.get(), **tags})
+    try:
+        yield
+    finally:
+        _CONTEXT_TAGS.reset(token)
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 """The folder of the bvr package."""
 
@@ -101,7 +126,8 @@ def run_tags(
         stage: ``pretrain``, ``finetune``, ...
         task: the fine-tuning task.
         seed: the fine-tuning seed.
-        extra: more tags (``{TAG_COLLAPSED: False}``); they win over the ones above.
+        extra: more tags (``{TAG_COLLAPSED: False}``); they win over the ones above and over the tags of an
+            enclosing :func:`tagged` block, which win over the arguments.
 
     Every run also carries the host and process id that opened it (:data:`TAG_HOST`, :data:`TAG_PID`).
     """
@@ -112,6 +138,7 @@ def run_tags(
     if commit:
         tags[TAG_GIT_COMMIT] = commit
         tags[MLFLOW_GIT_COMMIT] = commit.removesuffix("-dirty")  # MLflow's UI links this one; it must be a sha
+    tags.update({key: _tag_value(value) for key, value in _CONTEXT_TAGS.get().items()})
     tags.update({key: _tag_value(value) for key, value in (extra or {}).items()})
     return tags
 
