@@ -158,6 +158,9 @@ class ModelConfig:
     """Dropout on embeddings and residual branches."""
     attention_dropout: float = 0.1
     """Dropout on attention probabilities."""
+    sbo: bool = False
+    """SpanBERT's span-boundary objective beside MLM: each masked token is also predicted from the two tokens just
+    outside its span and its position in it (a pretraining head only, left out of exported folders)."""
 
     def __post_init__(self) -> None:
         check_choice(self.family, FAMILIES, "model.family")

@@ -4,6 +4,10 @@
 and ``RobertaForMaskedLM``: the encoder under ``bert`` or ``roberta``, BERT's heads under ``cls`` and RoBERTa's under
 ``lm_head``, the MLM decoder tied to the word embeddings. Its ``state_dict()`` keys are therefore HF's keys.
 
+With ``sbo=True`` the model also has SpanBERT's span-boundary head (:class:`SpanBoundaryHead`, under ``sbo``): each
+masked token is predicted again from the two tokens just outside its span and its position in the span. It has no
+Hugging Face counterpart and is left out of exported folders (:func:`bvr.model.hf.to_hf_state_dict`).
+
 The MLM head predicts only where it is asked to (*sparse prediction*): :meth:`PretrainingModel.mlm_logits` gathers
 the masked positions first, so the vocabulary-sized projection, softmax and their gradients cost ~15% of the dense
 version. :meth:`PretrainingModel.mlm_logits_all` is the dense form, for fill-mask and parity tests.
@@ -105,6 +109,80 @@ class RobertaLMHead(nn.Module):
         return self.decoder(self.features(x))
 
 
+def span_boundaries(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The tokens just outside each masked span: a span is a maximal run of positions whose label is not -100.
+
+    Args:
+        labels: (batch, seq) MLM targets, -100 where nothing is predicted.
+
+    Returns:
+        ``(left, right)``, (batch, seq) long: at a masked position, the position before its run and the position
+        after it; elsewhere the position itself. A run touching the row's first (or last) position has no token
+        there, so its boundary is clamped to that position; sequences start with CLS/BOS and end with SEP/EOS, which
+        are never masked, so this does not happen in training.
+
+    >>> labels = torch.tensor([[-100, 5, 6, -100, 7, -100, -100]])
+    >>> left, right = span_boundaries(labels)
+    >>> left.tolist(), right.tolist()
+    ([[0, 0, 0, 3, 3, 5, 6]], [[0, 3, 3, 3, 5, 5, 6]])
+    """
+    masked = labels.ne(IGNORE_INDEX)  # (batch, seq)
+    seq = labels.shape[1]
+    positions = torch.arange(seq, device=labels.device).expand_as(labels)  # (batch, seq)
+    # The last unmasked position at or before each position (the run's left boundary at a masked one) ...
+    left = torch.where(masked, -1, positions).cummax(dim=1).values.clamp(min=0)
+    # ... and the first unmasked position at or after it, by the same scan over the reversed row.
+    right = torch.where(masked, seq, positions).flip(1).cummin(dim=1).values.flip(1).clamp(max=seq - 1)
+    return left, right
+
+
+class SpanBoundaryHead(nn.Module):
+    """SpanBERT's span-boundary objective (Joshi et al., 2020, section 3.2): a masked token x_i of the span
+    x_s..x_e is predicted from the encodings of x_(s-1) and x_(e+1) and a relative position embedding p_(i-s+1),
+    through two feed-forward layers with GeLU and LayerNorm, then the MLM's tied output embedding (own bias).
+
+    Args:
+        config: the encoder's sizes; the relative positions get ``max_position_embeddings`` embeddings.
+        embedding: the word embedding the decoder is tied to.
+    """
+
+    def __init__(self, config: EncoderConfig, embedding: nn.Embedding) -> None:
+        super().__init__()
+        hidden = config.hidden_size
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, hidden)
+        self.dense1 = nn.Linear(3 * hidden, hidden)
+        self.layer_norm1 = nn.LayerNorm(hidden, eps=config.layer_norm_eps)
+        self.dense2 = nn.Linear(hidden, hidden)
+        self.layer_norm2 = nn.LayerNorm(hidden, eps=config.layer_norm_eps)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self.decoder = TiedDecoder(embedding, self.bias)
+
+    def features(self, left: torch.Tensor, right: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+        """(n, hidden) boundary states and (n,) offsets in the span (0 for its first token) -> (n, hidden)."""
+        offset = offset.clamp(max=self.position_embeddings.num_embeddings - 1)
+        x = torch.cat([left, right, self.position_embeddings(offset)], dim=-1)  # (n, 3 * hidden)
+        x = self.layer_norm1(F.gelu(self.dense1(x)))
+        return self.layer_norm2(F.gelu(self.dense2(x)))  # (n, hidden)
+
+    def forward(self, left: torch.Tensor, right: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+        """(n, vocab) logits."""
+        return self.decoder(self.features(left, right, offset))
+
+
+@dataclass
+class _Sparse:
+    """What the sparse training forward gives the losses."""
+
+    states: torch.Tensor
+    """(n_masked, hidden) last-layer states at the masked tokens."""
+    targets: torch.Tensor
+    """(n_masked,) their labels."""
+    nsp_logits: torch.Tensor | None
+    """(batch, 2), with an NSP/SOP head."""
+    boundaries: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None
+    """With SBO: (n_masked, hidden) left and right boundary states and (n_masked,) offsets in the span."""
+
+
 @dataclass
 class PretrainingOutput:
     """What :meth:`PretrainingModel.forward` returns."""
@@ -124,7 +202,7 @@ class PretrainingLoss:
     """Losses and detached metrics of one batch (:meth:`PretrainingModel.pretraining_loss`)."""
 
     loss: torch.Tensor
-    """mlm_loss + nsp_loss (what to backpropagate)."""
+    """mlm_loss + nsp_loss + sbo_loss, of those the model has (what to backpropagate)."""
     mlm_loss: torch.Tensor
     """Mean cross-entropy over the masked tokens."""
     nsp_loss: torch.Tensor | None
@@ -137,20 +215,26 @@ class PretrainingLoss:
     """Number of predicted tokens in the batch."""
     n_nsp: int = 0
     """Number of next-sentence labels counted (not -100); 0 without NSP."""
+    sbo_loss: torch.Tensor | None = None
+    """Mean span-boundary cross-entropy over the masked tokens; None without SBO."""
+    sbo_accuracy: torch.Tensor | None = None
+    """Share of masked tokens the span-boundary head predicts exactly (detached); None without SBO."""
 
 
 class PretrainingModel(nn.Module):
-    """Encoder + MLM head (+ pooler and NSP head), with HF's parameter names.
+    """Encoder + MLM head (+ pooler and NSP head, + span-boundary head), with HF's parameter names.
 
     Args:
         config: encoder sizes and constants; ``config.family`` names the encoder attribute (``bert``/``roberta``).
         nsp: build the pooler and the next-sentence head (BERT's ``BertForPreTraining``).
+        sbo: build SpanBERT's span-boundary head (under ``sbo``; not exported to Hugging Face folders).
     """
 
-    def __init__(self, config: EncoderConfig, nsp: bool = False) -> None:
+    def __init__(self, config: EncoderConfig, nsp: bool = False, sbo: bool = False) -> None:
         super().__init__()
         self.config = config
         self.nsp = nsp
+        self.sbo_enabled = sbo
         encoder = Encoder(config, add_pooler=nsp)
         self.add_module(config.family, encoder)  # 'bert.' or 'roberta.': HF's base_model_prefix
         embedding = encoder.embeddings.word_embeddings
@@ -160,6 +244,8 @@ class PretrainingModel(nn.Module):
             self.lm_head = RobertaLMHead(config, embedding)
             if nsp:
                 self.cls = NSPHead(config)
+        if sbo:  # registered last: the encoder and MLM head are initialised as without it
+            self.sbo = SpanBoundaryHead(config, embedding)
         self.apply(lambda module: init_weights(module, config.initializer_range))
 
     @property
@@ -205,19 +291,30 @@ class PretrainingModel(nn.Module):
         labels: torch.Tensor,
         attention_mask: torch.Tensor | None,
         token_type_ids: torch.Tensor | None,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """Last-layer states at the masked tokens, their targets, and NSP logits: the last layer runs only there."""
+    ) -> _Sparse:
+        """Last-layer states where a loss reads them: the masked tokens, the first token (NSP/SOP) and the span
+        boundaries (SBO); the last layer runs only there."""
         masked = labels.ne(IGNORE_INDEX)  # (batch, seq)
-        if not self.nsp:
+        if not (self.nsp or self.sbo_enabled):
             states = self.encoder.forward_selected(input_ids, masked, attention_mask, token_type_ids)
-            return states, labels[masked], None  # (n_masked, hidden), (n_masked,)
-        first = torch.zeros_like(masked)
-        first[:, 0] = True  # the pooler reads the first token
-        selected = masked | first
+            return _Sparse(states, labels[masked], None, None)  # (n_masked, hidden), (n_masked,)
+        selected = masked.clone()
+        if self.nsp:
+            selected[:, 0] = True  # the pooler reads the first token
+        rows = torch.arange(labels.shape[0], device=labels.device)[:, None].expand_as(labels)[masked]  # (n_masked,)
+        if self.sbo_enabled:
+            left, right = (edge[masked] for edge in span_boundaries(labels))  # (n_masked,) each
+            selected[rows, left] = True
+            selected[rows, right] = True
         states = self.encoder.forward_selected(input_ids, selected, attention_mask, token_type_ids)  # (n_sel, hidden)
-        # Rows come in row-major order, so the masks restricted to the selected positions pick each kind out.
-        nsp_logits = self._nsp_from_first(states[first[selected]])  # (batch, 2)
-        return states[masked[selected]], labels[masked], nsp_logits
+        # Rows come in row-major order: a position's row in `states` is the count of selected positions before it.
+        where = selected.flatten().cumsum(0).sub_(1).view_as(selected)  # (batch, seq)
+        nsp_logits = self._nsp_from_first(states[where[:, 0]]) if self.nsp else None  # (batch, 2)
+        boundaries = None
+        if self.sbo_enabled:
+            columns = masked.nonzero()[:, 1]  # (n_masked,)
+            boundaries = (states[where[rows, left]], states[where[rows, right]], columns - left - 1)
+        return _Sparse(states[where[masked]], labels[masked], nsp_logits, boundaries)
 
     def sparse_logits(
         self,
@@ -234,8 +331,8 @@ class PretrainingModel(nn.Module):
         Returns:
             ``(mlm_logits, mlm_targets, nsp_logits)``: (n_masked, vocab), (n_masked,) and (batch, 2) or None.
         """
-        states, targets, nsp_logits = self._sparse_states(input_ids, labels, attention_mask, token_type_ids)
-        return self.mlm_head(states), targets, nsp_logits
+        sparse = self._sparse_states(input_ids, labels, attention_mask, token_type_ids)
+        return self.mlm_head(sparse.states), sparse.targets, sparse.nsp_logits
 
     def forward(
         self,
@@ -269,23 +366,30 @@ class PretrainingModel(nn.Module):
         token_type_ids: torch.Tensor | None = None,
         nsp_labels: torch.Tensor | None = None,
     ) -> PretrainingLoss:
-        """MLM (+ NSP) losses of a collated batch; ``nsp_labels`` (batch,) is needed iff the model has NSP.
+        """MLM (+ NSP, + SBO) losses of a collated batch; ``nsp_labels`` (batch,) is needed iff the model has NSP.
 
         The arguments are the collator's batch keys, so ``model.pretraining_loss(**batch_without_indices)`` works;
         ``nsp_labels`` is ignored by a model without NSP.
         """
         if self.nsp and nsp_labels is None:
             raise ValueError("the model has an NSP head: pretraining_loss needs nsp_labels")
-        states, targets, nsp_logits = self._sparse_states(input_ids, labels, attention_mask, token_type_ids)
-        head = self.mlm_head
-        mlm_loss, mlm_acc = linear_cross_entropy(head.features(states), head.decoder.weight, head.bias, targets)
-        nsp_loss = nsp_acc = None
+        sparse = self._sparse_states(input_ids, labels, attention_mask, token_type_ids)
+        head, targets = self.mlm_head, sparse.targets
+        mlm_loss, mlm_acc = linear_cross_entropy(head.features(sparse.states), head.decoder.weight, head.bias, targets)
+        loss = mlm_loss
+        nsp_loss = nsp_acc = sbo_loss = sbo_acc = None
         n_nsp = 0
-        if nsp_logits is not None:
-            nsp_loss, nsp_acc = cross_entropy(nsp_logits, nsp_labels), accuracy(nsp_logits, nsp_labels)
+        if sparse.nsp_logits is not None:
+            nsp_loss, nsp_acc = cross_entropy(sparse.nsp_logits, nsp_labels), accuracy(sparse.nsp_logits, nsp_labels)
             n_nsp = int(nsp_labels.ne(IGNORE_INDEX).sum())
-        loss = mlm_loss if nsp_loss is None else mlm_loss + nsp_loss
-        return PretrainingLoss(loss, mlm_loss, nsp_loss, mlm_acc, nsp_acc, n_masked=targets.numel(), n_nsp=n_nsp)
+            loss = loss + nsp_loss
+        if sparse.boundaries is not None:
+            sbo = self.sbo
+            sbo_loss, sbo_acc = linear_cross_entropy(sbo.features(*sparse.boundaries), sbo.decoder.weight, sbo.bias,
+                                                     targets)
+            loss = loss + sbo_loss
+        return PretrainingLoss(loss, mlm_loss, nsp_loss, mlm_acc, nsp_acc, n_masked=targets.numel(), n_nsp=n_nsp,
+                               sbo_loss=sbo_loss, sbo_accuracy=sbo_acc)
 
 
 def count_parameters(model: nn.Module) -> dict[str, int]:

@@ -33,6 +33,8 @@ TORCH_FILE = "pytorch_model.bin"
 
 _LEGACY_SUFFIXES = {".gamma": ".weight", ".beta": ".bias"}
 _BUFFER_SUFFIXES = ("embeddings.position_ids", "embeddings.token_type_ids")
+SBO_PREFIX = "sbo."
+"""State-dict keys of the span-boundary head, which exported folders leave out."""
 _ROBERTA_SPECIAL_DEFAULTS = {"bos_token_id": 0, "eos_token_id": 2}
 
 # config.json key -> EncoderConfig field; the first group is required, the second optional.
@@ -172,8 +174,10 @@ def _check_keys(
 def to_hf_state_dict(state_dict: dict[str, torch.Tensor], config: EncoderConfig) -> dict[str, torch.Tensor]:
     """Convert our state dict into what HF's ``save_pretrained`` would write for the same model.
 
-    The tied decoder aliases are left out (HF ties them again on load); every tensor is detached, contiguous and
-    owns its storage, as ``safetensors`` requires (a tensor sharing storage with an earlier one is cloned).
+    The tied decoder aliases are left out (HF ties them again on load), and so is the span-boundary head (a
+    pretraining-only head HF has no class for; the encoder is what fine-tuning needs); every tensor is detached,
+    contiguous and owns its storage, as ``safetensors`` requires (a tensor sharing storage with an earlier one is
+    cloned).
 
     Args:
         state_dict: ``PretrainingModel.state_dict()``.
@@ -183,7 +187,7 @@ def to_hf_state_dict(state_dict: dict[str, torch.Tensor], config: EncoderConfig)
     out: dict[str, torch.Tensor] = {}
     seen: set[int] = set()
     for key, value in state_dict.items():
-        if key in aliases or key.endswith(_BUFFER_SUFFIXES):
+        if key in aliases or key.endswith(_BUFFER_SUFFIXES) or key.startswith(SBO_PREFIX):
             continue
         tensor = value.detach().contiguous()
         storage = tensor.untyped_storage().data_ptr()

@@ -8,7 +8,8 @@ training needs around it:
 - Metrics: ``train/mlm_loss``, ``train/nsp_loss``, ``train/nsp_acc``, ``train/mlm_acc``, ``lr``,
   ``train/tokens_seen`` and ``train/tokens_per_s``; on held-out documents ``val/mlm_loss`` (token-weighted over one
   fixed mask), ``val/perplexity`` and ``val/nsp_acc``. With sentence-order prediction the sentence metrics are
-  named ``train/sop_loss``, ``train/sop_acc`` and ``val/sop_acc``.
+  named ``train/sop_loss``, ``train/sop_acc`` and ``val/sop_acc``. With the span-boundary objective (``model.sbo``)
+  also ``train/sbo_loss``, ``train/sbo_acc`` and ``val/sbo_loss`` (token-weighted like ``val/mlm_loss``).
 - A non-finite loss stops the run before the bad step updates anything (:class:`bvr.training.NonFiniteLoss`).
 - Checkpoints carry the RNG state (dropout) and the tokens seen, so a resumed run continues exactly.
 """
@@ -25,6 +26,10 @@ import torch
 from bvr.config import TrainingConfig
 from bvr.model import PretrainingModel
 from bvr.training import adamw, check_finite
+
+
+_VAL_SUMS = ("mlm_loss", "masked", "nsp_correct", "nsp_count", "sbo_loss")
+"""Sums over the validation batches, reduced across ranks once at the end."""
 
 
 class PretrainingModule(L.LightningModule):
@@ -71,6 +76,9 @@ class PretrainingModule(L.LightningModule):
         if out.nsp_loss is not None:
             self.log(f"train/{self.sentence_objective}_loss", out.nsp_loss)
             self.log(f"train/{self.sentence_objective}_acc", out.nsp_accuracy)
+        if out.sbo_loss is not None:
+            self.log("train/sbo_loss", out.sbo_loss)
+            self.log("train/sbo_acc", out.sbo_accuracy)
         return out.loss
 
     def _global_tokens(self, batch: dict[str, torch.Tensor]) -> int:
@@ -81,7 +89,8 @@ class PretrainingModule(L.LightningModule):
 
     def _loss_values(self, out) -> str:
         return f"mlm_loss={out.mlm_loss.item():.4g}" + (
-            f", {self.sentence_objective}_loss={out.nsp_loss.item():.4g}" if out.nsp_loss is not None else "")
+            f", {self.sentence_objective}_loss={out.nsp_loss.item():.4g}" if out.nsp_loss is not None else "") + (
+            f", sbo_loss={out.sbo_loss.item():.4g}" if out.sbo_loss is not None else "")
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         if self.trainer.fit_loop.epoch_loop._should_accumulate():  # a micro-batch, not a step
@@ -101,7 +110,7 @@ class PretrainingModule(L.LightningModule):
     # ---- validation ----------------------------------------------------------------------------------------
 
     def on_validation_epoch_start(self) -> None:
-        self._val_sums = {"mlm_loss": 0.0, "masked": 0.0, "nsp_correct": 0.0, "nsp_count": 0.0}
+        self._val_sums = dict.fromkeys(_VAL_SUMS, 0.0)
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         out = self._loss(batch)
@@ -111,19 +120,22 @@ class PretrainingModule(L.LightningModule):
         if out.nsp_accuracy is not None:
             sums["nsp_correct"] += float(out.nsp_accuracy) * out.n_nsp
             sums["nsp_count"] += out.n_nsp
+        if out.sbo_loss is not None:
+            sums["sbo_loss"] += float(out.sbo_loss) * out.n_masked
 
     def on_validation_epoch_end(self) -> None:
-        totals = torch.tensor([self._val_sums[k] for k in ("mlm_loss", "masked", "nsp_correct", "nsp_count")],
-                              dtype=torch.float64, device=self.device)
+        totals = torch.tensor([self._val_sums[k] for k in _VAL_SUMS], dtype=torch.float64, device=self.device)
         if self.trainer.world_size > 1:  # every validation sequence is on exactly one rank
             totals = self.trainer.strategy.reduce(totals, reduce_op="sum")
-        loss_sum, masked, nsp_correct, nsp_count = totals.tolist()
+        loss_sum, masked, nsp_correct, nsp_count, sbo_sum = totals.tolist()
         if masked == 0:
             return
         mlm_loss = loss_sum / masked
         metrics = {"val/mlm_loss": mlm_loss, "val/perplexity": math.exp(min(mlm_loss, 50.0))}
         if nsp_count:
             metrics[f"val/{self.sentence_objective}_acc"] = nsp_correct / nsp_count
+        if self.model.sbo_enabled:
+            metrics["val/sbo_loss"] = sbo_sum / masked
         # Every rank holds the same reduced totals, so syncing (a mean of equal values) changes nothing.
         self.log_dict(metrics, prog_bar=True, sync_dist=True)
 

@@ -77,7 +77,8 @@ def build_model(cfg: Config, vocab) -> PretrainingModel:
     """A freshly initialised encoder and heads for ``cfg`` (seeded by training.seed)."""
     L.seed_everything(cfg.training.seed, workers=True, verbose=False)
     encoder_cfg = EncoderConfig.from_model_config(cfg.model, vocab_size=vocab.vocab_size, pad_token_id=vocab.pad_id)
-    return PretrainingModel(encoder_cfg, nsp=cfg.data.sentence_objective != "none")  # NSP and SOP: one 2-way head
+    # NSP and SOP: one 2-way head.
+    return PretrainingModel(encoder_cfg, nsp=cfg.data.sentence_objective != "none", sbo=cfg.model.sbo)
 
 
 def _logged_metrics(trainer: L.Trainer) -> dict[str, float]:
