@@ -210,10 +210,15 @@ def _task_panel(ax: Axes, analysis: Analysis, task: str, colors: dict[str, str])
                         color=_SUMMARY, capsize=3, linewidth=1.2, zorder=4)
         elif not math.isnan(mean):
             ax.plot([x + 0.17], [mean], "o", markersize=4, color=_SUMMARY, zorder=4)
+    if measure is not None and measure.baseline is not None:  # what predicting the majority class scores
+        ax.axhline(measure.baseline, color=_SUMMARY, linestyle=":", linewidth=1, zorder=1)
+        ax.annotate("majority baseline", (len(arms) - 0.45, measure.baseline), fontsize=7, color=_SUMMARY,
+                    ha="right", va="bottom")
     ax.set_xticks(range(len(arms)), arms, fontsize=8, rotation=20 if max(map(len, arms)) > 8 else 0)
     ax.set_xlim(-0.6, len(arms) - 0.4)
     scale = "×100" if analysis.scales.get(task) == 100 else "points"
     ax.set_title(f"{task}: {metric_label(analysis.metric(task))}, {scale}", fontsize=9)
+    ax.set_ylabel(f"{metric_label(analysis.metric(task))} (points)", fontsize=8)
     _style(ax)
 
 

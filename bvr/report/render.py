@@ -168,14 +168,19 @@ def _write_plots(a: Analysis, folder: Path) -> list[Path]:
 
 
 def _clean(value: Any) -> Any:
-    """JSON-safe: NaN becomes null, numpy numbers plain floats with 8 significant digits (not decimals: a p-value
-    of 3e-7 must not read 0)."""
+    """JSON-safe: NaN becomes null, numpy numbers plain floats with 7 significant digits: not decimals (a p-value of
+    3e-7 must not read 0), and no more than a float32 metric holds (MLflow keeps Lightning's float32 0.52 as
+    0.51999998, which would print as 51.999998 points).
+
+    >>> _clean({"score": 51.99999809265137, "p": 3.1234567e-07, "n": 3, "nan": float("nan")})
+    {'score': 52.0, 'p': 3.123457e-07, 'n': 3, 'nan': None}
+    """
     if isinstance(value, dict):
         return {k: _clean(v) for k, v in value.items()}
     if isinstance(value, bool | int) or value is None:
         return value
     number = float(value)
-    return None if math.isnan(number) else float(f"{number:.8g}")
+    return None if math.isnan(number) else float(f"{number:.7g}")
 
 
 def _summary_json(s: Summary) -> dict[str, Any]:

@@ -145,7 +145,11 @@ def scores_section(a: Analysis, links: RunLinks, figures: dict[str, Figure]) -> 
             if summary is None:
                 continue
             scale = "×100" if a.scales.get(task) == 100 else "points"
-            label = f"{task}: {metric_label(a.metric(task))}, {scale}" if first else ""
+            measure = a.measure(f"finetune/{task}")
+            baseline = measure.baseline if measure is not None else None
+            label = (f"{task}: {metric_label(a.metric(task))}, {scale}"
+                     + (f" (majority/trivial baseline {fmt(baseline)})" if baseline is not None else "")
+                     if first else "")
             seeds = a.scores[(a.scores["arm"] == arm) & (a.scores["task"] == task)]
             rows.append([label, arm, *_summary_cells(summary), _seed_links(a, links, seeds)])
             first = False
