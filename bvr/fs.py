@@ -56,6 +56,16 @@ def atomic_open(path: Path, mode: str = "w", *, fsync: bool = False, encoding: s
         fsync_folder(path.parent)
 
 
+def readable_by_all(path: Path) -> Path:
+    """Give ``path`` the mode a plain ``open`` would have (0666 less the umask): writers that go through a private
+    temporary file (safetensors' ``save_file``) leave 0600, which other users of a shared model folder cannot read.
+    """
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(path, 0o666 & ~mask)
+    return Path(path)
+
+
 def write_text(path: Path, text: str) -> Path:
     """Write ``text`` (UTF-8) to ``path`` atomically; return ``path``.
 

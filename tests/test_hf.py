@@ -10,6 +10,8 @@ activations.
 from __future__ import annotations
 
 import json
+import os
+import stat
 
 import pytest
 import torch
@@ -203,6 +205,16 @@ def test_export_loads_in_transformers(family, nsp, tmp_path):
     assert type(reference_model).__name__ == hf_config_dict(config, nsp)["architectures"][0]
     inputs = batch(family)
     assert_matches(ours, hf_outputs(reference_model.eval(), inputs), inputs)
+
+
+def test_exported_weights_are_readable_by_all(tmp_path):
+    # safetensors writes through a private temporary file (mode 0600); a shared model folder must be readable.
+    previous = os.umask(0o022)
+    try:
+        folder = export_hf(PretrainingModel(config_from_hf(hf_config("bert").to_dict())), None, tmp_path / "export")
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((folder / "model.safetensors").stat().st_mode) == 0o644
 
 
 @pytest.mark.parametrize(("family", "nsp"), [("bert", True), ("roberta", False), ("roberta", True)])

@@ -23,6 +23,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from bvr.errors import BvrError
+from bvr.fs import readable_by_all
 from bvr.model.encoder_config import EncoderConfig
 from bvr.model.heads import PretrainingModel
 
@@ -307,6 +308,7 @@ def export_hf(
     (out / CONFIG_FILE).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     tensors = to_hf_state_dict(model.state_dict(), config)
     save_file(tensors, str(out / SAFETENSORS_FILE), metadata={"format": "pt"})  # HF checks the format tag
+    readable_by_all(out / SAFETENSORS_FILE)  # safetensors leaves 0600
     return out
 
 
