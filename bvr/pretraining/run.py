@@ -155,9 +155,13 @@ def _train(cfg: Config, prepared: Prepared, run_dir: Path, ckpt_path: str | None
     start = time.perf_counter()
     with quiet_fit():
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
+        metrics = _logged_metrics(trainer)
+        if t.val_every_steps and trainer.global_step % t.val_every_steps:
+            # "every val_every_steps and at the end": the last steps were not validated yet.
+            trainer.validate(module, datamodule=datamodule, verbose=False)
+            metrics.update(_logged_metrics(trainer))
     if trainer.global_rank != 0:
         return PretrainResult(run_dir, False, {})
-    metrics = _logged_metrics(trainer)
     metrics.update(wall_seconds=time.perf_counter() - start, tokens_seen=float(module.tokens_seen),
                    steps=float(trainer.global_step), **{f"params_{k}": float(v) for k, v in params.items()})
     metrics.update(_exposure(cfg, trainer.global_step, datamodule.instances["train"].num_rows))
