@@ -53,6 +53,23 @@ def test_reader_counts_and_reports_lines_with_too_few_columns():
     assert "lines 4, 7" in report.describe()
 
 
+def test_reader_refuses_a_file_whose_lines_mostly_lack_columns(tmp_path):
+    # A 2-column file (token and tag) once read as zero sentences and crashed later in torch.
+    two = tmp_path / "two_columns.txt"
+    two.write_text("-DOCSTART- O\n\nEU B-ORG\nrejects O\n\nPeter B-PER\n", encoding="utf-8")
+    with pytest.raises(BvrError, match=r"two_columns\.txt:3: 3 of 3 token lines have fewer than 4 columns") as err:
+        read_conll(two)
+    assert "token POS chunk NER" in err.value.hint
+
+
+def test_reader_refuses_non_utf8_naming_the_line(tmp_path):
+    latin = tmp_path / "latin1.txt"
+    latin.write_bytes("EU NNP B-NP B-ORG\n\nM\xfcnchen NNP B-NP B-LOC\n".encode("latin-1"))
+    with pytest.raises(BvrError, match=r"latin1\.txt:3: not UTF-8") as err:
+        read_conll(latin)
+    assert "iconv" in err.value.hint
+
+
 def test_reader_refuses_too_many_columns_naming_file_and_line():
     with pytest.raises(BvrError, match=r"too_many_columns\.txt:2: 5 columns"):
         read_conll(FIXTURES / "too_many_columns.txt")

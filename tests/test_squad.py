@@ -87,6 +87,30 @@ def test_reader_refuses_invalid_json(tmp_path):
         read_squad(path)
 
 
+def test_reader_refuses_non_utf8_naming_the_line(tmp_path):
+    path = tmp_path / "latin1.json"
+    text = (FIXTURES / "v1.1.json").read_text(encoding="utf-8")
+    path.write_bytes(text.replace("Which team", "Wh\xefch team", 1).encode("latin-1", errors="replace"))
+    line = text[: text.index("Which team")].count("\n") + 1
+    with pytest.raises(BvrError, match=rf"latin1\.json:{line}: not UTF-8"):
+        read_squad(path)
+
+
+def test_reader_refuses_answers_mostly_off_their_offsets(tmp_path):
+    # Offsets one character late on every answer (bytes counted, say) once trained on the wrong spans silently.
+    content = json.loads((FIXTURES / "v1.1.json").read_text(encoding="utf-8"))
+    for article in content["data"]:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                for answer in qa["answers"]:
+                    answer["answer_start"] = max(answer["answer_start"] - 1, 0)
+    path = tmp_path / "shifted.json"
+    path.write_text(json.dumps(content), encoding="utf-8")
+    with pytest.raises(BvrError, match=r"shifted\.json: 9 of 9 answers are not at their answer_start") as err:
+        read_squad(path)
+    assert "counts characters of the context from 0" in err.value.hint
+
+
 # --- article split -------------------------------------------------------------------------------------------
 
 

@@ -111,6 +111,23 @@ def _read_line(line: str, number: int, path: Path, n_columns: int, builder: _Sen
         builder.add(columns[0], columns[-1])
 
 
+MAX_BAD_SHARE = 0.5
+"""Token lines with too few columns are skipped and reported (:meth:`ConllReport.describe`) up to this share of
+the token lines; beyond it the file is another layout (a 2-column file, say) and is refused."""
+
+
+def _check_enough_lines(report: ConllReport, path: Path, n_columns: int) -> None:
+    """Refuse a file whose token lines mostly lack columns (another layout, or a broken export), rather than train
+    on what is left of it."""
+    bad = len(report.bad_lines)
+    if bad and bad > MAX_BAD_SHARE * (bad + report.tokens):
+        raise BvrError(
+            f"{bad:,} of {bad + report.tokens:,} token lines have fewer than {n_columns} columns "
+            f"(first at line {report.bad_lines[0]})",
+            where=f"{path}:{report.bad_lines[0]}",
+            hint="CoNLL-2003 lines are 'token POS chunk NER', separated by spaces; pass n_columns for other layouts")
+
+
 def read_conll(
     path: str | Path, *, n_columns: int = CONLL_COLUMNS, convert_to_iob2: bool = True
 ) -> tuple[list[Sentence], ConllReport]:
@@ -128,18 +145,25 @@ def read_conll(
         The sentences and a report of the counts.
 
     Raises:
-        BvrError: the file is missing, a line has more than ``n_columns`` columns, or a tag is not O, B-X or I-X
-            (naming ``file:line``).
+        BvrError: the file is missing or not UTF-8, a line has more than ``n_columns`` columns, more than half of
+            the token lines have fewer, or a tag is not O, B-X or I-X (naming ``file:line``).
     """
     path = Path(path)
     if not path.is_file():
         raise BvrError("no such CoNLL file", where=path, hint="check the task's data paths")
     report = ConllReport(path=str(path))
     builder = _SentenceBuilder(report)
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
+    with path.open("rb") as lines:  # decoded line by line, so a bad byte is reported at its line
+        for number, raw in enumerate(lines, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise BvrError(f"not UTF-8 ({err.reason} at byte {err.start + 1} of the line)",
+                               where=f"{path}:{number}",
+                               hint="convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
             _read_line(line, number, path, n_columns, builder)
     builder.close()
+    _check_enough_lines(report, path, n_columns)
     sentences = builder.sentences
     report.scheme = detect_scheme(sentence.tags for sentence in sentences)
     if convert_to_iob2 and report.scheme != "IOB2":

@@ -95,12 +95,23 @@ def _field(record: Any, key: str, kind: type | tuple[type, ...], where: str, wha
     return value
 
 
+MAX_MISMATCH_SHARE = 0.01
+"""Answers whose text differs from the context at answer_start are kept and counted up to this share (releases hold
+a few off by a character); beyond it the offsets are wrong and the file is refused."""
+
+
 def _load_json(path: Path) -> dict:
     if not path.is_file():
         raise BvrError("no such SQuAD file", where=path, hint="check the task's data paths")
+    data = path.read_bytes()
     try:
-        with path.open(encoding="utf-8") as file:
-            content = json.load(file)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise BvrError(f"not UTF-8 ({err.reason})", where=f"{path}:{line}",
+                       hint="SQuAD files are UTF-8 JSON; convert the file (e.g. iconv -f latin1 -t utf-8)") from None
+    try:
+        content = json.loads(text)
     except json.JSONDecodeError as err:
         raise BvrError(f"not valid JSON ({err.msg})", where=f"{path}:{err.lineno}") from err
     if not isinstance(content, dict):
@@ -179,8 +190,8 @@ def read_squad(path: str | Path) -> tuple[list[SquadExample], SquadReport]:
         The questions in file order, and a report of the counts.
 
     Raises:
-        BvrError: the file is missing or not JSON, a field is missing or of the wrong type, an answer does not fit
-            its context, an answerable question has no answers (or an impossible one has some), or a question id
+        BvrError: the file is missing, not UTF-8 or not JSON, a field is missing or of the wrong type, an answer
+            does not fit its context, more than 1% of the answers are not at their ``answer_start``, an answerable question has no answers (or an impossible one has some), or a question id
             repeats; the message names the question id and the JSON path (``data[3].paragraphs[0].qas[7]``).
     """
     path = Path(path)
@@ -193,6 +204,12 @@ def read_squad(path: str | Path) -> tuple[list[SquadExample], SquadReport]:
     if repeated:
         raise BvrError(f"question ids {repeated[:5]} occur more than once", where=path)
     report.version = _version(content.get("version"), examples)
+    if report.answer_mismatches > MAX_MISMATCH_SHARE * max(report.reference_answers, 1):
+        raise BvrError(
+            f"{report.answer_mismatches:,} of {report.reference_answers:,} answers are not at their answer_start "
+            "in the context", where=path,
+            hint="answer_start counts characters of the context from 0; a file whose offsets are bytes, tokens or "
+                 "shifted trains a model on the wrong spans. Fix the offsets (the official files have none wrong)")
     return examples, report
 
 
