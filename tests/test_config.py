@@ -73,6 +73,9 @@ def test_set_parses_yaml_values():
         ("masking:\n  split: [0.9, 0.2, -0.1]\n", "masking.split: [0.9, 0.2, -0.1] has a negative share"),
         ("training:\n  batch_size: many\n", "cfg.yaml:2: training.batch_size: expected int, got 'many' (str)"),
         ("training:\n  compile: 1\n", "cfg.yaml:2: training.compile: expected bool, got 1 (int)"),
+        # The name is part of folder names: it cannot climb out of outputs/.
+        ("name: ../../elsewhere\n", "cfg.yaml:1: name: '../../elsewhere' cannot name a folder"),
+        ("name: a/b\n", "cfg.yaml:1: name: 'a/b' cannot name a folder"),
         ("data:\n  sentence_objective: mlm\n", "cfg.yaml:2: data.sentence_objective: 'mlm' is not one of none, "
                                               "nsp, sop"),
         ("model: 4\n", "cfg.yaml:1: model: expected a mapping of ModelConfig keys"),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,9 @@ class Config:
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
 
     def __post_init__(self) -> None:
+        # The name becomes part of folder names (outputs/runs/pretrain-NAME-HASH): no path separators, no '..'.
+        check(bool(_NAME.fullmatch(str(self.name))), "name",
+              f"{self.name!r} cannot name a folder: use letters, digits, '.', '_' and '-' (not starting with '.')")
         # Checks across sections: each section validated itself already.
         check(self.data.max_length <= self.model.max_tokens, "data.max_length",
               f"{self.data.max_length} exceeds the {self.model.max_tokens} positions of the model "
@@ -69,6 +73,9 @@ class Config:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+
+_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
+"""A run name: it ends up in folder names, so it stays one plain path component."""
 
 _OLD_FILE = "is the old experiments/finetune.yaml form"
 OLD_KEYS: dict[str, str] = {
