@@ -76,6 +76,11 @@ def test_set_parses_yaml_values():
         # The name is part of folder names: it cannot climb out of outputs/.
         ("name: ../../elsewhere\n", "cfg.yaml:1: name: '../../elsewhere' cannot name a folder"),
         ("name: a/b\n", "cfg.yaml:1: name: 'a/b' cannot name a folder"),
+        # Lightning-level settings are checked with the config, not deep inside the Trainer.
+        ("training:\n  adam_eps: -1\n", "cfg.yaml:2: training.adam_eps: -1.0 must be positive"),
+        ("training:\n  strategy: foo\n", "cfg.yaml:2: training.strategy: 'foo' is not one of auto, ddp"),
+        ("training:\n  accelerator: tpu9\n", "cfg.yaml:2: training.accelerator: 'tpu9' is not one of auto, cpu"),
+        ("training:\n  grad_clip: -1\n", "cfg.yaml:2: training.grad_clip: -1.0 must be non-negative"),
         ("data:\n  sentence_objective: mlm\n", "cfg.yaml:2: data.sentence_objective: 'mlm' is not one of none, "
                                               "nsp, sop"),
         ("model: 4\n", "cfg.yaml:1: model: expected a mapping of ModelConfig keys"),

@@ -203,3 +203,16 @@ def test_quiet_fit_silences_only_lightnings_noise():
             warnings.warn("The 'train_dataloader' does not have many workers which may be a bottleneck.", UserWarning)
             warnings.warn("the loss went up", UserWarning)
     assert [str(w.message) for w in caught] == ["the loss went up"]
+
+
+def test_a_gpu_accelerator_without_a_gpu_is_one_line(tmp_path, monkeypatch):
+    import torch
+
+    from bvr.errors import BvrError
+    from bvr.training import build_trainer
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(BvrError, match="accelerator 'gpu' asked for, but this machine has no CUDA GPU") as err:
+        build_trainer(tmp_path, logger=False, precision="auto", accelerator="gpu", grad_clip=0.0, log_every_steps=1,
+                      progress=False)
+    assert err.value.where == "training.accelerator" and "cpu" in err.value.hint

@@ -18,6 +18,8 @@ PRECISIONS = ("auto", "32-true", "bf16-mixed", "16-mixed", "32")
 (``32`` is Lightning's old name of ``32-true``)."""
 CORPUS_SOURCES = ("wikiextractor", "text", "hf")
 MASKING_MODES = ("static", "dynamic")
+ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")
+STRATEGIES = ("auto", "ddp", "ddp_spawn", "ddp_find_unused_parameters_true", "fsdp")
 MASKING_SCHEMES = ("token", "whole-word", "span")
 SENTENCE_OBJECTIVES = ("none", "nsp", "sop")
 """The sentence-level objective beside MLM: none, BERT's next-sentence prediction or ALBERT's sentence-order
@@ -239,3 +241,8 @@ class TrainingConfig:
         check(self.learning_rate > 0, "training.learning_rate", "must be positive")
         check(self.warmup_steps >= 0, "training.warmup_steps", "must be non-negative")
         check(self.num_workers >= 0, "training.num_workers", "must be non-negative")
+        check(self.adam_eps > 0, "training.adam_eps", f"{self.adam_eps} must be positive (RoBERTa: 1e-6)")
+        check(self.weight_decay >= 0, "training.weight_decay", f"{self.weight_decay} must be non-negative")
+        check(self.grad_clip >= 0, "training.grad_clip", f"{self.grad_clip} must be non-negative (0: no clipping)")
+        check_choice(self.accelerator, ACCELERATORS, "training.accelerator")
+        check_choice(self.strategy, STRATEGIES, "training.strategy")

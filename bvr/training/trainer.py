@@ -18,6 +18,7 @@ import lightning as L
 from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar, TQDMProgressBar
 
 from bvr.checkpoints import AtomicCheckpointIO
+from bvr.errors import BvrError
 from bvr.training.precision import resolve_precision
 
 LIGHTNING_NOISE = (
@@ -47,6 +48,18 @@ def resolve_strategy(strategy: str, devices: int, num_nodes: int) -> str:
     if strategy != "auto":
         return strategy
     return "ddp" if devices * num_nodes > 1 else "auto"
+
+
+def _check_accelerator(accelerator: str) -> None:
+    """Refuse a GPU accelerator on a machine without one, in words rather than Lightning's traceback."""
+    import torch
+
+    if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
+        raise BvrError(f"accelerator '{accelerator}' asked for, but this machine has no CUDA GPU",
+                       where="training.accelerator", hint="use auto (the GPU when there is one) or cpu")
+    if accelerator == "mps" and not torch.backends.mps.is_available():
+        raise BvrError("accelerator 'mps' asked for, but this machine has no Apple GPU", where="training.accelerator",
+                       hint="use auto or cpu")
 
 
 def build_trainer(
@@ -94,6 +107,7 @@ def build_trainer(
             long step-counted runs); False keeps Lightning's default bar.
         callbacks: more Lightning callbacks.
     """
+    _check_accelerator(accelerator)
     extra: list[L.Callback] = []
     if checkpoint_every_steps is not None:
         extra.append(ModelCheckpoint(dirpath=root / "checkpoints", save_top_k=0, save_last=True,
