@@ -391,3 +391,9 @@ def test_git_commit_outside_git_or_without_git(tmp_path: Path, monkeypatch: pyte
     assert tracking.git_commit(plain) is None
     monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))
     assert tracking.git_commit(plain) is None
+
+
+def test_experiments_open_as_model_development(store: Store) -> None:
+    # MLflow 3's UI guesses GenAI for an untagged experiment and opens an empty traces page.
+    experiment_id = tracking.ensure_experiment("bvr-kind")
+    assert store.client.get_experiment(experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"

@@ -82,8 +82,13 @@ def artifact_location(experiment: str, uri: str) -> str | None:
     return (db.parent / DEFAULT_ARTIFACTS / _slug(experiment)).as_uri() if db else None
 
 
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+"""What MLflow 3's UI opens an experiment as: the runs table, not the GenAI traces overview it guesses otherwise."""
+
+
 def ensure_experiment(name: str, workdir: Path | None = None) -> str:
-    """Get or create the experiment ``name``; return its id.
+    """Get or create the experiment ``name``, tagged as model development (:data:`EXPERIMENT_KIND`); return its id.
 
     Raises:
         BvrError: if an experiment of that name was deleted (MLflow keeps the name until it is restored or
@@ -94,7 +99,8 @@ def ensure_experiment(name: str, workdir: Path | None = None) -> str:
     if experiment is None:
         uri = tracking_uri(workdir)
         try:
-            return client.create_experiment(name, artifact_location=artifact_location(name, uri))
+            return client.create_experiment(name, artifact_location=artifact_location(name, uri),
+                                            tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
         except MlflowException as err:
             # Another process (a DDP rank, a parallel arm) created it between our look-up and create.
             if err.error_code != ErrorCode.Name(RESOURCE_ALREADY_EXISTS):
