@@ -12,6 +12,7 @@ import pytest
 import torch
 from mlflow import MlflowClient
 
+from bvr.cache import fingerprint
 from bvr.config import DataSettings
 from bvr.errors import BvrError
 from bvr.model import EncoderConfig, PretrainingModel
@@ -320,7 +321,7 @@ def rte_run(bert, data_dir, workdir):
                     experiment=EXPERIMENT)
 
 
-def test_seeds_are_nested_runs_with_tags_and_metrics(rte_run, workdir, bert):
+def test_seeds_are_nested_runs_with_tags_and_metrics(rte_run, workdir, bert, data_dir):
     result = rte_run
     assert [seed.seed for seed in result.seeds] == [0, 1] and result.main_key == "dev/accuracy"
     assert all([entry["epoch"] for entry in seed.history] == [1, 2] for seed in result.seeds)
@@ -340,6 +341,11 @@ def test_seeds_are_nested_runs_with_tags_and_metrics(rte_run, workdir, bert):
         metrics = run.data.metrics
         assert metrics["dev/accuracy"] == pytest.approx(seed.scores["dev/accuracy"])
         assert metrics["score"] == pytest.approx(100 * seed.scores["dev/accuracy"])
+        # The task's files are the run's datasets, with their content fingerprint (MLflow's Dataset column).
+        inputs = {d.dataset.name: d for d in run.inputs.dataset_inputs}
+        assert set(inputs) == {"rte train", "rte dev"}
+        assert inputs["rte train"].dataset.digest == fingerprint(data_dir / "glue" / "RTE" / "train.tsv")[:36]
+        assert [t.value for t in inputs["rte dev"].tags] == ["eval"]
         assert metrics["baseline/dev/accuracy"] == result.info.baseline["dev/accuracy"] == 0.5
         assert metrics["best/dev/accuracy"] >= metrics["dev/accuracy"] and metrics["best/epoch"] in (1.0, 2.0)
         history = MlflowClient(tracking_uri(workdir)).get_metric_history(run.info.run_id, "dev/accuracy")

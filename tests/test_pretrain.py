@@ -78,6 +78,10 @@ def test_loss_falls_and_metrics_are_reported(trained):
 def test_mlflow_holds_metrics_params_and_artifacts(trained):
     workdir, result = trained
     client = MlflowClient(tracking_uri(workdir))
+    run = client.get_run((result.run_dir / "mlflow_run_id").read_text().strip())
+    names = sorted(d.dataset.name for d in run.inputs.dataset_inputs)  # the corpus and the sequences it trained on
+    assert names == ["segment-pair sequences of 64", "wikiextractor corpus corpus/wiki"], names
+    assert all(len(d.dataset.digest) == 12 for d in run.inputs.dataset_inputs)
     run_id = (result.run_dir / "mlflow_run_id").read_text().strip()
     run = client.get_run(run_id)
     assert run.info.run_name == "default/pretrain"

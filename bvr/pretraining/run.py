@@ -39,7 +39,7 @@ from bvr.pretraining.masking import mask_exposure
 from bvr.pretraining.module import PretrainingModule
 from bvr.pretraining.prepare import Prepared, load_instances, prepare, prepare_corpus, prepare_tokenizer
 from bvr.tokenization import load_tokenizer, vocab_info
-from bvr.tracking import git_commit, log_artifact_dir, log_config
+from bvr.tracking import DataInput, git_commit, log_artifact_dir, log_config, log_inputs
 from bvr.training import build_trainer, quiet_fit, training_logger
 
 PRETRAIN_VERSION = 1
@@ -238,7 +238,18 @@ def _logger(cfg, run_dir, ckpt_path, ablation, arm, parent_run_id, experiment, p
         log_artifact_dir(logger.experiment, logger.run_id, prepared.tokenizer, "tokenizer")
         stats = prepared.stats()
         logger.experiment.log_dict(logger.run_id, stats, "data_stats.json")
+        log_inputs(logger.experiment, logger.run_id, _data_inputs(cfg, prepared))
     return logger
+
+
+def _data_inputs(cfg: Config, prepared: Prepared) -> list[DataInput]:
+    """The corpus and the training sequences as MLflow datasets; each cache folder's name ends in the hash of
+    everything it was built from, the corpus files' content included, which serves as the digest."""
+    corpus = f"{cfg.corpus.source} corpus {cfg.corpus.path}" + (
+        f" (first {cfg.corpus.max_documents} documents)" if cfg.corpus.max_documents else "")
+    return [DataInput(corpus, prepared.corpus.name.rsplit("-", 1)[-1], str(prepared.corpus)),
+            DataInput(f"{cfg.data.input_format} sequences of {cfg.data.max_length}",
+                      prepared.instances.name.rsplit("-", 1)[-1], str(prepared.instances))]
 
 
 def _finish(cfg: Config, run_dir: Path, model: PretrainingModel, prepared: Prepared, logger, metrics) -> None:

@@ -32,7 +32,7 @@ import dataclasses
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,17 @@ from bvr.tasks.results import FinetuneResult, SeedResult, TaskInfo, spread
 from bvr.tasks.settings import load_finetune_config, optim_settings
 from bvr.tasks.source import EncoderSource, checkpoint_identity, default_arm
 from bvr.tokenization import vocab_info
-from bvr.tracking import TAG_COLLAPSED, log_config, parent_run, run_name, run_tags, store_client, tracking_uri
+from bvr.tracking import (
+    TAG_COLLAPSED,
+    DataInput,
+    log_config,
+    log_inputs,
+    parent_run,
+    run_name,
+    run_tags,
+    store_client,
+    tracking_uri,
+)
 from bvr.training import build_trainer, quiet_fit, training_logger
 
 FINETUNE_VERSION = 2
@@ -85,6 +95,8 @@ class _Job:
     experiment: str
     ablation: str | None
     progress: bool
+    inputs: list[DataInput] = field(default_factory=list)
+    """The task's files, logged as each seed run's datasets."""
 
     @property
     def main_key(self) -> str:
@@ -104,7 +116,17 @@ def _seed_logger(job: _Job, seed: int, parent_id: str) -> Any:
                              seed=seed, extra=extra, parent_run_id=parent_id)
     log_config(logger, None, {"task": job.spec.name, "seed": seed, "checkpoint": job.checkpoint,
                               "from_scratch": job.source.from_scratch, "finetune": dataclasses.asdict(job.cfg)})
+    log_inputs(logger.experiment, logger.run_id, job.inputs)
     return logger
+
+
+def _data_inputs(spec: TaskSpec, data_dir: Path | None) -> list[DataInput]:
+    """The task's files as MLflow datasets, each with its content fingerprint (none when read from the hub)."""
+    if data_dir is None:
+        return []
+    files = {split.name: data_dir / spec.folder / split.file for split in spec.splits}
+    return [DataInput(f"{spec.name} {name}", fingerprint(path), str(path), "train" if name == "train" else "eval")
+            for name, path in files.items() if path.is_file()]
 
 
 def _fit(job: _Job, module: FinetuneModule, trainer: L.Trainer, seed: int) -> None:
@@ -263,7 +285,7 @@ def finetune(
         data = _load_data(spec, pretrained, data_path, cfg)
         info = _task_info(data)
         job = _Job(spec, cfg, data, EncoderSource(pretrained, from_scratch), info, arm, str(pretrained.folder),
-                   experiment or ablation or DEFAULT_EXPERIMENT, ablation, progress)
+                   experiment or ablation or DEFAULT_EXPERIMENT, ablation, progress, _data_inputs(spec, data_path))
         parent_id = _train_missing(job, dirs, results, parent_run_id)
     result = FinetuneResult(spec.name, arm, str(pretrained.folder), from_scratch, f"{spec.headline_split}/"
                             f"{spec.main_metric}", [results[seed] for seed in seed_list], info,

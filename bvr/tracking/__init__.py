@@ -31,8 +31,10 @@ from bvr.tracking.params import (  # noqa: E402
     MAX_PARAMS_TAGS_PER_BATCH,
     TRUNCATION_MARKER,
     flatten_params,
+    DataInput,
     log_artifact_dir,
     log_config,
+    log_inputs,
     log_params_batched,
     log_tags_batched,
 )
@@ -69,11 +71,11 @@ from bvr.tracking.store import (  # noqa: E402
 )
 
 __all__ = [
-    "DEFAULT_ARTIFACTS", "DEFAULT_DB", "MAX_ENTITY_KEY_LENGTH", "MAX_PARAMS_TAGS_PER_BATCH", "MAX_PARAM_VAL_LENGTH",
+    "DEFAULT_ARTIFACTS", "DataInput", "DEFAULT_DB", "MAX_ENTITY_KEY_LENGTH", "MAX_PARAMS_TAGS_PER_BATCH", "MAX_PARAM_VAL_LENGTH",
     "TAG_ABLATION", "TAG_ARM", "TAG_CLOSED", "TAG_COLLAPSED", "TAG_GIT_COMMIT", "TAG_HOST", "TAG_LABEL", "TAG_PID",
     "TAG_PRETRAIN_SEED", "TAG_SEED",
     "TAG_STAGE", "TAG_TASK", "TRUNCATION_MARKER", "artifact_location", "client_for", "close_stale_runs",
     "ensure_experiment", "find_runs", "flatten_params",
-    "git_commit", "log_artifact_dir", "log_config", "log_params_batched", "log_tags_batched", "parent_run",
+    "git_commit", "log_artifact_dir", "log_config", "log_inputs", "log_params_batched", "log_tags_batched", "parent_run",
     "resume_run", "run_name", "run_tags", "store_client", "tagged", "tracking_uri",
 ]
