@@ -648,3 +648,15 @@ def test_ui_address_is_checked(store: Store, tmp_path: Path, monkeypatch) -> Non
     assert not (tmp_path / "bad").exists()  # refused before anything is written
     assert ui_base("sqlite:///mlflow.db") is None
     assert ui_base("http://tracking:5000/", None) == "http://tracking:5000"  # a tracking server serves its own UI
+
+
+def test_a_table_of_tasks_not_run_still_shows_the_papers_values(store: Store, tmp_path: Path):
+    # Table A of _TWO_TABLES with its SQuAD column renamed to a task this ablation never ran (MNLI).
+    path = tmp_path / "published.yaml"
+    only_a = _TWO_TABLES.split("  - ablation: masking\n    source: \"Paper B")[0]
+    path.write_text(only_a.replace("{task: squad_v2, metric: dev/f1", "{task: mnli, metric: dev_matched/accuracy"),
+                    encoding="utf-8")
+    blocks = published_section(analyse(collect(store.manifest, workdir=store.workdir), load_published(path)))
+    (beside,) = [b for b in blocks if isinstance(b, Table)]
+    assert [list(row) for row in beside.rows] == [["static", "70.0 / —"], ["dynamic", "71.5 / —"]]
+    assert beside.caption == "The paper's values; none of these tasks runs at this preset ('—')."

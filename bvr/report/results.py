@@ -218,6 +218,8 @@ def _beside_rows(a: Analysis, table: pd.DataFrame) -> tuple[list[str], list[list
     every = list(pub[["task", "metric", "metric_label"]].drop_duplicates(["task", "metric"]).itertuples(index=False))
     columns = [c for c in every if _ran(a, c.task)]
     skipped = [c.metric_label or c.task for c in every if not _ran(a, c.task)]
+    if not columns:  # none of the table's tasks runs at this preset: still show what the paper printed
+        columns, skipped = every, []
     pretrained = pretrain_table(a).set_index("arm")
     rows = []
     for arm in [arm for arm in a.collected.pretrained_arms if arm in set(pub["arm"])]:
@@ -256,6 +258,8 @@ def published_section(a: Analysis) -> list[Block]:
         if beside and len(header) > 1:
             caption = "'—' where the paper has no value or our runs are missing." + (
                 f" Published columns for tasks this ablation does not run: {', '.join(skipped)}." if skipped else "")
+            if not direction and all(cell.endswith("/ —") for row in beside for cell in row[1:]):
+                caption = "The paper's values; none of these tasks runs at this preset ('—')."
             blocks.append(Table(header, beside, align="L" + "r" * (len(header) - 1), caption=caption))
         words = table[table["task"].isna()]
         if not words.empty:
