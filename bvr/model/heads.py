@@ -301,8 +301,8 @@ class PretrainingModel(nn.Module):
         selected = masked.clone()
         if self.nsp:
             selected[:, 0] = True  # the pooler reads the first token
-        rows = torch.arange(labels.shape[0], device=labels.device)[:, None].expand_as(labels)[masked]  # (n_masked,)
         if self.sbo_enabled:
+            rows, columns = masked.nonzero().unbind(1)  # (n_masked,) each, row-major like labels[masked]
             left, right = (edge[masked] for edge in span_boundaries(labels))  # (n_masked,) each
             selected[rows, left] = True
             selected[rows, right] = True
@@ -312,7 +312,6 @@ class PretrainingModel(nn.Module):
         nsp_logits = self._nsp_from_first(states[where[:, 0]]) if self.nsp else None  # (batch, 2)
         boundaries = None
         if self.sbo_enabled:
-            columns = masked.nonzero()[:, 1]  # (n_masked,)
             boundaries = (states[where[rows, left]], states[where[rows, right]], columns - left - 1)
         return _Sparse(states[where[masked]], labels[masked], nsp_logits, boundaries)
 

@@ -350,9 +350,9 @@ def _word_segments(positions: np.ndarray, starts_word: np.ndarray) -> tuple[np.n
     return np.append(first, len(positions)), np.searchsorted(segment, segment, side="right")
 
 
-def _span_draws(seed: int, index: int, copy: int) -> SpanDraws:
+def _span_draws(seed: int, index: int | np.ndarray, copy: int | np.ndarray) -> SpanDraws:
     """The span sampler's draws for one sequence: ``draws(lo, hi)`` gives the (length, start) uniform draws of
-    attempts ``lo`` to ``hi - 1``."""
+    attempts ``lo`` to ``hi - 1``; (batch, 1) ``index`` and ``copy`` give them for every row at once."""
 
     def draws(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         attempts = np.arange(lo, hi)
@@ -419,13 +419,9 @@ def _choose_spans(
 ) -> np.ndarray:
     """(batch, seq) bool: spans chosen per row; ``keys`` is (seed, (batch, 1) indices, (batch, 1) copies)."""
     seed, rows, copy = keys
-    # Every row's first chunk of attempts in one go: the few rows that need more draw them alone.
+    # Every row's first chunk of attempts in one go, (batch, width) each: the few rows that need more draw them alone.
     width = _span_chunk(int(budget.max(initial=0)))
-    attempts = np.arange(width)[None, :]  # (1, width)
-    block = (
-        uniform(seed, _STREAM_SPAN_LENGTH, rows, copy, attempts),  # (batch, width)
-        uniform(seed, _STREAM_SPAN_START, rows, copy, attempts),  # (batch, width)
-    )
+    block = _span_draws(seed, rows, copy)(0, width)
     chosen = np.zeros_like(candidates)
     for row in range(input_ids.shape[0]):
         positions = np.flatnonzero(candidates[row])

@@ -214,8 +214,8 @@ def _scored(collected: Collected) -> tuple[pd.DataFrame, dict[str, float]]:
     return frame, scales
 
 
-def _published_effect(published: pd.DataFrame, ablation: str | None, a: str, b: str, measure: Measure,
-                      scales: dict[str, float]) -> float | None:
+def _published_effect(published: pd.DataFrame, ablation: str | None, a: str, b: str,
+                      measure: Measure) -> float | None:
     """The paper's ``b - a`` in the measure's units: fine-tuning tasks, and probes where a paper prints a
     feature-based column (as ``probe/TASK``, BERT Table 8's NER); the papers report no BLiMP."""
     if not ablation or published.empty:
@@ -289,7 +289,7 @@ def analyse(collected: Collected, published: pd.DataFrame) -> Analysis:
     raw += [_raw(ABLATION_FAMILY, x, a, b) for x in [*measures, *([mlm] if mlm else [])]
             for i, a in enumerate(arms) for b in arms[i + 1:] if x.units(a) and x.units(b)]
     comparable = {i: r[1].key != "mlm" or _same_tokenizer(collected.pretrain, r[2], r[3]) for i, r in enumerate(raw)}
-    effects = {i: _published_effect(ours, key, r[2], r[3], r[1], scales) for i, r in enumerate(raw)}
+    effects = {i: _published_effect(ours, key, r[2], r[3], r[1]) for i, r in enumerate(raw)}
     done = _finish(raw, comparable, effects)
     if not all(comparable.values()):
         notes.append("MLM loss is per token, so arms with different tokenizers are not compared on it")
