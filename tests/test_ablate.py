@@ -14,13 +14,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from mlflow import MlflowClient
 
 from bvr import cli
 from bvr.ablation.dvc import render_pipeline
 from bvr.ablation.manifest import MANIFEST_VERSION, FinetuneRecord, Manifest, find_manifest
 from bvr.ablation.plan import UnitKind, make_plan
 from bvr.errors import BvrError
-from bvr.tracking import find_runs
+from bvr.tracking import find_runs, tracking_uri
 from tests.test_prepare import write_wiki_corpus
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -132,6 +133,18 @@ def test_every_unit_runs_and_the_manifest_indexes_mlflow(finished):
         assert run["tags.mlflow.runName"] == name and run["tags.mlflow.parentRunId"] == manifest.parent_run_id
         assert run[f"metrics.{entry.main_key}"] == pytest.approx(entry.score)
         assert run["metrics.score"] == pytest.approx(100 * entry.score)  # one name, in points, for every kind
+    # The saved views find exactly one run per model and measure: what the scores view groups by arm.
+    measured = runs[runs["tags.bvr.measure"].notna()] if "tags.bvr.measure" in runs else runs.iloc[:0]
+    expected = {(label, measure) for label in manifest.labels for measure in ("blimp", "probe/sst2", "finetune/sst2")}
+    assert sorted(zip(measured["tags.bvr.label"], measured["tags.bvr.measure"], strict=True)) == sorted(expected)
+    assert measured["metrics.score"].notna().all()
+    client = MlflowClient(tracking_uri(finished))
+    experiment = client.get_experiment_by_name("tiny-masking")
+    views = {k: v for k, v in experiment.tags.items() if k.startswith("mlflow.sharedViewState.")}
+    assert sorted(views) == ["mlflow.sharedViewState.bvr-curves", "mlflow.sharedViewState.bvr-scores"]
+    scores_view = json.loads(views["mlflow.sharedViewState.bvr-scores"])
+    shown = client.search_runs([experiment.experiment_id], scores_view["searchFilter"], max_results=1000)
+    assert sorted(r.info.run_id for r in shown) == sorted(measured.index)
     # The control fine-tunes from its initialisation at each pretraining seed: the weights the arms started from.
     control = [f for f in manifest.finetune if f.arm == "no-pretraining"]
     checkpoints = {f.pretrain_seed: runs.loc[f.run_id, "tags.bvr.checkpoint"] for f in control}

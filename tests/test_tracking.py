@@ -7,6 +7,7 @@ change runs use experiments of their own in it.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import socket
@@ -397,3 +398,24 @@ def test_experiments_open_as_model_development(store: Store) -> None:
     # MLflow 3's UI guesses GenAI for an untagged experiment and opens an empty traces page.
     experiment_id = tracking.ensure_experiment("bvr-kind")
     assert store.client.get_experiment(experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"
+
+
+def test_saved_views_are_experiment_tags_the_ui_reads(store: Store) -> None:
+    """The two views are JSON in the UI's shape; the scores view selects exactly the runs tagged with a measure."""
+    experiment_id = tracking.ensure_experiment("bvr-views", store.workdir)
+    client = store.client
+    measured = client.create_run(experiment_id, tags={tracking.TAG_MEASURE: "finetune/sst2", "bvr.arm": "static"})
+    client.create_run(experiment_id, tags={"bvr.seed": "0", "bvr.arm": "static"})  # a seed: not in the view
+    tracking.write_views(client, experiment_id)
+    tracking.write_views(client, experiment_id)  # idempotent
+    tags = client.get_experiment(experiment_id).tags
+    scores = json.loads(tags["mlflow.sharedViewState.bvr-scores"])
+    curves = json.loads(tags["mlflow.sharedViewState.bvr-curves"])
+    assert scores["groupBy"] == {"aggregateFunction": "average", "groupByKeys": [
+        {"mode": "tag", "groupByData": "bvr.arm"}, {"mode": "tag", "groupByData": "bvr.measure"}]}
+    assert "metrics.`score`" in scores["selectedColumns"]
+    assert [c["metricKey"] for c in curves["compareRunCharts"]] == ["val/mlm_loss", "train/mlm_loss"]
+    shown = client.search_runs([experiment_id], scores["searchFilter"])
+    assert [r.info.run_id for r in shown] == [measured.info.run_id]
+    assert tracking.view_url("http://h:1/", experiment_id, tracking.SCORES_VIEW) == (
+        f"http://h:1/#/experiments/{experiment_id}/runs?viewStateShareKey=bvr-scores")

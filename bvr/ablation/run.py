@@ -175,7 +175,7 @@ def _parent(runner: Runner, only: list[str] | None) -> Iterator[None]:
     """The ablation's MLflow parent run: one per ablation and settings (the manifest's), reopened by every later
     invocation (a resumed run, a re-render), so every run of the ablation hangs under one parent. DVC stages
     (``--only``) nest under it without reopening it. Runs left RUNNING by a killed invocation are closed first."""
-    from bvr.tracking import close_stale_runs, parent_run, run_tags
+    from bvr.tracking import close_stale_runs, parent_run, run_tags, store_client, tracking_uri, write_views
 
     plan = runner.plan
     if runner.rank != 0:
@@ -198,6 +198,7 @@ def _parent(runner: Runner, only: list[str] | None) -> Iterator[None]:
     name = f"{plan.name} ({plan.preset or 'default'}{', dvc' if only else ''})"
     with parent_run(plan.experiment, name, workdir=Path.cwd(), tags=tags, description=plan.ablation.description,
                     resume_run_id=existing) as run:
+        write_views(store_client(tracking_uri(Path.cwd())), run.info.experiment_id)
         runner.parent_run_id = run.info.run_id
         runner.manifest.parent_run_id = run.info.run_id
         runner.save()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -71,9 +71,30 @@ def ablate_cmd(
                   highlight=False)
     if result.report is not None:
         console.print(f"report: {result.report.html}", highlight=False)
+        _print_views(plan.experiment, ui_url)
     elif not only:
         console.print(f"next: bvr report {plan.name}" + (f" --preset {plan.preset}" if plan.preset else ""),
                       highlight=False)
+
+
+def _print_views(experiment: str, ui_url: str | None) -> None:
+    """Where to read the comparison in the MLflow UI: the saved views' addresses, or how to open them."""
+    from bvr.report.cells import ui_base
+    from bvr.tracking import CURVES_VIEW, SCORES_VIEW, store_client, tracking_uri, view_url
+
+    uri = tracking_uri(Path.cwd())
+    found = store_client(uri).get_experiment_by_name(experiment)
+    base = ui_base(uri, ui_url)
+    if found is None:
+        return
+    if base is None:
+        console.print(f"MLflow: run `mlflow ui --backend-store-uri {uri}`, open experiment '{experiment}' and add "
+                      f"?viewStateShareKey={SCORES_VIEW} to its address for the scores by arm "
+                      f"(?viewStateShareKey={CURVES_VIEW}&compareRunsMode=CHART: pretraining curves by arm)",
+                      highlight=False, soft_wrap=True)
+        return
+    for what, key in (("scores by arm", SCORES_VIEW), ("pretraining curves by arm", CURVES_VIEW)):
+        console.print(f"MLflow, {what}: {view_url(base, found.experiment_id, key)}", highlight=False, soft_wrap=True)
 
 
 def report_cmd(
@@ -87,6 +108,12 @@ def report_cmd(
     ui_url: UiUrlOpt = None,
     data_dir: DataDirOpt = None,
     output_dir: OutputDirOpt = None,
+    browser_check: Annotated[Path | None, typer.Option(
+        "--browser-check", metavar="DIR",
+        help="Also look at the report in headless Chromium: start `mlflow ui` on a free loopback port, check "
+             "for broken images, tables wider than the page at 1,200 px and links that do not resolve, and save "
+             "screenshots of the report and the MLflow views (scores and pretraining curves by arm) in DIR. "
+             "Needs Chromium (Debian: apt-get install chromium).")] = None,
 ) -> None:
     """Render reports/NAME (report.md, report.html, figures, metrics.json, plots) from the ablation's MLflow runs.
 
@@ -112,9 +139,34 @@ def report_cmd(
                       highlight=False)
         for line in result.missing:
             console.print(f"  missing: {line}", markup=False, highlight=False)
+        if browser_check is not None:
+            _browser_check(Manifest.load(path), browser_check)
     if all_:
         summary = render_summary(latest_manifests(outputs), out, workdir=Path.cwd())
         console.print(f"wrote {summary}", highlight=False)
+
+
+def _browser_check(manifest: Any, out: Path) -> None:
+    """Render a copy of the report linked to a fresh `mlflow ui`, check it in Chromium, save the screenshots."""
+    from bvr.report.browser import check_in_browser, find_chromium, mlflow_ui
+    from bvr.report.render import render_report
+    from bvr.tracking import store_client, tracking_uri
+
+    if find_chromium() is None:
+        raise BvrError("no Chromium found for --browser-check", where="--browser-check",
+                       hint="install it (Debian: apt-get install chromium) or set BVR_CHROMIUM to its path")
+    uri = tracking_uri(Path.cwd())
+    console.print(f"starting `mlflow ui` for {uri} and headless Chromium (about a minute)...", highlight=False)
+    with mlflow_ui(uri) as base:
+        copy = render_report(manifest, out / "report", workdir=Path.cwd(), ui_url=base, log_to_mlflow=False)
+        parent = manifest.parent_run_id
+        experiment_id = store_client(uri).get_run(parent).info.experiment_id if parent else None
+        check = check_in_browser(copy.html, base, out, experiment_id=experiment_id, parent_run_id=parent)
+    console.print(f"browser check: {check.images} image(s), {check.links} link(s) into MLflow; screenshots and "
+                  f"check.json in {out}", highlight=False)
+    if check.problems:
+        raise BvrError("; ".join(check.problems), where=str(check.report),
+                       hint="see check.json and the screenshots beside it")
 
 
 def pipeline_cmd(

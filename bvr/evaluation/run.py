@@ -173,11 +173,12 @@ def _log(result: EvaluationResult, path: Path, *, label: str, pretrain_seed: int
     from mlflow.entities import Metric, RunStatus
     from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
-    from bvr.tracking import client_for, ensure_experiment, run_name, run_tags
+    from bvr.tracking import TAG_MEASURE, client_for, ensure_experiment, run_name, run_tags
 
     client = client_for(Path.cwd())
     experiment_id = ensure_experiment(experiment, Path.cwd())
-    extra: dict[str, Any] = {"bvr.pretrain_seed": pretrain_seed, "bvr.checkpoint": str(model_dir)}
+    extra: dict[str, Any] = {"bvr.pretrain_seed": pretrain_seed, "bvr.checkpoint": str(model_dir),
+                             TAG_MEASURE: result.kind if result.task is None else f"{result.kind}/{result.task}"}
     if parent_run_id:
         extra[MLFLOW_PARENT_RUN_ID] = parent_run_id
     tags = run_tags(ablation=ablation, arm=label, stage=result.kind, task=result.task, extra=extra)

@@ -95,6 +95,17 @@ class RunLinks:
             return text or run_id[:8]
         return Link(text or run_id[:8], f"{self.base}/#/experiments/{self.experiment_id}/runs/{run_id}")
 
+    def views(self) -> Cell:
+        """bvr's saved views of the experiment (:mod:`bvr.tracking.views`): linked, or how to open them."""
+        from bvr.tracking.views import CURVES_VIEW, SCORES_VIEW, view_url
+
+        if not self.linked:
+            return (f"in `mlflow ui`, open the experiment's address followed by ?viewStateShareKey={SCORES_VIEW} "
+                    f"(scores by arm) or ?viewStateShareKey={CURVES_VIEW}&compareRunsMode=CHART (pretraining "
+                    "curves by arm); pass --ui-url for links")
+        return (Link("scores by arm", view_url(self.base, self.experiment_id, SCORES_VIEW)), " · ",
+                Link("pretraining curves by arm", view_url(self.base, self.experiment_id, CURVES_VIEW)))
+
     def experiment(self, name: str) -> Cell:
         if not self.linked:
             return name

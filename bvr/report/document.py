@@ -156,10 +156,10 @@ h3 { font-size: 1.1em; margin-top: 1.5em; }
 a { color: #0969da; text-decoration: none; } a:hover { text-decoration: underline; }
 .wrap { overflow-x: auto; margin: .8em 0; }
 table { border-collapse: collapse; font-size: 13px; font-variant-numeric: tabular-nums; }
-th, td { border: 1px solid #d0d7de; padding: 4px 8px; vertical-align: top; }
-th { background: #f6f8fa; text-align: left; white-space: nowrap; }
+th, td { border: 1px solid #d0d7de; padding: 4px 8px; vertical-align: top; overflow-wrap: anywhere; }
+th { background: #f6f8fa; text-align: left; }
 tr:nth-child(even) td { background: #fbfcfd; }
-td.r { text-align: right; white-space: nowrap; } td.L { white-space: nowrap; }
+td.r { text-align: right; white-space: nowrap; } td.L { min-width: 8em; }
 td .run { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12px; }
 .caption { color: #57606a; font-size: 13px; margin: .3em 0 1.2em; }
 figure { margin: 1.2em 0; } figure img { max-width: 100%; height: auto; border: 1px solid #eaeef2; }

@@ -48,7 +48,7 @@ from bvr.report.pretrain_runs import pretrain_table
 from bvr.report.published import load_published
 from bvr.report.sections import report_blocks, summary_blocks
 from bvr.report.stats import Summary
-from bvr.tracking import store_client
+from bvr.tracking import store_client, write_views
 
 REPORTS_DIR = Path("reports")
 REPORT_MD = "report.md"
@@ -99,7 +99,8 @@ def _draw(a: Analysis, folder: Path) -> dict[str, Figure]:
                         "grey where it does not).", lambda p: fig.paired_differences(a, p)),
         ("curves", "Pretraining: training MLM loss (smoothed over the faint raw curve) and validation perplexity.",
          lambda p: fig.pretraining_curves(a.collected.history, colours, p)),
-        ("throughput", "Training throughput and wall time per pretrained arm.",
+        ("throughput", "Training throughput and wall time per pretrained arm (the last invocation of each run, "
+                       "under whatever else ran on the machine: see the table's note).",
          lambda p: fig.throughput(a, colours, p)),
     ]
     embeddings = a.collected.pretrain.drop_duplicates("arm")["run/params_embedding"].dropna()
@@ -268,6 +269,8 @@ def _log(a: Analysis, result: ReportResult) -> None:
             client.log_batch(run_id, metrics=effects[i:i + 500])
         client.set_tag(run_id, MLFLOW_RUN_NOTE, note)
         client.set_tag(run_id, TAG_REPORT, str(result.html))
+        if a.collected.experiment_id is not None:
+            write_views(client, a.collected.experiment_id)  # stores written before the views existed get them too
     except MlflowException as err:
         raise BvrError(f"could not log the report to parent run {run_id}: {err.message}", where=a.collected.uri,
                        hint="the files are written; render again with log_to_mlflow=False to skip MLflow") from None

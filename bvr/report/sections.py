@@ -155,6 +155,7 @@ def _context(a: Analysis, links: RunLinks) -> list[Block]:
         ["MLflow store", a.collected.uri],
         ["MLflow experiment", links.experiment(a.collected.experiment)],
         ["parent run", links.run(parent, parent) if parent else "—"],
+        ["MLflow views", links.views()],
     ]
     return [Heading("Setup"), Table(["setting", "value"], rows), *_arms_table(a, links)]
 
@@ -204,7 +205,7 @@ def _arms_table(a: Analysis, links: RunLinks) -> list[Block]:
                      duration(get("wall_seconds")), tuple(links.run(r) for r in stats["runs"]) or "—"])
     caption = ("Config values are the pretraining runs' MLflow params (the control, never pretrained, shows its "
                "planned config). model: layers/hidden/heads. params: total / without embeddings. Tokens seen, "
-               "epochs, parameters and wall time are the runs' run/* metrics.")
+               "epochs, parameters and wall time are the runs' run/* metrics (wall time: each run's last invocation).")
     header = ["arm", "changes", "tokenizer", "model", "input", "batch", "steps", "tokens seen", "epochs",
               "params", "wall time", "pretrain run"]
     return [Table(header, rows, align="LlllLrrrrrrl", caption=caption)]

@@ -53,6 +53,7 @@ from bvr.tasks.settings import load_finetune_config, optim_settings
 from bvr.tasks.source import EncoderSource, checkpoint_identity, default_arm
 from bvr.tokenization import vocab_info
 from bvr.tracking import (
+    TAG_MEASURE,
     TAG_COLLAPSED,
     DataInput,
     log_config,
@@ -295,7 +296,8 @@ def finetune(
 
 def _train_missing(job: _Job, dirs: dict[int, Path], results: dict[int, SeedResult], parent_run_id: str | None) -> str:
     """Train every seed not in ``results`` under one parent run; log the spread over all seeds there."""
-    extra = {TAG_CHECKPOINT: job.checkpoint, TAG_FROM_SCRATCH: job.source.from_scratch}
+    extra = {TAG_CHECKPOINT: job.checkpoint, TAG_FROM_SCRATCH: job.source.from_scratch,
+             TAG_MEASURE: f"finetune/{job.spec.name}"}
     if parent_run_id:
         extra[MLFLOW_PARENT_RUN_ID] = parent_run_id
     tags = run_tags(ablation=job.ablation, arm=job.arm, stage="finetune", task=job.spec.name, extra=extra)

@@ -15,7 +15,8 @@ Every function takes the store from :func:`tracking_uri` and passes it explicitl
 MLflow's process-wide "current" tracking URI or active run.
 
 Modules: :mod:`bvr.tracking.store` (where runs are stored, reading them back), :mod:`bvr.tracking.params` (configs
-as params) and :mod:`bvr.tracking.runs` (names, tags, parent runs).
+as params), :mod:`bvr.tracking.runs` (names, tags, parent runs) and :mod:`bvr.tracking.views` (saved views of an
+ablation in the MLflow UI).
 """
 
 import os
@@ -59,6 +60,13 @@ from bvr.tracking.runs import (  # noqa: E402
     run_tags,
     tagged,
 )
+from bvr.tracking.views import (  # noqa: E402
+    CURVES_VIEW,
+    SCORES_VIEW,
+    TAG_MEASURE,
+    view_url,
+    write_views,
+)
 from bvr.tracking.store import (  # noqa: E402
     DEFAULT_ARTIFACTS,
     DEFAULT_DB,
@@ -74,7 +82,7 @@ __all__ = [
     "DEFAULT_ARTIFACTS", "DataInput", "DEFAULT_DB", "MAX_ENTITY_KEY_LENGTH", "MAX_PARAMS_TAGS_PER_BATCH", "MAX_PARAM_VAL_LENGTH",
     "TAG_ABLATION", "TAG_ARM", "TAG_CLOSED", "TAG_COLLAPSED", "TAG_GIT_COMMIT", "TAG_HOST", "TAG_LABEL", "TAG_PID",
     "TAG_PRETRAIN_SEED", "TAG_SEED",
-    "TAG_STAGE", "TAG_TASK", "TRUNCATION_MARKER", "artifact_location", "client_for", "close_stale_runs",
+    "TAG_STAGE", "TAG_TASK", "TAG_MEASURE", "CURVES_VIEW", "SCORES_VIEW", "view_url", "write_views", "TRUNCATION_MARKER", "artifact_location", "client_for", "close_stale_runs",
     "ensure_experiment", "find_runs", "flatten_params",
     "git_commit", "log_artifact_dir", "log_config", "log_inputs", "log_params_batched", "log_tags_batched", "parent_run",
     "resume_run", "run_name", "run_tags", "store_client", "tagged", "tracking_uri",

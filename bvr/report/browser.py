@@ -1,0 +1,312 @@
+"""A report and its MLflow views, looked at in a real browser: headless Chromium, no browser-driver library.
+
+:func:`check_in_browser` starts ``mlflow ui`` on a free loopback port for the store in use, renders the report
+with its links pointing there, and then:
+
+- opens ``report.html`` at 1,200 px wide in headless Chromium with a small script added to a copy of the page,
+  which lists every image that did not load and every table wider than the text column (or the page wider than
+  the window); Chromium's ``--dump-dom`` hands the script's findings back;
+- resolves every link into the MLflow UI: a run link through the server's REST API (the run exists, in the
+  linked experiment), a saved view (:mod:`bvr.tracking.views`) through its experiment tag; and opens one run's
+  page in Chromium to check that the UI itself shows the run;
+- takes screenshots of the report, the two saved views (scores by arm, pretraining curves by arm) and the
+  parent run's page.
+
+``bvr report NAME --browser-check DIR`` runs it and writes the screenshots and ``check.json`` to DIR. Chromium is
+found on ``PATH`` (``chromium``, ``chromium-browser``, ``google-chrome``) or at ``BVR_CHROMIUM``; Debian's
+package is ``chromium``. Chromium pages that run scripts get a virtual time budget (``--virtual-time-budget``):
+the MLflow UI loads its runs asynchronously, and the budget lets it settle before the screenshot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+from bvr.errors import BvrError
+
+CHROMIUM_ENV = "BVR_CHROMIUM"
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+REPORT_WIDTH = 1200
+UI_WINDOW = (1600, 1000)
+UI_SETTLE_MS = 20_000
+SERVER_START_SECONDS = 180
+
+_CHECK_ID = "bvr-browser-check"
+# Runs after the page has laid out: images that failed, tables wider than their column, a page wider than the window.
+_CHECK_SCRIPT = """
+<script>
+window.addEventListener("load", () => {
+  const width = document.documentElement.clientWidth;
+  const broken = [...document.images].filter(i => !i.complete || i.naturalWidth === 0)
+    .map(i => (i.getAttribute("alt") || i.src.slice(0, 60)));
+  const overflowing = [...document.querySelectorAll("table")].map((t, index) => {
+    const box = t.parentElement.getBoundingClientRect();
+    const own = t.getBoundingClientRect();
+    const head = [...t.querySelectorAll("th")].map(th => th.textContent).slice(0, 3).join(" | ");
+    return {index, head, table: Math.round(own.width), column: Math.round(box.width),
+            right: Math.round(own.right)};
+  }).filter(t => t.table > t.column + 1 || t.right > width + 1);
+  const out = document.createElement("pre");
+  out.id = "CHECK_ID";
+  out.textContent = JSON.stringify({width, pageWidth: document.documentElement.scrollWidth,
+                                    images: document.images.length, broken, overflowing});
+  document.body.appendChild(out);
+});
+</script>
+""".replace("CHECK_ID", _CHECK_ID)
+
+
+def find_chromium() -> str | None:
+    """The Chromium executable: ``BVR_CHROMIUM``, else the first of :data:`CHROMIUM_NAMES` on ``PATH``."""
+    env = os.environ.get(CHROMIUM_ENV)
+    if env:
+        return env if Path(env).is_file() else shutil.which(env)
+    return next((found for name in CHROMIUM_NAMES if (found := shutil.which(name))), None)
+
+
+def _require_chromium() -> str:
+    found = find_chromium()
+    if found is None:
+        raise BvrError("no Chromium found for the browser check", where=CHROMIUM_ENV,
+                       hint="install it (Debian: apt-get install chromium) or set BVR_CHROMIUM to its path")
+    return found
+
+
+def _chromium(args: list[str], *, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    """Run headless Chromium once; its own logging (D-Bus, GPU) goes to a discarded stderr."""
+    command = [_require_chromium(), "--headless", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
+               "--disable-extensions", f"--user-data-dir={tempfile.mkdtemp(prefix='bvr-chromium-')}"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        command.append("--no-sandbox")  # Chromium refuses to start its sandbox as root
+    try:
+        return subprocess.run(command + args, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as err:
+        raise BvrError(f"Chromium did not finish within {timeout:.0f} s", where=args[-1],
+                       hint="run again; on a loaded machine pass a longer budget") from err
+
+
+def screenshot(url: str, out: Path, *, window: tuple[int, int] = UI_WINDOW, settle_ms: int = UI_SETTLE_MS) -> Path:
+    """Save a PNG of ``url`` as Chromium renders it in a ``window`` (width, height) after ``settle_ms`` of page time."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _chromium([f"--window-size={window[0]},{window[1]}", f"--virtual-time-budget={settle_ms}",
+               f"--screenshot={out}", url])
+    if not out.is_file() or out.stat().st_size == 0:
+        raise BvrError("Chromium wrote no screenshot", where=url, hint="check that the page loads in a browser")
+    return out
+
+
+def dump_dom(url: str, *, window: tuple[int, int] = UI_WINDOW, settle_ms: int = UI_SETTLE_MS) -> str:
+    """The page's DOM after its scripts ran, as Chromium serialises it."""
+    return _chromium([f"--window-size={window[0]},{window[1]}", f"--virtual-time-budget={settle_ms}",
+                      "--dump-dom", url]).stdout
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The MLflow UI
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _get(url: str, timeout: float = 10.0) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (loopback only)
+            return response.status, response.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read()
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return 0, b""
+
+
+@contextlib.contextmanager
+def mlflow_ui(tracking_uri: str, *, port: int | None = None) -> Iterator[str]:
+    """Serve the store ``tracking_uri`` with ``mlflow ui`` on 127.0.0.1; yields its address; stops it after.
+
+    Raises:
+        BvrError: the server did not answer within :data:`SERVER_START_SECONDS` (its log's tail is in the message).
+    """
+    port = port or free_port()
+    base = f"http://127.0.0.1:{port}"
+    log_fd, log_name = tempfile.mkstemp(prefix="bvr-mlflow-ui-", suffix=".log")
+    command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", tracking_uri, "--host", "127.0.0.1",
+               "--port", str(port), "--workers", "1"]
+    process = subprocess.Popen(command, stdout=log_fd, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + SERVER_START_SECONDS
+        while _get(f"{base}/health", timeout=2.0)[0] != 200:
+            if process.poll() is not None or time.monotonic() > deadline:
+                tail = Path(log_name).read_text(errors="replace")[-400:].strip().replace("\n", " / ")
+                raise BvrError(f"`mlflow ui` did not start on port {port}: {tail}", where=tracking_uri,
+                               hint="check that the store opens with `mlflow ui --backend-store-uri` by hand")
+            time.sleep(1.0)
+        yield base
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, 15)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=20)
+        os.close(log_fd)
+        Path(log_name).unlink(missing_ok=True)
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            self.hrefs += [value for key, value in attrs if key == "href" and value]
+
+
+def page_links(html_text: str) -> list[str]:
+    """Every ``href`` of the page, in order, without repeats."""
+    parser = _Links()
+    parser.feed(html_text)
+    return list(dict.fromkeys(parser.hrefs))
+
+
+_RUN_LINK = re.compile(r"#/experiments/(?P<experiment>[^/?]+)/runs/(?P<run>[0-9a-f]+)$")
+_VIEW_LINK = re.compile(r"#/experiments/(?P<experiment>[^/?]+)/runs\?(?P<query>.+)$")
+_EXPERIMENT_LINK = re.compile(r"#/experiments/(?P<experiment>[^/?]+)$")
+
+
+def resolve_link(base: str, href: str) -> str | None:
+    """Why a link into the MLflow UI at ``base`` does not resolve, or None when it does.
+
+    A run link needs the run in the linked experiment; a saved view needs its tag on the experiment; an
+    experiment link needs the experiment. The server's REST API answers (``/api/2.0/mlflow/...``).
+    """
+    fragment = href[len(base):].lstrip("/")
+    if match := _RUN_LINK.search(fragment):
+        status, body = _get(f"{base}/api/2.0/mlflow/runs/get?run_id={match['run']}")
+        if status != 200:
+            return f"run {match['run']}: HTTP {status}"
+        experiment = json.loads(body)["run"]["info"]["experiment_id"]
+        return None if experiment == match["experiment"] else f"run {match['run']} is in experiment {experiment}"
+    match = _VIEW_LINK.search(fragment) or _EXPERIMENT_LINK.search(fragment)
+    if match is None:
+        return f"not a run, view or experiment address: {href}"
+    status, body = _get(f"{base}/api/2.0/mlflow/experiments/get?experiment_id={match['experiment']}")
+    if status != 200:
+        return f"experiment {match['experiment']}: HTTP {status}"
+    if "query" not in match.groupdict():
+        return None
+    key = parse_qs(match["query"]).get("viewStateShareKey", [""])[0]
+    tags = {t["key"] for t in json.loads(body)["experiment"].get("tags", [])}
+    return None if f"mlflow.sharedViewState.{key}" in tags else f"no saved view {key!r} on the experiment"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The check
+
+
+@dataclass
+class BrowserCheck:
+    """What the browser found; :attr:`problems` is empty when the report passes."""
+
+    report: Path
+    width: int
+    images: int = 0
+    broken_images: list[str] = field(default_factory=list)
+    overflowing_tables: list[dict[str, Any]] = field(default_factory=list)
+    page_width: int = 0
+    links: int = 0
+    unresolved_links: dict[str, str] = field(default_factory=dict)
+    run_page_shows_run: bool | None = None
+    screenshots: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def problems(self) -> list[str]:
+        found = [f"broken image: {name}" for name in self.broken_images]
+        found += [f"table {t['index']} ({t['head']}) is {t['table']} px in a {t['column']} px column"
+                  for t in self.overflowing_tables]
+        if self.page_width > self.width:
+            found.append(f"the page is {self.page_width} px wide in a {self.width} px window")
+        found += [f"link {href}: {why}" for href, why in self.unresolved_links.items()]
+        if self.run_page_shows_run is False:
+            found.append("the MLflow UI did not show the linked run's page")
+        return found
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"report": str(self.report), "width": self.width, "images": self.images,
+                "broken_images": self.broken_images, "overflowing_tables": self.overflowing_tables,
+                "page_width": self.page_width, "links": self.links, "unresolved_links": self.unresolved_links,
+                "run_page_shows_run": self.run_page_shows_run, "screenshots": self.screenshots,
+                "problems": self.problems}
+
+
+def check_layout(report_html: Path, width: int = REPORT_WIDTH) -> dict[str, Any]:
+    """Open a copy of ``report_html`` with :data:`_CHECK_SCRIPT` added in Chromium at ``width`` px; its findings."""
+    text = report_html.read_text(encoding="utf-8")
+    with tempfile.TemporaryDirectory(prefix="bvr-layout-") as tmp:
+        probe = Path(tmp) / report_html.name
+        probe.write_text(text.replace("</body>", _CHECK_SCRIPT + "</body>", 1), encoding="utf-8")
+        dom = dump_dom(probe.as_uri(), window=(width, 900), settle_ms=5_000)
+    found = re.search(rf'<pre id="{_CHECK_ID}">(.*?)</pre>', dom, re.S)
+    if found is None:
+        raise BvrError("the layout check did not run in Chromium", where=report_html,
+                       hint="open the report in a browser and look for script errors")
+    import html as html_module
+
+    return json.loads(html_module.unescape(found.group(1)))
+
+
+def check_in_browser(report_html: Path, base: str, out_dir: Path, *, experiment_id: str | None,
+                     parent_run_id: str | None, width: int = REPORT_WIDTH) -> BrowserCheck:
+    """Check ``report_html`` (rendered with links to the UI at ``base``) and take the screenshots into ``out_dir``.
+
+    Returns:
+        The findings; ``check.json`` in ``out_dir`` holds the same.
+    """
+    from bvr.tracking.views import CURVES_VIEW, SCORES_VIEW, view_url
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    check = BrowserCheck(report_html, width)
+    layout = check_layout(report_html, width)
+    check.images, check.broken_images = layout["images"], layout["broken"]
+    check.overflowing_tables, check.page_width = layout["overflowing"], layout["pageWidth"]
+    links = [href for href in page_links(report_html.read_text(encoding="utf-8")) if href.startswith(base)]
+    check.links = len(links)
+    for href in links:
+        why = resolve_link(base, href)
+        if why:
+            check.unresolved_links[href] = why
+    check.screenshots["report"] = str(screenshot(report_html.as_uri(), out_dir / "report.png",
+                                                 window=(width, 2400), settle_ms=3_000))
+    if experiment_id is not None:
+        for name, key in (("scores-by-arm", SCORES_VIEW), ("curves-by-arm", CURVES_VIEW)):
+            check.screenshots[name] = str(screenshot(view_url(base, experiment_id, key), out_dir / f"{name}.png"))
+        if parent_run_id is not None:
+            url = f"{base}/#/experiments/{experiment_id}/runs/{parent_run_id}"
+            check.screenshots["parent-run"] = str(screenshot(url, out_dir / "parent-run.png"))
+            dom = dump_dom(url)
+            check.run_page_shows_run = parent_run_id in dom or _run_name(base, parent_run_id) in dom
+    (out_dir / "check.json").write_text(json.dumps(check.to_dict(), indent=2) + "\n", encoding="utf-8")
+    return check
+
+
+def _run_name(base: str, run_id: str) -> str:
+    status, body = _get(f"{base}/api/2.0/mlflow/runs/get?run_id={run_id}")
+    return json.loads(body)["run"]["info"].get("run_name", run_id) if status == 200 else run_id
+

@@ -1,0 +1,77 @@
+"""The report and the MLflow views in a real browser: headless Chromium against a real `mlflow ui`.
+
+Skipped, with the reason, where no Chromium is installed (Debian: ``apt-get install chromium``). The store is the
+report fixture's finished masking ablation (``tests/report_fixtures.py``); the server is started on a free loopback
+port, and the report is rendered with its links pointing there.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bvr.report.browser import check_in_browser, check_layout, find_chromium, mlflow_ui, page_links, resolve_link
+from bvr.report.render import render_report
+from bvr.tracking import tracking_uri
+from tests.report_fixtures import fill_store
+
+pytestmark = pytest.mark.skipif(find_chromium() is None,
+                                reason="no Chromium installed (apt-get install chromium, or set BVR_CHROMIUM)")
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+ONE_PIXEL = ("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8"
+             "AAAAASUVORK5CYII=")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory):
+    workdir = tmp_path_factory.mktemp("browser")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+        mp.chdir(workdir)
+        store = fill_store(workdir)
+        with mlflow_ui(tracking_uri(workdir)) as base:
+            yield store, base
+
+
+def test_the_report_passes_in_the_browser_and_every_link_resolves(served, tmp_path: Path) -> None:
+    store, base = served
+    report = render_report(store.manifest, tmp_path / "masking", workdir=store.workdir, ui_url=base)
+    check = check_in_browser(report.html, base, tmp_path / "shots", experiment_id=store.experiment_id,
+                             parent_run_id=store.parent_run_id)
+    assert check.problems == []
+    assert check.images >= 3 and check.broken_images == [] and check.overflowing_tables == []
+    links = [href for href in page_links(report.html.read_text()) if href.startswith(base)]
+    runs = [href for href in links if "/runs/" in href]
+    views = [href for href in links if "viewStateShareKey=" in href]
+    assert check.links == len(links) and len(runs) > 50 and len(views) == 2  # every run of the report is linked
+    assert check.run_page_shows_run is True
+    for name in ("report", "scores-by-arm", "curves-by-arm", "parent-run"):
+        data = Path(check.screenshots[name]).read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 20_000, name  # a rendered page, not a blank one
+    saved = json.loads((tmp_path / "shots" / "check.json").read_text())
+    assert saved["problems"] == [] and saved["links"] == check.links
+
+
+def test_links_that_do_not_resolve_are_named(served) -> None:
+    store, base = served
+    experiment = store.experiment_id
+    assert resolve_link(base, f"{base}/#/experiments/{experiment}/runs/{store.parent_run_id}") is None
+    assert resolve_link(base, f"{base}/#/experiments/{experiment}/runs/{'0' * 32}").startswith(f"run {'0' * 32}: HTTP")
+    assert resolve_link(base, f"{base}/#/experiments/999/runs/{store.parent_run_id}") == (
+        f"run {store.parent_run_id} is in experiment {experiment}")
+    assert resolve_link(base, f"{base}/#/experiments/{experiment}/runs?viewStateShareKey=nope") == (
+        "no saved view 'nope' on the experiment")
+
+
+def test_the_layout_check_finds_a_broken_image_and_a_wide_table(tmp_path: Path) -> None:
+    cells = "".join(f"<td>{'x' * 40}{i}</td>" for i in range(30))
+    page = tmp_path / "bad.html"
+    page.write_text("<html><body style='max-width:1080px'><img alt='missing figure' src='nowhere.png'>"
+                    f"<div><table style='white-space:nowrap'><tr><th>wide</th>{cells}</tr></table></div>"
+                    f"<p><img alt='ok' src='{ONE_PIXEL}' width=1></p></body></html>")
+    found = check_layout(page)
+    assert found["broken"] == ["missing figure"]
+    assert [t["index"] for t in found["overflowing"]] == [0] and found["overflowing"][0]["table"] > 3000
