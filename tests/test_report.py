@@ -441,6 +441,7 @@ def test_partial_report_lists_what_is_missing(store: Store, tmp_path: Path) -> N
     assert metrics["comparisons"] == M - 3  # static's probe twice and MLM loss lost a pretraining seed
     text = result.markdown.read_text(encoding="utf-8")
     assert "Partial: 6 planned item(s)" in text and "## Missing" in text
+    assert "| pretrain | 5 / 6 | 1 | 0 | dynamic-p1 |" in text  # the progress table of `bvr status`
     assert ("- sst2 probe (mean features): dynamic − static not tested (2 pretraining seed(s); at least 3 needed)."
             in text)
     assert not (out / "figures" / "stale.png").exists() and not (out / "plots" / "stale.csv").exists()

@@ -169,6 +169,47 @@ def _browser_check(manifest: Any, out: Path) -> None:
                        hint="see check.json and the screenshots beside it")
 
 
+def status_cmd(
+    name: Annotated[str, typer.Argument(help="The ablation (experiments/NAME.yaml).")],
+    preset: Annotated[str | None, typer.Option("--preset", help="Its preset (default: the most recent invocation "
+                                               "of any preset).")] = None,
+    ui_url: UiUrlOpt = None,
+    output_dir: OutputDirOpt = None,
+) -> None:
+    """What an ablation has done, is doing and has left: units per stage from its manifest, runs in progress from
+    MLflow, failed units with their errors, and the command that continues it."""
+    from rich.table import Table
+
+    from bvr.ablation.manifest import Manifest, find_manifest
+    from bvr.ablation.status import PROGRESS_HEADER, errors, progress_rows, running_now
+    from bvr.report.cells import ui_base
+    from bvr.tracking import tracking_uri
+
+    path = find_manifest(name, output_dir or Path("outputs"), preset=preset)
+    manifest = Manifest.load(path)
+    console.print(f"[bold]{manifest.ablation}[/bold] (preset {manifest.preset or 'default'}), manifest {path}, "
+                  f"updated {manifest.context.updated or '—'}", highlight=False)
+    table = Table(*PROGRESS_HEADER)
+    for row in progress_rows(manifest):
+        table.add_row(*row)
+    console.print(table)
+    base = ui_base(tracking_uri(Path.cwd()), ui_url)
+    running = running_now(manifest, Path.cwd())
+    for run in running:
+        where = f" {base}/#/experiments/{run.experiment_id}/runs/{run.run_id}" if base else f" (run {run.run_id})"
+        console.print(f"running now: {run.name}, process {run.pid}, since {run.started}{where}", highlight=False,
+                      soft_wrap=True)
+    for line in errors(manifest):
+        console.print(f"failed: {line}", markup=False, highlight=False, soft_wrap=True)
+    command = f"bvr ablate {manifest.ablation}" + (f" --preset {manifest.preset}" if manifest.preset else "")
+    if manifest.complete:
+        console.print(f"complete; the report: bvr report {manifest.ablation}", highlight=False)
+    elif running:
+        console.print("in progress; when it stops, the same command continues it", highlight=False)
+    else:
+        console.print(f"next: {command} (finished units are reused)", highlight=False)
+
+
 def pipeline_cmd(
     name: AblationArg,
     preset: AblationPresetOpt = None,

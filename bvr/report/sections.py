@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from bvr.ablation.status import PROGRESS_HEADER, progress_rows
 from bvr.display import duration
 from bvr.report.analysis import Analysis, Comparison, headlines
 from bvr.report.cells import RunLinks, fmt, fmt_ci, fmt_count, mean_of, relative_path, signed
@@ -103,6 +104,10 @@ def _missing(a: Analysis) -> list[Block]:
     if not a.collected.missing and not a.notes:
         return []
     blocks: list[Block] = [Heading("Missing")]
+    if not a.collected.manifest.complete:
+        blocks.append(Table(PROGRESS_HEADER, progress_rows(a.collected.manifest), align="lrrrl",
+                            caption="Units per stage from the manifest (a fine-tuning unit is one seed); "
+                                    "`bvr status NAME` shows the same, with the runs in progress."))
     if a.collected.missing:
         blocks.append(Notice(f"{len(a.collected.missing)} planned item(s) are missing or disagree; units without a "
                              "usable run are left out of every statistic below.", tuple(a.collected.missing)))
