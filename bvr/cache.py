@@ -15,7 +15,7 @@ from typing import Any
 
 from bvr.config import config_hash, dump_config
 from bvr.fs import replace_dir, temp_sibling
-from bvr.locks import file_lock, lock_path
+from bvr.locks import file_lock, lock_path, process_alive
 
 DONE = "DONE"
 
@@ -131,18 +131,8 @@ def _remove_dead_builds(target: Path) -> None:
     """Remove ``.NAME.tmp-PID`` siblings of ``target`` left by processes that no longer run (never a live one's)."""
     for stale in target.parent.glob(temp_sibling(target).name.rsplit("-", 1)[0] + "-*"):
         pid = stale.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+        if pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)):
             shutil.rmtree(stale, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, but another user's
-        pass
-    return True
 
 
 def global_rank() -> int:

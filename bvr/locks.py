@@ -15,6 +15,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this machine (a process of another user counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def lock_path(target: Path) -> Path:
     """The lock file of ``target``: ``.NAME.lock`` beside it (hidden, so globs over the folder do not see it)."""
     target = Path(target)

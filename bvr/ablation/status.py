@@ -9,13 +9,13 @@ are done, failed and left, and which models are still missing.
 from __future__ import annotations
 
 import datetime
-import os
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bvr.ablation.manifest import EvaluationRecord, FinetuneRecord, Manifest, Record
+from bvr.locks import process_alive
 
 
 @dataclass
@@ -105,21 +105,11 @@ def running_now(manifest: Manifest, workdir: Path | None = None) -> list[Running
     found = []
     for run in runs:
         pid = run.data.tags.get(TAG_PID, "")
-        if pid.isdigit() and _alive(int(pid)):
+        if pid.isdigit() and process_alive(int(pid)):
             started = datetime.datetime.fromtimestamp(run.info.start_time / 1000).strftime("%Y-%m-%d %H:%M:%S")
             found.append(Running(run.info.run_name or run.info.run_id, run.info.run_id, experiment.experiment_id,
                                  int(pid), started))
     return sorted(found, key=lambda r: r.started)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def errors(manifest: Manifest) -> Iterable[str]:

@@ -21,6 +21,7 @@ from mlflow.tracking.context.registry import resolve_tags
 from mlflow.utils.mlflow_tags import MLFLOW_GIT_COMMIT, MLFLOW_RUN_NOTE
 
 from bvr.errors import BvrError
+from bvr.locks import process_alive
 from bvr.tracking.params import log_tags_batched
 from bvr.tracking.store import client_for, ensure_experiment
 
@@ -151,17 +152,6 @@ def _owner() -> dict[str, Any]:
     return {TAG_HOST: socket.gethostname(), TAG_PID: os.getpid()}
 
 
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` exists on this machine (a process of another user counts as alive)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def close_stale_runs(experiment: str, workdir: Path | None = None) -> list[str]:
     """Mark KILLED the runs of ``experiment`` left RUNNING by a process of this machine that no longer exists.
 
@@ -182,7 +172,7 @@ def close_stale_runs(experiment: str, workdir: Path | None = None) -> list[str]:
     closed = []
     for run in client.search_runs([found.experiment_id], filter_string, max_results=10_000):
         pid = run.data.tags.get(TAG_PID, "")
-        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+        if not pid.isdigit() or int(pid) == os.getpid() or process_alive(int(pid)):
             continue
         client.set_tag(run.info.run_id, TAG_CLOSED, f"process {pid} on {host} ended without closing the run; "
                                                     "marked KILLED by the next invocation")
