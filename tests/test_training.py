@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import lightning as L
 import pytest
 import torch
 import torch.nn.functional as F
@@ -27,6 +28,7 @@ from bvr.training import (
     resolve_strategy,
     training_logger,
 )
+from bvr.training.trainer import StepTQDMBar
 
 
 class Tiny(nn.Module):
@@ -216,3 +218,41 @@ def test_a_gpu_accelerator_without_a_gpu_is_one_line(tmp_path, monkeypatch):
         build_trainer(tmp_path, logger=False, precision="auto", accelerator="gpu", grad_clip=0.0, log_every_steps=1,
                       progress=False)
     assert err.value.where == "training.accelerator" and "cpu" in err.value.hint
+
+
+class _Steps(L.LightningModule):
+    """Four batches an epoch of a one-weight regression, enough for a step-counted bar to cross epochs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Linear(1, 1)
+
+    def training_step(self, batch, batch_idx):
+        return self.w(batch[0]).pow(2).mean()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    def train_dataloader(self):
+        return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.ones(8, 1)), batch_size=2)
+
+
+def test_the_step_bar_counts_steps_to_max_steps_across_epochs_and_a_resume(tmp_path, capsys):
+    """Lightning's bar restarts each epoch and has no total after a mid-epoch resume ("2/?"); the step bar shows
+    global_step / max_steps throughout."""
+
+    def fit(max_steps: int, ckpt: str | None = None) -> L.Trainer:
+        trainer = build_trainer(tmp_path, logger=False, precision="32-true", accelerator="cpu", grad_clip=0.0,
+                                log_every_steps=1, progress=True, max_steps=max_steps, checkpoint_every_steps=1,
+                                sampler_per_rank=True, step_progress_bar=True)
+        [bar] = [c for c in trainer.callbacks if isinstance(c, StepTQDMBar)]  # not a terminal: the text bar
+        trainer.fit(_Steps(), ckpt_path=ckpt)
+        assert (bar.train_progress_bar.n, bar.train_progress_bar.total) == (max_steps, max_steps)
+        return trainer
+
+    fit(6)  # one epoch and a half
+    first = capsys.readouterr().out
+    assert "6/6" in first and "/4" not in first and "steps (epoch 1)" in first
+    fit(10, str(tmp_path / "checkpoints" / "last.ckpt"))  # resumed mid-epoch at step 6
+    resumed = capsys.readouterr().out
+    assert "10/10" in resumed and "/?" not in resumed and "6/10" in resumed  # a total from the first line

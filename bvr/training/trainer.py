@@ -8,6 +8,7 @@ validation and the model summary, and clips gradients by norm when ``grad_clip``
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ from typing import Any
 
 import lightning as L
 from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar, TQDMProgressBar
+from lightning.pytorch.callbacks.progress.tqdm_progress import Tqdm, convert_inf
 
 from bvr.checkpoints import AtomicCheckpointIO
 from bvr.errors import BvrError
@@ -37,6 +39,65 @@ def quiet_fit() -> Iterator[None]:
         for message in LIGHTNING_NOISE:
             warnings.filterwarnings("ignore", message=message)
         yield
+
+
+class StepTQDMBar(TQDMProgressBar):
+    """Lightning's text bar counting optimizer steps up to ``max_steps`` across epochs, resumed runs included.
+
+    Lightning's own bar counts the batches of the current epoch, restarts every epoch, and after a mid-epoch resume
+    has no total ("20/?"); a step-counted run has one total, ``max_steps``, and one position, ``global_step``.
+    """
+
+    @property
+    def total_train_batches(self) -> int | float:
+        return self.trainer.max_steps if self.trainer.max_steps > 0 else super().total_train_batches
+
+    def _at_step(self, trainer: L.Trainer) -> None:
+        bar = self.train_progress_bar
+        bar.total, bar.initial, bar.n = convert_inf(self.total_train_batches), 0, trainer.global_step
+        bar.set_description(f"steps (epoch {trainer.current_epoch})")
+
+    def init_train_tqdm(self) -> Tqdm:
+        # Drawn as it is made: with its total and position, so even the first line of a resumed run has both.
+        trainer = self.trainer
+        return Tqdm(desc=f"steps (epoch {trainer.current_epoch})", total=convert_inf(self.total_train_batches),
+                    initial=trainer.global_step, position=2 * self.process_position, disable=self.is_disabled,
+                    leave=True, dynamic_ncols=True, file=sys.stdout, smoothing=0, bar_format=self.BAR_FORMAT)
+
+    def on_train_epoch_start(self, trainer: L.Trainer, *_: Any) -> None:
+        super().on_train_epoch_start(trainer, *_)
+        self._at_step(trainer)
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        bar, step = self.train_progress_bar, trainer.global_step
+        if bar is not None and self._should_update(step, bar.total):
+            bar.n = step
+            bar.set_postfix(self.get_metrics(trainer, pl_module))
+            bar.refresh()
+
+
+class StepRichBar(RichProgressBar):
+    """:class:`StepTQDMBar` on a terminal: one rich bar of optimizer steps up to ``max_steps``."""
+
+    @property
+    def total_train_batches(self) -> int | float:
+        return self.trainer.max_steps if self.trainer.max_steps > 0 else super().total_train_batches
+
+    def _get_train_description(self, current_epoch: int) -> str:
+        return f"steps (epoch {current_epoch})"
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        super().on_train_epoch_start(trainer, pl_module)
+        self._update(self.train_progress_bar_id, trainer.global_step)
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        if not self.is_disabled and self.train_progress_bar_id is None:
+            self._initialize_train_progress_bar_id()  # a mid-epoch resume starts without a bar
+        self._update(self.train_progress_bar_id, trainer.global_step)
+        self._update_metrics(trainer, pl_module)
+        self.refresh()
 
 
 def resolve_strategy(strategy: str, devices: int, num_nodes: int) -> str:
@@ -114,7 +175,7 @@ def build_trainer(
                                      every_n_train_steps=checkpoint_every_steps))
     extra.extend(callbacks)
     if progress and step_progress_bar:
-        extra.append(RichProgressBar() if os.isatty(1) else TQDMProgressBar(refresh_rate=log_every_steps))
+        extra.append(StepRichBar() if os.isatty(1) else StepTQDMBar(refresh_rate=log_every_steps))
     return L.Trainer(
         max_steps=max_steps,
         max_epochs=max_epochs,
