@@ -266,9 +266,11 @@ def paired_differences(analysis: Analysis, path: Path) -> Path | None:
               if rows]
     if not panels:
         return None
-    height = 0.28 * max(len(rows) for rows, _ in panels) + 1.2
-    figure = _new(5.2 * len(panels), height)
-    axes = figure.subplots(1, len(panels), squeeze=False)[0]
+    # One column: the row labels ("BLiMP macro accuracy (zero-shot): whole-word − token") need the width, and
+    # side by side they left the axes no room at all.
+    heights = [0.28 * len(rows) + 1.0 for rows, _ in panels]
+    figure = _new(8.0, sum(heights))
+    axes = figure.subplots(len(panels), 1, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
     for ax, (rows, title) in zip(axes, panels, strict=True):
         _forest(ax, rows, title)
     return _save(figure, path)
