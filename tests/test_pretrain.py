@@ -93,6 +93,11 @@ def test_mlflow_holds_metrics_params_and_artifacts(trained):
         assert client.get_metric_history(run_id, key), key
     artifacts = {a.path for a in client.list_artifacts(run_id)}
     assert {"config.yaml", "tokenizer", "data_stats.json", "metrics.json"} <= artifacts
+    # The exported encoder is listed as the run's model, pointing at its folder (an external model: no copy).
+    [model] = client.search_logged_models([run.info.experiment_id], filter_string=f"source_run_id = '{run_id}'")
+    assert (model.name, model.model_type, str(model.status)) == ("default-encoder", "bvr-encoder", "READY")
+    assert model.tags["bvr.model_dir"] == str(result.model_dir.resolve())
+    assert model.params["model.num_layers"] == run.data.params["model.num_layers"]
 
 
 def test_a_finished_run_is_reused(trained, data_dir):

@@ -264,7 +264,27 @@ def _finish(cfg: Config, run_dir: Path, model: PretrainingModel, prepared: Prepa
             client.log_metric(run_id, f"run/{key}", metrics[key])
     client.set_tag(run_id, "bvr.git_commit", git_commit() or "unknown")
     client.log_artifact(run_id, str(run_dir / "metrics.json"))
+    _register_encoder(client, run_id, cfg, model_dir)
     (run_dir / DONE).write_text("")
+
+
+ENCODER_MODEL_TYPE = "bvr-encoder"
+
+
+def _register_encoder(client: Any, run_id: str, cfg: Config, model_dir: Path) -> None:
+    """List the exported encoder among the run's models in MLflow, as an external model (its files stay in
+    ``model_dir``, not copied into the artifact store: one Hugging Face folder per model is enough), with the path,
+    the shape and the tokenizer as its tags and params."""
+    run = client.get_run(run_id)
+    label = (run.info.run_name or cfg.name).split("/")[0]
+    m = cfg.model
+    model = client.create_logged_model(
+        run.info.experiment_id, name=f"{label}-encoder", source_run_id=run_id, model_type=ENCODER_MODEL_TYPE,
+        tags={"bvr.model_dir": str(model_dir.resolve()), "bvr.format": "hugging-face (transformers Auto classes)",
+              "bvr.arm": run.data.tags.get("bvr.arm", cfg.name)},
+        params={"model.family": m.family, "model.num_layers": str(m.num_layers), "model.hidden_size": str(m.hidden_size),
+                "model.num_heads": str(m.num_heads), "tokenizer.family": cfg.tokenizer.family})
+    client.finalize_logged_model(model.model_id, "READY")
 
 
 def export_model(model: PretrainingModel, tokenizer_dir: Path, cfg: Config | dict[str, Any], out_dir: Path) -> Path:
