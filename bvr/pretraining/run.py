@@ -282,8 +282,9 @@ def _register_encoder(client: Any, run_id: str, cfg: Config, model_dir: Path) ->
         run.info.experiment_id, name=f"{label}-encoder", source_run_id=run_id, model_type=ENCODER_MODEL_TYPE,
         tags={"bvr.model_dir": str(model_dir.resolve()), "bvr.format": "hugging-face (transformers Auto classes)",
               "bvr.arm": run.data.tags.get("bvr.arm", cfg.name)},
-        params={"model.family": m.family, "model.num_layers": str(m.num_layers), "model.hidden_size": str(m.hidden_size),
-                "model.num_heads": str(m.num_heads), "tokenizer.family": cfg.tokenizer.family})
+        params={"model.family": m.family, "model.num_layers": str(m.num_layers),
+                "model.hidden_size": str(m.hidden_size), "model.num_heads": str(m.num_heads),
+                "tokenizer.family": cfg.tokenizer.family})
     client.finalize_logged_model(model.model_id, "READY")
 
 
