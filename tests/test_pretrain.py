@@ -89,8 +89,9 @@ def test_mlflow_holds_metrics_params_and_artifacts(trained):
     assert run.data.params["masking.mode"] == "static"
     history = client.get_metric_history(run_id, "train/mlm_loss")
     assert len(history) >= 10 and history[-1].value < history[0].value - 0.5
-    for key in ("val/mlm_loss", "val/perplexity", "val/nsp_acc", "train/nsp_loss", "train/tokens_per_s", "lr"):
-        assert client.get_metric_history(run_id, key), key
+    for key in ("val/mlm_loss", "val/perplexity", "val/nsp_acc", "train/nsp_loss", "train/tokens_per_s", "lr",
+                "system/cpu_utilization_percentage", "system/system_memory_usage_megabytes"):
+        assert client.get_metric_history(run_id, key), key  # system/*: the machine's load while it trained
     artifacts = {a.path for a in client.list_artifacts(run_id)}
     assert {"config.yaml", "tokenizer", "data_stats.json", "metrics.json"} <= artifacts
     # The exported encoder is listed as the run's model, pointing at its folder (an external model: no copy).

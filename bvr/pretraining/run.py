@@ -27,7 +27,7 @@ from typing import Any
 import lightning as L
 import torch
 
-from bvr.cache import DONE, build_once, cache_dir, is_done, target_lock
+from bvr.cache import DONE, build_once, cache_dir, global_rank, is_done, target_lock
 from bvr.checkpoints import check_checkpoint
 from bvr.config import Config, dump_config
 from bvr.errors import BvrError
@@ -39,7 +39,15 @@ from bvr.pretraining.masking import mask_exposure
 from bvr.pretraining.module import PretrainingModule
 from bvr.pretraining.prepare import Prepared, load_instances, prepare, prepare_corpus, prepare_tokenizer
 from bvr.tokenization import load_tokenizer, vocab_info
-from bvr.tracking import DataInput, git_commit, log_artifact_dir, log_config, log_inputs
+from bvr.tracking import (
+    DataInput,
+    git_commit,
+    log_artifact_dir,
+    log_config,
+    log_inputs,
+    system_metrics,
+    tracking_uri,
+)
 from bvr.training import build_trainer, quiet_fit, training_logger
 
 PRETRAIN_VERSION = 1
@@ -153,7 +161,8 @@ def _train(cfg: Config, prepared: Prepared, run_dir: Path, ckpt_path: str | None
         callbacks=callbacks,
     )
     start = time.perf_counter()
-    with quiet_fit():
+    monitored = logger.run_id if global_rank() == 0 else None  # the machine's load beside the run's throughput
+    with quiet_fit(), system_metrics(monitored, tracking_uri(), resume=ckpt_path is not None):
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
         metrics = _logged_metrics(trainer)
         if t.val_every_steps and trainer.global_step % t.val_every_steps:

@@ -282,8 +282,9 @@ def pretraining_section(a: Analysis, links: RunLinks, figures: dict[str, Figure]
     header = ["arm", "train MLM loss", "val MLM loss", "val perplexity", "val NSP / SOP acc (%)", "tokens / s",
               "wall time", "last step", "runs"]
     caption = ("Last logged values. tokens / s: median of the logged training throughput (validation excluded), "
-               "measured under whatever else the machine ran at the time (nothing here knows), so compare arms "
-               "by it only when they ran alone on the same hardware. wall time: the last invocation of each run; "
+               "measured under whatever else the machine ran at the time (each run's system/* metrics in MLflow show "
+               "the machine's CPU and memory use while it trained), so compare arms by it only when they ran "
+               "alone on the same hardware. wall time: the last invocation of each run; "
                "a killed and resumed run does not count its earlier invocations or the time it was stopped. "
                "Perplexity counts tokens of the arm's own vocabulary. NSP / SOP: the accuracy of the arm's "
                "sentence objective (data.sentence_objective), marked (SOP) for sentence-order prediction.")

@@ -58,6 +58,7 @@ from bvr.tracking.runs import (  # noqa: E402
     resume_run,
     run_name,
     run_tags,
+    system_metrics,
     tagged,
 )
 from bvr.tracking.views import (  # noqa: E402
@@ -85,5 +86,5 @@ __all__ = [
     "TAG_STAGE", "TAG_TASK", "TAG_MEASURE", "CURVES_VIEW", "SCORES_VIEW", "view_url", "write_views", "TRUNCATION_MARKER", "artifact_location", "client_for", "close_stale_runs",
     "ensure_experiment", "find_runs", "flatten_params",
     "git_commit", "log_artifact_dir", "log_config", "log_inputs", "log_params_batched", "log_tags_batched", "parent_run",
-    "resume_run", "run_name", "run_tags", "store_client", "tagged", "tracking_uri",
+    "resume_run", "run_name", "run_tags", "store_client", "system_metrics", "tagged", "tracking_uri",
 ]

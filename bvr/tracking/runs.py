@@ -238,3 +238,41 @@ def parent_run(
         client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
         raise
     client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
+
+
+SYSTEM_METRICS_SECONDS = 10.0
+"""How often :func:`system_metrics` samples the machine."""
+
+
+@contextlib.contextmanager
+def system_metrics(run_id: str | None, uri: str, *, resume: bool = False) -> Iterator[None]:
+    """Log the machine's load to ``run_id`` while the block runs: MLflow's ``system/*`` metrics (CPU and memory
+    use, disk, network, GPU when there is one), every :data:`SYSTEM_METRICS_SECONDS`.
+
+    They say what else the machine was doing while a run was timed. ``resume`` continues the step count of an
+    earlier invocation of the run. Nothing is logged when ``run_id`` is None (a rank other than 0) or psutil is
+    missing; MLflow's own "started/stopped monitoring" notices are kept off the terminal.
+    """
+    try:
+        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+    except ImportError:  # psutil is an optional dependency of MLflow
+        yield
+        return
+    if run_id is None:
+        yield
+        return
+    import logging
+
+    logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)
+    monitor = SystemMetricsMonitor(run_id, sampling_interval=SYSTEM_METRICS_SECONDS, resume_logging=resume,
+                                   tracking_uri=uri)
+    monitor.start()
+    try:
+        yield
+    finally:
+        monitor.finish()
+        # The loop publishes only after a full interval; a last sample makes every run, short ones too, say
+        # what the machine did up to its end.
+        monitor.collect_metrics()
+        monitor.publish_metrics(monitor.aggregate_metrics())
+        monitor.mlflow_logger.flush()
