@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -195,3 +196,17 @@ def test_offline_without_data_folder_says_what_to_do(monkeypatch, capsys, tmp_pa
     assert code == 2
     assert "no data folder is set and the Hugging Face hub cannot be reached" in err
     assert "--data-dir" in err and "BVR_DATA_DIR" in err
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_third_party_notices_show_only_with_verbose(tmp_path, verbose):
+    """MLflow's "Creating initial MLflow database tables" (and Lightning's per-run tips) repeat for every run: shown
+    with --verbose only. A subprocess, because MLflow configures its loggers once, when first imported."""
+    script = ("from bvr.cli import _main\n"
+              f"_main(verbose={verbose}, debug=False)\n"
+              "from bvr import tracking\n"
+              "tracking.ensure_experiment('x')\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "MLFLOW_LOGGING_LEVEL")}
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          check=True)
+    assert ("INFO mlflow.store.db.utils: Creating initial MLflow database tables" in done.stderr) is verbose

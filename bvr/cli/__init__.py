@@ -52,17 +52,27 @@ app.command("export")(train.export_cmd)
 app.command("blimp")(evaluate.blimp_cmd)
 
 
+QUIET_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero", "mlflow")
+"""Third-party loggers whose informational messages repeat for every run ("GPU available", Lightning's tips,
+MLflow's "Creating initial MLflow database tables"); without --verbose only their warnings and errors show."""
+
+
 @app.callback()
 def _main(
-    debug: Annotated[bool, typer.Option("--debug", help="Show the full traceback of an error and Lightning's "
-                                        "informational messages.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also show Lightning's and MLflow's "
+                                          "informational messages (hidden by default: they repeat for every "
+                                          "run).")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show the full traceback of an error; implies "
+                                        "--verbose.")] = False,
 ) -> None:
     state["debug"] = debug
-    if not debug:
+    if not (verbose or debug):
         import logging
 
-        # Lightning's per-run notices ("GPU available", tips) repeat for every seed; warnings still show.
-        logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
+        # MLflow sets its loggers' level when first imported (inside the commands), from this variable.
+        os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+        for name in QUIET_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def main() -> None:
