@@ -253,6 +253,7 @@ def test_the_step_bar_counts_steps_to_max_steps_across_epochs_and_a_resume(tmp_p
     fit(6)  # one epoch and a half
     first = capsys.readouterr().out
     assert "6/6" in first and "/4" not in first and "steps (epoch 1)" in first
+    assert "Epoch" not in first and "v_num" not in first  # one bar, renamed per epoch, without the logger version
     fit(10, str(tmp_path / "checkpoints" / "last.ckpt"))  # resumed mid-epoch at step 6
     resumed = capsys.readouterr().out
     assert "10/10" in resumed and "/?" not in resumed and "6/10" in resumed  # a total from the first line

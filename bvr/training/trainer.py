@@ -65,8 +65,14 @@ class StepTQDMBar(TQDMProgressBar):
                     leave=True, dynamic_ncols=True, file=sys.stdout, smoothing=0, bar_format=self.BAR_FORMAT)
 
     def on_train_epoch_start(self, trainer: L.Trainer, *_: Any) -> None:
-        super().on_train_epoch_start(trainer, *_)
-        self._at_step(trainer)
+        if self._leave:
+            self.train_progress_bar = self.init_train_tqdm()
+        self._at_step(trainer)  # one bar across epochs: not reset, not renamed "Epoch N" in between
+
+    def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
+        metrics = super().get_metrics(trainer, pl_module)
+        metrics.pop("v_num", None)  # the logger's version: an MLflow run id's tail, not a measurement
+        return metrics
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
@@ -86,6 +92,11 @@ class StepRichBar(RichProgressBar):
 
     def _get_train_description(self, current_epoch: int) -> str:
         return f"steps (epoch {current_epoch})"
+
+    def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
+        metrics = super().get_metrics(trainer, pl_module)
+        metrics.pop("v_num", None)
+        return metrics
 
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         super().on_train_epoch_start(trainer, pl_module)
