@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 from mlflow import MlflowClient
@@ -125,6 +126,9 @@ def test_every_unit_runs_and_the_manifest_indexes_mlflow(finished):
         run = runs.loc[entry.run_id]
         assert (run["tags.bvr.arm"], run["tags.bvr.label"], run["tags.bvr.pretrain_seed"]) == (
             entry.arm, entry.label, str(entry.pretrain_seed)), entry.label
+        # ... and what the arm changes, so a seed's run shows the ablated setting (the control changes nothing).
+        declared = run.get("tags.bvr.declared.masking.mode")
+        assert pd.isna(declared) if entry.arm == "no-pretraining" else declared == entry.arm  # static, dynamic
         if isinstance(entry, FinetuneRecord):
             assert runs.loc[run["tags.mlflow.parentRunId"], "tags.bvr.arm"] == entry.arm  # the task's run too
     for entry in manifest.evaluations:

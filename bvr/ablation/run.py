@@ -126,14 +126,17 @@ class Runner:
         return path in BUILT and path not in self.built_before
 
     def _model_tags(self, unit: Unit) -> dict[str, Any]:
-        """The tags every run of ``unit`` carries: its arm, model label and pretraining seed (none for the corpus,
-        tokenizer and report units)."""
-        from bvr.tracking import TAG_ARM, TAG_LABEL, TAG_PRETRAIN_SEED
+        """The tags every run of ``unit`` carries: its arm, model label and pretraining seed, and each key its arm
+        declares as ``bvr.declared.KEY`` (``bvr.declared.masking.mode = static``), so fine-tuning and evaluation
+        runs show the ablated setting too; none for the corpus, tokenizer and report units."""
+        from bvr.tracking import TAG_ARM, TAG_DECLARED_PREFIX, TAG_LABEL, TAG_PRETRAIN_SEED
 
         if unit.kind in (UnitKind.CORPUS, UnitKind.TOKENIZER, UnitKind.REPORT) or unit.name is None:
             return {}
         arm = self.plan.arm(unit.name)
-        return {TAG_ARM: arm.arm, TAG_LABEL: arm.label, TAG_PRETRAIN_SEED: arm.pretrain_seed}
+        declared = {f"{TAG_DECLARED_PREFIX}{key}": value
+                    for key, value in (self.manifest.declared.get(arm.arm) or {}).items()}
+        return {TAG_ARM: arm.arm, TAG_LABEL: arm.label, TAG_PRETRAIN_SEED: arm.pretrain_seed, **declared}
 
     def run_unit(self, unit: Unit) -> None:
         """Run one unit through its kind's handler; a failure is recorded, not raised (but an interrupt is)."""

@@ -31,8 +31,8 @@ from bvr.tracking.params import (  # noqa: E402
     MAX_PARAM_VAL_LENGTH,
     MAX_PARAMS_TAGS_PER_BATCH,
     TRUNCATION_MARKER,
-    flatten_params,
     DataInput,
+    flatten_params,
     log_artifact_dir,
     log_config,
     log_inputs,
@@ -44,6 +44,7 @@ from bvr.tracking.runs import (  # noqa: E402
     TAG_ARM,
     TAG_CLOSED,
     TAG_COLLAPSED,
+    TAG_DECLARED_PREFIX,
     TAG_GIT_COMMIT,
     TAG_HOST,
     TAG_LABEL,
@@ -61,13 +62,6 @@ from bvr.tracking.runs import (  # noqa: E402
     system_metrics,
     tagged,
 )
-from bvr.tracking.views import (  # noqa: E402
-    CURVES_VIEW,
-    SCORES_VIEW,
-    TAG_MEASURE,
-    view_url,
-    write_views,
-)
 from bvr.tracking.store import (  # noqa: E402
     DEFAULT_ARTIFACTS,
     DEFAULT_DB,
@@ -78,10 +72,18 @@ from bvr.tracking.store import (  # noqa: E402
     store_client,
     tracking_uri,
 )
+from bvr.tracking.views import (  # noqa: E402
+    CURVES_VIEW,
+    SCORES_VIEW,
+    TAG_MEASURE,
+    view_url,
+    write_views,
+)
 
 __all__ = [
     "DEFAULT_ARTIFACTS", "DataInput", "DEFAULT_DB", "MAX_ENTITY_KEY_LENGTH", "MAX_PARAMS_TAGS_PER_BATCH", "MAX_PARAM_VAL_LENGTH",
-    "TAG_ABLATION", "TAG_ARM", "TAG_CLOSED", "TAG_COLLAPSED", "TAG_GIT_COMMIT", "TAG_HOST", "TAG_LABEL", "TAG_PID",
+    "TAG_ABLATION", "TAG_ARM", "TAG_CLOSED", "TAG_COLLAPSED", "TAG_DECLARED_PREFIX", "TAG_GIT_COMMIT", "TAG_HOST",
+    "TAG_LABEL", "TAG_PID",
     "TAG_PRETRAIN_SEED", "TAG_SEED",
     "TAG_STAGE", "TAG_TASK", "TAG_MEASURE", "CURVES_VIEW", "SCORES_VIEW", "view_url", "write_views", "TRUNCATION_MARKER", "artifact_location", "client_for", "close_stale_runs",
     "ensure_experiment", "find_runs", "flatten_params",

@@ -41,6 +41,8 @@ TAG_CLOSED = "bvr.closed"
 TAG_LABEL = "bvr.label"
 """The model a run belongs to in an ablation, ``ARM-pSEED`` (``bvr.arm`` is then the arm alone)."""
 TAG_PRETRAIN_SEED = "bvr.pretrain_seed"
+TAG_DECLARED_PREFIX = "bvr.declared."
+"""Prefix of the tags naming what an ablation arm changes: ``bvr.declared.masking.mode = static``."""
 
 _CONTEXT_TAGS: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar("bvr_context_tags", default={})
 
