@@ -234,10 +234,16 @@ RESOLVED = {
 }
 
 
+_ADDED = {"null_threshold": 0.0, "null_threshold_heldout": 0.0}
+"""Keys added since, hashed only when set (so the caches above keep their keys)."""
+
+
 @pytest.mark.parametrize(("task", "preset"), list(RESOLVED))
 def test_finetune_settings_resolve_as_before(task, preset):
     from bvr.tasks.registry import get_task
 
     resolved = resolve_finetune(load_config(preset=preset), get_task(task))
-    assert dataclasses.asdict(resolved) == {**_SHARED, **RESOLVED[(task, preset)]}
+    assert dataclasses.asdict(resolved) == {**_SHARED, **_ADDED, **RESOLVED[(task, preset)]}
     assert set(resolved.hashed()) == set(_SHARED) - set(NOT_HASHED) | set(RESOLVED[(task, preset)])
+    tuned = resolve_finetune(load_config(preset=preset, overrides=["finetune.null_threshold=-1.5"]), get_task(task))
+    assert tuned.hashed() == {**resolved.hashed(), "null_threshold": -1.5}

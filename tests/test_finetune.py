@@ -25,11 +25,13 @@ from bvr.tasks.kinds import KINDS
 from bvr.tasks.metrics import pearson, spearman
 from bvr.tasks.module import build_model
 from bvr.tasks.readers import READERS
+from bvr.tasks.readers.squad_json import read_squad, references
 from bvr.tasks.registry import TASK_FORMATS, TASK_KINDS, TASKS, get_task
 from bvr.tasks.results import describe, spread
 from bvr.tasks.run import finetune
 from bvr.tasks.settings import load_finetune_config
 from bvr.tasks.source import EncoderSource
+from bvr.tasks.squad_metric import evaluate_v2, squad_scores
 from bvr.tokenization import save_tokenizer, train_tokenizer, vocab_info
 from bvr.tracking import tracking_uri
 
@@ -53,6 +55,9 @@ def data_dir(tmp_path_factory) -> Path:
         shutil.copy(FIXTURES / "conll" / "sample.txt", root / "conll2003" / name)
     (root / "squad" / "v1.1").mkdir(parents=True)
     shutil.copy(FIXTURES / "squad" / "v1.1.json", root / "squad" / "v1.1" / "dev-v1.1.json")
+    (root / "squad" / "v2.0").mkdir(parents=True)
+    shutil.copy(FIXTURES / "squad" / "train-v2.0.json", root / "squad" / "v2.0" / "train-v2.0.json")
+    shutil.copy(FIXTURES / "squad" / "v2.0.json", root / "squad" / "v2.0" / "dev-v2.0.json")
     return root
 
 
@@ -403,12 +408,50 @@ def test_span_and_tagging_run_end_to_end_and_keep_the_split(roberta, data_dir, w
     assert run.data.tags["bvr.data_split"] == squad.info.split_note and "split: SQuAD split" in describe(squad)
     assert set(squad.seeds[0].scores) == {"dev/exact_match", "dev/f1"}
     assert run.data.metrics["score"] == pytest.approx(squad.seeds[0].scores["dev/f1"])  # SQuAD logs points
+    # v1.1 keeps its predictions (no na_probs), and they re-score to the logged numbers.
+    predictions = json.loads((_seed_folder(workdir, "squad") / "predictions.json").read_text(encoding="utf-8"))
+    refs = references([e for e in read_squad(data_dir / "squad" / "v1.1" / "dev-v1.1.json")[0] if e.id in predictions])
+    assert len(refs) == len(predictions) and not (_seed_folder(workdir, "squad") / "na_probs.json").exists()
+    assert squad_scores(predictions, refs, "1.1")["f1"] == squad.seeds[0].scores["dev/f1"]
     # max_steps ends the run inside its first epoch: the final evaluation still happens.
     conll = finetune(roberta, "conll2003", seeds=1, data_dir=data_dir, output_dir=workdir / "out",
                      overrides=[*TINY, "finetune.max_steps=1"], experiment=EXPERIMENT)
     assert conll.seeds[0].history[-1]["step"] == 1
     assert set(conll.seeds[0].scores) == {f"{split}/{m}" for split in ("dev", "test") for m in ("f1", "precision",
                                                                                                  "recall")}
+
+
+def _seed_folder(workdir: Path, task: str) -> Path:
+    (folder,) = (workdir / "out" / "finetune").glob(f"{task}-seed0-*")
+    return folder
+
+
+def test_squad_v2_saves_files_that_rescore_to_the_logged_numbers(roberta, data_dir, workdir):
+    result = finetune(roberta, "squad_v2", seeds=1, data_dir=data_dir, output_dir=workdir / "out",
+                      overrides=[*TINY, "finetune.max_length=96", "finetune.stride=16",
+                                 "finetune.null_threshold_heldout=0.5"], experiment=EXPERIMENT)
+    seed = result.seeds[0]
+    folder = _seed_folder(workdir, "squad_v2")
+    predictions = json.loads((folder / "predictions.json").read_text(encoding="utf-8"))
+    na_probs = json.loads((folder / "na_probs.json").read_text(encoding="utf-8"))
+    refs = references(read_squad(FIXTURES / "squad" / "v2.0.json")[0])
+    assert set(predictions) == set(na_probs) == set(refs) and all(0.0 <= p <= 1.0 for p in na_probs.values())
+    rescored = evaluate_v2(predictions, na_probs, refs)
+    logged = {key.removeprefix("dev/"): value for key, value in seed.scores.items() if key.startswith("dev/")}
+    for key in ("HasAns_exact", "HasAns_f1", "HasAns_total", "NoAns_exact", "NoAns_f1", "NoAns_total",
+                "best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh", "total"):
+        assert logged[key] == rescored[key], key
+    assert (logged["exact_match"], logged["f1"]) == (rescored["exact"], rescored["f1"])
+    client = MlflowClient(tracking_uri(workdir))
+    run = client.get_run(seed.run_id)
+    assert {"predictions.json", "na_probs.json"} <= {item.path for item in client.list_artifacts(seed.run_id)}
+    assert run.data.metrics["dev/best_f1"] == rescored["best_f1"] and run.data.metrics["dev/HasAns_total"] == 2
+    # The threshold was chosen on the held-out training articles, which were scored but not trained on.
+    heldout = [line for line in result.info.split_note.split("; ") if line.startswith("null threshold chosen on")]
+    assert heldout and "heldout/best_f1" in seed.scores
+    assert float(run.data.params["squad.null_threshold"]) == logged["null_threshold"]
+    assert run.data.params["squad.null_threshold_source"].startswith("best F1 on the ")
+    assert run.data.metrics["squad/all_empty"] == float(logged["empty_share"] >= 0.95)
 
 
 # --- the fine-tuning section of the config --------------------------------------------------------------------

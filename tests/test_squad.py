@@ -16,7 +16,16 @@ from bvr.errors import BvrError
 from bvr.tasks.readers.squad_json import SquadExample, read_squad, references, split_by_article
 from bvr.tasks.squad import CLS_INDEX, encode_squad, encoding_summary
 from bvr.tasks.squad_decode import decode_predictions, window_candidates
-from bvr.tasks.squad_metric import SquadMetric, best_threshold, exact_match, normalize_answer, squad_scores, token_f1
+from bvr.tasks.squad_metric import (
+    SquadMetric,
+    best_threshold,
+    evaluate_v2,
+    exact_match,
+    na_probability,
+    normalize_answer,
+    squad_scores,
+    token_f1,
+)
 from bvr.tokenization import train_tokenizer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "squad"
@@ -411,6 +420,7 @@ def test_v2_null_decision_uses_the_smallest_cls_score_and_the_threshold():
     ends = [_logits({0: 3.0, 5: 1.0}), _logits({0: 1.0, 5: 1.5})]
     decoded = decode_predictions([example], _hand_features(2), starts, ends, version_2=True)
     assert decoded.null_diffs["q"] == pytest.approx(2.0 - 3.0)
+    assert decoded.na_probs["q"] == pytest.approx(1 / (1 + math.e))  # softmax of null (2) against span (3)
     assert decoded.predictions["q"] == "bravo"  # -1 is not above the threshold 0
     decoded = decode_predictions([example], _hand_features(2), starts, ends, version_2=True, threshold=-1.5)
     assert decoded.predictions["q"] == "" and decoded.best_spans["q"] == "bravo"
@@ -423,7 +433,7 @@ def test_no_valid_span_means_no_answer():
     only_question = [None, None, None, None, None, None, None, None, None]
     features = {"example_index": [0], "offsets": [only_question]}
     decoded = decode_predictions([example], features, [_logits({})], [_logits({})], version_2=True)
-    assert decoded.predictions["q"] == "" and decoded.null_diffs["q"] == math.inf
+    assert decoded.predictions["q"] == "" and decoded.null_diffs["q"] == math.inf and decoded.na_probs["q"] == 1.0
 
 
 def test_best_threshold_by_hand():
@@ -444,3 +454,53 @@ def test_best_threshold_by_hand():
     assert (nothing["best_exact"], nothing["best_exact_thresh"]) == (50.0, 0.0)
     with pytest.raises(ValueError, match="lack a prediction"):
         best_threshold({}, {}, refs)
+
+
+# --- the v2.0 script's whole output ----------------------------------------------------------------------------
+
+# A and C answered (C half right), B answered "" rightly, D given a span though unanswerable, E answered "" wrongly.
+V2_REFS = {"A": ["Denver Broncos"], "B": [], "C": ["Broncos won it"], "D": [], "E": ["Paris"]}
+V2_PREDS = {"A": "Denver Broncos", "B": "", "C": "Broncos won", "D": "y", "E": ""}
+V2_NA_PROBS = {"A": 0.1, "B": 0.9, "C": 0.4, "D": 0.4, "E": 0.7}  # C and D tie
+
+
+def test_evaluate_v2_by_hand():
+    scores = evaluate_v2(V2_PREDS, V2_NA_PROBS, V2_REFS)
+    # Per question (exact, F1): A (1, 1), B (1, 1), C (0, 0.8), D (0, 0), E (0, 0).
+    assert scores["exact"] == pytest.approx(40.0) and scores["f1"] == pytest.approx(56.0) and scores["total"] == 5
+    assert scores["HasAns_exact"] == pytest.approx(100 / 3) and scores["HasAns_f1"] == pytest.approx(60.0)
+    assert (scores["NoAns_exact"], scores["NoAns_f1"], scores["HasAns_total"], scores["NoAns_total"]) == (50, 50, 3, 2)
+    # Swept in na_prob order A (0.1), C (0.4), D (0.4), E (0.7), B (0.9) from 2 (the two no-answer questions):
+    # exact 2 -> 3 at A, then C +0, D -1, E +0, B 0: best 3/5 at 0.1; F1 2 -> 3 -> 3.8 at C, then 2.8: 3.8/5 at 0.4.
+    assert (scores["best_exact"], scores["best_exact_thresh"]) == (pytest.approx(60.0), 0.1)
+    assert (scores["best_f1"], scores["best_f1_thresh"]) == (pytest.approx(76.0), 0.4)
+    # Without a threshold the scores are squad_scores'.
+    plain = squad_scores(V2_PREDS, V2_REFS, "2.0")
+    assert {key: scores[key] for key in plain} == plain
+
+
+def test_evaluate_v2_ties_follow_the_order_of_the_na_prob_file():
+    # D before C: the running F1 total drops to 2 at D before C adds 0.8, so 3.8 is never reached.
+    swapped = {"A": 0.1, "B": 0.9, "D": 0.4, "C": 0.4, "E": 0.7}
+    scores = evaluate_v2(V2_PREDS, swapped, V2_REFS)
+    assert (scores["best_f1"], scores["best_f1_thresh"]) == (pytest.approx(60.0), 0.1)
+    assert (scores["exact"], scores["f1"]) == (pytest.approx(40.0), pytest.approx(56.0))
+
+
+def test_evaluate_v2_applies_the_na_prob_threshold_and_leaves_missing_questions_out():
+    # Above 0.3: C (loses its 0.8), D (now right), E and B answer "".
+    strict = evaluate_v2(V2_PREDS, V2_NA_PROBS, V2_REFS, na_prob_thresh=0.3)
+    assert (strict["exact"], strict["f1"]) == (pytest.approx(60.0), pytest.approx(60.0))
+    assert strict["best_f1"] == pytest.approx(76.0)  # the sweep uses the raw scores, as in the script
+    partial = evaluate_v2({q: p for q, p in V2_PREDS.items() if q != "E"}, V2_NA_PROBS, V2_REFS)
+    # E is left out of every total, but the sweep still starts from both no-answer questions: 3.8 of 4.
+    assert (partial["total"], partial["missing"], partial["HasAns_total"]) == (4, 1, 2)
+    assert partial["best_f1"] == pytest.approx(95.0) and partial["f1"] == pytest.approx(70.0)
+    with pytest.raises(ValueError, match="lack a no-answer probability"):
+        evaluate_v2(V2_PREDS, {"A": 0.5}, V2_REFS)
+
+
+@pytest.mark.parametrize(("diff", "probability"), [(0.0, 0.5), (math.log(3), 0.75), (-math.log(3), 0.25),
+                                                   (-800.0, 0.0), (800.0, 1.0), (math.inf, 1.0)])
+def test_na_probability_is_a_softmax_over_null_and_span(diff, probability):
+    assert na_probability(diff) == pytest.approx(probability, abs=1e-15)

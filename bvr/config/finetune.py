@@ -13,6 +13,7 @@ file, ``--set``), within a layer ``finetune.KEY`` and then ``finetune.per_task.T
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,11 +29,15 @@ PROBE_KINDS: tuple[str, ...] = ("classification", "regression", "tagging")
 """Task kinds a probe can be trained on (span tasks predict positions, not labels)."""
 NOT_HASHED = ("eval_batch_size", "num_workers", "log_every_steps")
 """Fine-tuning fields that change speed or logging, not a result: left out of :meth:`FinetuneConfig.hashed`."""
+HASHED_WHEN_SET = {"null_threshold": 0.0, "null_threshold_heldout": 0.0}
+"""Fields added after caches were written, with their defaults: :meth:`FinetuneConfig.hashed` leaves them out at
+those values, so every earlier cached result keeps its key."""
 
 
 @dataclass
 class DataSettings:
-    """What shapes the data: lengths, caps and the fallback split. Part of every result's cache key."""
+    """What shapes the data: lengths, caps, the fallback split and SQuAD v2.0's no-answer decision. Part of every
+    result's cache key."""
 
     max_length: int = 128
     """Tokens per sequence (per window for span tasks), special tokens included."""
@@ -48,6 +53,12 @@ class DataSettings:
     """Span tasks without a training file: share of the dev file's articles kept for evaluation."""
     article_split_seed: int = 0
     """Span tasks without a training file: seed of the article split."""
+    null_threshold: float = 0.0
+    """SQuAD v2.0: answer "" when the null score exceeds the best span's score by more than this (0: BERT's
+    default, not tuned on any data)."""
+    null_threshold_heldout: float = 0.0
+    """SQuAD v2.0: share of the training side's articles held out of training to choose the null threshold on (the
+    one with the best F1 there, after each epoch), in place of ``null_threshold``; 0: none."""
 
 
 @dataclass
@@ -95,6 +106,9 @@ class FinetuneConfig(DataSettings):
         check(self.max_length >= 8, "finetune.max_length", "must be at least 8")
         check(self.stride >= 0, "finetune.stride", "must be non-negative")
         check(0.0 < self.article_split_fraction < 1.0, "finetune.article_split_fraction", "must be in (0, 1)")
+        check(math.isfinite(self.null_threshold), "finetune.null_threshold", "must be a finite number")
+        check(0.0 <= self.null_threshold_heldout < 1.0, "finetune.null_threshold_heldout",
+              "must be in [0, 1) (0: no held-out slice)")
         check(len(self.adam_betas) == 2 and all(0 <= b < 1 for b in self.adam_betas), "finetune.adam_betas",
               "needs two values in [0, 1)")
         check(self.precision in PRECISIONS, "finetune.precision",
@@ -107,8 +121,10 @@ class FinetuneConfig(DataSettings):
         return DataSettings(**{name: getattr(self, name) for name in names})  # just the data part
 
     def hashed(self) -> dict[str, Any]:
-        """The fields that change a result (not the ones that change only speed or logging)."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if k not in NOT_HASHED}
+        """The fields that change a result (not the ones that change only speed or logging, nor the
+        :data:`HASHED_WHEN_SET` ones at their defaults)."""
+        return {k: v for k, v in dataclasses.asdict(self).items()
+                if k not in NOT_HASHED and (k not in HASHED_WHEN_SET or v != HASHED_WHEN_SET[k])}
 
 
 HYPERPARAMETERS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(FinetuneConfig))

@@ -10,6 +10,9 @@ description travels with the data (:attr:`TaskData.split_note`) so that every re
 
 ``max_train_examples`` and ``max_eval_examples`` cap a split at a random subset drawn with ``subset_seed``, the same
 for every fine-tuning seed and arm, kept in file order. Batching is :mod:`bvr.tasks.batching`.
+
+SQuAD v2.0 with ``null_threshold_heldout`` keeps a share of the training side's articles out of training as the
+evaluation split :data:`HELDOUT`, on which the no-answer threshold is chosen (:mod:`bvr.tasks.evaluators`).
 """
 
 from __future__ import annotations
@@ -28,8 +31,9 @@ from torch.utils.data import DataLoader, Sampler
 from bvr.config import DataSettings
 from bvr.errors import BvrError
 from bvr.tasks.batching import FeatureDataset, LengthGroupedSampler, collate
-from bvr.tasks.kinds import KINDS
+from bvr.tasks.kinds import HELDOUT, KINDS
 from bvr.tasks.readers import read_task
+from bvr.tasks.readers.squad_json import split_by_article
 from bvr.tasks.registry import TaskSpec
 
 
@@ -64,7 +68,8 @@ class TaskData:
         train: the training split.
         evals: the evaluation splits, in the task's order.
         reports: one line per file read (rows read and skipped), then one per cap or truncation.
-        split_note: how the training and evaluation parts were drawn from one file, or None.
+        split_note: how the training and evaluation parts were drawn from one file, and any held-out slice, or None.
+        settings: the data settings it was loaded with (SQuAD v2.0's null threshold among them).
     """
 
     spec: TaskSpec
@@ -74,6 +79,7 @@ class TaskData:
     evals: dict[str, SplitData]
     reports: list[str] = field(default_factory=list)
     split_note: str | None = None
+    settings: DataSettings = field(default_factory=DataSettings)
 
     def train_labels(self) -> list[int | float]:
         """The training examples' labels (classification and regression), for the majority baseline."""
@@ -145,6 +151,30 @@ def _encode_split(
     return SplitData(name, kept, features)
 
 
+def _hold_out(spec: TaskSpec, splits: dict[str, tuple[list, str]], settings: DataSettings) -> str | None:
+    """Move ``null_threshold_heldout`` of the training articles of a SQuAD v2.0 task into a :data:`HELDOUT`
+    split of ``splits``; the note to show, or None when nothing was held out (another task, v1.1, or a share of 0).
+
+    Raises:
+        BvrError: the training side has fewer than two articles.
+    """
+    train_name = spec.splits[0].name
+    examples, line = splits[train_name]
+    if spec.kind != "span" or not settings.null_threshold_heldout or not any(e.is_impossible for e in examples):
+        return None
+    articles = len({example.title for example in examples})
+    if articles < 2:
+        raise BvrError(f"the training side has {articles} article(s), too few to hold some out",
+                       where="finetune.null_threshold_heldout",
+                       hint="set it to 0 (null_threshold is then used) or give a training file with more articles")
+    train, heldout, _ = split_by_article(examples, settings.null_threshold_heldout, settings.article_split_seed)
+    splits[train_name] = (train, line)
+    splits[HELDOUT] = (heldout, line)
+    titles = len({example.title for example in heldout})
+    return (f"null threshold chosen on {len(heldout):,} questions of {titles} training article(s) held out of "
+            f"training (null_threshold_heldout {settings.null_threshold_heldout}, seed {settings.article_split_seed})")
+
+
 def load_task_data(
     spec: TaskSpec, data_dir: Path | None, tokenizer: Tokenizer, family: str, pad_id: int, settings: DataSettings
 ) -> TaskData:
@@ -162,15 +192,19 @@ def load_task_data(
         The encoded splits and the report lines to show.
 
     Raises:
-        BvrError: a file is missing or malformed, a cap is below 1, or the hub cannot be reached without a data folder.
+        BvrError: a file is missing or malformed, a cap is below 1, the hub cannot be reached without a data folder,
+            or a held-out slice is asked of a training side with one article.
     """
     _check_settings(settings)
     read = read_task(spec, data_dir, settings)
-    reports = list(dict.fromkeys(line for _, line in read.splits.values()))  # a shared file is reported once
+    splits = dict(read.splits)
+    held_out = _hold_out(spec, splits, settings)
+    reports = list(dict.fromkeys(line for _, line in splits.values()))  # a shared file is reported once
     encoded = {
         name: _encode_split(spec, name, examples, tokenizer, family, settings, reports)
-        for name, (examples, _) in read.splits.items()
+        for name, (examples, _) in splits.items()
     }
     train = encoded.pop(spec.splits[0].name)
-    evals = {name: encoded[name] for name in spec.eval_splits}
-    return TaskData(spec, family, pad_id, train, evals, reports, read.note)
+    evals = {name: encoded[name] for name in (*spec.eval_splits, *([HELDOUT] if held_out else []))}
+    note = "; ".join(text for text in (read.note, held_out) if text) or None
+    return TaskData(spec, family, pad_id, train, evals, reports, note, settings)

@@ -2,14 +2,17 @@
 
 Each evaluation also says whether the run *collapsed*: a classifier that predicts one class for every example, a
 regressor whose predictions barely vary, a tagger that gives every word the same tag or predicts no entity at all
-(every word O), or a span model whose every answer is empty or the same string. Collapse is a known failure
+(every word O), or a span model whose every answer is empty or the same string (under SQuAD v2.0, nearly every
+answer empty). Collapse is a known failure
 of BERT fine-tuning on small tasks (the BERT paper, section 4.1; Mosbach et al. 2021), and such a seed scores like
 the majority baseline.
 """
 
 from __future__ import annotations
 
+import json
 import math
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -21,8 +24,8 @@ from bvr.tasks.ner import labels_to_tags, predictions_to_tags
 from bvr.tasks.ner_metric import EntityF1
 from bvr.tasks.readers.squad_json import references
 from bvr.tasks.registry import TaskSpec
-from bvr.tasks.squad_decode import decode_predictions
-from bvr.tasks.squad_metric import SquadMetric
+from bvr.tasks.squad_decode import SquadPredictions, decode_predictions
+from bvr.tasks.squad_metric import SquadMetric, best_threshold, evaluate_v2
 
 if TYPE_CHECKING:
     from bvr.tasks.data import SplitData
@@ -65,6 +68,27 @@ class Evaluator:
     def collapsed(self) -> bool:
         """Whether the predictions seen are degenerate (see the module docstring); False unless a kind defines it."""
         return False
+
+    def record(self) -> EvalRecord:
+        """What the last evaluation leaves in the run beyond its scores; nothing unless a kind defines it."""
+        return EvalRecord()
+
+
+@dataclass
+class EvalRecord:
+    """What an evaluation leaves in its run beyond the scores.
+
+    Attributes:
+        params: MLflow params (how it was scored).
+        metrics: MLflow metrics of the final evaluation.
+        files: file name -> text, written to the run folder and logged as artifacts.
+        warning: one line to warn about, or None.
+    """
+
+    params: dict[str, str] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)
+    warning: str | None = None
 
 
 class ClassificationEvaluator(Evaluator):
@@ -161,13 +185,34 @@ class TaggingEvaluator(Evaluator):
         return int((self.predicted > 0).sum()) == 1 or self.entities_predicted == 0
 
 
-class SpanEvaluator(Evaluator):
-    """Start and end scores of every window, decoded into answers and scored as the official script does."""
+EMPTY_COLLAPSE_SHARE = 0.95
+"""A SQuAD v2.0 run has collapsed when at least this share of its answers are "" (no answer): it then scores
+about the share of unanswerable questions, like the answer-nothing baseline."""
 
-    def __init__(self, spec: TaskSpec, split: SplitData, version: str) -> None:
+
+class SpanEvaluator(Evaluator):
+    """Start and end scores of every window, decoded into answers and scored as the official script does.
+
+    Under v2.0 the answer is "" where the null score exceeds the best span's by more than the threshold: the one
+    with the best F1 on ``threshold_from``'s split (held out of training) when given, else ``threshold``. The
+    scores are :func:`~bvr.tasks.squad_metric.evaluate_v2`'s of the predictions and no-answer probabilities
+    :meth:`record` saves, so re-scoring those files gives the logged numbers.
+
+    Args:
+        spec: the task.
+        split: the evaluation split.
+        version: "1.1" or "2.0".
+        threshold: the fixed null threshold (v2.0).
+        threshold_from: the evaluator of the held-out split the threshold is chosen on, or None.
+    """
+
+    def __init__(self, spec: TaskSpec, split: SplitData, version: str, threshold: float = 0.0,
+                 threshold_from: SpanEvaluator | None = None) -> None:
         super().__init__(spec)
         self.split = split
         self.version = version
+        self.threshold = threshold
+        self.threshold_from = threshold_from
         self.starts: list[np.ndarray | None] = []
         self.ends: list[np.ndarray | None] = []
         self.reset()
@@ -177,15 +222,45 @@ class SpanEvaluator(Evaluator):
         for row, index in enumerate(batch["index"].tolist()):
             self.starts[index], self.ends[index] = scores[row, :, 0], scores[row, :, 1]
 
+    def null_threshold(self) -> float:
+        """The threshold this split is decoded with: chosen on the held-out split, else the fixed one."""
+        return self.threshold_from.best_threshold() if self.threshold_from is not None else self.threshold
+
+    def threshold_source(self) -> str:
+        """Where :meth:`null_threshold` comes from, in words (logged with the run)."""
+        if self.threshold_from is not None:
+            return (f"best F1 on the {len(self.threshold_from.split.examples):,} held-out training questions "
+                    "(not trained on, not scored), after each epoch")
+        if self.threshold == 0.0:
+            return "0, BERT's default: not tuned on any data"
+        return "finetune.null_threshold, fixed by the configuration"
+
+    def best_threshold(self) -> float:
+        """The null-score threshold with the best F1 on this split's questions, over their best spans."""
+        decoded = self._decode()
+        return best_threshold(decoded.best_spans, decoded.null_diffs, references(self.split.examples))["best_f1_thresh"]
+
+    def _decode(self) -> SquadPredictions:
+        if self.decoded is None:
+            seen = [i for i, start in enumerate(self.starts) if start is not None]
+            if len(seen) < len(self.starts):
+                raise RuntimeError(f"{len(self.starts) - len(seen)} windows of {self.split.name} were not evaluated")
+            v2 = self.version == "2.0"
+            self.decoded = decode_predictions(self.split.examples, self.split.features, self.starts, self.ends,
+                                              version_2=v2, threshold=self.null_threshold() if v2 else 0.0)
+        return self.decoded
+
     def _compute(self) -> dict[str, float]:
-        seen = [i for i, start in enumerate(self.starts) if start is not None]
-        if len(seen) < len(self.starts):
-            raise RuntimeError(f"{len(self.starts) - len(seen)} windows of {self.split.name} were not evaluated")
-        decoded = decode_predictions(self.split.examples, self.split.features, self.starts, self.ends,
-                                     version_2=self.version == "2.0")
+        decoded = self._decode()
         self.answers = list(decoded.predictions.values())
+        refs = references(self.split.examples)
+        if self.version == "2.0":
+            scores = evaluate_v2(decoded.predictions, decoded.na_probs, refs)
+            extra = {key: float(value) for key, value in scores.items() if key not in ("exact", "f1", "missing")}
+            return {"exact_match": scores["exact"], "f1": scores["f1"], **extra,
+                    "null_threshold": self.null_threshold(), "empty_share": self.empty_share()}
         metric = SquadMetric(self.version)
-        metric.update(decoded.predictions, references(self.split.examples))
+        metric.update(decoded.predictions, refs)
         scores = metric.compute()
         return {"exact_match": float(scores["exact"]), "f1": float(scores["f1"])}
 
@@ -193,11 +268,37 @@ class SpanEvaluator(Evaluator):
         self.starts = [None] * len(self.split)
         self.ends = [None] * len(self.split)
         self.answers: list[str] | None = None
+        self.decoded: SquadPredictions | None = None
+
+    def empty_share(self) -> float:
+        """The share of questions answered "" (no answer)."""
+        answers = self.answers or []
+        return sum(answer == "" for answer in answers) / len(answers) if answers else 0.0
 
     def collapsed(self) -> bool:
-        """Every answer empty (no-answer for every question) or the same string for every question."""
+        """Every answer empty (no-answer for every question) or the same string for every question; under v2.0 also
+        at least :data:`EMPTY_COLLAPSE_SHARE` of them empty."""
         if self.answers is None:
             self._compute()
         answers = self.answers or []
-        return bool(answers) and (all(a == "" for a in answers) or (len(answers) > 1 and len(set(answers)) == 1))
+        nearly_empty = self.version == "2.0" and self.empty_share() >= EMPTY_COLLAPSE_SHARE
+        return bool(answers) and (nearly_empty or all(a == "" for a in answers)
+                                  or (len(answers) > 1 and len(set(answers)) == 1))
 
+    def record(self) -> EvalRecord:
+        """``predictions.json`` (question id -> answer) and, under v2.0, ``na_probs.json`` (question id ->
+        probability of no answer), the official script's input files; v2.0's threshold and its source as params;
+        ``squad/all_empty`` (1.0 when at least :data:`EMPTY_COLLAPSE_SHARE` of the answers are "")."""
+        decoded = self._decode()
+        if self.answers is None:
+            self._compute()
+        files = {"predictions.json": json.dumps(decoded.predictions, indent=1, ensure_ascii=False) + "\n"}
+        if self.version != "2.0":
+            return EvalRecord(params={"squad.version": self.version}, files=files)
+        files["na_probs.json"] = json.dumps(decoded.na_probs, indent=1) + "\n"
+        all_empty = self.empty_share() >= EMPTY_COLLAPSE_SHARE
+        warning = (f"{self.split.name}: {self.empty_share():.0%} of the answers are empty (no answer): the run "
+                   "collapsed to the answer-nothing baseline" if all_empty else None)
+        params = {"squad.version": self.version, "squad.null_threshold": repr(self.null_threshold()),
+                  "squad.null_threshold_source": self.threshold_source()}
+        return EvalRecord(params, {"squad/all_empty": float(all_empty)}, files, warning)

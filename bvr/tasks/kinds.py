@@ -50,6 +50,10 @@ from bvr.tasks.squad_metric import squad_scores
 if TYPE_CHECKING:
     from bvr.tasks.data import DataSettings, TaskData
 
+HELDOUT = "heldout"
+"""The evaluation split held out of SQuAD v2.0's training side to choose the null threshold on
+(:func:`bvr.tasks.data.load_task_data`)."""
+
 
 class Kind:
     """What one task kind adds to the shared encoder and fine-tuning loop (see the module docstring)."""
@@ -76,6 +80,10 @@ class Kind:
     def evaluator(self, data: TaskData, split: str) -> Evaluator:
         """A fresh evaluator of evaluation split ``split``."""
         raise NotImplementedError
+
+    def evaluators(self, data: TaskData) -> dict[str, Evaluator]:
+        """A fresh evaluator of every evaluation split, in order."""
+        return {split: self.evaluator(data, split) for split in data.evals}
 
     def baseline(self, data: TaskData) -> dict[str, float]:
         """Scores of the trivial baseline on every evaluation split, keyed ``split/metric``; empty if none."""
@@ -178,7 +186,16 @@ class SpanKind(Kind):
         return (F.cross_entropy(start, batch["start_positions"]) + F.cross_entropy(end, batch["end_positions"])) / 2
 
     def evaluator(self, data: TaskData, split: str) -> Evaluator:
-        return SpanEvaluator(data.spec, data.evals[split], squad_version(data))
+        return SpanEvaluator(data.spec, data.evals[split], squad_version(data), data.settings.null_threshold)
+
+    def evaluators(self, data: TaskData) -> dict[str, Evaluator]:
+        """Every split's evaluator; with a held-out split, the others take their null threshold from its."""
+        evaluators = super().evaluators(data)
+        heldout = evaluators.get(HELDOUT)
+        for split, evaluator in evaluators.items():
+            if heldout is not None and split != HELDOUT:
+                evaluator.threshold_from = heldout
+        return evaluators
 
     def baseline(self, data: TaskData) -> dict[str, float]:
         # Answering nothing: 0 on v1.1; on v2.0 it scores the share of unanswerable questions.

@@ -119,6 +119,5 @@ class FinetuneModule(L.LightningModule):
 def make_module(encoder: Encoder, data: TaskData, optim: OptimSettings) -> FinetuneModule:
     """The fine-tuning module of ``data``'s task around ``encoder``: a fresh head and one evaluator per split."""
     kind = KINDS[data.spec.kind]
-    evaluators = {split: kind.evaluator(data, split) for split in data.evals}
-    return FinetuneModule(build_model(encoder, data), kind, evaluators, optim)
+    return FinetuneModule(build_model(encoder, data), kind, kind.evaluators(data), optim)
 

@@ -8,8 +8,11 @@ score (choosing the best epoch on the evaluation split itself flatters the score
 MLflow: a parent run ``ARM/finetune/TASK`` per invocation (nested under ``parent_run_id`` when given), and under it
 one run ``ARM/finetune/TASK/seedN`` per seed, tagged ``bvr.task``, ``bvr.seed``, ``bvr.arm``, ``bvr.stage=finetune``,
 ``bvr.checkpoint`` and ``bvr.collapsed``, with metrics ``dev/accuracy`` (one value per epoch), ``best/dev/accuracy``,
-``best/epoch`` and the trivial baseline's ``baseline/dev/accuracy``. The parent holds the spread of the headline
-score over the seeds (``dev/accuracy_median``, ``_min``, ``_max``, ``_q1``, ``_q3``, ``_iqr``).
+``best/epoch`` and the trivial baseline's ``baseline/dev/accuracy``; a span task's seed also keeps its final
+``predictions.json`` (and SQuAD v2.0's ``na_probs.json``) in its folder and as artifacts, with the null threshold
+and its source as params (``squad.null_threshold``, ``squad.null_threshold_source``) and ``squad/all_empty``. The
+parent holds the spread of the headline score over the seeds (``dev/accuracy_median``, ``_min``, ``_max``, ``_q1``,
+``_q3``, ``_iqr``).
 
 Every finished seed is cached in ``output_dir/finetune/TASK-seedN-HASH/result.json``; HASH covers the checkpoint's
 files, the task, the resolved hyperparameters, the data folder and the content of the task's files in it, the seed
@@ -31,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +49,7 @@ from bvr.config import FinetuneConfig
 from bvr.errors import BvrError
 from bvr.pretrained import Pretrained, load_pretrained
 from bvr.tasks.data import TaskData, load_task_data, task_files
+from bvr.tasks.evaluators import EvalRecord
 from bvr.tasks.kinds import KINDS
 from bvr.tasks.module import EpochScores, FinetuneModule, make_module
 from bvr.tasks.registry import TaskSpec, get_task
@@ -58,6 +63,7 @@ from bvr.tracking import (
     DataInput,
     log_config,
     log_inputs,
+    log_params_batched,
     parent_run,
     run_name,
     run_tags,
@@ -140,6 +146,18 @@ def _fit(job: _Job, module: FinetuneModule, trainer: L.Trainer, seed: int) -> No
             trainer.validate(module, dataloaders=evals, verbose=False)  # max_steps ended the run inside an epoch
 
 
+def _keep_record(record: EvalRecord, client: MlflowClient, run_id: str, out: Path) -> None:
+    """The headline split's files into the run folder and the run's artifacts, its params and metrics, its warning."""
+    for name, text in record.files.items():
+        (out / name).write_text(text, encoding="utf-8")
+        client.log_artifact(run_id, str(out / name))
+    log_params_batched(client, run_id, record.params)
+    for key, value in record.metrics.items():
+        client.log_metric(run_id, key, value)
+    if record.warning:
+        warnings.warn(record.warning, stacklevel=2)
+
+
 def _log_outcome(job: _Job, client: MlflowClient, run_id: str, result: SeedResult) -> None:
     metrics = {f"best/{key}": value for key, value in result.best_scores.items()}
     metrics.update({f"baseline/{key}": value for key, value in job.info.baseline.items()})
@@ -169,6 +187,7 @@ def _train_seed(job: _Job, seed: int, parent_id: str, out: Path) -> SeedResult:
         history=[dataclasses.asdict(entry) for entry in module.history], run_id=logger.run_id,
     )
     _log_outcome(job, logger.experiment, logger.run_id, result)
+    _keep_record(module.evaluators[job.spec.headline_split].record(), logger.experiment, logger.run_id, out)
     return result
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from bvr.tasks.readers.squad_json import SquadExample
 from bvr.tasks.squad import CLS_INDEX, Offsets
+from bvr.tasks.squad_metric import na_probability
 
 N_BEST = 20
 MAX_ANSWER_LENGTH = 30
@@ -99,12 +100,15 @@ class SquadPredictions:
         null_diffs: question id -> null score minus the best span's score (``inf`` when there is no span); v2.0
             answers "" when this exceeds the threshold.
         candidates: question id -> the ``n_best`` best spans over all windows, best first.
+        na_probs: question id -> probability of no answer (:func:`~bvr.tasks.squad_metric.na_probability` of the
+            null-score difference), the official ``na_probs.json``.
     """
 
     predictions: dict[str, str] = field(default_factory=dict)
     best_spans: dict[str, str] = field(default_factory=dict)
     null_diffs: dict[str, float] = field(default_factory=dict)
     candidates: dict[str, list[Candidate]] = field(default_factory=dict)
+    na_probs: dict[str, float] = field(default_factory=dict)
 
 
 def _windows_by_example(features: Mapping[str, list]) -> dict[int, list[int]]:
@@ -156,7 +160,7 @@ def decode_predictions(
         max_answer_length: longest span in tokens.
 
     Returns:
-        The predictions, best spans, null-score differences and candidates per question id.
+        The predictions, best spans, null-score differences, no-answer probabilities and candidates per question id.
     """
     decoded = SquadPredictions()
     for index, windows in _windows_by_example(features).items():
@@ -169,6 +173,7 @@ def decode_predictions(
         decoded.candidates[example.id] = candidates
         decoded.best_spans[example.id] = best.text if best else ""
         decoded.null_diffs[example.id] = diff
+        decoded.na_probs[example.id] = na_probability(diff)
         no_answer = best is None or (version_2 and diff > threshold)
         decoded.predictions[example.id] = "" if no_answer else best.text
     return decoded

@@ -1,9 +1,12 @@
 """SQuAD's official metrics: exact match and F1 as the v1.1 and v2.0 evaluation scripts compute them, as
-functions (:func:`squad_scores`), a torchmetrics metric (:class:`SquadMetric`) and v2.0's no-answer threshold
-search (:func:`best_threshold`)."""
+functions (:func:`squad_scores`), a torchmetrics metric (:class:`SquadMetric`), the v2.0 script's whole output for a
+predictions file and a no-answer probability file (:func:`evaluate_v2`: HasAns/NoAns breakdown, ``best_exact`` and
+``best_f1`` with their thresholds) and its no-answer threshold search (:func:`find_best_thresh`,
+:func:`best_threshold`)."""
 
 from __future__ import annotations
 
+import math
 import re
 import string
 from collections import Counter
@@ -108,24 +111,43 @@ class ScoreSums:
 _GROUPS = ("", "HasAns_", "NoAns_")
 
 
+def raw_scores(
+    predictions: Mapping[str, str], references: Mapping[str, Sequence[str]], version: str = "2.0"
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Exact match and F1 of every question with a prediction, as the v2.0 script's ``get_raw_scores``.
+
+    Returns:
+        (question id -> exact match, question id -> F1), in the order of ``references``; questions without a
+        prediction are left out.
+    """
+    _check_version(version)
+    exact, f1 = {}, {}
+    for qid, gold in references.items():
+        if qid in predictions:
+            answer = predictions[qid]
+            exact[qid], f1[qid] = exact_match(answer, gold, version), token_f1(answer, gold, version)
+    return exact, f1
+
+
+def _add(sums: ScoreSums, has_answer: bool, exact: float, f1: float) -> None:
+    for group in (0, 1 if has_answer else 2):
+        sums.exact[group] += exact
+        sums.f1[group] += f1
+        sums.total[group] += 1
+
+
 def score_sums(
     predictions: Mapping[str, str], references: Mapping[str, Sequence[str]], version: str = "1.1"
 ) -> ScoreSums:
     """Add up exact match and F1 over the questions in ``references``."""
-    _check_version(version)
-    sums = ScoreSums()
+    exact, f1 = raw_scores(predictions, references, version)
+    sums = ScoreSums(missing=len(references) - len(exact))
     for qid, gold in references.items():
-        if qid in predictions:
-            scores = (exact_match(predictions[qid], gold, version), token_f1(predictions[qid], gold, version))
-        else:
-            sums.missing += 1
-            if version == "2.0":
-                continue  # the v2.0 script leaves unanswered questions out of every total
-            scores = (0.0, 0.0)  # the v1.1 script scores them 0
-        for group in (0, 1 if gold else 2):
-            sums.exact[group] += scores[0]
-            sums.f1[group] += scores[1]
-            sums.total[group] += 1
+        if qid in exact:
+            _add(sums, bool(gold), exact[qid], f1[qid])
+        elif version == "1.1":
+            _add(sums, bool(gold), 0.0, 0.0)  # the v1.1 script scores a missing prediction 0
+        # the v2.0 script leaves unanswered questions out of every total
     return sums
 
 
@@ -166,14 +188,114 @@ def squad_scores(
     return summarise(score_sums(predictions, references, version), version)
 
 
+def na_probability(null_diff: float) -> float:
+    """The probability of "no answer" from a question's null score minus its best span score: a softmax over the
+    two, ``1 / (1 + exp(-null_diff))`` (1.0 when no span was valid, ``null_diff`` infinite).
+
+    >>> na_probability(0.0), na_probability(math.inf)
+    (0.5, 1.0)
+    """
+    if null_diff >= 0:
+        return 1.0 / (1.0 + math.exp(-null_diff))
+    odds = math.exp(null_diff)  # no overflow for very negative differences
+    return odds / (1.0 + odds)
+
+
+def find_best_thresh(
+    predictions: Mapping[str, str],
+    scores: Mapping[str, float],
+    na_probs: Mapping[str, float],
+    has_answer: Mapping[str, bool],
+) -> tuple[float, float]:
+    """The v2.0 script's ``find_best_thresh``: the best score over no-answer thresholds, and that threshold.
+
+    Start from answering "" everywhere (every no-answer question right, every answerable one wrong), then walk the
+    questions in increasing order of ``na_probs`` (ties in the order of ``na_probs``' keys), adding each one's
+    score if answerable and taking a point off for a no-answer question given a non-empty answer; the best running
+    total and the ``na_prob`` of the question where it was first reached are returned. Questions without a score
+    are passed over. Between tied questions the running total may peak where no threshold can stop, as in the
+    script.
+
+    Args:
+        predictions: question id -> the answer given.
+        scores: question id -> its exact match or F1 (:func:`raw_scores`); the percentage is over these.
+        na_probs: question id -> probability of no answer.
+        has_answer: question id -> whether it has reference answers, for every question.
+
+    Returns:
+        (best score in percent, its threshold; 0.0 when answering nothing is best).
+    """
+    current = best = sum(not answerable for answerable in has_answer.values())
+    thresh = 0.0
+    for qid in sorted(na_probs, key=lambda qid: na_probs[qid]):
+        if qid not in scores:
+            continue
+        if has_answer[qid]:
+            current += scores[qid]
+        elif predictions[qid]:
+            current -= 1  # the script checks the raw string: any non-empty answer loses the no-answer point
+        if current > best:
+            best, thresh = current, na_probs[qid]
+    return 100.0 * best / len(scores) if scores else 0.0, thresh
+
+
+def _best_of(
+    predictions: Mapping[str, str], exact: Mapping[str, float], f1: Mapping[str, float],
+    na_probs: Mapping[str, float], references: Mapping[str, Sequence[str]],
+) -> dict[str, float]:
+    has_answer = {qid: bool(gold) for qid, gold in references.items()}
+    result = {}
+    for name, scores in (("exact", exact), ("f1", f1)):
+        result[f"best_{name}"], result[f"best_{name}_thresh"] = find_best_thresh(predictions, scores, na_probs,
+                                                                                 has_answer)
+    return result
+
+
+def evaluate_v2(
+    predictions: Mapping[str, str],
+    na_probs: Mapping[str, float],
+    references: Mapping[str, Sequence[str]],
+    na_prob_thresh: float = 1.0,
+) -> dict[str, float]:
+    """What the official v2.0 script prints for a predictions file and a no-answer probability file.
+
+    A question whose ``na_prob`` exceeds ``na_prob_thresh`` (the script's ``--na-prob-thresh``, 1.0: never for a
+    probability) counts as answered "". The best scores sweep the threshold over the sorted ``na_probs`` with
+    the answers given (:func:`find_best_thresh`).
+
+    Args:
+        predictions: question id -> answer ("" for no answer), as ``predictions.json``.
+        na_probs: question id -> probability of no answer, as ``na_probs.json``.
+        references: question id -> reference texts; empty means no answer.
+        na_prob_thresh: the script's threshold on ``na_probs``.
+
+    Returns:
+        ``exact``, ``f1``, ``total``, the ``HasAns_`` and ``NoAns_`` three (each group only when it has questions),
+        ``missing`` (questions without a prediction, left out), ``best_exact``, ``best_exact_thresh``,
+        ``best_f1`` and ``best_f1_thresh``; scores in percent.
+
+    Raises:
+        ValueError: a question with a prediction lacks a no-answer probability.
+    """
+    exact, f1 = raw_scores(predictions, references, "2.0")
+    lacking = [qid for qid in exact if qid not in na_probs]
+    if lacking:
+        raise ValueError(f"{len(lacking)} questions lack a no-answer probability, e.g. {lacking[0]}")
+    sums = ScoreSums(missing=len(references) - len(exact))
+    for qid in exact:
+        gold = references[qid]
+        if na_probs[qid] > na_prob_thresh:
+            _add(sums, bool(gold), float(not gold), float(not gold))
+        else:
+            _add(sums, bool(gold), exact[qid], f1[qid])
+    return summarise(sums, "2.0") | _best_of(predictions, exact, f1, na_probs, references)
+
+
 def best_threshold(
     predictions: Mapping[str, str], null_diffs: Mapping[str, float], references: Mapping[str, Sequence[str]]
 ) -> dict[str, float]:
-    """The no-answer thresholds that maximise exact match and F1, searched as the official v2.0 script does.
-
-    Start from answering "" everywhere (every no-answer question right, every answerable one wrong), then switch
-    questions to their span in increasing order of null-score difference, keeping the best score seen; the
-    threshold is the difference of the question where it was reached (0.0 when answering nothing is best).
+    """The no-answer thresholds that maximise exact match and F1, searched as the official v2.0 script does
+    (:func:`find_best_thresh`), on the null-score differences themselves.
 
     Args:
         predictions: question id -> the best non-empty span
@@ -183,7 +305,8 @@ def best_threshold(
         references: question id -> reference texts; empty means no answer.
 
     Returns:
-        ``best_exact``, ``best_exact_thresh``, ``best_f1``, ``best_f1_thresh`` (scores in percent).
+        ``best_exact``, ``best_exact_thresh``, ``best_f1``, ``best_f1_thresh`` (scores in percent); answering ""
+        where the difference exceeds a threshold reproduces its score.
 
     Raises:
         ValueError: a question lacks a prediction or a difference.
@@ -191,30 +314,8 @@ def best_threshold(
     missing = [qid for qid in references if qid not in predictions or qid not in null_diffs]
     if missing:
         raise ValueError(f"{len(missing)} questions lack a prediction or a null-score difference, e.g. {missing[0]}")
-    result = {}
-    for name, score in (("exact", exact_match), ("f1", token_f1)):
-        best, thresh = _threshold_search(predictions, null_diffs, references, score)
-        result[f"best_{name}"], result[f"best_{name}_thresh"] = best, thresh
-    return result
-
-
-def _threshold_search(
-    predictions: Mapping[str, str],
-    null_diffs: Mapping[str, float],
-    references: Mapping[str, Sequence[str]],
-    score: Any,
-) -> tuple[float, float]:
-    current = best = sum(not gold for gold in references.values())
-    thresh = 0.0
-    for qid in sorted(references, key=lambda qid: null_diffs[qid]):
-        gold = references[qid]
-        if gold:
-            current += score(predictions[qid], gold, "2.0")
-        elif predictions[qid]:
-            current -= 1  # the script checks the raw string: any non-empty span loses the no-answer point
-        if current > best:
-            best, thresh = current, null_diffs[qid]
-    return 100.0 * best / len(references) if references else 0.0, thresh
+    exact, f1 = raw_scores(predictions, references, "2.0")
+    return _best_of(predictions, exact, f1, null_diffs, references)
 
 
 class SquadMetric(Metric):
