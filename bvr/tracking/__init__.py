@@ -81,12 +81,11 @@ from bvr.tracking.views import (  # noqa: E402
 )
 
 __all__ = [
-    "DEFAULT_ARTIFACTS", "DataInput", "DEFAULT_DB", "MAX_ENTITY_KEY_LENGTH", "MAX_PARAMS_TAGS_PER_BATCH", "MAX_PARAM_VAL_LENGTH",
-    "TAG_ABLATION", "TAG_ARM", "TAG_CLOSED", "TAG_COLLAPSED", "TAG_DECLARED_PREFIX", "TAG_GIT_COMMIT", "TAG_HOST",
-    "TAG_LABEL", "TAG_PID",
-    "TAG_PRETRAIN_SEED", "TAG_SEED",
-    "TAG_STAGE", "TAG_TASK", "TAG_MEASURE", "CURVES_VIEW", "SCORES_VIEW", "view_url", "write_views", "TRUNCATION_MARKER", "artifact_location", "client_for", "close_stale_runs",
-    "ensure_experiment", "find_runs", "flatten_params",
-    "git_commit", "log_artifact_dir", "log_config", "log_inputs", "log_params_batched", "log_tags_batched", "parent_run",
-    "resume_run", "run_name", "run_tags", "store_client", "system_metrics", "tagged", "tracking_uri",
+    "CURVES_VIEW", "DEFAULT_ARTIFACTS", "DEFAULT_DB", "DataInput", "MAX_ENTITY_KEY_LENGTH",
+    "MAX_PARAMS_TAGS_PER_BATCH", "MAX_PARAM_VAL_LENGTH", "SCORES_VIEW", "TAG_ABLATION", "TAG_ARM", "TAG_CLOSED",
+    "TAG_COLLAPSED", "TAG_DECLARED_PREFIX", "TAG_GIT_COMMIT", "TAG_HOST", "TAG_LABEL", "TAG_MEASURE", "TAG_PID",
+    "TAG_PRETRAIN_SEED", "TAG_SEED", "TAG_STAGE", "TAG_TASK", "TRUNCATION_MARKER", "artifact_location", "client_for",
+    "close_stale_runs", "ensure_experiment", "find_runs", "flatten_params", "git_commit", "log_artifact_dir",
+    "log_config", "log_inputs", "log_params_batched", "log_tags_batched", "parent_run", "resume_run", "run_name",
+    "run_tags", "store_client", "system_metrics", "tagged", "tracking_uri", "view_url", "write_views",
 ]
