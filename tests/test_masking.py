@@ -472,3 +472,28 @@ def test_bad_mode_dupe_factor_ids_and_padding_multiple():
         mask(np.array([[CLS, VOCAB_SIZE, SEP]]))
     with pytest.raises(BvrError, match=r"^masking\.pad_to_multiple_of"):
         PretrainingCollator(make_vocab(), mode="static", seed=0, pad_to_multiple_of=0)
+
+
+def test_every_arm_is_validated_on_the_same_reference_masks():
+    """Arms that train on whole words, spans or another split are validated on the token-level 80/10/10 masks
+    (same mask_prob and seed), so their validation losses score the same masked tokens; the default arm's
+    validation masks are the ones it always had."""
+    from bvr.config import load_config
+    from bvr.pretraining.data import fixed_validation_collator, training_collator, validation_differs
+
+    vocab = pieces_vocab()
+    rows = make_batch(8, seq=64, min_len=40)
+    batch = [example(row[row != PAD].tolist(), i) for i, row in enumerate(rows)]
+    default = load_config(preset="tiny")
+    reference = fixed_validation_collator(vocab, default)(batch)
+    own = PretrainingCollator(vocab, mode="static", dupe_factor=1, seed=default.masking.seed,
+                              mask_prob=default.masking.mask_prob)(batch)  # the old rule: the arm's own masks
+    assert all(torch.equal(reference[k], own[k]) for k in ("input_ids", "labels"))
+    assert not validation_differs(default)
+    for override in ("masking.scheme=whole-word", "masking.scheme=span", "masking.split=[1.0,0.0,0.0]"):
+        cfg = load_config(preset="tiny", overrides=[override])
+        assert validation_differs(cfg), override
+        validated = fixed_validation_collator(vocab, cfg)(batch)
+        assert all(torch.equal(validated[k], reference[k]) for k in ("input_ids", "labels")), override
+        trained = training_collator(vocab, cfg)(batch)
+        assert not torch.equal(trained["input_ids"], reference["input_ids"]), override  # it trains on its own

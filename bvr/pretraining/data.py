@@ -127,10 +127,25 @@ def _masking_options(cfg: Config) -> dict:
             "span_p": m.span_p, "span_max_words": m.span_max_words}
 
 
+REFERENCE_SCHEME = "token"
+REFERENCE_SPLIT = (0.8, 0.1, 0.1)
+"""Validation masks BERT's way whatever an arm trains with: single tokens, 80% [MASK] / 10% random / 10% kept."""
+
+
+def validation_differs(cfg: Config) -> bool:
+    """Whether the arm trains on other masks than it is validated on (another scheme or split): its validation loss
+    then measures the common reference task, not its own training task."""
+    return cfg.masking.scheme != REFERENCE_SCHEME or tuple(cfg.masking.split) != REFERENCE_SPLIT
+
+
 def fixed_validation_collator(vocab: VocabInfo, cfg: Config) -> PretrainingCollator:
-    """Validation masks are one fixed copy (static copy 0 under the masking seed), the same for every arm and
-    every evaluation, so validation losses compare across arms that differ in masking mode."""
-    return PretrainingCollator(vocab, mode="static", dupe_factor=1, **_masking_options(cfg))
+    """Validation masks are one fixed copy (static copy 0 under the masking seed) of the reference masks
+    (:data:`REFERENCE_SCHEME`, :data:`REFERENCE_SPLIT`, the arm's ``mask_prob``), the same for every arm and every
+    evaluation, so validation losses compare across arms that differ in masking mode, scheme or split: each arm
+    predicts the same masked tokens of the same sequences. (Validated on its own masks, an arm that replaces 0%
+    by random tokens, or masks whole spans, would face an easier or harder task than its neighbour.)"""
+    options = {**_masking_options(cfg), "scheme": REFERENCE_SCHEME, "split": REFERENCE_SPLIT}
+    return PretrainingCollator(vocab, mode="static", dupe_factor=1, **options)
 
 
 def training_collator(vocab: VocabInfo, cfg: Config) -> PretrainingCollator:

@@ -34,7 +34,7 @@ from bvr.errors import BvrError
 from bvr.model import EncoderConfig, PretrainingModel, count_parameters
 from bvr.model.encoder import compile_layers
 from bvr.model.hf import export_hf
-from bvr.pretraining.data import PretrainingDataModule
+from bvr.pretraining.data import PretrainingDataModule, validation_differs
 from bvr.pretraining.masking import mask_exposure
 from bvr.pretraining.module import PretrainingModule
 from bvr.pretraining.prepare import Prepared, load_instances, prepare, prepare_corpus, prepare_tokenizer
@@ -78,6 +78,8 @@ def run_dir_for(cfg: Config, prepared: Prepared) -> Path:
         "training": {k: v for k, v in dataclasses.asdict(cfg.training).items()
                      if k not in ("num_workers", "log_every_steps", "val_every_steps", "checkpoint_every_steps")},
     }
+    if validation_differs(cfg):
+        parts["validation"] = "reference masks"  # validated on the reference masks, not on its own as before
     return cache_dir(Path(cfg.output_dir) / "runs", f"pretrain-{cfg.name}", parts)
 
 
