@@ -9,16 +9,16 @@ import torch
 from tokenizers import Tokenizer
 
 from bvr.errors import BvrError
-from bvr.model import PretrainingModel
+from bvr.model import EncoderConfig, PretrainingModel
 from bvr.model.hf import load_hf
-from bvr.tokenization import load_tokenizer, vocab_info
+from bvr.tokenization import FAMILIES, load_tokenizer, vocab_info
 
 MASK_SPELLINGS = ("[MASK]", "<mask>")
 
 
 @dataclass
 class Pretrained:
-    """A model with its tokenizer."""
+    """A model with its tokenizer (``model.has_mlm_head`` is False for an encoder-only folder)."""
 
     model: PretrainingModel
     tokenizer: Tokenizer
@@ -37,16 +37,50 @@ def model_folder(path: Path) -> Path:
                    hint="pass a folder written by `bvr pretrain` (outputs/runs/pretrain-*) or a Hugging Face folder")
 
 
-def load_pretrained(path: Path) -> Pretrained:
-    """Load weights and tokenizer; a tokenizer whose vocabulary does not fit the embeddings is refused."""
+def load_pretrained(path: Path, *, need_mlm_head: bool = True) -> Pretrained:
+    """Load weights and tokenizer, refusing a tokenizer that does not fit the model.
+
+    Args:
+        path: a bvr run folder, its ``model/`` folder, or a Hugging Face BERT/RoBERTa folder.
+        need_mlm_head: refuse an encoder-only folder (``BertModel``: no MLM head weights), as fill-mask, BLiMP
+            and export must; fine-tuning and probing pass False.
+
+    Raises:
+        BvrError: naming the folder, for a tokenizer with more ids than the model has embedding rows, one of the
+            other family, or one whose padding id is not the model's; and whatever :func:`load_hf` refuses.
+    """
     folder = model_folder(path)
-    model, config = load_hf(folder)
+    model, config = load_hf(folder, need_mlm_head=need_mlm_head)
     tokenizer, family = load_tokenizer(folder)
-    if tokenizer.get_vocab_size() > config.vocab_size:
-        raise BvrError(f"the tokenizer has {tokenizer.get_vocab_size()} ids but the model only "
-                       f"{config.vocab_size} embeddings", where=folder, hint="use the tokenizer saved with the model")
+    _check_tokenizer_fits(tokenizer, family, config, folder)
     model.eval()
     return Pretrained(model, tokenizer, family, folder)
+
+
+def _check_tokenizer_fits(tokenizer: Tokenizer, family: str, config: EncoderConfig, folder: Path) -> None:
+    """Refuse a tokenizer whose ids would index the wrong (or no) embedding rows (see :func:`load_pretrained`)."""
+    hint = "use the tokenizer saved with the model"
+    size = tokenizer.get_vocab_size()
+    if size > config.vocab_size:
+        raise BvrError(f"the tokenizer has {size} ids but the model only {config.vocab_size} embedding rows",
+                       where=folder, hint=hint)
+    if family != config.family:
+        specials = ", ".join(f"{token}={tokenizer.token_to_id(str(token))}"
+                             for token in FAMILIES[family].special_tokens)
+        expected = ", ".join(f"{token}={_id_or_missing(tokenizer, str(token))}"
+                             for token in FAMILIES[config.family].special_tokens)
+        raise BvrError(f"a {family} tokenizer ({specials}) in a {config.family} model folder: the model's special "
+                       f"tokens map to other ids ({expected})", where=folder, hint=hint)
+    pad = vocab_info(tokenizer, family).pad_id
+    if pad != config.pad_token_id:
+        raise BvrError(f"the tokenizer's padding token is id {pad} but config.json says pad_token_id "
+                       f"{config.pad_token_id}", where=folder, hint=hint)
+
+
+def _id_or_missing(tokenizer: Tokenizer, token: str) -> str:
+    """The token's id as text, or 'missing'."""
+    found = tokenizer.token_to_id(token)
+    return "missing" if found is None else str(found)
 
 
 @dataclass(frozen=True)
@@ -56,12 +90,24 @@ class Prediction:
 
 
 def fill_mask(pretrained: Pretrained, text: str, top_k: int = 5) -> list[list[Prediction]]:
-    """The ``top_k`` most likely tokens at each mask in ``text`` (written ``[MASK]`` or ``<mask>``)."""
+    """The ``top_k`` most likely tokens at each mask in ``text`` (written ``[MASK]`` or ``<mask>``).
+
+    Raises:
+        BvrError: the model has no trained MLM head, the text has no mask, or it is longer (in tokens, specials
+            included) than the model's positions allow.
+    """
+    if not pretrained.model.has_mlm_head:
+        raise BvrError("no MLM head: an encoder-only model cannot fill masks", where=pretrained.folder,
+                       hint="use a masked-LM folder (BertForMaskedLM, RobertaForMaskedLM)")
     vocab = vocab_info(pretrained.tokenizer, pretrained.family)
     mask_token = pretrained.tokenizer.id_to_token(vocab.mask_id)
     for spelling in MASK_SPELLINGS:
         text = text.replace(spelling, mask_token)
     encoding = pretrained.tokenizer.encode(text)
+    limit = pretrained.model.config.max_tokens
+    if len(encoding.ids) > limit:
+        raise BvrError(f"the text is {len(encoding.ids)} tokens long (special tokens included), more than the "
+                       f"model's limit of {limit}", where="text", hint="shorten the text around the mask")
     ids = torch.tensor([encoding.ids])  # (1, seq)
     positions = (ids[0] == vocab.mask_id).nonzero().flatten()
     if len(positions) == 0:
@@ -69,7 +115,9 @@ def fill_mask(pretrained: Pretrained, text: str, top_k: int = 5) -> list[list[Pr
                        where="text")
     with torch.no_grad():
         hidden = pretrained.model.encoder(ids, torch.ones_like(ids), torch.tensor([encoding.type_ids]))
-        probs = pretrained.model.mlm_logits_all(hidden[0, positions]).softmax(-1)  # (n_masks, vocab)
+        probs = pretrained.model.mlm_logits_all(hidden[0, positions]).softmax(-1)  # (n_masks, model vocab)
+    # Embedding rows past the tokenizer's ids (a vocabulary padded to a round size) name no token.
+    probs = probs[:, : pretrained.tokenizer.get_vocab_size()]  # (n_masks, tokenizer vocab)
     top = probs.topk(min(top_k, probs.shape[-1]), dim=-1)
     return [
         [Prediction(_shown(pretrained.tokenizer, int(i)), float(p)) for p, i in zip(ps, idx, strict=True)]

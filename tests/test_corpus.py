@@ -11,6 +11,7 @@ from pathlib import Path
 import datasets
 import pytest
 
+from bvr.config import CORPUS_SOURCES
 from bvr.corpus import (
     READERS,
     SOURCES,
@@ -512,4 +513,4 @@ def test_load_corpus_missing(tmp_path: Path) -> None:
 
 
 def test_sources_match_the_reader_registry() -> None:
-    assert SOURCES == ("wikiextractor", "text", "hf") == tuple(READERS)
+    assert SOURCES == ("wikiextractor", "text", "hf", "wikitext") == tuple(READERS) == CORPUS_SOURCES

@@ -60,8 +60,9 @@ def probe_cmd(
     kinds = [kind.strip() for value in features for kind in value.split(",") if kind.strip()] if features else None
     if seeds < 1:
         raise BvrError(f"must be at least 1, got {seeds}", where="--seeds")
-    result = run_probe(load_pretrained(checkpoint), task, data_dir=data_dir, seeds=list(range(seeds)),
-                       features=kinds, max_train_examples=max_train_examples, max_eval_examples=max_eval_examples,
+    pretrained = load_pretrained(checkpoint, need_mlm_head=False)  # a probe reads the encoder only
+    result = run_probe(pretrained, task, data_dir=data_dir, seeds=list(range(seeds)), features=kinds,
+                       max_train_examples=max_train_examples, max_eval_examples=max_eval_examples,
                        heldout_examples=heldout_examples, from_scratch=from_scratch, progress=progress)
     console.print(describe(result), markup=False, highlight=False, soft_wrap=True)  # a table: never wrapped
     if json_file is not None:

@@ -91,6 +91,9 @@ def fill_mask_cmd(
     """Print the most likely tokens at each mask, to see what a checkpoint has learned."""
     from bvr.pretrained import fill_mask, load_pretrained
 
+    if top_k < 1:
+        raise BvrError(f"must be at least 1, got {top_k}", where="--top-k")
+
     predictions = fill_mask(load_pretrained(checkpoint), text, top_k=top_k)
     for n, preds in enumerate(predictions, start=1):
         shown = "  ".join(f"{p.token} ({p.probability:.3f})" for p in preds)

@@ -16,7 +16,7 @@ FAMILIES = ("bert", "roberta")
 PRECISIONS = ("auto", "32-true", "bf16-mixed", "16-mixed", "32")
 """Precision settings: ``auto`` (bf16-mixed on a GPU that has it, else 32-true) or one of Lightning's own
 (``32`` is Lightning's old name of ``32-true``)."""
-CORPUS_SOURCES = ("wikiextractor", "text", "hf")
+CORPUS_SOURCES = ("wikiextractor", "text", "hf", "wikitext")
 MASKING_MODES = ("static", "dynamic")
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")
 STRATEGIES = ("auto", "ddp", "ddp_spawn", "ddp_find_unused_parameters_true", "fsdp")
@@ -31,7 +31,8 @@ class CorpusConfig:
     """Where the pretraining text comes from and how it is split."""
 
     source: str = "wikiextractor"
-    """Reader: 'wikiextractor' (<doc> files), 'text' (a paragraph per line, blank line between documents) or 'hf'."""
+    """Reader: 'wikiextractor' (<doc> files), 'text' (a paragraph per line, blank line between documents), 'hf'
+    (a dataset; local .txt files are read as 'text') or 'wikitext' (one document per '= Title =' article)."""
     path: str = "corpus/enwiki-2021-extract"
     """File or folder, relative to the data folder unless absolute; for source 'hf' a saved dataset or hub id."""
     hub_id: str = "wikimedia/wikipedia"

@@ -1,4 +1,4 @@
-"""Corpora: WikiExtractor output, plain text and Hugging Face datasets → documents as lists of sentences.
+"""Corpora: WikiExtractor output, WikiText, plain text and Hugging Face datasets → documents as lists of sentences.
 
 Every reader yields documents as ``{"doc_id": str, "title": str, "sentences": list[str]}`` and counts what it read
 and what it skipped in a :class:`CorpusStats`. :func:`build_corpus` streams those documents into an Arrow-backed
@@ -10,20 +10,32 @@ Formats:
 - ``wikiextractor``: ``<doc id=".." url=".." title="..">`` ... ``</doc>`` blocks. The first line inside a block
   repeats the title and is dropped; every other non-blank line is a paragraph. Section headings (see
   :func:`is_heading`) and leftover table markup (:func:`is_markup`) are dropped and counted, because BERT
-  pretrained on text passages only.
-- ``text``: one paragraph per line; one or more blank lines end a document.
+  pretrained on text passages only. NUL bytes are dropped and counted.
+- ``wikitext``: WikiText files (wikitext-103 ``wiki.*.raw``): an article starts at a ``= Title =`` line and keeps
+  all its sections; ``= = Section = =`` headings are dropped and counted. NUL bytes are dropped and counted.
+- ``text``: one paragraph per line; one or more blank lines end a document. A NUL byte is refused (a binary file),
+  and so is a file opening with a WikiText title.
 - ``hf``: a Hugging Face dataset (a folder saved with ``save_to_disk``, local data files, or a hub id); each row
-  is a document whose text column holds paragraphs separated by newlines.
+  is a document whose text column holds paragraphs separated by newlines. Local ``.txt`` files are read by the
+  ``text`` rule, so both sources give the same documents.
 
 Files may be gzip, bzip2 or xz compressed (by suffix). Bytes that are not valid UTF-8 become U+FFFD, one per
 byte, and are counted.
 
 Modules: :mod:`bvr.corpus.stats` (documents and their counts), :mod:`bvr.corpus.sentences` (sentence splitting,
-heading and markup filters), :mod:`bvr.corpus.readers` (the three readers) and :mod:`bvr.corpus.store` (building,
+heading and markup filters), :mod:`bvr.corpus.readers` (the four readers) and :mod:`bvr.corpus.store` (building,
 splitting and loading the corpus on disk).
 """
 
-from bvr.corpus.readers import READERS, SOURCES, read_hf_dataset, read_plain_text, read_wikiextractor, resolve_files
+from bvr.corpus.readers import (
+    READERS,
+    SOURCES,
+    read_hf_dataset,
+    read_plain_text,
+    read_wikiextractor,
+    read_wikitext,
+    resolve_files,
+)
 from bvr.corpus.sentences import is_heading, is_markup, split_sentences
 from bvr.corpus.stats import CorpusStats, Document
 from bvr.corpus.store import (
@@ -39,6 +51,6 @@ from bvr.corpus.store import (
 
 __all__ = [
     "FEATURES", "READERS", "SOURCES", "SPLITS", "STATS_FILE", "CorpusStats", "Document", "build_corpus",
-    "datasets_progress",    "is_heading", "is_markup", "is_validation", "load_corpus", "read_hf_dataset", "read_plain_text",
-    "read_wikiextractor", "resolve_files", "split_rank", "split_sentences",
+    "datasets_progress", "is_heading", "is_markup", "is_validation", "load_corpus", "read_hf_dataset",
+    "read_plain_text", "read_wikiextractor", "read_wikitext", "resolve_files", "split_rank", "split_sentences",
 ]

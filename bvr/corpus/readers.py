@@ -1,7 +1,9 @@
-"""The corpus readers: WikiExtractor output, plain text and Hugging Face datasets → documents.
+"""The corpus readers: WikiExtractor output, WikiText, plain text and Hugging Face datasets → documents.
 
 Each reader yields :data:`~bvr.corpus.stats.Document` dicts and counts what it read and skipped in a
-:class:`~bvr.corpus.stats.CorpusStats`; :data:`READERS` maps each source name to its reader."""
+:class:`~bvr.corpus.stats.CorpusStats`; :data:`READERS` maps each source name to its reader. Plain text has one
+reading rule (:func:`read_plain_text`), whether it comes as ``--source text`` or as local ``.txt`` files of
+``--source hf``."""
 
 from __future__ import annotations
 
@@ -60,13 +62,25 @@ def resolve_files(path: Path) -> list[Path]:
     return sorted(files, key=lambda file: file.relative_to(path).as_posix())
 
 
-def _read_lines(path: Path, stats: CorpusStats) -> Iterator[tuple[int, str]]:
-    """Yield ``(line number, text)`` for each line of ``path``, newline stripped; bad bytes replaced and counted."""
+def _read_lines(path: Path, stats: CorpusStats, *, drop_nul: bool = False) -> Iterator[tuple[int, str]]:
+    """Yield ``(line number, text)`` for each line of ``path``, newline stripped; bad bytes replaced and counted.
+
+    ``drop_nul`` removes NUL bytes and counts them (in formats whose structure is checked, a stray NUL is damage
+    to skip; a binary file fails that check anyway).
+    """
     stats.files += 1
     opener = _OPEN_COMPRESSED.get(path.suffix, open)
     with opener(path, "rb") as handle:
         for number, raw in enumerate(handle, start=1):
+            if drop_nul and b"\0" in raw:
+                stats.nul_bytes_dropped += raw.count(b"\0")
+                raw = raw.replace(b"\0", b"")
             yield number, _decode(raw, stats).rstrip("\r\n")
+
+
+def _file_name(path: Path, root: Path | None) -> str:
+    """How document ids name a file: relative to ``root`` when given, else its bare name."""
+    return path.relative_to(root).as_posix() if root is not None and path != root else path.name
 
 
 def _decode(raw: bytes, stats: CorpusStats) -> str:
@@ -142,7 +156,8 @@ def read_wikiextractor(paths: Iterable[Path], stats: CorpusStats) -> Iterator[Do
 
     Yields:
         ``{"doc_id", "title", "sentences"}`` per document with at least one sentence; HTML entities such as
-        ``&amp;`` are unescaped, the title line and headings dropped. Empty documents are counted and skipped.
+        ``&amp;`` are unescaped, the title line and headings dropped. Empty documents are counted and skipped;
+        NUL bytes are dropped and counted (``nul_bytes_dropped``).
 
     Raises:
         BvrError: at ``file:line``, for text outside a ``<doc>`` block, a ``<doc>`` opened inside another, a
@@ -155,7 +170,7 @@ def read_wikiextractor(paths: Iterable[Path], stats: CorpusStats) -> Iterator[Do
 def _wiki_file(path: Path, stats: CorpusStats) -> Iterator[Document]:
     """Documents of one WikiExtractor file (see :func:`read_wikiextractor`)."""
     doc: _OpenDoc | None = None
-    for number, line in _read_lines(path, stats):
+    for number, line in _read_lines(path, stats, drop_nul=True):
         where = f"{path}:{number}"
         if _DOC_OPEN.match(line):
             if doc is not None:
@@ -201,6 +216,9 @@ def _close_doc(doc: _OpenDoc, stats: CorpusStats) -> Document | None:
 def read_plain_text(paths: Iterable[Path], stats: CorpusStats, *, root: Path | None = None) -> Iterator[Document]:
     """Read plain text files: one paragraph per line, one or more blank lines between documents.
 
+    This is the one plain-text rule: ``--source text`` and local ``.txt`` files read with ``--source hf`` both
+    come here. A line holding only whitespace counts as blank; ``\\r\\n`` line ends are accepted.
+
     Args:
         paths: text files, read in order.
         stats: counts to update.
@@ -211,21 +229,26 @@ def read_plain_text(paths: Iterable[Path], stats: CorpusStats, *, root: Path | N
         ``{"doc_id": "NAME:LINE", "title": "", "sentences"}``, LINE being the document's first line number.
 
     Raises:
-        BvrError: at ``file:line``, for a NUL byte (a binary file, not text).
+        BvrError: at ``file:line``, for a NUL byte (a binary file, not text), or a first line that is a WikiText
+            title (``= Title =``), which ``--source wikitext`` reads as articles.
     """
     for path in paths:
         path = Path(path)
-        name = path.relative_to(root).as_posix() if root is not None and path != root else path.name
-        yield from _text_file(path, name, stats)
+        yield from _text_file(path, _file_name(path, root), stats)
 
 
 def _text_file(path: Path, name: str, stats: CorpusStats) -> Iterator[Document]:
     """Documents of one plain text file (see :func:`read_plain_text`)."""
-    first, block = 0, []
+    first, block, seen_text = 0, [], False
     for number, line in _read_lines(path, stats):
         if "\0" in line:
             raise BvrError("NUL byte: this is a binary file, not text", where=f"{path}:{number}")
         if line.strip():
+            if not seen_text and _wikitext_level(line) == 1:
+                raise BvrError("this looks like WikiText: its first line is a '= Title =' heading, and as plain "
+                               "text every section would become a document", where=f"{path}:{number}",
+                               hint="read it with corpus.source=wikitext")
+            seen_text = True
             first = first if block else number
             block.append(line)
         elif block:
@@ -233,6 +256,75 @@ def _text_file(path: Path, name: str, stats: CorpusStats) -> Iterator[Document]:
             block = []
     if block:
         yield from _optional(_make_document(f"{name}:{first}", "", block, stats, drop_wiki_lines=False))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# WikiText
+# ---------------------------------------------------------------------------------------------------------------
+
+# "= Title =", "= = Section = =", "= = = Subsection = = =": as many "= " before the text as " =" after it.
+_WIKITEXT_HEADING = re.compile(r"((?:= )+)(.*?\S)((?: =)+)")
+_WIKITEXT_HINT = "is this a WikiText file (articles opened by '= Title =' lines)? For plain text use --source text"
+
+
+def _wikitext_level(line: str) -> int:
+    """The heading level of a WikiText line (1 for ``= Title =``, 2 for ``= = Section = =``), 0 for text."""
+    match = _WIKITEXT_HEADING.fullmatch(line.strip())
+    if match is None or len(match.group(1)) != len(match.group(3)):
+        return 0
+    return len(match.group(1)) // 2
+
+
+def read_wikitext(paths: Iterable[Path], stats: CorpusStats, *, root: Path | None = None) -> Iterator[Document]:
+    """Read WikiText files (``wiki.train.raw`` of wikitext-103/-2, raw or tokenized) into one document per article.
+
+    An article starts at a top-level ``= Title =`` line and runs to the next one, so its sections stay in one
+    document (and on one side of the train/validation split). Section headings (``= = Section = =`` and deeper)
+    are dropped and counted in ``headings_dropped``; every other non-blank line is a paragraph. The text is kept
+    as written (WikiText's ``@-@`` and spaced punctuation included).
+
+    Args:
+        paths: WikiText files, read in order.
+        stats: counts to update; NUL bytes are dropped and counted (``nul_bytes_dropped``).
+        root: folder the files were found under; ids name files relative to it (see :func:`read_plain_text`).
+
+    Yields:
+        ``{"doc_id": "NAME:LINE", "title", "sentences"}``, LINE being the line of the article's title.
+
+    Raises:
+        BvrError: at ``file:line``, for text before the file's first ``= Title =`` line.
+    """
+    for path in paths:
+        path = Path(path)
+        yield from _wikitext_file(path, _file_name(path, root), stats)
+
+
+def _wikitext_file(path: Path, name: str, stats: CorpusStats) -> Iterator[Document]:
+    """Articles of one WikiText file (see :func:`read_wikitext`)."""
+    article: _OpenDoc | None = None
+    for number, line in _read_lines(path, stats, drop_nul=True):
+        text = line.strip()
+        if not text:
+            continue
+        level = _wikitext_level(text)
+        if level == 1:
+            if article is not None:
+                yield from _optional(_close_article(article, stats))
+            title = _WIKITEXT_HEADING.fullmatch(text).group(2)  # type: ignore[union-attr]
+            article = _OpenDoc(doc_id=f"{name}:{number}", title=title, line=number, lines=[])
+        elif article is None:
+            raise BvrError("text before the first '= Title =' line", where=f"{path}:{number}", hint=_WIKITEXT_HINT)
+        elif level > 1:
+            stats.headings_dropped += 1
+        else:
+            article.lines.append(text)
+    if article is not None:
+        yield from _optional(_close_article(article, stats))
+
+
+def _close_article(article: _OpenDoc, stats: CorpusStats) -> Document | None:
+    """A finished WikiText article as a document (None, counted as empty, when it has no text)."""
+    return _make_document(article.doc_id, article.title, article.lines, stats, drop_wiki_lines=False)
 
 
 def _optional(document: Document | None) -> Iterator[Document]:
@@ -261,8 +353,9 @@ def read_hf_dataset(
     """Read a Hugging Face dataset, one document per row.
 
     ``name_or_path`` is tried as, in order: a folder written by ``save_to_disk`` (``datasets.load_from_disk``),
-    a local data file or folder (``datasets.load_dataset``, streamed; ``.txt`` files give one row per block of
-    lines between blank lines), then a hub id (streamed).
+    local ``.txt`` files (a file, or a folder of nothing else), read by the plain-text rule of
+    :func:`read_plain_text` (same documents and ids as ``--source text``; only split ``train``), other local data
+    files (``datasets.load_dataset``, streamed), then a hub id (streamed).
 
     Args:
         name_or_path: local path or hub id.
@@ -278,6 +371,13 @@ def read_hf_dataset(
     Raises:
         BvrError: a missing path, split or column, an unreadable file, or a hub that cannot be reached.
     """
+    path = Path(name_or_path).expanduser()
+    if _is_plain_text(path):
+        if split != "train":
+            raise BvrError(f"local text files have only the 'train' split, not {split!r}", where=path,
+                           hint="read split 'train'")
+        yield from read_plain_text(resolve_files(path), stats, root=_root(path))
+        return
     rows = _open_hf(name_or_path, split, config_name, stats)
     for index, row in enumerate(rows):
         if index == 0:
@@ -286,6 +386,16 @@ def read_hf_dataset(
         paragraphs = (row[text_column] or "").splitlines()
         title = str(row.get("title") or "")
         yield from _optional(_make_document(doc_id, title, paragraphs, stats, drop_wiki_lines=False))
+
+
+def _is_plain_text(path: Path) -> bool:
+    """Whether ``path`` is a ``.txt`` file, or a folder (not one ``save_to_disk`` wrote) holding only ``.txt`` files."""
+    if path.is_file():
+        return path.suffix == ".txt"
+    if not path.is_dir() or (path / "dataset_dict.json").exists() or (path / "state.json").exists():
+        return False
+    files = resolve_files(path)
+    return {file.suffix for file in files} == {".txt"}
 
 
 def _check_text_column(row: dict[str, Any], text_column: str, where: str) -> None:
@@ -325,8 +435,7 @@ def _hf_from_disk(path: Path, split: str, stats: CorpusStats) -> datasets.Datase
 def _hf_from_files(path: Path, split: str, stats: CorpusStats) -> datasets.IterableDataset:
     """Local data files (a file or a folder of them), streamed so nothing is cached or held in memory."""
     files = resolve_files(path)
-    # Blocks of lines between blank lines are documents, as for --source text (datasets' "paragraph" sampling).
-    kwargs: dict[str, Any] = {"sample_by": "paragraph"} if {file.suffix for file in files} == {".txt"} else {}
+    kwargs: dict[str, Any] = {}
     if path.is_file():
         if path.suffix not in _HF_BUILDERS:
             raise BvrError(f"unknown data file type {path.suffix!r}", where=path, hint=f"use {sorted(_HF_BUILDERS)}")
@@ -372,11 +481,16 @@ def _wikiextractor_source(
     yield from read_wikiextractor(files, stats)
 
 
+def _root(path: Path) -> Path:
+    """The folder document ids name files relative to: ``path`` itself when it is a folder, else its parent."""
+    return path if path.is_dir() else path.parent
+
+
 def _text_source(path: str | Path, stats: CorpusStats, options: SourceOptions) -> Generator[Document, None, None]:
     """Documents from plain text files, with a progress bar over files."""
     path = Path(path).expanduser()
     files = track(resolve_files(path), description="Reading files", disable=not options.progress)
-    yield from read_plain_text(files, stats, root=path if path.is_dir() else path.parent)
+    yield from read_plain_text(files, stats, root=_root(path))
 
 
 def _hf_source(path: str | Path, stats: CorpusStats, options: SourceOptions) -> Generator[Document, None, None]:
@@ -387,10 +501,18 @@ def _hf_source(path: str | Path, stats: CorpusStats, options: SourceOptions) -> 
     yield from track(documents, description="Reading documents", disable=not options.progress)
 
 
+def _wikitext_source(path: str | Path, stats: CorpusStats, options: SourceOptions) -> Generator[Document, None, None]:
+    """Articles from WikiText files, with a progress bar over files."""
+    path = Path(path).expanduser()
+    files = track(resolve_files(path), description="Reading files", disable=not options.progress)
+    yield from read_wikitext(files, stats, root=_root(path))
+
+
 # Each reader is a generator, so that closing it ends its progress bar and closes its open file.
 READERS: dict[str, Callable[[str | Path, CorpusStats, SourceOptions], Generator[Document, None, None]]] = {
     "wikiextractor": _wikiextractor_source,
     "text": _text_source,
     "hf": _hf_source,
+    "wikitext": _wikitext_source,
 }
 SOURCES = tuple(READERS)

@@ -13,7 +13,7 @@ class CorpusStats:
     """What a corpus build read and what it skipped; JSON-serialisable with ``dataclasses.asdict``.
 
     Attributes:
-        source: the reader used ("wikiextractor", "text" or "hf").
+        source: the reader used ("wikiextractor", "text", "hf" or "wikitext").
         path: the file, folder or dataset name read.
         files: input files opened.
         documents: documents kept (at least one sentence).
@@ -23,7 +23,10 @@ class CorpusStats:
         words: whitespace-separated words in the kept sentences.
         characters: characters in the kept sentences.
         undecodable_bytes: bytes that were not valid UTF-8, each replaced by U+FFFD.
-        headings_dropped: WikiExtractor section-heading lines dropped (see :func:`~bvr.corpus.sentences.is_heading`).
+        nul_bytes_dropped: NUL bytes removed from WikiExtractor and WikiText files (plain text with one is refused
+            as binary).
+        headings_dropped: section-heading lines dropped: WikiExtractor's (see
+            :func:`~bvr.corpus.sentences.is_heading`) and WikiText's ``= = Section = =`` lines.
         markup_lines_dropped: WikiExtractor lines of table or tag markup dropped
             (see :func:`~bvr.corpus.sentences.is_markup`).
         train_documents: documents written to the train split.
@@ -42,6 +45,7 @@ class CorpusStats:
     words: int = 0
     characters: int = 0
     undecodable_bytes: int = 0
+    nul_bytes_dropped: int = 0
     headings_dropped: int = 0
     markup_lines_dropped: int = 0
     train_documents: int = 0
@@ -63,7 +67,8 @@ class CorpusStats:
             f"documents, {self.sentences:,} sentences, {self.words:,} words, {self.characters:,} characters. "
             f"Skipped {self.empty_documents:,} empty documents, {self.headings_dropped:,} heading lines and "
             f"{self.markup_lines_dropped:,} markup lines; "
-            f"replaced {self.undecodable_bytes:,} undecodable bytes with U+FFFD. "
+            f"replaced {self.undecodable_bytes:,} undecodable bytes with U+FFFD"
+            + (f" and dropped {self.nul_bytes_dropped:,} NUL bytes. " if self.nul_bytes_dropped else ". ") +
             f"Split {self.train_documents:,} train / {self.validation_documents:,} validation documents"
             + (f" ({self.validation_documents_from_train:,} moved from train to reach the minimum)."
                if self.validation_documents_from_train else ".")

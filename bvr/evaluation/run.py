@@ -99,7 +99,7 @@ def _compute(model_dir: Path, kind: str, task: str | None, evaluations: Any, dat
              progress: bool) -> EvaluationResult:
     from bvr.pretrained import load_pretrained
 
-    pretrained = load_pretrained(model_dir)
+    pretrained = load_pretrained(model_dir, need_mlm_head=kind == "blimp")  # a probe reads the encoder only
     start = time.perf_counter()
     if kind == "blimp":
         from bvr.evaluation.blimp import evaluate_blimp

@@ -235,6 +235,8 @@ class PretrainingModel(nn.Module):
         self.config = config
         self.nsp = nsp
         self.sbo_enabled = sbo
+        self.has_mlm_head = True
+        """False when loaded from an encoder-only folder: the MLM head is then untrained (see ``load_hf``)."""
         encoder = Encoder(config, add_pooler=nsp)
         self.add_module(config.family, encoder)  # 'bert.' or 'roberta.': HF's base_model_prefix
         embedding = encoder.embeddings.word_embeddings

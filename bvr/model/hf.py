@@ -7,7 +7,9 @@ identity. What differs is what a checkpoint may carry besides the parameters:
   writes neither alias, older checkpoints write both; we drop them on import and never write them;
 - old checkpoints name LayerNorm parameters ``gamma``/``beta`` and store ``position_ids`` buffers;
 - a checkpoint may carry heads the model does not use (``bert-base-uncased`` has the pooler and NSP head; a
-  ``roberta-base`` folder has a pooler): without NSP they are dropped, as HF does.
+  ``roberta-base`` folder has a pooler): without NSP they are dropped, as HF does;
+- an encoder-only folder (``BertModel``, ``RobertaModel``: no MLM head at all) loads only where the caller says the
+  head is not needed (fine-tuning, probing); the head is then left at its initialisation.
 
 Anything else missing or unexpected is an error that lists the keys. ``transformers`` is never imported here: the
 files are read and written with ``json`` and ``safetensors``.
@@ -16,10 +18,12 @@ files are read and written with ``json`` and ``safetensors``.
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from bvr.errors import BvrError
@@ -327,25 +331,53 @@ def read_hf_config(folder: Path) -> EncoderConfig:
 
 
 def read_hf_weights(folder: Path) -> tuple[dict[str, torch.Tensor], Path]:
-    """Load the state dict of a folder: ``model.safetensors``, its sharded index, or ``pytorch_model.bin``."""
+    """Load the state dict of a folder: ``model.safetensors``, its sharded index, or ``pytorch_model.bin``.
+
+    Raises:
+        BvrError: naming the file, when there is none or one cannot be read (truncated by an interrupted
+            download or copy, or not a weights file at all).
+    """
     single, index, legacy = folder / SAFETENSORS_FILE, folder / SAFETENSORS_INDEX, folder / TORCH_FILE
     if single.is_file():
-        return load_file(str(single)), single
+        return _read_weights_file(single), single
     if index.is_file():
         shards = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
-        return {k: v for shard in shards for k, v in load_file(str(folder / shard)).items()}, index
+        return {k: v for shard in shards for k, v in _read_weights_file(folder / shard).items()}, index
     if legacy.is_file():
-        return torch.load(legacy, map_location="cpu", weights_only=True), legacy
+        return _read_weights_file(legacy), legacy
     raise BvrError(f"no weights file ({SAFETENSORS_FILE} or {TORCH_FILE})", where=folder,
                    hint="expected a Hugging Face model folder")
 
 
-def load_hf(folder: str | Path, nsp: bool | None = None) -> tuple[PretrainingModel, EncoderConfig]:
+def _read_weights_file(path: Path) -> dict[str, torch.Tensor]:
+    """The tensors of one safetensors or PyTorch file; one that cannot be read is a BvrError naming it."""
+    try:
+        if path.suffix == ".safetensors":
+            return load_file(str(path))
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except (SafetensorError, RuntimeError, EOFError, pickle.UnpicklingError, OSError) as err:
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise BvrError(f"cannot read the weights ({reason}); the file is truncated or corrupt", where=path,
+                       hint="download or copy the model folder again") from None
+
+
+def has_mlm_head(state_dict: dict[str, torch.Tensor], family: str) -> bool:
+    """Whether a checkpoint's weights hold any of the MLM head (``cls.predictions.*`` or ``lm_head.*``)."""
+    head = _head_prefix(family) + "."
+    return any(key.startswith(head) for key in state_dict)
+
+
+def load_hf(
+    folder: str | Path, nsp: bool | None = None, *, need_mlm_head: bool = True
+) -> tuple[PretrainingModel, EncoderConfig]:
     """Load a bert-base-uncased / roberta-base style folder (or one :func:`export_hf` wrote).
 
     Args:
         folder: holds ``config.json`` and ``model.safetensors`` (or ``pytorch_model.bin``).
         nsp: build the NSP head; None: when the weights have one.
+        need_mlm_head: refuse an encoder-only folder (no MLM head weights at all). When False such a folder
+            loads with the head at its initialisation (:func:`has_mlm_head` tells the caller); a head with only
+            some of its weights is refused either way.
 
     Returns:
         ``(model, config)``, the model in eval mode like ``from_pretrained``'s.
@@ -360,7 +392,15 @@ def load_hf(folder: str | Path, nsp: bool | None = None) -> tuple[PretrainingMod
     state_dict, path = read_hf_weights(folder)
     if nsp is None:
         nsp = any(key.endswith("seq_relationship.weight") for key in state_dict)
-    weights = from_hf_state_dict(state_dict, config, nsp=nsp, where=path)
     model = PretrainingModel(config, nsp=nsp)
+    if not has_mlm_head(state_dict, config.family):
+        if need_mlm_head:
+            raise BvrError(f"no MLM head: an encoder-only model (no {_head_prefix(config.family)}.* weights)",
+                           where=folder, hint="fill-mask, BLiMP and export need a masked-LM folder "
+                           "(BertForMaskedLM, RobertaForMaskedLM); fine-tuning and probing accept this one")
+        head = _head_prefix(config.family) + "."
+        state_dict = {**state_dict, **{k: v for k, v in model.state_dict().items() if k.startswith(head)}}
+        model.has_mlm_head = False
+    weights = from_hf_state_dict(state_dict, config, nsp=nsp, where=path)
     model.load_state_dict(weights, strict=True)
     return model.eval(), config

@@ -33,7 +33,7 @@ from bvr.tokenization import load_tokenizer, save_tokenizer, tokenizer_stats, tr
 
 # Bump a stage's version when a code change would change the bytes it writes: its cache folders (and those of
 # the stages after it, whose hashes include its folder name) are then rebuilt instead of reused.
-STAGE_VERSIONS = {"corpus": 2, "tokenizer": 1, "tokenized": 1, "data": 2}
+STAGE_VERSIONS = {"corpus": 3, "tokenizer": 1, "tokenized": 1, "data": 2}
 MIN_VALIDATION_DOCUMENTS = 2
 """Validation documents a corpus is given at least (taken from train when the split's hash chose fewer): NotNext
 segments come from another document, so one document alone cannot make a validation set of every format."""

@@ -232,7 +232,7 @@ def _check_fits(cfg: FinetuneConfig, pretrained: Pretrained) -> None:
     positions = pretrained.model.config.max_tokens
     if cfg.max_length > positions:
         raise BvrError(f"max_length {cfg.max_length} exceeds the model's {positions} positions", where="max_length",
-                       hint=f"use --set max_length={positions} or less")
+                       hint=f"use --set finetune.max_length={positions} or less")
 
 
 def _seed_dirs(root: Path, spec: TaskSpec, cfg: FinetuneConfig, identity: str, data_dir: Path | None,
@@ -291,7 +291,7 @@ def finetune(
     seed_list = _seed_list(seeds)
     cfg = load_finetune_config(spec, config_file=Path(config_file) if config_file else None, preset=preset,
                                overrides=overrides)
-    pretrained = load_pretrained(Path(checkpoint))
+    pretrained = load_pretrained(Path(checkpoint), need_mlm_head=False)  # the encoder is what fine-tuning needs
     _check_fits(cfg, pretrained)
     data_path = Path(data_dir) if data_dir is not None else None
     dirs = _seed_dirs(Path(output_dir) / "finetune", spec, cfg, checkpoint_identity(pretrained.folder), data_path,

@@ -111,8 +111,9 @@ def read_task(spec: TaskSpec, data_dir: Path | None, settings: DataSettings) -> 
     folder = Path(data_dir) / spec.folder
     train_split, eval_split = spec.splits[0], spec.splits[1]
     if not reader.fallback_to_dev or (folder / train_split.file).is_file():
-        return ReadResult({split.name: reader.read_file(spec, folder / split.file) for split in spec.splits})
-    examples, line = reader.read_file(spec, folder / eval_split.file)
+        return ReadResult({split.name: reader.read_file(spec, task_file(spec, Path(data_dir), split.file))
+                           for split in spec.splits})
+    examples, line = reader.read_file(spec, task_file(spec, Path(data_dir), eval_split.file))
     train, evaluation, note = split_by_article(examples, settings.article_split_fraction, settings.article_split_seed)
     line = f"{line}; no {train_split.file}, so training and evaluation share it"
     return ReadResult({train_split.name: (train, line), eval_split.name: (evaluation, line)}, note)
@@ -139,7 +140,22 @@ def load_task_split(spec: TaskSpec, split: str, data_dir: Path | None) -> tuple[
     split_spec = spec.split(split)
     if data_dir is None:
         return hub_sentences(spec, split_spec.hub_split)
-    return SENTENCE_READERS[spec.format](spec, Path(data_dir) / spec.folder / split_spec.file)
+    return SENTENCE_READERS[spec.format](spec, task_file(spec, Path(data_dir), split_spec.file))
 
 
-__all__ = ["READERS", "SENTENCE_READERS", "FileFormat", "ReadResult", "load_task_split", "read_task"]
+def task_file(spec: TaskSpec, data_dir: Path, file: str) -> Path:
+    """``data_dir/spec.folder/file``, which must exist.
+
+    Raises:
+        BvrError: naming the path looked for and saying that the data folder lacks it.
+    """
+    path = data_dir / spec.folder / file
+    if not path.is_file():
+        top = spec.folder.split("/")[0]
+        raise BvrError(f"no such file: the data folder {data_dir} has no {spec.folder}/{file}", where=path,
+                       hint=f"put {spec.name}'s files in {data_dir / spec.folder}/, or pass --data-dir (or set "
+                            f"BVR_DATA_DIR to) a folder that holds {top}/")
+    return path
+
+
+__all__ = ["READERS", "SENTENCE_READERS", "FileFormat", "ReadResult", "load_task_split", "read_task", "task_file"]

@@ -2,7 +2,8 @@
 skipped-share policy, label parsing, and the :class:`ReadResult` a task's splits are read into.
 
 Rows that cannot be parsed (blank, too few or too many columns, malformed JSON) are skipped and counted in a
-:class:`ReadReport` with the first few line numbers; more than ``max_skipped_share`` of them fails the read. A label
+:class:`ReadReport` with the first few line numbers; more than ``max_skipped_share`` of them fails the read. Rows
+whose text field is empty are kept and counted; more than :data:`MAX_EMPTY_SHARE` of them fails the read. A label
 that is not one of the task's labels always fails, naming the file and line: it means a wrong file or task.
 """
 
@@ -21,6 +22,10 @@ from bvr.tasks.registry import TaskSpec
 MAX_SKIPPED_SHARE = 0.01
 """Largest share of a file's rows that may be skipped before the read fails: a few broken rows are expected in
 crowd-sourced data (QQP), many mean the file is not what the task expects."""
+
+MAX_EMPTY_SHARE = 0.01
+"""Largest share of a file's rows that may have an empty text field: GLUE has a handful (QQP), a file with many
+was damaged on the way (a bad export, a column cut away) and would train on nothing but the label."""
 
 FIRST_LINES_KEPT = 5
 """Line numbers kept per skip reason, for the report."""
@@ -70,6 +75,8 @@ class ReadReport:
         skipped: rows skipped.
         reasons: skipped rows per reason.
         first_lines: the first few line numbers skipped for each reason.
+        empty: kept rows with an empty text field, per field.
+        first_empty: the first few line numbers of those rows, per field.
     """
 
     source: str
@@ -78,6 +85,8 @@ class ReadReport:
     skipped: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
     first_lines: dict[str, list[int]] = field(default_factory=dict)
+    empty: dict[str, int] = field(default_factory=dict)
+    first_empty: dict[str, list[int]] = field(default_factory=dict)
 
     def skip(self, reason: str, line: int) -> None:
         """Count one skipped row."""
@@ -96,16 +105,27 @@ class ReadReport:
         'dev.tsv: read 2 of 3 rows, skipped 1 (fewer than 4 columns: 1 at line 7)'
         """
         text = f"{self.source}: read {self.read:,} of {self.rows:,} rows, skipped {self.skipped:,}"
-        return f"{text} ({self.details()})" if self.skipped else text
+        text = f"{text} ({self.details()})" if self.skipped else text
+        for name, count in self.empty.items():
+            text += f"; kept {count:,} with an empty {name} ({_at_lines(self.first_empty[name], count)})"
+        return text
+
+    def count_empty(self, name: str, line: int) -> None:
+        """Count one kept row whose text field ``name`` is empty."""
+        self.empty[name] = self.empty.get(name, 0) + 1
+        lines = self.first_empty.setdefault(name, [])
+        if len(lines) < FIRST_LINES_KEPT:
+            lines.append(line)
 
     def details(self) -> str:
         """Each skip reason with its count and first line numbers, '; '-separated."""
-        parts = []
-        for reason, count in self.reasons.items():
-            lines = self.first_lines[reason]
-            where = f"line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}"
-            parts.append(f"{reason}: {count:,} at {where}{', ...' if count > len(lines) else ''}")
-        return "; ".join(parts)
+        return "; ".join(f"{reason}: {count:,} at {_at_lines(self.first_lines[reason], count)}"
+                         for reason, count in self.reasons.items())
+
+
+def _at_lines(lines: list[int], count: int) -> str:
+    """``line 7`` or ``lines 2, 4, ...``: the first line numbers of ``count`` rows."""
+    return f"line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}{', ...' if count > len(lines) else ''}"
 
 
 def read_lines(path: Path, spec: TaskSpec) -> list[str]:
@@ -130,10 +150,11 @@ def read_lines(path: Path, spec: TaskSpec) -> list[str]:
 
 def read_rows(
     path: Path, lines: list[str], first: int, parse: Callable[[str, int, ReadReport], Example | None],
-    max_share: float, hint: str,
+    max_share: float, hint: str, text_fields: tuple[str, ...],
 ) -> tuple[list[Example], ReadReport]:
     """Parse ``lines[first:]`` (1-based line numbers) with ``parse``, which returns None for a row it skipped and
-    counted; then apply the skipped-share policy (:func:`check_skipped`)."""
+    counted; then apply the skipped-share policy (:func:`check_skipped`) and the empty-text one
+    (:func:`check_empty`, naming the fields ``text_fields``)."""
     report = ReadReport(str(path))
     examples: list[Example] = []
     for number, line in enumerate(lines[first:], start=first + 1):
@@ -143,6 +164,7 @@ def read_rows(
             examples.append(example)
     report.read = len(examples)
     check_skipped(report, max_share, hint)
+    check_empty(report, examples, text_fields)
     return examples, report
 
 
@@ -155,6 +177,22 @@ def check_skipped(report: ReadReport, max_share: float, hint: str) -> None:
             f"{report.skipped:,} of {report.rows:,} rows could not be parsed, more than {max_share:.0%} "
             f"({report.details()})", where=report.source, hint=hint,
         )
+
+
+def check_empty(report: ReadReport, examples: list[Example], text_fields: tuple[str, ...]) -> None:
+    """Count the examples with an empty text (``text_fields`` names ``text_a`` and ``text_b``) in ``report``; fail
+    when more than :data:`MAX_EMPTY_SHARE` of the rows have one, naming the field, the count and the first line."""
+    for example in examples:
+        for name, text in zip(text_fields, (example.text_a, example.text_b), strict=False):
+            if not text:
+                report.count_empty(name, example.line)
+    for name, count in report.empty.items():
+        if count > MAX_EMPTY_SHARE * report.rows:
+            raise BvrError(
+                f"{count:,} of {report.rows:,} rows have an empty {name} (the first at line "
+                f"{report.first_empty[name][0]}), more than {MAX_EMPTY_SHARE:.0%}", where=report.source,
+                hint="the file looks damaged: download the task's files again",
+            )
 
 
 class LabelParser:

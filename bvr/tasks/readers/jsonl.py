@@ -40,7 +40,7 @@ def read_jsonl(
             ``max_skipped_share`` of the lines cannot be parsed (naming the reasons and lines).
     """
     parse = partial(_parse_line, spec=spec, labels=LabelParser(spec), path=path)
-    return read_rows(path, read_lines(path, spec), 0, parse, max_skipped_share, _FORMAT_HINT)
+    return read_rows(path, read_lines(path, spec), 0, parse, max_skipped_share, _FORMAT_HINT, spec.text_fields)
 
 
 def _parse_line(

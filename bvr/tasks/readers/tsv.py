@@ -4,7 +4,8 @@ The files are parsed by splitting each line on tabs, never with CSV quoting: MRP
 with unbalanced double quotes that a CSV reader would run together. Columns are found by header name, except in
 CoLA's headerless train and dev files, whose names come from the task spec. A leading UTF-8 byte-order mark
 (MRPC), a missing final newline (CoLA dev), Windows line ends and spaces around fields (SST-2) are tolerated.
-Unparsable rows are skipped under the shared policy of :mod:`bvr.tasks.readers.common`.
+Unparsable rows are skipped, and rows with an empty sentence kept and counted, under the shared policies of
+:mod:`bvr.tasks.readers.common`.
 """
 
 from __future__ import annotations
@@ -44,14 +45,14 @@ def read_tsv(
 
     Raises:
         BvrError: the file is missing, not UTF-8, lacks a needed column, has an unknown label (``file:line``), or
-            has too many rows that cannot be parsed.
+            has too many rows that cannot be parsed or whose sentence is empty.
     """
     lines = read_lines(path, spec)
     header, first = _header(spec, lines)
     layout = _layout(spec, header, f"{path}:1")
     labels = LabelParser(spec)
     parse = partial(_parse_row, layout=layout, labels=labels, path=path)
-    return read_rows(path, lines, first, parse, max_skipped_share, _FORMAT_HINT)
+    return read_rows(path, lines, first, parse, max_skipped_share, _FORMAT_HINT, spec.text_fields)
 
 
 def _header(spec: TaskSpec, lines: list[str]) -> tuple[list[str], int]:
