@@ -16,20 +16,31 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from bvr.errors import BvrError
 from bvr.fs import atomic_open
+from bvr.resources import write_error
+
+CHECKPOINT_HINT = ("the last good checkpoint is kept: free space (or choose another --output-dir) and run the same "
+                   "command with --resume (bvr ablate: the same command)")
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Saves each checkpoint to a temporary file in its own folder, fsyncs it, then renames it over the old one.
 
     Until the rename the previous checkpoint is untouched, so a write that fails (a full disk) or is interrupted
-    leaves the last good checkpoint to resume from, and no partial file.
+    leaves the last good checkpoint to resume from, and no partial file; a full disk or read-only folder is
+    reported as a :class:`~bvr.resources.WriteError` that says so (:data:`CHECKPOINT_HINT`).
     """
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any | None = None) -> None:
         if storage_options is not None:
             raise TypeError(f"{type(self).__name__} takes no storage_options, got {storage_options!r}")
-        with atomic_open(Path(path), "wb", fsync=True) as file:
-            torch.save(checkpoint, file)
+        try:
+            with atomic_open(Path(path), "wb", fsync=True) as file:
+                torch.save(checkpoint, file)
+        except Exception as err:
+            error = write_error(err, Path(path), what="checkpoint", hint=CHECKPOINT_HINT)
+            if error is None:
+                raise
+            raise error from err
 
 
 def check_checkpoint(path: Path) -> None:

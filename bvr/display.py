@@ -17,3 +17,15 @@ def duration(seconds: float | None) -> str:
         return f"{seconds:.1f} s"
     minutes, secs = divmod(round(seconds), 60)
     return f"{minutes} min {secs:02d} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def size(n_bytes: float) -> str:
+    """A number of bytes in decimal units: '512 B', '3.4 MB', '12.0 GB'.
+
+    >>> size(512), size(3_400_000), size(12e9), size(2.5e12)
+    ('512 B', '3.4 MB', '12.0 GB', '2.5 TB')
+    """
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n_bytes) >= scale:
+            return f"{n_bytes / scale:.1f} {unit}"
+    return f"{int(n_bytes)} B"

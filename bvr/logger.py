@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 from bvr.tracking import (
     artifact_location,
     client_for,
+    end_run,
+    end_status,
     ensure_experiment,
     flatten_params,
     log_params_batched,
@@ -56,13 +59,22 @@ class BvrMLFlowLogger(MLFlowLogger):
     The stock logger cuts param values at 250 characters and joins nested keys with ``/``; hyperparameters
     saved by a LightningModule would then disagree with the config logged by :func:`log_config`. It also sets
     MLflow's process-wide tracking URI (and ``MLFLOW_TRACKING_URI``) when it starts its run; this one restores
-    them.
+    them. And it ends a run that Ctrl-C or SIGTERM stopped KILLED, not FAILED.
     """
 
     @property
     def experiment(self) -> MlflowClient:
         with _mlflow_globals_kept():
             return super().experiment
+
+    @rank_zero_only
+    def finalize(self, status: str = "success") -> None:
+        """End the run; Lightning says ``failed`` for an interrupt too, which ends it KILLED here (and a store that
+        cannot take the status must not hide the error Lightning is handling)."""
+        if status != "failed":
+            super().finalize(status)
+        elif self._initialized:
+            end_run(self.experiment, self.run_id, end_status(sys.exc_info()[1]))
 
     @rank_zero_only
     def log_hyperparams(self, params: Any) -> None:

@@ -11,6 +11,7 @@ import torch
 from bvr import checkpoints
 from bvr.checkpoints import AtomicCheckpointIO, check_checkpoint
 from bvr.errors import BvrError
+from bvr.resources import WriteError
 
 
 def _checkpoint(step: int) -> dict:
@@ -28,7 +29,7 @@ def test_a_write_that_fails_half_way_keeps_the_previous_checkpoint(tmp_path: Pat
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(checkpoints.torch, "save", disk_full)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(WriteError, match="cannot write the checkpoint: the disk is full"):
         io.save_checkpoint(_checkpoint(8), path)
     monkeypatch.undo()
     assert io.load_checkpoint(path)["global_step"] == 4

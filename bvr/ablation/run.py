@@ -57,6 +57,7 @@ from bvr.ablation.units import HANDLERS
 from bvr.cache import BUILT, global_rank
 from bvr.display import duration
 from bvr.errors import BvrError
+from bvr.resources import check_writable, write_error
 
 PRETRAINING_KINDS = (UnitKind.CORPUS, UnitKind.TOKENIZER, UnitKind.DATA, UnitKind.PRETRAIN)
 """The units every DDP rank takes part in; the others run on rank zero only."""
@@ -139,7 +140,8 @@ class Runner:
         return {TAG_ARM: arm.arm, TAG_LABEL: arm.label, TAG_PRETRAIN_SEED: arm.pretrain_seed, **declared}
 
     def run_unit(self, unit: Unit) -> None:
-        """Run one unit through its kind's handler; a failure is recorded, not raised (but an interrupt is)."""
+        """Run one unit through its kind's handler; a failure is recorded, not raised (but an interrupt is, and a
+        write that failed for want of disk space or permission, as a :class:`~bvr.resources.WriteError`)."""
         from bvr.tracking import tagged
 
         start = time.perf_counter()
@@ -151,10 +153,14 @@ class Runner:
         except KeyboardInterrupt:
             self.save()
             raise
-        except BvrError as err:
-            self._fail(unit, err.one_line())
-            return
         except Exception as err:  # noqa: BLE001 - one failed unit must not lose the others' results
+            if (error := write_error(err)) is not None:  # but a full disk or read-only folder fails every unit
+                with contextlib.suppress(Exception):  # the manifest may not fit either: the unit is redone next time
+                    self.save()
+                raise error from err
+            if isinstance(err, BvrError):
+                self._fail(unit, err.one_line())
+                return
             self._fail(unit, f"{type(err).__name__}: {err}")
             if os.environ.get("BVR_DEBUG"):
                 traceback.print_exc()
@@ -256,10 +262,16 @@ def run_ablation(
         ui_url: the MLflow UI the report's run ids link to (:func:`bvr.report.cells.ui_base`).
 
     Raises:
-        BvrError: an unknown unit; any unit failed (each named with its error, and what to do).
+        BvrError: an unknown unit; any unit failed (each named with its error, and what to do); the tracking server
+            does not answer; the output or working folder cannot be written, or a write ran out of disk
+            (:class:`~bvr.resources.WriteError`, which stops the run at once).
         KeyboardInterrupt: passed on after the manifest is saved; re-running continues.
     """
+    from bvr.tracking import check_store
+
     start = time.perf_counter()
+    check_store(Path.cwd())
+    check_writable(plan.output_dir, "output folder (--output-dir)")
     console = console or Console()
     runner = Runner(plan, stage_dir=stage_dir, progress=progress, console=console, ui_url=ui_url)
     units = plan.select(only) if only else [u for u in plan.units() if report or u.kind is not UnitKind.REPORT]

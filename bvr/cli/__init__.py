@@ -9,6 +9,7 @@ Every command imports the heavy modules (torch, Lightning, MLflow) inside its fu
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import Annotated, NoReturn
 
@@ -18,6 +19,7 @@ from rich.markup import escape
 from bvr.cli import ablate, data, evaluate, train
 from bvr.cli.options import err_console, state
 from bvr.errors import BvrError
+from bvr.resources import write_error
 
 app = typer.Typer(
     name="bvr",
@@ -75,26 +77,63 @@ def _main(
             logging.getLogger(name).setLevel(logging.WARNING)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the process is, so that the same clean-up as for Ctrl-C runs (MLflow runs end KILLED,
+    the ablation manifest is saved); the exit status is 128 + the signal's number, 143."""
+
+    signum = signal.SIGTERM
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process without waiting for clean-up
+    raise Terminated
+
+
 def main() -> None:
-    """Entry point: run the app; a BvrError becomes one line on stderr and exit status 2."""
+    """Entry point: run the app with the exit statuses of the README's table.
+
+    0: done; 2: a user error (a :class:`~bvr.errors.BvrError`, or a write that failed for want of disk space or
+    permission, :func:`~bvr.resources.write_error`), one line on stderr, or a usage error; 130: interrupted
+    (Ctrl-C), 143: terminated (SIGTERM), each with the line saying how to continue; 1: an unexpected error, with
+    its traceback.
+    """
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         app()  # standalone mode: usage errors are printed by the parser and exit 2
     except BvrError as err:
-        if state["debug"] or os.environ.get("BVR_DEBUG"):
-            raise
-        err_console.print(f"[bold red]error:[/] {escape(err.one_line())}", highlight=False, soft_wrap=True)
-        sys.exit(2)
-    except KeyboardInterrupt:
-        _interrupted()
+        _user_error(err)
+    except KeyboardInterrupt as interrupt:
+        _interrupted(interrupt)
     except SystemExit as exit_:
         if exit_.code == 130 and isinstance(getattr(exit_.__context__, "__cause__", None), KeyboardInterrupt):
-            _interrupted()  # typer turns Ctrl-C into a silent exit 130
+            _interrupted(exit_.__context__.__cause__)  # typer turns Ctrl-C into a silent exit 130
+        if isinstance(exit_.__context__, KeyboardInterrupt):
+            _interrupted(exit_.__context__)  # Lightning turns it into exit 1 after its own clean-up
         raise
+    except Exception as err:
+        error = write_error(err)
+        if error is None or _debug():
+            raise
+        _user_error(error)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
-def _interrupted() -> NoReturn:
+def _debug() -> bool:
+    return bool(state["debug"] or os.environ.get("BVR_DEBUG"))
+
+
+def _user_error(err: BvrError) -> NoReturn:
+    """Print ``err`` as one line and exit 2 (with ``--debug`` or ``BVR_DEBUG``: raise it, with its traceback)."""
+    if _debug():
+        raise err
+    err_console.print(f"[bold red]error:[/] {escape(err.one_line())}", highlight=False, soft_wrap=True)
+    sys.exit(2)
+
+
+def _interrupted(interrupt: BaseException) -> NoReturn:
     err_console.print("interrupted; run the same command again to continue from the finished stages")
-    sys.exit(130)
+    sys.exit(128 + (interrupt.signum if isinstance(interrupt, Terminated) else signal.SIGINT))
 
 
 __all__ = ["app", "main"]

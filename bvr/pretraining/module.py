@@ -27,7 +27,6 @@ from bvr.config import TrainingConfig
 from bvr.model import PretrainingModel
 from bvr.training import adamw, check_finite
 
-
 _VAL_SUMS = ("mlm_loss", "masked", "nsp_correct", "nsp_count", "sbo_loss")
 """Sums over the validation batches, reduced across ranks once at the end."""
 

@@ -38,9 +38,12 @@ from bvr.pretraining.data import PretrainingDataModule, validation_differs
 from bvr.pretraining.masking import mask_exposure
 from bvr.pretraining.module import PretrainingModule
 from bvr.pretraining.prepare import Prepared, load_instances, prepare, prepare_corpus, prepare_tokenizer
+from bvr.resources import check_free_space
 from bvr.tokenization import load_tokenizer, vocab_info
 from bvr.tracking import (
     DataInput,
+    check_store,
+    closed_on_error,
     git_commit,
     log_artifact_dir,
     log_config,
@@ -124,8 +127,11 @@ def pretrain(
 
     Raises:
         BvrError: an unfinished run exists and neither ``resume`` nor ``restart`` was given; its checkpoint cannot be
-            read on ``resume``; a non-finite loss.
+            read on ``resume``; a non-finite loss; the tracking server does not answer; too little disk is free
+            for the checkpoint and the exported model (:func:`pretraining_bytes`), or a write fails for want of
+            space or permission (:class:`~bvr.resources.WriteError`).
     """
+    check_store(Path.cwd())
     prepared = prepare(cfg, progress=progress)
     run_dir = run_dir_for(cfg, prepared)
     with target_lock(run_dir):  # a second process with the same config waits here, then reuses the result
@@ -147,6 +153,8 @@ def _train(cfg: Config, prepared: Prepared, run_dir: Path, ckpt_path: str | None
     vocab = vocab_info(tokenizer, family)
     model = build_model(cfg, vocab)
     params = count_parameters(model)
+    check_free_space(run_dir, pretraining_bytes(params["total"], cfg.training.checkpoint_every_steps is not None),
+                     f"pretraining {params['total']:,} parameters (checkpoint and exported model)")
     module = PretrainingModule(model, cfg.training, failed_checkpoint_hint=str(run_dir / "checkpoints" / "last.ckpt"),
                                sentence_objective=cfg.data.sentence_objective)
     datamodule = PretrainingDataModule(cfg, load_instances(prepared), vocab)
@@ -154,30 +162,31 @@ def _train(cfg: Config, prepared: Prepared, run_dir: Path, ckpt_path: str | None
         compile_layers(model.encoder)
 
     logger = _logger(cfg, run_dir, ckpt_path, ablation, arm, parent_run_id, experiment, params, prepared)
-    t = cfg.training
-    trainer = build_trainer(
-        run_dir, logger=logger, precision=t.precision, accelerator=t.accelerator, grad_clip=t.grad_clip,
-        log_every_steps=t.log_every_steps, progress=progress, max_steps=t.max_steps, devices=t.devices,
-        num_nodes=t.num_nodes, strategy=t.strategy, grad_accum=t.grad_accum, val_every_steps=t.val_every_steps,
-        checkpoint_every_steps=t.checkpoint_every_steps, sampler_per_rank=True, step_progress_bar=True,
-        callbacks=callbacks,
-    )
-    start = time.perf_counter()
-    monitored = logger.run_id if global_rank() == 0 else None  # the machine's load beside the run's throughput
-    with quiet_fit(), system_metrics(monitored, tracking_uri(), resume=ckpt_path is not None):
-        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
-        metrics = _logged_metrics(trainer)
-        if t.val_every_steps and trainer.global_step % t.val_every_steps:
-            # "every val_every_steps and at the end": the last steps were not validated yet.
-            trainer.validate(module, datamodule=datamodule, verbose=False)
-            metrics.update(_logged_metrics(trainer))
-    if trainer.global_rank != 0:
-        return PretrainResult(run_dir, False, {})
-    metrics.update(wall_seconds=time.perf_counter() - start, tokens_seen=float(module.tokens_seen),
-                   steps=float(trainer.global_step), **{f"params_{k}": float(v) for k, v in params.items()})
-    metrics.update(_exposure(cfg, trainer.global_step, datamodule.instances["train"].num_rows))
-    _finish(cfg, run_dir, model, prepared, logger, metrics)
-    return PretrainResult(run_dir, False, metrics)
+    with closed_on_error(logger.experiment, logger.run_id):  # FINISHED only once exported and marked done
+        t = cfg.training
+        trainer = build_trainer(
+            run_dir, logger=logger, precision=t.precision, accelerator=t.accelerator, grad_clip=t.grad_clip,
+            log_every_steps=t.log_every_steps, progress=progress, max_steps=t.max_steps, devices=t.devices,
+            num_nodes=t.num_nodes, strategy=t.strategy, grad_accum=t.grad_accum, val_every_steps=t.val_every_steps,
+            checkpoint_every_steps=t.checkpoint_every_steps, sampler_per_rank=True, step_progress_bar=True,
+            callbacks=callbacks,
+        )
+        start = time.perf_counter()
+        monitored = logger.run_id if global_rank() == 0 else None  # the machine's load beside the throughput
+        with quiet_fit(), system_metrics(monitored, tracking_uri(), resume=ckpt_path is not None):
+            trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
+            metrics = _logged_metrics(trainer)
+            if t.val_every_steps and trainer.global_step % t.val_every_steps:
+                # "every val_every_steps and at the end": the last steps were not validated yet.
+                trainer.validate(module, datamodule=datamodule, verbose=False)
+                metrics.update(_logged_metrics(trainer))
+        if trainer.global_rank != 0:
+            return PretrainResult(run_dir, False, {})
+        metrics.update(wall_seconds=time.perf_counter() - start, tokens_seen=float(module.tokens_seen),
+                       steps=float(trainer.global_step), **{f"params_{k}": float(v) for k, v in params.items()})
+        metrics.update(_exposure(cfg, trainer.global_step, datamodule.instances["train"].num_rows))
+        _finish(cfg, run_dir, model, prepared, logger, metrics)
+        return PretrainResult(run_dir, False, metrics)
 
 
 INIT_VERSION = 1
@@ -207,6 +216,22 @@ def initialise(cfg: Config, *, progress: bool = True) -> PretrainResult:
 
     run_dir, built = build_once(run_dir, build, parts)
     return PretrainResult(run_dir, not built, json.loads((run_dir / "metrics.json").read_text()))
+
+
+CHECKPOINT_BYTES_PER_PARAMETER = 12
+"""A checkpoint holds each parameter three times in float32: the weight and AdamW's two moments."""
+EXPORT_BYTES_PER_PARAMETER = 4
+"""The exported model holds the float32 weights."""
+
+
+def pretraining_bytes(parameters: int, checkpoints: bool) -> int:
+    """The disk a pretraining run needs free: a checkpoint (when it writes any: the next one is written whole
+    beside the last before replacing it) and the exported model.
+
+    >>> pretraining_bytes(1_000_000, checkpoints=True), pretraining_bytes(1_000_000, checkpoints=False)
+    (16000000, 4000000)
+    """
+    return parameters * (EXPORT_BYTES_PER_PARAMETER + (CHECKPOINT_BYTES_PER_PARAMETER if checkpoints else 0))
 
 
 def _exposure(cfg: Config, steps: int, sequences: int) -> dict[str, float]:
@@ -245,11 +270,12 @@ def _logger(cfg, run_dir, ckpt_path, ablation, arm, parent_run_id, experiment, p
                              ablation=ablation, extra=extra, parent_run_id=parent_run_id, run_id=run_id)
     if run_id is None:
         run_id_file.write_text(logger.run_id)
-        log_config(logger.experiment, logger.run_id, cfg.to_dict())
-        log_artifact_dir(logger.experiment, logger.run_id, prepared.tokenizer, "tokenizer")
-        stats = prepared.stats()
-        logger.experiment.log_dict(logger.run_id, stats, "data_stats.json")
-        log_inputs(logger.experiment, logger.run_id, _data_inputs(cfg, prepared))
+        with closed_on_error(logger.experiment, logger.run_id):
+            log_config(logger.experiment, logger.run_id, cfg.to_dict())
+            log_artifact_dir(logger.experiment, logger.run_id, prepared.tokenizer, "tokenizer")
+            stats = prepared.stats()
+            logger.experiment.log_dict(logger.run_id, stats, "data_stats.json")
+            log_inputs(logger.experiment, logger.run_id, _data_inputs(cfg, prepared))
     return logger
 
 

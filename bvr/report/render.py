@@ -48,7 +48,7 @@ from bvr.report.pretrain_runs import pretrain_table
 from bvr.report.published import load_published
 from bvr.report.sections import report_blocks, summary_blocks
 from bvr.report.stats import Summary
-from bvr.tracking import store_client, write_views
+from bvr.tracking import check_store, store_client, write_views
 
 REPORTS_DIR = Path("reports")
 REPORT_MD = "report.md"
@@ -293,8 +293,10 @@ def render_report(manifest: Manifest, out_dir: Path | None = None, *, workdir: P
         What was written, and what is missing; an unfinished ablation renders a partial report.
 
     Raises:
-        BvrError: ``ui_url`` is not an http(s) address; logging to MLflow fails (the files are written by then).
+        BvrError: ``ui_url`` is not an http(s) address; the tracking server does not answer; logging to MLflow fails
+            (the files are written by then).
     """
+    check_store(workdir)
     collected = collect(manifest, workdir=workdir)
     ui_base(collected.uri, ui_url)  # a bad address fails before anything is drawn
     analysis = analyse(collected, load_published())

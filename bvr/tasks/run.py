@@ -48,6 +48,7 @@ from bvr.cache import build_once, cache_dir, fingerprint, is_done
 from bvr.config import FinetuneConfig
 from bvr.errors import BvrError
 from bvr.pretrained import Pretrained, load_pretrained
+from bvr.resources import check_writable
 from bvr.tasks.data import TaskData, load_task_data, task_files
 from bvr.tasks.evaluators import EvalRecord
 from bvr.tasks.kinds import KINDS
@@ -58,9 +59,11 @@ from bvr.tasks.settings import load_finetune_config, optim_settings
 from bvr.tasks.source import EncoderSource, checkpoint_identity, default_arm
 from bvr.tokenization import vocab_info
 from bvr.tracking import (
-    TAG_MEASURE,
     TAG_COLLAPSED,
+    TAG_MEASURE,
     DataInput,
+    check_store,
+    closed_on_error,
     log_config,
     log_inputs,
     log_params_batched,
@@ -174,21 +177,23 @@ def _train_seed(job: _Job, seed: int, parent_id: str, out: Path) -> SeedResult:
     L.seed_everything(seed, workers=True, verbose=False)
     module = make_module(job.source.build(), job.data, optim_settings(job.cfg))
     logger = _seed_logger(job, seed, parent_id)
-    cfg = job.cfg
-    trainer = build_trainer(out, logger=logger, precision=cfg.precision, accelerator=cfg.accelerator,
-                            grad_clip=cfg.grad_clip, log_every_steps=cfg.log_every_steps, progress=job.progress,
-                            max_steps=cfg.max_steps or -1, max_epochs=cfg.epochs)
-    start = time.perf_counter()
-    _fit(job, module, trainer, seed)
-    final, best = module.history[-1], _best(module.history, job.main_key)
-    result = SeedResult(
-        seed=seed, scores=final.scores, best_scores=best.scores, best_epoch=best.epoch,
-        collapsed=final.collapsed[job.spec.headline_split], seconds=time.perf_counter() - start,
-        history=[dataclasses.asdict(entry) for entry in module.history], run_id=logger.run_id,
-    )
-    _log_outcome(job, logger.experiment, logger.run_id, result)
-    _keep_record(module.evaluators[job.spec.headline_split].record(), logger.experiment, logger.run_id, out)
-    return result
+    with closed_on_error(logger.experiment, logger.run_id):  # Lightning ends it FINISHED before _log_outcome
+        cfg = job.cfg
+        trainer = build_trainer(out, logger=logger, precision=cfg.precision, accelerator=cfg.accelerator,
+                                grad_clip=cfg.grad_clip, log_every_steps=cfg.log_every_steps, progress=job.progress,
+                                max_steps=cfg.max_steps or -1, max_epochs=cfg.epochs)
+        start = time.perf_counter()
+        _fit(job, module, trainer, seed)
+        final, best = module.history[-1], _best(module.history, job.main_key)
+        result = SeedResult(
+            seed=seed, scores=final.scores, best_scores=best.scores, best_epoch=best.epoch,
+            collapsed=final.collapsed[job.spec.headline_split], seconds=time.perf_counter() - start,
+            history=[dataclasses.asdict(entry) for entry in module.history], run_id=logger.run_id,
+        )
+        _log_outcome(job, logger.experiment, logger.run_id, result)
+        _keep_record(module.evaluators[job.spec.headline_split].record(), logger.experiment, logger.run_id,
+                     out)
+        return result
 
 
 def _write(out: Path, result: SeedResult, info: TaskInfo) -> None:
@@ -283,10 +288,13 @@ def finetune(
         Per-seed scores and the spread of the headline score; :func:`bvr.tasks.results.describe` prints it.
 
     Raises:
-        BvrError: an unknown task, a bad hyperparameter (file and key named), a checkpoint that cannot be loaded, or
-            data that cannot be read.
+        BvrError: an unknown task, a bad hyperparameter (file and key named), a checkpoint that cannot be loaded,
+            data that cannot be read, a tracking server that does not answer, or an output or working folder that
+            cannot be written.
     """
     start = time.perf_counter()
+    check_store(Path.cwd())
+    check_writable(Path(output_dir), "output folder (--output-dir)")
     spec = get_task(task)
     seed_list = _seed_list(seeds)
     cfg = load_finetune_config(spec, config_file=Path(config_file) if config_file else None, preset=preset,

@@ -231,14 +231,8 @@ def parent_run(
         run_id = resume_run_id
     else:
         run_id = client.create_run(experiment_id, run_name=name, tags=resolve_tags(tags)).info.run_id
-    try:
+    with closed_on_error(client, run_id):
         yield client.get_run(run_id)
-    except KeyboardInterrupt:
-        client.set_terminated(run_id, RunStatus.to_string(RunStatus.KILLED))
-        raise
-    except BaseException:
-        client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
-        raise
     client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
 
 
@@ -278,3 +272,38 @@ def system_metrics(run_id: str | None, uri: str, *, resume: bool = False) -> Ite
         monitor.collect_metrics()
         monitor.publish_metrics(monitor.aggregate_metrics())
         monitor.mlflow_logger.flush()
+
+
+def end_status(err: BaseException | None) -> str:
+    """The status a run ends with when ``err`` stops it: KILLED for an interrupt (Ctrl-C; SIGTERM, which the CLI
+    raises as a KeyboardInterrupt; Lightning's exit after either), FAILED for anything else.
+
+    >>> end_status(KeyboardInterrupt()), end_status(ValueError("bad"))
+    ('KILLED', 'FAILED')
+    """
+    interrupted = isinstance(err, KeyboardInterrupt) or (
+        isinstance(err, SystemExit) and isinstance(err.__context__, KeyboardInterrupt))
+    return RunStatus.to_string(RunStatus.KILLED if interrupted else RunStatus.FAILED)
+
+
+def end_run(client: MlflowClient, run_id: str, status: str) -> None:
+    """Mark a run ended while an error is on its way up; a store that cannot take it (its disk is full, its server
+    gone) must not hide that error, and :func:`close_stale_runs` closes the run on the next invocation."""
+    with contextlib.suppress(Exception):  # the error being raised is the one to report
+        client.set_terminated(run_id, status)
+
+
+@contextlib.contextmanager
+def closed_on_error(client: MlflowClient, run_id: str | None) -> Iterator[None]:
+    """End the run ``run_id`` KILLED or FAILED (:func:`end_status`) when the block raises; the error goes on.
+
+    Args:
+        client: the run's store.
+        run_id: the run; None (a DDP rank other than zero, which has none) does nothing.
+    """
+    try:
+        yield
+    except BaseException as err:
+        if run_id:
+            end_run(client, run_id, end_status(err))
+        raise

@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from mlflow.tracking import MlflowClient
 
 from bvr.errors import BvrError
 from bvr.locks import file_lock, lock_path
+from bvr.resources import check_writable
 
 DEFAULT_DB = "mlflow.db"
 DEFAULT_ARTIFACTS = "mlartifacts"
@@ -56,6 +59,41 @@ def store_client(uri: str) -> MlflowClient:
 def client_for(workdir: Path | None) -> MlflowClient:
     """A client of the store :func:`tracking_uri` gives for ``workdir``."""
     return store_client(tracking_uri(workdir))
+
+
+SERVER_TIMEOUT = 3.0
+"""Seconds :func:`check_store` waits for a tracking server: MLflow's own client retries for minutes."""
+
+
+def check_store(workdir: Path | None = None, *, timeout: float = SERVER_TIMEOUT) -> str:
+    """Before long work: the tracking server answers, or the local store's folder can be written; return the URI.
+
+    MLflow's client retries an unreachable server for about four minutes, silently, and only once the data is
+    loaded; one short request up front says it in seconds.
+
+    Args:
+        workdir: folder of the default store.
+        timeout: seconds to wait for a server's answer.
+
+    Raises:
+        BvrError: the server does not answer (naming the URI, with what to do); the local store's folder cannot be
+            written (:func:`bvr.resources.check_writable`).
+    """
+    uri = tracking_uri(workdir)
+    db = _sqlite_file(uri)
+    if db is not None:
+        check_writable(db.parent, "working folder, where the MLflow store (mlflow.db, mlartifacts/) is written")
+    elif uri.startswith(("http://", "https://")):
+        try:
+            urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=timeout).close()
+        except urllib.error.HTTPError:
+            pass  # it answered
+        except (urllib.error.URLError, OSError) as err:
+            reason = getattr(err, "reason", None) or err
+            raise BvrError(f"the MLflow tracking server {uri} does not answer ({reason})", where="MLFLOW_TRACKING_URI",
+                           hint="start the server (mlflow server --host HOST --port PORT), or unset "
+                                "MLFLOW_TRACKING_URI to log to the local store (./mlflow.db)") from None
+    return uri
 
 
 def _sqlite_file(uri: str) -> Path | None:

@@ -34,11 +34,22 @@ LIGHTNING_NOISE = (
 
 @contextmanager
 def quiet_fit() -> Iterator[None]:
-    """Silence :data:`LIGHTNING_NOISE` (and only that) around ``trainer.fit``/``validate``."""
+    """Silence :data:`LIGHTNING_NOISE` (and only that) around ``trainer.fit``/``validate``, and pass on an interrupt
+    as one.
+
+    Lightning answers Ctrl-C (and SIGTERM, which the CLI raises as a KeyboardInterrupt) inside ``fit`` with its
+    clean-up and then ``sys.exit(1)``; the interrupt is raised again in its place, so that the callers' clean-up
+    (MLflow runs ended KILLED, the ablation manifest saved) and the CLI's exit status see an interrupt.
+    """
     with warnings.catch_warnings():
         for message in LIGHTNING_NOISE:
             warnings.filterwarnings("ignore", message=message)
-        yield
+        try:
+            yield
+        except SystemExit as exit_:
+            if isinstance(exit_.__context__, KeyboardInterrupt):
+                raise exit_.__context__ from None
+            raise
 
 
 class StepTQDMBar(TQDMProgressBar):

@@ -1,0 +1,180 @@
+"""Writes that cannot succeed (a full disk, a read-only or forbidden folder), refused in one line, not a traceback.
+
+Two halves:
+
+- up-front checks before long work: :func:`check_writable` (the output and working folders) and
+  :func:`check_free_space` (before a stage that writes much, against an estimate of what it needs);
+- :func:`write_error`, which recognises a failed write in any exception and turns it into a :class:`WriteError`
+  naming the path, what is free and what to do. An ``OSError`` says so by its ``errno`` (ENOSPC, EDQUOT, EFBIG,
+  EROFS, EACCES, EPERM); torch, safetensors, tokenizers and SQLite wrap it in their own exceptions and only say it
+  in words (``No space left on device (os error 28)``, ``database or disk is full``), so the words count too,
+  anywhere in the chain of causes. The CLI applies it to every exception that reaches it; the ablation runner
+  stops on one instead of failing unit after unit.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from bvr.display import size
+from bvr.errors import BvrError
+
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+TOO_LARGE = frozenset({errno.EFBIG})
+READ_ONLY = frozenset({errno.EROFS})
+FORBIDDEN = frozenset({errno.EACCES, errno.EPERM})
+_WORDS = {
+    "full": re.compile(r"no space left on device|disk quota exceeded|database or disk is full|os error (28|122)\b",
+                       re.IGNORECASE),
+    "too_large": re.compile(r"file too large|os error 27\b", re.IGNORECASE),
+    "read_only": re.compile(r"read-only file system|os error 30\b", re.IGNORECASE),
+}
+RESUME_HINT = "free space (or choose another --output-dir) and run the same command again: finished stages are reused"
+_CHECKED: list[Path] = []
+"""The folders :func:`check_writable` passed, where a write that failed without naming its file most likely was."""
+
+
+class WriteError(BvrError):
+    """A write failed for want of space or permission: everything after it would fail the same way, so a runner
+    that goes on past a failed unit (``bvr ablate``) stops on this one."""
+
+
+def free_bytes(path: Path) -> int:
+    """The bytes free to this user on the file system holding ``path`` (or its nearest existing parent)."""
+    return shutil.disk_usage(_existing(Path(path))).free
+
+
+def tree_bytes(path: Path) -> int:
+    """The size of a file, or of every file under a folder (0 when it does not exist)."""
+    path = Path(path)
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else 0
+
+
+def check_writable(folder: Path, what: str) -> Path:
+    """Make sure files can be created in ``folder`` (created if missing) before long work writes there.
+
+    Args:
+        folder: the folder.
+        what: what it is, for the message (``"output folder (--output-dir)"``).
+
+    Returns:
+        ``folder``.
+
+    Raises:
+        WriteError: it is read-only, not this user's to write, or its disk is full.
+    """
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".bvr-write-check-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        error = write_error(err, folder, what=what)
+        if error is None:
+            raise
+        raise error from None
+    if folder.resolve() not in _CHECKED:
+        _CHECKED.append(folder.resolve())
+    return folder
+
+
+def check_free_space(folder: Path, needed: float, what: str) -> None:
+    """Refuse to start ``what`` when the disk of ``folder`` has less than ``needed`` bytes free.
+
+    Args:
+        folder: where it will write.
+        needed: an estimate of the bytes it writes (a lower bound: the check must not refuse what would fit).
+        what: the work, for the message (``"pretraining (checkpoint and exported model)"``).
+
+    Raises:
+        WriteError: naming the folder, the bytes needed and the bytes free.
+    """
+    free = free_bytes(folder)
+    if free < needed:
+        raise WriteError(f"{what} needs about {size(needed)} of disk, but only {size(free)} is free there",
+                         where=folder, hint="free space or choose another --output-dir, then run the same command")
+
+
+def write_error(err: BaseException, path: Path | None = None, *, what: str | None = None,
+                hint: str = RESUME_HINT) -> WriteError | None:
+    """The one-line error of a write that failed for want of space or permission, or None for any other error.
+
+    Args:
+        err: the exception (its causes and contexts are searched too).
+        path: what was being written, when the exception does not say (an ``OSError``'s ``filename`` wins).
+        what: what ``path`` is, for the message (``"output folder (--output-dir)"``).
+        hint: what to do about a full disk (default: :data:`RESUME_HINT`).
+
+    Returns:
+        The :class:`WriteError` (``err`` itself when it is one already), or None.
+    """
+    found = _find(err)
+    if found is None:
+        return None
+    if isinstance(found[1], WriteError):
+        return found[1]
+    kind, cause = found
+    named = getattr(cause, "filename", None) or getattr(cause, "filename2", None)
+    target = Path(os.fsdecode(named)) if named else path
+    if target is None:
+        target = min(_CHECKED, key=free_bytes) if _CHECKED else Path.cwd()
+    subject = f"the {what}" if what else "it"
+    if kind == "full":
+        return WriteError(f"cannot write {subject}: the disk is full ({size(free_bytes(target))} free)",
+                          where=target, hint=hint)
+    if kind == "too_large":
+        return WriteError(f"cannot write {subject}: the file is larger than this file system or the process's "
+                          "file size limit (ulimit -f) allows", where=target,
+                          hint="raise the limit or choose another --output-dir, then run the same command again")
+    folder = _existing(target)
+    reason = "is on a read-only file system" if kind == "read_only" else "is not writable by this user"
+    return WriteError(f"cannot write {subject}: {folder} {reason}", where=target,
+                      hint="make it writable or choose another folder (--output-dir, or run bvr from a writable "
+                           "working folder)")
+
+
+def _find(err: BaseException) -> tuple[str, BaseException] | None:
+    """The kind of write failure (``full``, ``too_large``, ``read_only``, ``forbidden``) found in ``err``, its causes
+    and contexts, with the exception that says it; an ``errno`` counts before words."""
+    chain = _chain(err)
+    for current in chain:
+        if isinstance(current, WriteError):
+            return "written", current
+        if isinstance(current, OSError) and current.errno is not None:
+            for kind, codes in (("full", DISK_FULL), ("too_large", TOO_LARGE), ("read_only", READ_ONLY),
+                                ("forbidden", FORBIDDEN)):
+                if current.errno in codes:
+                    return kind, current
+    for current in chain:
+        for kind, words in _WORDS.items():
+            if words.search(str(current)):
+                return kind, current
+    return None
+
+
+def _chain(err: BaseException) -> list[BaseException]:
+    """``err`` and the exceptions it was raised from or while handling, nearest first."""
+    out: list[BaseException] = []
+    todo: list[BaseException | None] = [err]
+    while todo and len(out) < 20:
+        current = todo.pop(0)
+        if current is not None and all(current is not seen for seen in out):
+            out.append(current)
+            todo.extend([current.__cause__, current.__context__])
+    return out
+
+
+def _existing(path: Path) -> Path:
+    """``path`` if it exists, else its nearest existing parent."""
+    path = Path(path).absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
