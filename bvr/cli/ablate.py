@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -21,9 +22,10 @@ AblationArg = Annotated[str, typer.Argument(help=f"Ablation: {EXPERIMENTS_HELP},
 AblationPresetOpt = Annotated[str | None, typer.Option("--preset", "-p", help=f"Preset: {one_of(preset_names())} "
                                                        "(tiny: 2 CPU cores, under an hour for masking; the "
                                                        "others: GPUs).")]
-AblationSetOpt = Annotated[list[str] | None, typer.Option("--set", "-s", help="Override a config key for every arm, "
-                                                          "e.g. --set training.devices=8 (not a key the arms "
-                                                          "differ in).")]
+AblationSetOpt = Annotated[list[str] | None, typer.Option("--set", "-s", help="Override a config key for every arm "
+                                                          "and the control, e.g. --set training.devices=8, --set "
+                                                          "finetune.seeds=1 or --set pretrain_seeds=[0] (not a key "
+                                                          "the arms differ in).")]
 
 
 UiUrlOpt = Annotated[str | None, typer.Option("--ui-url", help="Address of the MLflow UI "
@@ -71,9 +73,13 @@ def ablate_cmd(
                   highlight=False)
     if result.report is not None:
         console.print(f"report: {result.report.html}", highlight=False)
-    elif not only:
-        console.print(f"next: bvr report {plan.name}" + (f" --preset {plan.preset}" if plan.preset else ""),
-                      highlight=False)
+    elif not only:  # the same --preset, --set and folders pick this invocation's manifest (a smoke run's, say)
+        options = [*(["--preset", plan.preset] if plan.preset else []),
+                   *(arg for text in set_ or [] for arg in ("--set", text)),
+                   *(["--data-dir", str(data_dir)] if data_dir else []),
+                   *(["--output-dir", str(output_dir)] if output_dir else [])]
+        console.print("next: " + shlex.join(["bvr", "report", name, *options]), markup=False, highlight=False,
+                      soft_wrap=True)
 
 
 def report_cmd(
