@@ -9,6 +9,7 @@ Every command imports the heavy modules (torch, Lightning, MLflow) inside its fu
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import Annotated, NoReturn
 
@@ -65,7 +66,8 @@ def _main(
 
 
 def main() -> None:
-    """Entry point: run the app; a BvrError becomes one line on stderr and exit status 2."""
+    """Entry point: run the app; a BvrError becomes one line on stderr and exit status 2; Ctrl-C exits 130 and SIGTERM
+    during training 143, each with a line saying how to continue."""
     try:
         app()  # standalone mode: usage errors are printed by the parser and exit 2
     except BvrError as err:
@@ -78,12 +80,28 @@ def main() -> None:
     except SystemExit as exit_:
         if exit_.code == 130 and isinstance(getattr(exit_.__context__, "__cause__", None), KeyboardInterrupt):
             _interrupted()  # typer turns Ctrl-C into a silent exit 130
+        if _is_sigterm(exit_):
+            _terminated()
         raise
 
 
 def _interrupted() -> NoReturn:
     err_console.print("interrupted; run the same command again to continue from the finished stages")
     sys.exit(130)
+
+
+def _is_sigterm(exit_: SystemExit) -> bool:
+    """Whether Lightning stopped training on SIGTERM: it raises ``SIGTERMException``, a SystemExit whose status is 0,
+    so a terminated run would look finished to a shell or a scheduler. Lightning is imported only by commands that
+    train, so without it loaded this is no SIGTERM of Lightning's."""
+    exceptions = sys.modules.get("lightning.pytorch.utilities.exceptions")
+    return exceptions is not None and isinstance(exit_, exceptions.SIGTERMException)
+
+
+def _terminated() -> NoReturn:
+    err_console.print("terminated (SIGTERM) before the run finished; run the same command again to continue from the "
+                      "finished stages (bvr pretrain: with --resume)", soft_wrap=True)
+    sys.exit(128 + signal.SIGTERM)
 
 
 __all__ = ["app", "main"]

@@ -120,7 +120,7 @@ def _make_document(
 
 _DOC_OPEN = re.compile(r"<doc(?:\s[^>]*)?>")
 _ATTRIBUTE = re.compile(r'(\w+)="([^"]*)"')
-_WIKI_HINT = "is this WikiExtractor output? For one paragraph per line use --source text"
+_WIKI_HINT = "is this WikiExtractor output? For one paragraph per line use --set corpus.source=text"
 
 
 @dataclass
@@ -325,7 +325,7 @@ def _hf_from_disk(path: Path, split: str, stats: CorpusStats) -> datasets.Datase
 def _hf_from_files(path: Path, split: str, stats: CorpusStats) -> datasets.IterableDataset:
     """Local data files (a file or a folder of them), streamed so nothing is cached or held in memory."""
     files = resolve_files(path)
-    # Blocks of lines between blank lines are documents, as for --source text (datasets' "paragraph" sampling).
+    # Blocks of lines between blank lines are documents, as for corpus.source text (datasets' "paragraph" sampling).
     kwargs: dict[str, Any] = {"sample_by": "paragraph"} if {file.suffix for file in files} == {".txt"} else {}
     if path.is_file():
         if path.suffix not in _HF_BUILDERS:

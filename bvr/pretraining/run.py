@@ -40,7 +40,7 @@ from bvr.pretraining.module import PretrainingModule
 from bvr.pretraining.prepare import Prepared, load_instances, prepare, prepare_corpus, prepare_tokenizer
 from bvr.tokenization import load_tokenizer, vocab_info
 from bvr.tracking import DataInput, git_commit, log_artifact_dir, log_config, log_inputs
-from bvr.training import build_trainer, quiet_fit, training_logger
+from bvr.training import build_trainer, check_accelerator, quiet_fit, training_logger
 
 PRETRAIN_VERSION = 1
 DEFAULT_EXPERIMENT = "bvr-pretrain"
@@ -114,8 +114,10 @@ def pretrain(
 
     Raises:
         BvrError: an unfinished run exists and neither ``resume`` nor ``restart`` was given; its checkpoint cannot be
-            read on ``resume``; a non-finite loss.
+            read on ``resume``; a non-finite loss; a GPU accelerator on a machine without one (before any data is
+            read).
     """
+    check_accelerator(cfg.training.accelerator)
     prepared = prepare(cfg, progress=progress)
     run_dir = run_dir_for(cfg, prepared)
     with target_lock(run_dir):  # a second process with the same config waits here, then reuses the result
