@@ -57,7 +57,8 @@ def check_checkpoint(path: Path) -> None:
         if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
             raise ValueError("it holds no state_dict")
     except Exception as err:  # torch raises RuntimeError, EOFError, UnpicklingError... for a damaged file
-        reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        # The first sentence: torch follows "failed finding central directory." with a paragraph of advice.
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0].split(". ")[0].removesuffix(".")
         raise BvrError(f"the checkpoint is damaged or incomplete and cannot be resumed from ({reason})", where=path,
                        hint="pass --restart to discard it and train this run again from the start "
                             "(bvr ablate: delete the file)") from None

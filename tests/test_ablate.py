@@ -224,6 +224,28 @@ def test_unknown_unit_and_unfair_override_are_refused(tmp_path, monkeypatch, cap
     assert code == 2 and "what the arms differ in" in err
 
 
+def test_a_smoke_run_without_its_report_names_the_report_command_with_its_sets(tmp_path, monkeypatch, capsys):
+    from types import SimpleNamespace
+
+    import bvr.ablation.run
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "exp.yaml").write_text(EXPERIMENT)
+    plans = []
+
+    def run_nothing(plan, **_):
+        plans.append(plan)
+        return SimpleNamespace(ran=[], reused=[], seconds=0.0, report=None)
+
+    monkeypatch.setattr(bvr.ablation.run, "run_ablation", run_nothing)
+    data_dir = tmp_path / "my data"
+    code, out, _ = invoke(monkeypatch, capsys, "ablate", "exp.yaml", "--preset", "tiny", "--no-report", "--set",
+                          "finetune.seeds=1", "--set", "finetune.tasks=[rte, sst2]", "--data-dir", str(data_dir))
+    assert code == 0 and (plans[0].tasks, plans[0].seeds) == (["rte", "sst2"], [0])
+    assert out.splitlines()[-1] == ("next: bvr report exp.yaml --preset tiny --set finetune.seeds=1 --set "
+                                    f"'finetune.tasks=[rte, sst2]' --data-dir '{data_dir}'")
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # The plan and the manifest, without running anything
 

@@ -205,6 +205,52 @@ def test_bad_set_value_names_the_set(tmp_path):
     assert "--set training.max_steps" in message
 
 
+SMOKE = ["finetune.tasks=[rte]", "finetune.seeds=1", "finetune.max_train_examples=200",
+         "finetune.per_task.rte.epochs=1", "evaluate.probes.tasks=[]", "evaluate.blimp.enabled=false",
+         "pretrain_seeds=[4]"]
+
+
+def test_set_shrinks_the_finetuning_and_evaluations_of_every_arm_and_the_control(tmp_path):
+    path = write(tmp_path, GOOD + "pretrain_seeds: [0, 1, 2]\n")
+    full = make_plan(path, preset="tiny", output_dir=tmp_path)
+    smoke = make_plan(path, preset="tiny", overrides=SMOKE, output_dir=tmp_path)
+    assert (full.tasks, full.seeds, len(full.arms)) == (["sst2", "mrpc", "stsb", "rte", "cola", "conll2003", "squad"],
+                                                        [0, 1, 2, 3, 4], 9)
+    assert (smoke.tasks, smoke.seeds) == (["rte"], [0])
+    assert [arm.label for arm in smoke.arms] == ["a", "b", CONTROL_ARM] and smoke.arms[0].pretrain_seed == 4
+    assert [unit.id for unit in smoke.units() if unit.kind.value in ("finetune", "probe", "blimp")] == [
+        "finetune:a:rte", "finetune:b:rte", f"finetune:{CONTROL_ARM}:rte"]
+    assert smoke.evaluations.probe_tasks == () and not smoke.evaluations.blimp
+    for arm in smoke.arms:  # every arm and the control resolve the same shrunk settings
+        assert (arm.config.finetune.seeds, arm.config.finetune.max_train_examples) == (1, 200)
+    # The fine-tuning units get them as a preset's would: the cap, the task's own epochs, the tiny preset's rest.
+    assert smoke.ablation.finetune_overrides()[-2:] == ["finetune.max_train_examples=200",
+                                                        "finetune.per_task.rte.epochs=1"]
+    rte = load_finetune_config(get_task("rte"), preset="tiny", overrides=smoke.ablation.finetune_overrides())
+    before = load_finetune_config(get_task("rte"), preset="tiny", overrides=full.ablation.finetune_overrides())
+    assert (rte.max_train_examples, rte.epochs, rte.learning_rate) == (200, 1, before.learning_rate)
+    assert rte.hashed() != before.hashed()  # so each seed's cache folder differs from the full run's
+    assert smoke.folder != full.folder and smoke.folder.name.startswith("exp-tiny-")  # and the manifest's
+
+
+def test_set_of_a_declared_key_is_refused_beside_finetune_keys(tmp_path):
+    message = error_of(write(tmp_path, GOOD), preset="tiny", overrides=[*SMOKE, "masking.mode=static"])
+    assert message == "--set masking.mode: this key is what the arms differ in; setting it for every arm would " \
+                      "erase the ablation"
+    assert "erase the ablation" in error_of(write(tmp_path, GOOD), overrides=["masking={mode: static}"])
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("pretrain_seeds=[1, 1]", "--set pretrain_seeds=[1, 1]: pretrain_seeds: expected a non-empty list of distinct "
+                              "integers, got [1, 1]"),
+    ("finetune.per_task.sst3.epochs=1", "--set finetune.per_task.sst3.epochs=1: finetune.per_task.sst3: unknown "
+                                        "task 'sst3'. did you mean 'sst2'?"),
+    ("finetune.seeds=0", "--set finetune.seeds=0: finetune.seeds: expected a positive integer, got 0"),
+])
+def test_a_bad_finetune_or_seed_set_names_the_set(tmp_path, text, message):
+    assert error_of(write(tmp_path, GOOD), overrides=[text]) == message
+
+
 def test_arms_differing_in_undeclared_key_are_refused(tmp_path):
     ablation = load_ablation(write(tmp_path, GOOD))
     cfg = ablation.arms["b"]

@@ -236,7 +236,7 @@ def test_read_wikiextractor_plain_text_names_file_and_line() -> None:
     with pytest.raises(BvrError, match="outside a <doc") as error:
         list(read_wikiextractor([PLAIN], CorpusStats()))
     assert error.value.where == f"{PLAIN}:1"
-    assert "--source text" in str(error.value)
+    assert "--set corpus.source=text" in str(error.value)
 
 
 def test_read_wikiextractor_unclosed_doc(tmp_path: Path) -> None:

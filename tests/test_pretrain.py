@@ -139,14 +139,16 @@ def test_fill_mask_predicts_at_each_mask(trained):
 
 
 class KillAt(L.Callback):
-    """SIGKILL this process right after optimiser step ``step`` (no clean-up, like a pre-empted job)."""
+    """SIGKILL this process right after optimiser step ``step`` (no clean-up, like a pre-empted job), or send it
+    another signal (SIGTERM: what a scheduler sends first)."""
 
-    def __init__(self, step: int) -> None:
+    def __init__(self, step: int, signum: int = signal.SIGKILL) -> None:
         self.step = step
+        self.signum = signum
 
     def on_train_batch_end(self, trainer, *args) -> None:
         if trainer.global_step == self.step:
-            os.kill(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), self.signum)
 
 
 def _killed_run(cfg, workdir: Path, step: int) -> None:

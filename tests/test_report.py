@@ -48,10 +48,10 @@ from scipy import integrate, optimize, stats
 from bvr.ablation.manifest import Manifest
 from bvr.errors import BvrError
 from bvr.report.analysis import Analysis, analyse, headlines
-from bvr.report.collect import FINETUNE_COLUMNS, HISTORY_COLUMNS, PRETRAIN_COLUMNS, Collected, collect
-from bvr.report.published import load_published
 from bvr.report.cells import ui_base
+from bvr.report.collect import FINETUNE_COLUMNS, HISTORY_COLUMNS, PRETRAIN_COLUMNS, Collected, collect
 from bvr.report.document import Table, to_markdown
+from bvr.report.published import load_published
 from bvr.report.render import ReportResult, render_report, render_summary
 from bvr.report.results import published_section
 from tests.report_fixtures import (

@@ -34,7 +34,8 @@ bad key, type or value names the file, line and key:
 3. the experiment's ``base``;
 4. the experiment's ``presets: NAME``;
 5. the arm's diff, then the arm's ``presets: NAME``;
-6. ``--set`` overrides (applied to every arm).
+6. ``--set`` overrides (applied to every arm and the control; ``finetune`` and ``evaluate`` keys too, so a smoke
+   run can shrink the fine-tuning; ``--set pretrain_seeds=[...]`` replaces the file's pretraining seeds).
 
 The arm's config ``name`` is the arm name. This module holds the types and finds the files;
 :func:`bvr.ablation.loading.load_ablation` reads one. Nothing there trains or fine-tunes: it only parses, expands and

@@ -27,6 +27,7 @@ from bvr.config import (
     flatten,
     mapping,
     override_layer,
+    parse_override,
     preset_names,
     preset_path,
     read_yaml,
@@ -75,8 +76,11 @@ def load_ablation(
     Args:
         name_or_path: a shipped experiment's name ('masking') or a YAML file.
         preset: name of a file in ``experiments/presets``; None uses the dataclass defaults.
-        overrides: ``section.key=value`` strings applied to every arm, last. A key some arm declares is refused,
-            since setting it for every arm would erase the ablation.
+        overrides: ``section.key=value`` strings applied to every arm and the control, last: any config key but
+            one some arm declares, which is refused, since setting it for every arm would erase the ablation. The
+            ``finetune`` and ``evaluate`` keys among them set which tasks, seeds, caps and hyperparameters every model
+            is fine-tuned and evaluated with, as a preset's would (and so join the plan's hash).
+            ``pretrain_seeds=[...]`` replaces the file's pretraining seeds.
 
     Returns:
         The ablation with every arm resolved; :func:`~bvr.ablation.arms.check_arms` has passed on it.
@@ -114,7 +118,8 @@ def load_ablation(
         if name == preset:
             shared.append(layer)
             pretrain_seeds = seeds or pretrain_seeds
-    override_layers = [override_layer(text) for text in overrides or []]
+    pretrain_seeds, overrides = _seed_override(pretrain_seeds, list(overrides or []))
+    override_layers = [override_layer(text) for text in overrides]
 
     arms_raw = mapping(data.get("arms"), "arms", lines, "arm names")
     if len(arms_raw) < 2:
@@ -204,6 +209,19 @@ def _finetune_hparams(layers: list[Layer]) -> dict[str, Any]:
     return out
 
 
+def _seed_override(seeds: list[int], overrides: list[str]) -> tuple[list[int], list[str]]:
+    """The pretraining seeds after any ``--set pretrain_seeds=[...]`` (the last one wins), and the other overrides,
+    which are config keys."""
+    rest = []
+    for text in overrides:
+        nested, key = parse_override(text)
+        if key == "pretrain_seeds":
+            seeds = _seed_list(nested[key], key, {key: f"--set {text}"})
+        else:
+            rest.append(text)
+    return seeds, rest
+
+
 def _seed_list(value: Any, key: str, lines: dict[str, str]) -> list[int]:
     if (not isinstance(value, list) or not value
             or not all(isinstance(s, int) and not isinstance(s, bool) for s in value)
@@ -213,8 +231,9 @@ def _seed_list(value: Any, key: str, lines: dict[str, str]) -> list[int]:
 
 
 def _located(key: str, layers: list[Layer]) -> str:
-    """``file:line: key`` of the last layer that set ``key`` (just ``key`` when none did)."""
-    origin = next((where[key] for _data, where in reversed(layers) if key in where), None)
+    """``file:line: key`` of the last layer that set ``key`` or a key under it (just ``key`` when none did)."""
+    origin = next((origin for _data, where in reversed(layers) for set_key, origin in where.items()
+                   if set_key == key or set_key.startswith(f"{key}.")), None)
     return f"{origin}: {key}" if origin else key
 
 

@@ -109,6 +109,8 @@ def main() -> None:
             _interrupted(exit_.__context__.__cause__)  # typer turns Ctrl-C into a silent exit 130
         if isinstance(exit_.__context__, KeyboardInterrupt):
             _interrupted(exit_.__context__)  # Lightning turns it into exit 1 after its own clean-up
+        if _is_sigterm(exit_):
+            _interrupted(Terminated())  # Lightning's own SIGTERM exit has status 0: a stopped run would look done
         raise
     except Exception as err:
         error = write_error(err)
@@ -132,8 +134,34 @@ def _user_error(err: BvrError) -> NoReturn:
 
 
 def _interrupted(interrupt: BaseException) -> NoReturn:
+    """Say how to continue; exit 130 after Ctrl-C, 143 after SIGTERM (128 + the signal's number)."""
+    if isinstance(interrupt, Terminated):
+        err_console.print("terminated (SIGTERM) before the run finished; run the same command again to continue "
+                          "from the finished stages (bvr pretrain: with --resume)", soft_wrap=True)
+        sys.exit(128 + interrupt.signum)
     err_console.print("interrupted; run the same command again to continue from the finished stages")
-    sys.exit(128 + (interrupt.signum if isinstance(interrupt, Terminated) else signal.SIGINT))
+    sys.exit(128 + signal.SIGINT)
+
+
+def _is_sigterm(exit_: SystemExit) -> bool:
+    """Whether Lightning stopped training on SIGTERM: it raises ``SIGTERMException``, a SystemExit whose status is 0.
+    Lightning is imported only by commands that train, so without it loaded this is no SIGTERM of Lightning's."""
+    exceptions = sys.modules.get("lightning.pytorch.utilities.exceptions")
+    return exceptions is not None and isinstance(exit_, exceptions.SIGTERMException)
+
+
+def _is_sigterm(exit_: SystemExit) -> bool:
+    """Whether Lightning stopped training on SIGTERM: it raises ``SIGTERMException``, a SystemExit whose status is 0,
+    so a terminated run would look finished to a shell or a scheduler. Lightning is imported only by commands that
+    train, so without it loaded this is no SIGTERM of Lightning's."""
+    exceptions = sys.modules.get("lightning.pytorch.utilities.exceptions")
+    return exceptions is not None and isinstance(exit_, exceptions.SIGTERMException)
+
+
+def _terminated() -> NoReturn:
+    err_console.print("terminated (SIGTERM) before the run finished; run the same command again to continue from the "
+                      "finished stages (bvr pretrain: with --resume)", soft_wrap=True)
+    sys.exit(128 + signal.SIGTERM)
 
 
 __all__ = ["app", "main"]

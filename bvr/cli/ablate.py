@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -21,15 +22,17 @@ AblationArg = Annotated[str, typer.Argument(help=f"Ablation: {EXPERIMENTS_HELP},
 AblationPresetOpt = Annotated[str | None, typer.Option("--preset", "-p", help=f"Preset: {one_of(preset_names())} "
                                                        "(tiny: 2 CPU cores, under an hour for masking; the "
                                                        "others: GPUs).")]
-AblationSetOpt = Annotated[list[str] | None, typer.Option("--set", "-s", help="Override a config key for every arm, "
-                                                          "e.g. --set training.devices=8 (not a key the arms "
-                                                          "differ in).")]
+AblationSetOpt = Annotated[list[str] | None, typer.Option("--set", "-s", help="Override a config key for every arm "
+                                                          "and the control, e.g. --set training.devices=8, --set "
+                                                          "finetune.seeds=1 or --set pretrain_seeds=[0] (not a key "
+                                                          "the arms differ in).")]
 
 
 UiUrlOpt = Annotated[str | None, typer.Option("--ui-url", help="Address of the MLflow UI "
                                               "that run ids in the report link to, as `mlflow ui` prints it (e.g. "
-                                              "http://127.0.0.1:5000). Default: BVR_MLFLOW_UI, else the tracking server "
-                                              "when MLFLOW_TRACKING_URI is one; otherwise run ids stay plain text.")]
+                                              "http://127.0.0.1:5000). Default: BVR_MLFLOW_UI, else the tracking "
+                                              "server when MLFLOW_TRACKING_URI is one; otherwise run ids stay plain "
+                                              "text.")]
 
 
 def _plan(name: str, preset: str | None, set_: list[str] | None, data_dir: Path | None, output_dir: Path | None):
@@ -72,9 +75,13 @@ def ablate_cmd(
     if result.report is not None:
         console.print(f"report: {result.report.html}", highlight=False)
         _print_views(plan.experiment, ui_url)
-    elif not only:
-        console.print(f"next: bvr report {plan.name}" + (f" --preset {plan.preset}" if plan.preset else ""),
-                      highlight=False)
+    elif not only:  # the same --preset, --set and folders pick this invocation's manifest (a smoke run's, say)
+        options = [*(["--preset", plan.preset] if plan.preset else []),
+                   *(arg for text in set_ or [] for arg in ("--set", text)),
+                   *(["--data-dir", str(data_dir)] if data_dir else []),
+                   *(["--output-dir", str(output_dir)] if output_dir else [])]
+        console.print("next: " + shlex.join(["bvr", "report", name, *options]), markup=False, highlight=False,
+                      soft_wrap=True)
 
 
 def _print_views(experiment: str, ui_url: str | None) -> None:

@@ -134,7 +134,7 @@ def _make_document(
 
 _DOC_OPEN = re.compile(r"<doc(?:\s[^>]*)?>")
 _ATTRIBUTE = re.compile(r'(\w+)="([^"]*)"')
-_WIKI_HINT = "is this WikiExtractor output? For one paragraph per line use --source text"
+_WIKI_HINT = "is this WikiExtractor output? For one paragraph per line use --set corpus.source=text"
 
 
 @dataclass

@@ -110,7 +110,8 @@ def build_corpus(
         with closing(READERS[source](path, stats, options)) as documents:
             _write_arrow(documents, work / "stream", stats, validation_fraction, split_seed, max_documents)
         if stats.documents == 0:
-            raise BvrError(f"no documents found. {stats.summary()}", where=path, hint="check --source and the path")
+            raise BvrError(f"no documents found. {stats.summary().removesuffix('.')}", where=path,
+                           hint=f"check corpus.path and corpus.source ({', '.join(SOURCES)})")
         if stats.documents <= min_validation_documents:
             raise BvrError(f"{stats.documents} document(s) found: too few to hold out {min_validation_documents} for "
                            "validation and train on the rest", where=path,

@@ -51,7 +51,7 @@ from bvr.tracking import (
     system_metrics,
     tracking_uri,
 )
-from bvr.training import build_trainer, quiet_fit, training_logger
+from bvr.training import build_trainer, check_accelerator, quiet_fit, training_logger
 
 PRETRAIN_VERSION = 1
 DEFAULT_EXPERIMENT = "bvr-pretrain"
@@ -129,8 +129,10 @@ def pretrain(
         BvrError: an unfinished run exists and neither ``resume`` nor ``restart`` was given; its checkpoint cannot be
             read on ``resume``; a non-finite loss; the tracking server does not answer; too little disk is free
             for the checkpoint and the exported model (:func:`pretraining_bytes`), or a write fails for want of
-            space or permission (:class:`~bvr.resources.WriteError`).
+            space or permission (:class:`~bvr.resources.WriteError`); a GPU accelerator on a machine without one
+            (before any data is read).
     """
+    check_accelerator(cfg.training.accelerator)
     check_store(Path.cwd())
     prepared = prepare(cfg, progress=progress)
     run_dir = run_dir_for(cfg, prepared)

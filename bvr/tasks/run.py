@@ -73,7 +73,7 @@ from bvr.tracking import (
     store_client,
     tracking_uri,
 )
-from bvr.training import build_trainer, quiet_fit, training_logger
+from bvr.training import build_trainer, check_accelerator, quiet_fit, training_logger
 
 FINETUNE_VERSION = 2
 DEFAULT_EXPERIMENT = "bvr-finetune"
@@ -299,6 +299,7 @@ def finetune(
     seed_list = _seed_list(seeds)
     cfg = load_finetune_config(spec, config_file=Path(config_file) if config_file else None, preset=preset,
                                overrides=overrides)
+    check_accelerator(cfg.accelerator, "finetune.accelerator")
     pretrained = load_pretrained(Path(checkpoint), need_mlm_head=False)  # the encoder is what fine-tuning needs
     _check_fits(cfg, pretrained)
     data_path = Path(data_dir) if data_dir is not None else None

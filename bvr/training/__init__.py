@@ -1,7 +1,8 @@
 """What pretraining and fine-tuning share around Lightning: the Trainer, AdamW and its schedule, precision, the
 non-finite-loss stop.
 
-- :mod:`bvr.training.trainer`: :func:`build_trainer`, the one Trainer factory, and :func:`quiet_fit`.
+- :mod:`bvr.training.trainer`: :func:`build_trainer`, the one Trainer factory, :func:`quiet_fit` and
+  :func:`check_accelerator`.
 - :mod:`bvr.training.optim`: :func:`adamw` over :func:`parameter_groups` (no decay on biases and LayerNorm) with
   the :func:`linear_schedule` (warm-up, then linear decay to 0).
 - :mod:`bvr.training.precision`: :func:`resolve_precision` (``auto`` -> bf16-mixed on a GPU that has it, else
@@ -18,12 +19,13 @@ from bvr.training.guard import NonFiniteLoss, check_finite
 from bvr.training.optim import adamw, linear_schedule, no_decay, parameter_groups
 from bvr.training.precision import resolve_precision
 from bvr.training.runs import training_logger
-from bvr.training.trainer import build_trainer, quiet_fit, resolve_strategy
+from bvr.training.trainer import build_trainer, check_accelerator, quiet_fit, resolve_strategy
 
 __all__ = [
     "NonFiniteLoss",
     "adamw",
     "build_trainer",
+    "check_accelerator",
     "quiet_fit",
     "check_finite",
     "linear_schedule",

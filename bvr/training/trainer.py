@@ -133,15 +133,25 @@ def resolve_strategy(strategy: str, devices: int, num_nodes: int) -> str:
     return "ddp" if devices * num_nodes > 1 else "auto"
 
 
-def _check_accelerator(accelerator: str) -> None:
-    """Refuse a GPU accelerator on a machine without one, in words rather than Lightning's traceback."""
+def check_accelerator(accelerator: str, key: str = "training.accelerator") -> None:
+    """Refuse a GPU accelerator on a machine without one, in words rather than Lightning's traceback.
+
+    Pretraining and fine-tuning call it before they read any data, so the refusal comes before any work.
+
+    Args:
+        accelerator: Lightning's accelerator (``auto``, ``cpu``, ``gpu``, ``cuda``, ``mps``).
+        key: the config key that set it, named in the error.
+
+    Raises:
+        BvrError: ``gpu``/``cuda`` without a CUDA device, or ``mps`` without an Apple GPU.
+    """
     import torch
 
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
         raise BvrError(f"accelerator '{accelerator}' asked for, but this machine has no CUDA GPU",
-                       where="training.accelerator", hint="use auto (the GPU when there is one) or cpu")
+                       where=key, hint="use auto (the GPU when there is one) or cpu")
     if accelerator == "mps" and not torch.backends.mps.is_available():
-        raise BvrError("accelerator 'mps' asked for, but this machine has no Apple GPU", where="training.accelerator",
+        raise BvrError("accelerator 'mps' asked for, but this machine has no Apple GPU", where=key,
                        hint="use auto or cpu")
 
 
@@ -190,7 +200,7 @@ def build_trainer(
             long step-counted runs); False keeps Lightning's default bar.
         callbacks: more Lightning callbacks.
     """
-    _check_accelerator(accelerator)
+    check_accelerator(accelerator)
     extra: list[L.Callback] = []
     if checkpoint_every_steps is not None:
         extra.append(ModelCheckpoint(dirpath=root / "checkpoints", save_top_k=0, save_last=True,

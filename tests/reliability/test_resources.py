@@ -229,7 +229,9 @@ def test_exit_statuses(monkeypatch, capsys):
     assert run_main(monkeypatch, capsys, "config", "show")[0] == 130
     monkeypatch.setattr(bvr.config, "load_config", raise_(cli.Terminated()))
     code, err = run_main(monkeypatch, capsys, "config", "show")
-    assert (code, err) == (143, "interrupted; run the same command again to continue from the finished stages\n")
+    assert (code, " ".join(err.split())) == (143, "terminated (SIGTERM) before the run finished; run the same command "
+                                                  "again to continue from the finished stages (bvr pretrain: with "
+                                                  "--resume)")
     monkeypatch.setattr(bvr.config, "load_config", raise_(RuntimeError("a bug")))
     monkeypatch.setattr(sys, "argv", ["bvr", "config", "show"])
     with pytest.raises(RuntimeError, match="a bug"):  # Python prints its traceback and exits 1
@@ -266,8 +268,8 @@ def test_sigterm_during_pretraining_ends_the_run_killed_with_exit_143(tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 143, err
-    assert err.strip().splitlines()[-1] == "interrupted; run the same command again to continue from the finished " \
-                                           "stages"
+    assert " ".join(err.split()).endswith("terminated (SIGTERM) before the run finished; run the same command again "
+                                          "to continue from the finished stages (bvr pretrain: with --resume)")
     assert "Traceback" not in err
     client = MlflowClient(f"sqlite:///{work / 'mlflow.db'}")
     runs = client.search_runs([client.get_experiment_by_name("bvr-pretrain").experiment_id])

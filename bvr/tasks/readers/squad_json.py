@@ -192,7 +192,8 @@ def read_squad(path: str | Path) -> tuple[list[SquadExample], SquadReport]:
     Raises:
         BvrError: the file is missing, not UTF-8 or not JSON, a field is missing or of the wrong type, an answer
             does not fit its context, more than 1% of the answers are not at their ``answer_start``, an answerable
-            question has no answers (or an impossible one has some), or a question id repeats; the message names the question id and the JSON path (``data[3].paragraphs[0].qas[7]``).
+            question has no answers (or an impossible one has some), or a question id repeats; the message names
+            the question id and the JSON path (``data[3].paragraphs[0].qas[7]``).
     """
     path = Path(path)
     content = _load_json(path)

@@ -1,0 +1,99 @@
+"""Bad configuration at the command line, as a user meets it: every case is one line on stderr naming the file and
+line (or the ``--set``) and the key, saying what to write instead, and exit status 2, before any work starts."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bvr.config import preset_names
+from tests.reliability.conftest import error_line
+
+CONFIG_CASES = [
+    ("training:\n  lerning_rate: 1.0e-4\n",
+     "{file}:2: training.lerning_rate: unknown key. did you mean 'training.learning_rate'?"),
+    ("training:\n  max_steps: many\n", "{file}:2: training.max_steps: expected int, got 'many' (str)"),
+    ("training:\n  max_steps: 3\n  max_steps: 4\n", "{file}:3: key 'training.max_steps' is given twice"),
+    ("- training\n- masking\n", "{file}:1: expected a mapping of keys at the top level, got list"),
+    ("training:\n  lr: 1.0e-4\n", "{file}:2: training.lr: training.lr was renamed: use training.learning_rate"),
+    ("data:\n  nsp: false\n", "{file}:2: data.nsp: data.nsp was replaced by data.sentence_objective: write "
+                              "data.sentence_objective: nsp (for true) or none (for false)"),
+    ("masking:\n  whole_word: true\n", "{file}:2: masking.whole_word: masking.whole_word was replaced by "
+                                       "masking.scheme: write masking.scheme: whole-word (or token)"),
+    ("name: ../escape\n", "{file}:1: name: '../escape' cannot name a folder: use letters, digits, '.', '_' and '-' "
+                          "(not starting with '.')"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), CONFIG_CASES,
+                         ids=["unknown-key", "bad-value", "duplicate-key", "not-a-mapping", "training.lr", "data.nsp",
+                              "masking.whole_word", "name-with-dotdot"])
+def test_a_bad_config_file_is_one_line_naming_file_line_and_key(bvr, tmp_path, text, expected):
+    path = tmp_path / "run.yaml"
+    path.write_text(text, encoding="utf-8")
+    code, out, err = bvr("config", "show", "--config", path)
+    assert code == 2 and out == ""
+    assert error_line(err) == expected.format(file=path)
+
+
+def test_a_config_file_not_in_utf8_names_its_line_and_byte(bvr, tmp_path):
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("training:\n  max_steps: 3  # café\n".encode("latin-1"))
+    code, _, err = bvr("config", "show", "--config", path)
+    assert code == 2 and error_line(err) == f"{path}:2: not UTF-8 text (byte 0xe9)"
+
+
+def test_a_missing_config_file_is_named(bvr, tmp_path):
+    code, _, err = bvr("config", "show", "--config", tmp_path / "nope.yaml")
+    assert code == 2 and error_line(err).startswith(f"{tmp_path / 'nope.yaml'}: ")
+
+
+SET_SYNTAX = "--set expects KEY=VALUE with a dotted key such as masking.mask_prob=0.2, got '{text}'"
+
+
+@pytest.mark.parametrize("text", ["training.max_steps", "=3", "training..max_steps=3", "training.=3"])
+def test_bad_set_syntax_shows_the_grammar(bvr, text):
+    code, _, err = bvr("config", "show", "--set", text)
+    assert code == 2 and error_line(err) == SET_SYNTAX.format(text=text)
+
+
+SET_CASES = [
+    ("training.lr=1e-4", "training.lr: training.lr was renamed: use training.learning_rate"),
+    ("data.nsp=true", "data.nsp: data.nsp was replaced by data.sentence_objective: write data.sentence_objective: "
+                      "nsp (for true) or none (for false)"),
+    ("masking.whole_word=true", "masking.whole_word: masking.whole_word was replaced by masking.scheme: write "
+                                "masking.scheme: whole-word (or token)"),
+    ("name=../x", "name: '../x' cannot name a folder: use letters, digits, '.', '_' and '-' (not starting with '.')"),
+    ("training.adam_eps=-1", "training.adam_eps: -1.0 must be positive (RoBERTa: 1e-6)"),
+    ("training.grad_clip=-1", "training.grad_clip: -1.0 must be non-negative (0: no clipping)"),
+    ("training.strategy=foo", "training.strategy: 'foo' is not one of auto, ddp, ddp_spawn, "
+                              "ddp_find_unused_parameters_true, fsdp"),
+    ("training.max_stepz=3", "training.max_stepz: unknown key. did you mean 'training.max_steps'?"),
+    ("learning_rate=1e-4", "learning_rate: learning_rate is a fine-tuning setting: use finetune.learning_rate"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), SET_CASES, ids=[text.split("=")[0] for text, _ in SET_CASES])
+def test_a_bad_set_is_one_line_naming_the_set_and_the_key(bvr, text, expected):
+    code, out, err = bvr("config", "show", "--set", text)
+    assert code == 2 and out == ""
+    assert error_line(err) == f"--set {text}: {expected}"
+
+
+def test_an_unknown_preset_lists_the_known_ones(bvr):
+    code, _, err = bvr("config", "show", "--preset", "huge")
+    assert code == 2
+    assert error_line(err) == f"--preset: unknown preset 'huge'. known presets: {', '.join(preset_names())}"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="asks for a GPU on a machine without one")
+@pytest.mark.parametrize(("command", "key"), [("pretrain", "training.accelerator"),
+                                              ("finetune", "finetune.accelerator")])
+def test_a_gpu_accelerator_on_a_cpu_machine_is_refused_before_any_work(bvr, tmp_path, checkpoint, command, key):
+    extra = ["--task", "sst2", "--checkpoint", checkpoint] if command == "finetune" else []
+    code, _, err = bvr(command, *extra, "--set", f"{key}=gpu", "--data-dir", tmp_path / "data",
+                       "--output-dir", tmp_path / "out")
+    assert code == 2
+    assert error_line(err) == f"{key}: accelerator 'gpu' asked for, but this machine has no CUDA GPU. use auto (the " \
+                              "GPU when there is one) or cpu"
+    assert not (tmp_path / "out").exists()  # refused before the corpus or the task data were read

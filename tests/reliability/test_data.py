@@ -1,0 +1,133 @@
+"""Bad data files at the command line: a corrupt or missing task file, a CoNLL file of the wrong shape, files not in
+UTF-8, SQuAD answers off their offsets, a corpus with nothing (or too little) in it. Each is one line on stderr
+naming the file (and line where there is one) and what to do, exit status 2, before any training."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.reliability.conftest import FIXTURES, copy_task, error_line
+
+TINY = ["--seeds", "1", "--set", "finetune.epochs=1", "--set", "finetune.batch_size=2",
+        "--set", "finetune.max_length=64"]
+
+
+@pytest.fixture
+def finetune(bvr, checkpoint, tmp_path, monkeypatch):
+    """``bvr finetune --task TASK`` of the tiny checkpoint on ``tmp_path/data``, in ``tmp_path``."""
+    monkeypatch.chdir(tmp_path)
+
+    def run(task: str):
+        return bvr("finetune", "--task", task, "--checkpoint", checkpoint, "--data-dir", tmp_path / "data",
+                   "--output-dir", tmp_path / "out", *TINY)
+
+    return run
+
+
+def _refused(result) -> str:
+    code, _, err = result
+    assert code == 2
+    return error_line(err)
+
+
+def test_a_glue_row_with_too_many_columns_names_the_file_and_line(finetune, tmp_path):
+    train = copy_task(tmp_path / "data", "glue/SST-2") / "glue" / "SST-2" / "train.tsv"
+    train.write_text("sentence\tlabel\na fine film\t1\textra\n")
+    assert _refused(finetune("sst2")) == (f"{train}: no examples could be read ({train}: read 0 of 1 rows, skipped "
+                                          "1 (more than 2 columns: 1 at line 2))")
+
+
+def test_a_glue_label_not_of_the_task_names_the_line_and_the_labels(finetune, tmp_path):
+    train = copy_task(tmp_path / "data", "glue/SST-2") / "glue" / "SST-2" / "train.tsv"
+    train.write_text("sentence\tlabel\na fine film\t1\na dull film\tmaybe\n")
+    assert _refused(finetune("sst2")) == (f"{train}:3: unknown label 'maybe' for task 'sst2'. expected one of: "
+                                          "negative, positive (or their ids 0 to 1)")
+
+
+def test_a_missing_glue_file_says_which_folder_to_pass(finetune, tmp_path):
+    dev = copy_task(tmp_path / "data", "glue/SST-2") / "glue" / "SST-2" / "dev.tsv"
+    dev.unlink()
+    assert _refused(finetune("sst2")) == (f"{dev}: no such file. pass --data-dir (or set BVR_DATA_DIR) to a folder "
+                                          "holding glue/")
+
+
+def test_a_conll_file_of_two_columns_names_the_line(finetune, tmp_path):
+    train = copy_task(tmp_path / "data", "conll") / "conll2003" / "train.txt"
+    train.write_text("-DOCSTART- -X- -X- O\n\nPeter B-PER\nmet O\n")
+    assert _refused(finetune("conll2003")) == (
+        f"{train}:3: 2 of 2 token lines have fewer than 4 columns (first at line 3). CoNLL-2003 lines are 'token POS "
+        "chunk NER', separated by spaces; pass n_columns for other layouts")
+
+
+def test_a_conll_file_not_in_utf8_names_the_line_and_how_to_convert(finetune, tmp_path):
+    valid = copy_task(tmp_path / "data", "conll") / "conll2003" / "valid.txt"
+    valid.write_bytes("Peter NNP B-NP B-PER\nMüller NNP I-NP I-PER\n".encode("latin-1"))
+    assert _refused(finetune("conll2003")) == (
+        f"{valid}:2: not UTF-8 (invalid start byte at byte 2 of the line). convert the file to UTF-8 (e.g. iconv -f "
+        "latin1 -t utf-8)")
+
+
+def test_a_squad_file_not_in_utf8_names_the_line_and_how_to_convert(finetune, tmp_path):
+    dev = copy_task(tmp_path / "data", "squad") / "squad" / "v1.1" / "dev-v1.1.json"
+    text = (FIXTURES / "squad" / "v1.1.json").read_text(encoding="utf-8")
+    line = text[:text.index("Super Bowl 50 was")].count("\n") + 1
+    dev.write_bytes(text.replace("Super Bowl 50 was", "Süper Bowl 50 was", 1).encode("latin-1"))
+    assert _refused(finetune("squad")) == (f"{dev}:{line}: not UTF-8 (invalid start byte). SQuAD files are UTF-8 "
+                                           "JSON; convert the file (e.g. iconv -f latin1 -t utf-8)")
+
+
+def test_squad_answers_off_their_offsets_are_refused(finetune, tmp_path):
+    dev = copy_task(tmp_path / "data", "squad") / "squad" / "v1.1" / "dev-v1.1.json"
+    squad = json.loads(dev.read_text())
+    squad["data"][0]["paragraphs"][0]["qas"][0]["answers"][0]["answer_start"] = 3
+    dev.write_text(json.dumps(squad))
+    answers = sum(len(qa["answers"]) for article in squad["data"] for paragraph in article["paragraphs"]
+                  for qa in paragraph["qas"])
+    assert _refused(finetune("squad")) == (
+        f"{dev}: 1 of {answers} answers are not at their answer_start in the context. answer_start counts characters "
+        "of the context from 0; a file whose offsets are bytes, tokens or shifted trains a model on the wrong spans. "
+        "Fix the offsets (the official files have none wrong)")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The pretraining corpus
+
+
+def _doc(doc_id: int, text: str) -> str:
+    return f'<doc id="{doc_id}" url="?curid={doc_id}" title="T{doc_id}">\nT{doc_id}\n\n{text}\n</doc>\n'
+
+
+def _prepare(bvr, tmp_path, monkeypatch, text: str):
+    folder = tmp_path / "data" / "corpus" / "wiki" / "AA"
+    folder.mkdir(parents=True)
+    (folder / "wiki_00").write_text(text, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    return bvr("data", "prepare", "--data-dir", tmp_path / "data", "--output-dir", tmp_path / "out",
+               "--set", "corpus.path=corpus/wiki", "--set", "tokenizer.vocab_size=400")
+
+
+def test_an_empty_corpus_says_what_was_read_and_what_to_check(bvr, tmp_path, monkeypatch):
+    result = _prepare(bvr, tmp_path, monkeypatch, "")
+    path = tmp_path / "data" / "corpus" / "wiki"
+    assert _refused(result) == (
+        f"{path}: no documents found. Read 1 file(s) as wikiextractor from {path}: kept 0 documents, 0 sentences, 0 "
+        "words, 0 characters. Skipped 0 empty documents, 0 heading lines and 0 markup lines; replaced 0 undecodable "
+        "bytes with U+FFFD. Split 0 train / 0 validation documents. check corpus.path and corpus.source "
+        "(wikiextractor, text, hf)")
+
+
+def test_a_corpus_of_two_documents_asks_for_three(bvr, tmp_path, monkeypatch):
+    text = _doc(1, "One sentence here. Two here.") + _doc(2, "Three here. Four here.")
+    result = _prepare(bvr, tmp_path, monkeypatch, text)
+    assert _refused(result) == (
+        f"{tmp_path / 'data' / 'corpus' / 'wiki'}: 2 document(s) found: too few to hold out 2 for validation and "
+        "train on the rest. use a corpus of at least 3 documents (in plain text, a blank line ends a document)")
+
+
+def test_plain_text_read_as_wikiextractor_says_which_source_to_set(bvr, tmp_path, monkeypatch):
+    result = _prepare(bvr, tmp_path, monkeypatch, "One paragraph.\n\nAnother one.\n")
+    assert _refused(result) == (f"{tmp_path / 'data' / 'corpus' / 'wiki' / 'AA' / 'wiki_00'}:1: text outside a <doc "
+                                "...> block. is this WikiExtractor output? For one paragraph per line use --set "
+                                "corpus.source=text")

@@ -1,0 +1,176 @@
+"""Interrupted and concurrent runs at the command line: a damaged checkpoint, a pretraining killed mid-run and
+resumed, two fine-tunings writing to one fresh MLflow store at once, a data file edited in place, runs left RUNNING
+by a killed process."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from bvr.tracking import find_runs
+from tests.reliability.conftest import copy_task, error_line, start_bvr
+from tests.test_ablate import EXPERIMENT
+from tests.test_prepare import write_wiki_corpus
+from tests.test_pretrain import TINY, KillAt
+
+PRETRAIN = [arg for key in TINY for arg in ("--set", key)]
+FINETUNE = ["--set", "finetune.epochs=1", "--set", "finetune.batch_size=2", "--set", "finetune.max_length=64"]
+
+
+def _pretrain_args(data_dir: Path, out: Path, steps: int) -> list:
+    return ["pretrain", *PRETRAIN, "--set", f"training.max_steps={steps}", "--set", "masking.mode=static",
+            "--set", "masking.dupe_factor=2", "--data-dir", data_dir, "--output-dir", out]
+
+
+def _last(out: Path) -> Path:
+    return next((out / "runs").glob("pretrain-*")) / "checkpoints" / "last.ckpt"
+
+
+@pytest.fixture(scope="module")
+def killed(tmp_path_factory) -> tuple[Path, list]:
+    """A working folder and the ``bvr pretrain`` arguments of a run SIGKILLed right after step 11 (mid-epoch; its
+    last checkpoint is step 8's), as a pre-empted job leaves it; ``damaged/`` is a copy of its output folder."""
+    work = tmp_path_factory.mktemp("killed")
+    data_dir = write_wiki_corpus(work / "data", documents=60)
+    args = _pretrain_args(data_dir, work / "out", 26)
+    kill = "\n".join([
+        "import bvr.pretraining.run as run",
+        "from tests.test_pretrain import KillAt",
+        "original = run.pretrain",
+        "run.pretrain = lambda cfg, **kw: original(cfg, callbacks=[KillAt(11)], **kw)",
+    ])
+    process = start_bvr(*args, cwd=work, prelude=kill)
+    assert process.wait(600) == -signal.SIGKILL, process.communicate()[1]
+    shutil.copytree(work / "out", work / "damaged")
+    return work, args
+
+
+def test_a_damaged_checkpoint_on_resume_is_one_line_naming_restart(bvr, killed, monkeypatch):
+    work, args = killed
+    monkeypatch.chdir(work)
+    last = _last(work / "damaged")
+    with last.open("r+b") as file:  # as a full disk leaves it: the first half
+        file.truncate(last.stat().st_size // 2)
+    code, _, err = bvr(*args, "--output-dir", work / "damaged", "--resume")
+    assert code == 2
+    assert error_line(err) == (f"{last}: the checkpoint is damaged or incomplete and cannot be resumed from "
+                               "(PytorchStreamReader failed reading zip archive: failed finding central directory). "
+                               "pass --restart to discard it and train this run again from the start (bvr ablate: "
+                               "delete the file)")
+
+
+def test_sigkill_mid_pretraining_then_the_same_command_with_resume_ends_bit_identical(bvr, killed, monkeypatch):
+    work, args = killed
+    monkeypatch.chdir(work)
+    last = _last(work / "out")
+    assert torch.load(last, weights_only=False)["global_step"] == 8
+    assert list(find_runs("bvr-pretrain", workdir=work)["status"]) == ["RUNNING"]
+
+    code, _, err = bvr(*args)
+    assert code == 2
+    assert error_line(err) == (f"pretrain: an unfinished run of this configuration exists ({last}). "
+                               "pass --resume to continue it or --restart to start over")
+    code, out, _ = bvr(*args, "--resume")
+    assert code == 0 and "steps=26," in out
+    code, _, _ = bvr(*args, "--output-dir", work / "uninterrupted")
+    assert code == 0
+    full = torch.load(_last(work / "uninterrupted"), weights_only=False)["state_dict"]
+    resumed = torch.load(last, weights_only=False)["state_dict"]
+    assert full.keys() == resumed.keys()
+    assert all(torch.equal(full[key], resumed[key]) for key in full)
+    assert list(find_runs("bvr-pretrain", workdir=work)["status"]) == ["FINISHED", "FINISHED"]  # one reopened
+
+
+def test_two_fine_tunings_at_once_into_a_fresh_mlflow_store_both_finish_and_record_every_run(checkpoint, tmp_path):
+    data_dir = copy_task(tmp_path / "data", "glue/RTE", "glue/SST-2")
+    assert not (tmp_path / "mlflow.db").exists()
+    jobs = [start_bvr("finetune", "--task", task, "--checkpoint", checkpoint, "--seeds", "1", "--data-dir", data_dir,
+                      "--output-dir", tmp_path / "out", *FINETUNE, cwd=tmp_path) for task in ("rte", "sst2")]
+    for job in jobs:
+        assert job.wait(300) == 0, job.communicate()[1]
+    runs = find_runs("bvr-finetune", workdir=tmp_path)
+    names = sorted(runs["tags.mlflow.runName"])
+    assert names == sorted(f"tiny-bert/finetune/{task}{seed}" for task in ("rte", "sst2")
+                           for seed in ("", "/seed0"))
+    assert set(runs["status"]) == {"FINISHED"}
+
+
+def _cache_folders(root: Path) -> set[str]:
+    return {p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")}
+
+
+def test_a_task_file_edited_in_place_gets_a_new_cache_folder(bvr, checkpoint, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    data_dir = copy_task(tmp_path / "data", "glue/RTE")
+    args = ["finetune", "--task", "rte", "--checkpoint", checkpoint, "--seeds", "1", "--data-dir", data_dir,
+            "--output-dir", tmp_path / "out", *FINETUNE]
+    assert bvr(*args)[0] == 0
+    first = _cache_folders(tmp_path / "out" / "finetune")
+    code, out, _ = bvr(*args)
+    assert code == 0 and "1 seed(s) reused" in out
+    dev = data_dir / "glue" / "RTE" / "dev.tsv"
+    size = dev.stat().st_size
+    dev.write_text(dev.read_text().replace("north pier.", "south pier.", 1))  # same size, same path
+    assert dev.stat().st_size == size
+    code, out, _ = bvr(*args)
+    assert code == 0 and "reused" not in out
+    folders = _cache_folders(tmp_path / "out" / "finetune")
+    (new,) = folders - first
+    assert len(first) == 1 and new.startswith("rte-seed0-") and new != next(iter(first))
+
+
+def test_runs_left_running_by_a_dead_process_are_closed_as_killed_by_the_next_ablate(bvr, tmp_path, monkeypatch):
+    from mlflow import MlflowClient
+
+    from bvr.tracking import TAG_CLOSED, TAG_HOST, TAG_PID, tracking_uri
+
+    monkeypatch.chdir(tmp_path)
+    data_dir = write_wiki_corpus(tmp_path / "data", documents=60)
+    (tmp_path / "tiny-masking.yaml").write_text(EXPERIMENT)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        client = MlflowClient(tracking_uri(tmp_path))
+        experiment = client.create_experiment("tiny-masking")
+        host = socket.gethostname()
+        stale = client.create_run(experiment, tags={TAG_HOST: host, TAG_PID: str(dead.pid)}).info.run_id
+        running = client.create_run(experiment, tags={TAG_HOST: host, TAG_PID: str(alive.pid)}).info.run_id
+        elsewhere = client.create_run(experiment, tags={TAG_HOST: f"not-{host}", TAG_PID: str(dead.pid)}).info.run_id
+        code, out, _ = bvr("ablate", "tiny-masking.yaml", "--only", "corpus", "--data-dir", data_dir, "--no-progress",
+                           "--no-report")
+        assert code == 0
+        assert ("closed 1 MLflow run(s) left running by a process that no longer exists (status KILLED, tag "
+                "bvr.closed)") in " ".join(out.split())  # the console wraps long lines
+        closed = client.get_run(stale)
+        assert closed.info.status == "KILLED" and str(dead.pid) in closed.data.tags[TAG_CLOSED]
+        assert client.get_run(running).info.status == "RUNNING" and client.get_run(elsewhere).info.status == "RUNNING"
+    finally:
+        alive.kill()
+        alive.wait()
+
+
+def test_sigterm_during_pretraining_exits_143_saying_how_to_continue(bvr, tmp_path, monkeypatch):
+    import bvr.pretraining.run as run
+
+    monkeypatch.chdir(tmp_path)
+    data_dir = write_wiki_corpus(tmp_path / "data", documents=60)
+    args = _pretrain_args(data_dir, tmp_path / "out", 8)
+    original = run.pretrain
+    monkeypatch.setattr(run, "pretrain", lambda cfg, **kw: original(cfg, callbacks=[KillAt(5, signal.SIGTERM)], **kw))
+    code, _, err = bvr(*args)
+    assert code == 143  # Lightning's SystemExit would have been status 0: a pre-empted job reported as finished
+    assert err.strip().splitlines()[-1] == ("terminated (SIGTERM) before the run finished; run the same command again "
+                                            "to continue from the finished stages (bvr pretrain: with --resume)")
+    run_dir = _last(tmp_path / "out").parents[1]
+    assert not (run_dir / "DONE").exists()
+    monkeypatch.setattr(run, "pretrain", original)
+    code, out, _ = bvr(*args, "--resume")
+    assert code == 0 and "steps=8," in out
