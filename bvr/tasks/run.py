@@ -293,13 +293,13 @@ def finetune(
             cannot be written.
     """
     start = time.perf_counter()
-    check_store(Path.cwd())
-    check_writable(Path(output_dir), "output folder (--output-dir)")
     spec = get_task(task)
     seed_list = _seed_list(seeds)
     cfg = load_finetune_config(spec, config_file=Path(config_file) if config_file else None, preset=preset,
                                overrides=overrides)
-    check_accelerator(cfg.accelerator, "finetune.accelerator")
+    check_accelerator(cfg.accelerator, "finetune.accelerator")  # the settings first, then the machine
+    check_store(Path.cwd())
+    check_writable(Path(output_dir), "output folder (--output-dir)")
     pretrained = load_pretrained(Path(checkpoint), need_mlm_head=False)  # the encoder is what fine-tuning needs
     _check_fits(cfg, pretrained)
     data_path = Path(data_dir) if data_dir is not None else None

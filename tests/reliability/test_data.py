@@ -49,8 +49,10 @@ def test_a_glue_label_not_of_the_task_names_the_line_and_the_labels(finetune, tm
 def test_a_missing_glue_file_says_which_folder_to_pass(finetune, tmp_path):
     dev = copy_task(tmp_path / "data", "glue/SST-2") / "glue" / "SST-2" / "dev.tsv"
     dev.unlink()
-    assert _refused(finetune("sst2")) == (f"{dev}: no such file. pass --data-dir (or set BVR_DATA_DIR) to a folder "
-                                          "holding glue/")
+    data = tmp_path / "data"
+    assert _refused(finetune("sst2")) == (
+        f"{dev}: no such file: the data folder {data} has no glue/SST-2/dev.tsv. put sst2's files in "
+        f"{data}/glue/SST-2/, or pass --data-dir (or set BVR_DATA_DIR to) a folder that holds glue/")
 
 
 def test_a_conll_file_of_two_columns_names_the_line(finetune, tmp_path):
@@ -115,7 +117,7 @@ def test_an_empty_corpus_says_what_was_read_and_what_to_check(bvr, tmp_path, mon
         f"{path}: no documents found. Read 1 file(s) as wikiextractor from {path}: kept 0 documents, 0 sentences, 0 "
         "words, 0 characters. Skipped 0 empty documents, 0 heading lines and 0 markup lines; replaced 0 undecodable "
         "bytes with U+FFFD. Split 0 train / 0 validation documents. check corpus.path and corpus.source "
-        "(wikiextractor, text, hf)")
+        "(wikiextractor, text, hf, wikitext)")
 
 
 def test_a_corpus_of_two_documents_asks_for_three(bvr, tmp_path, monkeypatch):
