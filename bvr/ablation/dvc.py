@@ -181,10 +181,10 @@ def _plots(plan: Plan, report_dir: str) -> list[dict[str, Any]]:
                                         "y": {f"{plots}/scores_{task}.csv": "score"}, "y_label": "score (points)"}}
             for task in plan.tasks]
     out.append({"paired differences": {"template": "bvr-differences",
-                                       "title": "paired difference b − a per pretraining seed (0: no difference)",
+                                       "title": "paired difference b - a per pretraining seed (0: no difference)",
                                        "x": "measure", "x_label": "measure", "y": {f"{plots}/differences.csv":
                                                                                    "difference"},
-                                       "y_label": "b − a (points)"}})
+                                       "y_label": "b - a (points)"}})
     return out
 
 

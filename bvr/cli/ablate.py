@@ -130,6 +130,9 @@ def pipeline_cmd(
     """
     from bvr.ablation.dvc import TEMPLATES_DIR, render_pipeline, write_plot_templates
 
+    if str(output) != "-" and not output.parent.is_dir():
+        raise BvrError(f"folder {output.parent} does not exist", where=f"--output {output}",
+                       hint="give a file in the repository's root folder (dvc.yaml and .dvc/ sit there)")
     plan = _plan(name, preset, None, None, None)
     text = render_pipeline(plan, Path.cwd(), output="dvc.yaml" if str(output) == "-" else str(output))
     if str(output) == "-":
