@@ -18,7 +18,7 @@ import yaml
 from mlflow import MlflowClient
 
 from bvr import cli
-from bvr.ablation.dvc import render_pipeline
+from bvr.ablation.dvc import PLOT_TEMPLATES, TEMPLATES_DIR, pipeline_spec, plot_templates, render_pipeline
 from bvr.ablation.manifest import MANIFEST_VERSION, FinetuneRecord, Manifest, find_manifest
 from bvr.ablation.plan import UnitKind, make_plan
 from bvr.errors import BvrError
@@ -321,6 +321,42 @@ def test_the_shipped_dvc_yaml_is_the_generated_masking_pipeline():
     assert (REPO / "dvc.yaml").read_text() == render_pipeline(plan, REPO)
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     assert params == {"data_dir": ""}
+    shipped = {p.name: p.read_text(encoding="utf-8") for p in (REPO / TEMPLATES_DIR).glob("bvr-*.json")}
+    assert shipped == plot_templates()
+
+
+def test_the_only_dvc_metric_is_the_reports_small_folder():
+    spec = pipeline_spec(make_plan("masking", preset="tiny"), REPO)
+    declared = {stage: body.get("do", body).get("metrics") for stage, body in spec["stages"].items()}
+    assert {stage: m for stage, m in declared.items() if m} == {
+        "report": [{"reports/masking/metrics": {"cache": False}}]}  # bvr ablate writes it too: nothing missing
+    outs = spec["stages"]["report"]["outs"]
+    assert {"reports/masking/metrics.json": {"cache": False}} in outs  # the full numbers stay, as an output
+    assert {"pipeline/masking/${key}/pretrain.json": {"cache": False}} in spec["stages"]["pretrain"]["do"]["outs"]
+
+
+def test_dvc_plots_colour_arms_keep_seeds_categorical_and_mark_zero():
+    plots = {name: body for entry in pipeline_spec(make_plan("masking", preset="tiny"), REPO)["plots"]
+             for name, body in entry.items()}
+    folder = "reports/masking/plots"
+    assert {name: (body["template"], body["x"], body["y"]) for name, body in plots.items()} == {
+        "training MLM loss per arm": ("bvr-curves", "step", {f"{folder}/pretrain_train_mlm_loss.csv": "value"}),
+        "validation perplexity per arm": ("bvr-curves", "step", {f"{folder}/pretrain_val_perplexity.csv": "value"}),
+        "sst2 score per seed": ("bvr-seeds", "pretrain_seed", {f"{folder}/scores_sst2.csv": "score"}),
+        "paired differences": ("bvr-differences", "measure", {f"{folder}/differences.csv": "difference"}),
+    }
+    curves, seeds = PLOT_TEMPLATES["bvr-curves"]["encoding"], PLOT_TEMPLATES["bvr-seeds"]["encoding"]
+    arm = {"field": "arm", "type": "nominal", "sort": None, "title": "arm"}
+    assert curves["color"] == seeds["color"] == seeds["xOffset"] == arm  # DVC's own colour is the revision's
+    assert seeds["x"]["type"] == "ordinal" and curves["x"]["type"] == "quantitative"
+    assert curves["y"]["scale"] == seeds["y"]["scale"] == {"zero": False}
+    differences = PLOT_TEMPLATES["bvr-differences"]
+    zero, points = differences["spec"]["layer"]
+    assert zero["mark"]["type"] == "rule" and zero["encoding"] == {"y": {"datum": 0}}
+    assert points["encoding"]["x"]["type"] == "nominal" and differences["facet"]["column"]["field"] == "comparison"
+    for name, template in PLOT_TEMPLATES.items():  # every anchor DVC fills when dvc.yaml gives it
+        text = json.dumps(template)
+        assert all(f"<DVC_METRIC_{a}>" in text for a in ("DATA", "TITLE", "X", "Y", "X_LABEL", "Y_LABEL")), name
 
 
 def _git_dvc(cwd: Path, *args: str) -> subprocess.CompletedProcess:
@@ -328,7 +364,41 @@ def _git_dvc(cwd: Path, *args: str) -> subprocess.CompletedProcess:
            "GIT_COMMITTER_EMAIL": "t@t", "DVC_NO_ANALYTICS": "1"}
     bindir = str(Path(sys.executable).parent)  # the `bvr` and `dvc` of this environment
     env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))  # this checkout's bvr
     return subprocess.run(list(args), cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_dvc_reads_the_metrics_and_plots_bvr_ablate_wrote(finished, tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(finished / "reports", repo / "reports")
+    shutil.copy(finished / "tiny-masking.yaml", repo / "tiny-masking.yaml")
+    for cmd in (["dvc", "init", "-q", "--no-scm"], ["bvr", "pipeline", "tiny-masking.yaml"]):
+        done = _git_dvc(repo, *cmd)
+        assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (repo / TEMPLATES_DIR).iterdir()) == sorted(plot_templates())
+
+    shown = _git_dvc(repo, "dvc", "metrics", "show")  # no dvc repro: what bvr ablate left
+    assert shown.returncode == 0 and "failed" not in shown.stderr, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0].split() == ["Path", "b_minus_a", "median"]  # 2 pretraining seeds: no interval to show
+    folder = "reports/tiny-masking/metrics"
+    medians = [f"{folder}/{arm}/finetune_sst2.json" for arm in ("static", "dynamic", "no-pretraining")]
+    differences = [f"{folder}/dynamic-minus-static/{m}.json" for m in ("blimp", "probe_sst2", "finetune_sst2", "mlm")]
+    differences += [f"{folder}/{arm}-minus-no-pretraining/{m}.json" for arm in ("static", "dynamic")
+                    for m in ("blimp", "probe_sst2", "finetune_sst2")]
+    assert sorted(line.split()[0] for line in lines[1:]) == sorted(medians + differences)
+
+    plots = _git_dvc(repo, "dvc", "plots", "show", "--json", "--split")
+    assert plots.returncode == 0 and "WARNING" not in plots.stderr, plots.stderr
+    shown = json.loads(plots.stdout)
+    assert "errors" not in shown, shown.get("errors")
+    shown = shown["data"]
+    assert sorted(shown) == ["paired differences", "sst2 score per seed", "training MLM loss per arm",
+                             "validation perplexity per arm"]
+    seeds = shown["sst2 score per seed"][0]
+    arms = {point["arm"] for point in seeds["anchor_definitions"]["<DVC_METRIC_DATA>"]}
+    assert arms == {"static", "dynamic", "no-pretraining"} and seeds["content"]["encoding"]["color"]["field"] == "arm"
 
 
 @pytest.mark.slow
@@ -360,7 +430,9 @@ def test_dvc_repro_runs_the_pipeline_then_nothing_then_only_the_changed_arm(data
     assert scores["main_key"] == "dev/accuracy" and len(scores["seeds"]) == 1
     assert (repo / "reports" / "tiny-masking" / "report.html").is_file()
     metrics = _git_dvc(repo, "dvc", "metrics", "show", "--json")
-    assert metrics.returncode == 0 and "reports/tiny-masking/metrics.json" in metrics.stdout
+    rows = json.loads(metrics.stdout)[""]["data"]  # "": the workspace
+    assert metrics.returncode == 0 and "failed" not in metrics.stderr, metrics.stderr
+    assert rows["reports/tiny-masking/metrics/static/finetune_sst2.json"]["data"]["median"] > 0
 
     again = _git_dvc(repo, "dvc", "repro")
     assert again.returncode == 0 and "Running stage" not in again.stdout, again.stdout

@@ -353,19 +353,26 @@ def test_html_is_self_contained(report: ReportResult) -> None:
     assert '<h2 id="did-pretraining-help-at-this-budget">' in page and '<h2 id="beside-the-paper">' in page
 
 
-def test_plots_hold_every_point_long_and_per_arm_wide(report: ReportResult) -> None:
+def test_plots_hold_every_point_long(report: ReportResult) -> None:
     plots = {p.name: pd.read_csv(p) for p in report.plots}
     scores = plots["scores.csv"]
     assert len(scores) == 3 * 3 * 2 * 2  # arms x pretraining seeds x tasks x fine-tuning seeds
     assert {"arm", "task", "pretrain_seed", "seed", "score", "collapsed", "run_id"} <= set(scores.columns)
     static = scores[(scores["arm"] == "static") & (scores["task"] == "sst2")].sort_values(["pretrain_seed", "seed"])
     assert static["score"].tolist() == pytest.approx([79.0, 81.0, 83.0, 85.0, 75.0, 77.0])
-    wide = plots["scores_sst2.csv"]  # one row per run, one column per arm: every pretraining seed is there
-    assert list(wide.columns) == ["pretrain_seed", "seed", "static", "dynamic", CONTROL] and len(wide) == 6
-    assert wide["static"].tolist() == pytest.approx([79.0, 81.0, 83.0, 85.0, 75.0, 77.0])
-    ppl = plots["pretrain_val_perplexity.csv"]  # the layout dvc.yaml's plots read: step x arm, mean over seeds
-    assert list(ppl.columns) == ["step", "static", "dynamic"]
-    assert ppl["dynamic"].iloc[-1] == pytest.approx(np.mean(np.exp(MLM_LOSS["dynamic"])), rel=1e-5)
+    sst2 = plots["scores_sst2.csv"]  # one task's runs, one row each: what dvc.yaml's seeds plot reads
+    assert list(sst2.columns) == ["arm", "pretrain_seed", "seed", "score"] and len(sst2) == 3 * 3 * 2
+    assert list(dict.fromkeys(sst2["arm"])) == ["static", "dynamic", CONTROL]  # the report's order
+    static = sst2[sst2["arm"] == "static"]
+    assert list(zip(static["pretrain_seed"], static["seed"], strict=True)) == [(0, 0), (0, 1), (1, 0), (1, 1),
+                                                                               (2, 0), (2, 1)]
+    assert static["score"].tolist() == pytest.approx([79.0, 81.0, 83.0, 85.0, 75.0, 77.0])
+    ppl = plots["pretrain_val_perplexity.csv"]  # arm, step, mean over pretraining seeds
+    assert list(ppl.columns) == ["arm", "step", "value"] and list(dict.fromkeys(ppl["arm"])) == ["static", "dynamic"]
+    for arm, rows in ppl.groupby("arm"):
+        assert rows["step"].is_monotonic_increasing and rows["step"].is_unique, arm
+    last = ppl[ppl["arm"] == "dynamic"].iloc[-1]
+    assert last["value"] == pytest.approx(np.mean(np.exp(MLM_LOSS["dynamic"])), rel=1e-5)
     differences = plots["differences.csv"]
     assert set(differences["comparison"]) == {"dynamic − static", f"static − {CONTROL}", f"dynamic − {CONTROL}"}
     assert len(differences) == (M - 1) * 3  # every comparison but MLM loss, one row per pretraining seed
@@ -373,11 +380,33 @@ def test_plots_hold_every_point_long_and_per_arm_wide(report: ReportResult) -> N
     assert blimp["difference"].tolist() == pytest.approx([3.0, 2.0, 4.0])
 
 
+def test_dvc_metrics_are_the_medians_and_differences_one_row_per_file(report: ReportResult, store: Store) -> None:
+    folder = store.workdir / "reports" / "masking" / "metrics"
+    rows = {p.relative_to(folder).as_posix(): json.loads(p.read_text(encoding="utf-8"))
+            for p in sorted(folder.rglob("*.json"))}
+    assert sorted(rows) == sorted(p.relative_to(folder).as_posix() for p in report.dvc_metrics)
+    medians = {f"{arm}/finetune_{task}.json" for arm in (*ARMS, CONTROL) for task in ("sst2", "squad_v2")}
+    differences = {f"{b}-minus-{a}/{key}.json" for a, b, key in COMPARISONS}
+    assert set(rows) == medians | differences and len(rows) == 6 + M
+    full = _metrics(report)["scores"]  # the same medians as metrics.json's spreads, nothing more
+    for name in medians:
+        arm, task = name.removesuffix(".json").split("/finetune_")
+        assert rows[name] == {"median": full[arm][task]["median"]}, name
+    assert rows["static/finetune_sst2.json"] == {"median": 80.0}  # of 79, 81, 83, 85, 75, 77
+    for (a, b, key), expected in _expected().items():
+        row = rows[f"{b}-minus-{a}/{key}.json"]
+        assert list(row) == ["b_minus_a", "ci_lower", "ci_upper"], key
+        assert row == pytest.approx({"b_minus_a": expected["mean"], "ci_lower": expected["ci_low"],
+                                     "ci_upper": expected["ci_high"]}, rel=6e-7, abs=1e-9), (a, b, key)
+    assert rows["dynamic-minus-static/finetune_sst2.json"] == pytest.approx(
+        {"b_minus_a": 2.0, "ci_lower": 1.0717, "ci_upper": 2.9283}, abs=1e-4)
+
+
 def test_report_is_logged_to_the_parent_run(report: ReportResult, store: Store) -> None:
     client, run_id = store.client, store.parent_run_id
     logged = {a.path for a in client.list_artifacts(run_id, "report")}
     assert {"report/report.html", "report/report.md", "report/metrics.json", "report/figures",
-            "report/plots"} <= logged
+            "report/plots", "report/metrics"} <= logged
     assert {a.path for a in client.list_artifacts(run_id, "report/figures")} == {
         f"report/figures/{p.name}" for p in report.figures}
     tags = client.get_run(run_id).data.tags
@@ -419,6 +448,8 @@ def test_partial_report_lists_what_is_missing(store: Store, tmp_path: Path) -> N
     (out / "figures" / "stale.png").write_bytes(PNG)
     (out / "plots").mkdir()
     (out / "plots" / "stale.csv").write_text("x,y\n", encoding="utf-8")
+    (out / "metrics" / "gone").mkdir(parents=True)
+    (out / "metrics" / "gone" / "sst2.json").write_text('{"median": 1}\n', encoding="utf-8")
     result = render_report(_partial(store), out, workdir=store.workdir, log_to_mlflow=False)
     assert not result.complete
     missing = "\n".join(result.missing)
@@ -445,6 +476,9 @@ def test_partial_report_lists_what_is_missing(store: Store, tmp_path: Path) -> N
     assert ("- sst2 probe (mean features): dynamic − static not tested (2 pretraining seed(s); at least 3 needed)."
             in text)
     assert not (out / "figures" / "stale.png").exists() and not (out / "plots" / "stale.csv").exists()
+    assert not (out / "metrics" / "gone").exists()
+    untested = json.loads((out / "metrics" / "dynamic-minus-static" / "probe_sst2.json").read_text(encoding="utf-8"))
+    assert untested == pytest.approx({"b_minus_a": 2.0})  # (1 + 3) / 2 over the seeds both have; no interval: DVC's '-'
 
 
 def test_an_ablation_with_no_runs_yet_renders(store: Store, tmp_path: Path) -> None:
@@ -460,6 +494,7 @@ def test_an_ablation_with_no_runs_yet_renders(store: Store, tmp_path: Path) -> N
     metrics = _metrics(result)
     assert (metrics["scores"], metrics["measures"], metrics["differences"], metrics["comparisons"]) == ({}, {}, {}, 0)
     assert pd.read_csv(result.out_dir / "plots" / "scores.csv").empty
+    assert result.dvc_metrics == [] and (result.out_dir / "metrics").is_dir()  # DVC finds the folder, empty
 
 
 def test_seeds_not_run_are_listed_once_per_model_and_task(store: Store) -> None:

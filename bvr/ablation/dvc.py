@@ -8,7 +8,13 @@ The stages are the units of :mod:`bvr.ablation.run`, each a ``bvr ablate NAME --
   one per pretraining seed);
 - ``evaluate`` (``foreach`` model and evaluation): zero-shot BLiMP and the frozen-feature probes;
 - ``finetune`` (``foreach`` arm x task, the control included);
-- ``report``: ``reports/NAME/``, whose ``metrics.json`` is a DVC metric and whose ``plots/`` CSVs are DVC plots.
+- ``report``: ``reports/NAME/``, whose ``metrics/`` folder is the DVC metric (one small file per row of ``dvc metrics
+  show``: each arm's median per task, each paired difference with its interval) and whose ``plots/`` CSVs are the
+  DVC plots, drawn by the templates :data:`PLOT_TEMPLATES` (``.dvc/plots/bvr-*.json``, written beside ``dvc.yaml``).
+
+``bvr ablate`` renders the same report, so ``dvc metrics show`` and ``dvc plots show`` read alike after either
+entry point. The stage folder's ``pretrain.json`` files are plain outputs, not metrics: ``bvr ablate`` without
+``--stage-dir`` does not write them, and DVC would warn that it failed to load them.
 
 Each stage's ``params`` are the keys of the experiment files it reads, so DVC re-runs exactly what a change
 touches: an arm's block (``arms.ARM``) re-runs that arm's stages and the report; the preset and ``base`` re-run
@@ -22,6 +28,7 @@ from ``params.yaml`` (``data_dir``; empty: the ``BVR_DATA_DIR`` environment vari
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +37,7 @@ import yaml
 from bvr.ablation.plan import Plan, Unit, UnitKind
 from bvr.ablation.stages import evaluation_file
 from bvr.config import PRESETS_DIR, read_yaml
+from bvr.fs import write_text
 
 PARAMS_FILE = "params.yaml"
 
@@ -101,16 +109,15 @@ def pipeline_spec(plan: Plan, root: Path = Path(".")) -> dict[str, Any]:
         "foreach": {a.label: {"arm": a.arm} for a in pretrained},
         "do": {"cmd": f"{bvr} pretrain:${{key}}", "params": _arm_param(shared, exp, "${item.arm}", root),
                "deps": [f"{stage_dir}/data-${{key}}.json"],
-               "outs": [f"{stage_dir}/${{key}}/model"],
-               "metrics": [{f"{stage_dir}/${{key}}/pretrain.json": {"cache": False}}]},
+               "outs": [f"{stage_dir}/${{key}}/model", {f"{stage_dir}/${{key}}/pretrain.json": {"cache": False}}]},
     }
     if controls:
         stages["init"] = {
             "foreach": {a.label: {"family": a.config.tokenizer.family} for a in controls},
             "do": {"cmd": f"{bvr} pretrain:${{key}}", "params": shared,
                    "deps": [f"{stage_dir}/tokenizer-${{item.family}}"],
-                   "outs": [f"{stage_dir}/${{key}}/model"],
-                   "metrics": [{f"{stage_dir}/${{key}}/pretrain.json": {"cache": False}}]},
+                   "outs": [f"{stage_dir}/${{key}}/model",
+                            {f"{stage_dir}/${{key}}/pretrain.json": {"cache": False}}]},
         }
     evaluate_keys = ["base.evaluate", *([f"presets.{preset}.evaluate"] if preset else [])]
     evaluate_params = [p for p in (_params(exp, evaluate_keys, root), {PARAMS_FILE: ["data_dir"]}) if p]
@@ -145,10 +152,10 @@ def pipeline_spec(plan: Plan, root: Path = Path(".")) -> dict[str, Any]:
             *(["reports/published.yaml"] if (root / "reports" / "published.yaml").is_file() else []),
             *(["bvr/report"] if (root / "bvr" / "report").is_dir() else []),  # a change of the report re-renders it
         ],
-        "outs": [f"{report_dir}/report.md", f"{report_dir}/report.html", f"{report_dir}/figures"],
-        "metrics": [{f"{report_dir}/metrics.json": {"cache": False}}],
+        "outs": [f"{report_dir}/report.md", f"{report_dir}/report.html", f"{report_dir}/figures",
+                 {f"{report_dir}/metrics.json": {"cache": False}}, {f"{report_dir}/plots": {"cache": False}}],
+        "metrics": [{f"{report_dir}/metrics": {"cache": False}}],
     }
-    stages["report"]["outs"].append({f"{report_dir}/plots": {"cache": False}})
     return {"vars": [PARAMS_FILE], "stages": stages, "plots": _plots(plan, report_dir)}
 
 
@@ -158,20 +165,107 @@ def _evaluation_out(unit: Unit) -> str:
 
 
 def _plots(plan: Plan, report_dir: str) -> list[dict[str, Any]]:
-    """Top-level DVC plots over the report's CSVs: training curves per arm, and every seed's score per task."""
-    pretrained = [a.label for a in plan.pretrained]
-    all_arms = [a.label for a in plan.arms]
-    curves = [("pretrain_train_mlm_loss", "training MLM loss", "MLM loss"),
+    """Top-level DVC plots over the report's long CSVs, each drawn by one of :data:`PLOT_TEMPLATES`: the
+    pretraining curves per arm, every run's score per task by pretraining seed, and the paired differences."""
+    plots = f"{report_dir}/plots"
+    curves = [("pretrain_train_mlm_loss", "training MLM loss", "MLM loss (nats)"),
               ("pretrain_val_perplexity", "validation perplexity", "perplexity")]
     out: list[dict[str, Any]] = [
-        {f"{title} per arm": {"template": "linear", "x": "step", "x_label": "optimiser step", "y_label": label,
-                              "y": {f"{report_dir}/plots/{name}.csv": pretrained}}}
+        {f"{title} per arm": {"template": "bvr-curves", "title": f"{title} (mean over pretraining seeds)",
+                              "x": "step", "x_label": "optimiser step", "y": {f"{plots}/{name}.csv": "value"},
+                              "y_label": label}}
         for name, title, label in curves]
-    out += [{f"{task} score per seed": {"template": "scatter", "x": "seed", "x_label": "fine-tuning seed",
-                                        "y_label": "score (points)",
-                                        "y": {f"{report_dir}/plots/scores_{task}.csv": all_arms}}}
+    out += [{f"{task} score per seed": {"template": "bvr-seeds",
+                                        "title": f"{task}: every fine-tuning run (points), by pretraining seed",
+                                        "x": "pretrain_seed", "x_label": "pretraining seed",
+                                        "y": {f"{plots}/scores_{task}.csv": "score"}, "y_label": "score (points)"}}
             for task in plan.tasks]
+    out.append({"paired differences": {"template": "bvr-differences",
+                                       "title": "paired difference b - a per pretraining seed (0: no difference)",
+                                       "x": "measure", "x_label": "measure", "y": {f"{plots}/differences.csv":
+                                                                                   "difference"},
+                                       "y_label": "b - a (points)"}})
     return out
+
+
+def _template(mark: dict[str, Any], encoding: dict[str, Any]) -> dict[str, Any]:
+    """A Vega-Lite plot with DVC's anchors: data, title, x and y (y not forced from zero), labels."""
+    return {
+        "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
+        "data": {"values": "<DVC_METRIC_DATA>"},
+        "title": "<DVC_METRIC_TITLE>",
+        "width": 480,
+        "height": 300,
+        "mark": {**mark, "tooltip": {"content": "data"}},
+        "encoding": {
+            **encoding,
+            "y": {"field": "<DVC_METRIC_Y>", "type": "quantitative", "title": "<DVC_METRIC_Y_LABEL>",
+                  "scale": {"zero": False}},
+        },
+    }
+
+
+_ARM = {"field": "arm", "type": "nominal", "sort": None, "title": "arm"}
+"""Colour (and offset) by arm, in the order the data gives the arms (the report's), not sorted."""
+_REV = {"field": "rev", "type": "nominal", "title": "revision"}
+"""What DVC adds to each point: ``workspace`` or a commit, told apart under ``dvc plots diff``."""
+
+PLOT_TEMPLATES: dict[str, dict[str, Any]] = {
+    "bvr-curves": _template(
+        {"type": "line"},
+        {"x": {"field": "<DVC_METRIC_X>", "type": "quantitative", "title": "<DVC_METRIC_X_LABEL>"},
+         "color": _ARM, "strokeDash": _REV}),
+    "bvr-seeds": _template(
+        {"type": "point", "filled": True, "size": 60},
+        {"x": {"field": "<DVC_METRIC_X>", "type": "ordinal", "title": "<DVC_METRIC_X_LABEL>",
+               "axis": {"labelAngle": 0}},
+         "xOffset": _ARM, "color": _ARM, "shape": _REV}),
+    "bvr-differences": {
+        "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
+        "data": {"values": "<DVC_METRIC_DATA>"},
+        "title": "<DVC_METRIC_TITLE>",
+        "facet": {"column": {"field": "comparison", "type": "nominal", "sort": None, "title": None}},
+        "resolve": {"scale": {"y": "independent"}},
+        "spec": {
+            "width": 240,
+            "height": 300,
+            "layer": [
+                {"mark": {"type": "rule", "color": "black", "strokeDash": [4, 4]}, "encoding": {"y": {"datum": 0}}},
+                {"mark": {"type": "point", "filled": True, "size": 60, "tooltip": {"content": "data"}},
+                 "encoding": {
+                     "x": {"field": "<DVC_METRIC_X>", "type": "nominal", "sort": None,
+                           "title": "<DVC_METRIC_X_LABEL>", "axis": {"labelAngle": -30}},
+                     "y": {"field": "<DVC_METRIC_Y>", "type": "quantitative", "title": "<DVC_METRIC_Y_LABEL>"},
+                     "color": {"field": "<DVC_METRIC_X>", "type": "nominal", "sort": None, "legend": None},
+                     "shape": _REV}},
+            ],
+        },
+    },
+}
+"""DVC plot templates (Vega-Lite) for ``.dvc/plots/NAME.json``: coloured by arm (DVC's own colour only the
+revision), seeds as categories, y not forced from zero; the differences one panel per comparison with zero marked.
+The HTML of ``dvc plots show`` loads Vega from a CDN; ``dvc plots show --json`` gives these specs filled, offline."""
+
+
+TEMPLATES_DIR = Path(".dvc") / "plots"
+"""Where DVC looks for a plot template named in ``dvc.yaml`` (relative to the repository root)."""
+
+
+def plot_templates() -> dict[str, str]:
+    """``{file name: text}`` of :data:`PLOT_TEMPLATES`, as ``bvr pipeline`` writes them into ``.dvc/plots/``."""
+    return {f"{name}.json": json.dumps(content, indent=2, ensure_ascii=False) + "\n"
+            for name, content in PLOT_TEMPLATES.items()}
+
+
+def write_plot_templates(root: Path) -> list[Path]:
+    """Write :func:`plot_templates` into ``root/.dvc/plots/`` (the folder ``dvc.yaml`` sits in); returns the files."""
+    folder = Path(root) / TEMPLATES_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, text in plot_templates().items():
+        write_text(folder / name, text)
+        paths.append(folder / name)
+    return paths
 
 
 def _merged(params: list[dict[str, list[str] | None]]) -> list[dict[str, list[str] | None]]:
@@ -212,7 +306,7 @@ HEADER = """\
 # Re-run that after adding an arm or a task; tests/test_ablate.py checks that this file matches it.
 # Run:  dvc repro                (the data folder: data_dir in params.yaml, or BVR_DATA_DIR when it is empty)
 #       dvc exp run -S '{source}:presets.{preset}.training.max_steps=300'    (vary a parameter)
-#       dvc metrics show; dvc plots show
+#       dvc metrics show; dvc plots show      (templates: .dvc/plots/bvr-*.json; the README says how to read them)
 """
 
 

@@ -226,18 +226,23 @@ def pipeline_cmd(
 
     Stages: corpus, tokenizer (per family), data, pretrain (per arm), init (the control), finetune (per arm and
     task) and report. Each stage's params are the experiment-file keys it reads, so changing one arm re-runs only
-    that arm's stages and the report.
+    that arm's stages and the report. The plot templates dvc.yaml names go into .dvc/plots/ beside it.
     """
-    from bvr.ablation.dvc import render_pipeline
+    from bvr.ablation.dvc import TEMPLATES_DIR, render_pipeline, write_plot_templates
 
+    if str(output) != "-" and not output.parent.is_dir():
+        raise BvrError(f"folder {output.parent} does not exist", where=f"--output {output}",
+                       hint="give a file in the repository's root folder (dvc.yaml and .dvc/ sit there)")
     plan = _plan(name, preset, None, None, None)
     text = render_pipeline(plan, Path.cwd(), output="dvc.yaml" if str(output) == "-" else str(output))
     if str(output) == "-":
         sys.stdout.write(text)
         return
     output.write_text(text, encoding="utf-8")
+    write_plot_templates(output.parent)
     params = output.parent / "params.yaml"
     if not params.exists():
         params.write_text("# Read by dvc.yaml. data_dir: the data folder; empty: the BVR_DATA_DIR variable.\n"
                           "data_dir: ''\n", encoding="utf-8")
-    console.print(f"wrote {output}; run it with: dvc repro", highlight=False)
+    console.print(f"wrote {output} and its plot templates in {output.parent / TEMPLATES_DIR}; run it with: dvc repro",
+                  highlight=False)

@@ -3,13 +3,16 @@
 :func:`render_report` writes, for the ablation a manifest describes:
 
 - ``report.md`` and ``report.html`` (self-contained: inline CSS, figures embedded as base64 PNG);
-- ``metrics.json``: the headline numbers, nested, for ``dvc metrics show``;
+- ``metrics.json``: every headline number, nested (spreads, tests, pretraining figures);
+- ``metrics/``: the few numbers ``dvc metrics show`` lists, one small JSON file per row (DVC lays out a file as one
+  row, its keys as columns): ``ARM/finetune_TASK.json`` the median of the arm's runs, ``B-minus-A/MEASURE.json`` a
+  paired difference with its simultaneous interval;
 - ``figures/*.png``: pretraining curves, scores per task, paired differences, throughput, parameter counts;
-- ``plots/*.csv``: the data behind the figures, for ``dvc plots show`` (long, and one column per arm).
+- ``plots/*.csv``: the data behind the figures, long (one row per point), for ``dvc plots show``.
 
 Every file is written into a staging folder first and moved into place only when all of them are done, so a crash
-leaves the previous report whole; ``figures/`` and ``plots/`` are replaced as folders, so no stale file survives a
-new render. The report is then logged to the ablation's parent MLflow run under ``report/`` and the run's
+leaves the previous report whole; ``figures/``, ``plots/`` and ``metrics/`` are replaced as folders, so no stale file
+survives a new render. The report is then logged to the ablation's parent MLflow run under ``report/`` and the run's
 description points to it. :func:`render_summary` writes ``reports/index.md`` and ``index.html``: each ablation's
 headline verdicts side by side.
 
@@ -54,6 +57,8 @@ REPORTS_DIR = Path("reports")
 REPORT_MD = "report.md"
 REPORT_HTML = "report.html"
 METRICS_JSON = "metrics.json"
+DVC_METRICS_DIR = "metrics"
+"""The folder of ``dvc metrics show``'s rows (:func:`dvc_metrics`)."""
 FIGURES_DIR = "figures"
 PLOTS_DIR = "plots"
 INDEX_MD = "index.md"
@@ -74,6 +79,8 @@ class ReportResult:
     markdown: Path
     metrics: Path
     """``metrics.json``."""
+    dvc_metrics: list[Path] = field(default_factory=list)
+    """The files under ``metrics/``, one row of ``dvc metrics show`` each."""
     plots: list[Path] = field(default_factory=list)
     """The CSV files under ``plots/``."""
     figures: list[Path] = field(default_factory=list)
@@ -133,35 +140,25 @@ def _difference_frame(a: Analysis) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["comparison", "measure", "pretrain_seed", "difference"])
 
 
-def _wide(frame: pd.DataFrame, index: str | list[str], value: str, aggfunc: str = "first") -> pd.DataFrame:
-    """One column per arm (in the report's arm order), one row per ``index`` value: what DVC's templates draw.
-
-    ``aggfunc`` folds rows that share an index value and an arm (the pretraining seeds of a curve: ``mean``).
-    """
-    if frame.empty:
-        return pd.DataFrame(columns=[index] if isinstance(index, str) else index)
-    table = frame.pivot_table(index=index, columns="arm", values=value, aggfunc=aggfunc)
-    table = table[list(dict.fromkeys(frame["arm"]))]  # the arms in the order the rows give them, not sorted
-    table.columns.name = None
-    return table.reset_index()
-
-
 def _write_plots(a: Analysis, folder: Path) -> list[Path]:
-    """The data behind the figures as CSV.
+    """The data behind the figures as CSV, one row per point (the layout ``dvc.yaml``'s plot templates draw).
 
-    ``scores.csv`` and ``differences.csv`` hold one row per point; ``scores_TASK.csv`` (pretraining seed and
-    fine-tuning seed x arm) and the ``pretrain_*.csv`` curves (step x arm, the mean over pretraining seeds) have one
-    column per arm, the layout ``dvc plots show`` draws.
+    ``scores.csv`` holds every run, ``scores_TASK.csv`` one task's runs (``arm``, ``pretrain_seed``, ``seed``,
+    ``score``), ``differences.csv`` each pretraining seed's paired difference per comparison and measure, and the
+    ``pretrain_*.csv`` curves ``arm``, ``step``, ``value`` (the mean over the arm's pretraining seeds).
     """
     scores = a.scores.rename(columns={"points": "score"})[
         ["arm", "task", "pretrain_seed", "seed", "score", "collapsed", "run_id"]]
     paths = [_csv(scores, folder / "scores.csv"), _csv(_difference_frame(a), folder / "differences.csv")]
     for task, rows in scores.groupby("task", sort=False):
-        paths.append(_csv(_wide(rows, ["pretrain_seed", "seed"], "score"), folder / f"scores_{task}.csv"))
+        paths.append(_csv(rows[["arm", "pretrain_seed", "seed", "score"]], folder / f"scores_{task}.csv"))
     history = a.collected.history
     for key in ("train/mlm_loss", "val/perplexity", "val/mlm_loss"):
         rows = history.loc[history["key"] == key, ["arm", "step", "value"]]
-        paths.append(_csv(_wide(rows, "step", "value", "mean"), folder / f"pretrain_{key.replace('/', '_')}.csv"))
+        order = {arm: i for i, arm in enumerate(dict.fromkeys(rows["arm"]))}  # the report's arm order, not sorted
+        curve = rows.groupby(["arm", "step"], as_index=False)["value"].mean()
+        curve = curve.sort_values(["arm", "step"], key=lambda col: col.map(order) if col.name == "arm" else col)
+        paths.append(_csv(curve, folder / f"pretrain_{key.replace('/', '_')}.csv"))
     table = pretrain_table(a).drop(columns=["runs"])
     paths.append(_csv(table[["arm", "tokens_per_s", "wall_seconds", "tokens_seen", "params_total",
                              "params_embedding", "params_non_embedding"]], folder / "pretrain_runs.csv"))
@@ -220,10 +217,47 @@ def metrics_payload(a: Analysis) -> dict[str, Any]:
     return _clean(payload)
 
 
+def dvc_metrics(a: Analysis) -> dict[str, dict[str, float]]:
+    """The rows of ``dvc metrics show``: the median of each arm's runs per fine-tuning task, and each paired
+    difference ``b - a`` with its simultaneous interval, nothing else.
+
+    DVC shows one row per metrics file and one column per key (a nested file is one wide row), so each number's
+    row is its own small file, named by what it measures; the keys are few and sort as they read:
+    ``ARM/finetune_TASK.json`` holds ``median`` (points), ``B-minus-A/MEASURE.json`` holds ``b_minus_a``,
+    ``ci_lower`` and ``ci_upper`` (points; nats for ``mlm``). A value that cannot be worked out (no interval under
+    3 pretraining seeds) is left out, so DVC shows ``-``.
+
+    Args:
+        a: the analysed ablation.
+
+    Returns:
+        ``{path relative to metrics/: {key: value}}``, arms first, in the report's order.
+    """
+    rows: dict[str, dict[str, float]] = {}
+    for (arm, task), s in a.summaries.items():
+        rows[f"{arm}/finetune_{task}.json"] = {"median": s.median}
+    for c in [*a.comparisons, *a.control]:
+        rows[f"{c.b}-minus-{c.a}/{c.task.replace('/', '_')}.json"] = {
+            "b_minus_a": c.estimate, "ci_lower": c.interval.ci_low, "ci_upper": c.interval.ci_high}
+    return {path: {k: v for k, v in _clean(values).items() if v is not None} for path, values in rows.items()}
+
+
+def _write_dvc_metrics(a: Analysis, folder: Path) -> list[Path]:
+    """Write :func:`dvc_metrics`' rows under ``folder`` (created even when empty, so DVC finds the folder)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, values in dvc_metrics(a).items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values) + "\n", encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
 def _swap_in(staging: Path, out_dir: Path) -> None:
     """Move the staged files into ``out_dir``: folders replaced whole, files by atomic rename."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name in (FIGURES_DIR, PLOTS_DIR):
+    for name in (FIGURES_DIR, PLOTS_DIR, DVC_METRICS_DIR):
         replace_dir(staging / name, out_dir / name)
     for name in (REPORT_MD, REPORT_HTML, METRICS_JSON):
         os.replace(staging / name, out_dir / name)
@@ -262,7 +296,7 @@ def _log(a: Analysis, result: ReportResult) -> None:
     try:
         for path in (result.markdown, result.html, result.metrics):
             client.log_artifact(run_id, str(path), ARTIFACT_PATH)
-        for name in (FIGURES_DIR, PLOTS_DIR):
+        for name in (FIGURES_DIR, PLOTS_DIR, DVC_METRICS_DIR):
             client.log_artifacts(run_id, str(result.out_dir / name), f"{ARTIFACT_PATH}/{name}")
         effects = [Metric(k, v, now, 0) for k, v in effect_metrics(a).items()]
         for i in range(0, len(effects), 500):  # MLflow takes at most 1,000 metrics a batch
@@ -311,11 +345,13 @@ def render_report(manifest: Manifest, out_dir: Path | None = None, *, workdir: P
         write_text(staging / REPORT_MD, to_markdown(blocks))
         write_text(staging / REPORT_HTML, to_html(blocks, f"bvr report: {collected.ablation}"))
         write_text(staging / METRICS_JSON, json.dumps(metrics_payload(analysis), indent=2) + "\n")
+        rows = _write_dvc_metrics(analysis, staging / DVC_METRICS_DIR)
         _swap_in(staging, out_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     result = ReportResult(
         out_dir=out_dir, html=out_dir / REPORT_HTML, markdown=out_dir / REPORT_MD, metrics=out_dir / METRICS_JSON,
+        dvc_metrics=[out_dir / DVC_METRICS_DIR / r.relative_to(staging / DVC_METRICS_DIR) for r in rows],
         plots=[out_dir / PLOTS_DIR / p.name for p in plots],
         figures=[out_dir / FIGURES_DIR / f.path.name for f in figures.values()],
         missing=list(collected.missing), complete=not collected.missing,

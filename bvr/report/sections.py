@@ -241,8 +241,10 @@ def _methods(a: Analysis, links: RunLinks) -> list[Block]:
         "not zero. tests/test_inference.py checks the level and the power by simulation.",
         "Collapsed fine-tuning runs (one class, only O tags, or only empty answers; tag bvr.collapsed) are kept in "
         "every statistic and counted; leaving them out would flatter an arm that collapses more often.",
-        "plots/*.csv hold the data behind the figures for `dvc plots show`: scores.csv and differences.csv one row "
-        "per point, scores_TASK.csv and pretrain_*.csv one column per arm.",
+        "plots/*.csv hold the data behind the figures for `dvc plots show`, one row per point: scores.csv (every "
+        "run), scores_TASK.csv (one task), differences.csv (each pretraining seed's paired difference) and the "
+        "pretrain_*.csv curves (the mean over an arm's pretraining seeds). metrics/ holds what `dvc metrics show` "
+        "lists: each arm's median per task and each paired difference with its simultaneous interval.",
     ))]
 
 
