@@ -89,7 +89,8 @@ class DataConfig:
     max_length: int = 128
     """Longest sequence, special tokens included."""
     short_seq_prob: float = 0.1
-    """BERT's share of segment-pair sequences given a shorter random target length."""
+    """BERT's share of documents whose segment-pair sequences get a shorter random target length (drawn once per
+    document and shared by its chunks, as BERT's create_pretraining_data.py)."""
     seed: int = 0
     """Seed of instance creation (targets, split points, NSP and SOP coins)."""
     shard_documents: int = 2000

@@ -10,9 +10,11 @@ The formats:
 
 - ``segment-pair`` (BERT's): whole sentences accumulate into a chunk until it reaches a target length (the pair
   budget, or with probability ``short_seq_prob`` a random shorter one, as BERT does so that pretraining also sees
-  short inputs); the chunk is cut at a random sentence boundary into A and B. With NSP, half the time B is
-  replaced by a span starting at a random sentence of another document and the chunk's unused sentences go back
-  to be read again (NotNext). With SOP (ALBERT, Lan et al. 2020, section 4.1.2), half the time A and B swap
+  short inputs). The target is drawn once per document and shared by all its chunks, as BERT's
+  ``create_pretraining_data.py`` does (``target_seq_length`` is set once per document), so ``short_seq_prob`` is
+  the share of documents, not of chunks, whose pairs aim short. The chunk is cut at a random sentence boundary
+  into A and B. With NSP, half the time B is replaced by a span starting at a random sentence of another document
+  and the chunk's unused sentences go back to be read again (NotNext). With SOP (ALBERT, Lan et al. 2020, section 4.1.2), half the time A and B swap
   places (label 1); B is never taken from another document.
 - ``sentence-pair``: A is one sentence; B is the next sentence (IsNext) or, with NSP and probability 0.5, a
   random sentence of another document (NotNext, and the unused next sentence is read again as the next A). With
@@ -92,7 +94,8 @@ def create_instances(
             ``sop`` swaps consecutive segments; both need a pair format.
         template: the family's specials.
         rng: the only source of randomness; the same state gives the same output.
-        short_seq_prob: ``segment-pair`` only: the probability that a chunk aims at a random shorter length.
+        short_seq_prob: ``segment-pair`` only: the probability that a document's chunks aim at a random shorter
+            length (drawn once per document, as BERT).
 
     Returns:
         Columns ``input_ids`` (int32 arrays), ``token_type_ids`` (int8 arrays) and ``nsp_label``
