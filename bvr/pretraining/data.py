@@ -78,39 +78,21 @@ def epoch_order(num_samples: int, seed: int, epoch: int) -> np.ndarray:
     return np.random.default_rng([seed, epoch]).permutation(num_samples)
 
 
-def token_batches(lengths: np.ndarray, order: np.ndarray, budget: int) -> list[np.ndarray]:
-    """``order`` cut into consecutive batches of at most ``budget`` tokens: a batch takes sequences until the next
-    would overflow it (a sequence longer than the budget makes a batch of its own).
-
-    >>> [b.tolist() for b in token_batches(np.array([3, 5, 2, 4]), np.array([0, 1, 2, 3]), budget=8)]
-    [[0, 1], [2, 3]]
-    >>> [b.tolist() for b in token_batches(np.array([3, 5, 2, 4]), np.array([3, 2, 1, 0]), budget=8)]
-    [[3, 2], [1, 0]]
-    """
-    batches, start, total = [], 0, 0
-    for position, n in enumerate(lengths[order].tolist()):
-        if total + n > budget and position > start:
-            batches.append(order[start:position])
-            start, total = position, 0
-        total += n
-    if start < len(order):
-        batches.append(order[start:])
-    return batches
-
-
 class TokenBudgetSampler(Sampler[list[tuple[int, int]]]):
     """Batches of ``(sequence index, epoch)`` holding up to ``budget`` tokens each: a batch sampler for one rank.
 
-    The data is read as one stream: epoch 0's sequences in the seeded order :class:`EpochSampler` uses, cut by
-    :func:`token_batches` (an epoch's last batch may be short, never crossing into the next), then epoch 1's, and
-    so on. Rank ``r`` takes batches ``r, r + world_size, ...`` of the stream, so every rank gets as many batches
-    and none shares a sequence within an epoch. Lightning runs the stream as one epoch of ``length`` batches (the
-    masks still follow each sequence's own epoch); ``skip`` drops this rank's first batches of the next iteration
-    only: what a resumed run has already consumed.
+    The data is read as one stream: epoch 0's sequences in the seeded order :class:`EpochSampler` uses, then epoch
+    1's, and so on; a batch takes sequences of the stream until the next would bring it past ``budget`` tokens
+    (a sequence longer than the budget makes a batch of its own), so every batch is within one sequence of the
+    budget, across epoch ends too. Rank ``r`` takes batches ``r, r + world_size, ...`` of the stream, so every rank
+    gets as many batches and none shares a sequence within an epoch. Lightning runs the stream as one epoch of
+    ``length`` batches (the masks still follow each sequence's own epoch); ``skip`` drops this rank's first
+    batches of the next iteration only: what a resumed run has already consumed.
 
-    >>> sampler = TokenBudgetSampler(np.array([3, 5, 2, 4]), budget=8, seed=0, length=4, shuffle=False)
-    >>> list(sampler)
-    [[(0, 0), (1, 0)], [(2, 0), (3, 0)], [(0, 1), (1, 1)], [(2, 1), (3, 1)]]
+    >>> list(TokenBudgetSampler(np.array([3, 5, 2, 4]), budget=8, seed=0, length=3, shuffle=False))
+    [[(0, 0), (1, 0)], [(2, 0), (3, 0)], [(0, 1), (1, 1)]]
+    >>> list(TokenBudgetSampler(np.array([3, 5, 2]), budget=8, seed=0, length=3, shuffle=False))
+    [[(0, 0), (1, 0)], [(2, 0), (0, 1)], [(1, 1), (2, 1)]]
     """
 
     def __init__(self, lengths: np.ndarray, budget: int, *, seed: int, length: int, shuffle: bool = True,
@@ -120,7 +102,6 @@ class TokenBudgetSampler(Sampler[list[tuple[int, int]]]):
         self.lengths, self.budget, self.seed, self.length = np.asarray(lengths), budget, seed, length
         self.shuffle, self.rank, self.world_size = shuffle, rank, world_size
         self.skip = 0
-        self._cut: dict[int, list[np.ndarray]] = {}
 
     def set_epoch(self, epoch: int) -> None:
         """Called by Lightning; the stream keeps its own epochs."""
@@ -128,23 +109,24 @@ class TokenBudgetSampler(Sampler[list[tuple[int, int]]]):
     def __len__(self) -> int:
         return self.length
 
-    def batches(self, epoch: int) -> list[np.ndarray]:
-        """All ranks' batches of data epoch ``epoch``, in stream order."""
-        if epoch not in self._cut:
-            order = epoch_order(len(self.lengths), self.seed, epoch) if self.shuffle else np.arange(len(self.lengths))
-            self._cut = {epoch: token_batches(self.lengths, order, self.budget)}  # the one epoch being read
-        return self._cut[epoch]
-
-    def _stream(self) -> Iterator[tuple[int, np.ndarray]]:
+    def stream(self) -> Iterator[list[tuple[int, int]]]:
+        """All ranks' batches, in order, without end."""
+        batch: list[tuple[int, int]] = []
+        total = 0
         for epoch in itertools.count():
-            for batch in self.batches(epoch):
-                yield epoch, batch
+            n = len(self.lengths)
+            order = epoch_order(n, self.seed, epoch) if self.shuffle else np.arange(n)
+            for index, tokens in zip(order.tolist(), self.lengths[order].tolist(), strict=True):
+                if batch and total + tokens > self.budget:
+                    yield batch
+                    batch, total = [], 0
+                batch.append((index, epoch))
+                total += tokens
 
     def __iter__(self) -> Iterator[list[tuple[int, int]]]:
         start, self.skip = self.skip, 0
-        mine = itertools.islice(self._stream(), self.rank + start * self.world_size, None, self.world_size)
-        for epoch, batch in itertools.islice(mine, self.length - start):
-            yield [(int(i), epoch) for i in batch]
+        mine = itertools.islice(self.stream(), self.rank + start * self.world_size, None, self.world_size)
+        return itertools.islice(mine, self.length - start)
 
 
 class InstanceDataset(Dataset):
