@@ -135,21 +135,41 @@ def test_equal_passes_refuses_unequal(tmp_path):
         equal_passes(ablation)
 
 
-def test_nsp_sentence_pair_declares_larger_batch():
+@pytest.mark.parametrize(("preset", "budget"), [(None, 4096), ("tiny", 4096), ("small", 65536), ("base", 131072),
+                                              ("large", 131072)])
+def test_nsp_arms_fill_every_step_to_the_same_token_budget(preset, budget):
+    """RoBERTa's dynamic batch: every input format, short (doc-sentences, sentence-pair) or full, fills each step to
+    the preset's batch_size x max_length tokens; no arm declares a batch size of its own."""
+    ablation = load_ablation("nsp", preset=preset)
+    for arm, cfg in ablation.arms.items():
+        assert cfg.training.tokens_per_batch == budget == cfg.training.batch_size * cfg.data.max_length, arm
+        assert "training.batch_size" not in ablation.declared[arm] and tokens_per_step(cfg) == budget
+    pair, doc = ablation.arms["sentence-pair"], ablation.arms["doc-sentences"]
+    assert tokens_seen(pair) == tokens_seen(doc) == tokens_seen(ablation.arms["full-sentences"])
+    assert sequence_tokens(pair) < sequence_tokens(doc)  # shorter sequences: more of them a step, equal tokens
+
+
+def test_equal_passes_counts_tokens_not_rows():
+    """A token budget is compared as tokens: an arm filled to 4,096 tokens a step matches one of 32 x 128-token
+    sequences, and one filled to 3,500 (doc-sentences at its old fixed batch, about 32 x 93.6 tokens) does not."""
     ablation = load_ablation("nsp", preset="tiny")
-    assert "training.batch_size" in ablation.declared["sentence-pair"]
-    assert ablation.arms["sentence-pair"].training.batch_size == 2 * ablation.arms["segment-pair"].training.batch_size
-    # The larger batch of shorter sequences sees as many tokens as the other arms, not as many sequences.
-    pair, segment = ablation.arms["sentence-pair"], ablation.arms["segment-pair"]
-    assert sequence_tokens(pair) < sequence_tokens(segment) == segment.data.max_length
-    assert tokens_seen(pair) == tokens_seen(segment) and sequences_seen(pair) > sequences_seen(segment)
+    doc = ablation.arms["doc-sentences"]
+    ablation.arms["segment-pair"] = dataclasses.replace(
+        ablation.arms["segment-pair"],
+        training=dataclasses.replace(ablation.arms["segment-pair"].training, tokens_per_batch=None))
+    equal_passes(ablation)
+    ablation.arms["doc-sentences"] = dataclasses.replace(
+        doc, training=dataclasses.replace(doc.training, tokens_per_batch=3500))
+    with pytest.raises(BvrError, match=r"doc-sentences: 3500 tokens per step x 1000 = 3500000"):
+        equal_passes(ablation)
 
 
 def test_equal_passes_refuses_unequal_tokens():
     ablation = load_ablation("nsp", preset="tiny")
     cfg = ablation.arms["sentence-pair"]
-    ablation.arms["sentence-pair"] = dataclasses.replace(cfg, training=dataclasses.replace(cfg.training,
-                                                                                           batch_size=32))
+    # Without its token budget, 32 sentence pairs a step are about half the tokens of the other arms' steps.
+    ablation.arms["sentence-pair"] = dataclasses.replace(cfg, training=dataclasses.replace(
+        cfg.training, batch_size=32, tokens_per_batch=None))
     with pytest.raises(BvrError, match="sentence-pair: 32 x 1000 x 64 tokens"):
         equal_passes(ablation)
 

@@ -190,7 +190,7 @@ def test_loss_falls_when_overfitting(task, checkpoint, data_dir, request):
     folder = request.getfixturevalue(checkpoint)
     data = task_data(task, folder, data_dir)
     torch.manual_seed(0)
-    model = build_model(EncoderSource(load_pretrained(folder), from_scratch=False).build(), data)
+    model = build_model(EncoderSource(load_pretrained(folder), from_scratch=False).build(0), data, 0)
     family = KINDS[data.spec.kind]
     batches = list(data.loader(data.train, 8, seed=0))
     before = _mean_loss(model, family, batches)
@@ -207,8 +207,49 @@ def test_loss_falls_when_overfitting(task, checkpoint, data_dir, request):
 def test_classification_head_starts_from_the_checkpoints_pooler(bert, data_dir):
     pretrained = load_pretrained(bert)
     pooler = pretrained.model.encoder.pooler.dense.weight.detach().clone()
-    model = build_model(EncoderSource(pretrained, from_scratch=False).build(), task_data("sst2", bert, data_dir))
+    model = build_model(EncoderSource(pretrained, from_scratch=False).build(0), task_data("sst2", bert, data_dir), 0)
     assert torch.equal(model.head.pooler.dense.weight, pooler) and model.encoder.pooler is None
+
+
+def _start(folder: Path, from_scratch: bool, task: str, data_dir: Path, seed: int):
+    """What ``_train_seed`` builds for ``seed``: the model, the first two training batches, then a draw of the global
+    generator (what dropout draws from next)."""
+    import lightning as L
+
+    from bvr.tasks.module import OptimSettings, make_module
+
+    data = task_data(task, folder, data_dir)
+    L.seed_everything(seed, workers=True, verbose=False)
+    module = make_module(EncoderSource(load_pretrained(folder), from_scratch).build(seed), data,
+                         OptimSettings(learning_rate=1e-4), seed)
+    batches = list(data.loader(data.train, 4, seed=seed))[:2]
+    return module.model, batches, torch.rand(8)
+
+
+@pytest.mark.parametrize("task", ["sst2", "conll2003"])
+def test_head_init_and_data_order_are_the_same_for_every_encoder_at_a_seed(bert, roberta, data_dir, task):
+    """A pretrained-like encoder with a pooler (NSP) and a random one from scratch, fine-tuned with seed 3: the head's
+    output layer starts bit-identical, the first batches are the same, and the global generator dropout draws from
+    is where seed_everything left it; another seed draws another head. The fresh pooler (from scratch: no
+    pretrained one) is the one a checkpoint without a pooler gets."""
+    arm, arm_batches, arm_next = _start(bert, False, task, data_dir, seed=3)
+    control, control_batches, control_next = _start(bert, True, task, data_dir, seed=3)
+    assert not torch.equal(arm.encoder.embeddings.word_embeddings.weight,
+                           control.encoder.embeddings.word_embeddings.weight)
+    assert torch.equal(arm.head.out.weight, control.head.out.weight)
+    assert torch.equal(arm.head.out.bias, control.head.out.bias)
+    for a, b in zip(arm_batches, control_batches, strict=True):
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert torch.equal(arm_next, control_next)
+    other, _, _ = _start(bert, True, task, data_dir, seed=4)
+    assert not torch.equal(other.head.out.weight, control.head.out.weight)
+    if task == "sst2":
+        assert torch.equal(arm.head.pooler.dense.weight, load_pretrained(bert).model.encoder.pooler.dense.weight)
+        assert not torch.equal(arm.head.pooler.dense.weight, control.head.pooler.dense.weight)
+        # roberta's tiny checkpoint has no pooler (no NSP): it gets the fresh pooler the control gets (same width)
+        no_pooler, _, _ = _start(roberta, False, task, data_dir, seed=3)
+        assert torch.equal(no_pooler.head.pooler.dense.weight, control.head.pooler.dense.weight)
+        assert torch.equal(no_pooler.head.out.weight, control.head.out.weight)
 
 
 # --- metrics on known predictions, and collapse ---------------------------------------------------------------

@@ -280,8 +280,10 @@ def spans_in_order(out: dict[str, list]) -> list[tuple[int, int, int, int]]:
 
 
 def test_sop_needs_no_second_document(corpus: Corpus) -> None:
-    """Unlike NotNext, a swap stays inside the document: a one-document shard still makes both labels."""
-    out = create_instances([corpus.documents[1]], "segment-pair", max_length=32, objective="sop",
+    """Unlike NotNext, a swap stays inside the document: a one-document shard still makes both labels (a document
+    of 42 sentences, 17 pairs: both labels but with probability 2 / 2^17)."""
+    document = [sentence for doc in corpus.documents[:4] for sentence in doc]
+    out = create_instances([document], "segment-pair", max_length=32, objective="sop",
                            template=TEMPLATES["bert"], rng=random.Random(0))
     assert set(out["nsp_label"]) == {IN_ORDER, SWAPPED}
 
@@ -304,24 +306,36 @@ def test_sentence_pair_uses_every_sentence_once_in_order() -> None:
     np.testing.assert_array_equal(np.sort(np.concatenate(used)), np.arange(corpus.n_tokens))
 
 
-def test_short_seq_prob_gives_about_ten_percent_short_targets() -> None:
-    """One-token sentences make every chunk exactly its target; tolerance 0.02 at ~4k pairs (sd about 0.005)."""
-    documents = [[np.array([BASE + i]) for i in range(250_000)]]
-    lengths = {}
+def test_short_seq_prob_draws_one_target_per_document() -> None:
+    """One-token sentences make every chunk but a document's last exactly its target (specials included).
+
+    2,000 documents of 200 tokens: each document's full chunks share one length, and the share of documents whose
+    target is short is 0.1 x 59/60 (a short draw of the full budget, 61, is not short); its sd at 2,000 documents is
+    about 0.0067, so 0.03 is 4.5 sd.
+    """
+    n_docs, doc_tokens, max_length = 2000, 200, 64
+    documents = [[np.array([BASE + d * doc_tokens + i]) for i in range(doc_tokens)] for d in range(n_docs)]
+    targets = {}
     for prob in (0.0, 0.1):
-        out = create_instances(
-            documents,
-            "segment-pair",
-            max_length=64,
-            objective="none",
-            template=TEMPLATES["bert"],
-            rng=random.Random(0),
-            short_seq_prob=prob,
-        )
-        lengths[prob] = np.array([len(ids) for ids in out["input_ids"][:-1]])  # the last chunk ends the document
-    assert np.all(lengths[0.0] == 64)
-    assert len(lengths[0.1]) > 3000
-    assert abs((lengths[0.1] < 64).mean() - 0.1) < 0.02
+        out = create_instances(documents, "segment-pair", max_length=max_length, objective="none",
+                               template=TEMPLATES["bert"], rng=random.Random(0), short_seq_prob=prob)
+        chunks: dict[int, list[np.ndarray]] = {}
+        for ids in out["input_ids"]:
+            content = ids[ids >= BASE] - BASE
+            chunks.setdefault(int(content.min()) // doc_tokens, []).append(content)
+        assert sorted(chunks) == list(range(n_docs))
+        lengths = {}
+        for d, doc_chunks in chunks.items():
+            last = max(range(len(doc_chunks)), key=lambda k: doc_chunks[k].max())
+            full = {len(c) + 3 for k, c in enumerate(doc_chunks) if k != last}
+            assert len(full) <= 1, f"document {d} has chunks of different targets: {sorted(full)}"
+            lengths[d] = full.pop() if full else None
+        targets[prob] = np.array([n for n in lengths.values() if n is not None])
+    assert np.all(targets[0.0] == max_length) and len(targets[0.0]) == n_docs
+    assert len(targets[0.1]) > 0.95 * n_docs
+    short_share = (targets[0.1] < max_length).mean()
+    assert abs(short_share - 0.1 * 59 / 60) < 0.03
+    assert np.all(targets[0.1] >= 5)  # a short target is at least 2 tokens besides the 3 specials
 
 
 def test_segment_pair_truncates_at_both_ends() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from pathlib import Path
@@ -11,12 +12,22 @@ import numpy as np
 import pytest
 import yaml
 
-from bvr.cache import DONE, is_done
+from bvr.cache import DONE, cache_dir, is_done
 from bvr.config import load_config
 from bvr.errors import BvrError
+from bvr.pretraining.collator import PretrainingCollator
+from bvr.pretraining.formats import create_instances
 from bvr.pretraining.inspect import render_examples
-from bvr.pretraining.prepare import MIN_VALIDATION_DOCUMENTS, data_stage_key, load_instances, prepare
-from bvr.tokenization import load_tokenizer
+from bvr.pretraining.instances import Template
+from bvr.pretraining.prepare import (
+    MIN_VALIDATION_DOCUMENTS,
+    SentenceBatches,
+    _tokenize_batch,
+    data_stage_key,
+    load_instances,
+    prepare,
+)
+from bvr.tokenization import load_tokenizer, train_tokenizer, vocab_info
 
 WORDS = (
     "the a river city music player team season album film school church war army king queen people born "
@@ -167,6 +178,99 @@ def test_roberta_family_end_to_end(data_dir, tmp_path):
     assert isinstance(train, datasets.Dataset)
     text = render_examples(cfg, prepared, count=2, epoch=3)
     assert "doc-sentences, dynamic masking, epoch 3" in text and "<mask>{" in text
+
+
+# --- sentences as they stand in running text (byte-level BPE) ----------------------------------------------------
+
+RUNNING = [["He left.", "The cat sat on the mat.", "The dog ran."], ["The end came.", "He left the city."]] * 40
+
+
+def _split(documents: list[list[str]]) -> datasets.Dataset:
+    return datasets.Dataset.from_dict({"doc_id": [str(d) for d in range(len(documents))], "sentences": documents})
+
+
+@pytest.fixture(scope="module")
+def running_tokenizers() -> dict:
+    return {family: train_tokenizer(family, SentenceBatches(_split(RUNNING), family), vocab_size=320,
+                                    show_progress=False) for family in ("bert", "roberta")}
+
+
+def test_byte_level_packs_a_later_sentence_with_its_leading_space(running_tokenizers):
+    """A packed byte-level sequence of two sentences reads 'He left. The' as in running text: ĠThe, not The; the
+    document's first sentence has no space, like the start of a fine-tuning text."""
+    tokenizer = running_tokenizers["roberta"]
+    tokenized = _tokenize_batch({"doc_id": ["0"], "sentences": [["He left.", "The cat sat."]]}, tokenizer, "roberta")
+    lengths = tokenized["sentence_lengths"][0]
+    ids = np.array(tokenized["token_ids"][0])
+    assert ids.tolist() == tokenizer.encode("He left. The cat sat.", add_special_tokens=False).ids
+    template = Template.for_family("roberta", tokenizer.token_to_id("<s>"), tokenizer.token_to_id("</s>"))
+    out = create_instances([np.split(ids, [lengths[0]])], "full-sentences", max_length=32, objective="none",
+                           template=template, rng=random.Random(0))
+    tokens = [tokenizer.id_to_token(int(i)) for i in out["input_ids"][0]]
+    second = 1 + lengths[0]  # after <s> and the first sentence
+    assert tokens[1] == "He" and tokens[second - 1] == "." and tokens[second] == "ĠThe"
+
+
+def test_whole_word_masking_starts_a_word_at_the_next_sentence(running_tokenizers):
+    """The '.' ending a sentence and the next sentence's 'ĠThe' are two words: over 200 dynamic copies the '.' is
+    masked without 'ĠThe' (encoded alone, 'The' would continue the '.' and the two be masked together or not at
+    all)."""
+    tokenizer = running_tokenizers["roberta"]
+    vocab = vocab_info(tokenizer, "roberta")
+    assert vocab.word_start[tokenizer.token_to_id("ĠThe")] and not vocab.word_start[tokenizer.token_to_id("The")]
+    tokenized = _tokenize_batch({"doc_id": ["0"], "sentences": [["He left.", "The cat sat."]]}, tokenizer, "roberta")
+    ids = [vocab.cls_id, *tokenized["token_ids"][0], vocab.sep_id]
+    dot = 1 + tokenized["sentence_lengths"][0][0] - 1
+    collate = PretrainingCollator(vocab, mode="dynamic", seed=0, scheme="whole-word", mask_prob=0.15)
+    apart = together = 0
+    for epoch in range(200):
+        batch = collate([{"input_ids": ids, "token_type_ids": [0] * len(ids), "nsp_label": -100, "index": 0,
+                          "epoch": epoch}])
+        chosen = (batch["labels"][0] != -100).tolist()
+        apart += chosen[dot] != chosen[dot + 1]
+        together += chosen[dot] and chosen[dot + 1]
+    assert apart > 0 and together == 0  # 8 tokens at 15%: one token masked, so never the two
+
+
+def test_wordpiece_ids_and_training_are_unchanged(running_tokenizers):
+    """WordPiece sentences are encoded and trained on exactly as before: each sentence alone, no prefix."""
+    tokenizer = running_tokenizers["bert"]
+    plain = [sentence for doc in RUNNING for sentence in doc]
+    assert tokenizer.to_str() == train_tokenizer("bert", plain, vocab_size=320, show_progress=False).to_str()
+    batch = {"doc_id": [str(d) for d in range(len(RUNNING))], "sentences": RUNNING}
+    tokenized = _tokenize_batch(batch, tokenizer, "bert")
+    for doc, token_ids, lengths in zip(RUNNING, tokenized["token_ids"], tokenized["sentence_lengths"], strict=True):
+        alone = [tokenizer.encode(sentence, add_special_tokens=False).ids for sentence in doc]
+        assert token_ids == [t for ids in alone for t in ids] and lengths == [len(ids) for ids in alone]
+
+
+def test_wordpiece_cache_keys_are_those_of_before(bert_prepared):
+    """Version 1 of the tokenizer and tokenized stages, 2 of the data stage for full-sentences: WordPiece folders
+    prepared before byte-level BPE got its leading spaces keep their names (segment-pair's data was rebuilt: 3)."""
+    out, prepared = bert_prepared
+    cfg = config(Path("unused"), out)
+    tokenizer_key = {"version": 1, "corpus": prepared.corpus.name, "tokenizer": dataclasses.asdict(cfg.tokenizer)}
+    tokenizer = cache_dir(out / "cache", "tokenizer-bert", tokenizer_key)
+    tokenized = cache_dir(out / "cache", "tokenized",
+                          {"version": 1, "corpus": prepared.corpus.name, "tokenizer": prepared.tokenizer.name})
+    data = cache_dir(out / "cache", "data-segment-pair",
+                     {"version": 3, "tokenized": prepared.tokenized.name, "data": data_stage_key(cfg.data)})
+    assert (prepared.tokenizer, prepared.tokenized, prepared.instances) == (tokenizer, tokenized, data)
+
+
+def test_byte_level_documents_keep_the_space_before_later_sentences(data_dir, tmp_path):
+    cfg = config(data_dir, tmp_path, "tokenizer.family=roberta", "model.family=roberta",
+                 "data.input_format=full-sentences", "data.sentence_objective=none")
+    prepared = prepare(cfg, progress=False)
+    tokenizer, _ = load_tokenizer(prepared.tokenizer)
+    tokenized = datasets.load_from_disk(str(prepared.tokenized / "tokenized"))["train"]
+    firsts = []
+    for ids, lengths in zip(tokenized["token_ids"][:50], tokenized["sentence_lengths"][:50], strict=True):
+        starts = np.cumsum([0, *lengths[:-1]])
+        firsts.append([tokenizer.id_to_token(ids[s]) for s in starts])
+    assert all(not doc[0].startswith("Ġ") for doc in firsts)  # a document's first sentence: no space
+    later = [token for doc in firsts for token in doc[1:]]
+    assert len(later) > 20 and all(token.startswith("Ġ") for token in later)
 
 
 def test_killed_build_leaves_no_finished_folder(data_dir, tmp_path, monkeypatch):

@@ -187,6 +187,39 @@ def test_sigkill_then_resume_equals_an_uninterrupted_run(data_dir, tmp_path, mon
         assert resumed.metrics[key] == pytest.approx(full.metrics[key], rel=1e-5), key
 
 
+@pytest.mark.parametrize("mode", ["static", "dynamic"])
+def test_token_batches_sigkill_then_resume_equals_an_uninterrupted_run(data_dir, tmp_path, monkeypatch, mode):
+    """doc-sentences filled to 512 tokens a step (RoBERTa's dynamic batch): each step within one sequence of the
+    budget, and a run killed mid-way then resumed ends with the same weights and metrics, masks static or dynamic."""
+    monkeypatch.chdir(tmp_path)
+    overrides = ["training.max_steps=26", f"masking.mode={mode}", "masking.dupe_factor=2",
+                 "data.input_format=doc-sentences", "data.sentence_objective=none", "training.tokens_per_batch=512"]
+    full = pretrain(config(data_dir, tmp_path / "a", *overrides), progress=False)
+    assert 512 - 64 < full.metrics["tokens_seen"] / 26 <= 512
+    assert full.metrics["epochs"] > 1.0  # the stream crossed into the next data epoch (and mask copy)
+
+    resumed = killed_then_resumed(config(data_dir, tmp_path / "b", *overrides), tmp_path, 11)
+    assert_same_weights(full.run_dir, resumed.run_dir)
+    for key in ("train/mlm_loss", "val/mlm_loss", "tokens_seen", "epochs"):
+        assert resumed.metrics[key] == pytest.approx(full.metrics[key], rel=1e-5), key
+
+
+def killed_then_resumed(cfg, workdir: Path, step: int):
+    """``cfg`` pretrained in a fresh interpreter killed by SIGKILL at ``step``, then resumed here."""
+    child = multiprocessing.get_context("spawn").Process(target=_killed_run, args=(cfg, workdir, step))
+    child.start()
+    child.join(300)
+    assert child.exitcode == -signal.SIGKILL
+    return pretrain(cfg, resume=True, progress=False)
+
+
+def assert_same_weights(a_dir: Path, b_dir: Path) -> None:
+    a, b = weights(a_dir), weights(b_dir)
+    assert a.keys() == b.keys()
+    for key in a:
+        torch.testing.assert_close(b[key], a[key], atol=1e-6, rtol=1e-5, msg=key)
+
+
 class PoisonAt(L.Callback):
     """Turn one weight into NaN before step ``step`` so its loss is not finite."""
 

@@ -3,9 +3,6 @@ implementation, its gradient path, its size, logging through a real run, exact r
 
 from __future__ import annotations
 
-import multiprocessing
-import signal
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -17,7 +14,7 @@ from bvr.model.heads import span_boundaries
 from bvr.model.hf import export_hf
 from bvr.pretrained import load_pretrained
 from bvr.pretraining.run import pretrain
-from tests.test_pretrain import _killed_run, config, weights
+from tests.test_pretrain import assert_same_weights, config, killed_then_resumed, weights
 
 IGNORE = -100
 
@@ -141,16 +138,8 @@ def test_sbo_run_logs_its_loss_and_resumes_exactly(data_dir, tmp_path, monkeypat
     loaded = load_pretrained(full.run_dir).model  # fine-tuning starts from the exported encoder, without the head
     assert not loaded.sbo_enabled and not any(key.startswith("sbo.") for key in loaded.state_dict())
 
-    cfg = config(data_dir, tmp_path / "b", *overrides)
-    child = multiprocessing.get_context("spawn").Process(target=_killed_run, args=(cfg, tmp_path, 9))
-    child.start()
-    child.join(300)
-    assert child.exitcode == -signal.SIGKILL
-    resumed = pretrain(cfg, resume=True, progress=False)
-    a, b = weights(full.run_dir), weights(resumed.run_dir)
-    assert a.keys() == b.keys()
-    for key in a:
-        torch.testing.assert_close(b[key], a[key], atol=1e-6, rtol=1e-5, msg=key)
+    resumed = killed_then_resumed(config(data_dir, tmp_path / "b", *overrides), tmp_path, 9)
+    assert_same_weights(full.run_dir, resumed.run_dir)
 
 
 def test_sbo_must_be_a_boolean():

@@ -5,8 +5,11 @@
 see the same number of training tokens, as RoBERTa's comparisons hold the data seen fixed: the batch-size ablation
 (Table 3) trades batch size against steps at an equal number of sequences; the input-format ablation (section 4.2,
 Table 2) raises the batch size of ``sentence-pair``, whose pairs of single sentences are much shorter than
-``max_length``, "so that the total number of tokens remains similar". The tokens of a sequence are estimated from
-the config alone (:func:`sequence_tokens`), since nothing is prepared when an ablation is planned.
+``max_length``, "so that the total number of tokens remains similar", and that of ``doc-sentences`` dynamically
+to match ``full-sentences``' tokens. An arm with ``training.tokens_per_batch`` fills every step to that many tokens
+(to within one sequence, whatever its sequences' lengths), so its tokens per step are that budget; an arm without
+one sees ``batch_size`` sequences a step, whose tokens are estimated from the config alone (:func:`sequence_tokens`,
+an upper bound), since nothing is prepared when an ablation is planned.
 """
 
 from __future__ import annotations
@@ -69,7 +72,17 @@ def sequence_tokens(cfg: Config) -> int:
 
 
 def tokens_per_step(cfg: Config) -> int:
-    """Estimated tokens per optimiser step: ``batch_size x`` :func:`sequence_tokens` (padding aside)."""
+    """Tokens per optimiser step: ``training.tokens_per_batch`` where set (each step is filled to it, to within one
+    sequence), else the estimate ``batch_size x`` :func:`sequence_tokens` (padding aside).
+
+    >>> from bvr.config import Config, DataConfig, TrainingConfig
+    >>> tokens_per_step(Config(data=DataConfig(input_format="doc-sentences")))
+    4096
+    >>> tokens_per_step(Config(training=TrainingConfig(tokens_per_batch=4000)))
+    4000
+    """
+    if cfg.training.tokens_per_batch is not None:
+        return cfg.training.tokens_per_batch
     return cfg.training.batch_size * sequence_tokens(cfg)
 
 
@@ -79,21 +92,29 @@ def sequences_seen(cfg: Config) -> int:
 
 
 def tokens_seen(cfg: Config) -> int:
-    """Estimated tokens fed over the whole run: ``batch_size x max_steps x`` :func:`sequence_tokens`."""
-    return sequences_seen(cfg) * sequence_tokens(cfg)
+    """Tokens fed over the whole run: :func:`tokens_per_step` ``x max_steps``."""
+    return tokens_per_step(cfg) * cfg.training.max_steps
+
+
+def _tokens_detail(cfg: Config) -> str:
+    """How an arm's tokens are counted, for the error of :func:`equal_passes`."""
+    t = cfg.training
+    if t.tokens_per_batch is not None:
+        return f"{t.tokens_per_batch} tokens per step x {t.max_steps} = {tokens_seen(cfg)}"
+    return f"{t.batch_size} x {t.max_steps} x {sequence_tokens(cfg)} tokens = {tokens_seen(cfg)}"
 
 
 def equal_passes(ablation: Ablation) -> None:
     """Refuse arms that do not see the same number of tokens (:func:`tokens_seen`): equal sequences at equal
-    lengths, as RoBERTa Table 3, or a larger batch for shorter sequences, as its Table 2.
+    lengths, as RoBERTa Table 3, or steps filled to an equal token budget whatever the sequences' lengths, as its
+    Table 2 (``training.tokens_per_batch``).
 
     Raises:
-        BvrError: naming each arm's batch size, steps, tokens per sequence and product.
+        BvrError: naming each arm's token budget or batch size, steps, tokens per sequence and product.
     """
     seen = {arm: tokens_seen(cfg) for arm, cfg in ablation.arms.items()}
     if len(set(seen.values())) > 1:
-        detail = ", ".join(f"{arm}: {cfg.training.batch_size} x {cfg.training.max_steps} x {sequence_tokens(cfg)} "
-                           f"tokens = {seen[arm]}" for arm, cfg in ablation.arms.items())
+        detail = ", ".join(f"{arm}: {_tokens_detail(cfg)}" for arm, cfg in ablation.arms.items())
         raise BvrError(f"arms see different numbers of tokens ({detail})", where=ablation.source,
-                       hint="choose training.batch_size and max_steps so that batch_size x max_steps x tokens per "
-                            "sequence is equal in every arm")
+                       hint="choose training.tokens_per_batch (or batch_size) and max_steps so that the tokens per "
+                            "step x max_steps are equal in every arm")

@@ -60,7 +60,7 @@ def tokenizer_stats_cmd(
     """Tokens per word, unknown-token rate and share of the vocabulary used, on held-out documents."""
     from bvr.corpus import load_corpus
     from bvr.pretraining.prepare import prepare_corpus, prepare_tokenizer
-    from bvr.tokenization import describe_stats, load_tokenizer, tokenizer_stats
+    from bvr.tokenization import describe_stats, load_tokenizer, running_text, tokenizer_stats
 
     cfg = load(config, preset, set_, data_dir, output_dir)
     corpus_dir = prepare_corpus(cfg)
@@ -68,7 +68,8 @@ def tokenizer_stats_cmd(
         _print_tokenizer_stats(prepare_tokenizer(cfg, corpus_dir))
         return
     tok, family = load_tokenizer(tokenizer)
-    stats = tokenizer_stats(tok, load_corpus(corpus_dir / "documents")["validation"]["sentences"])
+    documents = load_corpus(corpus_dir / "documents")["validation"]["sentences"]
+    stats = tokenizer_stats(tok, (running_text(doc, family) for doc in documents))  # as the data stage encodes
     stats.update(family=family, vocab_size=tok.get_vocab_size(), held_out="validation documents")
     console.print(describe_stats(stats), markup=False, highlight=False)
 

@@ -69,6 +69,10 @@ class Config:
         check(self.data.max_length <= self.model.max_tokens, "data.max_length",
               f"{self.data.max_length} exceeds the {self.model.max_tokens} positions of the model "
               f"(model.max_position_embeddings={self.model.max_position_embeddings}, family {self.model.family})")
+        budget, accum = self.training.tokens_per_batch, self.training.grad_accum
+        check(budget is None or budget // accum >= self.data.max_length, "training.tokens_per_batch",
+              f"{budget} tokens over grad_accum {accum} micro-batches cannot hold one sequence of data.max_length "
+              f"{self.data.max_length}: use at least {accum * self.data.max_length}")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -90,7 +90,8 @@ class DataConfig:
     max_length: int = 128
     """Longest sequence, special tokens included."""
     short_seq_prob: float = 0.1
-    """BERT's share of segment-pair sequences given a shorter random target length."""
+    """BERT's share of documents whose segment-pair sequences get a shorter random target length (drawn once per
+    document and shared by its chunks, as BERT's create_pretraining_data.py)."""
     seed: int = 0
     """Seed of instance creation (targets, split points, NSP and SOP coins)."""
     shard_documents: int = 2000
@@ -185,7 +186,13 @@ class TrainingConfig:
     """Optimisation and budget of pretraining."""
 
     batch_size: int = 32
-    """Sequences per optimiser step (split into micro-batches by grad_accum)."""
+    """Sequences per optimiser step (split into micro-batches by grad_accum); with tokens_per_batch, only the
+    validation batch."""
+    tokens_per_batch: int | None = None
+    """Fill each optimiser step with sequences up to this many tokens (specials included, padding not) instead of
+    batch_size sequences: RoBERTa's dynamic batch size, so formats with shorter sequences (doc-sentences,
+    sentence-pair) see as many tokens per step as full ones. Split evenly over devices x grad_accum; each share
+    must hold a data.max_length sequence. None: batch_size sequences per step."""
     grad_accum: int = 1
     """Micro-batches accumulated per optimiser step."""
     learning_rate: float = 5e-4
@@ -233,6 +240,8 @@ class TrainingConfig:
         check(len(self.adam_betas) == 2 and all(0 <= b < 1 for b in self.adam_betas), "training.adam_betas",
                "needs two values in [0, 1)")
         check(self.max_tokens is None or self.max_tokens > 0, "training.max_tokens", "must be positive")
+        check(self.tokens_per_batch is None or self.tokens_per_batch >= 1, "training.tokens_per_batch",
+              "must be positive (or null for batch_size sequences per step)")
         for key in ("val_every_steps", "checkpoint_every_steps", "log_every_steps", "devices", "num_nodes"):
             check(getattr(self, key) >= 1, f"training.{key}", "must be at least 1")
         for key in ("batch_size", "grad_accum", "max_steps"):

@@ -6,10 +6,15 @@ permutation seeded by (seed, epoch), each rank takes every ``world_size``-th seq
 function of (masking seed, sequence index, copy or epoch). Resuming therefore only has to know how many batches of
 the current epoch were consumed (:meth:`PretrainingDataModule.state_dict`), and several processes see disjoint
 sequences with the masks a single process would give them.
+
+With ``training.tokens_per_batch`` the batches are filled up to a token budget instead (:class:`TokenBudgetSampler`,
+RoBERTa's dynamic batch size): the same seeded order, cut where the next sequence would overflow the budget, each
+rank taking every ``world_size``-th batch; resuming skips the batches consumed.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,6 +23,7 @@ from typing import Any
 import datasets
 import lightning as L
 import numpy as np
+import pyarrow.compute as pc
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
@@ -56,10 +62,7 @@ class EpochSampler(Sampler[tuple[int, int]]):
 
     def order(self, epoch: int) -> np.ndarray:
         """All ranks' sequence indices for ``epoch``, before striding."""
-        if self.shuffle:
-            order = np.random.default_rng([self.seed, epoch]).permutation(self.num_samples)
-        else:
-            order = np.arange(self.num_samples)
+        order = epoch_order(self.num_samples, self.seed, epoch) if self.shuffle else np.arange(self.num_samples)
         padded = len(self) * self.world_size
         return np.resize(order, padded)  # wraps around when padding is needed
 
@@ -68,6 +71,62 @@ class EpochSampler(Sampler[tuple[int, int]]):
         start, self.skip = self.skip, 0
         epoch = self.epoch
         return ((int(i), epoch) for i in mine[start:])
+
+
+def epoch_order(num_samples: int, seed: int, epoch: int) -> np.ndarray:
+    """The seeded permutation of ``num_samples`` sequences for ``epoch`` (both samplers read the data in it)."""
+    return np.random.default_rng([seed, epoch]).permutation(num_samples)
+
+
+class TokenBudgetSampler(Sampler[list[tuple[int, int]]]):
+    """Batches of ``(sequence index, epoch)`` holding up to ``budget`` tokens each: a batch sampler for one rank.
+
+    The data is read as one stream: epoch 0's sequences in the seeded order :class:`EpochSampler` uses, then epoch
+    1's, and so on; a batch takes sequences of the stream until the next would bring it past ``budget`` tokens
+    (a sequence longer than the budget makes a batch of its own), so every batch is within one sequence of the
+    budget, across epoch ends too. Rank ``r`` takes batches ``r, r + world_size, ...`` of the stream, so every rank
+    gets as many batches and none shares a sequence within an epoch. Lightning runs the stream as one epoch of
+    ``length`` batches (the masks still follow each sequence's own epoch); ``skip`` drops this rank's first
+    batches of the next iteration only: what a resumed run has already consumed.
+
+    >>> list(TokenBudgetSampler(np.array([3, 5, 2, 4]), budget=8, seed=0, length=3, shuffle=False))
+    [[(0, 0), (1, 0)], [(2, 0), (3, 0)], [(0, 1), (1, 1)]]
+    >>> list(TokenBudgetSampler(np.array([3, 5, 2]), budget=8, seed=0, length=3, shuffle=False))
+    [[(0, 0), (1, 0)], [(2, 0), (0, 1)], [(1, 1), (2, 1)]]
+    """
+
+    def __init__(self, lengths: np.ndarray, budget: int, *, seed: int, length: int, shuffle: bool = True,
+                 rank: int = 0, world_size: int = 1) -> None:
+        if len(lengths) < 1:
+            raise BvrError("no sequences to train on", where="data", hint="check the corpus and data.max_length")
+        self.lengths, self.budget, self.seed, self.length = np.asarray(lengths), budget, seed, length
+        self.shuffle, self.rank, self.world_size = shuffle, rank, world_size
+        self.skip = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Called by Lightning; the stream keeps its own epochs."""
+
+    def __len__(self) -> int:
+        return self.length
+
+    def stream(self) -> Iterator[list[tuple[int, int]]]:
+        """All ranks' batches, in order, without end."""
+        batch: list[tuple[int, int]] = []
+        total = 0
+        for epoch in itertools.count():
+            n = len(self.lengths)
+            order = epoch_order(n, self.seed, epoch) if self.shuffle else np.arange(n)
+            for index, tokens in zip(order.tolist(), self.lengths[order].tolist(), strict=True):
+                if batch and total + tokens > self.budget:
+                    yield batch
+                    batch, total = [], 0
+                batch.append((index, epoch))
+                total += tokens
+
+    def __iter__(self) -> Iterator[list[tuple[int, int]]]:
+        start, self.skip = self.skip, 0
+        mine = itertools.islice(self.stream(), self.rank + start * self.world_size, None, self.world_size)
+        return itertools.islice(mine, self.length - start)
 
 
 class InstanceDataset(Dataset):
@@ -166,7 +225,7 @@ class PretrainingDataModule(L.LightningDataModule):
     def __init__(self, cfg: Config, instances: datasets.DatasetDict, vocab: VocabInfo) -> None:
         super().__init__()
         self.cfg, self.instances, self.vocab = cfg, instances, vocab
-        self.train_sampler: EpochSampler | None = None
+        self.train_sampler: EpochSampler | TokenBudgetSampler | None = None
         self._resume_skip: dict[str, int] | None = None
 
     def _world(self) -> tuple[int, int]:
@@ -176,15 +235,41 @@ class PretrainingDataModule(L.LightningDataModule):
     def plan(self) -> BatchPlan:
         return BatchPlan.of(self.cfg.training.batch_size, self.cfg.training.grad_accum, self._world()[1])
 
+    def token_budget(self) -> int | None:
+        """Tokens per micro-batch with ``training.tokens_per_batch``: its share of one device and one accumulation
+        step; None without it."""
+        t = self.cfg.training
+        if t.tokens_per_batch is None:
+            return None
+        budget = t.tokens_per_batch // (self._world()[1] * t.grad_accum)
+        if budget < self.cfg.data.max_length:
+            raise BvrError(f"{t.tokens_per_batch} tokens over {self._world()[1]} device(s) x grad_accum "
+                           f"{t.grad_accum} leave {budget} per micro-batch, less than one sequence of "
+                           f"data.max_length {self.cfg.data.max_length}", where="training.tokens_per_batch",
+                           hint="raise it or lower grad_accum")
+        return budget
+
     def train_dataloader(self) -> DataLoader:
         rank, world = self._world()
-        self.train_sampler = EpochSampler(self.instances["train"].num_rows, seed=self.cfg.training.seed,
-                                          rank=rank, world_size=world)
+        train, t = self.instances["train"], self.cfg.training
+        collator = training_collator(self.vocab, self.cfg)
+        budget = self.token_budget()
+        if budget is not None:
+            lengths = pc.list_value_length(train.data.table["input_ids"]).to_numpy()  # (sequences,)
+            # One Lightning epoch covers the run (max_tokens may end it sooner); the stream has its own epochs.
+            length = max(t.max_steps, t.val_every_steps) * t.grad_accum
+            self.train_sampler = TokenBudgetSampler(lengths, budget, seed=t.seed, length=length, rank=rank,
+                                                    world_size=world)
+            if self._resume_skip is not None:
+                self.train_sampler.skip = self._resume_skip["batches"]
+                self._resume_skip = None
+            return self._loader(train, None, collator, batch_sampler=self.train_sampler)
+        self.train_sampler = EpochSampler(train.num_rows, seed=t.seed, rank=rank, world_size=world)
         if self._resume_skip is not None:
             self.train_sampler.set_epoch(self._resume_skip["epoch"])
             self.train_sampler.skip = self._resume_skip["sequences"]
             self._resume_skip = None
-        return self._loader(self.instances["train"], self.train_sampler, training_collator(self.vocab, self.cfg))
+        return self._loader(train, self.train_sampler, collator)
 
     def val_dataloader(self) -> DataLoader:
         rank, world = self._world()
@@ -192,12 +277,14 @@ class PretrainingDataModule(L.LightningDataModule):
         sampler = [(int(i), 0) for i in range(rank, self.instances["validation"].num_rows, world)]
         return self._loader(self.instances["validation"], sampler, fixed_validation_collator(self.vocab, self.cfg))
 
-    def _loader(self, split: datasets.Dataset, sampler, collator: PretrainingCollator) -> DataLoader:
+    def _loader(self, split: datasets.Dataset, sampler, collator: PretrainingCollator,
+                batch_sampler: TokenBudgetSampler | None = None) -> DataLoader:
         workers = self.cfg.training.num_workers
+        sampling = {"batch_sampler": batch_sampler} if batch_sampler is not None else {
+            "batch_size": self.plan().micro_batch, "sampler": sampler}
         return DataLoader(
             InstanceDataset(split),
-            batch_size=self.plan().micro_batch,
-            sampler=sampler,
+            **sampling,
             collate_fn=collator,
             num_workers=workers,
             persistent_workers=workers > 0,
@@ -213,6 +300,8 @@ class PretrainingDataModule(L.LightningDataModule):
             return {}
         # `processed` counts the batch being finished when a checkpoint is written inside on_train_batch_end.
         batches = trainer.fit_loop.epoch_loop.batch_progress.current.processed
+        if isinstance(self.train_sampler, TokenBudgetSampler):
+            return {"epoch": trainer.current_epoch, "batches": batches}
         return {"epoch": trainer.current_epoch, "sequences": batches * self.plan().micro_batch}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:

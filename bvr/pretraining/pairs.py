@@ -29,9 +29,13 @@ def segment_pairs(
     short_seq_prob: float,
     out: Columns,
 ) -> None:
-    """SEGMENT-PAIR: chunks of whole sentences up to a target length, cut into A and B."""
+    """SEGMENT-PAIR: chunks of whole sentences up to a target length, cut into A and B.
+
+    The target is drawn once per document and kept for all its chunks, as BERT's ``create_pretraining_data.py``
+    sets ``target_seq_length`` once in ``create_instances_from_document``.
+    """
     for d, doc in enumerate(docs):
-        target = _target_length(budget, short_seq_prob, rng)
+        target = _target_length(budget, short_seq_prob, rng)  # one per document, as BERT
         start, length, i = 0, 0, 0
         while i < len(doc):
             length += len(doc[i])
@@ -39,7 +43,6 @@ def segment_pairs(
                 # A NotNext pair uses only A's sentences; the rest of the chunk is read again.
                 start += _emit_segment_pair(docs, d, start, i + 1, target, budget, pairing, rng, out)
                 i, length = start, 0
-                target = _target_length(budget, short_seq_prob, rng)
             else:
                 i += 1
 

@@ -30,11 +30,26 @@ from bvr.errors import BvrError
 from bvr.pretraining.formats import create_instances
 from bvr.pretraining.instances import Template
 from bvr.resources import check_free_space, check_writable, tree_bytes
-from bvr.tokenization import load_tokenizer, save_tokenizer, tokenizer_stats, train_tokenizer, vocab_info
+from bvr.tokenization import (
+    load_tokenizer,
+    running_text,
+    save_tokenizer,
+    tokenizer_stats,
+    train_tokenizer,
+    vocab_info,
+)
 
 # Bump a stage's version when a code change would change the bytes it writes: its cache folders (and those of
 # the stages after it, whose hashes include its folder name) are then rebuilt instead of reused.
 STAGE_VERSIONS = {"corpus": 3, "tokenizer": 1, "tokenized": 1, "data": 2}
+VARIANT_VERSIONS = {
+    "tokenizer": {"roberta": 2},  # 2: byte-level BPE trained on sentences as in running text (their leading space)
+    "tokenized": {"roberta": 2},  # 2: byte-level BPE sentences encoded with their leading space
+    "data": {"segment-pair": 3},  # 3: segment-pair's short target drawn once per document, as BERT
+}
+"""Versions of a stage for the variants whose output changed alone, by tokenizer family (``tokenizer``,
+``tokenized``) or input format (``data``); every other variant keeps :data:`STAGE_VERSIONS`, so its cache folders
+(WordPiece's, the other formats') keep their names and are reused."""
 STAGE_DISK = {"corpus": 1.0, "tokenized": 2.0, "data": 2.5}
 """The disk a stage needs free while it builds, as a multiple of its input's size (the corpus files, the corpus
 stage's folder, the tokenized stage's folder). Measured on a megabyte of English Wikipedia with a 2,000-word
@@ -160,16 +175,27 @@ def prepare_corpus(cfg: Config, *, progress: bool = True) -> Path:
     return build_once(target, build, stage)[0]
 
 
-class SentenceBatches:
-    """The sentences of a document split, in batches; iterating again starts over (WordPiece reads twice),
-    so the corpus is streamed from its memory-mapped Arrow files and never held in memory."""
+def stage_version(stage: str, variant: str) -> int:
+    """The cache version of ``stage`` for ``variant`` (the tokenizer family, or for ``data`` the input format).
 
-    def __init__(self, split: datasets.Dataset, batch_docs: int = 1000) -> None:
-        self.split, self.batch_docs = split, batch_docs
+    >>> stage_version("tokenized", "bert"), stage_version("tokenized", "roberta")
+    (1, 2)
+    """
+    return VARIANT_VERSIONS.get(stage, {}).get(variant, STAGE_VERSIONS[stage])
+
+
+class SentenceBatches:
+    """The sentences of a document split, in batches, as they stand in running text for ``family``
+    (:func:`~bvr.tokenization.running_text`: byte-level BPE sentences after a document's first keep their leading
+    space); iterating again starts over (WordPiece reads twice), so the corpus is streamed from its memory-mapped
+    Arrow files and never held in memory."""
+
+    def __init__(self, split: datasets.Dataset, family: str, batch_docs: int = 1000) -> None:
+        self.split, self.family, self.batch_docs = split, family, batch_docs
 
     def __iter__(self):
         for batch in self.split.iter(batch_size=self.batch_docs):
-            yield [sentence for doc in batch["sentences"] for sentence in doc]
+            yield [sentence for doc in batch["sentences"] for sentence in running_text(doc, self.family)]
 
     def __len__(self) -> int:
         return -(-self.split.num_rows // self.batch_docs)
@@ -178,7 +204,8 @@ class SentenceBatches:
 def prepare_tokenizer(cfg: Config, corpus_dir: Path, *, progress: bool = True) -> Path:
     """Train the configured tokenizer on the training documents (or take ``tokenizer.path``); write its stats."""
     tok_cfg = cfg.tokenizer
-    stage = {"version": STAGE_VERSIONS["tokenizer"], "corpus": corpus_dir.name, "tokenizer": asdict(tok_cfg)}
+    stage = {"version": stage_version("tokenizer", tok_cfg.family), "corpus": corpus_dir.name,
+             "tokenizer": asdict(tok_cfg)}
     if tok_cfg.path:
         stage["tokenizer_content"] = fingerprint(tok_cfg.path)
     target = cache_dir(cache_root(cfg), f"tokenizer-{tok_cfg.family}", stage)
@@ -193,14 +220,15 @@ def prepare_tokenizer(cfg: Config, corpus_dir: Path, *, progress: bool = True) -
             start = time.perf_counter()
             tokenizer = train_tokenizer(
                 tok_cfg.family,
-                SentenceBatches(docs["train"]),
+                SentenceBatches(docs["train"], tok_cfg.family),
                 vocab_size=tok_cfg.resolved_vocab_size,
                 min_frequency=tok_cfg.min_frequency,
                 show_progress=progress,
             )
             train_seconds = time.perf_counter() - start
         save_tokenizer(tokenizer, tok_cfg.family, tmp, model_max_length=cfg.model.max_tokens)
-        stats = tokenizer_stats(tokenizer, docs["validation"]["sentences"])
+        held_out = (running_text(doc, tok_cfg.family) for doc in docs["validation"]["sentences"])
+        stats = tokenizer_stats(tokenizer, held_out)
         stats.update(family=tok_cfg.family, vocab_size=tokenizer.get_vocab_size(), held_out="validation documents")
         if not tok_cfg.path:
             stats["train_seconds"] = round(train_seconds, 1)
@@ -209,9 +237,11 @@ def prepare_tokenizer(cfg: Config, corpus_dir: Path, *, progress: bool = True) -
     return build_once(target, build, stage)[0]
 
 
-def _tokenize_batch(batch: dict[str, list], tokenizer) -> dict[str, list]:
-    """Encode every sentence of a batch of documents; keep each document's sentence lengths."""
-    flat = [sentence for doc in batch["sentences"] for sentence in doc]
+def _tokenize_batch(batch: dict[str, list], tokenizer, family: str) -> dict[str, list]:
+    """Encode every sentence of a batch of documents as it stands in running text (a byte-level BPE sentence after
+    a document's first with its leading space, :func:`~bvr.tokenization.running_text`); keep each document's
+    sentence lengths."""
+    flat = [sentence for doc in batch["sentences"] for sentence in running_text(doc, family)]
     encodings = tokenizer.encode_batch_fast(flat, add_special_tokens=False)
     token_ids, sentence_lengths, cursor = [], [], 0
     for doc in batch["sentences"]:
@@ -224,12 +254,13 @@ def _tokenize_batch(batch: dict[str, list], tokenizer) -> dict[str, list]:
 
 def prepare_tokenized(cfg: Config, corpus_dir: Path, tokenizer_dir: Path) -> Path:
     """Tokenize every sentence once; documents keep their sentence boundaries."""
-    stage = {"version": STAGE_VERSIONS["tokenized"], "corpus": corpus_dir.name, "tokenizer": tokenizer_dir.name}
+    stage = {"version": stage_version("tokenized", cfg.tokenizer.family), "corpus": corpus_dir.name,
+             "tokenizer": tokenizer_dir.name}
     target = cache_dir(cache_root(cfg), "tokenized", stage)
 
     def build(tmp: Path) -> None:
         _check_disk(tmp, "tokenized", corpus_dir)
-        tokenizer, _ = load_tokenizer(tokenizer_dir)
+        tokenizer, family = load_tokenizer(tokenizer_dir)
         docs = load_corpus(corpus_dir / "documents")
         out = {}
         for split, ds in docs.items():
@@ -237,7 +268,7 @@ def prepare_tokenized(cfg: Config, corpus_dir: Path, tokenizer_dir: Path) -> Pat
                 _tokenize_batch,
                 batched=True,
                 batch_size=1000,
-                fn_kwargs={"tokenizer": tokenizer},
+                fn_kwargs={"tokenizer": tokenizer, "family": family},
                 remove_columns=ds.column_names,
                 features=TOKENIZED_FEATURES,
                 cache_file_name=str(tmp / f"map-{split}.arrow"),
@@ -345,7 +376,8 @@ def data_stage_key(data: DataConfig) -> dict[str, Any]:
 
 def prepare_instances(cfg: Config, tokenized_dir: Path, tokenizer_dir: Path) -> Path:
     """Turn tokenized documents into sequences of the configured input format."""
-    stage = {"version": STAGE_VERSIONS["data"], "tokenized": tokenized_dir.name, "data": data_stage_key(cfg.data)}
+    stage = {"version": stage_version("data", cfg.data.input_format), "tokenized": tokenized_dir.name,
+             "data": data_stage_key(cfg.data)}
     target = cache_dir(cache_root(cfg), f"data-{cfg.data.input_format}", stage)
 
     def build(tmp: Path) -> None:

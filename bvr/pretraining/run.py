@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import datasets
 import lightning as L
+import pyarrow.compute as pc
 import torch
 
 from bvr.cache import DONE, build_once, cache_dir, global_rank, is_done, target_lock
@@ -78,8 +80,10 @@ def run_dir_for(cfg: Config, prepared: Prepared) -> Path:
         "tokenizer": prepared.tokenizer.name,
         "model": dataclasses.asdict(cfg.model),
         "masking": dataclasses.asdict(cfg.masking),
+        # tokens_per_batch only where set: runs from before the key keep their folders.
         "training": {k: v for k, v in dataclasses.asdict(cfg.training).items()
-                     if k not in ("num_workers", "log_every_steps", "val_every_steps", "checkpoint_every_steps")},
+                     if k not in ("num_workers", "log_every_steps", "val_every_steps", "checkpoint_every_steps")
+                     and not (k == "tokens_per_batch" and v is None)},
     }
     if validation_differs(cfg):
         parts["validation"] = "reference masks"  # validated on the reference masks, not on its own as before
@@ -186,7 +190,7 @@ def _train(cfg: Config, prepared: Prepared, run_dir: Path, ckpt_path: str | None
             return PretrainResult(run_dir, False, {})
         metrics.update(wall_seconds=time.perf_counter() - start, tokens_seen=float(module.tokens_seen),
                        steps=float(trainer.global_step), **{f"params_{k}": float(v) for k, v in params.items()})
-        metrics.update(_exposure(cfg, trainer.global_step, datamodule.instances["train"].num_rows))
+        metrics.update(_exposure(cfg, trainer.global_step, datamodule.instances["train"], module.tokens_seen))
         _finish(cfg, run_dir, model, prepared, logger, metrics)
         return PretrainResult(run_dir, False, metrics)
 
@@ -236,9 +240,16 @@ def pretraining_bytes(parameters: int, checkpoints: bool) -> int:
     return parameters * (EXPORT_BYTES_PER_PARAMETER + (CHECKPOINT_BYTES_PER_PARAMETER if checkpoints else 0))
 
 
-def _exposure(cfg: Config, steps: int, sequences: int) -> dict[str, float]:
-    """Passes over the data, and how many distinct masks each sequence got and how often each was seen."""
-    epochs = steps * cfg.training.batch_size / sequences
+def _exposure(cfg: Config, steps: int, train: datasets.Dataset, tokens_seen: int) -> dict[str, float]:
+    """Passes over the data, and how many distinct masks each sequence got and how often each was seen.
+
+    Passes are sequences fed over sequences held, or with ``training.tokens_per_batch`` tokens seen over tokens
+    held (the batches then hold varying numbers of sequences).
+    """
+    if cfg.training.tokens_per_batch is None:
+        epochs = steps * cfg.training.batch_size / train.num_rows
+    else:
+        epochs = tokens_seen / int(pc.sum(pc.list_value_length(train.data.table["input_ids"])).as_py())
     started = math.ceil(epochs)
     seen = mask_exposure(cfg.masking.mode, started, cfg.masking.dupe_factor)
     return {"epochs": epochs, "mask_distinct_per_sequence": float(seen["distinct_masks"]),

@@ -13,10 +13,13 @@ seeds nest inside it, so each model's inner seeds are averaged to one value per 
 Tests. Each pretrained arm is compared with the no-pretraining control on every measure but MLM loss ("did
 pretraining help at this budget?"), and the pretrained arms two at a time, ``b - a`` with ``a`` the earlier arm (the
 paper's baseline first), on every measure. Arms pair by pretraining seed: arm seed s and the control seed s start
-from the same initial weights. Each difference gets a paired t test (:func:`bvr.report.inference.compare`); every
-tested comparison of the report forms one Holm family at a family-wise error of 5 %, the verdict words follow the
-adjusted p, intervals are Bonferroni-simultaneous, and each comparison carries the smallest effect it could detect
-with 80 % power at Holm's strictest step. Collapsed fine-tuning runs are kept in every statistic and counted.
+from the same initial weights, and within a model fine-tuning seed t gives every arm and the control the same data
+order and the same initial task-head output layer (the sequence head's pooler is the checkpoint's where it has one:
+trained after NSP or SOP, the control's random initialisation when the base config has a sentence objective). Each
+difference gets a paired t test (:func:`bvr.report.inference.compare`); every tested comparison of the report forms
+one Holm family at a family-wise error of 5 %, the verdict words follow the adjusted p, intervals are Bonferroni-
+simultaneous, and each comparison carries the smallest effect it could detect with 80 % power at Holm's strictest
+step. Collapsed fine-tuning runs are kept in every statistic and counted.
 
 The measures themselves (:class:`~bvr.report.measures.Measure`) are built in :mod:`bvr.report.measures`."""
 

@@ -77,7 +77,10 @@ def _sanity(a: Analysis, links: RunLinks) -> list[Block]:
     header = ["measure", "arm", "arm mean", "control mean", "Δ arm − control", f"{_level(a)} CI", "Holm p",
               "detectable Δ", "verdict"]
     caption = ("Means over pretraining seeds (each seed's fine-tuning or probe seeds averaged first). Δ pairs arm "
-               "seed s with the control's seed-s initialisation, the weights that arm started from; paired t over "
+               "seed s with the control's seed-s initialisation, the weights that arm started from; fine-tuning seed "
+               "t gives both the same data order and initial task-head output layer, and the same pooler only where "
+               "neither checkpoint has one (an arm pretrained with NSP or SOP brings its trained pooler, the control "
+               "the random one of its initialisation when the base config has a sentence objective); paired t over "
                "pretraining seeds; intervals Bonferroni-simultaneous over the report; detectable Δ: the smallest "
                "true difference found with 80% power at Holm's strictest level.")
     return [Heading("Did pretraining help at this budget?"),

@@ -5,8 +5,12 @@ and asks three questions of them:
 
 - how an arm did across its seeds (:func:`summarize`): the median and quartiles RoBERTa reports (medians of
   five), the mean and a bootstrap interval for it, and how many runs collapsed;
-- whether two arms differ (:func:`paired_difference`): seeds are paired, because arms fine-tuned from the same
-  seed share data order and head initialisation, so the difference per seed cancels much of the seed noise;
+- whether two arms differ (:func:`paired_difference`): seeds are paired, because fine-tuning seed s gives every
+  arm and the no-pretraining control the same data order, dropout stream and initial task-head output layer
+  (drawn from the seed alone, :func:`bvr.tasks.source.seeded`), so the difference per seed cancels much of the
+  seed noise. The sequence head's pooler is shared less: it is the checkpoint's where the checkpoint has one
+  (trained in arms pretrained with NSP or SOP; the random initialisation in the control when the base config has
+  a sentence objective) and drawn from the seed, the same in every such model, where it has none;
 - what that means in words (:func:`verdict`) and next to the paper (:func:`agreement`).
 
 Quartiles use numpy's linear interpolation (``method="linear"``, numpy's default and type 7 of Hyndman and Fan),

@@ -32,9 +32,11 @@ class SequenceHead(nn.Module):
 
     def __init__(self, config: EncoderConfig, num_outputs: int, pooler: Pooler | None = None) -> None:
         super().__init__()
+        # The output layer is drawn first, so its weights do not depend on whether the pooler is drawn too.
+        out = _fresh(nn.Linear(config.hidden_size, num_outputs), config)
         self.pooler = pooler if pooler is not None else _fresh(Pooler(config), config)
         self.dropout = Dropout(config.dropout)
-        self.out = _fresh(nn.Linear(config.hidden_size, num_outputs), config)
+        self.out = out
         self.squeeze = num_outputs == 1
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:

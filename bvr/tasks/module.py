@@ -19,12 +19,21 @@ from bvr.tasks.data import TaskData
 from bvr.tasks.evaluators import Evaluator
 from bvr.tasks.heads import FinetuneModel
 from bvr.tasks.kinds import KINDS, Kind
+from bvr.tasks.source import seeded
 from bvr.training import adamw, check_finite
 
 
-def build_model(encoder: Encoder, data: TaskData) -> FinetuneModel:
-    """The encoder with a fresh head for ``data``'s task."""
-    return FinetuneModel(encoder, KINDS[data.spec.kind].head(encoder, data))
+def build_model(encoder: Encoder, data: TaskData, seed: int) -> FinetuneModel:
+    """The encoder with a fresh head for ``data``'s task, drawn for fine-tuning seed ``seed``.
+
+    The head is drawn in its own generator seeded by ``seed`` (:func:`~bvr.tasks.source.seeded`), so its initial
+    weights are the same for every encoder of the same shape (every arm and the no-pretraining control) and the
+    global generator is left alone. A sequence head's output layer is identical whether its pooler is the
+    checkpoint's or fresh; a fresh pooler is identical wherever there is one.
+    """
+    with seeded("head", seed):
+        head = KINDS[data.spec.kind].head(encoder, data)
+    return FinetuneModel(encoder, head)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -116,8 +125,9 @@ class FinetuneModule(L.LightningModule):
                      warmup_steps=round(self.optim.warmup_fraction * total), max_steps=total)
 
 
-def make_module(encoder: Encoder, data: TaskData, optim: OptimSettings) -> FinetuneModule:
-    """The fine-tuning module of ``data``'s task around ``encoder``: a fresh head and one evaluator per split."""
+def make_module(encoder: Encoder, data: TaskData, optim: OptimSettings, seed: int) -> FinetuneModule:
+    """The fine-tuning module of ``data``'s task around ``encoder``: a fresh head for fine-tuning seed ``seed``
+    (:func:`build_model`) and one evaluator per split."""
     kind = KINDS[data.spec.kind]
-    return FinetuneModule(build_model(encoder, data), kind, kind.evaluators(data), optim)
+    return FinetuneModule(build_model(encoder, data, seed), kind, kind.evaluators(data), optim)
 

@@ -75,7 +75,7 @@ from bvr.tracking import (
 )
 from bvr.training import build_trainer, check_accelerator, quiet_fit, training_logger
 
-FINETUNE_VERSION = 2
+FINETUNE_VERSION = 3  # 3: encoder and task head drawn in generators of their own per seed
 DEFAULT_EXPERIMENT = "bvr-finetune"
 TAG_CHECKPOINT = "bvr.checkpoint"
 TAG_FROM_SCRATCH = "bvr.from_scratch"
@@ -175,7 +175,9 @@ def _log_outcome(job: _Job, client: MlflowClient, run_id: str, result: SeedResul
 def _train_seed(job: _Job, seed: int, parent_id: str, out: Path) -> SeedResult:
     """Train and evaluate one seed into ``out``; log it to MLflow under ``parent_id``."""
     L.seed_everything(seed, workers=True, verbose=False)
-    module = make_module(job.source.build(), job.data, optim_settings(job.cfg))
+    # Encoder and head are drawn in generators of their own (bvr.tasks.source.seeded), so the head's initial
+    # weights, the data order and dropout at seed s are the same for every arm and the control.
+    module = make_module(job.source.build(seed), job.data, optim_settings(job.cfg), seed)
     logger = _seed_logger(job, seed, parent_id)
     with closed_on_error(logger.experiment, logger.run_id):  # Lightning ends it FINISHED before _log_outcome
         cfg = job.cfg

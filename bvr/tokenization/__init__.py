@@ -5,7 +5,13 @@ Modules: :mod:`bvr.tokenization.families` (the two families: build, train, post-
 (:func:`vocab_info`, what the data path needs) and :mod:`~.stats` (:func:`tokenizer_stats` over a corpus).
 """
 
-from bvr.tokenization.families import DEFAULT_VOCAB_SIZE, FAMILIES, WORDPIECE_ALPHABET_LIMIT, TokenizerFamily
+from bvr.tokenization.families import (
+    DEFAULT_VOCAB_SIZE,
+    FAMILIES,
+    WORDPIECE_ALPHABET_LIMIT,
+    TokenizerFamily,
+    running_text,
+)
 from bvr.tokenization.files import BVR_FILE, TOKENIZER_FILE, load_tokenizer, save_tokenizer
 from bvr.tokenization.stats import describe_stats, tokenizer_stats
 from bvr.tokenization.training import train_tokenizer
@@ -13,6 +19,6 @@ from bvr.tokenization.vocab import VocabInfo, vocab_info
 
 __all__ = [
     "BVR_FILE", "DEFAULT_VOCAB_SIZE", "FAMILIES", "TOKENIZER_FILE", "WORDPIECE_ALPHABET_LIMIT", "TokenizerFamily",
-    "VocabInfo", "describe_stats", "load_tokenizer", "save_tokenizer", "tokenizer_stats", "train_tokenizer",
-    "vocab_info",
+    "VocabInfo", "describe_stats", "load_tokenizer", "running_text", "save_tokenizer", "tokenizer_stats",
+    "train_tokenizer", "vocab_info",
 ]

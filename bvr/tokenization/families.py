@@ -4,7 +4,7 @@ post-processed and saved (:data:`FAMILIES`), and the ids of its special tokens."
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +42,10 @@ class TokenizerFamily:
         hf_config: tokenizer_config.json keys naming the transformers class and the flags it rebuilds the
             normaliser and pre-tokenizer from (transformers 5 rebuilds them rather than reading tokenizer.json).
         word_start: non-special token -> whether it begins a word.
+        sentence_prefix: what stands before every sentence of a document but its first when sentences are encoded
+            one at a time (:func:`running_text`): the space that precedes it in running text where the
+            pre-tokenizer keeps spaces (byte-level BPE: " The" is ``ĠThe``, as in fine-tuning text), nothing where
+            it drops them (WordPiece, whose ids the space would not change).
     """
 
     name: str
@@ -56,6 +60,7 @@ class TokenizerFamily:
     post_processor: Callable[[Tokenizer], processors.PostProcessor]
     hf_config: Mapping[str, object]
     word_start: Callable[[str], bool]
+    sentence_prefix: str
 
 
 # --- BERT: uncased WordPiece -----------------------------------------------------------------------------------
@@ -201,6 +206,7 @@ FAMILIES: dict[str, TokenizerFamily] = {
             "tokenize_chinese_chars": True,
         },
         word_start=_wordpiece_word_start,
+        sentence_prefix="",
     ),
     "roberta": TokenizerFamily(
         name="roberta",
@@ -229,6 +235,7 @@ FAMILIES: dict[str, TokenizerFamily] = {
             "errors": "replace",
         },
         word_start=_byte_level_word_start,
+        sentence_prefix=" ",
     ),
 }
 """The tokenizer families by name.
@@ -253,6 +260,34 @@ def family_spec(name: str, where: str | Path = "family") -> TokenizerFamily:
         known = ", ".join(FAMILIES)
         raise BvrError(f"unknown tokenizer family {name!r}", where=where, hint=f"choose one of: {known}")
     return FAMILIES[name]
+
+
+def running_text(sentences: Sequence[str], family: str) -> list[str]:
+    """A document's sentences as they stand in running text, to be encoded (or trained on) one at a time.
+
+    Every sentence but the first gets the family's :attr:`~TokenizerFamily.sentence_prefix`: with byte-level BPE
+    the space that separates it from the sentence before, so the first word of "He left. The cat sat." is encoded
+    ``ĠThe`` whether the text is encoded whole or sentence by sentence, as it is in fine-tuning text, and
+    whole-word masking sees it start a word. A document's first sentence stands like the start of a fine-tuning
+    text, with no space. WordPiece sentences are returned as they are.
+
+    Args:
+        sentences: one document's sentences, in order.
+        family: a key of :data:`FAMILIES`.
+
+    Returns:
+        The sentences, each but the first behind the prefix.
+
+    Raises:
+        BvrError: an unknown family.
+
+    >>> running_text(["He left.", "The cat sat."], "roberta"), running_text(["He left.", "The cat sat."], "bert")
+    (['He left.', ' The cat sat.'], ['He left.', 'The cat sat.'])
+    """
+    prefix = family_spec(family).sentence_prefix
+    if not prefix:
+        return list(sentences)
+    return [sentence if i == 0 else prefix + sentence for i, sentence in enumerate(sentences)]
 
 
 def special_token_ids(tokenizer: Tokenizer, family: TokenizerFamily) -> dict[str, int]:
