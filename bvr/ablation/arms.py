@@ -76,7 +76,7 @@ def tokens_per_step(cfg: Config) -> int:
     sequence), else the estimate ``batch_size x`` :func:`sequence_tokens` (padding aside).
 
     >>> from bvr.config import Config, DataConfig, TrainingConfig
-    >>> tokens_per_step(Config(data=DataConfig(input_format="doc-sentences")))
+    >>> tokens_per_step(Config(data=DataConfig(input_format="doc-sentences", sentence_objective="none")))
     4096
     >>> tokens_per_step(Config(training=TrainingConfig(tokens_per_batch=4000)))
     4000

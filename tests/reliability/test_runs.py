@@ -66,7 +66,18 @@ def test_a_damaged_checkpoint_on_resume_is_one_line_naming_restart(bvr, killed, 
                                "delete the file)")
 
 
-def test_sigkill_mid_pretraining_then_the_same_command_with_resume_ends_bit_identical(bvr, killed, monkeypatch):
+@pytest.fixture
+def one_thread():
+    """The killed process ran on one thread (``start_bvr``); float sums depend on the thread count, so in-process
+    runs compared with it bit for bit run on one thread too."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_sigkill_mid_pretraining_then_the_same_command_with_resume_ends_bit_identical(bvr, killed, monkeypatch,
+                                                                                       one_thread):
     work, args = killed
     monkeypatch.chdir(work)
     last = _last(work / "out")
