@@ -45,6 +45,7 @@ from bvr.tokenization import load_tokenizer, vocab_info
 from bvr.tracking import (
     DataInput,
     check_store,
+    close_stale_runs,
     closed_on_error,
     git_commit,
     log_artifact_dir,
@@ -138,6 +139,8 @@ def pretrain(
     """
     check_accelerator(cfg.training.accelerator)
     check_store(Path.cwd())
+    if ablation is None and global_rank() == 0:  # a lone run closes what a killed one left (an ablation does it)
+        close_stale_runs(experiment or DEFAULT_EXPERIMENT, Path.cwd())
     prepared = prepare(cfg, progress=progress)
     run_dir = run_dir_for(cfg, prepared)
     with target_lock(run_dir):  # a second process with the same config waits here, then reuses the result

@@ -63,6 +63,7 @@ from bvr.tracking import (
     TAG_MEASURE,
     DataInput,
     check_store,
+    close_stale_runs,
     closed_on_error,
     log_config,
     log_inputs,
@@ -302,6 +303,8 @@ def finetune(
     check_accelerator(cfg.accelerator, "finetune.accelerator")  # the settings first, then the machine
     check_store(Path.cwd())
     check_writable(Path(output_dir), "output folder (--output-dir)")
+    if ablation is None:  # a lone run closes what a killed one left (an ablation does it for all its runs)
+        close_stale_runs(experiment or DEFAULT_EXPERIMENT, Path.cwd())
     pretrained = load_pretrained(Path(checkpoint), need_mlm_head=False)  # the encoder is what fine-tuning needs
     _check_fits(cfg, pretrained)
     data_path = Path(data_dir) if data_dir is not None else None

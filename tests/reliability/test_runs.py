@@ -88,6 +88,8 @@ def test_sigkill_mid_pretraining_then_the_same_command_with_resume_ends_bit_iden
     assert code == 2
     assert error_line(err) == (f"pretrain: an unfinished run of this configuration exists ({last}). "
                                "pass --resume to continue it or --restart to start over")
+    # The next lone command closed the run the killed process left RUNNING; --resume reopens it and finishes it.
+    assert list(find_runs("bvr-pretrain", workdir=work)["status"]) == ["KILLED"]
     code, out, _ = bvr(*args, "--resume")
     assert code == 0 and "steps=26," in out
     code, _, _ = bvr(*args, "--output-dir", work / "uninterrupted")
