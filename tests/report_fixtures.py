@@ -17,13 +17,16 @@ step = seed, then their mean at the last step, as ``bvr/evaluation/run.py`` logs
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
@@ -226,6 +229,16 @@ def fill_store(workdir: Path) -> Store:
     client.set_terminated(parent, "FINISHED")
     return Store(workdir, client, Manifest.from_dict(manifest(parent, pretrain, evaluations, finetune)), parent,
                  experiment_id)
+
+
+@contextlib.contextmanager
+def filled(workdir: Path) -> Iterator[Store]:
+    """:func:`fill_store` in ``workdir``, which stays the working directory (anything MLflow writes relative to it
+    lands there) with ``MLFLOW_TRACKING_URI`` unset, for the block: a module-scoped fixture's store."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+        mp.chdir(workdir)
+        yield fill_store(workdir)
 
 
 def manifest(parent: str, pretrain: list[dict], evaluations: list[dict], finetune: list[dict]) -> dict[str, Any]:

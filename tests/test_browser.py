@@ -15,7 +15,7 @@ import pytest
 from bvr.report.browser import check_in_browser, check_layout, find_chromium, mlflow_ui, page_links, resolve_link
 from bvr.report.render import render_report
 from bvr.tracking import tracking_uri
-from tests.report_fixtures import fill_store
+from tests.report_fixtures import filled
 
 pytestmark = pytest.mark.skipif(find_chromium() is None,
                                 reason="no Chromium installed (apt-get install chromium, or set BVR_CHROMIUM)")
@@ -27,13 +27,8 @@ ONE_PIXEL = ("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwC
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory):
-    workdir = tmp_path_factory.mktemp("browser")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
-        mp.chdir(workdir)
-        store = fill_store(workdir)
-        with mlflow_ui(tracking_uri(workdir)) as base:
-            yield store, base
+    with filled(tmp_path_factory.mktemp("browser")) as store, mlflow_ui(tracking_uri(store.workdir)) as base:
+        yield store, base
 
 
 def test_the_report_passes_in_the_browser_and_every_link_resolves(served, tmp_path: Path) -> None:

@@ -64,6 +64,7 @@ from tests.report_fixtures import (
     Store,
     entry,
     fill_store,
+    filled,
     variant,
 )
 
@@ -79,11 +80,8 @@ COMPARISONS = [*((CONTROL, arm, key) for key in MEASURES for arm in ARMS),
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
-    workdir = tmp_path_factory.mktemp("report-store")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
-        mp.chdir(workdir)  # anything MLflow writes relative to the working directory lands in tmp
-        yield fill_store(workdir)
+    with filled(tmp_path_factory.mktemp("report-store")) as store:
+        yield store
 
 
 @pytest.fixture(scope="module")

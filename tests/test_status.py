@@ -16,18 +16,15 @@ from typer.testing import CliRunner
 from bvr import cli
 from bvr.ablation.status import progress, progress_rows, running_now
 from bvr.tracking import TAG_HOST, TAG_PID
-from tests.report_fixtures import entry, fill_store, variant
+from tests.report_fixtures import entry, filled, variant
 
 runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory):
-    workdir = tmp_path_factory.mktemp("status-store")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
-        mp.chdir(workdir)
-        yield fill_store(workdir)
+    with filled(tmp_path_factory.mktemp("status-store")) as store:
+        yield store
 
 
 def _partial(store):
@@ -42,8 +39,8 @@ def _partial(store):
 def test_progress_counts_every_stage_in_order(store) -> None:
     full = progress(store.manifest)
     assert [s.stage for s in full] == ["pretrain", "blimp", "probe/sst2", "finetune/sst2", "finetune/squad_v2"]
-    assert [(s.planned, s.done, s.failed, s.state) for s in full] == [
-        (6, 6, 0, "done"), (9, 9, 0, "done"), (9, 9, 0, "done"), (18, 18, 0, "done"), (18, 18, 0, "done")]
+    assert [(s.planned, s.done, s.failed, s.left) for s in full] == [
+        (6, 6, 0, 0), (9, 9, 0, 0), (9, 9, 0, 0), (18, 18, 0, 0), (18, 18, 0, 0)]
     rows = {row[0]: row[1:] for row in progress_rows(_partial(store))}
     assert rows["pretrain"] == ["5 / 6", "1", "0", "dynamic-p2"]
     assert rows["blimp"] == ["8 / 9", "0", "1", "no-pretraining-p0"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime
 import socket
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,14 +31,6 @@ class StageProgress:
     @property
     def left(self) -> int:
         return self.planned - self.done - self.failed
-
-    @property
-    def state(self) -> str:
-        if self.done == self.planned:
-            return "done"
-        if self.failed:
-            return "failed"
-        return "started" if self.done else "not started"
 
 
 def _stage(record: Record) -> str:
@@ -112,9 +103,6 @@ def running_now(manifest: Manifest, workdir: Path | None = None) -> list[Running
     return sorted(found, key=lambda r: r.started)
 
 
-def errors(manifest: Manifest) -> Iterable[str]:
-    """Every failed unit's error, once."""
-    seen: list[str] = []
-    for s in progress(manifest):
-        seen += [f"{s.stage} {e}" for e in s.errors]
-    return dict.fromkeys(seen)
+def errors(manifest: Manifest) -> list[str]:
+    """Every failed unit's error, once, as ``STAGE LABEL: ERROR``."""
+    return list(dict.fromkeys(f"{s.stage} {e}" for s in progress(manifest) for e in s.errors))

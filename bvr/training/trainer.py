@@ -52,38 +52,46 @@ def quiet_fit() -> Iterator[None]:
             raise
 
 
-class StepTQDMBar(TQDMProgressBar):
+class _StepCounted:
+    """What both step bars share: one total, ``max_steps``, and no logger version among the metrics."""
+
+    trainer: L.Trainer
+
+    @staticmethod
+    def _description(epoch: int) -> str:
+        return f"steps (epoch {epoch})"
+
+    @property
+    def total_train_batches(self) -> int | float:
+        return self.trainer.max_steps if self.trainer.max_steps > 0 else super().total_train_batches  # type: ignore[misc]
+
+    def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
+        metrics = super().get_metrics(trainer, pl_module)  # type: ignore[misc]
+        metrics.pop("v_num", None)  # the logger's version: an MLflow run id's tail, not a measurement
+        return metrics
+
+
+class StepTQDMBar(_StepCounted, TQDMProgressBar):
     """Lightning's text bar counting optimizer steps up to ``max_steps`` across epochs, resumed runs included.
 
     Lightning's own bar counts the batches of the current epoch, restarts every epoch, and after a mid-epoch resume
     has no total ("20/?"); a step-counted run has one total, ``max_steps``, and one position, ``global_step``.
     """
 
-    @property
-    def total_train_batches(self) -> int | float:
-        return self.trainer.max_steps if self.trainer.max_steps > 0 else super().total_train_batches
-
-    def _at_step(self, trainer: L.Trainer) -> None:
-        bar = self.train_progress_bar
-        bar.total, bar.initial, bar.n = convert_inf(self.total_train_batches), 0, trainer.global_step
-        bar.set_description(f"steps (epoch {trainer.current_epoch})")
-
     def init_train_tqdm(self) -> Tqdm:
         # Drawn as it is made: with its total and position, so even the first line of a resumed run has both.
         trainer = self.trainer
-        return Tqdm(desc=f"steps (epoch {trainer.current_epoch})", total=convert_inf(self.total_train_batches),
+        return Tqdm(desc=self._description(trainer.current_epoch), total=convert_inf(self.total_train_batches),
                     initial=trainer.global_step, position=2 * self.process_position, disable=self.is_disabled,
                     leave=True, dynamic_ncols=True, file=sys.stdout, smoothing=0, bar_format=self.BAR_FORMAT)
 
     def on_train_epoch_start(self, trainer: L.Trainer, *_: Any) -> None:
         if self._leave:
             self.train_progress_bar = self.init_train_tqdm()
-        self._at_step(trainer)  # one bar across epochs: not reset, not renamed "Epoch N" in between
-
-    def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
-        metrics = super().get_metrics(trainer, pl_module)
-        metrics.pop("v_num", None)  # the logger's version: an MLflow run id's tail, not a measurement
-        return metrics
+        # One bar across epochs: not reset, not renamed "Epoch N" in between.
+        bar = self.train_progress_bar
+        bar.total, bar.initial, bar.n = convert_inf(self.total_train_batches), 0, trainer.global_step
+        bar.set_description(self._description(trainer.current_epoch))
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
@@ -94,20 +102,11 @@ class StepTQDMBar(TQDMProgressBar):
             bar.refresh()
 
 
-class StepRichBar(RichProgressBar):
+class StepRichBar(_StepCounted, RichProgressBar):
     """:class:`StepTQDMBar` on a terminal: one rich bar of optimizer steps up to ``max_steps``."""
 
-    @property
-    def total_train_batches(self) -> int | float:
-        return self.trainer.max_steps if self.trainer.max_steps > 0 else super().total_train_batches
-
     def _get_train_description(self, current_epoch: int) -> str:
-        return f"steps (epoch {current_epoch})"
-
-    def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
-        metrics = super().get_metrics(trainer, pl_module)
-        metrics.pop("v_num", None)
-        return metrics
+        return self._description(current_epoch)
 
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         super().on_train_epoch_start(trainer, pl_module)
