@@ -13,20 +13,23 @@ from bvr.model.encoder_config import EncoderConfig
 
 
 def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """Inverted dropout, as ``F.dropout``, with a faster mask on CPU.
+    """Inverted dropout, as ``F.dropout``, with a cheaper mask on CPU.
 
-    torch's CPU dropout draws float Bernoulli noise, about twice as slow (forward and backward) as drawing int32
-    bits, uniform on [0, 2**31), and keeping the elements whose bits are at least ``p * 2**31``: the same keep
-    probability to 2**-31, and ~10% off a tiny-model training step. Off the CPU (CUDA's fused kernel)
-    ``F.dropout`` is used.
+    torch's CPU dropout draws float Bernoulli noise, about 2.5x as slow as this. Here one 64-bit draw of torch's
+    generator (uniform on [0, 2**63)) gives four elements 15 random bits each: the int64 buffer is read as int16
+    lanes and each lane's low 15 bits, uniform on [0, 2**15), keep their element when at least ``p * 2**15``. The
+    keep probability is ``1 - round(p * 2**15) / 2**15``, within 2**-16 of ``1 - p`` (0.89999 for p = 0.1), and
+    drawing a quarter as many numbers takes the random draw from ~40% of the dropout's time to ~10%. Only the boolean
+    mask is kept for the backward pass. Off the CPU (CUDA's fused kernel) ``F.dropout`` is used.
     """
     if not training or p == 0.0:
         return x
     if x.device.type != "cpu":
         return F.dropout(x, p, training=True)
-    bits = torch.empty(x.shape, dtype=torch.int32).random_()  # uniform on [0, 2**31 - 1]
-    scale = (bits >= round(p * 2**31)).to(x.dtype).mul_(1.0 / (1.0 - p))  # 0 or 1 / (1 - p), in x's dtype
-    return x * scale
+    n = x.numel()
+    lanes = torch.empty((n + 3) // 4, dtype=torch.int64).random_().view(torch.int16)[:n].view(x.shape)
+    keep = lanes.bitwise_and_(0x7FFF) >= round(p * 2**15)  # in place on the fresh buffer
+    return torch.where(keep, x * (1.0 / (1.0 - p)), 0.0)
 
 
 class Dropout(nn.Dropout):

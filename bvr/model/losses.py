@@ -49,38 +49,78 @@ def accuracy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return (logits.detach().argmax(dim=-1) == targets)[valid].float().mean()
 
 
+VOCAB_CHUNK = 4096
+"""Vocabulary rows :func:`linear_cross_entropy` computes at a time (a multiple of 8, for the GEMM's blocking)."""
+
+
+def _chunk_targets(targets: torch.Tensor, lo: int, hi: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rows whose target id is in [lo, hi), and those ids less ``lo``."""
+    here = ((targets >= lo) & (targets < hi)).nonzero().squeeze(1)
+    return here, targets[here] - lo
+
+
 class _LinearCrossEntropy(torch.autograd.Function):
-    """Mean cross-entropy of ``x @ weight.T + bias``, the logits buffer reused for the softmax and its gradient.
+    """Mean cross-entropy of ``x @ weight.T + bias``, computed a slice of the vocabulary at a time.
 
     ``F.cross_entropy(F.linear(...))`` writes the logits, their log-softmax, a zero-filled gradient and the
-    log-softmax gradient: four (n, vocab) tensors. Here one buffer holds the logits, then (in place) their
-    exponentials, then the gradient, and the accuracy comes from the same pass as the row maxima.
+    log-softmax gradient: four (n, vocab) tensors, each one more pass over memory. Here the vocabulary is cut into
+    :data:`VOCAB_CHUNK`-row slices; each slice's logits are written by one GEMM and, while they are still in cache,
+    turned in place into exponentials (against the slice's own row maxima) and summed. The slices' maxima and sums
+    are then combined as in an online softmax, and the backward pass turns each slice's exponentials into its
+    gradient in place. Slices also stay under the C allocator's large-block threshold (32 MB), so they are reused
+    from step to step instead of being mapped and page-faulted afresh.
+
+    Each slice is laid out (rows, n), the logits' transpose: on CPU the GEMM ``weight @ x.T`` runs ~20% faster than
+    ``x @ weight.T`` for a vocabulary-sized output over a short inner dimension (hidden), and the weight gradient
+    ``grad @ x`` lands in the weight's own layout. Accuracy counts a row as right when its target's logit is the
+    largest; it differs from ``argmax == target`` only where another word ties the target's logit exactly.
     """
 
     @staticmethod
     def forward(ctx, x, weight, bias, targets):
-        logits = torch.addmm(bias, x, weight.t()).float()  # (n, vocab); fp32 softmax under autocast
-        row_max, predicted = logits.max(dim=1)  # (n,), (n,)
-        target_logit = logits.gather(1, targets[:, None]).squeeze(1)  # (n,)
-        exps = logits.sub_(row_max[:, None]).exp_()  # in place: the logits are not needed again
-        sums = exps.sum(dim=1)  # (n,)
-        loss = (row_max + sums.log() - target_logit).mean()
-        ctx.save_for_backward(x, weight, exps, sums, targets)
-        accuracy = (predicted == targets).float().mean()
+        n, vocab = x.shape[0], weight.shape[0]
+        target_logit = torch.empty(n, dtype=torch.float32, device=x.device)
+        exps, maxima, sums = [], [], []
+        for lo in range(0, vocab, VOCAB_CHUNK):
+            hi = min(vocab, lo + VOCAB_CHUNK)
+            # (rows, n); fp32 softmax under autocast (the GEMM may give bf16)
+            logits = torch.mm(weight[lo:hi], x.t()).float().add_(bias[lo:hi, None])
+            here, ids = _chunk_targets(targets, lo, hi)
+            target_logit[here] = logits[ids, here]
+            maxima.append(logits.amax(dim=0))  # (n,)
+            exps.append(logits.sub_(maxima[-1]).exp_())  # in place: the logits are not needed again
+            sums.append(exps[-1].sum(dim=0))  # (n,)
+        maxima = torch.stack(maxima)  # (chunks, n)
+        row_max = maxima.amax(dim=0)  # (n,)
+        rescale = (maxima - row_max).exp_()  # each slice's exponentials -> against the row's maximum
+        total = (torch.stack(sums) * rescale).sum(dim=0)  # (n,) sum of exp(logit - row_max) over the vocabulary
+        loss = (row_max + total.log() - target_logit).mean()
+        ctx.save_for_backward(x, weight, targets, rescale / total, *exps)
+        accuracy = (target_logit >= row_max).float().mean()
         ctx.mark_non_differentiable(accuracy)
         return loss, accuracy
 
     @staticmethod
     def backward(ctx, grad_loss, _grad_accuracy):
-        x, weight, exps, sums, targets = ctx.saved_tensors
+        x, weight, targets, softmax_scale, *exps = ctx.saved_tensors
         n = x.shape[0]
-        # d(mean loss)/d(logits) = (softmax - one_hot) / n, written over the saved exponentials.
-        grad = exps.mul_((grad_loss / n) / sums[:, None])  # (n, vocab)
-        grad[torch.arange(n, device=grad.device), targets] -= grad_loss / n
-        grad = grad.to(weight.dtype)
-        grad_x = (grad @ weight).to(x.dtype)  # (n, hidden)
-        grad_weight = grad.t() @ x.to(weight.dtype)  # (vocab, hidden)
-        return grad_x, grad_weight, grad.sum(dim=0), None
+        # d(mean loss)/d(logits) = (softmax - one_hot) / n, written over each slice's saved exponentials.
+        softmax_scale = softmax_scale * (grad_loss / n)  # (chunks, n)
+        x_w = x.to(weight.dtype)
+        grad_x = torch.zeros(n, weight.shape[1], dtype=weight.dtype, device=x.device)
+        grad_weight = torch.empty_like(weight)
+        grad_bias = torch.empty(weight.shape[0], dtype=weight.dtype, device=x.device)
+        for i, grad in enumerate(exps):
+            lo = i * VOCAB_CHUNK
+            hi = lo + grad.shape[0]
+            grad = grad.mul_(softmax_scale[i])  # (rows, n)
+            here, ids = _chunk_targets(targets, lo, hi)
+            grad[ids, here] -= grad_loss / n
+            grad = grad.to(weight.dtype)
+            grad_x.addmm_(grad.t(), weight[lo:hi])  # (n, hidden)
+            torch.mm(grad, x_w, out=grad_weight[lo:hi])  # (rows, hidden)
+            torch.sum(grad, dim=1, out=grad_bias[lo:hi])
+        return grad_x.to(x.dtype), grad_weight, grad_bias, None
 
 
 def linear_cross_entropy(

@@ -48,9 +48,9 @@ Decisions worth knowing:
   a batch). Short sequences mean fewer tokens per step than ``full-sentences`` at the same batch size (mean
   length 96.7 against 112.0 at max_length 128 on 3,000 Wikipedia documents), which RoBERTa corrected by
   "dynamically increasing the batch size". ``training.tokens_per_batch`` does that: each step takes sequences
-  until the next would overflow the budget (:class:`bvr.pretraining.data.TokenBudgetSampler`). The shipped input-format ablation
-  (``experiments/nsp.yaml``) gives every arm the same budget, so each sees the same tokens per step to within one
-  sequence, and :func:`bvr.ablation.arms.equal_passes` checks budget x steps, in tokens.
+  until the next would overflow the budget (:class:`bvr.pretraining.data.TokenBudgetSampler`). The shipped
+  input-format ablation (``experiments/nsp.yaml``) gives every arm the same budget, so each sees the same tokens
+  per step to within one sequence, and :func:`bvr.ablation.arms.equal_passes` checks budget x steps, in tokens.
 
 Lower layer: numpy and the standard library only, plus the loss's ``IGNORE_INDEX`` from :mod:`bvr.model.heads`.
 

@@ -143,7 +143,8 @@ class PretrainingModule(L.LightningModule):
     def configure_optimizers(self):
         cfg = self.training_cfg
         return adamw(self.model.named_parameters(), learning_rate=cfg.learning_rate, weight_decay=cfg.weight_decay,
-                     betas=cfg.adam_betas, eps=cfg.adam_eps, warmup_steps=cfg.warmup_steps, max_steps=cfg.max_steps)
+                     betas=cfg.adam_betas, eps=cfg.adam_eps, warmup_steps=cfg.warmup_steps, max_steps=cfg.max_steps,
+                     fused=self.trainer.precision != "16-mixed")
 
     # ---- exact resume --------------------------------------------------------------------------------------
 

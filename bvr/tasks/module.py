@@ -122,7 +122,8 @@ class FinetuneModule(L.LightningModule):
         total = int(self.trainer.estimated_stepping_batches)
         return adamw(self.model.named_parameters(), learning_rate=self.optim.learning_rate,
                      weight_decay=self.optim.weight_decay, betas=self.optim.adam_betas, eps=self.optim.adam_eps,
-                     warmup_steps=round(self.optim.warmup_fraction * total), max_steps=total)
+                     warmup_steps=round(self.optim.warmup_fraction * total), max_steps=total,
+                     fused=self.trainer.precision != "16-mixed")
 
 
 def make_module(encoder: Encoder, data: TaskData, optim: OptimSettings, seed: int) -> FinetuneModule:
