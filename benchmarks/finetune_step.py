@@ -8,7 +8,8 @@ step by step, so that background load hits both alike, and the median step time 
 counts real (unpadded) tokens.
 
 bvr's side is what ``bvr finetune`` trains: :class:`bvr.model.Encoder` with the task head of
-:mod:`bvr.tasks.heads` and its loss (:mod:`bvr.tasks.kinds`).
+:mod:`bvr.tasks.heads`, its loss (:mod:`bvr.tasks.kinds`) and bvr's fused AdamW (``bvr.training.optim.adamw``);
+transformers' side gets the fused AdamW its Trainer picks by default for torch >= 2.8 (``adamw_torch_fused``).
 
 Lengths are drawn from fixed log-normal distributions shaped like the two datasets' tokenized lengths (SST-2:
 median about 20 tokens, at most 66; CoNLL-2003 sentences: median about 20 sub-tokens, at most 128), so the
@@ -37,6 +38,7 @@ from bvr.model.encoder import Encoder, init_weights
 from bvr.model.hf import to_hf_state_dict
 from bvr.tasks.heads import FinetuneModel, SequenceHead, TokenHead, take_pooler
 from bvr.tasks.kinds import KINDS
+from bvr.training.optim import adamw
 
 LAYERS, HIDDEN, HEADS, FFN, VOCAB, BATCH = 4, 256, 4, 1024, 30_522, 32
 SHAPES = {
@@ -80,7 +82,8 @@ def ours(kind: str) -> tuple[torch.nn.Module, Callable[[dict], float]]:
     head = SequenceHead(cfg, labels, take_pooler(encoder)) if kind == "classification" else TokenHead(cfg, labels)
     model = FinetuneModel(encoder, head).train()
     task_kind = KINDS[kind]
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    optimizer = adamw(model.named_parameters(), learning_rate=1e-5, weight_decay=0.01, betas=(0.9, 0.999), eps=1e-6,
+                      warmup_steps=0, max_steps=10**6)["optimizer"]
 
     def step(batch: dict[str, torch.Tensor]) -> float:
         loss = task_kind.loss(model(batch), batch)
@@ -100,7 +103,7 @@ def theirs(kind: str, weights: dict[str, torch.Tensor]) -> Callable[[dict], floa
     cls = BertForSequenceClassification if kind == "classification" else BertForTokenClassification
     model = cls(hf_config).train()
     model.bert.load_state_dict(weights, strict=False)  # the same encoder weights (heads stay freshly drawn)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.01, eps=1e-6, fused=True)
 
     def step(batch: dict[str, torch.Tensor]) -> float:
         loss = model(**batch).loss

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from bvr.config import PRESETS_DIR, ModelConfig, load_config
 from bvr.errors import BvrError
-from bvr.model import EncoderConfig, PretrainingModel, count_parameters, losses
+from bvr.model import EncoderConfig, PretrainingModel, count_parameters, layers, losses
 from bvr.model.layers import dropout
 from bvr.model.losses import linear_cross_entropy
 
@@ -484,3 +484,53 @@ def test_model_package_imports_no_lightning_mlflow_or_transformers():
             "'transformers'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Packed (unpadded) layers
+
+
+def _padded_run(model: PretrainingModel, batch: dict, monkeypatch, packed: bool):
+    """Last hidden states, every layer's states, sparse MLM states and the gradients of a loss over real tokens,
+    with packing forced on or off."""
+    monkeypatch.setattr(layers, "MIN_PADDING", 0.0 if packed else 2.0)
+    model.zero_grad(set_to_none=True)
+    args = (batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+    hidden = model.encoder(*args)
+    real = batch["attention_mask"].bool()
+    (hidden[real] ** 2).sum().backward()
+    grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    with torch.no_grad():
+        every = model.encoder.hidden_states(*args)
+        selected = model.encoder.forward_selected(batch["input_ids"], batch["labels"] != -100, *args[1:])
+    return hidden.detach(), every, selected, grads
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+def test_packed_layers_equal_padded_ones_at_real_tokens(family, monkeypatch):
+    model = build(family, nsp=False).eval()
+    batch = padded_batch(family)
+    real = batch["attention_mask"].bool()
+    padded = _padded_run(model, batch, monkeypatch, packed=False)
+    packed = _padded_run(model, batch, monkeypatch, packed=True)
+    close = {"rtol": 1e-5, "atol": 1e-5}
+    torch.testing.assert_close(packed[0][real], padded[0][real], **close)
+    assert not packed[0][~real].any() and padded[0][~real].abs().sum() > 0  # zeros where padded queries attended
+    for got, want in zip(packed[1], padded[1], strict=True):
+        torch.testing.assert_close(got[real], want[real], **close)
+    torch.testing.assert_close(packed[2], padded[2], **close)
+    assert packed[3].keys() == padded[3].keys()
+    for name, grad in padded[3].items():
+        torch.testing.assert_close(packed[3][name], grad, **close, msg=name)
+
+
+def test_packing_needs_a_twentieth_of_padding():
+    mask = torch.ones(4, 10, dtype=torch.long)
+    mask[0, 9] = 0  # 1 of 40 padded: not worth packing
+    assert layers.Packing.from_mask(mask) is None
+    mask[1, 9] = 0  # 2 of 40 = 5%
+    packing = layers.Packing.from_mask(mask)
+    assert packing.index.tolist() == [i for i in range(40) if i not in (9, 19)]
+    x = torch.arange(40.0).view(4, 10, 1)
+    assert torch.equal(packing.unpack(packing.pack(x)), x * mask[..., None])
+    assert layers.Packing.from_mask(None) is None and layers.Packing.from_mask(torch.ones(2, 3)) is None

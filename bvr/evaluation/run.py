@@ -32,7 +32,7 @@ from bvr.config import config_hash
 from bvr.errors import BvrError
 from bvr.fs import write_text
 
-EVALUATION_VERSION = 1
+EVALUATION_VERSION = 2  # 2: probe features of padded batches from packed layers
 """Bumped when an evaluation's numbers would change for the same settings (a cached result is then redone)."""
 
 

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from bvr.model.encoder_config import EncoderConfig
-from bvr.model.layers import Dropout, LayerStack, Selection
+from bvr.model.layers import Dropout, LayerStack, Packing, Selection
 
 # ---------------------------------------------------------------------------------------------------------------
 # Embeddings
@@ -111,10 +111,12 @@ class Encoder(nn.Module):
             token_type_ids: (batch, seq) segment ids; None means all 0.
 
         Returns:
-            The last layer's hidden states, (batch, seq, hidden).
+            The last layer's hidden states, (batch, seq, hidden). Positions under padding hold no one's state: zeros
+            when 5% or more of the batch is padding (its real tokens run packed, :class:`Packing`), else what their
+            queries attended to (as in Hugging Face's models). Read the real tokens only.
         """
         x = self.embeddings(input_ids, token_type_ids)  # (batch, seq, hidden)
-        return self.encoder(x, attention_mask_for_sdpa(attention_mask))
+        return self.encoder(x, attention_mask_for_sdpa(attention_mask), packing=Packing.from_mask(attention_mask))
 
     def forward_selected(
         self,
@@ -139,7 +141,8 @@ class Encoder(nn.Module):
             (n_selected, hidden), rows in row-major (batch, seq) order.
         """
         x = self.embeddings(input_ids, token_type_ids)  # (batch, seq, hidden)
-        return self.encoder(x, attention_mask_for_sdpa(attention_mask), Selection.from_mask(selected))
+        return self.encoder(x, attention_mask_for_sdpa(attention_mask), Selection.from_mask(selected),
+                            Packing.from_mask(attention_mask))
 
     def hidden_states(
         self,
@@ -156,10 +159,11 @@ class Encoder(nn.Module):
 
         Returns:
             ``num_layers + 1`` tensors of (batch, seq, hidden): the embeddings' output, then each layer's output;
-            the last is what :meth:`forward` returns.
+            the last is what :meth:`forward` returns (padding as there).
         """
         x = self.embeddings(input_ids, token_type_ids)  # (batch, seq, hidden)
-        return [x, *self.encoder.every_layer(x, attention_mask_for_sdpa(attention_mask))]
+        packing = Packing.from_mask(attention_mask)
+        return [x, *self.encoder.every_layer(x, attention_mask_for_sdpa(attention_mask), packing)]
 
     def pool(self, hidden: torch.Tensor) -> torch.Tensor:
         """Pool (batch, seq, hidden) to (batch, hidden) through the pooler; an error if it was not built."""

@@ -68,6 +68,53 @@ class Selection(NamedTuple):
         return x[self.rows, self.cols]
 
 
+MIN_PADDING = 0.05
+"""Share of padded positions from which :meth:`Packing.from_mask` packs a batch. Measured on a 4-layer, hidden-256
+encoder, 32 x 64 tokens, 2 cores, forward + backward: packed took 0.93x the padded time at 5% padding, 0.90x at 9%
+and 0.80x at 19%; below 5% the gathers and scatters around attention would cost about what they save."""
+
+
+class Packing(NamedTuple):
+    """The real tokens of a padded batch, so that position-wise work runs on them alone.
+
+    A layer's projections, feed-forward, LayerNorms and dropouts act on each position by itself, so they can run on
+    the (n, hidden) real tokens instead of the (batch, seq, hidden) padded grid: with 60% padding (dynamic padding
+    of SST-2 or CoNLL-2003 batches) that skips 60% of their GEMMs. Only attention needs the grid: its q, k and v are
+    scattered into it (zeros at padding, which the mask hides) and its output gathered back. Built by
+    :meth:`Packing.from_mask`; :class:`LayerStack` packs and unpacks.
+    """
+
+    index: torch.Tensor
+    """(n,) flat positions of the real tokens in the (batch * seq) grid, row-major."""
+    batch: int
+    seq: int
+
+    @classmethod
+    def from_mask(cls, attention_mask: torch.Tensor | None) -> Packing | None:
+        """Packing of the 1 entries of a (batch, seq) mask; None when under :data:`MIN_PADDING` of it is padding.
+
+        >>> Packing.from_mask(torch.tensor([[1, 1, 1], [1, 0, 0]])).index.tolist()
+        [0, 1, 2, 3]
+        >>> Packing.from_mask(torch.ones(2, 3)) is None
+        True
+        """
+        if attention_mask is None:
+            return None
+        real = attention_mask.flatten().bool()
+        if int(real.sum()) > (1.0 - MIN_PADDING) * real.numel():
+            return None
+        return cls(real.nonzero().squeeze(1), *attention_mask.shape)
+
+    def pack(self, x: torch.Tensor) -> torch.Tensor:
+        """(batch, seq, ...) -> (n, ...), the real tokens in row-major order."""
+        return x.flatten(0, 1).index_select(0, self.index)
+
+    def unpack(self, x: torch.Tensor) -> torch.Tensor:
+        """(n, ...) -> (batch, seq, ...), zeros at the padding."""
+        grid = x.new_zeros(self.batch * self.seq, *x.shape[1:])
+        return grid.index_copy(0, self.index, x).view(self.batch, self.seq, *x.shape[1:])
+
+
 class SelfAttention(nn.Module):
     """Multi-head self-attention projections (HF ``attention.self``: query, key, value)."""
 
@@ -100,18 +147,29 @@ class SelfAttention(nn.Module):
         """(batch, heads, len, head_dim) -> (batch, len, hidden)."""
         return x.transpose(1, 2).flatten(2)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, selection: Selection | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None,
+        selection: Selection | None = None,
+        packing: Packing | None = None,
+    ) -> torch.Tensor:
         """Attend over ``x`` (batch, seq, hidden); ``mask`` (batch, 1, 1, seq) is True at keys to attend to.
 
-        Returns (batch, seq, hidden), or (n, hidden) for the queries of ``selection`` only.
+        Returns (batch, seq, hidden), or (n, hidden) for the queries of ``selection`` only. With a ``packing``, ``x``
+        and the result are its (n, hidden) real tokens.
         """
         hidden = x.shape[-1]
         weight, bias = self.fused_qkv()
         dropout_p = self.attention_dropout if self.training else 0.0
         if selection is None:
+            qkv = F.linear(x, weight, bias)  # (batch, seq, 3 * hidden), or (n, 3 * hidden) packed
+            if packing is not None:
+                qkv = packing.unpack(qkv)
             # split's backward writes the three gradients straight into one (batch, seq, 3 * hidden) tensor.
-            q, k, v = map(self._heads, F.linear(x, weight, bias).split(hidden, dim=-1))
-            return self._merge(attend(q, k, v, mask, dropout_p))  # (batch, seq, hidden)
+            q, k, v = map(self._heads, qkv.split(hidden, dim=-1))
+            out = self._merge(attend(q, k, v, mask, dropout_p))  # (batch, seq, hidden)
+            return out if packing is None else packing.pack(out)
         k, v = map(self._heads, F.linear(x, weight[hidden:], bias[hidden:]).split(hidden, dim=-1))
         q = F.linear(selection.gather(x), weight[:hidden], bias[:hidden])  # (n, hidden)
         # Rows select different numbers of tokens: lay the queries out as (batch, width) so attention stays batched;
@@ -160,9 +218,15 @@ class Attention(nn.Module):
         self.self = SelfAttention(config)
         self.output = ResidualOutput(config.hidden_size, config)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, selection: Selection | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None,
+        selection: Selection | None = None,
+        packing: Packing | None = None,
+    ) -> torch.Tensor:
         residual = x if selection is None else selection.gather(x)
-        return self.output(self.self(x, mask, selection), residual)
+        return self.output(self.self(x, mask, selection, packing), residual)
 
 
 class Intermediate(nn.Module):
@@ -180,7 +244,8 @@ class Layer(nn.Module):
     """One post-LayerNorm transformer layer (HF ``BertLayer``).
 
     Given a :class:`Selection`, only the selected tokens are carried past the keys and values: their queries,
-    attention output and feed-forward, (n, hidden). The result equals the full layer's at those tokens.
+    attention output and feed-forward, (n, hidden). The result equals the full layer's at those tokens. Given a
+    :class:`Packing`, the input and output are its (n, hidden) real tokens and only attention sees the padded grid.
     """
 
     def __init__(self, config: EncoderConfig) -> None:
@@ -189,8 +254,14 @@ class Layer(nn.Module):
         self.intermediate = Intermediate(config)
         self.output = ResidualOutput(config.intermediate_size, config)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, selection: Selection | None = None) -> torch.Tensor:
-        x = self.attention(x, mask, selection)
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None,
+        selection: Selection | None = None,
+        packing: Packing | None = None,
+    ) -> torch.Tensor:
+        x = self.attention(x, mask, selection, packing)
         return self.output(self.intermediate(x), x)  # (batch, seq, hidden) or (n, hidden)
 
 
@@ -201,20 +272,42 @@ class LayerStack(nn.Module):
         super().__init__()
         self.layer = nn.ModuleList(Layer(config) for _ in range(config.num_layers))
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, selection: Selection | None = None) -> torch.Tensor:
-        """Run all layers; with a selection the last one computes only the selected tokens, (n, hidden)."""
-        for layer in self.layer[:-1]:
-            x = layer(x, mask)
-        return self.layer[-1](x, mask, selection)
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None,
+        selection: Selection | None = None,
+        packing: Packing | None = None,
+    ) -> torch.Tensor:
+        """Run all layers on (batch, seq, hidden); with a selection the last one computes only the selected tokens,
+        (n, hidden).
 
-    def every_layer(self, x: torch.Tensor, mask: torch.Tensor | None) -> list[torch.Tensor]:
-        """Run all layers and keep each one's output: ``num_layers`` tensors of (batch, seq, hidden), first to last.
+        With a ``packing`` the layers run on the real tokens alone (the last one too, unless there is a selection)
+        and the result is unpacked: zeros at the padding, where unpacked layers would give the states of queries no
+        one reads.
+        """
+        if packing is not None:
+            x = packing.pack(x)
+        for layer in self.layer[:-1]:
+            x = layer(x, mask, packing=packing)
+        if selection is not None:
+            return self.layer[-1](x if packing is None else packing.unpack(x), mask, selection)
+        x = self.layer[-1](x, mask, packing=packing)
+        return x if packing is None else packing.unpack(x)
+
+    def every_layer(
+        self, x: torch.Tensor, mask: torch.Tensor | None, packing: Packing | None = None
+    ) -> list[torch.Tensor]:
+        """Run all layers and keep each one's output: ``num_layers`` tensors of (batch, seq, hidden), first to last
+        (zeros at the padding with a ``packing``, as :meth:`forward`).
 
         A separate method, not a flag on :meth:`forward`, so the training path keeps no intermediate states alive
         beyond what autograd holds anyway.
         """
+        if packing is not None:
+            x = packing.pack(x)
         states = []
         for layer in self.layer:
-            x = layer(x, mask)
-            states.append(x)
+            x = layer(x, mask, packing=packing)
+            states.append(x if packing is None else packing.unpack(x))
         return states

@@ -56,7 +56,7 @@ from bvr.tracking import (
 )
 from bvr.training import build_trainer, check_accelerator, quiet_fit, training_logger
 
-PRETRAIN_VERSION = 1
+PRETRAIN_VERSION = 2  # 2: fused AdamW, 15-bit dropout lanes, MLM loss in vocabulary slices, packed layers
 DEFAULT_EXPERIMENT = "bvr-pretrain"
 
 
