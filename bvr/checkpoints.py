@@ -8,6 +8,10 @@ into place; across file systems that move is a copy, so a full disk or a kill du
 
 from __future__ import annotations
 
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,20 +31,45 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
     Until the rename the previous checkpoint is untouched, so a write that fails (a full disk) or is interrupted
     leaves the last good checkpoint to resume from, and no partial file; a full disk or read-only folder is
-    reported as a :class:`~bvr.resources.WriteError` that says so (:data:`CHECKPOINT_HINT`).
+    reported as a :class:`~bvr.resources.WriteError` that says so (:data:`CHECKPOINT_HINT`). Ctrl-C and SIGTERM
+    wait for the write to end (:func:`signals_deferred`).
     """
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any | None = None) -> None:
         if storage_options is not None:
             raise TypeError(f"{type(self).__name__} takes no storage_options, got {storage_options!r}")
         try:
-            with atomic_open(Path(path), "wb", fsync=True) as file:
+            with signals_deferred(), atomic_open(Path(path), "wb", fsync=True) as file:
                 torch.save(checkpoint, file)
         except Exception as err:
             error = write_error(err, Path(path), what="checkpoint", hint=CHECKPOINT_HINT)
             if error is None:
                 raise
             raise error from err
+
+
+@contextmanager
+def signals_deferred(signums: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM while the block runs, then deliver them to their own handlers.
+
+    ``torch.save`` into a Python file writes through a C++ zip writer that calls back into Python. A signal handler
+    that raises (the CLI's, on SIGTERM) can raise inside such a callback; the file is then closed while the writer
+    still holds it, and the writer's destructor, writing the zip's end into a closed file, aborts the process
+    (``terminate called after throwing an instance of 'pybind11::error_already_set'``, exit -6 instead of 143).
+    Python runs signal handlers in the main thread only, so off it this does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = {signum: signal.signal(signum, lambda signum, _frame: received.append(signum)) for signum in signums}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(received):
+            signal.raise_signal(signum)
 
 
 def check_checkpoint(path: Path) -> None:

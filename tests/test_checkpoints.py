@@ -3,6 +3,8 @@ reported in one line with the way out."""
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -54,3 +56,34 @@ def test_a_damaged_checkpoint_is_one_line_naming_it_with_restart_as_the_way_out(
     message = str(info.value)
     assert message.startswith(f"{path}: the checkpoint is damaged or incomplete") and "--restart" in message
     assert "\n" not in message
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_sigterm_during_the_write_waits_for_it_to_end(tmp_path: Path, monkeypatch) -> None:
+    """A SIGTERM whose handler raises, arriving inside torch.save's writes, is delivered after the checkpoint is
+    whole and in place: raised inside the zip writer's Python callback it used to abort the process."""
+    io, path = AtomicCheckpointIO(), tmp_path / "last.ckpt"
+    real_save, calls = torch.save, []
+
+    def save_with_a_signal(obj, file) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)  # arrives before the first byte is written
+        real_save(obj, file)
+        calls.append(file.tell())
+
+    def handler(signum, frame):
+        raise _Stop
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        monkeypatch.setattr(checkpoints.torch, "save", save_with_a_signal)
+        with pytest.raises(_Stop):
+            io.save_checkpoint(_checkpoint(6), path)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert calls and calls[0] > 0  # torch.save ran to its end before the handler ran
+    assert signal.getsignal(signal.SIGTERM) is previous
+    monkeypatch.undo()
+    assert io.load_checkpoint(path)["global_step"] == 6

@@ -144,24 +144,11 @@ def _interrupted(interrupt: BaseException) -> NoReturn:
 
 
 def _is_sigterm(exit_: SystemExit) -> bool:
-    """Whether Lightning stopped training on SIGTERM: it raises ``SIGTERMException``, a SystemExit whose status is 0.
-    Lightning is imported only by commands that train, so without it loaded this is no SIGTERM of Lightning's."""
-    exceptions = sys.modules.get("lightning.pytorch.utilities.exceptions")
-    return exceptions is not None and isinstance(exit_, exceptions.SIGTERMException)
-
-
-def _is_sigterm(exit_: SystemExit) -> bool:
     """Whether Lightning stopped training on SIGTERM: it raises ``SIGTERMException``, a SystemExit whose status is 0,
     so a terminated run would look finished to a shell or a scheduler. Lightning is imported only by commands that
     train, so without it loaded this is no SIGTERM of Lightning's."""
     exceptions = sys.modules.get("lightning.pytorch.utilities.exceptions")
     return exceptions is not None and isinstance(exit_, exceptions.SIGTERMException)
-
-
-def _terminated() -> NoReturn:
-    err_console.print("terminated (SIGTERM) before the run finished; run the same command again to continue from the "
-                      "finished stages (bvr pretrain: with --resume)", soft_wrap=True)
-    sys.exit(128 + signal.SIGTERM)
 
 
 __all__ = ["app", "main"]
