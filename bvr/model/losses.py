@@ -13,8 +13,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-IGNORE_INDEX = -100
-"""Label of positions that are not predicted (``torch.nn.CrossEntropyLoss``'s default ``ignore_index``)."""
+from bvr.labels import IGNORE_INDEX
+
 
 
 def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
