@@ -105,11 +105,9 @@ def assert_matches(ours: PretrainingModel, reference: dict[str, torch.Tensor], i
         sparse = ours(*args, labels=labels)
         trained_logits, _, trained_nsp = ours.sparse_logits(args[0], labels, *args[1:])
     close = {"rtol": 0, "atol": ATOL}
-    # Real tokens only: a third of the batch is padding, so ours runs packed and leaves zeros there (HF computes
-    # states for pad queries that nothing reads).
+    # Real tokens only: a third of the batch is padding, so ours runs packed, and states at padding are no one's.
     real = inputs["attention_mask"].bool()
     torch.testing.assert_close(dense.hidden[real], reference["hidden"][real], **close)
-    assert not dense.hidden[~real].any()
     torch.testing.assert_close(dense.mlm_logits[real], reference["logits"][real], **close)
     torch.testing.assert_close(sparse.mlm_logits, reference["logits"][masked], **close)
     torch.testing.assert_close(trained_logits, reference["logits"][masked], **close)

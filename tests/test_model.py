@@ -492,8 +492,9 @@ def test_model_package_imports_no_lightning_mlflow_or_transformers():
 
 def _padded_run(model: PretrainingModel, batch: dict, monkeypatch, packed: bool):
     """Last hidden states, every layer's states, sparse MLM states and the gradients of a loss over real tokens,
-    with packing forced on or off."""
+    with packing of the real tokens alone forced on, or packing off."""
     monkeypatch.setattr(layers, "MIN_PADDING", 0.0 if packed else 2.0)
+    monkeypatch.setattr(layers, "packed_length", lambda count: count)
     model.zero_grad(set_to_none=True)
     args = (batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
     hidden = model.encoder(*args)
@@ -524,7 +525,8 @@ def test_packed_layers_equal_padded_ones_at_real_tokens(family, monkeypatch):
         torch.testing.assert_close(packed[3][name], grad, **close, msg=name)
 
 
-def test_packing_needs_a_twentieth_of_padding():
+def test_packing_needs_a_twentieth_of_padding(monkeypatch):
+    monkeypatch.setattr(layers, "packed_length", lambda count: count)
     mask = torch.ones(4, 10, dtype=torch.long)
     mask[0, 9] = 0  # 1 of 40 padded: not worth packing
     assert layers.Packing.from_mask(mask) is None
@@ -534,3 +536,18 @@ def test_packing_needs_a_twentieth_of_padding():
     x = torch.arange(40.0).view(4, 10, 1)
     assert torch.equal(packing.unpack(packing.pack(x)), x * mask[..., None])
     assert layers.Packing.from_mask(None) is None and layers.Packing.from_mask(torch.ones(2, 3)) is None
+
+
+def test_packed_length_rounds_with_the_first_padding_positions():
+    mask = torch.ones(2, 100, dtype=torch.long)
+    mask[0, 60:] = 0
+    mask[1, 10:] = 0  # 70 real tokens: packed as 128, with the first 58 padding positions of the rows
+    packing = layers.Packing.from_mask(mask)
+    assert layers.packed_length(70) == 128 and len(packing.index) == 128
+    real = mask.flatten().nonzero().squeeze(1)
+    padding = (mask.flatten() == 0).nonzero().squeeze(1)
+    assert set(packing.index.tolist()) == set(real.tolist()) | set(padding[:58].tolist())
+    assert packing.index.tolist() == sorted(packing.index.tolist())  # row-major, as the grid
+    lengths = {layers.packed_length(n) for n in range(1, 4097)}
+    assert len(lengths) <= 40  # a few sizes per octave, for the allocator to reuse
+    assert all(layers.packed_length(n) - n <= max(63, n // 8) for n in range(1, 4097))

@@ -112,8 +112,8 @@ class Encoder(nn.Module):
 
         Returns:
             The last layer's hidden states, (batch, seq, hidden). Positions under padding hold no one's state: zeros
-            when 5% or more of the batch is padding (its real tokens run packed, :class:`Packing`), else what their
-            queries attended to (as in Hugging Face's models). Read the real tokens only.
+            or what their queries attended to (as in Hugging Face's models), depending on whether the batch ran
+            packed (:class:`Packing`: 5% or more of it padding). Read the real tokens only.
         """
         x = self.embeddings(input_ids, token_type_ids)  # (batch, seq, hidden)
         return self.encoder(x, attention_mask_for_sdpa(attention_mask), packing=Packing.from_mask(attention_mask))
