@@ -16,7 +16,6 @@ import torch.nn.functional as F
 from bvr.labels import IGNORE_INDEX
 
 
-
 def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy of (n, classes) logits over the targets that are not :data:`IGNORE_INDEX`.
 
