@@ -377,6 +377,19 @@ def test_dvc_reads_the_metrics_and_plots_bvr_ablate_wrote(finished, tmp_path):
         done = _git_dvc(repo, *cmd)
         assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in (repo / TEMPLATES_DIR).iterdir()) == sorted(plot_templates())
+    # One evaluate stage per model and evaluation, reading that model and writing beside it; the report reads them.
+    stages = yaml.safe_load((repo / "dvc.yaml").read_text())["stages"]
+    arms = [f"{arm}-p{seed}" for arm in ("static", "dynamic", "no-pretraining") for seed in (0, 1)]
+    assert stages["evaluate"]["foreach"] == {
+        **{f"blimp-{arm}": {"unit": f"blimp:{arm}", "arm": arm, "out": "blimp.json"} for arm in arms},
+        **{f"probe-{arm}-sst2": {"unit": f"probe:{arm}:sst2", "arm": arm, "out": "probe-sst2.json"} for arm in arms},
+    }
+    evaluate = stages["evaluate"]["do"]
+    assert evaluate["cmd"].endswith("--only ${item.unit}")
+    assert evaluate["deps"] == ["pipeline/tiny-masking/${item.arm}/model"]
+    assert evaluate["outs"] == [{"pipeline/tiny-masking/${item.arm}/${item.out}": {"cache": False}}]
+    assert {f"pipeline/tiny-masking/{arm}/{out}" for arm in arms for out in ("blimp.json", "probe-sst2.json")} <= set(
+        stages["report"]["deps"])
 
     shown = _git_dvc(repo, "dvc", "metrics", "show")  # no dvc repro: what bvr ablate left
     assert shown.returncode == 0 and "failed" not in shown.stderr, shown.stderr
@@ -405,8 +418,11 @@ def test_dvc_reads_the_metrics_and_plots_bvr_ablate_wrote(finished, tmp_path):
 def test_dvc_repro_runs_the_pipeline_then_nothing_then_only_the_changed_arm(data_dir, tmp_path):
     repo = tmp_path / "repo"
     repo.mkdir()
-    # One fine-tuning seed and no probe: the DVC layout is the subject here, and every stage is a bvr process.
+    # One fine-tuning seed, no BLiMP and no probe: the DVC layout is the subject here, and every stage is a bvr
+    # process that spends ~10 s importing for well under a second of work. The evaluate stages' layout is checked
+    # in test_dvc_reads_the_metrics_and_plots_bvr_ablate_wrote; they run through the same `--only` as the others.
     (repo / "tiny-masking.yaml").write_text(EXPERIMENT.replace("seeds: 2, optional", "seeds: 1, optional")
+                                            .replace("blimp: {per_paradigm: 2}", "blimp: {enabled: false}")
                                             .replace("probes: {tasks: [sst2], seeds: 2, max_train_examples: null}",
                                                      "probes: {tasks: []}"))
     (repo / "params.yaml").write_text(f"data_dir: {data_dir}\n")
@@ -414,7 +430,7 @@ def test_dvc_repro_runs_the_pipeline_then_nothing_then_only_the_changed_arm(data
         done = _git_dvc(repo, *cmd)
         assert done.returncode == 0, done.stderr
     stages = yaml.safe_load((repo / "dvc.yaml").read_text())["stages"]
-    assert list(stages) == ["corpus", "tokenizer", "data", "pretrain", "init", "evaluate", "finetune", "report"]
+    assert list(stages) == ["corpus", "tokenizer", "data", "pretrain", "init", "finetune", "report"]
     assert stages["pretrain"]["foreach"] == {"static": {"arm": "static"}, "dynamic": {"arm": "dynamic"}}
     _git_dvc(repo, "git", "add", "-A")
     _git_dvc(repo, "git", "commit", "-qm", "pipeline")
@@ -422,8 +438,7 @@ def test_dvc_repro_runs_the_pipeline_then_nothing_then_only_the_changed_arm(data
     first = _git_dvc(repo, "dvc", "repro")
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     for stage in ("corpus", "tokenizer@bert", "data@static", "pretrain@dynamic", "init@no-pretraining",
-                  "evaluate@blimp-static", "evaluate@blimp-no-pretraining", "finetune@no-pretraining-sst2",
-                  "report"):
+                  "finetune@static-sst2", "finetune@no-pretraining-sst2", "report"):
         assert f"Running stage '{stage}'" in first.stdout, stage
     assert (repo / "pipeline" / "tiny-masking" / "static" / "model" / "model.safetensors").is_file()
     scores = json.loads((repo / "pipeline" / "tiny-masking" / "dynamic" / "finetune-sst2.json").read_text())
@@ -445,4 +460,4 @@ def test_dvc_repro_runs_the_pipeline_then_nothing_then_only_the_changed_arm(data
     ran = {line.split("'")[1] for line in dry.stdout.splitlines() if line.startswith("Running stage")}
     assert {"data@dynamic", "pretrain@dynamic"} <= ran
     assert not ran & {"corpus", "tokenizer@bert", "data@static", "pretrain@static", "init@no-pretraining",
-                      "evaluate@blimp-static", "finetune@static-sst2", "finetune@no-pretraining-sst2"}, ran
+                      "finetune@static-sst2", "finetune@no-pretraining-sst2"}, ran
