@@ -277,6 +277,54 @@ def test_cpu_dropout_keeps_one_minus_p_and_rescales():
     assert odd.shape == (3, 7, 5) and set(odd.unique().tolist()) <= {0.0, 2.0}
 
 
+def _unfolded_layer(layer, x: torch.Tensor) -> torch.Tensor:
+    """A BERT layer in training mode written out with plain ``dropout`` (scale applied to the activations), drawing
+    its masks in the model's order: attention probabilities, attention output, feed-forward output."""
+    sa, heads = layer.attention.self, layer.attention.self.num_heads
+
+    def split(t):
+        return t.unflatten(-1, (heads, -1)).transpose(1, 2)
+
+    q, k, v = (split(F.linear(x, m.weight, m.bias)) for m in (sa.query, sa.key, sa.value))
+    probs = (q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5).softmax(dim=-1)
+    context = (dropout(probs, sa.attention_dropout, True) @ v).transpose(1, 2).flatten(2)
+    out = layer.attention.output
+    a = out.LayerNorm(dropout(out.dense(context), out.dropout.p, True) + x)
+    out = layer.output
+    return out.LayerNorm(dropout(out.dense(F.gelu(layer.intermediate.dense(a))), out.dropout.p, True) + a)
+
+
+def test_dropout_folded_into_the_weights_equals_dropout_of_the_activations():
+    """Training mode folds dropout's 1 / (1 - p) into the value, output and LayerNorm weights and zeroes in place:
+    the same masks (same random stream) and the same numbers as scaling the activations, gradients included."""
+    model = build("bert", nsp=False, dropout=0.3, attention_dropout=0.2).train()
+    layer, embeddings = model.encoder.encoder.layer[0], model.encoder.embeddings
+    ids = torch.randint(5, VOCAB, (3, 11))
+    x = torch.randn(3, 11, 32, requires_grad=True)
+    outputs, grads = [], []
+    for forward in (lambda: layer(x, None), lambda: _unfolded_layer(layer, x)):
+        torch.manual_seed(7)
+        y = forward()
+        y.pow(2).sum().backward()
+        outputs.append(y.detach())
+        grads.append([x.grad.clone(), *(p.grad.clone() for p in layer.parameters())])
+        x.grad = None
+        layer.zero_grad()
+    torch.manual_seed(8)
+    with torch.no_grad():  # another seed, other masks: the equality below rests on the masks being the same
+        assert not torch.allclose(_unfolded_layer(layer, x), outputs[1], atol=1e-3)
+    torch.testing.assert_close(outputs[0], outputs[1], rtol=1e-5, atol=1e-5)
+    for ours, theirs in zip(*grads, strict=True):
+        torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-5)
+    torch.manual_seed(3)
+    folded = embeddings(ids)
+    torch.manual_seed(3)
+    word = embeddings.word_embeddings(ids) + embeddings.position_embeddings.weight[:11]
+    plain = dropout(embeddings.LayerNorm(word + embeddings.token_type_embeddings.weight[0]), 0.3, True)
+    torch.testing.assert_close(folded, plain, rtol=1e-5, atol=1e-6)
+    assert 0.6 < (folded == 0).float().mean().item() / 0.3 < 1.4  # dropout happened
+
+
 def test_dropout_only_in_training():
     model = build("bert", nsp=False)
     ids = torch.randint(5, VOCAB, (2, 7))

@@ -14,10 +14,11 @@ in :mod:`bvr.model.layers`."""
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from bvr.model.encoder_config import EncoderConfig
-from bvr.model.layers import Dropout, LayerStack, Packing, Selection
+from bvr.model.layers import Dropout, LayerStack, Packing, Selection, drop, folded_scale
 
 # ---------------------------------------------------------------------------------------------------------------
 # Embeddings
@@ -56,7 +57,12 @@ class Embeddings(nn.Module):
             x = x + self.token_type_embeddings.weight[0]  # type 0 everywhere: a broadcast add, no lookup
         else:
             x = x + self.token_type_embeddings(token_type_ids)
-        return self.dropout(self.LayerNorm(x))  # (batch, seq, hidden)
+        p, norm = self.dropout.p, self.LayerNorm
+        scale = folded_scale(p, self.training, x)
+        if scale == 1.0:
+            return drop(norm(x), p, self.training)  # (batch, seq, hidden)
+        # dropout's 1 / (1 - p) folded into the LayerNorm's affine map
+        return drop(F.layer_norm(x, norm.normalized_shape, norm.weight * scale, norm.bias * scale, norm.eps), p, True)
 
 
 class Pooler(nn.Module):

@@ -56,7 +56,9 @@ from bvr.tracking import (
 )
 from bvr.training import build_trainer, check_accelerator, quiet_fit, training_logger
 
-PRETRAIN_VERSION = 2  # 2: fused AdamW, 15-bit dropout lanes, MLM loss in vocabulary slices, packed layers
+# 2: fused AdamW, 15-bit dropout lanes, MLM loss in vocabulary slices, packed layers;
+# 3: dropout's scale folded into the weights before it (the same masks, other rounding)
+PRETRAIN_VERSION = 3
 DEFAULT_EXPERIMENT = "bvr-pretrain"
 
 

@@ -76,8 +76,9 @@ from bvr.tracking import (
 )
 from bvr.training import build_trainer, check_accelerator, quiet_fit, training_logger
 
-# 3: encoder and task head drawn in generators of their own per seed; 4: packed layers, fused AdamW, 15-bit dropout
-FINETUNE_VERSION = 4
+# 3: encoder and task head drawn in generators of their own per seed; 4: packed layers, fused AdamW, 15-bit dropout;
+# 5: dropout's scale folded into the weights before it (the same masks, other rounding)
+FINETUNE_VERSION = 5
 DEFAULT_EXPERIMENT = "bvr-finetune"
 TAG_CHECKPOINT = "bvr.checkpoint"
 TAG_FROM_SCRATCH = "bvr.from_scratch"
