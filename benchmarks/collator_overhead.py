@@ -21,6 +21,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from bvr.memory import keep_freed_memory
 from bvr.model import EncoderConfig, PretrainingModel
 from bvr.pretraining.collator import PretrainingCollator
 from bvr.tokenization import VocabInfo
@@ -106,6 +107,8 @@ def time_collator(collate: PretrainingCollator, inputs: list[list[dict]], calls:
 def main(steps: int = 10, collator_calls: int = 100) -> None:
     """Print the step time, each collator's time per batch and the ratio."""
     torch.set_num_threads(THREADS)
+    heap = keep_freed_memory()  # as bvr's CLI and Trainer do: process-wide, so the peer gets it too
+    print("heap: freed memory kept between steps (bvr.memory)" if heap else "heap: the C library's defaults")
     vocab = synthetic_vocab()
     inputs = [synthetic_examples(vocab, first_index=call * BATCH, epoch=call) for call in range(20)]
     arms = {

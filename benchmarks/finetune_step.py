@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from bvr.memory import keep_freed_memory
 from bvr.model import IGNORE_INDEX, EncoderConfig
 from bvr.model.encoder import Encoder, init_weights
 from bvr.model.hf import to_hf_state_dict
@@ -150,6 +151,8 @@ def main() -> None:
     parser.add_argument("--json", default=None, help="also write the figures to this file")
     args = parser.parse_args()
     torch.set_num_threads(args.threads or os.cpu_count() or 1)
+    heap = keep_freed_memory()  # as bvr's CLI and Trainer do: process-wide, so the peer gets it too
+    print("heap: freed memory kept between steps (bvr.memory)" if heap else "heap: the C library's defaults")
     torch.manual_seed(0)
     results = {kind: measure(kind, args.steps, args.warmup) for kind in SHAPES}
     print(f"config: {LAYERS} layers, hidden {HIDDEN}, {HEADS} heads, FFN {FFN}, vocab {VOCAB:,}, batch {BATCH}, "

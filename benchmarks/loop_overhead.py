@@ -31,6 +31,7 @@ import lightning as L
 import torch
 
 from bvr.config import load_config
+from bvr.memory import keep_freed_memory
 from bvr.pretraining.data import PretrainingDataModule
 from bvr.pretraining.prepare import load_instances, prepare
 from bvr.pretraining.run import build_model, pretrain
@@ -113,6 +114,8 @@ def main() -> None:
     parser.add_argument("--documents", type=int, default=1000, help="corpus documents prepared")
     parser.add_argument("--json", default=None, help="also write the figures to this file")
     args = parser.parse_args()
+    heap = keep_freed_memory()  # as pretrain()'s Trainer does, so the bare step runs under the same allocator
+    print("heap: freed memory kept between steps (bvr.memory)" if heap else "heap: the C library's defaults")
     rates: dict[str, list[float]] = {"bare": [], "loop": []}
     with tempfile.TemporaryDirectory(prefix="bvr-loop-bench-") as tmp:
         cwd = os.getcwd()

@@ -27,6 +27,7 @@ import time
 
 import torch
 
+from bvr.memory import keep_freed_memory
 from bvr.model import IGNORE_INDEX, EncoderConfig, PretrainingModel
 from bvr.model.encoder import compile_layers
 from bvr.training.optim import adamw
@@ -119,6 +120,8 @@ def main() -> None:
     parser.add_argument("--json", default=None, help="also write the figures to this file")
     args = parser.parse_args()
     torch.set_num_threads(args.threads or os.cpu_count() or 1)
+    heap = keep_freed_memory()  # as bvr's CLI and Trainer do: process-wide, so the peer gets it too
+    print("heap: freed memory kept between steps (bvr.memory)" if heap else "heap: the C library's defaults")
     torch.manual_seed(0)
 
     batches = [make_batch(seed) for seed in range(4)]

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from bvr.evaluation.blimp import load_blimp, pll_scores
+from bvr.memory import keep_freed_memory
 from bvr.model import EncoderConfig, PretrainingModel
 from bvr.model.hf import hf_config_dict, to_hf_state_dict
 from bvr.tokenization import train_tokenizer, vocab_info
@@ -79,6 +80,8 @@ def main() -> None:
     parser.add_argument("--json", default=None, help="also write the figures to this file")
     args = parser.parse_args()
     torch.set_num_threads(args.threads or os.cpu_count() or 1)
+    heap = keep_freed_memory()  # as bvr's CLI and Trainer do: process-wide, so the peer gets it too
+    print("heap: freed memory kept between steps (bvr.memory)" if heap else "heap: the C library's defaults")
     torch.manual_seed(0)
 
     sentences, tokenizer = sentences_and_tokenizer(args.data_dir, args.sentences)

@@ -19,6 +19,7 @@ from rich.markup import escape
 from bvr.cli import ablate, data, evaluate, train
 from bvr.cli.options import err_console, state
 from bvr.errors import BvrError
+from bvr.memory import keep_freed_memory
 from bvr.resources import write_error
 
 app = typer.Typer(
@@ -68,6 +69,7 @@ def _main(
                                         "--verbose.")] = False,
 ) -> None:
     state["debug"] = debug
+    keep_freed_memory()  # before anything allocates: training and scoring reuse freed memory (bvr.memory)
     if not (verbose or debug):
         import logging
 

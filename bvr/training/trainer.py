@@ -21,6 +21,7 @@ from lightning.pytorch.callbacks.progress.tqdm_progress import Tqdm, convert_inf
 
 from bvr.checkpoints import AtomicCheckpointIO
 from bvr.errors import BvrError
+from bvr.memory import keep_freed_memory
 from bvr.training.precision import resolve_precision
 
 LIGHTNING_NOISE = (
@@ -199,6 +200,7 @@ def build_trainer(
             long step-counted runs); False keeps Lightning's default bar.
         callbacks: more Lightning callbacks.
     """
+    keep_freed_memory()  # steps reuse the heap instead of page-faulting it afresh (bvr.memory)
     check_accelerator(accelerator)
     extra: list[L.Callback] = []
     if checkpoint_every_steps is not None:
