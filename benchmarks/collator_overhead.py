@@ -107,7 +107,7 @@ def time_collator(collate: PretrainingCollator, inputs: list[list[dict]], calls:
 def main(steps: int = 10, collator_calls: int = 100) -> None:
     """Print the step time, each collator's time per batch and the ratio."""
     torch.set_num_threads(THREADS)
-    heap = keep_freed_memory()  # as bvr's CLI and Trainer do: process-wide, so the peer gets it too
+    heap = keep_freed_memory()  # as bvr's CLI and Trainer do: the step is timed as training runs it
     print("heap: freed memory kept between steps (bvr.memory)" if heap else "heap: the C library's defaults")
     vocab = synthetic_vocab()
     inputs = [synthetic_examples(vocab, first_index=call * BATCH, epoch=call) for call in range(20)]

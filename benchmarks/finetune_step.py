@@ -149,9 +149,13 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps per model first")
     parser.add_argument("--threads", type=int, default=None, help="torch threads [default: all cores]")
     parser.add_argument("--json", default=None, help="also write the figures to this file")
+    parser.add_argument("--keep-freed-memory", action="store_true",
+                        help="raise glibc's malloc thresholds as bvr's CLI does (bvr.memory), for both sides; off by "
+                             "default, as a peer run by itself would have glibc's defaults "
+                             "(benchmarks/freed_memory.py measures the setting alone)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads or os.cpu_count() or 1)
-    heap = keep_freed_memory()  # as bvr's CLI and Trainer do: process-wide, so the peer gets it too
+    heap = args.keep_freed_memory and keep_freed_memory()  # process-wide: both sides
     print("heap: freed memory kept between steps (bvr.memory)" if heap else "heap: the C library's defaults")
     torch.manual_seed(0)
     results = {kind: measure(kind, args.steps, args.warmup) for kind in SHAPES}

@@ -117,10 +117,14 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads [default: all cores]")
     parser.add_argument("--compile", action="store_true",
                         help="also time bvr with its layers compiled (torch.compile, inductor), and the compile time")
+    parser.add_argument("--keep-freed-memory", action="store_true",
+                        help="raise glibc's malloc thresholds as bvr's CLI does (bvr.memory), for both sides; off by "
+                             "default, as a peer run by itself would have glibc's defaults "
+                             "(benchmarks/freed_memory.py measures the setting alone)")
     parser.add_argument("--json", default=None, help="also write the figures to this file")
     args = parser.parse_args()
     torch.set_num_threads(args.threads or os.cpu_count() or 1)
-    heap = keep_freed_memory()  # as bvr's CLI and Trainer do: process-wide, so the peer gets it too
+    heap = args.keep_freed_memory and keep_freed_memory()  # process-wide: both sides
     print("heap: freed memory kept between steps (bvr.memory)" if heap else "heap: the C library's defaults")
     torch.manual_seed(0)
 
@@ -149,6 +153,7 @@ def main() -> None:
     peak = matmul_peak()
     figures = {
         "threads": torch.get_num_threads(),
+        "freed_memory_kept": heap,
         "bvr_tokens_per_s": rate["bvr"],
         "transformers_tokens_per_s": rate["transformers"],
         "speedup": rate["bvr"] / rate["transformers"],
