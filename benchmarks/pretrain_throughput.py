@@ -12,9 +12,18 @@ reports our achieved FLOP/s as a fraction of it. The FLOPs counted are the ones 
 (the last layer and the MLM head run only at the masked positions), with the backward pass taken as twice the
 forward; the embedding lookups, softmax and LayerNorm are not counted.
 
+It then replays the matrix multiplies of one of our steps alone (recorded with their shapes and layouts, run on
+random tensors with nothing between them) and prints their time, their own fraction of the peak and their share of
+the step: the fraction a step could reach if every other op (GELU, dropout, LayerNorm, softmax, copies, the
+optimiser) were free. Their FLOPs are those counted above, measured instead of derived.
+
+glibc's malloc keeps its default thresholds for both sides unless ``--keep-freed-memory`` (what bvr's CLI sets:
+``bvr.memory``; ``benchmarks/freed_memory.py`` measures that setting alone).
+
 Targets: at least 5x transformers' tokens/s and at least 75% of the measured matmul peak.
 
-    python benchmarks/pretrain_throughput.py [--steps 10] [--threads N] [--json out.json]
+    python benchmarks/pretrain_throughput.py [--steps 10] [--threads N] [--compile] [--keep-freed-memory]
+                                             [--json out.json]
 """
 
 from __future__ import annotations
@@ -26,6 +35,8 @@ import statistics
 import time
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map, tree_map_only
 
 from bvr.memory import keep_freed_memory
 from bvr.model import IGNORE_INDEX, EncoderConfig, PretrainingModel
@@ -98,6 +109,51 @@ def step_flops(masked: int) -> float:
     return 3.0 * ((LAYERS - 1) * full_layer + last_layer + head)
 
 
+MATMULS = ("aten::mm", "aten::addmm", "aten::addmm_", "aten::bmm", "aten::baddbmm")
+
+
+class _MatmulRecorder(TorchDispatchMode):
+    """Records every matrix multiply of what runs under it: the op, and its tensors' shapes, strides and dtypes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func.overloadpacket._qualified_op_name in MATMULS:
+            spec = lambda t: ("tensor", tuple(t.shape), t.stride(), t.dtype)  # noqa: E731
+            self.calls.append((func, tree_map_only(torch.Tensor, spec, (args, kwargs))))
+        return func(*args, **kwargs)
+
+
+def matmul_floor(step, batch: dict[str, torch.Tensor], repeats: int = 5) -> tuple[float, float]:
+    """The time and FLOPs of one step's matrix multiplies alone: recorded in a step, then replayed on random
+    tensors of the same shapes and layouts with nothing between them (the step with every other op free)."""
+    recorder = _MatmulRecorder()
+    with recorder:
+        step(batch)
+
+    def is_spec(x) -> bool:
+        return isinstance(x, tuple) and len(x) == 4 and x[0] == "tensor"
+
+    def make(x):
+        return torch.empty_strided(x[1], x[2], dtype=x[3]).normal_() if is_spec(x) else x
+
+    calls = [(func, *tree_map(make, spec, is_leaf=is_spec)) for func, spec in recorder.calls]
+    flops = 0.0
+    for _func, args, _ in calls:
+        a, b = [x for x in args if isinstance(x, torch.Tensor)][-2:]
+        flops += 2 * a.shape[:-1].numel() * a.shape[-1] * b.shape[-1]
+    best = []
+    for _ in range(repeats + 1):
+        start = time.perf_counter()
+        for func, args, kwargs in calls:
+            func(*args, **kwargs)
+        best.append(time.perf_counter() - start)
+    return statistics.median(best[1:]), flops
+
+
 def matmul_peak(size: int = 2048, repeats: int = 8) -> float:
     """Best fp32 FLOP/s of ``size`` x ``size`` matmuls on this machine."""
     a, b = torch.randn(size, size), torch.randn(size, size)
@@ -151,6 +207,7 @@ def main() -> None:
     masked = int((batches[0]["labels"] != IGNORE_INDEX).sum())
     achieved = step_flops(masked) / median["bvr"]
     peak = matmul_peak()
+    floor_s, floor_flops = matmul_floor(runners["bvr"], batches[0])
     figures = {
         "threads": torch.get_num_threads(),
         "freed_memory_kept": heap,
@@ -162,6 +219,9 @@ def main() -> None:
         "bvr_gflops": achieved / 1e9,
         "matmul_peak_gflops": peak / 1e9,
         "peak_fraction": achieved / peak,
+        "matmul_only_s": floor_s,
+        "matmul_only_fraction_of_peak": floor_flops / floor_s / peak,
+        "matmul_share_of_step": floor_s / median["bvr"],
     }
     print(f"config: {LAYERS} layers, hidden {HIDDEN}, {HEADS} heads, FFN {FFN}, vocab {VOCAB:,}, batch {BATCH}x{SEQ}, "
           f"fp32, MLM only, {figures['threads']} threads, median of {args.steps} steps")
@@ -178,6 +238,9 @@ def main() -> None:
     print(f"speed-up: {figures['speedup']:.2f}x transformers (target >= 5x)")
     print(f"achieved: {figures['bvr_gflops']:.1f} GFLOP/s of a measured fp32 matmul peak of "
           f"{figures['matmul_peak_gflops']:.1f} GFLOP/s = {figures['peak_fraction']:.0%} (target >= 75%)")
+    print(f"its matrix multiplies alone ({floor_flops / 1e9:.1f} GFLOP, replayed with nothing between them): "
+          f"{floor_s:.3f} s, {figures['matmul_only_fraction_of_peak']:.0%} of the peak and "
+          f"{figures['matmul_share_of_step']:.0%} of the step; everything else takes {median['bvr'] - floor_s:.3f} s")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(figures, f, indent=2)
