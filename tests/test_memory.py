@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 import sys
 
@@ -10,7 +11,7 @@ import pytest
 
 from bvr.memory import user_malloc_settings
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or os.confstr("CS_GNU_LIBC_VERSION") is None,
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
                                 reason="glibc only")
 
 # Three rounds of a "step" that allocates 24 blocks of 8 MB (192 MB), touches them and frees them all; prints
