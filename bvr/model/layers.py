@@ -220,34 +220,38 @@ class SelfAttention(nn.Module):
         dropout_p = self.attention_dropout if self.training else 0.0
         value_scale = folded_scale(dropout_p, self.training, x)
         weight, bias = self.fused_qkv(value_scale)
-        if value_scale != 1.0:
-            dropout_p = -dropout_p  # attend: drop without scaling, the values carry the scale
+        scaled = value_scale != 1.0  # attend drops without scaling: the values carry the scale
         if selection is None:
             qkv = F.linear(x, weight, bias)  # (batch, seq, 3 * hidden), or (n, 3 * hidden) packed
             if packing is not None:
                 qkv = packing.unpack(qkv)
             # split's backward writes the three gradients straight into one (batch, seq, 3 * hidden) tensor.
             q, k, v = map(self._heads, qkv.split(hidden, dim=-1))
-            out = self._merge(attend(q, k, v, mask, dropout_p))  # (batch, seq, hidden)
+            out = self._merge(attend(q, k, v, mask, dropout_p, scaled))  # (batch, seq, hidden)
             return out if packing is None else packing.pack(out)
         k, v = map(self._heads, F.linear(x, weight[hidden:], bias[hidden:]).split(hidden, dim=-1))
         q = F.linear(selection.gather(x), weight[:hidden], bias[:hidden])  # (n, hidden)
         # Rows select different numbers of tokens: lay the queries out as (batch, width) so attention stays batched;
         # the zero queries filling the gaps attend harmlessly and are dropped.
         grid = q.new_zeros(x.shape[0], selection.width, hidden).index_put((selection.rows, selection.slots), q)
-        out = self._merge(attend(self._heads(grid), k, v, mask, dropout_p))  # (batch, width, hidden)
+        out = self._merge(attend(self._heads(grid), k, v, mask, dropout_p, scaled))  # (batch, width, hidden)
         return out[selection.rows, selection.slots]  # (n, hidden)
 
 
 def attend(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout_p: float
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None,
+    dropout_p: float,
+    values_scaled: bool = False,
 ) -> torch.Tensor:
     """Softmax attention of pre-scaled queries (batch, heads, q_len, head_dim) over keys and values.
 
     Without dropout this is SDPA (its fused kernels). With attention dropout SDPA falls back on CPU to a generic
     path that also scans for fully masked rows; the explicit form below does the same arithmetic in fewer passes.
-    A negative ``dropout_p`` drops with probability ``-dropout_p`` without scaling the kept probabilities: the caller
-    folded 1 / (1 - p) into ``v`` (:func:`folded_scale`).
+    With ``values_scaled`` the kept probabilities are not scaled: the caller folded 1 / (1 - p) into ``v``
+    (:func:`folded_scale`).
     """
     if dropout_p == 0.0:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0)
@@ -257,8 +261,8 @@ def attend(
         # In place: the matmul's backward does not need its output.
         scores = scores.masked_fill_(mask.logical_not(), torch.finfo(scores.dtype).min)
     probs = scores.softmax(dim=-1)
-    if dropout_p < 0.0:
-        return torch.where(drop_mask(probs.shape, -dropout_p), 0.0, probs) @ v
+    if values_scaled:
+        return torch.where(drop_mask(probs.shape, dropout_p), 0.0, probs) @ v
     return dropout(probs, dropout_p, training=True) @ v
 
 
