@@ -145,13 +145,13 @@ def matmul_floor(step, batch: dict[str, torch.Tensor], repeats: int = 5) -> tupl
     for _func, args, _ in calls:
         a, b = [x for x in args if isinstance(x, torch.Tensor)][-2:]
         flops += 2 * a.shape[:-1].numel() * a.shape[-1] * b.shape[-1]
-    best = []
-    for _ in range(repeats + 1):
+    times = []
+    for _ in range(repeats + 1):  # the first one warms up
         start = time.perf_counter()
         for func, args, kwargs in calls:
             func(*args, **kwargs)
-        best.append(time.perf_counter() - start)
-    return statistics.median(best[1:]), flops
+        times.append(time.perf_counter() - start)
+    return statistics.median(times[1:]), flops
 
 
 def matmul_peak(size: int = 2048, repeats: int = 8) -> float:

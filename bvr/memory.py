@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+from collections.abc import Mapping
 
 M_TRIM_THRESHOLD = -1
 """``mallopt`` parameter: free memory at the heap's top beyond which glibc returns it to the kernel."""
@@ -32,7 +33,7 @@ USER_SETTINGS = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_")
 _applied: bool | None = None
 
 
-def user_malloc_settings(environ: dict[str, str] | os._Environ = os.environ) -> bool:
+def user_malloc_settings(environ: Mapping[str, str] = os.environ) -> bool:
     """Whether the environment already tells glibc's malloc its thresholds (then bvr leaves them alone)."""
     return any(name in environ for name in USER_SETTINGS) or "glibc.malloc" in environ.get("GLIBC_TUNABLES", "")
 

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bvr.model.encoder_config import EncoderConfig
-from bvr.model.layers import Dropout, LayerStack, Packing, Selection, drop, folded_scale
+from bvr.model.layers import Dropout, LayerStack, Packing, Selection, drop, fold_into
 
 # ---------------------------------------------------------------------------------------------------------------
 # Embeddings
@@ -58,11 +58,8 @@ class Embeddings(nn.Module):
         else:
             x = x + self.token_type_embeddings(token_type_ids)
         p, norm = self.dropout.p, self.LayerNorm
-        scale = folded_scale(p, self.training, x)
-        if scale == 1.0:
-            return drop(norm(x), p, self.training)  # (batch, seq, hidden)
-        # dropout's 1 / (1 - p) folded into the LayerNorm's affine map
-        return drop(F.layer_norm(x, norm.normalized_shape, norm.weight * scale, norm.bias * scale, norm.eps), p, True)
+        weight, bias = fold_into(p, self.training, x, norm.weight, norm.bias)  # dropout's scale in the affine map
+        return drop(F.layer_norm(x, norm.normalized_shape, weight, bias, norm.eps), p, self.training)
 
 
 class Pooler(nn.Module):

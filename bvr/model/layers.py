@@ -49,6 +49,14 @@ def folded_scale(p: float, training: bool, x: torch.Tensor) -> float:
     return 1.0 / (1.0 - p) if training and p > 0.0 and x.device.type == "cpu" else 1.0
 
 
+def fold_into(
+    p: float, training: bool, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``weight`` and ``bias`` of the affine map a dropout of rate ``p`` follows, times :func:`folded_scale`."""
+    scale = folded_scale(p, training, x)
+    return (weight, bias) if scale == 1.0 else (weight * scale, bias * scale)
+
+
 def drop(y: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     """Dropout of ``y``, whose map was already scaled by :func:`folded_scale`: on CPU the dropped elements are
     zeroed and the kept ones left as they are (``torch.where`` with a scalar zero: 2.5 ms forward + backward for a
@@ -277,11 +285,7 @@ class ResidualOutput(nn.Module):
 
     def forward(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         p = self.dropout.p
-        scale = folded_scale(p, self.training, x)
-        weight, bias = self.dense.weight, self.dense.bias
-        if scale != 1.0:  # dropout's 1 / (1 - p) folded into the projection
-            weight, bias = weight * scale, bias * scale
-        y = F.linear(x, weight, bias)
+        y = F.linear(x, *fold_into(p, self.training, x, self.dense.weight, self.dense.bias))
         return self.LayerNorm(drop(y, p, self.training) + residual)
 
 
