@@ -8,10 +8,6 @@ into place; across file systems that move is a copy, so a full disk or a kill du
 
 from __future__ import annotations
 
-import signal
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +17,7 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from bvr.errors import BvrError
 from bvr.fs import atomic_open
 from bvr.resources import write_error
+from bvr.signals import signals_deferred
 
 CHECKPOINT_HINT = ("the last good checkpoint is kept: free space (or choose another --output-dir) and run the same "
                    "command with --resume (bvr ablate: the same command)")
@@ -32,7 +29,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     Until the rename the previous checkpoint is untouched, so a write that fails (a full disk) or is interrupted
     leaves the last good checkpoint to resume from, and no partial file; a full disk or read-only folder is
     reported as a :class:`~bvr.resources.WriteError` that says so (:data:`CHECKPOINT_HINT`). Ctrl-C and SIGTERM
-    wait for the write to end (:func:`signals_deferred`).
+    wait for the write to end (:func:`bvr.signals.signals_deferred`).
     """
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any | None = None) -> None:
@@ -46,30 +43,6 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             if error is None:
                 raise
             raise error from err
-
-
-@contextmanager
-def signals_deferred(signums: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[None]:
-    """Hold Ctrl-C and SIGTERM while the block runs, then deliver them to their own handlers.
-
-    ``torch.save`` into a Python file writes through a C++ zip writer that calls back into Python. A signal handler
-    that raises (the CLI's, on SIGTERM) can raise inside such a callback; the file is then closed while the writer
-    still holds it, and the writer's destructor, writing the zip's end into a closed file, aborts the process
-    (``terminate called after throwing an instance of 'pybind11::error_already_set'``, exit -6 instead of 143).
-    Python runs signal handlers in the main thread only, so off it this does nothing.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received: list[int] = []
-    previous = {signum: signal.signal(signum, lambda signum, _frame: received.append(signum)) for signum in signums}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-        for signum in dict.fromkeys(received):
-            signal.raise_signal(signum)
 
 
 def check_checkpoint(path: Path) -> None:

@@ -28,6 +28,7 @@ from bvr.tracking import (
     flatten_params,
     log_params_batched,
     resume_run,
+    store_client,
     tracking_uri,
 )
 
@@ -59,8 +60,13 @@ class BvrMLFlowLogger(MLFlowLogger):
     The stock logger cuts param values at 250 characters and joins nested keys with ``/``; hyperparameters
     saved by a LightningModule would then disagree with the config logged by :func:`log_config`. It also sets
     MLflow's process-wide tracking URI (and ``MLFLOW_TRACKING_URI``) when it starts its run; this one restores
-    them. And it ends a run that Ctrl-C or SIGTERM stopped KILLED, not FAILED.
+    them. It ends a run that Ctrl-C or SIGTERM stopped KILLED, not FAILED. And its client is the store's
+    (:func:`bvr.tracking.store_client`), whose calls on an SQLite store Ctrl-C and SIGTERM do not cut.
     """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._mlflow_client = store_client(self._tracking_uri)
 
     @property
     def experiment(self) -> MlflowClient:

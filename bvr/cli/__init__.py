@@ -21,6 +21,7 @@ from bvr.cli.options import err_console, state
 from bvr.errors import BvrError
 from bvr.memory import keep_freed_memory
 from bvr.resources import write_error
+from bvr.signals import Terminated, handle_sigterm, is_sigterm_exit
 
 app = typer.Typer(
     name="bvr",
@@ -79,18 +80,6 @@ def _main(
             logging.getLogger(name).setLevel(logging.WARNING)
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the process is, so that the same clean-up as for Ctrl-C runs (MLflow runs end KILLED,
-    the ablation manifest is saved); the exit status is 128 + the signal's number, 143."""
-
-    signum = signal.SIGTERM
-
-
-def _on_sigterm(signum: int, frame: object) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process without waiting for clean-up
-    raise Terminated
-
-
 def main() -> None:
     """Entry point: run the app with the exit statuses of the README's table.
 
@@ -99,9 +88,9 @@ def main() -> None:
     (Ctrl-C), 143: terminated (SIGTERM), each with the line saying how to continue; 1: an unexpected error, with
     its traceback.
     """
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        app()  # standalone mode: usage errors are printed by the parser and exit 2
+        with handle_sigterm():
+            app()  # standalone mode: usage errors are printed by the parser and exit 2
     except BvrError as err:
         _user_error(err)
     except KeyboardInterrupt as interrupt:
@@ -111,7 +100,7 @@ def main() -> None:
             _interrupted(exit_.__context__.__cause__)  # typer turns Ctrl-C into a silent exit 130
         if isinstance(exit_.__context__, KeyboardInterrupt):
             _interrupted(exit_.__context__)  # Lightning turns it into exit 1 after its own clean-up
-        if _is_sigterm(exit_):
+        if is_sigterm_exit(exit_):
             _interrupted(Terminated())  # Lightning's own SIGTERM exit has status 0: a stopped run would look done
         raise
     except Exception as err:
@@ -119,8 +108,6 @@ def main() -> None:
         if error is None or _debug():
             raise
         _user_error(error)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _debug() -> bool:
@@ -143,14 +130,6 @@ def _interrupted(interrupt: BaseException) -> NoReturn:
         sys.exit(128 + interrupt.signum)
     err_console.print("interrupted; run the same command again to continue from the finished stages")
     sys.exit(128 + signal.SIGINT)
-
-
-def _is_sigterm(exit_: SystemExit) -> bool:
-    """Whether Lightning stopped training on SIGTERM: it raises ``SIGTERMException``, a SystemExit whose status is 0,
-    so a terminated run would look finished to a shell or a scheduler. Lightning is imported only by commands that
-    train, so without it loaded this is no SIGTERM of Lightning's."""
-    exceptions = sys.modules.get("lightning.pytorch.utilities.exceptions")
-    return exceptions is not None and isinstance(exit_, exceptions.SIGTERMException)
 
 
 __all__ = ["app", "main"]

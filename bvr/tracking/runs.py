@@ -22,6 +22,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_GIT_COMMIT, MLFLOW_RUN_NOTE
 
 from bvr.errors import BvrError
 from bvr.locks import process_alive
+from bvr.signals import is_interrupt
 from bvr.tracking.params import log_tags_batched
 from bvr.tracking.store import client_for, ensure_experiment
 
@@ -276,14 +277,13 @@ def system_metrics(run_id: str | None, uri: str, *, resume: bool = False) -> Ite
 
 def end_status(err: BaseException | None) -> str:
     """The status a run ends with when ``err`` stops it: KILLED for an interrupt (Ctrl-C; SIGTERM, which the CLI
-    raises as a KeyboardInterrupt; Lightning's exit after either), FAILED for anything else.
+    raises as a KeyboardInterrupt and Lightning's loop stops for; Lightning's exit after either:
+    :func:`bvr.signals.is_interrupt`), FAILED for anything else.
 
     >>> end_status(KeyboardInterrupt()), end_status(ValueError("bad"))
     ('KILLED', 'FAILED')
     """
-    interrupted = isinstance(err, KeyboardInterrupt) or (
-        isinstance(err, SystemExit) and isinstance(err.__context__, KeyboardInterrupt))
-    return RunStatus.to_string(RunStatus.KILLED if interrupted else RunStatus.FAILED)
+    return RunStatus.to_string(RunStatus.KILLED if is_interrupt(err) else RunStatus.FAILED)
 
 
 def end_run(client: MlflowClient, run_id: str, status: str) -> None:

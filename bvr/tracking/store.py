@@ -20,6 +20,7 @@ from mlflow.tracking import MlflowClient
 from bvr.errors import BvrError
 from bvr.locks import file_lock, lock_path
 from bvr.resources import check_writable
+from bvr.signals import deferring
 
 DEFAULT_DB = "mlflow.db"
 DEFAULT_ARTIFACTS = "mlartifacts"
@@ -39,19 +40,38 @@ def tracking_uri(workdir: Path | None = None) -> str:
     return f"sqlite:///{(Path(workdir or Path.cwd()) / DEFAULT_DB).resolve()}"
 
 
+class SQLiteClient(MlflowClient):
+    """A client of an SQLite store whose calls run to their end before Ctrl-C or SIGTERM is raised.
+
+    A handler raising in the middle of a call leaves its transaction open, and the database locked, for as long as
+    the exception (which holds the call's frames) travels up; the clean-up on its way, ending the run KILLED, then
+    waits on that lock for ever. Each public method runs under :func:`bvr.signals.signals_deferred`, which raises
+    the signal when the call returns. A server store needs no such care: a request cut short locks nothing.
+    """
+
+    def __getattribute__(self, name: str) -> Any:
+        attr = super().__getattribute__(name)
+        if name.startswith("_") or not callable(attr):
+            return attr
+        return deferring(attr)
+
+
 def store_client(uri: str) -> MlflowClient:
     """A client of the store ``uri``: every bvr use of a store starts here, so that its first use is serialised.
 
     MLflow creates and migrates an SQLite store's tables when a process first opens it; several processes doing
     that at once on a new store crash, and can leave it broken. The first opening in each process therefore holds
     a file lock beside the database (``.mlflow.db.lock``); MLflow keeps the opened store for the process after that.
+    An SQLite store's client is a :class:`SQLiteClient`.
     """
     db = _sqlite_file(uri)
-    if db is None or uri in _OPENED:
+    if db is None:
         return MlflowClient(uri)
+    if uri in _OPENED:
+        return SQLiteClient(uri)
     db.parent.mkdir(parents=True, exist_ok=True)
     with file_lock(lock_path(db)):
-        client = MlflowClient(uri)  # opens the store: creates or migrates its tables
+        client = SQLiteClient(uri)  # opens the store: creates or migrates its tables
     _OPENED.add(uri)
     return client
 

@@ -22,6 +22,7 @@ from lightning.pytorch.callbacks.progress.tqdm_progress import Tqdm, convert_inf
 from bvr.checkpoints import AtomicCheckpointIO
 from bvr.errors import BvrError
 from bvr.memory import keep_freed_memory
+from bvr.signals import terminated_stop
 from bvr.training.precision import resolve_precision
 
 LIGHTNING_NOISE = (
@@ -36,21 +37,16 @@ LIGHTNING_NOISE = (
 @contextmanager
 def quiet_fit() -> Iterator[None]:
     """Silence :data:`LIGHTNING_NOISE` (and only that) around ``trainer.fit``/``validate``, and pass on an interrupt
-    as one.
+    as one (:func:`bvr.signals.terminated_stop`).
 
-    Lightning answers Ctrl-C (and SIGTERM, which the CLI raises as a KeyboardInterrupt) inside ``fit`` with its
-    clean-up and then ``sys.exit(1)``; the interrupt is raised again in its place, so that the callers' clean-up
-    (MLflow runs ended KILLED, the ablation manifest saved) and the CLI's exit status see an interrupt.
+    Lightning answers Ctrl-C inside ``fit`` with its clean-up and then ``sys.exit(1)``, and SIGTERM by stopping
+    after the current batch with a ``SystemExit`` of status 0; the interrupt comes out in their place, so that the
+    callers' clean-up (MLflow runs ended KILLED, the ablation manifest saved) and the CLI's exit status see it.
     """
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), terminated_stop():
         for message in LIGHTNING_NOISE:
             warnings.filterwarnings("ignore", message=message)
-        try:
-            yield
-        except SystemExit as exit_:
-            if isinstance(exit_.__context__, KeyboardInterrupt):
-                raise exit_.__context__ from None
-            raise
+        yield
 
 
 class _StepCounted:

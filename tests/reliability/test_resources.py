@@ -20,7 +20,7 @@ import pytest
 import torch
 from mlflow import MlflowClient
 
-from bvr import cli, resources
+from bvr import cli, resources, signals
 from bvr.checkpoints import AtomicCheckpointIO
 from bvr.config import load_config
 from bvr.pretraining.prepare import prepare
@@ -227,7 +227,7 @@ def test_exit_statuses(monkeypatch, capsys):
 
     monkeypatch.setattr(bvr.config, "load_config", raise_(KeyboardInterrupt()))
     assert run_main(monkeypatch, capsys, "config", "show")[0] == 130
-    monkeypatch.setattr(bvr.config, "load_config", raise_(cli.Terminated()))
+    monkeypatch.setattr(bvr.config, "load_config", raise_(signals.Terminated()))
     code, err = run_main(monkeypatch, capsys, "config", "show")
     assert (code, " ".join(err.split())) == (143, "terminated (SIGTERM) before the run finished; run the same command "
                                                   "again to continue from the finished stages (bvr pretrain: with "
@@ -236,7 +236,7 @@ def test_exit_statuses(monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["bvr", "config", "show"])
     with pytest.raises(RuntimeError, match="a bug"):  # Python prints its traceback and exits 1
         cli.main()
-    assert signal.getsignal(signal.SIGTERM) is not cli._on_sigterm  # the handler lives only as long as main()
+    assert signal.getsignal(signal.SIGTERM) is not signals._on_sigterm  # the handler lives only as long as main()
 
 
 TINY = [
