@@ -20,10 +20,14 @@ optimiser) were free. Their FLOPs are those counted above, measured instead of d
 glibc's malloc keeps its default thresholds for both sides unless ``--keep-freed-memory`` (what bvr's CLI sets:
 ``bvr.memory``; ``benchmarks/freed_memory.py`` measures that setting alone).
 
+With ``--fusion-bounds`` it also times our step with dropout removed, and with dropout and GELU removed: no fused
+kernel for them can be faster than leaving them out, so these fractions of the peak bound what fusing bias + GELU +
+dropout could give.
+
 Targets: at least 5x transformers' tokens/s and at least 75% of the measured matmul peak.
 
     python benchmarks/pretrain_throughput.py [--steps 10] [--threads N] [--compile] [--keep-freed-memory]
-                                             [--json out.json]
+                                             [--fusion-bounds] [--json out.json]
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from torch.utils._pytree import tree_map, tree_map_only
 from bvr.memory import keep_freed_memory
 from bvr.model import IGNORE_INDEX, EncoderConfig, PretrainingModel
 from bvr.model.encoder import compile_layers
+from bvr.model.layers import Intermediate
 from bvr.training.optim import adamw
 
 LAYERS, HIDDEN, HEADS, FFN, VOCAB, BATCH, SEQ, MASK_PROB = 4, 256, 4, 1024, 30_522, 32, 128, 0.15
@@ -60,10 +65,15 @@ def make_batch(seed: int = 0) -> dict[str, torch.Tensor]:
     return {"input_ids": inputs, "attention_mask": torch.ones_like(ids), "labels": labels}
 
 
-def ours(compiled: bool = False) -> tuple[torch.nn.Module, callable]:
+def ours(compiled: bool = False, dropout: float = 0.1, gelu: bool = True) -> tuple[torch.nn.Module, callable]:
+    """Our model and its training step; ``dropout=0`` and ``gelu=False`` remove those ops (for the fusion bounds)."""
     config = EncoderConfig(family="bert", vocab_size=VOCAB, hidden_size=HIDDEN, num_layers=LAYERS, num_heads=HEADS,
-                           intermediate_size=FFN, pad_token_id=0)
+                           intermediate_size=FFN, pad_token_id=0, dropout=dropout, attention_dropout=dropout)
     model = PretrainingModel(config, nsp=False).train()
+    if not gelu:
+        for module in model.modules():
+            if isinstance(module, Intermediate):
+                module.forward = module.dense.forward  # the feed-forward's first projection, without its GELU
     if compiled:
         compile_layers(model.encoder)
     optimizer = adamw(model.named_parameters(), learning_rate=1e-4, weight_decay=0.01, betas=(0.9, 0.999), eps=1e-6,
@@ -177,6 +187,9 @@ def main() -> None:
                         help="raise glibc's malloc thresholds as bvr's CLI does (bvr.memory), for both sides; off by "
                              "default, as a peer run by itself would have glibc's defaults "
                              "(benchmarks/freed_memory.py measures the setting alone)")
+    parser.add_argument("--fusion-bounds", action="store_true",
+                        help="also time bvr's step without dropout, and without dropout and GELU: the most that fusing "
+                             "them (bias + GELU + dropout) could give, as a fraction of the peak")
     parser.add_argument("--json", default=None, help="also write the figures to this file")
     args = parser.parse_args()
     torch.set_num_threads(args.threads or os.cpu_count() or 1)
@@ -188,6 +201,9 @@ def main() -> None:
     runners = {"bvr": ours()[1], "transformers": theirs()[1]}
     if args.compile:
         runners["bvr+compile"] = ours(compiled=True)[1]
+    if args.fusion_bounds:
+        runners["bvr, no dropout"] = ours(dropout=0.0)[1]
+        runners["bvr, no dropout/GELU"] = ours(dropout=0.0, gelu=False)[1]
     first_step: dict[str, float] = {}
     for name, step in runners.items():
         for i in range(args.warmup):
@@ -225,9 +241,9 @@ def main() -> None:
     }
     print(f"config: {LAYERS} layers, hidden {HIDDEN}, {HEADS} heads, FFN {FFN}, vocab {VOCAB:,}, batch {BATCH}x{SEQ}, "
           f"fp32, MLM only, {figures['threads']} threads, median of {args.steps} steps")
-    print(f"{'model':<14}{'step (s)':>10}{'tokens/s':>12}")
+    print(f"{'model':<22}{'step (s)':>10}{'tokens/s':>12}")
     for name in runners:
-        print(f"{name:<14}{median[name]:>10.3f}{rate[name]:>12,.0f}")
+        print(f"{name:<22}{median[name]:>10.3f}{rate[name]:>12,.0f}")
     if "bvr+compile" in runners:
         figures["compiled_tokens_per_s"] = rate["bvr+compile"]
         figures["compile_gain"] = rate["bvr+compile"] / rate["bvr"]
@@ -241,6 +257,11 @@ def main() -> None:
     print(f"its matrix multiplies alone ({floor_flops / 1e9:.1f} GFLOP, replayed with nothing between them): "
           f"{floor_s:.3f} s, {figures['matmul_only_fraction_of_peak']:.0%} of the peak and "
           f"{figures['matmul_share_of_step']:.0%} of the step; everything else takes {median['bvr'] - floor_s:.3f} s")
+    if args.fusion_bounds:
+        for name, key in (("bvr, no dropout", "no_dropout"), ("bvr, no dropout/GELU", "no_dropout_no_gelu")):
+            figures[f"peak_fraction_{key}"] = step_flops(masked) / median[name] / peak
+            print(f"{name}: {figures[f'peak_fraction_{key}']:.0%} of the peak: the most a fused dropout"
+                  + (" and bias + GELU" if "GELU" in name else "") + " could give")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(figures, f, indent=2)
