@@ -1,9 +1,10 @@
 """Ctrl-C and SIGTERM: where they may stop a run, and how a stop is told apart from a failure.
 
 A signal handler that raises does so wherever the main thread is. Two places must not be cut: a C++ writer calling
-back into Python (``torch.save``), and a write to an SQLite MLflow store, whose interrupted transaction keeps the
-database locked while the exception, holding its frames, travels up; the clean-up that then ends the run KILLED
-waits on that lock for ever. :func:`signals_deferred` holds both signals over such a block.
+back into Python (``torch.save``: the process aborts), and a call to an SQLite MLflow store. Cut there, the call's
+write is lost, or, as seen once in about twenty SIGTERMs sent to a pretraining run, the store stays locked and the
+clean-up that ends the run KILLED waits on it (a process hung past a minute instead of exiting 143).
+:func:`signals_deferred` holds both signals over such a block.
 
 Inside a Lightning loop SIGTERM does not raise at all: Lightning's own handler has marked the trainer, and its loop
 stops after the current batch with a ``SIGTERMException``; :func:`terminated_stop` turns that into
@@ -115,8 +116,8 @@ def signals_deferred(signums: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM))
 
     For blocks that must not be cut in the middle: ``torch.save`` into a Python file writes through a C++ zip writer
     that calls back into Python, and a handler raising inside such a callback aborts the process (``terminate
-    called after throwing an instance of 'pybind11::error_already_set'``); a write to an SQLite store cut in the
-    middle leaves the database locked. Python runs signal handlers in the main thread only, so off it this does
+    called after throwing an instance of 'pybind11::error_already_set'``); a call to an SQLite store cut in the
+    middle loses its write or leaves the store locked. Python runs signal handlers in the main thread only, so off it this does
     nothing. Nested blocks deliver at the end of the outermost.
     """
     if threading.current_thread() is not threading.main_thread():

@@ -43,10 +43,11 @@ def tracking_uri(workdir: Path | None = None) -> str:
 class SQLiteClient(MlflowClient):
     """A client of an SQLite store whose calls run to their end before Ctrl-C or SIGTERM is raised.
 
-    A handler raising in the middle of a call leaves its transaction open, and the database locked, for as long as
-    the exception (which holds the call's frames) travels up; the clean-up on its way, ending the run KILLED, then
-    waits on that lock for ever. Each public method runs under :func:`bvr.signals.signals_deferred`, which raises
-    the signal when the call returns. A server store needs no such care: a request cut short locks nothing.
+    A handler raising in the middle of a call loses the call's write, or can leave the store locked, so that the
+    clean-up on the exception's way up, ending the run KILLED, waits on it. Each public method runs under
+    :func:`bvr.signals.signals_deferred`, which raises the signal when the call returns. A server store is left as
+    MLflow's client has it: a request cut short locks nothing, and its client retries an unreachable server for
+    minutes, which Ctrl-C must be able to cut.
     """
 
     def __getattribute__(self, name: str) -> Any:
