@@ -119,6 +119,10 @@ def step_flops(masked: int) -> float:
     return 3.0 * ((LAYERS - 1) * full_layer + last_layer + head)
 
 
+BOUNDS = {"bvr, no dropout": ("no_dropout", {"dropout": 0.0}),
+          "bvr, no dropout/GELU": ("no_dropout_no_gelu", {"dropout": 0.0, "gelu": False})}
+"""``--fusion-bounds``: runner name -> (figures key, the ops :func:`ours` leaves out)."""
+
 MATMULS = ("aten::mm", "aten::addmm", "aten::addmm_", "aten::bmm", "aten::baddbmm")
 
 
@@ -202,8 +206,7 @@ def main() -> None:
     if args.compile:
         runners["bvr+compile"] = ours(compiled=True)[1]
     if args.fusion_bounds:
-        runners["bvr, no dropout"] = ours(dropout=0.0)[1]
-        runners["bvr, no dropout/GELU"] = ours(dropout=0.0, gelu=False)[1]
+        runners.update({name: ours(**removed)[1] for name, (_, removed) in BOUNDS.items()})
     first_step: dict[str, float] = {}
     for name, step in runners.items():
         for i in range(args.warmup):
@@ -220,8 +223,8 @@ def main() -> None:
     tokens = BATCH * SEQ
     median = {name: statistics.median(t) for name, t in times.items()}
     rate = {name: tokens / median[name] for name in runners}
-    masked = int((batches[0]["labels"] != IGNORE_INDEX).sum())
-    achieved = step_flops(masked) / median["bvr"]
+    flops = step_flops(int((batches[0]["labels"] != IGNORE_INDEX).sum()))
+    achieved = flops / median["bvr"]
     peak = matmul_peak()
     floor_s, floor_flops = matmul_floor(runners["bvr"], batches[0])
     figures = {
@@ -258,8 +261,8 @@ def main() -> None:
           f"{floor_s:.3f} s, {figures['matmul_only_fraction_of_peak']:.0%} of the peak and "
           f"{figures['matmul_share_of_step']:.0%} of the step; everything else takes {median['bvr'] - floor_s:.3f} s")
     if args.fusion_bounds:
-        for name, key in (("bvr, no dropout", "no_dropout"), ("bvr, no dropout/GELU", "no_dropout_no_gelu")):
-            figures[f"peak_fraction_{key}"] = step_flops(masked) / median[name] / peak
+        for name, (key, _) in BOUNDS.items():
+            figures[f"peak_fraction_{key}"] = flops / median[name] / peak
             print(f"{name}: {figures[f'peak_fraction_{key}']:.0%} of the peak: the most a fused dropout"
                   + (" and bias + GELU" if "GELU" in name else "") + " could give")
     if args.json:

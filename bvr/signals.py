@@ -13,6 +13,7 @@ stops after the current batch with a ``SIGTERMException``; :func:`terminated_sto
 
 from __future__ import annotations
 
+import functools
 import signal
 import sys
 import threading
@@ -117,8 +118,8 @@ def signals_deferred(signums: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM))
     For blocks that must not be cut in the middle: ``torch.save`` into a Python file writes through a C++ zip writer
     that calls back into Python, and a handler raising inside such a callback aborts the process (``terminate
     called after throwing an instance of 'pybind11::error_already_set'``); a call to an SQLite store cut in the
-    middle loses its write or leaves the store locked. Python runs signal handlers in the main thread only, so off it this does
-    nothing. Nested blocks deliver at the end of the outermost.
+    middle loses its write or leaves the store locked. Python runs signal handlers in the main thread only, so off
+    it this does nothing. Nested blocks deliver at the end of the outermost.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -138,12 +139,10 @@ def signals_deferred(signums: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM))
 
 def deferring(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` run under :func:`signals_deferred`."""
+    @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
         with signals_deferred():
             return fn(*args, **kwargs)
-    call.__name__ = getattr(fn, "__name__", "call")
-    call.__doc__ = fn.__doc__
-    call.__wrapped__ = fn  # type: ignore[attr-defined]
     return call
 
 

@@ -21,7 +21,7 @@ from bvr.cli.options import err_console, state
 from bvr.errors import BvrError
 from bvr.memory import keep_freed_memory
 from bvr.resources import write_error
-from bvr.signals import Terminated, handle_sigterm, is_sigterm_exit
+from bvr.signals import Terminated, handle_sigterm
 
 app = typer.Typer(
     name="bvr",
@@ -96,12 +96,9 @@ def main() -> None:
     except KeyboardInterrupt as interrupt:
         _interrupted(interrupt)
     except SystemExit as exit_:
+        # Lightning's own exits on Ctrl-C and SIGTERM come out of every fit as interrupts (bvr.training.quiet_fit).
         if exit_.code == 130 and isinstance(getattr(exit_.__context__, "__cause__", None), KeyboardInterrupt):
             _interrupted(exit_.__context__.__cause__)  # typer turns Ctrl-C into a silent exit 130
-        if isinstance(exit_.__context__, KeyboardInterrupt):
-            _interrupted(exit_.__context__)  # Lightning turns it into exit 1 after its own clean-up
-        if is_sigterm_exit(exit_):
-            _interrupted(Terminated())  # Lightning's own SIGTERM exit has status 0: a stopped run would look done
         raise
     except Exception as err:
         error = write_error(err)

@@ -269,9 +269,7 @@ def attend(
         # In place: the matmul's backward does not need its output.
         scores = scores.masked_fill_(mask.logical_not(), torch.finfo(scores.dtype).min)
     probs = scores.softmax(dim=-1)
-    if values_scaled:
-        return torch.where(drop_mask(probs.shape, dropout_p), 0.0, probs) @ v
-    return dropout(probs, dropout_p, training=True) @ v
+    return (drop if values_scaled else dropout)(probs, dropout_p, True) @ v
 
 
 class ResidualOutput(nn.Module):
