@@ -9,6 +9,7 @@ activations.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import stat
@@ -325,3 +326,79 @@ def test_missing_and_unexpected_keys_are_listed():
     message = info.value.message
     assert "missing 1: bert.encoder.layer.1.output.dense.weight" in message
     assert "unexpected 1: bert.encoder.layer.1.extra.weight" in message
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Pre-LayerNorm encoders (model.norm=pre)
+
+
+def tiny_pre_norm_hf():
+    """Hugging Face's RobertaPreLayerNormForMaskedLM, roberta-base's constants, every parameter redrawn."""
+    torch.manual_seed(0)
+    config = transformers.RobertaPreLayerNormConfig(**hf_config("roberta").to_dict())
+    model = transformers.RobertaPreLayerNormForMaskedLM(config)
+    randomize(model, seed=5)
+    return model.eval()
+
+
+def pre_norm_outputs(model, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """As :func:`hf_outputs`, the hidden states after the final LayerNorm (HF's hidden_states[-1] is before it)."""
+    args = {k: v for k, v in inputs.items() if k != "labels"}
+    with torch.no_grad():
+        hidden = model.roberta_prelayernorm(**args).last_hidden_state
+        logits = model(**args).logits
+    return {"hidden": hidden, "logits": logits, "nsp": None}
+
+
+def test_pre_norm_roberta_loads_from_transformers(tmp_path):
+    reference_model = tiny_pre_norm_hf()
+    reference_model.save_pretrained(tmp_path)
+    ours, config = load_hf(tmp_path)
+    assert (config.family, config.norm) == ("roberta", "pre")
+    inputs = batch("roberta")
+    assert_matches(ours, pre_norm_outputs(reference_model, inputs), inputs)
+
+
+def test_pre_norm_roberta_exports_as_roberta_prelayernorm(tmp_path):
+    config = dataclasses.replace(config_from_hf(hf_config("roberta").to_dict()), norm="pre")
+    torch.manual_seed(3)
+    ours = PretrainingModel(config)
+    randomize(ours, seed=6)
+    folder = export_hf(ours.eval(), config, tmp_path / "export")
+    reference_model, info = transformers.AutoModelForMaskedLM.from_pretrained(folder, output_loading_info=True)
+    assert not any(info.get(kind) for kind in ("missing_keys", "unexpected_keys", "mismatched_keys"))
+    assert type(reference_model).__name__ == "RobertaPreLayerNormForMaskedLM"
+    inputs = batch("roberta")
+    assert_matches(ours, pre_norm_outputs(reference_model.eval(), inputs), inputs)
+
+
+def test_pre_norm_bert_exports_for_bvr_only(tmp_path):
+    """Hugging Face has no pre-LayerNorm BERT: the folder says so, transformers refuses it by its type (instead of
+    loading the weights into a post-LayerNorm BERT), and bvr loads it back exactly."""
+    config = dataclasses.replace(config_from_hf(hf_config("bert").to_dict()), norm="pre")
+    torch.manual_seed(3)
+    ours = PretrainingModel(config, nsp=True)
+    randomize(ours, seed=7)
+    folder = export_hf(ours.eval(), config, tmp_path / "export")
+    written = json.loads((folder / "config.json").read_text())
+    assert (written["model_type"], written["architectures"]) == ("bvr-bert-prelayernorm",
+                                                                  ["BvrPreLayerNormBertForPreTraining"])
+    assert "no class for it" in written["bvr_note"]
+    with pytest.raises((ValueError, KeyError), match="bvr-bert-prelayernorm"):
+        transformers.AutoConfig.from_pretrained(folder)
+    loaded, loaded_config = load_hf(folder)
+    assert loaded_config == config
+    inputs = batch("bert")
+    args = (inputs["input_ids"], inputs["attention_mask"], inputs["token_type_ids"])
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(*args).mlm_logits, ours(*args).mlm_logits, rtol=0, atol=0)
+
+
+def test_post_norm_keeps_bert_parameter_names():
+    """The default (post-LayerNorm) has exactly BERT's parameters: no pre-LayerNorm or final LayerNorm."""
+    config = config_from_hf(hf_config("bert").to_dict())
+    names = set(PretrainingModel(config).state_dict())
+    assert config.norm == "post"
+    assert not any(".attention.LayerNorm." in n or ".intermediate.LayerNorm." in n for n in names)
+    assert "bert.LayerNorm.weight" not in names
+    assert "bert.encoder.layer.0.attention.output.LayerNorm.weight" in names

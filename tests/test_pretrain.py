@@ -429,3 +429,36 @@ def test_a_second_run_of_the_same_config_waits_for_the_first_and_reuses_it(data_
     assert child.exitcode == 0 and waited_for == [(run_dir, child.pid)]
     assert result.reused and result.run_dir == run_dir and result.metrics["steps"] == 4
     assert list(find_runs(DEFAULT_EXPERIMENT, workdir=tmp_path)["status"]) == ["FINISHED"]  # trained once
+
+
+def test_recipe_knobs_pre_norm_without_dropout(data_dir, tmp_path, monkeypatch):
+    """model.norm=pre with training.dropout=false: trained without dropout, exported with the model section's rates
+    (fine-tuning's) as bvr's pre-LayerNorm BERT; the run reports the unigram entropy of its validation tokens."""
+    import json
+
+    import numpy as np
+    import pyarrow.compute as pc
+
+    from bvr.pretraining.prepare import load_instances
+    from bvr.pretraining.run import model_part
+    from bvr.tokenization import load_tokenizer, vocab_info
+
+    monkeypatch.chdir(tmp_path)
+    cfg = config(data_dir, tmp_path / "out", "training.max_steps=6", "model.norm=pre", "training.dropout=false")
+    result = pretrain(cfg, progress=False)
+    written = json.loads((result.model_dir / "config.json").read_text())
+    assert (written["model_type"], written["hidden_dropout_prob"], written["attention_probs_dropout_prob"]) == (
+        "bvr-bert-prelayernorm", 0.1, 0.1)
+    assert load_pretrained(result.run_dir).model.config.norm == "pre"
+    prepared = prepare(cfg, progress=False)
+    ids = pc.list_flatten(load_instances(prepared)["validation"].data.table["input_ids"]).to_numpy()
+    specials = vocab_info(*load_tokenizer(prepared.tokenizer)).special_ids
+    _, counts = np.unique(ids[~np.isin(ids, specials)], return_counts=True)
+    p = counts / counts.sum()
+    assert result.metrics["val_unigram_entropy"] == pytest.approx(float(-(p * np.log(p)).sum()), rel=1e-12)
+
+    # Keys added for these recipes stay out of the cache keys at their defaults, so earlier runs are found.
+    default = config(data_dir, tmp_path / "out")
+    assert "norm" not in model_part(default) and model_part(cfg)["norm"] == "pre"
+    same = config(data_dir, tmp_path / "out", "training.dropout=true")
+    assert run_dir_for(default, prepared) == run_dir_for(same, prepared) != result.run_dir

@@ -432,3 +432,35 @@ def test_describe_stats_is_readable() -> None:
     assert "tokens 5 (1.000 per word)" in text
     assert "unknown tokens 1 (20.000% of tokens)" in text
     assert "vocabulary used 4 of 7 ids (80.0% of the non-special ids)" in text
+
+
+# --- vocabulary sized by a frequency rule (tokenizer.min_count) --------------------------------------------------
+
+
+def test_size_by_frequency_takes_the_largest_size_that_keeps_the_rule(family: str) -> None:
+    """The chosen size passes the rule (its token at the 95th percentile occurs min_count times) and the next size
+    up fails it; every count is recomputed here from a tokenizer trained at that size."""
+    from bvr.tokenization.training import count_at_percentile, size_by_frequency, token_counts
+
+    tokenizer, record = size_by_frequency(family, CORPUS, max_size=1024, min_count=20, granularity=64)
+
+    def count(size: int) -> int:
+        trained = train_tokenizer(family, CORPUS, vocab_size=size, show_progress=False)
+        return count_at_percentile(token_counts(trained, CORPUS)[len(SPECIALS[family]):], 0.95)  # specials: ids 0-4
+
+    size = tokenizer.get_vocab_size()
+    assert record["rule_size"] == size and record["rule_count_at_percentile"] >= 20
+    assert count(size) == record["rule_count_at_percentile"]
+    assert count(size + 64) < 20
+    assert tokenizer.to_str() == train_tokenizer(family, CORPUS, vocab_size=size, show_progress=False).to_str()
+
+
+def test_token_counts_count_every_token_once() -> None:
+    from bvr.tokenization.training import token_counts
+
+    tokenizer = train_tokenizer("bert", CORPUS, vocab_size=300, show_progress=False)
+    texts = ["Kato rimen.", "kato kato"]
+    counts = token_counts(tokenizer, [texts[:1], texts[1]])  # batches and strings alike
+    expected = np.bincount([i for t in texts for i in tokenizer.encode(t, add_special_tokens=False).ids],
+                           minlength=tokenizer.get_vocab_size())
+    assert counts.tolist() == expected.tolist()

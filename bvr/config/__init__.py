@@ -54,6 +54,7 @@ from bvr.config.sections import (
     INPUT_FORMATS,
     MASKING_MODES,
     MASKING_SCHEMES,
+    NORMS,
     PAIR_FORMATS,
     PRECISIONS,
     SENTENCE_OBJECTIVES,
@@ -67,8 +68,9 @@ from bvr.config.sections import (
 from bvr.config.yaml import node_lines, parse_yaml, read_yaml
 
 __all__ = [
-    "CORPUS_SOURCES", "FAMILIES", "HYPERPARAMETERS", "INPUT_FORMATS", "MASKING_MODES", "MASKING_SCHEMES", "NOT_HASHED",
-    "OLD_KEYS", "PAIR_FORMATS", "PRECISIONS", "PRESETS_DIR", "PROBE_KINDS", "SENTENCE_FEATURES", "SENTENCE_OBJECTIVES",
+    "CORPUS_SOURCES", "FAMILIES", "HYPERPARAMETERS", "INPUT_FORMATS", "MASKING_MODES", "MASKING_SCHEMES", "NORMS",
+    "NOT_HASHED", "OLD_KEYS", "PAIR_FORMATS", "PRECISIONS", "PRESETS_DIR", "PROBE_KINDS", "SENTENCE_FEATURES",
+    "SENTENCE_OBJECTIVES",
     "TOKEN_FEATURES", "BlimpConfig", "Config", "CorpusConfig", "DataConfig", "DataSettings", "EvaluateConfig",
     "FinetuneConfig", "FinetuneSection", "Layer", "MaskingConfig", "ModelConfig", "ProbesConfig", "TokenizerConfig",
     "TrainingConfig", "at", "build_config", "build_dataclass", "build_layered", "check_task_block",

@@ -21,6 +21,9 @@ MASKING_MODES = ("static", "dynamic")
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")
 STRATEGIES = ("auto", "ddp", "ddp_spawn", "ddp_find_unused_parameters_true", "fsdp")
 MASKING_SCHEMES = ("token", "whole-word", "span")
+NORMS = ("post", "pre")
+"""Where each layer's LayerNorms sit: after the residual add (BERT, RoBERTa) or before each sub-layer, with a final
+LayerNorm after the last layer (pre-LayerNorm: GPT-2, fairseq's ``normalize_before``, cramming)."""
 SENTENCE_OBJECTIVES = ("none", "nsp", "sop")
 """The sentence-level objective beside MLM: none, BERT's next-sentence prediction or ALBERT's sentence-order
 prediction (the pair formats only)."""
@@ -66,9 +69,19 @@ class TokenizerConfig:
     """A merge or word piece must occur this often in the corpus to enter the vocabulary."""
     path: str | None = None
     """Use this trained tokenizer (folder or tokenizer.json) instead of training one."""
+    min_count: int | None = None
+    """Size the vocabulary by the training text (ELC-BERT's rule): the largest size up to vocab_size in which the
+    tokens making up count_percentile of the text each occur at least this often (ELC-BERT: about 100 at 95%).
+    None: vocab_size."""
+    count_percentile: float = 0.95
+    """The share of the training tokens, from the most frequent token type down, that min_count applies to."""
 
     def __post_init__(self) -> None:
         check_choice(self.family, FAMILIES, "tokenizer.family")
+        check(self.min_count is None or self.min_count >= 1, "tokenizer.min_count", "must be at least 1 (or null)")
+        check(0.0 < self.count_percentile <= 1.0, "tokenizer.count_percentile", "must be in (0, 1]")
+        check(self.min_count is None or self.path is None, "tokenizer.min_count",
+              "sizes a tokenizer being trained; tokenizer.path names one already trained: set one of them")
         check(self.vocab_size is None or self.vocab_size >= 300, "tokenizer.vocab_size",
                f"{self.vocab_size} is too small (at least 300: byte-level BPE alone needs 256 + specials)")
         check(self.min_frequency >= 1, "tokenizer.min_frequency", "must be at least 1")
@@ -162,12 +175,17 @@ class ModelConfig:
     """Dropout on embeddings and residual branches."""
     attention_dropout: float = 0.1
     """Dropout on attention probabilities."""
+    norm: str = "post"
+    """'post' (BERT: LayerNorm after each residual add) or 'pre' (LayerNorm before attention and before the
+    feed-forward, one more after the last layer: trains stably at higher learning rates; Hugging Face's
+    RobertaPreLayerNorm for roberta, no Hugging Face class for bert)."""
     sbo: bool = False
     """SpanBERT's span-boundary objective beside MLM: each masked token is also predicted from the two tokens just
     outside its span and its position in it (a pretraining head only, left out of exported folders)."""
 
     def __post_init__(self) -> None:
         check_choice(self.family, FAMILIES, "model.family")
+        check_choice(self.norm, NORMS, "model.norm")
         for key in ("num_layers", "hidden_size", "num_heads", "intermediate_size", "max_position_embeddings"):
             check(getattr(self, key) > 0, f"model.{key}", "must be positive")
         check(self.hidden_size % self.num_heads == 0, "model.num_heads",
@@ -233,6 +251,10 @@ class TrainingConfig:
     """Lightning strategy: 'auto' (DDP when devices x nodes > 1), 'ddp', 'ddp_spawn' or 'fsdp'."""
     compile: bool = False
     """Compile the encoder with torch.compile (GPU runs)."""
+    dropout: bool = True
+    """Apply model.dropout and model.attention_dropout during pretraining. False pretrains without dropout
+    (cramming: it only slows a run that sees each sequence a few times); the exported model keeps model's rates,
+    so fine-tuning still uses them."""
 
     def __post_init__(self) -> None:
         check(self.precision in PRECISIONS, "training.precision",

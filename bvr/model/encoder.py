@@ -2,7 +2,8 @@
 
 BERT and RoBERTa share the architecture: token + position (+ segment) embeddings, a LayerNorm, then post-LayerNorm
 layers of multi-head self-attention and an exact-erf GELU feed-forward. The families differ only in constants
-(:class:`EncoderConfig`) and in how positions are numbered (:meth:`Embeddings.position_ids`).
+(:class:`EncoderConfig`) and in how positions are numbered (:meth:`Embeddings.position_ids`). With ``norm='pre'``
+the layers normalise before each sub-layer and a final LayerNorm follows the last (small-budget recipes).
 
 Module and parameter names are those of Hugging Face's ``BertModel`` / ``RobertaModel`` (``embeddings.LayerNorm``,
 ``encoder.layer.0.attention.self.query``, ...), so a state dict moves between the two with no renaming
@@ -98,6 +99,8 @@ class Encoder(nn.Module):
         self.config = config
         self.embeddings = Embeddings(config)
         self.encoder = LayerStack(config)
+        # Pre-LayerNorm: the residual stream is normalised once more after the last layer (HF's RobertaPreLayerNorm).
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.pre_norm else None
         self.pooler = Pooler(config) if add_pooler else None
 
     def forward(
@@ -119,7 +122,8 @@ class Encoder(nn.Module):
             packed (:class:`Packing`: 5% or more of it padding). Read the real tokens only.
         """
         x = self.embeddings(input_ids, token_type_ids)  # (batch, seq, hidden)
-        return self.encoder(x, attention_mask_for_sdpa(attention_mask), packing=Packing.from_mask(attention_mask))
+        return self.final_norm(
+            self.encoder(x, attention_mask_for_sdpa(attention_mask), packing=Packing.from_mask(attention_mask)))
 
     def forward_selected(
         self,
@@ -144,8 +148,8 @@ class Encoder(nn.Module):
             (n_selected, hidden), rows in row-major (batch, seq) order.
         """
         x = self.embeddings(input_ids, token_type_ids)  # (batch, seq, hidden)
-        return self.encoder(x, attention_mask_for_sdpa(attention_mask), Selection.from_mask(selected),
-                            Packing.from_mask(attention_mask))
+        return self.final_norm(self.encoder(x, attention_mask_for_sdpa(attention_mask), Selection.from_mask(selected),
+                                            Packing.from_mask(attention_mask)))
 
     def hidden_states(
         self,
@@ -162,11 +166,16 @@ class Encoder(nn.Module):
 
         Returns:
             ``num_layers + 1`` tensors of (batch, seq, hidden): the embeddings' output, then each layer's output;
-            the last is what :meth:`forward` returns (padding as there).
+            the last is what :meth:`forward` returns (padding as there; pre-LayerNorm, after the final LayerNorm).
         """
         x = self.embeddings(input_ids, token_type_ids)  # (batch, seq, hidden)
         packing = Packing.from_mask(attention_mask)
-        return [x, *self.encoder.every_layer(x, attention_mask_for_sdpa(attention_mask), packing)]
+        *states, last = self.encoder.every_layer(x, attention_mask_for_sdpa(attention_mask), packing)
+        return [x, *states, self.final_norm(last)]
+
+    def final_norm(self, x: torch.Tensor) -> torch.Tensor:
+        """The last layer's output as the encoder returns it: through the final LayerNorm in a pre-LayerNorm encoder."""
+        return x if self.LayerNorm is None else self.LayerNorm(x)
 
     def pool(self, hidden: torch.Tensor) -> torch.Tensor:
         """Pool (batch, seq, hidden) to (batch, hidden) through the pooler; an error if it was not built."""

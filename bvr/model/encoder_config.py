@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from bvr.config import FAMILIES, ModelConfig, load_config
+from bvr.config import FAMILIES, NORMS, ModelConfig, load_config
 from bvr.errors import BvrError
 
 SHAPE_KEYS = ("num_layers", "hidden_size", "num_heads", "intermediate_size")
@@ -62,9 +62,12 @@ class EncoderConfig:
     """LayerNorm epsilon: None gives 1e-12 for bert, 1e-5 for roberta."""
     initializer_range: float = 0.02
     """Standard deviation of the normal initialisation of weights and embeddings."""
+    norm: str = "post"
+    """'post' (LayerNorm after each residual add, BERT) or 'pre' (before each sub-layer, plus a final one)."""
 
     def __post_init__(self) -> None:
         _check(self.family in FAMILIES, "family", f"'{self.family}' is not one of {', '.join(FAMILIES)}")
+        _check(self.norm in NORMS, "norm", f"'{self.norm}' is not one of {', '.join(NORMS)}")
         defaults = _FAMILY_DEFAULTS[self.family]
         if self.type_vocab_size is None:
             self.type_vocab_size = int(defaults["type_vocab_size"])
@@ -88,6 +91,11 @@ class EncoderConfig:
         _check(self.initializer_range > 0, "initializer_range", f"must be positive, got {self.initializer_range}")
         _check(self.max_tokens > 0, "max_position_embeddings",
                f"{self.max_position_embeddings} positions leave no room after roberta's offset {self.position_offset}")
+
+    @property
+    def pre_norm(self) -> bool:
+        """LayerNorms before each sub-layer (and one after the last layer) rather than after each residual add."""
+        return self.norm == "pre"
 
     @property
     def head_dim(self) -> int:
@@ -128,7 +136,7 @@ class EncoderConfig:
     def from_model_config(cls, model_cfg: ModelConfig, vocab_size: int, pad_token_id: int) -> EncoderConfig:
         """Build the encoder config of a run from its ``model`` section and its tokenizer's vocabulary."""
         keys = ("family", "num_layers", "hidden_size", "num_heads", "intermediate_size", "max_position_embeddings",
-                "dropout", "attention_dropout")
+                "dropout", "attention_dropout", "norm")
         return cls(vocab_size=vocab_size, pad_token_id=pad_token_id, **{k: getattr(model_cfg, k) for k in keys})
 
     def to_dict(self) -> dict:

@@ -62,6 +62,15 @@ _OPTIONAL_KEYS = {
 _HF_KEY_OF_FIELD = {field: key for key, field in {**_REQUIRED_KEYS, **_OPTIONAL_KEYS}.items()}
 _DEFAULT_PAD = {"bert": 0, "roberta": 1}
 
+PRE_NORM_MODEL_TYPES = {"roberta": "roberta-prelayernorm", "bert": "bvr-bert-prelayernorm"}
+"""``model_type`` of a pre-LayerNorm encoder's folder. Hugging Face has the roberta one (``RobertaPreLayerNorm``,
+weights under ``roberta_prelayernorm.``); it has no pre-LayerNorm BERT, so that folder's type is bvr's own and
+transformers refuses it by name instead of loading it as a post-LayerNorm BERT."""
+PRE_NORM_BERT_NOTE = ("pre-LayerNorm BERT: Hugging Face has no class for it; bvr loads this folder (fine-tuning, "
+                      "probes, BLiMP), transformers does not. A roberta-family encoder with model.norm=pre exports "
+                      "as RobertaPreLayerNorm.")
+_PRE_NORM_PREFIX = "roberta_prelayernorm."
+
 
 # ---------------------------------------------------------------------------------------------------------------
 # Names
@@ -133,7 +142,7 @@ def from_hf_state_dict(
         BvrError: listing missing or unexpected keys, or parameters whose shapes do not fit ``config``.
     """
     family = config.family
-    weights = {_rename_legacy(k): v for k, v in state_dict.items() if not k.endswith(_BUFFER_SUFFIXES)}
+    weights = {_rename_legacy(_from_hf_prefix(k)): v for k, v in state_dict.items() if not k.endswith(_BUFFER_SUFFIXES)}
     weights = _add_base_prefix(weights, family)
     if nsp is None:
         nsp = "cls.seq_relationship.weight" in weights
@@ -149,6 +158,18 @@ def from_hf_state_dict(
     weights[decoder_weight] = weights[f"{family}.embeddings.word_embeddings.weight"]
     weights[decoder_bias] = weights[head_bias]
     return weights
+
+
+def _from_hf_prefix(key: str) -> str:
+    """``roberta_prelayernorm.*`` (Hugging Face's RobertaPreLayerNorm) -> ``roberta.*``; other keys unchanged."""
+    return "roberta." + key.removeprefix(_PRE_NORM_PREFIX) if key.startswith(_PRE_NORM_PREFIX) else key
+
+
+def _to_hf_prefix(key: str, config: EncoderConfig) -> str:
+    """``roberta.*`` -> ``roberta_prelayernorm.*`` for a pre-LayerNorm roberta encoder; other keys unchanged."""
+    if config.pre_norm and config.family == "roberta" and key.startswith("roberta."):
+        return _PRE_NORM_PREFIX + key.removeprefix("roberta.")
+    return key
 
 
 def _check_keys(
@@ -196,7 +217,7 @@ def to_hf_state_dict(state_dict: dict[str, torch.Tensor], config: EncoderConfig)
             continue
         tensor = value.detach().contiguous()
         storage = tensor.untyped_storage().data_ptr()
-        out[key] = tensor.clone() if storage in seen else tensor
+        out[_to_hf_prefix(key, config)] = tensor.clone() if storage in seen else tensor
         seen.add(storage)
     return out
 
@@ -206,10 +227,12 @@ def to_hf_state_dict(state_dict: dict[str, torch.Tensor], config: EncoderConfig)
 
 
 def architecture(config: EncoderConfig, nsp: bool) -> str:
-    """The HF class a folder is written as. HF has no RoBERTa class with NSP: such a head is written but unused."""
+    """The HF class a folder is written as. HF has no RoBERTa class with NSP: such a head is written but unused.
+    A pre-LayerNorm BERT is named as a class of bvr's own (Hugging Face has none)."""
     if config.family == "bert":
-        return "BertForPreTraining" if nsp else "BertForMaskedLM"
-    return "RobertaForMaskedLM"
+        name = "BertForPreTraining" if nsp else "BertForMaskedLM"
+        return "BvrPreLayerNorm" + name if config.pre_norm else name
+    return "RobertaPreLayerNormForMaskedLM" if config.pre_norm else "RobertaForMaskedLM"
 
 
 def hf_config_dict(
@@ -225,7 +248,7 @@ def hf_config_dict(
     """
     data: dict[str, Any] = {
         "architectures": [architecture(config, nsp)],
-        "model_type": config.family,
+        "model_type": PRE_NORM_MODEL_TYPES[config.family] if config.pre_norm else config.family,
         "vocab_size": config.vocab_size,
         "hidden_size": config.hidden_size,
         "num_hidden_layers": config.num_layers,
@@ -242,6 +265,8 @@ def hf_config_dict(
         "position_embedding_type": "absolute",
         "tie_word_embeddings": True,
     }
+    if config.pre_norm and config.family == "bert":
+        data["bvr_note"] = PRE_NORM_BERT_NOTE
     specials = {"bos_token_id": bos_token_id, "eos_token_id": eos_token_id}
     for key, value in specials.items():
         if value is None and config.family == "roberta":
@@ -258,10 +283,12 @@ def config_from_hf(data: dict[str, Any], where: str | Path = CONFIG_FILE) -> Enc
         BvrError: naming the file and key, for a model type other than bert/roberta, a missing key, or a setting
             this encoder does not implement (an activation other than exact GELU, relative positions).
     """
-    family = data.get("model_type")
+    model_type = data.get("model_type")
+    pre_norm = {v: k for k, v in PRE_NORM_MODEL_TYPES.items()}
+    family = pre_norm.get(model_type, model_type)
     if family not in ("bert", "roberta"):
         raise BvrError(f"model_type {family!r} is not 'bert' or 'roberta'", where=f"{where}: model_type",
-                       hint="bvr loads BERT- and RoBERTa-style encoders only")
+                       hint="bvr loads BERT- and RoBERTa-style encoders (and Hugging Face's RobertaPreLayerNorm)")
     for key, allowed in (("hidden_act", "gelu"), ("position_embedding_type", "absolute")):
         if data.get(key, allowed) != allowed:
             raise BvrError(f"{data[key]!r} is not supported (only {allowed!r})", where=f"{where}: {key}")
@@ -271,6 +298,7 @@ def config_from_hf(data: dict[str, Any], where: str | Path = CONFIG_FILE) -> Enc
     fields = {field: data[key] for key, field in _REQUIRED_KEYS.items()}
     fields.update({field: data[key] for key, field in _OPTIONAL_KEYS.items() if data.get(key) is not None})
     fields.setdefault("pad_token_id", _DEFAULT_PAD[family])
+    fields["norm"] = "pre" if model_type in pre_norm else "post"
     try:
         return EncoderConfig(family=family, **fields)
     except BvrError as err:

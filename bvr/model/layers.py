@@ -1,5 +1,6 @@
-"""The transformer layers of the encoder, with Hugging Face's module names: dropout, post-LayerNorm self-attention
-on SDPA (with only the wanted positions computed in the last layer) and the GELU feed-forward."""
+"""The transformer layers of the encoder, with Hugging Face's module names: dropout, self-attention on SDPA (with only
+the wanted positions computed in the last layer) and the GELU feed-forward, with post-LayerNorm (BERT, RoBERTa) or
+pre-LayerNorm residual blocks (``EncoderConfig.norm``; the names of Hugging Face's ``RobertaPreLayerNorm``)."""
 
 from __future__ import annotations
 
@@ -272,19 +273,28 @@ def attend(
     return (drop if values_scaled else dropout)(probs, dropout_p, True) @ v
 
 
+def layer_norm(config: EncoderConfig) -> nn.LayerNorm:
+    return nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+
 class ResidualOutput(nn.Module):
-    """Projection, dropout, residual add and post-LayerNorm (HF ``attention.output`` and ``output``)."""
+    """Projection, dropout, residual add and, post-LayerNorm, the LayerNorm (HF ``attention.output`` and ``output``).
+
+    Pre-LayerNorm blocks have no LayerNorm here: it sits before the sub-layer (``Attention.LayerNorm``,
+    ``Intermediate.LayerNorm``), as in Hugging Face's ``RobertaPreLayerNorm``.
+    """
 
     def __init__(self, in_size: int, config: EncoderConfig) -> None:
         super().__init__()
         self.dense = nn.Linear(in_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.LayerNorm = None if config.pre_norm else layer_norm(config)
         self.dropout = Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         p = self.dropout.p
         y = F.linear(x, *fold_into(p, self.training, x, self.dense.weight, self.dense.bias))
-        return self.LayerNorm(drop(y, p, self.training) + residual)
+        y = drop(y, p, self.training) + residual  # (..., hidden)
+        return y if self.LayerNorm is None else self.LayerNorm(y)
 
 
 class Attention(nn.Module):
@@ -292,6 +302,7 @@ class Attention(nn.Module):
 
     def __init__(self, config: EncoderConfig) -> None:
         super().__init__()
+        self.LayerNorm = layer_norm(config) if config.pre_norm else None  # pre-LayerNorm: before attention
         self.self = SelfAttention(config)
         self.output = ResidualOutput(config.hidden_size, config)
 
@@ -303,7 +314,8 @@ class Attention(nn.Module):
         packing: Packing | None = None,
     ) -> torch.Tensor:
         residual = x if selection is None else selection.gather(x)
-        return self.output(self.self(x, mask, selection, packing), residual)
+        normed = x if self.LayerNorm is None else self.LayerNorm(x)  # keys and values from every position
+        return self.output(self.self(normed, mask, selection, packing), residual)
 
 
 class Intermediate(nn.Module):
@@ -311,14 +323,17 @@ class Intermediate(nn.Module):
 
     def __init__(self, config: EncoderConfig) -> None:
         super().__init__()
+        self.LayerNorm = layer_norm(config) if config.pre_norm else None  # pre-LayerNorm: before the feed-forward
         self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.LayerNorm is not None:
+            x = self.LayerNorm(x)
         return F.gelu(self.dense(x))  # (..., intermediate)
 
 
 class Layer(nn.Module):
-    """One post-LayerNorm transformer layer (HF ``BertLayer``).
+    """One transformer layer (HF ``BertLayer``), post- or pre-LayerNorm.
 
     Given a :class:`Selection`, only the selected tokens are carried past the keys and values: their queries,
     attention output and feed-forward, (n, hidden). The result equals the full layer's at those tokens. Given a

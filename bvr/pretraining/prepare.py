@@ -22,6 +22,7 @@ import datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from tokenizers import Tokenizer
 
 from bvr.cache import build_once, cache_dir, fingerprint
 from bvr.config import Config, DataConfig
@@ -34,6 +35,7 @@ from bvr.tokenization import (
     load_tokenizer,
     running_text,
     save_tokenizer,
+    size_by_frequency,
     tokenizer_stats,
     train_tokenizer,
     vocab_info,
@@ -204,8 +206,10 @@ class SentenceBatches:
 def prepare_tokenizer(cfg: Config, corpus_dir: Path, *, progress: bool = True) -> Path:
     """Train the configured tokenizer on the training documents (or take ``tokenizer.path``); write its stats."""
     tok_cfg = cfg.tokenizer
-    stage = {"version": stage_version("tokenizer", tok_cfg.family), "corpus": corpus_dir.name,
-             "tokenizer": asdict(tok_cfg)}
+    # Keys added later enter the hash only when set, so tokenizers trained before them keep their folders.
+    settings = {k: v for k, v in asdict(tok_cfg).items()
+                if not (k in ("min_count", "count_percentile") and tok_cfg.min_count is None)}
+    stage = {"version": stage_version("tokenizer", tok_cfg.family), "corpus": corpus_dir.name, "tokenizer": settings}
     if tok_cfg.path:
         stage["tokenizer_content"] = fingerprint(tok_cfg.path)
     target = cache_dir(cache_root(cfg), f"tokenizer-{tok_cfg.family}", stage)
@@ -218,23 +222,26 @@ def prepare_tokenizer(cfg: Config, corpus_dir: Path, *, progress: bool = True) -
                 raise BvrError(f"{tok_cfg.path} is a {family} tokenizer, not {tok_cfg.family}", where="tokenizer.path")
         else:
             start = time.perf_counter()
-            tokenizer = train_tokenizer(
-                tok_cfg.family,
-                SentenceBatches(docs["train"], tok_cfg.family),
-                vocab_size=tok_cfg.resolved_vocab_size,
-                min_frequency=tok_cfg.min_frequency,
-                show_progress=progress,
-            )
+            tokenizer, rule = _train(tok_cfg, SentenceBatches(docs["train"], tok_cfg.family), progress)
             train_seconds = time.perf_counter() - start
         save_tokenizer(tokenizer, tok_cfg.family, tmp, model_max_length=cfg.model.max_tokens)
         held_out = (running_text(doc, tok_cfg.family) for doc in docs["validation"]["sentences"])
         stats = tokenizer_stats(tokenizer, held_out)
         stats.update(family=tok_cfg.family, vocab_size=tokenizer.get_vocab_size(), held_out="validation documents")
         if not tok_cfg.path:
-            stats["train_seconds"] = round(train_seconds, 1)
+            stats.update(train_seconds=round(train_seconds, 1), **rule)
         (tmp / "tokenizer_stats.json").write_text(json.dumps(stats, indent=2))
 
     return build_once(target, build, stage)[0]
+
+
+def _train(tok_cfg, texts: SentenceBatches, progress: bool) -> tuple[Tokenizer, dict[str, float]]:
+    """Train at ``vocab_size``, or at the size ``min_count`` picks (:func:`size_by_frequency`), with its record."""
+    if tok_cfg.min_count is None:
+        return train_tokenizer(tok_cfg.family, texts, vocab_size=tok_cfg.resolved_vocab_size,
+                               min_frequency=tok_cfg.min_frequency, show_progress=progress), {}
+    return size_by_frequency(tok_cfg.family, texts, max_size=tok_cfg.resolved_vocab_size, min_count=tok_cfg.min_count,
+                             percentile=tok_cfg.count_percentile, min_frequency=tok_cfg.min_frequency)
 
 
 def _tokenize_batch(batch: dict[str, list], tokenizer, family: str) -> dict[str, list]:

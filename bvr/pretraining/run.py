@@ -26,6 +26,7 @@ from typing import Any
 
 import datasets
 import lightning as L
+import numpy as np
 import pyarrow.compute as pc
 import torch
 
@@ -81,22 +82,36 @@ def run_dir_for(cfg: Config, prepared: Prepared) -> Path:
         "version": PRETRAIN_VERSION,
         "instances": prepared.instances.name,
         "tokenizer": prepared.tokenizer.name,
-        "model": dataclasses.asdict(cfg.model),
+        "model": model_part(cfg),
         "masking": dataclasses.asdict(cfg.masking),
         # tokens_per_batch only where set: runs from before the key keep their folders.
         "training": {k: v for k, v in dataclasses.asdict(cfg.training).items()
                      if k not in ("num_workers", "log_every_steps", "val_every_steps", "checkpoint_every_steps")
-                     and not (k == "tokens_per_batch" and v is None)},
+                     and NEW_TRAINING_DEFAULTS.get(k, ...) != v},
     }
     if validation_differs(cfg):
         parts["validation"] = "reference masks"  # validated on the reference masks, not on its own as before
     return cache_dir(Path(cfg.output_dir) / "runs", f"pretrain-{cfg.name}", parts)
 
 
+NEW_MODEL_DEFAULTS = {"norm": "post"}
+"""``model`` keys added after runs were cached, at the value those runs had: left out of the cache key there, so the
+folders of earlier runs keep their names."""
+NEW_TRAINING_DEFAULTS = {"tokens_per_batch": None, "dropout": True}
+"""The same for ``training`` keys."""
+
+
+def model_part(cfg: Config) -> dict:
+    """The ``model`` section as it enters a cache key (:data:`NEW_MODEL_DEFAULTS` left out at their defaults)."""
+    return {k: v for k, v in dataclasses.asdict(cfg.model).items() if NEW_MODEL_DEFAULTS.get(k, ...) != v}
+
+
 def build_model(cfg: Config, vocab) -> PretrainingModel:
     """A freshly initialised encoder and heads for ``cfg`` (seeded by training.seed)."""
     L.seed_everything(cfg.training.seed, workers=True, verbose=False)
     encoder_cfg = EncoderConfig.from_model_config(cfg.model, vocab_size=vocab.vocab_size, pad_token_id=vocab.pad_id)
+    if not cfg.training.dropout:  # trained without dropout; export_model writes the model section's rates back
+        encoder_cfg = dataclasses.replace(encoder_cfg, dropout=0.0, attention_dropout=0.0)
     # NSP and SOP: one 2-way head.
     return PretrainingModel(encoder_cfg, nsp=cfg.data.sentence_objective != "none", sbo=cfg.model.sbo)
 
@@ -196,6 +211,7 @@ def _train(cfg: Config, prepared: Prepared, run_dir: Path, ckpt_path: str | None
         metrics.update(wall_seconds=time.perf_counter() - start, tokens_seen=float(module.tokens_seen),
                        steps=float(trainer.global_step), **{f"params_{k}": float(v) for k, v in params.items()})
         metrics.update(_exposure(cfg, trainer.global_step, datamodule.instances["train"], module.tokens_seen))
+        metrics["val_unigram_entropy"] = unigram_entropy(datamodule.instances["validation"], vocab)
         _finish(cfg, run_dir, model, prepared, logger, metrics)
         return PretrainResult(run_dir, False, metrics)
 
@@ -214,7 +230,7 @@ def initialise(cfg: Config, *, progress: bool = True) -> PretrainResult:
     """
     corpus_dir = prepare_corpus(cfg, progress=progress)
     tokenizer_dir = prepare_tokenizer(cfg, corpus_dir, progress=progress)
-    parts = {"version": INIT_VERSION, "tokenizer": tokenizer_dir.name, "model": dataclasses.asdict(cfg.model),
+    parts = {"version": INIT_VERSION, "tokenizer": tokenizer_dir.name, "model": model_part(cfg),
              "nsp": cfg.data.sentence_objective != "none", "seed": cfg.training.seed}  # the head, as before SOP
     run_dir = cache_dir(Path(cfg.output_dir) / "runs", f"init-{cfg.name}", parts)
 
@@ -259,6 +275,20 @@ def _exposure(cfg: Config, steps: int, train: datasets.Dataset, tokens_seen: int
     seen = mask_exposure(cfg.masking.mode, started, cfg.masking.dupe_factor)
     return {"epochs": epochs, "mask_distinct_per_sequence": float(seen["distinct_masks"]),
             "mask_max_times_seen": float(seen["max_times_seen"])}
+
+
+def unigram_entropy(instances: datasets.Dataset, vocab) -> float:
+    """Entropy in nats of the token distribution of ``instances`` (special tokens left out).
+
+    The validation MLM loss of a model that ignores context and predicts each masked token by its frequency in
+    these very tokens: a loss not clearly below it has learned no more than which tokens are frequent (the unigram
+    plateau).
+    """
+    ids = pc.list_flatten(instances.data.table["input_ids"]).to_numpy()  # (tokens,)
+    counts = np.bincount(ids, minlength=vocab.vocab_size).astype(np.float64)
+    counts[list(vocab.special_ids)] = 0.0
+    p = counts[counts > 0] / counts.sum()
+    return float(-(p * np.log(p)).sum())
 
 
 def _resume_point(last: Path, resume: bool, restart: bool) -> str | None:
@@ -314,7 +344,7 @@ def _finish(cfg: Config, run_dir: Path, model: PretrainingModel, prepared: Prepa
     (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
     client, run_id = logger.experiment, logger.run_id
     for key in ("wall_seconds", "tokens_seen", "params_total", "params_embedding", "params_non_embedding", "epochs",
-                "mask_distinct_per_sequence", "mask_max_times_seen"):
+                "mask_distinct_per_sequence", "mask_max_times_seen", "val_unigram_entropy"):
         if key in metrics:
             client.log_metric(run_id, f"run/{key}", metrics[key])
     client.set_tag(run_id, "bvr.git_commit", git_commit() or "unknown")
@@ -344,8 +374,14 @@ def _register_encoder(client: Any, run_id: str, cfg: Config, model_dir: Path) ->
 
 
 def export_model(model: PretrainingModel, tokenizer_dir: Path, cfg: Config | dict[str, Any], out_dir: Path) -> Path:
-    """Write a Hugging Face folder: weights and config.json, the tokenizer files, and bvr.yaml (our config)."""
-    export_hf(model, model.config, out_dir)
+    """Write a Hugging Face folder: weights and config.json, the tokenizer files, and bvr.yaml (our config).
+
+    The folder's dropout rates are the ``model`` section's, also where pretraining ran without dropout
+    (``training.dropout``): they are fine-tuning's."""
+    config = model.config
+    if not isinstance(cfg, dict):
+        config = dataclasses.replace(config, dropout=cfg.model.dropout, attention_dropout=cfg.model.attention_dropout)
+    export_hf(model, config, out_dir)
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "bvr_tokenizer.json"):
         source = Path(tokenizer_dir) / name
         if source.exists():

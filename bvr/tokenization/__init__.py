@@ -14,11 +14,11 @@ from bvr.tokenization.families import (
 )
 from bvr.tokenization.files import BVR_FILE, TOKENIZER_FILE, load_tokenizer, save_tokenizer
 from bvr.tokenization.stats import describe_stats, tokenizer_stats
-from bvr.tokenization.training import train_tokenizer
+from bvr.tokenization.training import size_by_frequency, train_tokenizer
 from bvr.tokenization.vocab import VocabInfo, vocab_info
 
 __all__ = [
     "BVR_FILE", "DEFAULT_VOCAB_SIZE", "FAMILIES", "TOKENIZER_FILE", "WORDPIECE_ALPHABET_LIMIT", "TokenizerFamily",
     "VocabInfo", "describe_stats", "load_tokenizer", "running_text", "save_tokenizer", "tokenizer_stats",
-    "train_tokenizer", "vocab_info",
+    "size_by_frequency", "train_tokenizer", "vocab_info",
 ]

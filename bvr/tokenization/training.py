@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 
+import numpy as np
 from tokenizers import Tokenizer
 
 from bvr.errors import BvrError
@@ -79,3 +80,73 @@ def train_tokenizer(
     tokenizer = _release_pins(tokenizer, spec)
     tokenizer.post_processor = spec.post_processor(tokenizer)
     return tokenizer
+
+
+def token_counts(tokenizer: Tokenizer, texts: Texts) -> np.ndarray:
+    """How often each id occurs in ``texts`` (strings or batches of strings), special tokens not added: (vocab,)."""
+    counts = np.zeros(tokenizer.get_vocab_size(), dtype=np.int64)
+    for batch in texts:
+        for encoding in tokenizer.encode_batch([batch] if isinstance(batch, str) else batch, add_special_tokens=False):
+            counts += np.bincount(encoding.ids, minlength=len(counts))
+    return counts
+
+
+def count_at_percentile(counts: np.ndarray, percentile: float) -> int:
+    """The count of the rarest token needed to cover ``percentile`` of the text: tokens ranked from most to least
+    frequent, the first at which their running share of all occurrences reaches ``percentile``.
+
+    >>> count_at_percentile(np.array([50, 0, 10, 7, 3]), 0.8)
+    10
+    >>> count_at_percentile(np.array([50, 0, 10, 7, 3]), 0.95)
+    7
+    """
+    ranked = np.sort(counts)[::-1]
+    covered = np.cumsum(ranked) / ranked.sum()  # share of the text covered by the tokens up to each rank
+    return int(ranked[min(len(ranked) - 1, int(np.searchsorted(covered, percentile - 1e-12)))])
+
+
+def size_by_frequency(
+    family: str,
+    texts: Texts,
+    *,
+    max_size: int,
+    min_count: int,
+    percentile: float = 0.95,
+    min_frequency: int = 2,
+    granularity: int = 128,
+) -> tuple[Tokenizer, dict[str, float]]:
+    """The tokenizer of the largest vocabulary (up to ``max_size``, a multiple of ``granularity``) in which the
+    tokens that make up ``percentile`` of ``texts`` each occur at least ``min_count`` times
+    (:func:`count_at_percentile`, special tokens left out; ELC-BERT's rule: the 95th-percentile token seen about
+    100 times); the smallest size when none passes. Bisection over sizes, training a tokenizer at each: a smaller vocabulary
+    splits words into more frequent pieces, so the count at the percentile rises as the size falls.
+
+    ``texts`` must start over when iterated again (a list, :class:`~bvr.pretraining.prepare.SentenceBatches`).
+
+    Returns:
+        The tokenizer and a record of the search: the size chosen, its count at the percentile, the tries.
+    """
+    spec = family_spec(family)
+    low, high = max(granularity, -(-spec.min_vocab_size // granularity) * granularity), max_size
+    tries: dict[int, int] = {}
+
+    def trained(size: int) -> Tokenizer:
+        tokenizer = train_tokenizer(family, texts, vocab_size=size, min_frequency=min_frequency, show_progress=False)
+        counts = token_counts(tokenizer, texts)
+        specials = [tokenizer.token_to_id(str(token)) for token in spec.special_tokens]
+        tries[size] = count_at_percentile(np.delete(counts, [i for i in specials if i is not None]), percentile)
+        return tokenizer
+
+    best, best_size = trained(high), high
+    if tries[high] < min_count:
+        best, best_size = trained(low), low
+        while high - low > granularity:  # invariant: low passes (or is the floor), high fails
+            middle = (low + high) // 2 // granularity * granularity
+            candidate = trained(middle)
+            if tries[middle] >= min_count:
+                low, best, best_size = middle, candidate, middle
+            else:
+                high = middle
+    record = {"rule_min_count": min_count, "rule_percentile": percentile, "rule_size": best.get_vocab_size(),
+              "rule_count_at_percentile": tries[best_size], "rule_tries": len(tries)}
+    return best, record
