@@ -1,5 +1,6 @@
 """Checkpoints that are either whole or absent: written beside their final place and renamed over it, and read back
-with a one-line error when they are not.
+with a one-line error when they are not. They are read as weights only (no code runs while one is read): a file that
+holds anything else was not written by bvr and is refused.
 
 Lightning's own writer streams a checkpoint into a temporary file in the system's temporary folder and then moves it
 into place; across file systems that move is a copy, so a full disk or a kill during it leaves a truncated
@@ -8,6 +9,9 @@ into place; across file systems that move is a copy, so a full disk or a kill du
 
 from __future__ import annotations
 
+import pickle
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +25,44 @@ from bvr.signals import signals_deferred
 
 CHECKPOINT_HINT = ("the last good checkpoint is kept: free space (or choose another --output-dir) and run the same "
                    "command with --resume (bvr ablate: the same command)")
+RESTART_HINT = "pass --restart to discard it and train this run again from the start (bvr ablate: delete the file)"
+
+CHECKPOINT_GLOBALS: list[Any] = []
+"""The types beyond torch's weights-only defaults (tensors, dicts, lists, tuples, numbers, strings, None) that bvr's
+checkpoints hold, allowed when one is read; anything else is refused. None so far:
+``torch.serialization.get_unsafe_globals_in_checkpoint`` finds nothing else in a ``bvr pretrain`` ``last.ckpt`` (the
+model's and AdamW's state, the LR schedule, Lightning's loops and ModelCheckpoint state, the data module's position,
+bvr's token count and RNG states), with static or dynamic masking, a token budget, NSP, SOP or SBO, on the CPU. A
+type that a checkpoint comes to hold goes here, or resuming refuses it."""
+
+
+@contextmanager
+def weights_only_load(path: str | Path) -> Iterator[None]:
+    """Around a ``torch.load(path, weights_only=True)``: allow :data:`CHECKPOINT_GLOBALS`, and turn torch's refusal of
+    any other type (a pickle that would call ``os.system``, say) into a one-line error naming the file.
+
+    Raises:
+        BvrError: ``path`` holds a type bvr never writes; it is not loaded, and nothing in it ran.
+    """
+    try:
+        with torch.serialization.safe_globals(CHECKPOINT_GLOBALS):
+            yield
+    except pickle.UnpicklingError:
+        foreign = _foreign_globals(path)
+        if not foreign:
+            raise
+        raise BvrError(f"the checkpoint was not written by bvr: it holds {', '.join(foreign)}, which could run code "
+                       "if loaded, so it was not loaded", where=path, hint=RESTART_HINT) from None
+
+
+def _foreign_globals(path: str | Path) -> list[str]:
+    """The types ``path`` names beyond the allowed ones, read from its pickle without running it (none where it is not
+    a zip checkpoint)."""
+    try:
+        with torch.serialization.safe_globals(CHECKPOINT_GLOBALS):
+            return sorted(torch.serialization.get_unsafe_globals_in_checkpoint(path))
+    except Exception:  # not a torch.save zip file: the refusal is reported as it came
+        return []
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -44,23 +86,37 @@ class AtomicCheckpointIO(TorchCheckpointIO):
                 raise
             raise error from err
 
+    def load_checkpoint(self, path: str | Path, *args: Any, weights_only: bool | None = None,
+                        **kwargs: Any) -> dict[str, Any]:
+        """Lightning's loader (``trainer.fit(ckpt_path=...)``), as weights only whatever ``weights_only`` says (an old
+        torch, or ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``, would otherwise unpickle anything).
+
+        Raises:
+            BvrError: the file holds a type bvr never writes (see :func:`weights_only_load`).
+        """
+        with weights_only_load(path):
+            return super().load_checkpoint(path, *args, weights_only=True, **kwargs)
+
 
 def check_checkpoint(path: Path) -> None:
     """Make sure ``path`` reads as a checkpoint before a run resumes from it.
 
     The tensors are memory-mapped, not read, so this costs little; a truncated file fails here because its zip
-    directory, at the end, is missing.
+    directory, at the end, is missing. It is read as weights only, so nothing in it runs.
 
     Raises:
-        BvrError: the file cannot be read, naming it, with ``--restart`` as the way out.
+        BvrError: the file cannot be read, or holds a type bvr never writes, naming it, with ``--restart`` as the way
+            out.
     """
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+        with weights_only_load(path):
+            checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
         if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
             raise ValueError("it holds no state_dict")
+    except BvrError:
+        raise
     except Exception as err:  # torch raises RuntimeError, EOFError, UnpicklingError... for a damaged file
         # The first sentence: torch follows "failed finding central directory." with a paragraph of advice.
         reason = (str(err).strip().splitlines() or [type(err).__name__])[0].split(". ")[0].removesuffix(".")
         raise BvrError(f"the checkpoint is damaged or incomplete and cannot be resumed from ({reason})", where=path,
-                       hint="pass --restart to discard it and train this run again from the start "
-                            "(bvr ablate: delete the file)") from None
+                       hint=RESTART_HINT) from None

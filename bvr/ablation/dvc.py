@@ -24,11 +24,16 @@ arm, the data statistics, per-task scores); the heavy caches stay in ``outputs/`
 The file is generated rather than written by hand because the stage lists (arms, tasks, tokenizer families)
 come from the experiment file at a preset; regenerate it after adding an arm or a task. The data folder comes
 from ``params.yaml`` (``data_dir``; empty: the ``BVR_DATA_DIR`` environment variable).
+
+DVC runs each ``cmd`` through a shell, so every value written into one is shell-quoted (:func:`shlex.quote`): a path
+with ``$(...)`` or ``;`` in it stays one word and runs nothing. The names DVC substitutes (arms, tasks, units) are
+held to :data:`~bvr.ablation.declare.ARM_NAME` and the experiment's to :func:`~bvr.config.loading.is_name`.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +42,7 @@ import yaml
 from bvr.ablation.plan import Plan, Unit, UnitKind
 from bvr.ablation.stages import evaluation_file
 from bvr.config import PRESETS_DIR, read_yaml
+from bvr.errors import BvrError
 from bvr.fs import write_text
 
 PARAMS_FILE = "params.yaml"
@@ -73,10 +79,10 @@ def pipeline_spec(plan: Plan, root: Path = Path(".")) -> dict[str, Any]:
     exp_rel = _rel(exp, root)
     stage_dir = f"pipeline/{name}"
     report_dir = f"reports/{name}"
-    bvr = f"bvr ablate {exp_rel}"  # the file in the workspace, the one DVC tracks as params
+    bvr = f"bvr ablate {shlex.quote(exp_rel)}"  # the file in the workspace, the one DVC tracks as params
     if preset:
-        bvr += f" --preset {preset}"
-    bvr += f' --data-dir "${{data_dir}}" --stage-dir {stage_dir} --no-progress --only'
+        bvr += f" --preset {shlex.quote(preset)}"
+    bvr += f' --data-dir "${{data_dir}}" --stage-dir {shlex.quote(stage_dir)} --no-progress --only'
 
     shared_keys = ["base", *([f"presets.{preset}"] if preset else [])]
     shared: list[Any] = [{PARAMS_FILE: ["data_dir"]}]
@@ -305,14 +311,27 @@ HEADER = """\
 #     bvr pipeline {name}{preset_opt} --output {output}
 # Re-run that after adding an arm or a task; tests/test_ablate.py checks that this file matches it.
 # Run:  dvc repro                (the data folder: data_dir in params.yaml, or BVR_DATA_DIR when it is empty)
-#       dvc exp run -S '{source}:presets.{preset}.training.max_steps=300'    (vary a parameter)
+#       dvc exp run -S {max_steps}    (vary a parameter)
 #       dvc metrics show; dvc plots show      (templates: .dvc/plots/bvr-*.json; the README says how to read them)
 """
 
 
 def render_pipeline(plan: Plan, root: Path = Path("."), output: str = "dvc.yaml") -> str:
-    """The text of ``dvc.yaml``: a header saying how it was made, then the stages."""
+    """The text of ``dvc.yaml``: a header saying how it was made, then the stages.
+
+    Raises:
+        BvrError: the experiment file's path, ``output`` or the preset has a line break, which would end the header's
+            comment.
+    """
+    source = _rel(plan.ablation.source, root)
+    for text in (source, output, plan.preset or "-"):
+        if text.splitlines() != [text]:
+            raise BvrError("a name with a line break cannot be written into dvc.yaml", where=repr(text),
+                           hint="rename it")
     spec = pipeline_spec(plan, root)
-    header = HEADER.format(name=plan.name, preset=plan.preset or "default", source=_rel(plan.ablation.source, root),
-                           preset_opt=f" --preset {plan.preset}" if plan.preset else "", output=output)
+    max_steps = shlex.quote(f"{source}:presets.{plan.preset or 'default'}.training.max_steps=300")
+    header = HEADER.format(name=shlex.quote(plan.name), preset=plan.preset or "default", source=source,
+                           preset_opt=f" --preset {shlex.quote(plan.preset)}" if plan.preset else "",
+                           output=shlex.quote(output),
+                           max_steps=max_steps if max_steps.startswith("'") else f"'{max_steps}'")  # quoted as was
     return header + yaml.dump(spec, Dumper=_NoAliases, sort_keys=False, width=120, default_flow_style=False)

@@ -33,6 +33,7 @@ from bvr.config import (
     read_yaml,
     sub_origins,
 )
+from bvr.config.loading import NAME_RULE, is_name
 from bvr.errors import BvrError
 from bvr.tasks.registry import TASKS, get_task
 
@@ -91,6 +92,9 @@ def load_ablation(
             :func:`~bvr.ablation.arms.check_arms` refuses.
     """
     path = experiment_path(name_or_path)
+    if not is_name(path.stem):  # it names the experiment's folders and goes into dvc.yaml's commands
+        raise BvrError(f"the file's name '{path.stem}' cannot name an experiment", where=path,
+                       hint=f"rename the file: {NAME_RULE}")
     data, lines = read_yaml(path, "experiment file")
     _check_top(data, lines)
     description = data.get("description") or ""
@@ -158,7 +162,7 @@ def load_ablation(
 def _arm_layers(arm: str, raw: Any, lines: dict[str, str], preset: str | None) -> tuple[set[str], list[Layer]]:
     """An arm's declared keys and its layers: its diff, then its own ``presets: PRESET`` block."""
     key = f"arms.{arm}"
-    if not ARM_NAME.match(arm) or arm == CONTROL_ARM:
+    if not ARM_NAME.fullmatch(arm) or arm == CONTROL_ARM:
         raise BvrError(f"'{arm}' cannot name an arm", where=at(lines, key),
                        hint=f"use letters, digits, '-' and '_', not '{CONTROL_ARM}'")
     diff = dict(mapping(raw, key, lines, "config sections"))

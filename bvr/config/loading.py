@@ -63,8 +63,7 @@ class Config:
 
     def __post_init__(self) -> None:
         # The name becomes part of folder names (outputs/runs/pretrain-NAME-HASH): no path separators, no '..'.
-        check(bool(_NAME.fullmatch(str(self.name))), "name",
-              f"{self.name!r} cannot name a folder: use letters, digits, '.', '_' and '-' (not starting with '.')")
+        check(is_name(str(self.name)), "name", f"{self.name!r} cannot name a folder: {NAME_RULE}")
         # Checks across sections: each section validated itself already.
         check(self.data.max_length <= self.model.max_tokens, "data.max_length",
               f"{self.data.max_length} exceeds the {self.model.max_tokens} positions of the model "
@@ -79,7 +78,14 @@ class Config:
 
 
 _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
-"""A run name: it ends up in folder names, so it stays one plain path component."""
+NAME_RULE = "use letters, digits, '.', '_' and '-' (not starting with '.')"
+
+
+def is_name(text: str) -> bool:
+    """Whether ``text`` can name a run or an experiment: it ends up in folder names and in the commands of
+    ``dvc.yaml``, so it stays one plain path component that a shell reads as it is (:data:`NAME_RULE`)."""
+    return _NAME.fullmatch(text) is not None
+
 
 _OLD_FILE = "is the old experiments/finetune.yaml form"
 OLD_KEYS: dict[str, str] = {

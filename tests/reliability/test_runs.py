@@ -1,9 +1,11 @@
-"""Interrupted and concurrent runs at the command line: a damaged checkpoint, a pretraining killed mid-run and
-resumed, two fine-tunings writing to one fresh MLflow store at once, a data file edited in place, runs left RUNNING
-by a killed process."""
+"""Interrupted and concurrent runs at the command line: a damaged checkpoint, a booby-trapped one (nothing in it
+runs), a pretraining killed mid-run and resumed, two fine-tunings writing to one fresh MLflow store at once, a data
+file edited in place, runs left RUNNING by a killed process."""
 
 from __future__ import annotations
 
+import os
+import shlex
 import shutil
 import signal
 import socket
@@ -14,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from bvr.pretraining import run
 from bvr.tracking import find_runs
 from tests.reliability.conftest import copy_task, error_line, start_bvr
 from tests.test_ablate import EXPERIMENT
@@ -36,7 +39,8 @@ def _last(out: Path) -> Path:
 @pytest.fixture(scope="module")
 def killed(tmp_path_factory) -> tuple[Path, list]:
     """A working folder and the ``bvr pretrain`` arguments of a run SIGKILLed right after step 11 (mid-epoch; its
-    last checkpoint is step 8's), as a pre-empted job leaves it; ``damaged/`` is a copy of its output folder."""
+    last checkpoint is step 8's), as a pre-empted job leaves it; ``damaged/`` and ``trapped/`` are copies of its
+    output folder."""
     work = tmp_path_factory.mktemp("killed")
     data_dir = write_wiki_corpus(work / "data", documents=60)
     args = _pretrain_args(data_dir, work / "out", 26)
@@ -49,6 +53,7 @@ def killed(tmp_path_factory) -> tuple[Path, list]:
     process = start_bvr(*args, cwd=work, prelude=kill)
     assert process.wait(600) == -signal.SIGKILL, process.communicate()[1]
     shutil.copytree(work / "out", work / "damaged")
+    shutil.copytree(work / "out", work / "trapped")
     return work, args
 
 
@@ -64,6 +69,55 @@ def test_a_damaged_checkpoint_on_resume_is_one_line_naming_restart(bvr, killed, 
                                "(PytorchStreamReader failed reading zip archive: failed finding central directory). "
                                "pass --restart to discard it and train this run again from the start (bvr ablate: "
                                "delete the file)")
+
+
+class _Trap:
+    """Unpickled, it runs a shell command that creates ``marker`` (what a hostile checkpoint would do)."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {shlex.quote(str(self.marker))}",)
+
+
+@pytest.fixture
+def trapped(killed, tmp_path, monkeypatch) -> tuple[list, Path, Path]:
+    """The killed run's ``bvr pretrain`` arguments, its ``last.ckpt`` written again with one more entry whose
+    unpickling would create a marker file, and that marker; the run's output folder is copied into a working folder
+    of its own (its own MLflow store: the run starts a new MLflow run)."""
+    work, args = killed
+    shutil.copytree(work / "trapped", tmp_path / "out")
+    monkeypatch.chdir(tmp_path)
+    last, marker = _last(tmp_path / "out"), tmp_path / "pwned"
+    (last.parents[1] / "mlflow_run_id").unlink()
+    torch.save({**torch.load(last, weights_only=True), "trap": _Trap(marker)}, last)
+    return [*args, "--output-dir", tmp_path / "out", "--resume"], last, marker
+
+
+def _trapped_line(last: Path) -> str:
+    return (f"{last}: the checkpoint was not written by bvr: it holds posix.system, which could run code if loaded, "
+            "so it was not loaded. pass --restart to discard it and train this run again from the start (bvr ablate: "
+            "delete the file)")
+
+
+def test_a_booby_trapped_checkpoint_on_resume_runs_nothing_and_is_one_line(bvr, trapped):
+    args, last, marker = trapped
+    code, _, err = bvr(*args)
+    assert not marker.exists()
+    assert code == 2 and error_line(err) == _trapped_line(last)
+
+
+def test_lightning_loads_a_resumed_checkpoint_as_weights_only_too(bvr, trapped, monkeypatch):
+    """Lightning's own loader (``trainer.fit(ckpt_path=...)``) with the check before it gone (the file swapped after
+    it) and torch told to unpickle anything where the caller does not say (``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``, as
+    torch before 2.6 did): nothing runs either."""
+    args, last, marker = trapped
+    monkeypatch.setattr(run, "check_checkpoint", lambda path: None)
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    code, _, err = bvr(*args)
+    assert not marker.exists()
+    assert code == 2 and error_line(err) == _trapped_line(last)
 
 
 @pytest.fixture
