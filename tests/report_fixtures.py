@@ -77,6 +77,10 @@ COLLAPSED = {(CONTROL, "sst2", 2, 0)}
 """(arm, task, pretraining seed, fine-tuning seed) of the runs that predict one class: the control's p2 s0."""
 BASELINES = {"blimp": 0.5, "probe/sst2": 0.509, "sst2": 0.509, "squad_v2": 50.0}
 """Trivial baselines as logged: chance on BLiMP, the majority class on SST-2, empty answers on SQuAD 2.0."""
+BOW = 0.778
+"""The SST-2 probe's bag-of-words baseline as logged (the same for every model)."""
+CACHED_BEFORE_BOW = "static-p0"
+"""The model whose probe result was cached before the bag-of-words baseline existed: its run does not log it."""
 PARAMS = (4_200_000, 1_000_000)
 """(total, embedding) parameters of every pretrained model."""
 
@@ -182,6 +186,8 @@ def _probe(client: MlflowClient, experiment_id: str, arm: str, seed: int, parent
     metrics += [(PROBE_KEY, mean, max(seeds) + 1),  # ... then the mean, the latest value
                 ("probe/sst2/mean/accuracy", mean, 0), ("probe/sst2/cls/accuracy", mean - 0.02, 0),
                 ("probe/sst2/baseline/accuracy", BASELINES["probe/sst2"], 0), ("run/wall_seconds", 12.0, 0)]
+    if name != CACHED_BEFORE_BOW:
+        metrics.append(("probe/sst2/bow/accuracy", BOW, 0))
     _log(client, run_id, metrics, params={"evaluation": json.dumps({"kind": "probe", "task": "sst2"})})
     return {"arm": arm, "label": name, "pretrain_seed": seed, "kind": "probe", "task": "sst2", "status": "done",
             "run_id": run_id, "main_key": PROBE_KEY, "score": mean, "seeds": {str(s): v for s, v in seeds.items()},

@@ -15,19 +15,28 @@ import torch
 from typer.testing import CliRunner
 
 from bvr import cli
+from bvr.ablation.declare import Evaluations
 from bvr.errors import BvrError
 from bvr.evaluation.probe import (
     GRAD_TOLERANCE,
     L2_GRID,
     FeatureExtractor,
     ProbeSplit,
+    bag_of_words,
+    count_matrix,
+    describe,
     extract_sentences,
     featurise,
     fit_probe,
     heldout_split,
     run_probe,
     train_probe,
+    vocabulary,
+    words,
 )
+from bvr.evaluation.probe.bow import _fit_and_score
+from bvr.evaluation.probe.fit import Standardised
+from bvr.evaluation.run import EvaluationResult, _compute, _read
 from bvr.model import EncoderConfig, PretrainingModel
 from bvr.pretrained import load_pretrained
 from bvr.pretraining.run import export_model
@@ -270,7 +279,7 @@ def test_same_seed_same_result_and_seeds_change_only_the_subsample(bert, data_di
 def test_metrics_are_flat_fractions_with_the_baseline(bert, data_dir):
     result = run_probe(load_pretrained(bert), "sst2", data_dir=data_dir, seeds=[3], max_eval_examples=10)
     metrics = result.metrics(3)
-    assert set(metrics) == {f"probe/sst2/{kind}/accuracy" for kind in ("cls", "mean", "last4", "baseline")}
+    assert set(metrics) == {f"probe/sst2/{kind}/accuracy" for kind in ("cls", "mean", "last4", "baseline", "bow")}
     assert all(0.0 <= value <= 1.0 for value in metrics.values())
     # Training labels are balanced, so the majority is the lowest id, 0; the dev subset is seed 0's, as fine-tuning's.
     dev = subset(load_task_split(get_task("sst2"), "dev", data_dir)[0], 10, seed=0)
@@ -284,10 +293,10 @@ def test_metrics_are_flat_fractions_with_the_baseline(bert, data_dir):
 def test_pair_and_regression_tasks(bert, data_dir):
     pretrained = load_pretrained(bert)
     mrpc = run_probe(pretrained, "mrpc", data_dir=data_dir, features=["last4"]).metrics(0)
-    assert set(mrpc) == {f"probe/mrpc/{kind}/{name}" for kind in ("last4", "baseline")
+    assert set(mrpc) == {f"probe/mrpc/{kind}/{name}" for kind in ("last4", "baseline", "bow")
                          for name in ("accuracy", "f1", "accuracy_f1")}
     stsb = run_probe(pretrained, "stsb", data_dir=data_dir, features=["mean"])
-    assert "probe/stsb/mean/pearson_spearman" in stsb.metrics(0)
+    assert {"probe/stsb/mean/pearson_spearman", "probe/stsb/bow/pearson_spearman"} <= set(stsb.metrics(0))
     assert stsb.probes["mean"][0].iterations == 0  # ridge: closed form
 
 
@@ -299,6 +308,8 @@ def test_conll_probe_scores_entities_and_tokens(bert, data_dir):
         for name in ("f1", "precision", "recall", "accuracy"):
             assert 0.0 <= metrics[f"probe/conll2003/{kind}/{name}"] <= 1.0
     assert metrics["probe/conll2003/baseline/f1"] == 0.0  # all O: no entity found
+    assert not any("/bow/" in key for key in metrics) and result.bow == {} and result.bow_words == 0
+    assert "bag of words: none for a tagging task (its labels are per word)" in result.reports
 
 
 def test_from_scratch_is_one_fixed_random_encoder(bert, data_dir):
@@ -336,6 +347,117 @@ def test_heldout_examples_are_never_trained_on_and_scored_beside_dev(bert, data_
     assert info.value.where == "heldout_examples"
 
 
+# --- the bag-of-words baseline --------------------------------------------------------------------------------------
+
+
+def test_bow_words_vocabulary_and_counts_by_hand():
+    examples = [Example("Good good film", None, 1, 1), Example("bad film", None, 0, 2),
+                Example("Bad plot", None, 0, 3), Example("good", None, 1, 4)]
+    texts = [words(example) for example in examples]
+    assert texts == [["good", "good", "film"], ["bad", "film"], ["bad", "plot"], ["good"]]
+    assert words(Example("A b", "b C", 1, 1)) == ["a", "b", "b:b", "b:c"]  # a pair's second text stays apart
+    # good 3, bad 2, film 2 (the tie goes to the word), plot 1 (seen once: left out).
+    columns = vocabulary(texts)
+    assert columns == {"good": 0, "bad": 1, "film": 2}
+    assert vocabulary(texts, size=2) == {"good": 0, "bad": 1}
+    assert count_matrix(texts, columns).tolist() == [[2, 0, 1], [0, 1, 1], [0, 1, 0], [1, 0, 0]]
+    assert count_matrix([[]], columns).tolist() == [[0, 0, 0]]
+
+
+def _separable(count: int, start: int = 0) -> list[Example]:
+    """Examples whose label is told by one word: 'great' (1) or 'awful' (0), among shared fillers."""
+    return [Example(f"the {'great' if i % 2 else 'awful'} film number{i % 3}", None, i % 2, i + 1)
+            for i in range(start, start + count)]
+
+
+def test_bow_scores_a_separable_set_perfectly():
+    train = [*_separable(40), Example("zebra unicorn", None, 1, 41)]
+    picks = {0: list(range(0, 30)), 1: list(range(10, 40))}
+    dev, held = _separable(12, start=100), _separable(5, start=200)
+    for task in ("sst2", "stsb"):
+        found = bag_of_words(get_task(task), train, picks, dev, held)
+        # the, film, great, awful, number0-2: each seen at least twice in the union; index 40 was drawn by no seed.
+        assert found.words == 7
+        if task == "sst2":
+            assert found.scores == {0: {"accuracy": 1.0}, 1: {"accuracy": 1.0}}
+            assert found.heldout_scores == {0: {"accuracy": 1.0}, 1: {"accuracy": 1.0}}
+        else:  # the label as a score: a word that tells it is read off linearly
+            assert all(scores["pearson"] > 0.99 for scores in found.scores.values())
+    assert bag_of_words(get_task("conll2003"), train, picks, dev, held) is None
+
+
+def test_sparse_counts_reach_the_dense_optimum():
+    generator = torch.Generator().manual_seed(3)
+    x = (torch.rand(60, 12, generator=generator) < 0.3).float() * torch.randint(1, 3, (60, 12), generator=generator)
+    y = (x[:, 0] + x[:, 1] - x[:, 2] + 0.3 * torch.randn(60, generator=generator) > 0.5).long()
+    sparse = Standardised.of(x, sparse=True)
+    assert sparse.z.is_sparse_csr and sparse.eigenvectors is None and not sparse.mean.any()
+    # Logistic: the gradient of the centred problem vanishes at the sparse fit's weights (the free bias absorbs the
+    # means), so it predicts as the dense fit does.
+    probe, dense = fit_probe(sparse, y, get_task("sst2"), 0.01), fit_probe(x, y, get_task("sst2"), 0.01)
+    assert probe.converged and not probe.mean.any()
+    centred = (x.double() - x.double().mean(dim=0)) / probe.scale
+    residual = torch.softmax(probe.scores(x), dim=-1) - torch.nn.functional.one_hot(y, 2).double()  # (60, 2)
+    torch.testing.assert_close(centred.T @ residual / 60 + 0.01 * probe.weight, torch.zeros(12, 2, dtype=torch.float64),
+                               atol=GRAD_TOLERANCE, rtol=0)
+    assert torch.equal(probe.predict(x, regression=False), dense.predict(x, regression=False))
+    # Ridge centres the data itself: the same closed-form solution.
+    target = x[:, 0] - x[:, 3] + 0.1 * torch.randn(60, generator=generator)
+    ridge, dense = fit_probe(sparse, target, get_task("stsb"), 0.01), fit_probe(x, target, get_task("stsb"), 0.01)
+    torch.testing.assert_close(ridge.weight, dense.weight, atol=1e-10, rtol=0)
+    torch.testing.assert_close(ridge.scores(x), dense.scores(x), atol=1e-10, rtol=0)
+
+
+def test_bow_is_fitted_on_the_probe_seeds_picks_and_is_the_same_for_every_model(bert, roberta, data_dir):
+    options = {"data_dir": data_dir, "features": ["mean"], "seeds": [0, 1], "max_train_examples": 15,
+               "heldout_examples": 10, "max_eval_examples": 10}
+    results = []
+    for model, scratch in ((bert, False), (roberta, False), (bert, True)):
+        _fit_and_score.cache_clear()  # computed afresh for each model, not read from the memo
+        results.append(run_probe(load_pretrained(model), "sst2", from_scratch=scratch, **options))
+    first = results[0]
+    for other in results[1:]:
+        assert (other.bow, other.heldout_bow, other.bow_words) == (first.bow, first.heldout_bow, first.bow_words)
+    # A second model probed on the same examples gets a copy of the first one's (one fit per ablation).
+    hits = _fit_and_score.cache_info().hits
+    repeat = run_probe(load_pretrained(roberta), "sst2", **options)
+    assert _fit_and_score.cache_info().hits == hits + 1 and repeat.bow == first.bow
+    # Recomputed from the same picks, the same dev subset and the same held-out examples.
+    train, dev = (load_task_split(get_task("sst2"), split, data_dir)[0] for split in ("train", "dev"))
+    held, _ = heldout_split(len(train), 10, 15)
+    again = bag_of_words(get_task("sst2"), train, first.subsamples, subset(dev, 10, seed=0), [train[i] for i in held])
+    assert (again.scores, again.heldout_scores, again.words) == (first.bow, first.heldout_bow, first.bow_words)
+    for seed in (0, 1):
+        metrics = first.metrics(seed)
+        assert metrics["probe/sst2/bow/accuracy"] == first.bow[seed]["accuracy"]
+        assert metrics["probe/sst2/bow/heldout/accuracy"] == first.heldout_bow[seed]["accuracy"]
+    assert first.bow_words > 0 and first.seconds["bow"] >= 0
+    assert any(line.startswith(f"bag of words: {first.bow_words:,} words") for line in first.reports)
+    assert sum(line.strip().startswith("bow") for line in describe(first).splitlines()) == 2  # dev and held out
+
+
+def test_evaluation_logs_the_bow_and_reads_results_cached_before_it(bert, data_dir, tmp_path):
+    settings = Evaluations(probe_seeds=2, probe_max_train_examples=15, probe_heldout_examples=10)
+    result = _compute(bert, "probe", "sst2", settings, data_dir, progress=False)
+    probe = run_probe(load_pretrained(bert), "sst2", data_dir=data_dir, seeds=[0, 1], features=["mean"],
+                      max_train_examples=15, heldout_examples=10)
+    assert result.main_key == "probe/sst2/heldout/accuracy"
+    assert result.metrics["probe/sst2/bow/heldout/accuracy"] == pytest.approx(
+        (probe.heldout_bow[0]["accuracy"] + probe.heldout_bow[1]["accuracy"]) / 2)
+    assert result.metrics["probe/sst2/bow/accuracy"] == pytest.approx(
+        (probe.bow[0]["accuracy"] + probe.bow[1]["accuracy"]) / 2)
+    # A result written before the bag of words: no bow keys, and it still loads.
+    old = {"settings": {"kind": "probe"}, "kind": "probe", "task": "sst2", "main_key": result.main_key,
+           "score": result.score, "seeds": {"0": result.seeds[0], "1": result.seeds[1]},
+           "metrics": {k: v for k, v in result.metrics.items() if "/bow/" not in k}, "baseline": result.baseline,
+           "seconds": 1.0, "run_id": "abc", "detail": {}}
+    path = tmp_path / "probe-sst2-old.json"
+    path.write_text(json.dumps(old), encoding="utf-8")
+    cached = _read(path)
+    assert isinstance(cached, EvaluationResult) and cached.reused and cached.score == result.score
+    assert not any("/bow/" in key for key in cached.metrics)
+
+
 # --- bad input ------------------------------------------------------------------------------------------------------
 
 
@@ -371,10 +493,11 @@ def test_cli_prints_the_table_and_writes_json(bert, data_dir, tmp_path):
                                           "--json", str(out), "--no-progress"])
     assert result.exit_code == 0, result.output
     assert "median" in result.output and "seed 1" in result.output and "baseline" in result.output
+    assert any(line.strip().startswith("bow") and "bag of words" in line for line in result.output.splitlines())
     assert all(any(line.strip().startswith(kind) for line in result.output.splitlines()) for kind in ("cls", "mean"))
     saved = json.loads(out.read_text())
     assert saved["features"] == ["cls", "mean"] and saved["seeds"] == [0, 1]
-    assert "probe/sst2/mean/accuracy" in saved["metrics"]["1"]
+    assert {"probe/sst2/mean/accuracy", "probe/sst2/bow/accuracy"} <= set(saved["metrics"]["1"])
 
 
 def test_cli_bad_feature_is_one_line_naming_the_option(bert, data_dir, monkeypatch, capsys):

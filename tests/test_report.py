@@ -48,12 +48,12 @@ from scipy import integrate, optimize, stats
 from bvr.ablation.manifest import Manifest
 from bvr.errors import BvrError
 from bvr.report.analysis import Analysis, analyse, headlines
-from bvr.report.cells import ui_base
+from bvr.report.cells import RunLinks, ui_base
 from bvr.report.collect import FINETUNE_COLUMNS, HISTORY_COLUMNS, PRETRAIN_COLUMNS, Collected, collect
 from bvr.report.document import Table, to_markdown
 from bvr.report.published import load_published
 from bvr.report.render import ReportResult, render_report, render_summary
-from bvr.report.results import published_section
+from bvr.report.results import measures_section, published_section
 from tests.report_fixtures import (
     ARMS,
     BLIMP_DATA,
@@ -309,7 +309,7 @@ def test_tables_show_the_hand_worked_rows(report: ReportResult) -> None:
         "| squad_v2 fine-tuned (dev F1) | dynamic − static | +0.0 | [-4.6, 4.6] | 1.000 | 5.9 | +0.4 | 26 | "
         "no difference detected | inconclusive |",
         "| validation MLM loss (fixed masks) | dynamic − static | -0.100 | [-0.564, 0.364] | 0.223 | 0.590 | — | — |",
-        "| sst2 fine-tuned (dev accuracy) | static | 3 | 2 | 80.0 | [70.1, 89.9] | 3.9 | 1.4 | 50.9 | under "
+        "| sst2 fine-tuned (dev accuracy) | static | 3 | 2 | 80.0 | [70.1, 89.9] | 3.9 | 1.4 | 50.9 | — | under "
         "Fine-tuning scores |",
         "| macro accuracy (3 paradigms) | 70.0 | 73.0 | 50.0 | 40.9 | 70.6 | 77.3 | 90.9 |",
         "| npi_licensing | 64.0 | 67.0 | 44.0 | 29.8 | 36.4 | 45.3 | 78.5 |",
@@ -324,6 +324,9 @@ def test_tables_show_the_hand_worked_rows(report: ReportResult) -> None:
     for row in rows:
         assert row in text, row
     assert "| sst2 probe (mean features) | static | 3 | 3 | 67.0 |" in text  # three probe seeds per model
+    # Beside the majority class, the bag of words (static-p0's run predates it: the others' value is shown).
+    assert "| baseline | bag of words | runs |" in text
+    assert "| sst2 probe (mean features) | static | 3 | 3 | 67.0 | [59.5, 74.5] | 2.9 | 1.0 | 50.9 | 77.8 |" in text
     assert "Published columns for tasks this ablation does not run: MNLI-m (Acc)." in text
     assert "logged as fractions and shown ×100" in text
     assert "![" in text and "(figures/scores.png)" in text and "(figures/differences.png)" in text
@@ -349,6 +352,18 @@ def test_html_is_self_contained(report: ReportResult) -> None:
     assert "<script" not in page and "<link" not in page and 'src="http' not in page
     assert "dynamic better (dynamic − static = +2.0 [+1.1, +2.9]" in page
     assert '<h2 id="did-pretraining-help-at-this-budget">' in page and '<h2 id="beside-the-paper">' in page
+    assert ">bag of words</th>" in page and ">77.8</td>" in page
+
+
+def test_probes_logged_without_a_bag_of_words_show_it_absent(store: Store) -> None:
+    # Evaluations cached before the bag of words was logged: no probe/sst2/bow/* metric in any run.
+    collected = collect(store.manifest, workdir=store.workdir)
+    assert (collected.details["key"] == "probe/sst2/bow/accuracy").sum() == len(PRETRAIN_SEEDS) * 3 - 1
+    collected.details = collected.details[~collected.details["key"].str.contains("/bow/")]
+    a = analyse(collected, load_published())
+    assert a.measure("probe/sst2").bow is None and a.measure("probe/sst2").baseline == pytest.approx(50.9)
+    text = to_markdown(measures_section(a, RunLinks(collected)))
+    assert "| sst2 probe (mean features) | static | 3 | 3 | 67.0 | [59.5, 74.5] | 2.9 | 1.0 | 50.9 | — |" in text
 
 
 def test_plots_hold_every_point_long(report: ReportResult) -> None:

@@ -13,8 +13,10 @@ run or the control's initialisation), named by a hash of the settings, of the mo
 files' content, so a second call with nothing changed reads it back, and a retrained model or an edited data file is
 evaluated again. The MLflow run is
 ``LABEL/blimp`` or ``LABEL/probe/TASK``, tagged ``bvr.stage`` = the kind, with the headline and every per-feature
-mean as metrics, each probe seed's headline as the history of the headline key (step = probe seed), and the JSON
-as an artifact.
+mean as metrics (a probe's baselines too: ``probe/TASK/baseline/...``, the majority class, and
+``probe/TASK/bow/...``, the bag of words, the same for every model), each probe seed's headline as the history of
+the headline key (step = probe seed), and the JSON as an artifact. A result cached before the bag of words was
+logged still loads; it lacks those keys, and a report shows the baseline as absent.
 """
 
 from __future__ import annotations

@@ -78,6 +78,8 @@ class Measure:
         values: arm -> (pretraining seed, inner seed) -> value; the inner seed is the fine-tuning or probe seed
             (0 where a model gives one number).
         baseline: the trivial baseline in the same units (majority class, chance), or None.
+        bow: probes of sentence tasks: the bag-of-words baseline on the same examples, in points (the same for
+            every model); None where none was logged (tagging, or evaluations cached before it existed).
     """
 
     key: str
@@ -87,6 +89,7 @@ class Measure:
     higher_is_better: bool
     values: dict[str, dict[tuple[int, int], float]]
     baseline: float | None = None
+    bow: float | None = None
 
     def units(self, arm: str) -> dict[int, float]:
         """The arm's value per pretraining seed (the mean over inner seeds)."""
@@ -118,6 +121,15 @@ def _probe_title(task: str, features: str, metric: str) -> str:
     return f"{task} probe ({features} features{where})"
 
 
+def _probe_bow(collected: Collected, task: str, metric: str) -> float | None:
+    """The bag-of-words baseline of a probe's headline ``probe/TASK[/heldout]/METRIC``, ×100: the runs'
+    ``probe/TASK/bow[/heldout]/METRIC`` (every model logs the same value; their mean), or None when none logged it."""
+    key = metric.replace(f"probe/{task}/", f"probe/{task}/bow/", 1)
+    details = collected.details
+    values = details.loc[(details["kind"] == "probe") & (details["task"] == task) & (details["key"] == key), "value"]
+    return 100.0 * float(values.mean()) if not values.empty else None
+
+
 def evaluation_measures(collected: Collected) -> list[Measure]:
     """BLiMP and the probes, each value ×100 (logged as fractions)."""
     frame = collected.evaluations
@@ -135,7 +147,8 @@ def evaluation_measures(collected: Collected) -> list[Measure]:
         if kind == "blimp":
             out.append(Measure("blimp", "BLiMP macro accuracy (zero-shot)", metric, "blimp", True, values, base))
         else:
-            out.append(Measure(f"probe/{task}", _probe_title(task, features, metric), metric, task, True, values, base))
+            out.append(Measure(f"probe/{task}", _probe_title(task, features, metric), metric, task, True, values, base,
+                               _probe_bow(collected, task, metric)))
     order = {"blimp": 0}
     return sorted(out, key=lambda x: order.get(x.key, 1))
 

@@ -54,7 +54,8 @@ def measures_section(a: Analysis, links: RunLinks) -> list[Block]:
             rows.append([x.title if first else "", arm, str(len(units)), str(inner), fmt(mean, d),
                          interval, fmt(comp.between_sd if comp else None, d),
                          fmt(comp.within_sd if comp and inner > 1 else None, d),
-                         fmt(x.baseline, d) if first else "", _measure_runs(a, links, x, arm)])
+                         fmt(x.baseline, d) if first else "", fmt(x.bow, d) if first else "",
+                         _measure_runs(a, links, x, arm)])
             first = False
     if not rows:
         return []
@@ -62,10 +63,14 @@ def measures_section(a: Analysis, links: RunLinks) -> list[Block]:
                "seeds with its 95% t interval (per arm, not adjusted). SD between: spread of the true per-seed "
                "means across pretraining seeds; SD within: across fine-tuning/probe seeds of one model (one-way "
                "random-effects ANOVA; with one value per model, SD between is their plain spread, which holds "
-               "both). baseline: majority class (probes, fine-tuning) or chance (BLiMP). runs: one per pretraining "
-               "seed.")
-    header = ["measure", "arm", "n", "inner", "mean", "95% CI", "SD between", "SD within", "baseline", "runs"]
-    return [Heading("Every measure, per arm"), Table(header, rows, align="LLrrrrrrrl", caption=caption)]
+               "both). baseline: majority class (probes, fine-tuning) or chance (BLiMP). bag of words: the same "
+               "probe (logistic regression, ridge for regression) on the word counts of the same training examples, "
+               "scored on the same examples, the same for every model: how far the encoders are from counting "
+               "words (sentence-task probes only; '—' for tagging and for evaluations cached before it was logged). "
+               "runs: one per pretraining seed.")
+    header = ["measure", "arm", "n", "inner", "mean", "95% CI", "SD between", "SD within", "baseline", "bag of words",
+              "runs"]
+    return [Heading("Every measure, per arm"), Table(header, rows, align="LLrrrrrrrrl", caption=caption)]
 
 
 def blimp_section(a: Analysis) -> list[Block]:

@@ -32,11 +32,17 @@ seeds' subsamples, so more seeds cost only probe fits. A cap at least as large a
 the same data, hence the same score. Scores use bvr's metric functions (:mod:`bvr.tasks.metrics`, and
 :func:`bvr.tasks.ner_metric.entity_f1` for entity-level F1) on the task's headline split.
 
+Beside the trivial baseline (the majority class, or the training mean), sentence and pair tasks get a bag-of-words
+baseline (:mod:`~bvr.evaluation.probe.bow`): the same probe fitted on word counts of each seed's training examples
+and scored on the same examples, identical for every model.
+
 Modules: :mod:`~bvr.evaluation.probe.features` (extraction), :mod:`~bvr.evaluation.probe.fit` (the two fits),
-:mod:`~bvr.evaluation.probe.selection` (the L2 choice and scores), :mod:`~bvr.evaluation.probe.results` and
-:mod:`~bvr.evaluation.probe.run` (:func:`run_probe`).
+:mod:`~bvr.evaluation.probe.selection` (the L2 choice and scores), :mod:`~bvr.evaluation.probe.bow` (the
+bag-of-words baseline), :mod:`~bvr.evaluation.probe.results` and :mod:`~bvr.evaluation.probe.run`
+(:func:`run_probe`).
 """
 
+from bvr.evaluation.probe.bow import BagOfWords, bag_of_words, count_matrix, vocabulary, words
 from bvr.evaluation.probe.features import (
     BATCH_SIZE,
     LAST_LAYERS,
@@ -52,8 +58,9 @@ from bvr.evaluation.probe.run import check_features, feature_kinds, heldout_spli
 from bvr.evaluation.probe.selection import L2_GRID, Selection, baseline_scores, score, train_probe
 
 __all__ = [
-    "BATCH_SIZE", "GRAD_TOLERANCE", "L2_GRID", "LAST_LAYERS", "MAX_ITERATIONS", "FeatureExtractor", "LinearProbe",
-    "ProbeResult", "ProbeSplit", "SeedProbe", "Selection", "baseline_scores", "check_features", "describe",
-    "extract_sentences", "extract_words", "feature_kinds", "featurise", "fit_logistic", "fit_probe", "fit_ridge",
-    "heldout_split", "probe_task", "run_probe", "score", "train_probe",
+    "BATCH_SIZE", "GRAD_TOLERANCE", "L2_GRID", "LAST_LAYERS", "MAX_ITERATIONS", "BagOfWords", "FeatureExtractor",
+    "LinearProbe", "ProbeResult", "ProbeSplit", "SeedProbe", "Selection", "bag_of_words", "baseline_scores",
+    "check_features", "count_matrix", "describe", "extract_sentences", "extract_words", "feature_kinds", "featurise",
+    "fit_logistic", "fit_probe", "fit_ridge", "heldout_split", "probe_task", "run_probe", "score", "train_probe",
+    "vocabulary", "words",
 ]

@@ -197,6 +197,13 @@ class ProbeSplit:
         return torch.cat(parts) if parts else torch.empty(0, dtype=torch.long)
 
 
+def sentence_split(spec: TaskSpec, examples: list[Any], features: dict[str, torch.Tensor]) -> ProbeSplit:
+    """A sentence or pair task's split: one row per example, its label a class id (int64) or a score (float64)."""
+    dtype = torch.float64 if spec.kind == "regression" else torch.long
+    labels = torch.tensor([example.label for example in examples], dtype=dtype)
+    return ProbeSplit(examples, features, labels, list(range(len(examples) + 1)))
+
+
 def featurise(
     spec: TaskSpec, examples: list[Any], pretrained: Pretrained, extractor: FeatureExtractor, kinds: Sequence[str],
     max_length: int, description: str,
@@ -205,10 +212,7 @@ def featurise(
     settings = DataSettings(max_length=max_length)
     encoded = KINDS[spec.kind].encode(spec, pretrained.tokenizer, pretrained.family, examples, settings)
     if spec.kind != "tagging":
-        features = extract_sentences(extractor, encoded, kinds, description)
-        dtype = torch.float64 if spec.kind == "regression" else torch.long
-        labels = torch.tensor([example.label for example in examples], dtype=dtype)
-        return ProbeSplit(examples, features, labels, list(range(len(examples) + 1)))
+        return sentence_split(spec, examples, extract_sentences(extractor, encoded, kinds, description))
     firsts = [first_subwords(word_ids) for word_ids in encoded["word_ids"]]
     features = extract_words(extractor, encoded, firsts, kinds, description)
     labels = torch.tensor([encoded["labels"][i][position] for i, first in enumerate(firsts) for position, _ in first],

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -72,26 +73,45 @@ class Standardised:
     """Training features standardised, with the eigenbasis of their covariance (L-BFGS's preconditioner).
 
     Attributes:
-        z: (rows, dim) standardised features, float64.
-        mean: (dim,) the means taken off.
+        z: (rows, dim) standardised features, float64 (a sparse CSR matrix when built ``sparse``).
+        mean: (dim,) the means taken off (zeros when ``sparse``).
         scale: (dim,) the standard deviations divided by.
-        eigenvalues: (dim,) of ``z^T z / rows``, ascending.
-        eigenvectors: (dim, dim), one per column.
+        eigenvalues: (dim,) of ``z^T z / rows``, ascending; with ``eigenvectors`` None, its diagonal.
+        eigenvectors: (dim, dim), one per column; None for the identity (a diagonal preconditioner).
     """
 
     z: torch.Tensor
     mean: torch.Tensor
     scale: torch.Tensor
     eigenvalues: torch.Tensor
-    eigenvectors: torch.Tensor
+    eigenvectors: torch.Tensor | None
 
     @classmethod
-    def of(cls, x: torch.Tensor) -> Standardised:
-        """Standardise (rows, dim) features and diagonalise their covariance (once for every L2 strength)."""
+    def of(cls, x: torch.Tensor, sparse: bool = False) -> Standardised:
+        """Standardise (rows, dim) features and diagonalise their covariance (once for every L2 strength).
+
+        ``sparse``: for wide, mostly zero and nearly uncorrelated features (word counts), whose eigendecomposition
+        (cubic in ``dim``) and dense products would cost far more than the fits need. They are scaled but not
+        centred, so the zeros stay zeros, held as a sparse CSR matrix, and preconditioned by ``z^T z``'s diagonal
+        only. The optimum is the centred one's (the unpenalised bias absorbs the means); only the path changes.
+        """
         mean, scale = standardisation(x)
+        if sparse:
+            z = x.double() / scale
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+                return cls(z.to_sparse_csr(), torch.zeros_like(mean), scale, z.pow(2).mean(dim=0), None)
         z = (x.double() - mean) / scale
         eigenvalues, eigenvectors = torch.linalg.eigh(z.T @ z / len(z))
         return cls(z, mean, scale, eigenvalues.clamp(min=0.0), eigenvectors)
+
+    def rotate(self, m: torch.Tensor) -> torch.Tensor:
+        """(…, dim) -> (…, dim) in the eigenbasis: ``m @ V``."""
+        return m if self.eigenvectors is None else m @ self.eigenvectors
+
+    def unrotate(self, m: torch.Tensor) -> torch.Tensor:
+        """The inverse of :meth:`rotate`: ``m @ V^T``."""
+        return m if self.eigenvectors is None else m @ self.eigenvectors.T
 
 
 def fit_logistic(
@@ -120,10 +140,10 @@ def fit_logistic(
         weight (dim, classes), bias (classes,), the iterations run, and whether a tolerance (not
         :data:`MAX_ITERATIONS`) stopped them.
     """
-    z, basis, n = data.z, data.eigenvectors, len(data.z)
+    z, (n, dim) = data.z, data.z.shape
     p = (CURVATURE * data.eigenvalues + l2).rsqrt()  # (dim,)
     # (classes, dim): the gradient (P - Y)^T Z V * p is then contiguous, as L-BFGS needs.
-    coords = (start[0].T @ basis) / p if start is not None else torch.zeros(num_classes, z.shape[1], dtype=z.dtype)
+    coords = data.rotate(start[0].T) / p if start is not None else torch.zeros(num_classes, dim, dtype=z.dtype)
     bias = start[1].clone() if start is not None else torch.zeros(num_classes, dtype=z.dtype)
     targets = F.one_hot(y, num_classes).to(z.dtype)  # (rows, classes)
     optimizer = torch.optim.LBFGS([coords, bias], lr=1.0, max_iter=MAX_ITERATIONS, tolerance_grad=GRAD_TOLERANCE,
@@ -131,17 +151,17 @@ def fit_logistic(
                                   line_search_fn="strong_wolfe")
 
     def closure() -> torch.Tensor:
-        weight = (coords * p) @ basis.T  # (classes, dim)
+        weight = data.unrotate(coords * p)  # (classes, dim)
         log_probs = torch.addmm(bias, z, weight.T).log_softmax(dim=-1)  # (rows, classes)
         loss = -(log_probs * targets).sum() / n + 0.5 * l2 * weight.pow(2).sum()
         residual = (log_probs.exp() - targets) / n  # (rows, classes): d loss / d logits
-        coords.grad = ((residual.T @ z + l2 * weight) @ basis) * p
+        coords.grad = data.rotate(residual.T @ z + l2 * weight) * p
         bias.grad = residual.sum(dim=0)
         return loss
 
     optimizer.step(closure)
     iterations = int(optimizer.state[coords]["n_iter"])
-    return ((coords * p) @ basis.T).T, bias, iterations, iterations < MAX_ITERATIONS
+    return data.unrotate(coords * p).T, bias, iterations, iterations < MAX_ITERATIONS
 
 
 def fit_ridge(z: torch.Tensor, y: torch.Tensor, l2: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -171,7 +191,7 @@ def fit_probe(
     """
     data = x if isinstance(x, Standardised) else Standardised.of(x)
     if spec.kind == "regression":
-        weight, bias = fit_ridge(data.z, y, l2)
+        weight, bias = fit_ridge(data.z.to_dense() if data.z.is_sparse_csr else data.z, y, l2)  # it centres z
         return LinearProbe(data.mean, data.scale, weight, bias, l2)
     initial = (start.weight, start.bias) if start is not None else None
     weight, bias, iterations, converged = fit_logistic(data, y, spec.num_labels, l2, initial)

@@ -11,6 +11,7 @@ import numpy as np
 
 from bvr.display import duration
 from bvr.errors import BvrError
+from bvr.evaluation.probe.bow import KIND as BOW
 from bvr.evaluation.probe.fit import MAX_ITERATIONS
 
 
@@ -54,8 +55,11 @@ class ProbeResult:
         eval_size: dev examples probed; eval_total: dev examples in the file.
         heldout_size: training examples set aside, never trained on, and scored as a second test set (0: none).
         heldout_baseline: seed -> the trivial baseline's scores on them.
-        seconds: 'extract' (features), 'probe' (every fit) and 'total'.
+        seconds: 'extract' (features), 'probe' (every fit), 'bow' (the bag-of-words baseline) and 'total'.
         reports: what was read, one line per file, then the caps.
+        bow: seed -> the bag-of-words baseline's dev scores (:mod:`~bvr.evaluation.probe.bow`; empty for tagging).
+        heldout_bow: seed -> its scores on the held-out training examples.
+        bow_words: its vocabulary's size (0: none).
     """
 
     task: str
@@ -75,10 +79,14 @@ class ProbeResult:
     heldout_baseline: dict[int, dict[str, float]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     reports: list[str] = field(default_factory=list)
+    bow: dict[int, dict[str, float]] = field(default_factory=dict)
+    heldout_bow: dict[int, dict[str, float]] = field(default_factory=dict)
+    bow_words: int = 0
 
     def metrics(self, seed: int) -> dict[str, float]:
-        """One seed's scores, flat: ``probe/TASK/FEATURE/METRIC`` and ``probe/TASK/baseline/METRIC`` on dev, and
-        ``probe/TASK/FEATURE/heldout/METRIC`` (and the baseline's) on the held-out training examples, if any."""
+        """One seed's scores, flat: ``probe/TASK/FEATURE/METRIC``, ``probe/TASK/baseline/METRIC`` and
+        ``probe/TASK/bow/METRIC`` (the bag-of-words baseline) on dev, and ``probe/TASK/FEATURE/heldout/METRIC`` (and
+        the baselines') on the held-out training examples, if any."""
         if seed not in self.baseline:
             raise BvrError(f"no probe with seed {seed}", where="seed", hint=f"seeds run: {self.seeds}")
         flat = {f"probe/{self.task}/{kind}/{name}": value
@@ -88,6 +96,9 @@ class ProbeResult:
                      for kind in self.features for name, value in self.probes[kind][seed].heldout_scores.items()})
         flat.update({f"probe/{self.task}/baseline/heldout/{name}": value
                      for name, value in self.heldout_baseline.get(seed, {}).items()})
+        flat.update({f"probe/{self.task}/{BOW}/{name}": value for name, value in self.bow.get(seed, {}).items()})
+        flat.update({f"probe/{self.task}/{BOW}/heldout/{name}": value
+                     for name, value in self.heldout_bow.get(seed, {}).items()})
         return flat
 
     def headline(self, kind: str) -> list[float]:
@@ -112,8 +123,13 @@ class ProbeResult:
 # ---------------------------------------------------------------------------------------------------------------
 
 
+def _row(name: str, values: list[float], note: str = "") -> str:
+    """One printed row: the name, the median, then every seed's value."""
+    return f"  {name:<9}{float(np.median(values)):>8.4f}{''.join(f'  {v:>8.4f}' for v in values)}{note}"
+
+
 def describe(result: ProbeResult) -> str:
-    """A table for the CLI: per feature kind the median and every seed's headline score, beside the baseline."""
+    """A table for the CLI: per feature kind the median and every seed's headline score, beside the baselines."""
     key = result.main_metric
     control = " (no-pretraining control: random encoder of the same shape)" if result.from_scratch else ""
     seeds = "".join(f"  {'seed ' + str(seed):>8}" for seed in result.seeds)
@@ -121,25 +137,25 @@ def describe(result: ProbeResult) -> str:
              f"{key} on {result.split} ({result.eval_size:,} examples), median over {len(result.seeds)} seed(s)",
              f"  {'feature':<9}{'median':>8}{seeds}  L2 chosen"]
     for kind in result.features:
-        scores = "".join(f"  {value:>8.4f}" for value in result.headline(kind))
         l2s = " ".join(f"{result.probes[kind][seed].l2:g}" for seed in result.seeds)
-        lines.append(f"  {kind:<9}{result.median(kind):>8.4f}{scores}  {l2s}")
-    base = [result.baseline[seed][key] for seed in result.seeds]
-    lines.append(f"  {'baseline':<9}{float(np.median(base)):>8.4f}{''.join(f'  {v:>8.4f}' for v in base)}  "
-                 "(majority class, or the training mean)")
+        lines.append(_row(kind, result.headline(kind), f"  {l2s}"))
+    lines.append(_row("baseline", [result.baseline[seed][key] for seed in result.seeds],
+                      "  (majority class, or the training mean)"))
+    if result.bow:
+        lines.append(_row(BOW, [result.bow[seed][key] for seed in result.seeds],
+                          f"  (bag of words: {result.bow_words:,} words' counts)"))
     if result.heldout_size:
         lines.append(f"{key} on {result.heldout_size:,} held-out training examples")
         for kind in result.features:
-            held = [result.probes[kind][seed].heldout_scores[key] for seed in result.seeds]
-            lines.append(f"  {kind:<9}{float(np.median(held)):>8.4f}{''.join(f'  {v:>8.4f}' for v in held)}")
-        held_base = [result.heldout_baseline[seed][key] for seed in result.seeds]
-        lines.append(f"  {'baseline':<9}{float(np.median(held_base)):>8.4f}"
-                     f"{''.join(f'  {v:>8.4f}' for v in held_base)}")
+            lines.append(_row(kind, [result.probes[kind][seed].heldout_scores[key] for seed in result.seeds]))
+        lines.append(_row("baseline", [result.heldout_baseline[seed][key] for seed in result.seeds]))
+        if result.heldout_bow:
+            lines.append(_row(BOW, [result.heldout_bow[seed][key] for seed in result.seeds]))
     unconverged = sorted({kind for kind in result.features for p in result.probes[kind].values() if not p.converged})
     if unconverged:
         lines.append(f"note: L-BFGS hit {MAX_ITERATIONS} iterations for {', '.join(unconverged)}")
     lines.extend(f"data: {line}" for line in result.reports)
     seconds = result.seconds
     lines.append(f"time: {duration(seconds.get('total'))} (features {duration(seconds.get('extract'))}, "
-                 f"probes {duration(seconds.get('probe'))})")
+                 f"probes {duration(seconds.get('probe'))}, bag of words {duration(seconds.get('bow'))})")
     return "\n".join(lines)

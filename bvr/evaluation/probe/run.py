@@ -14,6 +14,7 @@ import torch
 
 from bvr.config import PROBE_KINDS, SENTENCE_FEATURES, TOKEN_FEATURES, DataSettings
 from bvr.errors import BvrError
+from bvr.evaluation.probe.bow import MAX_WORDS, MIN_COUNT, bag_of_words
 from bvr.evaluation.probe.features import (
     BATCH_SIZE,
     FeatureExtractor,
@@ -169,7 +170,8 @@ def run_probe(
         progress: show a progress bar over feature extraction.
 
     Returns:
-        Every probe's dev scores, the trivial baseline, and timings.
+        Every probe's dev scores, the trivial baseline, the bag-of-words baseline (sentence tasks:
+        :mod:`~bvr.evaluation.probe.bow`, fitted on each seed's subsample), and timings.
 
     Raises:
         BvrError: an unknown or unsupported task, an unknown feature kind, bad seeds or caps, or unreadable data.
@@ -208,11 +210,17 @@ def run_probe(
             held_baseline[seed] = baseline_scores(spec, train, picked, held_split)
         for kind in kinds:
             probes[kind][seed] = _probe_one(spec, train, picked, dev_split, kind, held_split)
+    probed = time.perf_counter()
+    bow = bag_of_words(spec, train_examples, picks, dev, [train_examples[i] for i in held])  # the same for any model
     end = time.perf_counter()
+    reports.append(f"bag of words: {bow.words:,} words (seen at least {MIN_COUNT} times in the seeds' training "
+                   f"examples, at most the {MAX_WORDS:,} most frequent)" if bow is not None else
+                   "bag of words: none for a tagging task (its labels are per word)")
+    seconds = {"extract": extracted - start, "probe": probed - extracted, "bow": end - probed, "total": end - start}
     return ProbeResult(spec.name, str(pretrained.folder), from_scratch, spec.headline_split, spec.main_metric, kinds,
                        seeds, probes, baseline, picks, len(train_examples), len(dev), len(dev_examples),
-                       len(held), held_baseline,
-                       {"extract": extracted - start, "probe": end - extracted, "total": end - start}, reports)
+                       len(held), held_baseline, seconds, reports, bow=bow.scores if bow else {},
+                       heldout_bow=bow.heldout_scores if bow else {}, bow_words=bow.words if bow else 0)
 
 
 def _probe_one(spec: TaskSpec, train: ProbeSplit, picked: list[int], dev: ProbeSplit, kind: str,

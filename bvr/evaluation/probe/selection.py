@@ -61,18 +61,19 @@ class Selection:
     held_out: dict[float, float]
 
 
-def train_probe(spec: TaskSpec, split: ProbeSplit, picked: Sequence[int], kind: str) -> Selection:
+def train_probe(spec: TaskSpec, split: ProbeSplit, picked: Sequence[int], kind: str,
+                sparse: bool = False) -> Selection:
     """Choose the L2 strength on a held-out part of the examples ``picked``, then refit on all of them.
 
     The grid is walked from the strongest penalty to the weakest, each fit starting from the previous solution,
     and the refit starts from the chosen strength's; ties in the held-out headline score go to the stronger penalty
-    (the simpler model).
+    (the simpler model). ``sparse``: the features are word counts or the like (:meth:`Standardised.of`).
     """
     fit, held = held_out_split(len(picked))
     fit_examples, held_examples = [picked[i] for i in fit], [picked[i] for i in held]
     x = split.features[kind]
     fit_rows, held_rows = split.rows(fit_examples), split.rows(held_examples)
-    fit_data = Standardised.of(x[fit_rows])
+    fit_data = Standardised.of(x[fit_rows], sparse)
     held_out, probes, previous = {}, {}, None
     for l2 in sorted(L2_GRID, reverse=True):
         probes[l2] = previous = fit_probe(fit_data, split.labels[fit_rows], spec, l2, previous)
@@ -82,7 +83,8 @@ def train_probe(spec: TaskSpec, split: ProbeSplit, picked: Sequence[int], kind: 
             held_out[l2] = main_score(spec, score(spec, split, held_examples, predictions))
     best = max(L2_GRID, key=lambda l2: (held_out[l2], l2))
     rows = split.rows(picked)
-    return Selection(fit_probe(x[rows], split.labels[rows], spec, best, probes[best]), dict(sorted(held_out.items())))
+    refit = fit_probe(Standardised.of(x[rows], sparse), split.labels[rows], spec, best, probes[best])
+    return Selection(refit, dict(sorted(held_out.items())))
 
 
 # ---------------------------------------------------------------------------------------------------------------
