@@ -201,9 +201,10 @@ def test_quiet_fit_silences_only_lightnings_noise():
         warnings.simplefilter("always")
         with quiet_fit():
             warnings.warn("`isinstance(treespec, LeafSpec)` is deprecated, use `isinstance(treespec, TreeSpec)`",
-                          FutureWarning)
-            warnings.warn("The 'train_dataloader' does not have many workers which may be a bottleneck.", UserWarning)
-            warnings.warn("the loss went up", UserWarning)
+                          FutureWarning, stacklevel=1)
+            warnings.warn("The 'train_dataloader' does not have many workers which may be a bottleneck.", UserWarning,
+                          stacklevel=1)
+            warnings.warn("the loss went up", UserWarning, stacklevel=1)
     assert [str(w.message) for w in caught] == ["the loss went up"]
 
 

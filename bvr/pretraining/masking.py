@@ -1,9 +1,9 @@
 """Masked-language-model masking for BERT (static) and RoBERTa (dynamic), as pure functions.
 
 Every random choice here is a hash of ``(seed, stream, sequence index, copy, position)`` (the span sampler's of
-an attempt number instead of a position), never a draw from a stateful generator. The mask a sequence gets therefore does not depend on which batch, DataLoader worker or process
-it lands in, on how far its batch was padded, or on whether training was resumed: the same ``(seed, index, copy)``
-always gives the same mask.
+an attempt number instead of a position), never a draw from a stateful generator. The mask a sequence gets
+therefore does not depend on which batch, DataLoader worker or process it lands in, on how far its batch was
+padded, or on whether training was resumed: the same ``(seed, index, copy)`` always gives the same mask.
 
 The two masking regimes differ only in which *copy* a sequence is masked with at a given epoch (:func:`mask_copy`):
 

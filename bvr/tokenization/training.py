@@ -118,8 +118,8 @@ def size_by_frequency(
     """The tokenizer of the largest vocabulary (up to ``max_size``, a multiple of ``granularity``) in which the
     tokens that make up ``percentile`` of ``texts`` each occur at least ``min_count`` times
     (:func:`count_at_percentile`, special tokens left out; ELC-BERT's rule: the 95th-percentile token seen about
-    100 times); the smallest size when none passes. Bisection over sizes, training a tokenizer at each: a smaller vocabulary
-    splits words into more frequent pieces, so the count at the percentile rises as the size falls.
+    100 times); the smallest size when none passes. Bisection over sizes, training a tokenizer at each: a smaller
+    vocabulary splits words into more frequent pieces, so the count at the percentile rises as the size falls.
 
     ``texts`` must start over when iterated again (a list, :class:`~bvr.pretraining.prepare.SentenceBatches`).
 

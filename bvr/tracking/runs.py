@@ -11,6 +11,7 @@ import socket
 import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import mlflow
@@ -45,7 +46,8 @@ TAG_PRETRAIN_SEED = "bvr.pretrain_seed"
 TAG_DECLARED_PREFIX = "bvr.declared."
 """Prefix of the tags naming what an ablation arm changes: ``bvr.declared.masking.mode = static``."""
 
-_CONTEXT_TAGS: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar("bvr_context_tags", default={})
+_NO_TAGS: Mapping[str, Any] = MappingProxyType({})
+_CONTEXT_TAGS: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar("bvr_context_tags", default=_NO_TAGS)
 
 
 @contextlib.contextmanager
