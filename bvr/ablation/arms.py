@@ -96,6 +96,19 @@ def tokens_seen(cfg: Config) -> int:
     return tokens_per_step(cfg) * cfg.training.max_steps
 
 
+def budget_tokens(cfg: Config) -> int:
+    """Tokens a run may see: :func:`tokens_seen`, or ``training.max_tokens`` where that stops it sooner (what the
+    arms of a budget curve are ordered by).
+
+    >>> from bvr.config import Config, TrainingConfig
+    >>> budget_tokens(Config(training=TrainingConfig(max_steps=300))), budget_tokens(
+    ...     Config(training=TrainingConfig(max_steps=300, max_tokens=10_000)))
+    (1228800, 10000)
+    """
+    cap = cfg.training.max_tokens
+    return tokens_seen(cfg) if cap is None else min(cap, tokens_seen(cfg))
+
+
 def _tokens_detail(cfg: Config) -> str:
     """How an arm's tokens are counted, for the error of :func:`equal_passes`."""
     t = cfg.training
@@ -107,11 +120,13 @@ def _tokens_detail(cfg: Config) -> str:
 def equal_passes(ablation: Ablation) -> None:
     """Refuse arms that do not see the same number of tokens (:func:`tokens_seen`): equal sequences at equal
     lengths, as RoBERTa Table 3, or steps filled to an equal token budget whatever the sequences' lengths, as its
-    Table 2 (``training.tokens_per_batch``).
+    Table 2 (``training.tokens_per_batch``). A budget curve's arms differ in tokens by design: it passes.
 
     Raises:
         BvrError: naming each arm's token budget or batch size, steps, tokens per sequence and product.
     """
+    if ablation.is_budget:
+        return
     seen = {arm: tokens_seen(cfg) for arm, cfg in ablation.arms.items()}
     if len(set(seen.values())) > 1:
         detail = ", ".join(f"{arm}: {_tokens_detail(cfg)}" for arm, cfg in ablation.arms.items())

@@ -19,6 +19,7 @@ size, vocabulary) as small diffs over a shared base: an arm lists only what it c
       dynamic: {masking: {mode: dynamic}}
     control: true                       # add a 'no-pretraining' arm: same encoder, random init, same fine-tuning
     pretrain_seeds: [0, 1, 2]
+    kind: ablation                      # or budget: the arms are one recipe at increasing budgets (see below)
 
 The ``finetune`` and ``evaluate`` sections of the configuration say which tasks and seeds every arm is fine-tuned
 on (with which hyperparameters: ``finetune.KEY``, ``finetune.per_task.TASK.KEY``) and which zero-shot and probe
@@ -36,6 +37,11 @@ bad key, type or value names the file, line and key:
 5. the arm's diff, then the arm's ``presets: NAME``;
 6. ``--set`` overrides (applied to every arm and the control; ``finetune`` and ``evaluate`` keys too, so a smoke
    run can shrink the fine-tuning; ``--set pretrain_seeds=[...]`` replaces the file's pretraining seeds).
+
+A budget curve (``kind: budget``) is an ablation whose arms pretrain one recipe for increasing budgets: they may
+declare only :data:`BUDGET_KEYS`, list the budgets from the smallest up, and need the control, since each budget is
+measured against it (where pretraining starts to help each measure); they see different numbers of tokens on
+purpose, so the equal-passes check of other ablations does not apply.
 
 The arm's config ``name`` is the arm name. This module holds the types and finds the files;
 :func:`bvr.ablation.loading.load_ablation` reads one. Nothing there trains or fine-tunes: it only parses, expands and
@@ -67,8 +73,20 @@ EXPERIMENTS_DIR = PRESETS_DIR.parent
 CONTROL_ARM = "no-pretraining"
 """Name of the control arm added by ``control: true``."""
 
-TOP_KEYS = ("description", "published", "control", "arms", "base", "presets", "pretrain_seeds")
+TOP_KEYS = ("description", "published", "control", "arms", "base", "presets", "pretrain_seeds", "kind")
 """Keys allowed at the top of an experiment file."""
+
+ABLATION_KIND = "ablation"
+"""An experiment's arms answer one question at an equal budget (the default ``kind``)."""
+
+BUDGET_KIND = "budget"
+"""An experiment's arms are one recipe at increasing budgets: a budget curve."""
+
+KINDS = (ABLATION_KIND, BUDGET_KIND)
+"""Values of an experiment file's ``kind``."""
+
+BUDGET_KEYS = ("training.max_steps", "training.warmup_steps", "training.max_tokens")
+"""The only keys the arms of a budget curve may declare."""
 
 SHARED_SECTIONS = ("finetune", "evaluate")
 """Config sections every arm shares: set in ``base`` or ``presets``, never in an arm."""
@@ -141,6 +159,7 @@ class Ablation:
         control_base: the control's config: the shared layers (preset, base, the base's preset block, ``--set``)
             without any arm's diff.
         evaluations: the zero-shot and probe evaluations every model gets (``evaluate``).
+        kind: :data:`ABLATION_KIND`, or :data:`BUDGET_KIND` for a budget curve.
     """
 
     name: str
@@ -158,6 +177,12 @@ class Ablation:
     finetune_hparams: dict[str, Any] = field(default_factory=dict)
     control_base: Config | None = None
     evaluations: Evaluations = field(default_factory=Evaluations)
+    kind: str = ABLATION_KIND
+
+    @property
+    def is_budget(self) -> bool:
+        """Whether the arms are budgets of one recipe (a budget curve)."""
+        return self.kind == BUDGET_KIND
 
     @property
     def arm_names(self) -> list[str]:

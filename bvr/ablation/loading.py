@@ -7,10 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bvr.ablation.arms import check_arms
+from bvr.ablation.arms import budget_tokens, check_arms
 from bvr.ablation.declare import (
+    ABLATION_KIND,
     ARM_NAME,
+    BUDGET_KEYS,
+    BUDGET_KIND,
     CONTROL_ARM,
+    KINDS,
     SHARED_SECTIONS,
     TOP_KEYS,
     Ablation,
@@ -88,8 +92,9 @@ def load_ablation(
 
     Raises:
         BvrError: naming the file, line and key of anything wrong (unknown key, bad type or value, no arms, an
-            arm preset block touching an undeclared key, an old form), or the arms and keys
-            :func:`~bvr.ablation.arms.check_arms` refuses.
+            arm preset block touching an undeclared key, an old form; a budget curve's arm declaring a key outside
+            :data:`~bvr.ablation.declare.BUDGET_KEYS`, its budgets not increasing, or no control), or the arms and
+            keys :func:`~bvr.ablation.arms.check_arms` refuses.
     """
     path = experiment_path(name_or_path)
     if not is_name(path.stem):  # it names the experiment's folders and goes into dvc.yaml's commands
@@ -107,6 +112,9 @@ def load_ablation(
     if not isinstance(control, bool):
         raise BvrError(f"expected true or false, got {control!r}", where=at(lines, "control"))
     pretrain_seeds = _seed_list(data.get("pretrain_seeds", [0]), "pretrain_seeds", lines)
+    kind = data.get("kind", ABLATION_KIND)
+    if kind not in KINDS:
+        raise BvrError(f"expected one of {', '.join(KINDS)}, got {kind!r}", where=at(lines, "kind"))
 
     # Shared layers: preset file, experiment base, experiment presets[NAME] (its pretrain_seeds aside).
     shared: list[Layer] = [read_yaml(preset_path(preset))] if preset else []
@@ -148,15 +156,35 @@ def load_ablation(
         optional_tasks=[t for t in _task_names(base.finetune.optional, "finetune.optional", experiment_layers)
                         if t not in tasks],
         finetune_hparams=_finetune_hparams(experiment_layers), control_base=base if control else None,
-        evaluations=Evaluations.from_config(base.evaluate),
+        evaluations=Evaluations.from_config(base.evaluate), kind=kind,
     )
     for _nested, where in override_layers:
         (text,) = where  # the dotted key of the --set
         if text in ablation.declared_keys or any(k.startswith(f"{text}.") for k in ablation.declared_keys):
             raise BvrError("this key is what the arms differ in; setting it for every arm would erase the ablation",
                            where=f"--set {text}")
+    if kind == BUDGET_KIND:
+        _check_budget(ablation, lines)
     check_arms(ablation)
     return ablation
+
+
+def _check_budget(ablation: Ablation, lines: dict[str, str]) -> None:
+    """A budget curve's arms: only budget keys declared, budgets increasing in file order, and the control."""
+    if not ablation.control:
+        raise BvrError("a budget curve measures every budget against the no-pretraining control: set control: true",
+                       where=at(lines, "control") if "control" in lines else at(lines, "kind"))
+    for arm, keys in ablation.declared.items():
+        others = sorted(keys - set(BUDGET_KEYS))
+        if others:
+            raise BvrError(f"arm '{arm}' changes {others[0]}, but the arms of a budget curve may differ only in "
+                           f"{', '.join(BUDGET_KEYS)}", where=at(lines, f"arms.{arm}.{others[0]}"),
+                           hint="set it in base for every arm, or drop kind: budget to make this an ablation")
+    budgets = [(arm, budget_tokens(cfg)) for arm, cfg in ablation.arms.items()]
+    for (before, smaller), (arm, tokens) in zip(budgets, budgets[1:], strict=False):
+        if tokens <= smaller:
+            raise BvrError(f"arm '{arm}' sees {tokens:,} tokens, no more than '{before}' before it ({smaller:,}): "
+                           "list a budget curve's arms from the smallest budget up", where=at(lines, f"arms.{arm}"))
 
 
 def _arm_layers(arm: str, raw: Any, lines: dict[str, str], preset: str | None) -> tuple[set[str], list[Layer]]:

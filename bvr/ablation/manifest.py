@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from bvr.ablation.declare import CONTROL_ARM, Ablation
+from bvr.ablation.declare import ABLATION_KIND, CONTROL_ARM, Ablation
 from bvr.config import flatten
 from bvr.errors import BvrError
 from bvr.fs import write_text
@@ -191,6 +191,8 @@ class Manifest:
     """The MLflow parent run of the latest invocation (DVC stages share it)."""
     published: str | None = None
     """The table of ``reports/published.yaml`` this ablation compares with."""
+    kind: str = ABLATION_KIND
+    """The experiment file's ``kind``: ``ablation``, or ``budget`` for a budget curve (its report draws the curve)."""
     arms: list[str]
     """Every arm, the control last."""
     labels: list[str] = field(default_factory=list)
@@ -220,7 +222,8 @@ class Manifest:
         return cls(
             version=MANIFEST_VERSION, ablation=plan.name, description=ab.description, source=str(ab.source),
             preset=plan.preset, overrides=plan.overrides, plan_hash=plan.plan_hash, experiment=plan.experiment,
-            published=(ab.published or {}).get("ablation"), arms=list(dict.fromkeys(arm.arm for arm in plan.arms)),
+            published=(ab.published or {}).get("ablation"), kind=ab.kind,
+            arms=list(dict.fromkeys(arm.arm for arm in plan.arms)),
             labels=[arm.label for arm in plan.arms], control_arm=CONTROL_ARM if ab.control else None,
             declared={arm.arm: _declared(ab, arm) for arm in plan.pretrained},
             configs={arm.label: arm.config.to_dict() for arm in plan.arms},

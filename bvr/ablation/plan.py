@@ -180,7 +180,7 @@ def make_plan(
 
     Raises:
         BvrError: whatever :func:`bvr.ablation.loading.load_ablation` refuses; arms that do not see equal passes
-            (:func:`bvr.ablation.arms.equal_passes`).
+            (:func:`bvr.ablation.arms.equal_passes`; a budget curve's arms differ in tokens by design).
     """
     from bvr.tasks.registry import get_task
 

@@ -95,6 +95,7 @@ class Runner:
         if path.is_file():
             self.manifest = Manifest.load(path)
             self.manifest.context.hardware = hardware()  # this invocation's machine
+            self.manifest.kind = plan.ablation.kind  # not in the plan hash: a manifest written before it had none
         else:
             self.manifest = Manifest.new(plan, hardware())
         self.parent_run_id: str | None = None
@@ -203,7 +204,7 @@ def _parent(runner: Runner, only: list[str] | None) -> Iterator[None]:
         return
     tags = run_tags(ablation=plan.name, arm=None, stage="ablation",
                     extra={"bvr.preset": plan.preset or "default", "bvr.plan": plan.plan_hash,
-                           "bvr.manifest": str(plan.manifest_path)})
+                           "bvr.manifest": str(plan.manifest_path), "bvr.kind": plan.ablation.kind})
     name = f"{plan.name} ({plan.preset or 'default'}{', dvc' if only else ''})"
     with parent_run(plan.experiment, name, workdir=Path.cwd(), tags=tags, description=plan.ablation.description,
                     resume_run_id=existing) as run:

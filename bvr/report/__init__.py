@@ -11,6 +11,9 @@
 - :mod:`bvr.report.document`: a report as blocks, written as Markdown and as a self-contained HTML page;
 - :mod:`bvr.report.sections`: the sections of a report and of the index, as blocks; the result sections are in
   :mod:`bvr.report.results`, their cells and run links in :mod:`bvr.report.cells`;
+- :mod:`bvr.report.budget`: a budget curve's section (each budget against the control, where each measure turns)
+  and the line on where another ablation's budget sits on it;
+- :mod:`bvr.report.numbers`: ``metrics.json``, the rows of ``dvc metrics show`` and the parent run's effect metrics;
 - :mod:`bvr.report.render`: ``reports/NAME/`` and ``reports/index.*``, and the report logged to MLflow.
 
 This package reads results and never imports training code (``bvr.pretraining``, ``bvr.model``,

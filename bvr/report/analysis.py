@@ -12,14 +12,14 @@ seeds nest inside it, so each model's inner seeds are averaged to one value per 
 
 Tests. Each pretrained arm is compared with the no-pretraining control on every measure but MLM loss ("did
 pretraining help at this budget?"), and the pretrained arms two at a time, ``b - a`` with ``a`` the earlier arm (the
-paper's baseline first), on every measure. Arms pair by pretraining seed: arm seed s and the control seed s start
-from the same initial weights, and within a model fine-tuning seed t gives every arm and the control the same data
-order and the same initial task-head output layer (the sequence head's pooler is the checkpoint's where it has one:
-trained after NSP or SOP, the control's random initialisation when the base config has a sentence objective). Each
-difference gets a paired t test (:func:`bvr.report.inference.compare`); every tested comparison of the report forms
-one Holm family at a family-wise error of 5 %, the verdict words follow the adjusted p, intervals are Bonferroni-
-simultaneous, and each comparison carries the smallest effect it could detect with 80 % power at Holm's strictest
-step. Collapsed fine-tuning runs are kept in every statistic and counted.
+paper's baseline first; a budget curve's each budget and the next only), on every measure. Arms pair by pretraining
+seed: arm seed s and the control seed s start from the same initial weights, and within a model fine-tuning seed t
+gives every arm and the control the same data order and the same initial task-head output layer (the sequence head's
+pooler is the checkpoint's where it has one: trained after NSP or SOP, the control's random initialisation when the
+base config has a sentence objective). Each difference gets a paired t test (:func:`bvr.report.inference.compare`);
+every tested comparison of the report forms one Holm family at a family-wise error of 5 %, the verdict words follow
+the adjusted p, intervals are Bonferroni-simultaneous, and each comparison carries the smallest effect it could
+detect with 80 % power at Holm's strictest step. Collapsed fine-tuning runs are kept in every statistic and counted.
 
 The measures themselves (:class:`~bvr.report.measures.Measure`) are built in :mod:`bvr.report.measures`."""
 
@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from bvr.ablation.declare import BUDGET_KIND
 from bvr.report.collect import Collected
 from bvr.report.inference import (
     MIN_UNITS,
@@ -260,6 +261,18 @@ def _finish(raw: list[tuple[str, Measure, str, str, InferenceComparison]], compa
     return out
 
 
+def _pairs(arms: list[str], kind: str) -> list[tuple[str, str]]:
+    """The pretrained arms compared with each other, the earlier first: every pair, but a budget curve's each budget
+    and the next only (its question is each budget against the control; every pair would widen every interval).
+
+    >>> _pairs(["a", "b", "c"], "ablation"), _pairs(["a", "b", "c"], BUDGET_KIND)
+    ([('a', 'b'), ('a', 'c'), ('b', 'c')], [('a', 'b'), ('b', 'c')])
+    """
+    if kind == BUDGET_KIND:
+        return list(zip(arms, arms[1:], strict=False))
+    return [(a, b) for i, a in enumerate(arms) for b in arms[i + 1:]]
+
+
 def analyse(collected: Collected, published: pd.DataFrame) -> Analysis:
     """Measures, tests and the published rows of one ablation.
 
@@ -290,7 +303,7 @@ def analyse(collected: Collected, published: pd.DataFrame) -> Analysis:
         raw += [_raw(CONTROL_FAMILY, x, control, arm) for x in measures for arm in arms
                 if x.units(arm) and x.units(control)]
     raw += [_raw(ABLATION_FAMILY, x, a, b) for x in [*measures, *([mlm] if mlm else [])]
-            for i, a in enumerate(arms) for b in arms[i + 1:] if x.units(a) and x.units(b)]
+            for a, b in _pairs(arms, collected.manifest.kind) if x.units(a) and x.units(b)]
     comparable = {i: r[1].key != "mlm" or _same_tokenizer(collected.pretrain, r[2], r[3]) for i, r in enumerate(raw)}
     effects = {i: _published_effect(ours, key, r[2], r[3], r[1]) for i, r in enumerate(raw)}
     done = _finish(raw, comparable, effects)

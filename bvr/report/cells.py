@@ -6,7 +6,9 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
+from typing import Any
 
+from bvr.ablation.manifest import Manifest
 from bvr.errors import BvrError
 from bvr.report.collect import Collected
 from bvr.report.document import Cell, Link
@@ -125,3 +127,13 @@ def relative_path(path: str | None) -> str:
 def mean_of(values: dict[int, float]) -> float | None:
     """The mean of a mapping's values; None when it is empty."""
     return sum(values.values()) / len(values) if values else None
+
+
+def arm_config(manifest: Manifest, arm: str) -> dict[str, Any]:
+    """The planned config of an arm: the manifest keys configs by label (``static-p0``), one per pretraining seed,
+    and the seeds of one arm differ only in their seed (empty when the manifest has none)."""
+    configs = manifest.configs
+    if isinstance(configs.get(arm), dict):
+        return configs[arm]
+    labels = [record.label for record in manifest.records() if record.arm == arm]
+    return next((configs[label] for label in labels if isinstance(configs.get(label), dict)), {})

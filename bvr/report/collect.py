@@ -46,8 +46,9 @@ FINAL_KEYS = ("train/mlm_loss", "val/mlm_loss", "val/perplexity", "val/nsp_acc",
 """Pretraining metrics whose last logged value a report prints."""
 
 RUN_KEYS = ("wall_seconds", "tokens_seen", "params_total", "params_embedding", "params_non_embedding", "epochs",
-            "mask_distinct_per_sequence", "mask_max_times_seen")
-"""The ``run/*`` metrics a pretraining run logs once it is done."""
+            "mask_distinct_per_sequence", "mask_max_times_seen", "val_unigram_entropy")
+"""The ``run/*`` metrics a pretraining run logs once it is done (``val_unigram_entropy``: the loss, in nats per
+token, of predicting each validation token from its frequency alone; absent from runs logged before it existed)."""
 
 CONFIG_KEYS = ("training.batch_size", "training.max_steps", "training.learning_rate", "model.family",
                "model.num_layers", "model.hidden_size", "model.num_heads", "tokenizer.family", "tokenizer.vocab_size",

@@ -19,7 +19,9 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter, FuncFormatter
 
 from bvr.report.analysis import Analysis, Comparison
-from bvr.report.measures import metric_label
+from bvr.report.budget import BudgetCurve, helps, short_name
+from bvr.report.cells import fmt_count
+from bvr.report.measures import Measure, metric_label
 from bvr.report.pretrain_runs import pretrain_table
 
 DPI = 110
@@ -273,4 +275,74 @@ def paired_differences(analysis: Analysis, path: Path) -> Path | None:
     axes = figure.subplots(len(panels), 1, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
     for ax, (rows, title) in zip(axes, panels, strict=True):
         _forest(ax, rows, title)
+    return _save(figure, path)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The budget curve
+
+
+def _budget_panel(ax: Axes, curve: BudgetCurve, measure: Measure) -> None:
+    """``arm − control`` against tokens per run, with the simultaneous intervals, coloured where they exclude 0."""
+    points = [(p, c) for p in curve.points if not math.isnan(p.tokens)
+              and (c := curve.comparison(measure.key, p.arm)) is not None and c.test.n]
+    x = [p.tokens for p, _ in points]
+    ax.plot(x, [c.estimate for _, c in points], color="#9aa4ad", linewidth=1, zorder=2)
+    for p, c in points:
+        colour = "#1a7f37" if helps(c) else "#cf222e" if c.significant and not helps(c) else "#6e7781"
+        if c.test.tested:
+            ax.errorbar([p.tokens], [c.estimate], yerr=[[c.estimate - c.interval.ci_low],
+                                                         [c.interval.ci_high - c.estimate]],
+                        fmt="o", color=colour, markersize=5, capsize=3, linewidth=1.4, zorder=3)
+        else:
+            ax.plot([p.tokens], [c.estimate], "o", color=colour, markersize=5, zorder=3)
+        ax.annotate(p.arm, (p.tokens, c.estimate), fontsize=7, color=_SUMMARY, xytext=(4, 4),
+                    textcoords="offset points")
+    ax.axhline(0, color=_SUMMARY, linewidth=0.8)
+    ax.set_title(short_name(measure).removeprefix("the "), fontsize=10)
+    ax.set_ylabel(f"arm − {curve.control} (points)", fontsize=8)
+
+
+def _loss_panel(ax: Axes, curve: BudgetCurve) -> None:
+    """Validation MLM loss (mean and 95% t interval over pretraining seeds) and the unigram entropy, per budget."""
+    points = [p for p in curve.points if not math.isnan(p.tokens)]
+    losses = [p for p in points if not math.isnan(p.mlm_loss)]
+    if losses:
+        low = [p.mlm_loss - p.mlm_low if not math.isnan(p.mlm_low) else 0.0 for p in losses]
+        high = [p.mlm_high - p.mlm_loss if not math.isnan(p.mlm_high) else 0.0 for p in losses]
+        ax.errorbar([p.tokens for p in losses], [p.mlm_loss for p in losses], yerr=[low, high], fmt="o-",
+                    color=_PALETTE[0], markersize=5, capsize=3, linewidth=1.4, label="validation MLM loss")
+    entropy = [p for p in points if not math.isnan(p.unigram_entropy)]
+    if entropy:
+        ax.plot([p.tokens for p in entropy], [p.unigram_entropy for p in entropy], "s--", color=_PALETTE[1],
+                markersize=4, linewidth=1.2, label="unigram entropy")
+    ax.set_title("validation loss beside frequency-only prediction", fontsize=10)
+    ax.set_ylabel("nats per token", fontsize=8)
+    ax.legend(fontsize=7, frameon=False)
+
+
+def budget_figure(curve: BudgetCurve | None, path: Path) -> Path | None:
+    """One panel per measure of ``arm − control`` against tokens per run (log axis; intervals as error bars, green
+    where they exclude zero in favour of pretraining, red against it), and a panel of validation MLM loss beside the
+    unigram entropy; None when no budget has a finished run."""
+    if curve is None or not any(not math.isnan(p.tokens) for p in curve.points):
+        return None
+    panels = len(curve.measures) + 1
+    ncols = min(panels, 3)
+    nrows = math.ceil(panels / ncols)
+    figure = _new(3.6 * ncols + 0.4, 2.9 * nrows + 0.2)
+    axes = figure.subplots(nrows, ncols, squeeze=False).ravel()
+    for ax, measure in zip(axes, curve.measures, strict=False):
+        _budget_panel(ax, curve, measure)
+    _loss_panel(axes[len(curve.measures)], curve)
+    ticks = sorted({p.tokens for p in curve.points if not math.isnan(p.tokens)})
+    for ax in axes[:panels]:
+        ax.set_xscale("log")
+        ax.set_xticks(ticks, [fmt_count(t) for t in ticks], rotation=30 if len(ticks) > 4 else 0)
+        ax.minorticks_off()  # the budgets are the ticks: no 2M, 3M ... between them
+        ax.set_xlabel("tokens per pretraining run", fontsize=8)
+        ax.margins(x=0.15)
+        _style(ax)
+    for ax in axes[panels:]:
+        ax.set_visible(False)
     return _save(figure, path)

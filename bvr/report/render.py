@@ -3,18 +3,21 @@
 :func:`render_report` writes, for the ablation a manifest describes:
 
 - ``report.md`` and ``report.html`` (self-contained: inline CSS, figures embedded as base64 PNG);
-- ``metrics.json``: every headline number, nested (spreads, tests, pretraining figures);
+- ``metrics.json``: every headline number, nested (spreads, tests, pretraining figures; a budget curve's points
+  and where each measure turns under ``budget_curve``), written by :mod:`bvr.report.numbers`;
 - ``metrics/``: the few numbers ``dvc metrics show`` lists, one small JSON file per row (DVC lays out a file as one
   row, its keys as columns): ``ARM/finetune_TASK.json`` the median of the arm's runs, ``B-minus-A/MEASURE.json`` a
   paired difference with its simultaneous interval;
-- ``figures/*.png``: pretraining curves, scores per task, paired differences, throughput, parameter counts;
+- ``figures/*.png``: pretraining curves, scores per task, paired differences, throughput, parameter counts, and a
+  budget curve's ``budget.png`` (:mod:`bvr.report.budget`);
 - ``plots/*.csv``: the data behind the figures, long (one row per point), for ``dvc plots show``.
 
 Every file is written into a staging folder first and moved into place only when all of them are done, so a crash
 leaves the previous report whole; ``figures/``, ``plots/`` and ``metrics/`` are replaced as folders, so no stale file
 survives a new render. The report is then logged to the ablation's parent MLflow run under ``report/`` and the run's
-description points to it. :func:`render_summary` writes ``reports/index.md`` and ``index.html``: each ablation's
-headline verdicts side by side.
+description points to it. Another ablation's setup says where its budget sits on the budget curve rendered beside
+it (``reports/budget/``; :func:`bvr.report.budget.budget_context`). :func:`render_summary` writes
+``reports/index.md`` and ``index.html``: each ablation's headline verdicts side by side.
 
 Numbers come from the MLflow runs the manifest names (:mod:`bvr.report.collect`), in points
 (:mod:`bvr.report.analysis`); :mod:`bvr.report.sections` lays them out and links every run they came from.
@@ -23,7 +26,6 @@ Numbers come from the MLflow runs the manifest names (:mod:`bvr.report.collect`)
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import tempfile
@@ -31,7 +33,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 from mlflow.entities import Metric
@@ -42,15 +43,16 @@ from bvr.ablation.manifest import Manifest
 from bvr.errors import BvrError
 from bvr.fs import replace_dir, write_text
 from bvr.report import figures as fig
-from bvr.report.analysis import Analysis, Comparison, analyse, headlines
+from bvr.report.analysis import Analysis, analyse, headlines
+from bvr.report.budget import budget_context, budget_curve, budget_frame
 from bvr.report.cells import ui_base
 from bvr.report.collect import collect
 from bvr.report.document import Figure, to_html, to_markdown
 from bvr.report.inference import adjusted_confidence
+from bvr.report.numbers import dvc_metrics, effect_metrics, metrics_payload
 from bvr.report.pretrain_runs import pretrain_table
 from bvr.report.published import load_published
 from bvr.report.sections import report_blocks, summary_blocks
-from bvr.report.stats import Summary
 from bvr.tracking import check_store, store_client, write_views
 
 REPORTS_DIR = Path("reports")
@@ -110,6 +112,14 @@ def _draw(a: Analysis, folder: Path) -> dict[str, Figure]:
                        "under whatever else ran on the machine: see the table's note).",
          lambda p: fig.throughput(a, colours, p)),
     ]
+    curve = budget_curve(a)
+    if curve is not None:
+        steps.insert(0, ("budget", f"The budget curve: arm − {curve.control} per measure against tokens per "
+                                   f"pretraining run (log axis), with {_level(a)} simultaneous intervals (green where "
+                                   "pretraining helps, red where the control is better), and validation MLM loss "
+                                   "(mean and 95% t interval over pretraining seeds) beside the unigram entropy of "
+                                   "the validation tokens.",
+                     lambda p: fig.budget_figure(curve, p)))
     embeddings = a.collected.pretrain.drop_duplicates("arm")["run/params_embedding"].dropna()
     if embeddings.nunique() > 1 or a.collected.ablation == "vocab":
         steps.append(("parameters", "Parameters per arm, with and without the embeddings.",
@@ -145,7 +155,8 @@ def _write_plots(a: Analysis, folder: Path) -> list[Path]:
 
     ``scores.csv`` holds every run, ``scores_TASK.csv`` one task's runs (``arm``, ``pretrain_seed``, ``seed``,
     ``score``), ``differences.csv`` each pretraining seed's paired difference per comparison and measure, and the
-    ``pretrain_*.csv`` curves ``arm``, ``step``, ``value`` (the mean over the arm's pretraining seeds).
+    ``pretrain_*.csv`` curves ``arm``, ``step``, ``value`` (the mean over the arm's pretraining seeds); a budget
+    curve's ``budget.csv`` holds each budget's ``arm − control`` per measure (:func:`bvr.report.budget.budget_frame`).
     """
     scores = a.scores.rename(columns={"points": "score"})[
         ["arm", "task", "pretrain_seed", "seed", "score", "collapsed", "run_id"]]
@@ -159,87 +170,13 @@ def _write_plots(a: Analysis, folder: Path) -> list[Path]:
         curve = rows.groupby(["arm", "step"], as_index=False)["value"].mean()
         curve = curve.sort_values(["arm", "step"], key=lambda col: col.map(order) if col.name == "arm" else col)
         paths.append(_csv(curve, folder / f"pretrain_{key.replace('/', '_')}.csv"))
+    curve = budget_curve(a)
+    if curve is not None:
+        paths.append(_csv(budget_frame(curve), folder / "budget.csv"))
     table = pretrain_table(a).drop(columns=["runs"])
     paths.append(_csv(table[["arm", "tokens_per_s", "wall_seconds", "tokens_seen", "params_total",
                              "params_embedding", "params_non_embedding"]], folder / "pretrain_runs.csv"))
     return paths
-
-
-def _clean(value: Any) -> Any:
-    """JSON-safe: NaN becomes null, numpy numbers plain floats with 7 significant digits: not decimals (a p-value of
-    3e-7 must not read 0), and no more than a float32 metric holds (MLflow keeps Lightning's float32 0.52 as
-    0.51999998, which would print as 51.999998 points).
-
-    >>> _clean({"score": 51.99999809265137, "p": 3.1234567e-07, "n": 3, "nan": float("nan")})
-    {'score': 52.0, 'p': 3.123457e-07, 'n': 3, 'nan': None}
-    """
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, bool | int) or value is None:
-        return value
-    number = float(value)
-    return None if math.isnan(number) else float(f"{number:.7g}")
-
-
-def _summary_json(s: Summary) -> dict[str, Any]:
-    """The spread of one arm's runs on a task (no interval: intervals are over pretraining seeds, in measures)."""
-    return {"median": s.median, "mean": s.mean, "q1": s.q1, "q3": s.q3, "iqr": s.iqr, "min": s.min, "max": s.max,
-            "n": s.n, "collapsed": s.n_collapsed}
-
-
-def _paired_json(c: Comparison) -> dict[str, Any]:
-    return {"mean": c.estimate, "ci_low": c.interval.ci_low, "ci_high": c.interval.ci_high, "n": c.test.n,
-            "p": c.test.p_value, "holm_p": c.adjusted_p, "detectable": c.mde, "significant": c.significant}
-
-
-def metrics_payload(a: Analysis) -> dict[str, Any]:
-    """The headline numbers, in points, nested for ``dvc metrics show`` (numbers and booleans only)."""
-    scores: dict[str, dict] = {}
-    for (arm, task), s in a.summaries.items():
-        scores.setdefault(arm, {})[task] = _summary_json(s)
-    differences: dict[str, dict] = {}
-    for c in [*a.comparisons, *a.control]:
-        differences.setdefault(f"{c.b}_minus_{c.a}", {})[c.task.replace("/", "_")] = _paired_json(c)
-    measures: dict[str, dict] = {}
-    for x in a.measures:
-        for arm in a.collected.arms:
-            units = x.units(arm)
-            if units:
-                measures.setdefault(x.key.replace("/", "_"), {})[arm] = {"mean": sum(units.values()) / len(units),
-                                                                        "n": len(units)}
-    pretrain = {r["arm"]: {k.replace("/", "_"): r[k] for k in ("val/perplexity", "val/mlm_loss", "train/mlm_loss",
-                                                                "tokens_per_s", "wall_seconds", "tokens_seen",
-                                                                "params_total", "params_embedding",
-                                                                "params_non_embedding")}
-                for r in pretrain_table(a).to_dict("records")}
-    payload = {"complete": not a.collected.missing, "missing": len(a.collected.missing), "scores": scores,
-               "measures": measures, "differences": differences, "comparisons": a.m, "pretrain": pretrain}
-    return _clean(payload)
-
-
-def dvc_metrics(a: Analysis) -> dict[str, dict[str, float]]:
-    """The rows of ``dvc metrics show``: the median of each arm's runs per fine-tuning task, and each paired
-    difference ``b - a`` with its simultaneous interval, nothing else.
-
-    DVC shows one row per metrics file and one column per key (a nested file is one wide row), so each number's
-    row is its own small file, named by what it measures; the keys are few and sort as they read:
-    ``ARM/finetune_TASK.json`` holds ``median`` (points), ``B-minus-A/MEASURE.json`` holds ``b_minus_a``,
-    ``ci_lower`` and ``ci_upper`` (points; nats for ``mlm``). A value that cannot be worked out (no interval under
-    3 pretraining seeds) is left out, so DVC shows ``-``.
-
-    Args:
-        a: the analysed ablation.
-
-    Returns:
-        ``{path relative to metrics/: {key: value}}``, arms first, in the report's order.
-    """
-    rows: dict[str, dict[str, float]] = {}
-    for (arm, task), s in a.summaries.items():
-        rows[f"{arm}/finetune_{task}.json"] = {"median": s.median}
-    for c in [*a.comparisons, *a.control]:
-        rows[f"{c.b}-minus-{c.a}/{c.task.replace('/', '_')}.json"] = {
-            "b_minus_a": c.estimate, "ci_lower": c.interval.ci_low, "ci_upper": c.interval.ci_high}
-    return {path: {k: v for k, v in _clean(values).items() if v is not None} for path, values in rows.items()}
 
 
 def _write_dvc_metrics(a: Analysis, folder: Path) -> list[Path]:
@@ -261,24 +198,6 @@ def _swap_in(staging: Path, out_dir: Path) -> None:
         replace_dir(staging / name, out_dir / name)
     for name in (REPORT_MD, REPORT_HTML, METRICS_JSON):
         os.replace(staging / name, out_dir / name)
-
-
-def effect_metrics(a: Analysis) -> dict[str, float]:
-    """Every tested difference as metrics of the ablation's parent run, so the MLflow UI shows the answer.
-
-    ``effect/MEASURE/B-vs-A`` is the mean difference b - a over pretraining seeds in points (nats for MLM loss),
-    with ``/low`` and ``/high`` its simultaneous interval and ``/p_holm`` the Holm-adjusted p-value; MEASURE is
-    ``blimp``, ``probe/TASK``, ``finetune/TASK`` or ``mlm``. Untested comparisons (too few seeds) are left out.
-    """
-    out: dict[str, float] = {}
-    for c in [*a.control, *a.comparisons]:
-        if not (c.test.tested and c.comparable):
-            continue
-        key = f"effect/{c.measure.key}/{c.b}-vs-{c.a}"
-        values = {key: c.estimate, f"{key}/low": c.interval.ci_low, f"{key}/high": c.interval.ci_high,
-                  f"{key}/p_holm": c.adjusted_p}
-        out.update({k: float(v) for k, v in values.items() if v is not None and math.isfinite(v)})
-    return out
 
 
 def _log(a: Analysis, result: ReportResult) -> None:
@@ -341,7 +260,7 @@ def render_report(manifest: Manifest, out_dir: Path | None = None, *, workdir: P
         (staging / FIGURES_DIR).mkdir()
         figures = _draw(analysis, staging / FIGURES_DIR)
         plots = _write_plots(analysis, staging / PLOTS_DIR)
-        blocks = report_blocks(analysis, figures, ui_url)
+        blocks = report_blocks(analysis, figures, ui_url, budget_note=budget_context(out_dir.parent, analysis))
         write_text(staging / REPORT_MD, to_markdown(blocks))
         write_text(staging / REPORT_HTML, to_html(blocks, f"bvr report: {collected.ablation}"))
         write_text(staging / METRICS_JSON, json.dumps(metrics_payload(analysis), indent=2) + "\n")

@@ -21,7 +21,8 @@ import pandas as pd
 from bvr.ablation.status import PROGRESS_HEADER, progress_rows
 from bvr.display import duration
 from bvr.report.analysis import Analysis, Comparison, headlines
-from bvr.report.cells import RunLinks, fmt, fmt_ci, fmt_count, mean_of, relative_path, signed
+from bvr.report.budget import budget_curve, budget_section
+from bvr.report.cells import RunLinks, arm_config, fmt, fmt_ci, fmt_count, mean_of, relative_path, signed
 from bvr.report.document import Block, Bullets, Cell, Figure, Heading, Link, Notice, Paragraph, Table
 from bvr.report.inference import adjusted_confidence
 from bvr.report.pretrain_runs import pretrain_table
@@ -144,7 +145,7 @@ def _commits(a: Analysis) -> str:
     return text + (f" (runs also tagged with {', '.join(others)})" if others else "")
 
 
-def _context(a: Analysis, links: RunLinks) -> list[Block]:
+def _context(a: Analysis, links: RunLinks, budget_note: str | None = None) -> list[Block]:
     m = a.collected.manifest
     context = m.context
     parent = a.collected.parent_run_id
@@ -164,6 +165,7 @@ def _context(a: Analysis, links: RunLinks) -> list[Block]:
         ["MLflow experiment", links.experiment(a.collected.experiment)],
         ["parent run", links.run(parent, parent) if parent else "—"],
         ["MLflow views", links.views()],
+        *([["budget", budget_note]] if budget_note else []),
     ]
     return [Heading("Setup"), Table(["setting", "value"], rows), *_arms_table(a, links)]
 
@@ -174,21 +176,10 @@ def _config_value(a: Analysis, arm: str, key: str) -> str:
     logged = rows[key].dropna() if key in rows else pd.Series(dtype=object)
     if not logged.empty:
         return str(logged.iloc[0])
-    value: Any = _arm_config(a, arm)
+    value: Any = arm_config(a.collected.manifest, arm)
     for part in key.split("."):
         value = value.get(part) if isinstance(value, dict) else None
     return "—" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def _arm_config(a: Analysis, arm: str) -> dict[str, Any]:
-    """The planned config of an arm: the manifest keys configs by label (``static-p0``), one per pretraining seed,
-    and the seeds of one arm differ only in their seed."""
-    manifest = a.collected.manifest
-    configs = manifest.configs
-    if isinstance(configs.get(arm), dict):
-        return configs[arm]
-    labels = [record.label for record in manifest.records() if record.arm == arm]
-    return next((configs[label] for label in labels if isinstance(configs.get(label), dict)), {})
 
 
 def _arms_table(a: Analysis, links: RunLinks) -> list[Block]:
@@ -201,7 +192,7 @@ def _arms_table(a: Analysis, links: RunLinks) -> list[Block]:
         else:
             change = ", ".join(f"{k}={v}" for k, v in (declared.get(arm) or {}).items()) or "—"
         model = "/".join(_config_value(a, arm, f"model.{k}") for k in ("num_layers", "hidden_size", "num_heads"))
-        vocab = (_arm_config(a, arm).get("tokenizer") or {}).get("vocab_size")
+        vocab = (arm_config(a.collected.manifest, arm).get("tokenizer") or {}).get("vocab_size")
         family = _config_value(a, arm, "tokenizer.family")
         tokenizer = f"{family} {vocab:,}" if isinstance(vocab, int) else f"{family} (default size)"
         stats = table.loc[arm].to_dict() if arm in table.index else {"runs": []}
@@ -251,14 +242,18 @@ def _methods(a: Analysis, links: RunLinks) -> list[Block]:
     ))]
 
 
-def report_blocks(a: Analysis, figures: dict[str, Figure], ui_url: str | None = None) -> list[Block]:
+def report_blocks(a: Analysis, figures: dict[str, Figure], ui_url: str | None = None, *,
+                  budget_note: str | None = None) -> list[Block]:
     """One ablation's report, results first; ``figures`` maps a figure's name ('scores', 'curves') to its block,
-    ``ui_url`` is the MLflow UI run ids link to (:func:`bvr.report.cells.ui_base`)."""
+    ``ui_url`` is the MLflow UI run ids link to (:func:`bvr.report.cells.ui_base`), ``budget_note`` the setup's line
+    on where this budget sits on the budget curve (:func:`bvr.report.budget.budget_context`). A budget curve's
+    report has its section (:func:`bvr.report.budget.budget_section`) right after the headline."""
     links = RunLinks(a.collected, ui_url)
-    return [*_title(a), *_headline(a), *_missing(a), *_sanity(a, links), *_ablation(a),
+    return [*_title(a), *_headline(a), *budget_section(budget_curve(a), figures.get("budget")), *_missing(a),
+            *_sanity(a, links), *_ablation(a),
             *([figures["differences"]] if "differences" in figures else []), *measures_section(a, links),
             *blimp_section(a), *scores_section(a, links, figures), *published_section(a),
-            *pretraining_section(a, links, figures), *_context(a, links), *_methods(a, links)]
+            *pretraining_section(a, links, figures), *_context(a, links, budget_note), *_methods(a, links)]
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -1,0 +1,339 @@
+"""The budget curve: a budget experiment's arms (one recipe pretrained for increasing budgets, ``kind: budget``)
+each against the no-pretraining control, and where every other ablation's budget sits on it.
+
+A budget curve reuses the report's comparisons with the control (:attr:`bvr.report.analysis.Analysis.control`):
+each arm's ``arm − control`` per measure, in points, with its Bonferroni-simultaneous interval and Holm verdict.
+:func:`budget_curve` orders the arms by the tokens their runs saw (the mean of their ``run/tokens_seen``) and
+finds, per measure, the first budget whose interval excludes zero in favour of pretraining ("pretraining starts to
+help at N tokens"). Beside them sit each budget's validation MLM loss and the unigram entropy of its validation
+tokens (``run/val_unigram_entropy``: the loss of predicting each token from its frequency alone), so a reader sees
+how far past frequency-only prediction each budget got.
+
+:func:`budget_payload` is the curve as ``metrics.json`` holds it (key ``budget_curve``); :func:`budget_context`
+reads that file from ``reports/budget/`` to say, in another ablation's report, where its budget sits on the curve.
+The section's blocks are :func:`budget_section`; the figure is :func:`bvr.report.figures.budget_figure`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from bvr.ablation.declare import BUDGET_KIND
+from bvr.report.analysis import Analysis, Comparison
+from bvr.report.cells import arm_config, fmt, fmt_ci, fmt_count, relative_path, signed
+from bvr.report.document import Block, Bullets, Figure, Heading, Paragraph, Table
+from bvr.report.inference import adjusted_confidence
+from bvr.report.measures import Measure
+
+BUDGET_EXPERIMENT = "budget"
+"""The shipped budget curve (``experiments/budget.yaml``), whose report every other report looks for beside it."""
+
+METRICS_FILE = "metrics.json"
+
+NEAR = 0.05
+"""A budget within this fraction of a curve point's tokens is "at" that point."""
+
+
+@dataclass(frozen=True)
+class BudgetPoint:
+    """One budget: an arm's pretraining runs.
+
+    Attributes:
+        arm: the arm (its name carries the budget, as ``steps-900``).
+        tokens: tokens seen per run, the mean of the runs' ``run/tokens_seen`` (NaN: no run finished).
+        runs: finished pretraining runs.
+        mlm_loss: the mean of the runs' final validation MLM loss, nats per token (NaN: none).
+        mlm_low: the low end of its 95% t interval over pretraining seeds (NaN under 3 seeds).
+        mlm_high: the high end.
+        unigram_entropy: the mean of the runs' ``run/val_unigram_entropy``, nats per token (NaN: not logged).
+    """
+
+    arm: str
+    tokens: float
+    runs: int
+    mlm_loss: float
+    mlm_low: float
+    mlm_high: float
+    unigram_entropy: float
+
+
+@dataclass(frozen=True)
+class BudgetCurve:
+    """The budgets in increasing tokens, and each one's comparisons with the control.
+
+    Attributes:
+        points: one per pretrained arm, by increasing tokens (arms with no finished run last, in file order).
+        measures: the measures compared with the control, in report order (BLiMP, probes, fine-tuning).
+        comparisons: (measure key, arm) -> the report's ``arm − control`` comparison.
+        control: the control arm.
+        recipe: the shared recipe in words (the control's planned config: the base without any arm's diff).
+        level: the simultaneous intervals' level ("99.6%").
+    """
+
+    points: list[BudgetPoint]
+    measures: list[Measure]
+    comparisons: dict[tuple[str, str], Comparison]
+    control: str
+    recipe: str
+    level: str
+
+    def comparison(self, key: str, arm: str) -> Comparison | None:
+        return self.comparisons.get((key, arm))
+
+    def helps(self, key: str, arm: str) -> bool:
+        """The arm's interval on the measure excludes zero in favour of pretraining."""
+        c = self.comparison(key, arm)
+        return c is not None and helps(c)
+
+    def starts_to_help(self, key: str) -> BudgetPoint | None:
+        """The smallest budget at which pretraining helps on the measure (None: at no budget tried)."""
+        return next((p for p in self.points if not math.isnan(p.tokens) and self.helps(key, p.arm)), None)
+
+    @property
+    def largest(self) -> float:
+        """The largest tokens per run among the budgets (NaN: none measured)."""
+        return max((p.tokens for p in self.points if not math.isnan(p.tokens)), default=math.nan)
+
+
+def helps(c: Comparison) -> bool:
+    """``c``'s simultaneous interval excludes zero on the side of the pretrained arm ``b``."""
+    if not (c.test.tested and c.comparable):
+        return False
+    return c.interval.ci_low > 0 if c.higher_is_better else c.interval.ci_high < 0
+
+
+def short_name(measure: Measure) -> str:
+    """How a sentence names a measure: 'BLiMP', 'the sst2 probe', 'fine-tuned sst2'.
+
+    >>> short_name(Measure("probe/sst2", "", "", "sst2", True, {}))
+    'the sst2 probe'
+    """
+    kind, _, task = measure.key.partition("/")
+    return {"blimp": "BLiMP", "probe": f"the {task} probe", "finetune": f"fine-tuned {task}"}.get(kind, measure.title)
+
+
+def _mean(rows: pd.DataFrame, key: str) -> float:
+    """The mean of a column's finite values; NaN when there is none (or no such column)."""
+    kept = pd.to_numeric(rows[key], errors="coerce").dropna() if key in rows else pd.Series(dtype=float)
+    return float(kept.mean()) if not kept.empty else math.nan
+
+
+def recipe_text(config: dict[str, Any]) -> str:
+    """A planned config's recipe in a line: encoder, vocabulary, inputs, masking, optimisation, corpus.
+
+    >>> recipe_text({"model": {"family": "bert", "norm": "pre", "num_layers": 2, "hidden_size": 128},
+    ...              "data": {"input_format": "segment-pair", "sentence_objective": "nsp", "max_length": 128},
+    ...              "masking": {"mode": "dynamic", "split": [1.0, 0.0, 0.0]}, "training": {"dropout": False}})
+    'bert 2x128 pre-LayerNorm, segment-pair x 128 + nsp, dynamic masking 100/0/0, no dropout'
+    """
+    def get(section: str, key: str) -> Any:
+        return (config.get(section) or {}).get(key)
+
+    model = " ".join(str(v) for v in (get("model", "family"), _shape(config)) if v)
+    parts = [model + (" pre-LayerNorm" if get("model", "norm") == "pre" else "")]
+    tokenizer = get("tokenizer", "family")
+    if tokenizer:
+        size = (f"vocabulary sized by min_count {get('tokenizer', 'min_count')}" if get("tokenizer", "min_count")
+                else f"vocabulary {get('tokenizer', 'vocab_size') or 'default'}")
+        parts.append(f"{tokenizer} {size}")
+    if get("data", "input_format"):
+        objective = get("data", "sentence_objective")
+        parts.append(f"{get('data', 'input_format')} x {get('data', 'max_length')}"
+                     + (f" + {objective}" if objective and objective != "none" else ""))
+    split = get("masking", "split")
+    if get("masking", "mode"):
+        parts.append(f"{get('masking', 'mode')} masking"
+                     + (" " + "/".join(f"{100 * v:.0f}" for v in split) if isinstance(split, list) else ""))
+    if get("training", "dropout") is False:
+        parts.append("no dropout")
+    for key, text in (("learning_rate", "peak lr {:g}"), ("batch_size", "batch {}")):
+        if get("training", key) is not None:
+            parts.append(text.format(get("training", key)))
+    if get("corpus", "max_documents"):
+        parts.append(f"first {get('corpus', 'max_documents'):,} documents")
+    return ", ".join(p for p in parts if p)
+
+
+def _shape(config: dict[str, Any]) -> str | None:
+    model = config.get("model") or {}
+    layers, hidden = model.get("num_layers"), model.get("hidden_size")
+    return f"{layers}x{hidden}" if layers and hidden else None
+
+
+def budget_curve(a: Analysis) -> BudgetCurve | None:
+    """The budget curve of a budget experiment's analysis; None for any other ablation or without a control."""
+    collected = a.collected
+    control = collected.control
+    if collected.manifest.kind != BUDGET_KIND or not control:
+        return None
+    pretrain, mlm = collected.pretrain, a.measure("mlm")
+    points = []
+    for arm in collected.pretrained_arms:
+        rows = pretrain[pretrain["arm"] == arm]
+        loss, low, high = mlm.mean_interval(arm) if mlm is not None else (math.nan,) * 3
+        points.append(BudgetPoint(arm, _mean(rows, "run/tokens_seen"), len(rows), loss, low, high,
+                                  _mean(rows, "run/val_unigram_entropy")))
+    order = {p.arm: i for i, p in enumerate(points)}
+    points.sort(key=lambda p: (math.isnan(p.tokens), 0.0 if math.isnan(p.tokens) else p.tokens, order[p.arm]))
+    comparisons = {(c.measure.key, c.b): c for c in a.control}
+    measures = [x for x in a.measures if any(key == x.key for key, _ in comparisons)]
+    level = f"{adjusted_confidence(0.95, a.m) * 100:.4g}%" if a.m else "95%"
+    return BudgetCurve(points, measures, comparisons, control, recipe_text(arm_config(collected.manifest, control)),
+                       level)
+
+
+def budget_payload(curve: BudgetCurve) -> dict[str, Any]:
+    """The curve for ``metrics.json``: per arm (by increasing tokens) its tokens, losses and ``arm − control`` per
+    measure; per measure the first budget at which pretraining helps (null: none tried)."""
+    arms = {}
+    for p in curve.points:
+        measures = {}
+        for x in curve.measures:
+            c = curve.comparison(x.key, p.arm)
+            if c is not None:
+                measures[x.key.replace("/", "_")] = {
+                    "mean": c.estimate, "ci_low": c.interval.ci_low, "ci_high": c.interval.ci_high, "n": c.test.n,
+                    "holm_p": c.adjusted_p, "significant": c.significant, "helps": helps(c), "verdict": c.ours}
+        arms[p.arm] = {"tokens_seen": p.tokens, "runs": p.runs, "val_mlm_loss": p.mlm_loss,
+                       "val_unigram_entropy": p.unigram_entropy, "measures": measures}
+    turns = {}
+    for x in curve.measures:
+        first = curve.starts_to_help(x.key)
+        turns[x.key.replace("/", "_")] = {"title": x.title, "name": short_name(x),
+                                          "starts_to_help_arm": first.arm if first else None,
+                                          "starts_to_help_tokens": first.tokens if first else None}
+    return {"recipe": curve.recipe, "control": curve.control, "interval_level": curve.level,
+            "largest_tokens_seen": curve.largest, "arms": arms, "measures": turns}
+
+
+def budget_frame(curve: BudgetCurve) -> pd.DataFrame:
+    """The data behind the figure, long: one row per (arm, measure) with tokens, ``arm − control`` and interval."""
+    rows = [{"arm": p.arm, "tokens_seen": p.tokens, "measure": x.key, "difference": c.estimate,
+             "ci_low": c.interval.ci_low, "ci_high": c.interval.ci_high, "helps": helps(c)}
+            for p in curve.points for x in curve.measures if (c := curve.comparison(x.key, p.arm)) is not None]
+    return pd.DataFrame(rows, columns=["arm", "tokens_seen", "measure", "difference", "ci_low", "ci_high", "helps"])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The section
+
+
+def _verdict(c: Comparison | None) -> str:
+    if c is None:
+        return "—"
+    if c.comparable and not c.test.tested:
+        return f"too few seeds (n={c.test.n})"
+    return "pretraining better" if c.ours == f"{c.b} better" else c.ours
+
+
+def turning_lines(curve: BudgetCurve) -> list[str]:
+    """Per measure, the first budget at which pretraining helps, with that budget's difference; or that none did."""
+    lines = []
+    for x in curve.measures:
+        first = curve.starts_to_help(x.key)
+        if first is None:
+            lines.append(f"{x.title}: pretraining does not help within the budgets tried (up to "
+                         f"{fmt_count(curve.largest)} tokens per run).")
+            continue
+        c = curve.comparison(x.key, first.arm)
+        later = [p.arm for p in curve.points if p.tokens > first.tokens and not curve.helps(x.key, p.arm)]
+        lines.append(f"{x.title}: pretraining starts to help at {fmt_count(first.tokens)} tokens per run ({first.arm}: "
+                     f"{signed(c.estimate)} [{c.interval.ci_low:+.1f}, {c.interval.ci_high:+.1f}] points)"
+                     + (f"; not at the larger {', '.join(later)}" if later else "") + ".")
+    return lines
+
+
+def budget_section(curve: BudgetCurve | None, figure: Figure | None = None) -> list[Block]:
+    """The "Budget curve" section: the table per budget, where each measure turns, and the figure."""
+    if curve is None:
+        return []
+    header = ["arm", "tokens per run"]
+    for x in curve.measures:
+        header += [f"{short_name(x)}: Δ {curve.level} CI", "verdict"]
+    header += ["val MLM loss (nats)", "unigram entropy (nats)"]
+    rows = []
+    for p in curve.points:
+        row = [p.arm, fmt_count(p.tokens)]
+        for x in curve.measures:
+            c = curve.comparison(x.key, p.arm)
+            row += ["—" if c is None else f"{signed(c.estimate)} {fmt_ci(c.interval.ci_low, c.interval.ci_high)}",
+                    _verdict(c)]
+        rows.append([*row, fmt(p.mlm_loss, 3), fmt(p.unigram_entropy, 3)])
+    intro = (f"One recipe ({curve.recipe}) pretrained for increasing budgets, each budget against the {curve.control} "
+             f"control on every measure: where does pretraining start to help? Δ is arm − {curve.control} in points "
+             f"over pretraining seeds, with {curve.level} simultaneous intervals; verdicts follow Holm over the "
+             "report's tests.")
+    caption = ("Tokens per run: the mean of the arm's pretraining runs' run/tokens_seen. A measure starts to help "
+               "at the first budget whose interval lies above zero (an interval that excludes zero always comes "
+               "with a Holm verdict, not always the converse). Validation MLM loss beside the unigram entropy of the "
+               "validation tokens (the loss of predicting each token from its frequency alone; means over the "
+               "runs): how far each budget got past frequency-only prediction.")
+    align = "Lr" + "rl" * len(curve.measures) + "rr"
+    blocks: list[Block] = [Heading("Budget curve"), Paragraph(intro), Table(header, rows, align=align, caption=caption),
+                           Bullets(tuple(turning_lines(curve)))]
+    return blocks + ([figure] if figure is not None else [])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Where another ablation's budget sits
+
+
+def _position(tokens: float, arms: dict[str, Any]) -> str:
+    """Where ``tokens`` falls among the curve's budgets, in words."""
+    points = sorted(((float(v["tokens_seen"]), arm) for arm, v in arms.items()
+                     if isinstance(v, dict) and isinstance(v.get("tokens_seen"), int | float)), key=lambda t: t[0])
+    if math.isnan(tokens) or not points:
+        return ""
+    near = [arm for seen, arm in points if abs(seen - tokens) <= NEAR * seen]
+    if near:
+        return f" This budget is the curve's {near[0]} point."
+    if tokens < points[0][0]:
+        return f" This budget is below the curve's smallest ({points[0][1]}, {fmt_count(points[0][0])} tokens)."
+    if tokens > points[-1][0]:
+        return f" This budget is above the curve's largest ({points[-1][1]}, {fmt_count(points[-1][0])} tokens)."
+    below = max((p for p in points if p[0] < tokens), key=lambda t: t[0])
+    above = min((p for p in points if p[0] > tokens), key=lambda t: t[0])
+    return f" This budget lies between the curve's {below[1]} and {above[1]} points."
+
+
+def budget_context(reports_root: Path, a: Analysis) -> str | None:
+    """One line for another ablation's setup: its tokens per pretraining run, and where pretraining starts to help
+    each measure on the budget curve rendered beside it (``reports_root/budget/metrics.json``), or how to run the
+    curve when it is not there. None for the budget curve itself.
+    """
+    manifest = a.collected.manifest
+    if manifest.kind == BUDGET_KIND:
+        return None
+    pretrain = a.collected.pretrain
+    tokens = _mean(pretrain[pretrain["arm"].isin(a.collected.pretrained_arms)], "run/tokens_seen")
+    here = (f"This budget: {fmt_count(tokens)} tokens per pretraining run." if not math.isnan(tokens) else
+            "This budget: no pretraining run has reported its tokens yet.")
+    folder = Path(reports_root) / BUDGET_EXPERIMENT
+    shown = relative_path(str(folder))
+    command = f"`bvr ablate {BUDGET_EXPERIMENT} --preset {manifest.preset or 'tiny'}`"
+    path = folder / METRICS_FILE
+    if not path.is_file():
+        return (f"{here} The budget curve has not been run ({shown} is absent): {command} runs it, and this line "
+                "then says from which budget on pretraining helps each measure.")
+    try:
+        curve = json.loads(path.read_text(encoding="utf-8"))["budget_curve"]
+        measures, arms = dict(curve["measures"]), dict(curve["arms"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"{here} {shown}/{METRICS_FILE} holds no budget curve: {command} renders it."
+    largest = curve.get("largest_tokens_seen")
+    parts = []
+    for key, turn in measures.items():
+        name = (turn.get("name") or key) if isinstance(turn, dict) else key
+        at = turn.get("starts_to_help_tokens") if isinstance(turn, dict) else None
+        parts.append(f"{name} at {fmt_count(at)} tokens ({turn['starts_to_help_arm']})" if at is not None else
+                     f"{name} not within the budgets tried (up to {fmt_count(largest)} tokens)")
+    helped = ", ".join(parts) if parts else "no measure yet"
+    recipe = curve.get("recipe") or "unknown"
+    return (f"{here} On the budget curve ({shown}, recipe: {recipe}), pretraining starts to help {helped}."
+            + _position(tokens, arms))

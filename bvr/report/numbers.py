@@ -1,0 +1,121 @@
+"""The numbers files of a report: ``metrics.json`` (:func:`metrics_payload`), the rows of ``dvc metrics show``
+(:func:`dvc_metrics`) and the effects logged as metrics of the ablation's parent run (:func:`effect_metrics`)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from bvr.report.analysis import Analysis, Comparison
+from bvr.report.budget import budget_curve, budget_payload
+from bvr.report.pretrain_runs import pretrain_table
+from bvr.report.stats import Summary
+
+
+def clean(value: Any) -> Any:
+    """JSON-safe: NaN becomes null, numpy numbers plain floats with 7 significant digits: not decimals (a p-value of
+    3e-7 must not read 0), and no more than a float32 metric holds (MLflow keeps Lightning's float32 0.52 as
+    0.51999998, which would print as 51.999998 points). Text stays text, lists lists.
+
+    >>> clean({"score": 51.99999809265137, "p": 3.1234567e-07, "n": 3, "nan": float("nan"), "arms": ["a"]})
+    {'score': 52.0, 'p': 3.123457e-07, 'n': 3, 'nan': None, 'arms': ['a']}
+    """
+    if isinstance(value, dict):
+        return {k: clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [clean(v) for v in value]
+    if isinstance(value, bool | int | str) or value is None:
+        return value
+    number = float(value)
+    return None if math.isnan(number) else float(f"{number:.7g}")
+
+
+def _summary_json(s: Summary) -> dict[str, Any]:
+    """The spread of one arm's runs on a task (no interval: intervals are over pretraining seeds, in measures)."""
+    return {"median": s.median, "mean": s.mean, "q1": s.q1, "q3": s.q3, "iqr": s.iqr, "min": s.min, "max": s.max,
+            "n": s.n, "collapsed": s.n_collapsed}
+
+
+def _paired_json(c: Comparison) -> dict[str, Any]:
+    return {"mean": c.estimate, "ci_low": c.interval.ci_low, "ci_high": c.interval.ci_high, "n": c.test.n,
+            "p": c.test.p_value, "holm_p": c.adjusted_p, "detectable": c.mde, "significant": c.significant}
+
+
+def metrics_payload(a: Analysis) -> dict[str, Any]:
+    """The headline numbers, in points, nested (numbers and booleans only, but for a budget curve's
+    ``budget_curve``: :func:`~bvr.report.budget.budget_payload`, which names arms and says where each measure
+    turns)."""
+    scores: dict[str, dict] = {}
+    for (arm, task), s in a.summaries.items():
+        scores.setdefault(arm, {})[task] = _summary_json(s)
+    differences: dict[str, dict] = {}
+    for c in [*a.comparisons, *a.control]:
+        differences.setdefault(f"{c.b}_minus_{c.a}", {})[c.task.replace("/", "_")] = _paired_json(c)
+    measures: dict[str, dict] = {}
+    for x in a.measures:
+        for arm in a.collected.arms:
+            units = x.units(arm)
+            if units:
+                measures.setdefault(x.key.replace("/", "_"), {})[arm] = {"mean": sum(units.values()) / len(units),
+                                                                        "n": len(units)}
+    pretrain = {r["arm"]: {k.replace("/", "_"): r[k] for k in ("val/perplexity", "val/mlm_loss", "train/mlm_loss",
+                                                                "tokens_per_s", "wall_seconds", "tokens_seen",
+                                                                "params_total", "params_embedding",
+                                                                "params_non_embedding")}
+                for r in pretrain_table(a).to_dict("records")}
+    payload = {"complete": not a.collected.missing, "missing": len(a.collected.missing), "scores": scores,
+               "measures": measures, "differences": differences, "comparisons": a.m, "pretrain": pretrain}
+    curve = budget_curve(a)
+    if curve is not None:
+        payload["budget_curve"] = budget_payload(curve)
+    return clean(payload)
+
+
+def dvc_metrics(a: Analysis) -> dict[str, dict[str, float]]:
+    """The rows of ``dvc metrics show``: the median of each arm's runs per fine-tuning task, and each paired
+    difference ``b - a`` with its simultaneous interval, nothing else.
+
+    DVC shows one row per metrics file and one column per key (a nested file is one wide row), so each number's
+    row is its own small file, named by what it measures; the keys are few and sort as they read:
+    ``ARM/finetune_TASK.json`` holds ``median`` (points), ``B-minus-A/MEASURE.json`` holds ``b_minus_a``,
+    ``ci_lower`` and ``ci_upper`` (points; nats for ``mlm``). A value that cannot be worked out (no interval under
+    3 pretraining seeds) is left out, so DVC shows ``-``.
+
+    Args:
+        a: the analysed ablation.
+
+    Returns:
+        ``{path relative to metrics/: {key: value}}``, arms first, in the report's order.
+    """
+    rows: dict[str, dict[str, float]] = {}
+    for (arm, task), s in a.summaries.items():
+        rows[f"{arm}/finetune_{task}.json"] = {"median": s.median}
+    for c in [*a.comparisons, *a.control]:
+        rows[f"{c.b}-minus-{c.a}/{c.task.replace('/', '_')}.json"] = {
+            "b_minus_a": c.estimate, "ci_lower": c.interval.ci_low, "ci_upper": c.interval.ci_high}
+    return {path: {k: v for k, v in clean(values).items() if v is not None} for path, values in rows.items()}
+
+
+def effect_metrics(a: Analysis) -> dict[str, float]:
+    """Every tested difference as metrics of the ablation's parent run, so the MLflow UI shows the answer.
+
+    ``effect/MEASURE/B-vs-A`` is the mean difference b - a over pretraining seeds in points (nats for MLM loss),
+    with ``/low`` and ``/high`` its simultaneous interval and ``/p_holm`` the Holm-adjusted p-value; MEASURE is
+    ``blimp``, ``probe/TASK``, ``finetune/TASK`` or ``mlm``. Untested comparisons (too few seeds) are left out. A
+    budget curve adds ``budget/MEASURE/starts_to_help_tokens``, the tokens per run of the first budget at which
+    pretraining helps the measure (left out where none does).
+    """
+    out: dict[str, float] = {}
+    for c in [*a.control, *a.comparisons]:
+        if not (c.test.tested and c.comparable):
+            continue
+        key = f"effect/{c.measure.key}/{c.b}-vs-{c.a}"
+        values = {key: c.estimate, f"{key}/low": c.interval.ci_low, f"{key}/high": c.interval.ci_high,
+                  f"{key}/p_holm": c.adjusted_p}
+        out.update({k: float(v) for k, v in values.items() if v is not None and math.isfinite(v)})
+    curve = budget_curve(a)
+    for x in curve.measures if curve is not None else []:
+        first = curve.starts_to_help(x.key)
+        if first is not None:
+            out[f"budget/{x.key}/starts_to_help_tokens"] = float(first.tokens)
+    return out
