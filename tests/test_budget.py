@@ -253,7 +253,7 @@ def test_the_shipped_budget_curve_loads_and_plans(tmp_path: Path) -> None:
     ablation = load_ablation("budget", preset="tiny")
     assert ablation.is_budget and ablation.control and ablation.pretrain_seeds == [0, 1, 2]
     assert {arm: cfg.training.max_steps for arm, cfg in ablation.arms.items()} == {
-        "steps-300": 300, "steps-900": 900, "steps-2700": 2700, "steps-8100": 8100}
+        "steps-300": 300, "steps-900": 900, "steps-1800": 1800, "steps-3600": 3600}
     cfg = ablation.arms["steps-300"]
     assert (cfg.model.norm, cfg.training.dropout, cfg.tokenizer.min_count, cfg.masking.split) == (
         "pre", False, 100, [1.0, 0.0, 0.0])
