@@ -45,26 +45,22 @@ FINETUNE = ["finetune.max_train_examples=4000", "finetune.max_eval_examples=null
 
 CRAM = ["model.norm=pre", "training.dropout=false", "masking.split=[1.0,0.0,0.0]"]
 """Pre-LayerNorm, no dropout while pretraining, no unmasking (BabyBERTa, cramming)."""
-ONE = ["data.input_format=full-sentences", "data.sentence_objective=none"]
-"""RoBERTa's FULL-SENTENCES without NSP."""
-
 RECIPES: dict[str, list[str]] = {
     "bert": [],
-    "bert-2k": ["corpus.max_documents=2000"],
-    "pre": ["model.norm=pre"],
     "cram": CRAM,
-    "cram-lr3e-3": [*CRAM, "training.learning_rate=3e-3"],
     "cram-2k": [*CRAM, "corpus.max_documents=2000"],
-    "cram-2k-64": [*CRAM, "corpus.max_documents=2000", "data.max_length=64", "training.batch_size=64"],
-    "cram-2k-full": [*CRAM, *ONE, "corpus.max_documents=2000"],
-    "cram-2k-m25": [*CRAM, "corpus.max_documents=2000", "masking.mask_prob=0.25"],
-    "cram-2k-900": [*CRAM, "corpus.max_documents=2000", "training.max_steps=900", "training.warmup_steps=60"],
-    "cram-8k-900": [*CRAM, "corpus.max_documents=8000", "training.max_steps=900", "training.warmup_steps=60"],
-    "cram-2k-v4k": [*CRAM, "corpus.max_documents=2000", "tokenizer.vocab_size=4096"],
-    "cram-2k-v16k": [*CRAM, "corpus.max_documents=2000", "tokenizer.vocab_size=16384"],
-    "cram-2k-4x256": [*CRAM, "corpus.max_documents=2000", "model.num_layers=4", "model.hidden_size=256",
-                      "model.num_heads=4", "model.intermediate_size=1024"],
+    "cram-2k-rule": [*CRAM, "corpus.max_documents=2000", "tokenizer.min_count=100"],
+    "cram-2k-rule-900": [*CRAM, "corpus.max_documents=2000", "tokenizer.min_count=100", "training.max_steps=900",
+                         "training.warmup_steps=60"],
+    "cram-8k-rule-900": [*CRAM, "corpus.max_documents=8000", "tokenizer.min_count=100", "training.max_steps=900",
+                         "training.warmup_steps=60"],
+    "cram-2k-rule-1200-lr3e-3": [*CRAM, "corpus.max_documents=2000", "tokenizer.min_count=100",
+                                 "training.max_steps=1200", "training.warmup_steps=72", "training.learning_rate=3e-3"],
+    "cram-2k-rule-1200-lr3e-3-64": [*CRAM, "corpus.max_documents=2000", "tokenizer.min_count=100",
+                                    "training.max_steps=1200", "training.warmup_steps=72",
+                                    "training.learning_rate=3e-3", "data.max_length=64", "training.batch_size=64"],
 }
+"""The rows of the recipe table in docs/recipes.md, in the order they were run."""
 
 
 def command(name: str, data_dir: Path) -> str:
