@@ -47,10 +47,11 @@ from scipy import integrate, optimize, stats
 
 from bvr.ablation.manifest import Manifest
 from bvr.errors import BvrError
-from bvr.report.analysis import Analysis, analyse, headlines
+from bvr.report.analysis import Analysis, analyse
 from bvr.report.cells import RunLinks, ui_base
 from bvr.report.collect import FINETUNE_COLUMNS, HISTORY_COLUMNS, PRETRAIN_COLUMNS, Collected, collect
 from bvr.report.document import Table, to_markdown
+from bvr.report.headlines import headlines
 from bvr.report.published import load_published
 from bvr.report.render import ReportResult, render_report, render_summary
 from bvr.report.results import measures_section, published_section
@@ -268,6 +269,26 @@ def test_a_measure_pretraining_did_not_move_cannot_show_the_ablation(tmp_path: P
     assert "cannot show" not in blimp
 
 
+def test_a_measure_pretraining_hurt_is_said_in_the_headline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A control better than an arm (Holm) is a headline of its own, not one more 'not on' measure."""
+    import tests.report_fixtures as fixtures
+
+    control = np.array(fixtures.UNITS[("sst2", CONTROL)])
+    monkeypatch.setitem(fixtures.UNITS, ("sst2", "static"), tuple(control - (9.0, 10.0, 9.5)))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    store = fill_store(tmp_path)
+    a = analyse(collect(store.manifest, workdir=tmp_path), load_published())
+    lines = headlines(a)
+    hurt = next(c for c in a.control if c.b == "static" and c.task == "finetune/sst2")
+    assert hurt.significant and hurt.ours == f"{CONTROL} better" and hurt.estimate == pytest.approx(-9.5)
+    assert f"Pretraining hurt static: worse than the {CONTROL} control on sst2 fine-tuned (dev accuracy) by -9.5 [" \
+        in "\n".join(lines)
+    assert lines[1].endswith(f"points (Holm-adjusted over {a.m} comparisons).")
+    assert "sst2 fine-tuned" not in lines[0]  # the 'helped' line no longer lists it among the 'not on' measures
+    assert not any(line.startswith("Pretraining hurt dynamic") for line in lines)
+
+
 def _two_seeds(store: Store) -> Manifest:
     """The manifest with every unit of pretraining seed 2 not run: two pretraining seeds have values."""
     manifest = variant(store.manifest)
@@ -299,6 +320,9 @@ def test_two_pretraining_seeds_are_too_few_to_test(store: Store, tmp_path: Path)
 
 def test_tables_show_the_hand_worked_rows(report: ReportResult) -> None:
     text = report.markdown.read_text(encoding="utf-8")
+    assert ("This run (preset tiny): 2 layers of hidden 64; 300 steps of 8 sequences of up to 64 tokens (segment-pair,"
+            " sentence objective nsp); the first 50 documents; a bert tokenizer of 1,000 ids; masking split [0.8, 0.1, "
+            "0.1], dupe_factor 10 where static; 3 pretraining seed(s) per arm.") in " ".join(text.split())
     rows = [  # did pretraining help, the ablation's effect, every measure, BLiMP, scores, beside the paper, setup
         "| BLiMP macro accuracy (zero-shot) | static | 70.0 (n=3) | 50.0 (n=3) | +20.0 | [1.4, 38.6] | 0.017 | 23.6 "
         "| static better |",

@@ -43,11 +43,12 @@ from bvr.ablation.manifest import Manifest
 from bvr.errors import BvrError
 from bvr.fs import replace_dir, write_text
 from bvr.report import figures as fig
-from bvr.report.analysis import Analysis, analyse, headlines
+from bvr.report.analysis import Analysis, analyse
 from bvr.report.budget import budget_context, budget_curve, budget_frame
 from bvr.report.cells import ui_base
 from bvr.report.collect import collect
 from bvr.report.document import Figure, to_html, to_markdown
+from bvr.report.headlines import headlines
 from bvr.report.inference import adjusted_confidence
 from bvr.report.numbers import dvc_metrics, effect_metrics, metrics_payload
 from bvr.report.pretrain_runs import pretrain_table

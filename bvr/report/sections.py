@@ -20,10 +20,11 @@ import pandas as pd
 
 from bvr.ablation.status import PROGRESS_HEADER, progress_rows
 from bvr.display import duration
-from bvr.report.analysis import Analysis, Comparison, headlines
+from bvr.report.analysis import Analysis, Comparison
 from bvr.report.budget import budget_curve, budget_section
 from bvr.report.cells import RunLinks, arm_config, fmt, fmt_ci, fmt_count, mean_of, relative_path, signed
 from bvr.report.document import Block, Bullets, Cell, Figure, Heading, Link, Notice, Paragraph, Table
+from bvr.report.headlines import headlines
 from bvr.report.inference import adjusted_confidence
 from bvr.report.pretrain_runs import pretrain_table
 from bvr.report.results import blimp_section, measures_section, pretraining_section, published_section, scores_section
@@ -38,7 +39,36 @@ def _title(a: Analysis) -> list[Block]:
              f"plan {m.plan_hash or '—'}"]
     return [Heading(f"Ablation report: {a.collected.ablation}", 1),
             Paragraph(str(m.description or "").strip() or "(no description)"),
-            Paragraph(status), Paragraph(" · ".join(facts))]
+            *([Paragraph(run)] if (run := _this_run(a)) else []), Paragraph(status), Paragraph(" · ".join(facts))]
+
+
+def _this_run(a: Analysis) -> str:
+    """The run that was made, from the first pretrained arm's config (the description gives the paper's setting):
+    preset, encoder, budget, corpus, tokenizer, masking and seeds."""
+    arms = a.collected.pretrained_arms
+    cfg = arm_config(a.collected.manifest, arms[0]) if arms else {}
+    if not cfg:
+        return ""
+    section = {name: cfg.get(name) or {} for name in ("model", "training", "data", "corpus", "tokenizer", "masking")}
+    model, training, data = section["model"], section["training"], section["data"]
+    corpus, tokenizer, masking = section["corpus"], section["tokenizer"], section["masking"]
+    seeds = len({r.pretrain_seed for r in a.collected.manifest.records() if r.arm in arms})
+    recipe = [*(["pre-LayerNorm"] if model.get("norm") == "pre" else []),
+              *(["no dropout while pretraining"] if training.get("dropout") is False else [])]
+    steps = sorted({(arm_config(a.collected.manifest, arm).get("training") or {}).get("max_steps") for arm in arms},
+                   key=str)
+    parts = [f"{model.get('num_layers')} layers of hidden {model.get('hidden_size')}"
+             + (f" ({', '.join(recipe)})" if recipe else ""),
+             f"{' / '.join(map(str, steps))} steps of {training.get('batch_size')} sequences of up to "
+             f"{data.get('max_length')} tokens ({data.get('input_format')}, sentence objective "
+             f"{data.get('sentence_objective') or ('nsp' if data.get('nsp', True) else 'none')})",
+             f"the first {corpus['max_documents']:,} documents" if corpus.get("max_documents") else "the whole corpus",
+             f"a {tokenizer.get('family')} tokenizer" + (f" of {tokenizer['vocab_size']:,} ids"
+                                                          if tokenizer.get("vocab_size") else ""),
+             f"masking split {masking.get('split') or [0.8, 0.1, 0.1]}, dupe_factor {masking.get('dupe_factor')} "
+             "where static",
+             f"{seeds} pretraining seed(s) per arm"]
+    return f"This run (preset {a.collected.manifest.preset or 'none'}): " + "; ".join(parts) + "."
 
 
 def _effect_cells(c: Comparison) -> list[str]:
