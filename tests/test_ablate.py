@@ -250,7 +250,7 @@ def test_a_smoke_run_without_its_report_names_the_report_command_with_its_sets(t
 # The plan and the manifest, without running anything
 
 V2_KEYS = ["version", "ablation", "description", "source", "preset", "overrides", "plan_hash", "experiment",
-           "parent_run_id", "published", "kind", "arms", "labels", "control_arm", "declared", "configs",
+           "parent_run_id", "store", "published", "kind", "arms", "labels", "control_arm", "declared", "configs",
            "pretrain_seeds", "tasks", "finetune_seeds", "finetune_hparams", "evaluations_settings", "pretrain",
            "evaluations", "finetune", "context"]
 """The top-level keys of a version-2 manifest.json, in the order they are written."""

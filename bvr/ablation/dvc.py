@@ -312,7 +312,7 @@ HEADER = """\
 # Re-run that after adding an arm or a task; tests/test_ablate.py checks that this file matches it.
 # Run:  dvc repro                (the data folder: data_dir in params.yaml, or BVR_DATA_DIR when it is empty)
 #       dvc exp run -S {max_steps}    (vary a parameter)
-#       dvc metrics show; dvc plots show      (templates: .dvc/plots/bvr-*.json; the README says how to read them)
+#       dvc metrics show; dvc plots show      (templates: .dvc/plots/bvr-*.json; docs/dvc.md says how to read them)
 """
 
 

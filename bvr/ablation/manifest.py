@@ -189,6 +189,8 @@ class Manifest:
     experiment: str | None = None
     parent_run_id: str | None = None
     """The MLflow parent run of the latest invocation (DVC stages share it)."""
+    store: str | None = None
+    """The MLflow store (tracking URI) the runs were logged to, named when another store is asked for them."""
     published: str | None = None
     """The table of ``reports/published.yaml`` this ablation compares with."""
     kind: str = ABLATION_KIND

@@ -54,7 +54,7 @@ from bvr.ablation.hardware import hardware
 from bvr.ablation.manifest import Manifest
 from bvr.ablation.plan import Plan, Unit, UnitKind
 from bvr.ablation.units import HANDLERS
-from bvr.cache import BUILT, global_rank
+from bvr.cache import BUILT, global_rank, target_lock
 from bvr.display import duration
 from bvr.errors import BvrError
 from bvr.resources import check_writable, write_error
@@ -195,27 +195,50 @@ def _parent(runner: Runner, only: list[str] | None) -> Iterator[None]:
     if closed:
         runner.say(f"closed {len(closed)} MLflow run(s) left running by a process that no longer exists "
                    "(status KILLED, tag bvr.closed)")
-    existing = runner.manifest.parent_run_id
-    if existing and not _run_exists(existing):
-        existing = None  # the store was replaced or the run deleted: start a new parent
-    if only and existing:
-        runner.parent_run_id = existing
-        yield
-        return
     tags = run_tags(ablation=plan.name, arm=None, stage="ablation",
                     extra={"bvr.preset": plan.preset or "default", "bvr.plan": plan.plan_hash,
                            "bvr.manifest": str(plan.manifest_path), "bvr.kind": plan.ablation.kind})
     name = f"{plan.name} ({plan.preset or 'default'}{', dvc' if only else ''})"
-    with parent_run(plan.experiment, name, workdir=Path.cwd(), tags=tags, description=plan.ablation.description,
-                    resume_run_id=existing) as run:
-        write_views(store_client(tracking_uri(Path.cwd())), run.info.experiment_id)
-        runner.parent_run_id = run.info.run_id
-        runner.manifest.parent_run_id = run.info.run_id
-        runner.save()
-        try:
-            yield
-        finally:
-            _log_manifest(runner)
+    with contextlib.ExitStack() as stack:
+        # Chosen under the manifest's lock: two invocations started at once share one parent, the second finding
+        # the first's in the manifest instead of starting its own.
+        with target_lock(plan.manifest_path):
+            existing = _recorded_parent(runner)
+            if only and existing:
+                runner.parent_run_id = existing
+            else:
+                run = stack.enter_context(parent_run(plan.experiment, name, workdir=Path.cwd(), tags=tags,
+                                                     description=plan.ablation.description, resume_run_id=existing))
+                write_views(store_client(tracking_uri(Path.cwd())), run.info.experiment_id)
+                runner.parent_run_id = runner.manifest.parent_run_id = run.info.run_id
+                runner.save()
+                stack.callback(_log_manifest, runner)
+        yield
+
+
+def _recorded_parent(runner: Runner) -> str | None:
+    """The parent run the manifest on disk names (another invocation may have written it since this one read it),
+    if this store has it.
+
+    Raises:
+        BvrError: the manifest records finished units but this store lacks its parent run: the outputs were
+            copied or moved away from their store, or ``--output-dir`` names another folder's outputs. Going on
+            would leave a report without their runs.
+    """
+    from bvr.tracking import tracking_uri
+
+    path, store = runner.plan.manifest_path, tracking_uri(Path.cwd())
+    on_disk = Manifest.load(path) if path.is_file() else runner.manifest
+    recorded = on_disk.parent_run_id
+    if recorded and not _run_exists(recorded):
+        if any(record.status == "done" for record in on_disk.records()):
+            raise BvrError(f"its finished runs are logged in another MLflow store ({on_disk.store or 'not recorded'})"
+                           f", not in {store}", where=str(path),
+                           hint="run bvr from the folder that holds that store or point MLFLOW_TRACKING_URI at it; "
+                                "to run the ablation again into this store, pass another --output-dir")
+        recorded = None  # nothing finished yet (or the run was deleted before any unit ran): start a new parent
+    runner.manifest.store = store
+    return recorded
 
 
 def _run_exists(run_id: str) -> bool:

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from bvr.cache import target_lock
 from bvr.config import config_hash
 from bvr.errors import BvrError
 from bvr.fs import write_text
@@ -230,16 +231,27 @@ def evaluate_model(
     Raises:
         BvrError: the data cannot be read, or the model folder cannot be loaded.
     """
+    path = result_path(model_dir, kind, task, evaluations, data_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)  # the lock file lies beside the result
+    with target_lock(path):  # a twin invocation waits here, then finds this one's result and its run
+        return _evaluate_once(path, model_dir, kind, task, evaluations, data_dir=data_dir, label=label,
+                              pretrain_seed=pretrain_seed, ablation=ablation, experiment=experiment,
+                              parent_run_id=parent_run_id, progress=progress)
+
+
+def _evaluate_once(path: Path, model_dir: Path, kind: str, task: str | None, evaluations: Any, *,
+                   data_dir: Path | None, label: str, pretrain_seed: int, ablation: str | None, experiment: str,
+                   parent_run_id: str | None, progress: bool) -> EvaluationResult:
+    """:func:`evaluate_model` under its lock: the cached result if its run is in the store, else computed (or read
+    back) and logged."""
     from bvr.tracking import client_for
 
-    path = result_path(model_dir, kind, task, evaluations, data_dir)
     cached = _read(path) if path.is_file() else None
     if cached is not None and _run_exists(client_for(Path.cwd()), cached.run_id):
         return cached
     result = cached or _compute(Path(model_dir), kind, task, evaluations, data_dir, progress)
     data = {"settings": _settings(kind, task, evaluations, data_dir),
             **{k: v for k, v in asdict(result).items() if k != "reused"}}
-    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2, default=float), encoding="utf-8")  # the artifact logged below
     result.run_id = _log(result, path, label=label, pretrain_seed=pretrain_seed, model_dir=Path(model_dir),
                          ablation=ablation, experiment=experiment, parent_run_id=parent_run_id)

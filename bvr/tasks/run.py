@@ -31,6 +31,7 @@ This module is the seed loop and its cache; the results it returns and their pri
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
@@ -329,26 +330,41 @@ def finetune(
     return result
 
 
-def _train_missing(job: _Job, dirs: dict[int, Path], results: dict[int, SeedResult], parent_run_id: str | None) -> str:
-    """Train every seed not in ``results`` under one parent run; log the spread over all seeds there."""
+def _train_missing(job: _Job, dirs: dict[int, Path], results: dict[int, SeedResult],
+                   parent_run_id: str | None) -> str | None:
+    """Train every seed not in ``results`` under one parent run; log the spread over all seeds there.
+
+    The parent run is started with the first seed this process trains: where another process trained them all
+    meanwhile (twin invocations wait on each seed's lock), none is started, so each seed is logged once.
+    Returns the parent run's id, or None when nothing was trained here.
+    """
     extra = {TAG_CHECKPOINT: job.checkpoint, TAG_FROM_SCRATCH: job.source.from_scratch,
              TAG_MEASURE: f"finetune/{job.spec.name}"}
     if parent_run_id:
         extra[MLFLOW_PARENT_RUN_ID] = parent_run_id
     tags = run_tags(ablation=job.ablation, arm=job.arm, stage="finetune", task=job.spec.name, extra=extra)
-    with parent_run(job.experiment, run_name(job.arm, "finetune", job.spec.name), workdir=Path.cwd(),
-                    tags=tags) as parent:
-        parent_id = parent.info.run_id
+    with contextlib.ExitStack() as stack:
+        started: list[str] = []
+
+        def parent_id() -> str:
+            if not started:
+                started.append(stack.enter_context(parent_run(
+                    job.experiment, run_name(job.arm, "finetune", job.spec.name), workdir=Path.cwd(),
+                    tags=tags)).info.run_id)
+            return started[0]
+
         for seed, folder in dirs.items():
             if seed in results:
                 continue
             resolved = {"seed": seed, "task": job.spec.name, "checkpoint": job.checkpoint,
                         "from_scratch": job.source.from_scratch, "finetune": dataclasses.asdict(job.cfg)}
             _, built = build_once(
-                folder, lambda tmp, seed=seed: _write(tmp, _train_seed(job, seed, parent_id, tmp), job.info), resolved)
+                folder, lambda tmp, seed=seed: _write(tmp, _train_seed(job, seed, parent_id(), tmp), job.info),
+                resolved)
             results[seed] = dataclasses.replace(_read(folder)[0], reused=not built)  # not built: another process did
-        _log_spread(job, store_client(tracking_uri(Path.cwd())), parent_id, [results[s] for s in dirs])
-    return parent_id
+        if started:
+            _log_spread(job, store_client(tracking_uri(Path.cwd())), started[0], [results[s] for s in dirs])
+        return started[0] if started else None
 
 
 def _log_spread(job: _Job, client: MlflowClient, run_id: str, seeds: list[SeedResult]) -> None:

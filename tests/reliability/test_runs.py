@@ -242,3 +242,56 @@ def test_sigterm_during_pretraining_exits_143_saying_how_to_continue(bvr, tmp_pa
     monkeypatch.setattr(run, "pretrain", original)
     code, out, _ = bvr(*args, "--resume")
     assert code == 0 and "steps=8," in out
+
+
+def test_the_same_ablation_started_twice_at_once_leaves_one_parent_and_one_run_per_unit(tmp_path):
+    """Twin invocations in one folder: the second finds the first's parent in the manifest (chosen under its lock)
+    and waits on the first's units instead of logging them again."""
+    import json
+
+    from bvr.tracking import TAG_STAGE
+
+    data_dir = write_wiki_corpus(tmp_path / "data", documents=60)
+    shutil.copytree(Path(__file__).resolve().parents[1] / "fixtures" / "glue", data_dir / "glue")
+    (tmp_path / "tiny-masking.yaml").write_text(EXPERIMENT)
+    args = ["ablate", "tiny-masking.yaml", "--data-dir", data_dir, "--no-progress", "--no-report",
+            "--set", "evaluate.blimp.enabled=false", "--set", "finetune.seeds=1"]
+    jobs = [start_bvr(*args, cwd=tmp_path) for _ in range(2)]
+    for job in jobs:
+        assert job.wait(600) == 0, job.communicate()[1]
+    runs = find_runs("tiny-masking", workdir=tmp_path)
+    parents = runs[runs[f"tags.{TAG_STAGE}"] == "ablation"]
+    assert len(parents) == 1, sorted(runs["tags.mlflow.runName"])
+    names = list(runs["tags.mlflow.runName"])
+    assert len(names) == len(set(names)), sorted(names)
+    (manifest,) = (tmp_path / "outputs" / "ablations").glob("*/manifest.json")
+    parent = parents["run_id"].iloc[0]
+    assert json.loads(manifest.read_text())["parent_run_id"] == parent
+    pretraining = runs[runs[f"tags.{TAG_STAGE}"] == "pretrain"]
+    assert len(pretraining) == 2 and set(pretraining["tags.mlflow.parentRunId"]) == {parent}
+
+
+def test_outputs_copied_away_from_their_store_are_one_line_naming_it(tmp_path):
+    """A finished ablation's outputs/ copied into a folder without its MLflow store: a one-line error naming the
+    store that holds the runs, not a silent 'Partial' report; the first folder's manifest is left as it was."""
+    data_dir = write_wiki_corpus(tmp_path / "data", documents=60)
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    (first / "tiny-masking.yaml").write_text(EXPERIMENT)
+    args = ["ablate", "tiny-masking.yaml", "--data-dir", data_dir, "--no-progress", "--no-report", "--only",
+            "pretrain:static"]
+    job = start_bvr(*args, cwd=first)
+    assert job.wait(300) == 0, job.communicate()[1]
+    shutil.copytree(first, second, ignore=shutil.ignore_patterns("mlflow.db*", "mlruns", "mlartifacts"))
+    (manifest,) = (second / "outputs" / "ablations").glob("*/manifest.json")
+    before = (first / manifest.relative_to(second)).read_text()
+    for cwd, extra in ((second, []), (second, ["--output-dir", first / "outputs"])):
+        job = start_bvr(*args, *extra, cwd=cwd)
+        _, err = job.communicate(timeout=300)
+        assert job.returncode == 2, err
+        store = f"sqlite:///{(first / 'mlflow.db').resolve()}"
+        where = first / manifest.relative_to(second) if extra else manifest.relative_to(second)
+        assert error_line(err).startswith(f"{where}: its "
+                                          f"finished runs are logged in another MLflow store ({store}), not in "
+                                          f"sqlite:///{(second / 'mlflow.db').resolve()}. run bvr from the folder")
+    assert (first / manifest.relative_to(second)).read_text() == before
