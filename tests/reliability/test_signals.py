@@ -131,7 +131,17 @@ def _interrupt_after(statement_start: str):
     return do_execute
 
 
-def test_ctrl_c_during_a_write_to_an_sqlite_store_is_raised_once_the_write_is_whole(tmp_path, monkeypatch):
+@pytest.fixture
+def ctrl_c_raises():
+    """Ctrl-C raises KeyboardInterrupt while the test runs (Python's own handler), whatever handler an earlier test
+    or library left installed; the previous handler is put back after."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield previous
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_during_a_write_to_an_sqlite_store_is_raised_once_the_write_is_whole(tmp_path, monkeypatch,
+                                                                                    ctrl_c_raises):
     client = store_client(tracking_uri(tmp_path))
     assert isinstance(client, SQLiteClient)
     run_id = client.create_run(client.create_experiment("writes")).info.run_id
