@@ -455,6 +455,17 @@ def test_size_by_frequency_takes_the_largest_size_that_keeps_the_rule(family: st
     assert tokenizer.to_str() == train_tokenizer(family, CORPUS, vocab_size=size, show_progress=False).to_str()
 
 
+def test_size_by_frequency_ends_when_the_largest_size_is_no_multiple_of_the_granularity() -> None:
+    """max_size 1,000 with steps of 128: the search still narrows to adjacent multiples and stops."""
+    from bvr.tokenization.training import count_at_percentile, size_by_frequency, token_counts
+
+    tokenizer, record = size_by_frequency("bert", CORPUS, max_size=1000, min_count=20, granularity=128)
+    assert record["rule_count_at_percentile"] >= 20 and record["rule_tries"] <= 5  # 1000, 128, then <= 3 of 8 steps
+    bigger = train_tokenizer("bert", CORPUS, vocab_size=min(1000, record["rule_size"] // 128 * 128 + 128),
+                             show_progress=False)
+    assert count_at_percentile(token_counts(bigger, CORPUS)[len(SPECIALS["bert"]):], 0.95) < 20
+
+
 def test_token_counts_count_every_token_once() -> None:
     from bvr.tokenization.training import token_counts
 

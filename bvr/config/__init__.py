@@ -42,6 +42,7 @@ from bvr.config.loading import (
     build_config,
     config_hash,
     dump_config,
+    hashed_section,
     load_config,
     load_saved_config,
     preset_names,
@@ -74,7 +75,8 @@ __all__ = [
     "TOKEN_FEATURES", "BlimpConfig", "Config", "CorpusConfig", "DataConfig", "DataSettings", "EvaluateConfig",
     "FinetuneConfig", "FinetuneSection", "Layer", "MaskingConfig", "ModelConfig", "ProbesConfig", "TokenizerConfig",
     "TrainingConfig", "at", "build_config", "build_dataclass", "build_layered", "check_task_block",
-    "check_task_names", "config_hash", "dump_config", "flatten", "load_config", "load_saved_config", "locate_error",
+    "check_task_names", "config_hash", "dump_config", "flatten", "hashed_section", "load_config", "load_saved_config",
+    "locate_error",
     "mapping", "merge_layer", "node_lines", "override_layer", "parse_override", "parse_yaml", "preset_names",
     "preset_path", "read_yaml", "resolve_finetune", "sub_origins",
 ]

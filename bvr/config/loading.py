@@ -227,6 +227,17 @@ def dump_config(cfg: Config | dict[str, Any], path: Path) -> Path:
     return path
 
 
+def hashed_section(section: Any, new_defaults: dict[str, Any]) -> dict[str, Any]:
+    """A config section as it enters a cache key: the keys in ``new_defaults`` (added after caches were built) are
+    left out while they hold the value those caches had, so the folders built before them keep their names.
+
+    >>> from bvr.config.sections import ModelConfig
+    >>> "norm" in hashed_section(ModelConfig(), {"norm": "post"}), hashed_section(ModelConfig(norm="pre"), {})["norm"]
+    (False, 'pre')
+    """
+    return {k: v for k, v in dataclasses.asdict(section).items() if k not in new_defaults or new_defaults[k] != v}
+
+
 def config_hash(*parts: Any, length: int = 12) -> str:
     """A short stable hash of JSON-able parts (dataclasses allowed): the name of a cache folder."""
     canonical = [dataclasses.asdict(p) if dataclasses.is_dataclass(p) else p for p in parts]

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from tokenizers import Tokenizer
 
 from bvr.cache import build_once, cache_dir, fingerprint
-from bvr.config import Config, DataConfig
+from bvr.config import Config, DataConfig, hashed_section
 from bvr.corpus import build_corpus, datasets_progress, load_corpus
 from bvr.errors import BvrError
 from bvr.pretraining.formats import create_instances
@@ -44,6 +44,8 @@ from bvr.tokenization import (
 # Bump a stage's version when a code change would change the bytes it writes: its cache folders (and those of
 # the stages after it, whose hashes include its folder name) are then rebuilt instead of reused.
 STAGE_VERSIONS = {"corpus": 3, "tokenizer": 1, "tokenized": 1, "data": 2}
+NEW_TOKENIZER_DEFAULTS = {"min_count": None, "count_percentile": 0.95}
+"""``tokenizer`` keys added after tokenizers were cached, at their defaults (:func:`~bvr.config.hashed_section`)."""
 VARIANT_VERSIONS = {
     "tokenizer": {"roberta": 2},  # 2: byte-level BPE trained on sentences as in running text (their leading space)
     "tokenized": {"roberta": 2},  # 2: byte-level BPE sentences encoded with their leading space
@@ -206,10 +208,8 @@ class SentenceBatches:
 def prepare_tokenizer(cfg: Config, corpus_dir: Path, *, progress: bool = True) -> Path:
     """Train the configured tokenizer on the training documents (or take ``tokenizer.path``); write its stats."""
     tok_cfg = cfg.tokenizer
-    # Keys added later enter the hash only when set, so tokenizers trained before them keep their folders.
-    settings = {k: v for k, v in asdict(tok_cfg).items()
-                if not (k in ("min_count", "count_percentile") and tok_cfg.min_count is None)}
-    stage = {"version": stage_version("tokenizer", tok_cfg.family), "corpus": corpus_dir.name, "tokenizer": settings}
+    stage = {"version": stage_version("tokenizer", tok_cfg.family), "corpus": corpus_dir.name,
+             "tokenizer": hashed_section(tok_cfg, NEW_TOKENIZER_DEFAULTS)}
     if tok_cfg.path:
         stage["tokenizer_content"] = fingerprint(tok_cfg.path)
     target = cache_dir(cache_root(cfg), f"tokenizer-{tok_cfg.family}", stage)

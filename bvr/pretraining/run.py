@@ -32,7 +32,7 @@ import torch
 
 from bvr.cache import DONE, build_once, cache_dir, global_rank, is_done, target_lock
 from bvr.checkpoints import check_checkpoint
-from bvr.config import Config, dump_config
+from bvr.config import Config, dump_config, hashed_section
 from bvr.errors import BvrError
 from bvr.model import EncoderConfig, PretrainingModel, count_parameters
 from bvr.model.encoder import compile_layers
@@ -85,9 +85,8 @@ def run_dir_for(cfg: Config, prepared: Prepared) -> Path:
         "model": model_part(cfg),
         "masking": dataclasses.asdict(cfg.masking),
         # tokens_per_batch only where set: runs from before the key keep their folders.
-        "training": {k: v for k, v in dataclasses.asdict(cfg.training).items()
-                     if k not in ("num_workers", "log_every_steps", "val_every_steps", "checkpoint_every_steps")
-                     and NEW_TRAINING_DEFAULTS.get(k, ...) != v},
+        "training": {k: v for k, v in hashed_section(cfg.training, NEW_TRAINING_DEFAULTS).items()
+                     if k not in ("num_workers", "log_every_steps", "val_every_steps", "checkpoint_every_steps")},
     }
     if validation_differs(cfg):
         parts["validation"] = "reference masks"  # validated on the reference masks, not on its own as before
@@ -95,15 +94,14 @@ def run_dir_for(cfg: Config, prepared: Prepared) -> Path:
 
 
 NEW_MODEL_DEFAULTS = {"norm": "post"}
-"""``model`` keys added after runs were cached, at the value those runs had: left out of the cache key there, so the
-folders of earlier runs keep their names."""
+"""``model`` keys added after runs were cached, at the value those runs had (:func:`~bvr.config.hashed_section`)."""
 NEW_TRAINING_DEFAULTS = {"tokens_per_batch": None, "dropout": True}
 """The same for ``training`` keys."""
 
 
 def model_part(cfg: Config) -> dict:
-    """The ``model`` section as it enters a cache key (:data:`NEW_MODEL_DEFAULTS` left out at their defaults)."""
-    return {k: v for k, v in dataclasses.asdict(cfg.model).items() if NEW_MODEL_DEFAULTS.get(k, ...) != v}
+    """The ``model`` section as it enters a cache key."""
+    return hashed_section(cfg.model, NEW_MODEL_DEFAULTS)
 
 
 def build_model(cfg: Config, vocab) -> PretrainingModel:

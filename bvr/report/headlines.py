@@ -9,22 +9,24 @@ from bvr.report.analysis import Analysis, Comparison
 from bvr.report.inference import MIN_UNITS, adjusted_confidence
 
 
-def pretraining_helped(analysis: Analysis) -> dict[str, list[Comparison]]:
-    """Per pretrained arm, the measures on which it beats the control (Holm-adjusted)."""
+def _won(analysis: Analysis, by_arm: bool) -> dict[str, list[Comparison]]:
+    """Per pretrained arm, the measures on which it beats the control (``by_arm``) or the control beats it
+    (Holm-adjusted)."""
     out: dict[str, list[Comparison]] = {arm: [] for arm in analysis.collected.pretrained_arms}
     for c in analysis.control:
-        if c.significant and c.ours == f"{c.b} better":
+        if c.significant and c.ours == f"{c.b if by_arm else c.a} better":
             out.setdefault(c.b, []).append(c)
     return out
+
+
+def pretraining_helped(analysis: Analysis) -> dict[str, list[Comparison]]:
+    """Per pretrained arm, the measures on which it beats the control (Holm-adjusted)."""
+    return _won(analysis, by_arm=True)
 
 
 def pretraining_hurt(analysis: Analysis) -> dict[str, list[Comparison]]:
     """Per pretrained arm, the measures on which the control beats it (Holm-adjusted)."""
-    out: dict[str, list[Comparison]] = {arm: [] for arm in analysis.collected.pretrained_arms}
-    for c in analysis.control:
-        if c.significant and c.ours == f"{c.a} better":
-            out.setdefault(c.b, []).append(c)
-    return out
+    return _won(analysis, by_arm=False)
 
 
 def _hurt_line(arm: str, control: str, losses: list[Comparison], m: int) -> str:

@@ -127,7 +127,6 @@ def size_by_frequency(
         The tokenizer and a record of the search: the size chosen, its count at the percentile, the tries.
     """
     spec = family_spec(family)
-    low, high = max(granularity, -(-spec.min_vocab_size // granularity) * granularity), max_size
     tries: dict[int, int] = {}
 
     def trained(size: int) -> Tokenizer:
@@ -137,14 +136,16 @@ def size_by_frequency(
         tries[size] = count_at_percentile(np.delete(counts, [i for i in specials if i is not None]), percentile)
         return tokenizer
 
-    best, best_size = trained(high), high
-    if tries[high] < min_count:
-        best, best_size = trained(low), low
-        while high - low > granularity:  # invariant: low passes (or is the floor), high fails
-            middle = (low + high) // 2 // granularity * granularity
-            candidate = trained(middle)
-            if tries[middle] >= min_count:
-                low, best, best_size = middle, candidate, middle
+    best, best_size = trained(max_size), max_size
+    if tries[max_size] < min_count:
+        # Bisection in units of granularity: low passes (or is the floor), high fails; each middle lies between.
+        low, high = max(1, -(-spec.min_vocab_size // granularity)), -(-max_size // granularity)
+        best, best_size = trained(low * granularity), low * granularity
+        while high - low > 1:
+            middle = (low + high) // 2
+            candidate = trained(middle * granularity)
+            if tries[middle * granularity] >= min_count:
+                low, best, best_size = middle, candidate, middle * granularity
             else:
                 high = middle
     record = {"rule_min_count": min_count, "rule_percentile": percentile, "rule_size": best.get_vocab_size(),
