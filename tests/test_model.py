@@ -325,6 +325,55 @@ def test_dropout_folded_into_the_weights_equals_dropout_of_the_activations():
     assert 0.6 < (folded == 0).float().mean().item() / 0.3 < 1.4  # dropout happened
 
 
+def _device_layer(layer, x: torch.Tensor) -> torch.Tensor:
+    """A BERT layer in training mode as on a GPU: SDPA with its own dropout, then ``F.dropout`` twice."""
+    sa, heads = layer.attention.self, layer.attention.self.num_heads
+
+    def split(t):
+        return t.unflatten(-1, (heads, -1)).transpose(1, 2)
+
+    q, k, v = (split(F.linear(x, m.weight, m.bias)) for m in (sa.query, sa.key, sa.value))
+    context = F.scaled_dot_product_attention(q, k, v, dropout_p=sa.attention_dropout).transpose(1, 2).flatten(2)
+    out = layer.attention.output
+    a = out.LayerNorm(F.dropout(out.dense(context), out.dropout.p) + x)
+    out = layer.output
+    return out.LayerNorm(F.dropout(out.dense(F.gelu(layer.intermediate.dense(a))), out.dropout.p) + a)
+
+
+def test_off_the_cpu_training_attention_is_sdpa_with_its_dropout(monkeypatch):
+    """The device path (CUDA and any non-CPU device), taken here on the CPU by replacing ``layers.cpu_kernels``:
+    attention dropout goes to SDPA (its fused kernels), with no mask when nothing is padded, the other dropouts to
+    ``F.dropout``, nothing folded into the weights; the numbers are those of that plain form, masks included."""
+    model = build("bert", nsp=False, dropout=0.3, attention_dropout=0.2).train()
+    layer = model.encoder.encoder.layer[0]
+    x = torch.randn(3, 11, 32)
+    calls = []
+    sdpa = F.scaled_dot_product_attention
+
+    def spy(q, k, v, attn_mask=None, dropout_p=0.0, **kwargs):
+        calls.append((attn_mask, dropout_p))
+        return sdpa(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, **kwargs)
+
+    monkeypatch.setattr(layers, "cpu_kernels", lambda tensor: False)
+    monkeypatch.setattr(layers.F, "scaled_dot_product_attention", spy)
+    assert layers.folded_scale(0.3, True, x) == 1.0
+    torch.manual_seed(7)
+    ours = layer(x, None)
+    assert calls == [(None, 0.2)]
+    torch.manual_seed(7)
+    torch.testing.assert_close(ours, _device_layer(layer, x), rtol=1e-5, atol=1e-5)
+    ids = torch.randint(5, VOCAB, (2, 9))
+    mask = torch.ones_like(ids)
+    mask[1, 6:] = 0
+    calls.clear()
+    model.encoder(ids, mask)
+    assert [p for _, p in calls] == [0.2, 0.2] and all(m is not None for m, _ in calls)  # padded: masked
+    model.eval()
+    calls.clear()
+    model.encoder(ids)
+    assert calls == [(None, 0.0), (None, 0.0)]
+
+
 def test_dropout_only_in_training():
     model = build("bert", nsp=False)
     ids = torch.randint(5, VOCAB, (2, 7))

@@ -14,6 +14,17 @@ from torch import nn
 from bvr.model.encoder_config import EncoderConfig
 
 
+def cpu_kernels(x: torch.Tensor) -> bool:
+    """Whether dropout and attention take the paths written for the CPU (True for a CPU tensor).
+
+    On the CPU, the explicit forms below are faster than torch's generic kernels. On CUDA (and any other device)
+    torch's own kernels win: ``F.dropout``'s fused kernel, and SDPA with its dropout, whose flash and
+    memory-efficient kernels never materialise the (batch, heads, seq, seq) scores. Every branch between the two
+    asks this function, so tests can take the device path on a CPU by replacing it.
+    """
+    return x.device.type == "cpu"
+
+
 def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     """Inverted dropout, as ``F.dropout``, with a cheaper mask on CPU (:func:`drop_mask`).
 
@@ -21,7 +32,7 @@ def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     """
     if not training or p == 0.0:
         return x
-    if x.device.type != "cpu":
+    if not cpu_kernels(x):
         return F.dropout(x, p, training=True)
     return torch.where(drop_mask(x.shape, p), 0.0, x * (1.0 / (1.0 - p)))
 
@@ -47,7 +58,7 @@ def folded_scale(p: float, training: bool, x: torch.Tensor) -> float:
     instead (a few hundred thousand numbers) saves a pass over the activation forward and another backward, and
     :func:`drop` then only zeroes the dropped elements. On CPU only: elsewhere ``F.dropout`` scales.
     """
-    return 1.0 / (1.0 - p) if training and p > 0.0 and x.device.type == "cpu" else 1.0
+    return 1.0 / (1.0 - p) if training and p > 0.0 and cpu_kernels(x) else 1.0
 
 
 def fold_into(
@@ -65,7 +76,7 @@ def drop(y: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     ``F.dropout``, scaling included, as :func:`folded_scale` gave 1.0 there."""
     if not training or p == 0.0:
         return y
-    if y.device.type != "cpu":
+    if not cpu_kernels(y):
         return F.dropout(y, p, training=True)
     return torch.where(drop_mask(y.shape, p), 0.0, y)
 
@@ -257,13 +268,14 @@ def attend(
 ) -> torch.Tensor:
     """Softmax attention of pre-scaled queries (batch, heads, q_len, head_dim) over keys and values.
 
-    Without dropout this is SDPA (its fused kernels). With attention dropout SDPA falls back on CPU to a generic
-    path that also scans for fully masked rows; the explicit form below does the same arithmetic in fewer passes.
-    With ``values_scaled`` the kept probabilities are not scaled: the caller folded 1 / (1 - p) into ``v``
-    (:func:`folded_scale`).
+    SDPA, its dropout included, everywhere but in CPU training: off the CPU its flash and memory-efficient kernels
+    apply (``mask`` is None where nothing is padded, as flash requires). With attention dropout on CPU, SDPA falls
+    back to a generic path that also scans for fully masked rows; the explicit form below does the same arithmetic
+    in fewer passes. With ``values_scaled`` (CPU only) the kept probabilities are not scaled: the caller folded
+    1 / (1 - p) into ``v`` (:func:`folded_scale`).
     """
-    if dropout_p == 0.0:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0)
+    if dropout_p == 0.0 or not cpu_kernels(q):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=1.0)
     scores = q @ k.transpose(-1, -2)  # (batch, heads, q_len, k_len)
     if mask is not None:
         # finfo.min rather than -inf: a row with no real key (an all-padding sequence) stays finite, as in SDPA.

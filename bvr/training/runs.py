@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from lightning.pytorch.loggers import MLFlowLogger
+from typing import TYPE_CHECKING
 
-from bvr.logger import make_logger
-from bvr.tracking import run_name, run_tags
+if TYPE_CHECKING:
+    from lightning.pytorch.loggers import MLFlowLogger
 
 
 def training_logger(
@@ -30,6 +30,11 @@ def training_logger(
     plus ``extra`` (:func:`bvr.tracking.run_tags`); ``parent_run_id`` nests it, ``run_id`` reopens a resumed run
     (:func:`bvr.logger.make_logger`).
     """
+    # Imported here: MLflow is needed to log, not to train, so the model and Trainer code import without it (the
+    # GPU check runs on machines that have torch and Lightning only).
+    from bvr.logger import make_logger
+    from bvr.tracking import run_name, run_tags
+
     tags = run_tags(ablation=ablation, arm=arm, stage=stage, task=task, seed=seed, extra=extra)
     return make_logger(experiment, run_name=run_name(arm, stage, task, seed), tags=tags, parent_run_id=parent_run_id,
                        workdir=Path.cwd(), run_id=run_id)
