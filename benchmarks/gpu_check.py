@@ -27,6 +27,10 @@ than that (its last layer and head run at the masked positions only): its hardwa
 ``--dry-run`` runs the same code on the CPU at toy sizes (a 2-layer, hidden-64 encoder, a few steps), so that CI
 checks that the script runs; its figures mean nothing.
 
+6. **breakdown**: where bvr's eager step at sequence 512 spends its device time, by kernel kind (matmuls,
+   attention, optimiser, LayerNorm, softmax and loss, dropout, other), from torch's profiler, and the model FLOPs
+   over the matmul time alone: what utilisation the rest of the step leaves.
+
     python benchmarks/gpu_check.py [--dry-run] [--json out.json]
 """
 
@@ -301,6 +305,63 @@ def pretraining_step(sizes: Sizes, peak_tflops: float) -> list[dict]:
     return rows
 
 
+KERNEL_KINDS = (  # (kind, substrings of a kernel's lower-cased name), first match wins
+    ("attention", ("flash", "fmha", "attention", "efficient")),
+    ("matmul", ("gemm", "xmma", "cutlass", "nvjet", "cublas", "matmul", "addmm", "mm_")),
+    ("optimizer", ("adam", "multi_tensor")),
+    ("layer norm", ("layer_norm", "layernorm")),
+    ("softmax and loss", ("softmax", "cross_entropy", "nll")),
+    ("dropout", ("dropout", "philox", "bernoulli")),
+)
+
+
+def kernel_kind(name: str) -> str:
+    lowered = name.lower()
+    return next((kind for kind, keys in KERNEL_KINDS if any(key in lowered for key in keys)), "other")
+
+
+def step_breakdown(sizes: Sizes, peak_tflops: float) -> dict:
+    """Where bvr's eager step at the longest shape spends its device time, by kernel kind (torch's profiler over 3
+    steps): the measured reason utilisation is what it is."""
+    from torch.profiler import ProfilerActivity, profile
+
+    batch, seq = sizes.shapes[-1]
+    batches = [mlm_batch(sizes, batch, seq, seed) for seed in range(3)]
+    torch.manual_seed(0)
+    step = bvr_step(sizes, False)
+    for b in batches:
+        step(b)
+    activity = ProfilerActivity.CUDA if sizes.device == "cuda" else ProfilerActivity.CPU
+    synchronize(sizes.device)
+    started = time.perf_counter()
+    with profile(activities=[activity]) as prof:
+        for b in batches:
+            step(b)
+        synchronize(sizes.device)
+    wall = (time.perf_counter() - started) / len(batches)
+    totals: dict[str, float] = {}
+    for event in prof.key_averages():
+        if sizes.device == "cuda":  # kernels only: the ops that launch them carry the same time again
+            own = event.self_device_time_total if str(event.device_type).endswith("CUDA") else 0
+        else:  # self times exclude the children's, so the ops add up
+            own = event.self_cpu_time_total
+        if own > 0:
+            totals[kernel_kind(event.key)] = totals.get(kernel_kind(event.key), 0.0) + own / 1e6 / len(batches)
+    busy = sum(totals.values())
+    dense = model_flops_per_token(sizes, seq) * batch * seq
+    result = {"batch": batch, "seq": seq, "step_s_profiled": wall, "busy_s": busy,
+              "seconds_by_kind": {k: round(v, 5) for k, v in sorted(totals.items(), key=lambda kv: -kv[1])}}
+    if "matmul" in totals:
+        result["matmul_only_mfu"] = dense / totals["matmul"] / (peak_tflops * 1e12)
+    print(f"  bvr eager, batch {batch} x seq {seq}: {wall * 1e3:.1f} ms a step under the profiler, device busy "
+          f"{busy * 1e3:.1f} ms")
+    for kind, seconds in result["seconds_by_kind"].items():
+        print(f"    {kind:<18}{seconds * 1e3:8.2f} ms {seconds / busy:6.1%}")
+    if "matmul_only_mfu" in result:
+        print(f"    model FLOPs over the matmul time alone: {result['matmul_only_mfu']:.1%} of the peak")
+    return result
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # 4. tiny pretraining, GPU against CPU
 
@@ -501,6 +562,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {results['peak']['tflops']:.0f} TFLOP/s ({results['peak']['dtype']}, n = {results['peak']['n']})")
     peak = results.get("peak", {}).get("tflops", float("nan"))
     section("pretraining", "pretraining step", lambda: pretraining_step(sizes, peak))
+    section("breakdown", "where the step's time goes", lambda: step_breakdown(sizes, peak))
     section("tests", "gpu-marked tests", lambda: run_tests(sizes))
     if "tests" in results:
         print(f"  {results['tests']['summary']} (exit {results['tests']['exit_code']})")

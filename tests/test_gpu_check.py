@@ -22,7 +22,8 @@ def test_gpu_check_dry_run_runs_every_section(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "failed sections: none" in done.stdout
     figures = json.loads(out.read_text())
-    assert set(figures) == {"device", "tests", "peak", "pretraining", "tiny", "finetuning"}
+    assert set(figures) == {"device", "tests", "peak", "pretraining", "breakdown", "tiny", "finetuning"}
+    assert sum(figures["breakdown"]["seconds_by_kind"].values()) > 0
     assert figures["tests"]["exit_code"] == 0 and "skipped" in figures["tests"]["summary"]  # no CUDA here
     for row in figures["pretraining"]:
         assert set(row["sides"]) == {"transformers", "bvr", "bvr explicit"} and row["sides"]["transformers"]["ratio"] == 1.0

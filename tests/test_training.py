@@ -258,3 +258,29 @@ def test_the_step_bar_counts_steps_to_max_steps_across_epochs_and_a_resume(tmp_p
     fit(10, str(tmp_path / "checkpoints" / "last.ckpt"))  # resumed mid-epoch at step 6
     resumed = capsys.readouterr().out
     assert "10/10" in resumed and "/?" not in resumed and "6/10" in resumed  # a total from the first line
+
+
+def test_bf16_mixed_with_fused_adamw_clips_the_gradients(tmp_path):
+    """Lightning refuses to clip around a fused optimiser under mixed precision; bf16 has no loss scaler, so the
+    modules clip themselves (clip_unscaled). Without it the first step raises (on a GPU, where bf16-mixed is the
+    default, every pretraining)."""
+    from bvr.config import TrainingConfig
+    from bvr.model import EncoderConfig, PretrainingModel
+    from bvr.pretraining.module import PretrainingModule
+    from bvr.training import build_trainer
+    from tests.test_gpu import synthetic_loader
+
+    torch.manual_seed(0)
+    config = EncoderConfig(family="bert", vocab_size=200, hidden_size=32, num_layers=1, num_heads=2,
+                           intermediate_size=64, pad_token_id=0)
+    module = PretrainingModule(PretrainingModel(config), TrainingConfig(learning_rate=1e-3, warmup_steps=0,
+                                                                         max_steps=2))
+    trainer = build_trainer(tmp_path, logger=False, precision="bf16-mixed", accelerator="cpu", grad_clip=0.5,
+                            log_every_steps=1, progress=False, max_steps=2)
+    trainer.fit(module, train_dataloaders=synthetic_loader(2, batch_size=4))
+    assert trainer.global_step == 2 and trainer.optimizers[0].defaults["fused"]
+    for p in module.parameters():
+        p.grad = torch.full_like(p, 3.0)
+    module.configure_gradient_clipping(trainer.optimizers[0], 0.5, "norm")
+    norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in module.parameters()]))
+    assert norm.item() == pytest.approx(0.5, rel=1e-5)

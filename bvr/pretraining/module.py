@@ -25,7 +25,7 @@ import torch
 
 from bvr.config import TrainingConfig
 from bvr.model import PretrainingModel
-from bvr.training import adamw, check_finite
+from bvr.training import adamw, check_finite, clip_unscaled
 
 _VAL_SUMS = ("mlm_loss", "masked", "nsp_correct", "nsp_count", "sbo_loss")
 """Sums over the validation batches, reduced across ranks once at the end."""
@@ -145,6 +145,10 @@ class PretrainingModule(L.LightningModule):
         return adamw(self.model.named_parameters(), learning_rate=cfg.learning_rate, weight_decay=cfg.weight_decay,
                      betas=cfg.adam_betas, eps=cfg.adam_eps, warmup_steps=cfg.warmup_steps, max_steps=cfg.max_steps,
                      fused=self.trainer.precision != "16-mixed")
+
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:
+        if not clip_unscaled(self, gradient_clip_val, gradient_clip_algorithm):  # bf16-mixed with fused AdamW
+            super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
     # ---- exact resume --------------------------------------------------------------------------------------
 

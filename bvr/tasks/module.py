@@ -20,7 +20,7 @@ from bvr.tasks.evaluators import Evaluator
 from bvr.tasks.heads import FinetuneModel
 from bvr.tasks.kinds import KINDS, Kind
 from bvr.tasks.source import seeded
-from bvr.training import adamw, check_finite
+from bvr.training import adamw, check_finite, clip_unscaled
 
 
 def build_model(encoder: Encoder, data: TaskData, seed: int) -> FinetuneModel:
@@ -125,6 +125,9 @@ class FinetuneModule(L.LightningModule):
                      warmup_steps=round(self.optim.warmup_fraction * total), max_steps=total,
                      fused=self.trainer.precision != "16-mixed")
 
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:
+        if not clip_unscaled(self, gradient_clip_val, gradient_clip_algorithm):  # bf16-mixed with fused AdamW
+            super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
 def make_module(encoder: Encoder, data: TaskData, optim: OptimSettings, seed: int) -> FinetuneModule:
     """The fine-tuning module of ``data``'s task around ``encoder``: a fresh head for fine-tuning seed ``seed``

@@ -4,7 +4,8 @@ non-finite-loss stop.
 - :mod:`bvr.training.trainer`: :func:`build_trainer`, the one Trainer factory, :func:`quiet_fit` and
   :func:`check_accelerator`.
 - :mod:`bvr.training.optim`: :func:`adamw` over :func:`parameter_groups` (no decay on biases and LayerNorm) with
-  the :func:`linear_schedule` (warm-up, then linear decay to 0).
+  the :func:`linear_schedule` (warm-up, then linear decay to 0), and :func:`clip_unscaled` (clipping that bf16-mixed
+  with a fused optimiser needs).
 - :mod:`bvr.training.precision`: :func:`resolve_precision` (``auto`` -> bf16-mixed on a GPU that has it, else
   32-true).
 - :mod:`bvr.training.guard`: :class:`NonFiniteLoss` and :func:`check_finite`.
@@ -16,7 +17,7 @@ them too. Nothing here imports :mod:`bvr.pretraining` or :mod:`bvr.tasks`, which
 """
 
 from bvr.training.guard import NonFiniteLoss, check_finite
-from bvr.training.optim import adamw, linear_schedule, no_decay, parameter_groups
+from bvr.training.optim import adamw, clip_unscaled, linear_schedule, no_decay, parameter_groups
 from bvr.training.precision import resolve_precision
 from bvr.training.runs import training_logger
 from bvr.training.trainer import build_trainer, check_accelerator, quiet_fit, resolve_strategy
@@ -26,6 +27,7 @@ __all__ = [
     "adamw",
     "build_trainer",
     "check_accelerator",
+    "clip_unscaled",
     "quiet_fit",
     "check_finite",
     "linear_schedule",
