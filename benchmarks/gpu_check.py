@@ -307,7 +307,7 @@ def pretraining_step(sizes: Sizes, peak_tflops: float) -> list[dict]:
 
 KERNEL_KINDS = (  # (kind, substrings of a kernel's lower-cased name), first match wins
     ("attention", ("flash", "fmha", "attention", "efficient")),
-    ("matmul", ("gemm", "xmma", "cutlass", "nvjet", "cublas", "matmul", "addmm", "mm_")),
+    ("matmul", ("gemm", "xmma", "cutlass", "nvjet", "cublas", "matmul", "addmm", "mm_", "::mm", "bmm")),
     ("optimizer", ("adam", "multi_tensor")),
     ("layer norm", ("layer_norm", "layernorm")),
     ("softmax and loss", ("softmax", "cross_entropy", "nll")),
@@ -340,6 +340,7 @@ def step_breakdown(sizes: Sizes, peak_tflops: float) -> dict:
         synchronize(sizes.device)
     wall = (time.perf_counter() - started) / len(batches)
     totals: dict[str, float] = {}
+    others: dict[str, float] = {}
     for event in prof.key_averages():
         if sizes.device == "cuda":  # kernels only: the ops that launch them carry the same time again
             own = event.self_device_time_total if str(event.device_type).endswith("CUDA") else 0
@@ -347,16 +348,21 @@ def step_breakdown(sizes: Sizes, peak_tflops: float) -> dict:
             own = event.self_cpu_time_total
         if own > 0:
             totals[kernel_kind(event.key)] = totals.get(kernel_kind(event.key), 0.0) + own / 1e6 / len(batches)
+            if kernel_kind(event.key) == "other":
+                others[event.key[:90]] = own / 1e6 / len(batches)
     busy = sum(totals.values())
     dense = model_flops_per_token(sizes, seq) * batch * seq
     result = {"batch": batch, "seq": seq, "step_s_profiled": wall, "busy_s": busy,
               "seconds_by_kind": {k: round(v, 5) for k, v in sorted(totals.items(), key=lambda kv: -kv[1])}}
+    result["largest_other"] = {k: round(v, 5) for k, v in sorted(others.items(), key=lambda kv: -kv[1])[:12]}
     if "matmul" in totals:
         result["matmul_only_mfu"] = dense / totals["matmul"] / (peak_tflops * 1e12)
     print(f"  bvr eager, batch {batch} x seq {seq}: {wall * 1e3:.1f} ms a step under the profiler, device busy "
           f"{busy * 1e3:.1f} ms")
     for kind, seconds in result["seconds_by_kind"].items():
         print(f"    {kind:<18}{seconds * 1e3:8.2f} ms {seconds / busy:6.1%}")
+    for name, seconds in result["largest_other"].items():
+        print(f"      other: {seconds * 1e3:6.2f} ms  {name}")
     if "matmul_only_mfu" in result:
         print(f"    model FLOPs over the matmul time alone: {result['matmul_only_mfu']:.1%} of the peak")
     return result
