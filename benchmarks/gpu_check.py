@@ -37,6 +37,7 @@ checks that the script runs; its figures mean nothing.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -539,11 +540,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="folder for the tiny pretraining's Trainer files [default: ./gpu-check-runs]")
     parser.add_argument("--skip", action="append", default=[], metavar="SECTION",
                         help="leave out a section (tests, peak, pretraining, tiny, finetuning); may repeat")
+    parser.add_argument("--shapes", default=None, metavar="BxS,...",
+                        help="the pretraining step's batch x sequence shapes [default: 128x128,32x512 on a GPU]")
     args = parser.parse_args(argv)
     if not args.dry_run and not torch.cuda.is_available():
         print("no CUDA device: run with --dry-run to check the script on the CPU", file=sys.stderr)
         return 2
     sizes = DRY if args.dry_run else GPU
+    if args.shapes:
+        shapes = tuple(tuple(int(n) for n in shape.split("x")) for shape in args.shapes.split(","))
+        sizes = dataclasses.replace(sizes, shapes=shapes)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     results: dict = {}
     failed: list[str] = []
