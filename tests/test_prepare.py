@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import random
 from pathlib import Path
@@ -26,7 +27,9 @@ from bvr.pretraining.prepare import (
     data_stage_key,
     load_instances,
     prepare,
+    prepare_tokenizer,
 )
+from bvr.corpus import load_corpus
 from bvr.tokenization import load_tokenizer, train_tokenizer, vocab_info
 
 WORDS = (
@@ -249,8 +252,10 @@ def test_wordpiece_cache_keys_are_those_of_before(bert_prepared):
     prepared before byte-level BPE got its leading spaces keep their names (segment-pair's data was rebuilt: 3)."""
     out, prepared = bert_prepared
     cfg = config(Path("unused"), out)
-    # Keys added to the tokenizer section since (min_count, count_percentile) enter the key only when set.
-    before = {k: v for k, v in dataclasses.asdict(cfg.tokenizer).items() if k not in ("min_count", "count_percentile")}
+    # Keys added to the tokenizer section since (min_count, count_percentile, train_documents) enter the key only
+    # when set.
+    added = ("min_count", "count_percentile", "train_documents")
+    before = {k: v for k, v in dataclasses.asdict(cfg.tokenizer).items() if k not in added}
     tokenizer_key = {"version": 1, "corpus": prepared.corpus.name, "tokenizer": before}
     tokenizer = cache_dir(out / "cache", "tokenizer-bert", tokenizer_key)
     tokenized = cache_dir(out / "cache", "tokenized",
@@ -258,6 +263,17 @@ def test_wordpiece_cache_keys_are_those_of_before(bert_prepared):
     data = cache_dir(out / "cache", "data-segment-pair",
                      {"version": 3, "tokenized": prepared.tokenized.name, "data": data_stage_key(cfg.data)})
     assert (prepared.tokenizer, prepared.tokenized, prepared.instances) == (tokenizer, tokenized, data)
+
+
+def test_a_large_corpus_trains_its_tokenizer_on_an_evenly_spaced_sample(data_dir, bert_prepared, capsys):
+    out, prepared = bert_prepared
+    sampled = prepare_tokenizer(config(data_dir, out, "tokenizer.train_documents=3"), prepared.corpus, progress=True)
+    stats = json.loads((sampled / "tokenizer_stats.json").read_text())
+    documents = load_corpus(prepared.corpus / "documents")["train"].num_rows
+    assert stats["trained_on_documents"] == 3 and stats["training_documents"] == documents > 3
+    assert f"training the tokenizer on 3 of the {documents:,} training documents" in capsys.readouterr().err
+    whole = json.loads((prepared.tokenizer / "tokenizer_stats.json").read_text())
+    assert whole["trained_on_documents"] == documents and sampled.name != prepared.tokenizer.name
 
 
 def test_byte_level_documents_keep_the_space_before_later_sentences(data_dir, tmp_path):

@@ -75,6 +75,10 @@ class TokenizerConfig:
     None: vocab_size."""
     count_percentile: float = 0.95
     """The share of the training tokens, from the most frequent token type down, that min_count applies to."""
+    train_documents: int | None = 200_000
+    """Train on at most this many training documents, evenly spaced through the split (a corpus the size of
+    Wikipedia, ~6M articles, would otherwise be counted whole, in memory); None: all of them. The tokenizer's
+    tokenizer_stats.json says how many it saw."""
 
     def __post_init__(self) -> None:
         check_choice(self.family, FAMILIES, "tokenizer.family")
@@ -85,6 +89,8 @@ class TokenizerConfig:
         check(self.vocab_size is None or self.vocab_size >= 300, "tokenizer.vocab_size",
                f"{self.vocab_size} is too small (at least 300: byte-level BPE alone needs 256 + specials)")
         check(self.min_frequency >= 1, "tokenizer.min_frequency", "must be at least 1")
+        check(self.train_documents is None or self.train_documents >= 1, "tokenizer.train_documents",
+              "must be at least 1 (or null: every training document)")
 
     @property
     def resolved_vocab_size(self) -> int:

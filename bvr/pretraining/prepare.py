@@ -13,6 +13,7 @@ import json
 import os
 import random
 import socket
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -44,7 +45,7 @@ from bvr.tokenization import (
 # Bump a stage's version when a code change would change the bytes it writes: its cache folders (and those of
 # the stages after it, whose hashes include its folder name) are then rebuilt instead of reused.
 STAGE_VERSIONS = {"corpus": 3, "tokenizer": 1, "tokenized": 1, "data": 2}
-NEW_TOKENIZER_DEFAULTS = {"min_count": None, "count_percentile": 0.95}
+NEW_TOKENIZER_DEFAULTS = {"min_count": None, "count_percentile": 0.95, "train_documents": 200_000}
 """``tokenizer`` keys added after tokenizers were cached, at their defaults (:func:`~bvr.config.hashed_section`)."""
 VARIANT_VERSIONS = {
     "tokenizer": {"roberta": 2},  # 2: byte-level BPE trained on sentences as in running text (their leading space)
@@ -221,18 +222,38 @@ def prepare_tokenizer(cfg: Config, corpus_dir: Path, *, progress: bool = True) -
             if family != tok_cfg.family:
                 raise BvrError(f"{tok_cfg.path} is a {family} tokenizer, not {tok_cfg.family}", where="tokenizer.path")
         else:
+            train = training_sample(docs["train"], tok_cfg.train_documents)
+            if progress and train.num_rows < docs["train"].num_rows:
+                print(f"training the tokenizer on {train.num_rows:,} of the {docs['train'].num_rows:,} training "
+                      "documents, evenly spaced (tokenizer.train_documents)", file=sys.stderr)
             start = time.perf_counter()
-            tokenizer, rule = _train(tok_cfg, SentenceBatches(docs["train"], tok_cfg.family), progress)
+            tokenizer, rule = _train(tok_cfg, SentenceBatches(train, tok_cfg.family), progress)
             train_seconds = time.perf_counter() - start
         save_tokenizer(tokenizer, tok_cfg.family, tmp, model_max_length=cfg.model.max_tokens)
         held_out = (running_text(doc, tok_cfg.family) for doc in docs["validation"]["sentences"])
         stats = tokenizer_stats(tokenizer, held_out)
         stats.update(family=tok_cfg.family, vocab_size=tokenizer.get_vocab_size(), held_out="validation documents")
         if not tok_cfg.path:
-            stats.update(train_seconds=round(train_seconds, 1), **rule)
+            stats.update(train_seconds=round(train_seconds, 1), trained_on_documents=train.num_rows,
+                         training_documents=docs["train"].num_rows, **rule)
         (tmp / "tokenizer_stats.json").write_text(json.dumps(stats, indent=2))
 
     return build_once(target, build, stage)[0]
+
+
+def training_sample(train: datasets.Dataset, most: int | None) -> datasets.Dataset:
+    """``most`` documents of ``train`` evenly spaced through it (all of them when there are no more than ``most``).
+
+    Evenly spaced rather than the first ``most``: a corpus in file order (WikiExtractor's, by article id) would
+    otherwise train the tokenizer on one era of the encyclopaedia. The selection is an index over the memory-mapped
+    split, not a copy.
+
+    >>> training_sample(datasets.Dataset.from_dict({"n": list(range(10))}), 4).to_dict()["n"]
+    [0, 3, 6, 9]
+    """
+    if most is None or train.num_rows <= most:
+        return train
+    return train.select(np.linspace(0, train.num_rows - 1, most).round().astype(np.int64))
 
 
 def _train(tok_cfg, texts: SentenceBatches, progress: bool) -> tuple[Tokenizer, dict[str, float]]:
