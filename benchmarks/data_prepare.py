@@ -70,27 +70,33 @@ def timed(command: list[str]) -> tuple[float, float, float, str]:
     allocated, not the Arrow files it maps) and its stdout."""
     import psutil
 
-    start = time.perf_counter()
-    proc = subprocess.Popen(["/usr/bin/time", "-f", "%M", *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    peak_anon = 0
-    watched = psutil.Process(proc.pid)
-    while proc.poll() is None:
-        try:
-            tree = [watched, *watched.children(recursive=True)]
-            anon = 0
-            for member in tree:
-                info = member.memory_info()
-                anon += info.rss - info.shared
-            peak_anon = max(peak_anon, anon)
-        except psutil.Error:
-            pass
-        time.sleep(0.05)
-    stdout, stderr = proc.communicate()
-    seconds = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(command[:4])} ... failed:\n{stderr[-3000:]}")
-    peak_kb = int(stderr.strip().splitlines()[-1])
+    # The child's output and GNU time's figure go to files: a pipe nobody reads until the end fills with progress
+    # output and blocks the child (a 1 GB corpus writes more than a pipe's 64 KB).
+    with tempfile.TemporaryDirectory() as scratch:
+        output, errors, peak_file = (Path(scratch) / name for name in ("stdout", "stderr", "time"))
+        start = time.perf_counter()
+        with output.open("w") as out, errors.open("w") as err:
+            proc = subprocess.Popen(["/usr/bin/time", "-o", str(peak_file), "-f", "%M", *command], stdout=out,
+                                    stderr=err, text=True)
+            peak_anon = 0
+            watched = psutil.Process(proc.pid)
+            while proc.poll() is None:
+                try:
+                    tree = [watched, *watched.children(recursive=True)]
+                    anon = 0
+                    for member in tree:
+                        info = member.memory_info()
+                        anon += info.rss - info.shared
+                    peak_anon = max(peak_anon, anon)
+                except psutil.Error:
+                    pass
+                time.sleep(0.05)
+            proc.wait()
+        seconds = time.perf_counter() - start
+        stdout = output.read_text()
+        if proc.returncode != 0:
+            raise SystemExit(f"{' '.join(command[:4])} ... failed:\n{errors.read_text()[-3000:]}")
+        peak_kb = int(peak_file.read_text().strip().splitlines()[-1])
     return seconds, peak_kb / 1024, peak_anon / 2**20, stdout
 
 

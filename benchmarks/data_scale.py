@@ -65,7 +65,10 @@ print(instances.num_rows, tokens, loaded, allocated())
 
 
 def repeated_corpus(data_dir: Path, root: Path, copies: int) -> Path:
-    """A data folder under ``root`` whose corpus is ``copies`` copies of the extract, ids made distinct."""
+    """A data folder under ``root`` whose corpus is ``copies`` copies of the extract, ids made distinct (kept when a
+    ``--keep`` folder already holds it)."""
+    if (root / CORPUS / f"C{copies - 1:02d}").is_dir():
+        return root
     files = sorted(p for p in (data_dir / CORPUS).rglob("*") if p.is_file())
     for copy in range(copies):
         for file in files:
@@ -78,11 +81,14 @@ def repeated_corpus(data_dir: Path, root: Path, copies: int) -> Path:
 
 
 def subset(full: Path, root: Path, copies: int) -> Path:
-    """A data folder under ``root`` holding the first ``copies`` copies of ``full``'s corpus (symlinks)."""
+    """A data folder under ``root`` holding the first ``copies`` copies of ``full``'s corpus (a symlink per file: the
+    reader does not descend into linked folders)."""
     for folder in sorted((full / CORPUS).iterdir())[:copies]:
-        target = root / CORPUS / folder.name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.symlink_to(folder.resolve())
+        for file in sorted(p for p in folder.rglob("*") if p.is_file()):
+            target = root / CORPUS / file.relative_to(full / CORPUS)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if not target.exists():
+                target.symlink_to(file.resolve())
     return root
 
 

@@ -16,7 +16,8 @@ It prints, section by section (each section's failure is printed and the next on
    synthetic corpus (a first-order Markov chain over 2,000 token ids, so the loss has structure to fall through), on
    the GPU in bf16-mixed and fp32 and on the CPU in fp32, with the same batches and seed. The curves are compared as
    means over windows of 20 steps: the GPU's must lie within 0.1 nats of the CPU's in every window (dropout draws
-   differ between devices, so the curves are not equal step by step).
+   differ between devices, so the curves are not equal step by step). On a GPU a fourth run compiles the layers
+   (``training.compile=true``) under the same Trainer.
 5. **fine-tuning step** at BERT-base shape: sequence classification on SST-2-like lengths (batch 32, dynamic
    padding), bvr's model and head against ``BertForSequenceClassification``, bf16 autocast, fused AdamW.
 
@@ -388,7 +389,7 @@ def markov_examples(count: int, length: int, vocab: int, seed: int = 0) -> list[
     return examples
 
 
-def tiny_curve(sizes: Sizes, accelerator: str, precision: str, root: Path) -> list[float]:
+def tiny_curve(sizes: Sizes, accelerator: str, precision: str, root: Path, compiled: bool = False) -> list[float]:
     """The training loss at each of ``sizes.tiny_steps`` steps of the tiny preset's encoder through bvr's Lightning
     module and Trainer."""
     import lightning as L
@@ -409,7 +410,10 @@ def tiny_curve(sizes: Sizes, accelerator: str, precision: str, root: Path) -> li
     config = EncoderConfig(family="bert", vocab_size=vocab_size, hidden_size=128, num_layers=2, num_heads=2,
                            intermediate_size=512, pad_token_id=0)
     training = TrainingConfig(learning_rate=1e-3, warmup_steps=20, max_steps=sizes.tiny_steps)
-    module = PretrainingModule(PretrainingModel(config, nsp=False), training)
+    model = PretrainingModel(config, nsp=False)
+    if compiled:  # as bvr pretrain does with training.compile=true
+        compile_layers(model.encoder)
+    module = PretrainingModule(model, training)
     losses: list[float] = []
 
     class Record(L.Callback):
@@ -427,13 +431,14 @@ def windows(curve: list[float]) -> list[float]:
 
 
 def tiny_pretraining(sizes: Sizes, scratch: Path) -> dict:
-    runs = {"cpu 32-true": ("cpu", "32-true")}
+    runs = {"cpu 32-true": ("cpu", "32-true", False)}
     if sizes.device == "cuda":
-        runs |= {"gpu bf16-mixed": ("gpu", "bf16-mixed"), "gpu 32-true": ("gpu", "32-true")}
+        runs |= {"gpu bf16-mixed": ("gpu", "bf16-mixed", False), "gpu 32-true": ("gpu", "32-true", False),
+                 "gpu bf16-mixed compiled": ("gpu", "bf16-mixed", True)}
     curves, seconds = {}, {}
-    for name, (accelerator, precision) in runs.items():
+    for name, (accelerator, precision, compiled) in runs.items():
         started = time.perf_counter()
-        curves[name] = tiny_curve(sizes, accelerator, precision, scratch / name.replace(" ", "-"))
+        curves[name] = tiny_curve(sizes, accelerator, precision, scratch / name.replace(" ", "-"), compiled)
         seconds[name] = round(time.perf_counter() - started, 1)
     reference = windows(curves["cpu 32-true"])
     result = {"windows": {name: [round(x, 4) for x in windows(c)] for name, c in curves.items()}, "seconds": seconds,
@@ -540,6 +545,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="folder for the tiny pretraining's Trainer files [default: ./gpu-check-runs]")
     parser.add_argument("--skip", action="append", default=[], metavar="SECTION",
                         help="leave out a section (tests, peak, pretraining, tiny, finetuning); may repeat")
+    parser.add_argument("--model", default=None, metavar="LAYERSxHIDDEN",
+                        help="the pretraining step's encoder, heads of 64 and FFN 4x hidden [default: 12x768 on a GPU]")
     parser.add_argument("--shapes", default=None, metavar="BxS,...",
                         help="the pretraining step's batch x sequence shapes [default: 128x128,32x512 on a GPU]")
     args = parser.parse_args(argv)
@@ -550,6 +557,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.shapes:
         shapes = tuple(tuple(int(n) for n in shape.split("x")) for shape in args.shapes.split(","))
         sizes = dataclasses.replace(sizes, shapes=shapes)
+    if args.model:
+        layers_, hidden = (int(n) for n in args.model.split("x"))
+        sizes = dataclasses.replace(sizes, layers=layers_, hidden=hidden, heads=hidden // 64, ffn=4 * hidden)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     results: dict = {}
     failed: list[str] = []
