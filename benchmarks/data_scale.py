@@ -13,7 +13,11 @@ The corpus is the WikiExtractor extract repeated ``--copies`` times, each copy's
    Arrow) and reads rank 0's first 20,000 sequences of 8 ranks: the memory it allocates, against the size of the
    Arrow files every rank maps.
 
-    python benchmarks/data_scale.py --data-dir DATA [--copies 16] [--json out.json] [--keep DIR]
+4. **Resident memory bounded** (``--memory-limit MB``, Linux with a writable cgroup-v1 memory controller, as root):
+   the largest preparation again, in a memory cgroup of that size, which charges the page cache too. It finishes,
+   in about the same time, because the pages of the Arrow files it maps are clean and the kernel reclaims them.
+
+    python benchmarks/data_scale.py --data-dir DATA [--copies 16] [--memory-limit 640] [--json out.json] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -92,6 +96,29 @@ def subset(full: Path, root: Path, copies: int) -> Path:
     return root
 
 
+def bounded(data: Path, tokenizer: Path, out: Path, limit_mb: int) -> dict:
+    """``bvr data prepare`` of ``data`` in a cgroup-v1 memory cgroup limited to ``limit_mb`` (page cache included)."""
+    group = Path("/sys/fs/cgroup/memory") / f"bvr-bench-{os.getpid()}"
+    group.mkdir()
+    try:
+        (group / "memory.limit_in_bytes").write_text(str(limit_mb * 2**20))
+        enter = f"echo $$ > {group / 'cgroup.procs'} && exec \"$@\""
+        bvr = [sys.executable, "-m", "bvr.cli"] if shutil.which("bvr") is None else ["bvr"]
+        command = ["sh", "-c", enter, "sh", *bvr, "data", "prepare", "--data-dir", str(data), "--output-dir", str(out),
+                   "--set", f"tokenizer.path={tokenizer}", "--set", "data.input_format=full-sentences",
+                   "--set", "data.sentence_objective=none", "--set", "data.max_length=128"]
+        seconds, peak, anon, _ = timed(command)
+        result = {"limit_mb": limit_mb, "seconds": seconds, "peak_mb": peak, "peak_anon_mb": anon,
+                  "cgroup_max_usage_mb": int((group / "memory.max_usage_in_bytes").read_text()) / 2**20,
+                  "limit_hits": int((group / "memory.failcnt").read_text())}
+    finally:
+        group.rmdir()
+    print(f"in a {limit_mb} MB memory cgroup: {seconds:.1f} s, resident peak {peak:.0f} MB, allocated peak "
+          f"{anon:.0f} MB, the cgroup's peak {result['cgroup_max_usage_mb']:.0f} MB (page cache included), "
+          f"limit reached {result['limit_hits']:,} times", flush=True)
+    return result
+
+
 def megabytes(folder: Path) -> float:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 2**20
 
@@ -104,6 +131,8 @@ def main() -> None:
     parser.add_argument("--json", default=None, help="also write the figures to this file")
     parser.add_argument("--keep", type=Path, default=None, help="work in this folder and keep it [default: a "
                         "temporary folder, removed]")
+    parser.add_argument("--memory-limit", type=int, default=None, metavar="MB",
+                        help="also prepare the largest corpus again inside a memory cgroup of MB megabytes")
     args = parser.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="bvr-scale-bench-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -142,6 +171,8 @@ def main() -> None:
         print(f"rank 0 of 8 read 20,000 of {int(rows):,} sequences ({int(tokens):,} tokens) in {seconds:.1f} s: "
               f"allocated {float(loaded):.0f} MB once loaded (imports included), {float(after):.0f} MB after "
               f"reading; resident peak {peak:.0f} MB; {megabytes(instances):.0f} MB of Arrow mapped")
+        if args.memory_limit:
+            figures["bounded"] = bounded(full, tokenizer, root / f"out-{args.copies}-bounded", args.memory_limit)
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
