@@ -79,8 +79,9 @@ def repeated_corpus(data_dir: Path, root: Path, copies: int) -> Path:
             target = root / CORPUS / f"C{copy:02d}" / file.relative_to(data_dir / CORPUS)
             target.parent.mkdir(parents=True, exist_ok=True)
             with file.open(encoding="utf-8") as src, target.open("w", encoding="utf-8") as dst:
+                suffix = f"-c{copy}"
                 for line in src:
-                    dst.write(DOC_ID.sub(lambda m: f'<doc id="{m.group(1)}-c{copy}"', line, count=1))
+                    dst.write(DOC_ID.sub(lambda m, s=suffix: f'<doc id="{m.group(1)}{s}"', line, count=1))
     return root
 
 

@@ -1,4 +1,4 @@
-"""The device check: on one GPU, in one run of at most 8 minutes, what bvr does there and how fast, against transformers.
+"""The device check: on one GPU, in one run of a few minutes, what bvr does there and how fast, against transformers.
 
 It prints, section by section (each section's failure is printed and the next one runs):
 
@@ -7,7 +7,8 @@ It prints, section by section (each section's failure is printed and the next on
 2. **peak**: the best rate of large bf16 matrix products (8192 x 8192 x 8192), the peak that utilisation is read
    against.
 3. **pretraining step** at BERT-base shape (12 layers, hidden 768, 12 heads, FFN 3072, vocab 30,522), sequence 128
-   (batch 128) and 512 (batch 32), 15% masked, no padding, dropout 0.1: bvr's step against transformers' ``BertForMaskedLM``
+   (batch 128) and 512 (batch 32), 15% masked, no padding, dropout 0.1: bvr's step against transformers'
+   ``BertForMaskedLM``
    (``attn_implementation="sdpa"``), both under bf16 autocast with torch's fused AdamW, on the same batches:
    tokens/s, the ratio, model FLOPs utilisation and peak memory; bvr with the attention it used on every device
    before (scores materialised, ``F.dropout``: "bvr explicit"); then bvr with ``training.compile=true`` (its
@@ -290,7 +291,7 @@ def pretraining_step(sizes: Sizes, peak_tflops: float) -> list[dict]:
             sides[name] = time_steps(sizes, step, batches) | ({"attention": attention} if attention else {})
             del step
         dense = model_flops_per_token(sizes, seq)
-        for name, side in sides.items():
+        for side in sides.values():
             side["tokens_per_s"] = tokens / side["step_s"]
             side["mfu"] = side["tokens_per_s"] * dense / (peak_tflops * 1e12)
             side["ratio"] = side["tokens_per_s"] / sides["transformers"]["tokens_per_s"]
@@ -448,7 +449,7 @@ def tiny_pretraining(sizes: Sizes, scratch: Path) -> dict:
     for name in curves:
         if name == "cpu 32-true":
             continue
-        gap = max(abs(a - b) for a, b in zip(windows(curves[name]), reference))
+        gap = max(abs(a - b) for a, b in zip(windows(curves[name]), reference, strict=True))
         result[f"max_gap {name}"] = round(gap, 4)
         print(f"  {name} against cpu 32-true: largest window gap {gap:.3f} nats "
               f"({'within' if gap <= CURVE_TOLERANCE else 'OUTSIDE'} {CURVE_TOLERANCE})")

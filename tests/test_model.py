@@ -11,8 +11,8 @@ import torch.nn.functional as F
 
 from bvr.config import PRESETS_DIR, ModelConfig, load_config
 from bvr.errors import BvrError
-from bvr.model import EncoderConfig, PretrainingModel, count_parameters, layers, losses
-from bvr.model.layers import dropout
+from bvr.model import EncoderConfig, PretrainingModel, count_parameters, cpu, layers, losses
+from bvr.model.cpu import dropout
 from bvr.model.losses import linear_cross_entropy
 
 VOCAB = 101
@@ -341,7 +341,7 @@ def _device_layer(layer, x: torch.Tensor) -> torch.Tensor:
 
 
 def test_off_the_cpu_training_attention_is_sdpa_with_its_dropout(monkeypatch):
-    """The device path (CUDA and any non-CPU device), taken here on the CPU by replacing ``layers.cpu_kernels``:
+    """The device path (CUDA and any non-CPU device), taken here on the CPU by replacing ``cpu.cpu_kernels``:
     attention dropout goes to SDPA (its fused kernels), with no mask when nothing is padded, the other dropouts to
     ``F.dropout``, nothing folded into the weights; the numbers are those of that plain form, masks included."""
     model = build("bert", nsp=False, dropout=0.3, attention_dropout=0.2).train()
@@ -354,9 +354,9 @@ def test_off_the_cpu_training_attention_is_sdpa_with_its_dropout(monkeypatch):
         calls.append((attn_mask, dropout_p))
         return sdpa(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, **kwargs)
 
-    monkeypatch.setattr(layers, "cpu_kernels", lambda tensor: False)
+    monkeypatch.setattr(cpu, "cpu_kernels", lambda tensor: False)
     monkeypatch.setattr(layers.F, "scaled_dot_product_attention", spy)
-    assert layers.folded_scale(0.3, True, x) == 1.0
+    assert cpu.folded_scale(0.3, True, x) == 1.0
     torch.manual_seed(7)
     ours = layer(x, None)
     assert calls == [(None, 0.2)]

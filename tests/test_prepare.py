@@ -15,6 +15,7 @@ import yaml
 
 from bvr.cache import DONE, cache_dir, is_done
 from bvr.config import load_config
+from bvr.corpus import load_corpus
 from bvr.errors import BvrError
 from bvr.pretraining.collator import PretrainingCollator
 from bvr.pretraining.formats import create_instances
@@ -29,7 +30,6 @@ from bvr.pretraining.prepare import (
     prepare,
     prepare_tokenizer,
 )
-from bvr.corpus import load_corpus
 from bvr.tokenization import load_tokenizer, train_tokenizer, vocab_info
 
 WORDS = (

@@ -1,7 +1,8 @@
 """The encoder and its pretraining heads as plain ``torch.nn`` modules, with Hugging Face's parameter names.
 
 - :mod:`bvr.model.encoder_config`: :class:`EncoderConfig` (sizes, family constants, named presets).
-- :mod:`bvr.model.layers`: dropout, self-attention and feed-forward layers; :mod:`bvr.model.encoder`: :class:`Encoder`.
+- :mod:`bvr.model.layers`: self-attention and feed-forward layers; :mod:`bvr.model.encoder`: :class:`Encoder`.
+- :mod:`bvr.model.cpu`: dropout, and what the CPU computes differently from other devices.
 - :mod:`bvr.model.heads`: :class:`PretrainingModel` (encoder + sparse MLM head + optional NSP) and
   :func:`count_parameters`.
 - :mod:`bvr.model.losses`: :data:`IGNORE_INDEX` and the cross-entropy helpers the heads and the tasks share.

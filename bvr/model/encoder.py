@@ -18,8 +18,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bvr.model.cpu import Dropout, drop, fold_into
 from bvr.model.encoder_config import EncoderConfig
-from bvr.model.layers import Dropout, LayerStack, Packing, Selection, drop, fold_into
+from bvr.model.layers import LayerStack, Packing, Selection
 
 # ---------------------------------------------------------------------------------------------------------------
 # Embeddings

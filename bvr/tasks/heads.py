@@ -10,9 +10,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from bvr.model.cpu import Dropout
 from bvr.model.encoder import Encoder, Pooler, init_weights
 from bvr.model.encoder_config import EncoderConfig
-from bvr.model.layers import Dropout
 
 
 def _fresh(module: nn.Module, config: EncoderConfig) -> nn.Module:
