@@ -11,10 +11,10 @@ import pytest
 from scipy import stats
 
 from bvr.model.losses import IGNORE_INDEX
-from bvr.pretraining import masking
+from bvr.pretraining import spans
 from bvr.pretraining.inspect import render_examples
-from bvr.pretraining.masking import span_length_cdf
 from bvr.pretraining.prepare import prepare
+from bvr.pretraining.spans import span_length_cdf
 from tests.test_masking import CLS, MASK, SEP, SPECIALS, VOCAB_SIZE, make_batch, mask, pieces_vocab, words_of
 from tests.test_prepare import config, write_wiki_corpus
 
@@ -37,7 +37,7 @@ def spans_of(ids: np.ndarray, index: int, vocab, *, seed: int = 1, copy: int = 0
     ranges of attempts drawn."""
     positions = np.flatnonzero(~np.isin(ids, SPECIALS))
     budget = max(1, round(len(positions) * mask_prob))
-    alone = masking._span_draws(seed, index, copy)  # the draws mask_batch makes for this (seed, index, copy)
+    alone = spans.span_draws(seed, index, copy)  # the draws mask_batch makes for this (seed, index, copy)
 
     def draws(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         if asked is not None:
@@ -45,7 +45,7 @@ def spans_of(ids: np.ndarray, index: int, vocab, *, seed: int = 1, copy: int = 0
         return alone(lo, hi)
 
     starts = np.asarray(vocab.word_start)[ids[positions]]
-    return positions, masking._choose_spans_row(positions, starts, draws, budget, span_length_cdf(p, longest))
+    return positions, spans.choose_spans_row(positions, starts, draws, budget, span_length_cdf(p, longest))
 
 
 # ----------------------------------------------------------------------------------------------------------------

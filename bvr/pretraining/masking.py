@@ -30,47 +30,28 @@ schemes (:data:`SCHEMES`) differ in which positions they choose and in how ``spl
   positions, so touching spans count as one, as SpanBERT merges intervals): all its tokens become ``mask_id``, all
   become random ids (each its own) or all stay. Unlike SpanBERT's code, which anchors a span at any token and lets
   it run over earlier spans, starts are word starts and overlaps are redrawn, so every span is whole words and
-  the budget is met exactly. Attempts are capped at ``SPAN_ATTEMPTS_PER_TOKEN`` times the budget; the cap only
-  binds when ``mask_prob`` is close to 1, and then leaves the row short of its budget. Drawn lengths follow the
-  law exactly, but the spans one sees do not: redraws favour short spans, and cuts shorten long ones (in rows of
-  126 one-token words at 0.15, spans cut by nothing average 3.3 words, not 3.8).
+  the budget is met exactly (:mod:`bvr.pretraining.spans`). Attempts are capped at ``SPAN_ATTEMPTS_PER_TOKEN``
+  times the budget; the cap only binds when ``mask_prob`` is close to 1, and then leaves the row short of its
+  budget. Drawn lengths follow the law exactly, but the spans one sees do not: redraws favour short spans, and
+  cuts shorten long ones (in rows of 126 one-token words at 0.15, spans cut by nothing average 3.3 words, not
+  3.8).
 
 The collator that applies these masks to batches is :class:`bvr.pretraining.collator.PretrainingCollator`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import lru_cache
 
 import numpy as np
 
 from bvr.errors import BvrError
 from bvr.model.losses import IGNORE_INDEX
+from bvr.pretraining.hashing import STREAM_CHOOSE, STREAM_CLASS, STREAM_TOKEN, uniform
+from bvr.pretraining.spans import choose_spans, span_class_draw, span_length_cdf
 from bvr.tokenization import VocabInfo
 
 MODES = ("static", "dynamic")
 SCHEMES = ("token", "whole-word", "span")
-SPAN_ATTEMPTS_PER_TOKEN = 20
-"""The span scheme gives up on a row after this many attempts per token of its budget."""
-SpanDraws = Callable[[int, int], tuple[np.ndarray, np.ndarray]]
-"""``draws(lo, hi)``: the span sampler's (length, start) uniform draws of attempts ``lo`` to ``hi - 1``."""
-
-# Independent hash streams: one per kind of decision, so e.g. which positions are chosen is uncorrelated with
-# how they are replaced even though both are keyed on the same (index, copy, position).
-_STREAM_CHOOSE = 0
-_STREAM_CLASS = 1
-_STREAM_TOKEN = 2
-# The span scheme's draws, keyed by attempt number (length, start) or by a span's first position (class).
-_STREAM_SPAN_LENGTH = 3
-_STREAM_SPAN_START = 4
-_STREAM_SPAN_CLASS = 5
-
-# splitmix64's increment and finaliser multipliers (Steele, Lea and Flood, 2014).
-_GAMMA = np.uint64(0x9E3779B97F4A7C15)
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
-_MASK64 = (1 << 64) - 1
-
 
 # --------------------------------------------------------------------------------------------------------------
 # Static versus dynamic
@@ -144,55 +125,6 @@ def mask_exposure(mode: str, epochs: int, dupe_factor: int) -> dict[str, int]:
         "min_times_seen": epochs // distinct,
         "max_times_seen": -(-epochs // distinct),
     }
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Counter-based random numbers
-# --------------------------------------------------------------------------------------------------------------
-
-
-def _fmix64(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser: a bijection on uint64 whose output bits each depend on all input bits."""
-    x = (x ^ (x >> np.uint64(30))) * _MIX1
-    x = (x ^ (x >> np.uint64(27))) * _MIX2
-    return x ^ (x >> np.uint64(31))
-
-
-def _as_uint64(key: np.ndarray | int) -> np.ndarray:
-    key = np.asarray(key)
-    if not (np.issubdtype(key.dtype, np.integer) or key.dtype == np.bool_):
-        raise TypeError(f"hash keys must be integers, got dtype {key.dtype}")
-    # Negative int64 keys wrap to distinct uint64 values, which is all a hash needs.
-    return key.astype(np.uint64)
-
-
-def uniform(seed: int, *keys: np.ndarray | int) -> np.ndarray:
-    """Counter-based uniform random numbers: a pure hash of ``(seed, keys...)``.
-
-    The keys are broadcast together; each element of the result depends only on the seed and on the keys at that
-    element, so any subset of a grid can be computed alone and agrees with the whole.
-
-    Args:
-        seed: any Python int (reduced modulo 2**64).
-        *keys: integer arrays (or ints), broadcast together.
-
-    Returns:
-        float64 array of the broadcast shape, in [0, 1), with 53 random bits each.
-
-    Example:
-        >>> u = uniform(7, np.arange(3)[:, None], np.arange(4)[None, :])
-        >>> u.shape, bool(((u >= 0) & (u < 1)).all())
-        ((3, 4), True)
-        >>> bool(uniform(7, 2, 3) == u[2, 3])
-        True
-    """
-    # uint64 products are meant to wrap; numpy warns on scalar overflow, so silence it here only.
-    with np.errstate(over="ignore"):
-        state = _fmix64(np.asarray(np.uint64(seed & _MASK64) + _GAMMA))
-        for key in keys:
-            # Mixing the key before combining spreads small counters (0, 1, 2, ...) over all 64 bits.
-            state = _fmix64(state ^ _fmix64(_as_uint64(key) + _GAMMA))
-    return np.asarray((state >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53)))
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -309,144 +241,6 @@ def _choose_words(
 
 
 @lru_cache(maxsize=8)
-def span_length_cdf(span_p: float, span_max_words: int) -> np.ndarray:
-    """Cumulative distribution of span lengths in words: geometric with success probability ``span_p``, truncated
-    at ``span_max_words`` and renormalised.
-
-    Args:
-        span_p: the geometric law's parameter (SpanBERT: 0.2).
-        span_max_words: the longest span (SpanBERT: 10).
-
-    Returns:
-        (span_max_words,) read-only float64; entry ``l - 1`` is P(length <= l), the last exactly 1.
-
-    Example:
-        >>> cdf = span_length_cdf(0.2, 10)
-        >>> round(float(cdf[0]), 4), round(float(np.diff(cdf, prepend=0.0) @ np.arange(1, 11)), 2)  # P(1), mean
-        (0.2241, 3.8)
-    """
-    weights = span_p * (1.0 - span_p) ** np.arange(span_max_words)  # (span_max_words,)
-    cdf = np.cumsum(weights / weights.sum())
-    cdf[-1] = 1.0  # no draw in [0, 1) may fall past the last length through rounding
-    cdf.setflags(write=False)
-    return cdf
-
-
-def _span_chunk(budget: int) -> int:
-    """Attempts the span sampler draws at once for a row with this budget."""
-    return budget + 8
-
-
-def _word_segments(positions: np.ndarray, starts_word: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Where each word of a row begins and where its segment's words stop.
-
-    Returns:
-        ``bounds``, (n_words + 1,): word ``w`` covers candidates ``bounds[w]:bounds[w + 1]``; and ``segment_stop``,
-        (n_words,): one past the last word of the segment (run of candidates between special tokens) holding ``w``.
-    """
-    gap = np.diff(positions, prepend=-2) != 1  # (n,) a special token (or the row start) comes before
-    first = np.flatnonzero(starts_word | gap)  # (n_words,) the same word starts as _words
-    segment = np.cumsum(gap)[first]  # (n_words,) non-decreasing
-    return np.append(first, len(positions)), np.searchsorted(segment, segment, side="right")
-
-
-def _span_draws(seed: int, index: int | np.ndarray, copy: int | np.ndarray) -> SpanDraws:
-    """The span sampler's draws for one sequence: ``draws(lo, hi)`` gives the (length, start) uniform draws of
-    attempts ``lo`` to ``hi - 1``; (batch, 1) ``index`` and ``copy`` give them for every row at once."""
-
-    def draws(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-        attempts = np.arange(lo, hi)
-        return (
-            uniform(seed, _STREAM_SPAN_LENGTH, index, copy, attempts),
-            uniform(seed, _STREAM_SPAN_START, index, copy, attempts),
-        )
-
-    return draws
-
-
-def _choose_spans_row(
-    positions: np.ndarray,
-    starts_word: np.ndarray,
-    draws: SpanDraws,
-    budget: int,
-    length_cdf: np.ndarray,
-) -> list[tuple[int, int, int]]:
-    """SpanBERT's span sampler on one row's candidates.
-
-    Args:
-        positions: (n,) the row's candidate positions, increasing.
-        starts_word: (n,) whether each candidate's id starts a word.
-        draws: from :func:`_span_draws`: (length, start) uniform draws of a range of attempts.
-        budget: tokens to choose.
-        length_cdf: from :func:`span_length_cdf`.
-
-    Returns:
-        The accepted spans in the order drawn, as ``(first, stop, length)``: candidates ``first:stop`` and the
-        length in words that was drawn (more than the span covers when a segment end or the budget cut it).
-    """
-    bounds, segment_stop = _word_segments(positions, starts_word)
-    bounds, segment_stop = bounds.tolist(), segment_stop.tolist()
-    n_words = len(segment_stop)
-    taken = bytearray(n_words)  # whole words are taken, except in the last span, after which the loop ends
-    spans: list[tuple[int, int, int]] = []
-    total, attempt, cap = 0, 0, SPAN_ATTEMPTS_PER_TOKEN * budget
-    chunk = _span_chunk(budget)  # attempts drawn at once; most rows need fewer than budget / 3
-    while total < budget and attempt < cap:
-        if attempt % chunk == 0:
-            length_draw, start_draw = draws(attempt, min(attempt + chunk, cap))
-            lengths = (np.searchsorted(length_cdf, length_draw, side="right") + 1).tolist()
-            starts = np.minimum((start_draw * n_words).astype(np.int64), n_words - 1).tolist()
-        length, start = lengths[attempt % chunk], starts[attempt % chunk]
-        attempt += 1
-        stop = min(start + length, segment_stop[start])
-        if any(taken[start:stop]):
-            continue  # overlaps a chosen span: draw again
-        taken[start:stop] = b"\x01" * (stop - start)
-        first = bounds[start]
-        end = min(bounds[stop], first + budget - total)
-        spans.append((first, end, length))
-        total += end - first
-    return spans
-
-
-def _choose_spans(
-    input_ids: np.ndarray,
-    candidates: np.ndarray,
-    budget: np.ndarray,
-    word_start: np.ndarray,
-    keys: tuple[int, np.ndarray, np.ndarray],
-    length_cdf: np.ndarray,
-) -> np.ndarray:
-    """(batch, seq) bool: spans chosen per row; ``keys`` is (seed, (batch, 1) indices, (batch, 1) copies)."""
-    seed, rows, copy = keys
-    # Every row's first chunk of attempts in one go, (batch, width) each: the few rows that need more draw them alone.
-    width = _span_chunk(int(budget.max(initial=0)))
-    block = _span_draws(seed, rows, copy)(0, width)
-    chosen = np.zeros_like(candidates)
-    for row in range(input_ids.shape[0]):
-        positions = np.flatnonzero(candidates[row])
-        if not len(positions):
-            continue
-        alone = _span_draws(seed, rows[row, 0], copy[row, 0])
-
-        def draws(lo: int, hi: int, row: int = row, alone: SpanDraws = alone) -> tuple[np.ndarray, np.ndarray]:
-            return (block[0][row, lo:hi], block[1][row, lo:hi]) if hi <= width else alone(lo, hi)
-
-        starts_word = word_start[input_ids[row, positions]]
-        for first, stop, _ in _choose_spans_row(positions, starts_word, draws, budget[row], length_cdf):
-            chosen[row, positions[first:stop]] = True
-    return chosen
-
-
-def _span_class_draw(chosen: np.ndarray, seed: int, rows: np.ndarray, copy: np.ndarray) -> np.ndarray:
-    """(batch, seq) the class draw of each chosen position's span (maximal run of chosen positions), keyed by the
-    span's first position, so all its tokens share one class."""
-    cols = np.arange(chosen.shape[1])[None, :]  # (1, seq)
-    opens = chosen & ~np.pad(chosen[:, :-1], ((0, 0), (1, 0)))  # (batch, seq) a run starts here
-    first = np.maximum.accumulate(np.where(opens, cols, 0), axis=1)  # (batch, seq) start of the run so far
-    return uniform(seed, _STREAM_SPAN_CLASS, rows, copy, first)
-
-
 def _split_thresholds(split: tuple[float, float, float]) -> tuple[float, float]:
     """Cumulative thresholds on a uniform draw for [MASK] and random; a zero share is never drawn, even when
     the shares sum to 1 only within rounding."""
@@ -535,17 +329,17 @@ def mask_batch(
     word_start = np.asarray(vocab.word_start, dtype=bool)  # (vocab_size,)
     if scheme == "span":
         cdf = span_length_cdf(float(span_p), int(span_max_words))
-        chosen = _choose_spans(input_ids, candidates, budget, word_start, (seed, rows, copy), cdf)
-        class_draw = _span_class_draw(chosen, seed, rows, copy)  # (batch, seq)
+        chosen = choose_spans(input_ids, candidates, budget, word_start, (seed, rows, copy), cdf)
+        class_draw = span_class_draw(chosen, seed, rows, copy)  # (batch, seq)
     else:
-        keys = uniform(seed, _STREAM_CHOOSE, rows, copy, cols)  # (batch, seq)
+        keys = uniform(seed, STREAM_CHOOSE, rows, copy, cols)  # (batch, seq)
         if scheme == "whole-word":
             chosen = _choose_words(input_ids, keys, candidates, budget, word_start)
         else:
             chosen = _choose_tokens(keys, candidates, budget)
-        class_draw = uniform(seed, _STREAM_CLASS, rows, copy, cols)  # (batch, seq)
+        class_draw = uniform(seed, STREAM_CLASS, rows, copy, cols)  # (batch, seq)
 
-    draws = (class_draw, uniform(seed, _STREAM_TOKEN, rows, copy, cols))
+    draws = (class_draw, uniform(seed, STREAM_TOKEN, rows, copy, cols))
     masked = _replace(input_ids, chosen, draws, vocab, split)
     labels = np.where(chosen, input_ids, IGNORE_INDEX)  # (batch, seq)
     return masked, labels
