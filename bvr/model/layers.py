@@ -46,18 +46,17 @@ class Selection(NamedTuple):
 
 
 MIN_PADDING = 0.05
-"""Share of padded positions from which :meth:`Packing.from_mask` packs a batch. Measured on a 4-layer, hidden-256
-encoder, 32 x 64 tokens, 2 cores, forward + backward: packed took 0.93x the padded time at 5% padding, 0.90x at 9%
-and 0.80x at 19%; below 5% the gathers and scatters around attention would cost about what they save."""
+"""Share of padded positions from which :meth:`Packing.from_mask` packs a batch: below it, the gathers and scatters
+around attention cost about what packing saves on CPU (docs/benchmarks.md, "What each change gave on its own")."""
 
 
 def packed_length(count: int) -> int:
     """``count`` real tokens rounded up to one of a few lengths per octave: a multiple of 2**(bits - 4), at least 64.
 
-    Packed tensors then come in a few dozen sizes, which the C allocator reuses from step to step. With the exact
-    count, every batch's tensors have new sizes: glibc keeps the freed blocks in its heap, fragmented, and a
-    pretraining run's peak resident memory grew from 1.15 GB to 1.80 GB (200 steps, tiny preset); rounded, it is
-    1.14 GB. The rounding computes at most 1/8 more tokens, padding positions whose states are never read.
+    Packed tensors then come in a few dozen sizes, which the C allocator reuses from step to step; with the exact
+    count every batch's tensors have new sizes and glibc's heap fragments (a tiny pretraining's resident peak grew
+    by half: docs/benchmarks.md). The rounding computes at most 1/8 more tokens, padding positions whose states are
+    never read.
 
     >>> [packed_length(n) for n in (1, 64, 65, 700, 768, 3700)]
     [64, 64, 128, 704, 768, 3840]
