@@ -12,7 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from bvr.report.browser import check_in_browser, check_layout, find_chromium, mlflow_ui, page_links, resolve_link
+from bvr.report.browser import (
+    check_in_browser,
+    check_layout,
+    dump_dom,
+    find_chromium,
+    mlflow_ui,
+    page_links,
+    page_words,
+    resolve_link,
+    ui_mode,
+)
 from bvr.report.render import render_report
 from bvr.tracking import tracking_uri
 from tests.report_fixtures import filled
@@ -37,6 +47,8 @@ def test_the_report_passes_in_the_browser_and_every_link_resolves(served, tmp_pa
     check = check_in_browser(report.html, base, tmp_path / "shots", experiment_id=store.experiment_id,
                              parent_run_id=store.parent_run_id)
     assert check.problems == []
+    assert check.ui_modes == dict.fromkeys(("scores-by-arm", "curves-by-arm", "parent-run"), "model training")
+    assert check.views_applied == {"scores-by-arm": True, "curves-by-arm": True}
     assert check.images >= 3 and check.broken_images == [] and check.overflowing_tables == []
     links = [href for href in page_links(report.html.read_text()) if href.startswith(base)]
     runs = [href for href in links if "/runs/" in href]
@@ -48,6 +60,21 @@ def test_the_report_passes_in_the_browser_and_every_link_resolves(served, tmp_pa
         assert data.startswith(PNG_MAGIC) and len(data) > 20_000, name  # a rendered page, not a blank one
     saved = json.loads((tmp_path / "shots" / "check.json").read_text())
     assert saved["problems"] == [] and saved["links"] == check.links
+
+
+def test_the_check_sees_the_mode_the_ui_opens_in(served) -> None:
+    """A fresh browser profile opens MLflow 3's UI in its GenAI mode unless the address says otherwise: the
+    addresses bvr printed before (no workflowType) are caught; bvr's own open the runs in model-training mode with
+    the view applied."""
+    from bvr.tracking import store_client, tracking_uri
+    from bvr.tracking.views import SCORES_VIEW, view_url, write_views
+
+    store, base = served
+    write_views(store_client(tracking_uri(store.workdir)), store.experiment_id)
+    before = page_words(dump_dom(f"{base}/#/experiments/{store.experiment_id}/runs?viewStateShareKey={SCORES_VIEW}"))
+    assert ui_mode(before) == "genai"
+    now = page_words(dump_dom(view_url(base, store.experiment_id, SCORES_VIEW)))
+    assert ui_mode(now) == "model training" and "Group by: bvr.arm" in now
 
 
 def test_links_that_do_not_resolve_are_named(served) -> None:

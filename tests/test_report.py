@@ -55,6 +55,7 @@ from bvr.report.headlines import headlines
 from bvr.report.published import load_published
 from bvr.report.render import ReportResult, render_report, render_summary
 from bvr.report.results import measures_section, published_section
+from bvr.tracking.views import MODEL_TRAINING
 from tests.report_fixtures import (
     ARMS,
     BLIMP_DATA,
@@ -68,6 +69,8 @@ from tests.report_fixtures import (
     filled,
     variant,
 )
+
+MODE = "&".join(f"{k}={v}" for k, v in MODEL_TRAINING.items())
 
 PNG = b"\x89PNG\r\n\x1a\n"
 M = 13
@@ -363,7 +366,7 @@ def test_every_number_links_to_its_run(report: ReportResult, store: Store) -> No
     for unit in units:
         assert f"#/experiments/{store.experiment_id}/runs/{unit.run_id}" in text, unit.label
     probe = entry(store.manifest, "evaluations", label="static-p1", kind="probe").run_id
-    assert f"[p1](http://127.0.0.1:8765/#/experiments/{store.experiment_id}/runs/{probe})" in text
+    assert f"[p1](http://127.0.0.1:8765/#/experiments/{store.experiment_id}/runs/{probe}?{MODE})" in text
     assert "run ids link to the MLflow UI at http://127.0.0.1:8765." in text
     assert "[p2s0×]" in text  # the collapsed control run is flagged where it is linked
     assert store.manifest.context.git_commit in text
@@ -703,12 +706,15 @@ def test_run_ids_stay_plain_without_a_known_ui(store: Store, tmp_path: Path, mon
     monkeypatch.delenv("BVR_MLFLOW_UI", raising=False)
     result = render_report(store.manifest, tmp_path / "plain", workdir=store.workdir, log_to_mlflow=False)
     text = result.markdown.read_text(encoding="utf-8")
-    assert "#/experiments/" not in text and "127.0.0.1" not in text
+    assert "](http://" not in text and "127.0.0.1" not in text
+    # The saved views are given as the path after the address `mlflow ui` prints, in its model-training mode.
+    assert (f"followed by /#/experiments/{store.experiment_id}/runs?viewStateShareKey=bvr-scores&{MODE} (scores by arm)"
+            in text)
     assert "render again with `bvr report NAME --ui-url ADDRESS`" in text
     probe = entry(store.manifest, "evaluations", label="static-p1", kind="probe").run_id
     monkeypatch.setenv("BVR_MLFLOW_UI", "http://mlflow.lab.example:7000")
     linked = render_report(store.manifest, tmp_path / "env", workdir=store.workdir, log_to_mlflow=False)
-    assert f"(http://mlflow.lab.example:7000/#/experiments/{store.experiment_id}/runs/{probe})" in (
+    assert f"(http://mlflow.lab.example:7000/#/experiments/{store.experiment_id}/runs/{probe}?{MODE})" in (
         linked.markdown.read_text(encoding="utf-8"))
 
 

@@ -418,4 +418,4 @@ def test_saved_views_are_experiment_tags_the_ui_reads(store: Store) -> None:
     shown = client.search_runs([experiment_id], scores["searchFilter"])
     assert [r.info.run_id for r in shown] == [measured.info.run_id]
     assert tracking.view_url("http://h:1/", experiment_id, tracking.SCORES_VIEW) == (
-        f"http://h:1/#/experiments/{experiment_id}/runs?viewStateShareKey=bvr-scores")
+        f"http://h:1/#/experiments/{experiment_id}/runs?viewStateShareKey=bvr-scores&workflowType=machine_learning")

@@ -87,7 +87,7 @@ def ablate_cmd(
 def _print_views(experiment: str, ui_url: str | None) -> None:
     """Where to read the comparison in the MLflow UI: the saved views' addresses, or how to open them."""
     from bvr.report.cells import ui_base
-    from bvr.tracking import CURVES_VIEW, SCORES_VIEW, store_client, tracking_uri, view_url
+    from bvr.tracking import CURVES_VIEW, DEFAULT_UI, SCORES_VIEW, store_client, tracking_uri, view_url
 
     uri = tracking_uri(Path.cwd())
     found = store_client(uri).get_experiment_by_name(experiment)
@@ -95,9 +95,9 @@ def _print_views(experiment: str, ui_url: str | None) -> None:
     if found is None:
         return
     if base is None:
-        console.print(f"MLflow: run `mlflow ui --backend-store-uri {uri}`, open experiment '{experiment}' and add "
-                      f"?viewStateShareKey={SCORES_VIEW} to its address for the scores by arm "
-                      f"(?viewStateShareKey={CURVES_VIEW}&compareRunsMode=CHART: pretraining curves by arm)",
+        console.print(f"MLflow: run `mlflow ui --backend-store-uri {uri}`, then open "
+                      f"{view_url(DEFAULT_UI, found.experiment_id, SCORES_VIEW)} (scores by arm; pretraining curves "
+                      f"by arm: {view_url(DEFAULT_UI, found.experiment_id, CURVES_VIEW)})",
                       highlight=False, soft_wrap=True)
         return
     for what, key in (("scores by arm", SCORES_VIEW), ("pretraining curves by arm", CURVES_VIEW)):
@@ -190,7 +190,7 @@ def status_cmd(
     from bvr.ablation.manifest import Manifest, find_manifest
     from bvr.ablation.status import PROGRESS_HEADER, errors, progress_rows, running_now
     from bvr.report.cells import ui_base
-    from bvr.tracking import tracking_uri
+    from bvr.tracking import tracking_uri, ui_address
 
     path = find_manifest(name, output_dir or Path("outputs"), preset=preset)
     manifest = Manifest.load(path)
@@ -203,7 +203,7 @@ def status_cmd(
     base = ui_base(tracking_uri(Path.cwd()), ui_url)
     running = running_now(manifest, Path.cwd())
     for run in running:
-        where = f" {base}/#/experiments/{run.experiment_id}/runs/{run.run_id}" if base else f" (run {run.run_id})"
+        where = f" {ui_address(base, run.experiment_id, run.run_id)}" if base else f" (run {run.run_id})"
         console.print(f"running now: {run.name}, process {run.pid}, since {run.started}{where}", highlight=False,
                       soft_wrap=True)
     for line in errors(manifest):

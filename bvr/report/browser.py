@@ -186,9 +186,9 @@ def page_links(html_text: str) -> list[str]:
     return list(dict.fromkeys(parser.hrefs))
 
 
-_RUN_LINK = re.compile(r"#/experiments/(?P<experiment>[^/?]+)/runs/(?P<run>[0-9a-f]+)$")
+_RUN_LINK = re.compile(r"#/experiments/(?P<experiment>[^/?]+)/runs/(?P<run>[0-9a-f]+)(\?.*)?$")
 _VIEW_LINK = re.compile(r"#/experiments/(?P<experiment>[^/?]+)/runs\?(?P<query>.+)$")
-_EXPERIMENT_LINK = re.compile(r"#/experiments/(?P<experiment>[^/?]+)$")
+_EXPERIMENT_LINK = re.compile(r"#/experiments/(?P<experiment>[^/?]+)(/runs)?(\?(?P<query>.*))?$")
 
 
 def resolve_link(base: str, href: str) -> str | None:
@@ -210,9 +210,9 @@ def resolve_link(base: str, href: str) -> str | None:
     status, body = _get(f"{base}/api/2.0/mlflow/experiments/get?experiment_id={match['experiment']}")
     if status != 200:
         return f"experiment {match['experiment']}: HTTP {status}"
-    if "query" not in match.groupdict():
+    key = parse_qs(match["query"] or "").get("viewStateShareKey", [""])[0]
+    if not key:
         return None
-    key = parse_qs(match["query"]).get("viewStateShareKey", [""])[0]
     tags = {t["key"] for t in json.loads(body)["experiment"].get("tags", [])}
     return None if f"mlflow.sharedViewState.{key}" in tags else f"no saved view {key!r} on the experiment"
 
@@ -234,6 +234,8 @@ class BrowserCheck:
     links: int = 0
     unresolved_links: dict[str, str] = field(default_factory=dict)
     run_page_shows_run: bool | None = None
+    ui_modes: dict[str, str | None] = field(default_factory=dict)
+    views_applied: dict[str, bool] = field(default_factory=dict)
     screenshots: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -246,13 +248,18 @@ class BrowserCheck:
         found += [f"link {href}: {why}" for href, why in self.unresolved_links.items()]
         if self.run_page_shows_run is False:
             found.append("the MLflow UI did not show the linked run's page")
+        found += [f"the MLflow UI showed {page} in {mode or 'no'} mode, not model training"
+                  for page, mode in self.ui_modes.items() if mode != "model training"]
+        found += [f"the {page} view did not apply (no grouping by arm)"
+                  for page, applied in self.views_applied.items() if not applied]
         return found
 
     def to_dict(self) -> dict[str, Any]:
         return {"report": str(self.report), "width": self.width, "images": self.images,
                 "broken_images": self.broken_images, "overflowing_tables": self.overflowing_tables,
                 "page_width": self.page_width, "links": self.links, "unresolved_links": self.unresolved_links,
-                "run_page_shows_run": self.run_page_shows_run, "screenshots": self.screenshots,
+                "run_page_shows_run": self.run_page_shows_run, "ui_modes": self.ui_modes,
+                "views_applied": self.views_applied, "screenshots": self.screenshots,
                 "problems": self.problems}
 
 
@@ -279,7 +286,7 @@ def check_in_browser(report_html: Path, base: str, out_dir: Path, *, experiment_
     Returns:
         The findings; ``check.json`` in ``out_dir`` holds the same.
     """
-    from bvr.tracking.views import CURVES_VIEW, SCORES_VIEW, view_url
+    from bvr.tracking.views import CURVES_VIEW, SCORES_VIEW, ui_address, view_url
 
     out_dir.mkdir(parents=True, exist_ok=True)
     check = BrowserCheck(report_html, width)
@@ -296,14 +303,39 @@ def check_in_browser(report_html: Path, base: str, out_dir: Path, *, experiment_
                                                  window=(width, 2400), settle_ms=3_000))
     if experiment_id is not None:
         for name, key in (("scores-by-arm", SCORES_VIEW), ("curves-by-arm", CURVES_VIEW)):
-            check.screenshots[name] = str(screenshot(view_url(base, experiment_id, key), out_dir / f"{name}.png"))
+            url = view_url(base, experiment_id, key)
+            check.screenshots[name] = str(screenshot(url, out_dir / f"{name}.png"))
+            words = page_words(dump_dom(url))
+            check.ui_modes[name] = ui_mode(words)
+            check.views_applied[name] = "Group by: bvr.arm" in words
         if parent_run_id is not None:
-            url = f"{base}/#/experiments/{experiment_id}/runs/{parent_run_id}"
+            url = ui_address(base, experiment_id, parent_run_id)
             check.screenshots["parent-run"] = str(screenshot(url, out_dir / "parent-run.png"))
             dom = dump_dom(url)
             check.run_page_shows_run = parent_run_id in dom or _run_name(base, parent_run_id) in dom
+            check.ui_modes["parent-run"] = ui_mode(page_words(dom))
     (out_dir / "check.json").write_text(json.dumps(check.to_dict(), indent=2) + "\n", encoding="utf-8")
     return check
+
+
+def page_words(dom: str) -> list[str]:
+    """The visible text of a DOM dump, one entry per text node (scripts and styles left out)."""
+    import html as html_module
+
+    text = re.sub(r"<script.*?</script>|<style.*?</style>", " ", dom, flags=re.S)
+    return [piece.strip() for piece in html_module.unescape(re.sub(r"<[^>]+>", "\n", text)).split("\n")
+            if piece.strip()]
+
+
+def ui_mode(words: list[str]) -> str | None:
+    """The MLflow UI's mode on a page, read from its sidebar: ``model training`` (Runs, Models, Model registry) or
+    ``genai`` (Traces, Sessions, Judges, Agent versions, ...); None when neither sidebar is there (the page did not
+    load)."""
+    if "Model registry" in words:
+        return "model training"
+    if "Judges" in words or "Agent versions" in words:
+        return "genai"
+    return None
 
 
 def _run_name(base: str, run_id: str) -> str:

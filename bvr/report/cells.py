@@ -95,23 +95,27 @@ class RunLinks:
     def run(self, run_id: str, text: str | None = None) -> Cell:
         if not self.linked:
             return text or run_id[:8]
-        return Link(text or run_id[:8], f"{self.base}/#/experiments/{self.experiment_id}/runs/{run_id}")
+        from bvr.tracking.views import ui_address
+
+        return Link(text or run_id[:8], ui_address(self.base, self.experiment_id, run_id))
 
     def views(self) -> Cell:
         """bvr's saved views of the experiment (:mod:`bvr.tracking.views`): linked, or how to open them."""
         from bvr.tracking.views import CURVES_VIEW, SCORES_VIEW, view_url
 
-        if not self.linked:
-            return (f"in `mlflow ui`, open the experiment's address followed by ?viewStateShareKey={SCORES_VIEW} "
-                    f"(scores by arm) or ?viewStateShareKey={CURVES_VIEW}&compareRunsMode=CHART (pretraining "
-                    "curves by arm); pass --ui-url for links")
+        if not self.linked:  # the path after the address `mlflow ui` prints: no host is guessed
+            return (f"in `mlflow ui`, open its address followed by {view_url('', self.experiment_id, SCORES_VIEW)} "
+                    f"(scores by arm) or {view_url('', self.experiment_id, CURVES_VIEW)} (pretraining curves by "
+                    "arm); pass --ui-url for links")
         return (Link("scores by arm", view_url(self.base, self.experiment_id, SCORES_VIEW)), " · ",
                 Link("pretraining curves by arm", view_url(self.base, self.experiment_id, CURVES_VIEW)))
 
     def experiment(self, name: str) -> Cell:
         if not self.linked:
             return name
-        return Link(name, f"{self.base}/#/experiments/{self.experiment_id}")
+        from bvr.tracking.views import ui_address
+
+        return Link(name, ui_address(self.base, self.experiment_id))
 
 
 def relative_path(path: str | None) -> str:

@@ -78,19 +78,21 @@ from bvr.tracking.store import (  # noqa: E402
 )
 from bvr.tracking.views import (  # noqa: E402
     CURVES_VIEW,
+    DEFAULT_UI,
     SCORES_VIEW,
     TAG_MEASURE,
+    ui_address,
     view_url,
     write_views,
 )
 
 __all__ = [
-    "CURVES_VIEW", "DEFAULT_ARTIFACTS", "DEFAULT_DB", "DataInput", "MAX_ENTITY_KEY_LENGTH",
+    "CURVES_VIEW", "DEFAULT_ARTIFACTS", "DEFAULT_DB", "DEFAULT_UI", "DataInput", "MAX_ENTITY_KEY_LENGTH",
     "MAX_PARAMS_TAGS_PER_BATCH", "MAX_PARAM_VAL_LENGTH", "SCORES_VIEW", "TAG_ABLATION", "TAG_ARM", "TAG_CLOSED",
     "TAG_COLLAPSED", "TAG_DECLARED_PREFIX", "TAG_GIT_COMMIT", "TAG_HOST", "TAG_LABEL", "TAG_MEASURE", "TAG_PID",
     "TAG_PRETRAIN_SEED", "TAG_SEED", "TAG_STAGE", "TAG_TASK", "TRUNCATION_MARKER", "artifact_location", "check_store",
     "client_for", "close_stale_runs", "closed_on_error", "end_run", "end_status", "ensure_experiment", "find_runs",
     "flatten_params", "git_commit", "log_artifact_dir", "log_config", "log_inputs", "log_params_batched",
     "log_tags_batched", "parent_run", "resume_run", "run_name", "run_tags", "store_client", "system_metrics",
-    "tagged", "tracking_uri", "view_url", "write_views",
+    "tagged", "tracking_uri", "ui_address", "view_url", "write_views",
 ]

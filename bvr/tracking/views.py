@@ -11,7 +11,8 @@ grouping as JSON). bvr writes two such views on every ablation's experiment (:fu
 - ``bvr-curves`` (:data:`CURVES_VIEW`): the pretraining runs grouped by arm in the chart view, where each chart
   draws an arm's mean curve with its min-max band; the validation and training MLM loss charts come first.
 
-:func:`view_url` gives a view's address for a known UI (``--ui-url``, ``BVR_MLFLOW_UI``, or a tracking server).
+:func:`view_url` gives a view's address for a known UI (``--ui-url``, ``BVR_MLFLOW_UI``, or a tracking server), and
+:func:`ui_address` any other address; every one carries :data:`MODEL_TRAINING`.
 The state format is the MLflow UI's own (3.x); an older or newer UI that does not read a key ignores it, and a
 view it cannot read leaves the default runs table.
 """
@@ -24,6 +25,12 @@ from urllib.parse import urlencode
 
 from mlflow.tracking import MlflowClient
 
+MODEL_TRAINING = {"workflowType": "machine_learning"}
+"""The query that opens MLflow's UI (3.x) in its model-training mode. The UI takes its mode from the address, else
+from the browser's storage, where a fresh profile holds the GenAI mode: its sidebar then offers traces, judges and
+agent versions, and an experiment's address lands on an empty traces overview."""
+DEFAULT_UI = "http://127.0.0.1:5000"
+"""Where ``mlflow ui`` serves by default: the address bvr prints when it knows of no other."""
 SHARED_VIEW_PREFIX = "mlflow.sharedViewState."
 """The experiment tag prefix MLflow's UI reads a shared view from."""
 TAG_MEASURE = "bvr.measure"
@@ -89,13 +96,23 @@ def write_views(client: MlflowClient, experiment_id: str) -> None:
         client.set_experiment_tag(experiment_id, SHARED_VIEW_PREFIX + key, json.dumps(state, sort_keys=True))
 
 
+def ui_address(base: str, experiment_id: str, run_id: str | None = None, **query: str) -> str:
+    """The address of an experiment's runs, or of one run, in the MLflow UI at ``base``, in model-training mode.
+
+    >>> ui_address("http://127.0.0.1:5000", "3", "ab12")
+    'http://127.0.0.1:5000/#/experiments/3/runs/ab12?workflowType=machine_learning'
+    """
+    path = f"/#/experiments/{experiment_id}/runs" + (f"/{run_id}" if run_id else "")
+    return f"{base.rstrip('/')}{path}?{urlencode({**query, **MODEL_TRAINING})}"
+
+
 def view_url(base: str, experiment_id: str, key: str) -> str:
     """The address of a saved view in the MLflow UI at ``base`` (:func:`bvr.report.cells.ui_base`).
 
     >>> view_url("http://127.0.0.1:5000", "3", CURVES_VIEW)
-    'http://127.0.0.1:5000/#/experiments/3/runs?viewStateShareKey=bvr-curves&compareRunsMode=CHART'
+    'http://127.0.0.1:5000/#/experiments/3/runs?viewStateShareKey=bvr-curves&compareRunsMode=CHART&workflowType=machine_learning'
     """
     query = {"viewStateShareKey": key}
     if key == CURVES_VIEW:
         query["compareRunsMode"] = "CHART"
-    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs?{urlencode(query)}"
+    return ui_address(base, experiment_id, **query)
