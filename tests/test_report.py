@@ -214,18 +214,22 @@ def test_headline_puts_the_sanity_check_first_then_the_ablation(report: ReportRe
     text = report.markdown.read_text(encoding="utf-8")
     headline = text.split("## Headline", 1)[1].split("\n## ", 1)[0]
     bullets = [line[2:] for line in headline.splitlines() if line.startswith("- ")]
-    assert [b.split(":")[0] for b in bullets] == [
+    assert [b.split(": ")[0].split(" by ")[0] for b in bullets] == [  # each bullet's subject
         "Pretraining helped static", "Pretraining helped dynamic", "BLiMP macro accuracy (zero-shot)",
-        "sst2 probe (mean features)", "sst2 fine-tuned (dev accuracy)", "squad_v2 fine-tuned (dev F1)",
-        "validation MLM loss (fixed masks)"]
+        "sst2 probe (mean features)", "dynamic better than static on sst2 fine-tuned (dev accuracy)",
+        "squad_v2 fine-tuned (dev F1)", "validation MLM loss (fixed masks)"]
+    # Holm p of each arm against the control, from the p-values of the module docstring's closed form in the
+    # order of the 13: static's probe (t = 15 sqrt(3), p = 0.00148) is 6th, x8 = 0.012; its SST-2 (t = 12.5
+    # sqrt(3), p = 0.00213) 8th, x6 = 0.0128, raised to the 7th's 0.0141; its SQuAD (t = 18 sqrt(3), p = 0.00103)
+    # 4th, x10 = 0.0103.
     assert bullets[0] == (
         f"Pretraining helped static: better than the {CONTROL} control on BLiMP macro accuracy (zero-shot) by "
-        "+20.0 [+1.4, +38.6] points, sst2 probe (mean features) by +15.0 [+5.7, +24.3] points, sst2 fine-tuned "
-        "(dev accuracy) by +25.0 [+6.4, +43.6] points, squad_v2 fine-tuned (dev F1) by +18.0 [+8.7, +27.3] points "
-        "(Holm-adjusted over 13 comparisons; 99.62% intervals).")
+        "20.0 [1.4, 38.6] points (Holm p = 0.017, n=3), sst2 probe (mean features) by 15.0 [5.7, 24.3] points "
+        "(Holm p = 0.012, n=3), sst2 fine-tuned (dev accuracy) by 25.0 [6.4, 43.6] points (Holm p = 0.014, n=3), "
+        "squad_v2 fine-tuned (dev F1) by 18.0 [8.7, 27.3] points (Holm p = 0.010, n=3).")
     assert bullets[4] == (
-        "sst2 fine-tuned (dev accuracy): dynamic better (dynamic − static = +2.0 [+1.1, +2.9], Holm p=0.00916; n=3); "
-        "the paper: +0.4 (dynamic better), which would need 5 pretraining seeds per arm at this noise.")
+        "dynamic better than static on sst2 fine-tuned (dev accuracy) by 2.0 [1.1, 2.9] points (Holm p = 0.009, "
+        "n=3); the paper: +0.4 (dynamic better), which would need 5 pretraining seeds per arm at this noise.")
     assert bullets[2] == (
         "BLiMP macro accuracy (zero-shot): no difference detected between static and dynamic (dynamic − static = "
         "+3.0 [-6.3, +12.3], n=3); the design detects \\|Δ\\| ≥ 11.8.")
@@ -269,24 +273,54 @@ def test_a_measure_pretraining_did_not_move_cannot_show_the_ablation(tmp_path: P
     assert "cannot show" not in blimp
 
 
-def test_a_measure_pretraining_hurt_is_said_in_the_headline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A control better than an arm (Holm) is a headline of its own, not one more 'not on' measure."""
+def test_every_holm_verdict_is_a_headline_in_either_direction(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each Holm-significant comparison is said as found, whichever side wins: 'Pretraining hurt ARM', 'B better
+    than A', never one more 'not on' or 'detectable' measure.
+
+    Static sits on the control but for SST-2, 9.0, 10.0 and 9.5 points below it: t = -19 sqrt(3), p = 1 -
+    sqrt(1083/1085) = 0.000922, 4th smallest of the 13, Holm x10 = 0.009; its lead 9.5 ± 16.078 * 0.5 / sqrt(3) =
+    [4.9, 14.1]. Dynamic is 12.0, 13.5 and 12.6 below the control on SST-2, so dynamic - static = -3.0, -3.5, -3.1:
+    mean -3.2, sd sqrt(0.07), t = -20.95, p = 1 - sqrt(438.9/440.9) = 0.00227, 9th, Holm x5 = 0.011; static's lead
+    3.2 ± 16.078 * 0.2646 / sqrt(3) = [0.7, 5.7]."""
     import tests.report_fixtures as fixtures
 
-    control = np.array(fixtures.UNITS[("sst2", CONTROL)])
-    monkeypatch.setitem(fixtures.UNITS, ("sst2", "static"), tuple(control - (9.0, 10.0, 9.5)))
+    def below_control(measure: str, offsets: tuple[float, ...]) -> tuple[float, ...]:
+        return tuple(np.array(fixtures.UNITS[(measure, CONTROL)]) - offsets)
+
+    monkeypatch.setitem(fixtures.UNITS, ("sst2", "static"), below_control("sst2", (9.0, 10.0, 9.5)))
+    monkeypatch.setitem(fixtures.UNITS, ("sst2", "dynamic"), below_control("sst2", (12.0, 13.5, 12.6)))
+    for measure, offsets in (("blimp", (-0.5, 0.4, -0.1)), ("probe/sst2", (0.3, -0.2, -0.4)),
+                             ("squad_v2", (-0.2, -0.1, 0.4))):
+        monkeypatch.setitem(fixtures.UNITS, (measure, "static"), below_control(measure, offsets))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.chdir(tmp_path)
     store = fill_store(tmp_path)
     a = analyse(collect(store.manifest, workdir=tmp_path), load_published())
     lines = headlines(a)
-    hurt = next(c for c in a.control if c.b == "static" and c.task == "finetune/sst2")
-    assert hurt.significant and hurt.ours == f"{CONTROL} better" and hurt.estimate == pytest.approx(-9.5)
-    assert f"Pretraining hurt static: worse than the {CONTROL} control on sst2 fine-tuned (dev accuracy) by -9.5 [" \
-        in "\n".join(lines)
-    assert lines[1].endswith(f"points (Holm-adjusted over {a.m} comparisons).")
-    assert "sst2 fine-tuned" not in lines[0]  # the 'helped' line no longer lists it among the 'not on' measures
-    assert not any(line.startswith("Pretraining hurt dynamic") for line in lines)
+    assert lines[0].startswith(f"At this budget static does not beat the {CONTROL} control on any measure (the "
+                               "design detects differences of 3.8 points or more; static − no-pretraining: BLiMP")
+    assert "sst2 fine-tuned" not in lines[0]  # hurt, so not among the measures it merely did not help
+    assert lines[1] == (f"Pretraining hurt static: worse than the {CONTROL} control on sst2 fine-tuned (dev accuracy) "
+                        "by 9.5 [4.9, 14.1] points (Holm p = 0.009, n=3).")
+    assert lines[2].startswith(f"Pretraining helped dynamic: better than the {CONTROL} control on BLiMP")
+    assert lines[3].startswith(f"Pretraining hurt dynamic: worse than the {CONTROL} control on sst2 fine-tuned")
+    assert ("static better than dynamic on sst2 fine-tuned (dev accuracy) by 3.2 [0.7, 5.7] points (Holm p = 0.011, "
+            "n=3); the paper: +0.4 (dynamic better), which would need 11 pretraining seeds per arm at this noise; "
+            f"pretraining hurt static and dynamic against the {CONTROL} control on this measure, so it cannot show "
+            "the ablation's effect at this budget.") in lines
+    significant = [c for c in [*a.control, *a.comparisons] if c.significant]
+    assert len(significant) == 9
+    for c in significant:  # each one said as found, in one bullet, and listed nowhere as not helped
+        winner = c.ours.removesuffix(" better")
+        if c.a == CONTROL:
+            subject = f"Pretraining {'helped' if winner == c.b else 'hurt'} {c.b}: "
+        else:
+            subject = f"{winner} better than {c.a if winner == c.b else c.b} on {c.measure.title} by "
+        said = f"{c.measure.title} by {abs(c.estimate):.1f} ["
+        assert len([line for line in lines if line.startswith(subject) and said in line]) == 1, c.name
+        assert not any(f"{c.measure.title} {c.estimate:+.1f}, detectable" in line
+                       or f"{c.measure.title} ({c.estimate:+.1f}, detectable" in line for line in lines), c.name
 
 
 def _two_seeds(store: Store) -> Manifest:
@@ -374,7 +408,7 @@ def test_html_is_self_contained(report: ReportResult) -> None:
     assert page.count('<img src="data:image/png;base64,') == len(report.figures)
     assert page.count("<table>") >= 8 and "<style>" in page
     assert "<script" not in page and "<link" not in page and 'src="http' not in page
-    assert "dynamic better (dynamic − static = +2.0 [+1.1, +2.9]" in page
+    assert "dynamic better than static on sst2 fine-tuned (dev accuracy) by 2.0 [1.1, 2.9] points" in page
     assert '<h2 id="did-pretraining-help-at-this-budget">' in page and '<h2 id="beside-the-paper">' in page
     assert ">bag of words</th>" in page and ">77.8</td>" in page
 
@@ -448,7 +482,7 @@ def test_report_is_logged_to_the_parent_run(report: ReportResult, store: Store) 
         f"report/figures/{p.name}" for p in report.figures}
     tags = client.get_run(run_id).data.tags
     assert str(report.html) in tags[MLFLOW_RUN_NOTE] and "report/report.html" in tags[MLFLOW_RUN_NOTE]
-    assert "- sst2 fine-tuned (dev accuracy): dynamic better (dynamic − static = +2.0" in tags[MLFLOW_RUN_NOTE]
+    assert "- dynamic better than static on sst2 fine-tuned (dev accuracy) by 2.0" in tags[MLFLOW_RUN_NOTE]
     assert tags["bvr.report"] == str(report.html)
     # The answer is on the parent run as metrics: dynamic - static on BLiMP is 3, 2, 4 points (mean 3) and every
     # pretrained arm beats the control by ~20 points; each with its interval and Holm p-value.
@@ -604,8 +638,8 @@ def test_mlm_loss_is_compared_only_within_one_tokenizer() -> None:
                                                                          1 - math.sqrt(27 / 29)))
     assert (c.interval.ci_low, c.interval.ci_high) == pytest.approx((-0.3 - 0.24841, -0.3 + 0.24841), abs=1e-5)
     assert (c.ours, c.published, c.agreement) == ("2k better", None, "no published value")  # lower loss is better
-    assert headlines(same) == ["validation MLM loss (fixed masks): 2k better (2k − 256 = -0.300 [-0.548, -0.052], "
-                               "Holm p=0.0351; n=3)."]
+    assert headlines(same) == ["2k better than 256 on validation MLM loss (fixed masks) by 0.300 [0.052, 0.548] nats "
+                               "(Holm p = 0.035, n=3)."]
     mixed = analyse(_pretrained_only(("bert", "roberta")), load_published())
     [c] = mixed.comparisons
     assert (c.comparable, c.significant, c.ours, c.agreement, mixed.m) == (False, False, "not comparable",
@@ -631,7 +665,7 @@ def test_summary_lists_each_ablations_headlines(report: ReportResult, store: Sto
     assert "2 published comparison(s): 1 agree, 1 inconclusive" in text
     masking, rerun = text.split("\n## masking\n", 1)[1].split("\n## masking-rerun\n", 1)
     assert "- Pretraining helped static: better than the no-pretraining control on BLiMP" in masking
-    assert "- sst2 fine-tuned (dev accuracy): dynamic better (dynamic − static = +2.0 [+1.1, +2.9]" in masking
+    assert "- dynamic better than static on sst2 fine-tuned (dev accuracy) by 2.0 [1.1, 2.9] points" in masking
     # The rerun lacks static-p1's probe, so dynamic - static on the probe has two pretraining seeds.
     assert "- sst2 probe (mean features): dynamic − static not tested (2 pretraining seed(s)" in rerun
     assert "Holm-adjusted within each report" in text

@@ -22,7 +22,17 @@ from bvr.ablation.status import PROGRESS_HEADER, progress_rows
 from bvr.display import duration
 from bvr.report.analysis import Analysis, Comparison
 from bvr.report.budget import budget_curve, budget_section
-from bvr.report.cells import RunLinks, arm_config, fmt, fmt_ci, fmt_count, mean_of, relative_path, signed
+from bvr.report.cells import (
+    RunLinks,
+    arm_config,
+    fmt,
+    fmt_ci,
+    fmt_count,
+    fmt_p,
+    mean_of,
+    relative_path,
+    signed,
+)
 from bvr.report.document import Block, Bullets, Cell, Figure, Heading, Link, Notice, Paragraph, Table
 from bvr.report.headlines import headlines
 from bvr.report.inference import adjusted_confidence
@@ -76,8 +86,8 @@ def _effect_cells(c: Comparison) -> list[str]:
     d = 3 if c.task == "mlm" else 1
     if not c.test.tested:
         return [signed(c.estimate, d), f"— (n={c.test.n})", "—", "—"]
-    p = "<0.001" if c.adjusted_p < 0.001 else f"{c.adjusted_p:.3f}"
-    return [signed(c.estimate, d), fmt_ci(c.interval.ci_low, c.interval.ci_high, d), p, fmt(c.mde, d)]
+    return [signed(c.estimate, d), fmt_ci(c.interval.ci_low, c.interval.ci_high, d), fmt_p(c.adjusted_p),
+            fmt(c.mde, d)]
 
 
 def _level(a: Analysis) -> str:
