@@ -55,6 +55,7 @@ from bvr.report.headlines import headlines
 from bvr.report.published import load_published
 from bvr.report.render import ReportResult, render_report, render_summary
 from bvr.report.results import measures_section, published_section
+from bvr.report.sections import report_blocks
 from tests.report_fixtures import (
     ARMS,
     BLIMP_DATA,
@@ -354,9 +355,6 @@ def test_two_pretraining_seeds_are_too_few_to_test(store: Store, tmp_path: Path)
 
 def test_tables_show_the_hand_worked_rows(report: ReportResult) -> None:
     text = report.markdown.read_text(encoding="utf-8")
-    assert ("This run (preset tiny): 2 layers of hidden 64; 300 steps of 8 sequences of up to 64 tokens (segment-pair,"
-            " sentence objective nsp); the first 50 documents; a bert tokenizer of 1,000 ids; masking split [0.8, 0.1, "
-            "0.1], dupe_factor 10 where static; 3 pretraining seed(s) per arm.") in " ".join(text.split())
     rows = [  # did pretraining help, the ablation's effect, every measure, BLiMP, scores, beside the paper, setup
         "| BLiMP macro accuracy (zero-shot) | static | 70.0 (n=3) | 50.0 (n=3) | +20.0 | [1.4, 38.6] | 0.017 | 23.6 "
         "| static better |",
@@ -388,6 +386,32 @@ def test_tables_show_the_hand_worked_rows(report: ReportResult) -> None:
     assert "Published columns for tasks this ablation does not run: MNLI-m (Acc)." in text
     assert "logged as fractions and shown ×100" in text
     assert "![" in text and "(figures/scores.png)" in text and "(figures/differences.png)" in text
+
+
+def test_the_introduction_describes_the_run_made_before_the_papers_setting(store: Store) -> None:
+    """The run's own values come first, from its resolved config and its runs (tokens seen: the fixture's
+    run/tokens_seen, 153,600, over run/epochs 12); the experiment's description, which speaks of the paper's
+    dupe_factor 10, follows and says whose setting it is."""
+    manifest = variant(store.manifest)
+    manifest.description = ("Static masking (BERT: masks fixed at data creation, dupe_factor 10) against dynamic "
+                            "masking. Everything else is BERT-base's setup, as in RoBERTa Table 1.")
+    for config in manifest.configs.values():
+        config["masking"]["dupe_factor"] = 3  # the preset's, as the tiny preset resolves it
+    text = to_markdown(report_blocks(analyse(collect(manifest, workdir=store.workdir), load_published()), {}))
+    assert text.startswith(
+        "# Ablation report: masking\n\n"
+        "This run (preset tiny): 2 layers of hidden 64 and 2 heads; 300 steps of 8 sequences of up to 64 tokens "
+        "(segment-pair, sentence objective nsp), 153.6K tokens seen per pretraining run (12.0 epochs); the first 50 "
+        "documents; a bert tokenizer of 1,000 ids; masking split [0.8, 0.1, 0.1], dupe_factor 3 where static; 3 "
+        "pretraining seed(s) per arm.\n\n"
+        "The ablation in its paper's setting (experiments/masking.yaml; the values of this run are those above): "
+        "Static masking (BERT: masks fixed at data creation, dupe_factor 10) against dynamic masking. Everything "
+        "else is BERT-base's setup, as in RoBERTa Table 1.\n\n")
+    budgets = variant(manifest)
+    budgets.configs["dynamic-p0"]["training"]["max_steps"] = 1800
+    budgets.configs["static-p0"]["training"]["max_steps"] = 900
+    title = to_markdown(report_blocks(analyse(collect(budgets, workdir=store.workdir), load_published()), {}))
+    assert "; 900 / 1800 steps of 8 sequences" in title  # in the arms' order, not sorted as text
 
 
 def test_every_number_links_to_its_run(report: ReportResult, store: Store) -> None:
