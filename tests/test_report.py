@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -435,6 +436,36 @@ def test_html_is_self_contained(report: ReportResult) -> None:
     assert "dynamic better than static on sst2 fine-tuned (dev accuracy) by 2.0 [1.1, 2.9] points" in page
     assert '<h2 id="did-pretraining-help-at-this-budget">' in page and '<h2 id="beside-the-paper">' in page
     assert ">bag of words</th>" in page and ">77.8</td>" in page
+
+
+def _css(page: str) -> dict[str, dict[str, str]]:
+    """The declarations of the page's inline style per simple selector ('th', 'td.r'), later rules winning."""
+    style = re.sub(r"/\*.*?\*/", "", page.split("<style>", 1)[1].split("</style>", 1)[0], flags=re.S)
+    rules: dict[str, dict[str, str]] = {}
+    for selectors, body in re.findall(r"([^{}]+)\{([^}]*)\}", style):
+        declared = dict(tuple(part.strip() for part in d.split(":", 1)) for d in body.split(";") if ":" in d)
+        for selector in selectors.split(","):
+            rules.setdefault(selector.strip(), {}).update(declared)
+    return rules
+
+
+def test_table_headers_and_cells_never_break_inside_words(report: ReportResult) -> None:
+    """'detectabl e', 'collap sed', '2/1 28/ 2': overflow-wrap anywhere let a squeezed column split any word. Cells
+    may break a word only when it alone overflows (break-word leaves a column's narrowest width at its longest word),
+    headers at spaces only, and a hyphenated word in a table stays whole ('min–max', 'no-pretraining')."""
+    page = report.html.read_text(encoding="utf-8")
+    rules = _css(page)
+    assert {k: rules["th"][k] for k in ("overflow-wrap", "word-break", "hyphens")} == {
+        "overflow-wrap": "normal", "word-break": "keep-all", "hyphens": "none"}
+    assert {k: rules["td"][k] for k in ("overflow-wrap", "hyphens")} == {"overflow-wrap": "break-word",
+                                                                         "hyphens": "none"}
+    assert not [(selector, d) for selector, declared in rules.items() for d in declared.items()
+                if d in {("overflow-wrap", "anywhere"), ("word-break", "break-all"), ("hyphens", "auto")}]
+    assert "<th>detectable Δ</th>" in page and "<th>collapsed</th>" in page and '<td class="l">2/64/2</td>' in page
+    assert rules["th .word"] == rules["td .word"] == {"white-space": "nowrap"}
+    assert '<th><span class="word">min–max</span></th>' in page
+    assert f'<td class="L"><span class="word">{CONTROL}</span></td>' in page
+    assert '<td class="L">sst2 probe (mean features)</td>' in page  # nothing hyphenated: no span
 
 
 def test_probes_logged_without_a_bag_of_words_show_it_absent(store: Store) -> None:
