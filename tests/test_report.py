@@ -55,7 +55,7 @@ from bvr.report.document import Table, to_markdown
 from bvr.report.headlines import headlines
 from bvr.report.published import load_published
 from bvr.report.render import ReportResult, render_report, render_summary
-from bvr.report.results import measures_section, published_section
+from bvr.report.results import measures_section, pretraining_section, published_section
 from bvr.report.sections import report_blocks
 from tests.report_fixtures import (
     ARMS,
@@ -668,14 +668,14 @@ def test_vocab_report_draws_parameter_counts_and_quotes_the_paper(store: Store, 
     assert "byte-level BPE, 50K: only slight differences" in text  # a finding stated in words, quoted
 
 
-def _pretrained_only(families: tuple[str, str]) -> Collected:
+def _pretrained_only(families: tuple[str, str], first: tuple[float, ...] = (4.0, 4.1, 3.9)) -> Collected:
     """A batch-size ablation pretrained at three seeds per arm and not evaluated yet, built without MLflow.
 
-    Validation MLM loss: 256 at 4.0, 4.1, 3.9 and 2k at 3.7 each, so 2k - 256 = -0.3, -0.4, -0.2: mean -0.3, sd 0.1,
-    t = -3 sqrt(3), p = 1 - sqrt(27/29) = 0.0351, the only test of the report; 95% interval -0.3 ± 4.303 * 0.1 /
-    sqrt(3) = [-0.548, -0.052].
+    Validation MLM loss: 256 at ``first`` (4.0, 4.1, 3.9) and 2k at 3.7 each, so 2k - 256 = -0.3, -0.4, -0.2: mean
+    -0.3, sd 0.1, t = -3 sqrt(3), p = 1 - sqrt(27/29) = 0.0351, the only test of the report; 95% interval -0.3 ±
+    4.303 * 0.1 / sqrt(3) = [-0.548, -0.052].
     """
-    losses = {"256": (4.0, 4.1, 3.9), "2k": (3.7, 3.7, 3.7)}
+    losses = {"256": first, "2k": (3.7, 3.7, 3.7)}
     rows = [{"arm": arm, "pretrain_seed": seed, "run_id": f"run-{arm}-{seed}", "val/mlm_loss": loss,
              "val/perplexity": math.exp(loss), "tokenizer.family": family, "tokenizer.vocab_size": "30000"}
             for (arm, values), family in zip(losses.items(), families, strict=True)
@@ -702,6 +702,23 @@ def test_mlm_loss_is_compared_only_within_one_tokenizer() -> None:
     assert c.verdict.startswith("not comparable: the arms use different tokenizers")
     assert any("different tokenizers" in note for note in mixed.notes)
     assert headlines(mixed) == []  # nothing to say about a loss counted in different units
+
+
+def test_validation_mlm_loss_reads_the_same_in_every_table() -> None:
+    """The Pretraining table gave the median over pretraining seeds, 'Every measure' the mean (7.330 against 7.328
+    on the masking run). 256's losses 4.0, 4.3, 3.95 have median 4.000 and mean 12.25 / 3 = 4.083; both tables now
+    print the mean, and its perplexity is the mean of e^4.0, e^4.3, e^3.95 = (54.598 + 73.700 + 51.936) / 3 =
+    60.08."""
+    collected = _pretrained_only(("bert", "bert"), first=(4.0, 4.3, 3.95))
+    a = analyse(collected, load_published())
+    links = RunLinks(collected)
+    every = to_markdown(measures_section(a, links))
+    pretraining = to_markdown(pretraining_section(a, links, {}))
+    assert "| validation MLM loss (fixed masks) | 256 | 3 | 1 | 4.083 |" in every
+    assert "| 256 | — | 4.083 | 60.08 | — | — |" in pretraining
+    assert "| 2k | — | 3.700 | 40.45 | — | — |" in pretraining  # e^3.7 = 40.447
+    assert ("Losses, perplexity and accuracies: means over the arm's pretraining seeds (validation MLM loss is the "
+            "mean of 'Every measure, per arm'); tokens / s, wall time and last step: medians over them.") in pretraining
 
 
 # ---------------------------------------------------------------------------------------------------------------
