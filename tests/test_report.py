@@ -52,6 +52,7 @@ from bvr.report.analysis import Analysis, analyse
 from bvr.report.cells import RunLinks, ui_base
 from bvr.report.collect import FINETUNE_COLUMNS, HISTORY_COLUMNS, PRETRAIN_COLUMNS, Collected, collect
 from bvr.report.document import Table, to_markdown
+from bvr.report.figures import arm_colors, curves_figure, differences_figure
 from bvr.report.headlines import headlines
 from bvr.report.published import load_published
 from bvr.report.render import ReportResult, render_report, render_summary
@@ -504,6 +505,30 @@ def test_plots_hold_every_point_long(report: ReportResult) -> None:
     assert len(differences) == (M - 1) * 3  # every comparison but MLM loss, one row per pretraining seed
     blimp = differences[(differences["comparison"] == "dynamic − static") & (differences["measure"] == "blimp")]
     assert blimp["difference"].tolist() == pytest.approx([3.0, 2.0, 4.0])
+
+
+def test_figures_label_their_axes_name_their_arms_and_draw_the_mlm_loss(analysis: Analysis) -> None:
+    """The curves: a y label on the loss panel, a legend of arms on each panel (the perplexity panel had none). The
+    differences: validation MLM loss, the one effect the masking run found, in a panel of its own in nats: dynamic
+    - static = -0.10, -0.15, -0.05 per pretraining seed (the fixture's MLM_LOSS), mean -0.10."""
+    colours = arm_colors(analysis.collected.arms, analysis.collected.control)
+    curves = curves_figure(analysis.collected.history, colours)
+    assert [(ax.get_title(), ax.get_ylabel(), ax.get_xlabel()) for ax in curves.axes] == [
+        ("training MLM loss", "MLM loss (nats per token)", "tokens seen"),
+        ("validation perplexity", "perplexity", "tokens seen")]  # 17 to 55: no log scale
+    for ax in curves.axes:
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == list(ARMS), ax.get_title()
+        assert [line.get_label() for line in ax.get_lines() if not line.get_label().startswith("_")] == list(ARMS)
+    differences = differences_figure(analysis)
+    between, mlm, control = differences.axes
+    assert [ax.get_title() for ax in differences.axes] == ["between arms", "between arms: validation MLM loss",
+                                                           "against no pretraining"]
+    assert [t.get_text() for t in mlm.get_yticklabels()] == ["validation MLM loss (fixed masks): dynamic − static"]
+    assert mlm.get_xlabel() == "difference over pretraining seeds (nats per token; b − a)"
+    assert between.get_xlabel() == control.get_xlabel() == "difference over pretraining seeds (points; b − a)"
+    assert mlm.collections[0].get_offsets()[:, 0].tolist() == pytest.approx([-0.10, -0.15, -0.05])
+    assert [line.get_xdata()[0] for line in mlm.get_lines() if line.get_marker() == "o"] == pytest.approx([-0.10])
+    assert len(between.get_yticklabels()) == 4 and len(control.get_yticklabels()) == 8  # every other comparison
 
 
 def test_dvc_metrics_are_the_medians_and_differences_one_row_per_file(report: ReportResult, store: Store) -> None:
