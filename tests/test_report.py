@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -51,10 +52,12 @@ from bvr.report.analysis import Analysis, analyse
 from bvr.report.cells import RunLinks, ui_base
 from bvr.report.collect import FINETUNE_COLUMNS, HISTORY_COLUMNS, PRETRAIN_COLUMNS, Collected, collect
 from bvr.report.document import Table, to_markdown
+from bvr.report.figures import arm_colors, curves_figure, differences_figure
 from bvr.report.headlines import headlines
 from bvr.report.published import load_published
 from bvr.report.render import ReportResult, render_report, render_summary
-from bvr.report.results import measures_section, published_section
+from bvr.report.results import measures_section, pretraining_section, published_section
+from bvr.report.sections import report_blocks
 from bvr.tracking.views import MODEL_TRAINING
 from tests.report_fixtures import (
     ARMS,
@@ -217,18 +220,22 @@ def test_headline_puts_the_sanity_check_first_then_the_ablation(report: ReportRe
     text = report.markdown.read_text(encoding="utf-8")
     headline = text.split("## Headline", 1)[1].split("\n## ", 1)[0]
     bullets = [line[2:] for line in headline.splitlines() if line.startswith("- ")]
-    assert [b.split(":")[0] for b in bullets] == [
+    assert [b.split(": ")[0].split(" by ")[0] for b in bullets] == [  # each bullet's subject
         "Pretraining helped static", "Pretraining helped dynamic", "BLiMP macro accuracy (zero-shot)",
-        "sst2 probe (mean features)", "sst2 fine-tuned (dev accuracy)", "squad_v2 fine-tuned (dev F1)",
-        "validation MLM loss (fixed masks)"]
+        "sst2 probe (mean features)", "dynamic better than static on sst2 fine-tuned (dev accuracy)",
+        "squad_v2 fine-tuned (dev F1)", "validation MLM loss (fixed masks)"]
+    # Holm p of each arm against the control, from the p-values of the module docstring's closed form in the
+    # order of the 13: static's probe (t = 15 sqrt(3), p = 0.00148) is 6th, x8 = 0.012; its SST-2 (t = 12.5
+    # sqrt(3), p = 0.00213) 8th, x6 = 0.0128, raised to the 7th's 0.0141; its SQuAD (t = 18 sqrt(3), p = 0.00103)
+    # 4th, x10 = 0.0103.
     assert bullets[0] == (
         f"Pretraining helped static: better than the {CONTROL} control on BLiMP macro accuracy (zero-shot) by "
-        "+20.0 [+1.4, +38.6] points, sst2 probe (mean features) by +15.0 [+5.7, +24.3] points, sst2 fine-tuned "
-        "(dev accuracy) by +25.0 [+6.4, +43.6] points, squad_v2 fine-tuned (dev F1) by +18.0 [+8.7, +27.3] points "
-        "(Holm-adjusted over 13 comparisons; 99.62% intervals).")
+        "20.0 [1.4, 38.6] points (Holm p = 0.017, n=3), sst2 probe (mean features) by 15.0 [5.7, 24.3] points "
+        "(Holm p = 0.012, n=3), sst2 fine-tuned (dev accuracy) by 25.0 [6.4, 43.6] points (Holm p = 0.014, n=3), "
+        "squad_v2 fine-tuned (dev F1) by 18.0 [8.7, 27.3] points (Holm p = 0.010, n=3).")
     assert bullets[4] == (
-        "sst2 fine-tuned (dev accuracy): dynamic better (dynamic − static = +2.0 [+1.1, +2.9], Holm p=0.00916; n=3); "
-        "the paper: +0.4 (dynamic better), which would need 5 pretraining seeds per arm at this noise.")
+        "dynamic better than static on sst2 fine-tuned (dev accuracy) by 2.0 [1.1, 2.9] points (Holm p = 0.009, "
+        "n=3); the paper: +0.4 (dynamic better), which would need 5 pretraining seeds per arm at this noise.")
     assert bullets[2] == (
         "BLiMP macro accuracy (zero-shot): no difference detected between static and dynamic (dynamic − static = "
         "+3.0 [-6.3, +12.3], n=3); the design detects \\|Δ\\| ≥ 11.8.")
@@ -272,24 +279,54 @@ def test_a_measure_pretraining_did_not_move_cannot_show_the_ablation(tmp_path: P
     assert "cannot show" not in blimp
 
 
-def test_a_measure_pretraining_hurt_is_said_in_the_headline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A control better than an arm (Holm) is a headline of its own, not one more 'not on' measure."""
+def test_every_holm_verdict_is_a_headline_in_either_direction(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each Holm-significant comparison is said as found, whichever side wins: 'Pretraining hurt ARM', 'B better
+    than A', never one more 'not on' or 'detectable' measure.
+
+    Static sits on the control but for SST-2, 9.0, 10.0 and 9.5 points below it: t = -19 sqrt(3), p = 1 -
+    sqrt(1083/1085) = 0.000922, 4th smallest of the 13, Holm x10 = 0.009; its lead 9.5 ± 16.078 * 0.5 / sqrt(3) =
+    [4.9, 14.1]. Dynamic is 12.0, 13.5 and 12.6 below the control on SST-2, so dynamic - static = -3.0, -3.5, -3.1:
+    mean -3.2, sd sqrt(0.07), t = -20.95, p = 1 - sqrt(438.9/440.9) = 0.00227, 9th, Holm x5 = 0.011; static's lead
+    3.2 ± 16.078 * 0.2646 / sqrt(3) = [0.7, 5.7]."""
     import tests.report_fixtures as fixtures
 
-    control = np.array(fixtures.UNITS[("sst2", CONTROL)])
-    monkeypatch.setitem(fixtures.UNITS, ("sst2", "static"), tuple(control - (9.0, 10.0, 9.5)))
+    def below_control(measure: str, offsets: tuple[float, ...]) -> tuple[float, ...]:
+        return tuple(np.array(fixtures.UNITS[(measure, CONTROL)]) - offsets)
+
+    monkeypatch.setitem(fixtures.UNITS, ("sst2", "static"), below_control("sst2", (9.0, 10.0, 9.5)))
+    monkeypatch.setitem(fixtures.UNITS, ("sst2", "dynamic"), below_control("sst2", (12.0, 13.5, 12.6)))
+    for measure, offsets in (("blimp", (-0.5, 0.4, -0.1)), ("probe/sst2", (0.3, -0.2, -0.4)),
+                             ("squad_v2", (-0.2, -0.1, 0.4))):
+        monkeypatch.setitem(fixtures.UNITS, (measure, "static"), below_control(measure, offsets))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.chdir(tmp_path)
     store = fill_store(tmp_path)
     a = analyse(collect(store.manifest, workdir=tmp_path), load_published())
     lines = headlines(a)
-    hurt = next(c for c in a.control if c.b == "static" and c.task == "finetune/sst2")
-    assert hurt.significant and hurt.ours == f"{CONTROL} better" and hurt.estimate == pytest.approx(-9.5)
-    assert f"Pretraining hurt static: worse than the {CONTROL} control on sst2 fine-tuned (dev accuracy) by -9.5 [" \
-        in "\n".join(lines)
-    assert lines[1].endswith(f"points (Holm-adjusted over {a.m} comparisons).")
-    assert "sst2 fine-tuned" not in lines[0]  # the 'helped' line no longer lists it among the 'not on' measures
-    assert not any(line.startswith("Pretraining hurt dynamic") for line in lines)
+    assert lines[0].startswith(f"At this budget static does not beat the {CONTROL} control on any measure (the "
+                               "design detects differences of 3.8 points or more; static − no-pretraining: BLiMP")
+    assert "sst2 fine-tuned" not in lines[0]  # hurt, so not among the measures it merely did not help
+    assert lines[1] == (f"Pretraining hurt static: worse than the {CONTROL} control on sst2 fine-tuned (dev accuracy) "
+                        "by 9.5 [4.9, 14.1] points (Holm p = 0.009, n=3).")
+    assert lines[2].startswith(f"Pretraining helped dynamic: better than the {CONTROL} control on BLiMP")
+    assert lines[3].startswith(f"Pretraining hurt dynamic: worse than the {CONTROL} control on sst2 fine-tuned")
+    assert ("static better than dynamic on sst2 fine-tuned (dev accuracy) by 3.2 [0.7, 5.7] points (Holm p = 0.011, "
+            "n=3); the paper: +0.4 (dynamic better), which would need 11 pretraining seeds per arm at this noise; "
+            f"pretraining hurt static and dynamic against the {CONTROL} control on this measure, so it cannot show "
+            "the ablation's effect at this budget.") in lines
+    significant = [c for c in [*a.control, *a.comparisons] if c.significant]
+    assert len(significant) == 9
+    for c in significant:  # each one said as found, in one bullet, and listed nowhere as not helped
+        winner = c.ours.removesuffix(" better")
+        if c.a == CONTROL:
+            subject = f"Pretraining {'helped' if winner == c.b else 'hurt'} {c.b}: "
+        else:
+            subject = f"{winner} better than {c.a if winner == c.b else c.b} on {c.measure.title} by "
+        said = f"{c.measure.title} by {abs(c.estimate):.1f} ["
+        assert len([line for line in lines if line.startswith(subject) and said in line]) == 1, c.name
+        assert not any(f"{c.measure.title} {c.estimate:+.1f}, detectable" in line
+                       or f"{c.measure.title} ({c.estimate:+.1f}, detectable" in line for line in lines), c.name
 
 
 def _two_seeds(store: Store) -> Manifest:
@@ -323,9 +360,6 @@ def test_two_pretraining_seeds_are_too_few_to_test(store: Store, tmp_path: Path)
 
 def test_tables_show_the_hand_worked_rows(report: ReportResult) -> None:
     text = report.markdown.read_text(encoding="utf-8")
-    assert ("This run (preset tiny): 2 layers of hidden 64; 300 steps of 8 sequences of up to 64 tokens (segment-pair,"
-            " sentence objective nsp); the first 50 documents; a bert tokenizer of 1,000 ids; masking split [0.8, 0.1, "
-            "0.1], dupe_factor 10 where static; 3 pretraining seed(s) per arm.") in " ".join(text.split())
     rows = [  # did pretraining help, the ablation's effect, every measure, BLiMP, scores, beside the paper, setup
         "| BLiMP macro accuracy (zero-shot) | static | 70.0 (n=3) | 50.0 (n=3) | +20.0 | [1.4, 38.6] | 0.017 | 23.6 "
         "| static better |",
@@ -359,6 +393,32 @@ def test_tables_show_the_hand_worked_rows(report: ReportResult) -> None:
     assert "![" in text and "(figures/scores.png)" in text and "(figures/differences.png)" in text
 
 
+def test_the_introduction_describes_the_run_made_before_the_papers_setting(store: Store) -> None:
+    """The run's own values come first, from its resolved config and its runs (tokens seen: the fixture's
+    run/tokens_seen, 153,600, over run/epochs 12); the experiment's description, which speaks of the paper's
+    dupe_factor 10, follows and says whose setting it is."""
+    manifest = variant(store.manifest)
+    manifest.description = ("Static masking (BERT: masks fixed at data creation, dupe_factor 10) against dynamic "
+                            "masking. Everything else is BERT-base's setup, as in RoBERTa Table 1.")
+    for config in manifest.configs.values():
+        config["masking"]["dupe_factor"] = 3  # the preset's, as the tiny preset resolves it
+    text = to_markdown(report_blocks(analyse(collect(manifest, workdir=store.workdir), load_published()), {}))
+    assert text.startswith(
+        "# Ablation report: masking\n\n"
+        "This run (preset tiny): 2 layers of hidden 64 and 2 heads; 300 steps of 8 sequences of up to 64 tokens "
+        "(segment-pair, sentence objective nsp), 153.6K tokens seen per pretraining run (12.0 epochs); the first 50 "
+        "documents; a bert tokenizer of 1,000 ids; masking split [0.8, 0.1, 0.1], dupe_factor 3 where static; 3 "
+        "pretraining seed(s) per arm.\n\n"
+        "The ablation in its paper's setting (experiments/masking.yaml; the values of this run are those above): "
+        "Static masking (BERT: masks fixed at data creation, dupe_factor 10) against dynamic masking. Everything "
+        "else is BERT-base's setup, as in RoBERTa Table 1.\n\n")
+    budgets = variant(manifest)
+    budgets.configs["dynamic-p0"]["training"]["max_steps"] = 1800
+    budgets.configs["static-p0"]["training"]["max_steps"] = 900
+    title = to_markdown(report_blocks(analyse(collect(budgets, workdir=store.workdir), load_published()), {}))
+    assert "; 900 / 1800 steps of 8 sequences" in title  # in the arms' order, not sorted as text
+
+
 def test_every_number_links_to_its_run(report: ReportResult, store: Store) -> None:
     text = report.markdown.read_text(encoding="utf-8")
     units = [*store.manifest.finetune, *store.manifest.pretrain, *store.manifest.evaluations]
@@ -377,9 +437,39 @@ def test_html_is_self_contained(report: ReportResult) -> None:
     assert page.count('<img src="data:image/png;base64,') == len(report.figures)
     assert page.count("<table>") >= 8 and "<style>" in page
     assert "<script" not in page and "<link" not in page and 'src="http' not in page
-    assert "dynamic better (dynamic − static = +2.0 [+1.1, +2.9]" in page
+    assert "dynamic better than static on sst2 fine-tuned (dev accuracy) by 2.0 [1.1, 2.9] points" in page
     assert '<h2 id="did-pretraining-help-at-this-budget">' in page and '<h2 id="beside-the-paper">' in page
     assert ">bag of words</th>" in page and ">77.8</td>" in page
+
+
+def _css(page: str) -> dict[str, dict[str, str]]:
+    """The declarations of the page's inline style per simple selector ('th', 'td.r'), later rules winning."""
+    style = re.sub(r"/\*.*?\*/", "", page.split("<style>", 1)[1].split("</style>", 1)[0], flags=re.S)
+    rules: dict[str, dict[str, str]] = {}
+    for selectors, body in re.findall(r"([^{}]+)\{([^}]*)\}", style):
+        declared = dict(tuple(part.strip() for part in d.split(":", 1)) for d in body.split(";") if ":" in d)
+        for selector in selectors.split(","):
+            rules.setdefault(selector.strip(), {}).update(declared)
+    return rules
+
+
+def test_table_headers_and_cells_never_break_inside_words(report: ReportResult) -> None:
+    """'detectabl e', 'collap sed', '2/1 28/ 2': overflow-wrap anywhere let a squeezed column split any word. Cells
+    may break a word only when it alone overflows (break-word leaves a column's narrowest width at its longest word),
+    headers at spaces only, and a hyphenated word in a table stays whole ('min–max', 'no-pretraining')."""
+    page = report.html.read_text(encoding="utf-8")
+    rules = _css(page)
+    assert {k: rules["th"][k] for k in ("overflow-wrap", "word-break", "hyphens")} == {
+        "overflow-wrap": "normal", "word-break": "keep-all", "hyphens": "none"}
+    assert {k: rules["td"][k] for k in ("overflow-wrap", "hyphens")} == {"overflow-wrap": "break-word",
+                                                                         "hyphens": "none"}
+    assert not [(selector, d) for selector, declared in rules.items() for d in declared.items()
+                if d in {("overflow-wrap", "anywhere"), ("word-break", "break-all"), ("hyphens", "auto")}]
+    assert "<th>detectable Δ</th>" in page and "<th>collapsed</th>" in page and '<td class="l">2/64/2</td>' in page
+    assert rules["th .word"] == rules["td .word"] == {"white-space": "nowrap"}
+    assert '<th><span class="word">min–max</span></th>' in page
+    assert f'<td class="L"><span class="word">{CONTROL}</span></td>' in page
+    assert '<td class="L">sst2 probe (mean features)</td>' in page  # nothing hyphenated: no span
 
 
 def test_probes_logged_without_a_bag_of_words_show_it_absent(store: Store) -> None:
@@ -420,6 +510,30 @@ def test_plots_hold_every_point_long(report: ReportResult) -> None:
     assert blimp["difference"].tolist() == pytest.approx([3.0, 2.0, 4.0])
 
 
+def test_figures_label_their_axes_name_their_arms_and_draw_the_mlm_loss(analysis: Analysis) -> None:
+    """The curves: a y label on the loss panel, a legend of arms on each panel (the perplexity panel had none). The
+    differences: validation MLM loss, the one effect the masking run found, in a panel of its own in nats: dynamic
+    - static = -0.10, -0.15, -0.05 per pretraining seed (the fixture's MLM_LOSS), mean -0.10."""
+    colours = arm_colors(analysis.collected.arms, analysis.collected.control)
+    curves = curves_figure(analysis.collected.history, colours)
+    assert [(ax.get_title(), ax.get_ylabel(), ax.get_xlabel()) for ax in curves.axes] == [
+        ("training MLM loss", "MLM loss (nats per token)", "tokens seen"),
+        ("validation perplexity", "perplexity", "tokens seen")]  # 17 to 55: no log scale
+    for ax in curves.axes:
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == list(ARMS), ax.get_title()
+        assert [line.get_label() for line in ax.get_lines() if not line.get_label().startswith("_")] == list(ARMS)
+    differences = differences_figure(analysis)
+    between, mlm, control = differences.axes
+    assert [ax.get_title() for ax in differences.axes] == ["between arms", "between arms: validation MLM loss",
+                                                           "against no pretraining"]
+    assert [t.get_text() for t in mlm.get_yticklabels()] == ["validation MLM loss (fixed masks): dynamic − static"]
+    assert mlm.get_xlabel() == "difference over pretraining seeds (nats per token; b − a)"
+    assert between.get_xlabel() == control.get_xlabel() == "difference over pretraining seeds (points; b − a)"
+    assert mlm.collections[0].get_offsets()[:, 0].tolist() == pytest.approx([-0.10, -0.15, -0.05])
+    assert [line.get_xdata()[0] for line in mlm.get_lines() if line.get_marker() == "o"] == pytest.approx([-0.10])
+    assert len(between.get_yticklabels()) == 4 and len(control.get_yticklabels()) == 8  # every other comparison
+
+
 def test_dvc_metrics_are_the_medians_and_differences_one_row_per_file(report: ReportResult, store: Store) -> None:
     folder = store.workdir / "reports" / "masking" / "metrics"
     rows = {p.relative_to(folder).as_posix(): json.loads(p.read_text(encoding="utf-8"))
@@ -451,7 +565,7 @@ def test_report_is_logged_to_the_parent_run(report: ReportResult, store: Store) 
         f"report/figures/{p.name}" for p in report.figures}
     tags = client.get_run(run_id).data.tags
     assert str(report.html) in tags[MLFLOW_RUN_NOTE] and "report/report.html" in tags[MLFLOW_RUN_NOTE]
-    assert "- sst2 fine-tuned (dev accuracy): dynamic better (dynamic − static = +2.0" in tags[MLFLOW_RUN_NOTE]
+    assert "- dynamic better than static on sst2 fine-tuned (dev accuracy) by 2.0" in tags[MLFLOW_RUN_NOTE]
     assert tags["bvr.report"] == str(report.html)
     # The answer is on the parent run as metrics: dynamic - static on BLiMP is 3, 2, 4 points (mean 3) and every
     # pretrained arm beats the control by ~20 points; each with its interval and Holm p-value.
@@ -582,14 +696,14 @@ def test_vocab_report_draws_parameter_counts_and_quotes_the_paper(store: Store, 
     assert "byte-level BPE, 50K: only slight differences" in text  # a finding stated in words, quoted
 
 
-def _pretrained_only(families: tuple[str, str]) -> Collected:
+def _pretrained_only(families: tuple[str, str], first: tuple[float, ...] = (4.0, 4.1, 3.9)) -> Collected:
     """A batch-size ablation pretrained at three seeds per arm and not evaluated yet, built without MLflow.
 
-    Validation MLM loss: 256 at 4.0, 4.1, 3.9 and 2k at 3.7 each, so 2k - 256 = -0.3, -0.4, -0.2: mean -0.3, sd 0.1,
-    t = -3 sqrt(3), p = 1 - sqrt(27/29) = 0.0351, the only test of the report; 95% interval -0.3 ± 4.303 * 0.1 /
-    sqrt(3) = [-0.548, -0.052].
+    Validation MLM loss: 256 at ``first`` (4.0, 4.1, 3.9) and 2k at 3.7 each, so 2k - 256 = -0.3, -0.4, -0.2: mean
+    -0.3, sd 0.1, t = -3 sqrt(3), p = 1 - sqrt(27/29) = 0.0351, the only test of the report; 95% interval -0.3 ±
+    4.303 * 0.1 / sqrt(3) = [-0.548, -0.052].
     """
-    losses = {"256": (4.0, 4.1, 3.9), "2k": (3.7, 3.7, 3.7)}
+    losses = {"256": first, "2k": (3.7, 3.7, 3.7)}
     rows = [{"arm": arm, "pretrain_seed": seed, "run_id": f"run-{arm}-{seed}", "val/mlm_loss": loss,
              "val/perplexity": math.exp(loss), "tokenizer.family": family, "tokenizer.vocab_size": "30000"}
             for (arm, values), family in zip(losses.items(), families, strict=True)
@@ -607,8 +721,8 @@ def test_mlm_loss_is_compared_only_within_one_tokenizer() -> None:
                                                                          1 - math.sqrt(27 / 29)))
     assert (c.interval.ci_low, c.interval.ci_high) == pytest.approx((-0.3 - 0.24841, -0.3 + 0.24841), abs=1e-5)
     assert (c.ours, c.published, c.agreement) == ("2k better", None, "no published value")  # lower loss is better
-    assert headlines(same) == ["validation MLM loss (fixed masks): 2k better (2k − 256 = -0.300 [-0.548, -0.052], "
-                               "Holm p=0.0351; n=3)."]
+    assert headlines(same) == ["2k better than 256 on validation MLM loss (fixed masks) by 0.300 [0.052, 0.548] nats "
+                               "(Holm p = 0.035, n=3)."]
     mixed = analyse(_pretrained_only(("bert", "roberta")), load_published())
     [c] = mixed.comparisons
     assert (c.comparable, c.significant, c.ours, c.agreement, mixed.m) == (False, False, "not comparable",
@@ -616,6 +730,23 @@ def test_mlm_loss_is_compared_only_within_one_tokenizer() -> None:
     assert c.verdict.startswith("not comparable: the arms use different tokenizers")
     assert any("different tokenizers" in note for note in mixed.notes)
     assert headlines(mixed) == []  # nothing to say about a loss counted in different units
+
+
+def test_validation_mlm_loss_reads_the_same_in_every_table() -> None:
+    """The Pretraining table gave the median over pretraining seeds, 'Every measure' the mean (7.330 against 7.328
+    on the masking run). 256's losses 4.0, 4.3, 3.95 have median 4.000 and mean 12.25 / 3 = 4.083; both tables now
+    print the mean, and its perplexity is the mean of e^4.0, e^4.3, e^3.95 = (54.598 + 73.700 + 51.936) / 3 =
+    60.08."""
+    collected = _pretrained_only(("bert", "bert"), first=(4.0, 4.3, 3.95))
+    a = analyse(collected, load_published())
+    links = RunLinks(collected)
+    every = to_markdown(measures_section(a, links))
+    pretraining = to_markdown(pretraining_section(a, links, {}))
+    assert "| validation MLM loss (fixed masks) | 256 | 3 | 1 | 4.083 |" in every
+    assert "| 256 | — | 4.083 | 60.08 | — | — |" in pretraining
+    assert "| 2k | — | 3.700 | 40.45 | — | — |" in pretraining  # e^3.7 = 40.447
+    assert ("Losses, perplexity and accuracies: means over the arm's pretraining seeds (validation MLM loss is the "
+            "mean of 'Every measure, per arm'); tokens / s, wall time and last step: medians over them.") in pretraining
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -634,7 +765,7 @@ def test_summary_lists_each_ablations_headlines(report: ReportResult, store: Sto
     assert "2 published comparison(s): 1 agree, 1 inconclusive" in text
     masking, rerun = text.split("\n## masking\n", 1)[1].split("\n## masking-rerun\n", 1)
     assert "- Pretraining helped static: better than the no-pretraining control on BLiMP" in masking
-    assert "- sst2 fine-tuned (dev accuracy): dynamic better (dynamic − static = +2.0 [+1.1, +2.9]" in masking
+    assert "- dynamic better than static on sst2 fine-tuned (dev accuracy) by 2.0 [1.1, 2.9] points" in masking
     # The rerun lacks static-p1's probe, so dynamic - static on the probe has two pretraining seeds.
     assert "- sst2 probe (mean features): dynamic − static not tested (2 pretraining seed(s)" in rerun
     assert "Holm-adjusted within each report" in text

@@ -48,6 +48,15 @@ def fmt_rate(value: float | None) -> str:
     return "—" if value is None or math.isnan(value) else f"{value:,.0f}"
 
 
+def fmt_p(p: float) -> str:
+    """A Holm-adjusted p-value as tables and headlines print it: 3 decimals, '<0.001' below that.
+
+    >>> fmt_p(0.02751), fmt_p(0.0004)
+    ('0.028', '<0.001')
+    """
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
 def fmt_ci(low: float, high: float, digits: int = 1) -> str:
     return "—" if math.isnan(low) else f"[{low:.{digits}f}, {high:.{digits}f}]"
 

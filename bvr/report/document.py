@@ -156,8 +156,12 @@ h3 { font-size: 1.1em; margin-top: 1.5em; }
 a { color: #0969da; text-decoration: none; } a:hover { text-decoration: underline; }
 .wrap { overflow-x: auto; margin: .8em 0; }
 table { border-collapse: collapse; font-size: 13px; font-variant-numeric: tabular-nums; }
-th, td { border: 1px solid #d0d7de; padding: 4px 8px; vertical-align: top; overflow-wrap: anywhere; }
-th { background: #f6f8fa; text-align: left; }
+/* break-word, not anywhere: a column is never narrower than its longest word, so no header or cell is split
+   inside a word ('detectabl e', '2/1 28/ 2'); a table too wide for the page scrolls in its .wrap instead. */
+th, td { border: 1px solid #d0d7de; padding: 4px 8px; vertical-align: top; overflow-wrap: break-word;
+         hyphens: none; }
+th { background: #f6f8fa; text-align: left; overflow-wrap: normal; word-break: keep-all; }
+th .word, td .word { white-space: nowrap; }
 tr:nth-child(even) td { background: #fbfcfd; }
 td.r { text-align: right; white-space: nowrap; } td.L { min-width: 8em; }
 td .run { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12px; }
@@ -190,8 +194,22 @@ def _html_inline(piece: Cell) -> str:
     return html.escape(piece)
 
 
+_HYPHENATED = re.compile(r"\S*(?:[^\W\d_][-–][^\W_]|[^\W_][-–][^\W\d_])\S*")
+"""A word with a hyphen or dash next to a letter ('no-pretraining', 'min–max', 'q1–q3'); not a range of numbers."""
+
+
+def _unbroken(text: str) -> str:
+    """Escaped text with each hyphenated word in a span that never wraps: a browser may break a line after a hyphen,
+    which split table headers and arm names ('min–' / 'max', 'no-' / 'pretraining').
+
+    >>> _unbroken("IQR (q1–q3) of no-pretraining: 75.0–85.0, -0.3")
+    'IQR <span class="word">(q1–q3)</span> of <span class="word">no-pretraining:</span> 75.0–85.0, -0.3'
+    """
+    return _HYPHENATED.sub(lambda m: f'<span class="word">{m.group(0)}</span>', html.escape(text))
+
+
 def _html_cell(cell: Cell) -> str:
-    text = _html_inline(cell)
+    text = _unbroken(cell) if isinstance(cell, str) else _html_inline(cell)
     # Run links are ids: set them in a monospace span so columns of ids line up.
     is_runs = isinstance(cell, Link) or (isinstance(cell, tuple) and all(isinstance(p, Link) for p in cell))
     return f'<span class="run">{text}</span>' if is_runs and cell else text
@@ -199,7 +217,7 @@ def _html_cell(cell: Cell) -> str:
 
 def _html_table(table: Table) -> str:
     align = table.align or "l" * len(table.header)
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in table.header)
+    head = "".join(f"<th>{_unbroken(h)}</th>" for h in table.header)
     body = "".join(
         "<tr>" + "".join(f'<td class="{a}">{_html_cell(cell)}</td>' for a, cell in zip(align, row, strict=False))
         + "</tr>" for row in table.rows)

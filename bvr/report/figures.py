@@ -86,9 +86,45 @@ def _smoothed(values: np.ndarray) -> np.ndarray:
     return pd.Series(values).rolling(window, min_periods=1).mean().to_numpy()
 
 
-def pretraining_curves(history: pd.DataFrame, colors: dict[str, str], path: Path) -> Path | None:
-    """Training MLM loss and validation perplexity (log scale) per arm, against tokens seen where logged."""
-    keys = [k for k in ("train/mlm_loss", "val/perplexity") if (history["key"] == k).any()]
+_CURVE_TITLES = {"train/mlm_loss": "training MLM loss", "val/perplexity": "validation perplexity"}
+_CURVE_UNITS = {"train/mlm_loss": "MLM loss (nats per token)", "val/perplexity": "perplexity"}
+
+
+def _curve_panel(ax: Axes, history: pd.DataFrame, key: str, colors: dict[str, str], by_tokens: bool) -> None:
+    """One metric's curve per pretraining run, coloured by arm, with its title, axis labels and a legend of arms."""
+    labelled: set[str] = set()
+    for (arm, _), rows in history.groupby(["arm", "pretrain_seed"], sort=False):
+        rows = rows[rows["key"] == key]
+        if rows.empty:
+            continue
+        x = _tokens_axis(history, rows) if by_tokens else rows["step"].to_numpy()
+        y = rows["value"].to_numpy()
+        label = None if arm in labelled else arm
+        labelled.add(arm)
+        if key.startswith("train/") and len(y) > 25:
+            ax.plot(x, y, color=colors[arm], alpha=0.25, linewidth=0.8)
+            y = _smoothed(y)
+        ax.plot(x, y, color=colors[arm], linewidth=1.6, label=label, marker="o" if len(y) < 12 else None,
+                markersize=3)
+    values = history.loc[history["key"] == key, "value"]
+    unit = _CURVE_UNITS[key]
+    if key == "val/perplexity" and values.min() > 0 and values.max() / values.min() > 10:
+        ax.set_yscale("log")  # early perplexities run to the thousands; log keeps the end of training readable
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        unit += " (log scale)"
+    if by_tokens:
+        ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+    ax.set_title(_CURVE_TITLES[key], fontsize=10)
+    ax.set_xlabel("tokens seen" if by_tokens else "optimiser step", fontsize=9)
+    ax.set_ylabel(unit, fontsize=9)
+    ax.legend(fontsize=8, frameon=False)
+    _style(ax)
+
+
+def curves_figure(history: pd.DataFrame, colors: dict[str, str]) -> Figure | None:
+    """Training MLM loss and validation perplexity (log scale when it spans a factor of 10) per arm, against tokens
+    seen where logged; each panel with its y label and a legend of the arms. None without either curve."""
+    keys = [k for k in _CURVE_TITLES if (history["key"] == k).any()]
     if not keys:
         return None
     figure = _new(10, 3.6)
@@ -96,32 +132,14 @@ def pretraining_curves(history: pd.DataFrame, colors: dict[str, str], path: Path
     runs = history.groupby(["arm", "pretrain_seed"], sort=False)
     by_tokens = all(_tokens_axis(history, rows) is not None for _, rows in runs)
     for ax, key in zip(axes, keys, strict=True):
-        labelled: set[str] = set()
-        for (arm, _), rows in runs:
-            rows = rows[rows["key"] == key]
-            if rows.empty:
-                continue
-            x = _tokens_axis(history, rows) if by_tokens else rows["step"].to_numpy()
-            y = rows["value"].to_numpy()
-            label = None if arm in labelled else arm
-            labelled.add(arm)
-            if key.startswith("train/") and len(y) > 25:
-                ax.plot(x, y, color=colors[arm], alpha=0.25, linewidth=0.8)
-                y = _smoothed(y)
-            ax.plot(x, y, color=colors[arm], linewidth=1.6, label=label, marker="o" if len(y) < 12 else None,
-                    markersize=3)
-        values = history.loc[history["key"] == key, "value"]
-        if key == "val/perplexity" and values.min() > 0 and values.max() / values.min() > 10:
-            ax.set_yscale("log")  # early perplexities run to the thousands; log keeps the end of training readable
-            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        if by_tokens:
-            ax.xaxis.set_major_formatter(EngFormatter(sep=""))
-        ax.set_title({"train/mlm_loss": "training MLM loss", "val/perplexity": "validation perplexity"}[key],
-                     fontsize=10)
-        ax.set_xlabel("tokens seen" if by_tokens else "optimiser step", fontsize=9)
-        _style(ax)
-    axes[0].legend(fontsize=8, frameon=False)
-    return _save(figure, path)
+        _curve_panel(ax, history, key, colors, by_tokens)
+    return figure
+
+
+def pretraining_curves(history: pd.DataFrame, colors: dict[str, str], path: Path) -> Path | None:
+    """:func:`curves_figure` saved as PNG at ``path``; None when there is nothing to draw."""
+    figure = curves_figure(history, colors)
+    return _save(figure, path) if figure is not None else None
 
 
 def throughput(analysis: Analysis, colors: dict[str, str], path: Path) -> Path | None:
@@ -241,7 +259,7 @@ def task_scores(analysis: Analysis, colors: dict[str, str], path: Path) -> Path 
     return _save(figure, path)
 
 
-def _forest(ax: Axes, comparisons: list[Comparison], title: str) -> None:
+def _forest(ax: Axes, comparisons: list[Comparison], title: str, unit: str) -> None:
     """One row per comparison: each pretraining seed's difference, the mean, its simultaneous interval, and 0."""
     for y, c in enumerate(comparisons):
         if y and c.task != comparisons[y - 1].task:  # a rule between tasks
@@ -255,27 +273,37 @@ def _forest(ax: Axes, comparisons: list[Comparison], title: str) -> None:
     ax.axvline(0, color=_SUMMARY, linewidth=0.8)
     ax.set_yticks(range(len(comparisons)), [f"{c.measure.title}: {c.name}" for c in comparisons], fontsize=8)
     ax.set_ylim(len(comparisons) - 0.5, -0.5)
-    ax.set_xlabel("difference over pretraining seeds (points; b − a)", fontsize=9)
+    ax.set_xlabel(f"difference over pretraining seeds ({unit}; b − a)", fontsize=9)
     ax.set_title(title, fontsize=10)
     _style(ax)
 
 
-def paired_differences(analysis: Analysis, path: Path) -> Path | None:
-    """Forest plots of the paired differences: between arms, and (when there is one) each arm minus the control."""
+def differences_figure(analysis: Analysis) -> Figure | None:
+    """Forest plots of the paired differences: between arms in points, between arms on validation MLM loss in nats
+    (a panel of its own: on the points' axis its tenths of a nat would not show), and each arm minus the control.
+    None when no comparison has a pair."""
     between = [c for c in analysis.comparisons if c.task != "mlm" and c.test.n]
+    mlm = [c for c in analysis.comparisons if c.task == "mlm" and c.comparable and c.test.n]
     control = [c for c in analysis.control if c.test.n]
-    panels = [(rows, title) for rows, title in ((between, "between arms"), (control, "against no pretraining"))
-              if rows]
+    panels = [(rows, title, unit) for rows, title, unit in (
+        (between, "between arms", "points"), (mlm, "between arms: validation MLM loss", "nats per token"),
+        (control, "against no pretraining", "points")) if rows]
     if not panels:
         return None
     # One column: the row labels ("BLiMP macro accuracy (zero-shot): whole-word − token") need the width, and
     # side by side they left the axes no room at all.
-    heights = [0.28 * len(rows) + 1.0 for rows, _ in panels]
+    heights = [0.28 * len(rows) + 1.0 for rows, _, _ in panels]
     figure = _new(8.0, sum(heights))
     axes = figure.subplots(len(panels), 1, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
-    for ax, (rows, title) in zip(axes, panels, strict=True):
-        _forest(ax, rows, title)
-    return _save(figure, path)
+    for ax, (rows, title, unit) in zip(axes, panels, strict=True):
+        _forest(ax, rows, title, unit)
+    return figure
+
+
+def paired_differences(analysis: Analysis, path: Path) -> Path | None:
+    """:func:`differences_figure` saved as PNG at ``path``; None when there is nothing to draw."""
+    figure = differences_figure(analysis)
+    return _save(figure, path) if figure is not None else None
 
 
 # ---------------------------------------------------------------------------------------------------------------

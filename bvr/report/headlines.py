@@ -1,12 +1,17 @@
 """What a report says first: did pretraining help (or hurt) each arm against the no-pretraining control, then the
-ablation's effect on each measure, one sentence each, from the Holm-adjusted comparisons of :mod:`.analysis`."""
+ablation's effect on each measure, one sentence each, from the Holm-adjusted comparisons of :mod:`.analysis`.
+
+Every Holm-significant comparison, in either direction, is stated as found, in one form: who is better than whom,
+on what, by how much (the lead of the better side with its simultaneous interval) and at which Holm-adjusted p
+(:func:`found`). A measure is never listed both as one pretraining did not help and as a significant effect."""
 
 from __future__ import annotations
 
 import math
 
 from bvr.report.analysis import Analysis, Comparison
-from bvr.report.inference import MIN_UNITS, adjusted_confidence
+from bvr.report.cells import fmt_p
+from bvr.report.inference import MIN_UNITS
 
 
 def _won(analysis: Analysis, by_arm: bool) -> dict[str, list[Comparison]]:
@@ -29,79 +34,123 @@ def pretraining_hurt(analysis: Analysis) -> dict[str, list[Comparison]]:
     return _won(analysis, by_arm=False)
 
 
-def _hurt_line(arm: str, control: str, losses: list[Comparison], m: int) -> str:
-    """'Pretraining hurt ARM: ...' with each measure's effect, arm − control, and its interval."""
-    return (f"Pretraining hurt {arm}: worse than the {control} control on "
-            + ", ".join(f"{c.measure.title} by {_fmt_effect(c)} points" for c in losses)
-            + f" (Holm-adjusted over {m} comparisons).")
+def _digits(c: Comparison) -> int:
+    """Decimals of a difference: MLM loss in nats to 3, scores in points to 1."""
+    return 3 if c.task == "mlm" else 1
 
 
 def _fmt_effect(c: Comparison) -> str:
-    digits = 3 if c.task == "mlm" else 1
-    return (f"{c.estimate:+.{digits}f} [{c.interval.ci_low:+.{digits}f}, {c.interval.ci_high:+.{digits}f}]")
+    """'+3.0 [-6.3, +12.3]': ``b − a`` and its simultaneous interval, signed."""
+    d = _digits(c)
+    return f"{c.estimate:+.{d}f} [{c.interval.ci_low:+.{d}f}, {c.interval.ci_high:+.{d}f}]"
+
+
+def _lead(c: Comparison) -> str:
+    """'MEASURE by 9.3 [0.1, 18.5] points (Holm p = 0.028, n=8)': how far the better side of a significant
+    comparison is ahead, with the simultaneous interval of that lead, so 'worse by 9.3' never reads 'by -9.3'."""
+    d, unit = _digits(c), "nats" if c.task == "mlm" else "points"
+    sign = 1 if c.estimate >= 0 else -1
+    low, high = sorted((sign * c.interval.ci_low, sign * c.interval.ci_high))
+    p = fmt_p(c.adjusted_p)
+    holm = f"Holm p {p[0]} {p[1:]}" if p.startswith("<") else f"Holm p = {p}"
+    return f"{c.measure.title} by {abs(c.estimate):.{d}f} [{low:.{d}f}, {high:.{d}f}] {unit} ({holm}, n={c.test.n})"
+
+
+def found(c: Comparison) -> str:
+    """A Holm-significant comparison between arms as found: 'WINNER better than LOSER on MEASURE by SIZE (...)'."""
+    winner = c.ours.removesuffix(" better")
+    loser = c.a if winner == c.b else c.b
+    return f"{winner} better than {loser} on {_lead(c)}"
+
+
+def _against_control(arm: str, control: str, wins: list[Comparison], helped: bool) -> str:
+    """'Pretraining helped|hurt ARM: better|worse than the CONTROL control on MEASURE by SIZE (...), ...'."""
+    verb, than = ("helped", "better") if helped else ("hurt", "worse")
+    return (f"Pretraining {verb} {arm}: {than} than the {control} control on "
+            + ", ".join(_lead(c) for c in wins))
+
+
+def _control_lines(analysis: Analysis, arm: str, wins: list[Comparison], losses: list[Comparison]) -> list[str]:
+    """The sentences on one pretrained arm against the control: what it helped, what it hurt, or why neither."""
+    control = analysis.collected.control
+    tried = [c for c in analysis.control if c.b == arm]
+    if not tried:
+        return []
+    lines = []
+    tested = [c for c in tried if c.test.tested]
+    quiet = [c for c in tested if c not in wins and c not in losses]  # neither helped nor hurt (Holm)
+    if wins:
+        short = ("; not on " + ", ".join(f"{c.measure.title} ({c.estimate:+.1f}, detectable {c.mde:.1f})"
+                                         for c in quiet)) if quiet else ""
+        lines.append(_against_control(arm, control, wins, helped=True) + short + ".")
+    elif not tested:
+        n = max(c.test.n for c in tried)
+        lines.append(f"Whether pretraining helped {arm} is not tested: at most {n} pretraining seed(s) pair with "
+                     f"the {control} control on any measure, and a test needs {MIN_UNITS}.")
+    else:
+        mde = min((c.mde for c in tested if not math.isnan(c.mde)), default=math.nan)
+        gaps = "; ".join(f"{c.measure.title} {c.estimate:+.1f}, detectable {c.mde:.1f}" for c in quiet)
+        lines.append(f"At this budget {arm} does not beat the {control} control on any measure"
+                     f" (the design detects differences of {mde:.1f} points or more"
+                     + (f"; {arm} − {control}: {gaps}" if gaps else "")
+                     + "): the budget is too small to judge the ablation. Grow it (tokens, steps, data) until "
+                     "pretraining moves a measure by more than its detectable difference, or add pretraining seeds "
+                     "(the detectable difference shrinks about as 1/√seeds).")
+    if losses:
+        lines.append(_against_control(arm, control, losses, helped=False) + ".")
+    return lines
+
+
+def _sanity(analysis: Analysis) -> list[str]:
+    """The sanity check: each pretrained arm against the control, then whether any arm beat it at all."""
+    if not (analysis.collected.control and analysis.control):
+        return []
+    helped, hurt = pretraining_helped(analysis), pretraining_hurt(analysis)
+    lines = [line for arm, wins in helped.items() for line in _control_lines(analysis, arm, wins, hurt.get(arm, []))]
+    if not any(helped.values()) and any(c.test.tested for c in analysis.control):
+        lines.append("Pretraining did not beat the control anywhere, so no difference between arms below can "
+                     "be read as an effect of the ablated choice.")
+    return lines
+
+
+def _blind(analysis: Analysis) -> dict[str, str]:
+    """Measure key -> why it cannot show the ablation's effect: no arm beat the control on it (it was tested),
+    or pretraining hurt it; empty when no arm beat the control anywhere (the sanity line says so once)."""
+    control = analysis.collected.control
+    helped = pretraining_helped(analysis)
+    if not any(helped.values()):
+        return {}
+    tested = {c.measure.key for c in analysis.control if c.test.tested}
+    hurt: dict[str, list[str]] = {}
+    for arm, losses in pretraining_hurt(analysis).items():
+        for c in losses:
+            hurt.setdefault(c.measure.key, []).append(arm)
+    out = {}
+    for key in tested - {c.measure.key for wins in helped.values() for c in wins}:
+        why = (f"pretraining hurt {' and '.join(hurt[key])} against the {control} control on this measure"
+               if key in hurt else f"pretraining did not beat the {control} control on this measure")
+        out[key] = f"; {why}, so it cannot show the ablation's effect at this budget"
+    return out
+
+
+def _ablation_line(c: Comparison, blind: str) -> str:
+    """One measure's comparison of two pretrained arms: found, not detected (with what could have been), or not
+    tested; then the paper's effect beside it."""
+    extra = f"; the paper: {c.published:+.1f} ({c.paper})" if c.published is not None else ""
+    if c.needed is not None:
+        extra += f", which would need {c.needed} pretraining seeds per arm at this noise"
+    extra += blind
+    if c.significant:
+        return f"{found(c)}{extra}."
+    if c.test.tested:
+        return (f"{c.measure.title}: no difference detected between {c.a} and {c.b} ({c.name} = {_fmt_effect(c)}, "
+                f"n={c.test.n}); the design detects |Δ| ≥ {c.mde:.{_digits(c)}f}{extra}.")
+    return (f"{c.measure.title}: {c.name} not tested ({c.test.n} pretraining seed(s); at least {MIN_UNITS} "
+            f"needed){extra}.")
 
 
 def headlines(analysis: Analysis) -> list[str]:
-    """The sanity check first (did pretraining help?), then the ablation's effect on each measure."""
-    lines = []
-    control = analysis.collected.control
-    helped = pretraining_helped(analysis) if control and analysis.control else {}
-    hurt = pretraining_hurt(analysis) if control and analysis.control else {}
-    if control and analysis.control:
-        for arm, wins in helped.items():
-            tried = [c for c in analysis.control if c.b == arm]
-            if not tried:
-                continue
-            losses = hurt.get(arm, [])
-            if wins:
-                others = [c for c in tried if c.test.tested and c not in wins and c not in losses]
-                short = ("; not on " + ", ".join(f"{c.measure.title} ({c.estimate:+.1f}, detectable {c.mde:.1f})"
-                                                 for c in others)) if others else ""
-                lines.append(f"Pretraining helped {arm}: better than the {control} control on "
-                             + ", ".join(f"{c.measure.title} by {_fmt_effect(c)} points" for c in wins)
-                             + f" (Holm-adjusted over {analysis.m} comparisons; "
-                             f"{analysis.m and f'{adjusted_confidence(0.95, analysis.m) * 100:.4g}'}% intervals)"
-                             + short + ".")
-            elif not any(c.test.tested for c in tried):
-                n = max(c.test.n for c in tried)
-                lines.append(f"Whether pretraining helped {arm} is not tested: at most {n} pretraining seed(s) "
-                             f"pair with the {control} control on any measure, and a test needs {MIN_UNITS}.")
-            else:
-                best = [c for c in tried if c.test.tested]
-                mde = min((c.mde for c in best if not math.isnan(c.mde)), default=math.nan)
-                gaps = "; ".join(f"{c.measure.title} {c.estimate:+.1f}, detectable {c.mde:.1f}" for c in best)
-                lines.append(f"At this budget {arm} does not beat the {control} control on any measure"
-                             f" (the design detects differences of {mde:.1f} points or more; {arm} − {control}: "
-                             f"{gaps}): the budget is too small to judge the ablation. Grow it (tokens, steps, "
-                             "data) until pretraining moves a measure by more than its detectable difference, or "
-                             "add pretraining seeds (the detectable difference shrinks about as 1/√seeds).")
-            if losses:
-                lines.append(_hurt_line(arm, control, losses, analysis.m))
-        if not any(helped.values()) and any(c.test.tested for c in analysis.control):
-            lines.append("Pretraining did not beat the control anywhere, so no difference between arms below can "
-                         "be read as an effect of the ablated choice.")
-    # A measure on which no arm beat the control cannot show what the ablated choice does to pretraining.
-    blind = set()
-    if any(helped.values()):
-        tested = {c.measure.key for c in analysis.control if c.test.tested}
-        blind = tested - {c.measure.key for wins in helped.values() for c in wins}
-    for c in analysis.comparisons:
-        if not c.comparable:
-            continue
-        extra = f"; the paper: {c.published:+.1f} ({c.paper})" if c.published is not None else ""
-        if c.needed is not None:
-            extra += f", which would need {c.needed} pretraining seeds per arm at this noise"
-        if c.measure.key in blind:
-            extra += (f"; pretraining did not beat the {control} control on this measure, so it cannot show the "
-                      "ablation's effect at this budget")
-        if c.significant:
-            lines.append(f"{c.measure.title}: {c.ours} ({c.name} = {_fmt_effect(c)}, Holm p={c.adjusted_p:.3g}; "
-                         f"n={c.test.n}){extra}.")
-        elif c.test.tested:
-            digits = 3 if c.task == "mlm" else 1
-            lines.append(f"{c.measure.title}: no difference detected between {c.a} and {c.b} ({c.name} = "
-                         f"{_fmt_effect(c)}, n={c.test.n}); the design detects |Δ| ≥ {c.mde:.{digits}f}{extra}.")
-        else:
-            lines.append(f"{c.measure.title}: {c.name} not tested ({c.test.n} pretraining seed(s); at least "
-                         f"{MIN_UNITS} needed){extra}.")
-    return lines
+    """The sanity check first (did pretraining help, or hurt?), then the ablation's effect on each measure."""
+    blind = _blind(analysis)
+    return [*_sanity(analysis), *(_ablation_line(c, blind.get(c.measure.key, "")) for c in analysis.comparisons
+                                  if c.comparable)]

@@ -1,5 +1,9 @@
-"""The pretraining table of a report: per pretrained arm, throughput, time, tokens, model size and final losses,
-each the median over the arm's pretraining seeds."""
+"""The pretraining table of a report: per pretrained arm, throughput, time, tokens, model size and final losses.
+
+Final losses, perplexity and accuracies are means over the arm's pretraining seeds, as every measure of the report
+(:meth:`~bvr.report.measures.Measure.mean_interval`), so validation MLM loss reads the same here and under 'Every
+measure, per arm'; throughput, time, tokens, size and steps are medians (one run slowed by a busy machine does not
+move them)."""
 
 from __future__ import annotations
 
@@ -25,11 +29,15 @@ def _throughput(run: dict, history: pd.DataFrame) -> float:
     return seen / wall if wall and seen and not (math.isnan(wall) or math.isnan(seen)) else math.nan
 
 
+FINAL_METRICS = ("train/mlm_loss", "val/mlm_loss", "val/perplexity", "val/nsp_acc", "val/sop_acc")
+"""The runs' last logged values the table gives as means over pretraining seeds."""
+
+
 def pretrain_table(analysis: Analysis) -> pd.DataFrame:
     """One row per pretrained arm with a finished run: throughput, time, tokens, size and final losses.
 
-    Each number is the median over the arm's pretraining seeds (one seed: that run's value); ``runs`` lists the
-    run ids.
+    :data:`FINAL_METRICS` are means over the arm's pretraining seeds, the rest medians (one seed: that run's value);
+    ``runs`` lists the run ids.
     """
     pretrain, history = analysis.collected.pretrain, analysis.collected.history
     rows = []
@@ -42,13 +50,25 @@ def pretrain_table(analysis: Analysis) -> pd.DataFrame:
         for name in ("wall_seconds", "tokens_seen", "epochs", "params_total", "params_embedding",
                      "params_non_embedding"):
             row[name] = _median([r[f"run/{name}"] for r in runs])
-        for name in ("steps", "train/mlm_loss", "val/mlm_loss", "val/perplexity", "val/nsp_acc", "val/sop_acc"):
-            row[name] = _median([r[name] for r in runs])
+        row["steps"] = _median([r["steps"] for r in runs])
+        for name in FINAL_METRICS:
+            row[name] = _mean([r[name] for r in runs])
         rows.append(row)
     return pd.DataFrame(rows, columns=list(PRETRAIN_TABLE_COLUMNS))
 
 
+def _kept(values: Sequence[float | None]) -> pd.Series:
+    """The values that are numbers (None and NaN left out)."""
+    return pd.Series([float(v) for v in values if v is not None and not pd.isna(v)], dtype=float)
+
+
 def _median(values: Sequence[float | None]) -> float:
     """The median of the finite values; NaN when there is none."""
-    kept = [float(v) for v in values if v is not None and not pd.isna(v)]
-    return float(pd.Series(kept).median()) if kept else math.nan
+    kept = _kept(values)
+    return float(kept.median()) if not kept.empty else math.nan
+
+
+def _mean(values: Sequence[float | None]) -> float:
+    """The mean of the finite values; NaN when there is none."""
+    kept = _kept(values)
+    return float(kept.mean()) if not kept.empty else math.nan

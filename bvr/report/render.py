@@ -104,10 +104,12 @@ def _draw(a: Analysis, folder: Path) -> dict[str, Figure]:
         ("scores", "Fine-tuning scores per arm and task: a point per run (× collapsed), dash = median of the runs, "
                    "black = mean over pretraining seeds with its 95% t interval.",
          lambda p: fig.task_scores(a, colours, p)),
-        ("differences", f"Paired differences b − a per measure: grey points per pretraining seed, coloured point and "
-                        f"bar = mean and {_level(a)} simultaneous interval (green/red where Holm finds a difference, "
-                        "grey where it does not).", lambda p: fig.paired_differences(a, p)),
-        ("curves", "Pretraining: training MLM loss (smoothed over the faint raw curve) and validation perplexity.",
+        ("differences", f"Paired differences b − a per measure, in points (validation MLM loss in nats, in a panel "
+                        f"of its own): grey points per pretraining seed, coloured point and bar = mean and "
+                        f"{_level(a)} simultaneous interval (green where b is better, red where a is, when Holm "
+                        "finds a difference; grey where it does not).", lambda p: fig.paired_differences(a, p)),
+        ("curves", "Pretraining: training MLM loss in nats per token (smoothed over the faint raw curve) and "
+                   "validation perplexity, one curve per pretraining run, coloured by arm.",
          lambda p: fig.pretraining_curves(a.collected.history, colours, p)),
         ("throughput", "Training throughput and wall time per pretrained arm (the last invocation of each run, "
                        "under whatever else ran on the machine: see the table's note).",

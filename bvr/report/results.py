@@ -201,7 +201,8 @@ def _published_rows(a: Analysis, table: pd.DataFrame) -> list[list[Cell]]:
 
 
 def _ours(a: Analysis, arm: str, task: str, metric: str, pretrained: pd.DataFrame) -> float:
-    """Our median for one published column: a pretraining metric we log, a probe, or a fine-tuning task."""
+    """Our value for one published column: a pretraining metric we log (the Pretraining table's mean over
+    pretraining seeds), or the median of a probe's or a fine-tuning task's runs."""
     if task == PRETRAIN_TASK:
         return pretrained[metric].get(arm, math.nan) if metric in pretrained else math.nan
     if task.startswith("probe/"):
@@ -249,9 +250,12 @@ def published_section(a: Analysis) -> list[Block]:
         return [*blocks, Paragraph(why)]
     measured = False
     for source, table in a.published.groupby("source", sort=False):
+        pretraining = (" (pretraining metrics: means over pretraining seeds, as under Pretraining)"
+                       if (table["task"] == PRETRAIN_TASK).any() else "")
         blocks.append(Paragraph(f"{source}: {table['setting'].iloc[0]}. Paper values in points as printed; ours "
-                                "are medians over all our runs, and our differences means over pretraining seeds "
-                                "with their simultaneous intervals, in points, at our far smaller scale."))
+                                f"are medians over all our runs{pretraining}, and our differences means over "
+                                "pretraining seeds with their simultaneous intervals, in points, at our far smaller "
+                                "scale."))
         direction = _published_rows(a, table)
         if direction:
             header = ["paper column", "b − a", "paper a", "paper b", "paper Δ", "paper says",
@@ -286,7 +290,9 @@ def pretraining_section(a: Analysis, links: RunLinks, figures: dict[str, Figure]
             for r in table.to_dict("records")]
     header = ["arm", "train MLM loss", "val MLM loss", "val perplexity", "val NSP / SOP acc (%)", "tokens / s",
               "wall time", "last step", "runs"]
-    caption = ("Last logged values. tokens / s: median of the logged training throughput (validation excluded), "
+    caption = ("Each run's last logged values. Losses, perplexity and accuracies: means over the arm's pretraining "
+               "seeds (validation MLM loss is the mean of 'Every measure, per arm'); tokens / s, wall time and last "
+               "step: medians over them. tokens / s: median of the logged training throughput (validation excluded), "
                "measured under whatever else the machine ran at the time (each run's system/* metrics in MLflow show "
                "the machine's CPU and memory use while it trained), so compare arms by it only when they ran "
                "alone on the same hardware. wall time: the last invocation of each run; "

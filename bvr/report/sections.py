@@ -22,7 +22,17 @@ from bvr.ablation.status import PROGRESS_HEADER, progress_rows
 from bvr.display import duration
 from bvr.report.analysis import Analysis, Comparison
 from bvr.report.budget import budget_curve, budget_section
-from bvr.report.cells import RunLinks, arm_config, fmt, fmt_ci, fmt_count, mean_of, relative_path, signed
+from bvr.report.cells import (
+    RunLinks,
+    arm_config,
+    fmt,
+    fmt_ci,
+    fmt_count,
+    fmt_p,
+    mean_of,
+    relative_path,
+    signed,
+)
 from bvr.report.document import Block, Bullets, Cell, Figure, Heading, Link, Notice, Paragraph, Table
 from bvr.report.headlines import headlines
 from bvr.report.inference import adjusted_confidence
@@ -31,37 +41,60 @@ from bvr.report.results import blimp_section, measures_section, pretraining_sect
 
 
 def _title(a: Analysis) -> list[Block]:
+    """The title, then the run that was made, then the experiment's description (the question in its paper's
+    terms, whose settings a preset scales down), the status and the plan."""
     m, missing = a.collected.manifest, a.collected.missing
     status = ("Complete: every planned run is in MLflow and agrees with the manifest." if not missing else
               f"Partial: {len(missing)} planned item(s) are missing or disagree (listed under Missing); the "
               "statistics use the runs that are there.")
     facts = [f"source {relative_path(m.source)}", f"preset {m.preset or 'none (defaults)'}",
              f"plan {m.plan_hash or '—'}"]
+    described = str(m.description or "").strip()
+    setting = "in its paper's setting" if m.published else "as declared"
+    question = (f"The ablation {setting} ({relative_path(m.source)}; the values of this run are those above): "
+                f"{described}" if described else "(no description)")
     return [Heading(f"Ablation report: {a.collected.ablation}", 1),
-            Paragraph(str(m.description or "").strip() or "(no description)"),
-            *([Paragraph(run)] if (run := _this_run(a)) else []), Paragraph(status), Paragraph(" · ".join(facts))]
+            *([Paragraph(run)] if (run := _this_run(a)) else []), Paragraph(question), Paragraph(status),
+            Paragraph(" · ".join(facts))]
+
+
+def _in_arm_order(values: Sequence[Any]) -> str:
+    """Distinct values in the arms' order, ' / ' between them: '300 / 900 / 1800' for a budget curve's steps."""
+    return " / ".join(dict.fromkeys(str(v) for v in values))
+
+
+def _budget(a: Analysis, cfg: dict[str, Any]) -> str:
+    """Steps, batch and sequence length from the arms' resolved configs, then the tokens each pretraining run saw
+    and the epochs that made (the runs' run/tokens_seen and run/epochs; medians over pretraining seeds)."""
+    training, data = cfg.get("training") or {}, cfg.get("data") or {}
+    steps = [(arm_config(a.collected.manifest, arm).get("training") or {}).get("max_steps")
+             for arm in a.collected.pretrained_arms]
+    text = (f"{_in_arm_order(steps)} steps of {training.get('batch_size')} sequences of up to "
+            f"{data.get('max_length')} tokens ({data.get('input_format')}, sentence objective "
+            f"{data.get('sentence_objective') or ('nsp' if data.get('nsp', True) else 'none')})")
+    table = pretrain_table(a)
+    seen = table[table["tokens_seen"].notna()]
+    if seen.empty:
+        return text
+    return (text + f", {_in_arm_order([fmt_count(t) for t in seen['tokens_seen']])} tokens seen per pretraining run"
+            f" ({_in_arm_order([fmt(e) for e in seen['epochs']])} epochs)")
 
 
 def _this_run(a: Analysis) -> str:
-    """The run that was made, from the first pretrained arm's config (the description gives the paper's setting):
-    preset, encoder, budget, corpus, tokenizer, masking and seeds."""
+    """The run that was made, from the first pretrained arm's resolved config (the description gives the paper's
+    setting): preset, encoder, budget, corpus, tokenizer, masking and seeds."""
     arms = a.collected.pretrained_arms
     cfg = arm_config(a.collected.manifest, arms[0]) if arms else {}
     if not cfg:
         return ""
-    section = {name: cfg.get(name) or {} for name in ("model", "training", "data", "corpus", "tokenizer", "masking")}
-    model, training, data = section["model"], section["training"], section["data"]
-    corpus, tokenizer, masking = section["corpus"], section["tokenizer"], section["masking"]
+    model, training = cfg.get("model") or {}, cfg.get("training") or {}
+    corpus, tokenizer, masking = (cfg.get(name) or {} for name in ("corpus", "tokenizer", "masking"))
     seeds = len({r.pretrain_seed for r in a.collected.manifest.records() if r.arm in arms})
     recipe = [*(["pre-LayerNorm"] if model.get("norm") == "pre" else []),
               *(["no dropout while pretraining"] if training.get("dropout") is False else [])]
-    steps = sorted({(arm_config(a.collected.manifest, arm).get("training") or {}).get("max_steps") for arm in arms},
-                   key=str)
-    parts = [f"{model.get('num_layers')} layers of hidden {model.get('hidden_size')}"
-             + (f" ({', '.join(recipe)})" if recipe else ""),
-             f"{' / '.join(map(str, steps))} steps of {training.get('batch_size')} sequences of up to "
-             f"{data.get('max_length')} tokens ({data.get('input_format')}, sentence objective "
-             f"{data.get('sentence_objective') or ('nsp' if data.get('nsp', True) else 'none')})",
+    parts = [f"{model.get('num_layers')} layers of hidden {model.get('hidden_size')} and {model.get('num_heads')} "
+             "heads" + (f" ({', '.join(recipe)})" if recipe else ""),
+             _budget(a, cfg),
              f"the first {corpus['max_documents']:,} documents" if corpus.get("max_documents") else "the whole corpus",
              f"a {tokenizer.get('family')} tokenizer" + (f" of {tokenizer['vocab_size']:,} ids"
                                                           if tokenizer.get("vocab_size") else ""),
@@ -76,8 +109,8 @@ def _effect_cells(c: Comparison) -> list[str]:
     d = 3 if c.task == "mlm" else 1
     if not c.test.tested:
         return [signed(c.estimate, d), f"— (n={c.test.n})", "—", "—"]
-    p = "<0.001" if c.adjusted_p < 0.001 else f"{c.adjusted_p:.3f}"
-    return [signed(c.estimate, d), fmt_ci(c.interval.ci_low, c.interval.ci_high, d), p, fmt(c.mde, d)]
+    return [signed(c.estimate, d), fmt_ci(c.interval.ci_low, c.interval.ci_high, d), fmt_p(c.adjusted_p),
+            fmt(c.mde, d)]
 
 
 def _level(a: Analysis) -> str:
