@@ -147,6 +147,21 @@ def test_wikitext_refuses_text_before_the_first_title(tmp_path):
         "'= Title =' lines)? For plain text use --source text")
 
 
+def test_a_formula_shaped_like_a_title_inside_an_article_stays_text(tmp_path):
+    """WikiText-2 test's "Constant k filter" has formula lines ``= X =`` between its text lines; titles have blank
+    lines around them."""
+    path = tmp_path / "wiki.test.raw"
+    path.write_text(" \n = Constant k filter = \n \n Constant k filters are image filters . \n \n = = Image "
+                    "impedance = = \n \n The image impedance is \n = a = b = \n where b is the nominal impedance . "
+                    "\n \n")
+    stats = CorpusStats()
+    assert list(read_wikitext([path], stats)) == [{"doc_id": "wiki.test.raw:2", "title": "Constant k filter",
+                                                   "sentences": ["Constant k filters are image filters .",
+                                                                 "The image impedance is", "= a = b =",
+                                                                 "where b is the nominal impedance ."]}]
+    assert (stats.headings_dropped, stats.paragraphs) == (1, 4)
+
+
 def test_data_prepare_on_wikitext_as_text_is_one_line_and_exit_2(monkeypatch, capsys, tmp_path):
     monkeypatch.delenv("BVR_DATA_DIR", raising=False)
     code, _, err = run_main(monkeypatch, capsys, "data", "prepare", "--set", f"corpus.path={WIKITEXT}", "--set",
