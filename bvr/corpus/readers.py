@@ -20,7 +20,7 @@ from typing import Any, BinaryIO
 import datasets
 from rich.progress import track
 
-from bvr.corpus.sentences import is_heading, is_markup, split_sentences
+from bvr.corpus.sentences import is_heading, is_markup, is_template_debris, split_sentences
 from bvr.corpus.stats import CorpusStats, Document
 from bvr.errors import BvrError
 
@@ -105,12 +105,19 @@ def _drop_wiki_line(line: str, index: int, stats: CorpusStats) -> bool:
     return False
 
 
+def _drop_template_debris(sentences: list[str], stats: CorpusStats) -> list[str]:
+    """The sentences without template debris (:func:`~bvr.corpus.sentences.is_template_debris`); counts the rest."""
+    kept = [sentence for sentence in sentences if not is_template_debris(sentence)]
+    stats.markup_sentences_dropped += len(sentences) - len(kept)
+    return kept
+
+
 def _make_document(
     doc_id: str, title: str, paragraphs: Iterable[str], stats: CorpusStats, *, drop_wiki_lines: bool
 ) -> Document | None:
     """Split paragraphs into sentences and count them; None (counted as empty) when nothing is left.
 
-    ``drop_wiki_lines`` drops WikiExtractor headings and markup first.
+    ``drop_wiki_lines`` drops WikiExtractor headings and markup lines first, then sentences with template debris.
     """
     sentences: list[str] = []
     for index, paragraph in enumerate(paragraphs):
@@ -119,8 +126,12 @@ def _make_document(
             continue
         if drop_wiki_lines and _drop_wiki_line(paragraph, index, stats):
             continue
-        stats.paragraphs += 1
-        sentences.extend(split_sentences(paragraph))
+        kept = split_sentences(paragraph)
+        if drop_wiki_lines:
+            kept = _drop_template_debris(kept, stats)
+        if kept:
+            stats.paragraphs += 1
+            sentences.extend(kept)
     if not sentences:
         stats.empty_documents += 1
         return None

@@ -189,6 +189,20 @@ def test_nul_bytes_in_wikiextractor_are_dropped_and_counted(tmp_path):
     assert "NUL" not in CorpusStats().summary()  # said only when there were some
 
 
+def test_template_debris_in_wikiextractor_is_dropped_and_counted_as_markup(tmp_path):
+    """Older dumps leave unexpanded templates (``}}{{``, ``#if:``) in WikiExtractor's text."""
+    path = tmp_path / "wiki_00"
+    path.write_text('<doc id="7" title="Debris">\nDebris\nThe town lies on the river. It was founded in 1200.}}\n'
+                    "}}{{Infobox settlement\n#if: {{{population|}}} | Population\nIt has a church. Its mayor is "
+                    "elected.\n</doc>\n")
+    stats = CorpusStats()
+    documents = list(read_wikiextractor([path], stats))
+    assert documents == [{"doc_id": "7", "title": "Debris", "sentences": [
+        "The town lies on the river.", "It has a church.", "Its mayor is elected."]}]
+    assert (stats.markup_sentences_dropped, stats.paragraphs, stats.sentences) == (3, 2, 3)
+    assert "0 markup lines and 3 sentences of template markup; " in stats.summary()
+
+
 def test_nul_bytes_in_wikitext_are_dropped_and_counted(tmp_path):
     path = tmp_path / "wiki.raw"
     path.write_bytes(b" = T\x00itle = \n Some\x00 text .\n")
