@@ -11,7 +11,7 @@ from tokenizers import Tokenizer
 from bvr.errors import BvrError
 from bvr.model import EncoderConfig, PretrainingModel
 from bvr.model.hf import load_hf
-from bvr.tokenization import FAMILIES, load_tokenizer, vocab_info
+from bvr.tokenization import FAMILIES, load_tokenizer, plain_tokenizer, vocab_info
 
 MASK_SPELLINGS = ("[MASK]", "<mask>")
 
@@ -103,7 +103,7 @@ def fill_mask(pretrained: Pretrained, text: str, top_k: int = 5) -> list[list[Pr
     mask_token = pretrained.tokenizer.id_to_token(vocab.mask_id)
     for spelling in MASK_SPELLINGS:
         text = text.replace(spelling, mask_token)
-    encoding = pretrained.tokenizer.encode(text)
+    encoding = plain_tokenizer(pretrained.tokenizer).encode(text)  # unpadded, uncut: the length check sees it all
     limit = pretrained.model.config.max_tokens
     if len(encoding.ids) > limit:
         raise BvrError(f"the text is {len(encoding.ids)} tokens long (special tokens included), more than the "

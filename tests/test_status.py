@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from bvr import cli
 from bvr.ablation.status import progress, progress_rows, running_now
 from bvr.tracking import TAG_HOST, TAG_PID
-from tests.report_fixtures import entry, filled, variant
+from tests.report_fixtures import BLIMP_DATA, entry, filled, variant
 
 runner = CliRunner()
 
@@ -76,6 +76,10 @@ def test_bvr_status_prints_the_table_failures_and_the_next_command(store, tmp_pa
     assert result.exit_code == 0, result.output
     assert "finetune/sst2" in result.output and "16 / 18" in result.output
     assert "failed: pretrain dynamic-p2: loss became NaN at step 7" in result.output
-    assert result.output.rstrip().endswith("next: bvr ablate masking --preset tiny (finished units are reused)")
+    # The experiment file as the fixture's manifest records it, every option of the plan hash (its --set and data
+    # folder), and the output folder given.
+    assert result.output.rstrip().endswith(
+        f"next: bvr ablate experiments/masking.yaml --preset tiny --set training.max_steps=300 --data-dir {BLIMP_DATA} "
+        f"--output-dir {tmp_path / 'outputs'} (finished units are reused)")
     missing = runner.invoke(cli.app, ["status", "nothing", "--output-dir", str(tmp_path / "outputs")])
     assert missing.exit_code != 0 and "no runs of ablation 'nothing'" in str(missing.exception)

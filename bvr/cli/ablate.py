@@ -76,12 +76,32 @@ def ablate_cmd(
         console.print(f"report: {result.report.html}", highlight=False)
         _print_views(plan.experiment, ui_url)
     elif not only:  # the same --preset, --set and folders pick this invocation's manifest (a smoke run's, say)
-        options = [*(["--preset", plan.preset] if plan.preset else []),
-                   *(arg for text in set_ or [] for arg in ("--set", text)),
-                   *(["--data-dir", str(data_dir)] if data_dir else []),
-                   *(["--output-dir", str(output_dir)] if output_dir else [])]
+        options = _plan_options(plan.preset, set_, data_dir, output_dir)
         console.print("next: " + shlex.join(["bvr", "report", name, *options]), markup=False, highlight=False,
                       soft_wrap=True)
+
+
+def _plan_options(preset: str | None, overrides: list[str] | None, data_dir: str | Path | None,
+                  output_dir: str | Path | None) -> list[str]:
+    """The options that pick an ablation's plan again, and so its manifest: what entered the plan hash (the preset,
+    every --set, the data folder) and the output folder the manifest is in."""
+    return [*(["--preset", preset] if preset else []),
+            *(arg for text in overrides or [] for arg in ("--set", text)),
+            *(["--data-dir", str(data_dir)] if data_dir else []),
+            *(["--output-dir", str(output_dir)] if output_dir else [])]
+
+
+def _experiment_arg(name: str, manifest: Any) -> str:
+    """The experiment as `bvr ablate` takes it: ``name`` when it is a file's path (as given to status), else from
+    the manifest: a shipped experiment by its name, any other by its file's path as `bvr ablate` was given it."""
+    from bvr.ablation.declare import EXPERIMENTS_DIR
+
+    if Path(name).suffix in (".yaml", ".yml") or Path(name).is_file():
+        return name
+    shipped = EXPERIMENTS_DIR / f"{manifest.ablation}.yaml"
+    if not manifest.source or Path(manifest.source).resolve() == shipped.resolve():
+        return manifest.ablation
+    return manifest.source
 
 
 def _print_views(experiment: str, ui_url: str | None) -> None:
@@ -208,13 +228,17 @@ def status_cmd(
                       soft_wrap=True)
     for line in errors(manifest):
         console.print(f"failed: {line}", markup=False, highlight=False, soft_wrap=True)
-    command = f"bvr ablate {manifest.ablation}" + (f" --preset {manifest.preset}" if manifest.preset else "")
+    # Commands that run as printed: the experiment as bvr ablate takes it, every option of the plan hash, quoted.
+    arguments = [_experiment_arg(name, manifest),
+                 *_plan_options(manifest.preset, manifest.overrides, manifest.context.data_dir, output_dir)]
     if manifest.complete:
-        console.print(f"complete; the report: bvr report {manifest.ablation}", highlight=False)
+        console.print("complete; the report: " + shlex.join(["bvr", "report", *arguments]), markup=False,
+                      highlight=False, soft_wrap=True)
     elif running:
         console.print("in progress; when it stops, the same command continues it", highlight=False)
     else:
-        console.print(f"next: {command} (finished units are reused)", highlight=False)
+        console.print("next: " + shlex.join(["bvr", "ablate", *arguments]) + " (finished units are reused)",
+                      markup=False, highlight=False, soft_wrap=True)
 
 
 def pipeline_cmd(

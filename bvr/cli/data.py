@@ -108,7 +108,9 @@ def _print_prepared(prepared) -> None:
     table.add_row("corpus", prepared.corpus.name,
                   f"{corpus.get('train_documents', '?')} train / {corpus.get('validation_documents', '?')} "
                   f"validation documents, {corpus.get('sentences', '?')} sentences"
-                  + (f"; dropped {corpus['nul_bytes_dropped']} NUL bytes" if corpus.get("nul_bytes_dropped") else ""))
+                  + (f"; dropped {corpus['nul_bytes_dropped']} NUL bytes" if corpus.get("nul_bytes_dropped") else "")
+                  + (f"; dropped {corpus['markup_sentences_dropped']} sentences of template markup"
+                     if corpus.get("markup_sentences_dropped") else ""))
     tok = stats.get("tokenizer", {})
     table.add_row("tokenizer", prepared.tokenizer.name,
                   f"{tok.get('family')} {tok.get('vocab_size')}: {tok.get('tokens_per_word', 0):.3f} tokens/word, "

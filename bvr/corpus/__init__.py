@@ -9,8 +9,9 @@ Formats:
 
 - ``wikiextractor``: ``<doc id=".." url=".." title="..">`` ... ``</doc>`` blocks. The first line inside a block
   repeats the title and is dropped; every other non-blank line is a paragraph. Section headings (see
-  :func:`is_heading`) and leftover table markup (:func:`is_markup`) are dropped and counted, because BERT
-  pretrained on text passages only. NUL bytes are dropped and counted.
+  :func:`is_heading`), leftover table markup (:func:`is_markup`) and sentences with template debris
+  (:func:`is_template_debris`) are dropped and counted, because BERT pretrained on text passages only. NUL bytes
+  are dropped and counted.
 - ``wikitext``: WikiText files (wikitext-103 ``wiki.*.raw``): an article starts at a ``= Title =`` line and keeps
   all its sections; ``= = Section = =`` headings are dropped and counted. NUL bytes are dropped and counted.
 - ``text``: one paragraph per line; one or more blank lines end a document. A NUL byte is refused (a binary file),
@@ -36,7 +37,7 @@ from bvr.corpus.readers import (
     read_wikitext,
     resolve_files,
 )
-from bvr.corpus.sentences import is_heading, is_markup, split_sentences
+from bvr.corpus.sentences import is_heading, is_markup, is_template_debris, split_sentences
 from bvr.corpus.stats import CorpusStats, Document
 from bvr.corpus.store import (
     FEATURES,
@@ -51,6 +52,7 @@ from bvr.corpus.store import (
 
 __all__ = [
     "FEATURES", "READERS", "SOURCES", "SPLITS", "STATS_FILE", "CorpusStats", "Document", "build_corpus",
-    "datasets_progress", "is_heading", "is_markup", "is_validation", "load_corpus", "read_hf_dataset",
-    "read_plain_text", "read_wikiextractor", "read_wikitext", "resolve_files", "split_rank", "split_sentences",
+    "datasets_progress", "is_heading", "is_markup", "is_template_debris", "is_validation", "load_corpus",
+    "read_hf_dataset", "read_plain_text", "read_wikiextractor", "read_wikitext", "resolve_files", "split_rank",
+    "split_sentences",
 ]

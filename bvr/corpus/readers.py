@@ -20,7 +20,7 @@ from typing import Any, BinaryIO
 import datasets
 from rich.progress import track
 
-from bvr.corpus.sentences import is_heading, is_markup, split_sentences
+from bvr.corpus.sentences import is_heading, is_markup, is_template_debris, split_sentences
 from bvr.corpus.stats import CorpusStats, Document
 from bvr.errors import BvrError
 
@@ -105,12 +105,19 @@ def _drop_wiki_line(line: str, index: int, stats: CorpusStats) -> bool:
     return False
 
 
+def _drop_template_debris(sentences: list[str], stats: CorpusStats) -> list[str]:
+    """The sentences without template debris (:func:`~bvr.corpus.sentences.is_template_debris`); counts the rest."""
+    kept = [sentence for sentence in sentences if not is_template_debris(sentence)]
+    stats.markup_sentences_dropped += len(sentences) - len(kept)
+    return kept
+
+
 def _make_document(
     doc_id: str, title: str, paragraphs: Iterable[str], stats: CorpusStats, *, drop_wiki_lines: bool
 ) -> Document | None:
     """Split paragraphs into sentences and count them; None (counted as empty) when nothing is left.
 
-    ``drop_wiki_lines`` drops WikiExtractor headings and markup first.
+    ``drop_wiki_lines`` drops WikiExtractor headings and markup lines first, then sentences with template debris.
     """
     sentences: list[str] = []
     for index, paragraph in enumerate(paragraphs):
@@ -119,8 +126,12 @@ def _make_document(
             continue
         if drop_wiki_lines and _drop_wiki_line(paragraph, index, stats):
             continue
-        stats.paragraphs += 1
-        sentences.extend(split_sentences(paragraph))
+        kept = split_sentences(paragraph)
+        if drop_wiki_lines:
+            kept = _drop_template_debris(kept, stats)
+        if kept:
+            stats.paragraphs += 1
+            sentences.extend(kept)
     if not sentences:
         stats.empty_documents += 1
         return None
@@ -280,8 +291,10 @@ def read_wikitext(paths: Iterable[Path], stats: CorpusStats, *, root: Path | Non
 
     An article starts at a top-level ``= Title =`` line and runs to the next one, so its sections stay in one
     document (and on one side of the train/validation split). Section headings (``= = Section = =`` and deeper)
-    are dropped and counted in ``headings_dropped``; every other non-blank line is a paragraph. The text is kept
-    as written (WikiText's ``@-@`` and spaced punctuation included).
+    are dropped and counted in ``headings_dropped``; every other non-blank line is a paragraph. A heading is such a
+    line with blank lines around it, as WikiText writes every heading (or the file's first line, which can be
+    nothing else): a formula shaped ``= a = b =`` amid an article's text stays text. The text is kept as written
+    (WikiText's ``@-@`` and spaced punctuation included).
 
     Args:
         paths: WikiText files, read in order.
@@ -302,11 +315,8 @@ def read_wikitext(paths: Iterable[Path], stats: CorpusStats, *, root: Path | Non
 def _wikitext_file(path: Path, name: str, stats: CorpusStats) -> Iterator[Document]:
     """Articles of one WikiText file (see :func:`read_wikitext`)."""
     article: _OpenDoc | None = None
-    for number, line in _read_lines(path, stats, drop_nul=True):
-        text = line.strip()
-        if not text:
-            continue
-        level = _wikitext_level(text)
+    for number, text, framed in _framed_lines(_read_lines(path, stats, drop_nul=True)):
+        level = _wikitext_level(text) if framed or article is None else 0
         if level == 1:
             if article is not None:
                 yield from _optional(_close_article(article, stats))
@@ -320,6 +330,23 @@ def _wikitext_file(path: Path, name: str, stats: CorpusStats) -> Iterator[Docume
             article.lines.append(text)
     if article is not None:
         yield from _optional(_close_article(article, stats))
+
+
+def _framed_lines(lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str, bool]]:
+    """``(line number, text, framed)`` of each non-blank line, stripped; framed: the lines before and after it are
+    blank (or the file's start or end), as around every WikiText heading."""
+    held: tuple[int, str, bool] | None = None  # the last non-blank line, waiting for the next; blank before it
+    blank_before = True
+    for number, line in lines:
+        text = line.strip()
+        if held is not None:
+            yield held[0], held[1], held[2] and not text
+            held = None
+        if text:
+            held = (number, text, blank_before)
+        blank_before = not text
+    if held is not None:
+        yield held
 
 
 def _close_article(article: _OpenDoc, stats: CorpusStats) -> Document | None:

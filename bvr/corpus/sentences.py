@@ -1,5 +1,5 @@
-"""Splitting paragraphs into sentences, and recognising the WikiExtractor lines that are not running text
-(section headings, table markup)."""
+"""Splitting paragraphs into sentences, and recognising the WikiExtractor lines and sentences that are not running
+text (section headings, table markup, template debris)."""
 
 from __future__ import annotations
 
@@ -166,3 +166,23 @@ def is_markup(line: str) -> bool:
         True for markup.
     """
     return _MARKUP.match(line) is not None
+
+
+# What an older WikiExtractor leaves of templates it could not expand: their braces ("}}{{", "{{Infobox",
+# "{{{1|}}}") and MediaWiki parser functions ("#if:", "#switch:", "#invoke:").
+_TEMPLATE_DEBRIS = re.compile(r"\{\{|\}\}|#(?:if|ifeq|iferror|ifexist|ifexpr|switch|expr|invoke|tag|time|titleparts|"
+                              r"property)\s*:", re.IGNORECASE)
+
+
+def is_template_debris(sentence: str) -> bool:
+    """Whether a WikiExtractor sentence holds leftovers of an unexpanded template (``}}{{``, ``{{``, ``#if:``).
+
+    Such a sentence is cut wherever the template happened to end, so it is dropped whole rather than trained on.
+
+    Args:
+        sentence: one sentence of a paragraph.
+
+    Returns:
+        True for a sentence with template debris.
+    """
+    return _TEMPLATE_DEBRIS.search(sentence) is not None

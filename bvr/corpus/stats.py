@@ -29,6 +29,8 @@ class CorpusStats:
             :func:`~bvr.corpus.sentences.is_heading`) and WikiText's ``= = Section = =`` lines.
         markup_lines_dropped: WikiExtractor lines of table or tag markup dropped
             (see :func:`~bvr.corpus.sentences.is_markup`).
+        markup_sentences_dropped: WikiExtractor sentences with leftovers of unexpanded templates (``}}{{``,
+            ``#if:``) dropped (see :func:`~bvr.corpus.sentences.is_template_debris`).
         train_documents: documents written to the train split.
         validation_documents: documents written to the validation split.
         validation_documents_from_train: of those, how many were moved from train to reach the minimum.
@@ -48,6 +50,7 @@ class CorpusStats:
     nul_bytes_dropped: int = 0
     headings_dropped: int = 0
     markup_lines_dropped: int = 0
+    markup_sentences_dropped: int = 0
     train_documents: int = 0
     validation_documents: int = 0
     validation_documents_from_train: int = 0
@@ -66,7 +69,9 @@ class CorpusStats:
             f"Read {self.files:,} file(s) as {self.source or '?'} from {self.path or '?'}: kept {self.documents:,} "
             f"documents, {self.sentences:,} sentences, {self.words:,} words, {self.characters:,} characters. "
             f"Skipped {self.empty_documents:,} empty documents, {self.headings_dropped:,} heading lines and "
-            f"{self.markup_lines_dropped:,} markup lines; "
+            f"{self.markup_lines_dropped:,} markup lines"
+            + (f" and {self.markup_sentences_dropped:,} sentences of template markup"
+               if self.markup_sentences_dropped else "") + "; "
             f"replaced {self.undecodable_bytes:,} undecodable bytes with U+FFFD"
             + (f" and dropped {self.nul_bytes_dropped:,} NUL bytes. " if self.nul_bytes_dropped else ". ") +
             f"Split {self.train_documents:,} train / {self.validation_documents:,} validation documents"

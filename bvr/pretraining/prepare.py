@@ -51,10 +51,12 @@ VARIANT_VERSIONS = {
     "tokenizer": {"roberta": 2},  # 2: byte-level BPE trained on sentences as in running text (their leading space)
     "tokenized": {"roberta": 2},  # 2: byte-level BPE sentences encoded with their leading space
     "data": {"segment-pair": 3},  # 3: segment-pair's short target drawn once per document, as BERT
+    "corpus": {"wikitext": 4, "wikiextractor": 4},  # 4: WikiText headings by their blank lines; template debris
 }
 """Versions of a stage for the variants whose output changed alone, by tokenizer family (``tokenizer``,
-``tokenized``) or input format (``data``); every other variant keeps :data:`STAGE_VERSIONS`, so its cache folders
-(WordPiece's, the other formats') keep their names and are reused."""
+``tokenized``), input format (``data``) or corpus source (``corpus``); every other variant keeps
+:data:`STAGE_VERSIONS`, so its cache folders (WordPiece's, the other formats', plain text's) keep their names and
+are reused."""
 STAGE_DISK = {"corpus": 1.0, "tokenized": 2.0, "data": 2.5}
 """The disk a stage needs free while it builds, as a multiple of its input's size (the corpus files, the corpus
 stage's folder, the tokenized stage's folder). Measured on a megabyte of English Wikipedia with a 2,000-word
@@ -157,7 +159,7 @@ def prepare_corpus(cfg: Config, *, progress: bool = True) -> Path:
     """Read the corpus into documents (Arrow, train/validation by document); reused when already built."""
     location = resolve_corpus(cfg)
     corpus = asdict(cfg.corpus)
-    stage = {"version": STAGE_VERSIONS["corpus"], "corpus": corpus, "location": asdict(location),
+    stage = {"version": stage_version("corpus", location.source), "corpus": corpus, "location": asdict(location),
              "content": fingerprint(location.path) if Path(location.path).exists() else None}  # None: a hub id
     target = cache_dir(cache_root(cfg), "corpus", stage)
 

@@ -116,7 +116,14 @@ class FinetuneModule(L.LightningModule):
             scores.update({f"{split}/{name}": value for name, value in evaluator.compute().items()})
         collapsed = {split: evaluator.collapsed() for split, evaluator in self.evaluators.items()}
         self.history.append(EpochScores(self.epochs_started, self.global_step, scores, collapsed))
-        self.log_dict(scores)
+        self._log_scores(scores)
+
+    def _log_scores(self, scores: dict[str, float]) -> None:
+        """Log the scores to the run as the Python floats they are, which result.json keeps too: ``self.log`` would
+        make them float32 tensors, and a store read back would then differ (50.71813201904297 for
+        50.718132854578094)."""
+        for logger in self.loggers:
+            logger.log_metrics(scores, step=self.global_step)
 
     def configure_optimizers(self) -> dict[str, Any]:
         total = int(self.trainer.estimated_stepping_batches)

@@ -22,6 +22,7 @@ from bvr.errors import BvrError
 from bvr.model.losses import IGNORE_INDEX
 from bvr.tasks.iob import OUTSIDE
 from bvr.tasks.readers.conll import Sentence
+from bvr.tokenization import plain_tokenizer
 
 _WORD_PREFIX = {"bert": "", "roberta": " "}
 """What each family's words need in front so that every word is encoded as a word start.
@@ -84,19 +85,6 @@ def _word_prefix(family: str) -> str:
     if family not in _WORD_PREFIX:
         raise BvrError(f"unknown tokenizer family {family!r}", where="family", hint=f"use one of {list(_WORD_PREFIX)}")
     return _WORD_PREFIX[family]
-
-
-def plain_tokenizer(tokenizer: Tokenizer) -> Tokenizer:
-    """``tokenizer`` itself when it neither truncates nor pads, else a copy that does neither.
-
-    Callers windowing or truncating on their own need the whole encoding; copying leaves the caller's settings alone.
-    """
-    if tokenizer.truncation is None and tokenizer.padding is None:
-        return tokenizer
-    copy = Tokenizer.from_str(tokenizer.to_str())
-    copy.no_truncation()
-    copy.no_padding()
-    return copy
 
 
 def _truncated(tokenizer: Tokenizer, encoding: Encoding, max_length: int) -> Encoding:

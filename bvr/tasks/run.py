@@ -34,8 +34,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import sys
 import time
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,8 +153,9 @@ def _fit(job: _Job, module: FinetuneModule, trainer: L.Trainer, seed: int) -> No
             trainer.validate(module, dataloaders=evals, verbose=False)  # max_steps ended the run inside an epoch
 
 
-def _keep_record(record: EvalRecord, client: MlflowClient, run_id: str, out: Path) -> None:
-    """The headline split's files into the run folder and the run's artifacts, its params and metrics, its warning."""
+def _keep_record(record: EvalRecord, client: MlflowClient, run_id: str, out: Path, who: str) -> None:
+    """The headline split's files into the run folder and the run's artifacts, its params and metrics; its warning
+    (a collapse) as one line on stderr, led by ``who`` (the task and seed)."""
     for name, text in record.files.items():
         (out / name).write_text(text, encoding="utf-8")
         client.log_artifact(run_id, str(out / name))
@@ -162,7 +163,7 @@ def _keep_record(record: EvalRecord, client: MlflowClient, run_id: str, out: Pat
     for key, value in record.metrics.items():
         client.log_metric(run_id, key, value)
     if record.warning:
-        warnings.warn(record.warning, stacklevel=2)
+        print(f"{who}: {record.warning}", file=sys.stderr, flush=True)
 
 
 def _log_outcome(job: _Job, client: MlflowClient, run_id: str, result: SeedResult) -> None:
@@ -198,7 +199,7 @@ def _train_seed(job: _Job, seed: int, parent_id: str, out: Path) -> SeedResult:
         )
         _log_outcome(job, logger.experiment, logger.run_id, result)
         _keep_record(module.evaluators[job.spec.headline_split].record(), logger.experiment, logger.run_id,
-                     out)
+                     out, f"{job.spec.name} seed {seed}")
         return result
 
 

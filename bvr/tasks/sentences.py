@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from tokenizers import Tokenizer
 
 from bvr.tasks.readers.common import Example
+from bvr.tokenization import plain_tokenizer
 
 
 def _truncating_copy(tokenizer: Tokenizer, max_length: int) -> Tokenizer:
     """A copy that truncates longest-first to ``max_length`` (specials included) and never pads."""
-    copy = Tokenizer.from_str(tokenizer.to_str())  # a copy: truncation is tokenizer state
-    copy.no_padding()
+    copy = plain_tokenizer(tokenizer)
     copy.enable_truncation(max_length, strategy="longest_first")
     return copy
 

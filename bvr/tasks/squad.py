@@ -15,6 +15,7 @@ from tokenizers import Encoding, Tokenizer
 
 from bvr.errors import BvrError
 from bvr.tasks.readers.squad_json import SquadExample
+from bvr.tokenization import plain_tokenizer
 
 CLS_INDEX = 0
 """Where both families put [CLS] / <s>; a window without the answer points its start and end here."""
@@ -63,14 +64,6 @@ def answer_positions(offsets: Offsets, start_char: int, end_char: int) -> tuple[
     start = next(i for i in tokens if offsets[i][1] > start_char)
     end = next(i for i in reversed(tokens) if offsets[i][0] < end_char)
     return start, end
-
-
-def _plain_copy(tokenizer: Tokenizer) -> Tokenizer:
-    # A copy: truncation is tokenizer state, and the caller's tokenizer should come back as it was.
-    copy = Tokenizer.from_str(tokenizer.to_str())
-    copy.no_padding()
-    copy.no_truncation()
-    return copy
 
 
 def _check_window_args(tokenizer: Tokenizer, max_length: int, stride: int, max_question_length: int) -> None:
@@ -164,7 +157,7 @@ def encode_squad(
         BvrError: the window leaves no more context tokens than the stride.
     """
     _check_window_args(tokenizer, max_length, stride, max_question_length)
-    windowed = _plain_copy(tokenizer)
+    windowed = plain_tokenizer(tokenizer)  # a copy: truncation is tokenizer state
     questions = [example.question.lstrip() for example in examples]
     questions, cut = _cut_questions(windowed, questions, max_question_length)
     windowed.enable_truncation(max_length, stride=stride, strategy="only_second")

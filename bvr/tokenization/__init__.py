@@ -1,8 +1,9 @@
 """Train, save, load and describe the two tokenizer families: BERT's WordPiece and RoBERTa's byte-level BPE.
 
 Modules: :mod:`bvr.tokenization.families` (the two families: build, train, post-process), :mod:`~.training`
-(:func:`train_tokenizer`), :mod:`~.files` (:func:`save_tokenizer`, :func:`load_tokenizer`), :mod:`~.vocab`
-(:func:`vocab_info`, what the data path needs) and :mod:`~.stats` (:func:`tokenizer_stats` over a corpus).
+(:func:`train_tokenizer`), :mod:`~.files` (:func:`save_tokenizer`, :func:`load_tokenizer`, :func:`plain_tokenizer`),
+:mod:`~.vocab` (:func:`vocab_info`, what the data path needs) and :mod:`~.stats` (:func:`tokenizer_stats` over a
+corpus).
 """
 
 from bvr.tokenization.families import (
@@ -12,13 +13,13 @@ from bvr.tokenization.families import (
     TokenizerFamily,
     running_text,
 )
-from bvr.tokenization.files import BVR_FILE, TOKENIZER_FILE, load_tokenizer, save_tokenizer
+from bvr.tokenization.files import BVR_FILE, TOKENIZER_FILE, load_tokenizer, plain_tokenizer, save_tokenizer
 from bvr.tokenization.stats import describe_stats, tokenizer_stats
 from bvr.tokenization.training import size_by_frequency, train_tokenizer
 from bvr.tokenization.vocab import VocabInfo, vocab_info
 
 __all__ = [
     "BVR_FILE", "DEFAULT_VOCAB_SIZE", "FAMILIES", "TOKENIZER_FILE", "WORDPIECE_ALPHABET_LIMIT", "TokenizerFamily",
-    "VocabInfo", "describe_stats", "load_tokenizer", "running_text", "save_tokenizer", "tokenizer_stats",
-    "size_by_frequency", "train_tokenizer", "vocab_info",
+    "VocabInfo", "describe_stats", "load_tokenizer", "plain_tokenizer", "running_text", "save_tokenizer",
+    "tokenizer_stats", "size_by_frequency", "train_tokenizer", "vocab_info",
 ]

@@ -112,3 +112,16 @@ def load_tokenizer(path: Path) -> tuple[Tokenizer, str]:
     except Exception as err:  # the Rust side raises a bare Exception for any parse error
         raise BvrError(f"cannot read the tokenizer ({err})", where=file, hint=_TRAIN_HINT) from err
     return tokenizer, _read_family(file.parent, tokenizer)
+
+
+def plain_tokenizer(tokenizer: Tokenizer) -> Tokenizer:
+    """A copy of ``tokenizer`` that neither pads nor truncates.
+
+    A tokenizer.json may carry padding and truncation (published sentence encoders pad and cut at 128). bvr pads in
+    its collators, checks lengths itself and windows or truncates only where it says so, so it encodes with the whole
+    unpadded text; a copy, because these settings are tokenizer state and the caller's tokenizer stays as it was.
+    """
+    copy = Tokenizer.from_str(tokenizer.to_str())
+    copy.no_padding()
+    copy.no_truncation()
+    return copy

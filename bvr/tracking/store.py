@@ -6,13 +6,16 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import sqlite3
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import mlflow
 import pandas as pd
+from mlflow.environment_variables import MLFLOW_ALLOW_FILE_STORE
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import RESOURCE_ALREADY_EXISTS, ErrorCode
 from mlflow.tracking import MlflowClient
@@ -67,11 +70,13 @@ def store_client(uri: str) -> MlflowClient:
     """
     db = _sqlite_file(uri)
     if db is None:
+        _check_not_file_store(uri)
         return MlflowClient(uri)
     if uri in _OPENED:
         return SQLiteClient(uri)
     db.parent.mkdir(parents=True, exist_ok=True)
     with file_lock(lock_path(db)):
+        _check_sqlite(db, write=False)
         client = SQLiteClient(uri)  # opens the store: creates or migrates its tables
     _OPENED.add(uri)
     return client
@@ -98,13 +103,17 @@ def check_store(workdir: Path | None = None, *, timeout: float = SERVER_TIMEOUT)
 
     Raises:
         BvrError: the server does not answer (naming the URI, with what to do); the local store's folder cannot be
-            written (:func:`bvr.resources.check_writable`).
+            written (:func:`bvr.resources.check_writable`); its database is not SQLite or cannot be written
+            (:func:`_check_sqlite`); the URI is a folder, MLflow's file store (:func:`_check_not_file_store`).
     """
     uri = tracking_uri(workdir)
     db = _sqlite_file(uri)
     if db is not None:
         check_writable(db.parent, "working folder, where the MLflow store (mlflow.db, mlartifacts/) is written")
-    elif uri.startswith(("http://", "https://")):
+        _check_sqlite(db, write=True)
+        return uri
+    _check_not_file_store(uri)
+    if uri.startswith(("http://", "https://")):
         try:
             urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=timeout).close()
         except urllib.error.HTTPError:
@@ -115,6 +124,50 @@ def check_store(workdir: Path | None = None, *, timeout: float = SERVER_TIMEOUT)
                            hint="start the server (mlflow server --host HOST --port PORT), or unset "
                                 "MLFLOW_TRACKING_URI to log to the local store (./mlflow.db)") from None
     return uri
+
+
+_SQLITE_FAULTS = {
+    "not a database": ("is not an SQLite database", "move it away (bvr then starts a new store there) or set "
+                       "MLFLOW_TRACKING_URI to the store you mean (sqlite:////ABSOLUTE/PATH/mlflow.db)"),
+    "readonly": ("cannot be written", "make it writable by this user (chmod u+w), or run bvr from another folder or "
+                 "set MLFLOW_TRACKING_URI to a writable store"),
+}
+"""What SQLite's message says → what it means for the store, and what to do."""
+
+
+def _check_sqlite(db: Path, *, write: bool) -> None:
+    """Open an existing store file as SQLite, and with ``write`` make a write (undone) in it, so that a file that is
+    not SQLite or cannot be written is one line before any work, not MLflow's traceback in the middle of a run.
+
+    A store another process is writing to (``database is locked`` after a minute) is left to MLflow.
+    """
+    if not db.is_file() or db.stat().st_size == 0:  # SQLite starts an empty or missing file as a new database
+        return
+    connection = sqlite3.connect(db, timeout=60, isolation_level=None)
+    try:
+        connection.execute("PRAGMA schema_version")  # reads the header
+        if write:
+            connection.execute("BEGIN IMMEDIATE")
+            connection.execute("CREATE TABLE bvr_write_check (x)")
+            connection.execute("ROLLBACK")
+    except sqlite3.DatabaseError as err:
+        if "locked" not in str(err):
+            what, hint = next((fault for key, fault in _SQLITE_FAULTS.items() if key in str(err)),
+                              ("cannot be opened", "move it away or set MLFLOW_TRACKING_URI to another store"))
+            raise BvrError(f"the MLflow store {what} ({err})", where=db, hint=hint) from None
+    finally:
+        connection.close()
+
+
+def _check_not_file_store(uri: str) -> None:
+    """Refuse a folder as the store: MLflow 3 raises on its file store ("maintenance mode") unless
+    ``MLFLOW_ALLOW_FILE_STORE`` says to use it anyway."""
+    if urllib.parse.urlparse(uri).scheme in ("", "file") and not MLFLOW_ALLOW_FILE_STORE.get():
+        raise BvrError(f"{uri} is a path, which MLflow reads as its file store (a folder of runs) and no longer "
+                       "writes to (it is in maintenance mode)", where="MLFLOW_TRACKING_URI",
+                       hint="set it to an SQLite store (sqlite:////ABSOLUTE/PATH/mlflow.db) or a tracking server "
+                            "(http://HOST:PORT), or unset it to log to ./mlflow.db; `mlflow migrate-filestore` moves "
+                            "the folder's runs into an SQLite store")
 
 
 def _sqlite_file(uri: str) -> Path | None:

@@ -147,6 +147,21 @@ def test_wikitext_refuses_text_before_the_first_title(tmp_path):
         "'= Title =' lines)? For plain text use --source text")
 
 
+def test_a_formula_shaped_like_a_title_inside_an_article_stays_text(tmp_path):
+    """WikiText-2 test's "Constant k filter" has formula lines ``= X =`` between its text lines; titles have blank
+    lines around them."""
+    path = tmp_path / "wiki.test.raw"
+    path.write_text(" \n = Constant k filter = \n \n Constant k filters are image filters . \n \n = = Image "
+                    "impedance = = \n \n The image impedance is \n = a = b = \n where b is the nominal impedance . "
+                    "\n \n")
+    stats = CorpusStats()
+    assert list(read_wikitext([path], stats)) == [{"doc_id": "wiki.test.raw:2", "title": "Constant k filter",
+                                                   "sentences": ["Constant k filters are image filters .",
+                                                                 "The image impedance is", "= a = b =",
+                                                                 "where b is the nominal impedance ."]}]
+    assert (stats.headings_dropped, stats.paragraphs) == (1, 4)
+
+
 def test_data_prepare_on_wikitext_as_text_is_one_line_and_exit_2(monkeypatch, capsys, tmp_path):
     monkeypatch.delenv("BVR_DATA_DIR", raising=False)
     code, _, err = run_main(monkeypatch, capsys, "data", "prepare", "--set", f"corpus.path={WIKITEXT}", "--set",
@@ -172,6 +187,20 @@ def test_nul_bytes_in_wikiextractor_are_dropped_and_counted(tmp_path):
     assert stats.nul_bytes_dropped == 3
     assert "dropped 3 NUL bytes." in stats.summary()
     assert "NUL" not in CorpusStats().summary()  # said only when there were some
+
+
+def test_template_debris_in_wikiextractor_is_dropped_and_counted_as_markup(tmp_path):
+    """Older dumps leave unexpanded templates (``}}{{``, ``#if:``) in WikiExtractor's text."""
+    path = tmp_path / "wiki_00"
+    path.write_text('<doc id="7" title="Debris">\nDebris\nThe town lies on the river. It was founded in 1200.}}\n'
+                    "}}{{Infobox settlement\n#if: {{{population|}}} | Population\nIt has a church. Its mayor is "
+                    "elected.\n</doc>\n")
+    stats = CorpusStats()
+    documents = list(read_wikiextractor([path], stats))
+    assert documents == [{"doc_id": "7", "title": "Debris", "sentences": [
+        "The town lies on the river.", "It has a church.", "Its mayor is elected."]}]
+    assert (stats.markup_sentences_dropped, stats.paragraphs, stats.sentences) == (3, 2, 3)
+    assert "0 markup lines and 3 sentences of template markup; " in stats.summary()
 
 
 def test_nul_bytes_in_wikitext_are_dropped_and_counted(tmp_path):

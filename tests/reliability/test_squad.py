@@ -1,6 +1,6 @@
 """SQuAD v2.0 under bad input and degenerate models: a run answering "" (nearly) everywhere is flagged collapsed
-with a warning and ``squad/all_empty``; a bad null-threshold setting or a held-out slice that cannot be drawn is
-refused in one line naming the key."""
+with one line on stderr and ``squad/all_empty``; a bad null-threshold setting or a held-out slice that cannot be
+drawn is refused in one line naming the key."""
 
 from __future__ import annotations
 
@@ -64,26 +64,34 @@ def test_mostly_empty_answers_are_not_a_collapse():
     assert record.metrics == {"squad/all_empty": 0.0} and record.warning is None
 
 
-@pytest.mark.usefixtures("one_thread")
-def test_a_run_answering_nothing_is_tagged_collapsed_end_to_end(tmp_path, monkeypatch):
-    from mlflow import MlflowClient
+# A null threshold far below any score difference: every question is answered "".
+ANSWER_NOTHING = ["finetune.epochs=1", "finetune.batch_size=2", "finetune.max_length=96", "finetune.stride=16",
+                  "finetune.null_threshold=-1000"]
 
-    from bvr.tasks.results import describe
-    from bvr.tasks.run import finetune
-    from bvr.tracking import tracking_uri
+
+@pytest.fixture
+def answering_nothing(tmp_path, monkeypatch) -> Path:
+    """A tiny RoBERTa checkpoint, and SQuAD v2.0's fixture in ``tmp_path/data``; the working folder is ``tmp_path``.
+    Fine-tuned with :data:`ANSWER_NOTHING`, it answers "" to every question."""
     from tests.test_finetune import make_checkpoint
 
     monkeypatch.chdir(tmp_path)
     data = tmp_path / "data" / "squad" / "v2.0"
     data.mkdir(parents=True)
     shutil.copy(FIXTURES / "v2.0.json", data / "dev-v2.0.json")
-    checkpoint = make_checkpoint(tmp_path / "ckpt", "roberta", nsp=False)
-    # A null threshold far below any score difference: every question is answered "".
-    overrides = ["finetune.epochs=1", "finetune.batch_size=2", "finetune.max_length=96", "finetune.stride=16",
-                 "finetune.null_threshold=-1000"]
-    with pytest.warns(UserWarning, match=r"^dev: 100% of the answers are empty \(no answer\): the run collapsed"):
-        result = finetune(checkpoint, "squad_v2", seeds=1, data_dir=tmp_path / "data", output_dir=tmp_path / "out",
-                          overrides=overrides, experiment="reliability-squad")
+    return make_checkpoint(tmp_path / "ckpt", "roberta", nsp=False)
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_a_run_answering_nothing_is_tagged_collapsed_end_to_end(tmp_path, answering_nothing):
+    from mlflow import MlflowClient
+
+    from bvr.tasks.results import describe
+    from bvr.tasks.run import finetune
+    from bvr.tracking import tracking_uri
+
+    result = finetune(answering_nothing, "squad_v2", seeds=1, data_dir=tmp_path / "data", output_dir=tmp_path / "out",
+                      overrides=ANSWER_NOTHING, experiment="reliability-squad")
     seed = result.seeds[0]
     run = MlflowClient(tracking_uri(tmp_path)).get_run(seed.run_id)
     assert seed.collapsed and run.data.tags["bvr.collapsed"] == "true"
@@ -91,6 +99,17 @@ def test_a_run_answering_nothing_is_tagged_collapsed_end_to_end(tmp_path, monkey
     assert run.data.params["squad.null_threshold"] == "-1000.0"
     assert run.data.params["squad.null_threshold_source"] == "finetune.null_threshold, fixed by the configuration"
     assert "collapsed: 1 of 1 seeds (0)" in describe(result)
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_a_collapsed_seed_is_one_bvr_line_on_stderr(bvr, tmp_path, answering_nothing):
+    """Not a Python ``UserWarning`` with its file, line and source line."""
+    settings = [arg for setting in ANSWER_NOTHING for arg in ("--set", setting)]
+    code, _, err = bvr("finetune", "--task", "squad_v2", "--checkpoint", answering_nothing, "--seeds", "1",
+                       "--data-dir", tmp_path / "data", "--output-dir", tmp_path / "out", *settings)
+    assert code == 0
+    assert err == ("squad_v2 seed 0: dev: 100% of the answers are empty (no answer): the run collapsed to the "
+                   "answer-nothing baseline\n")
 
 
 def _run_cli(monkeypatch, capsys, *args: str) -> tuple[int, str]:

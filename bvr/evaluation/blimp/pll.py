@@ -13,7 +13,7 @@ from tokenizers import Encoding, Tokenizer
 
 from bvr.errors import BvrError
 from bvr.model import PretrainingModel
-from bvr.tokenization import vocab_info
+from bvr.tokenization import plain_tokenizer, vocab_info
 
 if TYPE_CHECKING:
     pass
@@ -134,7 +134,8 @@ def pll_scores(
 
     Args:
         model: the encoder and its MLM head.
-        tokenizer: the model's tokenizer (with its post-processor, which adds [CLS]/[SEP] or <s>/</s>).
+        tokenizer: the model's tokenizer (with its post-processor, which adds [CLS]/[SEP] or <s>/</s>); its own
+            padding and truncation settings are ignored.
         family: the tokenizer's family, "bert" or "roberta".
         sentences: the texts to score.
         max_tokens_per_batch: copies x length per forward pass (at least one copy).
@@ -148,7 +149,8 @@ def pll_scores(
     """
     sentences = list(sentences)
     mask_id = vocab_info(tokenizer, family).mask_id
-    encodings = tokenizer.encode_batch_fast(sentences)  # with the special tokens
+    # Whole sentences, unpadded: a tokenizer.json that pads or truncates would change every score and hide length.
+    encodings = plain_tokenizer(tokenizer).encode_batch_fast(sentences)  # with the special tokens
     _check_lengths(encodings, sentences, model.config.max_tokens)
     scores = np.zeros(len(sentences))  # (sentences,)
     device = next(model.parameters()).device
