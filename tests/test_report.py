@@ -556,7 +556,7 @@ def test_dvc_metrics_are_the_medians_and_differences_one_row_per_file(report: Re
         {"b_minus_a": 2.0, "ci_lower": 1.0717, "ci_upper": 2.9283}, abs=1e-4)
 
 
-def test_report_is_logged_to_the_parent_run(report: ReportResult, store: Store) -> None:
+def test_report_is_logged_to_the_parent_run(report: ReportResult, store: Store, tmp_path: Path) -> None:
     client, run_id = store.client, store.parent_run_id
     logged = {a.path for a in client.list_artifacts(run_id, "report")}
     assert {"report/report.html", "report/report.md", "report/metrics.json", "report/figures",
@@ -567,14 +567,28 @@ def test_report_is_logged_to_the_parent_run(report: ReportResult, store: Store) 
     assert str(report.html) in tags[MLFLOW_RUN_NOTE] and "report/report.html" in tags[MLFLOW_RUN_NOTE]
     assert "- dynamic better than static on sst2 fine-tuned (dev accuracy) by 2.0" in tags[MLFLOW_RUN_NOTE]
     assert tags["bvr.report"] == str(report.html)
+    # The description leads with the whole headline; the report's address follows it.
+    note = tags[MLFLOW_RUN_NOTE]
+    assert note.startswith("- ") and note.index("**Report**") > note.rindex("\n- ")
     # The answer is on the parent run as metrics: dynamic - static on BLiMP is 3, 2, 4 points (mean 3) and every
-    # pretrained arm beats the control by ~20 points; each with its interval and Holm p-value.
-    metrics = client.get_run(run_id).data.metrics
+    # pretrained arm beats the control by ~20 points, rounded to 4 decimals; intervals and Holm p-values are in
+    # report/effects.csv, not 40 more single-value metrics.
+    data = client.get_run(run_id).data
+    metrics = data.metrics
     assert metrics["effect/blimp/dynamic-vs-static"] == pytest.approx(3.0)
-    assert metrics["effect/blimp/dynamic-vs-static/low"] < 3.0 < metrics["effect/blimp/dynamic-vs-static/high"]
     assert metrics["effect/blimp/static-vs-no-pretraining"] == pytest.approx(20.0)
     assert metrics["effect/finetune/sst2/dynamic-vs-static"] == pytest.approx(2.0)
-    assert 0.0 < metrics["effect/blimp/static-vs-no-pretraining/p_holm"] < 0.05
+    assert all(v == round(v, 4) for v in metrics.values())
+    assert not [k for k in metrics if k.endswith(("/low", "/high", "/p_holm"))]
+    effects = pd.read_csv(client.download_artifacts(run_id, "report/effects.csv", str(tmp_path)))
+    row = effects[(effects.measure == "blimp") & (effects.b == "dynamic") & (effects.a == "static")].iloc[0]
+    assert row.b_minus_a == pytest.approx(3.0) and row.low < 3.0 < row.high and row.n == 3
+    control = effects[(effects.measure == "blimp") & (effects.a == "no-pretraining")]
+    assert (control.p_holm < 0.05).all()
+    # Its parameters say what was compared.
+    params = data.params
+    assert params["ablation"] == "masking" and params["arms"] == ", ".join(store.manifest.arms)
+    assert params["arm.dynamic"] == "masking.mode=dynamic" and params["plan_hash"] == store.manifest.plan_hash
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import pandas as pd
+
 from bvr.report.analysis import Analysis, Comparison
 from bvr.report.budget import budget_curve, budget_payload
 from bvr.report.pretrain_runs import pretrain_table
@@ -94,6 +96,16 @@ def dvc_metrics(a: Analysis) -> dict[str, dict[str, float]]:
         rows[f"{c.b}-minus-{c.a}/{c.task.replace('/', '_')}.json"] = {
             "b_minus_a": c.estimate, "ci_lower": c.interval.ci_low, "ci_upper": c.interval.ci_high}
     return {path: {k: v for k, v in clean(values).items() if v is not None} for path, values in rows.items()}
+
+
+def effects_table(a: Analysis) -> pd.DataFrame:
+    """Every tested difference as one row: measure, ``b``, ``a``, the mean difference b - a over pretraining seeds
+    (points; nats for MLM loss), its simultaneous interval, the Holm-adjusted p-value and ``n`` (pretraining seeds);
+    the parent run's ``report/effects.csv``."""
+    rows = [{"measure": c.measure.key, "b": c.b, "a": c.a, "b_minus_a": c.estimate, "low": c.interval.ci_low,
+             "high": c.interval.ci_high, "p_holm": c.adjusted_p, "n": c.test.n}
+            for c in [*a.control, *a.comparisons] if c.test.tested and c.comparable]
+    return pd.DataFrame(rows, columns=["measure", "b", "a", "b_minus_a", "low", "high", "p_holm", "n"])
 
 
 def effect_metrics(a: Analysis) -> dict[str, float]:

@@ -50,11 +50,11 @@ from bvr.report.collect import collect
 from bvr.report.document import Figure, to_html, to_markdown
 from bvr.report.headlines import headlines
 from bvr.report.inference import adjusted_confidence
-from bvr.report.numbers import dvc_metrics, effect_metrics, metrics_payload
+from bvr.report.numbers import dvc_metrics, effect_metrics, effects_table, metrics_payload
 from bvr.report.pretrain_runs import pretrain_table
 from bvr.report.published import load_published
 from bvr.report.sections import report_blocks, summary_blocks
-from bvr.tracking import check_store, store_client, write_views
+from bvr.tracking import check_store, log_params_batched, store_client, write_views
 
 REPORTS_DIR = Path("reports")
 REPORT_MD = "report.md"
@@ -203,26 +203,45 @@ def _swap_in(staging: Path, out_dir: Path) -> None:
         os.replace(staging / name, out_dir / name)
 
 
+def parent_params(manifest: Manifest) -> dict[str, str]:
+    """What the ablation's parent run shows as parameters: the ablation, preset and plan hash, the arms and the keys
+    each declares, the control, the pretraining seeds and the tasks."""
+    params = {"ablation": manifest.ablation, "preset": manifest.preset or "default",
+              "plan_hash": manifest.plan_hash or "-", "arms": ", ".join(manifest.arms),
+              "control": manifest.control_arm or "none",
+              "pretrain_seeds": ", ".join(map(str, manifest.pretrain_seeds)) or "-",
+              "tasks": ", ".join(manifest.tasks) or "-"}
+    for arm, keys in manifest.declared.items():
+        params[f"arm.{arm}"] = ", ".join(f"{key}={value}" for key, value in keys.items()) or "the base only"
+    return params
+
+
 def _log(a: Analysis, result: ReportResult) -> None:
-    """Log the report under ``report/`` of the parent run, the effects as its metrics (:func:`effect_metrics`);
-    point the run's description at the report and its headline."""
+    """Log the report under ``report/`` of the parent run: its description the full headline, then where the report
+    is; its parameters :func:`parent_params`; each effect's estimate as a metric (:func:`effect_metrics`, rounded
+    as the report rounds), with intervals and Holm p-values in the table ``report/effects.csv``."""
     run_id = a.collected.parent_run_id
     if run_id is None:
         return
     client = store_client(a.collected.uri)
-    lines = headlines(a)
     state = "complete" if result.complete else f"partial, {len(result.missing)} item(s) missing"
     now = int(time.time() * 1000)
-    note = (f"**Report** ({state}): `{result.html}`, also the artifact `{ARTIFACT_PATH}/{REPORT_HTML}` of this "
-            "run.\n\n" + "\n".join(f"- {line}" for line in lines[:8]))
+    note = ("\n".join(f"- {line}" for line in headlines(a)) + f"\n\n**Report** ({state}): `{result.html}`, also "
+            f"the artifact `{ARTIFACT_PATH}/{REPORT_HTML}` of this run; every difference with its interval and Holm "
+            f"p-value: `{ARTIFACT_PATH}/effects.csv`.")
     try:
         for path in (result.markdown, result.html, result.metrics):
             client.log_artifact(run_id, str(path), ARTIFACT_PATH)
         for name in (FIGURES_DIR, PLOTS_DIR, DVC_METRICS_DIR):
             client.log_artifacts(run_id, str(result.out_dir / name), f"{ARTIFACT_PATH}/{name}")
-        effects = [Metric(k, v, now, 0) for k, v in effect_metrics(a).items()]
+        client.log_text(run_id, effects_table(a).to_csv(index=False), f"{ARTIFACT_PATH}/effects.csv")
+        estimates = {k: v for k, v in effect_metrics(a).items() if not k.endswith(("/low", "/high", "/p_holm"))}
+        effects = [Metric(k, round(v, 4), now, 0) for k, v in estimates.items()]
         for i in range(0, len(effects), 500):  # MLflow takes at most 1,000 metrics a batch
             client.log_batch(run_id, metrics=effects[i:i + 500])
+        present = client.get_run(run_id).data.params  # a parameter, once logged, cannot change
+        log_params_batched(client, run_id, {k: v for k, v in parent_params(a.collected.manifest).items()
+                                            if k not in present})
         client.set_tag(run_id, MLFLOW_RUN_NOTE, note)
         client.set_tag(run_id, TAG_REPORT, str(result.html))
         if a.collected.experiment_id is not None:
