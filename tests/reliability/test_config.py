@@ -70,10 +70,20 @@ SET_CASES = [
                               "ddp_find_unused_parameters_true, fsdp"),
     ("training.max_stepz=3", "training.max_stepz: unknown key. did you mean 'training.max_steps'?"),
     ("learning_rate=1e-4", "learning_rate: learning_rate is a fine-tuning setting: use finetune.learning_rate"),
+    ("training.seed=-1", "training.seed: -1 is not a seed: use an integer from 0 to 4294967295"),
+    ("training.seed=4294967296", "training.seed: 4294967296 is not a seed: use an integer from 0 to 4294967295"),
+    ("training.learning_rate=.inf", "training.learning_rate: must be a finite number, got inf"),
+    ("training.learning_rate=.nan", "training.learning_rate: must be a finite number, got nan"),
+    ("training.learning_rate=0", "training.learning_rate: must be positive"),
+    ("training.weight_decay=.inf", "training.weight_decay: must be a finite number, got inf"),
+    ("training.grad_clip=.inf", "training.grad_clip: must be a finite number, got inf"),
+    ("training.adam_eps=.inf", "training.adam_eps: must be a finite number, got inf"),
+    ("finetune.learning_rate=.inf", "finetune.learning_rate: must be a finite number, got inf"),
+    ("finetune.adam_eps=.nan", "finetune.adam_eps: must be a finite number, got nan"),
 ]
 
 
-@pytest.mark.parametrize(("text", "expected"), SET_CASES, ids=[text.split("=")[0] for text, _ in SET_CASES])
+@pytest.mark.parametrize(("text", "expected"), SET_CASES, ids=[text for text, _ in SET_CASES])
 def test_a_bad_set_is_one_line_naming_the_set_and_the_key(bvr, text, expected):
     code, out, err = bvr("config", "show", "--set", text)
     assert code == 2 and out == ""
