@@ -1,6 +1,7 @@
 """Bad data files at the command line: a corrupt or missing task file, a CoNLL file of the wrong shape, files not in
-UTF-8, SQuAD answers off their offsets, a corpus with nothing (or too little) in it. Each is one line on stderr
-naming the file (and line where there is one) and what to do, exit status 2, before any training."""
+UTF-8, SQuAD answers off their offsets, a corpus with nothing (or too little) in it, or too little for one optimiser
+step. Each is one line on stderr naming the file (and line where there is one) or the key, and what to do, exit
+status 2, before any training."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import json
 import pytest
 
 from tests.reliability.conftest import FIXTURES, copy_task, error_line
+from tests.reliability.test_runs import PRETRAIN
+from tests.test_prepare import write_wiki_corpus
 
 TINY = ["--seeds", "1", "--set", "finetune.epochs=1", "--set", "finetune.batch_size=2",
         "--set", "finetune.max_length=64"]
@@ -133,3 +136,19 @@ def test_plain_text_read_as_wikiextractor_says_which_source_to_set(bvr, tmp_path
     assert _refused(result) == (f"{tmp_path / 'data' / 'corpus' / 'wiki' / 'AA' / 'wiki_00'}:1: text outside a <doc "
                                 "...> block. is this WikiExtractor output? For one paragraph per line use --set "
                                 "corpus.source=text")
+
+
+@pytest.mark.parametrize(("key", "value", "unit"), [("batch_size", 100_000, "sequences"),
+                                                    ("tokens_per_batch", 10_000_000, "tokens")])
+def test_a_step_larger_than_the_training_data_is_refused_before_training(bvr, tmp_path, monkeypatch, key, value, unit):
+    data = write_wiki_corpus(tmp_path / "data", documents=60)
+    monkeypatch.chdir(tmp_path)
+    args = [*PRETRAIN, "--set", f"training.{key}={value}", "--data-dir", data, "--output-dir", tmp_path / "out"]
+    assert bvr("data", "prepare", *args)[0] == 0  # its progress bars out of the way
+    code, _, err = bvr("pretrain", *args)
+    held = json.loads(next((tmp_path / "out" / "cache").glob("data-*/data_stats.json")).read_text())["train"][unit]
+    assert code == 2
+    assert error_line(err) == (f"training.{key}: {value:,} {unit} per optimiser step, but the prepared data holds "
+                               f"only {held:,} training {unit}. set it to at most {held:,}, or pretrain on a larger "
+                               "corpus")
+    assert not (tmp_path / "out" / "runs").exists()  # no run folder, no metrics.json claiming an epoch per step
