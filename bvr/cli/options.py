@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -21,8 +21,9 @@ from bvr.tasks.registry import TASK_KINDS, TASKS
 
 console = Console(emoji=False)  # ":100:" in a file:line stays text, not an emoji
 err_console = Console(stderr=True, emoji=False)
-state = {"debug": False}
-"""Set by the ``--debug`` callback: show the traceback of a :class:`~bvr.errors.BvrError` instead of one line."""
+state: dict[str, Any] = {"debug": False, "command": None}
+"""Set by the app's callback: ``debug`` (``--debug``: show the traceback of a :class:`~bvr.errors.BvrError` instead
+of one line) and ``command``, the command being run (``config``, ``pretrain``, ...), for what an interrupt says."""
 
 
 def one_of(names: Iterable[str], last: str = "or") -> str:

@@ -3,6 +3,8 @@ line (or the ``--set``) and the key, saying what to write instead, and exit stat
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 
@@ -41,6 +43,29 @@ def test_a_config_file_not_in_utf8_names_its_line_and_byte(bvr, tmp_path):
     path.write_bytes("training:\n  max_steps: 3  # café\n".encode("latin-1"))
     code, _, err = bvr("config", "show", "--config", path)
     assert code == 2 and error_line(err) == f"{path}:2: not UTF-8 text (byte 0xe9)"
+
+
+BILLION_LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"{name}: &{name} [{', '.join([f'*{previous}'] * 9)}]\n" for previous, name in zip("abcdefgh", "bcdefghi"))
+"""Nine aliases of the line before on each of nine lines: 9**9 values once expanded, a few hundred bytes written."""
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("a: &a [*a]\n", "{file}:1: an alias refers to the value that holds it (a loop, such as a: &a [*a]). write the "
+                     "value out instead of the alias"),
+    (BILLION_LAUGHS, "{file}:6: its aliases expand this value to more than 100,000 values (aliases of aliases). write "
+                     "the values out, or nest fewer aliases"),
+    ("a: " + "[" * 3000 + "]" * 3000 + "\n", "{file}: values nested too deeply to read (lists or mappings inside one "
+                                             "another, hundreds of levels down). write the file with fewer levels"),
+], ids=["alias-loop", "billion-laughs", "nested-too-deeply"])
+def test_a_yaml_alias_loop_or_bomb_is_one_line_within_a_second(bvr, tmp_path, text, expected):
+    path = tmp_path / "run.yaml"
+    path.write_text(text, encoding="utf-8")
+    start = time.monotonic()
+    code, out, err = bvr("config", "show", "--config", path)
+    assert code == 2 and out == ""
+    assert error_line(err) == expected.format(file=path)
+    assert time.monotonic() - start < 1.0
 
 
 def test_a_missing_config_file_is_named(bvr, tmp_path):
