@@ -1,15 +1,18 @@
 """Bad configuration at the command line, as a user meets it: every case is one line on stderr naming the file and
-line (or the ``--set``) and the key, saying what to write instead, and exit status 2, before any work starts."""
+line (or the ``--set``) and the key, or the folder, saying what to write instead, and exit status 2, before any work
+starts. ``~`` in a folder option is the home folder."""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 import torch
 
 from bvr.config import preset_names
 from tests.reliability.conftest import error_line
+from tests.test_prepare import write_wiki_corpus
 
 CONFIG_CASES = [
     ("training:\n  lerning_rate: 1.0e-4\n",
@@ -132,3 +135,44 @@ def test_a_gpu_accelerator_on_a_cpu_machine_is_refused_before_any_work(bvr, tmp_
     assert error_line(err) == f"{key}: accelerator 'gpu' asked for, but this machine has no CUDA GPU. use auto (the " \
                               "GPU when there is one) or cpu"
     assert not (tmp_path / "out").exists()  # refused before the corpus or the task data were read
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Folders given on the command line
+
+
+@pytest.mark.parametrize("place", ["a-file", "dev-null", "under-a-file"])
+def test_an_output_dir_that_cannot_be_a_folder_is_one_line(bvr, tmp_path, place):
+    file = tmp_path / "results.txt"
+    file.write_text("not a folder\n")
+    out, found = {"a-file": (file, "it exists"), "dev-null": (Path("/dev/null"), "it exists"),
+                  "under-a-file": (file / "out", f"{file} exists")}[place]
+    code, _, err = bvr("data", "prepare", "--data-dir", tmp_path / "data", "--output-dir", out)
+    assert code == 2
+    assert error_line(err) == (f"{out}: cannot use it as the output folder (--output-dir): {found} and is not a "
+                               "folder. choose a folder (a new or an existing one), not a file")
+    assert file.read_text() == "not a folder\n"
+
+
+@pytest.mark.parametrize("command", [["data", "prepare"], ["status", "masking"]])
+def test_an_output_dir_name_too_long_for_the_file_system_is_one_line(bvr, tmp_path, monkeypatch, command):
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / ("x" * 300)
+    code, _, err = bvr(*command, "--output-dir", out)
+    assert code == 2
+    assert error_line(err) == (f"{out}: cannot use it as the output folder (--output-dir): a name in it is 300 bytes "
+                               "long, more than the 255 a file system allows. choose a shorter name")
+
+
+def test_a_tilde_in_the_folder_options_is_the_home_folder(bvr, tmp_path, monkeypatch):
+    home, work = tmp_path / "home", tmp_path / "work"
+    write_wiki_corpus(home / "data", documents=10)
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("BVR_DATA_DIR", "~/data")  # as a quoted "~/data" leaves it: no shell expanded it
+    code, _, err = bvr("data", "prepare", "--output-dir", "~/out", "--set", "corpus.path=corpus/wiki",
+                       "--set", "tokenizer.vocab_size=400", "--set", "data.max_length=64")
+    assert code == 0, err
+    assert (home / "out" / "cache").is_dir()
+    assert list(work.iterdir()) == []  # no folder named '~'
