@@ -6,6 +6,7 @@ status 2, before any training."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -58,20 +59,40 @@ def test_a_missing_glue_file_says_which_folder_to_pass(finetune, tmp_path):
         f"{data}/glue/SST-2/, or pass --data-dir (or set BVR_DATA_DIR to) a folder that holds glue/")
 
 
+def _conll_refused(finetune, tmp_path, split: str, content: str | bytes) -> tuple[Path, str]:
+    """Fine-tune on the fixture CoNLL task with one split's file replaced by ``content``: that file and the one line
+    the refusal printed."""
+    path = copy_task(tmp_path / "data", "conll") / "conll2003" / f"{split}.txt"
+    path.write_bytes(content.encode() if isinstance(content, str) else content)
+    return path, _refused(finetune("conll2003"))
+
+
 def test_a_conll_file_of_two_columns_names_the_line(finetune, tmp_path):
-    train = copy_task(tmp_path / "data", "conll") / "conll2003" / "train.txt"
-    train.write_text("-DOCSTART- -X- -X- O\n\nPeter B-PER\nmet O\n")
-    assert _refused(finetune("conll2003")) == (
-        f"{train}:3: 2 of 2 token lines have fewer than 4 columns (first at line 3). CoNLL-2003 lines are 'token POS "
-        "chunk NER', separated by spaces; pass n_columns for other layouts")
+    train, line = _conll_refused(finetune, tmp_path, "train", "-DOCSTART- -X- -X- O\n\nPeter B-PER\nmet O\n")
+    assert line == (f"{train}:3: 2 of 2 token lines have fewer than 4 columns (first at line 3). CoNLL-2003 lines are "
+                    "'token POS chunk NER', separated by spaces; pass n_columns for other layouts")
 
 
 def test_a_conll_file_not_in_utf8_names_the_line_and_how_to_convert(finetune, tmp_path):
-    valid = copy_task(tmp_path / "data", "conll") / "conll2003" / "valid.txt"
-    valid.write_bytes("Peter NNP B-NP B-PER\nMüller NNP I-NP I-PER\n".encode("latin-1"))
-    assert _refused(finetune("conll2003")) == (
-        f"{valid}:2: not UTF-8 (invalid start byte at byte 2 of the line). convert the file to UTF-8 (e.g. iconv -f "
-        "latin1 -t utf-8)")
+    valid, line = _conll_refused(finetune, tmp_path, "valid",
+                                 "Peter NNP B-NP B-PER\nMüller NNP I-NP I-PER\n".encode("latin-1"))
+    assert line == (f"{valid}:2: not UTF-8 (invalid start byte at byte 2 of the line). convert the file to UTF-8 (e.g. "
+                    "iconv -f latin1 -t utf-8)")
+
+
+def test_a_conll_split_without_sentences_is_refused_as_a_header_only_glue_file(finetune, tmp_path):
+    test, line = _conll_refused(finetune, tmp_path, "test", "-DOCSTART- -X- -X- O\n\n-DOCSTART- -X- -X- O\n\n")
+    assert line == (f"{test}: no sentences could be read ({test}: 2 documents, 0 sentences, 0 tokens, scheme IOB2). "
+                    "a CoNLL file holds 'token POS chunk NER' lines, a blank line after each sentence; download the "
+                    "task's files again")
+
+
+def test_an_unknown_conll_tag_names_the_file_and_line(finetune, tmp_path):
+    lines = (FIXTURES / "conll" / "sample.txt").read_text().splitlines(keepends=True)
+    lines[3] = "rejects VBZ B-VP B-DATE\n"  # a tag of another scheme (OntoNotes), in the dev split only
+    valid, line = _conll_refused(finetune, tmp_path, "valid", "".join(lines))
+    assert line == (f"{valid}:4: unknown tag 'B-DATE'. expected one of: O, B-PER, I-PER, B-ORG, I-ORG, B-LOC, I-LOC, "
+                    "B-MISC, I-MISC")
 
 
 def test_a_squad_file_not_in_utf8_names_the_line_and_how_to_convert(finetune, tmp_path):
