@@ -23,9 +23,9 @@ def finetune(bvr, checkpoint, tmp_path, monkeypatch):
     """``bvr finetune --task TASK`` of the tiny checkpoint on ``tmp_path/data``, in ``tmp_path``."""
     monkeypatch.chdir(tmp_path)
 
-    def run(task: str):
+    def run(task: str, *extra: str):
         return bvr("finetune", "--task", task, "--checkpoint", checkpoint, "--data-dir", tmp_path / "data",
-                   "--output-dir", tmp_path / "out", *TINY)
+                   "--output-dir", tmp_path / "out", *TINY, *extra)
 
     return run
 
@@ -115,6 +115,19 @@ def test_squad_answers_off_their_offsets_are_refused(finetune, tmp_path):
         f"{dev}: 1 of {answers} answers are not at their answer_start in the context. answer_start counts characters "
         "of the context from 0; a file whose offsets are bytes, tokens or shifted trains a model on the wrong spans. "
         "Fix the offsets (the official files have none wrong)")
+
+
+def test_a_squad_file_of_empty_questions_is_refused_as_glue_refuses_empty_texts(finetune, tmp_path):
+    dev = copy_task(tmp_path / "data", "squad") / "squad" / "v1.1" / "dev-v1.1.json"
+    squad = json.loads(dev.read_text())
+    questions = [qa for article in squad["data"] for paragraph in article["paragraphs"] for qa in paragraph["qas"]]
+    for qa in questions:
+        qa["question"] = ""
+    dev.write_text(json.dumps(squad))
+    # windows that fit (questions may take 64 tokens, more than TINY leaves): only the questions can stop it
+    assert _refused(finetune("squad", "--set", "finetune.max_length=128", "--set", "finetune.stride=32")) == (
+        f"{dev}: {len(questions)} of {len(questions)} questions are empty (the first at data[0].paragraphs[0].qas[0]), "
+        "more than 1%. the file looks damaged: download the task's files again")
 
 
 # ---------------------------------------------------------------------------------------------------------------
