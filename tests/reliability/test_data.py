@@ -95,6 +95,24 @@ def test_an_unknown_conll_tag_names_the_file_and_line(finetune, tmp_path):
                     "B-MISC, I-MISC")
 
 
+def test_a_glue_file_not_in_utf8_names_the_line_and_how_to_convert(finetune, tmp_path):
+    train = copy_task(tmp_path / "data", "glue/SST-2") / "glue" / "SST-2" / "train.tsv"
+    train.write_bytes("sentence\tlabel\na fine film\t1\na café film\t0\n".encode("latin-1"))
+    assert _refused(finetune("sst2")) == (f"{train}:3: not UTF-8 (invalid continuation byte at byte 6 of the line). "
+                                          "convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)")
+
+
+def test_a_blimp_file_not_in_utf8_names_the_line_and_how_to_convert(bvr, checkpoint, tmp_path):
+    paradigm = copy_task(tmp_path / "data", "blimp") / "blimp" / "data" / "anaphor_gender_agreement.jsonl"
+    lines = paradigm.read_bytes().splitlines(keepends=True)
+    lines[1] = lines[1].replace(b"Karla", "Karl\xe1".encode("latin-1"), 1)
+    paradigm.write_bytes(b"".join(lines))
+    column = lines[1].index(b"\xe1") + 1
+    assert _refused(bvr("blimp", checkpoint, "--data-dir", tmp_path / "data")) == (
+        f"{paradigm}:2: not UTF-8 (invalid continuation byte at byte {column} of the line). convert the file to UTF-8 "
+        "(e.g. iconv -f latin1 -t utf-8)")
+
+
 def test_a_squad_file_not_in_utf8_names_the_line_and_how_to_convert(finetune, tmp_path):
     dev = copy_task(tmp_path / "data", "squad") / "squad" / "v1.1" / "dev-v1.1.json"
     text = (FIXTURES / "squad" / "v1.1.json").read_text(encoding="utf-8")

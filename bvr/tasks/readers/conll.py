@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from bvr.errors import BvrError
+from bvr.fs import utf8_lines
 from bvr.tasks.iob import detect_scheme, is_tag, to_iob2
 
 DOCSTART = "-DOCSTART-"
@@ -172,15 +173,8 @@ def read_conll(
         raise BvrError("no such CoNLL file", where=path, hint="check the task's data paths")
     report = ConllReport(path=str(path))
     builder = _SentenceBuilder(report)
-    with path.open("rb") as lines:  # decoded line by line, so a bad byte is reported at its line
-        for number, raw in enumerate(lines, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise BvrError(f"not UTF-8 ({err.reason} at byte {err.start + 1} of the line)",
-                               where=f"{path}:{number}",
-                               hint="convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
-            _read_line(line, number, path, n_columns, labels, builder)
+    for number, line in utf8_lines(path):
+        _read_line(line, number, path, n_columns, labels, builder)
     builder.close()
     _check_enough_lines(report, path, n_columns)
     _check_not_empty(report, path)
