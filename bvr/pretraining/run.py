@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 import torch
 
 from bvr.cache import DONE, build_once, cache_dir, global_rank, is_done, target_lock
-from bvr.checkpoints import check_checkpoint
+from bvr.checkpoints import check_checkpoint, check_fits
 from bvr.config import Config, dump_config, hashed_section
 from bvr.errors import BvrError
 from bvr.model import EncoderConfig, PretrainingModel, count_parameters
@@ -183,6 +183,8 @@ def _train(cfg: Config, prepared: Prepared, run_dir: Path, ckpt_path: str | None
                      f"pretraining {params['total']:,} parameters (checkpoint and exported model)")
     module = PretrainingModule(model, cfg.training, failed_checkpoint_hint=str(run_dir / "checkpoints" / "last.ckpt"),
                                sentence_objective=cfg.data.sentence_objective)
+    if ckpt_path is not None:
+        check_fits(Path(ckpt_path), module.state_dict())
     datamodule = PretrainingDataModule(cfg, load_instances(prepared), vocab)
     if cfg.training.compile:
         compile_layers(model.encoder)
