@@ -204,3 +204,16 @@ def test_a_step_larger_than_the_training_data_is_refused_before_training(bvr, tm
                                f"only {held:,} training {unit}. set it to at most {held:,}, or pretrain on a larger "
                                "corpus")
     assert not (tmp_path / "out" / "runs").exists()  # no run folder, no metrics.json claiming an epoch per step
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [("--count", "-1", "must be at least 1, got -1"),
+                                                          ("--count", "0", "must be at least 1, got 0"),
+                                                          ("--epoch", "-1", "must be at least 0 (the first epoch), "
+                                                                            "got -1")],
+                         ids=["count-minus-one", "count-zero", "epoch-minus-one"])
+def test_data_show_checks_its_options_before_preparing_anything(bvr, tmp_path, monkeypatch, option, value, message):
+    monkeypatch.chdir(tmp_path)
+    data = write_wiki_corpus(tmp_path / "data", documents=10)
+    code, _, err = bvr("data", "show", option, value, *PRETRAIN, "--data-dir", data, "--output-dir", tmp_path / "out")
+    assert code == 2 and error_line(err) == f"{option}: {message}"
+    assert not (tmp_path / "out").exists()
