@@ -17,7 +17,6 @@ from typing import IO, Any
 
 from bvr.errors import BvrError
 
-
 UTF8_HINT = "convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)"
 
 

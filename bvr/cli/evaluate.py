@@ -74,7 +74,8 @@ def blimp_cmd(
     checkpoint: Annotated[Path, typer.Argument(help="A pretraining run folder (outputs/runs/pretrain-*), its model/ "
                                                     "folder, or a Hugging Face BERT/RoBERTa folder.")],
     data_dir: Annotated[Path | None, typer.Option("--data-dir", envvar="BVR_DATA_DIR",
-                                                  callback=folder_option("data folder (--data-dir)"), help="Data folder holding blimp/ (data/*.jsonl and "
+                                                  callback=folder_option("data folder (--data-dir)"),
+                                                  help="Data folder holding blimp/ (data/*.jsonl and "
                                                   "models_summary.jsonl), or the BLiMP folder itself. Env: "
                                                   "BVR_DATA_DIR.")] = None,
     per_paradigm: Annotated[int | None, typer.Option("--per-paradigm", "-n", min=1,

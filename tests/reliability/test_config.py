@@ -49,7 +49,8 @@ def test_a_config_file_not_in_utf8_names_its_line_and_byte(bvr, tmp_path):
 
 
 BILLION_LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
-    f"{name}: &{name} [{', '.join([f'*{previous}'] * 9)}]\n" for previous, name in zip("abcdefgh", "bcdefghi"))
+    f"{name}: &{name} [{', '.join([f'*{previous}'] * 9)}]\n"
+    for previous, name in zip("abcdefgh", "bcdefghi", strict=True))
 """Nine aliases of the line before on each of nine lines: 9**9 values once expanded, a few hundred bytes written."""
 
 

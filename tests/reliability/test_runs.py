@@ -88,8 +88,8 @@ def test_a_checkpoint_of_another_model_size_on_resume_is_one_line(bvr, killed, t
     assert code == 2
     assert error_line(err) == (
         f"{last}: the checkpoint is of another model shape than the configuration: {embeddings} is [{vocabulary}, 16] "
-        f"there, [{vocabulary}, 32] in the configuration (43 of 48 weights differ). pass --restart to discard it and train this run again from the start (bvr ablate: delete "
-        "the file)")
+        f"there, [{vocabulary}, 32] in the configuration (43 of 48 weights differ). pass --restart to discard it and "
+        "train this run again from the start (bvr ablate: delete the file)")
 
 
 class _Trap:
