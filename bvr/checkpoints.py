@@ -10,7 +10,7 @@ into place; across file systems that move is a copy, so a full disk or a kill du
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -109,8 +109,7 @@ def check_checkpoint(path: Path) -> None:
             out.
     """
     try:
-        with weights_only_load(path):
-            checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        checkpoint = _mapped(path)
         if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
             raise ValueError("it holds no state_dict")
     except BvrError:
@@ -120,3 +119,40 @@ def check_checkpoint(path: Path) -> None:
         reason = (str(err).strip().splitlines() or [type(err).__name__])[0].split(". ")[0].removesuffix(".")
         raise BvrError(f"the checkpoint is damaged or incomplete and cannot be resumed from ({reason})", where=path,
                        hint=RESTART_HINT) from None
+
+
+def _mapped(path: Path) -> Any:
+    """The checkpoint at ``path`` read as weights only, its tensors memory-mapped (not read)."""
+    with weights_only_load(path):
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+
+
+def check_fits(path: Path, expected: Mapping[str, torch.Tensor]) -> None:
+    """Make sure a checkpoint that :func:`check_checkpoint` passed holds the weights of the model about to resume
+    from it: the same names, of the same shapes.
+
+    A checkpoint of another model size (copied into this run's folder) would otherwise fail in Lightning's loader
+    with a traceback listing every size mismatch.
+
+    Args:
+        path: the checkpoint.
+        expected: the state dict of the module built from the configuration.
+
+    Raises:
+        BvrError: naming the checkpoint, the first weight that differs and how many do, with ``--restart`` as the
+            way out.
+    """
+    saved = _mapped(path)["state_dict"]
+    differ = [key for key in expected if key in saved and saved[key].shape != expected[key].shape]
+    missing = [key for key in expected if key not in saved]
+    extra = [key for key in saved if key not in expected]
+    if not (differ or missing or extra):
+        return
+    if differ:
+        first = (f"{differ[0]} is {list(saved[differ[0]].shape)} there, {list(expected[differ[0]].shape)} in the "
+                 "configuration")
+    else:
+        first = f"it lacks {missing[0]}" if missing else f"it holds {extra[0]}, which the configuration's model has not"
+    raise BvrError(f"the checkpoint is of another model shape than the configuration: {first} "
+                   f"({len(differ) + len(missing) + len(extra)} of {len(expected)} weights differ)", where=path,
+                   hint=RESTART_HINT)

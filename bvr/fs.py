@@ -1,7 +1,8 @@
 """Files and folders that are either whole or absent: written beside their final place, then renamed over it.
 
 A reader never sees a half-written file or folder, and a write that fails or is killed leaves the previous version
-(plus, at worst, a hidden ``.NAME.tmp-PID`` sibling that the next write of the same process replaces).
+(plus, at worst, a hidden ``.NAME.tmp-PID`` sibling that the next write of the same process replaces). Text files
+read line by line go through :func:`utf8_lines`, which refuses a byte that is not UTF-8 at its line.
 """
 
 from __future__ import annotations
@@ -13,6 +14,37 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
+
+from bvr.errors import BvrError
+
+UTF8_HINT = "convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+
+
+def not_utf8(err: UnicodeDecodeError, path: Path, line: int, line_start: int = 0) -> BvrError:
+    """The one-line error of a byte that is not UTF-8, at its line and its byte in the line.
+
+    Args:
+        err: raised decoding bytes of ``path`` (one line, or the whole file).
+        line: the 1-based number of the line holding the byte.
+        line_start: where that line starts in the bytes decoded (0 for one line).
+    """
+    return BvrError(f"not UTF-8 ({err.reason} at byte {err.start - line_start + 1} of the line)",
+                    where=f"{path}:{line}", hint=UTF8_HINT)
+
+
+def utf8_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` of a UTF-8 text file, each line with its line end, decoded one at a time so that a
+    byte that is not UTF-8 is reported at its line, not as a ``UnicodeDecodeError`` traceback.
+
+    Raises:
+        BvrError: naming ``path:line``, the byte and how to convert the file.
+    """
+    with Path(path).open("rb") as lines:
+        for number, raw in enumerate(lines, start=1):
+            try:
+                yield number, raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise not_utf8(err, path, number) from None
 
 
 def temp_sibling(path: Path, tag: str = "tmp") -> Path:

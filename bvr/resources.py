@@ -69,6 +69,7 @@ def check_writable(folder: Path, what: str) -> Path:
 
     Raises:
         WriteError: it is read-only, not this user's to write, or its disk is full.
+        BvrError: it cannot be a folder (:func:`not_a_folder`).
     """
     folder = Path(folder)
     try:
@@ -77,13 +78,50 @@ def check_writable(folder: Path, what: str) -> Path:
         os.close(fd)
         os.unlink(probe)
     except OSError as err:
-        error = write_error(err, folder, what=what)
+        error = write_error(err, folder, what=what) or not_a_folder(err, folder, what)
         if error is None:
             raise
         raise error from None
     if folder.resolve() not in _CHECKED:
         _CHECKED.append(folder.resolve())
     return folder
+
+
+NAME_MAX = 255
+"""The longest file or folder name, in bytes, of the usual file systems (ext4, XFS, btrfs, APFS, NTFS)."""
+
+
+def not_a_folder(err: OSError, folder: Path, what: str) -> BvrError | None:
+    """The one-line error of a path that cannot be made a folder, or None for any other error.
+
+    A file or device (``/dev/null``) is where the folder (or one above it) would be, or a name is longer than
+    :data:`NAME_MAX` bytes (or the whole path longer than the system allows).
+
+    Args:
+        err: what ``mkdir`` raised.
+        folder: the folder asked for.
+        what: what it is, for the message (``"output folder (--output-dir)"``).
+    """
+    if err.errno in (errno.EEXIST, errno.ENOTDIR):
+        blocker = _existing(folder)
+        found = "it exists" if blocker == folder.absolute() else f"{blocker} exists"
+        return BvrError(f"cannot use it as the {what}: {found} and is not a folder", where=folder,
+                        hint="choose a folder (a new or an existing one), not a file")
+    if err.errno == errno.ENAMETOOLONG:
+        reason = name_too_long(folder) or "the path is longer than this system allows"
+        return BvrError(f"cannot use it as the {what}: {reason}", where=folder, hint="choose a shorter name")
+    return None
+
+
+def name_too_long(path: Path) -> str | None:
+    """Why ``path`` cannot exist for a name in it longer than :data:`NAME_MAX` bytes; None when every name fits.
+
+    >>> name_too_long(Path("outputs") / ("x" * 300)), name_too_long(Path("outputs"))
+    ('a name in it is 300 bytes long, more than the 255 a file system allows', None)
+    """
+    longest = max((len(os.fsencode(part)) for part in Path(path).parts), default=0)
+    return f"a name in it is {longest:,} bytes long, more than the {NAME_MAX} a file system allows" \
+        if longest > NAME_MAX else None
 
 
 def check_free_space(folder: Path, needed: float, what: str) -> None:

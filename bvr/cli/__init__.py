@@ -61,8 +61,14 @@ QUIET_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.util
 MLflow's "Creating initial MLflow database tables"); without --verbose only their warnings and errors show."""
 
 
+STAGED_COMMANDS = ("tokenizer", "data", "pretrain", "finetune", "ablate")
+"""Commands that keep what they finished (prepared data, pretraining checkpoints, fine-tuning seeds, ablation
+units): run again after an interrupt, they continue from there. The others have nothing to continue."""
+
+
 @app.callback()
 def _main(
+    ctx: typer.Context,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also show Lightning's and MLflow's "
                                           "informational messages (hidden by default: they repeat for every "
                                           "run).")] = False,
@@ -70,6 +76,7 @@ def _main(
                                         "--verbose.")] = False,
 ) -> None:
     state["debug"] = debug
+    state["command"] = ctx.invoked_subcommand
     keep_freed_memory()  # before anything allocates: training and scoring reuse freed memory (bvr.memory)
     if not (verbose or debug):
         import logging
@@ -88,6 +95,7 @@ def main() -> None:
     (Ctrl-C), 143: terminated (SIGTERM), each with the line saying how to continue; 1: an unexpected error, with
     its traceback.
     """
+    state["command"] = None
     try:
         with handle_sigterm():
             app()  # standalone mode: usage errors are printed by the parser and exit 2
@@ -120,13 +128,25 @@ def _user_error(err: BvrError) -> NoReturn:
 
 
 def _interrupted(interrupt: BaseException) -> NoReturn:
-    """Say how to continue; exit 130 after Ctrl-C, 143 after SIGTERM (128 + the signal's number)."""
-    if isinstance(interrupt, Terminated):
-        err_console.print("terminated (SIGTERM) before the run finished; run the same command again to continue "
-                          "from the finished stages (bvr pretrain: with --resume)", soft_wrap=True)
-        sys.exit(128 + interrupt.signum)
-    err_console.print("interrupted; run the same command again to continue from the finished stages")
-    sys.exit(128 + signal.SIGINT)
+    """Say how to continue (:func:`continue_line`); exit 130 after Ctrl-C, 143 after SIGTERM (128 + the signal's
+    number)."""
+    terminated = isinstance(interrupt, Terminated)
+    err_console.print(continue_line(state["command"], terminated=terminated), soft_wrap=True, markup=False)
+    sys.exit(128 + (interrupt.signum if terminated else signal.SIGINT))
+
+
+def continue_line(command: str | None, *, terminated: bool) -> str:
+    """The line an interrupted ``command`` ends with: a command of :data:`STAGED_COMMANDS` continues from its
+    finished stages (``bvr pretrain`` with ``--resume``); any other is simply run again.
+
+    >>> continue_line("config", terminated=False)
+    'interrupted; run the same command again'
+    """
+    if command not in STAGED_COMMANDS:
+        return f"{'terminated (SIGTERM)' if terminated else 'interrupted'}; run the same command again"
+    stopped = "terminated (SIGTERM) before the run finished" if terminated else "interrupted"
+    resume = " (bvr pretrain: with --resume)" if command == "pretrain" else ""
+    return f"{stopped}; run the same command again to continue from the finished stages{resume}"
 
 
 __all__ = ["app", "main"]

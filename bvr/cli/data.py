@@ -21,6 +21,7 @@ from bvr.cli.options import (
     console,
     load,
 )
+from bvr.errors import BvrError
 
 
 def config_show(config: ConfigOpt = None, preset: PresetOpt = None, set_: SetOpt = None,
@@ -140,5 +141,9 @@ def data_show(
     from bvr.pretraining.inspect import render_examples
     from bvr.pretraining.prepare import prepare
 
+    if count < 1:  # before the data is prepared, which can take minutes
+        raise BvrError(f"must be at least 1, got {count}", where="--count")
+    if epoch < 0:
+        raise BvrError(f"must be at least 0 (the first epoch), got {epoch}", where="--epoch")
     cfg = load(config, preset, set_, data_dir, output_dir)
     console.print(render_examples(cfg, prepare(cfg), count=count, epoch=epoch), markup=False, highlight=False)

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from bvr.cli.options import DataDirOpt, console, data_dir_or_env, tasks_help
+from bvr.cli.options import DataDirOpt, console, data_dir_or_env, folder_option, tasks_help
 from bvr.config import PROBE_KINDS, SENTENCE_FEATURES, TOKEN_FEATURES
 from bvr.display import duration
 from bvr.errors import BvrError
@@ -74,6 +74,7 @@ def blimp_cmd(
     checkpoint: Annotated[Path, typer.Argument(help="A pretraining run folder (outputs/runs/pretrain-*), its model/ "
                                                     "folder, or a Hugging Face BERT/RoBERTa folder.")],
     data_dir: Annotated[Path | None, typer.Option("--data-dir", envvar="BVR_DATA_DIR",
+                                                  callback=folder_option("data folder (--data-dir)"),
                                                   help="Data folder holding blimp/ (data/*.jsonl and "
                                                   "models_summary.jsonl), or the BLiMP folder itself. Env: "
                                                   "BVR_DATA_DIR.")] = None,

@@ -8,21 +8,24 @@ the help must not load torch or Lightning.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
 from bvr.ablation.declare import list_experiments
 from bvr.config import FAMILIES, INPUT_FORMATS, MASKING_MODES, preset_names
+from bvr.errors import BvrError
+from bvr.resources import name_too_long
 from bvr.tasks.registry import TASK_KINDS, TASKS
 
 console = Console(emoji=False)  # ":100:" in a file:line stays text, not an emoji
 err_console = Console(stderr=True, emoji=False)
-state = {"debug": False}
-"""Set by the ``--debug`` callback: show the traceback of a :class:`~bvr.errors.BvrError` instead of one line."""
+state: dict[str, Any] = {"debug": False, "command": None}
+"""Set by the app's callback: ``debug`` (``--debug``: show the traceback of a :class:`~bvr.errors.BvrError` instead
+of one line) and ``command``, the command being run (``config``, ``pretrain``, ...), for what an interrupt says."""
 
 
 def one_of(names: Iterable[str], last: str = "or") -> str:
@@ -51,6 +54,28 @@ FORMATS_HELP = "|".join(INPUT_FORMATS)
 FAMILIES_HELP = "|".join(FAMILIES)
 DATA_FOLDERS_HELP = ", ".join(["corpus/", *dict.fromkeys(spec.folder.split("/")[0] + "/" for spec in TASKS.values())])
 
+def folder_option(what: str) -> Callable[[Path | None], Path | None]:
+    """The callback of a folder option (``--data-dir``, ``--output-dir``), run on the value given or read from its
+    environment variable, before the command starts.
+
+    ``~`` becomes the home folder: a shell leaves it as it is in ``--output-dir=~/runs`` and in quotes, and a
+    literal ``~`` folder would be created in the working folder. A name longer than the file system allows is
+    refused here, before any command stats the path.
+
+    Args:
+        what: the folder, for the message (``"output folder (--output-dir)"``).
+    """
+    def check(value: Path | None) -> Path | None:
+        if value is None:
+            return None
+        value = value.expanduser()
+        reason = name_too_long(value)
+        if reason:
+            raise BvrError(f"cannot use it as the {what}: {reason}", where=value, hint="choose a shorter name")
+        return value
+    return check
+
+
 # Options shared by every command that reads a configuration.
 ConfigOpt = Annotated[
     Path | None, typer.Option("--config", "-c", help="YAML file of config sections (see experiments/).")
@@ -63,12 +88,12 @@ SetOpt = Annotated[
 ]
 DataDirOpt = Annotated[
     Path | None,
-    typer.Option("--data-dir", envvar="BVR_DATA_DIR",
+    typer.Option("--data-dir", envvar="BVR_DATA_DIR", callback=folder_option("data folder (--data-dir)"),
                  help=f"Folder with the datasets ({DATA_FOLDERS_HELP}). Env: BVR_DATA_DIR."),
 ]
 OutputDirOpt = Annotated[
     Path | None,
-    typer.Option("--output-dir", envvar="BVR_OUTPUT_DIR",
+    typer.Option("--output-dir", envvar="BVR_OUTPUT_DIR", callback=folder_option("output folder (--output-dir)"),
                  help="Where prepared data and checkpoints are cached (default: ./outputs). Env: BVR_OUTPUT_DIR."),
 ]
 
@@ -91,4 +116,4 @@ def data_dir_or_env(value: Path | None) -> Path | None:
     if value is not None and str(value) not in ("", "."):
         return value
     env = os.environ.get("BVR_DATA_DIR")
-    return Path(env) if env else None
+    return folder_option("data folder (BVR_DATA_DIR)")(Path(env)) if env else None

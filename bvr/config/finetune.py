@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from bvr.config.layers import build_dataclass, check, unknown_key
+from bvr.config.layers import build_dataclass, check, check_finite, unknown_key
 from bvr.config.sections import PRECISIONS
 from bvr.errors import BvrError
 
@@ -97,6 +97,8 @@ class FinetuneConfig(DataSettings):
     """Log the training loss every this many optimiser steps."""
 
     def __post_init__(self) -> None:
+        check_finite({key: getattr(self, key) for key in ("learning_rate", "weight_decay", "grad_clip", "adam_eps")},
+                     "finetune.")
         for key in ("learning_rate", "batch_size", "epochs", "eval_batch_size", "log_every_steps"):
             check(getattr(self, key) > 0, f"finetune.{key}", f"must be positive, got {getattr(self, key)}")
         for key in ("max_train_examples", "max_eval_examples", "max_steps"):

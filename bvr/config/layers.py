@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from collections.abc import Mapping
@@ -38,6 +39,19 @@ def check(ok: bool, key: str, message: str) -> None:
 
 def check_choice(value: str, choices: tuple[str, ...], key: str) -> None:
     check(value in choices, key, f"'{value}' is not one of {', '.join(choices)}")
+
+
+def check_finite(values: dict[str, float], prefix: str) -> None:
+    """Refuse ``inf`` and ``nan`` (YAML's ``.inf``, ``.nan``) in float keys, before their range checks: ``inf``
+    passes a lower bound (``> 0``) and would train to nan or not at all, and ``nan`` fails every comparison, so a
+    range check alone would name it with the wrong reason.
+
+    >>> check_finite({"learning_rate": float("inf")}, "training.")
+    Traceback (most recent call last):
+    bvr.errors.BvrError: training.learning_rate: must be a finite number, got inf
+    """
+    for key, value in values.items():
+        check(math.isfinite(value), f"{prefix}{key}", f"must be a finite number, got {value}")
 
 
 def _type_name(tp: Any) -> str:

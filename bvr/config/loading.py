@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +63,10 @@ class Config:
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
 
     def __post_init__(self) -> None:
+        # '~' in a config file or a --set means the home folder, as in --data-dir and --output-dir
+        # (bvr.cli.options.folder_option): never a folder named '~' in the working folder.
+        self.output_dir = os.path.expanduser(self.output_dir)
+        self.data_dir = os.path.expanduser(self.data_dir) if self.data_dir is not None else None
         # The name becomes part of folder names (outputs/runs/pretrain-NAME-HASH): no path separators, no '..'.
         check(is_name(str(self.name)), "name", f"{self.name!r} cannot name a folder: {NAME_RULE}")
         # Checks across sections: each section validated itself already.

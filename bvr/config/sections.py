@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bvr.config.layers import check, check_choice
+from bvr.config.layers import check, check_choice, check_finite
 
 INPUT_FORMATS = ("segment-pair", "sentence-pair", "full-sentences", "doc-sentences")
 PAIR_FORMATS = ("segment-pair", "sentence-pair")
@@ -24,6 +24,8 @@ MASKING_SCHEMES = ("token", "whole-word", "span")
 NORMS = ("post", "pre")
 """Where each layer's LayerNorms sit: after the residual add (BERT, RoBERTa) or before each sub-layer, with a final
 LayerNorm after the last layer (pre-LayerNorm: GPT-2, fairseq's ``normalize_before``, cramming)."""
+SEED_MAX = 2**32 - 1
+"""Largest training seed: Lightning's ``seed_everything`` and numpy's generators take seeds in 0 to 2**32 - 1."""
 SENTENCE_OBJECTIVES = ("none", "nsp", "sop")
 """The sentence-level objective beside MLM: none, BERT's next-sentence prediction or ALBERT's sentence-order
 prediction (the pair formats only)."""
@@ -276,6 +278,10 @@ class TrainingConfig:
             check(getattr(self, key) >= 1, f"training.{key}", "must be at least 1")
         check(self.batch_size % self.grad_accum == 0, "training.grad_accum",
                f"{self.grad_accum} does not divide batch_size {self.batch_size}")
+        check(0 <= self.seed <= SEED_MAX, "training.seed", f"{self.seed} is not a seed: use an integer from 0 to "
+              f"{SEED_MAX}")
+        check_finite({key: getattr(self, key) for key in ("learning_rate", "weight_decay", "grad_clip", "adam_eps")},
+                     "training.")
         check(self.learning_rate > 0, "training.learning_rate", "must be positive")
         check(self.warmup_steps >= 0, "training.warmup_steps", "must be non-negative")
         check(self.num_workers >= 0, "training.num_workers", "must be non-negative")

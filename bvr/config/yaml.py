@@ -2,8 +2,10 @@
 
 Every YAML file bvr reads (presets, config files, experiment files, the published-results file) goes through
 :func:`parse_yaml`, so each refuses the same things with the same one-line :class:`~bvr.errors.BvrError` naming the
-file and line: a missing file, bytes that are not UTF-8, invalid YAML and a key given twice in one mapping (which
-PyYAML would resolve silently to the later value). :func:`read_yaml` also refuses a top level that is not a mapping
+file and line: a missing file, bytes that are not UTF-8, invalid YAML, a key given twice in one mapping (which
+PyYAML would resolve silently to the later value), an alias inside the value it names (``a: &a [*a]``, a loop),
+aliases that expand to more than :data:`MAX_VALUES` values (a "billion laughs" file) and values nested too deeply
+for Python's recursion limit. :func:`read_yaml` also refuses a top level that is not a mapping
 and returns, beside the data, a map from each dotted key to ``file:line``.
 """
 
@@ -16,13 +18,19 @@ import yaml
 
 from bvr.errors import BvrError
 
+MAX_VALUES = 100_000
+"""Most values (mappings, lists and scalars) a YAML file may hold once every alias is expanded where it is used.
+bvr's own files hold a few hundred; nine aliases of nine aliases, nine levels deep, expand to 9**9 (a "billion
+laughs" file), which every walk of the data (key lines, validation, hashing) would take hours over."""
+
 
 def parse_yaml(path: Path, what: str = "config file") -> tuple[Any, yaml.Node | None]:
     """Parse a YAML file into data and its node tree (which knows the line of every key).
 
     Raises:
-        BvrError: the file is missing (named as ``what``), not UTF-8, not valid YAML, or gives a key twice in one
-            mapping (each with the line).
+        BvrError: the file is missing (named as ``what``), not UTF-8, not valid YAML, gives a key twice in one
+            mapping, holds an alias loop or aliases that expand past :data:`MAX_VALUES` (each with the line), or
+            nests too deeply.
     """
     path = Path(path)
     if not path.is_file():
@@ -34,14 +42,51 @@ def parse_yaml(path: Path, what: str = "config file") -> tuple[Any, yaml.Node | 
         line = raw[: err.start].count(b"\n") + 1
         raise BvrError(f"not UTF-8 text (byte 0x{raw[err.start]:02x})", where=f"{path}:{line}") from None
     try:
-        data, node = yaml.safe_load(text), yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        if node is None:
+            return None, None
+        _expanded_size(node, path, {}, set())  # before anything walks the values as a tree
+        _refuse_repeated_keys(node, path)
+        return yaml.safe_load(text), node
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else path
         raise BvrError(f"not valid YAML ({getattr(err, 'problem', err)})", where=where) from None
-    if node is not None:
-        _refuse_repeated_keys(node, path)
-    return data, node
+    except RecursionError:
+        raise BvrError("values nested too deeply to read (lists or mappings inside one another, hundreds of levels "
+                       "down)", where=path, hint="write the file with fewer levels") from None
+
+
+def _expanded_size(node: yaml.Node, path: Path, sizes: dict[int, int], open_nodes: set[int]) -> int:
+    """How many values ``node`` holds with every alias expanded; each node is counted once, so this is quick
+    whatever the aliases expand to.
+
+    Args:
+        sizes: the nodes counted so far (by ``id``), shared by the calls of one file.
+        open_nodes: the nodes being counted, whose values hold ``node``: meeting one again means a loop.
+
+    Raises:
+        BvrError: an alias inside the value it names, or more than :data:`MAX_VALUES` values (at that line).
+    """
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    where = f"{path}:{node.start_mark.line + 1}"
+    if key in open_nodes:
+        raise BvrError("an alias refers to the value that holds it (a loop, such as a: &a [*a])", where=where,
+                       hint="write the value out instead of the alias")
+    open_nodes.add(key)
+    if isinstance(node, yaml.MappingNode):
+        children = [child for pair in node.value for child in pair]
+    else:
+        children = node.value if isinstance(node, yaml.SequenceNode) else []
+    total = 1 + sum(_expanded_size(child, path, sizes, open_nodes) for child in children)
+    open_nodes.discard(key)
+    if total > MAX_VALUES:
+        raise BvrError(f"its aliases expand this value to more than {MAX_VALUES:,} values (aliases of aliases)",
+                       where=where, hint="write the values out, or nest fewer aliases")
+    sizes[key] = total
+    return total
 
 
 def _refuse_repeated_keys(node: yaml.Node, path: Path, prefix: str = "") -> None:

@@ -179,6 +179,33 @@ class BatchPlan:
         return cls(batch_size, world_size, grad_accum)
 
 
+def check_batch_fits(cfg: Config, train: datasets.Dataset) -> None:
+    """Refuse an optimiser step larger than the training data, before training.
+
+    The samplers would fill such a step with one pass over the data (``training.batch_size``) or with the same
+    sequences several times (``training.tokens_per_batch``): the run would train on other batches than asked for,
+    and its metrics would count an epoch per step.
+
+    Args:
+        cfg: the resolved configuration.
+        train: the prepared training sequences.
+
+    Raises:
+        BvrError: naming the key, its value and how many sequences (or tokens) the data holds.
+    """
+    t, sequences = cfg.training, train.num_rows
+    if t.tokens_per_batch is None and t.batch_size > sequences:
+        raise BvrError(f"{t.batch_size:,} sequences per optimiser step, but the prepared data holds only {sequences:,} "
+                       "training sequences", where="training.batch_size",
+                       hint=f"set it to at most {sequences:,}, or pretrain on a larger corpus")
+    if t.tokens_per_batch is not None:
+        tokens = int(pc.sum(pc.list_value_length(train.data.table["input_ids"])).as_py() or 0)
+        if t.tokens_per_batch > tokens:
+            raise BvrError(f"{t.tokens_per_batch:,} tokens per optimiser step, but the prepared data holds only "
+                           f"{tokens:,} training tokens", where="training.tokens_per_batch",
+                           hint=f"set it to at most {tokens:,}, or pretrain on a larger corpus")
+
+
 def _masking_options(cfg: Config) -> dict:
     """The collator arguments that training and validation share: what is masked and how."""
     m = cfg.masking

@@ -156,7 +156,11 @@ def cache_root(cfg: Config) -> Path:
 
 
 def prepare_corpus(cfg: Config, *, progress: bool = True) -> Path:
-    """Read the corpus into documents (Arrow, train/validation by document); reused when already built."""
+    """Read the corpus into documents (Arrow, train/validation by document); reused when already built.
+
+    The first stage of every command that prepares data, so it first makes sure the output folder can be written.
+    """
+    check_writable(Path(cfg.output_dir), "output folder (--output-dir)")
     location = resolve_corpus(cfg)
     corpus = asdict(cfg.corpus)
     stage = {"version": stage_version("corpus", location.source), "corpus": corpus, "location": asdict(location),
@@ -447,8 +451,7 @@ def prepare_instances(cfg: Config, tokenized_dir: Path, tokenizer_dir: Path) -> 
 
 
 def prepare(cfg: Config, *, progress: bool = True) -> Prepared:
-    """Run (or reuse) every stage for ``cfg``, once the output folder is known to be writable."""
-    check_writable(Path(cfg.output_dir), "output folder (--output-dir)")
+    """Run (or reuse) every stage for ``cfg`` (the corpus stage first checks that the output folder is writable)."""
     corpus_dir = prepare_corpus(cfg, progress=progress)
     tokenizer_dir = prepare_tokenizer(cfg, corpus_dir, progress=progress)
     with datasets_progress(progress):  # the bars of datasets.map, silenced with progress=False (--no-progress)

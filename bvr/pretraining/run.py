@@ -31,13 +31,13 @@ import pyarrow.compute as pc
 import torch
 
 from bvr.cache import DONE, build_once, cache_dir, global_rank, is_done, target_lock
-from bvr.checkpoints import check_checkpoint
+from bvr.checkpoints import check_checkpoint, check_fits
 from bvr.config import Config, dump_config, hashed_section
 from bvr.errors import BvrError
 from bvr.model import EncoderConfig, PretrainingModel, count_parameters
 from bvr.model.encoder import compile_layers
 from bvr.model.hf import export_hf
-from bvr.pretraining.data import PretrainingDataModule, validation_differs
+from bvr.pretraining.data import PretrainingDataModule, check_batch_fits, validation_differs
 from bvr.pretraining.masking import mask_exposure
 from bvr.pretraining.module import PretrainingModule
 from bvr.pretraining.prepare import Prepared, load_instances, prepare, prepare_corpus, prepare_tokenizer
@@ -148,7 +148,8 @@ def pretrain(
     Raises:
         BvrError: an unfinished run exists and neither ``resume`` nor ``restart`` was given; its checkpoint cannot be
             read on ``resume``; a non-finite loss; the tracking server does not answer; too little disk is free
-            for the checkpoint and the exported model (:func:`pretraining_bytes`), or a write fails for want of
+            for the checkpoint and the exported model (:func:`pretraining_bytes`); an optimiser step larger than the
+            training data (:func:`~bvr.pretraining.data.check_batch_fits`); or a write fails for want of
             space or permission (:class:`~bvr.resources.WriteError`); a GPU accelerator on a machine without one
             (before any data is read).
     """
@@ -157,6 +158,7 @@ def pretrain(
     if ablation is None and global_rank() == 0:  # a lone run closes what a killed one left (an ablation does it)
         close_stale_runs(experiment or DEFAULT_EXPERIMENT, Path.cwd())
     prepared = prepare(cfg, progress=progress)
+    check_batch_fits(cfg, load_instances(prepared)["train"])
     run_dir = run_dir_for(cfg, prepared)
     with target_lock(run_dir):  # a second process with the same config waits here, then reuses the result
         if is_done(run_dir):
@@ -181,6 +183,8 @@ def _train(cfg: Config, prepared: Prepared, run_dir: Path, ckpt_path: str | None
                      f"pretraining {params['total']:,} parameters (checkpoint and exported model)")
     module = PretrainingModule(model, cfg.training, failed_checkpoint_hint=str(run_dir / "checkpoints" / "last.ckpt"),
                                sentence_objective=cfg.data.sentence_objective)
+    if ckpt_path is not None:
+        check_fits(Path(ckpt_path), module.state_dict())
     datamodule = PretrainingDataModule(cfg, load_instances(prepared), vocab)
     if cfg.training.compile:
         compile_layers(model.encoder)

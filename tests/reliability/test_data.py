@@ -1,14 +1,18 @@
 """Bad data files at the command line: a corrupt or missing task file, a CoNLL file of the wrong shape, files not in
-UTF-8, SQuAD answers off their offsets, a corpus with nothing (or too little) in it. Each is one line on stderr
-naming the file (and line where there is one) and what to do, exit status 2, before any training."""
+UTF-8, SQuAD answers off their offsets, a corpus with nothing (or too little) in it, or too little for one optimiser
+step. Each is one line on stderr naming the file (and line where there is one) or the key, and what to do, exit
+status 2, before any training."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from tests.reliability.conftest import FIXTURES, copy_task, error_line
+from tests.reliability.test_runs import PRETRAIN
+from tests.test_prepare import write_wiki_corpus
 
 TINY = ["--seeds", "1", "--set", "finetune.epochs=1", "--set", "finetune.batch_size=2",
         "--set", "finetune.max_length=64"]
@@ -19,9 +23,9 @@ def finetune(bvr, checkpoint, tmp_path, monkeypatch):
     """``bvr finetune --task TASK`` of the tiny checkpoint on ``tmp_path/data``, in ``tmp_path``."""
     monkeypatch.chdir(tmp_path)
 
-    def run(task: str):
+    def run(task: str, *extra: str):
         return bvr("finetune", "--task", task, "--checkpoint", checkpoint, "--data-dir", tmp_path / "data",
-                   "--output-dir", tmp_path / "out", *TINY)
+                   "--output-dir", tmp_path / "out", *TINY, *extra)
 
     return run
 
@@ -55,20 +59,58 @@ def test_a_missing_glue_file_says_which_folder_to_pass(finetune, tmp_path):
         f"{data}/glue/SST-2/, or pass --data-dir (or set BVR_DATA_DIR to) a folder that holds glue/")
 
 
+def _conll_refused(finetune, tmp_path, split: str, content: str | bytes) -> tuple[Path, str]:
+    """Fine-tune on the fixture CoNLL task with one split's file replaced by ``content``: that file and the one line
+    the refusal printed."""
+    path = copy_task(tmp_path / "data", "conll") / "conll2003" / f"{split}.txt"
+    path.write_bytes(content.encode() if isinstance(content, str) else content)
+    return path, _refused(finetune("conll2003"))
+
+
 def test_a_conll_file_of_two_columns_names_the_line(finetune, tmp_path):
-    train = copy_task(tmp_path / "data", "conll") / "conll2003" / "train.txt"
-    train.write_text("-DOCSTART- -X- -X- O\n\nPeter B-PER\nmet O\n")
-    assert _refused(finetune("conll2003")) == (
-        f"{train}:3: 2 of 2 token lines have fewer than 4 columns (first at line 3). CoNLL-2003 lines are 'token POS "
-        "chunk NER', separated by spaces; pass n_columns for other layouts")
+    train, line = _conll_refused(finetune, tmp_path, "train", "-DOCSTART- -X- -X- O\n\nPeter B-PER\nmet O\n")
+    assert line == (f"{train}:3: 2 of 2 token lines have fewer than 4 columns (first at line 3). CoNLL-2003 lines are "
+                    "'token POS chunk NER', separated by spaces; pass n_columns for other layouts")
 
 
 def test_a_conll_file_not_in_utf8_names_the_line_and_how_to_convert(finetune, tmp_path):
-    valid = copy_task(tmp_path / "data", "conll") / "conll2003" / "valid.txt"
-    valid.write_bytes("Peter NNP B-NP B-PER\nMüller NNP I-NP I-PER\n".encode("latin-1"))
-    assert _refused(finetune("conll2003")) == (
-        f"{valid}:2: not UTF-8 (invalid start byte at byte 2 of the line). convert the file to UTF-8 (e.g. iconv -f "
-        "latin1 -t utf-8)")
+    valid, line = _conll_refused(finetune, tmp_path, "valid",
+                                 "Peter NNP B-NP B-PER\nMüller NNP I-NP I-PER\n".encode("latin-1"))
+    assert line == (f"{valid}:2: not UTF-8 (invalid start byte at byte 2 of the line). convert the file to UTF-8 (e.g. "
+                    "iconv -f latin1 -t utf-8)")
+
+
+def test_a_conll_split_without_sentences_is_refused_as_a_header_only_glue_file(finetune, tmp_path):
+    test, line = _conll_refused(finetune, tmp_path, "test", "-DOCSTART- -X- -X- O\n\n-DOCSTART- -X- -X- O\n\n")
+    assert line == (f"{test}: no sentences could be read ({test}: 2 documents, 0 sentences, 0 tokens, scheme IOB2). "
+                    "a CoNLL file holds 'token POS chunk NER' lines, a blank line after each sentence; download the "
+                    "task's files again")
+
+
+def test_an_unknown_conll_tag_names_the_file_and_line(finetune, tmp_path):
+    lines = (FIXTURES / "conll" / "sample.txt").read_text().splitlines(keepends=True)
+    lines[3] = "rejects VBZ B-VP B-DATE\n"  # a tag of another scheme (OntoNotes), in the dev split only
+    valid, line = _conll_refused(finetune, tmp_path, "valid", "".join(lines))
+    assert line == (f"{valid}:4: unknown tag 'B-DATE'. expected one of: O, B-PER, I-PER, B-ORG, I-ORG, B-LOC, I-LOC, "
+                    "B-MISC, I-MISC")
+
+
+def test_a_glue_file_not_in_utf8_names_the_line_and_how_to_convert(finetune, tmp_path):
+    train = copy_task(tmp_path / "data", "glue/SST-2") / "glue" / "SST-2" / "train.tsv"
+    train.write_bytes("sentence\tlabel\na fine film\t1\na café film\t0\n".encode("latin-1"))
+    assert _refused(finetune("sst2")) == (f"{train}:3: not UTF-8 (invalid continuation byte at byte 6 of the line). "
+                                          "convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)")
+
+
+def test_a_blimp_file_not_in_utf8_names_the_line_and_how_to_convert(bvr, checkpoint, tmp_path):
+    paradigm = copy_task(tmp_path / "data", "blimp") / "blimp" / "data" / "anaphor_gender_agreement.jsonl"
+    lines = paradigm.read_bytes().splitlines(keepends=True)
+    lines[1] = lines[1].replace(b"Karla", "Karl\xe1".encode("latin-1"), 1)
+    paradigm.write_bytes(b"".join(lines))
+    column = lines[1].index(b"\xe1") + 1
+    assert _refused(bvr("blimp", checkpoint, "--data-dir", tmp_path / "data")) == (
+        f"{paradigm}:2: not UTF-8 (invalid continuation byte at byte {column} of the line). convert the file to UTF-8 "
+        "(e.g. iconv -f latin1 -t utf-8)")
 
 
 def test_a_squad_file_not_in_utf8_names_the_line_and_how_to_convert(finetune, tmp_path):
@@ -91,6 +133,19 @@ def test_squad_answers_off_their_offsets_are_refused(finetune, tmp_path):
         f"{dev}: 1 of {answers} answers are not at their answer_start in the context. answer_start counts characters "
         "of the context from 0; a file whose offsets are bytes, tokens or shifted trains a model on the wrong spans. "
         "Fix the offsets (the official files have none wrong)")
+
+
+def test_a_squad_file_of_empty_questions_is_refused_as_glue_refuses_empty_texts(finetune, tmp_path):
+    dev = copy_task(tmp_path / "data", "squad") / "squad" / "v1.1" / "dev-v1.1.json"
+    squad = json.loads(dev.read_text())
+    questions = [qa for article in squad["data"] for paragraph in article["paragraphs"] for qa in paragraph["qas"]]
+    for qa in questions:
+        qa["question"] = ""
+    dev.write_text(json.dumps(squad))
+    # windows that fit (questions may take 64 tokens, more than TINY leaves): only the questions can stop it
+    assert _refused(finetune("squad", "--set", "finetune.max_length=128", "--set", "finetune.stride=32")) == (
+        f"{dev}: {len(questions)} of {len(questions)} questions are empty (the first at data[0].paragraphs[0].qas[0]), "
+        "more than 1%. the file looks damaged: download the task's files again")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -133,3 +188,32 @@ def test_plain_text_read_as_wikiextractor_says_which_source_to_set(bvr, tmp_path
     assert _refused(result) == (f"{tmp_path / 'data' / 'corpus' / 'wiki' / 'AA' / 'wiki_00'}:1: text outside a <doc "
                                 "...> block. is this WikiExtractor output? For one paragraph per line use --set "
                                 "corpus.source=text")
+
+
+@pytest.mark.parametrize(("key", "value", "unit"), [("batch_size", 100_000, "sequences"),
+                                                    ("tokens_per_batch", 10_000_000, "tokens")])
+def test_a_step_larger_than_the_training_data_is_refused_before_training(bvr, tmp_path, monkeypatch, key, value, unit):
+    data = write_wiki_corpus(tmp_path / "data", documents=60)
+    monkeypatch.chdir(tmp_path)
+    args = [*PRETRAIN, "--set", f"training.{key}={value}", "--data-dir", data, "--output-dir", tmp_path / "out"]
+    assert bvr("data", "prepare", *args)[0] == 0  # its progress bars out of the way
+    code, _, err = bvr("pretrain", *args)
+    held = json.loads(next((tmp_path / "out" / "cache").glob("data-*/data_stats.json")).read_text())["train"][unit]
+    assert code == 2
+    assert error_line(err) == (f"training.{key}: {value:,} {unit} per optimiser step, but the prepared data holds "
+                               f"only {held:,} training {unit}. set it to at most {held:,}, or pretrain on a larger "
+                               "corpus")
+    assert not (tmp_path / "out" / "runs").exists()  # no run folder, no metrics.json claiming an epoch per step
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [("--count", "-1", "must be at least 1, got -1"),
+                                                          ("--count", "0", "must be at least 1, got 0"),
+                                                          ("--epoch", "-1", "must be at least 0 (the first epoch), "
+                                                                            "got -1")],
+                         ids=["count-minus-one", "count-zero", "epoch-minus-one"])
+def test_data_show_checks_its_options_before_preparing_anything(bvr, tmp_path, monkeypatch, option, value, message):
+    monkeypatch.chdir(tmp_path)
+    data = write_wiki_corpus(tmp_path / "data", documents=10)
+    code, _, err = bvr("data", "show", option, value, *PRETRAIN, "--data-dir", data, "--output-dir", tmp_path / "out")
+    assert code == 2 and error_line(err) == f"{option}: {message}"
+    assert not (tmp_path / "out").exists()

@@ -71,6 +71,27 @@ def test_a_damaged_checkpoint_on_resume_is_one_line_naming_restart(bvr, killed, 
                                "delete the file)")
 
 
+def test_a_checkpoint_of_another_model_size_on_resume_is_one_line(bvr, killed, tmp_path, monkeypatch):
+    work, args = killed
+    shutil.copytree(work / "trapped", tmp_path / "out")  # the killed run, its last.ckpt at step 8
+    monkeypatch.chdir(tmp_path)
+    last = _last(tmp_path / "out")
+    embeddings = "model.bert.embeddings.word_embeddings.weight"
+    vocabulary = torch.load(last, weights_only=True)["state_dict"][embeddings].shape[0]
+    code, _, err = bvr(*args, "--output-dir", tmp_path / "out", "--set", "model.hidden_size=16",
+                       "--set", "training.max_steps=4")
+    assert code == 0, err
+    narrow = next(p for p in (tmp_path / "out" / "runs").glob("pretrain-*") if p != last.parents[1])
+    shutil.copy(narrow / "checkpoints" / "last.ckpt", last)  # a checkpoint of a 16-wide model in a 32-wide run
+    (last.parents[1] / "mlflow_run_id").unlink()  # its run is in the killed run's store, not in this folder's
+    code, _, err = bvr(*args, "--output-dir", tmp_path / "out", "--resume")
+    assert code == 2
+    assert error_line(err) == (
+        f"{last}: the checkpoint is of another model shape than the configuration: {embeddings} is [{vocabulary}, 16] "
+        f"there, [{vocabulary}, 32] in the configuration (43 of 48 weights differ). pass --restart to discard it and "
+        "train this run again from the start (bvr ablate: delete the file)")
+
+
 class _Trap:
     """Unpickled, it runs a shell command that creates ``marker`` (what a hostile checkpoint would do)."""
 
@@ -109,11 +130,12 @@ def test_a_booby_trapped_checkpoint_on_resume_runs_nothing_and_is_one_line(bvr, 
 
 
 def test_lightning_loads_a_resumed_checkpoint_as_weights_only_too(bvr, trapped, monkeypatch):
-    """Lightning's own loader (``trainer.fit(ckpt_path=...)``) with the check before it gone (the file swapped after
-    it) and torch told to unpickle anything where the caller does not say (``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``, as
+    """Lightning's own loader (``trainer.fit(ckpt_path=...)``) with the checks before it gone (the file swapped after
+    them) and torch told to unpickle anything where the caller does not say (``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``, as
     torch before 2.6 did): nothing runs either."""
     args, last, marker = trapped
     monkeypatch.setattr(run, "check_checkpoint", lambda path: None)
+    monkeypatch.setattr(run, "check_fits", lambda path, expected: None)
     monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     code, _, err = bvr(*args)
     assert not marker.exists()

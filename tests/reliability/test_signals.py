@@ -1,5 +1,5 @@
 """Where Ctrl-C and SIGTERM may stop a run: Lightning's loop after a batch, never inside a store write or a
-checkpoint; a stop ends the run KILLED; a second SIGTERM ends the process at once."""
+checkpoint; a stop ends the run KILLED; a second SIGTERM ends the process at once; what the stopped command says."""
 
 from __future__ import annotations
 
@@ -182,3 +182,23 @@ def test_deferred_signals_are_delivered_once_at_the_end_of_the_outermost_block()
         assert not signals.sigterm_received()
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.parametrize(("command", "interrupt", "code", "line"), [
+    (["config", "show"], KeyboardInterrupt, 130, "interrupted; run the same command again"),
+    (["config", "show"], Terminated, 143, "terminated (SIGTERM); run the same command again"),
+    (["data", "prepare"], KeyboardInterrupt, 130, "interrupted; run the same command again to continue from the "
+                                                  "finished stages"),
+    (["pretrain"], Terminated, 143, "terminated (SIGTERM) before the run finished; run the same command again to "
+                                    "continue from the finished stages (bvr pretrain: with --resume)"),
+], ids=["config-ctrl-c", "config-sigterm", "data-prepare-ctrl-c", "pretrain-sigterm"])
+def test_an_interrupt_advises_resuming_only_commands_that_keep_stages(bvr, monkeypatch, command, interrupt, code,
+                                                                       line):
+    import bvr.config as config
+
+    def interrupted(*args, **kwargs):
+        raise interrupt
+
+    monkeypatch.setattr(config, "load_config", interrupted)
+    status, _, err = bvr(*command)
+    assert (status, " ".join(err.split())) == (code, line)

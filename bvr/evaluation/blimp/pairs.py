@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bvr.errors import BvrError
+from bvr.fs import utf8_lines
 
 if TYPE_CHECKING:
     pass
@@ -69,20 +70,20 @@ def paradigm_files(folder: Path) -> list[Path]:
 
 
 def json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) of each non-blank line; bad JSON or a non-object is an error naming ``path:line``."""
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise BvrError(f"not valid JSON ({err.msg}, column {err.colno})", where=f"{path}:{number}",
-                               hint=_HINT) from err
-            if not isinstance(row, dict):
-                raise BvrError(f"expected a JSON object, got {type(row).__name__}", where=f"{path}:{number}",
-                               hint=_HINT)
-            yield number, row
+    """(line number, object) of each non-blank line; a byte that is not UTF-8, bad JSON or a non-object is an error
+    naming ``path:line``."""
+    for number, line in utf8_lines(path):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise BvrError(f"not valid JSON ({err.msg}, column {err.colno})", where=f"{path}:{number}",
+                           hint=_HINT) from err
+        if not isinstance(row, dict):
+            raise BvrError(f"expected a JSON object, got {type(row).__name__}", where=f"{path}:{number}",
+                           hint=_HINT)
+        yield number, row
 
 
 def _pair(row: dict[str, Any], where: str) -> BlimpPair:

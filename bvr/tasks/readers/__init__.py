@@ -86,9 +86,15 @@ def _described(read: Callable[[Path], tuple[list[Any], Any]]) -> ReadFile:
     return read_file
 
 
+def _conll(spec: TaskSpec, path: Path) -> tuple[list[Any], str]:
+    """A CoNLL file of the task, any tag not among its labels refused at its line."""
+    sentences, report = read_conll(path, labels=spec.label_names)
+    return sentences, report.describe()
+
+
 READERS: dict[str, FileFormat] = {
     **{name: FileFormat(_sentences(read), _hub_sentences) for name, read in SENTENCE_READERS.items()},
-    "conll": FileFormat(_described(read_conll), hub_conll),
+    "conll": FileFormat(_conll, hub_conll),
     "squad-json": FileFormat(_described(read_squad), hub_squad, fallback_to_dev=True),
 }
 """File format -> how to read it (every name in :data:`~bvr.tasks.registry.TASK_FORMATS`)."""

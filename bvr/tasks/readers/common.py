@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bvr.errors import BvrError
+from bvr.fs import not_utf8
 from bvr.tasks.registry import TaskSpec
 
 MAX_SKIPPED_SHARE = 0.01
@@ -138,7 +139,7 @@ def read_lines(path: Path, spec: TaskSpec) -> list[str]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
-        raise BvrError(f"not UTF-8 (byte {exc.start})", where=f"{path}:{line}") from None
+        raise not_utf8(exc, path, line, raw.rfind(b"\n", 0, exc.start) + 1) from None
     # Split on "\n" only: str.splitlines would also break at \x0b, \x1c, \x85 or \u2028 inside a sentence.
     lines = [line.removesuffix("\r") for line in text.removeprefix("\ufeff").split("\n")]
     if lines and lines[-1] == "":

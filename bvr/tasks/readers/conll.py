@@ -6,11 +6,13 @@ found by :func:`~bvr.tasks.iob.detect_scheme` and converted by :func:`~bvr.tasks
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
 from bvr.errors import BvrError
+from bvr.fs import utf8_lines
 from bvr.tasks.iob import detect_scheme, is_tag, to_iob2
 
 DOCSTART = "-DOCSTART-"
@@ -88,7 +90,8 @@ class _SentenceBuilder:
         self.tokens, self.tags = [], []
 
 
-def _read_line(line: str, number: int, path: Path, n_columns: int, builder: _SentenceBuilder) -> None:
+def _read_line(line: str, number: int, path: Path, n_columns: int, labels: Sequence[str] | None,
+               builder: _SentenceBuilder) -> None:
     columns = line.split()
     if not columns:
         builder.close()
@@ -107,6 +110,10 @@ def _read_line(line: str, number: int, path: Path, n_columns: int, builder: _Sen
         )
     elif not is_tag(columns[-1]):
         raise BvrError(f"{columns[-1]!r} is not an IOB tag", where=f"{path}:{number}", hint="use O, B-TYPE or I-TYPE")
+    elif labels is not None and columns[-1] not in labels:
+        # Refused where it is, in every split: found only when encoding, a dev sample without it passed.
+        raise BvrError(f"unknown tag {columns[-1]!r}", where=f"{path}:{number}",
+                       hint=f"expected one of: {', '.join(labels)}")
     else:
         builder.add(columns[0], columns[-1])
 
@@ -128,8 +135,18 @@ def _check_enough_lines(report: ConllReport, path: Path, n_columns: int) -> None
             hint="CoNLL-2003 lines are 'token POS chunk NER', separated by spaces; pass n_columns for other layouts")
 
 
+def _check_not_empty(report: ConllReport, path: Path) -> None:
+    """Refuse a file without a sentence (only ``-DOCSTART-`` lines, say), as a GLUE file without a row is: a model
+    trained or scored on it would report an F1 of nothing."""
+    if report.sentences == 0:
+        raise BvrError(f"no sentences could be read ({report.describe()})", where=path,
+                       hint="a CoNLL file holds 'token POS chunk NER' lines, a blank line after each sentence; "
+                            "download the task's files again")
+
+
 def read_conll(
-    path: str | Path, *, n_columns: int = CONLL_COLUMNS, convert_to_iob2: bool = True
+    path: str | Path, *, n_columns: int = CONLL_COLUMNS, convert_to_iob2: bool = True,
+    labels: Sequence[str] | None = None,
 ) -> tuple[list[Sentence], ConllReport]:
     """Read a CoNLL column file: one token per line, tag in the last column, blank lines between sentences.
 
@@ -140,30 +157,27 @@ def read_conll(
         n_columns: columns per token line; lines with fewer are skipped and reported in
             :attr:`ConllReport.bad_lines`.
         convert_to_iob2: convert IOB1 (or mixed) tags to IOB2, the scheme models are trained on.
+        labels: the task's tags (as written, before conversion); another tag is refused at its line. None: any
+            IOB tag.
 
     Returns:
         The sentences and a report of the counts.
 
     Raises:
         BvrError: the file is missing or not UTF-8, a line has more than ``n_columns`` columns, more than half of
-            the token lines have fewer, or a tag is not O, B-X or I-X (naming ``file:line``).
+            the token lines have fewer, a tag is not O, B-X or I-X or not one of ``labels`` (naming ``file:line``),
+            or the file holds no sentence.
     """
     path = Path(path)
     if not path.is_file():
         raise BvrError("no such CoNLL file", where=path, hint="check the task's data paths")
     report = ConllReport(path=str(path))
     builder = _SentenceBuilder(report)
-    with path.open("rb") as lines:  # decoded line by line, so a bad byte is reported at its line
-        for number, raw in enumerate(lines, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise BvrError(f"not UTF-8 ({err.reason} at byte {err.start + 1} of the line)",
-                               where=f"{path}:{number}",
-                               hint="convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
-            _read_line(line, number, path, n_columns, builder)
+    for number, line in utf8_lines(path):
+        _read_line(line, number, path, n_columns, labels, builder)
     builder.close()
     _check_enough_lines(report, path, n_columns)
+    _check_not_empty(report, path)
     sentences = builder.sentences
     report.scheme = detect_scheme(sentence.tags for sentence in sentences)
     if convert_to_iob2 and report.scheme != "IOB2":

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bvr.errors import BvrError
+from bvr.tasks.readers.common import MAX_EMPTY_SHARE
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,9 @@ class SquadReport:
         reference_answers: reference answers over all questions.
         answers_per_question: how many questions have each number of reference answers.
         answer_mismatches: answers whose text differs from the context at ``answer_start``; kept as they are.
+        empty_questions: questions whose text is empty or blank; kept up to
+            :data:`~bvr.tasks.readers.common.MAX_EMPTY_SHARE` of them, as GLUE's empty texts.
+        first_empty: where the first of them is (``data[3].paragraphs[0].qas[7]``).
     """
 
     path: str
@@ -70,15 +74,19 @@ class SquadReport:
     reference_answers: int = 0
     answers_per_question: dict[int, int] = field(default_factory=dict)
     answer_mismatches: int = 0
+    empty_questions: int = 0
+    first_empty: str | None = None
 
     def describe(self) -> str:
         """One line for logs and the CLI."""
         spread = ", ".join(f"{n}: {count:,}" for n, count in sorted(self.answers_per_question.items()))
+        empty = (f"; kept {self.empty_questions:,} empty questions (the first at {self.first_empty})"
+                 if self.empty_questions else "")
         return (
             f"{self.path}: SQuAD v{self.version}, {self.articles:,} articles, {self.paragraphs:,} paragraphs, "
             f"{self.questions:,} questions ({self.answerable:,} answerable, {self.impossible:,} impossible), "
             f"{self.reference_answers:,} reference answers (questions by answer count {{{spread}}}), "
-            f"{self.answer_mismatches:,} answers not found at their answer_start"
+            f"{self.answer_mismatches:,} answers not found at their answer_start{empty}"
         )
 
 
@@ -150,7 +158,11 @@ def _read_question(qa: Any, title: str, context: str, where: str, report: SquadR
     return SquadExample(qid, title, context, question, answers, impossible)
 
 
-def _count(report: SquadReport, example: SquadExample) -> None:
+def _count(report: SquadReport, example: SquadExample, place: str) -> None:
+    """Count ``example``, found at ``place`` (``data[3].paragraphs[0].qas[7]``), in ``report``."""
+    if not example.question.strip():
+        report.empty_questions += 1
+        report.first_empty = report.first_empty or place
     report.questions += 1
     report.impossible += example.is_impossible
     report.answerable += not example.is_impossible
@@ -166,7 +178,7 @@ def _read_article(article: Any, where: str, report: SquadReport) -> list[SquadEx
         context = _field(paragraph, "context", str, place)
         for k, qa in enumerate(_field(paragraph, "qas", list, place)):
             example = _read_question(qa, title, context, f"{place}.qas[{k}]", report)
-            _count(report, example)
+            _count(report, example, f"{place}.qas[{k}]".rsplit(":", 1)[-1])
             examples.append(example)
         report.paragraphs += 1
     report.articles += 1
@@ -191,7 +203,8 @@ def read_squad(path: str | Path) -> tuple[list[SquadExample], SquadReport]:
 
     Raises:
         BvrError: the file is missing, not UTF-8 or not JSON, a field is missing or of the wrong type, an answer
-            does not fit its context, more than 1% of the answers are not at their ``answer_start``, an answerable
+            does not fit its context, more than 1% of the questions are empty or more than 1% of the answers are
+            not at their ``answer_start``, an answerable
             question has no answers (or an impossible one has some), or a question id repeats; the message names
             the question id and the JSON path (``data[3].paragraphs[0].qas[7]``).
     """
@@ -205,6 +218,10 @@ def read_squad(path: str | Path) -> tuple[list[SquadExample], SquadReport]:
     if repeated:
         raise BvrError(f"question ids {repeated[:5]} occur more than once", where=path)
     report.version = _version(content.get("version"), examples)
+    if report.empty_questions > MAX_EMPTY_SHARE * report.questions:
+        raise BvrError(f"{report.empty_questions:,} of {report.questions:,} questions are empty (the first at "
+                       f"{report.first_empty}), more than {MAX_EMPTY_SHARE:.0%}", where=path,
+                       hint="the file looks damaged: download the task's files again")
     if report.answer_mismatches > MAX_MISMATCH_SHARE * max(report.reference_answers, 1):
         raise BvrError(
             f"{report.answer_mismatches:,} of {report.reference_answers:,} answers are not at their answer_start "
