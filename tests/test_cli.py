@@ -203,7 +203,7 @@ def test_third_party_notices_show_only_with_verbose(tmp_path, verbose):
     """MLflow's "Creating initial MLflow database tables" (and Lightning's per-run tips) repeat for every run: shown
     with --verbose only. A subprocess, because MLflow configures its loggers once, when first imported."""
     script = ("from bvr.cli import _main\n"
-              f"_main(verbose={verbose}, debug=False)\n"
+              f"_main(None, verbose={verbose}, debug=False)\n"
               "from bvr import tracking\n"
               "tracking.ensure_experiment('x')\n")
     env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "MLFLOW_LOGGING_LEVEL")}

@@ -76,7 +76,7 @@ def _main(
                                         "--verbose.")] = False,
 ) -> None:
     state["debug"] = debug
-    state["command"] = ctx.invoked_subcommand
+    state["command"] = ctx.invoked_subcommand if ctx is not None else None  # None: called as a function
     keep_freed_memory()  # before anything allocates: training and scoring reuse freed memory (bvr.memory)
     if not (verbose or debug):
         import logging
