@@ -24,20 +24,15 @@ Files may be gzip, bzip2 or xz compressed (by suffix). Bytes that are not valid 
 byte, and are counted.
 
 Modules: :mod:`bvr.corpus.stats` (documents and their counts), :mod:`bvr.corpus.sentences` (sentence splitting,
-heading and markup filters), :mod:`bvr.corpus.readers` (the four readers) and :mod:`bvr.corpus.store` (building,
-splitting and loading the corpus on disk).
+heading and markup filters), :mod:`bvr.corpus.readers` (the file readers), :mod:`bvr.corpus.hf_reader`
+(Hugging Face datasets), :mod:`bvr.corpus.sources` (each source name and its reader) and :mod:`bvr.corpus.store`
+(building, splitting and loading the corpus on disk).
 """
 
-from bvr.corpus.readers import (
-    READERS,
-    SOURCES,
-    read_hf_dataset,
-    read_plain_text,
-    read_wikiextractor,
-    read_wikitext,
-    resolve_files,
-)
+from bvr.corpus.hf_reader import read_hf_dataset
+from bvr.corpus.readers import read_plain_text, read_wikiextractor, read_wikitext, resolve_files
 from bvr.corpus.sentences import is_heading, is_markup, is_template_debris, split_sentences
+from bvr.corpus.sources import READERS, SOURCES
 from bvr.corpus.stats import CorpusStats, Document
 from bvr.corpus.store import (
     FEATURES,

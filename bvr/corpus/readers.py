@@ -1,4 +1,5 @@
-"""The corpus readers: WikiExtractor output, WikiText, plain text and Hugging Face datasets → documents.
+"""The corpus readers of files: WikiExtractor output, WikiText and plain text → documents (Hugging Face datasets:
+:mod:`bvr.corpus.hf_reader`; the source table: :mod:`bvr.corpus.sources`).
 
 Each reader yields :data:`~bvr.corpus.stats.Document` dicts and counts what it read and skipped in a
 :class:`~bvr.corpus.stats.CorpusStats`; :data:`READERS` maps each source name to its reader. Plain text has one
@@ -12,13 +13,10 @@ import gzip
 import html
 import lzma
 import re
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
-
-import datasets
-from rich.progress import track
+from typing import BinaryIO
 
 from bvr.corpus.sentences import is_heading, is_markup, is_template_debris, split_sentences
 from bvr.corpus.stats import CorpusStats, Document
@@ -112,7 +110,7 @@ def _drop_template_debris(sentences: list[str], stats: CorpusStats) -> list[str]
     return kept
 
 
-def _make_document(
+def make_document(
     doc_id: str, title: str, paragraphs: Iterable[str], stats: CorpusStats, *, drop_wiki_lines: bool
 ) -> Document | None:
     """Split paragraphs into sentences and count them; None (counted as empty) when nothing is left.
@@ -216,7 +214,7 @@ def _close_doc(doc: _OpenDoc, stats: CorpusStats) -> Document | None:
     lines = [line for line in lines if line]
     if lines and lines[0] == doc.title.strip():
         lines = lines[1:]
-    return _make_document(doc.doc_id, doc.title, lines, stats, drop_wiki_lines=True)
+    return make_document(doc.doc_id, doc.title, lines, stats, drop_wiki_lines=True)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -263,10 +261,10 @@ def _text_file(path: Path, name: str, stats: CorpusStats) -> Iterator[Document]:
             first = first if block else number
             block.append(line)
         elif block:
-            yield from _optional(_make_document(f"{name}:{first}", "", block, stats, drop_wiki_lines=False))
+            yield from optional_document(make_document(f"{name}:{first}", "", block, stats, drop_wiki_lines=False))
             block = []
     if block:
-        yield from _optional(_make_document(f"{name}:{first}", "", block, stats, drop_wiki_lines=False))
+        yield from optional_document(make_document(f"{name}:{first}", "", block, stats, drop_wiki_lines=False))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -319,7 +317,7 @@ def _wikitext_file(path: Path, name: str, stats: CorpusStats) -> Iterator[Docume
         level = _wikitext_level(text) if framed or article is None else 0
         if level == 1:
             if article is not None:
-                yield from _optional(_close_article(article, stats))
+                yield from optional_document(_close_article(article, stats))
             title = _WIKITEXT_HEADING.fullmatch(text).group(2)  # type: ignore[union-attr]
             article = _OpenDoc(doc_id=f"{name}:{number}", title=title, line=number, lines=[])
         elif article is None:
@@ -329,7 +327,7 @@ def _wikitext_file(path: Path, name: str, stats: CorpusStats) -> Iterator[Docume
         else:
             article.lines.append(text)
     if article is not None:
-        yield from _optional(_close_article(article, stats))
+        yield from optional_document(_close_article(article, stats))
 
 
 def _framed_lines(lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str, bool]]:
@@ -351,195 +349,15 @@ def _framed_lines(lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str, 
 
 def _close_article(article: _OpenDoc, stats: CorpusStats) -> Document | None:
     """A finished WikiText article as a document (None, counted as empty, when it has no text)."""
-    return _make_document(article.doc_id, article.title, article.lines, stats, drop_wiki_lines=False)
+    return make_document(article.doc_id, article.title, article.lines, stats, drop_wiki_lines=False)
 
 
-def _optional(document: Document | None) -> Iterator[Document]:
+def optional_document(document: Document | None) -> Iterator[Document]:
     """Yield the document unless it is None."""
     if document is not None:
         yield document
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Hugging Face datasets
-# ---------------------------------------------------------------------------------------------------------------
-
-# Local data files by suffix → the `datasets` packaged builder that reads them.
-_HF_BUILDERS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet", ".txt": "text"}
-_HF_HINT = "pass a local path: a data file or folder, or a folder written by Dataset.save_to_disk"
-
-
-def read_hf_dataset(
-    name_or_path: str,
-    stats: CorpusStats,
-    *,
-    text_column: str = "text",
-    split: str = "train",
-    config_name: str | None = None,
-) -> Iterator[Document]:
-    """Read a Hugging Face dataset, one document per row.
-
-    ``name_or_path`` is tried as, in order: a folder written by ``save_to_disk`` (``datasets.load_from_disk``),
-    local ``.txt`` files (a file, or a folder of nothing else), read by the plain-text rule of
-    :func:`read_plain_text` (same documents and ids as ``--source text``; only split ``train``), other local data
-    files (``datasets.load_dataset``, streamed), then a hub id (streamed).
-
-    Args:
-        name_or_path: local path or hub id.
-        stats: counts to update.
-        text_column: the column holding the text; newlines in it separate paragraphs.
-        split: the split to read.
-        config_name: the dataset configuration (hub datasets with several).
-
-    Yields:
-        ``{"doc_id", "title", "sentences"}``: doc_id from an ``id`` column if there is one, else
-        ``"SPLIT:ROW"``; title from a ``title`` column if there is one, else "".
-
-    Raises:
-        BvrError: a missing path, split or column, an unreadable file, or a hub that cannot be reached.
-    """
-    path = Path(name_or_path).expanduser()
-    if _is_plain_text(path):
-        if split != "train":
-            raise BvrError(f"local text files have only the 'train' split, not {split!r}", where=path,
-                           hint="read split 'train'")
-        yield from read_plain_text(resolve_files(path), stats, root=_root(path))
-        return
-    rows = _open_hf(name_or_path, split, config_name, stats)
-    for index, row in enumerate(rows):
-        if index == 0:
-            _check_text_column(row, text_column, name_or_path)
-        doc_id = str(row["id"]) if row.get("id") is not None else f"{split}:{index}"
-        paragraphs = (row[text_column] or "").splitlines()
-        title = str(row.get("title") or "")
-        yield from _optional(_make_document(doc_id, title, paragraphs, stats, drop_wiki_lines=False))
-
-
-def _is_plain_text(path: Path) -> bool:
-    """Whether ``path`` is a ``.txt`` file, or a folder (not one ``save_to_disk`` wrote) holding only ``.txt`` files."""
-    if path.is_file():
-        return path.suffix == ".txt"
-    if not path.is_dir() or (path / "dataset_dict.json").exists() or (path / "state.json").exists():
-        return False
-    files = resolve_files(path)
-    return {file.suffix for file in files} == {".txt"}
-
-
-def _check_text_column(row: dict[str, Any], text_column: str, where: str) -> None:
-    """Refuse a first row that lacks the text column or holds something other than text in it."""
-    if text_column not in row:
-        raise BvrError(
-            f"no column {text_column!r}; the columns are {sorted(row)}", where=where, hint="pass --text-column"
-        )
-    if not isinstance(row[text_column], str | None):
-        kind = type(row[text_column]).__name__
-        raise BvrError(f"column {text_column!r} holds {kind}, not text", where=where, hint="pass --text-column")
-
-
-def _open_hf(name_or_path: str, split: str, config_name: str | None, stats: CorpusStats) -> Iterable[dict[str, Any]]:
-    """The rows of the dataset named by ``name_or_path`` (see :func:`read_hf_dataset`)."""
-    path = Path(name_or_path).expanduser()
-    if path.exists():
-        if (path / "dataset_dict.json").exists() or (path / "state.json").exists():
-            return _hf_from_disk(path, split, stats)
-        return _hf_from_files(path, split, stats)
-    if name_or_path.startswith((".", "/", "~")) or path.suffix in _HF_BUILDERS:
-        raise BvrError("no such file or folder", where=name_or_path, hint="check the path")
-    return _hf_from_hub(name_or_path, split, config_name)
-
-
-def _hf_from_disk(path: Path, split: str, stats: CorpusStats) -> datasets.Dataset:
-    """A dataset folder written by ``save_to_disk``; the split is chosen from a ``DatasetDict``."""
-    loaded = datasets.load_from_disk(str(path))
-    if isinstance(loaded, datasets.DatasetDict):
-        if split not in loaded:
-            raise BvrError(f"no split {split!r}; the splits are {sorted(loaded)}", where=path, hint="pass --hf-split")
-        loaded = loaded[split]
-    stats.files += len(loaded.cache_files)
-    return loaded
-
-
-def _hf_from_files(path: Path, split: str, stats: CorpusStats) -> datasets.IterableDataset:
-    """Local data files (a file or a folder of them), streamed so nothing is cached or held in memory."""
-    files = resolve_files(path)
-    kwargs: dict[str, Any] = {}
-    if path.is_file():
-        if path.suffix not in _HF_BUILDERS:
-            raise BvrError(f"unknown data file type {path.suffix!r}", where=path, hint=f"use {sorted(_HF_BUILDERS)}")
-        kwargs.update(path=_HF_BUILDERS[path.suffix], data_files=str(path))
-    else:
-        kwargs.update(path=str(path))
-    try:
-        rows = datasets.load_dataset(split=split, streaming=True, **kwargs)
-    except (ValueError, FileNotFoundError) as exc:
-        raise BvrError(f"cannot read these data files ({exc})", where=path, hint="check the files, --hf-split") from exc
-    stats.files += len(files)
-    return rows
-
-
-def _hf_from_hub(name: str, split: str, config_name: str | None) -> datasets.IterableDataset:
-    """A hub dataset, streamed; any failure to reach it becomes a :class:`BvrError`."""
-    try:
-        return datasets.load_dataset(name, config_name, split=split, streaming=True)
-    except (ConnectionError, OSError, ValueError) as exc:
-        raise BvrError(f"cannot load {name!r} from the Hugging Face hub ({exc})", where=name, hint=_HF_HINT) from exc
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Sources, split, build
-# ---------------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SourceOptions:
-    """Reader settings that only some sources use."""
-
-    text_column: str
-    hf_split: str
-    hf_config: str | None
-    progress: bool
-
-
-def _wikiextractor_source(
-    path: str | Path, stats: CorpusStats, options: SourceOptions
-) -> Generator[Document, None, None]:
-    """Documents from WikiExtractor files, with a progress bar over files."""
-    files = track(resolve_files(Path(path)), description="Reading files", disable=not options.progress)
-    yield from read_wikiextractor(files, stats)
-
-
-def _root(path: Path) -> Path:
+def id_root(path: Path) -> Path:
     """The folder document ids name files relative to: ``path`` itself when it is a folder, else its parent."""
     return path if path.is_dir() else path.parent
-
-
-def _text_source(path: str | Path, stats: CorpusStats, options: SourceOptions) -> Generator[Document, None, None]:
-    """Documents from plain text files, with a progress bar over files."""
-    path = Path(path).expanduser()
-    files = track(resolve_files(path), description="Reading files", disable=not options.progress)
-    yield from read_plain_text(files, stats, root=_root(path))
-
-
-def _hf_source(path: str | Path, stats: CorpusStats, options: SourceOptions) -> Generator[Document, None, None]:
-    """Documents from a Hugging Face dataset, with a progress bar over documents (the file count is unknown)."""
-    documents = read_hf_dataset(
-        str(path), stats, text_column=options.text_column, split=options.hf_split, config_name=options.hf_config
-    )
-    yield from track(documents, description="Reading documents", disable=not options.progress)
-
-
-def _wikitext_source(path: str | Path, stats: CorpusStats, options: SourceOptions) -> Generator[Document, None, None]:
-    """Articles from WikiText files, with a progress bar over files."""
-    path = Path(path).expanduser()
-    files = track(resolve_files(path), description="Reading files", disable=not options.progress)
-    yield from read_wikitext(files, stats, root=_root(path))
-
-
-# Each reader is a generator, so that closing it ends its progress bar and closes its open file.
-READERS: dict[str, Callable[[str | Path, CorpusStats, SourceOptions], Generator[Document, None, None]]] = {
-    "wikiextractor": _wikiextractor_source,
-    "text": _text_source,
-    "hf": _hf_source,
-    "wikitext": _wikitext_source,
-}
-SOURCES = tuple(READERS)

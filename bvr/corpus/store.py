@@ -16,7 +16,7 @@ from pathlib import Path
 import datasets
 from datasets.arrow_writer import ArrowWriter
 
-from bvr.corpus.readers import READERS, SOURCES, SourceOptions
+from bvr.corpus.sources import READERS, SOURCES, SourceOptions
 from bvr.corpus.stats import CorpusStats, Document
 from bvr.errors import BvrError
 from bvr.fs import replace_dir

@@ -1,0 +1,63 @@
+"""The corpus sources: each ``corpus.source`` name and the reader that yields its documents, with a progress bar."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.progress import track
+
+from bvr.corpus.hf_reader import read_hf_dataset
+from bvr.corpus.readers import id_root, read_plain_text, read_wikiextractor, read_wikitext, resolve_files
+from bvr.corpus.stats import CorpusStats, Document
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """Reader settings that only some sources use."""
+
+    text_column: str
+    hf_split: str
+    hf_config: str | None
+    progress: bool
+
+
+def _wikiextractor_source(
+    path: str | Path, stats: CorpusStats, options: SourceOptions
+) -> Generator[Document, None, None]:
+    """Documents from WikiExtractor files, with a progress bar over files."""
+    files = track(resolve_files(Path(path)), description="Reading files", disable=not options.progress)
+    yield from read_wikiextractor(files, stats)
+
+
+def _text_source(path: str | Path, stats: CorpusStats, options: SourceOptions) -> Generator[Document, None, None]:
+    """Documents from plain text files, with a progress bar over files."""
+    path = Path(path).expanduser()
+    files = track(resolve_files(path), description="Reading files", disable=not options.progress)
+    yield from read_plain_text(files, stats, root=id_root(path))
+
+
+def _hf_source(path: str | Path, stats: CorpusStats, options: SourceOptions) -> Generator[Document, None, None]:
+    """Documents from a Hugging Face dataset, with a progress bar over documents (the file count is unknown)."""
+    documents = read_hf_dataset(
+        str(path), stats, text_column=options.text_column, split=options.hf_split, config_name=options.hf_config
+    )
+    yield from track(documents, description="Reading documents", disable=not options.progress)
+
+
+def _wikitext_source(path: str | Path, stats: CorpusStats, options: SourceOptions) -> Generator[Document, None, None]:
+    """Articles from WikiText files, with a progress bar over files."""
+    path = Path(path).expanduser()
+    files = track(resolve_files(path), description="Reading files", disable=not options.progress)
+    yield from read_wikitext(files, stats, root=id_root(path))
+
+
+# Each reader is a generator, so that closing it ends its progress bar and closes its open file.
+READERS: dict[str, Callable[[str | Path, CorpusStats, SourceOptions], Generator[Document, None, None]]] = {
+    "wikiextractor": _wikiextractor_source,
+    "text": _text_source,
+    "hf": _hf_source,
+    "wikitext": _wikitext_source,
+}
+SOURCES = tuple(READERS)
