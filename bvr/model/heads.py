@@ -21,8 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bvr.model.encoder import Embeddings, Encoder, init_weights
+from bvr.model.encoder import Encoder, init_weights
 from bvr.model.encoder_config import EncoderConfig
+from bvr.model.layers import Embeddings
 from bvr.model.losses import IGNORE_INDEX, accuracy, cross_entropy, linear_cross_entropy
 
 
@@ -228,16 +229,17 @@ class PretrainingModel(nn.Module):
         config: encoder sizes and constants; ``config.family`` names the encoder attribute (``bert``/``roberta``).
         nsp: build the pooler and the next-sentence head (BERT's ``BertForPreTraining``).
         sbo: build SpanBERT's span-boundary head (under ``sbo``; not exported to Hugging Face folders).
+        fast: the encoder's fast path (the default) or its reference path (:class:`Encoder`'s ``fast``).
     """
 
-    def __init__(self, config: EncoderConfig, nsp: bool = False, sbo: bool = False) -> None:
+    def __init__(self, config: EncoderConfig, nsp: bool = False, sbo: bool = False, fast: bool = True) -> None:
         super().__init__()
         self.config = config
         self.nsp = nsp
         self.sbo_enabled = sbo
         self.has_mlm_head = True
         """False when loaded from an encoder-only folder: the MLM head is then untrained (see ``load_hf``)."""
-        encoder = Encoder(config, add_pooler=nsp)
+        encoder = Encoder(config, add_pooler=nsp, fast=fast)
         self.add_module(config.family, encoder)  # 'bert.' or 'roberta.': HF's base_model_prefix
         embedding = encoder.embeddings.word_embeddings
         if config.family == "bert":
@@ -316,24 +318,6 @@ class PretrainingModel(nn.Module):
         if self.sbo_enabled:
             boundaries = (states[where[rows, left]], states[where[rows, right]], columns - left - 1)
         return _Sparse(states[where[masked]], labels[masked], nsp_logits, boundaries)
-
-    def sparse_logits(
-        self,
-        input_ids: torch.Tensor,
-        labels: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """The training-time forward: logits only where a loss reads them, the last layer run only there too.
-
-        Equal (to rounding) to ``forward(..., labels=labels)``'s logits, at a fraction of the last layer's cost
-        (:meth:`Encoder.forward_selected`).
-
-        Returns:
-            ``(mlm_logits, mlm_targets, nsp_logits)``: (n_masked, vocab), (n_masked,) and (batch, 2) or None.
-        """
-        sparse = self._sparse_states(input_ids, labels, attention_mask, token_type_ids)
-        return self.mlm_head(sparse.states), sparse.targets, sparse.nsp_logits
 
     def forward(
         self,
