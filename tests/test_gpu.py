@@ -21,7 +21,8 @@ import pytest
 import torch
 
 from bvr.model import EncoderConfig, PretrainingModel, cpu, fast
-from bvr.model.hf import config_from_hf, from_hf_state_dict
+from bvr.model.hf import from_hf_state_dict
+from bvr.model.hf_config import config_from_hf
 from tests.test_hf import KINDS, batch, hf_outputs, tiny_hf
 
 # cuBLAS reads this when it first starts: deterministic GEMM workspaces for the resume test.

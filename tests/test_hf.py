@@ -20,14 +20,8 @@ from safetensors.torch import load_file, save_file
 
 from bvr.errors import BvrError
 from bvr.model import EncoderConfig, PretrainingModel
-from bvr.model.hf import (
-    config_from_hf,
-    export_hf,
-    from_hf_state_dict,
-    hf_config_dict,
-    load_hf,
-    to_hf_state_dict,
-)
+from bvr.model.hf import export_hf, from_hf_state_dict, load_hf, to_hf_state_dict
+from bvr.model.hf_config import config_from_hf, hf_config_dict
 
 transformers = pytest.importorskip("transformers")
 

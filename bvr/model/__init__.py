@@ -5,7 +5,8 @@
 - :mod:`bvr.model.fast`: what runs by default, the same function in fewer passes (fused projections, folded
   dropout scales, packing, selection); :mod:`bvr.model.cpu`: dropout as the CPU computes it.
 - :mod:`bvr.model.encoder`: :class:`Encoder`, which picks one path or the other (``fast=``).
-- :mod:`bvr.model.heads`: :class:`PretrainingModel` (encoder + sparse MLM head + optional NSP) and
+- :mod:`bvr.model.heads`: the MLM, NSP and span-boundary heads; :mod:`bvr.model.pretraining_model`:
+  :class:`PretrainingModel` (encoder + sparse MLM head + optional NSP and SBO), its losses and
   :func:`count_parameters`.
 - :mod:`bvr.model.losses`: :data:`IGNORE_INDEX` and the cross-entropy helpers the heads and the tasks share.
 - :mod:`bvr.model.hf`: weights and configs to and from Hugging Face folders.
@@ -15,8 +16,8 @@ Nothing here imports Lightning, MLflow or ``transformers``.
 
 from bvr.model.encoder import Encoder
 from bvr.model.encoder_config import EncoderConfig
-from bvr.model.heads import PretrainingLoss, PretrainingModel, PretrainingOutput, count_parameters
 from bvr.model.losses import IGNORE_INDEX
+from bvr.model.pretraining_model import PretrainingLoss, PretrainingModel, PretrainingOutput, count_parameters
 
 __all__ = [
     "IGNORE_INDEX",
