@@ -129,12 +129,6 @@ class Encoder(nn.Module):
         """The last layer's output as the encoder returns it: through the final LayerNorm in a pre-LayerNorm encoder."""
         return x if self.LayerNorm is None else self.LayerNorm(x)
 
-    def pool(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Pool (batch, seq, hidden) to (batch, hidden) through the pooler; an error if it was not built."""
-        if self.pooler is None:
-            raise RuntimeError("this encoder was built without a pooler (add_pooler=False)")
-        return self.pooler(hidden[:, 0])  # (batch, hidden)
-
 
 def compile_layers(encoder: Encoder) -> None:
     """Compile every layer but the last with ``torch.compile`` (inductor), in place.
