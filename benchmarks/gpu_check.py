@@ -57,7 +57,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bvr from this checkout, installed or not
 
-from bvr.model import IGNORE_INDEX, EncoderConfig, PretrainingModel, layers  # noqa: E402
+from bvr.model import IGNORE_INDEX, EncoderConfig, PretrainingModel, fast  # noqa: E402
 from bvr.model.encoder import Encoder, compile_layers, init_weights  # noqa: E402
 from bvr.model.hf import to_hf_state_dict  # noqa: E402
 from bvr.training.optim import adamw  # noqa: E402
@@ -204,14 +204,14 @@ def bvr_step(sizes: Sizes, compiled: bool, explicit: bool = False) -> Callable[[
                       warmup_steps=0, max_steps=10**6)["optimizer"]
 
     def step(batch: dict[str, torch.Tensor]) -> float:
-        fused = layers.attend
-        layers.attend = explicit_attend if explicit else fused
+        fused = fast.attend
+        fast.attend = explicit_attend if explicit else fused
         try:
             with autocast(sizes.device):
                 loss = model.pretraining_loss(batch["input_ids"], batch["labels"], batch["attention_mask"]).loss
             loss.backward()
         finally:
-            layers.attend = fused
+            fast.attend = fused
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         return loss.detach()

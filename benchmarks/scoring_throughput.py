@@ -33,7 +33,8 @@ import torch
 from bvr.evaluation.blimp import load_blimp, pll_scores
 from bvr.memory import keep_freed_memory
 from bvr.model import EncoderConfig, PretrainingModel
-from bvr.model.hf import hf_config_dict, to_hf_state_dict
+from bvr.model.hf import to_hf_state_dict
+from bvr.model.hf_config import hf_config_dict
 from bvr.tokenization import train_tokenizer, vocab_info
 
 LAYERS, HIDDEN, HEADS, FFN = 4, 256, 4, 1024

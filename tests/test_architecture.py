@@ -134,6 +134,16 @@ def test_no_import_points_up_a_layer():
     assert violations(read_layers(text), read_apart(text), _tree()) == []
 
 
+MAX_MODULE_LINES = 400
+
+
+def test_no_module_is_over_400_lines():
+    """A module past 400 lines holds more than one job: split it by responsibility."""
+    long = {name: n for name, path in modules().items()
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert long == {}, f"modules over {MAX_MODULE_LINES} lines: {long}"
+
+
 def test_every_layer_entry_exists():
     existing = set(modules())
     missing = [name for name in read_layers(DOC.read_text(encoding="utf-8")) if name not in existing]

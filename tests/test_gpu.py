@@ -20,8 +20,9 @@ import numpy as np
 import pytest
 import torch
 
-from bvr.model import EncoderConfig, PretrainingModel, cpu, layers
-from bvr.model.hf import config_from_hf, from_hf_state_dict
+from bvr.model import EncoderConfig, PretrainingModel, cpu, fast
+from bvr.model.hf import from_hf_state_dict
+from bvr.model.hf_config import config_from_hf
 from tests.test_hf import KINDS, batch, hf_outputs, tiny_hf
 
 # cuBLAS reads this when it first starts: deterministic GEMM workspaces for the resume test.
@@ -91,11 +92,11 @@ def test_dropout_rates_on_cuda():
     q = torch.zeros(8, 4, 64, 64, device=CUDA)
     k = torch.randn(8, 4, 64, 64, device=CUDA)
     v = torch.eye(64, device=CUDA).expand(8, 4, 64, 64)
-    out = layers.attend(q, k, v, None, 0.1)
+    out = fast.attend(q, k, v, None, 0.1)
     assert abs((out == 0).float().mean().item() - 0.1) < 5 * math.sqrt(0.1 * 0.9 / out.numel())
     kept = out[out != 0]
     torch.testing.assert_close(kept, torch.full_like(kept, 1 / 64 / 0.9))
-    assert torch.equal(layers.attend(q, k, v, None, 0.0), torch.full_like(out, 1 / 64))
+    assert torch.equal(fast.attend(q, k, v, None, 0.0), torch.full_like(out, 1 / 64))
 
 
 def test_packing_and_selection_equal_the_dense_path_on_cuda(monkeypatch):
@@ -110,11 +111,11 @@ def test_packing_and_selection_equal_the_dense_path_on_cuda(monkeypatch):
     real = mask.bool()
     selected = real & (torch.rand(ids.shape, device=CUDA) < 0.3)
     with torch.no_grad():
-        assert layers.Packing.from_mask(mask) is not None  # 37.5% padding: this batch runs packed
+        assert fast.Packing.from_mask(mask) is not None  # 37.5% padding: this batch runs packed
         packed = model.encoder(ids, mask)
         sparse = model.encoder.forward_selected(ids, selected, mask)
-        monkeypatch.setattr(layers, "MIN_PADDING", 1.0)  # nothing packs
-        assert layers.Packing.from_mask(mask) is None
+        monkeypatch.setattr(fast, "MIN_PADDING", 1.0)  # nothing packs
+        assert fast.Packing.from_mask(mask) is None
         dense = model.encoder(ids, mask)
     torch.testing.assert_close(packed[real], dense[real], rtol=0, atol=1e-5)
     torch.testing.assert_close(sparse, dense[selected], rtol=0, atol=1e-5)

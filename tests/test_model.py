@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from bvr.config import PRESETS_DIR, ModelConfig, load_config
 from bvr.errors import BvrError
-from bvr.model import EncoderConfig, PretrainingModel, count_parameters, cpu, layers, losses
+from bvr.model import EncoderConfig, PretrainingModel, count_parameters, cpu, fast, losses
 from bvr.model.cpu import dropout
 from bvr.model.losses import linear_cross_entropy
 
@@ -75,19 +75,15 @@ def test_sparse_logits_equal_dense_at_masked_positions(family, nsp):
     model = build(family, nsp).eval()
     batch = padded_batch(family)
     args = (batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+    masked = batch["labels"] != -100
     with torch.no_grad():
-        dense = model(*args)
-        masked = dense.mlm_logits[batch["labels"] != -100]  # (n_masked, vocab)
+        dense = model(*args).mlm_logits[masked]  # (n_masked, vocab)
         sparse = model(*args, labels=batch["labels"])
-        # The training path also runs the last layer at the masked (and first) tokens only.
-        logits, targets, nsp_logits = model.sparse_logits(batch["input_ids"], batch["labels"], *args[1:])
-    torch.testing.assert_close(sparse.mlm_logits, masked, rtol=0, atol=1e-6)
-    torch.testing.assert_close(logits, masked, rtol=0, atol=1e-5)
-    assert torch.equal(targets, sparse.mlm_targets)
-    if nsp:
-        torch.testing.assert_close(nsp_logits, dense.nsp_logits, rtol=0, atol=1e-5)
-    else:
-        assert nsp_logits is None
+        # The training path also runs the last layer at the masked tokens only.
+        selected = model.mlm_head(model.encoder.forward_selected(batch["input_ids"], masked, *args[1:]))
+    torch.testing.assert_close(sparse.mlm_logits, dense, rtol=0, atol=1e-6)
+    torch.testing.assert_close(selected, dense, rtol=0, atol=1e-5)
+    assert torch.equal(sparse.mlm_targets, batch["labels"][masked])
 
 
 @pytest.mark.parametrize(("family", "nsp"), FAMILY_NSP)
@@ -277,54 +273,6 @@ def test_cpu_dropout_keeps_one_minus_p_and_rescales():
     assert odd.shape == (3, 7, 5) and set(odd.unique().tolist()) <= {0.0, 2.0}
 
 
-def _unfolded_layer(layer, x: torch.Tensor) -> torch.Tensor:
-    """A BERT layer in training mode written out with plain ``dropout`` (scale applied to the activations), drawing
-    its masks in the model's order: attention probabilities, attention output, feed-forward output."""
-    sa, heads = layer.attention.self, layer.attention.self.num_heads
-
-    def split(t):
-        return t.unflatten(-1, (heads, -1)).transpose(1, 2)
-
-    q, k, v = (split(F.linear(x, m.weight, m.bias)) for m in (sa.query, sa.key, sa.value))
-    probs = (q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5).softmax(dim=-1)
-    context = (dropout(probs, sa.attention_dropout, True) @ v).transpose(1, 2).flatten(2)
-    out = layer.attention.output
-    a = out.LayerNorm(dropout(out.dense(context), out.dropout.p, True) + x)
-    out = layer.output
-    return out.LayerNorm(dropout(out.dense(F.gelu(layer.intermediate.dense(a))), out.dropout.p, True) + a)
-
-
-def test_dropout_folded_into_the_weights_equals_dropout_of_the_activations():
-    """Training mode folds dropout's 1 / (1 - p) into the value, output and LayerNorm weights and zeroes in place:
-    the same masks (same random stream) and the same numbers as scaling the activations, gradients included."""
-    model = build("bert", nsp=False, dropout=0.3, attention_dropout=0.2).train()
-    layer, embeddings = model.encoder.encoder.layer[0], model.encoder.embeddings
-    ids = torch.randint(5, VOCAB, (3, 11))
-    x = torch.randn(3, 11, 32, requires_grad=True)
-    outputs, grads = [], []
-    for forward in (lambda: layer(x, None), lambda: _unfolded_layer(layer, x)):
-        torch.manual_seed(7)
-        y = forward()
-        y.pow(2).sum().backward()
-        outputs.append(y.detach())
-        grads.append([x.grad.clone(), *(p.grad.clone() for p in layer.parameters())])
-        x.grad = None
-        layer.zero_grad()
-    torch.manual_seed(8)
-    with torch.no_grad():  # another seed, other masks: the equality below rests on the masks being the same
-        assert not torch.allclose(_unfolded_layer(layer, x), outputs[1], atol=1e-3)
-    torch.testing.assert_close(outputs[0], outputs[1], rtol=1e-5, atol=1e-5)
-    for ours, theirs in zip(*grads, strict=True):
-        torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-5)
-    torch.manual_seed(3)
-    folded = embeddings(ids)
-    torch.manual_seed(3)
-    word = embeddings.word_embeddings(ids) + embeddings.position_embeddings.weight[:11]
-    plain = dropout(embeddings.LayerNorm(word + embeddings.token_type_embeddings.weight[0]), 0.3, True)
-    torch.testing.assert_close(folded, plain, rtol=1e-5, atol=1e-6)
-    assert 0.6 < (folded == 0).float().mean().item() / 0.3 < 1.4  # dropout happened
-
-
 def _device_layer(layer, x: torch.Tensor) -> torch.Tensor:
     """A BERT layer in training mode as on a GPU: SDPA with its own dropout, then ``F.dropout`` twice."""
     sa, heads = layer.attention.self, layer.attention.self.num_heads
@@ -333,7 +281,7 @@ def _device_layer(layer, x: torch.Tensor) -> torch.Tensor:
         return t.unflatten(-1, (heads, -1)).transpose(1, 2)
 
     q, k, v = (split(F.linear(x, m.weight, m.bias)) for m in (sa.query, sa.key, sa.value))
-    context = F.scaled_dot_product_attention(q, k, v, dropout_p=sa.attention_dropout).transpose(1, 2).flatten(2)
+    context = F.scaled_dot_product_attention(q, k, v, dropout_p=sa.dropout.p).transpose(1, 2).flatten(2)
     out = layer.attention.output
     a = out.LayerNorm(F.dropout(out.dense(context), out.dropout.p) + x)
     out = layer.output
@@ -355,7 +303,7 @@ def test_off_the_cpu_training_attention_is_sdpa_with_its_dropout(monkeypatch):
         return sdpa(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, **kwargs)
 
     monkeypatch.setattr(cpu, "cpu_kernels", lambda tensor: False)
-    monkeypatch.setattr(layers.F, "scaled_dot_product_attention", spy)
+    monkeypatch.setattr(fast.F, "scaled_dot_product_attention", spy)
     assert cpu.folded_scale(0.3, True, x) == 1.0
     torch.manual_seed(7)
     ours = layer(x, None)
@@ -587,64 +535,29 @@ def test_model_package_imports_no_lightning_mlflow_or_transformers():
 # Packed (unpadded) layers
 
 
-def _padded_run(model: PretrainingModel, batch: dict, monkeypatch, packed: bool):
-    """Last hidden states, every layer's states, sparse MLM states and the gradients of a loss over real tokens,
-    with packing of the real tokens alone forced on, or packing off."""
-    monkeypatch.setattr(layers, "MIN_PADDING", 0.0 if packed else 2.0)
-    monkeypatch.setattr(layers, "packed_length", lambda count: count)
-    model.zero_grad(set_to_none=True)
-    args = (batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
-    hidden = model.encoder(*args)
-    real = batch["attention_mask"].bool()
-    (hidden[real] ** 2).sum().backward()
-    grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
-    with torch.no_grad():
-        every = model.encoder.hidden_states(*args)
-        selected = model.encoder.forward_selected(batch["input_ids"], batch["labels"] != -100, *args[1:])
-    return hidden.detach(), every, selected, grads
-
-
-@pytest.mark.parametrize("family", ["bert", "roberta"])
-def test_packed_layers_equal_padded_ones_at_real_tokens(family, monkeypatch):
-    model = build(family, nsp=False).eval()
-    batch = padded_batch(family)
-    real = batch["attention_mask"].bool()
-    padded = _padded_run(model, batch, monkeypatch, packed=False)
-    packed = _padded_run(model, batch, monkeypatch, packed=True)
-    close = {"rtol": 1e-5, "atol": 1e-5}
-    torch.testing.assert_close(packed[0][real], padded[0][real], **close)
-    assert not packed[0][~real].any() and padded[0][~real].abs().sum() > 0  # zeros where padded queries attended
-    for got, want in zip(packed[1], padded[1], strict=True):
-        torch.testing.assert_close(got[real], want[real], **close)
-    torch.testing.assert_close(packed[2], padded[2], **close)
-    assert packed[3].keys() == padded[3].keys()
-    for name, grad in padded[3].items():
-        torch.testing.assert_close(packed[3][name], grad, **close, msg=name)
-
-
 def test_packing_needs_a_twentieth_of_padding(monkeypatch):
-    monkeypatch.setattr(layers, "packed_length", lambda count: count)
+    monkeypatch.setattr(fast, "packed_length", lambda count: count)
     mask = torch.ones(4, 10, dtype=torch.long)
     mask[0, 9] = 0  # 1 of 40 padded: not worth packing
-    assert layers.Packing.from_mask(mask) is None
+    assert fast.Packing.from_mask(mask) is None
     mask[1, 9] = 0  # 2 of 40 = 5%
-    packing = layers.Packing.from_mask(mask)
+    packing = fast.Packing.from_mask(mask)
     assert packing.index.tolist() == [i for i in range(40) if i not in (9, 19)]
     x = torch.arange(40.0).view(4, 10, 1)
     assert torch.equal(packing.unpack(packing.pack(x)), x * mask[..., None])
-    assert layers.Packing.from_mask(None) is None and layers.Packing.from_mask(torch.ones(2, 3)) is None
+    assert fast.Packing.from_mask(None) is None and fast.Packing.from_mask(torch.ones(2, 3)) is None
 
 
 def test_packed_length_rounds_with_the_first_padding_positions():
     mask = torch.ones(2, 100, dtype=torch.long)
     mask[0, 60:] = 0
     mask[1, 10:] = 0  # 70 real tokens: packed as 128, with the first 58 padding positions of the rows
-    packing = layers.Packing.from_mask(mask)
-    assert layers.packed_length(70) == 128 and len(packing.index) == 128
+    packing = fast.Packing.from_mask(mask)
+    assert fast.packed_length(70) == 128 and len(packing.index) == 128
     real = mask.flatten().nonzero().squeeze(1)
     padding = (mask.flatten() == 0).nonzero().squeeze(1)
     assert set(packing.index.tolist()) == set(real.tolist()) | set(padding[:58].tolist())
     assert packing.index.tolist() == sorted(packing.index.tolist())  # row-major, as the grid
-    lengths = {layers.packed_length(n) for n in range(1, 4097)}
+    lengths = {fast.packed_length(n) for n in range(1, 4097)}
     assert len(lengths) <= 40  # a few sizes per octave, for the allocator to reuse
-    assert all(layers.packed_length(n) - n <= max(63, n // 8) for n in range(1, 4097))
+    assert all(fast.packed_length(n) - n <= max(63, n // 8) for n in range(1, 4097))

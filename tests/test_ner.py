@@ -16,8 +16,6 @@ from bvr.tasks.iob import detect_scheme, entity_types, extract_entities, to_iob2
 from bvr.tasks.ner import (
     align_labels,
     encode_ner,
-    encoding_summary,
-    label_list,
     labels_to_tags,
     predictions_to_tags,
 )
@@ -132,12 +130,7 @@ def test_conversion_keeps_the_entities():
     assert extract_entities(to_iob2(iob1)) == extract_entities(iob1)
 
 
-def test_label_list_puts_o_first_then_sorts():
-    tags = [["B-PER", "I-PER", "O"], ["B-LOC", "B-MISC"]]
-    assert label_list(tags) == ["O", "B-LOC", "B-MISC", "B-PER", "I-PER"]
-    assert label_list([["B-PER"]], given=["O", "B-PER", "I-PER"]) == ["O", "B-PER", "I-PER"]
-    with pytest.raises(BvrError, match="B-LOC"):
-        label_list([["B-LOC"]], given=["O", "B-PER"])
+def test_entity_types_are_sorted_without_their_prefixes():
     assert entity_types(["O", "B-PER", "I-PER", "B-LOC"]) == ["LOC", "PER"]
 
 
@@ -213,9 +206,7 @@ def test_encode_ner_counts_words_cut_off_by_truncation(tokenizer):
     assert cut["truncated_words"] == [20 - kept_words] and kept_words < 20
     # The kept part is aligned exactly as without truncation.
     assert cut["labels"][0][:-1] == full["labels"][0][:11]
-    summary = encoding_summary(cut)
-    assert (summary["sentences"], summary["tokens"], summary["truncated_words"]) == (1, 12, 20 - kept_words)
-    assert summary["untokenized_words"] == 0
+    assert cut["untokenized_words"] == [0]
 
 
 def test_encode_ner_refuses_unknown_tags_and_families(tokenizer):

@@ -25,11 +25,11 @@ from bvr.pretraining.prepare import (
     MIN_VALIDATION_DOCUMENTS,
     SentenceBatches,
     _tokenize_batch,
-    data_stage_key,
     load_instances,
     prepare,
     prepare_tokenizer,
 )
+from bvr.pretraining.stage_keys import data_stage_key
 from bvr.tokenization import load_tokenizer, train_tokenizer, vocab_info
 
 WORDS = (

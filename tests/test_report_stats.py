@@ -11,14 +11,7 @@ import pytest
 
 from bvr.errors import BvrError
 from bvr.report.published import ABLATIONS, COLUMNS, DEFAULT_PATH, load_published, published_effect
-from bvr.report.stats import (
-    agreement,
-    bootstrap_ci,
-    is_higher_better,
-    paired_difference,
-    summarize,
-    verdict,
-)
+from bvr.report.stats import bootstrap_ci, is_higher_better, summarize
 
 # ---------------------------------------------------------------------------------------------- summaries
 
@@ -84,7 +77,6 @@ def test_bootstrap_settings_are_checked(kwargs):
 def test_collapsed_runs_are_kept_and_counted_by_default():
     s = summarize([0.90, 0.50, 0.88], collapsed=[False, True, False])
     assert (s.n, s.n_collapsed, s.n_excluded, s.median) == (3, 1, 0, 0.88)
-    assert s.collapsed_note == "1 collapsed run kept"
 
 
 def test_collapsed_runs_left_out_on_request_and_reported():
@@ -92,11 +84,10 @@ def test_collapsed_runs_left_out_on_request_and_reported():
     assert (s.n, s.n_collapsed, s.n_excluded) == (2, 1, 1)
     assert s.median == pytest.approx(0.89)
     assert s.min == 0.88
-    assert s.collapsed_note == "1 collapsed run left out"
 
 
-def test_no_collapse_no_note():
-    assert summarize([0.9, 0.8]).collapsed_note == ""
+def test_no_collapse_counts_none():
+    assert (summarize([0.9, 0.8]).n_collapsed, summarize([0.9, 0.8]).n_excluded) == (0, 0)
 
 
 def test_every_run_collapsed_and_left_out_gives_nan_not_a_crash():
@@ -117,107 +108,12 @@ def test_collapsed_flags_must_match_values():
         summarize([0.9, 0.8, 0.7], collapsed=[False, True])
 
 
-# ---------------------------------------------------------------------------------------------- paired differences
-
-
-def test_pairs_by_seed_and_reports_unpaired_seeds():
-    a = {0: 10.0, 1: 10.0, 2: 10.0, 3: 9.0}
-    b = {0: 11.0, 1: 12.0, 2: 13.0, 7: 20.0}
-    p = paired_difference(a, b)
-    assert (p.n, p.seeds, p.only_a, p.only_b, p.unpaired) == (3, (0, 1, 2), (3,), (7,), (3, 7))
-    assert p.differences == (1.0, 2.0, 3.0)
-    assert p.mean_diff == 2.0
-    # Every resampled mean of {1, 2, 3} lies in [1, 3], so the interval excludes 0.
-    assert 1.0 <= p.ci_low < p.ci_high <= 3.0
-    assert p.distinguishable and p.can_tell
-
-
-def test_differences_of_both_signs_are_not_distinguishable():
-    # Means of four draws from {-1, 1}: all -1 with chance 1/16 > 2.5%, so the interval is [-1, 1].
-    p = paired_difference({s: 0.0 for s in range(4)}, {0: -1.0, 1: 1.0, 2: -1.0, 3: 1.0})
-    assert (p.ci_low, p.ci_high) == (-1.0, 1.0)
-    assert not p.distinguishable
-
-
-def test_fewer_than_two_pairs_cannot_tell():
-    one = paired_difference({0: 0.80, 5: 0.7}, {0: 0.90, 1: 0.9})
-    assert (one.n, one.can_tell, one.distinguishable, one.unpaired) == (1, False, False, (1, 5))
-    assert one.mean_diff == pytest.approx(0.1)
-    assert math.isnan(one.ci_low)
-    none = paired_difference({0: 0.8}, {1: 0.9})
-    assert none.n == 0 and math.isnan(none.mean_diff) and not none.distinguishable
-
-
-def test_paired_bootstrap_is_reproducible():
-    a = {s: 0.80 + 0.01 * s for s in range(5)}
-    b = {s: 0.81 + 0.013 * s for s in range(5)}
-    assert paired_difference(a, b, seed=11) == paired_difference(a, b, seed=11)
-
-
-# ---------------------------------------------------------------------------------------------- verdicts
-
-
-def _two_seed_gain():
-    # Differences 0.01 and 0.03: resampled means 0.01, 0.02, 0.03, so the interval is [0.01, 0.03] around 0.02.
-    return paired_difference({0: 0.50, 1: 0.50}, {0: 0.51, 1: 0.53})
-
-
-def test_verdict_names_the_better_arm_with_the_interval_half_width():
-    text = verdict(_two_seed_gain(), a_name="static", b_name="dynamic", metric="dev/accuracy")
-    assert text == "dynamic better by 2.0 ± 1.0 accuracy points (95% CI, n=2)"
-
-
-def test_verdict_when_arm_a_is_better():
-    p = paired_difference({0: 0.51, 1: 0.53}, {0: 0.50, 1: 0.50})
-    assert verdict(p, a_name="static", b_name="dynamic", metric="dev/f1").startswith("static better by 2.0 ± 1.0 F1")
-    # SQuAD logs F1 in points already: scale 1 keeps the unit.
-    in_points = paired_difference({0: 50.0, 1: 50.0}, {0: 51.0, 1: 53.0})
-    text = verdict(in_points, a_name="static", b_name="dynamic", metric="dev/f1", scale=1)
-    assert text == "dynamic better by 2.0 ± 1.0 F1 points (95% CI, n=2)"
-
-
-def test_verdict_respects_lower_is_better():
-    # Perplexity falls by 0.1 and 0.3: lower is better, so arm b wins by 0.2 ± 0.1.
-    p = paired_difference({0: 4.0, 1: 4.0}, {0: 3.9, 1: 3.7})
-    inferred = verdict(p, a_name="256", b_name="2k", metric="val/perplexity", scale=1)
-    assert inferred == "2k better by 0.2 ± 0.1 perplexity (95% CI, n=2)"
-    assert verdict(p, a_name="256", b_name="2k", metric="val/perplexity", scale=1, higher_is_better=False) == inferred
-    forced = verdict(p, a_name="256", b_name="2k", metric="val/perplexity", scale=1, higher_is_better=True)
-    assert forced.startswith("256 better by 0.2")
-
-
-def test_verdict_when_the_interval_covers_zero_or_pairs_are_too_few():
-    both = paired_difference({s: 0.0 for s in range(5)}, {0: -1.0, 1: 1.0, 2: -1.0, 3: 1.0, 4: 0.5})
-    assert verdict(both, a_name="a", b_name="b", metric="dev/accuracy") == "no difference detected at this scale (n=5)"
-    one = paired_difference({0: 0.8}, {0: 0.9})
-    assert verdict(one, a_name="a", b_name="b", metric="dev/accuracy") == "too few paired seeds to tell (n=1)"
+# ---------------------------------------------------------------------------------------------- directions
 
 
 def test_metric_direction():
     assert is_higher_better("dev_matched/accuracy") and is_higher_better("dev/mcc")
     assert not is_higher_better("val/perplexity") and not is_higher_better("val/mlm_loss")
-
-
-# ---------------------------------------------------------------------------------------------- agreement
-
-
-def test_agreement_cases():
-    gain = _two_seed_gain()  # b better by 0.02, distinguishable
-    assert agreement(0.4, gain) == "agree"
-    assert agreement(-0.3, gain) == "disagree"
-    assert agreement(0.0, gain) == "disagree"  # the paper saw no difference; we see one
-    assert agreement(None, gain) == "no published value"
-    assert agreement(math.nan, gain) == "no published value"
-    unclear = paired_difference({s: 0.0 for s in range(4)}, {0: -1.0, 1: 1.0, 2: -1.0, 3: 1.0})
-    assert agreement(0.4, unclear) == "inconclusive"
-    assert agreement(0.4, paired_difference({0: 0.5}, {0: 0.6})) == "inconclusive"
-
-
-def test_agreement_compares_signs_whatever_the_direction():
-    # Perplexity 3.99 -> 3.68 published (-0.31); ours falls too: agree, with the direction given or not.
-    drop = paired_difference({0: 4.0, 1: 4.0}, {0: 3.9, 1: 3.7})
-    assert agreement(-0.31, drop, higher_is_better=False) == "agree"
-    assert agreement(-0.31, drop) == "agree"
 
 
 # ---------------------------------------------------------------------------------------------- published numbers

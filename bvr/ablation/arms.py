@@ -86,11 +86,6 @@ def tokens_per_step(cfg: Config) -> int:
     return cfg.training.batch_size * sequence_tokens(cfg)
 
 
-def sequences_seen(cfg: Config) -> int:
-    """Sequences fed over the whole run: ``batch_size x max_steps``."""
-    return cfg.training.batch_size * cfg.training.max_steps
-
-
 def tokens_seen(cfg: Config) -> int:
     """Tokens fed over the whole run: :func:`tokens_per_step` ``x max_steps``."""
     return tokens_per_step(cfg) * cfg.training.max_steps

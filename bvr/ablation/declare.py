@@ -185,11 +185,6 @@ class Ablation:
         return self.kind == BUDGET_KIND
 
     @property
-    def arm_names(self) -> list[str]:
-        """Every arm to fine-tune, the control last."""
-        return list(self.arms) + ([CONTROL_ARM] if self.control else [])
-
-    @property
     def declared_keys(self) -> set[str]:
         """Every key some arm declares: the only keys arms may differ in."""
         return set().union(*self.declared.values()) if self.declared else set()

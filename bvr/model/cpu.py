@@ -1,8 +1,9 @@
 """What the CPU runs differently: dropout with a cheaper mask and its scale folded into weights, and the switch that
 sends every other device to torch's own kernels.
 
-The layers (:mod:`bvr.model.layers`) compute what BERT computes; where the CPU can do the same arithmetic in fewer
-passes, they call these. Off the CPU every function here is the plain ``F.dropout``. The figures behind each choice
+The fast path (:mod:`bvr.model.fast`) calls these where the CPU can do the reference layers' arithmetic
+(:mod:`bvr.model.layers`, plain ``nn.Dropout``) in fewer passes. Off the CPU every function here is the plain
+``F.dropout``. The figures behind each choice
 are in docs/benchmarks.md ("What each change gave on its own").
 """
 

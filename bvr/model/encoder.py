@@ -9,59 +9,18 @@ Module and parameter names are those of Hugging Face's ``BertModel`` / ``Roberta
 ``encoder.layer.0.attention.self.query``, ...), so a state dict moves between the two with no renaming
 (:mod:`bvr.model.hf`). This module is plain torch: no Lightning, no files.
 
-:class:`~bvr.model.encoder_config.EncoderConfig` (in :mod:`bvr.model.encoder_config`) holds the shape; the layers are
-in :mod:`bvr.model.layers`."""
+:class:`~bvr.model.encoder_config.EncoderConfig` (in :mod:`bvr.model.encoder_config`) holds the shape; the embeddings
+and layers are in :mod:`bvr.model.layers` (as BERT computes them) and :mod:`bvr.model.fast` (what runs by
+default: the same function in fewer passes)."""
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from bvr.model.cpu import Dropout, drop, fold_into
 from bvr.model.encoder_config import EncoderConfig
-from bvr.model.layers import LayerStack, Packing, Selection
-
-# ---------------------------------------------------------------------------------------------------------------
-# Embeddings
-
-
-class Embeddings(nn.Module):
-    """Word + position + token-type embeddings, then LayerNorm and dropout (HF ``BertEmbeddings`` names)."""
-
-    def __init__(self, config: EncoderConfig) -> None:
-        super().__init__()
-        self.family = config.family
-        self.pad_token_id = config.pad_token_id
-        # padding_idx as in HF: the pad row starts at zero and gets no gradient from lookups.
-        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
-        pos_pad = config.pad_token_id if config.family == "roberta" else None
-        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size, padding_idx=pos_pad)
-        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = Dropout(config.dropout)
-
-    def position_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """Position of each token: ``(1, seq)`` from 0 for bert; ``(batch, seq)`` for roberta.
-
-        RoBERTa (fairseq) counts only non-pad tokens and starts at ``pad + 1``; pad tokens get ``pad`` itself, whose
-        embedding row is the (zero-initialised, frozen) padding row.
-        """
-        if self.family == "bert":
-            return torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
-        not_pad = input_ids.ne(self.pad_token_id).long()  # (batch, seq)
-        return torch.cumsum(not_pad, dim=1) * not_pad + self.pad_token_id
-
-    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """Embed ``input_ids`` (batch, seq) into (batch, seq, hidden)."""
-        x = self.word_embeddings(input_ids) + self.position_embeddings(self.position_ids(input_ids))
-        if token_type_ids is None:
-            x = x + self.token_type_embeddings.weight[0]  # type 0 everywhere: a broadcast add, no lookup
-        else:
-            x = x + self.token_type_embeddings(token_type_ids)
-        p, norm = self.dropout.p, self.LayerNorm
-        weight, bias = fold_into(p, self.training, x, norm.weight, norm.bias)  # dropout's scale in the affine map
-        return drop(F.layer_norm(x, norm.normalized_shape, weight, bias, norm.eps), p, self.training)
+from bvr.model.fast import FastEmbeddings, FastLayerStack
+from bvr.model.layers import Embeddings, LayerStack
 
 
 class Pooler(nn.Module):
@@ -76,30 +35,24 @@ class Pooler(nn.Module):
         return torch.tanh(self.dense(first))
 
 
-def attention_mask_for_sdpa(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
-    """Turn a (batch, seq) 1/0 padding mask into SDPA's boolean (batch, 1, 1, seq), or None if nothing is padded.
-
-    Passing None when there is no padding lets SDPA take its unmasked (fastest) kernel. Pad *queries* still attend
-    to the real tokens, as in HF, so every row has at least one key and no softmax row is empty.
-    """
-    if attention_mask is None or bool(attention_mask.all()):
-        return None
-    return attention_mask.bool()[:, None, None, :]
-
-
 class Encoder(nn.Module):
     """The shared encoder (HF ``BertModel`` / ``RobertaModel`` names: embeddings, encoder.layer, pooler).
 
     Args:
         config: sizes and constants.
         add_pooler: build the dense + tanh pooler over the first token (BERT's NSP and classification input).
+        fast: run the fast path (:mod:`bvr.model.fast`); False runs the reference modules of
+            :mod:`bvr.model.layers`, BERT as written, slower. Both compute the same function from the same
+            parameters (the same state dict).
     """
 
-    def __init__(self, config: EncoderConfig, add_pooler: bool = False) -> None:
+    def __init__(self, config: EncoderConfig, add_pooler: bool = False, fast: bool = True) -> None:
         super().__init__()
         self.config = config
-        self.embeddings = Embeddings(config)
-        self.encoder = LayerStack(config)
+        self.fast = fast
+        # The one seam between the reference path and the fast one: which classes the embeddings and layers are.
+        self.embeddings = (FastEmbeddings if fast else Embeddings)(config)
+        self.encoder = (FastLayerStack if fast else LayerStack)(config)
         # Pre-LayerNorm: the residual stream is normalised once more after the last layer (HF's RobertaPreLayerNorm).
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.pre_norm else None
         self.pooler = Pooler(config) if add_pooler else None
@@ -120,11 +73,10 @@ class Encoder(nn.Module):
         Returns:
             The last layer's hidden states, (batch, seq, hidden). Positions under padding hold no one's state: zeros
             or what their queries attended to (as in Hugging Face's models), depending on whether the batch ran
-            packed (:class:`Packing`: 5% or more of it padding). Read the real tokens only.
+            packed (:class:`~bvr.model.fast.Packing`: 5% or more of it padding). Read the real tokens only.
         """
         x = self.embeddings(input_ids, token_type_ids)  # (batch, seq, hidden)
-        return self.final_norm(
-            self.encoder(x, attention_mask_for_sdpa(attention_mask), packing=Packing.from_mask(attention_mask)))
+        return self.final_norm(self.encoder(x, attention_mask))  # (batch, seq, hidden)
 
     def forward_selected(
         self,
@@ -137,7 +89,8 @@ class Encoder(nn.Module):
 
         Every layer but the last needs all tokens (they are keys and values), but the last layer's output is read
         only where a loss looks: with 15% masking, computing its queries, attention and feed-forward at those tokens
-        alone removes most of a layer's work. Used by :meth:`PretrainingModel.pretraining_loss`.
+        alone removes most of a layer's work (in the fast path; the reference path computes every position and
+        picks). Used by :meth:`PretrainingModel.pretraining_loss`.
 
         Args:
             input_ids: (batch, seq) token ids.
@@ -149,8 +102,7 @@ class Encoder(nn.Module):
             (n_selected, hidden), rows in row-major (batch, seq) order.
         """
         x = self.embeddings(input_ids, token_type_ids)  # (batch, seq, hidden)
-        return self.final_norm(self.encoder(x, attention_mask_for_sdpa(attention_mask), Selection.from_mask(selected),
-                                            Packing.from_mask(attention_mask)))
+        return self.final_norm(self.encoder(x, attention_mask, selected))  # (n_selected, hidden)
 
     def hidden_states(
         self,
@@ -170,19 +122,12 @@ class Encoder(nn.Module):
             the last is what :meth:`forward` returns (padding as there; pre-LayerNorm, after the final LayerNorm).
         """
         x = self.embeddings(input_ids, token_type_ids)  # (batch, seq, hidden)
-        packing = Packing.from_mask(attention_mask)
-        *states, last = self.encoder.every_layer(x, attention_mask_for_sdpa(attention_mask), packing)
+        *states, last = self.encoder.every_layer(x, attention_mask)  # (batch, seq, hidden) each
         return [x, *states, self.final_norm(last)]
 
     def final_norm(self, x: torch.Tensor) -> torch.Tensor:
         """The last layer's output as the encoder returns it: through the final LayerNorm in a pre-LayerNorm encoder."""
         return x if self.LayerNorm is None else self.LayerNorm(x)
-
-    def pool(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Pool (batch, seq, hidden) to (batch, hidden) through the pooler; an error if it was not built."""
-        if self.pooler is None:
-            raise RuntimeError("this encoder was built without a pooler (add_pooler=False)")
-        return self.pooler(hidden[:, 0])  # (batch, hidden)
 
 
 def compile_layers(encoder: Encoder) -> None:

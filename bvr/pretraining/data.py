@@ -30,7 +30,6 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from bvr.config import Config
 from bvr.errors import BvrError
 from bvr.pretraining.collator import PretrainingCollator
-from bvr.pretraining.masking import mask_exposure
 from bvr.tokenization import VocabInfo
 
 
@@ -334,7 +333,3 @@ class PretrainingDataModule(L.LightningDataModule):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         if state_dict:
             self._resume_skip = dict(state_dict)
-
-    def exposure(self, epochs: int) -> dict[str, int]:
-        """How many distinct masks each sequence gets over ``epochs`` and how often each is seen."""
-        return mask_exposure(self.cfg.masking.mode, epochs, self.cfg.masking.dupe_factor)

@@ -5,14 +5,15 @@ of every stage before it, so a second run with the same config reuses everything
 the input format reuses the corpus, the tokenizer and the tokenized documents. Masking is not a stage: masks are
 computed by the collator as a pure function of (seed, sequence index, copy or epoch), so static and dynamic
 masking share the prepared instances.
+
+What a stage's folder is keyed on besides its configuration (code versions, renamed keys) is in
+:mod:`bvr.pretraining.stage_keys`; where the corpus is found, in :mod:`bvr.pretraining.corpus_location`.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import random
-import socket
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -26,11 +27,13 @@ import pyarrow.compute as pc
 from tokenizers import Tokenizer
 
 from bvr.cache import build_once, cache_dir, fingerprint
-from bvr.config import Config, DataConfig, hashed_section
+from bvr.config import Config, hashed_section
 from bvr.corpus import build_corpus, datasets_progress, load_corpus
 from bvr.errors import BvrError
+from bvr.pretraining.corpus_location import resolve_corpus
 from bvr.pretraining.formats import create_instances
 from bvr.pretraining.instances import Template
+from bvr.pretraining.stage_keys import NEW_TOKENIZER_DEFAULTS, data_stage_key, stage_version
 from bvr.resources import check_free_space, check_writable, tree_bytes
 from bvr.tokenization import (
     load_tokenizer,
@@ -42,21 +45,6 @@ from bvr.tokenization import (
     vocab_info,
 )
 
-# Bump a stage's version when a code change would change the bytes it writes: its cache folders (and those of
-# the stages after it, whose hashes include its folder name) are then rebuilt instead of reused.
-STAGE_VERSIONS = {"corpus": 3, "tokenizer": 1, "tokenized": 1, "data": 2}
-NEW_TOKENIZER_DEFAULTS = {"min_count": None, "count_percentile": 0.95, "train_documents": 200_000}
-"""``tokenizer`` keys added after tokenizers were cached, at their defaults (:func:`~bvr.config.hashed_section`)."""
-VARIANT_VERSIONS = {
-    "tokenizer": {"roberta": 2},  # 2: byte-level BPE trained on sentences as in running text (their leading space)
-    "tokenized": {"roberta": 2},  # 2: byte-level BPE sentences encoded with their leading space
-    "data": {"segment-pair": 3},  # 3: segment-pair's short target drawn once per document, as BERT
-    "corpus": {"wikitext": 4, "wikiextractor": 4},  # 4: WikiText headings by their blank lines; template debris
-}
-"""Versions of a stage for the variants whose output changed alone, by tokenizer family (``tokenizer``,
-``tokenized``), input format (``data``) or corpus source (``corpus``); every other variant keeps
-:data:`STAGE_VERSIONS`, so its cache folders (WordPiece's, the other formats', plain text's) keep their names and
-are reused."""
 STAGE_DISK = {"corpus": 1.0, "tokenized": 2.0, "data": 2.5}
 """The disk a stage needs free while it builds, as a multiple of its input's size (the corpus files, the corpus
 stage's folder, the tokenized stage's folder). Measured on a megabyte of English Wikipedia with a 2,000-word
@@ -84,15 +72,6 @@ TOKENIZED_FEATURES = datasets.Features(
 
 
 @dataclass(frozen=True)
-class CorpusLocation:
-    """Where the corpus is read from, once the data folder and the network have been taken into account."""
-
-    source: str
-    path: str
-    hf_config: str | None = None
-
-
-@dataclass(frozen=True)
 class Prepared:
     """The folders of every prepared stage."""
 
@@ -109,42 +88,6 @@ class Prepared:
             "instances": self.instances / "data_stats.json",
         }
         return {k: json.loads(p.read_text()) for k, p in files.items() if p.is_file()}
-
-
-def _hub_reachable(timeout: float = 3.0) -> bool:
-    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false"):
-        return False
-    try:
-        socket.create_connection(("huggingface.co", 443), timeout=timeout).close()
-        return True
-    except OSError:
-        return False
-
-
-def resolve_corpus(cfg: Config) -> CorpusLocation:
-    """Decide where the corpus comes from: an absolute path, the data folder, the working directory or the hub."""
-    corpus = cfg.corpus
-    path = Path(corpus.path).expanduser()
-    if path.is_absolute():
-        candidate = path
-    elif cfg.data_dir:
-        candidate = Path(cfg.data_dir).expanduser() / path
-    elif path.exists():
-        candidate = path
-    elif corpus.source == "hf":
-        return CorpusLocation("hf", corpus.path, corpus.hub_config)
-    elif _hub_reachable():
-        return CorpusLocation("hf", corpus.hub_id, corpus.hub_config)
-    else:
-        raise BvrError(
-            "no data folder is set and the Hugging Face hub cannot be reached",
-            where="data_dir",
-            hint="pass --data-dir PATH or set BVR_DATA_DIR to a folder holding "
-            f"{corpus.path}",
-        )
-    if not candidate.exists() and not (corpus.source == "hf" and not path.is_absolute() and not cfg.data_dir):
-        raise BvrError(f"{candidate} does not exist", where="corpus.path", hint="check --data-dir / BVR_DATA_DIR")
-    return CorpusLocation(corpus.source, str(candidate.resolve()), corpus.hub_config if corpus.source == "hf" else None)
 
 
 def cache_root(cfg: Config) -> Path:
@@ -184,15 +127,6 @@ def prepare_corpus(cfg: Config, *, progress: bool = True) -> Path:
         )
 
     return build_once(target, build, stage)[0]
-
-
-def stage_version(stage: str, variant: str) -> int:
-    """The cache version of ``stage`` for ``variant`` (the tokenizer family, or for ``data`` the input format).
-
-    >>> stage_version("tokenized", "bert"), stage_version("tokenized", "roberta")
-    (1, 2)
-    """
-    return VARIANT_VERSIONS.get(stage, {}).get(variant, STAGE_VERSIONS[stage])
 
 
 class SentenceBatches:
@@ -390,22 +324,6 @@ def instance_stats(ds: datasets.Dataset, max_length: int, objective: str = "none
         out[f"{objective}_label_1"] = ones
         out[f"{objective}_label_1_share"] = round(ones / len(labels), 4) if len(labels) else 0.0
     return out
-
-
-def data_stage_key(data: DataConfig) -> dict[str, Any]:
-    """The data settings the instance cache is keyed on.
-
-    ``sentence_objective`` ``none`` and ``nsp`` are written as the ``nsp: false|true`` they replaced, which make the
-    same instances, so data prepared before the rename (and the pretraining runs keyed on its folder) is reused;
-    ``sop`` is keyed by name.
-    """
-    key = asdict(data)
-    objective = key.pop("sentence_objective")
-    if objective in ("none", "nsp"):
-        key["nsp"] = objective == "nsp"
-    else:
-        key["sentence_objective"] = objective
-    return key
 
 
 def prepare_instances(cfg: Config, tokenized_dir: Path, tokenizer_dir: Path) -> Path:

@@ -1,6 +1,6 @@
 """Reports: measured effects across fine-tuning seeds, set beside the published ones.
 
-- :mod:`bvr.report.stats`: summaries across seeds, paired differences between arms, verdicts in words;
+- :mod:`bvr.report.stats`: summaries of one arm across seeds (median, quartiles, bootstrap interval, collapses);
 - :mod:`bvr.report.inference`: comparisons that hold their level (paired t over pretraining seeds, Holm, power);
 - :mod:`bvr.report.published`: the papers' numbers (``reports/published.yaml``) with their sources;
 - :mod:`bvr.report.collect`: an ablation's runs read back from MLflow, guided by the runner's manifest;

@@ -4,7 +4,7 @@ The file keeps each published table in the paper's own layout (columns, then one
 reader can check it against the page; :func:`load_published` checks every key and flattens it into a DataFrame
 with the columns in :data:`COLUMNS`. Values stay as printed in the papers (points, perplexity as is); bvr logs
 GLUE scores as fractions, so a report scales before it compares. :func:`published_effect` gives the published
-``b - a`` that :func:`bvr.report.stats.agreement` sets against a measured one.
+``b - a`` that a comparison's ``agreement`` (:mod:`bvr.report.analysis`) sets against a measured one.
 
 >>> df = load_published()
 >>> round(published_effect(df, "masking", "static", "dynamic", "squad_v2", "dev/f1"), 6)

@@ -3,14 +3,13 @@
 The CoNLL reader is :mod:`bvr.tasks.readers.conll`, the IOB schemes :mod:`bvr.tasks.iob`, and entity-level F1
 :mod:`bvr.tasks.ner_metric`. Here:
 
-- :func:`label_list` fixes the label order; :func:`encode_ner` tokenizes pre-split words for either tokenizer
-  family and labels the first sub-token of each word (:func:`align_labels`).
+- :func:`encode_ner` tokenizes pre-split words for either tokenizer family and labels the first sub-token of each
+  word (:func:`align_labels`).
 - :func:`predictions_to_tags` and :func:`labels_to_tags` turn a model's output back into word tags.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -20,7 +19,6 @@ from tokenizers import Encoding, Tokenizer
 
 from bvr.errors import BvrError
 from bvr.model.losses import IGNORE_INDEX
-from bvr.tasks.iob import OUTSIDE
 from bvr.tasks.readers.conll import Sentence
 from bvr.tokenization import plain_tokenizer
 
@@ -30,28 +28,6 @@ _WORD_PREFIX = {"bert": "", "roberta": " "}
 Byte-level BPE marks a word start by the space before it (``Ġ``); RoBERTa's ``add_prefix_space=True`` for pre-split
 input gives every word, the first included, that space. WordPiece marks continuations instead and needs nothing.
 """
-
-
-def label_list(tag_sequences: Iterable[Sequence[str]], given: Sequence[str] | None = None) -> list[str]:
-    """The label order: O first, then the other tags sorted; or ``given``, checked against the data.
-
-    Args:
-        tag_sequences: sentences' tags (usually the training split's).
-        given: a label list to use as is, for example one stored with a checkpoint.
-
-    Returns:
-        Labels; a label's index is its id.
-
-    Raises:
-        BvrError: ``given`` lacks a tag that occurs in the data.
-    """
-    seen = set(itertools.chain.from_iterable(tag_sequences))
-    if given is None:
-        return [OUTSIDE, *sorted(seen - {OUTSIDE})]
-    missing = sorted(seen - set(given))
-    if missing:
-        raise BvrError(f"tags {missing} are not in the label list {list(given)}", where="labels")
-    return list(given)
 
 
 # --- sub-token alignment -------------------------------------------------------------------------------------
@@ -164,16 +140,6 @@ def encode_ner(
         features["truncated_words"].append(len(tokenized - kept))
         features["untokenized_words"].append(len(tokens) - len(tokenized))
     return features
-
-
-def encoding_summary(features: Mapping[str, list]) -> dict[str, int]:
-    """Totals of :func:`encode_ner`'s output: sentences, tokens and the words that lost their label."""
-    return {
-        "sentences": len(features["input_ids"]),
-        "tokens": sum(map(len, features["input_ids"])),
-        "truncated_words": sum(features["truncated_words"]),
-        "untokenized_words": sum(features["untokenized_words"]),
-    }
 
 
 # --- model output back to tags -------------------------------------------------------------------------------

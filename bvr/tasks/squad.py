@@ -9,7 +9,7 @@ model's scores :mod:`bvr.tasks.squad_decode`, and the official metrics :mod:`bvr
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from tokenizers import Encoding, Tokenizer
 
@@ -168,16 +168,3 @@ def encode_squad(
         for window in [encoding, *encoding.overflowing]:
             _add_window(features, index, example, window, cut[index])
     return features
-
-
-def encoding_summary(features: Mapping[str, list]) -> dict[str, int]:
-    """Totals of :func:`encode_squad`'s output: windows, questions, cut questions and windows holding an answer."""
-    return {
-        "windows": len(features["input_ids"]),
-        "questions": len(set(features["example_index"])),
-        "questions_truncated": len(
-            {index for index, cut in zip(features["example_index"], features["question_truncated"], strict=True) if cut}
-        ),
-        "windows_with_answer": sum(start != CLS_INDEX for start in features["start_positions"]),
-    }
-

@@ -93,11 +93,6 @@ class Comparison:
         """Units left out because the other arm has no value for them."""
         return len(self.only_a) + len(self.only_b)
 
-    @property
-    def method(self) -> str:
-        """'paired t' or 'Welch t'."""
-        return "paired t" if self.paired else "Welch t"
-
     def mde(self, alpha: float = 0.05, power: float = DEFAULT_POWER) -> float:
         """The smallest true ``|a - b|`` this comparison would detect with ``power`` at level ``alpha``."""
         return min_detectable_effect(self.sd, self.n, alpha, power=power, paired=self.paired)

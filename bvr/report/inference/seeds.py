@@ -52,21 +52,6 @@ class VarianceComponents:
         """Standard deviation between inner seeds."""
         return math.sqrt(self.within_var)
 
-    @property
-    def n_observations(self) -> int:
-        """Values in all, ``N``."""
-        return sum(self.n_inner)
-
-    @property
-    def balanced(self) -> bool:
-        """Every unit has the same number of inner replicates."""
-        return len(set(self.n_inner)) <= 1
-
-    @property
-    def within_estimable(self) -> bool:
-        """Some unit has two or more inner replicates, so the two components are separated."""
-        return self.df_within > 0
-
 
 def unit_values(values: Mapping[tuple[int, int], float]) -> dict[int, float]:
     """One value per pretraining seed: the mean over its inner (fine-tuning or probe) seeds.

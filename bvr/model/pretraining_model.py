@@ -1,0 +1,251 @@
+"""The model pretraining trains: the encoder joined to its heads (:mod:`bvr.model.heads`), and its losses.
+
+:class:`PretrainingModel` is laid out like Hugging Face's ``BertForPreTraining`` (``nsp=True``), ``BertForMaskedLM``
+and ``RobertaForMaskedLM``: the encoder under ``bert`` or ``roberta``, BERT's heads under ``cls`` and RoBERTa's under
+``lm_head``, the MLM decoder tied to the word embeddings. Its ``state_dict()`` keys are therefore HF's keys. With
+``sbo=True`` it also has SpanBERT's span-boundary head, under ``sbo``.
+
+The MLM head predicts only where it is asked to (*sparse prediction*): :meth:`PretrainingModel.mlm_logits` gathers
+the masked positions first, so the vocabulary-sized projection, softmax and their gradients cost ~15% of the dense
+version. :meth:`PretrainingModel.mlm_logits_all` is the dense form, for fill-mask and parity tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from bvr.model.encoder import Encoder, init_weights
+from bvr.model.encoder_config import EncoderConfig
+from bvr.model.heads import BertPretrainingHeads, NSPHead, RobertaLMHead, SpanBoundaryHead, span_boundaries
+from bvr.model.layers import Embeddings
+from bvr.model.losses import IGNORE_INDEX, accuracy, cross_entropy, linear_cross_entropy
+
+
+@dataclass
+class _Sparse:
+    """What the sparse training forward gives the losses."""
+
+    states: torch.Tensor
+    """(n_masked, hidden) last-layer states at the masked tokens."""
+    targets: torch.Tensor
+    """(n_masked,) their labels."""
+    nsp_logits: torch.Tensor | None
+    """(batch, 2), with an NSP/SOP head."""
+    boundaries: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None
+    """With SBO: (n_masked, hidden) left and right boundary states and (n_masked,) offsets in the span."""
+
+
+@dataclass
+class PretrainingOutput:
+    """What :meth:`PretrainingModel.forward` returns."""
+
+    hidden: torch.Tensor
+    """Last hidden states, (batch, seq, hidden)."""
+    mlm_logits: torch.Tensor
+    """(n_masked, vocab) at the labelled positions, or (batch, seq, vocab) when no labels were given."""
+    mlm_targets: torch.Tensor | None
+    """(n_masked,) labels matching ``mlm_logits`` rows; None when no labels were given."""
+    nsp_logits: torch.Tensor | None
+    """(batch, 2) next-sentence logits (index 0: IsNext, as BERT); None without an NSP head."""
+
+
+@dataclass
+class PretrainingLoss:
+    """Losses and detached metrics of one batch (:meth:`PretrainingModel.pretraining_loss`)."""
+
+    loss: torch.Tensor
+    """mlm_loss + nsp_loss + sbo_loss, of those the model has (what to backpropagate)."""
+    mlm_loss: torch.Tensor
+    """Mean cross-entropy over the masked tokens."""
+    nsp_loss: torch.Tensor | None
+    """Mean next-sentence cross-entropy over the labels that are not -100; None without NSP."""
+    mlm_accuracy: torch.Tensor
+    """Share of masked tokens predicted exactly (detached)."""
+    nsp_accuracy: torch.Tensor | None
+    """Share of next-sentence labels predicted (detached); None without NSP."""
+    n_masked: int
+    """Number of predicted tokens in the batch."""
+    n_nsp: int = 0
+    """Number of next-sentence labels counted (not -100); 0 without NSP."""
+    sbo_loss: torch.Tensor | None = None
+    """Mean span-boundary cross-entropy over the masked tokens; None without SBO."""
+    sbo_accuracy: torch.Tensor | None = None
+    """Share of masked tokens the span-boundary head predicts exactly (detached); None without SBO."""
+
+
+class PretrainingModel(nn.Module):
+    """Encoder + MLM head (+ pooler and NSP head, + span-boundary head), with HF's parameter names.
+
+    Args:
+        config: encoder sizes and constants; ``config.family`` names the encoder attribute (``bert``/``roberta``).
+        nsp: build the pooler and the next-sentence head (BERT's ``BertForPreTraining``).
+        sbo: build SpanBERT's span-boundary head (under ``sbo``; not exported to Hugging Face folders).
+        fast: the encoder's fast path (the default) or its reference path (:class:`Encoder`'s ``fast``).
+    """
+
+    def __init__(self, config: EncoderConfig, nsp: bool = False, sbo: bool = False, fast: bool = True) -> None:
+        super().__init__()
+        self.config = config
+        self.nsp = nsp
+        self.sbo_enabled = sbo
+        self.has_mlm_head = True
+        """False when loaded from an encoder-only folder: the MLM head is then untrained (see ``load_hf``)."""
+        encoder = Encoder(config, add_pooler=nsp, fast=fast)
+        self.add_module(config.family, encoder)  # 'bert.' or 'roberta.': HF's base_model_prefix
+        embedding = encoder.embeddings.word_embeddings
+        if config.family == "bert":
+            self.cls = BertPretrainingHeads(config, embedding, nsp)
+        else:
+            self.lm_head = RobertaLMHead(config, embedding)
+            if nsp:
+                self.cls = NSPHead(config)
+        if sbo:  # registered last: the encoder and MLM head are initialised as without it
+            self.sbo = SpanBoundaryHead(config, embedding)
+        self.apply(lambda module: init_weights(module, config.initializer_range))
+
+    @property
+    def encoder(self) -> Encoder:
+        """The encoder, whatever the family's attribute name."""
+        return getattr(self, self.config.family)
+
+    @property
+    def mlm_head(self) -> nn.Module:
+        """The MLM head: ``cls.predictions`` (bert) or ``lm_head`` (roberta); maps (..., hidden) to (..., vocab)."""
+        return self.cls.predictions if self.config.family == "bert" else self.lm_head
+
+    def mlm_logits(self, hidden: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Logits at the labelled positions only (sparse prediction).
+
+        Args:
+            hidden: (batch, seq, hidden) encoder output.
+            labels: (batch, seq) target ids, ``-100`` where nothing is predicted.
+
+        Returns:
+            ``(logits, targets)``: (n_masked, vocab) and (n_masked,), rows in row-major (batch, seq) order.
+        """
+        selected = labels.ne(IGNORE_INDEX)  # (batch, seq)
+        return self.mlm_head(hidden[selected]), labels[selected]  # (n_masked, vocab), (n_masked,)
+
+    def mlm_logits_all(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Logits at every position, (batch, seq, vocab): for fill-mask and parity, not for training."""
+        return self.mlm_head(hidden)
+
+    def nsp_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Next-sentence logits (batch, 2) from the pooled first token of (batch, seq, hidden)."""
+        return self._nsp_from_first(hidden[:, 0])
+
+    def _nsp_from_first(self, first: torch.Tensor) -> torch.Tensor:
+        """(batch, hidden) first-token states -> (batch, 2) next-sentence logits."""
+        if not self.nsp:
+            raise RuntimeError("this model was built without an NSP head (nsp=False)")
+        return self.cls.seq_relationship(self.encoder.pooler(first))
+
+    def _sparse_states(
+        self,
+        input_ids: torch.Tensor,
+        labels: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        token_type_ids: torch.Tensor | None,
+    ) -> _Sparse:
+        """Last-layer states where a loss reads them: the masked tokens, the first token (NSP/SOP) and the span
+        boundaries (SBO); the last layer runs only there."""
+        masked = labels.ne(IGNORE_INDEX)  # (batch, seq)
+        if not (self.nsp or self.sbo_enabled):
+            states = self.encoder.forward_selected(input_ids, masked, attention_mask, token_type_ids)
+            return _Sparse(states, labels[masked], None, None)  # (n_masked, hidden), (n_masked,)
+        selected = masked.clone()
+        if self.nsp:
+            selected[:, 0] = True  # the pooler reads the first token
+        if self.sbo_enabled:
+            rows, columns = masked.nonzero().unbind(1)  # (n_masked,) each, row-major like labels[masked]
+            left, right = (edge[masked] for edge in span_boundaries(labels))  # (n_masked,) each
+            selected[rows, left] = True
+            selected[rows, right] = True
+        states = self.encoder.forward_selected(input_ids, selected, attention_mask, token_type_ids)  # (n_sel, hidden)
+        # Rows come in row-major order: a position's row in `states` is the count of selected positions before it.
+        where = selected.flatten().cumsum(0).sub_(1).view_as(selected)  # (batch, seq)
+        nsp_logits = self._nsp_from_first(states[where[:, 0]]) if self.nsp else None  # (batch, 2)
+        boundaries = None
+        if self.sbo_enabled:
+            boundaries = (states[where[rows, left]], states[where[rows, right]], columns - left - 1)
+        return _Sparse(states[where[masked]], labels[masked], nsp_logits, boundaries)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+    ) -> PretrainingOutput:
+        """Encode and apply the heads.
+
+        Args:
+            input_ids: (batch, seq) token ids.
+            attention_mask: (batch, seq), 1 at real tokens, 0 at padding; None means no padding.
+            token_type_ids: (batch, seq) segment ids; None means all 0.
+            labels: (batch, seq) MLM targets with -100 where nothing is predicted. Given, the MLM logits are
+                computed at the labelled positions only; None gives dense logits at every position.
+        """
+        hidden = self.encoder(input_ids, attention_mask, token_type_ids)  # (batch, seq, hidden)
+        if labels is None:
+            logits, targets = self.mlm_logits_all(hidden), None
+        else:
+            logits, targets = self.mlm_logits(hidden, labels)
+        nsp = self.nsp_logits(hidden) if self.nsp else None
+        return PretrainingOutput(hidden=hidden, mlm_logits=logits, mlm_targets=targets, nsp_logits=nsp)
+
+    def pretraining_loss(
+        self,
+        input_ids: torch.Tensor,
+        labels: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        nsp_labels: torch.Tensor | None = None,
+    ) -> PretrainingLoss:
+        """MLM (+ NSP, + SBO) losses of a collated batch; ``nsp_labels`` (batch,) is needed iff the model has NSP.
+
+        The arguments are the collator's batch keys, so ``model.pretraining_loss(**batch_without_indices)`` works;
+        ``nsp_labels`` is ignored by a model without NSP.
+        """
+        if self.nsp and nsp_labels is None:
+            raise ValueError("the model has an NSP head: pretraining_loss needs nsp_labels")
+        sparse = self._sparse_states(input_ids, labels, attention_mask, token_type_ids)
+        head, targets = self.mlm_head, sparse.targets
+        mlm_loss, mlm_acc = linear_cross_entropy(head.features(sparse.states), head.decoder.weight, head.bias, targets)
+        loss = mlm_loss
+        nsp_loss = nsp_acc = sbo_loss = sbo_acc = None
+        n_nsp = 0
+        if sparse.nsp_logits is not None:
+            nsp_loss, nsp_acc = cross_entropy(sparse.nsp_logits, nsp_labels), accuracy(sparse.nsp_logits, nsp_labels)
+            n_nsp = int(nsp_labels.ne(IGNORE_INDEX).sum())
+            loss = loss + nsp_loss
+        if sparse.boundaries is not None:
+            sbo = self.sbo
+            sbo_loss, sbo_acc = linear_cross_entropy(sbo.features(*sparse.boundaries), sbo.decoder.weight, sbo.bias,
+                                                     targets)
+            loss = loss + sbo_loss
+        return PretrainingLoss(loss, mlm_loss, nsp_loss, mlm_acc, nsp_acc, n_masked=targets.numel(), n_nsp=n_nsp,
+                               sbo_loss=sbo_loss, sbo_accuracy=sbo_acc)
+
+
+def count_parameters(model: nn.Module) -> dict[str, int]:
+    """Parameters of a model, split into embeddings and the rest.
+
+    ``embedding`` is word + position + token-type embeddings; the tied decoder shares the word embedding and is
+    not counted twice (nor is anything else shared). The MLM output bias (vocab_size numbers) counts as
+    non-embedding. At the tiny size a 50K vocabulary is most of the model: the vocabulary ablation reports this.
+
+    Returns:
+        ``{"total": ..., "embedding": ..., "non_embedding": ...}``.
+    """
+    total = sum(p.numel() for p in model.parameters())  # parameters() yields shared tensors once
+    embedding = sum(
+        table.weight.numel()
+        for module in model.modules()
+        if isinstance(module, Embeddings)
+        for table in (module.word_embeddings, module.position_embeddings, module.token_type_embeddings)
+    )
+    return {"total": total, "embedding": embedding, "non_embedding": total - embedding}
