@@ -126,7 +126,8 @@ def evaluate(runner: Runner, unit: Unit) -> bool:
     arm = runner.plan.arm(label)
     _check_pretrained(runner, label, "evaluate", f"{kind}:{label}")
     result = evaluate_model(_model(runner, label), kind, unit.task, runner.plan.evaluations,
-                            data_dir=runner.plan.data_dir, label=label, pretrain_seed=arm.pretrain_seed,
+                            data_dir=runner.plan.data_dir, output_dir=runner.plan.output_dir,
+                            label=label, pretrain_seed=arm.pretrain_seed,
                             ablation=runner.plan.name, experiment=runner.plan.experiment,
                             parent_run_id=runner.parent_run_id, progress=runner.progress)
     record = runner.manifest.evaluation_record(label, kind, unit.task)
