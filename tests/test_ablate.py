@@ -420,8 +420,7 @@ def test_dvc_reads_the_metrics_and_plots_bvr_ablate_wrote(finished):
     assert evaluate["cmd"].endswith("--only ${item.unit}")
     assert evaluate["deps"] == ["pipeline/tiny-masking/${item.arm}/model"]
     assert evaluate["outs"] == ["pipeline/tiny-masking/${item.arm}/${item.out}"]
-    assert {f"pipeline/tiny-masking/{arm}/{out}" for arm in arms for out in ("blimp.json", "probe-sst2.json")} <= set(
-        stages["report"]["deps"])
+    assert stages["report"]["deps"] == ["pipeline/tiny-masking"]  # every stage's products, in one column
 
     shown = _git_dvc(repo, "dvc", "metrics", "show")  # no dvc repro: what bvr ablate left
     assert shown.returncode == 0 and "failed" not in shown.stderr, shown.stderr

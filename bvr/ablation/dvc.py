@@ -172,9 +172,9 @@ def pipeline_spec(plan: Plan, root: Path = Path(".")) -> dict[str, Any]:
     stages["report"] = {
         "cmd": f"{bvr} report",
         "deps": [
-            *(f"{stage_dir}/{a.label}/pretrain.json" for a in pretrained),
-            *(f"{stage_dir}/{u.name}/{_evaluation_out(u)}" for u in evaluations),
-            *(f"{stage_dir}/{a.label}/finetune-{t}.json" for a in plan.arms for t in plan.tasks),
+            # The whole stage folder: after every other stage, in one column of `dvc exp show` (the files it reads,
+            # ARM/pretrain.json, ARM/blimp.json, ARM/probe-TASK.json, ARM/finetune-TASK.json, would be one each).
+            stage_dir,
             *(["reports/published.yaml"] if (root / "reports" / "published.yaml").is_file() else []),
             *(["bvr/report"] if (root / "bvr" / "report").is_dir() else []),  # a change of the report re-renders it
         ],
