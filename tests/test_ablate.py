@@ -72,18 +72,27 @@ def invoke(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
 
 @pytest.fixture(scope="module")
 def finished(data_dir, tmp_path_factory):
-    """One full `bvr ablate` through the CLI, in its own working directory (the MLflow store lives there)."""
+    """One full `bvr ablate` through the CLI, in its own working directory (the MLflow store lives there): a git and
+    DVC repository holding the ablation's pipeline (`bvr pipeline`), committed, as a clone of bvr is."""
     work = tmp_path_factory.mktemp("ablate")
     (work / "tiny-masking.yaml").write_text(EXPERIMENT + "pretrain_seeds: [0, 1]\n")
+    shutil.copy(REPO / ".gitignore", work / ".gitignore")
+    for cmd in (["git", "init", "-q"], ["dvc", "init", "-q"]):
+        done = _git_dvc(work, *cmd)
+        assert done.returncode == 0, done.stderr
     mp = pytest.MonkeyPatch()
     mp.chdir(work)
     try:
-        argv = ["bvr", "ablate", "tiny-masking.yaml", "--data-dir", str(data_dir), "--no-progress"]
-        mp.setattr(sys, "argv", argv)
-        try:
-            cli.main()
-        except SystemExit as exit_:
-            assert not exit_.code, f"bvr ablate exited {exit_.code}"
+        for argv in (["bvr", "pipeline", "tiny-masking.yaml"],
+                     ["bvr", "ablate", "tiny-masking.yaml", "--data-dir", str(data_dir), "--no-progress"]):
+            mp.setattr(sys, "argv", argv)
+            try:
+                cli.main()
+            except SystemExit as exit_:
+                assert not exit_.code, f"{argv} exited {exit_.code}"
+            if argv[1] == "pipeline":
+                assert _git_dvc(work, "git", "add", "-A").returncode == 0
+                assert _git_dvc(work, "git", "commit", "-qm", "pipeline").returncode == 0
     finally:
         mp.undo()
     return work
@@ -155,6 +164,26 @@ def test_every_unit_runs_and_the_manifest_indexes_mlflow(finished):
     assert len(set(checkpoints.values())) == 2 and all("init-" in c for c in checkpoints.values())
 
 
+@pytest.mark.slow
+def test_dvc_repro_right_after_bvr_ablate_runs_nothing_and_leaves_git_and_dvc_clean(finished):
+    # Before the other tests re-render the report. bvr ablate wrote the stage folder and recorded it in dvc.lock,
+    # BLiMP and the probes included; the user commits dvc.lock, DVC's record of the run, as DVC asks.
+    lock = yaml.safe_load((finished / "dvc.lock").read_text())["stages"]
+    assert len(lock) == 31 and {"evaluate@blimp-static-p0", "evaluate@probe-no-pretraining-p1-sst2", "report"} <= set(
+        lock)
+    assert lock["evaluate@blimp-static-p0"]["outs"][0]["path"] == "pipeline/tiny-masking/static-p0/blimp.json"
+    for cmd in (["git", "add", "dvc.lock"], ["git", "commit", "-qm", "bvr ablate"]):
+        assert _git_dvc(finished, *cmd).returncode == 0
+    for cmd in (["dvc", "repro"], ["dvc", "repro", "--dry"]):  # --dry: every stage's dependency is there
+        done = _git_dvc(finished, *cmd)
+        assert done.returncode == 0 and "Running stage" not in done.stdout, done.stdout + done.stderr
+        assert "Data and pipelines are up to date." in done.stdout
+    status = _git_dvc(finished, "dvc", "status")
+    assert status.returncode == 0 and status.stdout.strip() == "Data and pipelines are up to date.", status.stdout
+    # Nothing for git: pipeline/ and reports/NAME/ are ignored (DVC tracks them), outputs/ and mlflow.db too.
+    assert _git_dvc(finished, "git", "status", "--porcelain").stdout == ""
+
+
 def test_the_report_is_rendered_and_logged(finished):
     report = finished / "reports" / "tiny-masking"
     for name in ("report.md", "report.html", "metrics.json"):
@@ -185,6 +214,11 @@ def test_a_second_invocation_trains_nothing(finished, data_dir, monkeypatch, cap
     assert list(parents["run_id"]) == [Manifest.load(find_manifest("tiny-masking", finished / "outputs")).parent_run_id]
     assert list(parents["status"]) == ["FINISHED"]
     assert "1 unit(s) run" in out and "reused" in out  # the report is re-rendered, nothing else
+    # The folder's dvc.yaml runs this ablation: the run stands for `dvc repro` and records itself in dvc.lock.
+    said = ("DVC: recorded 31 stages in dvc.lock (commit it with git); dvc status is clean and dvc repro runs "
+            f"nothing. Data folder {data_dir.resolve()}; dvc repro reads it from BVR_DATA_DIR, as data_dir in "
+            "params.yaml is empty")
+    assert said in " ".join(out.split())
 
 
 def test_a_partial_run_continues_and_a_failed_unit_is_recorded(data_dir, tmp_path, monkeypatch, capsys):
@@ -329,10 +363,13 @@ def test_the_only_dvc_metric_is_the_reports_small_folder():
     spec = pipeline_spec(make_plan("masking", preset="tiny"), REPO)
     declared = {stage: body.get("do", body).get("metrics") for stage, body in spec["stages"].items()}
     assert {stage: m for stage, m in declared.items() if m} == {
-        "report": [{"reports/masking/metrics": {"cache": False}}]}  # bvr ablate writes it too: nothing missing
+        "report": ["reports/masking/metrics"]}  # bvr ablate writes it too: nothing missing
     outs = spec["stages"]["report"]["outs"]
-    assert {"reports/masking/metrics.json": {"cache": False}} in outs  # the full numbers stay, as an output
-    assert {"pipeline/masking/${key}/pretrain.json": {"cache": False}} in spec["stages"]["pretrain"]["do"]["outs"]
+    assert "reports/masking/metrics.json" in outs  # the full numbers stay, as an output
+    assert "pipeline/masking/${key}/pretrain.json" in spec["stages"]["pretrain"]["do"]["outs"]
+    # Every output is in DVC's cache (git ignores pipeline/ and reports/NAME/): none is left for git to track.
+    outs = [out for body in spec["stages"].values() for out in body.get("do", body).get("outs", [])]
+    assert all(isinstance(out, str) for out in outs), outs
 
 
 def test_dvc_plots_colour_arms_keep_seeds_categorical_and_mark_zero():
@@ -369,13 +406,8 @@ def _git_dvc(cwd: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_dvc_reads_the_metrics_and_plots_bvr_ablate_wrote(finished, tmp_path):
-    repo = tmp_path / "repo"
-    shutil.copytree(finished / "reports", repo / "reports")
-    shutil.copy(finished / "tiny-masking.yaml", repo / "tiny-masking.yaml")
-    for cmd in (["dvc", "init", "-q", "--no-scm"], ["bvr", "pipeline", "tiny-masking.yaml"]):
-        done = _git_dvc(repo, *cmd)
-        assert done.returncode == 0, done.stderr
+def test_dvc_reads_the_metrics_and_plots_bvr_ablate_wrote(finished):
+    repo = finished  # a clone of bvr where `bvr pipeline`, then `bvr ablate` ran
     assert sorted(p.name for p in (repo / TEMPLATES_DIR).iterdir()) == sorted(plot_templates())
     # One evaluate stage per model and evaluation, reading that model and writing beside it; the report reads them.
     stages = yaml.safe_load((repo / "dvc.yaml").read_text())["stages"]
@@ -387,9 +419,8 @@ def test_dvc_reads_the_metrics_and_plots_bvr_ablate_wrote(finished, tmp_path):
     evaluate = stages["evaluate"]["do"]
     assert evaluate["cmd"].endswith("--only ${item.unit}")
     assert evaluate["deps"] == ["pipeline/tiny-masking/${item.arm}/model"]
-    assert evaluate["outs"] == [{"pipeline/tiny-masking/${item.arm}/${item.out}": {"cache": False}}]
-    assert {f"pipeline/tiny-masking/{arm}/{out}" for arm in arms for out in ("blimp.json", "probe-sst2.json")} <= set(
-        stages["report"]["deps"])
+    assert evaluate["outs"] == ["pipeline/tiny-masking/${item.arm}/${item.out}"]
+    assert stages["report"]["deps"] == ["pipeline/tiny-masking"]  # every stage's products, in one column
 
     shown = _git_dvc(repo, "dvc", "metrics", "show")  # no dvc repro: what bvr ablate left
     assert shown.returncode == 0 and "failed" not in shown.stderr, shown.stderr

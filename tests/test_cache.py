@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -160,11 +161,16 @@ def test_evaluation_results_are_keyed_by_the_data_they_read(tmp_path: Path) -> N
         file.write_text("one\n")
     settings = Evaluations()
 
-    def keys() -> dict[str, Path]:
-        return {"probe": result_path(model, "probe", "sst2", settings, tmp_path),
-                "blimp": result_path(model, "blimp", None, settings, tmp_path)}
+    def keys(folder: Path = model) -> dict[str, Path]:
+        return {"probe": result_path(folder, "probe", "sst2", settings, tmp_path, tmp_path / "outputs"),
+                "blimp": result_path(folder, "blimp", None, settings, tmp_path, tmp_path / "outputs")}
 
     original = keys()
+    # A copy of the model elsewhere (DVC's stage folder) finds the same results; other weights do not.
+    copy = shutil.copytree(model, tmp_path / "pipeline" / "static-p0" / "model")
+    assert keys(copy) == original and original["blimp"].parent == tmp_path / "outputs" / "evaluations"
+    (copy / "config.json").write_text('{"hidden_size": 8}')
+    assert keys(copy)["blimp"] != original["blimp"]
     for file, kind in [(f, "probe") for f in probe_files] + [(blimp_file, "blimp")]:
         file.write_text("two\n")  # edited in place
         changed = keys()

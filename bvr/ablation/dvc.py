@@ -33,7 +33,9 @@ held to :data:`~bvr.ablation.declare.ARM_NAME` and the experiment's to :func:`~b
 from __future__ import annotations
 
 import json
+import os
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +74,22 @@ def _params(file: Path, keys: list[str], root: Path) -> dict[str, list[str]] | N
     return {_rel(file, root): present} if present else None
 
 
+def _sections(file: Path, keys: list[str], apart: tuple[str, ...]) -> list[str]:
+    """``KEY.SECTION`` for every section under each of ``keys`` in ``file`` but those ``apart``; ``KEY`` itself where
+    it holds no mapping."""
+    data, _ = read_yaml(file)
+    out = []
+    for key in keys:
+        node: Any = data
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            out += [f"{key}.{section}" for section in node if section not in apart]
+        elif node is not None:
+            out.append(key)
+    return out
+
+
 def pipeline_spec(plan: Plan, root: Path = Path(".")) -> dict[str, Any]:
     """The ``dvc.yaml`` content for ``plan`` (paths relative to the repository ``root``)."""
     name, preset = plan.name, plan.preset
@@ -84,7 +102,9 @@ def pipeline_spec(plan: Plan, root: Path = Path(".")) -> dict[str, Any]:
         bvr += f" --preset {shlex.quote(preset)}"
     bvr += f' --data-dir "${{data_dir}}" --stage-dir {shlex.quote(stage_dir)} --no-progress --only'
 
-    shared_keys = ["base", *([f"presets.{preset}"] if preset else [])]
+    # The sections of base and of the preset that pretraining reads; evaluate and finetune are their stages' own. No
+    # key lies under another any stage lists, or DVC, merging them, would show a list twice (`dvc params diff`).
+    shared_keys = _sections(exp, ["base", *([f"presets.{preset}"] if preset else [])], apart=("evaluate", "finetune"))
     shared: list[Any] = [{PARAMS_FILE: ["data_dir"]}]
     if preset:
         shared.append({_rel(PRESETS_DIR / f"{preset}.yaml", root): None})
@@ -98,7 +118,7 @@ def pipeline_spec(plan: Plan, root: Path = Path(".")) -> dict[str, Any]:
     stages["corpus"] = {
         "cmd": f"{bvr} corpus",
         "params": shared,
-        "outs": [{f"{stage_dir}/corpus.json": {"cache": False}}],
+        "outs": [f"{stage_dir}/corpus.json"],
     }
     stages["tokenizer"] = {
         "foreach": families,
@@ -109,13 +129,13 @@ def pipeline_spec(plan: Plan, root: Path = Path(".")) -> dict[str, Any]:
         "foreach": {a.label: {"family": a.config.tokenizer.family, "arm": a.arm} for a in pretrained},
         "do": {"cmd": f"{bvr} data:${{key}}", "params": _arm_param(shared, exp, "${item.arm}", root),
                "deps": [f"{stage_dir}/tokenizer-${{item.family}}"],
-               "outs": [{f"{stage_dir}/data-${{key}}.json": {"cache": False}}]},
+               "outs": [f"{stage_dir}/data-${{key}}.json"]},
     }
     stages["pretrain"] = {
         "foreach": {a.label: {"arm": a.arm} for a in pretrained},
         "do": {"cmd": f"{bvr} pretrain:${{key}}", "params": _arm_param(shared, exp, "${item.arm}", root),
                "deps": [f"{stage_dir}/data-${{key}}.json"],
-               "outs": [f"{stage_dir}/${{key}}/model", {f"{stage_dir}/${{key}}/pretrain.json": {"cache": False}}]},
+               "outs": [f"{stage_dir}/${{key}}/model", f"{stage_dir}/${{key}}/pretrain.json"]},
     }
     if controls:
         stages["init"] = {
@@ -123,7 +143,7 @@ def pipeline_spec(plan: Plan, root: Path = Path(".")) -> dict[str, Any]:
             "do": {"cmd": f"{bvr} pretrain:${{key}}", "params": shared,
                    "deps": [f"{stage_dir}/tokenizer-${{item.family}}"],
                    "outs": [f"{stage_dir}/${{key}}/model",
-                            {f"{stage_dir}/${{key}}/pretrain.json": {"cache": False}}]},
+                            f"{stage_dir}/${{key}}/pretrain.json"]},
         }
     evaluate_keys = ["base.evaluate", *([f"presets.{preset}.evaluate"] if preset else [])]
     evaluate_params = [p for p in (_params(exp, evaluate_keys, root), {PARAMS_FILE: ["data_dir"]}) if p]
@@ -136,7 +156,7 @@ def pipeline_spec(plan: Plan, root: Path = Path(".")) -> dict[str, Any]:
                         for unit in evaluations},
             "do": {"cmd": f"{bvr} ${{item.unit}}", "params": evaluate_params,
                    "deps": [f"{stage_dir}/${{item.arm}}/model"],
-                   "outs": [{f"{stage_dir}/${{item.arm}}/${{item.out}}": {"cache": False}}]},
+                   "outs": [f"{stage_dir}/${{item.arm}}/${{item.out}}"]},
         }
     finetune_params = [p for p in (
         _params(exp, ["base.finetune", *([f"presets.{preset}.finetune"] if preset else [])], root),
@@ -147,20 +167,20 @@ def pipeline_spec(plan: Plan, root: Path = Path(".")) -> dict[str, Any]:
         "foreach": {f"{a.label}-{t}": {"arm": a.label, "task": t} for a in plan.arms for t in plan.tasks},
         "do": {"cmd": f"{bvr} finetune:${{item.arm}}:${{item.task}}", "params": finetune_params,
                "deps": [f"{stage_dir}/${{item.arm}}/model"],
-               "outs": [{f"{stage_dir}/${{item.arm}}/finetune-${{item.task}}.json": {"cache": False}}]},
+               "outs": [f"{stage_dir}/${{item.arm}}/finetune-${{item.task}}.json"]},
     }
     stages["report"] = {
         "cmd": f"{bvr} report",
         "deps": [
-            *(f"{stage_dir}/{a.label}/pretrain.json" for a in pretrained),
-            *(f"{stage_dir}/{u.name}/{_evaluation_out(u)}" for u in evaluations),
-            *(f"{stage_dir}/{a.label}/finetune-{t}.json" for a in plan.arms for t in plan.tasks),
+            # The whole stage folder: after every other stage, in one column of `dvc exp show` (the files it reads,
+            # ARM/pretrain.json, ARM/blimp.json, ARM/probe-TASK.json, ARM/finetune-TASK.json, would be one each).
+            stage_dir,
             *(["reports/published.yaml"] if (root / "reports" / "published.yaml").is_file() else []),
             *(["bvr/report"] if (root / "bvr" / "report").is_dir() else []),  # a change of the report re-renders it
         ],
         "outs": [f"{report_dir}/report.md", f"{report_dir}/report.html", f"{report_dir}/figures",
-                 {f"{report_dir}/metrics.json": {"cache": False}}, {f"{report_dir}/plots": {"cache": False}}],
-        "metrics": [{f"{report_dir}/metrics": {"cache": False}}],
+                 f"{report_dir}/metrics.json", f"{report_dir}/plots"],
+        "metrics": [f"{report_dir}/metrics"],
     }
     return {"vars": [PARAMS_FILE], "stages": stages, "plots": _plots(plan, report_dir)}
 
@@ -296,6 +316,84 @@ def _with_arms(shared: list[Any], exp: Path, plan: Plan, root: Path) -> list[Any
                                                              for k in plan.ablation.declared.get(a.arm, ()))]
     extra = _params(exp, sorted(set(arms)), root) if arms else None
     return _merged([*shared, *([extra] if extra else [])])
+
+
+def pipeline_data_dir(root: Path) -> Path | None:
+    """The data folder dvc.yaml's stages pass to bvr: ``data_dir`` in ``params.yaml`` (relative to ``root``, where
+    DVC runs them), or the ``BVR_DATA_DIR`` variable where that is empty; None when neither is set."""
+    value = _params_data_dir(root) or os.environ.get("BVR_DATA_DIR", "")
+    return (Path(root) / Path(value).expanduser()).resolve() if value else None
+
+
+def _params_data_dir(root: Path) -> str:
+    """``data_dir`` in ``root/params.yaml``, or '' (unset: the stages read ``BVR_DATA_DIR``, which DVC does not
+    track, so a run with any data folder stands for them)."""
+    params = Path(root) / PARAMS_FILE
+    return str((read_yaml(params)[0] or {}).get("data_dir") or "") if params.is_file() else ""
+
+
+@dataclass(frozen=True)
+class Joined:
+    """How a full ``bvr ablate`` run joins the DVC pipeline of its folder (:func:`join_pipeline`).
+
+    Attributes:
+        stage_dir: where the run also writes each unit's products, as the stages would (``pipeline/NAME``); None
+            when the run cannot stand for the stages.
+        why_not: why the run cannot stand for the stages (then nothing is written for DVC), or None.
+    """
+
+    stage_dir: Path | None
+    why_not: str | None = None
+
+
+def join_pipeline(plan: Plan, root: Path = Path(".")) -> Joined | None:
+    """Whether ``bvr ablate`` run in ``root`` can record itself as ``dvc repro`` of ``root/dvc.yaml`` would have.
+
+    It can when ``dvc.yaml`` holds this ablation's stages as ``bvr pipeline`` writes them for ``plan`` and the run is
+    the one those stages make: no ``--set``, the default output folder and, where ``params.yaml`` sets ``data_dir``,
+    that data folder. The run then writes the stage folder and, once complete, :func:`record_lock`
+    records it in ``dvc.lock``, so ``dvc repro`` right after it runs nothing and ``dvc status`` is clean.
+
+    Returns:
+        None when ``dvc.yaml`` is missing or runs another ablation or preset; else a :class:`Joined`, with the
+        reason when the run differs from the stages.
+    """
+    root = Path(root)
+    file = root / "dvc.yaml"
+    if not file.is_file():
+        return None
+    try:
+        stages = (yaml.safe_load(file.read_text(encoding="utf-8")) or {}).get("stages")
+    except (OSError, yaml.YAMLError, AttributeError):
+        return None
+    if stages != pipeline_spec(plan, root)["stages"]:
+        return None
+    wanted = pipeline_data_dir(root)
+    if not (root / ".dvc").is_dir():
+        why = "no .dvc folder (run `dvc init`)"
+    elif plan.overrides:
+        why = f"--set {' '.join(plan.overrides)} is not in the stages"
+    elif Path(plan.output_dir).resolve() != (root / "outputs").resolve():
+        why = f"the output folder {plan.output_dir} is not the stages' ({root / 'outputs'})"
+    elif (set_in_params := _params_data_dir(root)) and (plan.data_dir and Path(plan.data_dir).resolve()) != wanted:
+        why = f"the data folder {plan.data_dir or '(none)'} is not data_dir in {PARAMS_FILE} ({set_in_params})"
+    else:
+        return Joined(root / "pipeline" / plan.name)
+    return Joined(None, f"dvc.lock not recorded: {why}; dvc repro will run every stage (each reuses what is cached)")
+
+
+def record_lock(root: Path, data_dir: Path | None) -> str:
+    """Record the workspace in ``root/dvc.lock`` (``dvc commit --force``: every stage's dependencies, params and
+    outputs as they are now; the outputs go into DVC's cache); returns what to tell the user, naming the data
+    folder the run read (``data_dir``) and where ``dvc repro`` will take it from."""
+    from dvc.repo import Repo
+
+    with Repo(str(root)) as repo:
+        stages = repo.commit(None, force=True)
+    source = (f"data_dir in {PARAMS_FILE}" if _params_data_dir(root) else
+              f"BVR_DATA_DIR, as data_dir in {PARAMS_FILE} is empty")
+    return (f"DVC: recorded {len(stages)} stages in dvc.lock (commit it with git); dvc status is clean and dvc repro "
+            f"runs nothing. Data folder {data_dir or '(none)'}; dvc repro reads it from {source}")
 
 
 class _NoAliases(yaml.SafeDumper):

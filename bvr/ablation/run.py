@@ -301,7 +301,9 @@ def run_ablation(
     units = plan.select(only) if only else [u for u in plan.units() if report or u.kind is not UnitKind.REPORT]
     if runner.rank != 0:  # other DDP ranks take part in pretraining only
         units = [u for u in units if u.kind in PRETRAINING_KINDS]
-    runner.say(_describe_plan(plan, units))
+    runner.say(_describe_plan(plan, units) if not only else  # a DVC stage: one line, not a banner per stage
+               f"[bold]ablation {plan.name}[/bold] (preset {plan.preset or 'default'}), data folder "
+               f"{plan.data_dir or '(none)'}")
     context = runner.manifest.context
     earlier = context.wall_seconds or 0.0  # summed over invocations
     with _parent(runner, only):

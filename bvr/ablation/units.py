@@ -104,11 +104,13 @@ def pretrain(runner: Runner, unit: Unit) -> bool:
 
 
 def _model(runner: Runner, label: str) -> Path:
-    """The arm's model folder: the DVC stage's copy, this invocation's run, or the cached run."""
+    """The arm's model folder: this invocation's run, the DVC stage's copy (a stage runs one unit), or the cached run.
+    The run's own folder comes first, so the runs a full ``bvr ablate`` logs name it even beside a stage folder."""
+    if label in runner.models:
+        return runner.models[label]
     if runner.stage_dir is not None and (runner.stage_dir / label / "model" / "config.json").is_file():
         return runner.stage_dir / label / "model"
-    if label not in runner.models:
-        pretrain(runner, Unit(UnitKind.PRETRAIN, label))
+    pretrain(runner, Unit(UnitKind.PRETRAIN, label))
     return runner.models[label]
 
 
@@ -126,7 +128,8 @@ def evaluate(runner: Runner, unit: Unit) -> bool:
     arm = runner.plan.arm(label)
     _check_pretrained(runner, label, "evaluate", f"{kind}:{label}")
     result = evaluate_model(_model(runner, label), kind, unit.task, runner.plan.evaluations,
-                            data_dir=runner.plan.data_dir, label=label, pretrain_seed=arm.pretrain_seed,
+                            data_dir=runner.plan.data_dir, output_dir=runner.plan.output_dir,
+                            label=label, pretrain_seed=arm.pretrain_seed,
                             ablation=runner.plan.name, experiment=runner.plan.experiment,
                             parent_run_id=runner.parent_run_id, progress=runner.progress)
     record = runner.manifest.evaluation_record(label, kind, unit.task)

@@ -64,11 +64,16 @@ def ablate_cmd(
     invocation and nested runs ARM/pretrain, ARM/finetune/TASK and ARM/finetune/TASK/seedN. Finished units are
     reused, so running the same command again runs nothing, and an interrupted run continues where it stopped.
     """
+    from bvr.ablation.dvc import join_pipeline, record_lock
     from bvr.ablation.run import run_ablation
 
     plan = _plan(name, preset, set_, data_dir, output_dir)
-    result = run_ablation(plan, only=only, stage_dir=stage_dir, report=report, progress=progress, console=console,
-                          ui_url=ui_url)
+    joined = None if only or stage_dir or not report else join_pipeline(plan, Path.cwd())  # dvc.yaml runs this plan
+    result = run_ablation(plan, only=only, stage_dir=stage_dir or (joined and joined.stage_dir), report=report,
+                          progress=progress, console=console, ui_url=ui_url)
+    if joined is not None:
+        console.print(joined.why_not or record_lock(Path.cwd(), plan.data_dir), markup=False, highlight=False,
+                      soft_wrap=True)
     ran, reused = len(result.ran), len(result.reused)
     console.print(f"ablation {plan.name}: {ran} unit(s) run, {reused} reused, in {duration(result.seconds)}",
                   highlight=False)

@@ -4,8 +4,8 @@
   pseudo-log-likelihood (Salazar et al. 2020): :func:`load_blimp`, :func:`pll_scores`, :func:`evaluate_blimp`,
   :func:`published_blimp`.
 - :mod:`bvr.evaluation.probe`: linear probes on frozen features (BERT section 5.3), sentence, pair and token tasks.
-- :mod:`bvr.evaluation.run`: one evaluation of one model inside an ablation, cached beside the model and logged as a
-  nested MLflow run.
+- :mod:`bvr.evaluation.run`: one evaluation of one model inside an ablation, cached by content under
+  ``outputs/evaluations/`` and logged as a nested MLflow run.
 
 The BLiMP names below load on first use (``bvr.evaluation.evaluate_blimp``), so importing this package loads no
 torch.

@@ -1,4 +1,4 @@
-"""Run one evaluation of one model for an ablation: cached beside the model, logged as a nested MLflow run.
+"""Run one evaluation of one model for an ablation: cached by content, logged as a nested MLflow run.
 
 Two kinds, both sensitive where fine-tuning at a small budget is not (see :mod:`bvr.evaluation.blimp` and
 :mod:`bvr.evaluation.probe`):
@@ -8,10 +8,11 @@ Two kinds, both sensitive where fine-tuning at a small budget is not (see :mod:`
   score on the chosen feature kind, averaged over the probe seeds (the seeds vary only the probe, so they are
   nested inside the model and its pretraining seed).
 
-The result is written as JSON under ``RUN_DIR/evaluations/`` (RUN_DIR is the model folder's parent: the pretraining
-run or the control's initialisation), named by a hash of the settings, of the model folder's bytes and of the data
-files' content, so a second call with nothing changed reads it back, and a retrained model or an edited data file is
-evaluated again. The MLflow run is
+The result is written as JSON under ``OUTPUT_DIR/evaluations/``, named by a hash of the settings, of the model
+folder's bytes and of the data files' content, so a second call with nothing changed reads it back, and a retrained
+model or an edited data file is evaluated again. The name holds no path: a copy of the model (the DVC stage folder's,
+``pipeline/NAME/ARM/model``) finds the result its original got. (Results used to lie beside the model, in
+``RUN_DIR/evaluations/``; one found there is still read, and copied over.) The MLflow run is
 ``LABEL/blimp`` or ``LABEL/probe/TASK``, tagged ``bvr.stage`` = the kind, with the headline and every per-feature
 mean as metrics (a probe's baselines too: ``probe/TASK/baseline/...``, the majority class, and
 ``probe/TASK/bow/...``, the bag of words, the same for every model), each probe seed's headline as the history of
@@ -34,6 +35,9 @@ from bvr.cache import target_lock
 from bvr.config import config_hash
 from bvr.errors import BvrError
 from bvr.fs import write_text
+
+EVALUATIONS_DIR = "evaluations"
+"""The folder of cached results, under the output folder (and, before, beside each model folder)."""
 
 EVALUATION_VERSION = 2  # 2: probe features of padded batches from packed layers
 """Bumped when an evaluation's numbers would change for the same settings (a cached result is then redone)."""
@@ -81,8 +85,10 @@ def _settings(kind: str, task: str | None, evaluations: Any, data_dir: Path | No
             "heldout_examples": evaluations.probe_heldout_examples}
 
 
-def result_path(model_dir: Path, kind: str, task: str | None, evaluations: Any, data_dir: Path | None) -> Path:
-    """Where the result of this evaluation of this model is cached."""
+def result_path(model_dir: Path, kind: str, task: str | None, evaluations: Any, data_dir: Path | None,
+                output_dir: Path) -> Path:
+    """Where the result of this evaluation of this model is cached: ``output_dir/evaluations/KIND[-TASK]-HASH.json``,
+    the hash over the settings and the content (not the place) of the model folder and of the data files."""
     from bvr.cache import fingerprint
     from bvr.tasks.data import task_files
     from bvr.tasks.registry import get_task
@@ -95,7 +101,7 @@ def result_path(model_dir: Path, kind: str, task: str | None, evaluations: Any, 
     else:
         inputs = task_files(get_task(task), data_dir)
     digest = config_hash(settings, checkpoint_identity(model_dir), fingerprint(*inputs))  # the data's content too
-    return Path(model_dir).parent / "evaluations" / f"{name}-{digest}.json"
+    return Path(output_dir) / EVALUATIONS_DIR / f"{name}-{digest}.json"
 
 
 def _compute(model_dir: Path, kind: str, task: str | None, evaluations: Any, data_dir: Path | None,
@@ -208,6 +214,7 @@ def evaluate_model(
     evaluations: Any,
     *,
     data_dir: Path | None,
+    output_dir: Path,
     label: str,
     pretrain_seed: int,
     ablation: str | None = None,
@@ -223,6 +230,7 @@ def evaluate_model(
         task: the probe's task; None for BLiMP.
         evaluations: the settings (:class:`bvr.ablation.declare.Evaluations`).
         data_dir: the data folder (``blimp/``, ``glue/``, ``conll2003/``).
+        output_dir: the output folder; the result is cached in its ``evaluations/``.
         label: the model's label in the ablation (``static-p1``), the MLflow run's name prefix.
         pretrain_seed: recorded as the ``bvr.pretrain_seed`` tag.
         ablation, experiment, parent_run_id: where the MLflow run goes.
@@ -231,7 +239,7 @@ def evaluate_model(
     Raises:
         BvrError: the data cannot be read, or the model folder cannot be loaded.
     """
-    path = result_path(model_dir, kind, task, evaluations, data_dir)
+    path = result_path(model_dir, kind, task, evaluations, data_dir, output_dir)
     path.parent.mkdir(parents=True, exist_ok=True)  # the lock file lies beside the result
     with target_lock(path):  # a twin invocation waits here, then finds this one's result and its run
         return _evaluate_once(path, model_dir, kind, task, evaluations, data_dir=data_dir, label=label,
@@ -246,8 +254,12 @@ def _evaluate_once(path: Path, model_dir: Path, kind: str, task: str | None, eva
     back) and logged."""
     from bvr.tracking import client_for
 
-    cached = _read(path) if path.is_file() else None
+    earlier = Path(model_dir).parent / EVALUATIONS_DIR / path.name  # where a result was cached before
+    found = path if path.is_file() else earlier if earlier.is_file() else None
+    cached = _read(found) if found else None
     if cached is not None and _run_exists(client_for(Path.cwd()), cached.run_id):
+        if found != path:
+            write_text(path, found.read_text(encoding="utf-8"))
         return cached
     result = cached or _compute(Path(model_dir), kind, task, evaluations, data_dir, progress)
     data = {"settings": _settings(kind, task, evaluations, data_dir),
