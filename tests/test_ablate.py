@@ -18,7 +18,7 @@ import yaml
 from mlflow import MlflowClient
 
 from bvr import cli
-from bvr.ablation.dvc import PLOT_TEMPLATES, TEMPLATES_DIR, pipeline_spec, plot_templates, render_pipeline
+from bvr.ablation.dvc import PAGE_TEMPLATE, PLOT_TEMPLATES, TEMPLATES_DIR, pipeline_spec, plot_templates, render_pipeline
 from bvr.ablation.manifest import MANIFEST_VERSION, FinetuneRecord, Manifest, find_manifest
 from bvr.ablation.plan import UnitKind, make_plan
 from bvr.errors import BvrError
@@ -408,7 +408,8 @@ def _git_dvc(cwd: Path, *args: str) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_dvc_reads_the_metrics_and_plots_bvr_ablate_wrote(finished):
     repo = finished  # a clone of bvr where `bvr pipeline`, then `bvr ablate` ran
-    assert sorted(p.name for p in (repo / TEMPLATES_DIR).iterdir()) == sorted(plot_templates())
+    assert sorted(p.name for p in (repo / TEMPLATES_DIR).iterdir()) == sorted([*plot_templates(), PAGE_TEMPLATE])
+    assert "html_template = plots/bvr-page.html" in (repo / ".dvc" / "config").read_text()
     # One evaluate stage per model and evaluation, reading that model and writing beside it; the report reads them.
     stages = yaml.safe_load((repo / "dvc.yaml").read_text())["stages"]
     arms = [f"{arm}-p{seed}" for arm in ("static", "dynamic", "no-pretraining") for seed in (0, 1)]
@@ -438,11 +439,22 @@ def test_dvc_reads_the_metrics_and_plots_bvr_ablate_wrote(finished):
     shown = json.loads(plots.stdout)
     assert "errors" not in shown, shown.get("errors")
     shown = shown["data"]
-    assert sorted(shown) == ["paired differences", "sst2 score per seed", "training MLM loss per arm",
-                             "validation perplexity per arm"]
+    figures = [f"reports/tiny-masking/figures/{name}.png" for name in ("curves", "differences", "scores", "throughput")]
+    assert sorted(shown) == sorted(["paired differences", "sst2 score per seed", "training MLM loss per arm",
+                                    "validation perplexity per arm", *figures])
+    assert all(shown[f][0]["type"] == "image" for f in figures)
     seeds = shown["sst2 score per seed"][0]
     arms = {point["arm"] for point in seeds["anchor_definitions"]["<DVC_METRIC_DATA>"]}
     assert arms == {"static", "dynamic", "no-pretraining"} and seeds["content"]["encoding"]["color"]["field"] == "arm"
+
+    # The HTML page: the figures as local images first, and bvr's page, which says in place of each Vega plot that
+    # Vega did not load, instead of leaving it blank, when there is no network.
+    page = _git_dvc(repo, "dvc", "plots", "show")
+    assert page.returncode == 0, page.stderr
+    html = (repo / "dvc_plots" / "index.html").read_text()
+    assert "bvr-offline" in html and html.index("<img") < html.index("vegaEmbed(")
+    assert sorted(p.name for p in (repo / "dvc_plots" / "static").iterdir()) == sorted(
+        f"workspace_{f.replace('/', '_')}" for f in figures)
 
 
 @pytest.mark.slow

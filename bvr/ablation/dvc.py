@@ -190,13 +190,16 @@ def _evaluation_out(unit: Unit) -> str:
     return evaluation_file(unit.kind.value, unit.task)
 
 
-def _plots(plan: Plan, report_dir: str) -> list[dict[str, Any]]:
-    """Top-level DVC plots over the report's long CSVs, each drawn by one of :data:`PLOT_TEMPLATES`: the
-    pretraining curves per arm, every run's score per task by pretraining seed, and the paired differences."""
+def _plots(plan: Plan, report_dir: str) -> list[Any]:
+    """Top-level DVC plots: the report's figures (images), then plots over the report's long CSVs, each drawn by one of
+    :data:`PLOT_TEMPLATES`: the pretraining curves per arm, every run's score per task by pretraining seed, and the
+    paired differences."""
     plots = f"{report_dir}/plots"
+    # The report's figures first: images, drawn with no network (the Vega plots below need a CDN to render).
+    out: list[Any] = [f"{report_dir}/figures"]
     curves = [("pretrain_train_mlm_loss", "training MLM loss", "MLM loss (nats)"),
               ("pretrain_val_perplexity", "validation perplexity", "perplexity")]
-    out: list[dict[str, Any]] = [
+    out += [
         {f"{title} per arm": {"template": "bvr-curves", "title": f"{title} (mean over pretraining seeds)",
                               "x": "step", "x_label": "optimiser step", "y": {f"{plots}/{name}.csv": "value"},
                               "y_label": label}}
@@ -283,15 +286,74 @@ def plot_templates() -> dict[str, str]:
             for name, content in PLOT_TEMPLATES.items()}
 
 
+PAGE_TEMPLATE = "bvr-page.html"
+"""The page ``dvc plots show`` writes, in :data:`TEMPLATES_DIR` (named in ``.dvc/config`` as ``plots.html_template``)."""
+
+PAGE = """<!DOCTYPE html>
+<html>
+<head>
+    {refresh_tag}
+    <meta charset="utf-8">
+    <title>bvr: DVC plots</title>
+    {scripts}
+    <style>
+        body { font-family: sans-serif; }
+        table { border-spacing: 15px; }
+        .bvr-offline { color: #555; font-style: italic; max-width: 40em; }
+    </style>
+</head>
+<body>
+    {plot_divs}
+    <script>
+    // The interactive plots load Vega from a CDN. Without a network the page keeps its figures (images) and says
+    // so in place of each interactive plot, rather than leaving it blank.
+    window.addEventListener("load", function () {
+        if (typeof vegaEmbed !== "undefined") { return; }
+        document.querySelectorAll("script").forEach(function (script) {
+            if (script.textContent.indexOf("vegaEmbed(") < 0) { return; }
+            var note = document.createElement("p");
+            note.className = "bvr-offline";
+            note.textContent = "This interactive plot needs Vega from cdn.jsdelivr.net, which did not load "
+                + "(offline?). The report's figures above show the same data; `dvc plots show --json` gives this "
+                + "plot's filled Vega-Lite spec.";
+            script.parentNode.appendChild(note);
+        });
+    });
+    </script>
+</body>
+</html>
+"""
+"""DVC's page layout (its ``{scripts}``, ``{plot_divs}`` and ``{refresh_tag}`` placeholders) with a note in place
+of each Vega plot when Vega cannot be loaded."""
+
+
 def write_plot_templates(root: Path) -> list[Path]:
-    """Write :func:`plot_templates` into ``root/.dvc/plots/`` (the folder ``dvc.yaml`` sits in); returns the files."""
+    """Write :func:`plot_templates` and the page template into ``root/.dvc/plots/`` (the folder ``dvc.yaml`` sits
+    in) and name the page in ``root/.dvc/config`` unless a page is named there already; returns the files."""
     folder = Path(root) / TEMPLATES_DIR
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
-    for name, text in plot_templates().items():
+    for name, text in {**plot_templates(), PAGE_TEMPLATE: PAGE}.items():
         write_text(folder / name, text)
         paths.append(folder / name)
+    _name_page(Path(root) / ".dvc" / "config")
     return paths
+
+
+def _name_page(config: Path) -> None:
+    """Set ``plots.html_template`` in DVC's repository config (a ``[plots]`` section added or extended), unless set."""
+    text = config.read_text(encoding="utf-8") if config.exists() else ""
+    if "html_template" in text:
+        return
+    line = f"    html_template = plots/{PAGE_TEMPLATE}\n"
+    lines = text.splitlines(keepends=True)
+    if "[plots]\n" in lines:
+        lines.insert(lines.index("[plots]\n") + 1, line)
+    else:
+        if lines and not lines[-1].endswith("\n"):
+            lines[-1] += "\n"
+        lines += ["[plots]\n", line]
+    write_text(config, "".join(lines))
 
 
 def _merged(params: list[dict[str, list[str] | None]]) -> list[dict[str, list[str] | None]]:
