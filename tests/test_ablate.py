@@ -5,6 +5,7 @@ the same stages."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -18,10 +19,11 @@ import yaml
 from mlflow import MlflowClient
 
 from bvr import cli
-from bvr.ablation.dvc import PLOT_TEMPLATES, TEMPLATES_DIR, pipeline_spec, plot_templates, render_pipeline
 from bvr.ablation.manifest import MANIFEST_VERSION, FinetuneRecord, Manifest, find_manifest
-from bvr.ablation.plan import UnitKind, make_plan
+from bvr.ablation.plan import Unit, UnitKind, make_plan
 from bvr.errors import BvrError
+from bvr.runner.dvc import PLOT_TEMPLATES, TEMPLATES_DIR, pipeline_spec, plot_templates, render_pipeline
+from bvr.runner.units import HANDLERS, UnitContext, find_model
 from bvr.tracking import find_runs, tracking_uri
 from tests.test_prepare import write_wiki_corpus
 
@@ -227,7 +229,7 @@ def test_unknown_unit_and_unfair_override_are_refused(tmp_path, monkeypatch, cap
 def test_a_smoke_run_without_its_report_names_the_report_command_with_its_sets(tmp_path, monkeypatch, capsys):
     from types import SimpleNamespace
 
-    import bvr.ablation.run
+    import bvr.runner.run
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "exp.yaml").write_text(EXPERIMENT)
@@ -237,7 +239,7 @@ def test_a_smoke_run_without_its_report_names_the_report_command_with_its_sets(t
         plans.append(plan)
         return SimpleNamespace(ran=[], reused=[], seconds=0.0, report=None)
 
-    monkeypatch.setattr(bvr.ablation.run, "run_ablation", run_nothing)
+    monkeypatch.setattr(bvr.runner.run, "run_ablation", run_nothing)
     data_dir = tmp_path / "my data"
     code, out, _ = invoke(monkeypatch, capsys, "ablate", "exp.yaml", "--preset", "tiny", "--no-report", "--set",
                           "finetune.seeds=1", "--set", "finetune.tasks=[rte, sst2]", "--data-dir", str(data_dir))
@@ -257,8 +259,6 @@ V2_KEYS = ["version", "ablation", "description", "source", "preset", "overrides"
 
 
 def test_units_run_in_order_and_each_kind_has_a_handler(data_dir, tmp_path, monkeypatch):
-    from bvr.ablation.units import HANDLERS
-
     monkeypatch.chdir(tmp_path)
     (tmp_path / "exp.yaml").write_text(EXPERIMENT)
     plan = make_plan("exp.yaml", data_dir=data_dir)
@@ -310,6 +310,68 @@ def test_a_manifest_of_another_version_is_refused_naming_the_file(tmp_path):
     path.write_text("{")
     with pytest.raises(BvrError, match="cannot read the ablation manifest"):
         Manifest.load(path)
+
+
+def test_put_replaces_the_record_of_the_same_unit_and_seed_in_place(data_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "exp.yaml").write_text(EXPERIMENT)
+    manifest = Manifest.new(make_plan("exp.yaml", data_dir=data_dir), {})
+    done = dataclasses.replace(manifest.finetune_records("dynamic", "sst2")[1], status="done", score=0.75)
+    manifest.put(done)
+    assert manifest.finetune[3] is done and [r.key for r in manifest.finetune].count(done.key) == 1
+    assert [r.status for r in manifest.finetune] == ["missing"] * 3 + ["done"] + ["missing"] * 2
+    evaluation = dataclasses.replace(manifest.evaluation_record("static", "probe", "sst2"), run_id="r2")
+    manifest.put(evaluation)
+    assert manifest.evaluations[1] is evaluation and evaluation.key == ("static", "probe", "sst2")
+    with pytest.raises(KeyError, match="has no FinetuneRecord \\('static', 'rte', 0\\)"):
+        manifest.put(FinetuneRecord("static", "static", 0, task="rte", seed=0))
+
+
+def _context(tmp_path: Path, data_dir: Path, **changes) -> UnitContext:
+    (tmp_path / "exp.yaml").write_text(EXPERIMENT)
+    plan = make_plan("exp.yaml", data_dir=data_dir, output_dir=tmp_path / "outputs")
+    values = {"models": {}, "parent_run_id": None, "stage_dir": None, "rank": 0, "progress": False, **changes}
+    return UnitContext(plan, Manifest.new(plan, {}), **values)
+
+
+def test_a_handler_returns_what_it_built_and_changes_nothing(data_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ctx = _context(tmp_path, data_dir)
+    before = ctx.manifest.to_dict()
+    first = HANDLERS[UnitKind.CORPUS](ctx, Unit(UnitKind.CORPUS))
+    again = HANDLERS[UnitKind.CORPUS](ctx, Unit(UnitKind.CORPUS))
+    assert (first.built, again.built) == (True, False) and first.records == again.records == ()
+    assert [p.path for p in first.products] == [("corpus.json",)] and again.products == first.products
+    folder = json.loads(first.products[0].text)["folder"]
+    assert folder.startswith("corpus-") and (tmp_path / "outputs" / "cache" / folder / "DONE").is_file()
+    assert ctx.manifest.to_dict() == before and not (tmp_path / "pipeline").exists()
+
+
+def test_looking_a_model_up_never_trains_one(data_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ctx = _context(tmp_path, data_dir)
+    with pytest.raises(BvrError, match="'static' has no model yet; nothing to fine-tune") as err:
+        find_model(ctx, "static", what="fine-tune", where="finetune:static:sst2")
+    assert "run the unit pretrain:static first" in str(err.value)
+    with pytest.raises(BvrError, match="pretrain:no-pretraining in the same invocation"):
+        find_model(ctx, "no-pretraining", what="evaluate", where="blimp:no-pretraining")
+    assert not (tmp_path / "outputs").exists()  # nothing prepared, nothing trained
+
+    run = tmp_path / "run"
+    (run / "model").mkdir(parents=True)
+    (run / "model" / "config.json").write_text("{}")
+    ctx.manifest.pretrain_record("static").update(status="done", run_dir=str(run))
+    assert find_model(ctx, "static", what="evaluate", where="blimp:static") == run / "model"
+    staged = tmp_path / "pipeline"
+    (staged / "static" / "model").mkdir(parents=True)
+    (staged / "static" / "model" / "config.json").write_text("{}")
+    here = {"no-pretraining": tmp_path / "init" / "model"}
+    ctx = dataclasses.replace(ctx, stage_dir=staged, models=here)
+    assert find_model(ctx, "static", what="evaluate", where="blimp:static") == staged / "static" / "model"
+    assert find_model(ctx, "no-pretraining", what="evaluate", where="x") == here["no-pretraining"]
+    ctx.manifest.pretrain_record("static").update(status="failed")
+    with pytest.raises(BvrError, match="pretraining of 'static' failed; nothing to evaluate"):
+        find_model(ctx, "static", what="evaluate", where="blimp:static")
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """``bvr pipeline NAME``: write the DVC pipeline (``dvc.yaml``) that runs an ablation stage by stage.
 
-The stages are the units of :mod:`bvr.ablation.run`, each a ``bvr ablate NAME --only UNIT`` call, so ``dvc repro`` and
+The stages are the units of :mod:`bvr.runner.run`, each a ``bvr ablate NAME --only UNIT`` call, so ``dvc repro`` and
 ``bvr ablate`` share every cache and produce the same runs and report:
 
 - ``corpus``, ``tokenizer`` (``foreach`` family), ``data`` (``foreach`` arm): the prepared data;
@@ -40,10 +40,10 @@ from typing import Any
 import yaml
 
 from bvr.ablation.plan import Plan, Unit, UnitKind
-from bvr.ablation.stages import evaluation_file
 from bvr.config import PRESETS_DIR, read_yaml
 from bvr.errors import BvrError
 from bvr.fs import write_text
+from bvr.runner.stages import evaluation_file
 
 PARAMS_FILE = "params.yaml"
 
@@ -306,7 +306,7 @@ class _NoAliases(yaml.SafeDumper):
 
 
 HEADER = """\
-# DVC pipeline of the ablation '{name}' at preset '{preset}', stage by stage (see bvr/ablation/dvc.py).
+# DVC pipeline of the ablation '{name}' at preset '{preset}', stage by stage (see bvr/runner/dvc.py).
 # Generated from {source} by:
 #     bvr pipeline {name}{preset_opt} --output {output}
 # Re-run that after adding an arm or a task; tests/test_ablate.py checks that this file matches it.
