@@ -350,12 +350,15 @@ def test_a_handler_returns_what_it_built_and_changes_nothing(data_dir, tmp_path,
 def test_looking_a_model_up_never_trains_one(data_dir, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     ctx = _context(tmp_path, data_dir)
-    with pytest.raises(BvrError, match="'static' has no model yet; nothing to fine-tune") as err:
+    before = ctx.manifest.to_dict()
+    with pytest.raises(BvrError, match="'static' has no pretrained model yet; nothing to fine-tune") as err:
         find_model(ctx, "static", what="fine-tune", where="finetune:static:sst2")
     assert "run the unit pretrain:static first" in str(err.value)
-    with pytest.raises(BvrError, match="pretrain:no-pretraining in the same invocation"):
-        find_model(ctx, "no-pretraining", what="evaluate", where="blimp:no-pretraining")
     assert not (tmp_path / "outputs").exists()  # nothing prepared, nothing trained
+    control = find_model(ctx, "no-pretraining", what="evaluate", where="blimp:no-pretraining")
+    runs = [p.name.rsplit("-", 1)[0] for p in (tmp_path / "outputs" / "runs").iterdir() if p.is_dir()]
+    assert control.name == "model" and (control / "config.json").is_file()
+    assert runs == ["init-no-pretraining"] and ctx.manifest.to_dict() == before  # initialised, nothing recorded
 
     run = tmp_path / "run"
     (run / "model").mkdir(parents=True)

@@ -21,7 +21,8 @@ unit                        what it does
 
 Every arm is pretrained before any is evaluated or fine-tuned (under torchrun or SLURM only rank zero goes on).
 An evaluation or fine-tuning unit looks its model up (:func:`bvr.runner.units.find_model`) and never pretrains
-one: run alone (``--only``), it needs its arm's pretraining finished and recorded.
+one: run alone (``--only``), it needs its arm's pretraining finished and recorded (the control, never trained,
+has its initialisation found or written in seconds).
 With several pretraining seeds each (arm, seed) is its own unit, labelled ``ARM-pSEED``; the control gets one
 random initialisation per pretraining seed, the very weights that arm seeds start from, so that "arm minus
 control" pairs by seed and measures what pretraining from that starting point did.

@@ -155,12 +155,15 @@ def pretrain(ctx: UnitContext, unit: Unit) -> Outcome:
 
 def find_model(ctx: UnitContext, label: str, *, what: str, where: str) -> Path:
     """The model folder of arm ``label``, to ``what`` (``evaluate``, ``fine-tune``): the DVC stage's copy, this
-    invocation's, or the finished run the manifest records. Only looks: a model not there yet is an error, never
-    trained here.
+    invocation's, or the finished run the manifest records. Never trains: an arm whose pretraining has not finished
+    is an error. The control is not trained at all: its initialisation (a random draw from ``training.seed``) is
+    taken from its cache, or written there in seconds (:func:`bvr.pretraining.run.initialise`).
 
     Raises:
-        BvrError: the arm's pretraining failed, or has not run (for the control: not in this invocation).
+        BvrError: the arm's pretraining failed, or has not finished (or is not in the manifest).
     """
+    from bvr.pretraining.run import initialise
+
     arm = ctx.plan.arm(label)
     if not arm.control and ctx.manifest.pretrain_record(label).status == "failed":
         raise BvrError(f"pretraining of '{label}' failed; nothing to {what}", where=where)
@@ -168,12 +171,13 @@ def find_model(ctx: UnitContext, label: str, *, what: str, where: str) -> Path:
         return ctx.stage_dir / label / "model"
     if label in ctx.models:
         return ctx.models[label]
-    run_dir = None if arm.control else ctx.manifest.pretrain_record(label).run_dir
+    if arm.control:
+        return initialise(arm.config, progress=ctx.progress).model_dir
+    run_dir = ctx.manifest.pretrain_record(label).run_dir
     if run_dir and (Path(run_dir) / "model" / "config.json").is_file():
         return Path(run_dir) / "model"
-    also = " in the same invocation (its initialisation is not recorded)" if arm.control else " first"
-    raise BvrError(f"'{label}' has no model yet; nothing to {what}", where=where,
-                   hint=f"run the unit pretrain:{label}{also}, as a full `bvr ablate` does")
+    raise BvrError(f"'{label}' has no pretrained model yet; nothing to {what}", where=where,
+                   hint=f"run the unit pretrain:{label} first, as a full `bvr ablate` does")
 
 
 def evaluate(ctx: UnitContext, unit: Unit) -> Outcome:
