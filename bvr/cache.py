@@ -19,9 +19,6 @@ from bvr.locks import file_lock, lock_path, process_alive
 
 DONE = "DONE"
 
-BUILT: set[Path] = set()
-"""Every folder :func:`build_once` built (rather than reused) in this process, for reports of what ran."""
-
 _FILE_HASHES: dict[tuple[str, int, int, int, int], str] = {}
 """Content hash of each file read, by (path, size, mtime_ns, ctime_ns, inode): see :func:`fingerprint`."""
 
@@ -71,7 +68,8 @@ def _file_hash(path: Path) -> str:
     return _FILE_HASHES[key]
 
 
-def build_once(target: Path, build: Callable[[Path], None], config: dict[str, Any]) -> tuple[Path, bool]:
+def build_once(target: Path, build: Callable[[Path], None], config: dict[str, Any], *,
+               built: set[Path] | None = None) -> tuple[Path, bool]:
     """Run ``build(tmp)`` unless ``target`` is finished already; move the result into place atomically.
 
     One process builds a target at a time (:func:`target_lock`): a second one asking for it meanwhile waits, then
@@ -79,6 +77,13 @@ def build_once(target: Path, build: Callable[[Path], None], config: dict[str, An
     ``.NAME.tmp-PID`` sibling, removed by the next build once that PID is gone. ``DONE`` is written last, so a
     target is never marked finished before its build is. The resolved ``config`` is written next to the output as
     ``config.yaml``.
+
+    Args:
+        target: the cache folder.
+        build: writes the folder's content into the temporary folder it is given.
+        config: what the folder was built from, written as ``config.yaml``.
+        built: a set that ``target`` (resolved) joins when this call builds it: how a caller that runs several
+            stages (:func:`bvr.pretraining.prepare.prepare`) says which of them it built.
 
     Returns:
         The target folder and whether it was built now (False: reused).
@@ -103,7 +108,8 @@ def build_once(target: Path, build: Callable[[Path], None], config: dict[str, An
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         replace_dir(tmp, target)  # over an unfinished folder from an older layout
-    BUILT.add(target.resolve())
+    if built is not None:
+        built.add(target.resolve())
     return target, True
 
 

@@ -5,6 +5,7 @@ the same stages."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -18,10 +19,12 @@ import yaml
 from mlflow import MlflowClient
 
 from bvr import cli
-from bvr.ablation.dvc import PAGE_TEMPLATE, PLOT_TEMPLATES, TEMPLATES_DIR, pipeline_spec, plot_templates, render_pipeline
 from bvr.ablation.manifest import MANIFEST_VERSION, FinetuneRecord, Manifest, find_manifest
-from bvr.ablation.plan import UnitKind, make_plan
+from bvr.ablation.plan import Unit, UnitKind, make_plan
 from bvr.errors import BvrError
+from bvr.runner.dvc import pipeline_spec, render_pipeline
+from bvr.runner.dvc_plots import PAGE, PAGE_TEMPLATE, PLOT_TEMPLATES, TEMPLATES_DIR, plot_templates
+from bvr.runner.units import HANDLERS, UnitContext, find_model
 from bvr.tracking import find_runs, tracking_uri
 from tests.test_prepare import write_wiki_corpus
 
@@ -261,7 +264,7 @@ def test_unknown_unit_and_unfair_override_are_refused(tmp_path, monkeypatch, cap
 def test_a_smoke_run_without_its_report_names_the_report_command_with_its_sets(tmp_path, monkeypatch, capsys):
     from types import SimpleNamespace
 
-    import bvr.ablation.run
+    import bvr.runner.run
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "exp.yaml").write_text(EXPERIMENT)
@@ -271,7 +274,7 @@ def test_a_smoke_run_without_its_report_names_the_report_command_with_its_sets(t
         plans.append(plan)
         return SimpleNamespace(ran=[], reused=[], seconds=0.0, report=None)
 
-    monkeypatch.setattr(bvr.ablation.run, "run_ablation", run_nothing)
+    monkeypatch.setattr(bvr.runner.run, "run_ablation", run_nothing)
     data_dir = tmp_path / "my data"
     code, out, _ = invoke(monkeypatch, capsys, "ablate", "exp.yaml", "--preset", "tiny", "--no-report", "--set",
                           "finetune.seeds=1", "--set", "finetune.tasks=[rte, sst2]", "--data-dir", str(data_dir))
@@ -291,8 +294,6 @@ V2_KEYS = ["version", "ablation", "description", "source", "preset", "overrides"
 
 
 def test_units_run_in_order_and_each_kind_has_a_handler(data_dir, tmp_path, monkeypatch):
-    from bvr.ablation.units import HANDLERS
-
     monkeypatch.chdir(tmp_path)
     (tmp_path / "exp.yaml").write_text(EXPERIMENT)
     plan = make_plan("exp.yaml", data_dir=data_dir)
@@ -346,6 +347,71 @@ def test_a_manifest_of_another_version_is_refused_naming_the_file(tmp_path):
         Manifest.load(path)
 
 
+def test_put_replaces_the_record_of_the_same_unit_and_seed_in_place(data_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "exp.yaml").write_text(EXPERIMENT)
+    manifest = Manifest.new(make_plan("exp.yaml", data_dir=data_dir), {})
+    done = dataclasses.replace(manifest.finetune_records("dynamic", "sst2")[1], status="done", score=0.75)
+    manifest.put(done)
+    assert manifest.finetune[3] is done and [r.key for r in manifest.finetune].count(done.key) == 1
+    assert [r.status for r in manifest.finetune] == ["missing"] * 3 + ["done"] + ["missing"] * 2
+    evaluation = dataclasses.replace(manifest.evaluation_record("static", "probe", "sst2"), run_id="r2")
+    manifest.put(evaluation)
+    assert manifest.evaluations[1] is evaluation and evaluation.key == ("static", "probe", "sst2")
+    with pytest.raises(KeyError, match="has no FinetuneRecord \\('static', 'rte', 0\\)"):
+        manifest.put(FinetuneRecord("static", "static", 0, task="rte", seed=0))
+
+
+def _context(tmp_path: Path, data_dir: Path, **changes) -> UnitContext:
+    (tmp_path / "exp.yaml").write_text(EXPERIMENT)
+    plan = make_plan("exp.yaml", data_dir=data_dir, output_dir=tmp_path / "outputs")
+    values = {"models": {}, "parent_run_id": None, "stage_dir": None, "rank": 0, "progress": False, **changes}
+    return UnitContext(plan, Manifest.new(plan, {}), **values)
+
+
+def test_a_handler_returns_what_it_built_and_changes_nothing(data_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ctx = _context(tmp_path, data_dir)
+    before = ctx.manifest.to_dict()
+    first = HANDLERS[UnitKind.CORPUS](ctx, Unit(UnitKind.CORPUS))
+    again = HANDLERS[UnitKind.CORPUS](ctx, Unit(UnitKind.CORPUS))
+    assert (first.built, again.built) == (True, False) and first.records == again.records == ()
+    assert [p.path for p in first.products] == [("corpus.json",)] and again.products == first.products
+    folder = json.loads(first.products[0].text)["folder"]
+    assert folder.startswith("corpus-") and (tmp_path / "outputs" / "cache" / folder / "DONE").is_file()
+    assert ctx.manifest.to_dict() == before and not (tmp_path / "pipeline").exists()
+
+
+def test_looking_a_model_up_never_trains_one(data_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ctx = _context(tmp_path, data_dir)
+    before = ctx.manifest.to_dict()
+    with pytest.raises(BvrError, match="'static' has no pretrained model yet; nothing to fine-tune") as err:
+        find_model(ctx, "static", what="fine-tune", where="finetune:static:sst2")
+    assert "run the unit pretrain:static first" in str(err.value)
+    assert not (tmp_path / "outputs").exists()  # nothing prepared, nothing trained
+    control = find_model(ctx, "no-pretraining", what="evaluate", where="blimp:no-pretraining")
+    runs = [p.name.rsplit("-", 1)[0] for p in (tmp_path / "outputs" / "runs").iterdir() if p.is_dir()]
+    assert control.name == "model" and (control / "config.json").is_file()
+    assert runs == ["init-no-pretraining"] and ctx.manifest.to_dict() == before  # initialised, nothing recorded
+
+    run = tmp_path / "run"
+    (run / "model").mkdir(parents=True)
+    (run / "model" / "config.json").write_text("{}")
+    ctx.manifest.pretrain_record("static").update(status="done", run_dir=str(run))
+    assert find_model(ctx, "static", what="evaluate", where="blimp:static") == run / "model"
+    staged = tmp_path / "pipeline"
+    (staged / "static" / "model").mkdir(parents=True)
+    (staged / "static" / "model" / "config.json").write_text("{}")
+    here = {"no-pretraining": tmp_path / "init" / "model"}
+    ctx = dataclasses.replace(ctx, stage_dir=staged, models=here)
+    assert find_model(ctx, "static", what="evaluate", where="blimp:static") == staged / "static" / "model"
+    assert find_model(ctx, "no-pretraining", what="evaluate", where="x") == here["no-pretraining"]
+    ctx.manifest.pretrain_record("static").update(status="failed")
+    with pytest.raises(BvrError, match="pretraining of 'static' failed; nothing to evaluate"):
+        find_model(ctx, "static", what="evaluate", where="blimp:static")
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # DVC
 
@@ -355,8 +421,9 @@ def test_the_shipped_dvc_yaml_is_the_generated_masking_pipeline():
     assert (REPO / "dvc.yaml").read_text() == render_pipeline(plan, REPO)
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     assert params == {"data_dir": ""}
-    shipped = {p.name: p.read_text(encoding="utf-8") for p in (REPO / TEMPLATES_DIR).glob("bvr-*.json")}
-    assert shipped == plot_templates()
+    shipped = {p.name: p.read_text(encoding="utf-8") for p in (REPO / TEMPLATES_DIR).glob("bvr-*")}
+    assert shipped == {**plot_templates(), PAGE_TEMPLATE: PAGE}
+    assert "html_template = plots/bvr-page.html" in (REPO / ".dvc" / "config").read_text()
 
 
 def test_the_only_dvc_metric_is_the_reports_small_folder():
@@ -373,8 +440,9 @@ def test_the_only_dvc_metric_is_the_reports_small_folder():
 
 
 def test_dvc_plots_colour_arms_keep_seeds_categorical_and_mark_zero():
-    plots = {name: body for entry in pipeline_spec(make_plan("masking", preset="tiny"), REPO)["plots"]
-             for name, body in entry.items()}
+    entries = pipeline_spec(make_plan("masking", preset="tiny"), REPO)["plots"]
+    assert entries[0] == "reports/masking/figures"  # the report's figures, as images: drawn with no network
+    plots = {name: body for entry in entries[1:] for name, body in entry.items()}
     folder = "reports/masking/plots"
     assert {name: (body["template"], body["x"], body["y"]) for name, body in plots.items()} == {
         "training MLM loss per arm": ("bvr-curves", "step", {f"{folder}/pretrain_train_mlm_loss.csv": "value"}),
@@ -452,7 +520,7 @@ def test_dvc_reads_the_metrics_and_plots_bvr_ablate_wrote(finished):
     page = _git_dvc(repo, "dvc", "plots", "show")
     assert page.returncode == 0, page.stderr
     html = (repo / "dvc_plots" / "index.html").read_text()
-    assert "bvr-offline" in html and html.index("<img") < html.index("vegaEmbed(")
+    assert "bvr-offline" in html and "<img" in html and "vegaEmbed(" in html
     assert sorted(p.name for p in (repo / "dvc_plots" / "static").iterdir()) == sorted(
         f"workspace_{f.replace('/', '_')}" for f in figures)
 

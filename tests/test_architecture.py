@@ -1,21 +1,29 @@
-"""The layering in ARCHITECTURE.md holds in the code: no import points up, and the document names the real tree.
+"""The layering in ARCHITECTURE.md holds in the code: no import points up, no import goes round in a circle, and the
+document names the real tree.
 
 ARCHITECTURE.md's ``layers`` block lists, lowest first, one layer per line (``N  module-or-package ...``); its
 ``apart`` block lists pairs of same-layer packages that must not import each other. Every import in ``bvr/``
-(function-level ones included; ``if TYPE_CHECKING:`` blocks excluded) must go to the module's own layer or a lower
-one, and every module must belong to a layer.
+(function-level ones included, and a module named by a string that ``import_module`` loads; ``if TYPE_CHECKING:``
+blocks excluded) must go to the module's own layer or a lower one, and every module must belong to a layer. No
+modules may import each other in a circle, counting every kind of import: ``if TYPE_CHECKING:`` blocks,
+function-level imports and ``import_module`` strings hide a circle from Python, not from the design.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+from collections import deque
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "ARCHITECTURE.md"
+
+IMPORT, TYPE_ONLY, BY_NAME = "import", "TYPE_CHECKING", "import_module"
+"""How a module imports another: an import statement (at module or function level), one only inside an
+``if TYPE_CHECKING:`` block, or a string that :func:`importlib.import_module` loads."""
 
 
 def _block(text: str, name: str) -> list[str]:
@@ -59,32 +67,67 @@ def _is_type_checking(node: ast.If) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def imports_of(source: str, module: str, is_package: bool) -> set[str]:
-    """The ``bvr`` modules that ``source`` (the text of ``module``) imports, relative imports resolved."""
-    found: set[str] = set()
+def _calls_import_module(tree: ast.AST) -> bool:
+    """Whether the module calls ``import_module`` (or ``__import__``), under any spelling."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            if name in ("import_module", "__import__"):
+                return True
+    return False
 
-    def visit(node: ast.AST) -> None:
+
+def _target(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    """The module ``from ... import`` names, a relative one resolved against ``module``."""
+    if not node.level:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def imports_of(source: str, module: str, is_package: bool, known: set[str] | None = None) -> dict[str, str]:
+    """The ``bvr`` modules that ``source`` (the text of ``module``) imports, each with how (:data:`IMPORT`,
+    :data:`TYPE_ONLY` or :data:`BY_NAME`), relative imports resolved.
+
+    ``from bvr.x import y`` counts as importing ``bvr.x.y`` and ``bvr.x``; with the ``known`` modules, only
+    ``bvr.x.y`` when that is a module (its package ``bvr.x`` is then only the way there).
+
+    In a module that calls ``import_module``, every string that is a whole ``bvr`` module name counts as a
+    :data:`BY_NAME` import (the name may sit in a table that the call reads, as lazy re-exports keep them).
+    """
+    found: dict[str, str] = {}
+    tree = ast.parse(source)
+
+    def add(target: str, how: str) -> None:
+        if target.split(".")[0] == "bvr" and found.get(target) != IMPORT:  # a real import outweighs the others
+            found[target] = how
+
+    def visit(node: ast.AST, how: str) -> None:
         if isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.body:
+                visit(child, TYPE_ONLY)
             for child in node.orelse:
-                visit(child)
+                visit(child, how)
             return
         if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names if alias.name.split(".")[0] == "bvr")
+            for alias in node.names:
+                add(alias.name, how)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = module.split(".") if is_package else module.split(".")[:-1]
-                base = base[: len(base) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            if target.split(".")[0] == "bvr":
-                # ``from bvr.x import y`` may name a submodule y: count it as bvr.x.y when that exists
-                found.update(f"{target}.{alias.name}" for alias in node.names)
-                found.add(target)
+            target = _target(node, module, is_package)
+            names = [f"{target}.{alias.name}" for alias in node.names]
+            for name in names:
+                add(name, how)
+            if known is None or any(name not in known for name in names):
+                add(target, how)
+        elif by_name and isinstance(node, ast.Constant) and re.fullmatch(r"bvr(\.\w+)+", str(node.value)):
+            add(node.value, BY_NAME)
         for child in ast.iter_child_nodes(node):
-            visit(child)
+            visit(child, how)
 
-    visit(ast.parse(source))
+    by_name = _calls_import_module(tree)
+    visit(tree, IMPORT)
     return found
 
 
@@ -98,27 +141,118 @@ def modules() -> dict[str, Path]:
     return out
 
 
-def violations(layers: dict[str, int], apart: list[tuple[str, str]], tree: dict[str, str]) -> list[str]:
-    """Every import in ``tree`` (``{module: source}``) that points up a layer or across an ``apart`` pair."""
-    problems = []
+def _edges(tree: dict[str, str], *, own_package: bool) -> dict[str, dict[str, str]]:
+    """``{module: {imported module: how}}`` over the modules of ``tree``: names that are not modules dropped, and,
+    unless ``own_package``, a module's import of its own package (which sits in the package's layer)."""
     known = set(tree)
+    edges = {}
     for module, source in sorted(tree.items()):
+        found = imports_of(source, module, source.startswith("#package"), known)
+        edges[module] = {target: how for target, how in sorted(found.items()) if target in known and target != module
+                         and (own_package or not module.startswith(target + "."))}
+    return edges
+
+
+def violations(layers: dict[str, int], apart: list[tuple[str, str]], tree: dict[str, str]) -> list[str]:
+    """Every import in ``tree`` (``{module: source}``) that points up a layer or across an ``apart`` pair
+    (``if TYPE_CHECKING:`` imports aside: they name types for annotations)."""
+    problems = []
+    edges = _edges(tree, own_package=False)
+    for module in sorted(tree):
         own = layer_of(module, layers)
         if own is None:
             problems.append(f"{module} is in no layer of ARCHITECTURE.md")
             continue
-        is_package = source.startswith("#package")
-        for target in sorted(imports_of(source, module, is_package)):
-            if target not in known or target == module or module.startswith(target + "."):
-                continue  # a name, not a module; or the module's own package
+        for target, how in edges[module].items():
+            if how == TYPE_ONLY:
+                continue
+            suffix = " by import_module" if how == BY_NAME else ""
             theirs = layer_of(target, layers)
             if theirs is not None and theirs > own:
-                problems.append(f"{module} (layer {own}) imports {target} (layer {theirs})")
+                problems.append(f"{module} (layer {own}) imports {target} (layer {theirs}){suffix}")
             for first, second in apart:
                 for a, b in ((first, second), (second, first)):
                     if (module == a or module.startswith(a + ".")) and (target == b or target.startswith(b + ".")):
-                        problems.append(f"{module} imports {target}, but {a} and {b} must not import each other")
+                        problems.append(f"{module} imports {target}{suffix}, but {a} and {b} must not import "
+                                        "each other")
     return problems
+
+
+def _components(edges: dict[str, dict[str, str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in edges:
+        if root in index:
+            continue
+        work = [(root, iter(edges[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(edges[child])))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return sorted(found)
+
+
+def _shortest_cycle(start: str, members: set[str], edges: dict[str, dict[str, str]]) -> list[str]:
+    """The shortest path from ``start`` back to itself through ``members`` (breadth first, in name order)."""
+    before: dict[str, str] = {}
+    queue = deque([start])
+    while queue:
+        node = queue.popleft()
+        for child in edges[node]:
+            if child == start:
+                path = [node]
+                while path[-1] != start:
+                    path.append(before[path[-1]])
+                return [*reversed(path), start]
+            if child in members and child not in before:
+                before[child] = node
+                queue.append(child)
+    raise AssertionError(f"{start} is in no cycle")  # a strongly connected component always has one
+
+
+def cycles(tree: dict[str, str]) -> list[str]:
+    """One circle of imports per group of modules that import each other, counting every kind of import, as
+    ``a -> b -> a`` with how each link imports when it is not a plain import (``b -(TYPE_CHECKING)-> a``), and the
+    group's other modules."""
+    edges = _edges(tree, own_package=True)
+    out = []
+    for component in _components(edges):
+        path = _shortest_cycle(component[0], set(component), edges)
+        text = path[0]
+        for here, there in zip(path, path[1:], strict=False):
+            how = edges[here][there]
+            text += f" -> {there}" if how == IMPORT else f" -({how})-> {there}"
+        others = [member for member in component if member not in path]
+        out.append(text + (f" (in a circle with {', '.join(others)} too)" if others else ""))
+    return out
 
 
 def _tree() -> dict[str, str]:
@@ -144,6 +278,10 @@ def test_no_module_is_over_400_lines():
     assert long == {}, f"modules over {MAX_MODULE_LINES} lines: {long}"
 
 
+def test_no_modules_import_each_other_in_a_circle():
+    assert cycles(_tree()) == []
+
+
 def test_every_layer_entry_exists():
     existing = set(modules())
     missing = [name for name in read_layers(DOC.read_text(encoding="utf-8")) if name not in existing]
@@ -158,10 +296,25 @@ def test_every_path_the_document_names_exists():
     assert missing == [], f"ARCHITECTURE.md names paths that do not exist: {missing}"
 
 
+LAZY = """\
+from importlib import import_module
+
+_LAZY = {"app": "bvr.cli"}
+
+
+def __getattr__(name):
+    return getattr(import_module(_LAZY[name]), name)
+"""
+"""A lazy re-export, as ``bvr.ablation`` had one of its runner."""
+
+
 @pytest.mark.parametrize(("source", "expected"), [
     ("from bvr.cli import app\n", "bvr.low (layer 0) imports bvr.cli (layer 2)"),
     ("def f():\n    import bvr.cli\n", "bvr.low (layer 0) imports bvr.cli (layer 2)"),
     ("from bvr.b import x\n", "bvr.a imports bvr.b, but bvr.a and bvr.b must not import each other"),
+    (LAZY, "bvr.low (layer 0) imports bvr.cli (layer 2) by import_module"),
+    ("import importlib\n\ndef f():\n    return importlib.import_module('bvr.cli').app\n",
+     "bvr.low (layer 0) imports bvr.cli (layer 2) by import_module"),
 ])
 def test_the_checker_catches_a_wrong_import(source, expected):
     layers = {"bvr.low": 0, "bvr.a": 1, "bvr.b": 1, "bvr.cli": 2}
@@ -171,8 +324,27 @@ def test_the_checker_catches_a_wrong_import(source, expected):
     assert expected in violations(layers, [("bvr.a", "bvr.b")], tree)
 
 
-def test_the_checker_ignores_type_checking_and_downward_imports():
+def test_the_checker_ignores_type_checking_downward_and_same_layer_lazy_imports():
     layers = {"bvr.low": 0, "bvr.cli": 2}
-    tree = {"bvr.low": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from bvr.cli import app\n",
-            "bvr.cli": "from bvr.low import thing\n"}
+    tree = {"bvr.low": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from bvr.cli.app import App\n",
+            "bvr.cli": "#package\nfrom bvr.low import thing\n" + LAZY.replace('"bvr.cli"', '"bvr.cli.app"'),
+            "bvr.cli.app": "from bvr.cli import tool  # the submodule, not the package's __init__\n"
+                           "NAME = 'bvr.low'  # a string, in a module that does not call import_module\n",
+            "bvr.cli.tool": ""}
     assert violations(layers, [], tree) == []
+    assert cycles(tree) == []
+
+
+@pytest.mark.parametrize(("tree", "expected"), [
+    ({"bvr.a": "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from bvr.b import B\n",
+      "bvr.b": "from bvr.a import A\n"}, "bvr.a -(TYPE_CHECKING)-> bvr.b -> bvr.a"),
+    ({"bvr.a": "import typing\n\nif typing.TYPE_CHECKING:\n    from bvr.c import C\nelse:\n    C = None\n",
+      "bvr.b": "from bvr.a import A\n", "bvr.c": "def f():\n    from bvr.b import B\n"},
+     "bvr.a -(TYPE_CHECKING)-> bvr.c -> bvr.b -> bvr.a"),
+    ({"bvr.a": "#package\n" + LAZY.replace("bvr.cli", "bvr.a.run"), "bvr.a.run": "from bvr.a import Plan\n"},
+     "bvr.a -(import_module)-> bvr.a.run -> bvr.a"),
+])
+def test_the_checker_catches_a_hidden_cycle(tree, expected):
+    assert cycles(tree) == [expected]
+    layers = {name: 0 for name in tree}
+    assert violations(layers, [], tree) == []  # the layers alone do not see it

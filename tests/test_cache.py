@@ -59,6 +59,17 @@ def test_a_failed_build_is_neither_marked_done_nor_left_behind(tmp_path: Path) -
     assert built and is_done(path) and (path / "out.txt").read_text() == "ok"
 
 
+def test_the_caller_learns_what_was_built_through_its_own_set(tmp_path: Path) -> None:
+    built: set[Path] = set()
+    first = build_once(tmp_path / "stage-a", lambda tmp: None, {}, built=built)
+    build_once(tmp_path / "stage-a", lambda tmp: None, {}, built=built)  # reused: the set does not change
+    other: set[Path] = set()
+    build_once(tmp_path / "stage-b", lambda tmp: None, {}, built=other)
+    assert first == (tmp_path / "stage-a", True)
+    assert built == {(tmp_path / "stage-a").resolve()} and other == {(tmp_path / "stage-b").resolve()}
+    assert not hasattr(cache, "BUILT")  # no set shared by every caller in the process
+
+
 def _dead_pid() -> int:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()

@@ -19,7 +19,7 @@ from bvr.model import EncoderConfig, PretrainingModel
 from bvr.pretrained import load_pretrained
 from bvr.pretraining.run import export_model
 from bvr.tasks.batching import LengthGroupedSampler
-from bvr.tasks.data import TaskData, load_task_data
+from bvr.tasks.data import load_task_data, loader
 from bvr.tasks.evaluators import COLLAPSE_STD_RATIO
 from bvr.tasks.kinds import KINDS
 from bvr.tasks.metrics import pearson, spearman
@@ -31,6 +31,7 @@ from bvr.tasks.results import describe, spread
 from bvr.tasks.run import finetune
 from bvr.tasks.settings import load_finetune_config
 from bvr.tasks.source import EncoderSource
+from bvr.tasks.splits import TaskData
 from bvr.tasks.squad_metric import evaluate_v2, squad_scores
 from bvr.tokenization import save_tokenizer, train_tokenizer, vocab_info
 from bvr.tracking import tracking_uri
@@ -118,7 +119,7 @@ def test_pairs_use_the_template_and_the_cap_is_a_seeded_subset(bert, data_dir):
     assert any("read 3 of 3 rows" in line for line in data.reports)
     types = data.train.features["token_type_ids"][0]
     assert types[0] == 0 and types[-1] == 1  # [CLS] a [SEP] b [SEP]: the second segment has type 1
-    batch = next(iter(data.loader(data.train, 2, seed=0)))
+    batch = next(iter(loader(data, data.train, 2, seed=0)))
     assert batch["input_ids"].shape == batch["attention_mask"].shape == batch["token_type_ids"].shape
     assert batch["labels"].dtype == torch.long and batch["index"].tolist() in ([0, 1], [1, 0])
 
@@ -176,10 +177,10 @@ def test_length_grouped_batches_cover_every_example_once_and_pad_little():
 
 def test_training_batches_group_lengths_and_evaluation_runs_longest_first(bert, data_dir):
     data = task_data("sst2", bert, data_dir)
-    train = list(data.loader(data.train, 4, seed=0))
+    train = list(loader(data, data.train, 4, seed=0))
     assert sorted(i for b in train for i in b["index"].tolist()) == list(range(len(data.train.examples)))
     evaluation = next(iter(data.evals.values()))
-    widths = [b["input_ids"].shape[1] for b in data.loader(evaluation, 4)]
+    widths = [b["input_ids"].shape[1] for b in loader(data, evaluation, 4)]
     assert widths == sorted(widths, reverse=True)
 
 
@@ -192,7 +193,7 @@ def test_loss_falls_when_overfitting(task, checkpoint, data_dir, request):
     torch.manual_seed(0)
     model = build_model(EncoderSource(load_pretrained(folder), from_scratch=False).build(0), data, 0)
     family = KINDS[data.spec.kind]
-    batches = list(data.loader(data.train, 8, seed=0))
+    batches = list(loader(data, data.train, 8, seed=0))
     before = _mean_loss(model, family, batches)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     model.train()
@@ -222,7 +223,7 @@ def _start(folder: Path, from_scratch: bool, task: str, data_dir: Path, seed: in
     L.seed_everything(seed, workers=True, verbose=False)
     module = make_module(EncoderSource(load_pretrained(folder), from_scratch).build(seed), data,
                          OptimSettings(learning_rate=1e-4), seed)
-    batches = list(data.loader(data.train, 4, seed=seed))[:2]
+    batches = list(loader(data, data.train, 4, seed=seed))[:2]
     return module.model, batches, torch.rand(8)
 
 

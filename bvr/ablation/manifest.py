@@ -6,8 +6,8 @@ any other version, naming the file, and :meth:`Manifest.save` writes atomically.
 :class:`PretrainRecord`, :class:`EvaluationRecord` and :class:`FinetuneRecord`, plus its :class:`RunContext`.
 :func:`find_manifest` and :func:`latest_manifests` find the manifests under an output folder.
 
-The plan imports :data:`MANIFEST_VERSION` (its hash includes it), so this module reads the plan's types only for
-annotations and compares unit kinds by their values.
+The manifest follows the plan: it imports the plan's types, and :data:`MANIFEST_VERSION` from
+:mod:`bvr.ablation.plan`, whose hash includes it (a new layout starts a new folder).
 """
 
 from __future__ import annotations
@@ -17,19 +17,13 @@ import datetime as _dt
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from bvr.ablation.declare import ABLATION_KIND, CONTROL_ARM, Ablation
+from bvr.ablation.plan import MANIFEST_VERSION, Arm, Plan, Unit, UnitKind
 from bvr.config import flatten
 from bvr.errors import BvrError
 from bvr.fs import write_text
-
-if TYPE_CHECKING:
-    from bvr.ablation.plan import Arm, Plan, Unit
-
-MANIFEST_VERSION = 2
-"""The manifest layout written and read (the one check is :meth:`Manifest.from_dict`)."""
-
 
 Status = Literal["missing", "done", "failed"]
 
@@ -49,6 +43,12 @@ class Record:
 
     _DEFAULTS: dict[str, Any] = {"pretrain_seed": 0, "task": None}
     _REQUIRED: tuple[str, ...] = ("arm", "status")
+    _KEY: tuple[str, ...] = ("label",)
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        """Which unit (and seed) the record is of: no two records of one kind in a manifest share it."""
+        return tuple(getattr(self, name) for name in self._KEY)
 
     def update(self, **changes: Any) -> None:
         """Set several fields at once (unknown names are refused)."""
@@ -90,6 +90,7 @@ class EvaluationRecord(Record):
     """One model's zero-shot BLiMP score (task None) or frozen-feature probe on a task, over every probe seed."""
 
     _REQUIRED = ("arm", "kind", "status")
+    _KEY = ("label", "kind", "task")
 
     arm: str
     label: str
@@ -113,6 +114,7 @@ class FinetuneRecord(Record):
     """One model fine-tuned on one task with one fine-tuning seed."""
 
     _REQUIRED = ("arm", "task", "seed", "status")
+    _KEY = ("label", "task", "seed")
 
     arm: str
     label: str
@@ -158,7 +160,7 @@ class RunContext:
     wall_seconds: float = 0.0
     """Summed over invocations."""
     hardware: dict[str, Any] = field(default_factory=dict)
-    """:func:`bvr.ablation.hardware.hardware`: what the numbers were measured on."""
+    """:func:`bvr.runner.hardware.hardware`: what the numbers were measured on."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -313,14 +315,28 @@ class Manifest:
 
     def records_of(self, unit: Unit) -> list[Record]:
         """The records ``unit`` fills: none for the data units, the report and the control's initialisation."""
-        kind = unit.kind.value
-        if kind == "pretrain":
+        if unit.kind is UnitKind.PRETRAIN:
             return [r for r in self.pretrain if r.label == unit.name]
-        if kind in ("blimp", "probe"):
-            return [r for r in self.evaluations if r.label == unit.name and r.kind == kind and r.task == unit.task]
-        if kind == "finetune":
+        if unit.kind in (UnitKind.BLIMP, UnitKind.PROBE):
+            return [r for r in self.evaluations
+                    if r.label == unit.name and r.kind == unit.kind.value and r.task == unit.task]
+        if unit.kind is UnitKind.FINETUNE:
             return self.finetune_records(unit.name, unit.task)
         return []
+
+    def put(self, record: Record) -> None:
+        """Put ``record`` in place of the manifest's record of the same unit and seed (:attr:`Record.key`).
+
+        Raises:
+            KeyError: the manifest has no such record (its plan has no such unit).
+        """
+        records: list[Any] = {PretrainRecord: self.pretrain, EvaluationRecord: self.evaluations,
+                              FinetuneRecord: self.finetune}[type(record)]
+        for i, old in enumerate(records):
+            if old.key == record.key:
+                records[i] = record
+                return
+        raise KeyError(f"manifest of ablation '{self.ablation}' has no {type(record).__name__} {record.key}")
 
     def pretrain_record(self, label: str) -> PretrainRecord:
         return next(r for r in self.pretrain if r.label == label)

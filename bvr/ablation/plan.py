@@ -18,9 +18,13 @@ from pathlib import Path
 from bvr.ablation.arms import equal_passes
 from bvr.ablation.declare import CONTROL_ARM, Ablation, Evaluations
 from bvr.ablation.loading import load_ablation
-from bvr.ablation.manifest import MANIFEST_VERSION
 from bvr.config import Config, config_hash
 from bvr.errors import BvrError
+
+MANIFEST_VERSION = 2
+"""The layout of the manifest (:mod:`bvr.ablation.manifest`, which writes it and refuses another one in
+:meth:`~bvr.ablation.manifest.Manifest.from_dict`). Defined with the plan, whose hash includes it: the plan's
+folder holds the manifest, and a new layout starts a new folder."""
 
 
 class UnitKind(str, Enum):

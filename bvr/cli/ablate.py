@@ -64,8 +64,8 @@ def ablate_cmd(
     invocation and nested runs ARM/pretrain, ARM/finetune/TASK and ARM/finetune/TASK/seedN. Finished units are
     reused, so running the same command again runs nothing, and an interrupted run continues where it stopped.
     """
-    from bvr.ablation.dvc import join_pipeline, record_lock
-    from bvr.ablation.run import run_ablation
+    from bvr.runner.dvc import join_pipeline, record_lock
+    from bvr.runner.run import run_ablation
 
     plan = _plan(name, preset, set_, data_dir, output_dir)
     joined = None if only or stage_dir or not report else join_pipeline(plan, Path.cwd())  # dvc.yaml runs this plan
@@ -257,7 +257,8 @@ def pipeline_cmd(
     task) and report. Each stage's params are the experiment-file keys it reads, so changing one arm re-runs only
     that arm's stages and the report. The plot templates dvc.yaml names go into .dvc/plots/ beside it.
     """
-    from bvr.ablation.dvc import TEMPLATES_DIR, render_pipeline, write_plot_templates
+    from bvr.runner.dvc import render_pipeline
+    from bvr.runner.dvc_plots import TEMPLATES_DIR, write_plot_templates
 
     if str(output) != "-" and not output.parent.is_dir():
         raise BvrError(f"folder {output.parent} does not exist", where=f"--output {output}",

@@ -98,7 +98,7 @@ def cache_root(cfg: Config) -> Path:
 # Stages
 
 
-def prepare_corpus(cfg: Config, *, progress: bool = True) -> Path:
+def prepare_corpus(cfg: Config, *, progress: bool = True, built: set[Path] | None = None) -> Path:
     """Read the corpus into documents (Arrow, train/validation by document); reused when already built.
 
     The first stage of every command that prepares data, so it first makes sure the output folder can be written.
@@ -126,7 +126,7 @@ def prepare_corpus(cfg: Config, *, progress: bool = True) -> Path:
             progress=progress,
         )
 
-    return build_once(target, build, stage)[0]
+    return build_once(target, build, stage, built=built)[0]
 
 
 class SentenceBatches:
@@ -146,7 +146,8 @@ class SentenceBatches:
         return -(-self.split.num_rows // self.batch_docs)
 
 
-def prepare_tokenizer(cfg: Config, corpus_dir: Path, *, progress: bool = True) -> Path:
+def prepare_tokenizer(cfg: Config, corpus_dir: Path, *, progress: bool = True,
+                      built: set[Path] | None = None) -> Path:
     """Train the configured tokenizer on the training documents (or take ``tokenizer.path``); write its stats."""
     tok_cfg = cfg.tokenizer
     stage = {"version": stage_version("tokenizer", tok_cfg.family), "corpus": corpus_dir.name,
@@ -178,7 +179,7 @@ def prepare_tokenizer(cfg: Config, corpus_dir: Path, *, progress: bool = True) -
                          training_documents=docs["train"].num_rows, **rule)
         (tmp / "tokenizer_stats.json").write_text(json.dumps(stats, indent=2))
 
-    return build_once(target, build, stage)[0]
+    return build_once(target, build, stage, built=built)[0]
 
 
 def training_sample(train: datasets.Dataset, most: int | None) -> datasets.Dataset:
@@ -220,7 +221,7 @@ def _tokenize_batch(batch: dict[str, list], tokenizer, family: str) -> dict[str,
     return {"doc_id": batch["doc_id"], "token_ids": token_ids, "sentence_lengths": sentence_lengths}
 
 
-def prepare_tokenized(cfg: Config, corpus_dir: Path, tokenizer_dir: Path) -> Path:
+def prepare_tokenized(cfg: Config, corpus_dir: Path, tokenizer_dir: Path, *, built: set[Path] | None = None) -> Path:
     """Tokenize every sentence once; documents keep their sentence boundaries."""
     stage = {"version": stage_version("tokenized", cfg.tokenizer.family), "corpus": corpus_dir.name,
              "tokenizer": tokenizer_dir.name}
@@ -247,7 +248,7 @@ def prepare_tokenized(cfg: Config, corpus_dir: Path, tokenizer_dir: Path) -> Pat
         for stale in tmp.glob("map-*.arrow"):
             stale.unlink()
 
-    return build_once(target, build, stage)[0]
+    return build_once(target, build, stage, built=built)[0]
 
 
 def _check_disk(tmp: Path, stage: str, source: Path) -> None:
@@ -326,7 +327,8 @@ def instance_stats(ds: datasets.Dataset, max_length: int, objective: str = "none
     return out
 
 
-def prepare_instances(cfg: Config, tokenized_dir: Path, tokenizer_dir: Path) -> Path:
+def prepare_instances(cfg: Config, tokenized_dir: Path, tokenizer_dir: Path, *,
+                      built: set[Path] | None = None) -> Path:
     """Turn tokenized documents into sequences of the configured input format."""
     stage = {"version": stage_version("data", cfg.data.input_format), "tokenized": tokenized_dir.name,
              "data": data_stage_key(cfg.data)}
@@ -365,16 +367,20 @@ def prepare_instances(cfg: Config, tokenized_dir: Path, tokenizer_dir: Path) -> 
         stats["input_format"], stats["sentence_objective"] = cfg.data.input_format, cfg.data.sentence_objective
         (tmp / "data_stats.json").write_text(json.dumps(stats, indent=2))
 
-    return build_once(target, build, stage)[0]
+    return build_once(target, build, stage, built=built)[0]
 
 
-def prepare(cfg: Config, *, progress: bool = True) -> Prepared:
-    """Run (or reuse) every stage for ``cfg`` (the corpus stage first checks that the output folder is writable)."""
-    corpus_dir = prepare_corpus(cfg, progress=progress)
-    tokenizer_dir = prepare_tokenizer(cfg, corpus_dir, progress=progress)
+def prepare(cfg: Config, *, progress: bool = True, built: set[Path] | None = None) -> Prepared:
+    """Run (or reuse) every stage for ``cfg`` (the corpus stage first checks that the output folder is writable).
+
+    Every stage function takes ``built``, a set that each folder it builds (rather than reuses) joins
+    (:func:`bvr.cache.build_once`).
+    """
+    corpus_dir = prepare_corpus(cfg, progress=progress, built=built)
+    tokenizer_dir = prepare_tokenizer(cfg, corpus_dir, progress=progress, built=built)
     with datasets_progress(progress):  # the bars of datasets.map, silenced with progress=False (--no-progress)
-        tokenized_dir = prepare_tokenized(cfg, corpus_dir, tokenizer_dir)
-        instances_dir = prepare_instances(cfg, tokenized_dir, tokenizer_dir)
+        tokenized_dir = prepare_tokenized(cfg, corpus_dir, tokenizer_dir, built=built)
+        instances_dir = prepare_instances(cfg, tokenized_dir, tokenizer_dir, built=built)
     return Prepared(corpus_dir, tokenizer_dir, tokenized_dir, instances_dir)
 
 

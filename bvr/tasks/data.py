@@ -8,6 +8,8 @@ the task's kind (:data:`bvr.tasks.kinds.KINDS`) into features, one list per colu
 Offline, SQuAD often has only its dev file; its reader then splits the dev file by article, and the split's
 description travels with the data (:attr:`TaskData.split_note`) so that every result can say what it was measured on.
 
+The splits it gives are :class:`~bvr.tasks.splits.TaskData`; :func:`loader` batches one.
+
 ``max_train_examples`` and ``max_eval_examples`` cap a split at a random subset drawn with ``subset_seed``, the same
 for every fine-tuning seed and arm, kept in file order. Batching is :mod:`bvr.tasks.batching`.
 
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -35,69 +36,23 @@ from bvr.tasks.kinds import HELDOUT, KINDS
 from bvr.tasks.readers import read_task
 from bvr.tasks.readers.squad_json import split_by_article
 from bvr.tasks.registry import TaskSpec
+from bvr.tasks.splits import SplitData, TaskData
 
 
-@dataclass
-class SplitData:
-    """One split, read and encoded.
-
-    Attributes:
-        name: the split's name ('train', 'dev', ...); metric keys start with it.
-        examples: what the reader returned (:class:`~bvr.tasks.readers.common.Example`,
-            :class:`~bvr.tasks.readers.conll.Sentence` or :class:`~bvr.tasks.readers.squad_json.SquadExample`),
-            after any cap.
-        features: encoded columns, one entry per feature (a window, for span tasks; else one per example).
-    """
-
-    name: str
-    examples: list[Any]
-    features: dict[str, list]
-
-    def __len__(self) -> int:
-        return len(self.features["input_ids"])
-
-
-@dataclass
-class TaskData:
-    """A task's splits, encoded for one tokenizer, with what the user should see about them.
-
-    Attributes:
-        spec: the task.
-        family: the tokenizer family ('bert' or 'roberta').
-        pad_id: the tokenizer's padding id.
-        train: the training split.
-        evals: the evaluation splits, in the task's order.
-        reports: one line per file read (rows read and skipped), then one per cap or truncation.
-        split_note: how the training and evaluation parts were drawn from one file, and any held-out slice, or None.
-        settings: the data settings it was loaded with (SQuAD v2.0's null threshold among them).
-    """
-
-    spec: TaskSpec
-    family: str
-    pad_id: int
-    train: SplitData
-    evals: dict[str, SplitData]
-    reports: list[str] = field(default_factory=list)
-    split_note: str | None = None
-    settings: DataSettings = field(default_factory=DataSettings)
-
-    def train_labels(self) -> list[int | float]:
-        """The training examples' labels (classification and regression), for the majority baseline."""
-        return [example.label for example in self.train.examples]
-
-    def loader(self, split: SplitData, batch_size: int, *, seed: int | None = None, num_workers: int = 0) -> DataLoader:
-        """Batches of ``split``: shuffled by ``seed`` in groups of similar length when one is given (training), else
-        longest first (evaluation, whose metrics do not depend on the order)."""
-        kind = KINDS[self.spec.kind]
-        lengths = [len(ids) for ids in split.features["input_ids"]]
-        if seed is not None:
-            sampler: Sampler[int] | list[int] = LengthGroupedSampler(lengths, batch_size, seed)
-        else:
-            sampler = np.argsort([-n for n in lengths], kind="stable").tolist()
-        return DataLoader(
-            FeatureDataset(split.features, kind.columns), batch_size=batch_size, sampler=sampler,
-            num_workers=num_workers, collate_fn=partial(collate, pad_id=self.pad_id, pad_values=kind.pad_values),
-        )
+def loader(data: TaskData, split: SplitData, batch_size: int, *, seed: int | None = None,
+           num_workers: int = 0) -> DataLoader:
+    """Batches of ``split`` of ``data``: shuffled by ``seed`` in groups of similar length when one is given
+    (training), else longest first (evaluation, whose metrics do not depend on the order)."""
+    kind = KINDS[data.spec.kind]
+    lengths = [len(ids) for ids in split.features["input_ids"]]
+    if seed is not None:
+        sampler: Sampler[int] | list[int] = LengthGroupedSampler(lengths, batch_size, seed)
+    else:
+        sampler = np.argsort([-n for n in lengths], kind="stable").tolist()
+    return DataLoader(
+        FeatureDataset(split.features, kind.columns), batch_size=batch_size, sampler=sampler,
+        num_workers=num_workers, collate_fn=partial(collate, pad_id=data.pad_id, pad_values=kind.pad_values),
+    )
 
 
 def task_files(spec: TaskSpec, data_dir: Path | None) -> list[Path]:

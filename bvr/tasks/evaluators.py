@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -24,11 +23,9 @@ from bvr.tasks.ner import labels_to_tags, predictions_to_tags
 from bvr.tasks.ner_metric import EntityF1
 from bvr.tasks.readers.squad_json import references
 from bvr.tasks.registry import TaskSpec
+from bvr.tasks.splits import SplitData
 from bvr.tasks.squad_decode import SquadPredictions, decode_predictions
 from bvr.tasks.squad_metric import SquadMetric, best_threshold, evaluate_v2
-
-if TYPE_CHECKING:
-    from bvr.tasks.data import SplitData
 
 COLLAPSE_STD_RATIO = 1e-2
 """A regression run has collapsed when its predictions' standard deviation is below this share of the gold

@@ -21,13 +21,13 @@ CoNLL sentences with :func:`~bvr.tasks.ner.encode_ner`, SQuAD questions as windo
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from tokenizers import Tokenizer
 from torch import nn
 
+from bvr.config import DataSettings
 from bvr.model.encoder import Encoder
 from bvr.model.losses import IGNORE_INDEX, cross_entropy
 from bvr.tasks.batching import PAD_VALUES
@@ -44,11 +44,9 @@ from bvr.tasks.ner import encode_ner
 from bvr.tasks.readers.squad_json import references
 from bvr.tasks.registry import TaskSpec
 from bvr.tasks.sentences import encode_sentences
+from bvr.tasks.splits import TaskData
 from bvr.tasks.squad import encode_squad
 from bvr.tasks.squad_metric import squad_scores
-
-if TYPE_CHECKING:
-    from bvr.tasks.data import DataSettings, TaskData
 
 HELDOUT = "heldout"
 """The evaluation split held out of SQuAD v2.0's training side to choose the null threshold on

@@ -15,11 +15,11 @@ import lightning as L
 import torch
 
 from bvr.model.encoder import Encoder
-from bvr.tasks.data import TaskData
 from bvr.tasks.evaluators import Evaluator
 from bvr.tasks.heads import FinetuneModel
 from bvr.tasks.kinds import KINDS, Kind
 from bvr.tasks.source import seeded
+from bvr.tasks.splits import TaskData
 from bvr.training import adamw, check_finite, clip_unscaled
 
 

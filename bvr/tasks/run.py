@@ -50,7 +50,7 @@ from bvr.config import FinetuneConfig
 from bvr.errors import BvrError
 from bvr.pretrained import Pretrained, load_pretrained
 from bvr.resources import check_writable
-from bvr.tasks.data import TaskData, load_task_data, task_files
+from bvr.tasks.data import load_task_data, loader, task_files
 from bvr.tasks.evaluators import EvalRecord
 from bvr.tasks.kinds import KINDS
 from bvr.tasks.module import EpochScores, FinetuneModule, make_module
@@ -58,6 +58,7 @@ from bvr.tasks.registry import TaskSpec, get_task
 from bvr.tasks.results import FinetuneResult, SeedResult, TaskInfo, spread
 from bvr.tasks.settings import load_finetune_config, optim_settings
 from bvr.tasks.source import EncoderSource, checkpoint_identity, default_arm
+from bvr.tasks.splits import TaskData
 from bvr.tokenization import vocab_info
 from bvr.tracking import (
     TAG_COLLAPSED,
@@ -145,10 +146,10 @@ def _data_inputs(spec: TaskSpec, data_dir: Path | None) -> list[DataInput]:
 
 def _fit(job: _Job, module: FinetuneModule, trainer: L.Trainer, seed: int) -> None:
     data, cfg = job.data, job.cfg
-    evals = [data.loader(split, cfg.eval_batch_size, num_workers=cfg.num_workers) for split in data.evals.values()]
+    evals = [loader(data, split, cfg.eval_batch_size, num_workers=cfg.num_workers) for split in data.evals.values()]
     with quiet_fit():
-        trainer.fit(module, train_dataloaders=data.loader(data.train, cfg.batch_size, seed=seed,
-                                                          num_workers=cfg.num_workers), val_dataloaders=evals)
+        train = loader(data, data.train, cfg.batch_size, seed=seed, num_workers=cfg.num_workers)
+        trainer.fit(module, train_dataloaders=train, val_dataloaders=evals)
         if not module.history or module.history[-1].step != trainer.global_step:
             trainer.validate(module, dataloaders=evals, verbose=False)  # max_steps ended the run inside an epoch
 

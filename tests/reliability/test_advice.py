@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 from types import SimpleNamespace
 
-import bvr.ablation.run as ablation_run
+import bvr.runner.run as ablation_run
 from bvr.ablation.manifest import Manifest
 from bvr.ablation.plan import make_plan
 from tests.test_ablate import EXPERIMENT

@@ -15,10 +15,11 @@ import torch
 from bvr import cli
 from bvr.config import DataSettings
 from bvr.errors import BvrError
-from bvr.tasks.data import SplitData, load_task_data
+from bvr.tasks.data import load_task_data
 from bvr.tasks.evaluators import EMPTY_COLLAPSE_SHARE, SpanEvaluator
 from bvr.tasks.readers.squad_json import SquadExample
 from bvr.tasks.registry import get_task
+from bvr.tasks.splits import SplitData
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "squad"
 CONTEXT = "alpha bravo charlie"

@@ -24,8 +24,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from bvr.config import DataSettings
 from bvr.errors import BvrError
 from bvr.tasks.readers.common import Example, ReadReport, ReadResult
 from bvr.tasks.readers.conll import read_conll
@@ -34,9 +35,6 @@ from bvr.tasks.readers.jsonl import read_jsonl
 from bvr.tasks.readers.squad_json import read_squad, split_by_article
 from bvr.tasks.readers.tsv import read_tsv
 from bvr.tasks.registry import TaskSpec
-
-if TYPE_CHECKING:
-    from bvr.tasks.data import DataSettings
 
 ReadFile = Callable[[TaskSpec, Path], tuple[list[Any], str]]
 """(spec, path) -> (examples, one line saying what was read)."""

@@ -1,6 +1,6 @@
 """The DVC stage folder (``--stage-dir pipeline/NAME``): what each unit writes there, and reading it back.
 
-Each DVC stage is one unit (:mod:`bvr.ablation.dvc`), and writes its products under the stage folder for DVC
+Each DVC stage is one unit (:mod:`bvr.runner.dvc`), and writes its products under the stage folder for DVC
 to track: the exported model of each arm (``ARM/model``), ``ARM/pretrain.json``, ``ARM/blimp.json``,
 ``ARM/probe-TASK.json``, ``ARM/finetune-TASK.json``, the data statistics and the tokenizers.
 """

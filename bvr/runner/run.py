@@ -2,7 +2,7 @@
 
 An ablation expands (:func:`bvr.ablation.plan.make_plan`) into *units*, each cached by the stage that runs it, so a
 second invocation with nothing changed runs nothing and an interrupted one continues where it stopped. Each kind
-of unit has one handler (:data:`bvr.ablation.units.HANDLERS`):
+of unit has one handler (:data:`bvr.runner.units.HANDLERS`):
 
 ==========================  ============================================================================
 unit                        what it does
@@ -20,6 +20,9 @@ unit                        what it does
 ==========================  ============================================================================
 
 Every arm is pretrained before any is evaluated or fine-tuned (under torchrun or SLURM only rank zero goes on).
+An evaluation or fine-tuning unit looks its model up (:func:`bvr.runner.units.find_model`) and never pretrains
+one: run alone (``--only``), it needs its arm's pretraining finished and recorded (the control, never trained,
+has its initialisation found or written in seconds).
 With several pretraining seeds each (arm, seed) is its own unit, labelled ``ARM-pSEED``; the control gets one
 random initialisation per pretraining seed, the very weights that arm seeds start from, so that "arm minus
 control" pairs by seed and measures what pretraining from that starting point did.
@@ -34,7 +37,7 @@ reads it, then the numbers from MLflow. Its HASH covers everything that changes 
 ``--set`` values keep separate manifests.
 
 ``dvc.yaml`` runs the same units one per stage (``bvr ablate NAME --only UNIT --stage-dir pipeline/NAME``); each
-stage then also writes its products under the stage folder for DVC to track (:mod:`bvr.ablation.stages`).
+stage then also writes its products under the stage folder for DVC to track (:mod:`bvr.runner.stages`).
 """
 
 from __future__ import annotations
@@ -46,18 +49,20 @@ import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from rich.console import Console
 
-from bvr.ablation.hardware import hardware
 from bvr.ablation.manifest import Manifest
 from bvr.ablation.plan import Plan, Unit, UnitKind
-from bvr.ablation.units import HANDLERS
-from bvr.cache import BUILT, global_rank, target_lock
+from bvr.cache import global_rank, target_lock
 from bvr.display import duration
 from bvr.errors import BvrError
 from bvr.resources import check_writable, write_error
+from bvr.runner.hardware import hardware
+from bvr.runner.stages import adopt_stage_records, copy_tree
+from bvr.runner.units import HANDLERS, Outcome, Product, UnitContext
 
 PRETRAINING_KINDS = (UnitKind.CORPUS, UnitKind.TOKENIZER, UnitKind.DATA, UnitKind.PRETRAIN)
 """The units every DDP rank takes part in; the others run on rank zero only."""
@@ -81,7 +86,12 @@ class AblationResult:
 
 
 class Runner:
-    """Runs units of one plan, keeping the manifest and the DVC stage folder up to date."""
+    """Runs units of one plan, keeping the manifest and the DVC stage folder up to date.
+
+    The runner's state is its own: a handler (:data:`~bvr.runner.units.HANDLERS`) reads a
+    :class:`~bvr.runner.units.UnitContext` and returns an :class:`~bvr.runner.units.Outcome`, which the runner
+    keeps (:meth:`keep`).
+    """
 
     def __init__(self, plan: Plan, *, stage_dir: Path | None, progress: bool, console: Console,
                  ui_url: str | None = None) -> None:
@@ -99,7 +109,6 @@ class Runner:
         else:
             self.manifest = Manifest.new(plan, hardware())
         self.parent_run_id: str | None = None
-        self.built_before: set[Path] = set()
         self.report: Any = None
         self.models: dict[str, Path] = {}
         self.ran: list[str] = []
@@ -114,18 +123,27 @@ class Runner:
         if self.rank == 0:
             self.console.print(text, highlight=False)
 
-    def stage_out(self, *parts: str) -> Path | None:
-        """Where a unit writes a product for DVC (its folder made), or None without a stage folder."""
-        if self.stage_dir is None or self.rank != 0:
-            return None
-        path = self.stage_dir.joinpath(*parts)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return path
+    def context(self) -> UnitContext:
+        """What the handlers read (the models found so far, as they stand now)."""
+        return UnitContext(self.plan, self.manifest, MappingProxyType(dict(self.models)), self.parent_run_id,
+                           self.stage_dir, self.rank, self.progress, self.ui_url)
 
-    def fresh(self, folder: Path) -> bool:
-        """Whether the unit running now built the cache folder (rather than finding it finished)."""
-        path = Path(folder).resolve()
-        return path in BUILT and path not in self.built_before
+    def keep(self, unit: Unit, outcome: Outcome) -> None:
+        """Take in what a unit did: its records into the manifest, its model, its report, its lines on the
+        console, and its products under the DVC stage folder (rank zero only: the other ranks only train)."""
+        if self.rank != 0:
+            return
+        for record in outcome.records:
+            self.manifest.put(record)
+        if outcome.model is not None and unit.name is not None:
+            self.models[unit.name] = outcome.model
+        if outcome.report is not None:
+            self.report = outcome.report
+        for line in outcome.lines:
+            self.say(line)
+        if self.stage_dir is not None:
+            for product in outcome.products:
+                write_product(self.stage_dir, product)
 
     def _model_tags(self, unit: Unit) -> dict[str, Any]:
         """The tags every run of ``unit`` carries: its arm, model label and pretraining seed, and each key its arm
@@ -146,11 +164,15 @@ class Runner:
         from bvr.tracking import tagged
 
         start = time.perf_counter()
-        self.built_before = set(BUILT)
         self.say(f"[bold]▶ {unit}[/bold]")
         try:
             with tagged(self._model_tags(unit)):
-                built = HANDLERS[unit.kind](self, unit)
+                if unit.kind is UnitKind.REPORT:  # the report reads the whole manifest: bring it up to date first
+                    if self.stage_dir is not None:
+                        adopt_stage_records(self.manifest, self.stage_dir)
+                    self.save()
+                outcome = HANDLERS[unit.kind](self.context(), unit)
+                self.keep(unit, outcome)
         except KeyboardInterrupt:
             self.save()
             raise
@@ -166,9 +188,9 @@ class Runner:
             if os.environ.get("BVR_DEBUG"):
                 traceback.print_exc()
             return
-        (self.ran if built else self.reused).append(unit.id)
+        (self.ran if outcome.built else self.reused).append(unit.id)
         seconds = time.perf_counter() - start
-        self.say(f"  {'done' if built else 'reused from the cache'} ({duration(seconds)})")
+        self.say(f"  {'done' if outcome.built else 'reused from the cache'} ({duration(seconds)})")
         self.save()
 
     def _fail(self, unit: Unit, message: str) -> None:
@@ -178,6 +200,16 @@ class Runner:
             if unit.kind is not UnitKind.FINETUNE or record.status != "done":  # seeds that finished stay done
                 record.update(status="failed", error=message)
         self.save()
+
+
+def write_product(stage_dir: Path, product: Product) -> None:
+    """Write one of a unit's products under the DVC stage folder (its folder made first)."""
+    path = stage_dir.joinpath(*product.path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if product.tree is not None:
+        copy_tree(product.tree, path)
+    else:
+        path.write_text(product.text or "")
 
 
 @contextlib.contextmanager

@@ -1,6 +1,6 @@
 """``bvr pipeline NAME``: write the DVC pipeline (``dvc.yaml``) that runs an ablation stage by stage.
 
-The stages are the units of :mod:`bvr.ablation.run`, each a ``bvr ablate NAME --only UNIT`` call, so ``dvc repro`` and
+The stages are the units of :mod:`bvr.runner.run`, each a ``bvr ablate NAME --only UNIT`` call, so ``dvc repro`` and
 ``bvr ablate`` share every cache and produce the same runs and report:
 
 - ``corpus``, ``tokenizer`` (``foreach`` family), ``data`` (``foreach`` arm): the prepared data;
@@ -10,7 +10,7 @@ The stages are the units of :mod:`bvr.ablation.run`, each a ``bvr ablate NAME --
 - ``finetune`` (``foreach`` arm x task, the control included);
 - ``report``: ``reports/NAME/``, whose ``metrics/`` folder is the DVC metric (one small file per row of ``dvc metrics
   show``: each arm's median per task, each paired difference with its interval) and whose ``plots/`` CSVs are the
-  DVC plots, drawn by the templates :data:`PLOT_TEMPLATES` (``.dvc/plots/bvr-*.json``, written beside ``dvc.yaml``).
+  DVC plots, drawn by the templates of :mod:`bvr.runner.dvc_plots` (``.dvc/plots/``, written beside ``dvc.yaml``).
 
 ``bvr ablate`` renders the same report, so ``dvc metrics show`` and ``dvc plots show`` read alike after either
 entry point. The stage folder's ``pretrain.json`` files are plain outputs, not metrics: ``bvr ablate`` without
@@ -32,7 +32,6 @@ held to :data:`~bvr.ablation.declare.ARM_NAME` and the experiment's to :func:`~b
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 from dataclasses import dataclass
@@ -42,10 +41,10 @@ from typing import Any
 import yaml
 
 from bvr.ablation.plan import Plan, Unit, UnitKind
-from bvr.ablation.stages import evaluation_file
 from bvr.config import PRESETS_DIR, read_yaml
 from bvr.errors import BvrError
-from bvr.fs import write_text
+from bvr.runner.dvc_plots import plots_spec
+from bvr.runner.stages import evaluation_file
 
 PARAMS_FILE = "params.yaml"
 
@@ -182,178 +181,12 @@ def pipeline_spec(plan: Plan, root: Path = Path(".")) -> dict[str, Any]:
                  f"{report_dir}/metrics.json", f"{report_dir}/plots"],
         "metrics": [f"{report_dir}/metrics"],
     }
-    return {"vars": [PARAMS_FILE], "stages": stages, "plots": _plots(plan, report_dir)}
+    return {"vars": [PARAMS_FILE], "stages": stages, "plots": plots_spec(plan, report_dir)}
 
 
 def _evaluation_out(unit: Unit) -> str:
     """The file an evaluation unit writes in its model's stage folder: ``blimp.json``, ``probe-sst2.json``."""
     return evaluation_file(unit.kind.value, unit.task)
-
-
-def _plots(plan: Plan, report_dir: str) -> list[Any]:
-    """Top-level DVC plots: the report's figures (images), then plots over the report's long CSVs, each drawn by one of
-    :data:`PLOT_TEMPLATES`: the pretraining curves per arm, every run's score per task by pretraining seed, and the
-    paired differences."""
-    plots = f"{report_dir}/plots"
-    # The report's figures first: images, drawn with no network (the Vega plots below need a CDN to render).
-    out: list[Any] = [f"{report_dir}/figures"]
-    curves = [("pretrain_train_mlm_loss", "training MLM loss", "MLM loss (nats)"),
-              ("pretrain_val_perplexity", "validation perplexity", "perplexity")]
-    out += [
-        {f"{title} per arm": {"template": "bvr-curves", "title": f"{title} (mean over pretraining seeds)",
-                              "x": "step", "x_label": "optimiser step", "y": {f"{plots}/{name}.csv": "value"},
-                              "y_label": label}}
-        for name, title, label in curves]
-    out += [{f"{task} score per seed": {"template": "bvr-seeds",
-                                        "title": f"{task}: every fine-tuning run (points), by pretraining seed",
-                                        "x": "pretrain_seed", "x_label": "pretraining seed",
-                                        "y": {f"{plots}/scores_{task}.csv": "score"}, "y_label": "score (points)"}}
-            for task in plan.tasks]
-    out.append({"paired differences": {"template": "bvr-differences",
-                                       "title": "paired difference b - a per pretraining seed (0: no difference)",
-                                       "x": "measure", "x_label": "measure", "y": {f"{plots}/differences.csv":
-                                                                                   "difference"},
-                                       "y_label": "b - a (points)"}})
-    return out
-
-
-def _template(mark: dict[str, Any], encoding: dict[str, Any]) -> dict[str, Any]:
-    """A Vega-Lite plot with DVC's anchors: data, title, x and y (y not forced from zero), labels."""
-    return {
-        "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
-        "data": {"values": "<DVC_METRIC_DATA>"},
-        "title": "<DVC_METRIC_TITLE>",
-        "width": 480,
-        "height": 300,
-        "mark": {**mark, "tooltip": {"content": "data"}},
-        "encoding": {
-            **encoding,
-            "y": {"field": "<DVC_METRIC_Y>", "type": "quantitative", "title": "<DVC_METRIC_Y_LABEL>",
-                  "scale": {"zero": False}},
-        },
-    }
-
-
-_ARM = {"field": "arm", "type": "nominal", "sort": None, "title": "arm"}
-"""Colour (and offset) by arm, in the order the data gives the arms (the report's), not sorted."""
-_REV = {"field": "rev", "type": "nominal", "title": "revision"}
-"""What DVC adds to each point: ``workspace`` or a commit, told apart under ``dvc plots diff``."""
-
-PLOT_TEMPLATES: dict[str, dict[str, Any]] = {
-    "bvr-curves": _template(
-        {"type": "line"},
-        {"x": {"field": "<DVC_METRIC_X>", "type": "quantitative", "title": "<DVC_METRIC_X_LABEL>"},
-         "color": _ARM, "strokeDash": _REV}),
-    "bvr-seeds": _template(
-        {"type": "point", "filled": True, "size": 60},
-        {"x": {"field": "<DVC_METRIC_X>", "type": "ordinal", "title": "<DVC_METRIC_X_LABEL>",
-               "axis": {"labelAngle": 0}},
-         "xOffset": _ARM, "color": _ARM, "shape": _REV}),
-    "bvr-differences": {
-        "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
-        "data": {"values": "<DVC_METRIC_DATA>"},
-        "title": "<DVC_METRIC_TITLE>",
-        "facet": {"column": {"field": "comparison", "type": "nominal", "sort": None, "title": None}},
-        "resolve": {"scale": {"y": "independent"}},
-        "spec": {
-            "width": 240,
-            "height": 300,
-            "layer": [
-                {"mark": {"type": "rule", "color": "black", "strokeDash": [4, 4]}, "encoding": {"y": {"datum": 0}}},
-                {"mark": {"type": "point", "filled": True, "size": 60, "tooltip": {"content": "data"}},
-                 "encoding": {
-                     "x": {"field": "<DVC_METRIC_X>", "type": "nominal", "sort": None,
-                           "title": "<DVC_METRIC_X_LABEL>", "axis": {"labelAngle": -30}},
-                     "y": {"field": "<DVC_METRIC_Y>", "type": "quantitative", "title": "<DVC_METRIC_Y_LABEL>"},
-                     "color": {"field": "<DVC_METRIC_X>", "type": "nominal", "sort": None, "legend": None},
-                     "shape": _REV}},
-            ],
-        },
-    },
-}
-"""DVC plot templates (Vega-Lite) for ``.dvc/plots/NAME.json``: coloured by arm (DVC's own colour only the
-revision), seeds as categories, y not forced from zero; the differences one panel per comparison with zero marked.
-The HTML of ``dvc plots show`` loads Vega from a CDN; ``dvc plots show --json`` gives these specs filled, offline."""
-
-
-TEMPLATES_DIR = Path(".dvc") / "plots"
-"""Where DVC looks for a plot template named in ``dvc.yaml`` (relative to the repository root)."""
-
-
-def plot_templates() -> dict[str, str]:
-    """``{file name: text}`` of :data:`PLOT_TEMPLATES`, as ``bvr pipeline`` writes them into ``.dvc/plots/``."""
-    return {f"{name}.json": json.dumps(content, indent=2, ensure_ascii=False) + "\n"
-            for name, content in PLOT_TEMPLATES.items()}
-
-
-PAGE_TEMPLATE = "bvr-page.html"
-"""The page ``dvc plots show`` writes, in :data:`TEMPLATES_DIR` (named in ``.dvc/config`` as ``plots.html_template``)."""
-
-PAGE = """<!DOCTYPE html>
-<html>
-<head>
-    {refresh_tag}
-    <meta charset="utf-8">
-    <title>bvr: DVC plots</title>
-    {scripts}
-    <style>
-        body { font-family: sans-serif; }
-        table { border-spacing: 15px; }
-        .bvr-offline { color: #555; font-style: italic; max-width: 40em; }
-    </style>
-</head>
-<body>
-    {plot_divs}
-    <script>
-    // The interactive plots load Vega from a CDN. Without a network the page keeps its figures (images) and says
-    // so in place of each interactive plot, rather than leaving it blank.
-    window.addEventListener("load", function () {
-        if (typeof vegaEmbed !== "undefined") { return; }
-        document.querySelectorAll("script").forEach(function (script) {
-            if (script.textContent.indexOf("vegaEmbed(") < 0) { return; }
-            var note = document.createElement("p");
-            note.className = "bvr-offline";
-            note.textContent = "This interactive plot needs Vega from cdn.jsdelivr.net, which did not load "
-                + "(offline?). The report's figures above show the same data; `dvc plots show --json` gives this "
-                + "plot's filled Vega-Lite spec.";
-            script.parentNode.appendChild(note);
-        });
-    });
-    </script>
-</body>
-</html>
-"""
-"""DVC's page layout (its ``{scripts}``, ``{plot_divs}`` and ``{refresh_tag}`` placeholders) with a note in place
-of each Vega plot when Vega cannot be loaded."""
-
-
-def write_plot_templates(root: Path) -> list[Path]:
-    """Write :func:`plot_templates` and the page template into ``root/.dvc/plots/`` (the folder ``dvc.yaml`` sits
-    in) and name the page in ``root/.dvc/config`` unless a page is named there already; returns the files."""
-    folder = Path(root) / TEMPLATES_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name, text in {**plot_templates(), PAGE_TEMPLATE: PAGE}.items():
-        write_text(folder / name, text)
-        paths.append(folder / name)
-    _name_page(Path(root) / ".dvc" / "config")
-    return paths
-
-
-def _name_page(config: Path) -> None:
-    """Set ``plots.html_template`` in DVC's repository config (a ``[plots]`` section added or extended), unless set."""
-    text = config.read_text(encoding="utf-8") if config.exists() else ""
-    if "html_template" in text:
-        return
-    line = f"    html_template = plots/{PAGE_TEMPLATE}\n"
-    lines = text.splitlines(keepends=True)
-    if "[plots]\n" in lines:
-        lines.insert(lines.index("[plots]\n") + 1, line)
-    else:
-        if lines and not lines[-1].endswith("\n"):
-            lines[-1] += "\n"
-        lines += ["[plots]\n", line]
-    write_text(config, "".join(lines))
 
 
 def _merged(params: list[dict[str, list[str] | None]]) -> list[dict[str, list[str] | None]]:
@@ -466,7 +299,7 @@ class _NoAliases(yaml.SafeDumper):
 
 
 HEADER = """\
-# DVC pipeline of the ablation '{name}' at preset '{preset}', stage by stage (see bvr/ablation/dvc.py).
+# DVC pipeline of the ablation '{name}' at preset '{preset}', stage by stage (see bvr/runner/dvc.py).
 # Generated from {source} by:
 #     bvr pipeline {name}{preset_opt} --output {output}
 # Re-run that after adding an arm or a task; tests/test_ablate.py checks that this file matches it.

@@ -1,0 +1,183 @@
+"""The DVC plots of an ablation's pipeline: what ``dvc.yaml`` lists under ``plots``, bvr's Vega-Lite templates
+(``.dvc/plots/bvr-*.json``) and the page ``dvc plots show`` writes.
+
+The report's figures come first, as images: they render with no network. The Vega-Lite plots over the report's long
+CSVs (``reports/NAME/plots/``) are the interactive ones, and compare revisions under ``dvc plots diff``; DVC's page
+loads Vega from a CDN, so bvr's page says in place of each of them when it did not load.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bvr.ablation.plan import Plan
+from bvr.fs import write_text
+from bvr.report.render import FIGURES_DIR
+
+
+def plots_spec(plan: Plan, report_dir: str) -> list[Any]:
+    """Top-level DVC plots: the report's figures (images), then plots over the report's long CSVs, each drawn by one of
+    :data:`PLOT_TEMPLATES`: the pretraining curves per arm, every run's score per task by pretraining seed, and the
+    paired differences."""
+    plots = f"{report_dir}/plots"
+    # The report's figures first: images, drawn with no network (the Vega plots below need a CDN to render).
+    out: list[Any] = [f"{report_dir}/{FIGURES_DIR}"]
+    curves = [("pretrain_train_mlm_loss", "training MLM loss", "MLM loss (nats)"),
+              ("pretrain_val_perplexity", "validation perplexity", "perplexity")]
+    out += [
+        {f"{title} per arm": {"template": "bvr-curves", "title": f"{title} (mean over pretraining seeds)",
+                              "x": "step", "x_label": "optimiser step", "y": {f"{plots}/{name}.csv": "value"},
+                              "y_label": label}}
+        for name, title, label in curves]
+    out += [{f"{task} score per seed": {"template": "bvr-seeds",
+                                        "title": f"{task}: every fine-tuning run (points), by pretraining seed",
+                                        "x": "pretrain_seed", "x_label": "pretraining seed",
+                                        "y": {f"{plots}/scores_{task}.csv": "score"}, "y_label": "score (points)"}}
+            for task in plan.tasks]
+    out.append({"paired differences": {"template": "bvr-differences",
+                                       "title": "paired difference b - a per pretraining seed (0: no difference)",
+                                       "x": "measure", "x_label": "measure", "y": {f"{plots}/differences.csv":
+                                                                                   "difference"},
+                                       "y_label": "b - a (points)"}})
+    return out
+
+
+def _template(mark: dict[str, Any], encoding: dict[str, Any]) -> dict[str, Any]:
+    """A Vega-Lite plot with DVC's anchors: data, title, x and y (y not forced from zero), labels."""
+    return {
+        "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
+        "data": {"values": "<DVC_METRIC_DATA>"},
+        "title": "<DVC_METRIC_TITLE>",
+        "width": 480,
+        "height": 300,
+        "mark": {**mark, "tooltip": {"content": "data"}},
+        "encoding": {
+            **encoding,
+            "y": {"field": "<DVC_METRIC_Y>", "type": "quantitative", "title": "<DVC_METRIC_Y_LABEL>",
+                  "scale": {"zero": False}},
+        },
+    }
+
+
+_ARM = {"field": "arm", "type": "nominal", "sort": None, "title": "arm"}
+"""Colour (and offset) by arm, in the order the data gives the arms (the report's), not sorted."""
+_REV = {"field": "rev", "type": "nominal", "title": "revision"}
+"""What DVC adds to each point: ``workspace`` or a commit, told apart under ``dvc plots diff``."""
+
+PLOT_TEMPLATES: dict[str, dict[str, Any]] = {
+    "bvr-curves": _template(
+        {"type": "line"},
+        {"x": {"field": "<DVC_METRIC_X>", "type": "quantitative", "title": "<DVC_METRIC_X_LABEL>"},
+         "color": _ARM, "strokeDash": _REV}),
+    "bvr-seeds": _template(
+        {"type": "point", "filled": True, "size": 60},
+        {"x": {"field": "<DVC_METRIC_X>", "type": "ordinal", "title": "<DVC_METRIC_X_LABEL>",
+               "axis": {"labelAngle": 0}},
+         "xOffset": _ARM, "color": _ARM, "shape": _REV}),
+    "bvr-differences": {
+        "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
+        "data": {"values": "<DVC_METRIC_DATA>"},
+        "title": "<DVC_METRIC_TITLE>",
+        "facet": {"column": {"field": "comparison", "type": "nominal", "sort": None, "title": None}},
+        "resolve": {"scale": {"y": "independent"}},
+        "spec": {
+            "width": 240,
+            "height": 300,
+            "layer": [
+                {"mark": {"type": "rule", "color": "black", "strokeDash": [4, 4]}, "encoding": {"y": {"datum": 0}}},
+                {"mark": {"type": "point", "filled": True, "size": 60, "tooltip": {"content": "data"}},
+                 "encoding": {
+                     "x": {"field": "<DVC_METRIC_X>", "type": "nominal", "sort": None,
+                           "title": "<DVC_METRIC_X_LABEL>", "axis": {"labelAngle": -30}},
+                     "y": {"field": "<DVC_METRIC_Y>", "type": "quantitative", "title": "<DVC_METRIC_Y_LABEL>"},
+                     "color": {"field": "<DVC_METRIC_X>", "type": "nominal", "sort": None, "legend": None},
+                     "shape": _REV}},
+            ],
+        },
+    },
+}
+"""DVC plot templates (Vega-Lite) for ``.dvc/plots/NAME.json``: coloured by arm (DVC's own colour only the
+revision), seeds as categories, y not forced from zero; the differences one panel per comparison with zero marked.
+The HTML of ``dvc plots show`` loads Vega from a CDN; ``dvc plots show --json`` gives these specs filled, offline."""
+
+
+TEMPLATES_DIR = Path(".dvc") / "plots"
+"""Where DVC looks for a plot template named in ``dvc.yaml`` (relative to the repository root)."""
+
+
+def plot_templates() -> dict[str, str]:
+    """``{file name: text}`` of :data:`PLOT_TEMPLATES`, as ``bvr pipeline`` writes them into ``.dvc/plots/``."""
+    return {f"{name}.json": json.dumps(content, indent=2, ensure_ascii=False) + "\n"
+            for name, content in PLOT_TEMPLATES.items()}
+
+
+PAGE_TEMPLATE = "bvr-page.html"
+"""The page ``dvc plots show`` writes, in :data:`TEMPLATES_DIR` (named in ``.dvc/config``: ``plots.html_template``)."""
+
+PAGE = """<!DOCTYPE html>
+<html>
+<head>
+    {refresh_tag}
+    <meta charset="utf-8">
+    <title>bvr: DVC plots</title>
+    {scripts}
+    <style>
+        body { font-family: sans-serif; }
+        table { border-spacing: 15px; }
+        .bvr-offline { color: #555; font-style: italic; max-width: 40em; }
+    </style>
+</head>
+<body>
+    {plot_divs}
+    <script>
+    // The interactive plots load Vega from a CDN. Without a network the page keeps its figures (images) and says
+    // so in place of each interactive plot, rather than leaving it blank.
+    window.addEventListener("load", function () {
+        if (typeof vegaEmbed !== "undefined") { return; }
+        document.querySelectorAll("script").forEach(function (script) {
+            if (script.textContent.indexOf("vegaEmbed(") < 0) { return; }
+            var note = document.createElement("p");
+            note.className = "bvr-offline";
+            note.textContent = "This interactive plot needs Vega from cdn.jsdelivr.net, which did not load "
+                + "(offline?). The report's figures above show the same data; `dvc plots show --json` gives this "
+                + "plot's filled Vega-Lite spec.";
+            script.parentNode.appendChild(note);
+        });
+    });
+    </script>
+</body>
+</html>
+"""
+"""DVC's page layout (its ``{scripts}``, ``{plot_divs}`` and ``{refresh_tag}`` placeholders) with a note in place
+of each Vega plot when Vega cannot be loaded."""
+
+
+def write_plot_templates(root: Path) -> list[Path]:
+    """Write :func:`plot_templates` and the page template into ``root/.dvc/plots/`` (the folder ``dvc.yaml`` sits
+    in) and name the page in ``root/.dvc/config`` unless a page is named there already; returns the files."""
+    folder = Path(root) / TEMPLATES_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, text in {**plot_templates(), PAGE_TEMPLATE: PAGE}.items():
+        write_text(folder / name, text)
+        paths.append(folder / name)
+    _name_page(Path(root) / ".dvc" / "config")
+    return paths
+
+
+def _name_page(config: Path) -> None:
+    """Set ``plots.html_template`` in DVC's repository config (a ``[plots]`` section added or extended), unless set."""
+    text = config.read_text(encoding="utf-8") if config.exists() else ""
+    if "html_template" in text:
+        return
+    line = f"    html_template = plots/{PAGE_TEMPLATE}\n"
+    lines = text.splitlines(keepends=True)
+    if "[plots]\n" in lines:
+        lines.insert(lines.index("[plots]\n") + 1, line)
+    else:
+        if lines and not lines[-1].endswith("\n"):
+            lines[-1] += "\n"
+        lines += ["[plots]\n", line]
+    write_text(config, "".join(lines))

@@ -1,0 +1,267 @@
+"""What each kind of unit does: one typed handler per :class:`~bvr.ablation.plan.UnitKind`, in :data:`HANDLERS`.
+
+A handler runs its unit through the stage caches (a finished unit is found rather than rebuilt) and returns an
+:class:`Outcome`: whether it built anything, the manifest records it filled, the files for the DVC stage folder,
+and the lines to show. It reads what it needs from a :class:`UnitContext` and changes nothing else: the runner
+(:mod:`bvr.runner.run`) puts the records in the manifest, writes the files under the stage folder
+(:mod:`bvr.runner.stages`) and prints the lines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bvr.ablation.manifest import Manifest, Record
+from bvr.ablation.plan import Plan, Unit, UnitKind
+from bvr.config import Config, config_hash
+from bvr.errors import BvrError
+from bvr.runner.stages import evaluation_file, finetune_summary
+
+
+@dataclass(frozen=True)
+class UnitContext:
+    """What a handler reads: the plan, the manifest as it stands, and this invocation's settings and models."""
+
+    plan: Plan
+    manifest: Manifest
+    """Read only: a handler returns its records in its :class:`Outcome` instead of writing them here."""
+    models: Mapping[str, Path]
+    """Label -> model folder of each arm pretrained (or initialised) by this invocation."""
+    parent_run_id: str | None
+    """The ablation's MLflow parent run (None on other DDP ranks)."""
+    stage_dir: Path | None
+    """The DVC stage folder (``--stage-dir``), or None."""
+    rank: int
+    progress: bool
+    ui_url: str | None = None
+
+
+@dataclass(frozen=True)
+class Product:
+    """A file or folder a unit leaves in the DVC stage folder: ``text`` written, or the folder ``tree`` copied."""
+
+    path: tuple[str, ...]
+    """Where under the stage folder (``("static", "model")``)."""
+    text: str | None = None
+    tree: Path | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a unit did: whether it built anything, and what it recorded, made and has to say."""
+
+    built: bool
+    """False when everything came from the cache."""
+    records: tuple[Record, ...] = ()
+    """The manifest records it filled (:meth:`~bvr.ablation.manifest.Manifest.put`)."""
+    products: tuple[Product, ...] = ()
+    """Its files for the DVC stage folder (written only when there is one)."""
+    lines: tuple[str, ...] = ()
+    """What to print under the unit's name."""
+    model: Path | None = None
+    """The model folder a ``pretrain`` unit made or found."""
+    report: Any = None
+    """The ``report`` unit's :class:`~bvr.report.render.RenderResult`."""
+
+
+Handler = Callable[[UnitContext, Unit], Outcome]
+"""Runs one unit and says what it did."""
+
+
+def _distinct(configs: Iterable[Config], *, tokenizer: bool) -> list[Config]:
+    """One config per distinct corpus (and, with ``tokenizer``, tokenizer) settings: one build per stage folder."""
+    seen: dict[str, Config] = {}
+    for cfg in configs:
+        seen.setdefault(config_hash(cfg.corpus, cfg.data_dir, cfg.tokenizer if tokenizer else None), cfg)
+    return list(seen.values())
+
+
+def _json(record: dict[str, Any]) -> str:
+    return json.dumps(record, indent=2)
+
+
+def corpus(ctx: UnitContext, unit: Unit) -> Outcome:
+    """Read the corpus of every distinct corpus setting."""
+    from bvr.pretraining.prepare import prepare_corpus
+
+    built: set[Path] = set()
+    products = []
+    for cfg in _distinct((arm.config for arm in ctx.plan.arms), tokenizer=False):
+        folder = prepare_corpus(cfg, progress=ctx.progress, built=built)
+        stats = folder / "documents" / "corpus_stats.json"
+        record = json.loads(stats.read_text()) if stats.is_file() else {}
+        products.append(Product(("corpus.json",), _json({"folder": folder.name, **record})))
+    return Outcome(bool(built), products=tuple(products))
+
+
+def tokenizer(ctx: UnitContext, unit: Unit) -> Outcome:
+    """Train the tokenizer of family ``unit.name`` for every distinct corpus and tokenizer setting."""
+    from bvr.pretraining.prepare import prepare_corpus, prepare_tokenizer
+
+    built: set[Path] = set()  # the tokenizers: a corpus read on the way is the corpus unit's work
+    products = []
+    for cfg in _distinct((a.config for a in ctx.plan.arms if a.config.tokenizer.family == unit.name),
+                         tokenizer=True):
+        folder = prepare_tokenizer(cfg, prepare_corpus(cfg, progress=ctx.progress), progress=ctx.progress,
+                                   built=built)
+        products.append(Product((f"tokenizer-{unit.name}",), tree=folder))
+    return Outcome(bool(built), products=tuple(products))
+
+
+def data(ctx: UnitContext, unit: Unit) -> Outcome:
+    """The arm's input format (and every stage before it)."""
+    from bvr.pretraining.prepare import prepare
+
+    built: set[Path] = set()
+    prepared = prepare(ctx.plan.arm(unit.name).config, progress=ctx.progress, built=built)
+    stats = json.loads((prepared.instances / "data_stats.json").read_text())
+    product = Product((f"data-{unit.name}.json",), _json({"folder": prepared.instances.name, **stats}))
+    return Outcome(prepared.instances.resolve() in built, products=(product,))
+
+
+def pretrain(ctx: UnitContext, unit: Unit) -> Outcome:
+    """Pretrain the arm (resumed from ``last.ckpt``), or write the control's randomly initialised encoder."""
+    from bvr.pretraining.run import initialise
+    from bvr.pretraining.run import pretrain as pretrain_arm
+
+    label = unit.name
+    arm = ctx.plan.arm(label)
+    if arm.control:
+        result = initialise(arm.config, progress=ctx.progress)
+    else:
+        result = pretrain_arm(arm.config, resume=True, ablation=ctx.plan.name, arm=label,
+                              parent_run_id=ctx.parent_run_id, experiment=ctx.plan.experiment,
+                              progress=ctx.progress)
+    if ctx.rank != 0:  # the other DDP ranks took part in training; rank zero records it
+        return Outcome(not result.reused)
+    stage = {"run_dir": str(result.run_dir), "metrics": result.metrics}
+    records: tuple[Record, ...] = ()
+    lines: tuple[str, ...] = ()
+    if not arm.control:
+        run_id_file = result.run_dir / "mlflow_run_id"
+        record = dataclasses.replace(
+            ctx.manifest.pretrain_record(label), status="done", error=None, run_dir=str(result.run_dir),
+            metrics=result.metrics, run_id=run_id_file.read_text().strip() if run_id_file.is_file() else None)
+        records, lines = (record,), (f"  {_pretrain_line(result.metrics)}",)
+        stage["run_id"] = record.run_id
+    products = (Product((label, "model"), tree=result.model_dir), Product((label, "pretrain.json"), _json(stage)))
+    return Outcome(not result.reused, records, products, lines, model=result.model_dir)
+
+
+def find_model(ctx: UnitContext, label: str, *, what: str, where: str) -> Path:
+    """The model folder of arm ``label``, to ``what`` (``evaluate``, ``fine-tune``): this invocation's, the DVC
+    stage's copy, or the finished run the manifest records. Never trains: an arm whose pretraining has not finished
+    is an error. The control is not trained at all: its initialisation (a random draw from ``training.seed``) is
+    taken from its cache, or written there in seconds (:func:`bvr.pretraining.run.initialise`).
+
+    Raises:
+        BvrError: the arm's pretraining failed, or has not finished (or is not in the manifest).
+    """
+    from bvr.pretraining.run import initialise
+
+    arm = ctx.plan.arm(label)
+    if not arm.control and ctx.manifest.pretrain_record(label).status == "failed":
+        raise BvrError(f"pretraining of '{label}' failed; nothing to {what}", where=where)
+    if label in ctx.models:  # first, so the runs a full `bvr ablate` logs name its own run beside a stage folder
+        return ctx.models[label]
+    if ctx.stage_dir is not None and (ctx.stage_dir / label / "model" / "config.json").is_file():
+        return ctx.stage_dir / label / "model"
+    if arm.control:
+        return initialise(arm.config, progress=ctx.progress).model_dir
+    run_dir = ctx.manifest.pretrain_record(label).run_dir
+    if run_dir and (Path(run_dir) / "model" / "config.json").is_file():
+        return Path(run_dir) / "model"
+    raise BvrError(f"'{label}' has no pretrained model yet; nothing to {what}", where=where,
+                   hint=f"run the unit pretrain:{label} first, as a full `bvr ablate` does")
+
+
+def evaluate(ctx: UnitContext, unit: Unit) -> Outcome:
+    """Score BLiMP zero-shot (``blimp``) or probe the frozen features on a task over every probe seed (``probe``)."""
+    from bvr.evaluation.run import evaluate_model
+
+    label, kind = unit.name, unit.kind.value
+    arm = ctx.plan.arm(label)
+    model = find_model(ctx, label, what="evaluate", where=f"{kind}:{label}")
+    result = evaluate_model(model, kind, unit.task, ctx.plan.evaluations, data_dir=ctx.plan.data_dir,
+                            output_dir=ctx.plan.output_dir, label=label, pretrain_seed=arm.pretrain_seed,
+                            ablation=ctx.plan.name, experiment=ctx.plan.experiment,
+                            parent_run_id=ctx.parent_run_id, progress=ctx.progress)
+    record = dataclasses.replace(
+        ctx.manifest.evaluation_record(label, kind, unit.task), status="done", error=None, run_id=result.run_id,
+        main_key=result.main_key, score=result.score, seeds={str(k): v for k, v in result.seeds.items()},
+        baseline=result.baseline, seconds=result.seconds)
+    spread = "" if len(result.seeds) < 2 else (f" (probe seeds {min(result.seeds.values()):.4f}"
+                                               f"–{max(result.seeds.values()):.4f})")
+    line = (f"  {result.main_key} {result.score:.4f}{spread}" +
+            (f"; trivial baseline {result.baseline:.4f}" if result.baseline is not None else ""))
+    product = Product((label, evaluation_file(kind, unit.task)), _json(record.to_dict()))
+    return Outcome(not result.reused, (record,), (product,), (line,))
+
+
+def finetune(ctx: UnitContext, unit: Unit) -> Outcome:
+    """Fine-tune the arm on the task over every fine-tuning seed."""
+    from bvr.tasks.run import finetune as finetune_model
+
+    label, task, plan = unit.name, unit.task, ctx.plan
+    # The control fine-tunes from its initialisation (the weights arm seed s started from), not from weights
+    # drawn per fine-tuning seed: fine-tuning seeds then nest inside the control's pretraining seed as they do
+    # inside every arm's.
+    model = find_model(ctx, label, what="fine-tune", where=unit.id)
+    result = finetune_model(model, task, seeds=plan.seeds, data_dir=plan.data_dir, output_dir=plan.output_dir,
+                            preset=plan.preset, overrides=plan.ablation.finetune_overrides(), from_scratch=False,
+                            arm=label, ablation=plan.name, experiment=plan.experiment,
+                            parent_run_id=ctx.parent_run_id, progress=ctx.progress)
+    by_seed = {seed.seed: seed for seed in result.seeds}
+    records = []
+    for record in ctx.manifest.finetune_records(label, task):
+        seed = by_seed[record.seed]
+        records.append(dataclasses.replace(
+            record, status="done", error=None, run_id=seed.run_id, main_key=result.main_key,
+            parent_run_id=result.parent_run_id or record.parent_run_id, score=seed.scores[result.main_key],
+            collapsed=seed.collapsed, seconds=seed.seconds, baseline=result.info.baseline))
+    summary = result.summary()
+    collapsed = sum(seed.collapsed for seed in result.seeds)
+    line = (f"  {result.main_key} median {summary['median']:.4f} (min {summary['min']:.4f}, max "
+            f"{summary['max']:.4f}) over {len(result.seeds)} seeds" + (f", {collapsed} collapsed" if collapsed else ""))
+    product = Product((label, f"finetune-{task}.json"), _json(finetune_summary(result, task, label, records)))
+    return Outcome(any(not seed.reused for seed in result.seeds), tuple(records), (product,), (line,))
+
+
+def report(ctx: UnitContext, unit: Unit) -> Outcome:
+    """Render ``reports/NAME/`` from the manifest (which the runner has brought up to date with the stage folder)."""
+    from bvr.report.render import render_report
+
+    result = render_report(ctx.manifest, workdir=Path.cwd(), ui_url=ctx.ui_url)
+    line = f"  report: {result.html}" + ("" if result.complete else
+                                         f" (partial: {len(result.missing)} item(s) missing)")
+    return Outcome(True, lines=(line,), report=result)
+
+
+def _pretrain_line(metrics: dict[str, float]) -> str:
+    parts = []
+    if "val/mlm_loss" in metrics:
+        parts.append(f"val MLM loss {metrics['val/mlm_loss']:.3f} (perplexity {metrics.get('val/perplexity', 0):.0f})")
+    if "tokens_seen" in metrics:
+        parts.append(f"{metrics['tokens_seen'] / 1e6:.2f}M tokens")
+    if "epochs" in metrics:
+        parts.append(f"{metrics['epochs']:.1f} epochs, each mask seen up to {metrics.get('mask_max_times_seen', 0):.0f}"
+                     " times")
+    return "; ".join(parts)
+
+
+HANDLERS: dict[UnitKind, Handler] = {
+    UnitKind.CORPUS: corpus,
+    UnitKind.TOKENIZER: tokenizer,
+    UnitKind.DATA: data,
+    UnitKind.PRETRAIN: pretrain,
+    UnitKind.BLIMP: evaluate,
+    UnitKind.PROBE: evaluate,
+    UnitKind.FINETUNE: finetune,
+    UnitKind.REPORT: report,
+}
+"""The handler of each kind of unit."""

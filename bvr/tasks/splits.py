@@ -1,0 +1,62 @@
+"""A task's splits, read and encoded: :class:`SplitData` and :class:`TaskData`.
+
+What every task kind (:mod:`bvr.tasks.kinds`) and evaluator (:mod:`bvr.tasks.evaluators`) reads, kept apart from
+:mod:`bvr.tasks.data`, which loads them with those kinds: the kinds then import these types without a circle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from bvr.config import DataSettings
+from bvr.tasks.registry import TaskSpec
+
+
+@dataclass
+class SplitData:
+    """One split, read and encoded.
+
+    Attributes:
+        name: the split's name ('train', 'dev', ...); metric keys start with it.
+        examples: what the reader returned (:class:`~bvr.tasks.readers.common.Example`,
+            :class:`~bvr.tasks.readers.conll.Sentence` or :class:`~bvr.tasks.readers.squad_json.SquadExample`),
+            after any cap.
+        features: encoded columns, one entry per feature (a window, for span tasks; else one per example).
+    """
+
+    name: str
+    examples: list[Any]
+    features: dict[str, list]
+
+    def __len__(self) -> int:
+        return len(self.features["input_ids"])
+
+
+@dataclass
+class TaskData:
+    """A task's splits, encoded for one tokenizer, with what the user should see about them.
+
+    Attributes:
+        spec: the task.
+        family: the tokenizer family ('bert' or 'roberta').
+        pad_id: the tokenizer's padding id.
+        train: the training split.
+        evals: the evaluation splits, in the task's order.
+        reports: one line per file read (rows read and skipped), then one per cap or truncation.
+        split_note: how the training and evaluation parts were drawn from one file, and any held-out slice, or None.
+        settings: the data settings it was loaded with (SQuAD v2.0's null threshold among them).
+    """
+
+    spec: TaskSpec
+    family: str
+    pad_id: int
+    train: SplitData
+    evals: dict[str, SplitData]
+    reports: list[str] = field(default_factory=list)
+    split_note: str | None = None
+    settings: DataSettings = field(default_factory=DataSettings)
+
+    def train_labels(self) -> list[int | float]:
+        """The training examples' labels (classification and regression), for the majority baseline."""
+        return [example.label for example in self.train.examples]
