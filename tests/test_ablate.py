@@ -212,7 +212,7 @@ def test_a_partial_run_continues_and_a_failed_unit_is_recorded(data_dir, tmp_pat
         ("static", "sst2"): "done", ("dynamic", "sst2"): "done", ("no-pretraining", "sst2"): "done"}
     assert {v for k, v in status.items() if k[1] == "rte"} == {"failed"}
     assert "pretrain:static" not in out.split("pretrain:dynamic")[1]  # static was not run again
-    assert out.count("reused from the cache") >= 2  # corpus, tokenizer, static's data and pretraining
+    assert out.count(": reused in ") >= 2  # corpus, tokenizer, static's data and pretraining
 
 
 def test_unknown_unit_and_unfair_override_are_refused(tmp_path, monkeypatch, capsys):

@@ -57,6 +57,7 @@ from bvr.ablation.units import HANDLERS
 from bvr.cache import BUILT, global_rank, target_lock
 from bvr.display import duration
 from bvr.errors import BvrError
+from bvr.progress import on_terminal
 from bvr.resources import check_writable, write_error
 
 PRETRAINING_KINDS = (UnitKind.CORPUS, UnitKind.TOKENIZER, UnitKind.DATA, UnitKind.PRETRAIN)
@@ -105,6 +106,8 @@ class Runner:
         self.ran: list[str] = []
         self.reused: list[str] = []
         self.failed: dict[str, str] = {}
+        self.notes: list[str] = []
+        """What the unit running now found (its key number), for its closing line (:meth:`note`)."""
 
     def save(self) -> None:
         if self.rank == 0:
@@ -112,7 +115,11 @@ class Runner:
 
     def say(self, text: str) -> None:
         if self.rank == 0:
-            self.console.print(text, highlight=False)
+            self.console.print(text, highlight=False, soft_wrap=True)  # a log's line is not cut at 80 columns
+
+    def note(self, text: str) -> None:
+        """Add to the line the running unit ends with (its key number, in points for a score)."""
+        self.notes.append(text)
 
     def stage_out(self, *parts: str) -> Path | None:
         """Where a unit writes a product for DVC (its folder made), or None without a stage folder."""
@@ -147,7 +154,9 @@ class Runner:
 
         start = time.perf_counter()
         self.built_before = set(BUILT)
-        self.say(f"[bold]▶ {unit}[/bold]")
+        self.notes = []
+        if on_terminal():  # what the bars that follow belong to; a log gets the unit's one closing line only
+            self.say(f"[bold]▶ {unit}[/bold]")
         try:
             with tagged(self._model_tags(unit)):
                 built = HANDLERS[unit.kind](self, unit)
@@ -159,25 +168,31 @@ class Runner:
                 with contextlib.suppress(Exception):  # the manifest may not fit either: the unit is redone next time
                     self.save()
                 raise error from err
-            if isinstance(err, BvrError):
-                self._fail(unit, err.one_line())
-                return
-            self._fail(unit, f"{type(err).__name__}: {err}")
-            if os.environ.get("BVR_DEBUG"):
+            message = err.one_line() if isinstance(err, BvrError) else f"{type(err).__name__}: {err}"
+            self._fail(unit, message, time.perf_counter() - start)
+            if not isinstance(err, BvrError) and os.environ.get("BVR_DEBUG"):
                 traceback.print_exc()
             return
         (self.ran if built else self.reused).append(unit.id)
-        seconds = time.perf_counter() - start
-        self.say(f"  {'done' if built else 'reused from the cache'} ({duration(seconds)})")
+        self.say(unit_line(unit, "done" if built else "reused", time.perf_counter() - start, self.notes))
         self.save()
 
-    def _fail(self, unit: Unit, message: str) -> None:
+    def _fail(self, unit: Unit, message: str, seconds: float) -> None:
         self.failed[unit.id] = message
-        self.say(f"  [red]failed:[/red] {message}")
+        self.say(unit_line(unit, "[red]failed[/red]", seconds, [message]))
         for record in self.manifest.records_of(unit):
             if unit.kind is not UnitKind.FINETUNE or record.status != "done":  # seeds that finished stay done
                 record.update(status="failed", error=message)
         self.save()
+
+
+def unit_line(unit: Unit, outcome: str, seconds: float, notes: list[str]) -> str:
+    """The one line a finished unit prints: what it was, how it ended and how long it took, then its key numbers.
+
+    >>> unit_line(Unit(UnitKind.BLIMP, "static-p0"), "done", 8.24, ["BLiMP 53.3 (chance 50.0)"])
+    'blimp:static-p0: done in 8.2 s; BLiMP 53.3 (chance 50.0)'
+    """
+    return f"{unit}: {outcome} in {duration(seconds)}" + "".join(f"; {note}" for note in notes)
 
 
 @contextlib.contextmanager

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from bvr.ablation.plan import Unit, UnitKind
 from bvr.ablation.stages import adopt_stage_records, copy_tree, evaluation_file, finetune_summary
 from bvr.config import Config, config_hash
+from bvr.display import points
 from bvr.errors import BvrError
 
 if TYPE_CHECKING:
@@ -93,7 +94,7 @@ def pretrain(runner: Runner, unit: Unit) -> bool:
         runner.manifest.pretrain_record(label).update(
             status="done", error=None, run_dir=str(result.run_dir), metrics=result.metrics,
             run_id=run_id_file.read_text().strip() if run_id_file.is_file() else None)
-        runner.say(f"  {_pretrain_line(result.metrics)}")
+        runner.note(_pretrain_line(result.metrics))
     if (out := runner.stage_out(label, "model")) is not None:
         copy_tree(result.model_dir, out)
         record = {"run_dir": str(result.run_dir), "metrics": result.metrics}
@@ -133,10 +134,10 @@ def evaluate(runner: Runner, unit: Unit) -> bool:
     record.update(status="done", error=None, run_id=result.run_id, main_key=result.main_key, score=result.score,
                   seeds={str(k): v for k, v in result.seeds.items()}, baseline=result.baseline,
                   seconds=result.seconds)
-    spread = "" if len(result.seeds) < 2 else (f" (probe seeds {min(result.seeds.values()):.4f}"
-                                               f"–{max(result.seeds.values()):.4f})")
-    runner.say(f"  {result.main_key} {result.score:.4f}{spread}" +
-               (f"; trivial baseline {result.baseline:.4f}" if result.baseline is not None else ""))
+    spread = "" if len(result.seeds) < 2 else (f" (probe seeds {points(min(result.seeds.values()))}"
+                                               f"–{points(max(result.seeds.values()))})")
+    runner.note(f"{result.main_key} {points(result.score)}{spread}" +
+                (f", trivial baseline {points(result.baseline)}" if result.baseline is not None else ""))
     if (out := runner.stage_out(label, evaluation_file(kind, unit.task))) is not None:
         out.write_text(json.dumps(record.to_dict(), indent=2))
     return not result.reused
@@ -144,6 +145,7 @@ def evaluate(runner: Runner, unit: Unit) -> bool:
 
 def finetune(runner: Runner, unit: Unit) -> bool:
     """Fine-tune the arm on the task over every fine-tuning seed."""
+    from bvr.tasks.registry import get_task
     from bvr.tasks.run import finetune as finetune_model
 
     label, task = unit.name, unit.task
@@ -167,9 +169,10 @@ def finetune(runner: Runner, unit: Unit) -> bool:
                       baseline=result.info.baseline)
     summary = result.summary()
     collapsed = sum(seed.collapsed for seed in result.seeds)
-    runner.say(f"  {result.main_key} median {summary['median']:.4f} (min {summary['min']:.4f}, max "
-               f"{summary['max']:.4f}) over {len(result.seeds)} seeds" +
-               (f", {collapsed} collapsed" if collapsed else ""))
+    scale = get_task(task).points_scale
+    runner.note(f"{result.main_key} median {points(summary['median'], scale)} (min {points(summary['min'], scale)}, "
+                f"max {points(summary['max'], scale)}) over {len(result.seeds)} seeds" +
+                (f", {collapsed} collapsed" if collapsed else ""))
     if (out := runner.stage_out(label, f"finetune-{task}.json")) is not None:
         out.write_text(json.dumps(finetune_summary(result, task, label, records), indent=2))
     return any(not seed.reused for seed in result.seeds)
@@ -184,8 +187,8 @@ def report(runner: Runner, unit: Unit) -> bool:
     runner.save()
     result = render_report(runner.manifest, workdir=Path.cwd(), ui_url=runner.ui_url)
     runner.report = result
-    runner.say(f"  report: {result.html}" + ("" if result.complete else
-                                              f" (partial: {len(result.missing)} item(s) missing)"))
+    runner.note(f"report {result.html}" + ("" if result.complete else
+                                            f" (partial: {len(result.missing)} item(s) missing)"))
     return True
 
 
