@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -22,7 +24,8 @@ from bvr.ablation.dvc import PLOT_TEMPLATES, TEMPLATES_DIR, pipeline_spec, plot_
 from bvr.ablation.manifest import MANIFEST_VERSION, FinetuneRecord, Manifest, find_manifest
 from bvr.ablation.plan import UnitKind, make_plan
 from bvr.errors import BvrError
-from bvr.tracking import find_runs, tracking_uri
+from bvr.tracking import CURVES_VIEW, DEFAULT_UI, SCORES_VIEW, find_runs, tracking_uri, view_url
+from bvr.tracking.moved import reroot_artifacts
 from tests.test_prepare import write_wiki_corpus
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -70,23 +73,57 @@ def invoke(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+def bvr_env() -> dict[str, str]:
+    """The environment of a ``bvr`` subprocess: this checkout's bvr, one thread."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    return env
+
+
 @pytest.fixture(scope="module")
 def finished(data_dir, tmp_path_factory):
-    """One full `bvr ablate` through the CLI, in its own working directory (the MLflow store lives there)."""
+    """One full `bvr ablate` in its own working directory (the MLflow store lives there), run as a user runs the
+    main job into a log: a subprocess whose standard output and error go to a pipe, progress bars asked for (the
+    default). What it printed is in ``ablate.log``."""
     work = tmp_path_factory.mktemp("ablate")
     (work / "tiny-masking.yaml").write_text(EXPERIMENT + "pretrain_seeds: [0, 1]\n")
-    mp = pytest.MonkeyPatch()
-    mp.chdir(work)
-    try:
-        argv = ["bvr", "ablate", "tiny-masking.yaml", "--data-dir", str(data_dir), "--no-progress"]
-        mp.setattr(sys, "argv", argv)
-        try:
-            cli.main()
-        except SystemExit as exit_:
-            assert not exit_.code, f"bvr ablate exited {exit_.code}"
-    finally:
-        mp.undo()
+    done = subprocess.run([sys.executable, "-m", "bvr.cli", "ablate", "tiny-masking.yaml", "--data-dir", str(data_dir)],
+                          cwd=work, env=bvr_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
+    log = done.stdout.decode()
+    (work / "ablate.log").write_text(log)
+    assert done.returncode == 0, log[-3000:]
     return work
+
+
+def test_a_log_without_a_terminal_has_one_plain_line_per_unit_and_ends_with_the_result(finished, data_dir):
+    """The main job's log had 1,647 carriage returns, 240 cursor-up codes and four bar styles, scores as fractions,
+    and ended on a path and an address; piped, it is one line per unit, then the headline and working addresses."""
+    log = (finished / "ablate.log").read_text()
+    assert "\r" not in log and "\x1b" not in log and "━" not in log and "it/s" not in log  # no bar, no code
+    assert "\n\n" not in log  # nor the blank lines a hidden tokenizers bar leaves
+    plan = make_plan(finished / "tiny-masking.yaml", data_dir=data_dir, output_dir=finished / "outputs")
+    lines = log.splitlines()
+    for unit in plan.units():  # what it was, how it ended, how long it took
+        mine = [line for line in lines if re.match(rf"{unit}: (done|reused|failed) in ", line)]
+        assert len(mine) == 1 and re.match(rf"{unit}: (done|reused) in \d+\.\d s", mine[0]), (unit, mine)
+    assert not any(line.startswith("▶") for line in lines)  # the "now running" headers are for a terminal
+    probe = next(line for line in lines if line.startswith("probe:static-p0:sst2: done in "))
+    points = r"\d{1,3}\.\d"  # a score in points, as the report has it
+    assert re.search(rf"accuracy {points} \(probe seeds {points}–{points}\), trivial baseline {points}$", probe)
+    finetune = next(line for line in lines if line.startswith("finetune:static-p0:sst2: done in "))
+    assert re.search(r"dev/accuracy median \d{1,3}\.\d \(min \d{1,3}\.\d, max \d{1,3}\.\d\) over 2 seeds", finetune)
+    assert not re.search(r"\b0\.\d{4}\b", log)  # no score as a fraction
+    # The closing lines: the report's headline bullets, the report, the MLflow views and how to open them.
+    report = (finished / "reports" / "tiny-masking" / "report.md").read_text()
+    bullets = [line for line in report.split("## Headline")[1].split("\n## ")[0].splitlines() if line.startswith("- ")]
+    end = lines[lines.index("headline:"):]
+    assert bullets and end[1:1 + len(bullets)] == bullets
+    assert end[1 + len(bullets)] == "report: reports/tiny-masking/report.html"
+    experiment = MlflowClient(tracking_uri(finished)).get_experiment_by_name("tiny-masking").experiment_id
+    assert end[2 + len(bullets):] == [
+        f"MLflow, scores by arm: {view_url(DEFAULT_UI, experiment, SCORES_VIEW)}",
+        f"MLflow, pretraining curves by arm: {view_url(DEFAULT_UI, experiment, CURVES_VIEW)}",
+        "  (start the UI first, in this folder: mlflow ui --backend-store-uri sqlite:///mlflow.db)"]
 
 
 def test_every_unit_runs_and_the_manifest_indexes_mlflow(finished):
@@ -171,6 +208,30 @@ def test_bvr_report_renders_one_ablation_and_the_summary(finished, monkeypatch, 
     assert "tiny-masking" in (finished / "reports" / "index.html").read_text()
     code, _, err = invoke(monkeypatch, capsys, "report", "masking")
     assert code == 2 and "no runs of ablation 'masking'" in err and "bvr ablate masking" in err
+
+
+def test_a_moved_clone_reports_into_its_own_store(finished, tmp_path, monkeypatch, capsys):
+    """MLflow records artifact folders as absolute URIs: a moved or copied clone logged its report into the old
+    folder (or failed where that was gone). Opening the store re-roots them beside it; a database moved without its
+    mlartifacts/ keeps them."""
+    moved = tmp_path / "moved"
+    shutil.copytree(finished, moved)
+    (tmp_path / "db-only").mkdir()
+    shutil.copy(finished / "mlflow.db", tmp_path / "db-only" / "mlflow.db")
+    assert reroot_artifacts(tmp_path / "db-only" / "mlflow.db") == 0
+    monkeypatch.chdir(moved)
+    before = time.time()
+    code, out, err = invoke(monkeypatch, capsys, "report", "tiny-masking")
+    assert code == 0, out + err
+    parent = Manifest.load(find_manifest("tiny-masking", moved / "outputs")).parent_run_id
+    here, there = MlflowClient(tracking_uri(moved)), MlflowClient(tracking_uri(finished))
+    experiment = here.get_experiment_by_name("tiny-masking")
+    assert experiment.artifact_location == (moved / "mlartifacts" / "tiny-masking").as_uri()
+    runs = here.search_runs([experiment.experiment_id], max_results=1000)
+    assert runs and all(run.info.artifact_uri.startswith(experiment.artifact_location + "/") for run in runs)
+    logged = moved / "mlartifacts" / "tiny-masking" / parent / "artifacts" / "report" / "report.html"
+    assert logged.stat().st_mtime >= before  # this invocation's report, logged here (copytree kept the old time)
+    assert there.get_experiment_by_name("tiny-masking").artifact_location.startswith(finished.as_uri())  # untouched
 
 
 def test_a_second_invocation_trains_nothing(finished, data_dir, monkeypatch, capsys):

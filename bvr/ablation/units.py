@@ -187,7 +187,7 @@ def report(runner: Runner, unit: Unit) -> bool:
     runner.save()
     result = render_report(runner.manifest, workdir=Path.cwd(), ui_url=runner.ui_url)
     runner.report = result
-    runner.note(f"report {result.html}" + ("" if result.complete else
+    runner.note(f"{result.html}" + ("" if result.complete else
                                             f" (partial: {len(result.missing)} item(s) missing)"))
     return True
 
