@@ -133,7 +133,7 @@ class Overrides:
 
     texts: list[str] = field(default_factory=list)
     origins: dict[str, str] = field(default_factory=dict)
-    """``--set TEXT`` of each of the file's keys -> its ``file:line``."""
+    """Dotted key -> where it was set (``file:line``, an option), for the keys an error should name that way."""
 
     @classmethod
     def of(cls, config: Path | None, overrides: list[str] | None) -> Overrides:
@@ -144,29 +144,27 @@ class Overrides:
         """
         from bvr.config import flatten, read_yaml
 
-        texts: list[str] = []
-        origins: dict[str, str] = {}
-        if config is not None:
-            if not config.is_file():
-                raise BvrError("config file not found", where=config, hint="give a YAML file of config sections")
-            data, lines = read_yaml(config)
-            for key, value in flatten(data).items():
-                text = f"{key}={yaml_value(value)}"
-                texts.append(text)
-                origins[f"--set {text}"] = lines.get(key, str(config))
-        return cls([*texts, *(overrides or [])], origins)
+        if config is None:
+            return cls(list(overrides or []))
+        if not config.is_file():
+            raise BvrError("config file not found", where=config, hint="give a YAML file of config sections")
+        data, lines = read_yaml(config)
+        flat = flatten(data)
+        given = {text.partition("=")[0].strip() for text in overrides or []}  # an error there names the --set
+        origins = {key: lines.get(key, str(config)) for key in flat if key not in given}
+        return cls([*(f"{key}={yaml_value(value)}" for key, value in flat.items()), *(overrides or [])], origins)
 
     @contextmanager
     def located(self) -> Iterator[None]:
-        """Inside, an error about one of the file's keys names its ``file:line`` rather than the ``--set``."""
+        """Inside, an error at ``--set KEY...`` of one of :attr:`origins`' keys names the key's origin instead."""
         try:
             yield
         except BvrError as err:
-            where = err.where or ""
-            origin = next((line for text, line in self.origins.items() if where.startswith(text)), None)
-            if origin is None:
+            head, _, tail = (err.where or "").partition(": ")
+            key = head.removeprefix("--set ").partition("=")[0]
+            if not head.startswith("--set ") or key not in self.origins:
                 raise
-            raise BvrError(err.message, where=origin + where[len(where.split(": ")[0]):], hint=err.hint) from None
+            raise BvrError(err.message, where=f"{self.origins[key]}: {tail or key}", hint=err.hint) from None
 
 
 def shorthands(flags: dict[str, tuple[str, Any]]) -> Overrides:
@@ -176,8 +174,9 @@ def shorthands(flags: dict[str, tuple[str, Any]]) -> Overrides:
     >>> shorthands({"--seeds": ("evaluate.probes.seeds", 5), "--seed": ("evaluate.blimp.seed", None)}).texts
     ['evaluate.probes.seeds=5']
     """
-    texts = {flag: f"{key}={yaml_value(value)}" for flag, (key, value) in flags.items() if value is not None}
-    return Overrides(list(texts.values()), {f"--set {text}": flag for flag, text in texts.items()})
+    given = {flag: (key, value) for flag, (key, value) in flags.items() if value is not None}
+    return Overrides([f"{key}={yaml_value(value)}" for key, value in given.values()],
+                     {key: flag for flag, (key, _) in given.items()})
 
 
 def yaml_value(value: Any) -> str:
