@@ -69,7 +69,8 @@ def ablate_cmd(
     stage_dir: Annotated[Path | None, typer.Option("--stage-dir", help="Also write each unit's products here "
                                                    "for DVC to track (pipeline/NAME).")] = None,
     report: Annotated[bool, typer.Option("--report/--no-report", help="Render reports/NAME at the end.")] = True,
-    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Progress bars.")] = True,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Progress bars (on a terminal only; "
+                                           "a log gets one line per finished unit).")] = True,
     ui_url: UiUrlOpt = None,
     data_dir: DataDirOpt = None,
     output_dir: OutputDirOpt = None,
