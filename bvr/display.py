@@ -29,3 +29,15 @@ def size(n_bytes: float) -> str:
         if abs(n_bytes) >= scale:
             return f"{n_bytes / scale:.1f} {unit}"
     return f"{int(n_bytes)} B"
+
+
+def points(score: float | None, scale: float = 100.0) -> str:
+    """A score in points, as the reports print it: a fraction times ``scale`` (1 for a score logged in points,
+    SQuAD's), one decimal; '—' when unknown.
+
+    >>> points(0.6130), points(81.04, scale=1), points(None)
+    ('61.3', '81.0', '—')
+    """
+    if score is None or math.isnan(score):
+        return "—"
+    return f"{score * scale:.1f}"

@@ -8,9 +8,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -25,7 +27,8 @@ from bvr.errors import BvrError
 from bvr.runner.dvc import pipeline_spec, render_pipeline
 from bvr.runner.dvc_plots import PAGE, PAGE_TEMPLATE, PLOT_TEMPLATES, TEMPLATES_DIR, plot_templates
 from bvr.runner.units import HANDLERS, UnitContext, find_model
-from bvr.tracking import find_runs, tracking_uri
+from bvr.tracking import CURVES_VIEW, DEFAULT_UI, SCORES_VIEW, find_runs, tracking_uri, view_url
+from bvr.tracking.moved import reroot_artifacts
 from tests.test_prepare import write_wiki_corpus
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -73,32 +76,65 @@ def invoke(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+def bvr_env() -> dict[str, str]:
+    """The environment of a ``bvr`` subprocess: this checkout's bvr, one thread."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    return env
+
+
 @pytest.fixture(scope="module")
 def finished(data_dir, tmp_path_factory):
-    """One full `bvr ablate` through the CLI, in its own working directory (the MLflow store lives there): a git and
-    DVC repository holding the ablation's pipeline (`bvr pipeline`), committed, as a clone of bvr is."""
+    """One full `bvr ablate` in its own working directory (the MLflow store lives there), run as a user runs the
+    main job into a log: a subprocess whose standard output and error go to a pipe, progress bars asked for (the
+    default). The directory is a git and DVC repository holding the ablation's pipeline (`bvr pipeline`),
+    committed, as a clone of bvr is. What `bvr ablate` printed is in ``ablate.log``."""
     work = tmp_path_factory.mktemp("ablate")
     (work / "tiny-masking.yaml").write_text(EXPERIMENT + "pretrain_seeds: [0, 1]\n")
     shutil.copy(REPO / ".gitignore", work / ".gitignore")
-    for cmd in (["git", "init", "-q"], ["dvc", "init", "-q"]):
+    for cmd in (["git", "init", "-q"], ["dvc", "init", "-q"], ["bvr", "pipeline", "tiny-masking.yaml"],
+                ["git", "add", "-A"], ["git", "commit", "-qm", "pipeline"]):
         done = _git_dvc(work, *cmd)
         assert done.returncode == 0, done.stderr
-    mp = pytest.MonkeyPatch()
-    mp.chdir(work)
-    try:
-        for argv in (["bvr", "pipeline", "tiny-masking.yaml"],
-                     ["bvr", "ablate", "tiny-masking.yaml", "--data-dir", str(data_dir), "--no-progress"]):
-            mp.setattr(sys, "argv", argv)
-            try:
-                cli.main()
-            except SystemExit as exit_:
-                assert not exit_.code, f"{argv} exited {exit_.code}"
-            if argv[1] == "pipeline":
-                assert _git_dvc(work, "git", "add", "-A").returncode == 0
-                assert _git_dvc(work, "git", "commit", "-qm", "pipeline").returncode == 0
-    finally:
-        mp.undo()
+    done = subprocess.run([sys.executable, "-m", "bvr.cli", "ablate", "tiny-masking.yaml", "--data-dir", str(data_dir)],
+                          cwd=work, env=bvr_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
+    log = done.stdout.decode()
+    (work / "ablate.log").write_text(log)
+    with (work / ".git" / "info" / "exclude").open("a") as exclude:  # the user's log, not the run's output
+        exclude.write("ablate.log\n")
+    assert done.returncode == 0, log[-3000:]
     return work
+
+
+def test_a_log_without_a_terminal_has_one_plain_line_per_unit_and_ends_with_the_result(finished, data_dir):
+    """The main job's log had 1,647 carriage returns, 240 cursor-up codes and four bar styles, scores as fractions,
+    and ended on a path and an address; piped, it is one line per unit, then the headline and working addresses."""
+    log = (finished / "ablate.log").read_text()
+    assert "\r" not in log and "\x1b" not in log and "━" not in log and "it/s" not in log  # no bar, no code
+    assert "\n\n" not in log  # nor the blank lines a hidden tokenizers bar leaves
+    plan = make_plan(finished / "tiny-masking.yaml", data_dir=data_dir, output_dir=finished / "outputs")
+    lines = log.splitlines()
+    for unit in plan.units():  # what it was, how it ended, how long it took
+        mine = [line for line in lines if re.match(rf"{unit}: (done|reused|failed) in ", line)]
+        assert len(mine) == 1 and re.match(rf"{unit}: (done|reused) in \d+\.\d s", mine[0]), (unit, mine)
+    assert not any(line.startswith("▶") for line in lines)  # the "now running" headers are for a terminal
+    probe = next(line for line in lines if line.startswith("probe:static-p0:sst2: done in "))
+    points = r"\d{1,3}\.\d"  # a score in points, as the report has it
+    assert re.search(rf"accuracy {points} \(probe seeds {points}–{points}\), trivial baseline {points}$", probe)
+    finetune = next(line for line in lines if line.startswith("finetune:static-p0:sst2: done in "))
+    assert re.search(r"dev/accuracy median \d{1,3}\.\d \(min \d{1,3}\.\d, max \d{1,3}\.\d\) over 2 seeds", finetune)
+    assert not re.search(r"\b0\.\d{4}\b", log)  # no score as a fraction
+    # The closing lines: the report's headline bullets, the report, the MLflow views and how to open them.
+    report = (finished / "reports" / "tiny-masking" / "report.md").read_text()
+    bullets = [line for line in report.split("## Headline")[1].split("\n## ")[0].splitlines() if line.startswith("- ")]
+    end = lines[lines.index("headline:"):]
+    assert bullets and end[1:1 + len(bullets)] == bullets
+    assert end[1 + len(bullets)] == "report: reports/tiny-masking/report.html"
+    experiment = MlflowClient(tracking_uri(finished)).get_experiment_by_name("tiny-masking").experiment_id
+    assert end[2 + len(bullets):] == [
+        f"MLflow, scores by arm: {view_url(DEFAULT_UI, experiment, SCORES_VIEW)}",
+        f"MLflow, pretraining curves by arm: {view_url(DEFAULT_UI, experiment, CURVES_VIEW)}",
+        "  (start the UI first, in this folder: mlflow ui --backend-store-uri sqlite:///mlflow.db)"]
 
 
 def test_every_unit_runs_and_the_manifest_indexes_mlflow(finished):
@@ -205,6 +241,31 @@ def test_bvr_report_renders_one_ablation_and_the_summary(finished, monkeypatch, 
     assert code == 2 and "no runs of ablation 'masking'" in err and "bvr ablate masking" in err
 
 
+def test_a_moved_clone_reports_into_its_own_store(finished, tmp_path):
+    """MLflow records artifact folders as absolute URIs: a moved or copied clone logged its report into the old
+    folder (or failed where that was gone). Opening the store re-roots them beside it; a database moved without its
+    mlartifacts/ keeps them. `bvr report` runs in a process of its own, as after a `mv` (MLflow caches each run's
+    artifact folder for the life of a process)."""
+    moved = tmp_path / "moved"
+    shutil.copytree(finished, moved)
+    (tmp_path / "db-only").mkdir()
+    shutil.copy(finished / "mlflow.db", tmp_path / "db-only" / "mlflow.db")
+    assert reroot_artifacts(tmp_path / "db-only" / "mlflow.db") == 0
+    before = time.time()
+    done = subprocess.run([sys.executable, "-m", "bvr.cli", "report", "tiny-masking"], cwd=moved, env=bvr_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    parent = Manifest.load(find_manifest("tiny-masking", moved / "outputs")).parent_run_id
+    here, there = MlflowClient(tracking_uri(moved)), MlflowClient(tracking_uri(finished))
+    experiment = here.get_experiment_by_name("tiny-masking")
+    assert experiment.artifact_location == (moved / "mlartifacts" / "tiny-masking").as_uri()
+    runs = here.search_runs([experiment.experiment_id], max_results=1000)
+    assert runs and all(run.info.artifact_uri.startswith(experiment.artifact_location + "/") for run in runs)
+    logged = moved / "mlartifacts" / "tiny-masking" / parent / "artifacts" / "report" / "report.html"
+    assert logged.stat().st_mtime >= before  # this invocation's report, logged here (copytree kept the old time)
+    assert there.get_experiment_by_name("tiny-masking").artifact_location.startswith(finished.as_uri())  # untouched
+
+
 def test_a_second_invocation_trains_nothing(finished, data_dir, monkeypatch, capsys):
     monkeypatch.chdir(finished)
     before = find_runs("tiny-masking", workdir=finished)
@@ -249,7 +310,7 @@ def test_a_partial_run_continues_and_a_failed_unit_is_recorded(data_dir, tmp_pat
         ("static", "sst2"): "done", ("dynamic", "sst2"): "done", ("no-pretraining", "sst2"): "done"}
     assert {v for k, v in status.items() if k[1] == "rte"} == {"failed"}
     assert "pretrain:static" not in out.split("pretrain:dynamic")[1]  # static was not run again
-    assert out.count("reused from the cache") >= 2  # corpus, tokenizer, static's data and pretraining
+    assert out.count(": reused in ") >= 2  # corpus, tokenizer, static's data and pretraining
 
 
 def test_unknown_unit_and_unfair_override_are_refused(tmp_path, monkeypatch, capsys):

@@ -114,6 +114,56 @@ def test_config_show_prints_resolved_yaml(monkeypatch, capsys):
     assert shown["training"]["learning_rate"] == 1e-3
 
 
+PLAN_ONLY = {"status": "picks a manifest by its preset", "pipeline": "writes dvc.yaml for an ablation and preset"}
+"""Commands with --preset that read no other configuration, and why."""
+
+
+def test_every_command_that_reads_a_configuration_takes_preset_config_and_set():
+    """The README: every command takes the same configuration options. `bvr ablate` had no --config, `bvr probe`
+    and `bvr blimp` flags of their own only."""
+    checked = []
+    for path in all_commands():
+        command = typer.main.get_command(cli.app)
+        for part in path:
+            command = command.commands[part]
+        name, params = " ".join(path), {p.name for p in command.params}
+        if "preset" in params and name not in PLAN_ONLY:
+            assert {"config", "preset", "set_"} <= params, name
+            checked.append(name)
+    assert {"ablate", "report", "probe", "blimp", "pretrain", "finetune", "config show"} <= set(checked)
+
+
+def test_config_show_of_an_ablation_prints_the_arms_the_main_job_runs(monkeypatch, capsys, tmp_path):
+    layer = tmp_path / "more.yaml"
+    layer.write_text("finetune:\n  seeds: 3\n")
+    code, out, _ = run_main(monkeypatch, capsys, "config", "show", "masking", "--preset", "tiny", "--config",
+                            str(layer), "--set", "evaluate.blimp.per_paradigm=20")
+    assert code in (0, None)
+    shown = yaml.safe_load(out)
+    assert (shown["ablation"], shown["preset"], shown["pretrain_seeds"]) == ("masking", "tiny", list(range(8)))
+    assert list(shown["arms"]) == ["static", "dynamic", "no-pretraining"] and len(shown["models"]) == 24
+    assert [arm["masking"]["mode"] for arm in shown["arms"].values()] == ["static", "dynamic", "dynamic"]
+    static = shown["arms"]["static"]  # the experiment's tiny block over the tiny preset, then the file, then --set
+    assert static["corpus"]["max_documents"] == 250 and static["training"]["max_steps"] == 300
+    assert shown["finetune_seeds"] == [0, 1, 2] and static["evaluate"]["blimp"]["per_paradigm"] == 20
+
+
+def test_a_config_file_laid_over_an_ablation_names_its_line_in_an_error(monkeypatch, capsys, tmp_path):
+    layer = tmp_path / "layer.yaml"
+    layer.write_text("finetune:\n  seeds: 2\nmasking:\n  mode: static\n")
+    code, _, err = run_main(monkeypatch, capsys, "ablate", "masking", "--preset", "tiny", "--config", str(layer))
+    assert code == 2 and f"{layer}:4: masking.mode: this key is what the arms differ in" in err
+    code, _, err = run_main(monkeypatch, capsys, "config", "show", "masking", "--config", str(tmp_path / "none.yaml"))
+    assert code == 2 and "none.yaml: config file not found" in err
+
+
+def test_probe_and_blimp_flags_are_shorthands_for_the_evaluate_keys(monkeypatch, capsys):
+    code, _, err = run_main(monkeypatch, capsys, "probe", "model", "--task", "sst2", "--seeds", "0")
+    assert code == 2 and "--seeds: evaluate.probes.seeds: expected an integer >= 1, got 0" in err
+    code, _, err = run_main(monkeypatch, capsys, "blimp", "model", "--set", "evaluate.blimp.per_paradigm=0")
+    assert code == 2 and "--set evaluate.blimp.per_paradigm=0: evaluate.blimp.per_paradigm: expected" in err
+
+
 def test_finetune_takes_the_config_options_of_every_command():
     params = {p.name: p for p in typer.main.get_command(cli.app).commands["finetune"].params}
     assert {"config", "preset", "set_"} <= set(params)

@@ -398,7 +398,7 @@ def test_seeds_are_nested_runs_with_tags_and_metrics(rte_run, workdir, bert, dat
         history = MlflowClient(tracking_uri(workdir)).get_metric_history(run.info.run_id, "dev/accuracy")
         assert len(history) == 2
     text = describe(result)
-    assert "median" in text and "trivial baseline: dev/accuracy 0.5000" in text and "read 3 of 3 rows" in text
+    assert "median" in text and "trivial baseline: dev/accuracy 50.0" in text and "read 3 of 3 rows" in text
 
 
 def test_a_second_call_reuses_finished_seeds(rte_run, bert, data_dir, workdir):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -489,10 +490,12 @@ def test_bad_caps_and_seeds(bert, data_dir):
 def test_cli_prints_the_table_and_writes_json(bert, data_dir, tmp_path):
     out = tmp_path / "probe.json"
     result = CliRunner().invoke(cli.app, ["probe", "--task", "sst2", str(bert.parent), "--data-dir", str(data_dir),
-                                          "--seeds", "2", "--features", "cls,mean", "--max-train-examples", "30",
-                                          "--json", str(out), "--no-progress"])
+                                          "--set", "evaluate.probes.seeds=2", "--features", "cls,mean",
+                                          "--max-train-examples", "30", "--json", str(out), "--no-progress"])
     assert result.exit_code == 0, result.output
     assert "median" in result.output and "seed 1" in result.output and "baseline" in result.output
+    mean = next(line.split() for line in result.output.splitlines() if line.strip().startswith("mean"))
+    assert all(re.fullmatch(r"\d{1,3}\.\d", value) for value in mean[1:4])  # median and two seeds, in points
     assert any(line.strip().startswith("bow") and "bag of words" in line for line in result.output.splitlines())
     assert all(any(line.strip().startswith(kind) for line in result.output.splitlines()) for kind in ("cls", "mean"))
     saved = json.loads(out.read_text())

@@ -3,7 +3,9 @@ Trainer factory, and the losses in bvr.model.losses."""
 
 from __future__ import annotations
 
+import io
 import math
+import sys
 
 import lightning as L
 import pytest
@@ -11,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from lightning.pytorch.callbacks import ModelCheckpoint
 from mlflow import MlflowClient
+from rich.progress import Task
 from torch import nn
 
 from bvr.checkpoints import AtomicCheckpointIO
@@ -28,7 +31,7 @@ from bvr.training import (
     resolve_strategy,
     training_logger,
 )
-from bvr.training.trainer import StepTQDMBar
+from bvr.training.trainer import EpochBar, StepRichBar
 
 
 class Tiny(nn.Module):
@@ -238,26 +241,57 @@ class _Steps(L.LightningModule):
         return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.ones(8, 1)), batch_size=2)
 
 
-def test_the_step_bar_counts_steps_to_max_steps_across_epochs_and_a_resume(tmp_path, capsys):
+class _Terminal(io.StringIO):
+    """Standard output that says it is a terminal: rich draws its bars into it."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def _bar_trainer(tmp_path, **kwargs) -> L.Trainer:
+    return build_trainer(tmp_path, logger=False, precision="32-true", accelerator="cpu", grad_clip=0.0,
+                         log_every_steps=1, progress=True, **kwargs)
+
+
+def test_without_a_terminal_no_bar_is_drawn(tmp_path, capfd):
+    """A bar redrawn in a file is carriage returns and cursor codes (the main job's log held 1,647 and 240)."""
+    trainer = _bar_trainer(tmp_path, max_steps=6, sampler_per_rank=True, step_progress_bar=True)
+    assert trainer.progress_bar_callback is None
+    trainer.fit(_Steps())
+    out, err = capfd.readouterr()
+    assert "\r" not in out + err and "\x1b" not in out + err and "steps" not in out + err
+
+
+def test_the_step_bar_counts_steps_to_max_steps_across_epochs_and_a_resume(tmp_path, monkeypatch):
     """Lightning's bar restarts each epoch and has no total after a mid-epoch resume ("2/?"); the step bar shows
-    global_step / max_steps throughout."""
+    global_step / max_steps throughout, under the epoch counted from 1."""
+    monkeypatch.setattr(sys, "stdout", _Terminal())
 
-    def fit(max_steps: int, ckpt: str | None = None) -> L.Trainer:
-        trainer = build_trainer(tmp_path, logger=False, precision="32-true", accelerator="cpu", grad_clip=0.0,
-                                log_every_steps=1, progress=True, max_steps=max_steps, checkpoint_every_steps=1,
-                                sampler_per_rank=True, step_progress_bar=True)
-        [bar] = [c for c in trainer.callbacks if isinstance(c, StepTQDMBar)]  # not a terminal: the text bar
+    def fit(max_steps: int, ckpt: str | None = None) -> Task:
+        trainer = _bar_trainer(tmp_path, max_steps=max_steps, checkpoint_every_steps=1, sampler_per_rank=True,
+                               step_progress_bar=True)
+        bar = trainer.progress_bar_callback
+        assert isinstance(bar, StepRichBar)
         trainer.fit(_Steps(), ckpt_path=ckpt)
-        assert (bar.train_progress_bar.n, bar.train_progress_bar.total) == (max_steps, max_steps)
-        return trainer
+        return bar.progress.tasks[bar.train_progress_bar_id]
 
-    fit(6)  # one epoch and a half
-    first = capsys.readouterr().out
-    assert "6/6" in first and "/4" not in first and "steps (epoch 1)" in first
-    assert "Epoch" not in first and "v_num" not in first  # one bar, renamed per epoch, without the logger version
-    fit(10, str(tmp_path / "checkpoints" / "last.ckpt"))  # resumed mid-epoch at step 6
-    resumed = capsys.readouterr().out
-    assert "10/10" in resumed and "/?" not in resumed and "6/10" in resumed  # a total from the first line
+    first = fit(6)  # one epoch and a half
+    assert (first.completed, first.total, first.description) == (6, 6, "steps (epoch 2)")
+    assert "v_num" not in sys.stdout.getvalue()  # the logger's version is no measurement
+    resumed = fit(10, str(tmp_path / "checkpoints" / "last.ckpt"))  # resumed mid-epoch at step 6
+    assert (resumed.completed, resumed.total, resumed.description) == (10, 10, "steps (epoch 3)")
+
+
+def test_the_epoch_bar_counts_epochs_as_configured(tmp_path, monkeypatch):
+    """Lightning's bar said "Epoch 1/1" in the last of two epochs; fine-tuning's says "epoch 2/2"."""
+    monkeypatch.setattr(sys, "stdout", _Terminal())
+    trainer = _bar_trainer(tmp_path, max_epochs=2)
+    bar = trainer.progress_bar_callback
+    assert isinstance(bar, EpochBar)
+    trainer.fit(_Steps())
+    task = bar.progress.tasks[bar.train_progress_bar_id]
+    assert (task.description.strip(), task.completed, task.total) == ("epoch 2/2", 4, 4)
+    assert "Epoch" not in sys.stdout.getvalue()
 
 
 def test_bf16_mixed_with_fused_adamw_clips_the_gradients(tmp_path):

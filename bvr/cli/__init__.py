@@ -20,6 +20,7 @@ from bvr.cli import ablate, data, evaluate, train
 from bvr.cli.options import err_console, state
 from bvr.errors import BvrError
 from bvr.memory import keep_freed_memory
+from bvr.progress import silence_other_bars
 from bvr.resources import write_error
 from bvr.signals import Terminated, handle_sigterm
 
@@ -78,6 +79,7 @@ def _main(
     state["debug"] = debug
     state["command"] = ctx.invoked_subcommand if ctx is not None else None  # None: called as a function
     keep_freed_memory()  # before anything allocates: training and scoring reuse freed memory (bvr.memory)
+    silence_other_bars()  # one style of progress bar, bvr's (bvr.progress)
     if not (verbose or debug):
         import logging
 

@@ -10,7 +10,15 @@ from typing import Annotated, Any
 import typer
 
 from bvr.ablation.plan import UnitKind
-from bvr.cli.options import EXPERIMENTS_HELP, DataDirOpt, OutputDirOpt, console, data_dir_or_env, one_of
+from bvr.cli.options import (
+    EXPERIMENTS_HELP,
+    DataDirOpt,
+    OutputDirOpt,
+    Overrides,
+    console,
+    data_dir_or_env,
+    one_of,
+)
 from bvr.config import preset_names
 from bvr.display import duration
 from bvr.errors import BvrError
@@ -28,6 +36,12 @@ AblationSetOpt = Annotated[list[str] | None, typer.Option("--set", "-s", help="O
                                                           "the arms differ in).")]
 
 
+AblationConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML file of config sections laid "
+                                                        "over every arm and the control, as one --set per key "
+                                                        "(before the --set options; not a key the arms differ "
+                                                        "in).")]
+
+
 UiUrlOpt = Annotated[str | None, typer.Option("--ui-url", help="Address of the MLflow UI "
                                               "that run ids in the report link to, as `mlflow ui` prints it (e.g. "
                                               "http://127.0.0.1:5000). Default: BVR_MLFLOW_UI, else the tracking "
@@ -35,16 +49,18 @@ UiUrlOpt = Annotated[str | None, typer.Option("--ui-url", help="Address of the M
                                               "text.")]
 
 
-def _plan(name: str, preset: str | None, set_: list[str] | None, data_dir: Path | None, output_dir: Path | None):
+def _plan(name: str, preset: str | None, overrides: Overrides, data_dir: Path | None, output_dir: Path | None):
     from bvr.ablation.plan import make_plan
 
-    return make_plan(name, preset=preset, overrides=set_, data_dir=data_dir_or_env(data_dir),
-                     output_dir=output_dir or Path("outputs"))
+    with overrides.located():
+        return make_plan(name, preset=preset, overrides=overrides.texts, data_dir=data_dir_or_env(data_dir),
+                         output_dir=output_dir or Path("outputs"))
 
 
 def ablate_cmd(
     name: AblationArg,
     preset: AblationPresetOpt = None,
+    config: AblationConfigOpt = None,
     set_: AblationSetOpt = None,
     only: Annotated[list[str] | None, typer.Option("--only", help="Run just this unit (repeatable): KIND, "
                                                    f"KIND:NAME or KIND:NAME:TASK with KIND one of {UNIT_KINDS_HELP}, "
@@ -53,7 +69,8 @@ def ablate_cmd(
     stage_dir: Annotated[Path | None, typer.Option("--stage-dir", help="Also write each unit's products here "
                                                    "for DVC to track (pipeline/NAME).")] = None,
     report: Annotated[bool, typer.Option("--report/--no-report", help="Render reports/NAME at the end.")] = True,
-    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Progress bars.")] = True,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Progress bars (on a terminal only; "
+                                           "a log gets one line per finished unit).")] = True,
     ui_url: UiUrlOpt = None,
     data_dir: DataDirOpt = None,
     output_dir: OutputDirOpt = None,
@@ -67,7 +84,8 @@ def ablate_cmd(
     from bvr.runner.dvc import join_pipeline, record_lock
     from bvr.runner.run import run_ablation
 
-    plan = _plan(name, preset, set_, data_dir, output_dir)
+    overrides = Overrides.of(config, set_)
+    plan = _plan(name, preset, overrides, data_dir, output_dir)
     joined = None if only or stage_dir or not report else join_pipeline(plan, Path.cwd())  # dvc.yaml runs this plan
     result = run_ablation(plan, only=only, stage_dir=stage_dir or (joined and joined.stage_dir), report=report,
                           progress=progress, console=console, ui_url=ui_url)
@@ -78,12 +96,19 @@ def ablate_cmd(
     console.print(f"ablation {plan.name}: {ran} unit(s) run, {reused} reused, in {duration(result.seconds)}",
                   highlight=False)
     if result.report is not None:
-        console.print(f"report: {result.report.html}", highlight=False)
-        _print_views(plan.experiment, ui_url)
+        _print_outcome(result.report, plan.experiment, ui_url)
     elif not only:  # the same --preset, --set and folders pick this invocation's manifest (a smoke run's, say)
-        options = _plan_options(plan.preset, set_, data_dir, output_dir)
+        options = _plan_options(plan.preset, overrides.texts, data_dir, output_dir)
         console.print("next: " + shlex.join(["bvr", "report", name, *options]), markup=False, highlight=False,
                       soft_wrap=True)
+
+
+def _print_outcome(report: Any, experiment: str, ui_url: str | None) -> None:
+    """The closing lines: the report's headline, where the report is, and the MLflow addresses."""
+    _print_headline(report)
+    state = "" if report.complete else f" (partial: {len(report.missing)} item(s) missing)"
+    console.print(f"report: {report.html}{state}", markup=False, highlight=False, soft_wrap=True)
+    _print_views(experiment, ui_url)
 
 
 def _plan_options(preset: str | None, overrides: list[str] | None, data_dir: str | Path | None,
@@ -109,30 +134,51 @@ def _experiment_arg(name: str, manifest: Any) -> str:
     return manifest.source
 
 
+def _print_headline(report: Any) -> None:
+    """The report's headline bullets, as its Headline section has them."""
+    if report.headlines:
+        console.print("headline:", highlight=False)
+    for line in report.headlines:
+        console.print(f"- {line}", markup=False, highlight=False, soft_wrap=True)
+
+
 def _print_views(experiment: str, ui_url: str | None) -> None:
-    """Where to read the comparison in the MLflow UI: the saved views' addresses, or how to open them."""
+    """Where to read the comparison in the MLflow UI: the saved views' addresses, and how to start the UI when none
+    is running at a known address."""
     from bvr.report.cells import ui_base
     from bvr.tracking import CURVES_VIEW, DEFAULT_UI, SCORES_VIEW, store_client, tracking_uri, view_url
 
     uri = tracking_uri(Path.cwd())
     found = store_client(uri).get_experiment_by_name(experiment)
-    base = ui_base(uri, ui_url)
     if found is None:
         return
-    if base is None:
-        console.print(f"MLflow: run `mlflow ui --backend-store-uri {uri}`, then open "
-                      f"{view_url(DEFAULT_UI, found.experiment_id, SCORES_VIEW)} (scores by arm; pretraining curves "
-                      f"by arm: {view_url(DEFAULT_UI, found.experiment_id, CURVES_VIEW)})",
-                      highlight=False, soft_wrap=True)
-        return
+    base = ui_base(uri, ui_url)
     for what, key in (("scores by arm", SCORES_VIEW), ("pretraining curves by arm", CURVES_VIEW)):
-        console.print(f"MLflow, {what}: {view_url(base, found.experiment_id, key)}", highlight=False, soft_wrap=True)
+        console.print(f"MLflow, {what}: {view_url(base or DEFAULT_UI, found.experiment_id, key)}", highlight=False,
+                      markup=False, soft_wrap=True)
+    if base is None:
+        console.print(f"  (start the UI first, in this folder: mlflow ui --backend-store-uri {ui_store(uri)})",
+                      highlight=False, markup=False, soft_wrap=True)
+
+
+def ui_store(uri: str, cwd: Path | None = None) -> str:
+    """The store as `mlflow ui` takes it, run from ``cwd``: the default store relative to it (the command then works
+    in a moved or copied clone), any other as it is.
+
+    >>> ui_store("sqlite:////home/me/bvr/mlflow.db", Path("/home/me/bvr")), ui_store("http://h:5000", Path("/x"))
+    ('sqlite:///mlflow.db', 'http://h:5000')
+    """
+    from bvr.tracking.store import DEFAULT_DB
+
+    folder = cwd or Path.cwd()
+    return f"sqlite:///{DEFAULT_DB}" if uri == f"sqlite:///{(folder / DEFAULT_DB).resolve()}" else uri
 
 
 def report_cmd(
     name: Annotated[str | None, typer.Argument(help="Ablation to report (default with --all: every ablation "
                                                "that has runs).")] = None,
     preset: AblationPresetOpt = None,
+    config: AblationConfigOpt = None,
     set_: AblationSetOpt = None,
     all_: Annotated[bool, typer.Option("--all", help="Also (or only) write the summary across ablations, "
                                        "reports/index.html.")] = False,
@@ -149,8 +195,8 @@ def report_cmd(
 ) -> None:
     """Render reports/NAME (report.md, report.html, figures, metrics.json, plots) from the ablation's MLflow runs.
 
-    Without --preset or --set, reports the ablation's most recent invocation. Units not finished yet are listed
-    as missing. The report is also logged to the ablation's parent MLflow run.
+    Without --preset, --config or --set, reports the ablation's most recent invocation. Units not finished yet are
+    listed as missing. The report is also logged to the ablation's parent MLflow run.
     """
     from bvr.ablation.manifest import Manifest, find_manifest, latest_manifests
     from bvr.report.render import render_report, render_summary
@@ -159,8 +205,9 @@ def report_cmd(
     if name is None and not all_:
         raise BvrError("name an ablation or pass --all", where="report",
                        hint="e.g. bvr report masking --preset tiny")
+    overrides = Overrides.of(config, set_)
     if name is not None:
-        plan = _plan(name, preset, set_, data_dir, outputs) if preset is not None or set_ else None
+        plan = _plan(name, preset, overrides, data_dir, outputs) if preset is not None or overrides.texts else None
         path = plan.manifest_path if plan is not None else find_manifest(name, outputs)
         if not path.is_file():
             raise BvrError(f"no runs of ablation '{name}' with these settings ({path})", where="report",
@@ -171,6 +218,7 @@ def report_cmd(
                       highlight=False)
         for line in result.missing:
             console.print(f"  missing: {line}", markup=False, highlight=False)
+        _print_headline(result)
         if browser_check is not None:
             _browser_check(Manifest.load(path), browser_check)
     if all_:
@@ -263,7 +311,7 @@ def pipeline_cmd(
     if str(output) != "-" and not output.parent.is_dir():
         raise BvrError(f"folder {output.parent} does not exist", where=f"--output {output}",
                        hint="give a file in the repository's root folder (dvc.yaml and .dvc/ sit there)")
-    plan = _plan(name, preset, None, None, None)
+    plan = _plan(name, preset, Overrides(), None, None)
     text = render_pipeline(plan, Path.cwd(), output="dvc.yaml" if str(output) == "-" else str(output))
     if str(output) == "-":
         sys.stdout.write(text)

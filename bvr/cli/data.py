@@ -11,27 +11,62 @@ import typer
 from rich.table import Table
 
 from bvr.cli.options import (
+    EXPERIMENTS_HELP,
     FAMILIES_HELP,
     FORMATS_HELP,
     ConfigOpt,
     DataDirOpt,
     OutputDirOpt,
+    Overrides,
     PresetOpt,
     SetOpt,
     console,
+    data_dir_or_env,
     load,
 )
 from bvr.errors import BvrError
 
 
-def config_show(config: ConfigOpt = None, preset: PresetOpt = None, set_: SetOpt = None,
-                data_dir: DataDirOpt = None, output_dir: OutputDirOpt = None) -> None:
+def config_show(
+    ablation: Annotated[str | None, typer.Argument(help=f"An ablation ({EXPERIMENTS_HELP}, or an experiment file): "
+                                                   "print its arms' resolved configurations, as `bvr ablate` runs "
+                                                   "them with the same options.")] = None,
+    config: ConfigOpt = None, preset: PresetOpt = None, set_: SetOpt = None,
+    data_dir: DataDirOpt = None, output_dir: OutputDirOpt = None,
+) -> None:
     """Print the resolved configuration (defaults, preset, file and --set applied) as YAML, the finetune and
-    evaluate sections included."""
+    evaluate sections included; with an ablation, each arm's, as `bvr ablate ABLATION` with the same options runs
+    it (`bvr config show masking --preset tiny`: the main job).
+
+    Without an ablation the preset is experiments/presets/PRESET.yaml; an ablation's own presets block adds to it.
+    """
     import yaml
 
-    cfg = load(config, preset, set_, data_dir, output_dir)
-    console.print(yaml.safe_dump(cfg.to_dict(), sort_keys=False), end="", markup=False, highlight=False)
+    if ablation is not None:
+        arms = _ablation_arms(ablation, config, preset, set_, data_dir, output_dir)
+        text = yaml.safe_dump(arms, sort_keys=False, default_flow_style=None, width=1_000_000)
+    else:
+        cfg = load(config, preset, set_, data_dir, output_dir)
+        text = yaml.safe_dump(cfg.to_dict(), sort_keys=False)
+    console.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+
+
+def _ablation_arms(name: str, config: Path | None, preset: str | None, overrides: list[str] | None,
+                   data_dir: Path | None, output_dir: Path | None) -> dict:
+    """An ablation's plan as YAML data: its name, preset, pretraining seeds and models, then each arm's resolved
+    configuration (at the first pretraining seed; the others differ only in training.seed)."""
+    from bvr.ablation.plan import make_plan
+
+    layered = Overrides.of(config, overrides)
+    with layered.located():
+        plan = make_plan(name, preset=preset, overrides=layered.texts, data_dir=data_dir_or_env(data_dir),
+                         output_dir=output_dir or Path("outputs"))
+    arms: dict[str, dict] = {}
+    for arm in plan.arms:
+        arms.setdefault(arm.arm, arm.config.to_dict())  # at the first pretraining seed
+    return {"ablation": plan.name, "preset": plan.preset, "pretrain_seeds": plan.ablation.pretrain_seeds,
+            "models": [arm.label for arm in plan.arms], "finetune_tasks": plan.tasks, "finetune_seeds": plan.seeds,
+            "arms": arms}
 
 
 def tokenizer_train(config: ConfigOpt = None, preset: PresetOpt = None, set_: SetOpt = None,

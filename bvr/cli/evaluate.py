@@ -9,7 +9,18 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from bvr.cli.options import DataDirOpt, console, data_dir_or_env, folder_option, tasks_help
+from bvr.cli.options import (
+    ConfigOpt,
+    DataDirOpt,
+    PresetOpt,
+    SetOpt,
+    console,
+    data_dir_or_env,
+    folder_option,
+    load,
+    shorthands,
+    tasks_help,
+)
 from bvr.config import PROBE_KINDS, SENTENCE_FEATURES, TOKEN_FEATURES
 from bvr.display import duration
 from bvr.errors import BvrError
@@ -22,28 +33,34 @@ def probe_cmd(
     checkpoint: Annotated[Path, typer.Argument(help="A bvr run folder (pretrain-* or init-*), its model/ folder, or "
                                                "a Hugging Face BERT/RoBERTa folder.")],
     task: Annotated[str, typer.Option("--task", "-t", help=f"Task: {PROBE_TASKS_HELP}.")],
-    seeds: Annotated[int, typer.Option("--seeds", help="Probe seeds 0 to N-1; a seed only draws the training "
-                                       "subsample (the encoder is frozen and the fit deterministic).")] = 3,
-    features: Annotated[list[str] | None, typer.Option("--features", "-f", help="Feature kinds (repeatable or "
-                                                       f"comma-separated): {', '.join(SENTENCE_FEATURES)} for "
-                                                       f"sentence tasks; {', '.join(TOKEN_FEATURES)} for tagging. "
-                                                       "Default: all.")] = None,
-    max_train_examples: Annotated[int | None, typer.Option("--max-train-examples", help="Training examples "
+    seeds: Annotated[int | None, typer.Option("--seeds", help="Probe seeds 0 to N-1: shorthand for --set "
+                                              "evaluate.probes.seeds=N (default 3); a seed only draws the training "
+                                              "subsample (the encoder is frozen and the fit deterministic).")] = None,
+    features: Annotated[list[str] | None, typer.Option("--features", "-f", help="Feature kinds to fit and print "
+                                                       "(repeatable or comma-separated): "
+                                                       f"{', '.join(SENTENCE_FEATURES)} for sentence tasks; "
+                                                       f"{', '.join(TOKEN_FEATURES)} for tagging. Default: "
+                                                       "all.")] = None,
+    max_train_examples: Annotated[int | None, typer.Option("--max-train-examples", help="Shorthand for --set "
+                                                           "evaluate.probes.max_train_examples=N: training examples "
                                                            "(sentences for conll2003) each seed draws from the "
-                                                           "train file; default: all.")] = None,
-    max_eval_examples: Annotated[int | None, typer.Option("--max-eval-examples", help="Dev examples scored: the "
-                                                          "same fixed subset for every model and seed; default: "
-                                                          "all.")] = None,
-    heldout_examples: Annotated[int | None, typer.Option("--heldout-examples", help="Also set this many training "
-                                                         "examples aside (the same for every model and seed), "
-                                                         "train on the rest, and score on them too: a larger test "
-                                                         "set than a small dev split.")] = None,
+                                                           "train file (default 4000; null: all).")] = None,
+    max_eval_examples: Annotated[int | None, typer.Option("--max-eval-examples", help="Shorthand for --set "
+                                                          "evaluate.probes.max_eval_examples=N: dev examples "
+                                                          "scored, the same fixed subset for every model and seed "
+                                                          "(default: all).")] = None,
+    heldout_examples: Annotated[int | None, typer.Option("--heldout-examples", help="Shorthand for --set "
+                                                         "evaluate.probes.heldout_examples=N: also set this many "
+                                                         "training examples aside (the same for every model and "
+                                                         "seed), train on the rest, and score on them too: a larger "
+                                                         "test set than a small dev split.")] = None,
     from_scratch: Annotated[bool, typer.Option("--from-scratch", help="No-pretraining control: a randomly "
                                                "initialised encoder of the checkpoint's shape.")] = False,
     json_file: Annotated[Path | None, typer.Option("--json", help="Also write every score, the baseline and the "
                                                    "timings to this JSON file.")] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Progress bar over feature "
-                                           "extraction.")] = True,
+                                           "extraction (on a terminal only).")] = True,
+    config: ConfigOpt = None, preset: PresetOpt = None, set_: SetOpt = None,
     data_dir: DataDirOpt = None,
 ) -> None:
     """Linear probes on frozen features (BERT section 5.3): how much a task is linearly readable from an encoder.
@@ -52,18 +69,23 @@ def probe_cmd(
     the mean over its tokens (mean) or the means of the last four layers concatenated (last4); for conll2003, each
     word's first sub-token (last, last4). A logistic regression (ridge for stsb) on standardised features, its L2
     strength chosen on 10% of the training examples held out, is scored on dev with the task's headline metric.
-    Prints the median and every seed beside the majority-class baseline.
+    Prints the median and every seed, in points, beside the majority-class baseline. Seeds and sample sizes are the
+    configuration's evaluate.probes keys, as an ablation's probes have them.
     """
     from bvr.evaluation.probe import describe, run_probe
     from bvr.pretrained import load_pretrained
 
     kinds = [kind.strip() for value in features for kind in value.split(",") if kind.strip()] if features else None
-    if seeds < 1:
-        raise BvrError(f"must be at least 1, got {seeds}", where="--seeds")
+    flags = shorthands({"--seeds": ("evaluate.probes.seeds", seeds),
+                        "--max-train-examples": ("evaluate.probes.max_train_examples", max_train_examples),
+                        "--max-eval-examples": ("evaluate.probes.max_eval_examples", max_eval_examples),
+                        "--heldout-examples": ("evaluate.probes.heldout_examples", heldout_examples)})
+    with flags.located():
+        probes = load(config, preset, [*flags.texts, *(set_ or [])], data_dir, None).evaluate.probes
     pretrained = load_pretrained(checkpoint, need_mlm_head=False)  # a probe reads the encoder only
-    result = run_probe(pretrained, task, data_dir=data_dir, seeds=list(range(seeds)), features=kinds,
-                       max_train_examples=max_train_examples, max_eval_examples=max_eval_examples,
-                       heldout_examples=heldout_examples, from_scratch=from_scratch, progress=progress)
+    result = run_probe(pretrained, task, data_dir=data_dir, seeds=list(range(probes.seeds)), features=kinds,
+                       max_train_examples=probes.max_train_examples, max_eval_examples=probes.max_eval_examples,
+                       heldout_examples=probes.heldout_examples, from_scratch=from_scratch, progress=progress)
     console.print(describe(result), markup=False, highlight=False, soft_wrap=True)  # a table: never wrapped
     if json_file is not None:
         json_file.write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
@@ -78,14 +100,16 @@ def blimp_cmd(
                                                   help="Data folder holding blimp/ (data/*.jsonl and "
                                                   "models_summary.jsonl), or the BLiMP folder itself. Env: "
                                                   "BVR_DATA_DIR.")] = None,
-    per_paradigm: Annotated[int | None, typer.Option("--per-paradigm", "-n", min=1,
-                                                     help="Score a fixed subsample of N pairs per paradigm (default: "
-                                                     "all 1,000). The same --seed gives every model the same "
-                                                     "pairs.")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Which subsample --per-paradigm takes.")] = 0,
+    per_paradigm: Annotated[int | None, typer.Option("--per-paradigm", "-n", help="Shorthand for --set "
+                                                     "evaluate.blimp.per_paradigm=N: score a fixed subsample of N "
+                                                     "pairs per paradigm (default 100; null: all 1,000). The same "
+                                                     "--seed gives every model the same pairs.")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Shorthand for --set evaluate.blimp.seed=N: which "
+                                             "subsample --per-paradigm takes (default 0).")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write the metrics, each paradigm and every "
                                                   "pair's scores and correctness (for paired comparisons between "
                                                   "models) to this JSON file.")] = None,
+    config: ConfigOpt = None, preset: PresetOpt = None, set_: SetOpt = None,
 ) -> None:
     """Zero-shot BLiMP: how often the model prefers the grammatical sentence of each of 67 paradigms' minimal pairs.
 
@@ -93,10 +117,16 @@ def blimp_cmd(
     log-probabilities of the true tokens); a pair is right when the good sentence scores strictly higher (ties are
     wrong). Prints the macro accuracy (mean over paradigms, as the BLiMP paper reports it) beside the paper's 5-gram,
     LSTM, Transformer-XL and GPT-2 and chance (50%), then the accuracy per linguistic term. The full set is 134,000
-    sentences; --per-paradigm 100 takes a tenth of the time.
+    sentences; the default, evaluate.blimp.per_paradigm (100 pairs per paradigm, as an ablation scores), a tenth.
     """
     from bvr.evaluation.blimp import evaluate_blimp
     from bvr.pretrained import load_pretrained
+
+    flags = shorthands({"--per-paradigm": ("evaluate.blimp.per_paradigm", per_paradigm),
+                        "--seed": ("evaluate.blimp.seed", seed)})
+    with flags.located():
+        blimp = load(config, preset, [*flags.texts, *(set_ or [])], None, None).evaluate.blimp
+    per_paradigm, seed = blimp.per_paradigm, blimp.seed
 
     folder = data_dir_or_env(data_dir)
     if folder is None:

@@ -8,7 +8,9 @@ the help must not load torch or Lightning.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -117,3 +119,73 @@ def data_dir_or_env(value: Path | None) -> Path | None:
         return value
     env = os.environ.get("BVR_DATA_DIR")
     return folder_option("data folder (BVR_DATA_DIR)")(Path(env)) if env else None
+
+
+@dataclass
+class Overrides:
+    """``--config FILE`` and ``--set`` of a command whose configuration is an ablation's (``bvr ablate``, ``bvr
+    report``, ``bvr config show NAME``): the file's keys as ``--set`` texts first, then the ``--set`` given.
+
+    An ablation layers ``--set`` over every arm and the control; a file of config sections is the same layer, one
+    ``--set`` per key, so that the manifest records it and the commands `bvr status` prints repeat it without the
+    file. An error about one of the file's keys names the file and line (:meth:`located`).
+    """
+
+    texts: list[str] = field(default_factory=list)
+    origins: dict[str, str] = field(default_factory=dict)
+    """Dotted key -> where it was set (``file:line``, an option), for the keys an error should name that way."""
+
+    @classmethod
+    def of(cls, config: Path | None, overrides: list[str] | None) -> Overrides:
+        """Read ``config`` (None: no file) and put ``overrides`` after it.
+
+        Raises:
+            BvrError: the file is missing or not a YAML mapping (naming it and the line).
+        """
+        from bvr.config import flatten, read_yaml
+
+        if config is None:
+            return cls(list(overrides or []))
+        if not config.is_file():
+            raise BvrError("config file not found", where=config, hint="give a YAML file of config sections")
+        data, lines = read_yaml(config)
+        flat = flatten(data)
+        given = {text.partition("=")[0].strip() for text in overrides or []}  # an error there names the --set
+        origins = {key: lines.get(key, str(config)) for key in flat if key not in given}
+        return cls([*(f"{key}={yaml_value(value)}" for key, value in flat.items()), *(overrides or [])], origins)
+
+    @contextmanager
+    def located(self) -> Iterator[None]:
+        """Inside, an error at ``--set KEY...`` of one of :attr:`origins`' keys names the key's origin instead."""
+        try:
+            yield
+        except BvrError as err:
+            head, _, tail = (err.where or "").partition(": ")
+            key = head.removeprefix("--set ").partition("=")[0]
+            if not head.startswith("--set ") or key not in self.origins:
+                raise
+            raise BvrError(err.message, where=f"{self.origins[key]}: {tail or key}", hint=err.hint) from None
+
+
+def shorthands(flags: dict[str, tuple[str, Any]]) -> Overrides:
+    """Command options that stand for config keys, as ``--set`` texts: ``{"--seeds": ("evaluate.probes.seeds", 5)}``
+    gives ``evaluate.probes.seeds=5``; an option not given (None) sets nothing. An error names the option.
+
+    >>> shorthands({"--seeds": ("evaluate.probes.seeds", 5), "--seed": ("evaluate.blimp.seed", None)}).texts
+    ['evaluate.probes.seeds=5']
+    """
+    given = {flag: (key, value) for flag, (key, value) in flags.items() if value is not None}
+    return Overrides([f"{key}={yaml_value(value)}" for key, value in given.values()],
+                     {key: flag for flag, (key, _) in given.items()})
+
+
+def yaml_value(value: Any) -> str:
+    """A value as ``--set`` reads it back (YAML, on one line).
+
+    >>> yaml_value("static"), yaml_value([0.8, 0.1, 0.1]), yaml_value(None), yaml_value("yes")
+    ('static', '[0.8, 0.1, 0.1]', 'null', "'yes'")
+    """
+    import yaml
+
+    text = yaml.safe_dump(value, default_flow_style=True, width=1_000_000).strip()
+    return text.removesuffix("...").strip()

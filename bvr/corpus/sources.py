@@ -6,11 +6,10 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
 
-from rich.progress import track
-
 from bvr.corpus.hf_reader import read_hf_dataset
 from bvr.corpus.readers import id_root, read_plain_text, read_wikiextractor, read_wikitext, resolve_files
 from bvr.corpus.stats import CorpusStats, Document
+from bvr.progress import track
 
 
 @dataclass(frozen=True)
@@ -27,14 +26,14 @@ def _wikiextractor_source(
     path: str | Path, stats: CorpusStats, options: SourceOptions
 ) -> Generator[Document, None, None]:
     """Documents from WikiExtractor files, with a progress bar over files."""
-    files = track(resolve_files(Path(path)), description="Reading files", disable=not options.progress)
+    files = track(resolve_files(Path(path)), "Reading files", enabled=options.progress)
     yield from read_wikiextractor(files, stats)
 
 
 def _text_source(path: str | Path, stats: CorpusStats, options: SourceOptions) -> Generator[Document, None, None]:
     """Documents from plain text files, with a progress bar over files."""
     path = Path(path).expanduser()
-    files = track(resolve_files(path), description="Reading files", disable=not options.progress)
+    files = track(resolve_files(path), "Reading files", enabled=options.progress)
     yield from read_plain_text(files, stats, root=id_root(path))
 
 
@@ -43,13 +42,13 @@ def _hf_source(path: str | Path, stats: CorpusStats, options: SourceOptions) -> 
     documents = read_hf_dataset(
         str(path), stats, text_column=options.text_column, split=options.hf_split, config_name=options.hf_config
     )
-    yield from track(documents, description="Reading documents", disable=not options.progress)
+    yield from track(documents, "Reading documents", enabled=options.progress)
 
 
 def _wikitext_source(path: str | Path, stats: CorpusStats, options: SourceOptions) -> Generator[Document, None, None]:
     """Articles from WikiText files, with a progress bar over files."""
     path = Path(path).expanduser()
-    files = track(resolve_files(path), description="Reading files", disable=not options.progress)
+    files = track(resolve_files(path), "Reading files", enabled=options.progress)
     yield from read_wikitext(files, stats, root=id_root(path))
 
 

@@ -92,6 +92,8 @@ class ReportResult:
     """One line per planned unit the report could not use, and per disagreement between manifest and store."""
     complete: bool = True
     """Every planned unit is done and found in MLflow, and nothing disagrees."""
+    headlines: list[str] = field(default_factory=list)
+    """The report's headline sentences (:func:`bvr.report.headlines.headlines`), for the command's closing lines."""
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -295,7 +297,7 @@ def render_report(manifest: Manifest, out_dir: Path | None = None, *, workdir: P
         dvc_metrics=[out_dir / DVC_METRICS_DIR / r.relative_to(staging / DVC_METRICS_DIR) for r in rows],
         plots=[out_dir / PLOTS_DIR / p.name for p in plots],
         figures=[out_dir / FIGURES_DIR / f.path.name for f in figures.values()],
-        missing=list(collected.missing), complete=not collected.missing,
+        missing=list(collected.missing), complete=not collected.missing, headlines=headlines(analysis),
     )
     if log_to_mlflow:
         _log(analysis, result)

@@ -59,6 +59,7 @@ from bvr.ablation.plan import Plan, Unit, UnitKind
 from bvr.cache import global_rank, target_lock
 from bvr.display import duration
 from bvr.errors import BvrError
+from bvr.progress import on_terminal
 from bvr.resources import check_writable, write_error
 from bvr.runner.hardware import hardware
 from bvr.runner.stages import adopt_stage_records, copy_tree
@@ -114,6 +115,8 @@ class Runner:
         self.ran: list[str] = []
         self.reused: list[str] = []
         self.failed: dict[str, str] = {}
+        self.notes: list[str] = []
+        """What the unit running now found (its key number), for its closing line (:meth:`note`)."""
 
     def save(self) -> None:
         if self.rank == 0:
@@ -121,7 +124,7 @@ class Runner:
 
     def say(self, text: str) -> None:
         if self.rank == 0:
-            self.console.print(text, highlight=False)
+            self.console.print(text, highlight=False, soft_wrap=True)  # a log's line is not cut at 80 columns
 
     def context(self) -> UnitContext:
         """What the handlers read (the models found so far, as they stand now)."""
@@ -129,8 +132,8 @@ class Runner:
                            self.stage_dir, self.rank, self.progress, self.ui_url)
 
     def keep(self, unit: Unit, outcome: Outcome) -> None:
-        """Take in what a unit did: its records into the manifest, its model, its report, its lines on the
-        console, and its products under the DVC stage folder (rank zero only: the other ranks only train)."""
+        """Take in what a unit did: its records into the manifest, its model, its report, and its products under
+        the DVC stage folder (rank zero only: the other ranks only train)."""
         if self.rank != 0:
             return
         for record in outcome.records:
@@ -139,8 +142,6 @@ class Runner:
             self.models[unit.name] = outcome.model
         if outcome.report is not None:
             self.report = outcome.report
-        for line in outcome.lines:
-            self.say(line)
         if self.stage_dir is not None:
             for product in outcome.products:
                 write_product(self.stage_dir, product)
@@ -164,7 +165,8 @@ class Runner:
         from bvr.tracking import tagged
 
         start = time.perf_counter()
-        self.say(f"[bold]▶ {unit}[/bold]")
+        if on_terminal():  # what the bars that follow belong to; a log gets the unit's one closing line only
+            self.say(f"[bold]▶ {unit}[/bold]")
         try:
             with tagged(self._model_tags(unit)):
                 if unit.kind is UnitKind.REPORT:  # the report reads the whole manifest: bring it up to date first
@@ -181,21 +183,19 @@ class Runner:
                 with contextlib.suppress(Exception):  # the manifest may not fit either: the unit is redone next time
                     self.save()
                 raise error from err
-            if isinstance(err, BvrError):
-                self._fail(unit, err.one_line())
-                return
-            self._fail(unit, f"{type(err).__name__}: {err}")
-            if os.environ.get("BVR_DEBUG"):
+            message = err.one_line() if isinstance(err, BvrError) else f"{type(err).__name__}: {err}"
+            self._fail(unit, message, time.perf_counter() - start)
+            if not isinstance(err, BvrError) and os.environ.get("BVR_DEBUG"):
                 traceback.print_exc()
             return
         (self.ran if outcome.built else self.reused).append(unit.id)
-        seconds = time.perf_counter() - start
-        self.say(f"  {'done' if outcome.built else 'reused from the cache'} ({duration(seconds)})")
+        self.say(unit_line(unit, "done" if outcome.built else "reused", time.perf_counter() - start,
+                           list(outcome.lines)))
         self.save()
 
-    def _fail(self, unit: Unit, message: str) -> None:
+    def _fail(self, unit: Unit, message: str, seconds: float) -> None:
         self.failed[unit.id] = message
-        self.say(f"  [red]failed:[/red] {message}")
+        self.say(unit_line(unit, "[red]failed[/red]", seconds, [message]))
         for record in self.manifest.records_of(unit):
             if unit.kind is not UnitKind.FINETUNE or record.status != "done":  # seeds that finished stay done
                 record.update(status="failed", error=message)
@@ -210,6 +210,15 @@ def write_product(stage_dir: Path, product: Product) -> None:
         copy_tree(product.tree, path)
     else:
         path.write_text(product.text or "")
+
+
+def unit_line(unit: Unit, outcome: str, seconds: float, notes: list[str]) -> str:
+    """The one line a finished unit prints: what it was, how it ended and how long it took, then its key numbers.
+
+    >>> unit_line(Unit(UnitKind.BLIMP, "static-p0"), "done", 8.24, ["BLiMP 53.3 (chance 50.0)"])
+    'blimp:static-p0: done in 8.2 s; BLiMP 53.3 (chance 50.0)'
+    """
+    return f"{unit}: {outcome} in {duration(seconds)}" + "".join(f"; {note}" for note in notes)
 
 
 @contextlib.contextmanager

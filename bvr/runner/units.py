@@ -19,6 +19,7 @@ from typing import Any
 from bvr.ablation.manifest import Manifest, Record
 from bvr.ablation.plan import Plan, Unit, UnitKind
 from bvr.config import Config, config_hash
+from bvr.display import points
 from bvr.errors import BvrError
 from bvr.runner.stages import evaluation_file, finetune_summary
 
@@ -62,7 +63,7 @@ class Outcome:
     products: tuple[Product, ...] = ()
     """Its files for the DVC stage folder (written only when there is one)."""
     lines: tuple[str, ...] = ()
-    """What to print under the unit's name."""
+    """Its key numbers (scores in points), for the one line the runner prints when the unit ends."""
     model: Path | None = None
     """The model folder a ``pretrain`` unit made or found."""
     report: Any = None
@@ -147,7 +148,7 @@ def pretrain(ctx: UnitContext, unit: Unit) -> Outcome:
         record = dataclasses.replace(
             ctx.manifest.pretrain_record(label), status="done", error=None, run_dir=str(result.run_dir),
             metrics=result.metrics, run_id=run_id_file.read_text().strip() if run_id_file.is_file() else None)
-        records, lines = (record,), (f"  {_pretrain_line(result.metrics)}",)
+        records, lines = (record,), (_pretrain_line(result.metrics),)
         stage["run_id"] = record.run_id
     products = (Product((label, "model"), tree=result.model_dir), Product((label, "pretrain.json"), _json(stage)))
     return Outcome(not result.reused, records, products, lines, model=result.model_dir)
@@ -195,16 +196,17 @@ def evaluate(ctx: UnitContext, unit: Unit) -> Outcome:
         ctx.manifest.evaluation_record(label, kind, unit.task), status="done", error=None, run_id=result.run_id,
         main_key=result.main_key, score=result.score, seeds={str(k): v for k, v in result.seeds.items()},
         baseline=result.baseline, seconds=result.seconds)
-    spread = "" if len(result.seeds) < 2 else (f" (probe seeds {min(result.seeds.values()):.4f}"
-                                               f"–{max(result.seeds.values()):.4f})")
-    line = (f"  {result.main_key} {result.score:.4f}{spread}" +
-            (f"; trivial baseline {result.baseline:.4f}" if result.baseline is not None else ""))
+    spread = "" if len(result.seeds) < 2 else (f" (probe seeds {points(min(result.seeds.values()))}"
+                                               f"–{points(max(result.seeds.values()))})")
+    line = (f"{result.main_key} {points(result.score)}{spread}" +
+            (f", trivial baseline {points(result.baseline)}" if result.baseline is not None else ""))
     product = Product((label, evaluation_file(kind, unit.task)), _json(record.to_dict()))
     return Outcome(not result.reused, (record,), (product,), (line,))
 
 
 def finetune(ctx: UnitContext, unit: Unit) -> Outcome:
     """Fine-tune the arm on the task over every fine-tuning seed."""
+    from bvr.tasks.registry import get_task
     from bvr.tasks.run import finetune as finetune_model
 
     label, task, plan = unit.name, unit.task, ctx.plan
@@ -226,8 +228,10 @@ def finetune(ctx: UnitContext, unit: Unit) -> Outcome:
             collapsed=seed.collapsed, seconds=seed.seconds, baseline=result.info.baseline))
     summary = result.summary()
     collapsed = sum(seed.collapsed for seed in result.seeds)
-    line = (f"  {result.main_key} median {summary['median']:.4f} (min {summary['min']:.4f}, max "
-            f"{summary['max']:.4f}) over {len(result.seeds)} seeds" + (f", {collapsed} collapsed" if collapsed else ""))
+    scale = get_task(task).points_scale
+    line = (f"{result.main_key} median {points(summary['median'], scale)} (min {points(summary['min'], scale)}, "
+            f"max {points(summary['max'], scale)}) over {len(result.seeds)} seeds" +
+            (f", {collapsed} collapsed" if collapsed else ""))
     product = Product((label, f"finetune-{task}.json"), _json(finetune_summary(result, task, label, records)))
     return Outcome(any(not seed.reused for seed in result.seeds), tuple(records), (product,), (line,))
 
@@ -237,8 +241,7 @@ def report(ctx: UnitContext, unit: Unit) -> Outcome:
     from bvr.report.render import render_report
 
     result = render_report(ctx.manifest, workdir=Path.cwd(), ui_url=ctx.ui_url)
-    line = f"  report: {result.html}" + ("" if result.complete else
-                                         f" (partial: {len(result.missing)} item(s) missing)")
+    line = f"{result.html}" + ("" if result.complete else f" (partial: {len(result.missing)} item(s) missing)")
     return Outcome(True, lines=(line,), report=result)
 
 

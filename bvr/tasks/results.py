@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from bvr.display import duration
+from bvr.display import duration, points
+from bvr.tasks.registry import get_task
 
 
 @dataclass
@@ -98,29 +99,33 @@ def spread(values: Sequence[float]) -> dict[str, float]:
             "iqr": q3 - q1}
 
 
-def _seed_rows(result: FinetuneResult) -> list[str]:
+def _seed_rows(result: FinetuneResult, scale: float) -> list[str]:
     key = result.main_key
     header = f"  {'seed':>4}  {key:>14}  {'best (epoch)':>16}  {'collapsed':>9}  {'time':>8}"
     rows = [header]
     for seed in result.seeds:
-        best = f"{seed.best_scores[key]:.4f} ({seed.best_epoch})"
+        best = f"{points(seed.best_scores[key], scale)} ({seed.best_epoch})"
         time_text = "cached" if seed.reused else duration(seed.seconds)
-        rows.append(f"  {seed.seed:>4}  {seed.scores[key]:>14.4f}  {best:>16}  "
+        rows.append(f"  {seed.seed:>4}  {points(seed.scores[key], scale):>14}  {best:>16}  "
                     f"{'YES' if seed.collapsed else 'no':>9}  {time_text:>8}")
     return rows
 
 
 def describe(result: FinetuneResult) -> str:
-    """A few lines for the CLI: the seeds' scores, their median and spread, the baseline, collapses and time."""
+    """A few lines for the CLI: the seeds' scores in points, their median and spread, the baseline, collapses and
+    time."""
     key, stats = result.main_key, result.summary()
+    scale = get_task(result.task).points_scale
+    pts = {name: points(value, scale) for name, value in stats.items()}
     control = " (no-pretraining control: random encoder of the same shape)" if result.from_scratch else ""
     lines = [f"{result.task}: {len(result.seeds)} seed(s) from {result.checkpoint}, arm {result.arm}{control}",
-             *_seed_rows(result),
-             f"{key} over {len(result.seeds)} seed(s): median {stats['median']:.4f}, min-max {stats['min']:.4f} to "
-             f"{stats['max']:.4f}, IQR {stats['iqr']:.4f} ({stats['q1']:.4f} to {stats['q3']:.4f}); "
+             *_seed_rows(result, scale),
+             f"{key} in points over {len(result.seeds)} seed(s): median {pts['median']}, min-max {pts['min']} to "
+             f"{pts['max']}, IQR {pts['iqr']} ({pts['q1']} to {pts['q3']}); "
              "final epoch (best: the best epoch on the same split, optimistic)"]
     if key in result.info.baseline:
-        lines.append(f"trivial baseline: {key} {result.info.baseline[key]:.4f}, {result.info.baseline_note}")
+        lines.append(f"trivial baseline: {key} {points(result.info.baseline[key], scale)}, "
+                     f"{result.info.baseline_note}")
     collapsed = [seed.seed for seed in result.seeds if seed.collapsed]
     if collapsed:
         lines.append(f"collapsed: {len(collapsed)} of {len(result.seeds)} seeds ({', '.join(map(str, collapsed))}) "

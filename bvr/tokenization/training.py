@@ -9,6 +9,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from bvr.errors import BvrError
+from bvr.progress import bars
 from bvr.tokenization.families import Texts, TokenizerFamily, family_spec
 
 
@@ -61,7 +62,8 @@ def train_tokenizer(
             it only when the text has no more pairs seen ``min_frequency`` times; the base alphabet is always
             kept, so a size below it comes out larger.
         min_frequency: how often a pair must occur to be merged.
-        show_progress: draw the `tokenizers` progress bars.
+        show_progress: draw the `tokenizers` progress bars, on a terminal only (:func:`bvr.progress.bars`):
+            elsewhere they draw nothing but leave three blank lines in the output.
         length: how many items ``texts`` holds, for the progress bar only.
 
     Returns:
@@ -74,7 +76,7 @@ def train_tokenizer(
     size = spec.default_vocab_size if vocab_size is None else vocab_size
     _check_training_args(spec, size, min_frequency)
     texts = _non_empty(texts, replay=spec.scans_texts)
-    trainer = spec.trainer(size, min_frequency, show_progress, texts)
+    trainer = spec.trainer(size, min_frequency, bars(show_progress), texts)
     tokenizer = spec.build()
     tokenizer.train_from_iterator(texts, trainer=trainer, length=length)
     tokenizer = _release_pins(tokenizer, spec)

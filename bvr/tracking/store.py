@@ -24,9 +24,10 @@ from bvr.errors import BvrError
 from bvr.locks import file_lock, lock_path
 from bvr.resources import check_writable
 from bvr.signals import deferring
+from bvr.tracking.moved import ARTIFACTS, reroot_artifacts
 
 DEFAULT_DB = "mlflow.db"
-DEFAULT_ARTIFACTS = "mlartifacts"
+DEFAULT_ARTIFACTS = ARTIFACTS
 _OPENED: set[str] = set()
 """The SQLite stores this process has opened (see :func:`store_client`)."""
 
@@ -77,6 +78,7 @@ def store_client(uri: str) -> MlflowClient:
     db.parent.mkdir(parents=True, exist_ok=True)
     with file_lock(lock_path(db)):
         _check_sqlite(db, write=False)
+        reroot_artifacts(db)  # a moved or copied store: its artifact folders beside it again (bvr.tracking.moved)
         client = SQLiteClient(uri)  # opens the store: creates or migrates its tables
     _OPENED.add(uri)
     return client

@@ -7,8 +7,6 @@ validation and the model summary, and clips gradients by norm when ``grad_clip``
 
 from __future__ import annotations
 
-import os
-import sys
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -16,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar, TQDMProgressBar
-from lightning.pytorch.callbacks.progress.tqdm_progress import Tqdm, convert_inf
+from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
 
 from bvr.checkpoints import AtomicCheckpointIO
 from bvr.errors import BvrError
 from bvr.memory import keep_freed_memory
+from bvr.progress import bars
 from bvr.signals import terminated_stop
 from bvr.training.precision import resolve_precision
 
@@ -49,61 +47,49 @@ def quiet_fit() -> Iterator[None]:
         yield
 
 
-class _StepCounted:
-    """What both step bars share: one total, ``max_steps``, and no logger version among the metrics."""
-
-    trainer: L.Trainer
-
-    @staticmethod
-    def _description(epoch: int) -> str:
-        return f"steps (epoch {epoch})"
-
-    @property
-    def total_train_batches(self) -> int | float:
-        return self.trainer.max_steps if self.trainer.max_steps > 0 else super().total_train_batches  # type: ignore[misc]
+class _Bar(RichProgressBar):
+    """Lightning's rich bar without the logger's version among the metrics (an MLflow run id's tail, not a
+    measurement)."""
 
     def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
-        metrics = super().get_metrics(trainer, pl_module)  # type: ignore[misc]
-        metrics.pop("v_num", None)  # the logger's version: an MLflow run id's tail, not a measurement
+        metrics = super().get_metrics(trainer, pl_module)
+        metrics.pop("v_num", None)
         return metrics
 
 
-class StepTQDMBar(_StepCounted, TQDMProgressBar):
-    """Lightning's text bar counting optimizer steps up to ``max_steps`` across epochs, resumed runs included.
+class EpochBar(_Bar):
+    """The bar of an epoch-counted run (fine-tuning): "epoch 2/2" in the last of two epochs.
+
+    Lightning's own names the epochs from 0 and the last by its index ("Epoch 1/1" for two epochs).
+    """
+
+    def _get_train_description(self, current_epoch: int) -> str:
+        return epoch_description(current_epoch, self.trainer.max_epochs)
+
+
+def epoch_description(current_epoch: int, max_epochs: int | None) -> str:
+    """The epoch as people count it: from 1, of the configured number (none: no limit).
+
+    >>> epoch_description(1, 2), epoch_description(0, -1)
+    ('epoch 2/2', 'epoch 1')
+    """
+    return f"epoch {current_epoch + 1}" + (f"/{max_epochs}" if max_epochs and max_epochs > 0 else "")
+
+
+class StepRichBar(_Bar):
+    """The bar of a step-counted run (pretraining): optimizer steps up to ``max_steps`` across epochs, resumed runs
+    included, under "steps (epoch N)", N counted from 1.
 
     Lightning's own bar counts the batches of the current epoch, restarts every epoch, and after a mid-epoch resume
     has no total ("20/?"); a step-counted run has one total, ``max_steps``, and one position, ``global_step``.
     """
 
-    def init_train_tqdm(self) -> Tqdm:
-        # Drawn as it is made: with its total and position, so even the first line of a resumed run has both.
-        trainer = self.trainer
-        return Tqdm(desc=self._description(trainer.current_epoch), total=convert_inf(self.total_train_batches),
-                    initial=trainer.global_step, position=2 * self.process_position, disable=self.is_disabled,
-                    leave=True, dynamic_ncols=True, file=sys.stdout, smoothing=0, bar_format=self.BAR_FORMAT)
-
-    def on_train_epoch_start(self, trainer: L.Trainer, *_: Any) -> None:
-        if self._leave:
-            self.train_progress_bar = self.init_train_tqdm()
-        # One bar across epochs: not reset, not renamed "Epoch N" in between.
-        bar = self.train_progress_bar
-        bar.total, bar.initial, bar.n = convert_inf(self.total_train_batches), 0, trainer.global_step
-        bar.set_description(self._description(trainer.current_epoch))
-
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
-        bar, step = self.train_progress_bar, trainer.global_step
-        if bar is not None and self._should_update(step, bar.total):
-            bar.n = step
-            bar.set_postfix(self.get_metrics(trainer, pl_module))
-            bar.refresh()
-
-
-class StepRichBar(_StepCounted, RichProgressBar):
-    """:class:`StepTQDMBar` on a terminal: one rich bar of optimizer steps up to ``max_steps``."""
+    @property
+    def total_train_batches(self) -> int | float:
+        return self.trainer.max_steps if self.trainer.max_steps > 0 else super().total_train_batches
 
     def _get_train_description(self, current_epoch: int) -> str:
-        return self._description(current_epoch)
+        return f"steps ({epoch_description(current_epoch, None)})"
 
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         super().on_train_epoch_start(trainer, pl_module)
@@ -181,7 +167,8 @@ def build_trainer(
         accelerator: Lightning's accelerator (``auto``, ``cpu``, ``gpu``).
         grad_clip: the gradient norm to clip at; 0 clips nothing.
         log_every_steps: Lightning's logging interval, in steps.
-        progress: show a progress bar.
+        progress: show a progress bar (only on a terminal, :func:`bvr.progress.bars`): a rich bar, of steps or
+            of epochs counted from 1 (:class:`StepRichBar`, :class:`EpochBar`).
         max_steps: stop after this many optimiser steps (-1: no limit).
         max_epochs: stop after this many epochs (-1: no limit).
         devices, num_nodes: processes per node, and nodes.
@@ -192,8 +179,8 @@ def build_trainer(
             state); None writes no checkpoint.
         sampler_per_rank: the data's sampler strides over the ranks itself, so Lightning must not replace it
             with a distributed one.
-        step_progress_bar: a rich bar on a terminal, else a text bar redrawn every ``log_every_steps`` (for
-            long step-counted runs); False keeps Lightning's default bar.
+        step_progress_bar: count the bar in optimizer steps up to ``max_steps`` (long step-counted runs) rather
+            than in epochs.
         callbacks: more Lightning callbacks.
     """
     keep_freed_memory()  # steps reuse the heap instead of page-faulting it afresh (bvr.memory)
@@ -203,8 +190,9 @@ def build_trainer(
         extra.append(ModelCheckpoint(dirpath=root / "checkpoints", save_top_k=0, save_last=True,
                                      every_n_train_steps=checkpoint_every_steps))
     extra.extend(callbacks)
-    if progress and step_progress_bar:
-        extra.append(StepRichBar() if os.isatty(1) else StepTQDMBar(refresh_rate=log_every_steps))
+    progress = bars(progress)  # no bar in a file or a pipe: carriage returns and cursor codes there
+    if progress:
+        extra.append(StepRichBar() if step_progress_bar else EpochBar())
     return L.Trainer(
         max_steps=max_steps,
         max_epochs=max_epochs,

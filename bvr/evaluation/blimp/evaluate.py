@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 if TYPE_CHECKING:
     from bvr.pretrained import Pretrained
@@ -18,19 +14,7 @@ from bvr.evaluation.blimp.pairs import load_blimp, paradigm_files
 from bvr.evaluation.blimp.pll import DEFAULT_TOKENS_PER_BATCH, pll_scores
 from bvr.evaluation.blimp.published import published_blimp, published_summaries, summary_file
 from bvr.evaluation.blimp.scores import BlimpResult, score_pairs
-
-
-@contextmanager
-def _progress_bar(total: int, enabled: bool) -> Iterator[Callable[[int], None] | None]:
-    """A rich progress bar over sentences, yielding its ``advance(n)``; None when disabled."""
-    if not enabled:
-        yield None
-        return
-    columns = (TextColumn("BLiMP"), BarColumn(), MofNCompleteColumn(), TextColumn("sentences"), TimeElapsedColumn(),
-               TextColumn("left"), TimeRemainingColumn())
-    with Progress(*columns) as bar:
-        task = bar.add_task("BLiMP", total=total)
-        yield lambda n: bar.advance(task, n)
+from bvr.progress import counter
 
 
 def evaluate_blimp(
@@ -65,7 +49,7 @@ def evaluate_blimp(
     summary = summary_file(paradigm_files(folder)[0].parent)
     sentences = [pair.good for pair in pairs] + [pair.bad for pair in pairs]
     start = time.perf_counter()
-    with _progress_bar(len(sentences), progress) as advance:
+    with counter("BLiMP sentences", len(sentences), enabled=progress) as advance:
         scores = pll_scores(pretrained.model, pretrained.tokenizer, pretrained.family, sentences,
                             max_tokens_per_batch=max_tokens_per_batch, on_progress=advance)
     result = score_pairs(pairs, scores[:len(pairs)], scores[len(pairs):], seconds=time.perf_counter() - start)

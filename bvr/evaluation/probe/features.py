@@ -9,11 +9,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from rich.progress import track
 
 from bvr.config import DataSettings
 from bvr.model.encoder import Encoder
 from bvr.pretrained import Pretrained
+from bvr.progress import track
 from bvr.tasks.batching import collate
 from bvr.tasks.kinds import KINDS
 from bvr.tasks.registry import TaskSpec
@@ -118,7 +118,7 @@ class FeatureExtractor:
 
     def batches(self, encoded: Mapping[str, list], description: str) -> Any:
         batches = length_batches([len(ids) for ids in encoded["input_ids"]], self.batch_size)
-        return track(batches, description=description, disable=not self.progress)
+        return track(batches, description, enabled=self.progress)
 
 
 def extract_sentences(

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from bvr.display import duration
+from bvr.display import duration, points
 from bvr.errors import BvrError
 from bvr.evaluation.probe.bow import KIND as BOW
 from bvr.evaluation.probe.fit import MAX_ITERATIONS
@@ -124,17 +124,19 @@ class ProbeResult:
 
 
 def _row(name: str, values: list[float], note: str = "") -> str:
-    """One printed row: the name, the median, then every seed's value."""
-    return f"  {name:<9}{float(np.median(values)):>8.4f}{''.join(f'  {v:>8.4f}' for v in values)}{note}"
+    """One printed row: the name, the median, then every seed's value, in points."""
+    return f"  {name:<9}{points(float(np.median(values))):>8}{''.join(f'  {points(v):>8}' for v in values)}{note}"
 
 
 def describe(result: ProbeResult) -> str:
-    """A table for the CLI: per feature kind the median and every seed's headline score, beside the baselines."""
+    """A table for the CLI: per feature kind the median and every seed's headline score in points, beside the
+    baselines."""
     key = result.main_metric
     control = " (no-pretraining control: random encoder of the same shape)" if result.from_scratch else ""
     seeds = "".join(f"  {'seed ' + str(seed):>8}" for seed in result.seeds)
     lines = [f"{result.task}: linear probes on frozen features of {result.checkpoint}{control}",
-             f"{key} on {result.split} ({result.eval_size:,} examples), median over {len(result.seeds)} seed(s)",
+             f"{key} in points on {result.split} ({result.eval_size:,} examples), median over "
+             f"{len(result.seeds)} seed(s)",
              f"  {'feature':<9}{'median':>8}{seeds}  L2 chosen"]
     for kind in result.features:
         l2s = " ".join(f"{result.probes[kind][seed].l2:g}" for seed in result.seeds)

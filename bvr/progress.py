@@ -1,0 +1,92 @@
+"""Progress bars: one style (rich's), and only on a terminal.
+
+Without a terminal (``bvr ablate ... > log 2>&1``, a pipe, CI), bvr draws no bar at all: a bar redrawn in a file is
+carriage returns and cursor codes, thousands of them in a long run's log. The commands say what they finished in
+plain lines instead (one per ablation unit, :mod:`bvr.ablation.run`). On a terminal every bar is a rich bar with
+the same columns (:data:`COLUMNS`): a description, the bar, done of total, time elapsed and left; Lightning's bars
+(:mod:`bvr.training.trainer`) are rich bars too, and the ``datasets`` library's own tqdm bars are never drawn.
+
+Only light imports here (rich): the data side uses it too.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+T = TypeVar("T")
+
+COLUMNS = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+           TextColumn("left"), TimeRemainingColumn())
+"""The columns of every bar bvr draws itself."""
+
+
+def on_terminal() -> bool:
+    """Whether standard output is a terminal that can redraw a line (not a file, a pipe or ``TERM=dumb``).
+
+    Every bar is drawn on standard output, so a bar is never written into a file or a pipe, whatever standard
+    error is.
+    """
+    isatty = getattr(sys.stdout, "isatty", None)
+    return bool(isatty and isatty()) and os.environ.get("TERM", "") != "dumb"
+
+
+def bars(requested: bool = True) -> bool:
+    """Whether to draw progress bars: asked for (``--progress``, the default) and on a terminal.
+
+    >>> bars(False)
+    False
+    """
+    return requested and on_terminal()
+
+
+def track(items: Iterable[T], description: str, *, enabled: bool = True, total: int | None = None) -> Iterable[T]:
+    """``items`` with a bar over them when :func:`bars` says so (``total``: their number when ``len`` has none)."""
+    if not bars(enabled):
+        return items
+    return _tracked(items, description, total if total is not None else _length(items))
+
+
+def _length(items: Iterable[object]) -> int | None:
+    try:
+        return len(items)  # type: ignore[arg-type]
+    except TypeError:
+        return None
+
+
+def _tracked(items: Iterable[T], description: str, total: int | None) -> Iterator[T]:
+    with Progress(*COLUMNS) as progress:
+        task = progress.add_task(description, total=total)
+        for item in items:
+            yield item
+            progress.advance(task)
+
+
+@contextmanager
+def counter(description: str, total: int, *, enabled: bool = True) -> Iterator[Callable[[int], None] | None]:
+    """A bar of ``total`` things advanced by hand: yields its ``advance(n)``, or None when no bar is drawn."""
+    if not bars(enabled):
+        yield None
+        return
+    with Progress(*COLUMNS) as progress:
+        task = progress.add_task(description, total=total)
+        yield lambda n: progress.advance(task, n)
+
+
+OTHER_BARS = {"HF_DATASETS_DISABLE_PROGRESS_BARS": "1", "TQDM_DISABLE": "1"}
+"""Environment variables that keep other libraries' tqdm bars (``datasets.map``, downloads) from being drawn; both
+libraries read them when first imported."""
+
+
+def silence_other_bars() -> None:
+    """Keep the other libraries' bars off (:data:`OTHER_BARS`), unless the environment already says otherwise.
+
+    Called by the command line before anything imports those libraries.
+    """
+    for name, value in OTHER_BARS.items():
+        os.environ.setdefault(name, value)
