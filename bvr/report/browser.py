@@ -336,37 +336,40 @@ def check_in_browser(report_html: Path, base: str, out_dir: Path, *, experiment_
     return check
 
 
-def check_ui(check: BrowserCheck, base: str, experiment_id: str, parent_run_id: str | None, out_dir: Path) -> None:
+RETRIES = 2
+"""How many more times :func:`_settled` opens a page that has not settled, each with twice the wait before."""
+
+
+def check_ui(check: BrowserCheck, base: str, experiment_id: str, parent_run_id: str | None, out_dir: Path, *,
+             retries: int = RETRIES) -> None:
     """Open bvr's two saved views and the parent run's page in the MLflow UI at ``base``; record in ``check`` what
     each shows (:func:`_read_ui_page`), whether each view applied, and whether the parent's description is whole.
 
     A view applied when the UI names it in its "Views" button and shows the view's own marker (the scores' ``mean``
     column, the curves' section). A page still loading, or a description the UI measured while the page was still
-    laid out, is opened again with twice the wait (:data:`RETRIES` times) before it counts.
+    laid out, is opened again with twice the wait (``retries`` times) before it counts.
     """
     from bvr.tracking.views import CURVES_SECTION, CURVES_VIEW, SCORES_VIEW, VIEW_NAMES, ui_address, view_url
 
     for name, key, marker in (("scores-by-arm", SCORES_VIEW, "mean"), ("curves-by-arm", CURVES_VIEW, CURVES_SECTION)):
-        words = _read_ui_page(check, name, _settled(view_url(base, experiment_id, key), out_dir / f"{name}.png"))
+        dom = _settled(view_url(base, experiment_id, key), out_dir / f"{name}.png", retries=retries)
+        words = _read_ui_page(check, name, dom)
         check.screenshots[name] = str(out_dir / f"{name}.png")
         check.views_applied[name] = VIEW_NAMES[key] in words and marker in words
     if parent_run_id is None:
         return
-    dom = _settled(ui_address(base, experiment_id, parent_run_id), out_dir / "parent-run.png", height=1800)
+    dom = _settled(ui_address(base, experiment_id, parent_run_id), out_dir / "parent-run.png", height=1800,
+                   retries=retries)
     check.screenshots["parent-run"] = str(out_dir / "parent-run.png")
     check.run_page_shows_run = parent_run_id in dom or _run_name(base, parent_run_id) in dom
     check.description = description_state(_read_ui_page(check, "parent-run", dom))
 
 
-RETRIES = 2
-"""How many more times :func:`_settled` opens a page that has not settled, each with twice the wait before."""
-
-
-def _settled(url: str, out: Path, *, height: int = UI_WINDOW[1]) -> str:
+def _settled(url: str, out: Path, *, height: int = UI_WINDOW[1], retries: int = RETRIES) -> str:
     """:func:`capture` of ``url``, again with a longer wait while it shows a spinner or a cut description."""
     settle = UI_SETTLE_MS
     dom = capture(url, out, window=(UI_WINDOW[0], height), settle_ms=settle)
-    for _ in range(RETRIES):
+    for _ in range(retries):
         if not spinners(dom) and description_state(page_words(dom)) != "cut":
             break
         settle *= 2

@@ -203,8 +203,8 @@ def _brief_control(analysis: Analysis) -> str | None:
             side = helped if c.ours == f"{c.b} better" else hurt
             side.setdefault(short_title(c.task), []).append(f"{c.b} {_signed(c)}")
     neither = [short_title(c.task) for c in tried if short_title(c.task) not in helped | hurt]
-    parts = [f"{verb} {measure} ({', '.join(leads)})" for verb, side in (("helped", helped), ("hurt", hurt))
-             for measure, leads in side.items()]
+    parts = [f"{verb} " + ", ".join(f"{measure} ({', '.join(leads)})" for measure, leads in side.items())
+             for verb, side in (("helped", helped), ("hurt", hurt)) if side]
     if neither:
         parts.append(f"neither on {', '.join(dict.fromkeys(neither))}")
     return f"**pretraining − {analysis.collected.control}**: " + "; ".join(parts) + " (points)."

@@ -227,12 +227,12 @@ def parent_params(manifest: Manifest) -> dict[str, str]:
 
 
 def _description(a: Analysis, result: ReportResult) -> str:
-    """The parent run's description: the headline in brief (:func:`bvr.report.headlines.brief`, whole within the
-    100 px the UI shows before "Show more"), then where the report and the effects are among its artifacts (the
-    report's own path is the tag ``bvr.report``)."""
-    state = "complete" if result.complete else f"partial, {len(result.missing)} item(s) missing"
-    return ("\n".join(f"- {line}" for line in brief(a)) + f"\n- Report ({state}): `{ARTIFACT_PATH}/{REPORT_HTML}`; "
-            f"intervals and Holm p: `{ARTIFACT_PATH}/{EFFECTS_CSV}`, `{ARTIFACT_PATH}/{EFFECTS_PNG}`.")
+    """The parent run's description: the headline in brief (:func:`bvr.report.headlines.brief`), which MLflow shows
+    whole within the 100 px it gives a description before "Show more". Where the report is (the tag
+    ``bvr.report``, the artifact ``report/report.html``) and the effects with their intervals (``report/effects.csv``
+    and ``report/effects.png``) are on the same page. A partial report says so first."""
+    partial = [] if result.complete else [f"Partial: {len(result.missing)} item(s) missing (listed in the report)."]
+    return "\n".join(f"- {line}" for line in [*partial, *brief(a)])
 
 
 def _effect_estimates(a: Analysis) -> list[Metric]:
