@@ -7,10 +7,11 @@ with its links pointing there, and then:
   which lists every image that did not load and every table wider than the text column (or the page wider than
   the window); Chromium's ``--dump-dom`` hands the script's findings back;
 - resolves every link into the MLflow UI: a run link through the server's REST API (the run exists, in the
-  linked experiment), a saved view (:mod:`bvr.tracking.views`) through its experiment tag; and opens one run's
-  page in Chromium to check that the UI itself shows the run;
-- takes screenshots of the report, the two saved views (scores by arm, pretraining curves by arm) and the
-  parent run's page.
+  linked experiment), a saved view (:mod:`bvr.tracking.views`) through its experiment tag;
+- opens the two saved views (scores by arm, pretraining curves by arm) and the parent run's page as a person
+  would, each in a fresh profile, and reads each from the render its screenshot shows (:func:`check_ui`): the
+  UI's mode, whether the view opened as saved, spinners and blank charts after the wait, numbers with more
+  decimals than the report prints, and whether the parent's description is whole.
 
 ``bvr report NAME --browser-check DIR`` runs it and writes the screenshots and ``check.json`` to DIR. Chromium is
 found on ``PATH`` (``chromium``, ``chromium-browser``, ``google-chrome``) or at ``BVR_CHROMIUM``; Debian's
