@@ -29,6 +29,7 @@ from bvr.runner.dvc_plots import PAGE, PAGE_TEMPLATE, PLOT_TEMPLATES, TEMPLATES_
 from bvr.runner.units import HANDLERS, UnitContext, find_model
 from bvr.tracking import CURVES_VIEW, DEFAULT_UI, SCORES_VIEW, find_runs, tracking_uri, view_url
 from bvr.tracking.moved import reroot_artifacts
+from bvr.tracking.views import saved_view
 from tests.test_prepare import write_wiki_corpus
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -194,9 +195,11 @@ def test_every_unit_runs_and_the_manifest_indexes_mlflow(finished):
     experiment = client.get_experiment_by_name("tiny-masking")
     views = {k: v for k, v in experiment.tags.items() if k.startswith("mlflow.sharedViewState.")}
     assert sorted(views) == ["mlflow.sharedViewState.bvr-curves", "mlflow.sharedViewState.bvr-scores"]
-    scores_view = json.loads(views["mlflow.sharedViewState.bvr-scores"])
+    scores_view = saved_view(experiment.tags, "bvr-scores")
     shown = client.search_runs([experiment.experiment_id], scores_view["searchFilter"], max_results=1000)
-    assert sorted(r.info.run_id for r in shown) == sorted(measured.index)
+    # The scores view: the report's rows, one per arm and measure, the pretrained arms' MLM loss among them.
+    rows = {f"{arm}|{key}" for arm in manifest.arms for key in ("blimp", "probe/sst2", "finetune/sst2")}
+    assert sorted(r.data.tags["bvr.summary"] for r in shown) == sorted(rows | {"static|mlm", "dynamic|mlm"})
     # The control fine-tunes from its initialisation at each pretraining seed: the weights the arms started from.
     control = [f for f in manifest.finetune if f.arm == "no-pretraining"]
     checkpoints = {f.pretrain_seed: runs.loc[f.run_id, "tags.bvr.checkpoint"] for f in control}

@@ -13,18 +13,18 @@ from pathlib import Path
 import pytest
 
 from bvr.report.browser import (
+    BrowserCheck,
     check_in_browser,
     check_layout,
-    dump_dom,
-    find_chromium,
-    mlflow_ui,
+    check_ui,
     page_links,
     page_words,
     resolve_link,
     ui_mode,
 )
+from bvr.report.chromium import dump_dom, find_chromium, mlflow_ui
 from bvr.report.render import render_report
-from bvr.tracking import tracking_uri
+from bvr.tracking import store_client, tracking_uri
 from tests.report_fixtures import filled
 
 pytestmark = pytest.mark.skipif(find_chromium() is None,
@@ -47,8 +47,11 @@ def test_the_report_passes_in_the_browser_and_every_link_resolves(served, tmp_pa
     check = check_in_browser(report.html, base, tmp_path / "shots", experiment_id=store.experiment_id,
                              parent_run_id=store.parent_run_id)
     assert check.problems == []
-    assert check.ui_modes == dict.fromkeys(("scores-by-arm", "curves-by-arm", "parent-run"), "model training")
+    pages = ("scores-by-arm", "curves-by-arm", "parent-run")
+    assert check.ui_modes == dict.fromkeys(pages, "model training")
     assert check.views_applied == {"scores-by-arm": True, "curves-by-arm": True}
+    assert check.loading == check.blank_charts == dict.fromkeys(pages, 0)
+    assert check.long_numbers == dict.fromkeys(pages, []) and check.description == "whole"
     assert check.images >= 3 and check.broken_images == [] and check.overflowing_tables == []
     links = [href for href in page_links(report.html.read_text()) if href.startswith(base)]
     runs = [href for href in links if "/runs/" in href]
@@ -62,19 +65,50 @@ def test_the_report_passes_in_the_browser_and_every_link_resolves(served, tmp_pa
     assert saved["problems"] == [] and saved["links"] == check.links
 
 
-def test_the_check_sees_the_mode_the_ui_opens_in(served) -> None:
-    """A fresh browser profile opens MLflow 3's UI in its GenAI mode unless the address says otherwise: the
-    addresses bvr printed before (no workflowType) are caught; bvr's own open the runs in model-training mode with
-    the view applied."""
-    from bvr.tracking import store_client, tracking_uri
-    from bvr.tracking.views import SCORES_VIEW, view_url, write_views
+def _as_today(store) -> None:
+    """Write the MLflow state bvr wrote before issue 27 (commit adf228a): views as bare states without a name,
+    grouped by arm, over the per-seed runs; the headline's full sentences as the parent's description; effect
+    estimates rounded to 4 decimals."""
+    import time
 
+    from mlflow.entities import Metric
+    from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE
+
+    from bvr.report.analysis import analyse
+    from bvr.report.collect import collect
+    from bvr.report.headlines import headlines
+    from bvr.report.numbers import effect_metrics
+    from bvr.report.published import load_published
+
+    client = store_client(tracking_uri(store.workdir))
+    grouped = {"aggregateFunction": "average", "groupByKeys": [{"mode": "tag", "groupByData": "bvr.arm"}]}
+    views = {"bvr-scores": {"searchFilter": "tags.`bvr.measure` LIKE '%'", "groupBy": grouped,
+                            "selectedColumns": ["attributes.`Run Name`", "metrics.`score`"]},
+             "bvr-curves": {"searchFilter": "tags.`bvr.stage` = 'pretrain'", "groupBy": grouped}}
+    for key, state in views.items():
+        client.set_experiment_tag(store.experiment_id, f"mlflow.sharedViewState.{key}", json.dumps(state))
+    a = analyse(collect(store.manifest, workdir=store.workdir), load_published())
+    client.set_tag(store.parent_run_id, MLFLOW_RUN_NOTE, "\n".join(f"- {line}" for line in headlines(a)))
+    now = int(time.time() * 1000) + 1000  # after the report's: the UI shows the latest
+    # The fixture's estimates are whole numbers; a third added makes them read as a real run's do (3.5672).
+    client.log_batch(store.parent_run_id, metrics=[Metric(k, round(v + 1 / 3, 4), now, 0)
+                                                   for k, v in effect_metrics(a).items() if k.startswith("effect/")])
+
+
+def test_the_check_fails_on_the_screens_of_before(served, tmp_path: Path) -> None:
+    """What the issue saw, written as bvr wrote it, fails the check: the old address opens MLflow in GenAI mode in a
+    fresh profile; bvr's views do not open as saved; the description is cut behind "Show more"; 4-decimal metrics."""
     store, base = served
-    write_views(store_client(tracking_uri(store.workdir)), store.experiment_id)
-    before = page_words(dump_dom(f"{base}/#/experiments/{store.experiment_id}/runs?viewStateShareKey={SCORES_VIEW}"))
+    _as_today(store)
+    before = page_words(dump_dom(f"{base}/#/experiments/{store.experiment_id}/runs?viewStateShareKey=bvr-scores"))
     assert ui_mode(before) == "genai"
-    now = page_words(dump_dom(view_url(base, store.experiment_id, SCORES_VIEW)))
-    assert ui_mode(now) == "model training" and "Group by: bvr.arm" in now
+    check = BrowserCheck(tmp_path / "report.html", 1200)
+    check_ui(check, base, store.experiment_id, store.parent_run_id, tmp_path, retries=0)
+    assert check.views_applied == {"scores-by-arm": False, "curves-by-arm": False}
+    assert check.description == "cut" and len(check.long_numbers["parent-run"]) >= 10
+    assert "the parent run's description is cut behind 'Show more' (the UI shows 100 px of it)" in check.problems
+    assert any(p.startswith("parent-run: numbers with more than 3 decimals (") for p in check.problems)
+    assert check.ui_modes == dict.fromkeys(("scores-by-arm", "curves-by-arm", "parent-run"), "model training")
 
 
 def test_links_that_do_not_resolve_are_named(served) -> None:

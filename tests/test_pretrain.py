@@ -99,6 +99,10 @@ def test_mlflow_holds_metrics_params_and_artifacts(trained):
     assert (model.name, model.model_type, str(model.status)) == ("default-encoder", "bvr-encoder", "READY")
     assert model.tags["bvr.model_dir"] == str(result.model_dir.resolve())
     assert model.params["model.num_layers"] == run.data.params["model.num_layers"]
+    # Linked both ways: the run lists it under "Logged models"; its page describes it and shows the run's metrics.
+    assert [o.model_id for o in client.get_run(run_id).outputs.model_outputs] == [model.model_id]
+    assert model.tags["mlflow.note.content"].startswith("The encoder pretrained by run `default/pretrain` (")
+    assert {m.key for m in client.get_logged_model(model.model_id).metrics} >= {"val/mlm_loss", "val/perplexity"}
 
 
 def test_a_finished_run_is_reused(trained, data_dir):

@@ -564,21 +564,25 @@ def test_report_is_logged_to_the_parent_run(report: ReportResult, store: Store, 
     assert {a.path for a in client.list_artifacts(run_id, "report/figures")} == {
         f"report/figures/{p.name}" for p in report.figures}
     tags = client.get_run(run_id).data.tags
-    assert str(report.html) in tags[MLFLOW_RUN_NOTE] and "report/report.html" in tags[MLFLOW_RUN_NOTE]
-    assert "- dynamic better than static on sst2 fine-tuned (dev accuracy) by 2.0" in tags[MLFLOW_RUN_NOTE]
     assert tags["bvr.report"] == str(report.html)
-    # The description leads with the whole headline; the report's address follows it.
-    note = tags[MLFLOW_RUN_NOTE]
-    assert note.startswith("- ") and note.index("**Report**") > note.rindex("\n- ")
+    # The description is the headline in brief, whole in the 100 px MLflow shows: a line per question.
+    assert tags[MLFLOW_RUN_NOTE].split("\n") == [
+        "- **dynamic − static**: sst2 fine-tuned +2.0 [+1.1, +2.9] points, dynamic better; BLiMP +3.0, sst2 probe "
+        "+1.0, squad_v2 fine-tuned +0.0, validation MLM loss -0.100: no difference detected.",
+        "- **pretraining − no-pretraining**: helped BLiMP (static +20.0, dynamic +23.0), sst2 probe (static +15.0, "
+        "dynamic +16.0), sst2 fine-tuned (static +25.0, dynamic +27.0), squad_v2 fine-tuned (static +18.0, dynamic "
+        "+18.0) (points)."]
+    assert "report/effects.png" in {a.path for a in client.list_artifacts(run_id, "report")}
     # The answer is on the parent run as metrics: dynamic - static on BLiMP is 3, 2, 4 points (mean 3) and every
-    # pretrained arm beats the control by ~20 points, rounded to 4 decimals; intervals and Holm p-values are in
-    # report/effects.csv, not 40 more single-value metrics.
+    # pretrained arm beats the control by ~20 points, rounded as the report prints them (points to 1 decimal, nats
+    # to 3); intervals and Holm p-values are in report/effects.csv, not 40 more single-value metrics.
     data = client.get_run(run_id).data
     metrics = data.metrics
     assert metrics["effect/blimp/dynamic-vs-static"] == pytest.approx(3.0)
     assert metrics["effect/blimp/static-vs-no-pretraining"] == pytest.approx(20.0)
     assert metrics["effect/finetune/sst2/dynamic-vs-static"] == pytest.approx(2.0)
-    assert all(v == round(v, 4) for v in metrics.values())
+    assert metrics["effect/mlm/dynamic-vs-static"] == -0.1
+    assert all(v == round(v, 3 if "/mlm/" in k else 1) for k, v in metrics.items())
     assert not [k for k in metrics if k.endswith(("/low", "/high", "/p_holm"))]
     effects = pd.read_csv(client.download_artifacts(run_id, "report/effects.csv", str(tmp_path)))
     row = effects[(effects.measure == "blimp") & (effects.b == "dynamic") & (effects.a == "static")].iloc[0]
@@ -884,3 +888,47 @@ def test_a_table_of_tasks_not_run_still_shows_the_papers_values(store: Store, tm
     (beside,) = [b for b in blocks if isinstance(b, Table)]
     assert [list(row) for row in beside.rows] == [["static", "70.0 / —"], ["dynamic", "71.5 / —"]]
     assert beside.caption == "The paper's values; none of these tasks runs at this preset ('—')."
+
+
+def test_mlflow_opens_on_the_answer(report: ReportResult, store: Store) -> None:
+    """The scores view's rows are the arms' means per measure as the report rounds them (the validation MLM loss
+    among them); the pretraining runs are drawn in the report figures' colours; the curves' y axes fit the data."""
+    from bvr.tracking.views import saved_view
+
+    client, experiment_id = store.client, store.experiment_id
+    scores = saved_view(client.get_experiment(experiment_id).tags, "bvr-scores")
+    rows = {r.info.run_name: r.data.metrics for r in client.search_runs([experiment_id], scores["searchFilter"])}
+    assert len(rows) == 14 and rows["dynamic · BLiMP"] == {"mean": 73.0, "low": 65.5, "high": 80.5, "n": 3.0}
+    assert rows["static · validation MLM loss"] == {"mean": 3.0, "low": 2.752, "high": 3.248, "n": 3.0}
+    colours = arm_colors(store.manifest.arms, store.manifest.control_arm)
+    for unit in store.manifest.pretrain:
+        assert client.get_run(unit.run_id).data.tags["mlflow.runColor"] == colours[unit.arm]
+    curves = saved_view(client.get_experiment(experiment_id).tags, "bvr-curves")
+    ranges = {c["metricKey"]: c["range"] for c in curves["compareRunCharts"]}
+    assert ranges == {"val/mlm_loss": {"yMin": 2.7875, "yMax": 4.1625},  # 2.85 to 4.1, and 5% of that on each side
+                      "train/mlm_loss": {"yMin": 3.749, "yMax": 7.071}}
+
+
+def test_an_artifact_folder_that_cannot_be_written_is_named(store: Store, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store that records its artifacts where they cannot be written (a copied or moved store keeps the old path):
+    the error names that folder, not the output folder."""
+    import collections
+    import sqlite3
+
+    from mlflow.tracking._tracking_service import utils
+
+    # MLflow keeps each run's artifact folder by run id for the process: the report fixture's is the original one.
+    monkeypatch.setattr(utils, "_artifact_repos_cache", collections.OrderedDict())
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    with sqlite3.connect(store.workdir / "mlflow.db") as source, sqlite3.connect(tmp_path / "mlflow.db") as db:
+        source.backup(db)  # the store as it is, whatever of it is still in SQLite's journal
+        db.execute("UPDATE runs SET artifact_uri = ? WHERE run_uuid = ?",
+                   (f"{blocked.as_uri()}/artifacts", store.parent_run_id))
+    with pytest.raises(BvrError) as err:
+        render_report(store.manifest, tmp_path / "out", workdir=tmp_path)
+    assert err.value.message.startswith(f"cannot write the report into the MLflow store's artifact folder "
+                                        f"{blocked.as_uri()}/artifacts: ")
+    assert "--output-dir" not in str(err.value) and "a copied or moved store keeps the old path" in err.value.hint
+    assert (tmp_path / "out" / "report.html").is_file()  # the files are written first

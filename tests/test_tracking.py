@@ -401,21 +401,58 @@ def test_experiments_open_as_model_development(store: Store) -> None:
 
 
 def test_saved_views_are_experiment_tags_the_ui_reads(store: Store) -> None:
-    """The two views are JSON in the UI's shape; the scores view selects exactly the runs tagged with a measure."""
+    """The two views are envelopes the UI lists by name under "Views"; the scores view selects exactly the summary
+    runs, one per arm and measure, rounded as the report prints them; the curves view fits its y axes and folds
+    every other chart section."""
+    from bvr.tracking.views import ScoreRow, saved_view, set_run_colours, write_summaries
+
     experiment_id = tracking.ensure_experiment("bvr-views", store.workdir)
     client = store.client
-    measured = client.create_run(experiment_id, tags={tracking.TAG_MEASURE: "finetune/sst2", "bvr.arm": "static"})
-    client.create_run(experiment_id, tags={"bvr.seed": "0", "bvr.arm": "static"})  # a seed: not in the view
-    tracking.write_views(client, experiment_id)
-    tracking.write_views(client, experiment_id)  # idempotent
+    parent = client.create_run(experiment_id, tags={"bvr.stage": "ablation"}).info.run_id
+    client.create_run(experiment_id, tags={tracking.TAG_MEASURE: "finetune/sst2", "bvr.arm": "static"})  # one seed
+    rows = [ScoreRow("static", "finetune/sst2", "sst2 fine-tuned", "points", 1, 53.81343283582089, 52.0333, 55.6, 8),
+            ScoreRow("static", "mlm", "validation MLM loss", "nats", 3, 7.32812345, float("nan"), float("nan"), 1)]
+    first = write_summaries(client, experiment_id, parent, rows)
+    assert write_summaries(client, experiment_id, parent, rows) == first  # a report rendered again updates them
+    tracking.write_views(client, experiment_id, {"val/mlm_loss": (7.1, 7.4)})
+    tracking.write_views(client, experiment_id, {"val/mlm_loss": (7.1, 7.4)})  # idempotent
     tags = client.get_experiment(experiment_id).tags
-    scores = json.loads(tags["mlflow.sharedViewState.bvr-scores"])
-    curves = json.loads(tags["mlflow.sharedViewState.bvr-curves"])
-    assert scores["groupBy"] == {"aggregateFunction": "average", "groupByKeys": [
-        {"mode": "tag", "groupByData": "bvr.arm"}, {"mode": "tag", "groupByData": "bvr.measure"}]}
-    assert "metrics.`score`" in scores["selectedColumns"]
-    assert [c["metricKey"] for c in curves["compareRunCharts"]] == ["val/mlm_loss", "train/mlm_loss"]
-    shown = client.search_runs([experiment_id], scores["searchFilter"])
-    assert [r.info.run_id for r in shown] == [measured.info.run_id]
+    envelope = json.loads(tags["mlflow.sharedViewState.bvr-scores"])
+    assert envelope["name"] == "bvr: scores per arm" and isinstance(envelope["state"], str)
+    scores, curves = saved_view(tags, "bvr-scores"), saved_view(tags, "bvr-curves")
+    assert scores["groupBy"] is None and scores["columnOrder"] == scores["selectedColumns"]
+    assert scores["selectedColumns"][:3] == ["attributes.`Run Name`", "metrics.`mean`", "metrics.`low`"]
+    assert scores["columnWidths"]["attributes.`Run Name`"] == 300
+    shown = client.search_runs([experiment_id], scores["searchFilter"], order_by=["attributes.run_name"])
+    assert [r.info.run_id for r in shown] == first
+    assert [r.info.run_name for r in shown] == ["static · sst2 fine-tuned", "static · validation MLM loss"]
+    assert shown[0].data.metrics == {"mean": 53.8, "low": 52.0, "high": 55.6, "n": 8.0}
+    assert shown[1].data.metrics == {"mean": 7.328, "n": 1.0}  # no interval from one seed
+    assert {r.data.tags["mlflow.parentRunId"] for r in shown} == {parent}
+    charts = curves["compareRunCharts"]
+    assert [c["metricKey"] for c in charts] == ["val/mlm_loss", "train/mlm_loss"]
+    assert charts[0]["range"] == {"yMin": 7.1, "yMax": 7.4} and "range" not in charts[1]  # unknown: the UI scales
+    assert curves["groupBy"] is None and curves["useGroupedValuesInCharts"] is False
+    sections = curves["compareRunSections"]
+    assert (sections[0]["columns"], sections[0]["cardHeight"], sections[0]["display"]) == (2, 400, True)
+    assert [s["name"] for s in sections[1:] if not s["display"]] == ["train", "val", "run", "Model metrics",
+                                                                     "System metrics"]
+    set_run_colours(client, {first[0]: "#1f77b4"})
+    assert client.get_run(first[0]).data.tags["mlflow.runColor"] == "#1f77b4"
     assert tracking.view_url("http://h:1/", experiment_id, tracking.SCORES_VIEW) == (
         f"http://h:1/#/experiments/{experiment_id}/runs?viewStateShareKey=bvr-scores&workflowType=machine_learning")
+
+
+def test_a_logged_model_and_its_run_link_both_ways(store: Store) -> None:
+    """The run page lists the model under "Logged models" (the run's outputs); the model's page shows a
+    description and rounded metrics."""
+    client, run_id = store.client, store.parent.info.run_id
+    experiment_id = store.parent.info.experiment_id
+    model = client.create_logged_model(experiment_id, name="static-p0-encoder", source_run_id=run_id)
+    tracking.link_model(client, run_id, model.model_id, description="The encoder of `static-p0/pretrain`.",
+                        metrics={"val/mlm_loss": 7.328123456, "val/perplexity": float("nan")})
+    outputs = client.get_run(run_id).outputs.model_outputs
+    assert [o.model_id for o in outputs] == [model.model_id]
+    found = client.get_logged_model(model.model_id)
+    assert found.tags["mlflow.note.content"] == "The encoder of `static-p0/pretrain`."
+    assert [(m.key, m.value, m.run_id) for m in found.metrics] == [("val/mlm_loss", 7.3281, run_id)]

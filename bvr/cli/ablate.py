@@ -228,7 +228,8 @@ def report_cmd(
 
 def _browser_check(manifest: Any, out: Path) -> None:
     """Render a copy of the report linked to a fresh `mlflow ui`, check it in Chromium, save the screenshots."""
-    from bvr.report.browser import check_in_browser, find_chromium, mlflow_ui
+    from bvr.report.browser import check_in_browser
+    from bvr.report.chromium import find_chromium, mlflow_ui
     from bvr.report.render import render_report
     from bvr.tracking import store_client, tracking_uri
 

@@ -49,6 +49,7 @@ from bvr.tracking import (
     close_stale_runs,
     closed_on_error,
     git_commit,
+    link_model,
     log_artifact_dir,
     log_config,
     log_inputs,
@@ -351,17 +352,19 @@ def _finish(cfg: Config, run_dir: Path, model: PretrainingModel, prepared: Prepa
             client.log_metric(run_id, f"run/{key}", metrics[key])
     client.set_tag(run_id, "bvr.git_commit", git_commit() or "unknown")
     client.log_artifact(run_id, str(run_dir / "metrics.json"))
-    _register_encoder(client, run_id, cfg, model_dir)
+    _register_encoder(client, run_id, cfg, model_dir, metrics)
     (run_dir / DONE).write_text("")
 
 
 ENCODER_MODEL_TYPE = "bvr-encoder"
 
 
-def _register_encoder(client: Any, run_id: str, cfg: Config, model_dir: Path) -> None:
+def _register_encoder(client: Any, run_id: str, cfg: Config, model_dir: Path,
+                      metrics: dict[str, float]) -> None:
     """List the exported encoder among the run's models in MLflow, as an external model (its files stay in
     ``model_dir``, not copied into the artifact store: one Hugging Face folder per model is enough), with the path,
-    the shape and the tokenizer as its tags and params."""
+    the shape and the tokenizer as its tags and params, a description, the run's validation metrics, and the run
+    linked to it both ways (:func:`bvr.tracking.link_model`)."""
     run = client.get_run(run_id)
     label = (run.info.run_name or cfg.name).split("/")[0]
     m = cfg.model
@@ -373,6 +376,12 @@ def _register_encoder(client: Any, run_id: str, cfg: Config, model_dir: Path) ->
                 "model.hidden_size": str(m.hidden_size), "model.num_heads": str(m.num_heads),
                 "tokenizer.family": cfg.tokenizer.family})
     client.finalize_logged_model(model.model_id, "READY")
+    shown = {k: v for k, v in metrics.items() if k.startswith("val/")}
+    shown |= {f"run/{k}": metrics[k] for k in ("tokens_seen", "params_total", "params_non_embedding") if k in metrics}
+    link_model(client, run_id, model.model_id, metrics=shown, description=(
+        f"The encoder pretrained by run `{run.info.run_name}` ({m.family}, {m.num_layers} layers of {m.hidden_size}, "
+        f"{cfg.tokenizer.family} tokenizer): a Hugging Face folder at `{model_dir.resolve()}` (transformers' Auto "
+        "classes load it); fine-tuning and evaluations of it are the runs of the same label."))
 
 
 def export_model(model: PretrainingModel, tokenizer_dir: Path, cfg: Config | dict[str, Any], out_dir: Path) -> Path:

@@ -7,32 +7,21 @@ with its links pointing there, and then:
   which lists every image that did not load and every table wider than the text column (or the page wider than
   the window); Chromium's ``--dump-dom`` hands the script's findings back;
 - resolves every link into the MLflow UI: a run link through the server's REST API (the run exists, in the
-  linked experiment), a saved view (:mod:`bvr.tracking.views`) through its experiment tag; and opens one run's
-  page in Chromium to check that the UI itself shows the run;
-- takes screenshots of the report, the two saved views (scores by arm, pretraining curves by arm) and the
-  parent run's page.
+  linked experiment), a saved view (:mod:`bvr.tracking.views`) through its experiment tag;
+- opens the two saved views (scores by arm, pretraining curves by arm) and the parent run's page as a person
+  would, each in a fresh profile, and reads each from the render its screenshot shows (:func:`check_ui`): the
+  UI's mode, whether the view opened as saved, spinners and blank charts after the wait, numbers with more
+  decimals than the report prints, and whether the parent's description is whole.
 
-``bvr report NAME --browser-check DIR`` runs it and writes the screenshots and ``check.json`` to DIR. Chromium is
-found on ``PATH`` (``chromium``, ``chromium-browser``, ``google-chrome``) or at ``BVR_CHROMIUM``; Debian's
-package is ``chromium``. Chromium pages that run scripts get a virtual time budget (``--virtual-time-budget``):
-the MLflow UI loads its runs asynchronously, and the budget lets it settle before the screenshot.
+``bvr report NAME --browser-check DIR`` runs it and writes the screenshots and ``check.json`` to DIR. Chromium and
+the ``mlflow ui`` server are driven by :mod:`bvr.report.chromium`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
-import shutil
-import socket
-import subprocess
-import sys
 import tempfile
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -40,13 +29,9 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from bvr.errors import BvrError
+from bvr.report.chromium import UI_SETTLE_MS, UI_WINDOW, capture, dump_dom, http_get, screenshot
 
-CHROMIUM_ENV = "BVR_CHROMIUM"
-CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 REPORT_WIDTH = 1200
-UI_WINDOW = (1600, 1000)
-UI_SETTLE_MS = 20_000
-SERVER_START_SECONDS = 180
 
 _CHECK_ID = "bvr-browser-check"
 # Runs after the page has laid out: images that failed, tables wider than their column, a page wider than the window.
@@ -71,102 +56,6 @@ window.addEventListener("load", () => {
 });
 </script>
 """.replace("CHECK_ID", _CHECK_ID)
-
-
-def find_chromium() -> str | None:
-    """The Chromium executable: ``BVR_CHROMIUM``, else the first of :data:`CHROMIUM_NAMES` on ``PATH``."""
-    env = os.environ.get(CHROMIUM_ENV)
-    if env:
-        return env if Path(env).is_file() else shutil.which(env)
-    return next((found for name in CHROMIUM_NAMES if (found := shutil.which(name))), None)
-
-
-def _require_chromium() -> str:
-    found = find_chromium()
-    if found is None:
-        raise BvrError("no Chromium found for the browser check", where=CHROMIUM_ENV,
-                       hint="install it (Debian: apt-get install chromium) or set BVR_CHROMIUM to its path")
-    return found
-
-
-def _chromium(args: list[str], *, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
-    """Run headless Chromium once; its own logging (D-Bus, GPU) goes to a discarded stderr."""
-    command = [_require_chromium(), "--headless", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-               "--disable-extensions", f"--user-data-dir={tempfile.mkdtemp(prefix='bvr-chromium-')}"]
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        command.append("--no-sandbox")  # Chromium refuses to start its sandbox as root
-    try:
-        return subprocess.run(command + args, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired as err:
-        raise BvrError(f"Chromium did not finish within {timeout:.0f} s", where=args[-1],
-                       hint="run again; on a loaded machine pass a longer budget") from err
-
-
-def screenshot(url: str, out: Path, *, window: tuple[int, int] = UI_WINDOW, settle_ms: int = UI_SETTLE_MS) -> Path:
-    """Save a PNG of ``url`` as Chromium renders it in a ``window`` (width, height) after ``settle_ms`` of page time."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    _chromium([f"--window-size={window[0]},{window[1]}", f"--virtual-time-budget={settle_ms}",
-               f"--screenshot={out}", url])
-    if not out.is_file() or out.stat().st_size == 0:
-        raise BvrError("Chromium wrote no screenshot", where=url, hint="check that the page loads in a browser")
-    return out
-
-
-def dump_dom(url: str, *, window: tuple[int, int] = UI_WINDOW, settle_ms: int = UI_SETTLE_MS) -> str:
-    """The page's DOM after its scripts ran, as Chromium serialises it."""
-    return _chromium([f"--window-size={window[0]},{window[1]}", f"--virtual-time-budget={settle_ms}",
-                      "--dump-dom", url]).stdout
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# The MLflow UI
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _get(url: str, timeout: float = 10.0) -> tuple[int, bytes]:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (loopback only)
-            return response.status, response.read()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read()
-    except (urllib.error.URLError, ConnectionError, TimeoutError):
-        return 0, b""
-
-
-@contextlib.contextmanager
-def mlflow_ui(tracking_uri: str, *, port: int | None = None) -> Iterator[str]:
-    """Serve the store ``tracking_uri`` with ``mlflow ui`` on 127.0.0.1; yields its address; stops it after.
-
-    Raises:
-        BvrError: the server did not answer within :data:`SERVER_START_SECONDS` (its log's tail is in the message).
-    """
-    port = port or free_port()
-    base = f"http://127.0.0.1:{port}"
-    log_fd, log_name = tempfile.mkstemp(prefix="bvr-mlflow-ui-", suffix=".log")
-    command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", tracking_uri, "--host", "127.0.0.1",
-               "--port", str(port), "--workers", "1"]
-    process = subprocess.Popen(command, stdout=log_fd, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + SERVER_START_SECONDS
-        while _get(f"{base}/health", timeout=2.0)[0] != 200:
-            if process.poll() is not None or time.monotonic() > deadline:
-                tail = Path(log_name).read_text(errors="replace")[-400:].strip().replace("\n", " / ")
-                raise BvrError(f"`mlflow ui` did not start on port {port}: {tail}", where=tracking_uri,
-                               hint="check that the store opens with `mlflow ui --backend-store-uri` by hand")
-            time.sleep(1.0)
-        yield base
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, 15)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=20)
-        os.close(log_fd)
-        Path(log_name).unlink(missing_ok=True)
 
 
 class _Links(HTMLParser):
@@ -199,7 +88,7 @@ def resolve_link(base: str, href: str) -> str | None:
     """
     fragment = href[len(base):].lstrip("/")
     if match := _RUN_LINK.search(fragment):
-        status, body = _get(f"{base}/api/2.0/mlflow/runs/get?run_id={match['run']}")
+        status, body = http_get(f"{base}/api/2.0/mlflow/runs/get?run_id={match['run']}")
         if status != 200:
             return f"run {match['run']}: HTTP {status}"
         experiment = json.loads(body)["run"]["info"]["experiment_id"]
@@ -207,7 +96,7 @@ def resolve_link(base: str, href: str) -> str | None:
     match = _VIEW_LINK.search(fragment) or _EXPERIMENT_LINK.search(fragment)
     if match is None:
         return f"not a run, view or experiment address: {href}"
-    status, body = _get(f"{base}/api/2.0/mlflow/experiments/get?experiment_id={match['experiment']}")
+    status, body = http_get(f"{base}/api/2.0/mlflow/experiments/get?experiment_id={match['experiment']}")
     if status != 200:
         return f"experiment {match['experiment']}: HTTP {status}"
     key = parse_qs(match["query"] or "").get("viewStateShareKey", [""])[0]
@@ -236,6 +125,14 @@ class BrowserCheck:
     run_page_shows_run: bool | None = None
     ui_modes: dict[str, str | None] = field(default_factory=dict)
     views_applied: dict[str, bool] = field(default_factory=dict)
+    loading: dict[str, int] = field(default_factory=dict)
+    """Page -> loading spinners still spinning after the wait."""
+    blank_charts: dict[str, int] = field(default_factory=dict)
+    """Page -> charts drawn without a line or bar."""
+    long_numbers: dict[str, list[str]] = field(default_factory=dict)
+    """Page -> numbers shown with more than :data:`MAX_DIGITS` decimals."""
+    description: str | None = None
+    """What the parent run's description shows: ``whole``, ``cut`` (behind "Show more") or ``none``."""
     screenshots: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -250,8 +147,15 @@ class BrowserCheck:
             found.append("the MLflow UI did not show the linked run's page")
         found += [f"the MLflow UI showed {page} in {mode or 'no'} mode, not model training"
                   for page, mode in self.ui_modes.items() if mode != "model training"]
-        found += [f"the {page} view did not apply (no grouping by arm)"
+        found += [f"the {page} view did not apply (the UI did not open bvr's view as saved)"
                   for page, applied in self.views_applied.items() if not applied]
+        found += [f"{page}: {n} loading spinner(s) after the wait" for page, n in self.loading.items() if n]
+        found += [f"{page}: {n} blank chart(s)" for page, n in self.blank_charts.items() if n]
+        found += [f"{page}: numbers with more than {MAX_DIGITS} decimals ({', '.join(numbers[:3])})"
+                  for page, numbers in self.long_numbers.items() if numbers]
+        if self.description in ("cut", "none"):
+            found.append("the parent run's description is " + (
+                "cut behind 'Show more' (the UI shows 100 px of it)" if self.description == "cut" else "missing"))
         return found
 
     def to_dict(self) -> dict[str, Any]:
@@ -259,7 +163,8 @@ class BrowserCheck:
                 "broken_images": self.broken_images, "overflowing_tables": self.overflowing_tables,
                 "page_width": self.page_width, "links": self.links, "unresolved_links": self.unresolved_links,
                 "run_page_shows_run": self.run_page_shows_run, "ui_modes": self.ui_modes,
-                "views_applied": self.views_applied, "screenshots": self.screenshots,
+                "views_applied": self.views_applied, "loading": self.loading, "blank_charts": self.blank_charts,
+                "long_numbers": self.long_numbers, "description": self.description, "screenshots": self.screenshots,
                 "problems": self.problems}
 
 
@@ -283,11 +188,13 @@ def check_in_browser(report_html: Path, base: str, out_dir: Path, *, experiment_
                      parent_run_id: str | None, width: int = REPORT_WIDTH) -> BrowserCheck:
     """Check ``report_html`` (rendered with links to the UI at ``base``) and take the screenshots into ``out_dir``.
 
+    Every MLflow page is opened in a fresh browser profile and read from the same render its screenshot shows:
+    its mode, loading spinners and blank charts after the wait, numbers with more decimals than the report's, and
+    on the parent run's page whether the description is whole.
+
     Returns:
         The findings; ``check.json`` in ``out_dir`` holds the same.
     """
-    from bvr.tracking.views import CURVES_VIEW, SCORES_VIEW, ui_address, view_url
-
     out_dir.mkdir(parents=True, exist_ok=True)
     check = BrowserCheck(report_html, width)
     layout = check_layout(report_html, width)
@@ -302,21 +209,106 @@ def check_in_browser(report_html: Path, base: str, out_dir: Path, *, experiment_
     check.screenshots["report"] = str(screenshot(report_html.as_uri(), out_dir / "report.png",
                                                  window=(width, 2400), settle_ms=3_000))
     if experiment_id is not None:
-        for name, key in (("scores-by-arm", SCORES_VIEW), ("curves-by-arm", CURVES_VIEW)):
-            url = view_url(base, experiment_id, key)
-            check.screenshots[name] = str(screenshot(url, out_dir / f"{name}.png"))
-            words = page_words(dump_dom(url))
-            check.ui_modes[name] = ui_mode(words)
-            check.views_applied[name] = "Group by: bvr.arm" in words
-        if parent_run_id is not None:
-            url = ui_address(base, experiment_id, parent_run_id)
-            check.screenshots["parent-run"] = str(screenshot(url, out_dir / "parent-run.png"))
-            dom = dump_dom(url)
-            check.run_page_shows_run = parent_run_id in dom or _run_name(base, parent_run_id) in dom
-            check.ui_modes["parent-run"] = ui_mode(page_words(dom))
+        check_ui(check, base, experiment_id, parent_run_id, out_dir)
     (out_dir / "check.json").write_text(json.dumps(check.to_dict(), indent=2) + "\n", encoding="utf-8")
     return check
 
+
+RETRIES = 2
+"""How many more times :func:`_settled` opens a page that has not settled, each with twice the wait before."""
+
+
+def check_ui(check: BrowserCheck, base: str, experiment_id: str, parent_run_id: str | None, out_dir: Path, *,
+             retries: int = RETRIES) -> None:
+    """Open bvr's two saved views and the parent run's page in the MLflow UI at ``base``; record in ``check`` what
+    each shows (:func:`_read_ui_page`), whether each view applied, and whether the parent's description is whole.
+
+    A view applied when the UI names it in its "Views" button and shows the view's own marker (the scores' ``mean``
+    column, the curves' section). A page still loading, or a description the UI measured while the page was still
+    laid out, is opened again with twice the wait (``retries`` times) before it counts.
+    """
+    from bvr.tracking.views import CURVES_SECTION, CURVES_VIEW, SCORES_VIEW, VIEW_NAMES, ui_address, view_url
+
+    for name, key, marker in (("scores-by-arm", SCORES_VIEW, "mean"), ("curves-by-arm", CURVES_VIEW, CURVES_SECTION)):
+        dom = _settled(view_url(base, experiment_id, key), out_dir / f"{name}.png", retries=retries)
+        words = _read_ui_page(check, name, dom)
+        check.screenshots[name] = str(out_dir / f"{name}.png")
+        check.views_applied[name] = VIEW_NAMES[key] in words and marker in words
+    if parent_run_id is None:
+        return
+    dom = _settled(ui_address(base, experiment_id, parent_run_id), out_dir / "parent-run.png", height=1800,
+                   retries=retries)
+    check.screenshots["parent-run"] = str(out_dir / "parent-run.png")
+    check.run_page_shows_run = parent_run_id in dom or _run_name(base, parent_run_id) in dom
+    check.description = description_state(_read_ui_page(check, "parent-run", dom))
+
+
+def _settled(url: str, out: Path, *, height: int = UI_WINDOW[1], retries: int = RETRIES) -> str:
+    """:func:`capture` of ``url``, again with a longer wait while it shows a spinner or a cut description."""
+    settle = UI_SETTLE_MS
+    dom = capture(url, out, window=(UI_WINDOW[0], height), settle_ms=settle)
+    for _ in range(retries):
+        if not spinners(dom) and description_state(page_words(dom)) != "cut":
+            break
+        settle *= 2
+        dom = capture(url, out, window=(UI_WINDOW[0], height), settle_ms=settle)
+    return dom
+
+
+def _read_ui_page(check: BrowserCheck, page: str, dom: str) -> list[str]:
+    """Record a page's mode, spinners, blank charts and over-long numbers in ``check``; return its words."""
+    words = page_words(dom)
+    check.ui_modes[page] = ui_mode(words)
+    check.loading[page] = spinners(dom)
+    check.blank_charts[page] = blank_charts(dom)
+    check.long_numbers[page] = long_numbers(words)
+    return words
+
+
+MAX_DIGITS = 3
+"""The most decimals the report prints (a loss in nats); a number shown with more is unrounded."""
+_SPINNER = re.compile(r'class="[^"]*-spin-spinning')
+_LONG_NUMBER = re.compile(rf"[-+−]?\d+\.\d{{{MAX_DIGITS + 1},}}")
+
+
+def spinners(dom: str) -> int:
+    """Loading spinners still spinning in a DOM dump of the MLflow UI (its components mark them ``*-spin-spinning``).
+
+    >>> spinners('<div class="du-bois-light-spin du-bois-light-spin-spinning"></div><div class="x-spin"></div>')
+    1
+    """
+    return len(_SPINNER.findall(dom))
+
+
+def blank_charts(dom: str) -> int:
+    """Charts (Plotly's ``js-plotly-plot``) in a DOM dump that draw no trace: no line, bar or point.
+
+    >>> blank_charts('<div class="js-plotly-plot"><g class="trace scatter"></g></div><div class="js-plotly-plot">')
+    1
+    """
+    return sum('class="trace ' not in chart for chart in dom.split('class="js-plotly-plot"')[1:])
+
+
+def long_numbers(words: list[str]) -> list[str]:
+    """The words that are a number with more than :data:`MAX_DIGITS` decimals ('53.81343283582089'), in order.
+
+    >>> long_numbers(["53.8", "7.217", "53.81343283582089", "-0.1113", "v1.2.3", "1.5e-07"])
+    ['53.81343283582089', '-0.1113']
+    """
+    return [w for w in words if _LONG_NUMBER.fullmatch(w)]
+
+
+def description_state(words: list[str]) -> str | None:
+    """What a run page shows of its description: ``whole``, ``cut`` (a "Show more" under it: the UI shows 100 px),
+    ``none`` ("No description"), or None when the page has no description box (it did not load)."""
+    if "Description" not in words:
+        return None
+    box = words[words.index("Description") + 1:]
+    ends = [i for i, w in enumerate(box) if re.fullmatch(r"(Metrics|Parameters|Tags|Artifacts) \(\d+\)", w)]
+    box = box[:ends[0]] if ends else box
+    if box[:1] == ["No description"]:
+        return "none"
+    return "cut" if "Show more" in box else "whole"
 
 def page_words(dom: str) -> list[str]:
     """The visible text of a DOM dump, one entry per text node (scripts and styles left out)."""
@@ -339,6 +331,6 @@ def ui_mode(words: list[str]) -> str | None:
 
 
 def _run_name(base: str, run_id: str) -> str:
-    status, body = _get(f"{base}/api/2.0/mlflow/runs/get?run_id={run_id}")
+    status, body = http_get(f"{base}/api/2.0/mlflow/runs/get?run_id={run_id}")
     return json.loads(body)["run"]["info"].get("run_name", run_id) if status == 200 else run_id
 

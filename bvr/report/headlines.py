@@ -154,3 +154,71 @@ def headlines(analysis: Analysis) -> list[str]:
     blind = _blind(analysis)
     return [*_sanity(analysis), *(_ablation_line(c, blind.get(c.measure.key, "")) for c in analysis.comparisons
                                   if c.comparable)]
+
+
+def short_title(key: str) -> str:
+    """A measure's name where space is short (the MLflow description, the scores view).
+
+    >>> short_title("blimp"), short_title("probe/sst2"), short_title("finetune/sst2"), short_title("mlm")
+    ('BLiMP', 'sst2 probe', 'sst2 fine-tuned', 'validation MLM loss')
+    """
+    kind, _, task = key.partition("/")
+    return {"blimp": "BLiMP", "mlm": "validation MLM loss", "probe": f"{task} probe",
+            "finetune": f"{task} fine-tuned"}.get(kind, key)
+
+
+def _signed(c: Comparison) -> str:
+    """'+0.1' (points) or '-0.111' (nats): ``b − a`` as the report rounds it."""
+    return f"{c.estimate:+.{_digits(c)}f}"
+
+
+def _brief_pair(pair: list[Comparison]) -> str:
+    """Two pretrained arms on every measure: each effect Holm finds with its simultaneous interval and who is
+    better, then the measures where none was detected, with their estimates."""
+    first = pair[0]
+    parts = []
+    for c in (c for c in pair if c.significant):
+        unit = "nats" if c.task == "mlm" else "points"
+        interval = f"[{c.interval.ci_low:+.{_digits(c)}f}, {c.interval.ci_high:+.{_digits(c)}f}]"
+        parts.append(f"{short_title(c.task)} {_signed(c)} {interval} {unit}, {c.ours}")
+    quiet = [c for c in pair if c.test.tested and not c.significant]
+    if quiet:
+        parts.append(", ".join(f"{short_title(c.task)} {_signed(c)}" for c in quiet) + ": no difference detected")
+    untested = [c for c in pair if not c.test.tested]
+    if untested:
+        parts.append(", ".join(short_title(c.task) for c in untested) + ": not tested (too few pretraining seeds)")
+    return f"**{first.b} − {first.a}**: " + "; ".join(parts) + "."
+
+
+def _brief_control(analysis: Analysis) -> str | None:
+    """Every pretrained arm against the control in one line: the measures pretraining helped and hurt (Holm), each
+    with every arm's lead in points, and those where it did neither."""
+    tried = [c for c in analysis.control if c.comparable and c.test.tested]
+    if not tried:
+        return None
+    helped: dict[str, list[str]] = {}
+    hurt: dict[str, list[str]] = {}
+    for c in tried:
+        if c.significant:
+            side = helped if c.ours == f"{c.b} better" else hurt
+            side.setdefault(short_title(c.task), []).append(f"{c.b} {_signed(c)}")
+    neither = [short_title(c.task) for c in tried if short_title(c.task) not in helped | hurt]
+    parts = [f"{verb} " + ", ".join(f"{measure} ({', '.join(leads)})" for measure, leads in side.items())
+             for verb, side in (("helped", helped), ("hurt", hurt)) if side]
+    if neither:
+        parts.append(f"neither on {', '.join(dict.fromkeys(neither))}")
+    return f"**pretraining − {analysis.collected.control}**: " + "; ".join(parts) + " (points)."
+
+
+def brief(analysis: Analysis) -> list[str]:
+    """The headline in a line per question, every finding kept: each pair of pretrained arms (the ablation), then
+    pretraining against the control. It is what MLflow shows of the parent run's description without a click
+    (100 px): effects Holm finds with their simultaneous intervals, the rest as estimates.
+
+    The full sentences are the report's headline (:func:`headlines`)."""
+    pairs: dict[tuple[str, str], list[Comparison]] = {}
+    for c in analysis.comparisons:
+        if c.comparable:
+            pairs.setdefault((c.a, c.b), []).append(c)
+    control = _brief_control(analysis)
+    return [*(_brief_pair(pair) for pair in pairs.values()), *([control] if control else [])]

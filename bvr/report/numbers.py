@@ -10,8 +10,10 @@ import pandas as pd
 
 from bvr.report.analysis import Analysis, Comparison
 from bvr.report.budget import budget_curve, budget_payload
+from bvr.report.headlines import short_title
 from bvr.report.pretrain_runs import pretrain_table
 from bvr.report.stats import Summary
+from bvr.tracking.views import ScoreRow
 
 
 def clean(value: Any) -> Any:
@@ -131,3 +133,17 @@ def effect_metrics(a: Analysis) -> dict[str, float]:
         if first is not None:
             out[f"budget/{x.key}/starts_to_help_tokens"] = float(first.tokens)
     return out
+
+
+def summary_rows(a: Analysis) -> list[ScoreRow]:
+    """The rows of MLflow's scores view (:func:`bvr.tracking.views.write_summaries`): each arm's mean over its
+    pretraining seeds on each measure, with its 95% t interval, as the report rounds it."""
+    rows = []
+    for x in a.measures:
+        for arm in a.collected.arms:
+            units = x.units(arm)
+            if units:
+                mean, low, high = x.mean_interval(arm)
+                unit, digits = ("nats", 3) if x.key == "mlm" else ("points", 1)
+                rows.append(ScoreRow(arm, x.key, short_title(x.key), unit, digits, mean, low, high, len(units)))
+    return rows

@@ -37,6 +37,7 @@ from pathlib import Path
 import pandas as pd
 from mlflow.entities import Metric
 from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE
 
 from bvr.ablation.manifest import Manifest
@@ -48,13 +49,20 @@ from bvr.report.budget import budget_context, budget_curve, budget_frame
 from bvr.report.cells import ui_base
 from bvr.report.collect import collect
 from bvr.report.document import Figure, to_html, to_markdown
-from bvr.report.headlines import headlines
+from bvr.report.headlines import brief, headlines
 from bvr.report.inference import adjusted_confidence
-from bvr.report.numbers import dvc_metrics, effect_metrics, effects_table, metrics_payload
+from bvr.report.numbers import dvc_metrics, effect_metrics, effects_table, metrics_payload, summary_rows
 from bvr.report.pretrain_runs import pretrain_table
 from bvr.report.published import load_published
 from bvr.report.sections import report_blocks, summary_blocks
-from bvr.tracking import check_store, log_params_batched, store_client, write_views
+from bvr.tracking import check_store, log_params_batched, store_client
+from bvr.tracking.views import (
+    CURVE_METRICS,
+    fitted_range,
+    set_run_colours,
+    write_summaries,
+    write_views,
+)
 
 REPORTS_DIR = Path("reports")
 REPORT_MD = "report.md"
@@ -68,6 +76,8 @@ INDEX_MD = "index.md"
 INDEX_HTML = "index.html"
 ARTIFACT_PATH = "report"
 """Where the report goes among the parent run's artifacts."""
+EFFECTS_CSV = "effects.csv"
+EFFECTS_PNG = "effects.png"
 TAG_REPORT = "bvr.report"
 """Tag on the parent run holding the path of ``report.html``."""
 
@@ -218,39 +228,95 @@ def parent_params(manifest: Manifest) -> dict[str, str]:
     return params
 
 
+def _description(a: Analysis, result: ReportResult) -> str:
+    """The parent run's description: the headline in brief (:func:`bvr.report.headlines.brief`), which MLflow shows
+    whole within the 100 px it gives a description before "Show more". Where the report is (the tag
+    ``bvr.report``, the artifact ``report/report.html``) and the effects with their intervals (``report/effects.csv``
+    and ``report/effects.png``) are on the same page. A partial report says so first."""
+    partial = [] if result.complete else [f"Partial: {len(result.missing)} item(s) missing (listed in the report)."]
+    return "\n".join(f"- {line}" for line in [*partial, *brief(a)])
+
+
+def _effect_estimates(a: Analysis) -> list[Metric]:
+    """Each effect's estimate as a metric, rounded as the report prints it (nats to 3 decimals, points to 1)."""
+    now = int(time.time() * 1000)
+    return [Metric(k, round(v, 3 if k.startswith("effect/mlm/") else 1), now, 0)
+            for k, v in effect_metrics(a).items() if not k.endswith(("/low", "/high", "/p_holm"))]
+
+
+def _log_files(client: MlflowClient, run_id: str, a: Analysis, result: ReportResult) -> None:
+    """The report's files under ``report/`` of the parent run, with ``effects.csv`` and the differences figure as
+    ``effects.png`` (one chart with intervals)."""
+    for path in (result.markdown, result.html, result.metrics):
+        client.log_artifact(run_id, str(path), ARTIFACT_PATH)
+    for name in (FIGURES_DIR, PLOTS_DIR, DVC_METRICS_DIR):
+        client.log_artifacts(run_id, str(result.out_dir / name), f"{ARTIFACT_PATH}/{name}")
+    client.log_text(run_id, effects_table(a).to_csv(index=False), f"{ARTIFACT_PATH}/{EFFECTS_CSV}")
+    figure = result.out_dir / FIGURES_DIR / "differences.png"
+    if figure.is_file():
+        with tempfile.TemporaryDirectory(prefix="bvr-effects-") as tmp:
+            shutil.copyfile(figure, Path(tmp) / EFFECTS_PNG)
+            client.log_artifact(run_id, str(Path(tmp) / EFFECTS_PNG), ARTIFACT_PATH)
+
+
+def _log_views(client: MlflowClient, a: Analysis) -> None:
+    """The scores view's rows, the pretraining runs' colours (the figures') and the views with fitted y axes."""
+    experiment_id, parent = a.collected.experiment_id, a.collected.parent_run_id
+    if experiment_id is None:
+        return
+    colours = fig.arm_colors(a.collected.arms, a.collected.control)
+    pretrain = a.collected.pretrain
+    runs = dict(zip(pretrain["run_id"], pretrain["arm"], strict=True))
+    if parent is not None:
+        rows = summary_rows(a)
+        runs |= dict(zip(write_summaries(client, experiment_id, parent, rows), (r.arm for r in rows), strict=True))
+    set_run_colours(client, {run: colours[arm] for run, arm in runs.items() if arm in colours})
+    history = a.collected.history
+    ranges = {key: fitted_range(history.loc[history["key"] == key, "value"]) for key in CURVE_METRICS}
+    write_views(client, experiment_id, {k: v for k, v in ranges.items() if v is not None})
+
+
 def _log(a: Analysis, result: ReportResult) -> None:
-    """Log the report under ``report/`` of the parent run: its description the full headline, then where the report
-    is; its parameters :func:`parent_params`; each effect's estimate as a metric (:func:`effect_metrics`, rounded
-    as the report rounds), with intervals and Holm p-values in the table ``report/effects.csv``."""
+    """Log the report under ``report/`` of the parent run (:func:`_log_files`); its description the headline in
+    brief (:func:`_description`); its parameters :func:`parent_params`; each effect's estimate as a metric
+    (:func:`effect_metrics`, rounded as the report rounds), with intervals and Holm p-values in the table
+    ``report/effects.csv`` and the chart ``report/effects.png``; the saved views and their rows (:func:`_log_views`).
+
+    Raises:
+        BvrError: the store refused (naming it), or its artifact folder cannot be written (naming the folder the
+            store recorded, which a copied or moved store still points at).
+    """
     run_id = a.collected.parent_run_id
     if run_id is None:
         return
     client = store_client(a.collected.uri)
-    state = "complete" if result.complete else f"partial, {len(result.missing)} item(s) missing"
-    now = int(time.time() * 1000)
-    note = ("\n".join(f"- {line}" for line in headlines(a)) + f"\n\n**Report** ({state}): `{result.html}`, also "
-            f"the artifact `{ARTIFACT_PATH}/{REPORT_HTML}` of this run; every difference with its interval and Holm "
-            f"p-value: `{ARTIFACT_PATH}/effects.csv`.")
     try:
-        for path in (result.markdown, result.html, result.metrics):
-            client.log_artifact(run_id, str(path), ARTIFACT_PATH)
-        for name in (FIGURES_DIR, PLOTS_DIR, DVC_METRICS_DIR):
-            client.log_artifacts(run_id, str(result.out_dir / name), f"{ARTIFACT_PATH}/{name}")
-        client.log_text(run_id, effects_table(a).to_csv(index=False), f"{ARTIFACT_PATH}/effects.csv")
-        estimates = {k: v for k, v in effect_metrics(a).items() if not k.endswith(("/low", "/high", "/p_holm"))}
-        effects = [Metric(k, round(v, 4), now, 0) for k, v in estimates.items()]
+        _log_files(client, run_id, a, result)
+        effects = _effect_estimates(a)
         for i in range(0, len(effects), 500):  # MLflow takes at most 1,000 metrics a batch
             client.log_batch(run_id, metrics=effects[i:i + 500])
         present = client.get_run(run_id).data.params  # a parameter, once logged, cannot change
         log_params_batched(client, run_id, {k: v for k, v in parent_params(a.collected.manifest).items()
                                             if k not in present})
-        client.set_tag(run_id, MLFLOW_RUN_NOTE, note)
+        client.set_tag(run_id, MLFLOW_RUN_NOTE, _description(a, result))
         client.set_tag(run_id, TAG_REPORT, str(result.html))
-        if a.collected.experiment_id is not None:
-            write_views(client, a.collected.experiment_id)  # stores written before the views existed get them too
+        _log_views(client, a)
     except MlflowException as err:
         raise BvrError(f"could not log the report to parent run {run_id}: {err.message}", where=a.collected.uri,
                        hint="the files are written; render again with log_to_mlflow=False to skip MLflow") from None
+    except OSError as err:
+        raise artifact_root_error(client, run_id, err) from None
+
+
+def artifact_root_error(client: MlflowClient, run_id: str, err: OSError) -> BvrError:
+    """The one-line error of an artifact folder the store recorded that cannot be written: it names that folder
+    (where the store was made; a copied or moved store still points there), not the output folder."""
+    root = client.get_run(run_id).info.artifact_uri
+    return BvrError(f"cannot write the report into the MLflow store's artifact folder {root}: "
+                    f"{err.strerror or err}", where=err.filename or root,
+                    hint="the store records that folder from where it was made (a copied or moved store keeps "
+                         "the old path): make it writable, or run bvr where the store was made; the report's "
+                         "files are written")
 
 
 def render_report(manifest: Manifest, out_dir: Path | None = None, *, workdir: Path | None = None,

@@ -58,6 +58,7 @@ from bvr.tracking.runs import (  # noqa: E402
     end_run,
     end_status,
     git_commit,
+    link_model,
     parent_run,
     resume_run,
     run_name,
@@ -92,7 +93,7 @@ __all__ = [
     "TAG_COLLAPSED", "TAG_DECLARED_PREFIX", "TAG_GIT_COMMIT", "TAG_HOST", "TAG_LABEL", "TAG_MEASURE", "TAG_PID",
     "TAG_PRETRAIN_SEED", "TAG_SEED", "TAG_STAGE", "TAG_TASK", "TRUNCATION_MARKER", "artifact_location", "check_store",
     "client_for", "close_stale_runs", "closed_on_error", "end_run", "end_status", "ensure_experiment", "find_runs",
-    "flatten_params", "git_commit", "log_artifact_dir", "log_config", "log_inputs", "log_params_batched",
+    "flatten_params", "git_commit", "link_model", "log_artifact_dir", "log_config", "log_inputs", "log_params_batched",
     "log_tags_batched", "parent_run", "resume_run", "run_name", "run_tags", "store_client", "system_metrics",
     "tagged", "tracking_uri", "ui_address", "view_url", "write_views",
 ]

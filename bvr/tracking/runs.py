@@ -309,3 +309,30 @@ def closed_on_error(client: MlflowClient, run_id: str | None) -> Iterator[None]:
         if run_id:
             end_run(client, run_id, end_status(err))
         raise
+
+
+def link_model(client: MlflowClient, run_id: str, model_id: str, *, description: str,
+               metrics: Mapping[str, float], digits: int = 4) -> None:
+    """Show a logged model as the run's output both ways in MLflow's UI: the run page lists it under "Logged
+    models" (the run's outputs; ``source_run_id`` alone does not), and the model's page shows ``description`` and
+    ``metrics`` (rounded to ``digits`` decimals; non-finite values left out) beside its "Source run" link.
+
+    Args:
+        client: the store.
+        run_id: the run that made the model.
+        model_id: the logged model (``create_logged_model``).
+        description: Markdown for the model's page.
+        metrics: what to show on the model's page (``val/mlm_loss``), logged to the run under the model.
+    """
+    import math
+    import time
+
+    from mlflow.entities import LoggedModelOutput, Metric
+
+    client.log_outputs(run_id, [LoggedModelOutput(model_id, 0)])
+    client.set_logged_model_tags(model_id, {MLFLOW_RUN_NOTE: description})
+    now = int(time.time() * 1000)
+    values = [Metric(key, round(float(v), digits), now, 0, model_id=model_id, run_id=run_id)
+              for key, v in metrics.items() if math.isfinite(float(v))]
+    if values:
+        client.log_batch(run_id, metrics=values)
