@@ -362,8 +362,7 @@ ENCODER_MODEL_TYPE = "bvr-encoder"
 def _register_encoder(client: Any, run_id: str, cfg: Config, model_dir: Path,
                       metrics: dict[str, float]) -> None:
     """List the exported encoder among the run's models in MLflow, as an external model (its files stay in
-    ``model_dir``, not copied into the artifact store: one Hugging Face folder per model is enough), with the path,
-    the shape and the tokenizer as its tags and params, a description, the run's validation metrics, and the run
+    ``model_dir``), with its path, shape and tokenizer, a description, the run's validation metrics, and the run
     linked to it both ways (:func:`bvr.tracking.link_model`)."""
     run = client.get_run(run_id)
     label = (run.info.run_name or cfg.name).split("/")[0]
@@ -378,7 +377,7 @@ def _register_encoder(client: Any, run_id: str, cfg: Config, model_dir: Path,
     client.finalize_logged_model(model.model_id, "READY")
     shown = {k: v for k, v in metrics.items() if k.startswith("val/")}
     shown |= {f"run/{k}": metrics[k] for k in ("tokens_seen", "params_total", "params_non_embedding") if k in metrics}
-    link_model(client, run_id, model.model_id, metrics=shown, description=(
+    link_model(client, run_id, model.model_id, metrics=shown, step=int(metrics.get("steps", 0)), description=(
         f"The encoder pretrained by run `{run.info.run_name}` ({m.family}, {m.num_layers} layers of {m.hidden_size}, "
         f"{cfg.tokenizer.family} tokenizer): a Hugging Face folder at `{model_dir.resolve()}` (transformers' Auto "
         "classes load it); fine-tuning and evaluations of it are the runs of the same label."))

@@ -102,8 +102,10 @@ def resolve_link(base: str, href: str) -> str | None:
     key = parse_qs(match["query"] or "").get("viewStateShareKey", [""])[0]
     if not key:
         return None
-    tags = {t["key"] for t in json.loads(body)["experiment"].get("tags", [])}
-    return None if f"mlflow.sharedViewState.{key}" in tags else f"no saved view {key!r} on the experiment"
+    from bvr.tracking.views import saved_view
+
+    tags = {t["key"]: t["value"] for t in json.loads(body)["experiment"].get("tags", [])}
+    return None if saved_view(tags, key) is not None else f"no saved view {key!r} on the experiment"
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -312,7 +312,7 @@ def closed_on_error(client: MlflowClient, run_id: str | None) -> Iterator[None]:
 
 
 def link_model(client: MlflowClient, run_id: str, model_id: str, *, description: str,
-               metrics: Mapping[str, float], digits: int = 4) -> None:
+               metrics: Mapping[str, float], step: int = 0, digits: int = 4) -> None:
     """Show a logged model as the run's output both ways in MLflow's UI: the run page lists it under "Logged
     models" (the run's outputs; ``source_run_id`` alone does not), and the model's page shows ``description`` and
     ``metrics`` (rounded to ``digits`` decimals; non-finite values left out) beside its "Source run" link.
@@ -323,6 +323,8 @@ def link_model(client: MlflowClient, run_id: str, model_id: str, *, description:
         model_id: the logged model (``create_logged_model``).
         description: Markdown for the model's page.
         metrics: what to show on the model's page (``val/mlm_loss``), logged to the run under the model.
+        step: the step they are logged at: the run's last, so that a curve of the same key gains no point of its
+            own (MLflow keeps a model's metrics in its run's history).
     """
     import math
     import time
@@ -332,7 +334,7 @@ def link_model(client: MlflowClient, run_id: str, model_id: str, *, description:
     client.log_outputs(run_id, [LoggedModelOutput(model_id, 0)])
     client.set_logged_model_tags(model_id, {MLFLOW_RUN_NOTE: description})
     now = int(time.time() * 1000)
-    values = [Metric(key, round(float(v), digits), now, 0, model_id=model_id, run_id=run_id)
+    values = [Metric(key, round(float(v), digits), now, step, model_id=model_id, run_id=run_id)
               for key, v in metrics.items() if math.isfinite(float(v))]
     if values:
         client.log_batch(run_id, metrics=values)
