@@ -20,8 +20,8 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from bvr.errors import BvrError
 from bvr.fs import atomic_open
-from bvr.resources import write_error
 from bvr.signals import signals_deferred
+from bvr.write_checks import write_error
 
 CHECKPOINT_HINT = ("the last good checkpoint is kept: free space (or choose another --output-dir) and run the same "
                    "command with --resume (bvr ablate: the same command)")
@@ -70,7 +70,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
     Until the rename the previous checkpoint is untouched, so a write that fails (a full disk) or is interrupted
     leaves the last good checkpoint to resume from, and no partial file; a full disk or read-only folder is
-    reported as a :class:`~bvr.resources.WriteError` that says so (:data:`CHECKPOINT_HINT`). Ctrl-C and SIGTERM
+    reported as a :class:`~bvr.write_checks.WriteError` that says so (:data:`CHECKPOINT_HINT`). Ctrl-C and SIGTERM
     wait for the write to end (:func:`bvr.signals.signals_deferred`).
     """
 

@@ -13,7 +13,7 @@ import torch
 from bvr import checkpoints
 from bvr.checkpoints import AtomicCheckpointIO, check_checkpoint
 from bvr.errors import BvrError
-from bvr.resources import WriteError
+from bvr.write_checks import WriteError
 
 
 def _checkpoint(step: int) -> dict:

@@ -19,7 +19,6 @@ from bvr.corpus import load_corpus
 from bvr.errors import BvrError
 from bvr.pretraining.collator import PretrainingCollator
 from bvr.pretraining.formats import create_instances
-from bvr.pretraining.inspect import render_examples
 from bvr.pretraining.instances import Template
 from bvr.pretraining.prepare import (
     MIN_VALIDATION_DOCUMENTS,
@@ -29,6 +28,7 @@ from bvr.pretraining.prepare import (
     prepare,
     prepare_tokenizer,
 )
+from bvr.pretraining.show import render_examples
 from bvr.pretraining.stage_keys import data_stage_key
 from bvr.tokenization import load_tokenizer, train_tokenizer, vocab_info
 

@@ -12,8 +12,8 @@ from scipy import stats
 
 from bvr.model.losses import IGNORE_INDEX
 from bvr.pretraining import spans
-from bvr.pretraining.inspect import render_examples
 from bvr.pretraining.prepare import prepare
+from bvr.pretraining.show import render_examples
 from bvr.pretraining.spans import span_length_cdf
 from tests.test_masking import CLS, MASK, SEP, SPECIALS, VOCAB_SIZE, make_batch, mask, pieces_vocab, words_of
 from tests.test_prepare import config, write_wiki_corpus

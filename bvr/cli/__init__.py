@@ -21,8 +21,8 @@ from bvr.cli.options import err_console, state
 from bvr.errors import BvrError
 from bvr.memory import keep_freed_memory
 from bvr.progress import silence_other_bars
-from bvr.resources import write_error
 from bvr.signals import Terminated, handle_sigterm
+from bvr.write_checks import write_error
 
 app = typer.Typer(
     name="bvr",
@@ -93,7 +93,7 @@ def main() -> None:
     """Entry point: run the app with the exit statuses of the README's table.
 
     0: done; 2: a user error (a :class:`~bvr.errors.BvrError`, or a write that failed for want of disk space or
-    permission, :func:`~bvr.resources.write_error`), one line on stderr, or a usage error; 130: interrupted
+    permission, :func:`~bvr.write_checks.write_error`), one line on stderr, or a usage error; 130: interrupted
     (Ctrl-C), 143: terminated (SIGTERM), each with the line saying how to continue; 1: an unexpected error, with
     its traceback.
     """

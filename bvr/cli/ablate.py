@@ -20,8 +20,8 @@ from bvr.cli.options import (
     one_of,
 )
 from bvr.config import preset_names
-from bvr.display import duration
 from bvr.errors import BvrError
+from bvr.formatting import duration
 
 UNIT_KINDS_HELP = ", ".join(kind.value for kind in UnitKind)
 

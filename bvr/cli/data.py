@@ -173,8 +173,8 @@ def data_show(
     data_dir: DataDirOpt = None, output_dir: OutputDirOpt = None,
 ) -> None:
     """Print the first prepared training sequences as the model sees them: masked, with their labels."""
-    from bvr.pretraining.inspect import render_examples
     from bvr.pretraining.prepare import prepare
+    from bvr.pretraining.show import render_examples
 
     if count < 1:  # before the data is prepared, which can take minutes
         raise BvrError(f"must be at least 1, got {count}", where="--count")

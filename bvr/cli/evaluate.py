@@ -22,8 +22,8 @@ from bvr.cli.options import (
     tasks_help,
 )
 from bvr.config import PROBE_KINDS, SENTENCE_FEATURES, TOKEN_FEATURES
-from bvr.display import duration
 from bvr.errors import BvrError
+from bvr.formatting import duration
 
 PROBE_TASKS_HELP = tasks_help(PROBE_KINDS)
 """The tasks a probe takes: every kind but span (:data:`bvr.config.PROBE_KINDS`)."""

@@ -20,8 +20,8 @@ from rich.console import Console
 from bvr.ablation.declare import list_experiments
 from bvr.config import FAMILIES, INPUT_FORMATS, MASKING_MODES, preset_names
 from bvr.errors import BvrError
-from bvr.resources import name_too_long
 from bvr.tasks.registry import TASK_KINDS, TASKS
+from bvr.write_checks import name_too_long
 
 console = Console(emoji=False)  # ":100:" in a file:line stays text, not an emoji
 err_console = Console(stderr=True, emoji=False)

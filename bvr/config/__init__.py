@@ -1,8 +1,8 @@
 """All configuration of bvr: typed sections, THE YAML loader, the layering, presets and ``--set`` overrides.
 
 - :mod:`bvr.config.yaml`: the one YAML reader (data plus the ``file:line`` of every key; strict).
-- :mod:`bvr.config.layers`: layers merged into typed dataclasses, the ``--set a.b.c=VALUE`` grammar, error locations.
-- :mod:`bvr.config.sections`: the pretraining sections (corpus, tokenizer, data, masking, model, training).
+- :mod:`bvr.config.layering`: layers merged into typed dataclasses, the ``--set a.b.c=VALUE`` grammar, error locations.
+- :mod:`bvr.config.pretraining`: the pretraining sections (corpus, tokenizer, data, masking, model, training).
 - :mod:`bvr.config.finetune`: the ``finetune`` and ``evaluate`` sections.
 - :mod:`bvr.config.loading`: :class:`Config`, :func:`load_config`, :func:`resolve_finetune`, writing and hashing.
 """
@@ -22,7 +22,7 @@ from bvr.config.finetune import (
     check_task_block,
     check_task_names,
 )
-from bvr.config.layers import (
+from bvr.config.layering import (
     Layer,
     at,
     build_dataclass,
@@ -49,7 +49,7 @@ from bvr.config.loading import (
     preset_path,
     resolve_finetune,
 )
-from bvr.config.sections import (
+from bvr.config.pretraining import (
     CORPUS_SOURCES,
     FAMILIES,
     INPUT_FORMATS,

@@ -17,8 +17,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from bvr.config.layers import build_dataclass, check, check_finite, unknown_key
-from bvr.config.sections import PRECISIONS
+from bvr.config.layering import build_dataclass, check, check_finite, unknown_key
+from bvr.config.pretraining import PRECISIONS
 from bvr.errors import BvrError
 
 SENTENCE_FEATURES: tuple[str, ...] = ("cls", "mean", "last4")

@@ -27,8 +27,8 @@ from typing import Any
 import yaml
 
 from bvr.config.finetune import HYPERPARAMETERS, EvaluateConfig, FinetuneConfig, FinetuneSection
-from bvr.config.layers import Layer, at, build_dataclass, build_layered, check, override_layer
-from bvr.config.sections import (
+from bvr.config.layering import Layer, at, build_dataclass, build_layered, check, override_layer
+from bvr.config.pretraining import (
     CorpusConfig,
     DataConfig,
     MaskingConfig,
@@ -236,7 +236,7 @@ def hashed_section(section: Any, new_defaults: dict[str, Any]) -> dict[str, Any]
     """A config section as it enters a cache key: the keys in ``new_defaults`` (added after caches were built) are
     left out while they hold the value those caches had, so the folders built before them keep their names.
 
-    >>> from bvr.config.sections import ModelConfig
+    >>> from bvr.config.pretraining import ModelConfig
     >>> "norm" in hashed_section(ModelConfig(), {"norm": "post"}), hashed_section(ModelConfig(norm="pre"), {})["norm"]
     (False, 'pre')
     """

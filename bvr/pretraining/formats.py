@@ -52,7 +52,7 @@ Decisions worth knowing:
   input-format ablation (``experiments/nsp.yaml``) gives every arm the same budget, so each sees the same tokens
   per step to within one sequence, and :func:`bvr.ablation.arms.equal_passes` checks budget x steps, in tokens.
 
-Lower layer: numpy and the standard library only, plus ``IGNORE_INDEX`` from :mod:`bvr.labels` (no torch).
+Lower layer: numpy and the standard library only, plus ``IGNORE_INDEX`` from :mod:`bvr.ignore_index` (no torch).
 
 Modules: :mod:`bvr.pretraining.instances` (templates and columns), :mod:`bvr.pretraining.pairs` (the pair formats);
 the packed formats are here."""
@@ -65,7 +65,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from bvr.errors import BvrError
-from bvr.labels import IGNORE_INDEX
+from bvr.ignore_index import IGNORE_INDEX
 from bvr.pretraining.instances import IN_ORDER, IS_NEXT, Columns, Template
 from bvr.pretraining.pairs import Pairing, segment_pairs, sentence_pairs
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bvr.errors import BvrError
-from bvr.labels import IGNORE_INDEX
+from bvr.ignore_index import IGNORE_INDEX
 
 IS_NEXT = 0
 NOT_NEXT = 1

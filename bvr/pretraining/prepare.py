@@ -34,7 +34,6 @@ from bvr.pretraining.corpus_location import resolve_corpus
 from bvr.pretraining.formats import create_instances
 from bvr.pretraining.instances import Template
 from bvr.pretraining.stage_keys import NEW_TOKENIZER_DEFAULTS, data_stage_key, stage_version
-from bvr.resources import check_free_space, check_writable, tree_bytes
 from bvr.tokenization import (
     load_tokenizer,
     running_text,
@@ -44,6 +43,7 @@ from bvr.tokenization import (
     train_tokenizer,
     vocab_info,
 )
+from bvr.write_checks import check_free_space, check_writable, tree_bytes
 
 STAGE_DISK = {"corpus": 1.0, "tokenized": 2.0, "data": 2.5}
 """The disk a stage needs free while it builds, as a multiple of its input's size (the corpus files, the corpus

@@ -41,7 +41,6 @@ from bvr.pretraining.data import PretrainingDataModule, check_batch_fits, valida
 from bvr.pretraining.masking import mask_exposure
 from bvr.pretraining.module import PretrainingModule
 from bvr.pretraining.prepare import Prepared, load_instances, prepare, prepare_corpus, prepare_tokenizer
-from bvr.resources import check_free_space
 from bvr.tokenization import load_tokenizer, vocab_info
 from bvr.tracking import (
     DataInput,
@@ -57,6 +56,7 @@ from bvr.tracking import (
     tracking_uri,
 )
 from bvr.training import build_trainer, check_accelerator, quiet_fit, training_logger
+from bvr.write_checks import check_free_space
 
 # 2: fused AdamW, 15-bit dropout lanes, MLM loss in vocabulary slices, packed layers;
 # 3: dropout's scale folded into the weights before it (the same masks, other rounding)
@@ -151,7 +151,7 @@ def pretrain(
             read on ``resume``; a non-finite loss; the tracking server does not answer; too little disk is free
             for the checkpoint and the exported model (:func:`pretraining_bytes`); an optimiser step larger than the
             training data (:func:`~bvr.pretraining.data.check_batch_fits`); or a write fails for want of
-            space or permission (:class:`~bvr.resources.WriteError`); a GPU accelerator on a machine without one
+            space or permission (:class:`~bvr.write_checks.WriteError`); a GPU accelerator on a machine without one
             (before any data is read).
     """
     check_accelerator(cfg.training.accelerator)

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from bvr.display import duration
 from bvr.errors import BvrError
 from bvr.evaluation.blimp.published import published_blimp, published_summaries, published_terms
 from bvr.evaluation.blimp.scores import BlimpSummary
+from bvr.formatting import duration
 from bvr.report.analysis import Analysis
 from bvr.report.cells import RunLinks, fmt, fmt_ci, fmt_count, fmt_rate, mean_of, metric_digits, signed
 from bvr.report.document import Block, Bullets, Cell, Figure, Heading, Paragraph, Table

@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from bvr.ablation.status import PROGRESS_HEADER, progress_rows
-from bvr.display import duration
+from bvr.formatting import duration
 from bvr.report.analysis import Analysis, Comparison
 from bvr.report.budget import budget_curve, budget_section
 from bvr.report.cells import (

@@ -44,7 +44,7 @@ from bvr.ablation.plan import Plan, Unit, UnitKind
 from bvr.config import PRESETS_DIR, read_yaml
 from bvr.errors import BvrError
 from bvr.runner.dvc_plots import plots_spec
-from bvr.runner.stages import evaluation_file
+from bvr.runner.stage_folder import evaluation_file
 
 PARAMS_FILE = "params.yaml"
 

@@ -37,7 +37,7 @@ reads it, then the numbers from MLflow. Its HASH covers everything that changes 
 ``--set`` values keep separate manifests.
 
 ``dvc.yaml`` runs the same units one per stage (``bvr ablate NAME --only UNIT --stage-dir pipeline/NAME``); each
-stage then also writes its products under the stage folder for DVC to track (:mod:`bvr.runner.stages`).
+stage then also writes its products under the stage folder for DVC to track (:mod:`bvr.runner.stage_folder`).
 """
 
 from __future__ import annotations
@@ -57,13 +57,13 @@ from rich.console import Console
 from bvr.ablation.manifest import Manifest
 from bvr.ablation.plan import Plan, Unit, UnitKind
 from bvr.cache import global_rank, target_lock
-from bvr.display import duration
 from bvr.errors import BvrError
+from bvr.formatting import duration
 from bvr.progress import on_terminal
-from bvr.resources import check_writable, write_error
 from bvr.runner.hardware import hardware
-from bvr.runner.stages import adopt_stage_records, copy_tree
+from bvr.runner.stage_folder import adopt_stage_records, copy_tree
 from bvr.runner.units import HANDLERS, Outcome, Product, UnitContext
+from bvr.write_checks import check_writable, write_error
 
 PRETRAINING_KINDS = (UnitKind.CORPUS, UnitKind.TOKENIZER, UnitKind.DATA, UnitKind.PRETRAIN)
 """The units every DDP rank takes part in; the others run on rank zero only."""
@@ -161,7 +161,7 @@ class Runner:
 
     def run_unit(self, unit: Unit) -> None:
         """Run one unit through its kind's handler; a failure is recorded, not raised (but an interrupt is, and a
-        write that failed for want of disk space or permission, as a :class:`~bvr.resources.WriteError`)."""
+        write that failed for want of disk space or permission, as a :class:`~bvr.write_checks.WriteError`)."""
         from bvr.tracking import tagged
 
         start = time.perf_counter()
@@ -329,7 +329,7 @@ def run_ablation(
     Raises:
         BvrError: an unknown unit; any unit failed (each named with its error, and what to do); the tracking server
             does not answer; the output or working folder cannot be written, or a write ran out of disk
-            (:class:`~bvr.resources.WriteError`, which stops the run at once).
+            (:class:`~bvr.write_checks.WriteError`, which stops the run at once).
         KeyboardInterrupt: passed on after the manifest is saved; re-running continues.
     """
     from bvr.tracking import check_store

@@ -4,7 +4,7 @@ A handler runs its unit through the stage caches (a finished unit is found rathe
 :class:`Outcome`: whether it built anything, the manifest records it filled, the files for the DVC stage folder,
 and the lines to show. It reads what it needs from a :class:`UnitContext` and changes nothing else: the runner
 (:mod:`bvr.runner.run`) puts the records in the manifest, writes the files under the stage folder
-(:mod:`bvr.runner.stages`) and prints the lines.
+(:mod:`bvr.runner.stage_folder`) and prints the lines.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any
 from bvr.ablation.manifest import Manifest, Record
 from bvr.ablation.plan import Plan, Unit, UnitKind
 from bvr.config import Config, config_hash
-from bvr.display import points
 from bvr.errors import BvrError
-from bvr.runner.stages import evaluation_file, finetune_summary
+from bvr.formatting import points
+from bvr.runner.stage_folder import evaluation_file, finetune_summary
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from bvr.display import duration, points
+from bvr.formatting import duration, points
 from bvr.tasks.registry import get_task
 
 

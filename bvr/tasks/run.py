@@ -49,7 +49,6 @@ from bvr.cache import build_once, cache_dir, fingerprint, is_done
 from bvr.config import FinetuneConfig
 from bvr.errors import BvrError
 from bvr.pretrained import Pretrained, load_pretrained
-from bvr.resources import check_writable
 from bvr.tasks.data import load_task_data, loader, task_files
 from bvr.tasks.evaluators import EvalRecord
 from bvr.tasks.kinds import KINDS
@@ -77,6 +76,7 @@ from bvr.tracking import (
     tracking_uri,
 )
 from bvr.training import build_trainer, check_accelerator, quiet_fit, training_logger
+from bvr.write_checks import check_writable
 
 # 3: encoder and task head drawn in generators of their own per seed; 4: packed layers, fused AdamW, 15-bit dropout;
 # 5: dropout's scale folded into the weights before it (the same masks, other rounding)

@@ -22,9 +22,9 @@ from mlflow.tracking import MlflowClient
 
 from bvr.errors import BvrError
 from bvr.locks import file_lock, lock_path
-from bvr.resources import check_writable
 from bvr.signals import deferring
 from bvr.tracking.moved import ARTIFACTS, reroot_artifacts
+from bvr.write_checks import check_writable
 
 DEFAULT_DB = "mlflow.db"
 DEFAULT_ARTIFACTS = ARTIFACTS
@@ -105,7 +105,7 @@ def check_store(workdir: Path | None = None, *, timeout: float = SERVER_TIMEOUT)
 
     Raises:
         BvrError: the server does not answer (naming the URI, with what to do); the local store's folder cannot be
-            written (:func:`bvr.resources.check_writable`); its database is not SQLite or cannot be written
+            written (:func:`bvr.write_checks.check_writable`); its database is not SQLite or cannot be written
             (:func:`_check_sqlite`); the URI is a folder, MLflow's file store (:func:`_check_not_file_store`).
     """
     uri = tracking_uri(workdir)

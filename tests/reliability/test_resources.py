@@ -20,12 +20,12 @@ import pytest
 import torch
 from mlflow import MlflowClient
 
-from bvr import cli, resources, signals
+from bvr import cli, signals, write_checks
 from bvr.checkpoints import AtomicCheckpointIO
 from bvr.config import load_config
 from bvr.pretraining.prepare import prepare
-from bvr.resources import WriteError, check_free_space, check_writable, write_error
 from bvr.tracking import closed_on_error, ensure_experiment, tracking_uri
+from bvr.write_checks import WriteError, check_free_space, check_writable, write_error
 from tests.test_prepare import write_wiki_corpus
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +35,7 @@ Usage = namedtuple("Usage", "total used free")
 @pytest.fixture
 def free(monkeypatch):
     """Pretend every disk has 1.5 MB free."""
-    monkeypatch.setattr(resources.shutil, "disk_usage", lambda path: Usage(10**9, 10**9 - 1_500_000, 1_500_000))
+    monkeypatch.setattr(write_checks.shutil, "disk_usage", lambda path: Usage(10**9, 10**9 - 1_500_000, 1_500_000))
 
 
 def run_main(monkeypatch, capsys, *args: str) -> tuple[int, str]:
@@ -110,7 +110,7 @@ def test_an_output_folder_that_cannot_be_written_is_refused_up_front(tmp_path, m
     def refuse(prefix, dir):
         raise OSError(code, os.strerror(code), str(Path(dir) / f"{prefix}x"))
 
-    monkeypatch.setattr(resources.tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(write_checks.tempfile, "mkstemp", refuse)
     out = tmp_path / "out"
     code_, err = run_main(monkeypatch, capsys, "data", "prepare", "--data-dir", str(tmp_path), "--output-dir", str(out))
     assert code_ == 2
@@ -146,7 +146,7 @@ def test_preparing_data_refuses_when_the_corpus_stage_cannot_fit(tmp_path, monke
     data = write_wiki_corpus(tmp_path / "data", documents=10)
     corpus_bytes = sum(p.stat().st_size for p in (data / "corpus" / "wiki").rglob("*") if p.is_file())
     left = corpus_bytes - 1  # the corpus stage needs its input's size (STAGE_DISK)
-    monkeypatch.setattr(resources.shutil, "disk_usage", lambda path: Usage(10**9, 10**9 - left, left))
+    monkeypatch.setattr(write_checks.shutil, "disk_usage", lambda path: Usage(10**9, 10**9 - left, left))
     cfg = load_config(overrides=["corpus.path=corpus/wiki"], extra={"data_dir": str(data),
                                                                     "output_dir": str(tmp_path / "out")})
     with pytest.raises(WriteError, match=re.escape(f"the corpus stage (from {data / 'corpus' / 'wiki'}) needs about")):

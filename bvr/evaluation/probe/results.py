@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from bvr.display import duration, points
 from bvr.errors import BvrError
 from bvr.evaluation.probe.bow import KIND as BOW
 from bvr.evaluation.probe.fit import MAX_ITERATIONS
+from bvr.formatting import duration, points
 
 
 @dataclass

@@ -1,14 +1,14 @@
 """The pretraining sections of the configuration: corpus, tokenizer, data, masking, model, training.
 
 Each section is one dataclass, every field documented in place; ``__post_init__`` refuses impossible values with a
-:class:`~bvr.errors.BvrError` naming the dotted key (located at its file and line by :mod:`bvr.config.layers`).
+:class:`~bvr.errors.BvrError` naming the dotted key (located at its file and line by :mod:`bvr.config.layering`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bvr.config.layers import check, check_choice, check_finite
+from bvr.config.layering import check, check_choice, check_finite
 
 INPUT_FORMATS = ("segment-pair", "sentence-pair", "full-sentences", "doc-sentences")
 PAIR_FORMATS = ("segment-pair", "sentence-pair")

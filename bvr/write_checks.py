@@ -21,8 +21,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from bvr.display import size
 from bvr.errors import BvrError
+from bvr.formatting import size
 
 DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 TOO_LARGE = frozenset({errno.EFBIG})
