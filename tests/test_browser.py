@@ -41,10 +41,12 @@ def served(tmp_path_factory: pytest.TempPathFactory):
         yield store, base
 
 
-def test_the_report_passes_in_the_browser_and_every_link_resolves(served, tmp_path: Path) -> None:
+def test_the_report_passes_in_the_browser_and_every_link_resolves(served, tmp_path: Path, monkeypatch) -> None:
     store, base = served
-    report = render_report(store.manifest, tmp_path / "masking", workdir=store.workdir, ui_url=base)
-    check = check_in_browser(report.html, base, tmp_path / "shots", experiment_id=store.experiment_id,
+    monkeypatch.chdir(tmp_path)  # relative paths, as `bvr report NAME --browser-check shots/` gives
+    report = render_report(store.manifest, Path("masking"), workdir=store.workdir, ui_url=base)
+    html = report.html.relative_to(tmp_path) if report.html.is_absolute() else report.html
+    check = check_in_browser(html, base, Path("shots"), experiment_id=store.experiment_id,
                              parent_run_id=store.parent_run_id)
     assert check.problems == []
     pages = ("scores-by-arm", "curves-by-arm", "parent-run")

@@ -435,7 +435,7 @@ def test_saved_views_are_experiment_tags_the_ui_reads(store: Store) -> None:
     assert curves["groupBy"] is None and curves["useGroupedValuesInCharts"] is False
     sections = curves["compareRunSections"]
     assert (sections[0]["columns"], sections[0]["cardHeight"], sections[0]["display"]) == (2, 400, True)
-    assert [s["name"] for s in sections[1:] if not s["display"]] == ["train", "val", "run", "Model metrics",
+    assert [s["name"] for s in sections[1:] if not s["display"]] == ["train", "val", "run", "encoder", "Model metrics",
                                                                      "System metrics"]
     set_run_colours(client, {first[0]: "#1f77b4"})
     assert client.get_run(first[0]).data.tags["mlflow.runColor"] == "#1f77b4"
@@ -455,4 +455,5 @@ def test_a_logged_model_and_its_run_link_both_ways(store: Store) -> None:
     assert [o.model_id for o in outputs] == [model.model_id]
     found = client.get_logged_model(model.model_id)
     assert found.tags["mlflow.note.content"] == "The encoder of `static-p0/pretrain`."
-    assert [(m.key, m.value, m.run_id) for m in found.metrics] == [("val/mlm_loss", 7.3281, run_id)]
+    assert [(m.key, m.value, m.run_id) for m in found.metrics] == [("encoder/val/mlm_loss", 7.3281, run_id)]
+    assert client.get_metric_history(run_id, "val/mlm_loss") == []  # the run's own curve gains no point

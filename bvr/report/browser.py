@@ -197,6 +197,7 @@ def check_in_browser(report_html: Path, base: str, out_dir: Path, *, experiment_
     Returns:
         The findings; ``check.json`` in ``out_dir`` holds the same.
     """
+    report_html, out_dir = Path(report_html).resolve(), Path(out_dir)  # a file URI is absolute: `--browser-check d/`
     out_dir.mkdir(parents=True, exist_ok=True)
     check = BrowserCheck(report_html, width)
     layout = check_layout(report_html, width)

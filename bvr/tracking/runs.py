@@ -311,6 +311,10 @@ def closed_on_error(client: MlflowClient, run_id: str | None) -> Iterator[None]:
         raise
 
 
+MODEL_METRIC_PREFIX = "encoder/"
+"""What a logged model's metrics are named under in its run (:func:`link_model`)."""
+
+
 def link_model(client: MlflowClient, run_id: str, model_id: str, *, description: str,
                metrics: Mapping[str, float], step: int = 0, digits: int = 4) -> None:
     """Show a logged model as the run's output both ways in MLflow's UI: the run page lists it under "Logged
@@ -322,9 +326,10 @@ def link_model(client: MlflowClient, run_id: str, model_id: str, *, description:
         run_id: the run that made the model.
         model_id: the logged model (``create_logged_model``).
         description: Markdown for the model's page.
-        metrics: what to show on the model's page (``val/mlm_loss``), logged to the run under the model.
-        step: the step they are logged at: the run's last, so that a curve of the same key gains no point of its
-            own (MLflow keeps a model's metrics in its run's history).
+        metrics: what to show on the model's page (``val/mlm_loss``), logged to the run under the model as
+            ``encoder/KEY``: MLflow keeps a model's metrics in its run's history, and under the run's own key a
+            rounded copy would add a point to its curve and become its latest value.
+        step: the step they are logged at (the run's last).
     """
     import math
     import time
@@ -334,7 +339,8 @@ def link_model(client: MlflowClient, run_id: str, model_id: str, *, description:
     client.log_outputs(run_id, [LoggedModelOutput(model_id, 0)])
     client.set_logged_model_tags(model_id, {MLFLOW_RUN_NOTE: description})
     now = int(time.time() * 1000)
-    values = [Metric(key, round(float(v), digits), now, step, model_id=model_id, run_id=run_id)
+    values = [Metric(f"{MODEL_METRIC_PREFIX}{key}", round(float(v), digits), now, step, model_id=model_id,
+                     run_id=run_id)
               for key, v in metrics.items() if math.isfinite(float(v))]
     if values:
         client.log_batch(run_id, metrics=values)

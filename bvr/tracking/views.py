@@ -60,7 +60,7 @@ CURVE_METRICS = ("val/mlm_loss", "train/mlm_loss")
 """Pretraining metrics charted first in :data:`CURVES_VIEW`, one chart each."""
 CURVES_SECTION = "Pretraining curves, one colour per arm"
 """The title of :data:`CURVES_VIEW`'s chart section (the browser check looks for it)."""
-FOLDED_SECTIONS = ("train", "val", "run", "Model metrics", "System metrics")
+FOLDED_SECTIONS = ("train", "val", "run", "encoder", "Model metrics", "System metrics")
 """The chart sections the UI makes of every other metric (by the prefix before ``/``), folded: a chart loads only
 when its section is open, and 40 more charts loading at once keep the two that matter spinning."""
 SUMMARY_COLUMNS = ("mean", "low", "high", "n")

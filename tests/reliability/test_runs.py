@@ -168,7 +168,7 @@ def test_sigkill_mid_pretraining_then_the_same_command_with_resume_ends_bit_iden
     # The next lone command closed the run the killed process left RUNNING; --resume reopens it and finishes it.
     assert list(find_runs("bvr-pretrain", workdir=work)["status"]) == ["KILLED"]
     code, out, _ = bvr(*args, "--resume")
-    assert code == 0 and "steps=26," in out
+    assert code == 0 and "  26 steps (" in out
     code, _, _ = bvr(*args, "--output-dir", work / "uninterrupted")
     assert code == 0
     full = torch.load(_last(work / "uninterrupted"), weights_only=False)["state_dict"]
@@ -263,7 +263,7 @@ def test_sigterm_during_pretraining_exits_143_saying_how_to_continue(bvr, tmp_pa
     assert not (run_dir / "DONE").exists()
     monkeypatch.setattr(run, "pretrain", original)
     code, out, _ = bvr(*args, "--resume")
-    assert code == 0 and "steps=8," in out
+    assert code == 0 and "  8 steps (" in out
 
 
 def test_the_same_ablation_started_twice_at_once_leaves_one_parent_and_one_run_per_unit(tmp_path):
