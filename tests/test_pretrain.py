@@ -102,8 +102,8 @@ def test_mlflow_holds_metrics_params_and_artifacts(trained):
     # Linked both ways: the run lists it under "Logged models"; its page describes it and shows the run's metrics.
     assert [o.model_id for o in client.get_run(run_id).outputs.model_outputs] == [model.model_id]
     assert model.tags["mlflow.note.content"].startswith("The encoder pretrained by run `default/pretrain` (")
-    assert {m.key for m in client.get_logged_model(model.model_id).metrics} >= {"encoder/val/mlm_loss",
-                                                                               "encoder/val/perplexity"}
+    assert {m.key for m in client.get_logged_model(model.model_id).metrics} >= {"encoder/val_mlm_loss",
+                                                                               "encoder/val_perplexity"}
 
 
 def test_a_finished_run_is_reused(trained, data_dir):

@@ -455,5 +455,5 @@ def test_a_logged_model_and_its_run_link_both_ways(store: Store) -> None:
     assert [o.model_id for o in outputs] == [model.model_id]
     found = client.get_logged_model(model.model_id)
     assert found.tags["mlflow.note.content"] == "The encoder of `static-p0/pretrain`."
-    assert [(m.key, m.value, m.run_id) for m in found.metrics] == [("encoder/val/mlm_loss", 7.3281, run_id)]
+    assert [(m.key, m.value, m.run_id) for m in found.metrics] == [("encoder/val_mlm_loss", 7.3281, run_id)]
     assert client.get_metric_history(run_id, "val/mlm_loss") == []  # the run's own curve gains no point

@@ -311,8 +311,18 @@ def closed_on_error(client: MlflowClient, run_id: str | None) -> Iterator[None]:
         raise
 
 
-MODEL_METRIC_PREFIX = "encoder/"
-"""What a logged model's metrics are named under in its run (:func:`link_model`)."""
+MODEL_METRIC_SECTION = "encoder"
+"""The chart section of a logged model's metrics in its run (:func:`link_model`)."""
+
+
+def model_metric_key(key: str) -> str:
+    """The name a logged model's metric ``key`` gets in its run: one chart section, as the UI makes a section of
+    everything before a key's last ``/``.
+
+    >>> model_metric_key("val/mlm_loss")
+    'encoder/val_mlm_loss'
+    """
+    return f"{MODEL_METRIC_SECTION}/{key.replace('/', '_')}"
 
 
 def link_model(client: MlflowClient, run_id: str, model_id: str, *, description: str,
@@ -327,8 +337,8 @@ def link_model(client: MlflowClient, run_id: str, model_id: str, *, description:
         model_id: the logged model (``create_logged_model``).
         description: Markdown for the model's page.
         metrics: what to show on the model's page (``val/mlm_loss``), logged to the run under the model as
-            ``encoder/KEY``: MLflow keeps a model's metrics in its run's history, and under the run's own key a
-            rounded copy would add a point to its curve and become its latest value.
+            :func:`model_metric_key` names them: MLflow keeps a model's metrics in its run's history, and under the
+            run's own key a rounded copy would add a point to its curve and become its latest value.
         step: the step they are logged at (the run's last).
     """
     import math
@@ -339,8 +349,7 @@ def link_model(client: MlflowClient, run_id: str, model_id: str, *, description:
     client.log_outputs(run_id, [LoggedModelOutput(model_id, 0)])
     client.set_logged_model_tags(model_id, {MLFLOW_RUN_NOTE: description})
     now = int(time.time() * 1000)
-    values = [Metric(f"{MODEL_METRIC_PREFIX}{key}", round(float(v), digits), now, step, model_id=model_id,
-                     run_id=run_id)
+    values = [Metric(model_metric_key(key), round(float(v), digits), now, step, model_id=model_id, run_id=run_id)
               for key, v in metrics.items() if math.isfinite(float(v))]
     if values:
         client.log_batch(run_id, metrics=values)

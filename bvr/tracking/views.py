@@ -34,6 +34,8 @@ from mlflow.entities import Metric, RunStatus, RunTag
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
+from bvr.tracking.runs import MODEL_METRIC_SECTION
+
 MODEL_TRAINING = {"workflowType": "machine_learning"}
 """The query that opens MLflow's UI (3.x) in its model-training mode. The UI takes its mode from the address, else
 from the browser's storage, where a fresh profile holds the GenAI mode: its sidebar then offers traces, judges and
@@ -60,7 +62,7 @@ CURVE_METRICS = ("val/mlm_loss", "train/mlm_loss")
 """Pretraining metrics charted first in :data:`CURVES_VIEW`, one chart each."""
 CURVES_SECTION = "Pretraining curves, one colour per arm"
 """The title of :data:`CURVES_VIEW`'s chart section (the browser check looks for it)."""
-FOLDED_SECTIONS = ("train", "val", "run", "encoder", "Model metrics", "System metrics")
+FOLDED_SECTIONS = ("train", "val", "run", MODEL_METRIC_SECTION, "Model metrics", "System metrics")
 """The chart sections the UI makes of every other metric (by the prefix before ``/``), folded: a chart loads only
 when its section is open, and 40 more charts loading at once keep the two that matter spinning."""
 SUMMARY_COLUMNS = ("mean", "low", "high", "n")
