@@ -122,7 +122,7 @@ def main() -> None:
         os.chdir(tmp)  # the MLflow store (./mlflow.db) goes to the temporary folder
         try:
             for repeat in range(args.repeats):
-                cfg = config(args.data_dir, Path(tmp) / "outputs", args.steps, repeat, args.documents)
+                cfg = config(Path(cwd, args.data_dir), Path(tmp) / "outputs", args.steps, repeat, args.documents)
                 rates["bare"].append(bare(cfg, args.steps, args.skip))
                 rates["loop"].append(loop(cfg, args.skip))
         finally:
