@@ -579,7 +579,7 @@ def test_dvc_reads_the_metrics_and_plots_bvr_ablate_wrote(finished):
     arms = {point["arm"] for point in seeds["anchor_definitions"]["<DVC_METRIC_DATA>"]}
     assert arms == {"static", "dynamic", "no-pretraining"} and seeds["content"]["encoding"]["color"]["field"] == "arm"
 
-    # The HTML page: the figures as local images first, and bvr's page, which says in place of each Vega plot that
+    # The HTML page: the figures as local images, and bvr's page, which says in place of each Vega plot that
     # Vega did not load, instead of leaving it blank, when there is no network.
     page = _git_dvc(repo, "dvc", "plots", "show")
     assert page.returncode == 0, page.stderr

@@ -1,7 +1,7 @@
 """The DVC plots of an ablation's pipeline: what ``dvc.yaml`` lists under ``plots``, bvr's Vega-Lite templates
 (``.dvc/plots/bvr-*.json``) and the page ``dvc plots show`` writes.
 
-The report's figures come first, as images: they render with no network. The Vega-Lite plots over the report's long
+The report's figures are listed first, as images: they render with no network. The Vega-Lite plots over the report's long
 CSVs (``reports/NAME/plots/``) are the interactive ones, and compare revisions under ``dvc plots diff``; DVC's page
 loads Vega from a CDN, so bvr's page says in place of each of them when it did not load.
 """
@@ -22,7 +22,7 @@ def plots_spec(plan: Plan, report_dir: str) -> list[Any]:
     :data:`PLOT_TEMPLATES`: the pretraining curves per arm, every run's score per task by pretraining seed, and the
     paired differences."""
     plots = f"{report_dir}/plots"
-    # The report's figures first: images, drawn with no network (the Vega plots below need a CDN to render).
+    # The report's figures: images, drawn with no network (the Vega plots need a CDN; DVC puts them first).
     out: list[Any] = [f"{report_dir}/{FIGURES_DIR}"]
     curves = [("pretrain_train_mlm_loss", "training MLM loss", "MLM loss (nats)"),
               ("pretrain_val_perplexity", "validation perplexity", "perplexity")]
@@ -141,8 +141,8 @@ PAGE = """<!DOCTYPE html>
             var note = document.createElement("p");
             note.className = "bvr-offline";
             note.textContent = "This interactive plot needs Vega from cdn.jsdelivr.net, which did not load "
-                + "(offline?). The report's figures above show the same data; `dvc plots show --json` gives this "
-                + "plot's filled Vega-Lite spec.";
+                + "(offline?). The report's figures on this page show the same data; `dvc plots show --json` "
+                + "gives this plot's filled Vega-Lite spec.";
             script.parentNode.appendChild(note);
         });
     });
