@@ -1,9 +1,9 @@
 """The DVC plots of an ablation's pipeline: what ``dvc.yaml`` lists under ``plots``, bvr's Vega-Lite templates
 (``.dvc/plots/bvr-*.json``) and the page ``dvc plots show`` writes.
 
-The report's figures are listed first, as images: they render with no network. The Vega-Lite plots over the report's long
-CSVs (``reports/NAME/plots/``) are the interactive ones, and compare revisions under ``dvc plots diff``; DVC's page
-loads Vega from a CDN, so bvr's page says in place of each of them when it did not load.
+The report's figures are listed first, as images: they render with no network. The Vega-Lite plots over the
+report's long CSVs (``reports/NAME/plots/``) are the interactive ones, and compare revisions under ``dvc plots
+diff``; DVC's page loads Vega from a CDN, so bvr's page says in place of each of them when it did not load.
 """
 
 from __future__ import annotations
