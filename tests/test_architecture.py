@@ -78,7 +78,7 @@ def _calls_import_module(tree: ast.AST) -> bool:
     return False
 
 
-def _target(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+def import_target(node: ast.ImportFrom, module: str, is_package: bool) -> str:
     """The module ``from ... import`` names, a relative one resolved against ``module``."""
     if not node.level:
         return node.module or ""
@@ -115,7 +115,7 @@ def imports_of(source: str, module: str, is_package: bool, known: set[str] | Non
             for alias in node.names:
                 add(alias.name, how)
         elif isinstance(node, ast.ImportFrom):
-            target = _target(node, module, is_package)
+            target = import_target(node, module, is_package)
             names = [f"{target}.{alias.name}" for alias in node.names]
             for name in names:
                 add(name, how)

@@ -16,6 +16,8 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.test_architecture import import_target
+
 ROOT = Path(__file__).resolve().parent.parent
 
 HOOKS = {
@@ -81,14 +83,6 @@ def is_registered(node: ast.stmt) -> bool:
                for d in getattr(node, "decorator_list", ()))
 
 
-def _from_module(node: ast.ImportFrom, module: str, is_package: bool) -> str:
-    if not node.level:
-        return node.module or ""
-    base = module.split(".") if is_package else module.split(".")[:-1]
-    base = base[: len(base) - (node.level - 1)]
-    return ".".join(base + ([node.module] if node.module else []))
-
-
 def _definitions(module: str, parsed: ast.Module) -> list[Definition]:
     names = [{n.id for n in ast.walk(top) if isinstance(n, ast.Name)} for top in parsed.body]
     found = []
@@ -124,7 +118,7 @@ def read_tree(root: Path, sources: dict[str, str] | None = None) -> Tree:
             elif isinstance(node, ast.Constant) and isinstance(node.value, str):
                 tree.strings.add(node.value)
             elif isinstance(node, ast.ImportFrom):
-                source_module = _from_module(node, module, module in packages)
+                source_module = import_target(node, module, module in packages)
                 for alias in node.names:
                     tree.imported.add((source_module, alias.name))
                     if module in packages:
