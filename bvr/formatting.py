@@ -41,3 +41,36 @@ def points(score: float | None, scale: float = 100.0) -> str:
     if score is None or math.isnan(score):
         return "—"
     return f"{score * scale:.1f}"
+
+
+def pretrain_summary(m: dict[str, float]) -> str:
+    """A pretraining run's numbers as a sentence: losses in nats, accuracies in points, time and sizes readable.
+
+    >>> pretrain_summary({"steps": 300, "epochs": 1.94, "tokens_seen": 612000, "train/mlm_loss": 6.6123,
+    ...                   "val/mlm_loss": 7.2171, "val/perplexity": 1362.8, "val/nsp_acc": 0.613,
+    ...                   "wall_seconds": 125.0, "params_total": 1.2e6, "params_non_embedding": 3.1e5,
+    ...                   "mask_max_times_seen": 2})
+    '300 steps (1.94 epochs, 0.61M tokens); MLM loss 6.612 training, 7.217 validation (perplexity 1363); NSP \
+accuracy 61.3; 2 min 05 s; 1.20M parameters, 0.31M without embeddings; each mask seen up to 2 times'
+    """
+    parts = []
+    if "steps" in m:
+        extra = [f"{m['epochs']:.2f} epochs" if "epochs" in m else "",
+                 f"{m['tokens_seen'] / 1e6:.2f}M tokens" if "tokens_seen" in m else ""]
+        extra = [e for e in extra if e]
+        parts.append(f"{m['steps']:.0f} steps" + (f" ({', '.join(extra)})" if extra else ""))
+    losses = [f"{m[k]:.3f} {name}" for k, name in (("train/mlm_loss", "training"), ("val/mlm_loss", "validation"))
+              if k in m]
+    if losses:
+        perplexity = f" (perplexity {m['val/perplexity']:.0f})" if "val/perplexity" in m else ""
+        parts.append("MLM loss " + ", ".join(losses) + perplexity)
+    parts += [f"{name} accuracy {points(m[k])}" for k, name in (("val/nsp_acc", "NSP"), ("val/sop_acc", "SOP"))
+              if k in m]
+    if "wall_seconds" in m:
+        parts.append(duration(m["wall_seconds"]))
+    if "params_total" in m:
+        parts.append(f"{m['params_total'] / 1e6:.2f}M parameters" + (
+            f", {m['params_non_embedding'] / 1e6:.2f}M without embeddings" if "params_non_embedding" in m else ""))
+    if "mask_max_times_seen" in m:
+        parts.append(f"each mask seen up to {m['mask_max_times_seen']:.0f} times")
+    return "; ".join(parts)

@@ -49,7 +49,6 @@ class Encoder(nn.Module):
     def __init__(self, config: EncoderConfig, add_pooler: bool = False, fast: bool = True) -> None:
         super().__init__()
         self.config = config
-        self.fast = fast
         # The one seam between the reference path and the fast one: which classes the embeddings and layers are.
         self.embeddings = (FastEmbeddings if fast else Embeddings)(config)
         self.encoder = (FastLayerStack if fast else LayerStack)(config)

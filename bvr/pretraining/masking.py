@@ -240,7 +240,6 @@ def _choose_words(
     return chosen
 
 
-@lru_cache(maxsize=8)
 def _split_thresholds(split: tuple[float, float, float]) -> tuple[float, float]:
     """Cumulative thresholds on a uniform draw for [MASK] and random; a zero share is never drawn, even when
     the shares sum to 1 only within rounding."""

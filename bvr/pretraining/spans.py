@@ -4,6 +4,7 @@ geometric law, starts at word starts, overlaps redrawn, the last span cut to the
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 
 import numpy as np
 
@@ -15,6 +16,7 @@ SpanDraws = Callable[[int, int], tuple[np.ndarray, np.ndarray]]
 """``draws(lo, hi)``: the span sampler's (length, start) uniform draws of attempts ``lo`` to ``hi - 1``."""
 
 
+@lru_cache(maxsize=8)
 def span_length_cdf(span_p: float, span_max_words: int) -> np.ndarray:
     """Cumulative distribution of span lengths in words: geometric with success probability ``span_p``, truncated
     at ``span_max_words`` and renormalised.

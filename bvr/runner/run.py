@@ -115,8 +115,6 @@ class Runner:
         self.ran: list[str] = []
         self.reused: list[str] = []
         self.failed: dict[str, str] = {}
-        self.notes: list[str] = []
-        """What the unit running now found (its key number), for its closing line (:meth:`note`)."""
 
     def save(self) -> None:
         if self.rank == 0:

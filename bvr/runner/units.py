@@ -20,7 +20,7 @@ from bvr.ablation.manifest import Manifest, Record
 from bvr.ablation.plan import Plan, Unit, UnitKind
 from bvr.config import Config, config_hash
 from bvr.errors import BvrError
-from bvr.formatting import points
+from bvr.formatting import points, pretrain_summary
 from bvr.runner.stage_folder import evaluation_file, finetune_summary
 
 
@@ -148,7 +148,8 @@ def pretrain(ctx: UnitContext, unit: Unit) -> Outcome:
         record = dataclasses.replace(
             ctx.manifest.pretrain_record(label), status="done", error=None, run_dir=str(result.run_dir),
             metrics=result.metrics, run_id=run_id_file.read_text().strip() if run_id_file.is_file() else None)
-        records, lines = (record,), (_pretrain_line(result.metrics),)
+        shown = {k: v for k, v in result.metrics.items() if k != "wall_seconds"}  # the unit's line has its time
+        records, lines = (record,), (pretrain_summary(shown),)
         stage["run_id"] = record.run_id
     products = (Product((label, "model"), tree=result.model_dir), Product((label, "pretrain.json"), _json(stage)))
     return Outcome(not result.reused, records, products, lines, model=result.model_dir)
@@ -243,18 +244,6 @@ def report(ctx: UnitContext, unit: Unit) -> Outcome:
     result = render_report(ctx.manifest, workdir=Path.cwd(), ui_url=ctx.ui_url)
     line = f"{result.html}" + ("" if result.complete else f" (partial: {len(result.missing)} item(s) missing)")
     return Outcome(True, lines=(line,), report=result)
-
-
-def _pretrain_line(metrics: dict[str, float]) -> str:
-    parts = []
-    if "val/mlm_loss" in metrics:
-        parts.append(f"val MLM loss {metrics['val/mlm_loss']:.3f} (perplexity {metrics.get('val/perplexity', 0):.0f})")
-    if "tokens_seen" in metrics:
-        parts.append(f"{metrics['tokens_seen'] / 1e6:.2f}M tokens")
-    if "epochs" in metrics:
-        parts.append(f"{metrics['epochs']:.1f} epochs, each mask seen up to {metrics.get('mask_max_times_seen', 0):.0f}"
-                     " times")
-    return "; ".join(parts)
 
 
 HANDLERS: dict[UnitKind, Handler] = {
