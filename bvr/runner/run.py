@@ -167,10 +167,6 @@ class Runner:
             self.say(f"[bold]▶ {unit}[/bold]")
         try:
             with tagged(self._model_tags(unit)):
-                if unit.kind is UnitKind.REPORT:  # the report reads the whole manifest: bring it up to date first
-                    if self.stage_dir is not None:
-                        adopt_stage_records(self.manifest, self.stage_dir)
-                    self.save()
                 outcome = HANDLERS[unit.kind](self.context(), unit)
                 self.keep(unit, outcome)
         except KeyboardInterrupt:
@@ -293,10 +289,11 @@ def _run_exists(run_id: str) -> bool:
 
 
 def _log_manifest(runner: Runner) -> None:
+    """Save the manifest, and log it to the ablation's parent run (when there is one)."""
     from bvr.tracking import store_client, tracking_uri
 
+    runner.save()
     if runner.parent_run_id:
-        runner.save()
         store_client(tracking_uri(Path.cwd())).log_artifact(runner.parent_run_id, str(runner.plan.manifest_path))
 
 
@@ -348,8 +345,10 @@ def run_ablation(
     with _parent(runner, only):
         for unit in units:
             context.wall_seconds = earlier + time.perf_counter() - start
-            if unit.kind is UnitKind.REPORT:
-                _log_manifest(runner)
+            if unit.kind is UnitKind.REPORT:  # the report reads the whole manifest: bring it up to date first
+                if runner.stage_dir is not None:
+                    adopt_stage_records(runner.manifest, runner.stage_dir)
+                _log_manifest(runner)  # saves it
             runner.run_unit(unit)
     context.wall_seconds = earlier + time.perf_counter() - start
     runner.save()
