@@ -15,9 +15,12 @@ Lengths are drawn from fixed log-normal distributions shaped like the two datase
 median about 20 tokens, at most 66; CoNLL-2003 sentences: median about 20 sub-tokens, at most 128), so the
 benchmark needs no data.
 
+``--dry-run`` runs the same code at ``pretrain_throughput.py``'s toy sizes, so that CI checks that the script runs;
+its figures mean nothing.
+
 Target: at least 1.5x transformers' tokens/s on both.
 
-    python benchmarks/finetune_step.py [--steps 20] [--threads N] [--json out.json]
+    python benchmarks/finetune_step.py [--steps 20] [--threads N] [--dry-run] [--json out.json]
 """
 
 from __future__ import annotations
@@ -32,16 +35,16 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from pretrain_throughput import BENCH, DRY, Shape
 
 from bvr.memory import keep_freed_memory
-from bvr.model import IGNORE_INDEX, EncoderConfig
+from bvr.model import IGNORE_INDEX
 from bvr.model.encoder import Encoder, init_weights
 from bvr.model.hf import to_hf_state_dict
 from bvr.tasks.heads import FinetuneModel, SequenceHead, TokenHead, take_pooler
 from bvr.tasks.kinds import KINDS
 from bvr.training.optim import adamw
 
-LAYERS, HIDDEN, HEADS, FFN, VOCAB, BATCH = 4, 256, 4, 1024, 30_522, 32
 SHAPES = {
     # task kind: (median length, log-normal sigma, longest, labels)
     "classification": (20, 0.55, 66, 2),
@@ -49,34 +52,31 @@ SHAPES = {
 }
 
 
-def make_batch(kind: str, seed: int) -> dict[str, torch.Tensor]:
-    """A padded batch: [CLS] ids [SEP] rows of drawn lengths, padding 0, labels per row or per token (-100 at pads)."""
+def make_batch(kind: str, seed: int, shape: Shape = BENCH) -> dict[str, torch.Tensor]:
+    """A padded batch: [CLS] ids [SEP] rows of drawn lengths, padding 0, labels per row or per token (-100 at pads).
+    Its lengths are the task kind's; ``shape`` gives the rows and the vocabulary."""
     median, sigma, longest, labels = SHAPES[kind]
     rng = np.random.default_rng(seed)
-    lengths = np.clip(np.round(rng.lognormal(np.log(median), sigma, BATCH)), 4, longest).astype(int)
+    batch = shape.batch
+    lengths = np.clip(np.round(rng.lognormal(np.log(median), sigma, batch)), 4, longest).astype(int)
     width = int(lengths.max())
-    ids = torch.zeros(BATCH, width, dtype=torch.long)
-    mask = torch.zeros(BATCH, width, dtype=torch.long)
+    ids = torch.zeros(batch, width, dtype=torch.long)
+    mask = torch.zeros(batch, width, dtype=torch.long)
     for row, n in enumerate(lengths):
-        ids[row, :n] = torch.from_numpy(rng.integers(1000, VOCAB, n))
+        ids[row, :n] = torch.from_numpy(rng.integers(1000, shape.vocab, n))
         ids[row, 0], ids[row, n - 1] = 101, 102
         mask[row, :n] = 1
     if kind == "classification":
-        target = torch.from_numpy(rng.integers(0, labels, BATCH))
+        target = torch.from_numpy(rng.integers(0, labels, batch))
     else:
-        target = torch.from_numpy(rng.integers(0, labels, (BATCH, width)))
+        target = torch.from_numpy(rng.integers(0, labels, (batch, width)))
         target[mask == 0] = IGNORE_INDEX
         target[:, 0] = IGNORE_INDEX
     return {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids), "labels": target}
 
 
-def config() -> EncoderConfig:
-    return EncoderConfig(family="bert", vocab_size=VOCAB, hidden_size=HIDDEN, num_layers=LAYERS, num_heads=HEADS,
-                         intermediate_size=FFN)
-
-
-def ours(kind: str) -> tuple[torch.nn.Module, Callable[[dict], float]]:
-    cfg = config()
+def ours(kind: str, shape: Shape = BENCH) -> tuple[torch.nn.Module, Callable[[dict], float]]:
+    cfg = shape.encoder_config()
     encoder = Encoder(cfg, add_pooler=True)
     encoder.apply(lambda m: init_weights(m, cfg.initializer_range))
     labels = SHAPES[kind][3]
@@ -96,11 +96,11 @@ def ours(kind: str) -> tuple[torch.nn.Module, Callable[[dict], float]]:
     return model, step
 
 
-def theirs(kind: str, weights: dict[str, torch.Tensor]) -> Callable[[dict], float]:
+def theirs(kind: str, weights: dict[str, torch.Tensor], shape: Shape = BENCH) -> Callable[[dict], float]:
     from transformers import BertConfig, BertForSequenceClassification, BertForTokenClassification
 
-    hf_config = BertConfig(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-                           intermediate_size=FFN, num_labels=SHAPES[kind][3])
+    hf_config = BertConfig(vocab_size=shape.vocab, hidden_size=shape.hidden, num_hidden_layers=shape.layers,
+                           num_attention_heads=shape.heads, intermediate_size=shape.ffn, num_labels=SHAPES[kind][3])
     cls = BertForSequenceClassification if kind == "classification" else BertForTokenClassification
     model = cls(hf_config).train()
     model.bert.load_state_dict(weights, strict=False)  # the same encoder weights (heads stay freshly drawn)
@@ -116,12 +116,13 @@ def theirs(kind: str, weights: dict[str, torch.Tensor]) -> Callable[[dict], floa
     return step
 
 
-def measure(kind: str, steps: int, warmup: int) -> dict[str, float]:
-    model, our_step = ours(kind)
+def measure(kind: str, steps: int, warmup: int, shape: Shape = BENCH) -> dict[str, float]:
+    model, our_step = ours(kind, shape)
     encoder_state = {k.removeprefix("encoder."): v for k, v in model.state_dict().items() if k.startswith("encoder.")}
-    hf_state = {k: v for k, v in to_hf_state_dict(encoder_state, config()).items() if not k.startswith("pooler")}
-    runners = {"bvr": our_step, "transformers": theirs(kind, hf_state)}
-    batches = [make_batch(kind, seed) for seed in range(8)]
+    hf_state = {k: v for k, v in to_hf_state_dict(encoder_state, shape.encoder_config()).items()
+                if not k.startswith("pooler")}
+    runners = {"bvr": our_step, "transformers": theirs(kind, hf_state, shape)}
+    batches = [make_batch(kind, seed, shape) for seed in range(8)]
     for step in runners.values():
         for i in range(warmup):
             step(batches[i % len(batches)])
@@ -149,17 +150,19 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps per model first")
     parser.add_argument("--threads", type=int, default=None, help="torch threads [default: all cores]")
     parser.add_argument("--json", default=None, help="also write the figures to this file")
+    parser.add_argument("--dry-run", action="store_true", help="the same code at toy sizes (for CI)")
     parser.add_argument("--keep-freed-memory", action="store_true",
                         help="raise glibc's malloc thresholds as bvr's CLI does (bvr.memory), for both sides; off by "
                              "default, as a peer run by itself would have glibc's defaults "
                              "(benchmarks/freed_memory.py measures the setting alone)")
     args = parser.parse_args()
+    shape = DRY if args.dry_run else BENCH
     torch.set_num_threads(args.threads or os.cpu_count() or 1)
     heap = args.keep_freed_memory and keep_freed_memory()  # process-wide: both sides
     print("heap: freed memory kept between steps (bvr.memory)" if heap else "heap: the C library's defaults")
     torch.manual_seed(0)
-    results = {kind: measure(kind, args.steps, args.warmup) for kind in SHAPES}
-    print(f"config: {LAYERS} layers, hidden {HIDDEN}, {HEADS} heads, FFN {FFN}, vocab {VOCAB:,}, batch {BATCH}, "
+    results = {kind: measure(kind, args.steps, args.warmup, shape) for kind in SHAPES}
+    print(f"config: {shape.describe()}, batch {shape.batch}, "
           f"dynamic padding, dropout 0.1, fp32, {torch.get_num_threads()} threads, {args.steps} steps each")
     print(f"{'task kind':<16}{'padding':>8}{'bvr tok/s':>12}{'HF tok/s':>12}{'speed-up':>10}")
     for kind, f in results.items():

@@ -8,7 +8,10 @@ the heap has settled into it); the script prints the median step time, the megab
 ratio. glibc's dynamic default cannot be restored once set, hence the fixed 32 MB / 64 MB stand-in for it: it
 faults about what a fresh process does (130-180 MB a step on this model).
 
-    python benchmarks/freed_memory.py [--steps 20] [--json out.json]
+``--dry-run`` runs the same code at ``pretrain_throughput.py``'s toy sizes, so that CI checks that the script runs;
+its figures mean nothing.
+
+    python benchmarks/freed_memory.py [--steps 20] [--threads N] [--dry-run] [--json out.json]
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import statistics
 import time
 
 import torch
-from pretrain_throughput import make_batch, ours
+from pretrain_throughput import BENCH, DRY, make_batch, ours
 
 from bvr.memory import M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, MMAP_THRESHOLD, TRIM_THRESHOLD
 
@@ -32,9 +35,12 @@ SETTINGS = {"kept": (MMAP_THRESHOLD, TRIM_THRESHOLD), "glibc": (32 << 20, 64 << 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=20, help="timed steps per setting")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads [default: all cores]")
+    parser.add_argument("--dry-run", action="store_true", help="the same code at toy sizes (for CI)")
     parser.add_argument("--json", default=None, help="also write the figures to this file")
     args = parser.parse_args()
-    torch.set_num_threads(os.cpu_count() or 1)
+    shape = DRY if args.dry_run else BENCH
+    torch.set_num_threads(args.threads or os.cpu_count() or 1)
     libc = ctypes.CDLL(None)
     if not hasattr(libc, "gnu_get_libc_version"):
         raise SystemExit("this benchmark needs glibc (it sets malloc's thresholds)")
@@ -44,8 +50,8 @@ def main() -> None:
         libc.mallopt(M_MMAP_THRESHOLD, mmap)
         libc.mallopt(M_TRIM_THRESHOLD, trim)
 
-    _, step = ours()
-    batches = [make_batch(seed) for seed in range(4)]
+    _, step = ours(shape=shape)
+    batches = [make_batch(seed, shape) for seed in range(4)]
     times: dict[str, list[float]] = {name: [] for name in SETTINGS}
     faults: dict[str, list[int]] = {name: [] for name in SETTINGS}
     for i in range(args.steps):
@@ -61,7 +67,8 @@ def main() -> None:
     figures = {name: {"step_s": statistics.median(times[name]),
                       "faulted_mb_per_step": statistics.median(faults[name]) * page_mb} for name in SETTINGS}
     figures["speedup"] = figures["glibc"]["step_s"] / figures["kept"]["step_s"]
-    print(f"pretraining step, 4 layers, hidden 256, 32x128, {torch.get_num_threads()} threads, "
+    print(f"pretraining step, {shape.layers} layers, hidden {shape.hidden}, {shape.batch}x{shape.seq}, "
+          f"{torch.get_num_threads()} threads, "
           f"median of {args.steps} steps each, alternating")
     print(f"{'heap':<34}{'step (s)':>10}{'faulted MB/step':>17}")
     for name, label in (("glibc", "glibc steady state (32 MB / 64 MB)"), ("kept", "kept (32 MB / 1 GB)")):

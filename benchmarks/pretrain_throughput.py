@@ -24,10 +24,13 @@ With ``--fusion-bounds`` it also times our step with dropout removed, and with d
 kernel for them can be faster than leaving them out, so these fractions of the peak bound what fusing bias + GELU +
 dropout could give.
 
+``--dry-run`` runs the same code at toy sizes (:data:`DRY`: a 2-layer, hidden-64 encoder, batch 4 x 48), so that CI
+checks that the script runs; its figures mean nothing.
+
 Targets: at least 5x transformers' tokens/s and at least 75% of the measured matmul peak.
 
     python benchmarks/pretrain_throughput.py [--steps 10] [--threads N] [--compile] [--keep-freed-memory]
-                                             [--fusion-bounds] [--json out.json]
+                                             [--fusion-bounds] [--dry-run] [--json out.json]
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import json
 import os
 import statistics
 import time
+from dataclasses import dataclass
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -48,27 +52,58 @@ from bvr.model.encoder import compile_layers
 from bvr.model.layers import Intermediate
 from bvr.training.optim import adamw
 
-LAYERS, HIDDEN, HEADS, FFN, VOCAB, BATCH, SEQ, MASK_PROB = 4, 256, 4, 1024, 30_522, 32, 128, 0.15
+MASK_PROB = 0.15
 
 
-def make_batch(seed: int = 0) -> dict[str, torch.Tensor]:
+@dataclass(frozen=True)
+class Shape:
+    """The benchmark encoder and its batch (the other CPU benchmarks use it too)."""
+
+    layers: int = 4
+    hidden: int = 256
+    heads: int = 4
+    ffn: int = 1024
+    vocab: int = 30_522
+    batch: int = 32
+    """Sequences a batch."""
+    seq: int = 128
+    """Tokens a sequence."""
+    peak_n: int = 2048
+    """The side of the square matmuls the fp32 peak is measured on."""
+
+    def encoder_config(self, **extra) -> EncoderConfig:
+        """bvr's configuration of this encoder (BERT family); ``extra``: other EncoderConfig fields."""
+        return EncoderConfig(family="bert", vocab_size=self.vocab, hidden_size=self.hidden, num_layers=self.layers,
+                             num_heads=self.heads, intermediate_size=self.ffn, **extra)
+
+    def describe(self) -> str:
+        return f"{self.layers} layers, hidden {self.hidden}, {self.heads} heads, FFN {self.ffn}, vocab {self.vocab:,}"
+
+
+BENCH = Shape()
+DRY = Shape(layers=2, hidden=64, heads=2, ffn=128, vocab=2000, batch=4, seq=48, peak_n=128)
+"""``--dry-run``: toy sizes for CI (ids start at 1000 in some benchmarks, and the collator's split needs seq > 32)."""
+
+
+def make_batch(seed: int = 0, shape: Shape = BENCH) -> dict[str, torch.Tensor]:
     """Random ids (specials excluded) with exactly 15% of each row masked, labels -100 elsewhere."""
     g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(5, VOCAB, (BATCH, SEQ), generator=g)
+    batch, seq = shape.batch, shape.seq
+    ids = torch.randint(5, shape.vocab, (batch, seq), generator=g)
     ids[:, 0], ids[:, -1] = 2, 3  # [CLS] ... [SEP]
-    k = round((SEQ - 2) * MASK_PROB)
-    keys = torch.rand(BATCH, SEQ - 2, generator=g)
-    chosen = torch.zeros(BATCH, SEQ, dtype=torch.bool)
+    k = round((seq - 2) * MASK_PROB)
+    keys = torch.rand(batch, seq - 2, generator=g)
+    chosen = torch.zeros(batch, seq, dtype=torch.bool)
     chosen[:, 1:-1] = keys.argsort(dim=1).argsort(dim=1) < k
     labels = torch.where(chosen, ids, torch.full_like(ids, IGNORE_INDEX))
     inputs = torch.where(chosen, torch.full_like(ids, 4), ids)  # [MASK]
     return {"input_ids": inputs, "attention_mask": torch.ones_like(ids), "labels": labels}
 
 
-def ours(compiled: bool = False, dropout: float = 0.1, gelu: bool = True) -> tuple[torch.nn.Module, callable]:
+def ours(compiled: bool = False, dropout: float = 0.1, gelu: bool = True,
+         shape: Shape = BENCH) -> tuple[torch.nn.Module, callable]:
     """Our model and its training step; ``dropout=0`` and ``gelu=False`` remove those ops (for the fusion bounds)."""
-    config = EncoderConfig(family="bert", vocab_size=VOCAB, hidden_size=HIDDEN, num_layers=LAYERS, num_heads=HEADS,
-                           intermediate_size=FFN, pad_token_id=0, dropout=dropout, attention_dropout=dropout)
+    config = shape.encoder_config(pad_token_id=0, dropout=dropout, attention_dropout=dropout)
     model = PretrainingModel(config, nsp=False).train()
     if not gelu:
         for module in model.modules():
@@ -89,11 +124,11 @@ def ours(compiled: bool = False, dropout: float = 0.1, gelu: bool = True) -> tup
     return model, step
 
 
-def theirs() -> tuple[torch.nn.Module, callable]:
+def theirs(shape: Shape = BENCH) -> tuple[torch.nn.Module, callable]:
     from transformers import BertConfig, BertForMaskedLM
 
-    config = BertConfig(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-                        intermediate_size=FFN, max_position_embeddings=512)
+    config = BertConfig(vocab_size=shape.vocab, hidden_size=shape.hidden, num_hidden_layers=shape.layers,
+                        num_attention_heads=shape.heads, intermediate_size=shape.ffn, max_position_embeddings=512)
     model = BertForMaskedLM(config).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, eps=1e-6, fused=True)
 
@@ -107,16 +142,15 @@ def theirs() -> tuple[torch.nn.Module, callable]:
     return model, step
 
 
-def step_flops(masked: int) -> float:
+def step_flops(masked: int, shape: Shape = BENCH) -> float:
     """FLOPs of one of our training steps (forward x 3), counting matmuls only."""
-    n = BATCH * SEQ
-    full_layer = 2 * n * HIDDEN * 3 * HIDDEN + 4 * BATCH * SEQ * SEQ * HIDDEN + 2 * n * HIDDEN * HIDDEN \
-        + 4 * n * HIDDEN * FFN
+    n, seq, hidden, ffn = shape.batch * shape.seq, shape.seq, shape.hidden, shape.ffn
+    full_layer = 2 * n * hidden * 3 * hidden + 4 * n * seq * hidden + 2 * n * hidden * hidden + 4 * n * hidden * ffn
     # The last layer computes keys and values everywhere, everything else at the masked positions only.
-    last_layer = 2 * n * HIDDEN * 2 * HIDDEN + 2 * masked * HIDDEN * HIDDEN + 4 * masked * SEQ * HIDDEN \
-        + 2 * masked * HIDDEN * HIDDEN + 4 * masked * HIDDEN * FFN
-    head = 2 * masked * HIDDEN * HIDDEN + 2 * masked * HIDDEN * VOCAB
-    return 3.0 * ((LAYERS - 1) * full_layer + last_layer + head)
+    last_layer = 2 * n * hidden * 2 * hidden + 2 * masked * hidden * hidden + 4 * masked * seq * hidden \
+        + 2 * masked * hidden * hidden + 4 * masked * hidden * ffn
+    head = 2 * masked * hidden * hidden + 2 * masked * hidden * shape.vocab
+    return 3.0 * ((shape.layers - 1) * full_layer + last_layer + head)
 
 
 BOUNDS = {"bvr, no dropout": ("no_dropout", {"dropout": 0.0}),
@@ -194,19 +228,21 @@ def main() -> None:
     parser.add_argument("--fusion-bounds", action="store_true",
                         help="also time bvr's step without dropout, and without dropout and GELU: the most that fusing "
                              "them (bias + GELU + dropout) could give, as a fraction of the peak")
+    parser.add_argument("--dry-run", action="store_true", help="the same code at toy sizes (for CI)")
     parser.add_argument("--json", default=None, help="also write the figures to this file")
     args = parser.parse_args()
+    shape = DRY if args.dry_run else BENCH
     torch.set_num_threads(args.threads or os.cpu_count() or 1)
     heap = args.keep_freed_memory and keep_freed_memory()  # process-wide: both sides
     print("heap: freed memory kept between steps (bvr.memory)" if heap else "heap: the C library's defaults")
     torch.manual_seed(0)
 
-    batches = [make_batch(seed) for seed in range(4)]
-    runners = {"bvr": ours()[1], "transformers": theirs()[1]}
+    batches = [make_batch(seed, shape) for seed in range(4)]
+    runners = {"bvr": ours(shape=shape)[1], "transformers": theirs(shape)[1]}
     if args.compile:
-        runners["bvr+compile"] = ours(compiled=True)[1]
+        runners["bvr+compile"] = ours(compiled=True, shape=shape)[1]
     if args.fusion_bounds:
-        runners.update({name: ours(**removed)[1] for name, (_, removed) in BOUNDS.items()})
+        runners.update({name: ours(**removed, shape=shape)[1] for name, (_, removed) in BOUNDS.items()})
     first_step: dict[str, float] = {}
     for name, step in runners.items():
         for i in range(args.warmup):
@@ -220,12 +256,12 @@ def main() -> None:
             step(batches[i % len(batches)])
             times[name].append(time.perf_counter() - start)
 
-    tokens = BATCH * SEQ
+    tokens = shape.batch * shape.seq
     median = {name: statistics.median(t) for name, t in times.items()}
     rate = {name: tokens / median[name] for name in runners}
-    flops = step_flops(int((batches[0]["labels"] != IGNORE_INDEX).sum()))
+    flops = step_flops(int((batches[0]["labels"] != IGNORE_INDEX).sum()), shape)
     achieved = flops / median["bvr"]
-    peak = matmul_peak()
+    peak = matmul_peak(shape.peak_n)
     floor_s, floor_flops = matmul_floor(runners["bvr"], batches[0])
     figures = {
         "threads": torch.get_num_threads(),
@@ -242,7 +278,7 @@ def main() -> None:
         "matmul_only_fraction_of_peak": floor_flops / floor_s / peak,
         "matmul_share_of_step": floor_s / median["bvr"],
     }
-    print(f"config: {LAYERS} layers, hidden {HIDDEN}, {HEADS} heads, FFN {FFN}, vocab {VOCAB:,}, batch {BATCH}x{SEQ}, "
+    print(f"config: {shape.describe()}, batch {shape.batch}x{shape.seq}, "
           f"fp32, MLM only, {figures['threads']} threads, median of {args.steps} steps")
     print(f"{'model':<22}{'step (s)':>10}{'tokens/s':>12}")
     for name in runners:

@@ -14,7 +14,11 @@ A screen, one pretraining seed per row: rows that stand out are worth the maskin
 claim on their own. Every run goes to the MLflow store in the working folder (experiment ``bvr-recipe-search``);
 results are appended to ``--out`` as JSON lines, one per recipe, and rows already there are not run again.
 
-Run: ``python benchmarks/recipe_search.py --data-dir DATA [--only NAME ...] [--out recipe_search.jsonl]``
+``--dry-run`` runs the same code at toy sizes (a few pretraining steps of a hidden-32 encoder, a few BLiMP pairs, the
+probe and fine-tuning on whatever the data folder holds), so that CI checks that the script runs; its scores mean
+nothing.
+
+Run: ``python benchmarks/recipe_search.py --data-dir DATA [--only NAME ...] [--out recipe_search.jsonl] [--dry-run]``
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import argparse
 import json
 import shlex
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from bvr.ablation.declare import Evaluations
@@ -63,32 +68,59 @@ RECIPES: dict[str, list[str]] = {
 """The rows of the recipe table in docs/recipes.md, in the order they were run."""
 
 
+@dataclass(frozen=True)
+class Screen:
+    """What a row runs at: the recipe table's settings, or toy sizes for ``--dry-run``."""
+
+    shrink: tuple[str, ...]
+    """Pretraining overrides set after the recipe's own (empty: the recipe as written)."""
+    finetune: tuple[str, ...]
+    """Fine-tuning overrides of the tiny preset."""
+    evaluations: Evaluations
+    """BLiMP and probe settings."""
+
+
+FULL = Screen(shrink=(), finetune=tuple(FINETUNE), evaluations=Evaluations(
+    blimp_per_paradigm=50, probe_tasks=("sst2",), probe_seeds=1, probe_heldout_examples=10_000))
+DRY = Screen(
+    shrink=("corpus.max_documents=60", "corpus.validation_fraction=0.1", "tokenizer.vocab_size=400",
+            "tokenizer.min_count=null", "data.max_length=64", "model.hidden_size=32", "model.num_heads=4",
+            "model.intermediate_size=64", "training.batch_size=8", "training.max_steps=4", "training.warmup_steps=2",
+            "training.val_every_steps=2"),
+    finetune=(*FINETUNE, "finetune.epochs=1", "finetune.batch_size=4", "finetune.max_length=64"),
+    evaluations=Evaluations(blimp_per_paradigm=2, probe_tasks=("sst2",), probe_seeds=1,
+                            probe_max_train_examples=None))
+"""``--dry-run``: the settings of tests/test_ablate.py's tiny ablation, which the test data folder can feed."""
+
+
 def command(name: str, data_dir: Path) -> str:
     """The command line that reproduces one row."""
     return f"python benchmarks/recipe_search.py --data-dir {shlex.quote(str(data_dir))} --only {name}"
 
 
-def score(model_dir: Path, label: str, evaluations: Evaluations, data_dir: Path, seed: int) -> dict[str, float]:
-    """BLiMP and the SST-2 probe of one model folder (cached per folder, as the ablations do)."""
-    common = {"data_dir": data_dir, "label": label, "pretrain_seed": seed, "experiment": EXPERIMENT}
+def score(model_dir: Path, label: str, evaluations: Evaluations, data_dir: Path, output_dir: Path,
+          seed: int) -> dict[str, float]:
+    """BLiMP and the SST-2 probe of one model folder (cached under ``output_dir``, as the ablations do)."""
+    common = {"data_dir": data_dir, "output_dir": output_dir, "label": label, "pretrain_seed": seed,
+              "experiment": EXPERIMENT}
     blimp = evaluate_model(model_dir, "blimp", None, evaluations, **common)
     probe = evaluate_model(model_dir, "probe", "sst2", evaluations, **common)
     return {"blimp": blimp.score, "probe_sst2": probe.score}
 
 
-def finetuned(checkpoint: Path, label: str, data_dir: Path, output_dir: Path) -> float:
+def finetuned(checkpoint: Path, label: str, data_dir: Path, output_dir: Path, overrides: tuple[str, ...]) -> float:
     """Fine-tuned SST-2 dev accuracy, one seed."""
     result = finetune(checkpoint, "sst2", seeds=[0], data_dir=data_dir, output_dir=output_dir, preset="tiny",
-                      overrides=FINETUNE, arm=label, experiment=EXPERIMENT)
+                      overrides=list(overrides), arm=label, experiment=EXPERIMENT)
     return result.seeds[0].scores[result.main_key]
 
 
-def run_recipe(name: str, overrides: list[str], data_dir: Path, output_dir: Path, seed: int) -> dict:
+def run_recipe(name: str, overrides: list[str], data_dir: Path, output_dir: Path, seed: int,
+               screen: Screen = FULL) -> dict:
     """Pretrain one seed of a recipe and score it and its control."""
-    sets = [*MASKING_TINY, *overrides, f"training.seed={seed}", f"masking.seed={seed}", f"data.seed={seed}"]
+    sets = [*MASKING_TINY, *overrides, *screen.shrink, f"training.seed={seed}", f"masking.seed={seed}",
+            f"data.seed={seed}"]
     cfg = load_config(preset="tiny", overrides=sets, extra={"data_dir": str(data_dir), "output_dir": str(output_dir)})
-    evaluations = Evaluations(blimp_per_paradigm=50, probe_tasks=("sst2",), probe_seeds=1,
-                              probe_heldout_examples=10_000)
     start = time.perf_counter()
     trained = pretrain(cfg, experiment=EXPERIMENT, arm=name, progress=False)
     pretrain_seconds = time.perf_counter() - start
@@ -98,8 +130,8 @@ def run_recipe(name: str, overrides: list[str], data_dir: Path, output_dir: Path
            "tokens": trained.metrics.get("tokens_seen"), "val_mlm_loss": trained.metrics.get("val/mlm_loss"),
            "val_unigram_entropy": trained.metrics.get("val_unigram_entropy")}
     for label, folder in ((name, trained.model_dir), (f"{name}-control", control.model_dir)):
-        scores = score(folder, label, evaluations, data_dir, seed)
-        scores["finetune_sst2"] = finetuned(folder, label, data_dir, output_dir)
+        scores = score(folder, label, screen.evaluations, data_dir, output_dir, seed)
+        scores["finetune_sst2"] = finetuned(folder, label, data_dir, output_dir, screen.finetune)
         suffix = "" if folder == trained.model_dir else "_control"
         row.update({f"{k}{suffix}": round(v, 4) for k, v in scores.items()})
     row["seconds"] = round(time.perf_counter() - start, 1)
@@ -113,6 +145,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("recipe_search.jsonl"))
     ap.add_argument("--only", nargs="*", default=None, help="recipes to run (default: all)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dry-run", action="store_true", help="the same code at toy sizes (for CI)")
     a = ap.parse_args()
     done = set()
     if a.out.exists():
@@ -120,7 +153,7 @@ def main() -> None:
     for name in a.only or RECIPES:
         if (name, a.seed) in done:
             continue
-        row = run_recipe(name, RECIPES[name], a.data_dir.resolve(), a.output_dir, a.seed)
+        row = run_recipe(name, RECIPES[name], a.data_dir.resolve(), a.output_dir, a.seed, DRY if a.dry_run else FULL)
         print(json.dumps(row), flush=True)
         with a.out.open("a") as f:
             f.write(json.dumps(row) + "\n")

@@ -1,0 +1,101 @@
+"""Every script in ``benchmarks/`` runs end to end at its tiny setting (``--dry-run`` or a few steps, the test data
+folder), so that none rots unseen; the figures printed mean nothing at these sizes, only that they are printed."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.test_prepare import write_wiki_corpus
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = ROOT / "benchmarks"
+FIXTURES = Path(__file__).parent / "fixtures"
+
+COVERED_ELSEWHERE = {
+    "gpu_check.py": "tests/test_gpu_check.py",
+    # "plateau_bisect.py": "tests/test_plateau_bisect.py",  # once that test exists
+}
+"""Scripts whose tiny run is tested in another file: script -> that file (which must name the script)."""
+
+NUMBER = r"[\d,.]+"
+RUNS: dict[str, tuple[list[str], list[str]]] = {
+    "collator_overhead.py": (["--dry-run", "--steps", "1", "--collator-calls", "2", "--threads", "1"],
+                             [rf"training step \(bvr encoder 2L/64H/2A/FFN 128 \+ NSP, AdamW\): +{NUMBER} ms",
+                              *(rf"collator {arm} +: +{NUMBER} ms/batch = +{NUMBER}% of a step"
+                                for arm in ("dynamic", r"static \(dupe 10\)", "dynamic whole-word", "dynamic span"))]),
+    "data_prepare.py": (["--data-dir", "{data}"],
+                        [rf"peer: datasets.map \+ group_texts \(2 procs\) +{NUMBER}",
+                         rf"bvr data prepare, full-sentences +{NUMBER} .*x$",
+                         rf"bvr data prepare, segment-pair\+nsp +{NUMBER} .*x$",
+                         *(rf"^{share}% +{NUMBER}" for share in (25, 50, 100))]),
+    "data_scale.py": (["--data-dir", "{data}", "--copies", "1"],
+                      [rf"^ +1 copies +{NUMBER} MB +{NUMBER} s", r"tokenizer stage on \d+ training documents",
+                       r"rank 0 of 8 read .* sequences"]),
+    "finetune_step.py": (["--dry-run", "--steps", "1", "--warmup", "1", "--threads", "1"],
+                         [rf"^{kind} +{NUMBER}% +{NUMBER} +{NUMBER} +{NUMBER}x$"
+                          for kind in ("classification", "tagging")]),
+    "freed_memory.py": (["--dry-run", "--steps", "1", "--threads", "1"],
+                        [rf"glibc steady state \(32 MB / 64 MB\) +{NUMBER}", rf"kept \(32 MB / 1 GB\) +{NUMBER}",
+                         rf"kept: {NUMBER}x the step rate"]),
+    "loop_overhead.py": (["--data-dir", "{data}", "--dry-run", "--steps", "3", "--skip", "1", "--repeats", "1",
+                          "--documents", "60"],
+                         [rf"bare step: +{NUMBER} tokens/s", rf"real loop: +{NUMBER} tokens/s", rf"ratio: {NUMBER}%"]),
+    "pretrain_throughput.py": (["--dry-run", "--steps", "1", "--warmup", "1", "--threads", "1", "--fusion-bounds"],
+                               [rf"^bvr +{NUMBER} +{NUMBER}$", rf"^transformers +{NUMBER} +{NUMBER}$",
+                                rf"speed-up: {NUMBER}x transformers", rf"achieved: {NUMBER} GFLOP/s",
+                                r"its matrix multiplies alone", r"bvr, no dropout/GELU: \d+% of the peak"]),
+    "recipe_search.py": (["--data-dir", "{data}", "--dry-run", "--only", "cram"],
+                         [r'^\{"recipe": "cram", .*"blimp": .*"probe_sst2": .*"finetune_sst2_control": ']),
+    "scoring_throughput.py": (["--data-dir", "{data}", "--sentences", "8", "--rounds", "2", "--threads", "1"],
+                              [rf"speed-up: {NUMBER}x the naive loop .*; scores agree to"]),
+}
+"""Each script's tiny run: its arguments (``{data}``: the test data folder) and patterns that lines of its standard
+output must match. Each run takes 10 to 30 s on one core, mostly imports and start-up."""
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> Path:
+    """A data folder in the real layout: a generated WikiExtractor corpus at the default path, GLUE and BLiMP."""
+    root = tmp_path_factory.mktemp("data")
+    write_wiki_corpus(root, documents=60)
+    (root / "corpus" / "wiki").rename(root / "corpus" / "enwiki-2021-extract")
+    for name in ("glue", "blimp"):
+        shutil.copytree(FIXTURES / name, root / name)
+    return root
+
+
+def run_benchmark(script: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """``python benchmarks/SCRIPT ARGS`` in ``cwd``, on this checkout's bvr, one thread."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return subprocess.run([sys.executable, str(BENCHMARKS / script), *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_every_benchmark_has_a_tiny_run_tested():
+    scripts = {p.name for p in BENCHMARKS.glob("*.py")}
+    untested = scripts - set(RUNS) - set(COVERED_ELSEWHERE)
+    assert not untested, f"give these a tiny run in RUNS (or name their test in COVERED_ELSEWHERE): {sorted(untested)}"
+    assert set(RUNS) <= scripts, f"RUNS names scripts that are gone: {sorted(set(RUNS) - scripts)}"
+    for script, test_file in COVERED_ELSEWHERE.items():
+        if script in scripts:
+            assert script in (ROOT / test_file).read_text(), f"{test_file} does not run {script}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", sorted(RUNS))
+def test_benchmark_runs_at_its_tiny_setting(script, data_dir, tmp_path):
+    args, patterns = RUNS[script]
+    done = run_benchmark(script, [arg.format(data=data_dir) for arg in args], tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    for pattern in patterns:
+        assert any(re.search(pattern, line) for line in lines), f"no line matches {pattern!r} in:\n{done.stdout}"
+
