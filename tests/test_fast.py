@@ -70,12 +70,16 @@ def test_the_seam_builds_the_fast_or_the_reference_modules_with_one_state_dict()
     assert list(quick.state_dict()) == list(reference.state_dict())
 
 
-@pytest.mark.parametrize(("family", "nsp", "norm"), [("bert", True, "post"), ("roberta", False, "post"),
-                                                     ("bert", False, "pre")])
-def test_fast_path_equals_reference_without_dropout(family, nsp, norm):
+SMALL_BUDGET = {"embedding_norm": False, "head_transform": False, "token_type_init": "zero"}
+
+
+@pytest.mark.parametrize(("family", "nsp", "norm", "layout"), [
+    ("bert", True, "post", {}), ("roberta", False, "post", {}), ("bert", False, "pre", {}),
+    ("bert", True, "pre", SMALL_BUDGET), ("roberta", False, "pre", SMALL_BUDGET)])
+def test_fast_path_equals_reference_without_dropout(family, nsp, norm, layout):
     """Eval mode on a batch the fast path packs: hidden states at real tokens, every layer's states, the last
     layer run at the selected tokens only, the pretraining loss and every parameter's gradient."""
-    quick, reference = twins(family, nsp, norm)
+    quick, reference = twins(family, nsp, norm, **layout)
     batch = padded_batch(family)
     args = (batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
     real, masked = batch["attention_mask"].bool(), batch["labels"] != -100

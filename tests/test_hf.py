@@ -229,6 +229,40 @@ def test_export_then_load_hf_round_trips(family, nsp, tmp_path):
         assert torch.equal(value, again.state_dict()[key]), key
 
 
+def test_zero_token_type_init_round_trips_through_config_json(tmp_path):
+    """A control (the same encoder, never trained) is initialised from the exported folder's config: the recipe's
+    initialisation travels in bvr's own key, written only where it is not BERT's; transformers still loads it."""
+    config = dataclasses.replace(config_from_hf(hf_config("bert").to_dict()), token_type_init="zero")
+    data = hf_config_dict(config, nsp=False)
+    assert data["bvr_token_type_init"] == "zero" and data["model_type"] == "bert"
+    assert config_from_hf(data) == config
+    assert not any(key.startswith("bvr_") for key in hf_config_dict(
+        dataclasses.replace(config, token_type_init="normal"), nsp=False))
+    export_hf(PretrainingModel(config, nsp=False), None, tmp_path)
+    assert load_hf(tmp_path)[1] == config
+    transformers.AutoModelForMaskedLM.from_pretrained(tmp_path)
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+def test_small_budget_layout_round_trips_and_transformers_refuses_it(family, tmp_path):
+    """No embeddings' LayerNorm, no head transform: bvr's own model type, loaded back by bvr equal, refused by
+    transformers by name (it would otherwise draw the missing LayerNorms afresh)."""
+    config = dataclasses.replace(config_from_hf(hf_config(family).to_dict()), norm="pre", embedding_norm=False,
+                                 head_transform=False)
+    ours = PretrainingModel(config, nsp=False)
+    randomize(ours, seed=2)
+    export_hf(ours, None, tmp_path)
+    data = json.loads((tmp_path / "config.json").read_text())
+    assert data["model_type"] == f"bvr-{family}-prelayernorm" and "bvr_note" in data
+    assert (data["bvr_embedding_norm"], data["bvr_head_transform"]) == (False, False)
+    again, config_again = load_hf(tmp_path)
+    assert config_again == config
+    for key, value in ours.state_dict().items():
+        assert torch.equal(value, again.state_dict()[key]), key
+    with pytest.raises((ValueError, KeyError)):
+        transformers.AutoModelForMaskedLM.from_pretrained(tmp_path)
+
+
 def test_to_hf_state_dict_unties_shared_storage():
     config = config_from_hf(hf_config("bert").to_dict())
     state = PretrainingModel(config, nsp=False).state_dict()

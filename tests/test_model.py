@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
@@ -13,6 +14,7 @@ from bvr.config import PRESETS_DIR, ModelConfig, load_config
 from bvr.errors import BvrError
 from bvr.model import EncoderConfig, PretrainingModel, count_parameters, cpu, fast, losses
 from bvr.model.cpu import dropout
+from bvr.model.encoder import Encoder, init_weights, initialize
 from bvr.model.losses import linear_cross_entropy
 
 VOCAB = 101
@@ -411,6 +413,60 @@ def test_init_follows_bert(family):
     assert torch.all(pos_pad == 0) if family == "roberta" else torch.any(pos_pad != 0)
 
 
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+def test_zero_token_type_init_changes_only_the_token_type_table(family):
+    bert_way = EncoderConfig.from_name("tiny", family, 2000, PAD[family])
+    torch.manual_seed(0)
+    plain = PretrainingModel(bert_way, nsp=True)
+    torch.manual_seed(0)
+    model = PretrainingModel(dataclasses.replace(bert_way, token_type_init="zero"), nsp=True)
+    assert torch.all(model.encoder.embeddings.token_type_embeddings.weight == 0)
+    # Every other parameter is drawn as BERT's init draws it: the recipe changes one table and no draw.
+    changed = f"{family}.embeddings.token_type_embeddings.weight"
+    for key, value in plain.state_dict().items():
+        assert torch.equal(value, model.state_dict()[key]) != (key == changed), key
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+def test_small_budget_layout_drops_the_embedding_norm_and_the_head_transform(family):
+    """model.embedding_norm=false feeds the embeddings' sum to the first layer; model.head_transform=false lets the
+    tied decoder read the final LayerNorm: the logits are (LN(encoder(sum)) @ E.T + b), nothing else."""
+    config = dataclasses.replace(EncoderConfig.from_name("tiny", family, 300, PAD[family], norm="pre"),
+                                 embedding_norm=False, head_transform=False, dropout=0.0, attention_dropout=0.0)
+    torch.manual_seed(0)
+    model = PretrainingModel(config).eval()
+    keys = set(model.state_dict())
+    assert not any("embeddings.LayerNorm" in key or "transform" in key or "lm_head.dense" in key
+                   or "lm_head.layer_norm" in key for key in keys)
+    ids = torch.randint(5, 300, (2, 9))
+    emb = model.encoder.embeddings
+    summed = emb.word_embeddings(ids) + emb.position_embeddings(emb.position_ids(ids)) + emb.token_type_embeddings(
+        torch.zeros_like(ids))
+    hidden = model.encoder.LayerNorm(model.encoder.encoder(summed))
+    expected = hidden @ emb.word_embeddings.weight.T + model.mlm_head.bias
+    torch.testing.assert_close(model(ids).mlm_logits, expected)
+
+
+def test_small_budget_layout_needs_pre_norm():
+    with pytest.raises(BvrError) as info:
+        EncoderConfig(family="bert", vocab_size=VOCAB, hidden_size=32, num_heads=4, embedding_norm=False)
+    assert info.value.where == "model.embedding_norm"
+    with pytest.raises(BvrError, match="model.norm=pre"):
+        ModelConfig(head_transform=False)
+
+
+def test_initialize_with_bert_settings_draws_what_init_weights_draws():
+    config = EncoderConfig.from_name("tiny", "bert", 500, 0)
+    torch.manual_seed(1)
+    ours = Encoder(config)
+    initialize(ours, config)
+    torch.manual_seed(1)
+    bert = Encoder(config)
+    bert.apply(lambda module: init_weights(module, config.initializer_range))
+    for key, value in bert.state_dict().items():
+        assert torch.equal(value, ours.state_dict()[key]), key
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Sizes
 
@@ -498,6 +554,8 @@ def test_from_model_config():
         ({"pad_token_id": VOCAB}, "model.pad_token_id"),
         ({"vocab_size": 0, "pad_token_id": 0}, "model.vocab_size"),
         ({"layer_norm_eps": 0.0}, "model.layer_norm_eps"),
+        ({"token_type_init": "uniform"}, "model.token_type_init"),
+        ({"head_transform": False}, "model.head_transform"),
     ],
 )
 def test_bad_config_raises_bvr_error_at_the_key(overrides, key):

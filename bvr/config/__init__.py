@@ -59,6 +59,7 @@ from bvr.config.pretraining import (
     PAIR_FORMATS,
     PRECISIONS,
     SENTENCE_OBJECTIVES,
+    TOKEN_TYPE_INITS,
     CorpusConfig,
     DataConfig,
     MaskingConfig,
@@ -71,7 +72,7 @@ from bvr.config.yaml import node_lines, parse_yaml, read_yaml
 __all__ = [
     "CORPUS_SOURCES", "FAMILIES", "HYPERPARAMETERS", "INPUT_FORMATS", "MASKING_MODES", "MASKING_SCHEMES", "NORMS",
     "NOT_HASHED", "OLD_KEYS", "PAIR_FORMATS", "PRECISIONS", "PRESETS_DIR", "PROBE_KINDS", "SENTENCE_FEATURES",
-    "SENTENCE_OBJECTIVES",
+    "SENTENCE_OBJECTIVES", "TOKEN_TYPE_INITS",
     "TOKEN_FEATURES", "BlimpConfig", "Config", "CorpusConfig", "DataConfig", "DataSettings", "EvaluateConfig",
     "FinetuneConfig", "FinetuneSection", "Layer", "MaskingConfig", "ModelConfig", "ProbesConfig", "TokenizerConfig",
     "TrainingConfig", "at", "build_config", "build_dataclass", "build_layered", "check_task_block",

@@ -22,6 +22,8 @@ ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")
 STRATEGIES = ("auto", "ddp", "ddp_spawn", "ddp_find_unused_parameters_true", "fsdp")
 MASKING_SCHEMES = ("token", "whole-word", "span")
 NORMS = ("post", "pre")
+TOKEN_TYPE_INITS = ("normal", "zero")
+"""How the token-type (segment) embeddings start: drawn like every other embedding (BERT) or at zero."""
 """Where each layer's LayerNorms sit: after the residual add (BERT, RoBERTa) or before each sub-layer, with a final
 LayerNorm after the last layer (pre-LayerNorm: GPT-2, fairseq's ``normalize_before``, cramming)."""
 SEED_MAX = 2**32 - 1
@@ -187,6 +189,18 @@ class ModelConfig:
     """'post' (BERT: LayerNorm after each residual add) or 'pre' (LayerNorm before attention and before the
     feed-forward, one more after the last layer: trains stably at higher learning rates; Hugging Face's
     RobertaPreLayerNorm for roberta, no Hugging Face class for bert)."""
+    token_type_init: str = "normal"
+    """'normal' (BERT: drawn like the word and position embeddings) or 'zero'. Drawn at random, the type-0 vector is
+    one offset shared by every token, as large as each token's own embedding: attention cannot tell positions apart
+    through it, and a small pre-LayerNorm encoder stays on the unigram plateau (docs/recipes.md)."""
+    embedding_norm: bool = True
+    """A LayerNorm on the sum of the embeddings (BERT, RoBERTa). With model.norm=pre, false feeds the sum to the
+    first layer as it is (GPT-2's layout): at BERT's initialisation it is then about as small as what each layer
+    adds, so what attention brings from the context is not drowned by each token's own embedding, normalised to
+    unit scale (docs/recipes.md)."""
+    head_transform: bool = True
+    """The MLM head's dense + GELU + LayerNorm before the tied decoder (BERT, RoBERTa). With model.norm=pre, false
+    lets the decoder read the encoder's last LayerNorm directly (docs/recipes.md)."""
     sbo: bool = False
     """SpanBERT's span-boundary objective beside MLM: each masked token is also predicted from the two tokens just
     outside its span and its position in it (a pretraining head only, left out of exported folders)."""
@@ -194,6 +208,10 @@ class ModelConfig:
     def __post_init__(self) -> None:
         check_choice(self.family, FAMILIES, "model.family")
         check_choice(self.norm, NORMS, "model.norm")
+        check_choice(self.token_type_init, TOKEN_TYPE_INITS, "model.token_type_init")
+        for key in ("embedding_norm", "head_transform"):
+            check(getattr(self, key) or self.norm == "pre", f"model.{key}",
+                  "false needs model.norm=pre (a post-LayerNorm encoder normalises its input with these)")
         for key in ("num_layers", "hidden_size", "num_heads", "intermediate_size", "max_position_embeddings"):
             check(getattr(self, key) > 0, f"model.{key}", "must be positive")
         check(self.hidden_size % self.num_heads == 0, "model.num_heads",

@@ -142,6 +142,20 @@ def compile_layers(encoder: Encoder) -> None:
 
 
 @torch.no_grad()
+def initialize(module: nn.Module, config: EncoderConfig) -> None:
+    """Initialise ``module`` (an encoder, or a model holding one) as ``config`` says, in place.
+
+    BERT's initialisation (:func:`init_weights`) everywhere, then, with ``token_type_init='zero'``, the token-type
+    embeddings at zero. With BERT's setting (``'normal'``) this is :func:`init_weights` alone and draws the same
+    numbers; 'zero' changes no draw either, only the token-type tables' values.
+    """
+    module.apply(lambda m: init_weights(m, config.initializer_range))
+    if config.token_type_init == "zero":
+        for embeddings in (m for m in module.modules() if isinstance(m, Embeddings)):
+            embeddings.token_type_embeddings.weight.zero_()
+
+
+@torch.no_grad()
 def init_weights(module: nn.Module, initializer_range: float) -> None:
     """BERT's initialisation, applied to every submodule (``model.apply``).
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from bvr.config import FAMILIES, NORMS, ModelConfig, load_config
+from bvr.config import FAMILIES, NORMS, TOKEN_TYPE_INITS, ModelConfig, load_config
 from bvr.errors import BvrError
 
 SHAPE_KEYS = ("num_layers", "hidden_size", "num_heads", "intermediate_size")
@@ -64,10 +64,18 @@ class EncoderConfig:
     """Standard deviation of the normal initialisation of weights and embeddings."""
     norm: str = "post"
     """'post' (LayerNorm after each residual add, BERT) or 'pre' (before each sub-layer, plus a final one)."""
+    token_type_init: str = "normal"
+    """Initialisation of the token-type embeddings: 'normal' (BERT, like every embedding) or 'zero'."""
+    embedding_norm: bool = True
+    """A LayerNorm on the sum of the embeddings (False: the sum as it is; pre-LayerNorm only)."""
+    head_transform: bool = True
+    """The MLM head's dense + GELU + LayerNorm before the decoder (False: none; pre-LayerNorm only)."""
 
     def __post_init__(self) -> None:
         _check(self.family in FAMILIES, "family", f"'{self.family}' is not one of {', '.join(FAMILIES)}")
         _check(self.norm in NORMS, "norm", f"'{self.norm}' is not one of {', '.join(NORMS)}")
+        _check(self.token_type_init in TOKEN_TYPE_INITS, "token_type_init",
+               f"'{self.token_type_init}' is not one of {', '.join(TOKEN_TYPE_INITS)}")
         defaults = _FAMILY_DEFAULTS[self.family]
         if self.type_vocab_size is None:
             self.type_vocab_size = int(defaults["type_vocab_size"])
@@ -89,6 +97,8 @@ class EncoderConfig:
                f"{self.pad_token_id} is not an id of a {self.vocab_size}-token vocabulary")
         _check(self.layer_norm_eps > 0, "layer_norm_eps", f"must be positive, got {self.layer_norm_eps}")
         _check(self.initializer_range > 0, "initializer_range", f"must be positive, got {self.initializer_range}")
+        for key in ("embedding_norm", "head_transform"):
+            _check(getattr(self, key) or self.pre_norm, key, "False needs norm='pre'")
         _check(self.max_tokens > 0, "max_position_embeddings",
                f"{self.max_position_embeddings} positions leave no room after roberta's offset {self.position_offset}")
 
@@ -136,7 +146,7 @@ class EncoderConfig:
     def from_model_config(cls, model_cfg: ModelConfig, vocab_size: int, pad_token_id: int) -> EncoderConfig:
         """Build the encoder config of a run from its ``model`` section and its tokenizer's vocabulary."""
         keys = ("family", "num_layers", "hidden_size", "num_heads", "intermediate_size", "max_position_embeddings",
-                "dropout", "attention_dropout", "norm")
+                "dropout", "attention_dropout", "norm", "token_type_init", "embedding_norm", "head_transform")
         return cls(vocab_size=vocab_size, pad_token_id=pad_token_id, **{k: getattr(model_cfg, k) for k in keys})
 
     def to_dict(self) -> dict:

@@ -237,6 +237,8 @@ class FastEmbeddings(Embeddings):
         else:
             x = x + self.token_type_embeddings(token_type_ids)
         p, norm = self.dropout.p, self.LayerNorm
+        if norm is None:  # model.embedding_norm=false
+            return cpu.dropout(x, p, self.training)
         weight, bias = fold_into(p, self.training, x, norm.weight, norm.bias)  # dropout's scale in the affine map
         return drop(F.layer_norm(x, norm.normalized_shape, weight, bias, norm.eps), p, self.training)
 

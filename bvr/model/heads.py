@@ -47,17 +47,18 @@ class HeadTransform(nn.Module):
 
 
 class BertLMPrediction(nn.Module):
-    """BERT's MLM head (HF ``cls.predictions``): transform, then the tied decoder plus an output bias."""
+    """BERT's MLM head (HF ``cls.predictions``): transform, then the tied decoder plus an output bias; no transform
+    when ``config.head_transform`` is False."""
 
     def __init__(self, config: EncoderConfig, embedding: nn.Embedding) -> None:
         super().__init__()
-        self.transform = HeadTransform(config)
+        self.transform = HeadTransform(config) if config.head_transform else None
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
         self.decoder = TiedDecoder(embedding, self.bias)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """(..., hidden) -> (..., hidden) states the decoder reads."""
-        return self.transform(x)
+        return x if self.transform is None else self.transform(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(..., hidden) -> (..., vocab) logits."""
@@ -82,18 +83,20 @@ class NSPHead(nn.Module):
 
 
 class RobertaLMHead(nn.Module):
-    """RoBERTa's MLM head (HF ``lm_head``): dense, GELU, layer_norm, tied decoder plus bias."""
+    """RoBERTa's MLM head (HF ``lm_head``): dense, GELU, layer_norm, tied decoder plus bias; only the decoder when
+    ``config.head_transform`` is False."""
 
     def __init__(self, config: EncoderConfig, embedding: nn.Embedding) -> None:
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-        self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        transform = config.head_transform
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size) if transform else None
+        self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if transform else None
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
         self.decoder = TiedDecoder(embedding, self.bias)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """(..., hidden) -> (..., hidden) states the decoder reads."""
-        return self.layer_norm(F.gelu(self.dense(x)))
+        return x if self.dense is None else self.layer_norm(F.gelu(self.dense(x)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(..., hidden) -> (..., vocab) logits."""

@@ -33,21 +33,48 @@ _OPTIONAL_KEYS = {
     "layer_norm_eps": "layer_norm_eps",
     "initializer_range": "initializer_range",
 }
-_HF_KEY_OF_FIELD = {field: key for key, field in {**_REQUIRED_KEYS, **_OPTIONAL_KEYS}.items()}
+_BVR_KEYS = {"bvr_token_type_init": "token_type_init", "bvr_embedding_norm": "embedding_norm",
+             "bvr_head_transform": "head_transform"}
+"""bvr's own ``config.json`` keys, written only where the encoder departs from BERT's: how it was initialised (so
+that a control, the same encoder never trained, starts where the pretrained one did) and the small-budget layout
+(no embedding LayerNorm, no MLM head transform). transformers keeps unknown keys as attributes and ignores them; a
+folder with a layout it has no class for gets a model type of bvr's own (:data:`BVR_MODEL_TYPES`)."""
+_HF_KEY_OF_FIELD = {field: key for key, field in {**_REQUIRED_KEYS, **_OPTIONAL_KEYS, **_BVR_KEYS}.items()}
 _DEFAULT_PAD = {"bert": 0, "roberta": 1}
 
 PRE_NORM_MODEL_TYPES = {"roberta": "roberta-prelayernorm", "bert": "bvr-bert-prelayernorm"}
 """``model_type`` of a pre-LayerNorm encoder's folder. Hugging Face has the roberta one (``RobertaPreLayerNorm``,
 weights under ``roberta_prelayernorm.``); it has no pre-LayerNorm BERT, so that folder's type is bvr's own and
 transformers refuses it by name instead of loading it as a post-LayerNorm BERT."""
+BVR_MODEL_TYPES = {"roberta": "bvr-roberta-prelayernorm", "bert": "bvr-bert-prelayernorm"}
+"""``model_type`` of a pre-LayerNorm encoder without the embeddings' LayerNorm or the MLM head transform
+(``model.embedding_norm=false``, ``model.head_transform=false``): no Hugging Face class computes it, so transformers
+refuses the folder by name rather than load it with freshly drawn LayerNorms."""
+BVR_LAYOUT_NOTE = ("pre-LayerNorm encoder without the embeddings' LayerNorm and/or the MLM head transform (bvr's "
+                   "small-budget recipe): Hugging Face has no class for it; bvr loads this folder, transformers "
+                   "does not.")
 PRE_NORM_BERT_NOTE = ("pre-LayerNorm BERT: Hugging Face has no class for it; bvr loads this folder (fine-tuning, "
                       "probes, BLiMP), transformers does not. A roberta-family encoder with model.norm=pre exports "
                       "as RobertaPreLayerNorm.")
 
 
+def bvr_layout(config: EncoderConfig) -> bool:
+    """Whether the encoder departs from every Hugging Face layout: no embeddings' LayerNorm or no head transform."""
+    return not (config.embedding_norm and config.head_transform)
+
+
+def model_type(config: EncoderConfig) -> str:
+    """The ``model_type`` of a folder: the family's, its pre-LayerNorm variant's, or bvr's own layout's."""
+    if not config.pre_norm:
+        return config.family
+    return (BVR_MODEL_TYPES if bvr_layout(config) else PRE_NORM_MODEL_TYPES)[config.family]
+
+
 def architecture(config: EncoderConfig, nsp: bool) -> str:
     """The HF class a folder is written as. HF has no RoBERTa class with NSP: such a head is written but unused.
-    A pre-LayerNorm BERT is named as a class of bvr's own (Hugging Face has none)."""
+    A pre-LayerNorm BERT, and bvr's small-budget layout, are named as classes of bvr's own (Hugging Face has none)."""
+    if config.family == "roberta" and bvr_layout(config):
+        return "BvrRobertaPreLayerNormForMaskedLM"
     if config.family == "bert":
         name = "BertForPreTraining" if nsp else "BertForMaskedLM"
         return "BvrPreLayerNorm" + name if config.pre_norm else name
@@ -67,7 +94,7 @@ def hf_config_dict(
     """
     data: dict[str, Any] = {
         "architectures": [architecture(config, nsp)],
-        "model_type": PRE_NORM_MODEL_TYPES[config.family] if config.pre_norm else config.family,
+        "model_type": model_type(config),
         "vocab_size": config.vocab_size,
         "hidden_size": config.hidden_size,
         "num_hidden_layers": config.num_layers,
@@ -84,8 +111,13 @@ def hf_config_dict(
         "position_embedding_type": "absolute",
         "tie_word_embeddings": True,
     }
-    if config.pre_norm and config.family == "bert":
+    if bvr_layout(config):
+        data["bvr_note"] = BVR_LAYOUT_NOTE
+    elif config.pre_norm and config.family == "bert":
         data["bvr_note"] = PRE_NORM_BERT_NOTE
+    default = EncoderConfig(family=config.family, vocab_size=1)
+    data.update({key: getattr(config, field) for key, field in _BVR_KEYS.items()
+                 if getattr(config, field) != getattr(default, field)})
     specials = {"bos_token_id": bos_token_id, "eos_token_id": eos_token_id}
     for key, value in specials.items():
         if value is None and config.family == "roberta":
@@ -102,9 +134,9 @@ def config_from_hf(data: dict[str, Any], where: str | Path = CONFIG_FILE) -> Enc
         BvrError: naming the file and key, for a model type other than bert/roberta, a missing key, or a setting
             this encoder does not implement (an activation other than exact GELU, relative positions).
     """
-    model_type = data.get("model_type")
-    pre_norm = {v: k for k, v in PRE_NORM_MODEL_TYPES.items()}
-    family = pre_norm.get(model_type, model_type)
+    declared = data.get("model_type")
+    pre_norm = {v: k for types in (PRE_NORM_MODEL_TYPES, BVR_MODEL_TYPES) for k, v in types.items()}
+    family = pre_norm.get(declared, declared)
     if family not in ("bert", "roberta"):
         raise BvrError(f"model_type {family!r} is not 'bert' or 'roberta'", where=f"{where}: model_type",
                        hint="bvr loads BERT- and RoBERTa-style encoders (and Hugging Face's RobertaPreLayerNorm)")
@@ -116,8 +148,9 @@ def config_from_hf(data: dict[str, Any], where: str | Path = CONFIG_FILE) -> Enc
         raise BvrError(f"missing key(s) {', '.join(missing)}", where=f"{where}: {missing[0]}")
     fields = {field: data[key] for key, field in _REQUIRED_KEYS.items()}
     fields.update({field: data[key] for key, field in _OPTIONAL_KEYS.items() if data.get(key) is not None})
+    fields.update({field: data[key] for key, field in _BVR_KEYS.items() if data.get(key) is not None})
     fields.setdefault("pad_token_id", _DEFAULT_PAD[family])
-    fields["norm"] = "pre" if model_type in pre_norm else "post"
+    fields["norm"] = "pre" if declared in pre_norm else "post"
     try:
         return EncoderConfig(family=family, **fields)
     except BvrError as err:

@@ -40,7 +40,8 @@ def key_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
 
 
 class Embeddings(nn.Module):
-    """Word + position + token-type embeddings, then LayerNorm and dropout (HF ``BertEmbeddings``)."""
+    """Word + position + token-type embeddings, then LayerNorm and dropout (HF ``BertEmbeddings``); without the
+    LayerNorm when ``config.embedding_norm`` is False."""
 
     def __init__(self, config: EncoderConfig) -> None:
         super().__init__()
@@ -51,7 +52,7 @@ class Embeddings(nn.Module):
         pos_pad = config.pad_token_id if config.family == "roberta" else None
         self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size, padding_idx=pos_pad)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
-        self.LayerNorm = layer_norm(config)
+        self.LayerNorm = layer_norm(config) if config.embedding_norm else None  # None: the sum as it is (GPT-2)
         self.dropout = nn.Dropout(config.dropout)
 
     def position_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
@@ -72,7 +73,8 @@ class Embeddings(nn.Module):
         words = self.word_embeddings(input_ids)  # (batch, seq, hidden)
         positions = self.position_embeddings(self.position_ids(input_ids))  # (1 or batch, seq, hidden)
         types = self.token_type_embeddings(token_type_ids)  # (batch, seq, hidden)
-        return self.dropout(self.LayerNorm(words + positions + types))  # (batch, seq, hidden)
+        x = words + positions + types  # (batch, seq, hidden)
+        return self.dropout(x if self.LayerNorm is None else self.LayerNorm(x))  # (batch, seq, hidden)
 
 
 class SelfAttention(nn.Module):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from bvr.model.encoder import Encoder, init_weights
+from bvr.model.encoder import Encoder, initialize
 from bvr.model.encoder_config import EncoderConfig
 from bvr.model.heads import BertPretrainingHeads, NSPHead, RobertaLMHead, SpanBoundaryHead, span_boundaries
 from bvr.model.layers import Embeddings
@@ -104,7 +104,7 @@ class PretrainingModel(nn.Module):
                 self.cls = NSPHead(config)
         if sbo:  # registered last: the encoder and MLM head are initialised as without it
             self.sbo = SpanBoundaryHead(config, embedding)
-        self.apply(lambda module: init_weights(module, config.initializer_range))
+        initialize(self, config)
 
     @property
     def encoder(self) -> Encoder:

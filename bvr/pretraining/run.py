@@ -94,7 +94,7 @@ def run_dir_for(cfg: Config, prepared: Prepared) -> Path:
     return cache_dir(Path(cfg.output_dir) / "runs", f"pretrain-{cfg.name}", parts)
 
 
-NEW_MODEL_DEFAULTS = {"norm": "post"}
+NEW_MODEL_DEFAULTS = {"norm": "post", "token_type_init": "normal", "embedding_norm": True, "head_transform": True}
 """``model`` keys added after runs were cached, at the value those runs had (:func:`~bvr.config.hashed_section`)."""
 NEW_TRAINING_DEFAULTS = {"tokens_per_batch": None, "dropout": True}
 """The same for ``training`` keys."""

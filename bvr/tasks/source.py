@@ -14,7 +14,7 @@ import yaml
 
 from bvr.cache import fingerprint
 from bvr.model import Encoder
-from bvr.model.encoder import init_weights
+from bvr.model.encoder import initialize
 from bvr.pretrained import Pretrained
 
 
@@ -78,7 +78,7 @@ class EncoderSource:
         with seeded("encoder", seed):
             encoder = Encoder(self.config, add_pooler=self.has_pooler)
             if self.from_scratch:
-                encoder.apply(lambda module: init_weights(module, self.config.initializer_range))
+                initialize(encoder, self.config)
             else:
                 encoder.load_state_dict(self.state)
         return encoder

@@ -27,7 +27,7 @@ from bvr.evaluation.probe.selection import (
     score,
     train_probe,
 )
-from bvr.model.encoder import Encoder, init_weights
+from bvr.model.encoder import Encoder, initialize
 from bvr.pretrained import Pretrained
 from bvr.tasks.data import subset
 from bvr.tasks.readers import read_task
@@ -112,7 +112,7 @@ def frozen_encoder(pretrained: Pretrained, from_scratch: bool, device: torch.dev
         with torch.random.fork_rng(devices=[]):  # leave the caller's random state alone
             torch.manual_seed(SCRATCH_SEED)
             encoder = Encoder(encoder.config)
-            encoder.apply(lambda module: init_weights(module, encoder.config.initializer_range))
+            initialize(encoder, encoder.config)
     elif next(encoder.parameters()).device != device:
         encoder = copy.deepcopy(encoder)
     return encoder.to(device).eval()
