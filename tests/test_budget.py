@@ -16,11 +16,15 @@ one pair a masking report has, so the report's 13 comparisons and its hand-worke
   24.9 (sd 2.1) -> +27.0 [7.5, 46.5]; SQuAD 2.0 18, 18.5, 17.5 (sd 0.5) -> +18.0 [13.4, 22.6].
 - static - control: BLiMP 20, 22, 18 (sd 2) -> +20.0 [1.4, 38.6]; probe 15, 16, 14 -> +15.0 [5.7, 24.3]; SST-2 25, 27,
   23 (sd 2) -> +25.0 [6.4, 43.6]; SQuAD 2.0 18, 19, 17 -> +18.0 [8.7, 27.3].
-- Every interval lies above 0, so pretraining starts to help every measure at the smaller budget: dynamic's
-  153.6K tokens. Validation MLM loss: static (3.0 + 3.1 + 2.9) / 3 = 3.000, dynamic (2.9 + 2.95 + 2.85) / 3 = 2.900.
+- The turn is the fixed sequence's (one-sided t tests from the largest budget down, each at 0.05 / 4 measures =
+  1.25%): every one-sided p is far below it, so pretraining starts to help every measure at the smaller budget,
+  dynamic's 153.6K tokens. Its one-sided bound on BLiMP at 98.75%: 23 - t_{2, 0.9875} / sqrt(3) = 23 - 6.2053 *
+  0.57735 = 19.4 (every interval lies above 0 too, so the old rule, the first budget whose interval excludes zero,
+  turned there as well). Validation MLM loss: static (3.0 + 3.1 + 2.9) / 3 = 3.000, dynamic (2.9 + 2.95 + 2.85) / 3
+  = 2.900.
 
-A second, hand-built analysis (no store) has three budgets on BLiMP and a probe, so that the first budget that helps
-is not the first one tried, and one measure never turns.
+A second, hand-built analysis (no store) has three budgets on BLiMP and a probe, so that the turn is not the first
+budget tried, and one measure never turns.
 """
 
 from __future__ import annotations
@@ -109,7 +113,9 @@ def test_the_table_holds_the_hand_worked_values(report: ReportResult) -> None:
                               "+25.0 [6.4, 43.6]", better, "+18.0 [8.7, 27.3]", better, "3.000", "6.000"]
     assert "the sst2 probe: Δ 99.62% CI" in text and "fine-tuned squad_v2: Δ 99.62% CI" in text
     assert ("BLiMP macro accuracy (zero-shot): pretraining starts to help at 153.6K tokens per run (dynamic: +23.0 "
-            "[+13.7, +32.3] points).") in text
+            "points, at least +19.4 at 98.75% one-sided), and helps at every larger budget (static).") in text
+    assert ("in a fixed sequence, from the largest budget down, each at 1.25% (5% split over the 4 measures, not over "
+            "the budgets), stopping at the first budget that does not reject") in text
     assert "| budget |" not in text  # the curve says nothing about where it sits on itself
 
 
@@ -128,8 +134,16 @@ def test_metrics_json_holds_the_curve(report: ReportResult) -> None:
             assert (found["mean"], found["ci_low"], found["ci_high"]) == pytest.approx(
                 (mean, mean - HALF * spread, mean + HALF * spread), abs=2e-3), (key, arm)
             assert (found["helps"], found["significant"], found["n"]) == (True, True, 3)
+        smaller, larger = dynamic["measures"][key], static["measures"][key]
+        # The fixed sequence tests the larger budget first: the smaller's adjusted p is the larger of the two.
+        assert larger["sequence_p"] == larger["one_sided_p"]
+        assert smaller["sequence_p"] == max(smaller["one_sided_p"], larger["one_sided_p"]) < 0.0125, key
+        assert smaller["sequence_rejects"] and larger["sequence_rejects"], key
         turn = curve["measures"][key]
         assert (turn["starts_to_help_arm"], turn["starts_to_help_tokens"]) == ("dynamic", 153_600), key
+    assert curve["turn"]["procedure"].startswith("fixed sequence: one-sided t tests of arm − control")
+    assert (curve["turn"]["alpha"], curve["turn"]["measures"], curve["turn"]["alpha_per_measure"]) == (0.05, 4, 0.0125)
+    assert curve["arms"]["dynamic"]["measures"]["blimp"]["bound"] == pytest.approx(23 - 6.2053 / math.sqrt(3), abs=1e-3)
     assert curve["measures"]["probe_sst2"]["name"] == "the sst2 probe" and curve["largest_tokens_seen"] == 460_800
     assert curve["recipe"] == ("bert 2x64, bert vocabulary 1000, segment-pair x 64 + sop, dynamic masking, "
                                "peak lr 0.0005, batch 8, first 50 documents")
@@ -221,7 +235,7 @@ def _hand_built() -> Analysis:
     return analyse(collected, load_published())
 
 
-def test_starts_to_help_picks_the_first_budget_whose_interval_excludes_zero() -> None:
+def test_starts_to_help_is_the_fixed_sequence_turn() -> None:
     a = _hand_built()
     curve = budget_curve(a)
     # 3 arms x 2 measures against the control, and each budget against the next on both and on MLM loss.
@@ -231,13 +245,25 @@ def test_starts_to_help_picks_the_first_budget_whose_interval_excludes_zero() ->
     assert (blimp["steps-300"].interval.ci_low, blimp["steps-300"].interval.ci_high) == pytest.approx(
         (1 - 4 * half, 1 + 4 * half))
     assert blimp["steps-900"].interval.ci_low == pytest.approx(10 - half) and 10 - half > 0
+    # The fixed sequence, each test at 0.05 / 2 measures: BLiMP's steps-2700 (20, 22, 18) and steps-900 (10, 11, 9)
+    # both have t = 10 sqrt(3), one-sided p 0.0017 on 2 df; steps-300's t = 1 / (4 / sqrt(3)) = 0.433 has p 0.354,
+    # so the sequence stops there and the turn is steps-900 (as the first interval excluding zero was). The probe's
+    # steps-2700 (estimate 0) has p 0.5: nothing on it rejects.
+    assert curve.turn_alpha == 0.025
+    assert curve.one_sided_p("blimp", "steps-900") == pytest.approx(stats.t.sf(10 * math.sqrt(3), 2))
+    assert curve.one_sided_p("blimp", "steps-300") == pytest.approx(stats.t.sf(math.sqrt(3) / 4, 2))
+    assert curve.bound("blimp", "steps-900") == pytest.approx(10 - stats.t.ppf(0.975, 2) / math.sqrt(3))
+    assert curve.sequences["blimp"].rejected == (False, True, True) and curve.sequences["probe/sst2"].turn is None
     assert curve.starts_to_help("blimp").arm == "steps-900" and curve.starts_to_help("probe/sst2") is None
     payload = budget_payload(curve)
     assert payload["measures"]["blimp"]["starts_to_help_tokens"] == 2.7e6
+    assert payload["turn"]["alpha_per_measure"] == 0.025 and payload["turn"]["measures"] == 2
     assert payload["measures"]["probe_sst2"]["starts_to_help_arm"] is None
     assert payload["arms"]["steps-900"]["val_mlm_loss"] == pytest.approx(np.mean(LOSS["steps-900"]))
-    assert turning_lines(curve)[1] == ("sst2 probe (mean features): pretraining does not help within the budgets "
-                                       "tried (up to 8.1M tokens per run).")
+    assert turning_lines(curve) == [
+        "BLiMP macro accuracy (zero-shot): pretraining starts to help at 2.7M tokens per run (steps-900: +10.0 points, "
+        "at least +7.5 at 97.5% one-sided), and helps at every larger budget (steps-2700).",
+        "sst2 probe (mean features): pretraining does not help within the budgets tried (up to 8.1M tokens per run)."]
 
 
 def test_an_ordinary_ablation_has_no_budget_curve(store: Store) -> None:

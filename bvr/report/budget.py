@@ -3,11 +3,16 @@ each against the no-pretraining control, and where every other ablation's budget
 
 A budget curve reuses the report's comparisons with the control (:attr:`bvr.report.analysis.Analysis.control`):
 each arm's ``arm − control`` per measure, in points, with its Bonferroni-simultaneous interval and Holm verdict.
-:func:`budget_curve` orders the arms by the tokens their runs saw (the mean of their ``run/tokens_seen``) and
-finds, per measure, the first budget whose interval excludes zero in favour of pretraining ("pretraining starts to
-help at N tokens"). Beside them sit each budget's validation MLM loss and the unigram entropy of its validation
-tokens (``run/val_unigram_entropy``: the loss of predicting each token from its frequency alone), so a reader sees
-how far past frequency-only prediction each budget got.
+:func:`budget_curve` orders the arms by the tokens their runs saw (the mean of their ``run/tokens_seen``), and
+:meth:`BudgetCurve.starts_to_help` finds per measure where pretraining starts to help ("pretraining starts to help at
+N tokens") with the fixed-sequence procedure (:func:`bvr.report.inference.fixed_sequences`): one-sided t tests of
+``arm − control`` from the largest budget down, each at the report's 5 % split over the measures only, stopping at
+the first budget that does not reject. The budgets are ordered before any data is seen, so this keeps the
+family-wise error rate over budgets and measures at 5 % without splitting it over the budgets, where the simultaneous
+intervals split it over every test of the report (24 for the shipped curve: at 3 seeds only a giant effect clears
+them). Beside them sit each budget's validation MLM loss and the unigram entropy of its validation tokens
+(``run/val_unigram_entropy``: the loss of predicting each token from its frequency alone), so a reader sees how far
+past frequency-only prediction each budget got.
 
 :func:`budget_payload` is the curve as ``metrics.json`` holds it (key ``budget_curve``); :func:`budget_context`
 reads that file from ``reports/budget/`` to say, in another ablation's report, where its budget sits on the curve.
@@ -19,16 +24,17 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from bvr.ablation.declare import BUDGET_KIND
-from bvr.report.analysis import Analysis, Comparison
+from bvr.report.analysis import ALPHA, Analysis, Comparison
 from bvr.report.cells import arm_config, fmt, fmt_ci, fmt_count, relative_path, signed
 from bvr.report.document import Block, Bullets, Figure, Heading, Paragraph, Table
-from bvr.report.inference import adjusted_confidence
+from bvr.report.inference import FixedSequence, adjusted_confidence, fixed_sequences, one_sided_bound, one_sided_p
 from bvr.report.measures import Measure
 
 BUDGET_EXPERIMENT = "budget"
@@ -38,6 +44,11 @@ METRICS_FILE = "metrics.json"
 
 NEAR = 0.05
 """A budget within this fraction of a curve point's tokens is "at" that point."""
+
+TURN_PROCEDURE = ("fixed sequence: one-sided t tests of arm − control (H0: the budget is not better than the "
+                  "control), from the largest budget down, each at alpha split over the measures only (Bonferroni), "
+                  "stopping at the first budget that does not reject; the smallest rejected budget is the turn")
+"""How :meth:`BudgetCurve.starts_to_help` decides, as ``metrics.json`` states it."""
 
 
 @dataclass(frozen=True)
@@ -86,14 +97,44 @@ class BudgetCurve:
     def comparison(self, key: str, arm: str) -> Comparison | None:
         return self.comparisons.get((key, arm))
 
-    def helps(self, key: str, arm: str) -> bool:
-        """The arm's interval on the measure excludes zero in favour of pretraining."""
+    @property
+    def sequence_points(self) -> list[BudgetPoint]:
+        """The budgets the fixed sequence runs over: those with tokens, smallest first."""
+        return [p for p in self.points if not math.isnan(p.tokens)]
+
+    @cached_property
+    def sequences(self) -> dict[str, FixedSequence]:
+        """Measure key -> the fixed-sequence procedure over :attr:`sequence_points` (a budget without a tested
+        comparison stops its sequence), at :data:`~bvr.report.analysis.ALPHA` split over the measures."""
+        return fixed_sequences({x.key: [self.one_sided_p(x.key, p.arm) for p in self.sequence_points]
+                                for x in self.measures}, ALPHA)
+
+    @property
+    def turn_measures(self) -> int:
+        """Measures the fixed sequences split :data:`~bvr.report.analysis.ALPHA` over: those with a tested budget."""
+        return sum(any(not math.isnan(v) for v in s.pvalues) for s in self.sequences.values())
+
+    @property
+    def turn_alpha(self) -> float:
+        """The level of each fixed-sequence test: :data:`~bvr.report.analysis.ALPHA` over the tested measures."""
+        return next(iter(self.sequences.values())).alpha if self.sequences else ALPHA
+
+    def one_sided_p(self, key: str, arm: str) -> float:
+        """The one-sided p-value of "the arm is not better than the control" on the measure (NaN: not tested)."""
         c = self.comparison(key, arm)
-        return c is not None and helps(c)
+        return one_sided_p(c.test) if c is not None and c.comparable else math.nan
+
+    def bound(self, key: str, arm: str) -> float:
+        """The one-sided bound on ``arm − control`` at ``1 - turn_alpha``, on pretraining's side (NaN: untested)."""
+        c = self.comparison(key, arm)
+        return one_sided_bound(c.test, 1 - self.turn_alpha) if c is not None and c.comparable else math.nan
 
     def starts_to_help(self, key: str) -> BudgetPoint | None:
-        """The smallest budget at which pretraining helps on the measure (None: at no budget tried)."""
-        return next((p for p in self.points if not math.isnan(p.tokens) and self.helps(key, p.arm)), None)
+        """The fixed-sequence turn: the smallest budget from which on pretraining helps on the measure, having
+        helped at every larger budget (None: the largest budget does not reject)."""
+        sequence = self.sequences.get(key)
+        turn = sequence.turn if sequence is not None else None
+        return self.sequence_points[turn] if turn is not None else None
 
     @property
     def largest(self) -> float:
@@ -188,9 +229,23 @@ def budget_curve(a: Analysis) -> BudgetCurve | None:
                        level)
 
 
+def _sequence_fields(curve: BudgetCurve, key: str, arm: str) -> dict[str, Any]:
+    """One arm's fixed-sequence numbers on one measure: its one-sided p, the sequence's adjusted p (the largest
+    one-sided p at this budget and every larger one), whether it rejects, and its one-sided bound."""
+    arms = [p.arm for p in curve.sequence_points]
+    sequence = curve.sequences.get(key)
+    i = arms.index(arm) if arm in arms and sequence is not None else None
+    return {"one_sided_p": curve.one_sided_p(key, arm),
+            "sequence_p": sequence.adjusted_p[i] if i is not None else None,
+            "sequence_rejects": sequence.rejected[i] if i is not None else False,
+            "bound": curve.bound(key, arm)}
+
+
 def budget_payload(curve: BudgetCurve) -> dict[str, Any]:
     """The curve for ``metrics.json``: per arm (by increasing tokens) its tokens, losses and ``arm − control`` per
-    measure; per measure the first budget at which pretraining helps (null: none tried)."""
+    measure, with the report's Holm numbers and, beside them, the fixed sequence's (``one_sided_p``,
+    ``sequence_p``, ``sequence_rejects``, ``bound``: the one-sided bound at ``1 - alpha_per_measure``); per measure
+    the fixed-sequence turn (null: none); ``turn`` states the procedure and its per-measure level."""
     arms = {}
     for p in curve.points:
         measures = {}
@@ -199,7 +254,8 @@ def budget_payload(curve: BudgetCurve) -> dict[str, Any]:
             if c is not None:
                 measures[x.key.replace("/", "_")] = {
                     "mean": c.estimate, "ci_low": c.interval.ci_low, "ci_high": c.interval.ci_high, "n": c.test.n,
-                    "holm_p": c.adjusted_p, "significant": c.significant, "helps": helps(c), "verdict": c.ours}
+                    "holm_p": c.adjusted_p, "significant": c.significant, "helps": helps(c), "verdict": c.ours,
+                    **_sequence_fields(curve, x.key, p.arm)}
         arms[p.arm] = {"tokens_seen": p.tokens, "runs": p.runs, "val_mlm_loss": p.mlm_loss,
                        "val_unigram_entropy": p.unigram_entropy, "measures": measures}
     turns = {}
@@ -208,8 +264,10 @@ def budget_payload(curve: BudgetCurve) -> dict[str, Any]:
         turns[x.key.replace("/", "_")] = {"title": x.title, "name": short_name(x),
                                           "starts_to_help_arm": first.arm if first else None,
                                           "starts_to_help_tokens": first.tokens if first else None}
+    turn = {"procedure": TURN_PROCEDURE, "alpha": ALPHA, "measures": curve.turn_measures,
+            "alpha_per_measure": curve.turn_alpha, "bound_confidence": 1 - curve.turn_alpha}
     return {"recipe": curve.recipe, "control": curve.control, "interval_level": curve.level,
-            "largest_tokens_seen": curve.largest, "arms": arms, "measures": turns}
+            "largest_tokens_seen": curve.largest, "turn": turn, "arms": arms, "measures": turns}
 
 
 def budget_frame(curve: BudgetCurve) -> pd.DataFrame:
@@ -232,8 +290,23 @@ def _verdict(c: Comparison | None) -> str:
     return "pretraining better" if c.ours == f"{c.b} better" else c.ours
 
 
+def _percent(level: float) -> str:
+    """A level as the report prints it: 0.0125 -> '1.25%'."""
+    return f"{level * 100:.4g}%"
+
+
+def _split(curve: BudgetCurve) -> str:
+    """The fixed sequences' per-measure level in words: '1.25% (5% split over the 4 measures, not over the
+    budgets)'."""
+    if curve.turn_measures < 2:
+        return f"{_percent(curve.turn_alpha)} (not split over the budgets)"
+    return (f"{_percent(curve.turn_alpha)} ({_percent(ALPHA)} split over the {curve.turn_measures} measures, not over "
+            "the budgets)")
+
+
 def turning_lines(curve: BudgetCurve) -> list[str]:
-    """Per measure, the first budget at which pretraining helps, with that budget's difference; or that none did."""
+    """Per measure, the fixed-sequence turn with that budget's difference and one-sided bound, and the larger
+    budgets that helped with it; or that none did."""
     lines = []
     for x in curve.measures:
         first = curve.starts_to_help(x.key)
@@ -242,10 +315,12 @@ def turning_lines(curve: BudgetCurve) -> list[str]:
                          f"{fmt_count(curve.largest)} tokens per run).")
             continue
         c = curve.comparison(x.key, first.arm)
-        later = [p.arm for p in curve.points if p.tokens > first.tokens and not curve.helps(x.key, p.arm)]
+        side = "at least" if x.higher_is_better else "at most"
+        larger = [p.arm for p in curve.sequence_points[curve.sequence_points.index(first) + 1:]]
         lines.append(f"{x.title}: pretraining starts to help at {fmt_count(first.tokens)} tokens per run ({first.arm}: "
-                     f"{signed(c.estimate)} [{c.interval.ci_low:+.1f}, {c.interval.ci_high:+.1f}] points)"
-                     + (f"; not at the larger {', '.join(later)}" if later else "") + ".")
+                     f"{signed(c.estimate)} points, {side} {curve.bound(x.key, first.arm):+.1f} at "
+                     f"{_percent(1 - curve.turn_alpha)} one-sided)"
+                     + (f", and helps at every larger budget ({', '.join(larger)})" if larger else "") + ".")
     return lines
 
 
@@ -269,9 +344,12 @@ def budget_section(curve: BudgetCurve | None, figure: Figure | None = None) -> l
              f"control on every measure: where does pretraining start to help? Δ is arm − {curve.control} in points "
              f"over pretraining seeds, with {curve.level} simultaneous intervals; verdicts follow Holm over the "
              "report's tests.")
-    caption = ("Tokens per run: the mean of the arm's pretraining runs' run/tokens_seen. A measure starts to help "
-               "at the first budget whose interval lies above zero (an interval that excludes zero always comes "
-               "with a Holm verdict, not always the converse). Validation MLM loss beside the unigram entropy of the "
+    caption = ("Tokens per run: the mean of the arm's pretraining runs' run/tokens_seen. Where a measure starts "
+               "to help (below the table) is decided by one-sided t tests of arm − control in a fixed sequence, "
+               f"from the largest budget down, each at {_split(curve)}, stopping at the first budget that does not "
+               f"reject: it keeps the family-wise error rate at {_percent(ALPHA)} without splitting it over the "
+               "budgets, where the table's intervals and verdicts split it over every test of the report. "
+               "Validation MLM loss beside the unigram entropy of the "
                "validation tokens (the loss of predicting each token from its frequency alone; means over the "
                "runs): how far each budget got past frequency-only prediction.")
     align = "Lr" + "rl" * len(curve.measures) + "rr"

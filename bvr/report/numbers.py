@@ -116,8 +116,9 @@ def effect_metrics(a: Analysis) -> dict[str, float]:
     ``effect/MEASURE/B-vs-A`` is the mean difference b - a over pretraining seeds in points (nats for MLM loss),
     with ``/low`` and ``/high`` its simultaneous interval and ``/p_holm`` the Holm-adjusted p-value; MEASURE is
     ``blimp``, ``probe/TASK``, ``finetune/TASK`` or ``mlm``. Untested comparisons (too few seeds) are left out. A
-    budget curve adds ``budget/MEASURE/starts_to_help_tokens``, the tokens per run of the first budget at which
-    pretraining helps the measure (left out where none does).
+    budget curve adds ``budget/MEASURE/starts_to_help_tokens``, the tokens per run of the budget at which pretraining
+    starts to help the measure by the fixed sequence (:meth:`bvr.report.budget.BudgetCurve.starts_to_help`; left out
+    where none does).
     """
     out: dict[str, float] = {}
     for c in [*a.control, *a.comparisons]:

@@ -56,9 +56,15 @@ t distribution; a "no difference detected" verdict quotes it so that "no differe
 >>> verdict(c, holm([c.p_value])[0], "dynamic", "static", "dev/accuracy")
 'no difference detected on dev/accuracy (n=3; could have detected |d| ≥ 3.26 with 80% power)'
 
+Ordered hypotheses. A budget curve's budgets are ordered before any data is seen, so "from which budget on does
+pretraining help?" is answered by the fixed-sequence procedure (:func:`fixed_sequences`): one-sided tests from the
+largest budget down, each at the full per-measure level, stopping at the first that does not reject. Its alpha is
+split over the measures only, never over the budgets, where Holm over the whole report splits it over every test.
+
 Modules: :mod:`~bvr.report.inference.seeds` (nested seeds), :mod:`~bvr.report.inference.compare` (one comparison),
 :mod:`~bvr.report.inference.multiplicity` (Holm, simultaneous intervals, verdicts), :mod:`~bvr.report.inference.power`
-(power and units needed) and :mod:`~bvr.report.inference.checks`.
+(power and units needed), :mod:`~bvr.report.inference.sequence` (the fixed-sequence procedure, one-sided p-values and
+bounds) and :mod:`~bvr.report.inference.checks`.
 """
 
 from bvr.report.inference.compare import (
@@ -81,10 +87,17 @@ from bvr.report.inference.power import (
     units_needed,
 )
 from bvr.report.inference.seeds import VarianceComponents, unit_values, variance_components
+from bvr.report.inference.sequence import (
+    FixedSequence,
+    fixed_sequence,
+    fixed_sequences,
+    one_sided_bound,
+    one_sided_p,
+)
 
 __all__ = [
     "DEFAULT_POWER", "EXACT_PERMUTATION_LIMIT", "MIN_UNITS", "PERMUTATION_DRAWS", "PERMUTATION_SEED", "TOO_FEW_UNITS",
-    "UNITS_CAP", "Comparison", "UnitsNeeded", "VarianceComponents", "adjusted_confidence", "compare", "holm",
-    "min_detectable_effect", "power", "sign_flip_p", "simultaneous", "unit_values", "units_needed",
-    "variance_components", "verdict", "with_confidence",
+    "UNITS_CAP", "Comparison", "FixedSequence", "UnitsNeeded", "VarianceComponents", "adjusted_confidence", "compare",
+    "fixed_sequence", "fixed_sequences", "holm", "min_detectable_effect", "one_sided_bound", "one_sided_p", "power",
+    "sign_flip_p", "simultaneous", "unit_values", "units_needed", "variance_components", "verdict", "with_confidence",
 ]
