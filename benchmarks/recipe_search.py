@@ -50,6 +50,10 @@ FINETUNE = ["finetune.max_train_examples=4000", "finetune.max_eval_examples=null
 
 CRAM = ["model.norm=pre", "training.dropout=false", "masking.split=[1.0,0.0,0.0]"]
 """Pre-LayerNorm, no dropout while pretraining, no unmasking (BabyBERTa, cramming)."""
+PLATEAU_FIX = ["model.norm=pre", "training.dropout=false", "model.token_type_init=zero", "model.embedding_norm=false",
+               "model.head_transform=false", "training.learning_rate=3e-3"]
+"""The recipe the plateau bisection found (docs/recipes.md): pre-LayerNorm without the embeddings' LayerNorm or the
+MLM head transform, token types from zero, no dropout, lr 3e-3."""
 RECIPES: dict[str, list[str]] = {
     "bert": [],
     "cram": CRAM,
@@ -64,6 +68,12 @@ RECIPES: dict[str, list[str]] = {
     "cram-2k-rule-1200-lr3e-3-64": [*CRAM, "corpus.max_documents=2000", "tokenizer.min_count=100",
                                     "training.max_steps=1200", "training.warmup_steps=72",
                                     "training.learning_rate=3e-3", "data.max_length=64", "training.batch_size=64"],
+    "fix": PLATEAU_FIX,
+    "fix-full-sentences": [*PLATEAU_FIX, "data.input_format=full-sentences", "data.sentence_objective=none"],
+    "fix-40k-6000": [*PLATEAU_FIX, "corpus.max_documents=40000", "corpus.validation_fraction=0.01",
+                     "tokenizer.vocab_size=8192", "data.max_length=64", "data.input_format=full-sentences",
+                     "data.sentence_objective=none", "training.max_steps=6000", "training.warmup_steps=300",
+                     "training.val_every_steps=1000"],
 }
 """The rows of the recipe table in docs/recipes.md, in the order they were run."""
 

@@ -20,7 +20,6 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 COVERED_ELSEWHERE = {
     "gpu_check.py": "tests/test_gpu_check.py",
-    # "plateau_bisect.py": "tests/test_plateau_bisect.py",  # once that test exists
 }
 """Scripts whose tiny run is tested in another file: script -> that file (which must name the script)."""
 
@@ -47,6 +46,9 @@ RUNS: dict[str, tuple[list[str], list[str]]] = {
     "loop_overhead.py": (["--data-dir", "{data}", "--dry-run", "--steps", "3", "--skip", "1", "--repeats", "1",
                           "--documents", "60"],
                          [rf"bare step: +{NUMBER} tokens/s", rf"real loop: +{NUMBER} tokens/s", rf"ratio: {NUMBER}%"]),
+    "plateau_bisect.py": (["--dry-run"],
+                          [rf"^\| {row}\. .* \| {NUMBER} \({NUMBER}\) \| {NUMBER} \({NUMBER}\) \| \d+ \|$"
+                           for row in range(1, 13)]),
     "pretrain_throughput.py": (["--dry-run", "--steps", "1", "--warmup", "1", "--threads", "1", "--fusion-bounds"],
                                [rf"^bvr +{NUMBER} +{NUMBER}$", rf"^transformers +{NUMBER} +{NUMBER}$",
                                 rf"speed-up: {NUMBER}x transformers", rf"achieved: {NUMBER} GFLOP/s",

@@ -129,6 +129,12 @@ class BudgetCurve:
         c = self.comparison(key, arm)
         return one_sided_bound(c.test, 1 - self.turn_alpha) if c is not None and c.comparable else math.nan
 
+    def declared(self, key: str, arm: str) -> bool:
+        """Whether the fixed sequence declares that pretraining helps on the measure at the arm's budget."""
+        sequence = self.sequences.get(key)
+        points = [p.arm for p in self.sequence_points]
+        return sequence is not None and arm in points and sequence.rejected[points.index(arm)]
+
     def starts_to_help(self, key: str) -> BudgetPoint | None:
         """The fixed-sequence turn: the smallest budget from which on pretraining helps on the measure, having
         helped at every larger budget (None: the largest budget does not reject)."""
@@ -271,9 +277,10 @@ def budget_payload(curve: BudgetCurve) -> dict[str, Any]:
 
 
 def budget_frame(curve: BudgetCurve) -> pd.DataFrame:
-    """The data behind the figure, long: one row per (arm, measure) with tokens, ``arm − control`` and interval."""
+    """The data behind the figure, long: one row per (arm, measure) with tokens, ``arm − control``, interval and
+    whether the fixed sequence declares pretraining helpful there (``helps``)."""
     rows = [{"arm": p.arm, "tokens_seen": p.tokens, "measure": x.key, "difference": c.estimate,
-             "ci_low": c.interval.ci_low, "ci_high": c.interval.ci_high, "helps": helps(c)}
+             "ci_low": c.interval.ci_low, "ci_high": c.interval.ci_high, "helps": curve.declared(x.key, p.arm)}
             for p in curve.points for x in curve.measures if (c := curve.comparison(x.key, p.arm)) is not None]
     return pd.DataFrame(rows, columns=["arm", "tokens_seen", "measure", "difference", "ci_low", "ci_high", "helps"])
 

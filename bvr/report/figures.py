@@ -311,13 +311,15 @@ def paired_differences(analysis: Analysis, path: Path) -> Path | None:
 
 
 def _budget_panel(ax: Axes, curve: BudgetCurve, measure: Measure) -> None:
-    """``arm − control`` against tokens per run, with the simultaneous intervals, coloured where they exclude 0."""
+    """``arm − control`` against tokens per run, with the simultaneous intervals; green where the fixed sequence
+    declares that pretraining helps, red where the interval puts the control ahead."""
     points = [(p, c) for p in curve.points if not math.isnan(p.tokens)
               and (c := curve.comparison(measure.key, p.arm)) is not None and c.test.n]
     x = [p.tokens for p, _ in points]
     ax.plot(x, [c.estimate for _, c in points], color="#9aa4ad", linewidth=1, zorder=2)
     for p, c in points:
-        colour = "#1a7f37" if helps(c) else "#cf222e" if c.significant and not helps(c) else "#6e7781"
+        declared = curve.declared(measure.key, p.arm)
+        colour = "#1a7f37" if declared else "#cf222e" if c.significant and not helps(c) else "#6e7781"
         if c.test.tested:
             ax.errorbar([p.tokens], [c.estimate], yerr=[[c.estimate - c.interval.ci_low],
                                                          [c.interval.ci_high - c.estimate]],

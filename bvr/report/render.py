@@ -131,7 +131,8 @@ def _draw(a: Analysis, folder: Path) -> dict[str, Figure]:
     if curve is not None:
         steps.insert(0, ("budget", f"The budget curve: arm − {curve.control} per measure against tokens per "
                                    f"pretraining run (log axis), with {_level(a)} simultaneous intervals (green where "
-                                   "pretraining helps, red where the control is better), and validation MLM loss "
+                                   "the fixed sequence declares that pretraining helps, red where the control is "
+                                   "better), and validation MLM loss "
                                    "(mean and 95% t interval over pretraining seeds) beside the unigram entropy of "
                                    "the validation tokens.",
                      lambda p: fig.budget_figure(curve, p)))
