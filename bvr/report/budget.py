@@ -36,6 +36,7 @@ from bvr.report.cells import arm_config, fmt, fmt_ci, fmt_count, relative_path, 
 from bvr.report.document import Block, Bullets, Figure, Heading, Paragraph, Table
 from bvr.report.inference import FixedSequence, adjusted_confidence, fixed_sequences, one_sided_bound, one_sided_p
 from bvr.report.measures import Measure
+from bvr.report.recipe import recipe_text
 
 BUDGET_EXPERIMENT = "budget"
 """The shipped budget curve (``experiments/budget.yaml``), whose report every other report looks for beside it."""
@@ -169,48 +170,6 @@ def _mean(rows: pd.DataFrame, key: str) -> float:
     """The mean of a column's finite values; NaN when there is none (or no such column)."""
     kept = pd.to_numeric(rows[key], errors="coerce").dropna() if key in rows else pd.Series(dtype=float)
     return float(kept.mean()) if not kept.empty else math.nan
-
-
-def recipe_text(config: dict[str, Any]) -> str:
-    """A planned config's recipe in a line: encoder, vocabulary, inputs, masking, optimisation, corpus.
-
-    >>> recipe_text({"model": {"family": "bert", "norm": "pre", "num_layers": 2, "hidden_size": 128},
-    ...              "data": {"input_format": "segment-pair", "sentence_objective": "nsp", "max_length": 128},
-    ...              "masking": {"mode": "dynamic", "split": [1.0, 0.0, 0.0]}, "training": {"dropout": False}})
-    'bert 2x128 pre-LayerNorm, segment-pair x 128 + nsp, dynamic masking 100/0/0, no dropout'
-    """
-    def get(section: str, key: str) -> Any:
-        return (config.get(section) or {}).get(key)
-
-    model = " ".join(str(v) for v in (get("model", "family"), _shape(config)) if v)
-    parts = [model + (" pre-LayerNorm" if get("model", "norm") == "pre" else "")]
-    tokenizer = get("tokenizer", "family")
-    if tokenizer:
-        size = (f"vocabulary sized by min_count {get('tokenizer', 'min_count')}" if get("tokenizer", "min_count")
-                else f"vocabulary {get('tokenizer', 'vocab_size') or 'default'}")
-        parts.append(f"{tokenizer} {size}")
-    if get("data", "input_format"):
-        objective = get("data", "sentence_objective")
-        parts.append(f"{get('data', 'input_format')} x {get('data', 'max_length')}"
-                     + (f" + {objective}" if objective and objective != "none" else ""))
-    split = get("masking", "split")
-    if get("masking", "mode"):
-        parts.append(f"{get('masking', 'mode')} masking"
-                     + (" " + "/".join(f"{100 * v:.0f}" for v in split) if isinstance(split, list) else ""))
-    if get("training", "dropout") is False:
-        parts.append("no dropout")
-    for key, text in (("learning_rate", "peak lr {:g}"), ("batch_size", "batch {}")):
-        if get("training", key) is not None:
-            parts.append(text.format(get("training", key)))
-    if get("corpus", "max_documents"):
-        parts.append(f"first {get('corpus', 'max_documents'):,} documents")
-    return ", ".join(p for p in parts if p)
-
-
-def _shape(config: dict[str, Any]) -> str | None:
-    model = config.get("model") or {}
-    layers, hidden = model.get("num_layers"), model.get("hidden_size")
-    return f"{layers}x{hidden}" if layers and hidden else None
 
 
 def budget_curve(a: Analysis) -> BudgetCurve | None:
