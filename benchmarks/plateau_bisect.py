@@ -49,7 +49,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bvr.config import load_config
+from bvr.config import Config, load_config
 from bvr.model import EncoderConfig, PretrainingModel
 from bvr.pretraining.data import InstanceDataset, fixed_validation_collator, training_collator
 from bvr.pretraining.prepare import load_instances, prepare
@@ -229,7 +229,7 @@ def train(model: nn.Module, batches: Iterator[dict], val_batch: dict, s: Setting
 # bvr's data and bvr pretrain
 
 
-def chain_config(chain: Path, s: Setting, layout: dict, dry_run: bool, output: Path) -> object:
+def chain_config(chain: Path, s: Setting, layout: dict, dry_run: bool, output: Path) -> Config:
     """bvr's configuration of the chain run: the tiny preset, full sentences, no sentence objective, no dropout."""
     sets = ["corpus.source=text", "corpus.path=corpus/chain", "data.input_format=full-sentences",
             "data.sentence_objective=none", "model.norm=pre", "training.dropout=false",
@@ -244,8 +244,7 @@ def chain_config(chain: Path, s: Setting, layout: dict, dry_run: bool, output: P
 class BvrData:
     """bvr's prepared sequences of the chain corpus with its training and validation collators."""
 
-    def __init__(self, cfg) -> None:
-        self.cfg = cfg
+    def __init__(self, cfg: Config) -> None:
         prepared = prepare(cfg, progress=False)
         instances = load_instances(prepared)
         tokenizer, family = load_tokenizer(prepared.tokenizer)
@@ -276,7 +275,7 @@ class ValidationLosses(L.Callback):
             self.losses[trainer.global_step] = float(trainer.callback_metrics["val/mlm_loss"])
 
 
-def bvr_pretrain(cfg, seed: int, report: list[int], output: Path) -> dict[int, float]:
+def bvr_pretrain(cfg: Config, seed: int, report: list[int], output: Path) -> dict[int, float]:
     """A real ``bvr pretrain`` run, validated at the report steps; its losses there."""
     every = report[0] if all(step % report[0] == 0 for step in report) else 1
     cfg = dataclasses.replace(cfg, training=dataclasses.replace(cfg.training, seed=seed, val_every_steps=every))

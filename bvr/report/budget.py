@@ -130,11 +130,16 @@ class BudgetCurve:
         c = self.comparison(key, arm)
         return one_sided_bound(c.test, 1 - self.turn_alpha) if c is not None and c.comparable else math.nan
 
+    def in_sequence(self, key: str, arm: str) -> tuple[FixedSequence, int] | None:
+        """The measure's fixed sequence and the arm's place in it (None: no sequence, or a budget it does not hold)."""
+        sequence = self.sequences.get(key)
+        arms = [p.arm for p in self.sequence_points]
+        return (sequence, arms.index(arm)) if sequence is not None and arm in arms else None
+
     def declared(self, key: str, arm: str) -> bool:
         """Whether the fixed sequence declares that pretraining helps on the measure at the arm's budget."""
-        sequence = self.sequences.get(key)
-        points = [p.arm for p in self.sequence_points]
-        return sequence is not None and arm in points and sequence.rejected[points.index(arm)]
+        place = self.in_sequence(key, arm)
+        return place is not None and place[0].rejected[place[1]]
 
     def starts_to_help(self, key: str) -> BudgetPoint | None:
         """The fixed-sequence turn: the smallest budget from which on pretraining helps on the measure, having
@@ -197,12 +202,10 @@ def budget_curve(a: Analysis) -> BudgetCurve | None:
 def _sequence_fields(curve: BudgetCurve, key: str, arm: str) -> dict[str, Any]:
     """One arm's fixed-sequence numbers on one measure: its one-sided p, the sequence's adjusted p (the largest
     one-sided p at this budget and every larger one), whether it rejects, and its one-sided bound."""
-    arms = [p.arm for p in curve.sequence_points]
-    sequence = curve.sequences.get(key)
-    i = arms.index(arm) if arm in arms and sequence is not None else None
+    place = curve.in_sequence(key, arm)
     return {"one_sided_p": curve.one_sided_p(key, arm),
-            "sequence_p": sequence.adjusted_p[i] if i is not None else None,
-            "sequence_rejects": sequence.rejected[i] if i is not None else False,
+            "sequence_p": place[0].adjusted_p[place[1]] if place is not None else None,
+            "sequence_rejects": curve.declared(key, arm),
             "bound": curve.bound(key, arm)}
 
 
