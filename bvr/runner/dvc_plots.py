@@ -14,14 +14,17 @@ from typing import Any
 
 from bvr.ablation.plan import Plan
 from bvr.fs import write_text
-from bvr.report.render import FIGURES_DIR
 
 
 def plots_spec(plan: Plan, report_dir: str) -> list[Any]:
     """Top-level DVC plots: the report's figures (images), then plots over the report's long CSVs, each drawn by one of
     :data:`PLOT_TEMPLATES`: the pretraining curves per arm, every run's score per task by pretraining seed, and the
     paired differences."""
-    plots = f"{report_dir}/plots"
+    # Here, not at the top: bvr.report.render draws with matplotlib, which each `bvr ablate --only UNIT` stage would
+    # otherwise import (two of a data stage's eleven seconds) to read two folder names.
+    from bvr.report.render import FIGURES_DIR, PLOTS_DIR
+
+    plots = f"{report_dir}/{PLOTS_DIR}"
     # The report's figures: images, drawn with no network (the Vega plots need a CDN; DVC puts them first).
     out: list[Any] = [f"{report_dir}/{FIGURES_DIR}"]
     curves = [("pretrain_train_mlm_loss", "training MLM loss", "MLM loss (nats)"),
