@@ -67,15 +67,18 @@ def atomic_open(path: Path, mode: str = "w", *, fsync: bool = False, encoding: s
         fsync: flush the file to disk before the rename and the folder after it, so the write survives a crash.
         encoding: the text encoding.
 
-    An error inside the block removes the temporary file and leaves ``path`` as it was.
+    An error inside the block removes the temporary file and leaves ``path`` as it was. The temporary file is always
+    a new one, created without following a link: a link planted at its name is removed, never written through.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_sibling(path)
     if "b" not in mode:
         encoding = encoding or "utf-8"
+    tmp.unlink(missing_ok=True)  # a leftover of this process, or a link: O_EXCL below creates the file anew
     try:
-        with tmp.open(mode, encoding=encoding) as file:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+        with os.fdopen(fd, mode, encoding=encoding) as file:
             yield file
             if fsync:
                 file.flush()

@@ -4,15 +4,24 @@ A lock is a small hidden file beside what it guards (``.mlflow.db.lock``, ``.TAR
 process that holds it, so that a process kept waiting can say by whom. The kernel drops the lock when its holder
 exits or is killed, so a crash never leaves a stale lock behind. The file itself stays: removing it would let one
 process lock the old file while another locks a new one of the same name.
+
+A lock file is opened without following a link (``O_NOFOLLOW``) and must be a plain file of one name: bvr writes and
+empties it, which through a symbolic or hard link planted there would empty the file it points to.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from bvr.errors import BvrError
+
+LOCK_HINT = "remove it: bvr creates its lock file itself"
 
 
 def process_alive(pid: int) -> bool:
@@ -41,6 +50,34 @@ def holder(path: Path) -> int | None:
     return int(text) if text.isdigit() else None
 
 
+def open_lock_file(path: Path) -> int:
+    """Open the lock file ``path`` for reading and writing, creating it, without following a link.
+
+    Raises:
+        BvrError: naming ``path``, when it is a symbolic link, a hard link (a file of more than one name) or not a
+            plain file: bvr would write to and empty what it points to.
+    """
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as err:
+        if err.errno == errno.ELOOP:  # O_NOFOLLOW met a symbolic link
+            raise BvrError("a symbolic link where bvr keeps a lock file; bvr does not write through links",
+                           where=path, hint=LOCK_HINT) from None
+        if err.errno == errno.EISDIR:
+            raise _not_a_lock(path, "a folder") from None
+        raise
+    info = os.fstat(fd)
+    if stat.S_ISREG(info.st_mode) and info.st_nlink == 1:
+        return fd
+    os.close(fd)
+    raise _not_a_lock(path, f"a file of {info.st_nlink} names (a hard link)" if stat.S_ISREG(info.st_mode) else
+                      "not a plain file")
+
+
+def _not_a_lock(path: Path, what: str) -> BvrError:
+    return BvrError(f"{what} where bvr keeps a lock file; bvr writes to and empties it", where=path, hint=LOCK_HINT)
+
+
 @contextlib.contextmanager
 def file_lock(path: Path, *, on_wait: Callable[[int | None], None] | None = None) -> Iterator[None]:
     """Hold an exclusive lock on ``path`` (created if missing) for the block, waiting as long as another process has it.
@@ -48,10 +85,13 @@ def file_lock(path: Path, *, on_wait: Callable[[int | None], None] | None = None
     Args:
         path: the lock file (see :func:`lock_path`).
         on_wait: called once, with the holder's PID when known, if the lock is taken and this process must wait.
+
+    Raises:
+        BvrError: ``path`` is a link or not a plain file (:func:`open_lock_file`).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = open_lock_file(path)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -17,6 +17,7 @@ from bvr.cli.options import (
     Overrides,
     console,
     data_dir_or_env,
+    folder_option,
     one_of,
 )
 from bvr.config import preset_names
@@ -73,6 +74,11 @@ def ablate_cmd(
                                            "a log gets one line per finished unit).")] = True,
     ui_url: UiUrlOpt = None,
     data_dir: DataDirOpt = None,
+    data_dir_from: Annotated[Path | None, typer.Option("--data-dir-from", metavar="PARAMS", help="Read the data "
+                                                       "folder from data_dir in this YAML file, as dvc.yaml's "
+                                                       "stages do from params.yaml (so that no character of it "
+                                                       "passes through a shell); where it is empty: --data-dir, "
+                                                       "else BVR_DATA_DIR.")] = None,
     output_dir: OutputDirOpt = None,
 ) -> None:
     """Run an ablation end to end: pretrain every arm, fine-tune every arm on its tasks and seeds, render the report.
@@ -85,6 +91,7 @@ def ablate_cmd(
     from bvr.runner.run import run_ablation
 
     overrides = Overrides.of(config, set_)
+    data_dir = _data_dir_from(data_dir_from) or data_dir
     plan = _plan(name, preset, overrides, data_dir, output_dir)
     joined = None if only or stage_dir or not report else join_pipeline(plan, Path.cwd())  # dvc.yaml runs this plan
     result = run_ablation(plan, only=only, stage_dir=stage_dir or (joined and joined.stage_dir), report=report,
@@ -101,6 +108,15 @@ def ablate_cmd(
         options = _plan_options(plan.preset, overrides.texts, data_dir, output_dir)
         console.print("next: " + shlex.join(["bvr", "report", name, *options]), markup=False, highlight=False,
                       soft_wrap=True)
+
+
+def _data_dir_from(params: Path | None) -> Path | None:
+    """``data_dir`` in the file of ``--data-dir-from`` as a path, checked as ``--data-dir`` is; None where it is
+    empty or the option is not given."""
+    from bvr.runner.dvc import read_data_dir
+
+    value = read_data_dir(params) if params is not None else ""
+    return folder_option(f"data folder (data_dir in {params})")(Path(value)) if value else None
 
 
 def _print_outcome(report: Any, experiment: str, ui_url: str | None) -> None:

@@ -19,6 +19,7 @@ files are read and written with ``json`` and ``safetensors``.
 from __future__ import annotations
 
 import json
+import os
 import pickle
 from pathlib import Path
 
@@ -241,12 +242,44 @@ def read_hf_weights(folder: Path) -> tuple[dict[str, torch.Tensor], Path]:
     if single.is_file():
         return _read_weights_file(single), single
     if index.is_file():
-        shards = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
-        return {k: v for shard in shards for k, v in _read_weights_file(folder / shard).items()}, index
+        return {k: v for shard in shard_files(index) for k, v in _read_weights_file(shard).items()}, index
     if legacy.is_file():
         return _read_weights_file(legacy), legacy
     raise BvrError(f"no weights file ({SAFETENSORS_FILE} or {TORCH_FILE})", where=folder,
                    hint="expected a Hugging Face model folder")
+
+
+def shard_files(index: Path) -> list[Path]:
+    """The shard files a sharded checkpoint's index (``model.safetensors.index.json``) names, in its folder.
+
+    Raises:
+        BvrError: naming the index, when it is not JSON with a ``weight_map`` of tensor names to file names, or a
+            shard lies outside the index's folder once ``..`` and links are resolved (``../../x.safetensors``, an
+            absolute path, a link out of the folder): a model folder reads only its own files.
+    """
+    folder = index.parent.resolve()
+    try:
+        names = set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
+    except (ValueError, KeyError, TypeError, AttributeError) as err:  # UnicodeDecodeError is a ValueError
+        raise BvrError(f"not a sharded checkpoint's index ({type(err).__name__}: {err})".splitlines()[0],
+                       where=index, hint="expected JSON with a weight_map of tensor names to shard files") from None
+    return [_shard_inside(folder, name, index) for name in sorted(names, key=str)]
+
+
+def _shard_inside(folder: Path, name: object, index: Path) -> Path:
+    """The resolved path of the shard ``name`` in the resolved ``folder``; a BvrError naming ``index`` where it is not
+    a file inside it (see :func:`shard_files`)."""
+    path = (folder / name).resolve() if isinstance(name, str) else folder
+    if path != folder and path.is_relative_to(folder):
+        return path
+    if path == folder:
+        what = "is not a file's name"
+    elif os.path.normpath(folder / str(name)).startswith(f"{folder}{os.sep}"):
+        what = f"is a link out of the model folder, to {str(path)!r}"
+    else:
+        what = "lies outside the model folder"
+    raise BvrError(f"the shard {name!r} {what}", where=index,
+                   hint="keep every shard in the model folder itself (a file, not a link out of it)")
 
 
 def _read_weights_file(path: Path) -> dict[str, torch.Tensor]:

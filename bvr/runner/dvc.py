@@ -27,7 +27,11 @@ from ``params.yaml`` (``data_dir``; empty: the ``BVR_DATA_DIR`` environment vari
 
 DVC runs each ``cmd`` through a shell, so every value written into one is shell-quoted (:func:`shlex.quote`): a path
 with ``$(...)`` or ``;`` in it stays one word and runs nothing. The names DVC substitutes (arms, tasks, units) are
-held to :data:`~bvr.ablation.declare.ARM_NAME` and the experiment's to :func:`~bvr.config.loading.is_name`.
+held to :data:`~bvr.ablation.declare.ARM_NAME` and the experiment's to :func:`~bvr.config.loading.is_name`. No value
+of ``params.yaml`` is substituted at all: DVC would paste it into the command before the shell reads it, and no
+quoting survives a value holding the quote. The stages pass ``--data-dir-from params.yaml`` and bvr reads
+``data_dir`` there itself (:func:`read_data_dir`); each stage still lists ``params.yaml: [data_dir]``, so DVC re-runs
+them when it changes.
 """
 
 from __future__ import annotations
@@ -99,7 +103,7 @@ def pipeline_spec(plan: Plan, root: Path = Path(".")) -> dict[str, Any]:
     bvr = f"bvr ablate {shlex.quote(exp_rel)}"  # the file in the workspace, the one DVC tracks as params
     if preset:
         bvr += f" --preset {shlex.quote(preset)}"
-    bvr += f' --data-dir "${{data_dir}}" --stage-dir {shlex.quote(stage_dir)} --no-progress --only'
+    bvr += f" --data-dir-from {PARAMS_FILE} --stage-dir {shlex.quote(stage_dir)} --no-progress --only"
 
     # The sections of base and of the preset that pretraining reads; evaluate and finetune are their stages' own. No
     # key lies under another any stage lists, or DVC, merging them, would show a list twice (`dvc params diff`).
@@ -181,7 +185,7 @@ def pipeline_spec(plan: Plan, root: Path = Path(".")) -> dict[str, Any]:
                  f"{report_dir}/metrics.json", f"{report_dir}/plots"],
         "metrics": [f"{report_dir}/metrics"],
     }
-    return {"vars": [PARAMS_FILE], "stages": stages, "plots": plots_spec(plan, report_dir)}
+    return {"stages": stages, "plots": plots_spec(plan, report_dir)}
 
 
 def _evaluation_out(unit: Unit) -> str:
@@ -224,7 +228,22 @@ def _params_data_dir(root: Path) -> str:
     """``data_dir`` in ``root/params.yaml``, or '' (unset: the stages read ``BVR_DATA_DIR``, which DVC does not
     track, so a run with any data folder stands for them)."""
     params = Path(root) / PARAMS_FILE
-    return str((read_yaml(params)[0] or {}).get("data_dir") or "") if params.is_file() else ""
+    return read_data_dir(params) if params.is_file() else ""
+
+
+def read_data_dir(params: Path) -> str:
+    """``data_dir`` in the params file ``params`` as it is written there, or '' where it is unset or empty: what the
+    stages' ``bvr ablate --data-dir-from params.yaml`` reads, so that no character of it passes through a shell.
+
+    Raises:
+        BvrError: the file is missing or not a YAML mapping (:func:`~bvr.config.read_yaml`), or ``data_dir`` holds a
+            list or a mapping rather than a path.
+    """
+    value = read_yaml(params, "params file")[0].get("data_dir")
+    if isinstance(value, dict | list):
+        raise BvrError(f"data_dir is a {type(value).__name__}, not a folder's path", where=params,
+                       hint="write the data folder's path, or '' to read BVR_DATA_DIR")
+    return "" if value is None else str(value)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,36 @@ def start_bvr(*args: str | Path, cwd: Path, prelude: str = "") -> subprocess.Pop
            "OMP_NUM_THREADS": "1"}
     return subprocess.Popen([sys.executable, "-c", code, *map(str, args)], cwd=cwd, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+@dataclass(frozen=True)
+class StandInDvc:
+    """A DVC repository (no git) whose stages run a stand-in ``bvr`` that writes its arguments, one a line, to
+    ``argv`` and does nothing else: DVC's shell and what reaches bvr through it, without bvr's work."""
+
+    repo: Path
+    argv: Path
+    env: dict[str, str]
+
+    def dvc(self, *args: str) -> subprocess.CompletedProcess:
+        """Run ``dvc ARGS...`` in the repository."""
+        return subprocess.run(["dvc", *args], cwd=self.repo, env=self.env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture
+def stand_in_dvc(tmp_path) -> StandInDvc:
+    """``tmp_path/repo`` after ``dvc init --no-scm``, with the stand-in ``bvr`` first on the PATH of its commands."""
+    repo, bin_dir = tmp_path / "repo", tmp_path / "bin"
+    repo.mkdir()
+    bin_dir.mkdir()
+    argv = tmp_path / "argv.txt"
+    (bin_dir / "bvr").write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > '{argv}'\n")
+    (bin_dir / "bvr").chmod(0o755)
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1",
+           "PATH": os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    stand_in = StandInDvc(repo, argv, env)
+    assert stand_in.dvc("init", "-q", "--no-scm").returncode == 0
+    return stand_in
 
 
 def error_line(err: str) -> str:

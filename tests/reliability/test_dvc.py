@@ -4,10 +4,7 @@ is refused, and shell code in its folder's name stays a file name in dvc.yaml: `
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -47,22 +44,12 @@ def test_an_experiment_file_named_with_shell_code_is_refused(bvr, tmp_path, monk
 
 
 @pytest.mark.parametrize("folder", SHELL_CODE)
-def test_dvc_repro_runs_no_shell_code_from_the_experiment_files_folder(bvr, tmp_path, monkeypatch, folder):
+def test_dvc_repro_runs_no_shell_code_from_the_experiment_files_folder(bvr, stand_in_dvc, monkeypatch, folder):
     """The stage's command as DVC runs it, through its shell, with a ``bvr`` that records its arguments: the
     experiment file's path arrives as one argument and ``pwned`` is not created."""
-    repo, bin_dir, argv = tmp_path / "repo", tmp_path / "bin", tmp_path / "argv.txt"
+    repo, argv, dvc = stand_in_dvc.repo, stand_in_dvc.argv, stand_in_dvc.dvc
     (repo / folder).mkdir(parents=True)
     (repo / folder / "tiny-masking.yaml").write_text(EXPERIMENT)
-    bin_dir.mkdir()
-    (bin_dir / "bvr").write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > '{argv}'\n")
-    (bin_dir / "bvr").chmod(0o755)
-    env = {**os.environ, "DVC_NO_ANALYTICS": "1",
-           "PATH": os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
-
-    def dvc(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["dvc", *args], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
-
-    assert dvc("init", "-q", "--no-scm").returncode == 0
     monkeypatch.chdir(repo)
     code, _, err = bvr("pipeline", f"{folder}/tiny-masking.yaml")
     assert code == 0, err
