@@ -6,6 +6,8 @@ import os
 
 import pytest
 
+from bvr.threads import quiet_waits
+
 # Tests never reach the network: no hub downloads, no telemetry.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -13,7 +15,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 # Under pytest-xdist (``-n``), the workers share the cores: one torch thread each, and the same for the processes a
-# test starts, or two workers on two cores would each spin two threads against the other.
+# test starts, or two workers on two cores would each spin two threads against the other. Whatever the thread count,
+# OpenMP's workers sleep while they wait, as under the CLI (bvr.threads), for this process and those it starts.
+quiet_waits()
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["OMP_NUM_THREADS"] = "1"
     os.environ["MKL_NUM_THREADS"] = "1"

@@ -32,6 +32,10 @@ RUNS: dict[str, tuple[list[str], list[str]]] = {
                              [rf"training step \(bvr encoder 2L/64H/2A/FFN 128 \+ NSP, AdamW\): +{NUMBER} ms",
                               *(rf"collator {arm} +: +{NUMBER} ms/batch = +{NUMBER}% of a step"
                                 for arm in ("dynamic", r"static \(dupe 10\)", "dynamic whole-word", "dynamic span"))]),
+    "contention.py": (["--data-dir", "{data}", "--dry-run", "--steps", "3", "--settings", "bvr"],
+                      [r"^  \(bvr: pretraining pretrain-contention-1-\w+: .*; threads \d+ \(.*OpenMP waits: ",
+                       *(rf"^bvr +{scenario} +{NUMBER} +{NUMBER}%$"
+                         for scenario in ("alone", "two at once", "  together", "beside a stranger"))]),
     "data_prepare.py": (["--data-dir", "{data}"],
                         [rf"peer: datasets.map \+ group_texts \(2 procs\) +{NUMBER}",
                          rf"bvr data prepare, full-sentences +{NUMBER} .*x$",

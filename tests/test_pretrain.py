@@ -87,6 +87,9 @@ def test_mlflow_holds_metrics_params_and_artifacts(trained):
     assert run.info.run_name == "default/pretrain"
     assert run.data.tags["bvr.stage"] == "pretrain" and run.data.tags["bvr.arm"] == "default"
     assert run.data.params["masking.mode"] == "static"
+    threads = torch.get_num_threads()  # as the run set it (bvr.threads), with the budget that decided it
+    assert run.data.tags["bvr.threads"] == str(threads)
+    assert run.data.tags["bvr.threads_budget"].startswith(f"threads {threads} (")
     history = client.get_metric_history(run_id, "train/mlm_loss")
     assert len(history) >= 10 and history[-1].value < history[0].value - 0.5
     for key in ("val/mlm_loss", "val/perplexity", "val/nsp_acc", "train/nsp_loss", "train/tokens_per_s", "lr",

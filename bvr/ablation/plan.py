@@ -27,6 +27,19 @@ MANIFEST_VERSION = 2
 folder holds the manifest, and a new layout starts a new folder."""
 
 
+def _identity(config: dict) -> dict:
+    """An arm's configuration as it enters the plan's hash: without the output folder and the thread count
+    (where and with how many threads the runs are made, not what they are).
+
+    >>> _identity({"output_dir": "out", "name": "a", "training": {"threads": 2, "seed": 0}})
+    {'name': 'a', 'training': {'seed': 0}}
+    """
+    kept = {k: v for k, v in config.items() if k != "output_dir"}
+    if "training" in kept:
+        kept["training"] = {k: v for k, v in kept["training"].items() if k != "threads"}
+    return kept
+
+
 class UnitKind(str, Enum):
     """What a unit does, in the order the kinds run."""
 
@@ -112,8 +125,7 @@ class Plan:
     @property
     def plan_hash(self) -> str:
         """A hash of everything that changes a result (the output folder aside)."""
-        configs = {arm.label: {k: v for k, v in arm.config.to_dict().items() if k != "output_dir"}
-                   for arm in self.arms}
+        configs = {arm.label: _identity(arm.config.to_dict()) for arm in self.arms}
         return config_hash({"version": MANIFEST_VERSION, "configs": configs, "tasks": self.tasks,
                             "seeds": self.seeds, "finetune": self.ablation.finetune_overrides(),
                             "preset": self.preset, "evaluations": self.evaluations.to_dict(),

@@ -22,6 +22,7 @@ from bvr.errors import BvrError
 from bvr.memory import keep_freed_memory
 from bvr.progress import silence_other_bars
 from bvr.signals import Terminated, handle_sigterm
+from bvr.threads import JOBS_ENV, jobs_from, quiet_waits
 from bvr.write_checks import write_error
 
 app = typer.Typer(
@@ -75,10 +76,21 @@ def _main(
                                           "run).")] = False,
     debug: Annotated[bool, typer.Option("--debug", help="Show the full traceback of an error; implies "
                                         "--verbose.")] = False,
+    jobs: Annotated[int | None, typer.Option("--jobs", min=1, metavar="N", help="How many jobs share this "
+                                             "machine's CPUs (this one included): each gets its share of threads "
+                                             "(training.threads sets a count outright), and OpenMP's workers sleep "
+                                             "while they wait. --jobs 1: this job has the machine alone, and its "
+                                             "workers spin instead (faster alone, ruinous beside other work). "
+                                             "Default: the BVR_JOBS variable, else all threads, sleeping "
+                                             "workers.")] = None,
 ) -> None:
     state["debug"] = debug
+    if jobs is not None:
+        os.environ[JOBS_ENV] = str(jobs)  # the processes bvr starts (DDP ranks, DVC stages) share the same
+    jobs_from()  # a bad BVR_JOBS is refused before any work
     state["command"] = ctx.invoked_subcommand if ctx is not None else None  # None: called as a function
     keep_freed_memory()  # before anything allocates: training and scoring reuse freed memory (bvr.memory)
+    quiet_waits()  # before torch loads OpenMP: workers sleep while they wait unless --jobs 1 (bvr.threads)
     silence_other_bars()  # one style of progress bar, bvr's (bvr.progress)
     if not (verbose or debug):
         import logging

@@ -74,6 +74,9 @@ def probe_cmd(
     """
     from bvr.evaluation.probe import describe, run_probe
     from bvr.pretrained import load_pretrained
+    from bvr.threads import use_threads
+
+    use_threads()  # the usable CPUs, shared among `bvr --jobs N`
 
     kinds = [kind.strip() for value in features for kind in value.split(",") if kind.strip()] if features else None
     flags = shorthands({"--seeds": ("evaluate.probes.seeds", seeds),
@@ -121,6 +124,9 @@ def blimp_cmd(
     """
     from bvr.evaluation.blimp import evaluate_blimp
     from bvr.pretrained import load_pretrained
+    from bvr.threads import use_threads
+
+    use_threads()  # the usable CPUs, shared among `bvr --jobs N`
 
     flags = shorthands({"--per-paradigm": ("evaluate.blimp.per_paradigm", per_paradigm),
                         "--seed": ("evaluate.blimp.seed", seed)})

@@ -73,7 +73,9 @@ def finetune_cmd(
                        hint=f"use --config FILE with a finetune: section holding the keys of {hparams}")
     from bvr.tasks.results import describe
     from bvr.tasks.run import finetune
+    from bvr.threads import use_threads
 
+    use_threads()  # the usable CPUs, shared among `bvr --jobs N`
     result = finetune(checkpoint, task, seeds=seeds, data_dir=data_dir, output_dir=output_dir or "outputs",
                       preset=preset, overrides=set_, config_file=config, from_scratch=from_scratch, arm=arm,
                       experiment=experiment, progress=True)

@@ -255,6 +255,9 @@ class TrainingConfig:
     """Seed of initialisation, dropout and data order."""
     num_workers: int = 0
     """DataLoader worker processes."""
+    threads: int = 0
+    """Torch threads per process (0: the CPUs this process may use, divided among the jobs told to share them by
+    ``bvr --jobs N``). An execution setting, not in the run's key; the same count gives the same weights."""
     adam_betas: list[float] = field(default_factory=lambda: [0.9, 0.98])
     """AdamW betas (RoBERTa's 0.98 is more stable with large batches than BERT's 0.999)."""
     adam_eps: float = 1e-6
@@ -303,6 +306,7 @@ class TrainingConfig:
         check(self.learning_rate > 0, "training.learning_rate", "must be positive")
         check(self.warmup_steps >= 0, "training.warmup_steps", "must be non-negative")
         check(self.num_workers >= 0, "training.num_workers", "must be non-negative")
+        check(self.threads >= 0, "training.threads", f"{self.threads} must be 0 (from the CPUs) or a thread count")
         check(self.adam_eps > 0, "training.adam_eps", f"{self.adam_eps} must be positive (RoBERTa: 1e-6)")
         check(self.weight_decay >= 0, "training.weight_decay", f"{self.weight_decay} must be non-negative")
         check(self.grad_clip >= 0, "training.grad_clip", f"{self.grad_clip} must be non-negative (0: no clipping)")

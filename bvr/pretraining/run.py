@@ -18,16 +18,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import datasets
 import lightning as L
-import numpy as np
-import pyarrow.compute as pc
 import torch
 
 from bvr.cache import DONE, build_once, cache_dir, global_rank, is_done, target_lock
@@ -38,9 +34,10 @@ from bvr.model import EncoderConfig, PretrainingModel, count_parameters
 from bvr.model.encoder import compile_layers
 from bvr.model.hf import export_hf
 from bvr.pretraining.data import PretrainingDataModule, check_batch_fits, validation_differs
-from bvr.pretraining.masking import mask_exposure
+from bvr.pretraining.exposure import exposure, unigram_entropy
 from bvr.pretraining.module import PretrainingModule
 from bvr.pretraining.prepare import Prepared, load_instances, prepare, prepare_corpus, prepare_tokenizer
+from bvr.threads import ThreadBudget, use_threads
 from bvr.tokenization import load_tokenizer, vocab_info
 from bvr.tracking import (
     DataInput,
@@ -87,13 +84,15 @@ def run_dir_for(cfg: Config, prepared: Prepared) -> Path:
         "masking": dataclasses.asdict(cfg.masking),
         # tokens_per_batch only where set: runs from before the key keep their folders.
         "training": {k: v for k, v in hashed_section(cfg.training, NEW_TRAINING_DEFAULTS).items()
-                     if k not in ("num_workers", "log_every_steps", "val_every_steps", "checkpoint_every_steps")},
+                     if k not in EXECUTION_KEYS},
     }
     if validation_differs(cfg):
         parts["validation"] = "reference masks"  # validated on the reference masks, not on its own as before
     return cache_dir(Path(cfg.output_dir) / "runs", f"pretrain-{cfg.name}", parts)
 
 
+EXECUTION_KEYS = ("num_workers", "threads", "log_every_steps", "val_every_steps", "checkpoint_every_steps")
+"""``training`` keys that say how a run is carried out and logged, not what it computes: not in its folder's key."""
 NEW_MODEL_DEFAULTS = {"norm": "post", "token_type_init": "normal", "embedding_norm": True, "head_transform": True}
 """``model`` keys added after runs were cached, at the value those runs had (:func:`~bvr.config.hashed_section`)."""
 NEW_TRAINING_DEFAULTS = {"tokens_per_batch": None, "dropout": True}
@@ -182,6 +181,10 @@ def _train(cfg: Config, prepared: Prepared, run_dir: Path, ckpt_path: str | None
     params = count_parameters(model)
     check_free_space(run_dir, pretraining_bytes(params["total"], cfg.training.checkpoint_every_steps is not None),
                      f"pretraining {params['total']:,} parameters (checkpoint and exported model)")
+    budget = use_threads(cfg.training.threads)
+    if ablation is None and global_rank() == 0:  # a lone run's opening line (an ablation's states it once)
+        print(f"pretraining {run_dir.name}: {params['total']:,} parameters, {cfg.training.max_steps:,} steps; "
+              f"{budget.line()}", flush=True)
     module = PretrainingModule(model, cfg.training, failed_checkpoint_hint=str(run_dir / "checkpoints" / "last.ckpt"),
                                sentence_objective=cfg.data.sentence_objective)
     if ckpt_path is not None:
@@ -190,7 +193,7 @@ def _train(cfg: Config, prepared: Prepared, run_dir: Path, ckpt_path: str | None
     if cfg.training.compile:
         compile_layers(model.encoder)
 
-    logger = _logger(cfg, run_dir, ckpt_path, ablation, arm, parent_run_id, experiment, params, prepared)
+    logger = _logger(cfg, run_dir, ckpt_path, ablation, arm, parent_run_id, experiment, params, prepared, budget)
     with closed_on_error(logger.experiment, logger.run_id):  # FINISHED only once exported and marked done
         t = cfg.training
         trainer = build_trainer(
@@ -213,7 +216,7 @@ def _train(cfg: Config, prepared: Prepared, run_dir: Path, ckpt_path: str | None
             return PretrainResult(run_dir, False, {})
         metrics.update(wall_seconds=time.perf_counter() - start, tokens_seen=float(module.tokens_seen),
                        steps=float(trainer.global_step), **{f"params_{k}": float(v) for k, v in params.items()})
-        metrics.update(_exposure(cfg, trainer.global_step, datamodule.instances["train"], module.tokens_seen))
+        metrics.update(exposure(cfg, trainer.global_step, datamodule.instances["train"], module.tokens_seen))
         metrics["val_unigram_entropy"] = unigram_entropy(datamodule.instances["validation"], vocab)
         _finish(cfg, run_dir, model, prepared, logger, metrics)
         return PretrainResult(run_dir, False, metrics)
@@ -264,36 +267,6 @@ def pretraining_bytes(parameters: int, checkpoints: bool) -> int:
     return parameters * (EXPORT_BYTES_PER_PARAMETER + (CHECKPOINT_BYTES_PER_PARAMETER if checkpoints else 0))
 
 
-def _exposure(cfg: Config, steps: int, train: datasets.Dataset, tokens_seen: int) -> dict[str, float]:
-    """Passes over the data, and how many distinct masks each sequence got and how often each was seen.
-
-    Passes are sequences fed over sequences held, or with ``training.tokens_per_batch`` tokens seen over tokens
-    held (the batches then hold varying numbers of sequences).
-    """
-    if cfg.training.tokens_per_batch is None:
-        epochs = steps * cfg.training.batch_size / train.num_rows
-    else:
-        epochs = tokens_seen / int(pc.sum(pc.list_value_length(train.data.table["input_ids"])).as_py())
-    started = math.ceil(epochs)
-    seen = mask_exposure(cfg.masking.mode, started, cfg.masking.dupe_factor)
-    return {"epochs": epochs, "mask_distinct_per_sequence": float(seen["distinct_masks"]),
-            "mask_max_times_seen": float(seen["max_times_seen"])}
-
-
-def unigram_entropy(instances: datasets.Dataset, vocab) -> float:
-    """Entropy in nats of the token distribution of ``instances`` (special tokens left out).
-
-    The validation MLM loss of a model that ignores context and predicts each masked token by its frequency in
-    these very tokens: a loss not clearly below it has learned no more than which tokens are frequent (the unigram
-    plateau).
-    """
-    ids = pc.list_flatten(instances.data.table["input_ids"]).to_numpy()  # (tokens,)
-    counts = np.bincount(ids, minlength=vocab.vocab_size).astype(np.float64)
-    counts[list(vocab.special_ids)] = 0.0
-    p = counts[counts > 0] / counts.sum()
-    return float(-(p * np.log(p)).sum())
-
-
 def _resume_point(last: Path, resume: bool, restart: bool) -> str | None:
     if restart and last.exists():
         last.unlink()
@@ -310,13 +283,15 @@ def _resume_point(last: Path, resume: bool, restart: bool) -> str | None:
     return str(last)
 
 
-def _logger(cfg, run_dir, ckpt_path, ablation, arm, parent_run_id, experiment, params, prepared):
+def _logger(cfg, run_dir, ckpt_path, ablation, arm, parent_run_id, experiment, params, prepared,
+            budget: ThreadBudget):
     arm = arm or cfg.name
     run_id_file = run_dir / "mlflow_run_id"
     run_id = run_id_file.read_text().strip() if ckpt_path and run_id_file.exists() else None
     extra = {"bvr.run_dir": str(run_dir), "bvr.tokenizer": prepared.tokenizer.name,
              "bvr.instances": prepared.instances.name,
-             "bvr.params_total": params["total"], "bvr.params_non_embedding": params["non_embedding"]}
+             "bvr.params_total": params["total"], "bvr.params_non_embedding": params["non_embedding"],
+             **budget.tags()}
     logger = training_logger(experiment or ablation or DEFAULT_EXPERIMENT, arm=arm, stage="pretrain",
                              ablation=ablation, extra=extra, parent_run_id=parent_run_id, run_id=run_id)
     if run_id is None:

@@ -63,6 +63,7 @@ from bvr.progress import on_terminal
 from bvr.runner.hardware import hardware
 from bvr.runner.stage_folder import adopt_stage_records, copy_tree
 from bvr.runner.units import HANDLERS, Outcome, Product, UnitContext
+from bvr.threads import ThreadBudget, use_threads
 from bvr.write_checks import check_writable, write_error
 
 PRETRAINING_KINDS = (UnitKind.CORPUS, UnitKind.TOKENIZER, UnitKind.DATA, UnitKind.PRETRAIN)
@@ -337,9 +338,10 @@ def run_ablation(
     units = plan.select(only) if only else [u for u in plan.units() if report or u.kind is not UnitKind.REPORT]
     if runner.rank != 0:  # other DDP ranks take part in pretraining only
         units = [u for u in units if u.kind in PRETRAINING_KINDS]
-    runner.say(_describe_plan(plan, units) if not only else  # a DVC stage: one line, not a banner per stage
+    budget = use_threads(plan.arms[0].config.training.threads)  # each pretraining run applies its arm's own
+    runner.say(_describe_plan(plan, units, budget) if not only else  # a DVC stage: one line, not a banner per stage
                f"[bold]ablation {plan.name}[/bold] (preset {plan.preset or 'default'}), data folder "
-               f"{plan.data_dir or '(none)'}")
+               f"{plan.data_dir or '(none)'}, {budget.line()}")
     context = runner.manifest.context
     earlier = context.wall_seconds or 0.0  # summed over invocations
     with _parent(runner, only):
@@ -361,7 +363,7 @@ def run_ablation(
     return result
 
 
-def _describe_plan(plan: Plan, units: list[Unit]) -> str:
+def _describe_plan(plan: Plan, units: list[Unit], budget: ThreadBudget) -> str:
     ab = plan.ablation
     arms = ", ".join(a.label for a in plan.arms)
     ev = plan.evaluations
@@ -373,5 +375,5 @@ def _describe_plan(plan: Plan, units: list[Unit]) -> str:
              f"  evaluations: {blimp}; {probes}",
              f"  fine-tuning: {', '.join(plan.tasks)} x {len(plan.seeds)} seeds",
              f"  manifest: {plan.manifest_path}",
-             f"  units to run or reuse: {len(units)}"]
+             f"  units to run or reuse: {len(units)}; {budget.line()}"]
     return "\n".join(lines)

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+import torch
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
@@ -124,7 +125,8 @@ def _best(history: list[EpochScores], key: str) -> EpochScores:
 
 
 def _seed_logger(job: _Job, seed: int, parent_id: str) -> Any:
-    extra = {TAG_CHECKPOINT: job.checkpoint, TAG_COLLAPSED: False, TAG_FROM_SCRATCH: job.source.from_scratch}
+    extra = {TAG_CHECKPOINT: job.checkpoint, TAG_COLLAPSED: False, TAG_FROM_SCRATCH: job.source.from_scratch,
+             "bvr.threads": str(torch.get_num_threads())}  # the budget the command or ablation set (bvr.threads)
     if job.info.split_note:
         extra[TAG_DATA_SPLIT] = job.info.split_note[:_MAX_TAG]
     logger = training_logger(job.experiment, arm=job.arm, stage="finetune", ablation=job.ablation, task=job.spec.name,

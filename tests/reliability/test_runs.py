@@ -169,6 +169,8 @@ def test_sigkill_mid_pretraining_then_the_same_command_with_resume_ends_bit_iden
     assert list(find_runs("bvr-pretrain", workdir=work)["status"]) == ["KILLED"]
     code, out, _ = bvr(*args, "--resume")
     assert code == 0 and "  26 steps (" in out
+    opening = next(line for line in out.splitlines() if line.startswith("pretraining pretrain-"))
+    assert ", 26 steps; threads " in opening and "usable CPU" in opening  # the thread budget, stated
     code, _, _ = bvr(*args, "--output-dir", work / "uninterrupted")
     assert code == 0
     full = torch.load(_last(work / "uninterrupted"), weights_only=False)["state_dict"]
