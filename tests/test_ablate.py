@@ -236,8 +236,16 @@ def test_the_report_is_rendered_and_logged(finished):
 
 def test_bvr_report_renders_one_ablation_and_the_summary(finished, monkeypatch, capsys):
     monkeypatch.chdir(finished)
+    report = finished / "reports" / "tiny-masking"
+    files = lambda: {str(p.relative_to(report)): p.read_bytes() for p in report.rglob("*") if p.is_file()}  # noqa: E731
+    before = files()
     code, out, _ = invoke(monkeypatch, capsys, "report", "tiny-masking", "--all")
     assert code == 0, out
+    # Rendered again from the same runs, byte for byte: no timestamp, no wall time that moved; DVC stays clean.
+    after = files()
+    assert sorted(after) == sorted(before) and [n for n in before if after[n] != before[n]] == []
+    status = _git_dvc(finished, "dvc", "status")
+    assert status.stdout.strip() == "Data and pipelines are up to date.", status.stdout
     assert "reports/tiny-masking/report.html" in out and (finished / "reports" / "index.html").is_file()
     assert "tiny-masking" in (finished / "reports" / "index.html").read_text()
     code, _, err = invoke(monkeypatch, capsys, "report", "masking")

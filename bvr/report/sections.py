@@ -221,8 +221,8 @@ def _context(a: Analysis, links: RunLinks, budget_note: str | None = None) -> li
         ["corpus", _corpus(a)],
         ["task data", str(context.data_dir or "—")],
         ["hardware", _hardware(context.hardware)],
-        ["started / updated", f"{context.started or '—'} / {context.updated or '—'}"],
-        ["wall time (all invocations, up to this report)", duration(context.wall_seconds)],
+        ["started", context.started or "—"],  # not the manifest's last save: a re-render changes no byte
+        ["wall time (all invocations, up to the last unit that ran)", duration(context.wall_seconds)],
         ["git commit", _commits(a)],
         ["MLflow store", a.collected.uri],
         ["MLflow experiment", links.experiment(a.collected.experiment)],
