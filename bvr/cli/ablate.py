@@ -225,6 +225,13 @@ def report_cmd(
     if name is not None:
         plan = _plan(name, preset, overrides, data_dir, outputs) if preset is not None or overrides.texts else None
         path = plan.manifest_path if plan is not None else find_manifest(name, outputs)
+        if plan is not None and not path.is_file():  # made with the data folder named another way?
+            from bvr.ablation.locate import made_elsewhere
+
+            found = made_elsewhere(plan, lambda other: _plan(name, preset, overrides, Path(other), outputs))
+            if found is not None:
+                path = found.manifest
+                console.print(found.note(), markup=False, highlight=False)
         if not path.is_file():
             raise BvrError(f"no runs of ablation '{name}' with these settings ({path})", where="report",
                            hint=f"run `bvr ablate {name}" + (f" --preset {preset}" if preset else "") + "` first")

@@ -1,0 +1,74 @@
+"""Finding an ablation's runs when the data folder is named another way than when they were made.
+
+A plan's hash holds its data folder's path, so `bvr report NAME --preset tiny` run without `--data-dir` (or with
+the data moved, or named through another path) computes another plan than `bvr ablate` did, and its manifest is not
+where that plan looks. :func:`made_elsewhere` finds the manifest of the same ablation, preset and settings made with
+another data folder: the plan rebuilt with that manifest's data folder must land on that very manifest. Where both
+folders exist, their content must agree (the corpus each arm reads and the task folders), or the one that differs
+is named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bvr.ablation.manifest import Manifest
+from bvr.ablation.plan import Plan
+from bvr.cache import fingerprint
+from bvr.errors import BvrError
+
+TASK_FOLDERS = ("glue", "conll2003", "squad", "blimp")
+"""The data folder's task datasets, compared where both folders hold them."""
+
+
+@dataclass(frozen=True)
+class Elsewhere:
+    """The manifest of the same plan made with another data folder."""
+
+    manifest: Path
+    data_dir: str
+    """The data folder the runs were made with, as the manifest records it."""
+
+    def note(self) -> str:
+        """The line a command prints when it uses these runs."""
+        return f"the runs were made with the data folder {self.data_dir}; using them (same settings)"
+
+
+def made_elsewhere(plan: Plan, rebuild: Callable[[str], Plan]) -> Elsewhere | None:
+    """The most recent manifest of ``plan``'s ablation and preset that ``rebuild`` (the same command with another
+    data folder) reproduces exactly, when ``plan``'s own has none; None if there is none.
+
+    Raises:
+        BvrError: both data folders exist and a file the plan reads differs (named), so the runs are not of this data.
+    """
+    folders = (plan.output_dir / "ablations").glob(f"{plan.name}-{plan.preset or 'default'}-*")
+    manifests = sorted((f / "manifest.json" for f in folders if (f / "manifest.json").is_file()),
+                       key=lambda p: p.stat().st_mtime, reverse=True)
+    for path in manifests:
+        data_dir = Manifest.load(path).context.data_dir
+        if not data_dir or data_dir == str(plan.data_dir):
+            continue
+        if rebuild(data_dir).manifest_path.resolve() != path.resolve():
+            continue
+        if plan.data_dir is not None and Path(data_dir).is_dir():
+            _check_same_content(plan, Path(data_dir))
+        return Elsewhere(path, data_dir)
+    return None
+
+
+def _check_same_content(plan: Plan, theirs: Path) -> None:
+    """Refuse, naming the first differing file or folder, when ``plan.data_dir`` and ``theirs`` hold other data."""
+    ours = plan.data_dir
+    assert ours is not None
+    corpora = {arm.config.corpus.path for arm in plan.arms}
+    for relative in [*sorted(corpora), *TASK_FOLDERS]:
+        mine, other = ours / relative, theirs / relative
+        if not mine.exists() and not other.exists():
+            continue
+        if fingerprint(mine) != fingerprint(other):
+            raise BvrError(f"the runs of ablation '{plan.name}' were made with the data folder {theirs}, whose "
+                           f"{relative} differs from {mine}", where="--data-dir",
+                           hint=f"pass --data-dir {theirs} to report those runs, or run `bvr ablate {plan.name}` "
+                                "on this data")

@@ -1,0 +1,69 @@
+"""bvr report finds an ablation's runs when the data folder is named another way (issue: the data folder's path was
+part of the plan's identity, so `bvr report NAME --preset P` without the same `--data-dir` found nothing)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bvr.ablation.locate import made_elsewhere
+from bvr.ablation.manifest import Manifest
+from bvr.ablation.plan import make_plan
+from bvr.errors import BvrError
+from tests.test_ablate import EXPERIMENT, FIXTURES
+from tests.test_prepare import write_wiki_corpus
+
+
+@pytest.fixture
+def made(tmp_path) -> tuple[Path, Path]:
+    """An experiment file with a preset, and the manifest `bvr ablate FILE --preset tiny --data-dir DATA` writes."""
+    data = tmp_path / "data"
+    write_wiki_corpus(data, documents=12)
+    shutil.copytree(FIXTURES / "glue", data / "glue")
+    experiment = tmp_path / "exp.yaml"
+    experiment.write_text(EXPERIMENT + "presets:\n  tiny: {training: {max_steps: 4}}\n")
+    plan = make_plan(experiment, preset="tiny", data_dir=data, output_dir=tmp_path / "outputs")
+    Manifest.new(plan, {}).save(plan.manifest_path)
+    return experiment, data
+
+
+def plan_with(experiment: Path, data: Path | None, out: Path):
+    return make_plan(experiment, preset="tiny", data_dir=data, output_dir=out)
+
+
+def test_the_runs_are_found_without_the_data_folder_and_from_a_copy_of_it(made, tmp_path):
+    experiment, data = made
+    out = tmp_path / "outputs"
+    made_with = plan_with(experiment, data, out).manifest_path
+    for other in (None, tmp_path / "moved"):
+        if other is not None:
+            shutil.copytree(data, other)  # the same bytes at another path
+        plan = plan_with(experiment, other, out)
+        assert not plan.manifest_path.is_file()  # the path is part of the plan's hash
+        found = made_elsewhere(plan, lambda d: plan_with(experiment, Path(d), out))
+        assert found is not None and found.manifest == made_with and found.data_dir == str(data)
+        assert found.note() == f"the runs were made with the data folder {data}; using them (same settings)"
+
+
+def test_other_data_is_refused_naming_what_differs(made, tmp_path):
+    experiment, data = made
+    out = tmp_path / "outputs"
+    other = tmp_path / "other"
+    shutil.copytree(data, other)
+    (other / "glue" / "SST-2" / "dev.tsv").write_text("sentence\tlabel\nanother\t1\n")
+    plan = plan_with(experiment, other, out)
+    with pytest.raises(BvrError, match=f"were made with the data folder {data}, whose glue differs from "
+                                       f"{other / 'glue'}"):
+        made_elsewhere(plan, lambda d: plan_with(experiment, Path(d), out))
+
+
+def test_other_settings_are_not_taken_for_the_same_plan(made, tmp_path):
+    experiment, data = made
+    out = tmp_path / "outputs"
+    plan = make_plan(experiment, preset="tiny", overrides=["training.learning_rate=0.001"], data_dir=None,
+                     output_dir=out)
+    rebuild = lambda d: make_plan(experiment, preset="tiny", overrides=["training.learning_rate=0.001"],  # noqa: E731
+                                  data_dir=Path(d), output_dir=out)
+    assert made_elsewhere(plan, rebuild) is None
