@@ -125,22 +125,21 @@ def main() -> None:
         for setting in args.settings:
             env_setting, jobs = PLAN[setting]
             started = time.perf_counter()
-            scenarios = []
+            scenarios = []  # (the setting's name in the row, scenario, tokens/s of each run)
             if env_setting not in alone_of:
                 alone_of[env_setting] = bench.together(env_setting, 1)[0]
                 print(f"  ({env_setting}: {bench.opening(f'contention-{bench.runs}')})")
-                scenarios.append(("alone", [alone_of[env_setting]]))
+                scenarios.append((env_setting, "alone", [alone_of[env_setting]]))
             alone = alone_of[env_setting]
-            scenarios.append(("two at once", bench.together(env_setting, 2, jobs=jobs)))
+            scenarios.append((setting, "two at once", bench.together(env_setting, 2, jobs=jobs)))
             if jobs == 1:
-                scenarios.append(("beside a stranger", bench.together(env_setting, 1, stranger=True)))
-            for scenario, rates in scenarios:
+                scenarios.append((setting, "beside a stranger", bench.together(env_setting, 1, stranger=True)))
+            for label, scenario, rates in scenarios:
                 for rate in rates:
-                    rows.append({"setting": setting, "scenario": scenario, "tokens_per_s": rate,
-                                 "ratio": rate / alone})
-                    print(f"{setting:<16} {scenario:<18} {rate:>10,.0f} {rate / alone:>6.0%}")
+                    rows.append({"setting": label, "scenario": scenario, "tokens_per_s": rate, "ratio": rate / alone})
+                    print(f"{label:<16} {scenario:<18} {rate:>10,.0f} {rate / alone:>6.0%}")
                 if len(rates) > 1:
-                    print(f"{setting:<16} {'  together':<18} {sum(rates):>10,.0f} {sum(rates) / alone:>6.0%}")
+                    print(f"{label:<16} {'  together':<18} {sum(rates):>10,.0f} {sum(rates) / alone:>6.0%}")
             print(f"  ({setting}: {time.perf_counter() - started:.0f} s)", flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2) + "\n")
