@@ -34,21 +34,21 @@ def pretraining_hurt(analysis: Analysis) -> dict[str, list[Comparison]]:
     return _won(analysis, by_arm=False)
 
 
-def _digits(c: Comparison) -> int:
+def effect_digits(c: Comparison) -> int:
     """Decimals of a difference: MLM loss in nats to 3, scores in points to 1."""
     return 3 if c.task == "mlm" else 1
 
 
 def _fmt_effect(c: Comparison) -> str:
     """'+3.0 [-6.3, +12.3]': ``b − a`` and its simultaneous interval, signed."""
-    d = _digits(c)
+    d = effect_digits(c)
     return f"{c.estimate:+.{d}f} [{c.interval.ci_low:+.{d}f}, {c.interval.ci_high:+.{d}f}]"
 
 
 def _lead(c: Comparison) -> str:
     """'MEASURE by 9.3 [0.1, 18.5] points (Holm p = 0.028, n=8)': how far the better side of a significant
     comparison is ahead, with the simultaneous interval of that lead, so 'worse by 9.3' never reads 'by -9.3'."""
-    d, unit = _digits(c), "nats" if c.task == "mlm" else "points"
+    d, unit = effect_digits(c), "nats" if c.task == "mlm" else "points"
     sign = 1 if c.estimate >= 0 else -1
     low, high = sorted((sign * c.interval.ci_low, sign * c.interval.ci_high))
     p = fmt_p(c.adjusted_p)
@@ -144,7 +144,7 @@ def _ablation_line(c: Comparison, blind: str) -> str:
         return f"{found(c)}{extra}."
     if c.test.tested:
         return (f"{c.measure.title}: no difference detected between {c.a} and {c.b} ({c.name} = {_fmt_effect(c)}, "
-                f"n={c.test.n}); the design detects |Δ| ≥ {c.mde:.{_digits(c)}f}{extra}.")
+                f"n={c.test.n}); the design detects |Δ| ≥ {c.mde:.{effect_digits(c)}f}{extra}.")
     return (f"{c.measure.title}: {c.name} not tested ({c.test.n} pretraining seed(s); at least {MIN_UNITS} "
             f"needed){extra}.")
 
@@ -169,7 +169,7 @@ def short_title(key: str) -> str:
 
 def _signed(c: Comparison) -> str:
     """'+0.1' (points) or '-0.111' (nats): ``b − a`` as the report rounds it."""
-    return f"{c.estimate:+.{_digits(c)}f}"
+    return f"{c.estimate:+.{effect_digits(c)}f}"
 
 
 def _brief_pair(pair: list[Comparison]) -> str:
@@ -179,7 +179,7 @@ def _brief_pair(pair: list[Comparison]) -> str:
     parts = []
     for c in (c for c in pair if c.significant):
         unit = "nats" if c.task == "mlm" else "points"
-        interval = f"[{c.interval.ci_low:+.{_digits(c)}f}, {c.interval.ci_high:+.{_digits(c)}f}]"
+        interval = f"[{c.interval.ci_low:+.{effect_digits(c)}f}, {c.interval.ci_high:+.{effect_digits(c)}f}]"
         parts.append(f"{short_title(c.task)} {_signed(c)} {interval} {unit}, {c.ours}")
     quiet = [c for c in pair if c.test.tested and not c.significant]
     if quiet:

@@ -10,7 +10,7 @@ import pandas as pd
 
 from bvr.report.analysis import Analysis, Comparison
 from bvr.report.budget import budget_curve, budget_payload
-from bvr.report.headlines import short_title
+from bvr.report.headlines import effect_digits, short_title
 from bvr.report.pretrain_runs import pretrain_table
 from bvr.report.stats import Summary
 from bvr.tracking.views import ScoreRow
@@ -82,7 +82,8 @@ def dvc_metrics(a: Analysis) -> dict[str, dict[str, float]]:
     DVC shows one row per metrics file and one column per key (a nested file is one wide row), so each number's
     row is its own small file, named by what it measures; the keys are few and sort as they read:
     ``ARM/finetune_TASK.json`` holds ``median`` (points), ``B-minus-A/MEASURE.json`` holds ``b_minus_a``,
-    ``ci_lower`` and ``ci_upper`` (points; nats for ``mlm``). A value that cannot be worked out (no interval under
+    ``ci_lower`` and ``ci_upper`` (points; nats for ``mlm``), rounded as the report prints them (1 decimal; 3 for
+    nats). A value that cannot be worked out (no interval under
     3 pretraining seeds) is left out, so DVC shows ``-``.
 
     Args:
@@ -92,12 +93,17 @@ def dvc_metrics(a: Analysis) -> dict[str, dict[str, float]]:
         ``{path relative to metrics/: {key: value}}``, arms first, in the report's order.
     """
     rows: dict[str, dict[str, float]] = {}
+    digits: dict[str, int] = {}
     for (arm, task), s in a.summaries.items():
-        rows[f"{arm}/finetune_{task}.json"] = {"median": s.median}
+        path = f"{arm}/finetune_{task}.json"
+        rows[path], digits[path] = {"median": s.median}, 1
     for c in [*a.comparisons, *a.control]:
-        rows[f"{c.b}-minus-{c.a}/{c.task.replace('/', '_')}.json"] = {
-            "b_minus_a": c.estimate, "ci_lower": c.interval.ci_low, "ci_upper": c.interval.ci_high}
-    return {path: {k: v for k, v in clean(values).items() if v is not None} for path, values in rows.items()}
+        path = f"{c.b}-minus-{c.a}/{c.task.replace('/', '_')}.json"
+        rows[path] = {"b_minus_a": c.estimate, "ci_lower": c.interval.ci_low, "ci_upper": c.interval.ci_high}
+        digits[path] = effect_digits(c)
+    # Rounded as the report prints them (full precision: MLflow, the report's metrics.json and effects.csv).
+    return {path: {k: round(v, digits[path]) for k, v in clean(values).items() if v is not None}
+            for path, values in rows.items()}
 
 
 def effects_table(a: Analysis) -> pd.DataFrame:
