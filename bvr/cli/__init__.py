@@ -14,11 +14,11 @@ import sys
 from typing import Annotated, NoReturn
 
 import typer
-from rich.markup import escape
 
 from bvr.cli import ablate, data, evaluate, train
 from bvr.cli.options import err_console, state
 from bvr.errors import BvrError
+from bvr.formatting import literal
 from bvr.memory import keep_freed_memory
 from bvr.progress import silence_other_bars
 from bvr.signals import Terminated, handle_sigterm
@@ -137,7 +137,7 @@ def _user_error(err: BvrError) -> NoReturn:
     """Print ``err`` as one line and exit 2 (with ``--debug`` or ``BVR_DEBUG``: raise it, with its traceback)."""
     if _debug():
         raise err
-    err_console.print(f"[bold red]error:[/] {escape(err.one_line())}", highlight=False, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {literal(err.one_line())}", highlight=False, soft_wrap=True)
     sys.exit(2)
 
 

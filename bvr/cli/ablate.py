@@ -22,7 +22,7 @@ from bvr.cli.options import (
 )
 from bvr.config import preset_names
 from bvr.errors import BvrError
-from bvr.formatting import duration
+from bvr.formatting import duration, literal
 
 UNIT_KINDS_HELP = ", ".join(kind.value for kind in UnitKind)
 
@@ -101,7 +101,7 @@ def ablate_cmd(
                       soft_wrap=True)
     ran, reused = len(result.ran), len(result.reused)
     console.print(f"ablation {plan.name}: {ran} unit(s) run, {reused} reused, in {duration(result.seconds)}",
-                  highlight=False)
+                  markup=False, highlight=False)
     if result.report is not None:
         _print_outcome(result.report, plan.experiment, ui_url)
     elif not only:  # the same --preset, --set and folders pick this invocation's manifest (a smoke run's, say)
@@ -238,7 +238,7 @@ def report_cmd(
         result = render_report(Manifest.load(path), out / Path(name).stem, workdir=Path.cwd(), ui_url=ui_url)
         console.print(f"wrote {result.html}" + ("" if result.complete else
                                                  f" (partial: {len(result.missing)} item(s) missing)"),
-                      highlight=False)
+                      markup=False, highlight=False, soft_wrap=True)
         for line in result.missing:
             console.print(f"  missing: {line}", markup=False, highlight=False)
         _print_headline(result)
@@ -246,7 +246,7 @@ def report_cmd(
             _browser_check(Manifest.load(path), browser_check)
     if all_:
         summary = render_summary(latest_manifests(outputs), out, workdir=Path.cwd())
-        console.print(f"wrote {summary}", highlight=False)
+        console.print(f"wrote {summary}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _browser_check(manifest: Any, out: Path) -> None:
@@ -260,14 +260,15 @@ def _browser_check(manifest: Any, out: Path) -> None:
         raise BvrError("no Chromium found for --browser-check", where="--browser-check",
                        hint="install it (Debian: apt-get install chromium) or set BVR_CHROMIUM to its path")
     uri = tracking_uri(Path.cwd())
-    console.print(f"starting `mlflow ui` for {uri} and headless Chromium (about a minute)...", highlight=False)
+    console.print(f"starting `mlflow ui` for {uri} and headless Chromium (about a minute)...", markup=False,
+                  highlight=False)
     with mlflow_ui(uri) as base:
         copy = render_report(manifest, out / "report", workdir=Path.cwd(), ui_url=base, log_to_mlflow=False)
         parent = manifest.parent_run_id
         experiment_id = store_client(uri).get_run(parent).info.experiment_id if parent else None
         check = check_in_browser(copy.html, base, out, experiment_id=experiment_id, parent_run_id=parent)
     console.print(f"browser check: {check.images} image(s), {check.links} link(s) into MLflow; screenshots and "
-                  f"check.json in {out}", highlight=False)
+                  f"check.json in {out}", markup=False, highlight=False, soft_wrap=True)
     if check.problems:
         raise BvrError("; ".join(check.problems), where=str(check.report),
                        hint="see check.json and the screenshots beside it")
@@ -291,18 +292,19 @@ def status_cmd(
 
     path = find_manifest(name, output_dir or Path("outputs"), preset=preset)
     manifest = Manifest.load(path)
-    console.print(f"[bold]{manifest.ablation}[/bold] (preset {manifest.preset or 'default'}), manifest {path}, "
-                  f"updated {manifest.context.updated or '—'}", highlight=False)
+    console.print(f"[bold]{literal(manifest.ablation)}[/bold] (preset {literal(manifest.preset or 'default')}), "
+                  f"manifest {literal(path)}, updated {literal(manifest.context.updated or '—')}", highlight=False,
+                  soft_wrap=True)
     table = Table(*PROGRESS_HEADER)
     for row in progress_rows(manifest):
-        table.add_row(*row)
+        table.add_row(*map(literal, row))
     console.print(table)
     base = ui_base(tracking_uri(Path.cwd()), ui_url)
     running = running_now(manifest, Path.cwd())
     for run in running:
         where = f" {ui_address(base, run.experiment_id, run.run_id)}" if base else f" (run {run.run_id})"
-        console.print(f"running now: {run.name}, process {run.pid}, since {run.started}{where}", highlight=False,
-                      soft_wrap=True)
+        console.print(f"running now: {run.name}, process {run.pid}, since {run.started}{where}", markup=False,
+                      highlight=False, soft_wrap=True)
     for line in errors(manifest):
         console.print(f"failed: {line}", markup=False, highlight=False, soft_wrap=True)
     # Commands that run as printed: the experiment as bvr ablate takes it, every option of the plan hash, quoted.
@@ -347,4 +349,4 @@ def pipeline_cmd(
         params.write_text("# Read by dvc.yaml. data_dir: the data folder; empty: the BVR_DATA_DIR variable.\n"
                           "data_dir: ''\n", encoding="utf-8")
     console.print(f"wrote {output} and its plot templates in {output.parent / TEMPLATES_DIR}; run it with: dvc repro",
-                  highlight=False)
+                  markup=False, highlight=False, soft_wrap=True)

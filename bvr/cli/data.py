@@ -25,6 +25,7 @@ from bvr.cli.options import (
     load,
 )
 from bvr.errors import BvrError
+from bvr.formatting import literal
 
 
 def config_show(
@@ -81,7 +82,8 @@ def tokenizer_train(config: ConfigOpt = None, preset: PresetOpt = None, set_: Se
     corpus_dir = prepare_corpus(cfg)
     tokenizer_dir = prepare_tokenizer(cfg, corpus_dir)
     _print_tokenizer_stats(tokenizer_dir)
-    console.print(f"tokenizer: [bold]{tokenizer_dir}[/]  (next: bvr data prepare with the same options)")
+    console.print(f"tokenizer: [bold]{literal(tokenizer_dir)}[/]  (next: bvr data prepare with the same options)",
+                  highlight=False, soft_wrap=True)
 
 
 tokenizer_train.__doc__ = (tokenizer_train.__doc__ or "").format(families=FAMILIES_HELP)  # None under -OO
@@ -136,7 +138,7 @@ data_prepare.__doc__ = (data_prepare.__doc__ or "").format(formats=FORMATS_HELP)
 
 def _print_prepared(prepared) -> None:
     stats = prepared.stats()
-    table = Table(title=f"prepared data in {prepared.instances.parent}")
+    table = Table(title=f"prepared data in {literal(prepared.instances.parent)}")
     table.add_column("stage")
     table.add_column("folder", no_wrap=True)
     table.add_column("figures")

@@ -23,7 +23,7 @@ from bvr.cli.options import (
 )
 from bvr.config import PROBE_KINDS, SENTENCE_FEATURES, TOKEN_FEATURES
 from bvr.errors import BvrError
-from bvr.formatting import duration
+from bvr.formatting import duration, literal
 
 PROBE_TASKS_HELP = tasks_help(PROBE_KINDS)
 """The tasks a probe takes: every kind but span (:data:`bvr.config.PROBE_KINDS`)."""
@@ -167,9 +167,9 @@ def _blimp_macro_table(name: str, ours, published: list) -> Table:
     table = Table(title="macro accuracy (mean over paradigms)")
     table.add_column("model")
     table.add_column("accuracy", justify="right")
-    table.add_row(name, f"{ours.macro:.1%}")
+    table.add_row(literal(name), f"{ours.macro:.1%}")
     for model, summary in published:
-        table.add_row(f"{model} (published)", f"{summary.macro:.1%}")
+        table.add_row(f"{literal(model)} (published)", f"{summary.macro:.1%}")
     table.add_row("chance", f"{CHANCE:.1%}")
     return table
 
@@ -180,9 +180,9 @@ def _blimp_term_table(result, published: list) -> Table:
     table.add_column("paradigms", justify="right")
     table.add_column("this model", justify="right", overflow="fold")  # the macro table gives its name
     for model, _ in published:
-        table.add_column(model, justify="right", overflow="fold")
+        table.add_column(literal(model), justify="right", overflow="fold")
     terms = list(result.paradigm_terms.values())
     for term, accuracy in result.term_accuracy.items():
         theirs = (f"{s.terms[term]:.1%}" if term in s.terms else "—" for _, s in published)
-        table.add_row(term, str(terms.count(term)), f"{accuracy:.1%}", *theirs)
+        table.add_row(literal(term), str(terms.count(term)), f"{accuracy:.1%}", *theirs)
     return table

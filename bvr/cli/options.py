@@ -19,6 +19,7 @@ from rich.console import Console
 
 from bvr.ablation.declare import list_experiments
 from bvr.config import FAMILIES, INPUT_FORMATS, MASKING_MODES, preset_names
+from bvr.config.loading import NAME_RULE, is_name
 from bvr.errors import BvrError
 from bvr.tasks.registry import TASK_KINDS, TASKS
 from bvr.write_checks import name_too_long
@@ -74,6 +75,22 @@ def folder_option(what: str) -> Callable[[Path | None], Path | None]:
         reason = name_too_long(value)
         if reason:
             raise BvrError(f"cannot use it as the {what}: {reason}", where=value, hint="choose a shorter name")
+        return value
+    return check
+
+
+def label_option(option: str, what: str) -> Callable[[str | None], str | None]:
+    """The callback of an option that takes a label (``--arm``, ``--experiment``): held to the rule of run and
+    experiment names (:func:`~bvr.config.loading.is_name`), as an ablation's arms and experiments are, since a label
+    names MLflow runs and experiments as theirs do.
+
+    Args:
+        option: the option, for the message (``"--arm"``).
+        what: what the label names (``"an arm"``).
+    """
+    def check(value: str | None) -> str | None:
+        if value is not None and not is_name(value):
+            raise BvrError(f"{value!r} cannot name {what}", where=option, hint=NAME_RULE)
         return value
     return check
 

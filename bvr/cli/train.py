@@ -7,8 +7,21 @@ from typing import Annotated
 
 import typer
 
-from bvr.cli.options import ConfigOpt, DataDirOpt, OutputDirOpt, PresetOpt, SetOpt, console, load, tasks_help
+from bvr.cli.options import (
+    ConfigOpt,
+    DataDirOpt,
+    OutputDirOpt,
+    PresetOpt,
+    SetOpt,
+    console,
+    label_option,
+    load,
+    tasks_help,
+)
 from bvr.errors import BvrError
+
+EXPERIMENT_CHECK = label_option("--experiment", "an MLflow experiment")
+"""``--experiment`` of pretrain and finetune: a name as an ablation's experiment has one."""
 
 
 def pretrain_cmd(
@@ -16,8 +29,8 @@ def pretrain_cmd(
                                          "its last checkpoint (data order, masks and RNG included).")] = False,
     restart: Annotated[bool, typer.Option("--restart", help="Discard an unfinished run of this configuration and "
                                           "start again.")] = False,
-    experiment: Annotated[str | None, typer.Option("--experiment", help="MLflow experiment (default: "
-                                                   "bvr-pretrain).")] = None,
+    experiment: Annotated[str | None, typer.Option("--experiment", callback=EXPERIMENT_CHECK, help="MLflow "
+                                                   "experiment (default: bvr-pretrain).")] = None,
     config: ConfigOpt = None, preset: PresetOpt = None, set_: SetOpt = None,
     data_dir: DataDirOpt = None, output_dir: OutputDirOpt = None,
 ) -> None:
@@ -35,10 +48,10 @@ def pretrain_cmd(
 
 def _print_pretrain(result) -> None:
     state = "reused the finished run" if result.reused else "finished"
-    console.print(f"{state}: [bold]{result.run_dir}[/]")
-    from bvr.formatting import pretrain_summary
+    from bvr.formatting import literal, pretrain_summary
 
-    console.print("  " + pretrain_summary(result.metrics), highlight=False, soft_wrap=True)
+    console.print(f"{state}: [bold]{literal(result.run_dir)}[/]", highlight=False, soft_wrap=True)
+    console.print("  " + pretrain_summary(result.metrics), markup=False, highlight=False, soft_wrap=True)
     console.print(f"next: bvr fill-mask {result.run_dir} \"Paris is the [MASK] of France.\"", markup=False)
 
 
@@ -52,10 +65,10 @@ def finetune_cmd(
     set_: SetOpt = None,
     from_scratch: Annotated[bool, typer.Option("--from-scratch", help="No-pretraining control: a randomly "
                                                "initialised encoder of the checkpoint's shape.")] = False,
-    arm: Annotated[str | None, typer.Option("--arm", help="Arm name for MLflow (default: the checkpoint's "
-                                            "name).")] = None,
-    experiment: Annotated[str | None, typer.Option("--experiment", help="MLflow experiment (default: "
-                                                   "bvr-finetune).")] = None,
+    arm: Annotated[str | None, typer.Option("--arm", callback=label_option("--arm", "an arm"), help="Arm name "
+                                            "for MLflow (default: the checkpoint's name).")] = None,
+    experiment: Annotated[str | None, typer.Option("--experiment", callback=EXPERIMENT_CHECK, help="MLflow "
+                                                   "experiment (default: bvr-finetune).")] = None,
     data_dir: DataDirOpt = None,
     output_dir: OutputDirOpt = None,
     hparams: Annotated[Path | None, typer.Option("--hparams", hidden=True, help="Removed: use --config FILE with a "
@@ -110,7 +123,8 @@ def export_cmd(
 
     pretrained = load_pretrained(checkpoint)
     export_model(pretrained.model, pretrained.folder, _bvr_config(pretrained.folder), out)
-    console.print(f"wrote {out} (load with transformers.AutoModelForMaskedLM.from_pretrained)")
+    console.print(f"wrote {out} (load with transformers.AutoModelForMaskedLM.from_pretrained)", markup=False,
+                  highlight=False, soft_wrap=True)
 
 
 def _bvr_config(folder: Path) -> dict:

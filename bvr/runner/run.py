@@ -58,7 +58,7 @@ from bvr.ablation.manifest import Manifest
 from bvr.ablation.plan import Plan, Unit, UnitKind
 from bvr.cache import global_rank, target_lock
 from bvr.errors import BvrError
-from bvr.formatting import duration
+from bvr.formatting import duration, literal
 from bvr.progress import on_terminal
 from bvr.runner.hardware import hardware
 from bvr.runner.stage_folder import adopt_stage_records, copy_tree
@@ -165,7 +165,7 @@ class Runner:
 
         start = time.perf_counter()
         if on_terminal():  # what the bars that follow belong to; a log gets the unit's one closing line only
-            self.say(f"[bold]▶ {unit}[/bold]")
+            self.say(f"[bold]▶ {literal(unit)}[/bold]")
         try:
             with tagged(self._model_tags(unit)):
                 outcome = HANDLERS[unit.kind](self.context(), unit)
@@ -208,12 +208,13 @@ def write_product(stage_dir: Path, product: Product) -> None:
 
 
 def unit_line(unit: Unit, outcome: str, seconds: float, notes: list[str]) -> str:
-    """The one line a finished unit prints: what it was, how it ended and how long it took, then its key numbers.
+    """The one line a finished unit prints, as Rich markup: what it was, how it ended (``outcome``, markup) and how
+    long it took, then its key numbers (the unit and the notes as text, :func:`~bvr.formatting.literal`).
 
     >>> unit_line(Unit(UnitKind.BLIMP, "static-p0"), "done", 8.24, ["BLiMP 53.3 (chance 50.0)"])
     'blimp:static-p0: done in 8.2 s; BLiMP 53.3 (chance 50.0)'
     """
-    return f"{unit}: {outcome} in {duration(seconds)}" + "".join(f"; {note}" for note in notes)
+    return f"{literal(unit)}: {outcome} in {duration(seconds)}" + "".join(f"; {literal(note)}" for note in notes)
 
 
 @contextlib.contextmanager
@@ -340,8 +341,8 @@ def run_ablation(
         units = [u for u in units if u.kind in PRETRAINING_KINDS]
     budget = use_threads(plan.arms[0].config.training.threads)  # each pretraining run applies its arm's own
     runner.say(_describe_plan(plan, units, budget) if not only else  # a DVC stage: one line, not a banner per stage
-               f"[bold]ablation {plan.name}[/bold] (preset {plan.preset or 'default'}), data folder "
-               f"{plan.data_dir or '(none)'}, {budget.line()}")
+               f"[bold]ablation {literal(plan.name)}[/bold] (preset {literal(plan.preset or 'default')}), data "
+               f"folder {literal(plan.data_dir or '(none)')}, {literal(budget.line())}")
     context = runner.manifest.context
     earlier = context.wall_seconds or 0.0  # summed over invocations
     with _parent(runner, only):
@@ -368,15 +369,17 @@ def run_ablation(
 
 def _describe_plan(plan: Plan, units: list[Unit], budget: ThreadBudget) -> str:
     ab = plan.ablation
-    arms = ", ".join(a.label for a in plan.arms)
+    arms = ", ".join(literal(a.label) for a in plan.arms)
     ev = plan.evaluations
     blimp = ("BLiMP " + (f"{ev.blimp_per_paradigm} pairs per paradigm" if ev.blimp_per_paradigm else "all pairs")
              if plan.blimp_dir is not None else "no BLiMP (no blimp/ in the data folder)")
-    probes = (f"probes {', '.join(ev.probe_tasks)} x {ev.probe_seeds} seeds" if ev.probe_tasks else "no probes")
-    lines = [f"[bold]ablation {plan.name}[/bold] (preset {plan.preset or 'default'}): {ab.description}",
+    probes = (f"probes {literal(', '.join(ev.probe_tasks))} x {ev.probe_seeds} seeds" if ev.probe_tasks else
+              "no probes")
+    lines = [f"[bold]ablation {literal(plan.name)}[/bold] (preset {literal(plan.preset or 'default')}): "
+             f"{literal(ab.description)}",
              f"  arms: {arms} ({len(ab.pretrain_seeds)} pretraining seed(s) each)",
              f"  evaluations: {blimp}; {probes}",
-             f"  fine-tuning: {', '.join(plan.tasks)} x {len(plan.seeds)} seeds",
-             f"  manifest: {plan.manifest_path}",
-             f"  units to run or reuse: {len(units)}; {budget.line()}"]
+             f"  fine-tuning: {literal(', '.join(plan.tasks))} x {len(plan.seeds)} seeds",
+             f"  manifest: {literal(plan.manifest_path)}",
+             f"  units to run or reuse: {len(units)}; {literal(budget.line())}"]
     return "\n".join(lines)
