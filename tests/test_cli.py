@@ -260,3 +260,15 @@ def test_third_party_notices_show_only_with_verbose(tmp_path, verbose):
     done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
                           check=True)
     assert ("INFO mlflow.store.db.utils: Creating initial MLflow database tables" in done.stderr) is verbose
+
+
+@pytest.mark.parametrize("path", all_commands(), ids=lambda p: " ".join(p) or "bvr")
+def test_help_shows_values_as_words_not_python_types(path, monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, _ = run_main(monkeypatch, capsys, *path, "--help")
+    assert code == 0 and "Usage" in out
+    assert not re.search(r"<(str|bool|int|float|path|list\[[^]]*\])>", out), out  # TEXT, N, PATH; flags bare
+    if path == ["ablate"]:
+        text = " ".join(out.replace("│", " ").split())
+        assert "--set -s TEXT Override" in text and "--report --no-report Render" in text
+        assert "name TEXT Ablation:" in text

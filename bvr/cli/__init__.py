@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -101,6 +101,34 @@ def _main(
             logging.getLogger(name).setLevel(logging.WARNING)
 
 
+PLAIN_METAVARS = {"bool": "", "str": "TEXT", "int": "N", "int range": "N", "float": "X", "float range": "X"}
+"""What `--help` shows for a value of each Python type, where Typer would show the type's own name (``<str>``,
+``<list[str]>``, ``<bool>`` beside a flag); paths show PATH, choices their values."""
+
+
+def plain_metavars(command: Any) -> None:
+    """Give every option and argument of ``command`` (a Typer group or command, and its subcommands) a metavar a
+    user reads: ``TEXT``, ``N``, ``PATH``, nothing beside an on/off flag, unless it has one already."""
+    from typer.core import TyperArgument, TyperOption
+
+    ctx = command.context_class(command)
+    for param in command.get_params(ctx):  # --help included
+        if not isinstance(param, TyperOption | TyperArgument):
+            continue
+        if isinstance(param, TyperOption) and param.metavar is not None:
+            continue
+        label = param.display_type(ctx).strip("<>")
+        inner = label[5:-1] if label.startswith("list[") else label
+        plain = PLAIN_METAVARS.get(inner, "PATH" if inner in ("path", "file", "directory") else inner.upper()
+                                   if "|" not in inner else inner)
+        if isinstance(param, TyperOption):
+            param.metavar = plain
+        else:  # Typer shows an argument's type beside its name, ignoring the metavar
+            param.display_type_rich = lambda ctx, text=plain: text or None  # type: ignore[method-assign]
+    for sub in getattr(command, "commands", {}).values():
+        plain_metavars(sub)
+
+
 def main() -> None:
     """Entry point: run the app with the exit statuses of the README's table.
 
@@ -112,7 +140,9 @@ def main() -> None:
     state["command"] = None
     try:
         with handle_sigterm():
-            app()  # standalone mode: usage errors are printed by the parser and exit 2
+            command = typer.main.get_command(app)
+            plain_metavars(command)
+            command()  # standalone mode: usage errors are printed by the parser and exit 2
     except BvrError as err:
         _user_error(err)
     except KeyboardInterrupt as interrupt:
