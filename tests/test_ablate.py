@@ -115,6 +115,11 @@ def test_a_log_without_a_terminal_has_one_plain_line_per_unit_and_ends_with_the_
     assert "\n\n" not in log  # nor the blank lines a hidden tokenizers bar leaves
     plan = make_plan(finished / "tiny-masking.yaml", data_dir=data_dir, output_dir=finished / "outputs")
     lines = log.splitlines()
+    # The opening describes the run being made (not the experiment file's words), and states the thread budget.
+    assert lines[0] == ("ablation tiny-masking (preset default): 2 layers, hidden 32, 6 steps of 8 x 64 tokens, "
+                        "dupe factor 2")
+    assert lines[1] == "  experiment file: Static vs dynamic masking on a generated corpus, a few steps."
+    assert any(line.startswith("  units to run or reuse: ") and "; threads " in line for line in lines[:8])
     for unit in plan.units():  # what it was, how it ended, how long it took
         mine = [line for line in lines if re.match(rf"{unit}: (done|reused|failed) in ", line)]
         assert len(mine) == 1 and re.match(rf"{unit}: (done|reused) in \d+\.\d s", mine[0]), (unit, mine)

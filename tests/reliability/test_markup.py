@@ -125,8 +125,9 @@ def test_an_ablation_its_report_and_status_print_description_and_folders_as_writ
     code, out, err = bvr("ablate", "exp.yaml", "--data-dir", "e[red]mpty", "--output-dir", "out[/]x", "--no-report")
     assert code == 2 and "unit(s) failed" in error_line(err)
     lines = out.splitlines()
-    assert lines[0] == f"ablation exp (preset default): {description}"
-    assert lines[4].startswith("  manifest: out[/]x/ablations/exp-default-")
+    assert lines[0].startswith("ablation exp (preset default): 2 layers, hidden 32, ")
+    assert lines[1] == f"  experiment file: {description}"
+    assert lines[5].startswith("  manifest: out[/]x/ablations/exp-default-")
     missing = f"corpus.path: {workdir}/e[red]mpty/corpus/wiki does not exist"
     assert any(line.startswith("corpus: failed in ") and missing in line for line in lines), out
 
