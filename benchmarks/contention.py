@@ -37,8 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 TINY = ["corpus.max_documents=250", "corpus.validation_fraction=0.04", "masking.dupe_factor=3",
-        "training.warmup_steps=30", "training.val_every_steps=100"]
-"""The masking ablation's tiny block (experiments/masking.yaml), steps aside."""
+        "training.val_every_steps=100"]
+"""The masking ablation's tiny block (experiments/masking.yaml), steps aside (its 30 warm-up steps, at most
+``--steps``, are set with them)."""
 DRY = ["corpus.max_documents=40", "model.num_layers=1", "model.hidden_size=32", "model.num_heads=2",
        "model.intermediate_size=64", "data.max_length=32", "training.batch_size=4", "training.val_every_steps=2"]
 """``--dry-run``: a toy encoder on a few documents."""
@@ -114,7 +115,8 @@ def main() -> None:
                         help="which settings to measure [default: all three]")
     parser.add_argument("--json", type=Path, default=None, help="also write every figure to this file")
     args = parser.parse_args()
-    overrides = [*TINY, f"training.max_steps={args.steps}", *(DRY if args.dry_run else [])]
+    overrides = [*TINY, f"training.max_steps={args.steps}", f"training.warmup_steps={min(30, args.steps)}",
+                 *(DRY if args.dry_run else [])]
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         bench = Bench(args.data_dir.resolve(), Path(tmp), overrides)  # the first run prepares the data

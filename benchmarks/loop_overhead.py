@@ -68,7 +68,7 @@ class Clock(L.Callback):
 def config(data_dir: Path, output: Path, steps: int, seed: int, documents: int, dry_run: bool = False):
     sets = [f"corpus.max_documents={documents}", "data.input_format=full-sentences", "data.sentence_objective=none",
             "model.num_layers=4", "model.hidden_size=256", "model.num_heads=4", "model.intermediate_size=1024",
-            "training.batch_size=32", f"training.max_steps={steps}", "training.warmup_steps=10",
+            "training.batch_size=32", f"training.max_steps={steps}", f"training.warmup_steps={min(10, steps)}",
             f"training.val_every_steps={10 * steps}", "training.checkpoint_every_steps=100",
             "training.log_every_steps=10", f"training.seed={seed}", *(DRY if dry_run else [])]
     return load_config(preset="tiny", overrides=sets, extra={"data_dir": str(data_dir), "output_dir": str(output)})

@@ -210,7 +210,8 @@ def test_minimal_file_and_defaults(tmp_path):
 
 
 def test_set_overrides_apply_to_all_arms(tmp_path):
-    ablation = load_ablation(write(tmp_path, GOOD), preset="tiny", overrides=["training.max_steps=7"])
+    ablation = load_ablation(write(tmp_path, GOOD), preset="tiny",
+                             overrides=["training.max_steps=7", "training.warmup_steps=1"])
     assert {c.training.max_steps for c in ablation.arms.values()} == {7}
 
 

@@ -416,7 +416,7 @@ def _held_run(cfg, workdir: Path, release: Path) -> None:
 
 def test_a_second_run_of_the_same_config_waits_for_the_first_and_reuses_it(data_dir, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    cfg = config(data_dir, tmp_path / "out", "training.max_steps=4")
+    cfg = config(data_dir, tmp_path / "out", "training.max_steps=4", "training.warmup_steps=2")
     run_dir = run_dir_for(cfg, prepare(cfg, progress=False))
     release = tmp_path / "release"
     child = multiprocessing.get_context("spawn").Process(target=_held_run, args=(cfg, tmp_path, release))

@@ -1,6 +1,6 @@
-"""Checks on an ablation's arms: they differ only where declared, and they see equal passes over the data.
+"""Checks on an ablation's arms: they differ, and only where declared, and they see equal passes over the data.
 
-:func:`check_arms` refuses arms that differ in anything no arm declares (every ablation
+:func:`check_arms` refuses identical arms and arms that differ in anything no arm declares (every ablation
 :func:`bvr.ablation.loading.load_ablation` returns has passed it). :func:`equal_passes` refuses arms that do not
 see the same number of training tokens, as RoBERTa's comparisons hold the data seen fixed: the batch-size ablation
 (Table 3) trades batch size against steps at an equal number of sequences; the input-format ablation (section 4.2,
@@ -39,17 +39,23 @@ def arm_differences(ablation: Ablation) -> dict[tuple[str, str], set[str]]:
 
 
 def check_arms(ablation: Ablation) -> None:
-    """Refuse arms that differ in anything neither of them declares.
+    """Refuse identical arms, and arms that differ in anything neither of them declares.
 
     Two arms may differ only in keys one of them sets in its diff; an arm may declare a key and leave it as the
-    other arms have it.
+    other arms have it, but two arms that resolve to the same configuration (for the preset loaded) would run one
+    model twice and report the noise between them as an effect.
 
     Raises:
-        BvrError: fewer than two arms, or a pair of arms differing in undeclared keys (arms, keys and values named).
+        BvrError: fewer than two arms, a pair of identical arms (the file and both arms named), or a pair of arms
+            differing in undeclared keys (arms, keys and values named).
     """
     if len(ablation.arms) < 2:
         raise BvrError(f"an ablation needs at least two arms, found {len(ablation.arms)}", where=ablation.source)
     for (a, b), keys in arm_differences(ablation).items():
+        if not keys:
+            raise BvrError(f"arms '{a}' and '{b}' are identical: their configurations differ in nothing but the name",
+                           where=ablation.source,
+                           hint=f"an ablation compares arms that differ: change what '{b}' is about, or remove it")
         undeclared = sorted(keys - ablation.declared.get(a, set()) - ablation.declared.get(b, set()))
         if undeclared:
             fa, fb = flatten(ablation.arms[a].to_dict()), flatten(ablation.arms[b].to_dict())

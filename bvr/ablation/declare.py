@@ -46,7 +46,7 @@ purpose, so the equal-passes check of other ablations does not apply.
 The arm's config ``name`` is the arm name. This module holds the types and finds the files;
 :func:`bvr.ablation.loading.load_ablation` reads one. Nothing there trains or fine-tunes: it only parses, expands and
 checks; the checks on the arms are in :mod:`bvr.ablation.arms` (:func:`~bvr.ablation.arms.check_arms`, run on
-every ablation loaded, refuses arms that differ in anything no arm declares).
+every ablation loaded, refuses identical arms and arms that differ in anything no arm declares).
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bvr.config.layering import check, check_choice, check_finite
+from bvr.errors import BvrError
 
 INPUT_FORMATS = ("segment-pair", "sentence-pair", "full-sentences", "doc-sentences")
 PAIR_FORMATS = ("segment-pair", "sentence-pair")
@@ -242,7 +243,7 @@ class TrainingConfig:
     learning_rate: float = 5e-4
     """Peak learning rate."""
     warmup_steps: int = 100
-    """Linear warm-up steps."""
+    """Linear warm-up steps (at most max_steps)."""
     max_steps: int = 1000
     """Optimiser steps (the learning-rate schedule decays to zero at this step)."""
     max_tokens: int | None = None
@@ -305,6 +306,10 @@ class TrainingConfig:
                      "training.")
         check(self.learning_rate > 0, "training.learning_rate", "must be positive")
         check(self.warmup_steps >= 0, "training.warmup_steps", "must be non-negative")
+        if self.warmup_steps > self.max_steps:
+            raise BvrError(f"{self.warmup_steps} warm-up steps are more than training.max_steps {self.max_steps}: "
+                           "the learning rate would never reach its peak", where="training.warmup_steps",
+                           hint="set it to at most max_steps (the presets warm up for 1% to 10% of it)")
         check(self.num_workers >= 0, "training.num_workers", "must be non-negative")
         check(self.threads >= 0, "training.threads", f"{self.threads} must be 0 (from the CPUs) or a thread count")
         check(self.adam_eps > 0, "training.adam_eps", f"{self.adam_eps} must be positive (RoBERTa: 1e-6)")

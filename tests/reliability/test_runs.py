@@ -79,7 +79,7 @@ def test_a_checkpoint_of_another_model_size_on_resume_is_one_line(bvr, killed, t
     embeddings = "model.bert.embeddings.word_embeddings.weight"
     vocabulary = torch.load(last, weights_only=True)["state_dict"][embeddings].shape[0]
     code, _, err = bvr(*args, "--output-dir", tmp_path / "out", "--set", "model.hidden_size=16",
-                       "--set", "training.max_steps=4")
+                       "--set", "training.max_steps=4", "--set", "training.warmup_steps=2")
     assert code == 0, err
     narrow = next(p for p in (tmp_path / "out" / "runs").glob("pretrain-*") if p != last.parents[1])
     shutil.copy(narrow / "checkpoints" / "last.ckpt", last)  # a checkpoint of a 16-wide model in a 32-wide run

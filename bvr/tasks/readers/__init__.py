@@ -12,7 +12,8 @@ is read, and how the same split is read from the task's Hugging Face hub dataset
 - ``squad-json`` (SQuAD's JSON): :func:`~bvr.tasks.readers.squad_json.read_squad`, giving
   :class:`~bvr.tasks.readers.squad_json.SquadExample` s.
 
-The hub readers are in :mod:`bvr.tasks.readers.hub`.
+The hub readers are in :mod:`bvr.tasks.readers.hub`. A training split of a classification or tagging task must hold
+at least two classes (:func:`check_classes`), wherever it was read from.
 
 Offline, SQuAD often has only its dev file. When a ``squad-json`` task's training file is missing, the dev file is
 split by article (:func:`~bvr.tasks.readers.squad_json.split_by_article`) into a training part and an evaluation
@@ -21,6 +22,7 @@ part, and the split's description travels with the result (:attr:`~bvr.tasks.rea
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,20 +109,55 @@ def read_task(spec: TaskSpec, data_dir: Path | None, settings: DataSettings) -> 
         settings: the article split's fraction and seed, for a ``squad-json`` task without a training file.
 
     Raises:
-        BvrError: a file is missing or malformed, or the hub cannot be reached without a data folder.
+        BvrError: a file is missing or malformed, the training split of a classification or tagging task holds
+            fewer than two classes (:func:`check_classes`), or the hub cannot be reached without a data folder.
     """
     reader = READERS[spec.format]
-    if data_dir is None:
-        return ReadResult({split.name: reader.read_hub(spec, split.hub_split) for split in spec.splits})
-    folder = Path(data_dir) / spec.folder
     train_split, eval_split = spec.splits[0], spec.splits[1]
+    if data_dir is None:
+        splits = {split.name: reader.read_hub(spec, split.hub_split) for split in spec.splits}
+        check_classes(spec, splits[train_split.name][0], f"{spec.hub_id}:{train_split.hub_split}")
+        return ReadResult(splits)
+    folder = Path(data_dir) / spec.folder
     if not reader.fallback_to_dev or (folder / train_split.file).is_file():
-        return ReadResult({split.name: reader.read_file(spec, task_file(spec, Path(data_dir), split.file))
-                           for split in spec.splits})
+        splits = {split.name: reader.read_file(spec, task_file(spec, Path(data_dir), split.file))
+                  for split in spec.splits}
+        check_classes(spec, splits[train_split.name][0], folder / train_split.file)
+        return ReadResult(splits)
     examples, line = reader.read_file(spec, task_file(spec, Path(data_dir), eval_split.file))
     train, evaluation, note = split_by_article(examples, settings.article_split_fraction, settings.article_split_seed)
     line = f"{line}; no {train_split.file}, so training and evaluation share it"
     return ReadResult({train_split.name: (train, line), eval_split.name: (evaluation, line)}, note)
+
+
+def check_classes(spec: TaskSpec, examples: list[Any], source: str | Path) -> None:
+    """Refuse a training split of a classification or tagging task that holds fewer than two classes (tags): a
+    model trained on it learns one answer, and its scores would be reported as if it had learned the task.
+
+    Args:
+        spec: the task; other kinds (regression, span) pass.
+        examples: the training split as read (:class:`Example` s or :class:`~bvr.tasks.readers.conll.Sentence` s).
+        source: the file (or hub split) they were read from, named in the error.
+
+    Raises:
+        BvrError: naming ``source``, the one class and how many examples (tokens) hold it.
+    """
+    if spec.kind == "classification":
+        names = spec.label_names or ()
+        counts = Counter(names[example.label] for example in examples)
+        what, unit = "class", "examples"
+        hint = ("a model trained on one class learns nothing of the task: give the task's whole training file, not "
+                "a part cut or sorted by label")
+    elif spec.kind == "tagging":
+        counts = Counter(tag for sentence in examples for tag in sentence.tags)
+        what, unit = "tag", "tokens"
+        hint = "the last column of a CoNLL file holds the entity tags: give the tagged training file"
+    else:
+        return
+    if len(counts) < 2:
+        detail = ", ".join(f"{name!r}, all {count:,} {unit}" for name, count in counts.items())
+        raise BvrError(f"the training split holds one {what} ({detail}); training needs at least two", where=source,
+                       hint=hint)
 
 
 def load_task_split(spec: TaskSpec, split: str, data_dir: Path | None) -> tuple[list[Example], ReadReport]:
@@ -162,4 +199,5 @@ def task_file(spec: TaskSpec, data_dir: Path, file: str) -> Path:
     return path
 
 
-__all__ = ["READERS", "SENTENCE_READERS", "FileFormat", "ReadResult", "load_task_split", "read_task", "task_file"]
+__all__ = ["READERS", "SENTENCE_READERS", "FileFormat", "ReadResult", "check_classes", "load_task_split", "read_task",
+           "task_file"]

@@ -1,10 +1,11 @@
 """What every reader shares: the sentence :class:`Example`, the :class:`ReadReport` of rows read and skipped, the
 skipped-share policy, label parsing, and the :class:`ReadResult` a task's splits are read into.
 
-Rows that cannot be parsed (blank, too few or too many columns, malformed JSON) are skipped and counted in a
-:class:`ReadReport` with the first few line numbers; more than ``max_skipped_share`` of them fails the read. Rows
-whose text field is empty are kept and counted; more than :data:`MAX_EMPTY_SHARE` of them fails the read. A label
-that is not one of the task's labels always fails, naming the file and line: it means a wrong file or task.
+Rows that cannot be parsed (blank, too few or too many columns, malformed JSON) and rows without a label are
+skipped and counted in a :class:`ReadReport` with the first few line numbers; more than ``max_skipped_share`` of
+them fails the read. Rows whose text field is empty are kept and counted; more than :data:`MAX_EMPTY_SHARE` of them
+fails the read. A label that is not one of the task's labels always fails, naming the file and line: it means a
+wrong file or task.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ crowd-sourced data (QQP), many mean the file is not what the task expects."""
 MAX_EMPTY_SHARE = 0.01
 """Largest share of a file's rows that may have an empty text field: GLUE has a handful (QQP), a file with many
 was damaged on the way (a bad export, a column cut away) and would train on nothing but the label."""
+
+NO_LABEL = "no label"
+"""The skip reason of a row that has its text but no label: counted in the summary with its first line numbers,
+never dropped without a word."""
 
 FIRST_LINES_KEPT = 5
 """Line numbers kept per skip reason, for the report."""
@@ -96,6 +101,10 @@ class ReadReport:
         lines = self.first_lines.setdefault(reason, [])
         if len(lines) < FIRST_LINES_KEPT:
             lines.append(line)
+
+    def skip_unlabelled(self, line: int) -> None:
+        """Count one skipped row that has its text but no label (reason :data:`NO_LABEL`)."""
+        self.skip(NO_LABEL, line)
 
     def summary(self) -> str:
         """One line for a person: rows read and skipped, and why.

@@ -44,6 +44,7 @@ class ConllReport:
         sentences: sentences kept (at least one token).
         tokens: tokens kept.
         bad_lines: 1-based numbers of lines with too few columns; they are skipped.
+        untagged: how many of those have one column, a token and no tag.
         scheme: the tagging scheme found in the file ("IOB2", "IOB1" or "mixed"; see :func:`detect_scheme`).
         converted: whether the tags were converted to IOB2.
     """
@@ -53,6 +54,7 @@ class ConllReport:
     sentences: int = 0
     tokens: int = 0
     bad_lines: list[int] = field(default_factory=list)
+    untagged: int = 0
     scheme: str = "IOB2"
     converted: bool = False
 
@@ -100,6 +102,7 @@ def _read_line(line: str, number: int, path: Path, n_columns: int, labels: Seque
         builder.report.documents += 1
     elif len(columns) < n_columns:
         builder.report.bad_lines.append(number)
+        builder.report.untagged += int(len(columns) == 1)
     elif len(columns) > n_columns:
         # More columns than the format has means a different format (or tokens with spaces): reading on would
         # take the wrong column as the tag, so stop.
@@ -125,8 +128,13 @@ the token lines; beyond it the file is another layout (a 2-column file, say) and
 
 def _check_enough_lines(report: ConllReport, path: Path, n_columns: int) -> None:
     """Refuse a file whose token lines mostly lack columns (another layout, or a broken export), rather than train
-    on what is left of it."""
+    on what is left of it; a file of tokens alone (one column, no tags) is named as such."""
     bad = len(report.bad_lines)
+    if bad and report.tokens == 0 and report.untagged == bad:
+        raise BvrError(f"no tags: each of the {bad:,} token lines has one column, the token (first at line "
+                       f"{report.bad_lines[0]})", where=f"{path}:{report.bad_lines[0]}",
+                       hint="a CoNLL file holds 'token POS chunk NER' lines, the entity tag last: give the tagged "
+                            "file")
     if bad and bad > MAX_BAD_SHARE * (bad + report.tokens):
         raise BvrError(
             f"{bad:,} of {bad + report.tokens:,} token lines have fewer than {n_columns} columns "

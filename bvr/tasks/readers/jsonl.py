@@ -4,7 +4,7 @@
 The spec names the fields: ``text_fields`` (one text or a pair) and ``label_field``; a label is mapped by the
 spec's ``label_values`` (BoolQ: ``false``/``true`` -> 0/1), else read as a label name, id or score as in TSV files.
 Other fields (``idx``) are ignored. Lines that cannot be parsed (blank, malformed JSON, not an object, a missing or
-non-text field) are skipped and counted, and fail the read past the shared skipped share
+non-text field, no label field) are skipped and counted, and fail the read past the shared skipped share
 (:data:`~bvr.tasks.readers.common.MAX_SKIPPED_SHARE`), with the reason and the first line numbers; an unknown label
 always fails at its ``file:line``.
 """
@@ -59,6 +59,9 @@ def _parse_line(
         report.skip("not a JSON object", number)
         return None
     missing = [name for name in (*spec.text_fields, spec.label_field) if name not in record]
+    if missing == [spec.label_field]:  # the texts are there: a row without a label, as a TSV row without one
+        report.skip_unlabelled(number)
+        return None
     if missing:
         report.skip(f"no field {', '.join(map(repr, missing))}", number)
         return None

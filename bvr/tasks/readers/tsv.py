@@ -4,8 +4,9 @@ The files are parsed by splitting each line on tabs, never with CSV quoting: MRP
 with unbalanced double quotes that a CSV reader would run together. Columns are found by header name, except in
 CoLA's headerless train and dev files, whose names come from the task spec. A leading UTF-8 byte-order mark
 (MRPC), a missing final newline (CoLA dev), Windows line ends and spaces around fields (SST-2) are tolerated.
-Unparsable rows are skipped, and rows with an empty sentence kept and counted, under the shared policies of
-:mod:`bvr.tasks.readers.common`.
+Unparsable rows and rows without a label (a blank label cell, or a row that ends where its last-column label
+would start) are skipped and counted, and rows with an empty sentence kept and counted, under the shared policies
+of :mod:`bvr.tasks.readers.common`.
 """
 
 from __future__ import annotations
@@ -74,6 +75,14 @@ def _layout(spec: TaskSpec, header: list[str], where: str) -> _Layout:
     return _Layout(texts, header.index(spec.label_field), len(header))
 
 
+def _label_missing(cells: list[str], layout: _Layout) -> bool:
+    """Whether a row has everything but its label: the label cell is blank, or it is the last column and the row
+    ends before it (SST-2's ``sentence`` with no tab and label after it)."""
+    if len(cells) == layout.width:
+        return not cells[layout.label_column].strip()
+    return len(cells) == layout.width - 1 and layout.label_column == layout.width - 1
+
+
 def _parse_row(
     line: str, number: int, report: ReadReport, *, layout: _Layout, labels: LabelParser, path: Path
 ) -> Example | None:
@@ -82,6 +91,9 @@ def _parse_row(
         report.skip("blank line", number)
         return None
     cells = line.split("\t")
+    if _label_missing(cells, layout):
+        report.skip_unlabelled(number)
+        return None
     if len(cells) != layout.width:
         report.skip(f"{'fewer' if len(cells) < layout.width else 'more'} than {layout.width} columns", number)
         return None
