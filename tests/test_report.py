@@ -565,8 +565,18 @@ def test_report_is_logged_to_the_parent_run(report: ReportResult, store: Store, 
         f"report/figures/{p.name}" for p in report.figures}
     tags = client.get_run(run_id).data.tags
     assert tags["bvr.report"] == str(report.html)
-    # The description is the headline in brief, whole in the 100 px MLflow shows: a line per question.
-    assert tags[MLFLOW_RUN_NOTE].split("\n") == [
+    # The description opens with every effect as a table MLflow renders (the same intervals as the report's), then
+    # the headline in brief: a line per question.
+    table, bullets = tags[MLFLOW_RUN_NOTE].split("\n\n")
+    rows = table.split("\n")
+    assert rows[:2] == ["| comparison | measure | Δ [simultaneous interval] | verdict |", "|---|---|---|---|"]
+    assert len(rows) == 2 + len(COMPARISONS)
+    assert next(r for r in rows if "dynamic − static | sst2 fine-tuned" in r) == (
+        "| dynamic − static | sst2 fine-tuned (dev accuracy) | +2.0 [+1.1, +2.9] points | dynamic better (Holm p = "
+        "0.009) |")
+    mlm = next(r for r in rows if "dynamic − static | validation MLM loss" in r)
+    assert "| -0.100 [" in mlm and " nats | no difference detected (Holm p = " in mlm and "detects |Δ| ≥ " in mlm
+    assert bullets.split("\n") == [
         "- **dynamic − static**: sst2 fine-tuned +2.0 [+1.1, +2.9] points, dynamic better; BLiMP +3.0, sst2 probe "
         "+1.0, squad_v2 fine-tuned +0.0, validation MLM loss -0.100: no difference detected.",
         "- **pretraining − no-pretraining**: helped BLiMP (static +20.0, dynamic +23.0), sst2 probe (static +15.0, "

@@ -222,3 +222,29 @@ def brief(analysis: Analysis) -> list[str]:
             pairs.setdefault((c.a, c.b), []).append(c)
     control = _brief_control(analysis)
     return [*(_brief_pair(pair) for pair in pairs.values()), *([control] if control else [])]
+
+
+def effects_table_markdown(analysis: Analysis) -> str:
+    """Every comparison as a row of a Markdown table, the ablation's pairs first, then each arm against the control:
+    ``b − a``, the measure, the difference with its simultaneous interval and unit, and the verdict. MLflow renders
+    it at the top of the parent run's description, so the run's page shows the effect itself.
+
+    A row reads ``| dynamic − static | validation MLM loss | −0.111 [−0.131, −0.091] nats | dynamic better (Holm
+    p < 0.001) |``; one not found says what the design could have detected, one not tested why.
+    """
+    rows = ["| comparison | measure | Δ [simultaneous interval] | verdict |", "|---|---|---|---|"]
+    for c in [*analysis.comparisons, *analysis.control]:
+        if not c.comparable:
+            continue
+        unit = "nats" if c.task == "mlm" else "points"
+        if not c.test.tested:
+            delta = f"{c.estimate:+.{effect_digits(c)}f} {unit}"
+            verdict = f"not tested ({c.test.n} pretraining seed(s); at least {MIN_UNITS} needed)"
+        else:
+            delta = f"{_fmt_effect(c)} {unit}"
+            p = fmt_p(c.adjusted_p)
+            holm = f"Holm p {p[0]} {p[1:]}" if p.startswith("<") else f"Holm p = {p}"
+            verdict = (f"{c.ours} ({holm})" if c.significant else
+                       f"no difference detected ({holm}; detects |Δ| ≥ {c.mde:.{effect_digits(c)}f})")
+        rows.append(f"| {c.b} − {c.a} | {c.measure.title} | {delta} | {verdict} |")
+    return "\n".join(rows) if len(rows) > 2 else ""

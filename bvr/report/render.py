@@ -49,7 +49,7 @@ from bvr.report.budget import budget_context, budget_curve, budget_frame
 from bvr.report.cells import ui_base
 from bvr.report.collect import collect
 from bvr.report.document import Figure, to_html, to_markdown
-from bvr.report.headlines import brief, headlines
+from bvr.report.headlines import brief, effects_table_markdown, headlines
 from bvr.report.inference import adjusted_confidence
 from bvr.report.numbers import dvc_metrics, effect_metrics, effects_table, metrics_payload, summary_rows
 from bvr.report.pretrain_runs import pretrain_table
@@ -230,12 +230,14 @@ def parent_params(manifest: Manifest) -> dict[str, str]:
 
 
 def _description(a: Analysis, result: ReportResult) -> str:
-    """The parent run's description: the headline in brief (:func:`bvr.report.headlines.brief`), which MLflow shows
-    whole within the 100 px it gives a description before "Show more". Where the report is (the tag
+    """The parent run's description: a partial report's note, then every effect as a table
+    (:func:`bvr.report.headlines.effects_table_markdown`, which MLflow renders), then the headline in brief
+    (:func:`bvr.report.headlines.brief`). Where the report is (the tag
     ``bvr.report``, the artifact ``report/report.html``) and the effects with their intervals (``report/effects.csv``
     and ``report/effects.png``) are on the same page. A partial report says so first."""
     partial = [] if result.complete else [f"Partial: {len(result.missing)} item(s) missing (listed in the report)."]
-    return "\n".join(f"- {line}" for line in [*partial, *brief(a)])
+    return "\n\n".join(part for part in ("\n".join(partial), effects_table_markdown(a),
+                                          "\n".join(f"- {line}" for line in brief(a))) if part)
 
 
 def _effect_estimates(a: Analysis) -> list[Metric]:
