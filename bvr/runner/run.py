@@ -61,9 +61,10 @@ from bvr.errors import BvrError
 from bvr.formatting import duration, literal
 from bvr.progress import on_terminal
 from bvr.runner.hardware import hardware
+from bvr.runner.opening import describe_plan
 from bvr.runner.stage_folder import adopt_stage_records, copy_tree
 from bvr.runner.units import HANDLERS, Outcome, Product, UnitContext
-from bvr.threads import ThreadBudget, use_threads
+from bvr.threads import use_threads
 from bvr.write_checks import check_writable, write_error
 
 PRETRAINING_KINDS = (UnitKind.CORPUS, UnitKind.TOKENIZER, UnitKind.DATA, UnitKind.PRETRAIN)
@@ -340,7 +341,7 @@ def run_ablation(
     if runner.rank != 0:  # other DDP ranks take part in pretraining only
         units = [u for u in units if u.kind in PRETRAINING_KINDS]
     budget = use_threads(plan.arms[0].config.training.threads)  # each pretraining run applies its arm's own
-    runner.say(_describe_plan(plan, units, budget) if not only else  # a DVC stage: one line, not a banner per stage
+    runner.say(describe_plan(plan, units, budget) if not only else  # a DVC stage: one line, not a banner per stage
                f"[bold]ablation {literal(plan.name)}[/bold] (preset {literal(plan.preset or 'default')}), data "
                f"folder {literal(plan.data_dir or '(none)')}, {literal(budget.line())}")
     context = runner.manifest.context
@@ -365,39 +366,3 @@ def run_ablation(
         raise BvrError(f"{len(runner.failed)} unit(s) failed: {lines}", where=f"ablate {plan.name}",
                        hint="fix the cause and run the same command again: finished units are reused")
     return result
-
-
-def _run_shape(plan: Plan) -> str:
-    """The run being made, from its arms' configurations (not the experiment file's words, which describe the
-    published setting): encoder size, steps, batch, sequence length, dupe factor; a value the arms differ in is
-    given per arm ("8/32").
-
-    The opening line's first words, e.g. ``2 layers, hidden 128, 1,200 steps of 32 x 128 tokens, dupe factor 3``.
-    """
-    def each(get) -> str:
-        values = list(dict.fromkeys(get(arm.config) for arm in plan.arms if not arm.control)) or \
-            list(dict.fromkeys(get(arm.config) for arm in plan.arms))
-        return "/".join(f"{v:,}" if isinstance(v, int) else str(v) for v in values)
-
-    return (f"{each(lambda c: c.model.num_layers)} layers, hidden {each(lambda c: c.model.hidden_size)}, "
-            f"{each(lambda c: c.training.max_steps)} steps of {each(lambda c: c.training.batch_size)} x "
-            f"{each(lambda c: c.data.max_length)} tokens, dupe factor {each(lambda c: c.masking.dupe_factor)}")
-
-
-def _describe_plan(plan: Plan, units: list[Unit], budget: ThreadBudget) -> str:
-    ab = plan.ablation
-    arms = ", ".join(literal(a.label) for a in plan.arms)
-    ev = plan.evaluations
-    blimp = ("BLiMP " + (f"{ev.blimp_per_paradigm} pairs per paradigm" if ev.blimp_per_paradigm else "all pairs")
-             if plan.blimp_dir is not None else "no BLiMP (no blimp/ in the data folder)")
-    probes = (f"probes {literal(', '.join(ev.probe_tasks))} x {ev.probe_seeds} seeds" if ev.probe_tasks else
-              "no probes")
-    lines = [f"[bold]ablation {literal(plan.name)}[/bold] (preset {literal(plan.preset or 'default')}): "
-             f"{_run_shape(plan)}",
-             f"  experiment file: {literal(ab.description)}",
-             f"  arms: {arms} ({len(ab.pretrain_seeds)} pretraining seed(s) each)",
-             f"  evaluations: {blimp}; {probes}",
-             f"  fine-tuning: {literal(', '.join(plan.tasks))} x {len(plan.seeds)} seeds",
-             f"  manifest: {literal(plan.manifest_path)}",
-             f"  units to run or reuse: {len(units)}; {literal(budget.line())}"]
-    return "\n".join(lines)

@@ -1,0 +1,44 @@
+"""What `bvr ablate` says first: the run being made, its arms, evaluations and fine-tuning, its manifest, and the
+thread budget it runs with."""
+
+from __future__ import annotations
+
+from bvr.ablation.plan import Plan, Unit
+from bvr.formatting import literal
+from bvr.threads import ThreadBudget
+
+
+def run_shape(plan: Plan) -> str:
+    """The run being made, from its arms' configurations (not the experiment file's words, which describe the
+    published setting): encoder size, steps, batch, sequence length, dupe factor; a value the arms differ in is
+    given per arm ("8/32").
+
+    The opening line's first words, e.g. ``2 layers, hidden 128, 1,200 steps of 32 x 128 tokens, dupe factor 3``.
+    """
+    def each(get) -> str:
+        values = list(dict.fromkeys(get(arm.config) for arm in plan.arms if not arm.control)) or \
+            list(dict.fromkeys(get(arm.config) for arm in plan.arms))
+        return "/".join(f"{v:,}" if isinstance(v, int) else str(v) for v in values)
+
+    return (f"{each(lambda c: c.model.num_layers)} layers, hidden {each(lambda c: c.model.hidden_size)}, "
+            f"{each(lambda c: c.training.max_steps)} steps of {each(lambda c: c.training.batch_size)} x "
+            f"{each(lambda c: c.data.max_length)} tokens, dupe factor {each(lambda c: c.masking.dupe_factor)}")
+
+
+def describe_plan(plan: Plan, units: list[Unit], budget: ThreadBudget) -> str:
+    ab = plan.ablation
+    arms = ", ".join(literal(a.label) for a in plan.arms)
+    ev = plan.evaluations
+    blimp = ("BLiMP " + (f"{ev.blimp_per_paradigm} pairs per paradigm" if ev.blimp_per_paradigm else "all pairs")
+             if plan.blimp_dir is not None else "no BLiMP (no blimp/ in the data folder)")
+    probes = (f"probes {literal(', '.join(ev.probe_tasks))} x {ev.probe_seeds} seeds" if ev.probe_tasks else
+              "no probes")
+    lines = [f"[bold]ablation {literal(plan.name)}[/bold] (preset {literal(plan.preset or 'default')}): "
+             f"{run_shape(plan)}",
+             f"  experiment file: {literal(ab.description)}",
+             f"  arms: {arms} ({len(ab.pretrain_seeds)} pretraining seed(s) each)",
+             f"  evaluations: {blimp}; {probes}",
+             f"  fine-tuning: {literal(', '.join(plan.tasks))} x {len(plan.seeds)} seeds",
+             f"  manifest: {literal(plan.manifest_path)}",
+             f"  units to run or reuse: {len(units)}; {literal(budget.line())}"]
+    return "\n".join(lines)
