@@ -149,7 +149,7 @@ def test_pretraining_checkpoint_loads_without_nsp_like_bert_base_uncased(tmp_pat
     """bert-base-uncased carries the pooler and NSP head: an MLM-only model drops them."""
     reference_model = tiny_hf("bert-pretraining")
     reference_model.save_pretrained(tmp_path)
-    ours, _ = load_hf(tmp_path, nsp=False)
+    ours, _ = load_hf(tmp_path, nsp=False, pooler=False)
     assert not ours.nsp and ours.encoder.pooler is None
     inputs = batch("bert")
     reference = hf_outputs(reference_model, inputs)

@@ -7,8 +7,10 @@ mostly the identity. What differs is what a checkpoint may carry besides the par
 - the MLM decoder is tied to the word embedding (and its bias to the head's ``bias``): HF's ``save_pretrained``
   writes neither alias, older checkpoints write both; we drop them on import and never write them;
 - old checkpoints name LayerNorm parameters ``gamma``/``beta`` and store ``position_ids`` buffers;
-- a checkpoint may carry heads the model does not use (``bert-base-uncased`` has the pooler and NSP head; a
-  ``roberta-base`` folder has a pooler): without NSP they are dropped, as HF does;
+- a checkpoint may carry heads the model does not use: without NSP the NSP head is dropped, and so is a roberta
+  folder's pooler (``roberta-base`` has one; ``RobertaForSequenceClassification`` draws its own dense + tanh), as
+  HF does; a bert folder's pooler is kept wherever it is stored (``BertModel``, ``BertForPreTraining``), since
+  ``BertForSequenceClassification`` classifies through it;
 - an encoder-only folder (``BertModel``, ``RobertaModel``: no MLM head at all) loads only where the caller says the
   head is not needed (fine-tuning, probing); the head is then left at its initialisation.
 
@@ -60,15 +62,16 @@ def _tied_aliases(family: str) -> tuple[str, str]:
     return f"{head}.decoder.weight", f"{head}.decoder.bias"
 
 
-def _unused_head_prefixes(family: str) -> tuple[str, ...]:
-    """Prefixes of the pooler and NSP head: dropped on import into a model without NSP."""
-    return (f"{family}.pooler.", "cls.seq_relationship.")
+def stored_pooler(state_dict: dict[str, torch.Tensor], family: str) -> bool:
+    """Whether a checkpoint stores a pooler the model keeps: a bert one (``pooler.*`` or ``bert.pooler.*``). A
+    roberta folder's pooler is never used by Hugging Face's roberta classes, and is dropped."""
+    return family == "bert" and any(key in state_dict for key in ("pooler.dense.weight", "bert.pooler.dense.weight"))
 
 
-def _expected_shapes(config: EncoderConfig, nsp: bool) -> dict[str, torch.Size]:
+def _expected_shapes(config: EncoderConfig, nsp: bool, pooler: bool) -> dict[str, torch.Size]:
     """Parameter names and shapes of a :class:`PretrainingModel`, built on the meta device (no memory, no init)."""
     with torch.device("meta"):
-        model = PretrainingModel(config, nsp=nsp)
+        model = PretrainingModel(config, nsp=nsp, pooler=pooler)
     return {key: value.shape for key, value in model.state_dict().items()}
 
 
@@ -98,6 +101,7 @@ def from_hf_state_dict(
     config: EncoderConfig,
     nsp: bool | None = None,
     where: str | Path | None = None,
+    pooler: bool | None = None,
 ) -> dict[str, torch.Tensor]:
     """Convert a Hugging Face state dict into one :class:`PretrainingModel` loads with ``strict=True``.
 
@@ -107,6 +111,8 @@ def from_hf_state_dict(
         config: the encoder config the weights are for.
         nsp: whether the target model has the NSP head; None: whenever the checkpoint has one.
         where: file named in errors.
+        pooler: whether the target model has a pooler without NSP; None: whenever the checkpoint stores a bert one
+            (:func:`stored_pooler`). A model with NSP always has one.
 
     Returns:
         Our state dict, tied aliases included (pointing at the same tensors as the embedding and bias).
@@ -119,15 +125,16 @@ def from_hf_state_dict(
     weights = _add_base_prefix(weights, family)
     if nsp is None:
         nsp = "cls.seq_relationship.weight" in weights
+    pooler = nsp or (stored_pooler(weights, family) if pooler is None else pooler)
     decoder_weight, decoder_bias = _tied_aliases(family)
     head_bias = f"{_head_prefix(family)}.bias"
     if head_bias not in weights and decoder_bias in weights:
         weights[head_bias] = weights[decoder_bias]  # some exports keep only the decoder's copy of the bias
     for alias in (decoder_weight, decoder_bias):
         weights.pop(alias, None)  # tied: the model's decoder *is* the embedding and the head's bias
-    if not nsp:
-        weights = {k: v for k, v in weights.items() if not k.startswith(_unused_head_prefixes(family))}
-    _check_keys(weights, _expected_shapes(config, nsp), {decoder_weight, decoder_bias}, where)
+    unused = (() if nsp else ("cls.seq_relationship.",)) + (() if pooler else (f"{family}.pooler.",))
+    weights = {k: v for k, v in weights.items() if not k.startswith(unused)}
+    _check_keys(weights, _expected_shapes(config, nsp, pooler), {decoder_weight, decoder_bias}, where)
     weights[decoder_weight] = weights[f"{family}.embeddings.word_embeddings.weight"]
     weights[decoder_bias] = weights[head_bias]
     return weights
@@ -301,13 +308,15 @@ def has_mlm_head(state_dict: dict[str, torch.Tensor], family: str) -> bool:
 
 
 def load_hf(
-    folder: str | Path, nsp: bool | None = None, *, need_mlm_head: bool = True
+    folder: str | Path, nsp: bool | None = None, *, need_mlm_head: bool = True, pooler: bool | None = None
 ) -> tuple[PretrainingModel, EncoderConfig]:
     """Load a bert-base-uncased / roberta-base style folder (or one :func:`export_hf` wrote).
 
     Args:
         folder: holds ``config.json`` and ``model.safetensors`` (or ``pytorch_model.bin``).
         nsp: build the NSP head; None: when the weights have one.
+        pooler: build the pooler without NSP; None: when the weights store a bert one (:func:`stored_pooler`),
+            which fine-tuning's sequence head then starts from, as ``BertForSequenceClassification`` does.
         need_mlm_head: refuse an encoder-only folder (no MLM head weights at all). When False such a folder
             loads with the head at its initialisation (:func:`has_mlm_head` tells the caller); a head with only
             some of its weights is refused either way.
@@ -325,7 +334,8 @@ def load_hf(
     state_dict, path = read_hf_weights(folder)
     if nsp is None:
         nsp = any(key.endswith("seq_relationship.weight") for key in state_dict)
-    model = PretrainingModel(config, nsp=nsp)
+    pooler = stored_pooler(state_dict, config.family) if pooler is None else pooler
+    model = PretrainingModel(config, nsp=nsp, pooler=pooler)
     if not has_mlm_head(state_dict, config.family):
         if need_mlm_head:
             raise BvrError(f"no MLM head: an encoder-only model (no {_head_prefix(config.family)}.* weights)",
@@ -334,6 +344,6 @@ def load_hf(
         head = _head_prefix(config.family) + "."
         state_dict = {**state_dict, **{k: v for k, v in model.state_dict().items() if k.startswith(head)}}
         model.has_mlm_head = False
-    weights = from_hf_state_dict(state_dict, config, nsp=nsp, where=path)
+    weights = from_hf_state_dict(state_dict, config, nsp=nsp, where=path, pooler=pooler)
     model.load_state_dict(weights, strict=True)
     return model.eval(), config

@@ -11,6 +11,7 @@ from typing import Any
 
 from bvr.errors import BvrError
 from bvr.model.encoder_config import EncoderConfig
+from bvr.model.hf_limits import check_fits_memory, check_values
 
 CONFIG_FILE = "config.json"
 
@@ -130,10 +131,16 @@ def hf_config_dict(
 def config_from_hf(data: dict[str, Any], where: str | Path = CONFIG_FILE) -> EncoderConfig:
     """Build an :class:`EncoderConfig` from a parsed ``config.json``.
 
+    Every key is type- and range-checked, and the model's size against this machine's memory, before anything is
+    allocated (:mod:`bvr.model.hf_limits`).
+
     Raises:
-        BvrError: naming the file and key, for a model type other than bert/roberta, a missing key, or a setting
-            this encoder does not implement (an activation other than exact GELU, relative positions).
+        BvrError: naming the file and key, for a model type other than bert/roberta, a missing key, a value of the
+            wrong type or outside its range (:data:`~bvr.model.hf_limits.SIZE_LIMITS`; heads dividing hidden), a
+            model too large for this machine's memory, or a setting this encoder does not implement (an
+            activation other than exact GELU, relative positions).
     """
+    check_values(data, where)
     declared = data.get("model_type")
     pre_norm = {v: k for types in (PRE_NORM_MODEL_TYPES, BVR_MODEL_TYPES) for k, v in types.items()}
     family = pre_norm.get(declared, declared)
@@ -152,12 +159,14 @@ def config_from_hf(data: dict[str, Any], where: str | Path = CONFIG_FILE) -> Enc
     fields.setdefault("pad_token_id", _DEFAULT_PAD[family])
     fields["norm"] = "pre" if declared in pre_norm else "post"
     try:
-        return EncoderConfig(family=family, **fields)
+        config = EncoderConfig(family=family, **fields)
     except BvrError as err:
         # Name the config.json key, not our field: model.num_heads -> num_attention_heads.
         field = (err.where or "").removeprefix("model.")
         key = _HF_KEY_OF_FIELD.get(field, field)
         raise BvrError(err.message, where=f"{where}: {key}", hint=err.hint) from None
+    check_fits_memory(config, data, where)
+    return config
 
 
 def read_hf_config(folder: Path) -> EncoderConfig:

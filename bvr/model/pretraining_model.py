@@ -84,16 +84,19 @@ class PretrainingModel(nn.Module):
         nsp: build the pooler and the next-sentence head (BERT's ``BertForPreTraining``).
         sbo: build SpanBERT's span-boundary head (under ``sbo``; not exported to Hugging Face folders).
         fast: the encoder's fast path (the default) or its reference path (:class:`Encoder`'s ``fast``).
+        pooler: build the pooler without the NSP head too (a ``BertModel`` folder's stored pooler, loaded for
+            fine-tuning); ignored where ``nsp`` is set, which always has one.
     """
 
-    def __init__(self, config: EncoderConfig, nsp: bool = False, sbo: bool = False, fast: bool = True) -> None:
+    def __init__(self, config: EncoderConfig, nsp: bool = False, sbo: bool = False, fast: bool = True,
+                 pooler: bool = False) -> None:
         super().__init__()
         self.config = config
         self.nsp = nsp
         self.sbo_enabled = sbo
         self.has_mlm_head = True
         """False when loaded from an encoder-only folder: the MLM head is then untrained (see ``load_hf``)."""
-        encoder = Encoder(config, add_pooler=nsp, fast=fast)
+        encoder = Encoder(config, add_pooler=nsp or pooler, fast=fast)
         self.add_module(config.family, encoder)  # 'bert.' or 'roberta.': HF's base_model_prefix
         embedding = encoder.embeddings.word_embeddings
         if config.family == "bert":

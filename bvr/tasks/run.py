@@ -80,8 +80,9 @@ from bvr.training import build_trainer, check_accelerator, quiet_fit, training_l
 from bvr.write_checks import check_writable
 
 # 3: encoder and task head drawn in generators of their own per seed; 4: packed layers, fused AdamW, 15-bit dropout;
-# 5: dropout's scale folded into the weights before it (the same masks, other rounding)
-FINETUNE_VERSION = 5
+# 5: dropout's scale folded into the weights before it (the same masks, other rounding); 6: a bert folder's stored
+# pooler loaded without its NSP head (a BertModel folder's sequence head started from a fresh one)
+FINETUNE_VERSION = 6
 DEFAULT_EXPERIMENT = "bvr-finetune"
 TAG_CHECKPOINT = "bvr.checkpoint"
 TAG_FROM_SCRATCH = "bvr.from_scratch"

@@ -101,7 +101,7 @@ def load_tokenizer(path: Path) -> tuple[Tokenizer, str]:
         (WordPiece -> "bert", BPE -> "roberta"), so a bert-base-uncased or roberta-base folder loads too.
 
     Raises:
-        BvrError: the file is missing or cannot be read.
+        BvrError: the file is missing or cannot be read, or its model's vocabulary is empty.
     """
     path = Path(path)
     file = path / TOKENIZER_FILE if path.is_dir() else path
@@ -111,6 +111,9 @@ def load_tokenizer(path: Path) -> tuple[Tokenizer, str]:
         tokenizer = Tokenizer.from_file(str(file))
     except Exception as err:  # the Rust side raises a bare Exception for any parse error
         raise BvrError(f"cannot read the tokenizer ({err})", where=file, hint=_TRAIN_HINT) from err
+    if tokenizer.get_vocab_size(with_added_tokens=False) == 0:  # it could only fail on the first word
+        raise BvrError(f"the tokenizer's vocabulary is empty (its {type(tokenizer.model).__name__} model has no "
+                       f"tokens; {tokenizer.get_vocab_size()} added)", where=file, hint=_TRAIN_HINT)
     return tokenizer, _read_family(file.parent, tokenizer)
 
 
