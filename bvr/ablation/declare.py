@@ -73,6 +73,10 @@ EXPERIMENTS_DIR = PRESETS_DIR.parent
 CONTROL_ARM = "no-pretraining"
 """Name of the control arm added by ``control: true``."""
 
+PUBLISHED_TABLES = ("masking", "nsp", "batch-size", "bert-table5", "mask-split", "vocab", "span-masking",
+                    "sentence-objective")
+"""The tables of ``reports/published.yaml``, which an experiment's ``published: {ablation: NAME}`` may name (every
+one is there: tests/test_report_stats.py)."""
 TOP_KEYS = ("description", "published", "control", "arms", "base", "presets", "pretrain_seeds", "kind")
 """Keys allowed at the top of an experiment file."""
 

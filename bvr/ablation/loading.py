@@ -15,6 +15,7 @@ from bvr.ablation.declare import (
     BUDGET_KIND,
     CONTROL_ARM,
     KINDS,
+    PUBLISHED_TABLES,
     SHARED_SECTIONS,
     TOP_KEYS,
     Ablation,
@@ -108,6 +109,10 @@ def load_ablation(
     published = data.get("published")
     if published is not None and not (isinstance(published, dict) and isinstance(published.get("ablation"), str)):
         raise BvrError("expected {ablation: NAME} or null", where=at(lines, "published"))
+    if published is not None and published["ablation"] not in PUBLISHED_TABLES:  # else silently no comparison
+        raise BvrError(f"no published table '{published['ablation']}' in reports/published.yaml",
+                       where=at(lines, "published"),
+                       hint=f"name one of {', '.join(PUBLISHED_TABLES)}, or write published: null")
     control = data.get("control", False)
     if not isinstance(control, bool):
         raise BvrError(f"expected true or false, got {control!r}", where=at(lines, "control"))

@@ -21,13 +21,14 @@ from typing import Any, NoReturn
 import pandas as pd
 import yaml
 
+from bvr.ablation.declare import PUBLISHED_TABLES
 from bvr.config import node_lines, parse_yaml
 from bvr.errors import BvrError
 
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "reports" / "published.yaml"
 """The file shipped with bvr."""
 
-ABLATIONS = ("masking", "nsp", "batch-size", "bert-table5", "mask-split", "vocab", "span-masking", "sentence-objective")
+ABLATIONS = PUBLISHED_TABLES
 """The ablations a published table may inform."""
 
 COLUMNS = ("ablation", "arm", "arm_label", "task", "metric", "metric_label", "value", "higher_is_better", "source",
