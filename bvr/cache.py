@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bvr.config import config_hash, dump_config
+from bvr.errors import BvrError
 from bvr.fs import replace_dir, temp_sibling
 from bvr.locks import file_lock, lock_path, process_alive
 
@@ -155,11 +156,91 @@ def is_rank_zero() -> bool:
     return global_rank() == 0 and all(os.environ.get(key, "0") in ("", "0") for key in ("LOCAL_RANK", "NODE_RANK"))
 
 
-def _wait_for(target: Path, timeout: float = 6 * 3600.0, poll: float = 2.0) -> Path:
-    """Wait until rank zero has finished ``target`` (stages are built once, on a shared file system)."""
-    deadline = time.monotonic() + timeout
+RANK_WAIT_ENV = "BVR_RANK_WAIT"
+RANK_WAIT = 6 * 3600.0
+"""Seconds a rank other than 0 waits for rank 0 to build a stage (:data:`RANK_WAIT_ENV` sets another)."""
+RANK_NOTICE = 10.0
+"""Seconds after which a rank's wait for rank 0 is said on stderr."""
+
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS")
+"""What launchers set (torchrun, Lightning's DDP launcher, SLURM's srun) and :func:`is_rank_zero` reads."""
+
+
+def check_distributed_env() -> None:
+    """Refuse, in one line, launcher variables no launcher could have set, before any rank waits on another.
+
+    A rank other than 0 waits for rank 0 to build each stage (:func:`build_once`); a ``RANK=1`` left in a shell after
+    a torchrun session would wait for a rank 0 that nothing started. A non-zero ``RANK``, ``LOCAL_RANK`` or
+    ``NODE_RANK`` therefore needs a ``WORLD_SIZE`` of 2 or more above it, and a non-zero ``SLURM_PROCID`` a
+    ``SLURM_NTASKS`` above it; each must be a whole number. Rank 0 alone waits on nobody and passes.
+
+    Raises:
+        BvrError: naming the variables as set, with the ``unset`` that runs bvr alone.
+    """
+    env = {key: os.environ[key].strip() for key in RANK_VARIABLES if os.environ.get(key, "").strip()}
+    shown = " ".join(f"{key}={value}" for key, value in env.items())
+    bad = next((key for key, value in env.items() if not value.isdigit()), None)
+    numbers = {key: int(value) for key, value in env.items() if value.isdigit()}
+    size, tasks = numbers.get("WORLD_SIZE"), numbers.get("SLURM_NTASKS")
+    ranks = {key: numbers[key] for key in ("RANK", "LOCAL_RANK", "NODE_RANK") if numbers.get(key)}
+    if bad is not None:
+        problem = f"{bad} is not a whole number"
+    elif ranks and (size is None or size < 2):
+        problem = (f"a rank other than 0 {'without WORLD_SIZE' if size is None else f'with WORLD_SIZE {size}'} "
+                   "would wait for a rank 0 that no launcher started")
+    elif size is not None and (size == 0 or any(numbers.get(key, 0) >= size for key in ("RANK", "LOCAL_RANK"))):
+        problem = "a rank at or above WORLD_SIZE, which no launcher starts, would wait for a rank 0 it may not have"
+    elif numbers.get("SLURM_PROCID") and (tasks is None or numbers["SLURM_PROCID"] >= tasks):
+        problem = "a SLURM task other than 0 without SLURM_NTASKS above it would wait for a task 0 no srun started"
+    else:
+        return
+    raise BvrError(f"{shown}: {problem}", where="environment",
+                   hint=f"if they are left over from a torchrun, DDP or SLURM session, run `unset {' '.join(env)}` to "
+                        "run bvr alone; to run distributed, start bvr through torchrun or srun, which set them all")
+
+
+def rank_wait() -> float:
+    """How long a rank waits for rank 0: :data:`RANK_WAIT_ENV` in seconds, else :data:`RANK_WAIT`.
+
+    Raises:
+        BvrError: the variable is not a number of seconds (0 or more).
+    """
+    text = os.environ.get(RANK_WAIT_ENV, "").strip()
+    try:
+        seconds = float(text) if text else RANK_WAIT
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise BvrError(f"'{text}' is not a number of seconds (0 or more)", where=RANK_WAIT_ENV,
+                       hint=f"set it to how long a rank waits for rank 0 to build a stage, or unset it "
+                            f"({RANK_WAIT:.0f} s)")
+    return seconds
+
+
+def _wait_for(target: Path, timeout: float | None = None, poll: float = 2.0) -> Path:
+    """Wait until rank zero has finished ``target`` (stages are built once, on a shared file system): its ``DONE``
+    marker, said on stderr after :data:`RANK_NOTICE` seconds (half the wait, if shorter).
+
+    Args:
+        timeout: seconds (None: :func:`rank_wait`).
+
+    Raises:
+        BvrError: the marker did not appear within ``timeout``, naming it and rank 0.
+    """
+    timeout = rank_wait() if timeout is None else timeout
+    start = time.monotonic()
+    marker, announced = Path(target) / DONE, False
     while not is_done(target):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"rank {global_rank()} waited {timeout:.0f} s for rank 0 to build {target}")
-        time.sleep(poll)
+        waited = time.monotonic() - start
+        if waited >= timeout:
+            raise BvrError(f"rank {global_rank()} waited {waited:.0f} s for rank 0 to build this stage ({marker} "
+                           "did not appear)", where=target,
+                           hint=f"check that rank 0 runs and shares this file system; {RANK_WAIT_ENV}=SECONDS waits "
+                                "longer")
+        notice = min(RANK_NOTICE, timeout / 2)
+        if not announced and waited >= notice:
+            print(f"rank {global_rank()}: waiting for rank 0 to build {target} (its {DONE} marker; up to "
+                  f"{timeout:.0f} s, {RANK_WAIT_ENV} sets how long)", file=sys.stderr, flush=True)
+            announced = True
+        time.sleep(min(poll, max((timeout if announced else notice) - waited, 0.01)))
     return target

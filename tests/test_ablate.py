@@ -418,7 +418,7 @@ def test_a_manifest_of_another_version_is_refused_naming_the_file(tmp_path):
     path.write_text(json.dumps({"version": 1, "ablation": "masking", "arms": ["static"]}))
     with pytest.raises(BvrError, match="manifest version 1 is not 2") as err:
         Manifest.load(path)
-    assert str(path) in str(err.value) and "run `bvr ablate` again" in str(err.value)
+    assert str(path) in str(err.value) and "run `bvr ablate masking`: it resets a damaged unit" in str(err.value)
     path.write_text("{")
     with pytest.raises(BvrError, match="cannot read the ablation manifest"):
         Manifest.load(path)

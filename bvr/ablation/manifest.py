@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -134,18 +135,41 @@ class FinetuneRecord(Record):
     error: str | None = None
 
 
-def _records(record: type[Record], items: Any, where: str, hint: str) -> list[Any]:
-    """The records of one manifest section, naming the first unit that lacks a key."""
+def _records(record: type[Record], items: Any, where: str, hint: str, damaged: list[str] | None) -> list[Any]:
+    """The records of one manifest section, naming the first unit that lacks a key (or, given a ``damaged`` list,
+    leaving out every such unit and adding ``KEY[I] (lacks ...)`` to the list)."""
     key = where.rpartition(": ")[2]
     if not isinstance(items, list):
         raise BvrError(f"'{key}' must be a list of units", where=where, hint=hint)
     out = []
     for i, item in enumerate(items):
         absent = [k for k in record._REQUIRED if not isinstance(item, dict) or k not in item]
-        if absent:
+        if absent and damaged is not None:
+            damaged.append(f"{key}[{i}] (lacks {', '.join(absent)})")
+        elif absent:
             raise BvrError(f"unit lacks {', '.join(absent)}", where=f"{where}[{i}]", hint=hint)
-        out.append(record.from_dict(item))
+        else:
+            out.append(record.from_dict(item))
     return out
+
+
+def _ablate_command(data: dict[str, Any]) -> str:
+    """The `bvr ablate` command that picks the plan of the manifest ``data`` again, and so rewrites it: its
+    experiment (a shipped one by name), preset, ``--set`` values, data folder and output folder (where not
+    ``./outputs``)."""
+    from bvr.ablation.declare import EXPERIMENTS_DIR
+
+    name, source = str(data.get("ablation") or "NAME"), data.get("source")
+    shipped = not source or Path(source).resolve() == (EXPERIMENTS_DIR / f"{name}.yaml").resolve()
+    context = data.get("context") if isinstance(data.get("context"), dict) else {}
+    output_dir = context.get("output_dir")
+    args = ["bvr", "ablate", name if shipped else str(source),
+            *(["--preset", str(data["preset"])] if data.get("preset") else []),
+            *(arg for text in data.get("overrides") or [] for arg in ("--set", str(text))),
+            *(["--data-dir", str(context["data_dir"])] if context.get("data_dir") else []),
+            *(["--output-dir", str(output_dir)] if output_dir and Path(output_dir) != Path("outputs").resolve()
+              else [])]
+    return shlex.join(args)
 
 
 @dataclass
@@ -243,18 +267,26 @@ class Manifest:
                                hardware=hardware))
 
     @classmethod
-    def from_dict(cls, data: Any) -> Manifest:
+    def from_dict(cls, data: Any, *, damaged: list[str] | None = None) -> Manifest:
         """The manifest ``data`` (a parsed manifest.json) holds.
 
+        Args:
+            damaged: given, a unit that lacks a field is left out and named here instead of refused (`bvr ablate`
+                then resets it to missing: :meth:`load_for`).
+
         Raises:
-            BvrError: not a mapping, another version, or a missing or malformed key (named).
+            BvrError: not a mapping, another version, or a missing or malformed key (named), with the `bvr ablate`
+                command that rewrites it.
         """
         where = "ablation manifest"
         if not isinstance(data, dict):
-            raise BvrError(f"expected a mapping, got {type(data).__name__}", where=where)
+            raise BvrError(f"expected a mapping, got {type(data).__name__}", where=where,
+                           hint="run the `bvr ablate` command that made it again: it sets a damaged manifest aside "
+                                "and starts a new one, reusing the finished units")
         name = data.get("ablation")
         where = f"manifest of ablation '{name}'" if isinstance(name, str) else where
-        hint = "run `bvr ablate` again to rewrite the manifest"
+        hint = (f"run `{_ablate_command(data)}`: it resets a damaged unit to missing (a damaged manifest: sets it aside"
+                " and starts a new one) and runs what is missing, reusing the finished units")
         if data.get("version") != MANIFEST_VERSION:
             raise BvrError(f"manifest version {data.get('version')!r} is not {MANIFEST_VERSION}", where=where,
                            hint=hint)
@@ -266,7 +298,7 @@ class Manifest:
         values = {key: value for key, value in data.items() if key in known}
         for key, record in (("pretrain", PretrainRecord), ("evaluations", EvaluationRecord),
                             ("finetune", FinetuneRecord)):
-            values[key] = _records(record, data.get(key, []), f"{where}: {key}", hint)
+            values[key] = _records(record, data.get(key, []), f"{where}: {key}", hint, damaged)
         values["context"] = RunContext.from_dict(data.get("context") or {})
         return cls(**values)
 
@@ -279,21 +311,65 @@ class Manifest:
         return json.loads(json.dumps(out, default=str))
 
     @classmethod
-    def load(cls, path: Path) -> Manifest:
+    def load(cls, path: Path, *, damaged: list[str] | None = None) -> Manifest:
         """Read a manifest, naming the file when it cannot be read or is of another version.
+
+        Args:
+            damaged: as for :meth:`from_dict`.
 
         Raises:
             BvrError: unreadable, not JSON, or refused by :meth:`from_dict`.
         """
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as err:
-            raise BvrError(f"cannot read the ablation manifest: {err}", where=str(path)) from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise BvrError(f"cannot read the ablation manifest: {err}", where=str(path),
+                           hint="run the `bvr ablate` command that made it again: it sets a damaged manifest aside "
+                                "and starts a new one, reusing the finished units") from None
         try:
-            return cls.from_dict(data)
+            return cls.from_dict(data, damaged=damaged)
         except BvrError as err:
             raise BvrError(err.message, where=f"{path}: {err.where}" if err.where else str(path),
-                           hint=err.hint or "re-run `bvr ablate` with this version of bvr") from None
+                           hint=err.hint) from None
+
+    @classmethod
+    def load_for(cls, plan: Plan, hardware: dict[str, Any], *, write: bool = True) -> tuple[Manifest, str | None]:
+        """The manifest `bvr ablate` continues: ``plan``'s on disk, with every unit of the plan, repaired.
+
+        A unit entry that lacks a field is reset to missing (its unit runs again, reusing what it finished); a
+        manifest that cannot be read at all is set aside as ``manifest.json.damaged`` (with ``write``) and started
+        again from the plan, as if it had been removed. Either way the manifest is no longer refused, so the advice
+        of :meth:`load`'s errors, to run `bvr ablate` again, works.
+
+        Args:
+            write: set a damaged file aside (rank zero; the other ranks only read).
+
+        Returns:
+            The manifest (a new one when there is none) and the one line saying what was repaired (None: nothing).
+        """
+        path = plan.manifest_path
+        if not path.is_file():
+            return cls.new(plan, hardware), None
+        damaged: list[str] = []
+        try:
+            manifest = cls.load(path, damaged=damaged)
+        except BvrError as err:
+            aside = path.with_name(f"{path.name}.damaged")
+            if write:
+                path.replace(aside)
+            return cls.new(plan, hardware), (f"{path}: the manifest could not be used ({err.message}); set aside as "
+                                             f"{aside.name} and started again from the plan (finished units are "
+                                             "reused)")
+        manifest.context.hardware = hardware
+        if not damaged:
+            return manifest, None
+        fresh = cls.new(plan, hardware)
+        for key in ("pretrain", "evaluations", "finetune"):
+            kept = {record.key: record for record in getattr(manifest, key)}
+            planned = [kept.pop(record.key, record) for record in getattr(fresh, key)]
+            setattr(manifest, key, [*planned, *kept.values()])  # records of units the plan no longer has stay
+        return manifest, (f"{path}: {len(damaged)} damaged unit entr{'y' if len(damaged) == 1 else 'ies'} "
+                          f"({'; '.join(damaged)}) reset to missing; their units run again (finished work is reused)")
 
     def save(self, path: Path) -> None:
         """Write atomically (a run killed mid-write leaves the previous manifest), stamping ``context.updated``."""

@@ -15,6 +15,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
+from bvr.cache import check_distributed_env
 from bvr.cli import ablate, data, evaluate, train
 from bvr.cli.options import err_console, state
 from bvr.errors import BvrError
@@ -88,6 +89,7 @@ def _main(
     if jobs is not None:
         os.environ[JOBS_ENV] = str(jobs)  # the processes bvr starts (DDP ranks, DVC stages) share the same
     jobs_from()  # a bad BVR_JOBS is refused before any work
+    check_distributed_env()  # so is a stray RANK, which would wait for a rank 0 that nothing started
     state["command"] = ctx.invoked_subcommand if ctx is not None else None  # None: called as a function
     keep_freed_memory()  # before anything allocates: training and scoring reuse freed memory (bvr.memory)
     quiet_waits()  # before torch loads OpenMP: workers sleep while they wait unless --jobs 1 (bvr.threads)

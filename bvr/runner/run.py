@@ -104,19 +104,17 @@ class Runner:
         self.ui_url = ui_url
         self.console = console
         self.rank = global_rank()
-        path = plan.manifest_path
-        if path.is_file():
-            self.manifest = Manifest.load(path)
-            self.manifest.context.hardware = hardware()  # this invocation's machine
-            self.manifest.kind = plan.ablation.kind  # not in the plan hash: a manifest written before it had none
-        else:
-            self.manifest = Manifest.new(plan, hardware())
+        self.manifest, repaired = Manifest.load_for(plan, hardware(), write=self.rank == 0)  # this machine's
+        self.manifest.kind = plan.ablation.kind  # not in the plan hash: a manifest written before it had none
         self.parent_run_id: str | None = None
         self.report: Any = None
         self.models: dict[str, Path] = {}
         self.ran: list[str] = []
         self.reused: list[str] = []
         self.failed: dict[str, str] = {}
+        if repaired:  # written now: a damaged manifest on disk would be refused again before the first unit
+            self.say(literal(repaired))
+            self.save()
 
     def save(self) -> None:
         if self.rank == 0:
