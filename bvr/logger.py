@@ -67,6 +67,17 @@ class BvrMLFlowLogger(MLFlowLogger):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._mlflow_client = store_client(self._tracking_uri)
+        self._logged_through = _logged_steps(self._mlflow_client, kwargs["run_id"]) if kwargs.get("run_id") else {}
+        """Metric key -> the last step the resumed run logged: a resumed run computes again the steps after its
+        last checkpoint, which the run already has; they are not logged twice."""
+
+    @rank_zero_only
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+        if self._logged_through and step is not None:
+            metrics = {key: value for key, value in metrics.items() if step > self._logged_through.get(key, -1)}
+            if not metrics:
+                return
+        super().log_metrics(metrics, step)
 
     @property
     def experiment(self) -> MlflowClient:
@@ -86,6 +97,15 @@ class BvrMLFlowLogger(MLFlowLogger):
     def log_hyperparams(self, params: Any) -> None:
         params = vars(params) if not isinstance(params, Mapping) else params
         log_params_batched(self.experiment, self.run_id, flatten_params(params))
+
+
+def _logged_steps(client: MlflowClient, run_id: str) -> dict[str, int]:
+    """Each metric's last logged step in run ``run_id`` (empty when the run cannot be read: nothing is dropped)."""
+    try:
+        keys = list(client.get_run(run_id).data.metrics)
+        return {key: max(m.step for m in client.get_metric_history(run_id, key)) for key in keys}
+    except Exception:  # noqa: BLE001 - a store that cannot answer now fails the run's first log, with its message
+        return {}
 
 
 @rank_zero_only

@@ -32,7 +32,8 @@ from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
 from bvr import tracking
-from bvr.ablation.manifest import Manifest, Record
+from bvr.ablation.manifest import Manifest
+from bvr.ablation.records import Record
 
 ABLATION = "masking"
 ARMS = ("static", "dynamic")

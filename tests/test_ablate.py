@@ -21,8 +21,9 @@ import yaml
 from mlflow import MlflowClient
 
 from bvr import cli
-from bvr.ablation.manifest import MANIFEST_VERSION, FinetuneRecord, Manifest, find_manifest
+from bvr.ablation.manifest import MANIFEST_VERSION, Manifest, find_manifest
 from bvr.ablation.plan import Unit, UnitKind, make_plan
+from bvr.ablation.records import FinetuneRecord
 from bvr.errors import BvrError
 from bvr.runner.dvc import pipeline_spec, render_pipeline
 from bvr.runner.dvc_plots import PAGE, PAGE_TEMPLATE, PLOT_TEMPLATES, TEMPLATES_DIR, plot_templates

@@ -6,8 +6,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import time
 import urllib.request
+import uuid
 from pathlib import Path
 
 import pytest
@@ -98,3 +100,61 @@ def test_a_pretraining_submitted_to_slurm_logs_to_the_tracking_server(cluster, t
     assert run.info.status == "FINISHED" and run.data.tags["bvr.stage"] == "pretrain"
     assert len(MlflowClient(MLFLOW).get_metric_history(result["run_id"], "train/mlm_loss")) >= 2
     assert not (tmp_path / "mlflow.db").exists()  # nothing fell back to the local store
+
+
+def _wait_for_jobs(job_ids: list[str], seconds: float) -> None:
+    """Until none of ``job_ids`` is queued or running (slurmctld's queue; no accounting here)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        queue = subprocess.run(["squeue", "-h", "-o", "%i", "-j", ",".join(job_ids)], capture_output=True,
+                               text=True).stdout.split()
+        if not set(queue) & set(job_ids):
+            return
+        time.sleep(2)
+    raise AssertionError(f"SLURM jobs {job_ids} still queued after {seconds} s")
+
+
+@pytest.mark.slow
+def test_an_ablation_submitted_to_slurm_runs_its_units_as_jobs_in_order_into_one_parent_run(cluster, tmp_path):
+    from mlflow import MlflowClient
+
+    from bvr.ablation.manifest import Manifest
+    from bvr.runner.launch import read_jobs
+    from tests.test_ablate import FIXTURES, bvr_env
+    from tests.test_launch import SMALL
+
+    data = write_wiki_corpus(tmp_path / "data", documents=60)
+    shutil.copytree(FIXTURES / "glue", data / "glue")
+    name = f"launch-{uuid.uuid4().hex[:8]}"  # the server outlives the test: an experiment of its own
+    (tmp_path / f"{name}.yaml").write_text(SMALL)
+    command = [sys.executable, "-m", "bvr.cli", "ablate", f"{name}.yaml", "--data-dir", str(data), "--launcher",
+               "slurm", *(arg for kind in ("data", "pretrain", "evaluate")
+                          for arg in ("--set", f"launcher.{kind}.mem_gb=2"))]
+    env = {**bvr_env(), "MLFLOW_TRACKING_URI": MLFLOW, "SLURM_CONF": os.environ["SLURM_CONF"]}
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (folder,) = (tmp_path / "outputs" / "ablations").glob(f"{name}-default-*")
+    jobs = read_jobs(folder)
+    assert list(jobs) == ["corpus", "tokenizer:bert", "data:static", "data:dynamic", "pretrain:static",
+                          "pretrain:dynamic", "finetune:static:sst2", "finetune:dynamic:sst2", "report"]
+    assert f"report: submitted as SLURM job {jobs['report']['job']}" in done.stdout
+    shown = subprocess.run(["scontrol", "show", "job", "-o", jobs["finetune:static:sst2"]["job"]],
+                           capture_output=True, text=True).stdout
+    assert f"Dependency=afterok:{jobs['pretrain:static']['job']}" in shown, shown  # the plan's graph, in SLURM
+    _wait_for_jobs([entry["job"] for entry in jobs.values()], 400)
+
+    manifest = Manifest.load(folder / "manifest.json")
+    assert manifest.complete, [(r.label, r.status, r.error) for r in manifest.records()]
+    assert (tmp_path / "reports" / name / "report.html").is_file()
+    client = MlflowClient(MLFLOW)
+    runs = client.search_runs([client.get_experiment_by_name(name).experiment_id], max_results=1000)
+    names = [run.info.run_name for run in runs]
+    assert len(names) == len(set(names)) and {run.info.status for run in runs} == {"FINISHED"}, names
+    parents = [run.info.run_name for run in runs if run.data.tags.get("bvr.stage") == "ablation"]
+    assert parents == [f"{name} (default)"]
+    status = subprocess.run([sys.executable, "-m", "bvr.cli", "status", name], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert status.returncode == 0 and "SLURM jobs" in status.stdout and "COMPLETED" in status.stdout, status.stdout
+
+    again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and f"ablation {name}: every unit is finished; nothing submitted" in again.stdout

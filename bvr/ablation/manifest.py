@@ -3,7 +3,7 @@
 The manifest (``output_dir/ablations/NAME-PRESET-HASH/manifest.json``) is the plan and the index: every unit's
 status and MLflow run ids. Its JSON layout is version :data:`MANIFEST_VERSION`; :meth:`Manifest.load` refuses
 any other version, naming the file, and :meth:`Manifest.save` writes atomically. The records it holds are
-:class:`PretrainRecord`, :class:`EvaluationRecord` and :class:`FinetuneRecord`, plus its :class:`RunContext`.
+:mod:`bvr.ablation.records`' (one per unit and seed), plus its :class:`RunContext`.
 :func:`find_manifest` and :func:`latest_manifests` find the manifests under an output folder.
 
 The manifest follows the plan: it imports the plan's types, and :data:`MANIFEST_VERSION` from
@@ -12,145 +12,22 @@ The manifest follows the plan: it imports the plan's types, and :data:`MANIFEST_
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import json
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from bvr.ablation.declare import ABLATION_KIND, CONTROL_ARM, Ablation
 from bvr.ablation.plan import MANIFEST_VERSION, Arm, Plan, Unit, UnitKind
+from bvr.ablation.records import EvaluationRecord, FinetuneRecord, PretrainRecord, Record, read_records
 from bvr.config import flatten
 from bvr.errors import BvrError
 from bvr.fs import write_text
-
-Status = Literal["missing", "done", "failed"]
-
-
-class Record:
-    """What the manifest keeps of one unit's work: its status, MLflow run ids, timings and scores.
-
-    Subclasses are dataclasses whose fields are in the order of their JSON objects.
-    """
-
-    arm: str
-    label: str
-    pretrain_seed: int
-    status: Status
-    run_id: str | None
-    error: str | None
-
-    _DEFAULTS: dict[str, Any] = {"pretrain_seed": 0, "task": None}
-    _REQUIRED: tuple[str, ...] = ("arm", "status")
-    _KEY: tuple[str, ...] = ("label",)
-
-    @property
-    def key(self) -> tuple[Any, ...]:
-        """Which unit (and seed) the record is of: no two records of one kind in a manifest share it."""
-        return tuple(getattr(self, name) for name in self._KEY)
-
-    def update(self, **changes: Any) -> None:
-        """Set several fields at once (unknown names are refused)."""
-        names = {f.name for f in dataclasses.fields(self)}  # type: ignore[arg-type]
-        for key, value in changes.items():
-            if key not in names:
-                raise AttributeError(f"{type(self).__name__} has no field '{key}'")
-            setattr(self, key, value)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Record:
-        """The record a manifest's JSON object holds (``label`` defaults to the arm, ``pretrain_seed`` to 0)."""
-        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        values = {**{k: v for k, v in cls._DEFAULTS.items() if k in names}, "label": data["arm"],
-                  **{k: v for k, v in data.items() if k in names}}
-        return cls(**values)
-
-
-@dataclass
-class PretrainRecord(Record):
-    """A pretrained arm at one pretraining seed (the control has none: it is initialised, not trained)."""
-
-    arm: str
-    label: str
-    pretrain_seed: int
-    status: Status = "missing"
-    run_id: str | None = None
-    run_dir: str | None = None
-    error: str | None = None
-    metrics: dict[str, float] = field(default_factory=dict)
-    """The run's final metrics, as the runner copied them."""
-
-
-@dataclass
-class EvaluationRecord(Record):
-    """One model's zero-shot BLiMP score (task None) or frozen-feature probe on a task, over every probe seed."""
-
-    _REQUIRED = ("arm", "kind", "status")
-    _KEY = ("label", "kind", "task")
-
-    arm: str
-    label: str
-    pretrain_seed: int
-    kind: str
-    """``blimp`` or ``probe`` (:class:`UnitKind`'s values)."""
-    task: str | None
-    status: Status = "missing"
-    run_id: str | None = None
-    main_key: str | None = None
-    score: float | None = None
-    seeds: dict[str, float] = field(default_factory=dict)
-    """Probe seed (as text) -> score."""
-    baseline: float | None = None
-    seconds: float | None = None
-    error: str | None = None
-
-
-@dataclass
-class FinetuneRecord(Record):
-    """One model fine-tuned on one task with one fine-tuning seed."""
-
-    _REQUIRED = ("arm", "task", "seed", "status")
-    _KEY = ("label", "task", "seed")
-
-    arm: str
-    label: str
-    pretrain_seed: int
-    task: str
-    seed: int
-    status: Status = "missing"
-    run_id: str | None = None
-    parent_run_id: str | None = None
-    """The task's MLflow run, the seed runs' parent."""
-    main_key: str | None = None
-    score: float | None = None
-    collapsed: bool | None = None
-    seconds: float | None = None
-    baseline: dict[str, float] = field(default_factory=dict)
-    """Headline key -> the trivial baseline's score."""
-    error: str | None = None
-
-
-def _records(record: type[Record], items: Any, where: str, hint: str, damaged: list[str] | None) -> list[Any]:
-    """The records of one manifest section, naming the first unit that lacks a key (or, given a ``damaged`` list,
-    leaving out every such unit and adding ``KEY[I] (lacks ...)`` to the list)."""
-    key = where.rpartition(": ")[2]
-    if not isinstance(items, list):
-        raise BvrError(f"'{key}' must be a list of units", where=where, hint=hint)
-    out = []
-    for i, item in enumerate(items):
-        absent = [k for k in record._REQUIRED if not isinstance(item, dict) or k not in item]
-        if absent and damaged is not None:
-            damaged.append(f"{key}[{i}] (lacks {', '.join(absent)})")
-        elif absent:
-            raise BvrError(f"unit lacks {', '.join(absent)}", where=f"{where}[{i}]", hint=hint)
-        else:
-            out.append(record.from_dict(item))
-    return out
+from bvr.locks import file_lock
 
 
 def _ablate_command(data: dict[str, Any]) -> str:
@@ -193,6 +70,10 @@ class RunContext:
     def from_dict(cls, data: dict[str, Any]) -> RunContext:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
+
+
+RECORD_SECTIONS = ("pretrain", "evaluations", "finetune")
+"""The manifest's lists of records."""
 
 
 def now() -> str:
@@ -298,14 +179,14 @@ class Manifest:
         values = {key: value for key, value in data.items() if key in known}
         for key, record in (("pretrain", PretrainRecord), ("evaluations", EvaluationRecord),
                             ("finetune", FinetuneRecord)):
-            values[key] = _records(record, data.get(key, []), f"{where}: {key}", hint, damaged)
+            values[key] = read_records(record, data.get(key, []), f"{where}: {key}", hint, damaged)
         values["context"] = RunContext.from_dict(data.get("context") or {})
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON layout of manifest.json (version :data:`MANIFEST_VERSION`)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        for key in ("pretrain", "evaluations", "finetune"):
+        for key in RECORD_SECTIONS:
             out[key] = [record.to_dict() for record in out[key]]
         out["context"] = self.context.to_dict()
         return json.loads(json.dumps(out, default=str))
@@ -364,17 +245,47 @@ class Manifest:
         if not damaged:
             return manifest, None
         fresh = cls.new(plan, hardware)
-        for key in ("pretrain", "evaluations", "finetune"):
+        for key in RECORD_SECTIONS:
             kept = {record.key: record for record in getattr(manifest, key)}
             planned = [kept.pop(record.key, record) for record in getattr(fresh, key)]
             setattr(manifest, key, [*planned, *kept.values()])  # records of units the plan no longer has stay
         return manifest, (f"{path}: {len(damaged)} damaged unit entr{'y' if len(damaged) == 1 else 'ies'} "
                           f"({'; '.join(damaged)}) reset to missing; their units run again (finished work is reused)")
 
-    def save(self, path: Path) -> None:
-        """Write atomically (a run killed mid-write leaves the previous manifest), stamping ``context.updated``."""
-        self.context.updated = now()
-        write_text(path, json.dumps(self.to_dict(), indent=2, default=str))
+    def save(self, path: Path, *, mine: set[tuple[str, tuple[Any, ...]]] | None = None) -> None:
+        """Write atomically (a run killed mid-write leaves the previous manifest), stamping ``context.updated``.
+
+        Args:
+            mine: the records this process wrote (:meth:`mark`): given, the save merges with the manifest on disk
+                under its lock, taking every other record from the file, so that processes running units of one
+                plan side by side (``--launcher``, two ``bvr ablate`` at once) never undo each other's records.
+                This manifest is brought up to date with the file as it saves.
+        """
+        if mine is None:
+            self.context.updated = now()
+            write_text(path, json.dumps(self.to_dict(), indent=2, default=str))
+            return
+        with file_lock(path.with_name(f".{path.name}.save.lock")):
+            if path.is_file():
+                with contextlib.suppress(BvrError):  # a damaged file: this process's view replaces it
+                    self._take_others(Manifest.load(path), mine)
+            self.context.updated = now()
+            write_text(path, json.dumps(self.to_dict(), indent=2, default=str))
+
+    def _take_others(self, disk: Manifest, mine: set[tuple[str, tuple[Any, ...]]]) -> None:
+        """Take from ``disk`` the records another process wrote, its parent run and the longer wall time."""
+        for section in RECORD_SECTIONS:
+            theirs = {record.key: record for record in getattr(disk, section)}
+            setattr(self, section, [record if (section, record.key) in mine else theirs.get(record.key, record)
+                                    for record in getattr(self, section)])
+        self.parent_run_id = self.parent_run_id or disk.parent_run_id
+        self.context.wall_seconds = max(self.context.wall_seconds or 0.0, disk.context.wall_seconds or 0.0)
+
+    @staticmethod
+    def mark(record: Record) -> tuple[str, tuple[Any, ...]]:
+        """Which record ``record`` is, as :meth:`save`'s ``mine`` holds it."""
+        section = {PretrainRecord: "pretrain", EvaluationRecord: "evaluations", FinetuneRecord: "finetune"}
+        return section[type(record)], record.key
 
     @property
     def experiment_name(self) -> str:

@@ -28,13 +28,13 @@ folder holds the manifest, and a new layout starts a new folder."""
 
 
 def _identity(config: dict) -> dict:
-    """An arm's configuration as it enters the plan's hash: without the output folder and the thread count
-    (where and with how many threads the runs are made, not what they are).
+    """An arm's configuration as it enters the plan's hash: without the output folder, the thread count and the
+    launcher's resources (where and on what the runs are made, not what they are).
 
-    >>> _identity({"output_dir": "out", "name": "a", "training": {"threads": 2, "seed": 0}})
+    >>> _identity({"output_dir": "out", "name": "a", "training": {"threads": 2, "seed": 0}, "launcher": {}})
     {'name': 'a', 'training': {'seed': 0}}
     """
-    kept = {k: v for k, v in config.items() if k != "output_dir"}
+    kept = {k: v for k, v in config.items() if k not in ("output_dir", "launcher")}
     if "training" in kept:
         kept["training"] = {k: v for k, v in kept["training"].items() if k != "threads"}
     return kept
@@ -168,6 +168,26 @@ class Plan:
         out += [Unit(UnitKind.PROBE, arm.label, task) for arm in self.arms for task in self.evaluations.probe_tasks]
         out += [Unit(UnitKind.FINETUNE, arm.label, task) for arm in self.arms for task in self.tasks]
         return [*out, Unit(UnitKind.REPORT)]
+
+    def needs(self, unit: Unit) -> list[Unit]:
+        """The units ``unit`` reads the products of, which must finish first (the graph a launcher submits).
+
+        The corpus needs nothing; a tokenizer the corpus; an arm's data its family's tokenizer; a pretraining run its
+        arm's data (the control's initialisation, its family's tokenizer); an evaluation or fine-tuning its model;
+        the report every other unit.
+        """
+        if unit.kind is UnitKind.CORPUS:
+            return []
+        if unit.kind is UnitKind.TOKENIZER:
+            return [Unit(UnitKind.CORPUS)]
+        if unit.kind is UnitKind.REPORT:
+            return [u for u in self.units() if u.kind is not UnitKind.REPORT]
+        arm = self.arm(str(unit.name))
+        if unit.kind is UnitKind.DATA or (unit.kind is UnitKind.PRETRAIN and arm.control):
+            return [Unit(UnitKind.TOKENIZER, arm.config.tokenizer.family)]
+        if unit.kind is UnitKind.PRETRAIN:
+            return [Unit(UnitKind.DATA, arm.label)]
+        return [Unit(UnitKind.PRETRAIN, arm.label)]
 
     def select(self, only: list[str]) -> list[Unit]:
         """The plan's units that ``only`` names, in the order they run.

@@ -13,7 +13,8 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bvr.ablation.manifest import EvaluationRecord, FinetuneRecord, Manifest, Record
+from bvr.ablation.manifest import Manifest
+from bvr.ablation.records import EvaluationRecord, FinetuneRecord, Record
 from bvr.locks import process_alive
 
 

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from bvr.ablation.plan import UnitKind
+from bvr.cli.launching import check_launcher, launch_local, launch_slurm, print_slurm_jobs
 from bvr.cli.options import (
     EXPERIMENTS_HELP,
     DataDirOpt,
@@ -20,9 +21,11 @@ from bvr.cli.options import (
     folder_option,
     one_of,
 )
+from bvr.cli.views import print_views
 from bvr.config import preset_names
 from bvr.errors import BvrError
 from bvr.formatting import duration, literal
+from bvr.runner.launch import Launcher
 
 UNIT_KINDS_HELP = ", ".join(kind.value for kind in UnitKind)
 
@@ -80,6 +83,13 @@ def ablate_cmd(
                                                        "passes through a shell); where it is empty: --data-dir, "
                                                        "else BVR_DATA_DIR.")] = None,
     output_dir: OutputDirOpt = None,
+    launcher: Annotated[Launcher, typer.Option("--launcher", help="Where the "
+                                          "units run: inline (one after another in this process), local (each "
+                                          "its own process, --jobs at a time, on this machine) or slurm (one "
+                                          "SLURM job per unit, resources from the launcher config section; "
+                                          "returns once they are queued).")] = Launcher.INLINE,
+    jobs: Annotated[int | None, typer.Option("--jobs", "-j", min=1, help="With --launcher local: units at a "
+                                             "time, each with its share of the CPU threads (default 2).")] = None,
 ) -> None:
     """Run an ablation end to end: pretrain every arm, fine-tune every arm on its tasks and seeds, render the report.
 
@@ -92,7 +102,14 @@ def ablate_cmd(
 
     overrides = Overrides.of(config, set_)
     data_dir = _data_dir_from(data_dir_from) or data_dir
+    check_launcher(launcher.value, jobs, only, stage_dir)
     plan = _plan(name, preset, overrides, data_dir, output_dir)
+    if launcher is not Launcher.INLINE:
+        from bvr.runner.launch import Invocation
+
+        invocation = Invocation(name, plan.preset, tuple(overrides.texts), plan.data_dir, plan.output_dir, Path.cwd())
+        (launch_local if launcher is Launcher.LOCAL else launch_slurm)(plan, invocation, jobs or 2, ui_url)
+        return
     joined = None if only or stage_dir or not report else join_pipeline(plan, Path.cwd())  # dvc.yaml runs this plan
     result = run_ablation(plan, only=only, stage_dir=stage_dir or (joined and joined.stage_dir), report=report,
                           progress=progress, console=console, ui_url=ui_url)
@@ -124,7 +141,7 @@ def _print_outcome(report: Any, experiment: str, ui_url: str | None) -> None:
     _print_headline(report)
     state = "" if report.complete else f" (partial: {len(report.missing)} item(s) missing)"
     console.print(f"report: {report.html}{state}", markup=False, highlight=False, soft_wrap=True)
-    _print_views(experiment, ui_url)
+    print_views(experiment, ui_url)
 
 
 def _plan_options(preset: str | None, overrides: list[str] | None, data_dir: str | Path | None,
@@ -156,38 +173,6 @@ def _print_headline(report: Any) -> None:
         console.print("headline:", highlight=False)
     for line in report.headlines:
         console.print(f"- {line}", markup=False, highlight=False, soft_wrap=True)
-
-
-def _print_views(experiment: str, ui_url: str | None) -> None:
-    """Where to read the comparison in the MLflow UI: the saved views' addresses, and how to start the UI when none
-    is running at a known address."""
-    from bvr.report.cells import ui_base
-    from bvr.tracking import CURVES_VIEW, DEFAULT_UI, SCORES_VIEW, store_client, tracking_uri, view_url
-
-    uri = tracking_uri(Path.cwd())
-    found = store_client(uri).get_experiment_by_name(experiment)
-    if found is None:
-        return
-    base = ui_base(uri, ui_url)
-    for what, key in (("scores by arm", SCORES_VIEW), ("pretraining curves by arm", CURVES_VIEW)):
-        console.print(f"MLflow, {what}: {view_url(base or DEFAULT_UI, found.experiment_id, key)}", highlight=False,
-                      markup=False, soft_wrap=True)
-    if base is None:
-        console.print(f"  (start the UI first, in this folder: mlflow ui --backend-store-uri {ui_store(uri)})",
-                      highlight=False, markup=False, soft_wrap=True)
-
-
-def ui_store(uri: str, cwd: Path | None = None) -> str:
-    """The store as `mlflow ui` takes it, run from ``cwd``: the default store relative to it (the command then works
-    in a moved or copied clone), any other as it is.
-
-    >>> ui_store("sqlite:////home/me/bvr/mlflow.db", Path("/home/me/bvr")), ui_store("http://h:5000", Path("/x"))
-    ('sqlite:///mlflow.db', 'http://h:5000')
-    """
-    from bvr.tracking.store import DEFAULT_DB
-
-    folder = cwd or Path.cwd()
-    return f"sqlite:///{DEFAULT_DB}" if uri == f"sqlite:///{(folder / DEFAULT_DB).resolve()}" else uri
 
 
 def report_cmd(
@@ -305,6 +290,7 @@ def status_cmd(
         where = f" {ui_address(base, run.experiment_id, run.run_id)}" if base else f" (run {run.run_id})"
         console.print(f"running now: {run.name}, process {run.pid}, since {run.started}{where}", markup=False,
                       highlight=False, soft_wrap=True)
+    queued = print_slurm_jobs(path.parent, manifest)
     for line in errors(manifest):
         console.print(f"failed: {line}", markup=False, highlight=False, soft_wrap=True)
     # Commands that run as printed: the experiment as bvr ablate takes it, every option of the plan hash, quoted.
@@ -313,10 +299,12 @@ def status_cmd(
     if manifest.complete:
         console.print("complete; the report: " + shlex.join(["bvr", "report", *arguments]), markup=False,
                       highlight=False, soft_wrap=True)
-    elif running:
-        console.print("in progress; when it stops, the same command continues it", highlight=False)
+    elif running or queued:
+        console.print("in progress" + (f" ({queued} SLURM job(s) queued or running)" if queued else "") +
+                      "; when it stops, the same command continues it", highlight=False)
     else:
-        console.print("next: " + shlex.join(["bvr", "ablate", *arguments]) + " (finished units are reused)",
+        slurm = ["--launcher", "slurm"] if (path.parent / "jobs.json").is_file() else []
+        console.print("next: " + shlex.join(["bvr", "ablate", *arguments, *slurm]) + " (finished units are reused)",
                       markup=False, highlight=False, soft_wrap=True)
 
 

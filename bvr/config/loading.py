@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from bvr.config.finetune import HYPERPARAMETERS, EvaluateConfig, FinetuneConfig, FinetuneSection
+from bvr.config.launcher import LauncherConfig
 from bvr.config.layering import Layer, at, build_dataclass, build_layered, check, override_layer
 from bvr.config.pretraining import (
     CorpusConfig,
@@ -61,6 +62,8 @@ class Config:
     training: TrainingConfig = field(default_factory=TrainingConfig)
     finetune: FinetuneSection = field(default_factory=FinetuneSection)
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
+    launcher: LauncherConfig = field(default_factory=LauncherConfig)
+    """What ``bvr ablate --launcher slurm`` asks SLURM for (not in any run's key)."""
 
     def __post_init__(self) -> None:
         # '~' in a config file or a --set means the home folder, as in --data-dir and --output-dir

@@ -25,7 +25,8 @@ import pandas as pd
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from bvr.ablation.manifest import EvaluationRecord, FinetuneRecord, Manifest, PretrainRecord, Record
+from bvr.ablation.manifest import Manifest
+from bvr.ablation.records import EvaluationRecord, FinetuneRecord, PretrainRecord, Record
 from bvr.tasks.registry import TASKS
 from bvr.tracking import (
     TAG_ARM,

@@ -112,13 +112,15 @@ class Runner:
         self.ran: list[str] = []
         self.reused: list[str] = []
         self.failed: dict[str, str] = {}
+        self.mine: set[tuple[str, tuple[Any, ...]]] = set()
+        """The records this invocation wrote: a save takes the others from the file (:meth:`Manifest.save`)."""
         if repaired:  # written now: a damaged manifest on disk would be refused again before the first unit
             self.say(literal(repaired))
             self.save()
 
     def save(self) -> None:
         if self.rank == 0:
-            self.manifest.save(self.plan.manifest_path)
+            self.manifest.save(self.plan.manifest_path, mine=self.mine)
 
     def say(self, text: str) -> None:
         if self.rank == 0:
@@ -136,6 +138,7 @@ class Runner:
             return
         for record in outcome.records:
             self.manifest.put(record)
+            self.mine.add(Manifest.mark(record))
         if outcome.model is not None and unit.name is not None:
             self.models[unit.name] = outcome.model
         if outcome.report is not None:
@@ -193,6 +196,7 @@ class Runner:
         for record in self.manifest.records_of(unit):
             if unit.kind is not UnitKind.FINETUNE or record.status != "done":  # seeds that finished stay done
                 record.update(status="failed", error=message)
+                self.mine.add(Manifest.mark(record))
         self.save()
 
 
@@ -250,6 +254,24 @@ def _parent(runner: Runner, only: list[str] | None) -> Iterator[None]:
                 runner.save()
                 stack.callback(_log_manifest, runner)
         yield
+
+
+@contextlib.contextmanager
+def launcher_parent(plan: Plan, *, console: Console, ui_url: str | None = None) -> Iterator[Manifest]:
+    """The manifest and the MLflow parent run that the processes of ``bvr ablate --launcher`` share, made before
+    the first of them starts: each unit's process (``--only``) finds both and nests its runs under the parent. The
+    parent stays open for the block (its process is alive, so no unit's process closes it as left behind).
+
+    Raises:
+        BvrError: as :func:`run_ablation` does before its first unit (the store, the output folder).
+    """
+    from bvr.tracking import check_store
+
+    check_store(Path.cwd())
+    check_writable(plan.output_dir, "output folder (--output-dir)")
+    runner = Runner(plan, stage_dir=None, progress=False, console=console, ui_url=ui_url)
+    with _parent(runner, None):
+        yield runner.manifest
 
 
 def _recorded_parent(runner: Runner) -> str | None:
@@ -349,6 +371,7 @@ def run_ablation(
             if unit.kind is UnitKind.REPORT:  # the report reads the whole manifest: bring it up to date first
                 if runner.stage_dir is not None:
                     adopt_stage_records(runner.manifest, runner.stage_dir)
+                    runner.mine.update(Manifest.mark(record) for record in runner.manifest.records())
                 _log_manifest(runner)  # saves it
             ran = len(runner.ran)
             runner.run_unit(unit)

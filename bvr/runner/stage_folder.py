@@ -13,7 +13,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from bvr.ablation.manifest import FinetuneRecord, Manifest
+from bvr.ablation.manifest import Manifest
+from bvr.ablation.records import FinetuneRecord
 from bvr.fs import replace_dir, temp_sibling
 
 

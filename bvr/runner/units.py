@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bvr.ablation.manifest import Manifest, Record
+from bvr.ablation.manifest import Manifest
 from bvr.ablation.plan import Plan, Unit, UnitKind
+from bvr.ablation.records import Record
 from bvr.config import Config, config_hash
 from bvr.errors import BvrError
 from bvr.formatting import points, pretrain_summary

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from mlflow import MlflowClient
 
 from bvr.pretraining import run
-from bvr.tracking import find_runs
+from bvr.tracking import find_runs, tracking_uri
 from tests.reliability.conftest import copy_task, error_line, start_bvr
 from tests.test_ablate import EXPERIMENT
 from tests.test_prepare import write_wiki_corpus
@@ -177,7 +178,12 @@ def test_sigkill_mid_pretraining_then_the_same_command_with_resume_ends_bit_iden
     resumed = torch.load(last, weights_only=False)["state_dict"]
     assert full.keys() == resumed.keys()
     assert all(torch.equal(full[key], resumed[key]) for key in full)
-    assert list(find_runs("bvr-pretrain", workdir=work)["status"]) == ["FINISHED", "FINISHED"]  # one reopened
+    runs = find_runs("bvr-pretrain", workdir=work)
+    assert list(runs["status"]) == ["FINISHED", "FINISHED"]  # one reopened
+    # The steps the resumed run computed again after its checkpoint are in its history once, as in the other's.
+    client = MlflowClient(tracking_uri(work))
+    steps = [[m.step for m in client.get_metric_history(run_id, "train/mlm_loss")] for run_id in runs["run_id"]]
+    assert sorted(steps[0]) == sorted(steps[1]) and len(set(steps[0])) == len(steps[0]), steps
 
 
 def test_two_fine_tunings_at_once_into_a_fresh_mlflow_store_both_finish_and_record_every_run(checkpoint, tmp_path):

@@ -1,0 +1,39 @@
+"""Where to read an ablation in the MLflow UI: the saved views' addresses, and the command that serves them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bvr.cli.options import console
+
+
+def print_views(experiment: str, ui_url: str | None) -> None:
+    """Where to read the comparison in the MLflow UI: the saved views' addresses, and how to start the UI when none
+    is running at a known address."""
+    from bvr.report.cells import ui_base
+    from bvr.tracking import CURVES_VIEW, DEFAULT_UI, SCORES_VIEW, store_client, tracking_uri, view_url
+
+    uri = tracking_uri(Path.cwd())
+    found = store_client(uri).get_experiment_by_name(experiment)
+    if found is None:
+        return
+    base = ui_base(uri, ui_url)
+    for what, key in (("scores by arm", SCORES_VIEW), ("pretraining curves by arm", CURVES_VIEW)):
+        console.print(f"MLflow, {what}: {view_url(base or DEFAULT_UI, found.experiment_id, key)}", highlight=False,
+                      markup=False, soft_wrap=True)
+    if base is None:
+        console.print(f"  (start the UI first, in this folder: mlflow ui --backend-store-uri {ui_store(uri)})",
+                      highlight=False, markup=False, soft_wrap=True)
+
+
+def ui_store(uri: str, cwd: Path | None = None) -> str:
+    """The store as `mlflow ui` takes it, run from ``cwd``: the default store relative to it (the command then works
+    in a moved or copied clone), any other as it is.
+
+    >>> ui_store("sqlite:////home/me/bvr/mlflow.db", Path("/home/me/bvr")), ui_store("http://h:5000", Path("/x"))
+    ('sqlite:///mlflow.db', 'http://h:5000')
+    """
+    from bvr.tracking.store import DEFAULT_DB
+
+    folder = cwd or Path.cwd()
+    return f"sqlite:///{DEFAULT_DB}" if uri == f"sqlite:///{(folder / DEFAULT_DB).resolve()}" else uri
