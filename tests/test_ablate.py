@@ -607,27 +607,30 @@ def test_dvc_reads_the_metrics_and_plots_bvr_ablate_wrote(finished):
 def test_dvc_repro_runs_the_pipeline_then_nothing_then_only_the_changed_arm(data_dir, tmp_path):
     repo = tmp_path / "repo"
     repo.mkdir()
-    # One fine-tuning seed, no BLiMP and no probe: the DVC layout is the subject here, and every stage is a bvr
-    # process that spends ~10 s importing for well under a second of work. The evaluate stages' layout is checked
-    # in test_dvc_reads_the_metrics_and_plots_bvr_ablate_wrote; they run through the same `--only` as the others.
+    # One fine-tuning seed, no BLiMP, no probe and no control: the DVC layout is the subject here, and every stage is
+    # a bvr process that spends ~10 s importing for well under a second of work. The evaluate stages' layout is
+    # checked in test_dvc_reads_the_metrics_and_plots_bvr_ablate_wrote, the control's init stage by
+    # test_dvc_repro_right_after_bvr_ablate_runs_nothing_and_leaves_git_and_dvc_clean; they run through the same
+    # `--only` as the others.
     (repo / "tiny-masking.yaml").write_text(EXPERIMENT.replace("seeds: 2, optional", "seeds: 1, optional")
                                             .replace("blimp: {per_paradigm: 2}", "blimp: {enabled: false}")
                                             .replace("probes: {tasks: [sst2], seeds: 2, max_train_examples: null}",
-                                                     "probes: {tasks: []}"))
+                                                     "probes: {tasks: []}")
+                                            .replace("control: true", "control: false"))
     (repo / "params.yaml").write_text(f"data_dir: {data_dir}\n")
     for cmd in (["git", "init", "-q"], ["dvc", "init", "-q"], ["bvr", "pipeline", "tiny-masking.yaml"]):
         done = _git_dvc(repo, *cmd)
         assert done.returncode == 0, done.stderr
     stages = yaml.safe_load((repo / "dvc.yaml").read_text())["stages"]
-    assert list(stages) == ["corpus", "tokenizer", "data", "pretrain", "init", "finetune", "report"]
+    assert list(stages) == ["corpus", "tokenizer", "data", "pretrain", "finetune", "report"]
     assert stages["pretrain"]["foreach"] == {"static": {"arm": "static"}, "dynamic": {"arm": "dynamic"}}
     _git_dvc(repo, "git", "add", "-A")
     _git_dvc(repo, "git", "commit", "-qm", "pipeline")
 
     first = _git_dvc(repo, "dvc", "repro")
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    for stage in ("corpus", "tokenizer@bert", "data@static", "pretrain@dynamic", "init@no-pretraining",
-                  "finetune@static-sst2", "finetune@no-pretraining-sst2", "report"):
+    for stage in ("corpus", "tokenizer@bert", "data@static", "pretrain@dynamic", "finetune@static-sst2",
+                  "finetune@dynamic-sst2", "report"):
         assert f"Running stage '{stage}'" in first.stdout, stage
     assert (repo / "pipeline" / "tiny-masking" / "static" / "model" / "model.safetensors").is_file()
     scores = json.loads((repo / "pipeline" / "tiny-masking" / "dynamic" / "finetune-sst2.json").read_text())
@@ -648,5 +651,4 @@ def test_dvc_repro_runs_the_pipeline_then_nothing_then_only_the_changed_arm(data
     dry = _git_dvc(repo, "dvc", "repro", "--dry")
     ran = {line.split("'")[1] for line in dry.stdout.splitlines() if line.startswith("Running stage")}
     assert {"data@dynamic", "pretrain@dynamic"} <= ran
-    assert not ran & {"corpus", "tokenizer@bert", "data@static", "pretrain@static", "init@no-pretraining",
-                      "finetune@static-sst2", "finetune@no-pretraining-sst2"}, ran
+    assert not ran & {"corpus", "tokenizer@bert", "data@static", "pretrain@static", "finetune@static-sst2"}, ran

@@ -1,5 +1,6 @@
-"""Real parts past one machine: a bvr pretraining submitted to SLURM through submitit, logging to an MLflow tracking
-server on PostgreSQL, both from ``scripts/cluster.sh`` (skipped, with the reason, where the cluster is not up)."""
+"""Real parts past one machine: an ablation submitted to SLURM (``bvr ablate --launcher slurm``, one job per unit
+through submitit), logging to an MLflow tracking server on PostgreSQL, both from ``scripts/cluster.sh`` (skipped,
+with the reason, where the cluster is not up)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from tests.test_prepare import write_wiki_corpus
-from tests.test_pretrain import TINY
 
 pytestmark = pytest.mark.slurm
 
@@ -61,45 +61,6 @@ def cluster(monkeypatch_module) -> Path:
 def monkeypatch_module():
     with pytest.MonkeyPatch.context() as patch:
         yield patch
-
-
-def _pretrain_job(data_dir: str, out: str, workdir: str, name: str) -> dict:
-    """What the SLURM job runs: a tiny bvr pretraining, in its own working folder, logging to the server."""
-    import os
-
-    from bvr.config import load_config
-    from bvr.pretraining.run import pretrain
-
-    os.chdir(workdir)
-    cfg = load_config(overrides=[*TINY, "training.max_steps=6", f"name={name}"],
-                      extra={"data_dir": data_dir, "output_dir": out})
-    result = pretrain(cfg, progress=False, experiment="bvr-cluster-test")
-    return {"run_dir": str(result.run_dir), "steps": result.metrics["steps"],
-            "run_id": (result.run_dir / "mlflow_run_id").read_text().strip(), "host": os.uname().nodename}
-
-
-def test_a_pretraining_submitted_to_slurm_logs_to_the_tracking_server(cluster, tmp_path):
-    import submitit
-    from mlflow import MlflowClient
-
-    data_dir = write_wiki_corpus(tmp_path / "data", documents=30)
-    executor = submitit.AutoExecutor(folder=tmp_path / "jobs", cluster="slurm")
-    executor.update_parameters(slurm_partition="debug", cpus_per_task=1, timeout_min=10, mem_gb=4,
-                               slurm_setup=[f"export MLFLOW_TRACKING_URI={MLFLOW}", "export OMP_NUM_THREADS=1"])
-    name = f"cluster-{tmp_path.name}"[:40]
-    job = executor.submit(_pretrain_job, str(data_dir), str(tmp_path / "out"), str(tmp_path), name)
-    result = job.result()  # raises with the job's log if it failed
-    # No accounting database on this cluster (submitit's sacct says UNKNOWN); slurmctld still knows the job.
-    for _ in range(120):  # the result is written before the job's process has exited
-        shown = subprocess.run(["scontrol", "show", "job", job.job_id, "-o"], capture_output=True, text=True).stdout
-        if "JobState=RUNNING" not in shown and "JobState=COMPLETING" not in shown:
-            break
-        time.sleep(0.5)
-    assert "JobState=COMPLETED" in shown and result["steps"] == 6, shown
-    run = MlflowClient(MLFLOW).get_run(result["run_id"])  # on the PostgreSQL-backed server, not a local file
-    assert run.info.status == "FINISHED" and run.data.tags["bvr.stage"] == "pretrain"
-    assert len(MlflowClient(MLFLOW).get_metric_history(result["run_id"], "train/mlm_loss")) >= 2
-    assert not (tmp_path / "mlflow.db").exists()  # nothing fell back to the local store
 
 
 def _wait_for_jobs(job_ids: list[str], seconds: float) -> None:

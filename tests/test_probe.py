@@ -41,6 +41,7 @@ from bvr.evaluation.run import EvaluationResult, _compute, _read
 from bvr.model import EncoderConfig, PretrainingModel
 from bvr.pretrained import load_pretrained
 from bvr.pretraining.run import export_model
+from bvr.sealed import seal
 from bvr.tasks.data import subset
 from bvr.tasks.readers import load_task_split
 from bvr.tasks.readers.common import Example
@@ -437,7 +438,7 @@ def test_bow_is_fitted_on_the_probe_seeds_picks_and_is_the_same_for_every_model(
     assert sum(line.strip().startswith("bow") for line in describe(first).splitlines()) == 2  # dev and held out
 
 
-def test_evaluation_logs_the_bow_and_reads_results_cached_before_it(bert, data_dir, tmp_path):
+def test_evaluation_logs_the_bow_and_reads_results_cached_before_it(bert, data_dir, tmp_path, capsys):
     settings = Evaluations(probe_seeds=2, probe_max_train_examples=15, probe_heldout_examples=10)
     result = _compute(bert, "probe", "sst2", settings, data_dir, progress=False)
     probe = run_probe(load_pretrained(bert), "sst2", data_dir=data_dir, seeds=[0, 1], features=["mean"],
@@ -453,10 +454,17 @@ def test_evaluation_logs_the_bow_and_reads_results_cached_before_it(bert, data_d
            "metrics": {k: v for k, v in result.metrics.items() if "/bow/" not in k}, "baseline": result.baseline,
            "seconds": 1.0, "run_id": "abc", "detail": {}}
     path = tmp_path / "probe-sst2-old.json"
-    path.write_text(json.dumps(old), encoding="utf-8")
-    cached = _read(path)
+    path.write_text(json.dumps(seal(old, path.name)), encoding="utf-8")
+    cached = _read(path, path.name)
     assert isinstance(cached, EvaluationResult) and cached.reused and cached.score == result.score
     assert not any("/bow/" in key for key in cached.metrics)
+    # Edited by hand, copied under another result's name, or never sealed: evaluated again, said in one line each.
+    for text, producer in ((json.dumps({**seal(old, path.name), "score": 0.99}), path.name),
+                           (json.dumps(seal(old, path.name)), "probe-sst2-other.json"), (json.dumps(old), path.name)):
+        path.write_text(text, encoding="utf-8")
+        assert _read(path, producer) is None
+        err = capsys.readouterr().err
+        assert err.startswith(f"{path}: ") and err.endswith("; evaluated again\n") and err.count("\n") == 1, err
 
 
 # --- bad input ------------------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -35,6 +36,7 @@ from bvr.cache import target_lock
 from bvr.config import config_hash
 from bvr.errors import BvrError
 from bvr.fs import write_text
+from bvr.sealed import seal, unseal
 
 EVALUATIONS_DIR = "evaluations"
 """The folder of cached results, under the output folder (and, before, beside each model folder)."""
@@ -155,9 +157,14 @@ def probe_feature(task: str, kind: str) -> str:
     return "last4" if kind == "last4" and "last4" in available else "last"
 
 
-def _read(path: Path) -> EvaluationResult | None:
+def _read(path: Path, producer: str) -> EvaluationResult | None:
+    """The cached result at ``path`` if it is what the evaluation named ``producer`` wrote; else None (evaluate
+    again), said in one line when the file is there but edited, copied or written before results were sealed."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data, why = unseal(json.loads(path.read_text(encoding="utf-8")), producer)
+        if data is None:
+            print(f"{path}: {why}; evaluated again", file=sys.stderr, flush=True)
+            return None
         data.pop("settings", None)
         data["seeds"] = {int(k): float(v) for k, v in data["seeds"].items()}
         return EvaluationResult(**{**data, "reused": True})
@@ -256,7 +263,7 @@ def _evaluate_once(path: Path, model_dir: Path, kind: str, task: str | None, eva
 
     earlier = Path(model_dir).parent / EVALUATIONS_DIR / path.name  # where a result was cached before
     found = path if path.is_file() else earlier if earlier.is_file() else None
-    cached = _read(found) if found else None
+    cached = _read(found, path.name) if found else None
     if cached is not None and _run_exists(client_for(Path.cwd()), cached.run_id):
         if found != path:
             write_text(path, found.read_text(encoding="utf-8"))
@@ -264,9 +271,9 @@ def _evaluate_once(path: Path, model_dir: Path, kind: str, task: str | None, eva
     result = cached or _compute(Path(model_dir), kind, task, evaluations, data_dir, progress)
     data = {"settings": _settings(kind, task, evaluations, data_dir),
             **{k: v for k, v in asdict(result).items() if k != "reused"}}
-    path.write_text(json.dumps(data, indent=2, default=float), encoding="utf-8")  # the artifact logged below
+    path.write_text(json.dumps(seal(data, path.name), indent=2), encoding="utf-8")  # the artifact logged below
     result.run_id = _log(result, path, label=label, pretrain_seed=pretrain_seed, model_dir=Path(model_dir),
                          ablation=ablation, experiment=experiment, parent_run_id=parent_run_id)
     data["run_id"] = result.run_id
-    write_text(path, json.dumps(data, indent=2, default=float))
+    write_text(path, json.dumps(seal(data, path.name), indent=2))
     return result

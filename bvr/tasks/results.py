@@ -3,13 +3,19 @@ the :class:`FinetuneResult` of every seed with the :func:`spread` of its headlin
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import shutil
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bvr.formatting import duration, points
+from bvr.sealed import seal, unseal
 from bvr.tasks.registry import get_task
 
 
@@ -137,3 +143,33 @@ def describe(result: FinetuneResult) -> str:
     cache_note = f" ({reused} seed(s) reused from the cache)" if reused else ""
     lines.append(f"time: {duration(result.seconds)}{cache_note}")
     return "\n".join(lines)
+
+
+def write_seed_result(out: Path, result: SeedResult, info: TaskInfo, folder: Path) -> None:
+    """Write the seed's result in ``out`` (the build's temporary folder), sealed for ``folder``, where it will lie."""
+    payload = seal({"seed": dataclasses.asdict(result), "info": dataclasses.asdict(info)}, folder.name)
+    (out / "result.json").write_text(json.dumps(payload, indent=2), encoding="utf-8")
+
+
+def read_seed_result(folder: Path) -> tuple[SeedResult, TaskInfo]:
+    """The seed's cached result (checked by :func:`trusted_seed_result` when it is first found)."""
+    payload = json.loads((folder / "result.json").read_text(encoding="utf-8"))
+    result = SeedResult(**payload["seed"])
+    result.reused = True
+    return result, TaskInfo(**payload["info"])
+
+
+def trusted_seed_result(folder: Path) -> bool:
+    """Whether a finished seed's cached result can be reused: a result.json that is not what this cache folder's
+    run wrote (edited, copied from another folder, unreadable, or written before results were sealed) is removed
+    with its folder, said in one line, and the seed is trained again."""
+    path = folder / "result.json"
+    try:
+        _, why = unseal(json.loads(path.read_text(encoding="utf-8")), folder.name)
+    except (OSError, ValueError) as err:
+        why = f"cannot be read ({err})"
+    if why is None:
+        return True
+    print(f"{path}: {why}; this seed is trained again", file=sys.stderr, flush=True)
+    shutil.rmtree(folder)
+    return False

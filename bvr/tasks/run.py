@@ -55,7 +55,15 @@ from bvr.tasks.evaluators import EvalRecord
 from bvr.tasks.kinds import KINDS
 from bvr.tasks.module import EpochScores, FinetuneModule, make_module
 from bvr.tasks.registry import TaskSpec, get_task
-from bvr.tasks.results import FinetuneResult, SeedResult, TaskInfo, spread
+from bvr.tasks.results import (
+    FinetuneResult,
+    SeedResult,
+    TaskInfo,
+    read_seed_result,
+    spread,
+    trusted_seed_result,
+    write_seed_result,
+)
 from bvr.tasks.settings import load_finetune_config, optim_settings
 from bvr.tasks.source import EncoderSource, checkpoint_identity, default_arm
 from bvr.tasks.splits import TaskData
@@ -207,18 +215,6 @@ def _train_seed(job: _Job, seed: int, parent_id: str, out: Path) -> SeedResult:
         return result
 
 
-def _write(out: Path, result: SeedResult, info: TaskInfo) -> None:
-    payload = {"seed": dataclasses.asdict(result), "info": dataclasses.asdict(info)}
-    (out / "result.json").write_text(json.dumps(payload, indent=2), encoding="utf-8")
-
-
-def _read(folder: Path) -> tuple[SeedResult, TaskInfo]:
-    payload = json.loads((folder / "result.json").read_text(encoding="utf-8"))
-    result = SeedResult(**payload["seed"])
-    result.reused = True
-    return result, TaskInfo(**payload["info"])
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # The entry point
 # ---------------------------------------------------------------------------------------------------------------
@@ -319,7 +315,8 @@ def finetune(
     dirs = _seed_dirs(Path(output_dir) / "finetune", spec, cfg, checkpoint_identity(pretrained.folder), data_path,
                       from_scratch, seed_list)
     arm = arm or default_arm(pretrained, from_scratch)
-    cached = {seed: _read(folder) for seed, folder in dirs.items() if is_done(folder)}
+    cached = {seed: read_seed_result(folder) for seed, folder in dirs.items()
+              if is_done(folder) and trusted_seed_result(folder)}
     results = {seed: result for seed, (result, _) in cached.items()}
     info = next(iter(cached.values()))[1] if cached else None
     parent_id = None
@@ -364,9 +361,11 @@ def _train_missing(job: _Job, dirs: dict[int, Path], results: dict[int, SeedResu
             resolved = {"seed": seed, "task": job.spec.name, "checkpoint": job.checkpoint,
                         "from_scratch": job.source.from_scratch, "finetune": dataclasses.asdict(job.cfg)}
             _, built = build_once(
-                folder, lambda tmp, seed=seed: _write(tmp, _train_seed(job, seed, parent_id(), tmp), job.info),
+                folder, lambda tmp, seed=seed, folder=folder: write_seed_result(
+                    tmp, _train_seed(job, seed, parent_id(), tmp), job.info, folder),
                 resolved)
-            results[seed] = dataclasses.replace(_read(folder)[0], reused=not built)  # not built: another process did
+            # not built: another process did
+            results[seed] = dataclasses.replace(read_seed_result(folder)[0], reused=not built)
         if started:
             _log_spread(job, store_client(tracking_uri(Path.cwd())), started[0], [results[s] for s in dirs])
         return started[0] if started else None
