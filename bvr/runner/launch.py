@@ -181,8 +181,7 @@ def run_local(plan: Plan, invocation: Invocation, jobs: int, console: Console, u
                         skipped.append(unit.id)
                         console.print(f"{unit.id}: skipped, a unit it needs did not finish", markup=False,
                                       highlight=False)
-                    elif len(running) < jobs and all(need in ended for need in needs) and (
-                            unit.kind is UnitKind.REPORT or all(need in ok for need in needs)):
+                    elif len(running) < jobs and all(need in ended for need in needs):  # failed needs: skipped above
                         waiting.remove(unit)
                         log = logs / f"{unit.id.replace(':', '-')}.log"
                         running[pool.submit(_run_logged, invocation.command(unit), log, env,
@@ -290,7 +289,6 @@ class Submitted:
 
     submitted: dict[str, str]
     queued: dict[str, str]
-    logs: dict[str, str]
 
 
 def submit_slurm(plan: Plan, invocation: Invocation, console: Console, ui_url: str | None = None) -> Submitted:
@@ -323,7 +321,6 @@ def submit_slurm(plan: Plan, invocation: Invocation, console: Console, ui_url: s
         # A queued report would render before the units submitted now end: it is submitted again after them.
         subprocess.run(["scancel", queued.pop(report)], capture_output=True, check=False)
     submitted: dict[str, str] = {}
-    logs = {uid: entry.get("log", "") for uid, entry in recorded.items()}
     folder = plan.folder / "slurm"
     for unit in units:
         needs = [need.id for need in plan.needs(unit)]
@@ -348,10 +345,9 @@ def submit_slurm(plan: Plan, invocation: Invocation, console: Console, ui_url: s
                            where="--launcher slurm",
                            hint="check the launcher section (partition, resources) against sinfo") from None
         submitted[unit.id] = job.job_id
-        logs[unit.id] = str(job.paths.stdout)
-        recorded[unit.id] = {"job": job.job_id, "log": logs[unit.id]}
+        recorded[unit.id] = {"job": job.job_id, "log": str(job.paths.stdout)}
         _save_jobs(plan.folder, recorded)  # after each job: a submission cut short still knows what it queued
-    return Submitted(submitted, queued, logs)
+    return Submitted(submitted, queued)
 
 
 
