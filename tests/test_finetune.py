@@ -412,9 +412,10 @@ def test_a_second_call_reuses_finished_seeds(rte_run, bert, data_dir, workdir):
                       experiment=EXPERIMENT)
     assert all(seed.reused for seed in cached.seeds) and cached.parent_run_id is None
     assert len(_runs(workdir)) == before + 2 and "2 seed(s) reused" in describe(cached)
-    # a seed is a function of its inputs: trained again elsewhere, it gives the same scores
+    # a seed is a function of its inputs: trained again elsewhere (another folder and experiment: in this one, its
+    # run would be found and its result read back), it gives the same scores
     fresh = finetune(bert, "rte", seeds=[0], data_dir=data_dir, output_dir=workdir / "elsewhere", overrides=TINY,
-                     experiment=EXPERIMENT)
+                     experiment=f"{EXPERIMENT}-elsewhere")
     assert not fresh.seeds[0].reused and fresh.seeds[0].history == rte_run.seeds[0].history
 
 

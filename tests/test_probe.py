@@ -455,16 +455,17 @@ def test_evaluation_logs_the_bow_and_reads_results_cached_before_it(bert, data_d
            "seconds": 1.0, "run_id": "abc", "detail": {}}
     path = tmp_path / "probe-sst2-old.json"
     path.write_text(json.dumps(seal(old, path.name)), encoding="utf-8")
-    cached = _read(path, path.name)
-    assert isinstance(cached, EvaluationResult) and cached.reused and cached.score == result.score
+    cached, why = _read(path, path.name)
+    assert why is None and isinstance(cached, EvaluationResult) and cached.reused and cached.score == result.score
     assert not any("/bow/" in key for key in cached.metrics)
     # Edited by hand, copied under another result's name, or never sealed: evaluated again, said in one line each.
     for text, producer in ((json.dumps({**seal(old, path.name), "score": 0.99}), path.name),
                            (json.dumps(seal(old, path.name)), "probe-sst2-other.json"), (json.dumps(old), path.name)):
         path.write_text(text, encoding="utf-8")
-        assert _read(path, producer) is None
-        err = capsys.readouterr().err
-        assert err.startswith(f"{path}: ") and err.endswith("; evaluated again\n") and err.count("\n") == 1, err
+        cached, why = _read(path, producer)
+        assert cached is None and why.startswith(("does not match its checksum", "carries no checksum")), why
+    path.write_text(json.dumps(seal(old, path.name))[:50], encoding="utf-8")  # truncated
+    assert _read(path, path.name)[1].startswith("cannot be read (JSONDecodeError: ")
 
 
 # --- bad input ------------------------------------------------------------------------------------------------------

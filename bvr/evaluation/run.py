@@ -12,9 +12,15 @@ The result is written as JSON under ``OUTPUT_DIR/evaluations/``, named by a hash
 folder's bytes and of the data files' content, so a second call with nothing changed reads it back, and a retrained
 model or an edited data file is evaluated again. The name holds no path: a copy of the model (the DVC stage folder's,
 ``pipeline/NAME/ARM/model``) finds the result its original got. (Results used to lie beside the model, in
-``RUN_DIR/evaluations/``; one found there is still read, and copied over.) The MLflow run is
-``LABEL/blimp`` or ``LABEL/probe/TASK``, tagged ``bvr.stage`` = the kind, with the headline and every per-feature
-mean as metrics (a probe's baselines too: ``probe/TASK/baseline/...``, the majority class, and
+``RUN_DIR/evaluations/``; one found there is still read, and copied over.)
+
+A cached result is reused where its run is in the asking experiment. Cached by another experiment (two ablations in
+one output folder share the control), it is logged again in this one from the cache, not evaluated again. Missing or
+damaged, it is read back from this experiment's run of it (tagged ``bvr.result`` with the file's name), whose
+artifact it is.
+
+The MLflow run is ``LABEL/blimp`` or ``LABEL/probe/TASK``, tagged ``bvr.stage`` = the kind, with the headline and
+every per-feature mean as metrics (a probe's baselines too: ``probe/TASK/baseline/...``, the majority class, and
 ``probe/TASK/bow/...``, the bag of words, the same for every model), each probe seed's headline as the history of
 the headline key (step = probe seed), and the JSON as an artifact. A result cached before the bag of words was
 logged still loads; it lacks those keys, and a report shows the baseline as absent.
@@ -22,6 +28,7 @@ logged still loads; it lacks those keys, and a report shows the baseline as abse
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -157,30 +164,21 @@ def probe_feature(task: str, kind: str) -> str:
     return "last4" if kind == "last4" and "last4" in available else "last"
 
 
-def _read(path: Path, producer: str) -> EvaluationResult | None:
-    """The cached result at ``path`` if it is what the evaluation named ``producer`` wrote; else None (evaluate
-    again), said in one line when the file is there but edited, copied or written before results were sealed."""
+def _read(path: Path, producer: str) -> tuple[EvaluationResult | None, str | None]:
+    """The cached result at ``path`` if it is what the evaluation named ``producer`` wrote, else None and why not
+    (damaged, edited, copied from another entry, or written before results were sealed)."""
     try:
         data, why = unseal(json.loads(path.read_text(encoding="utf-8")), producer)
-        if data is None:
-            print(f"{path}: {why}; evaluated again", file=sys.stderr, flush=True)
-            return None
+    except (OSError, ValueError) as err:
+        return None, f"cannot be read ({type(err).__name__}: {err})"
+    if data is None:
+        return None, why
+    try:
         data.pop("settings", None)
         data["seeds"] = {int(k): float(v) for k, v in data["seeds"].items()}
-        return EvaluationResult(**{**data, "reused": True})
-    except (OSError, ValueError, KeyError, TypeError):
-        return None  # unreadable or from an older layout: evaluate again
-
-
-def _run_exists(client: Any, run_id: str | None) -> bool:
-    from mlflow.exceptions import MlflowException
-
-    if not run_id:
-        return False
-    try:
-        return client.get_run(run_id).info.status == "FINISHED"
-    except MlflowException:
-        return False
+        return EvaluationResult(**{**data, "reused": True}), None
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        return None, f"is not an evaluation result ({type(err).__name__}: {err})"
 
 
 def _log(result: EvaluationResult, path: Path, *, label: str, pretrain_seed: int, model_dir: Path,
@@ -190,10 +188,12 @@ def _log(result: EvaluationResult, path: Path, *, label: str, pretrain_seed: int
     from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
     from bvr.tracking import TAG_MEASURE, client_for, ensure_experiment, run_name, run_tags
+    from bvr.tracking.placed import TAG_RESULT
 
     client = client_for(Path.cwd())
     experiment_id = ensure_experiment(experiment, Path.cwd())
     extra: dict[str, Any] = {"bvr.pretrain_seed": pretrain_seed, "bvr.checkpoint": str(model_dir),
+                             TAG_RESULT: path.name,
                              TAG_MEASURE: result.kind if result.task is None else f"{result.kind}/{result.task}"}
     if parent_run_id:
         extra[MLFLOW_PARENT_RUN_ID] = parent_run_id
@@ -257,23 +257,55 @@ def evaluate_model(
 def _evaluate_once(path: Path, model_dir: Path, kind: str, task: str | None, evaluations: Any, *,
                    data_dir: Path | None, label: str, pretrain_seed: int, ablation: str | None, experiment: str,
                    parent_run_id: str | None, progress: bool) -> EvaluationResult:
-    """:func:`evaluate_model` under its lock: the cached result if its run is in the store, else computed (or read
-    back) and logged."""
-    from bvr.tracking import client_for
+    """:func:`evaluate_model` under its lock: the cached result with its run in this experiment, else the result
+    (cached, read back from this experiment's run of it, or computed) logged here."""
+    from bvr.tracking import client_for, ensure_experiment
+    from bvr.tracking.placed import finished_in, logged_run
 
+    client = client_for(Path.cwd())
+    experiment_id = ensure_experiment(experiment, Path.cwd())
     earlier = Path(model_dir).parent / EVALUATIONS_DIR / path.name  # where a result was cached before
     found = path if path.is_file() else earlier if earlier.is_file() else None
-    cached = _read(found, path.name) if found else None
-    if cached is not None and _run_exists(client_for(Path.cwd()), cached.run_id):
-        if found != path:
-            write_text(path, found.read_text(encoding="utf-8"))
+    cached, why = _read(found, path.name) if found else (None, None)
+    run_id = cached.run_id if cached is not None and finished_in(client, cached.run_id, experiment_id) else None
+    run_id = run_id or logged_run(client, experiment_id, path.name)  # logged here by a cache since rebuilt
+    if cached is None and run_id:
+        cached = _from_run(client, run_id, path)
+        if cached is not None:
+            print(f"{found or path}: {why or 'missing'}; read back from its MLflow run {run_id}, not evaluated "
+                  "again", file=sys.stderr, flush=True)
+            found = None
+    if why and cached is None:
+        print(f"{found}: {why}; evaluated again", file=sys.stderr, flush=True)
+    if cached is not None and run_id:
+        if found != path or cached.run_id != run_id:
+            cached.run_id = run_id
+            _write(path, kind, task, evaluations, data_dir, cached)
         return cached
+    # Computed now, or cached but not logged in this experiment (another ablation in the same output folder logged
+    # it, or its run was deleted): logged here.
     result = cached or _compute(Path(model_dir), kind, task, evaluations, data_dir, progress)
-    data = {"settings": _settings(kind, task, evaluations, data_dir),
-            **{k: v for k, v in asdict(result).items() if k != "reused"}}
-    path.write_text(json.dumps(seal(data, path.name), indent=2), encoding="utf-8")  # the artifact logged below
+    _write(path, kind, task, evaluations, data_dir, dataclasses.replace(result, run_id=None))
     result.run_id = _log(result, path, label=label, pretrain_seed=pretrain_seed, model_dir=Path(model_dir),
                          ablation=ablation, experiment=experiment, parent_run_id=parent_run_id)
-    data["run_id"] = result.run_id
-    write_text(path, json.dumps(seal(data, path.name), indent=2))
+    _write(path, kind, task, evaluations, data_dir, result)
     return result
+
+
+def _write(path: Path, kind: str, task: str | None, evaluations: Any, data_dir: Path | None,
+           result: EvaluationResult) -> None:
+    """Cache ``result`` at ``path``, sealed (its settings with it; the run's artifact is this file)."""
+    data = {"settings": _settings(kind, task, evaluations, data_dir),
+            **{k: v for k, v in asdict(result).items() if k != "reused"}}
+    write_text(path, json.dumps(seal(data, path.name), indent=2))
+
+
+def _from_run(client: Any, run_id: str, path: Path) -> EvaluationResult | None:
+    """The result that run ``run_id`` logged as its artifact (what the cache file ``path`` held), or None."""
+    import tempfile
+
+    from bvr.tracking.placed import download
+
+    with tempfile.TemporaryDirectory(prefix="bvr-result-") as folder:
+        logged = download(client, run_id, path.name, Path(folder))
+        return _read(logged, path.name)[0] if logged is not None else None

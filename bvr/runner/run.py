@@ -283,7 +283,8 @@ def _recorded_parent(runner: Runner) -> str | None:
             copied or moved away from their store, or ``--output-dir`` names another folder's outputs. Going on
             would leave a report without their runs.
     """
-    from bvr.tracking import tracking_uri
+    from bvr.tracking import store_client, tracking_uri
+    from bvr.tracking.placed import newest_run
 
     path, store = runner.plan.manifest_path, tracking_uri(Path.cwd())
     on_disk = Manifest.load(path) if path.is_file() else runner.manifest
@@ -296,7 +297,11 @@ def _recorded_parent(runner: Runner) -> str | None:
                                 "to run the ablation again into this store, pass another --output-dir")
         recorded = None  # nothing finished yet (or the run was deleted before any unit ran): start a new parent
     runner.manifest.store = store
-    return recorded
+    # No parent recorded: where the manifest was deleted, its parent is found by the plan and the manifest's place,
+    # and the runs reused under it rather than under a second one.
+    plan = runner.plan
+    return recorded or newest_run(store_client(store), plan.experiment, f"tags.`bvr.stage` = 'ablation' and "
+                                  f"tags.`bvr.plan` = '{plan.plan_hash}'", {"bvr.manifest": str(plan.manifest_path)})
 
 
 def _run_exists(run_id: str) -> bool:

@@ -146,14 +146,29 @@ def pretrain(ctx: UnitContext, unit: Unit) -> Outcome:
     lines: tuple[str, ...] = ()
     if not arm.control:
         run_id_file = result.run_dir / "mlflow_run_id"
+        run_id = _run_here(ctx, label, result.run_dir, run_id_file.read_text().strip() if run_id_file.is_file()
+                           else None)
         record = dataclasses.replace(
             ctx.manifest.pretrain_record(label), status="done", error=None, run_dir=str(result.run_dir),
-            metrics=result.metrics, run_id=run_id_file.read_text().strip() if run_id_file.is_file() else None)
+            metrics=result.metrics, run_id=run_id)
         shown = {k: v for k, v in result.metrics.items() if k != "wall_seconds"}  # the unit's line has its time
         records, lines = (record,), (pretrain_summary(shown),)
         stage["run_id"] = record.run_id
     products = (Product((label, "model"), tree=result.model_dir), Product((label, "pretrain.json"), _json(stage)))
     return Outcome(not result.reused, records, products, lines, model=result.model_dir)
+
+
+def _run_here(ctx: UnitContext, label: str, run_dir: Path, run_id: str | None) -> str | None:
+    """The pretraining run in this ablation's experiment: a model another ablation pretrained with the same
+    settings (its run in that experiment) gets a copy of its run here, metrics and params without the artifacts,
+    which stay with the run the copy names (``bvr.copied_from``)."""
+    from bvr.tracking import client_for, ensure_experiment, run_tags
+    from bvr.tracking.placed import run_here
+
+    experiment_id = ensure_experiment(ctx.plan.experiment, Path.cwd())
+    tags = run_tags(ablation=ctx.plan.name, arm=label, stage="pretrain")
+    return run_here(client_for(Path.cwd()), experiment_id, run_id, run_dir.name, parent_run_id=ctx.parent_run_id,
+                    tags=tags, artifacts=False) or run_id
 
 
 def find_model(ctx: UnitContext, label: str, *, what: str, where: str) -> Path:

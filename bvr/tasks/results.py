@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -159,17 +157,17 @@ def read_seed_result(folder: Path) -> tuple[SeedResult, TaskInfo]:
     return result, TaskInfo(**payload["info"])
 
 
-def trusted_seed_result(folder: Path) -> bool:
-    """Whether a finished seed's cached result can be reused: a result.json that is not what this cache folder's
-    run wrote (edited, copied from another folder, unreadable, or written before results were sealed) is removed
-    with its folder, said in one line, and the seed is trained again."""
+def seed_result_problem(folder: Path, *, producer: str | None = None) -> str | None:
+    """Why the seed's result.json in ``folder`` cannot be reused, or None: it is not what the cache folder named
+    ``producer`` (default: ``folder``'s own name) wrote: edited, copied from another folder, unreadable, or written
+    before results were sealed."""
     path = folder / "result.json"
     try:
-        _, why = unseal(json.loads(path.read_text(encoding="utf-8")), folder.name)
+        payload, why = unseal(json.loads(path.read_text(encoding="utf-8")), producer or folder.name)
+        if payload is not None:
+            SeedResult(**payload["seed"]), TaskInfo(**payload["info"])
     except (OSError, ValueError) as err:
-        why = f"cannot be read ({err})"
-    if why is None:
-        return True
-    print(f"{path}: {why}; this seed is trained again", file=sys.stderr, flush=True)
-    shutil.rmtree(folder)
-    return False
+        return f"cannot be read ({type(err).__name__}: {err})"
+    except (KeyError, TypeError) as err:
+        return f"is not a seed's result ({type(err).__name__}: {err})"
+    return why

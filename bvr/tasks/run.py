@@ -18,7 +18,9 @@ Every finished seed is cached in ``output_dir/finetune/TASK-seedN-HASH/result.js
 files, the task, the resolved hyperparameters, the data folder and the content of the task's files in it, the seed
 and the from-scratch flag, so a second call reuses finished seeds and trains only the missing ones, and a data file
 edited in place is trained on again. Two processes asking for the same seed at once train it once: the second waits
-for the first and reuses its result.
+for the first and reuses its result. The result.json is also an artifact of the seed's run, tagged ``bvr.result``
+with the folder's name: a folder deleted or damaged since is read back from it, and a seed cached by another
+experiment's call gets a copy of its run in this one (:mod:`bvr.tasks.seed_runs`).
 
 Hyperparameters are the ``finetune`` section of the configuration, resolved per task by
 :func:`bvr.config.resolve_finetune`: :class:`~bvr.config.FinetuneConfig`'s defaults, the task's own
@@ -46,7 +48,7 @@ import torch
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
-from bvr.cache import build_once, cache_dir, fingerprint, is_done
+from bvr.cache import build_once, cache_dir, fingerprint
 from bvr.config import FinetuneConfig
 from bvr.errors import BvrError
 from bvr.pretrained import Pretrained, load_pretrained
@@ -61,9 +63,9 @@ from bvr.tasks.results import (
     TaskInfo,
     read_seed_result,
     spread,
-    trusted_seed_result,
     write_seed_result,
 )
+from bvr.tasks.seed_runs import RESULT_FILE, TaskParent, place_seeds
 from bvr.tasks.settings import load_finetune_config, optim_settings
 from bvr.tasks.source import EncoderSource, checkpoint_identity, default_arm
 from bvr.tasks.splits import TaskData
@@ -75,15 +77,16 @@ from bvr.tracking import (
     check_store,
     close_stale_runs,
     closed_on_error,
+    ensure_experiment,
     log_config,
     log_inputs,
     log_params_batched,
-    parent_run,
     run_name,
     run_tags,
     store_client,
     tracking_uri,
 )
+from bvr.tracking.placed import TAG_RESULT, copy_run
 from bvr.training import build_trainer, check_accelerator, quiet_fit, training_logger
 from bvr.write_checks import check_writable
 
@@ -133,8 +136,9 @@ def _best(history: list[EpochScores], key: str) -> EpochScores:
     return max(history, key=lambda entry: (entry.scores[key], -entry.step))
 
 
-def _seed_logger(job: _Job, seed: int, parent_id: str) -> Any:
+def _seed_logger(job: _Job, seed: int, parent_id: str, key: str) -> Any:
     extra = {TAG_CHECKPOINT: job.checkpoint, TAG_COLLAPSED: False, TAG_FROM_SCRATCH: job.source.from_scratch,
+             TAG_RESULT: key,
              "bvr.threads": str(torch.get_num_threads())}  # the budget the command or ablation set (bvr.threads)
     if job.info.split_note:
         extra[TAG_DATA_SPLIT] = job.info.split_note[:_MAX_TAG]
@@ -189,13 +193,14 @@ def _log_outcome(job: _Job, client: MlflowClient, run_id: str, result: SeedResul
     client.log_text(run_id, "\n".join([*job.info.reports, job.info.split_note or ""]).strip() + "\n", "data.txt")
 
 
-def _train_seed(job: _Job, seed: int, parent_id: str, out: Path) -> SeedResult:
-    """Train and evaluate one seed into ``out``; log it to MLflow under ``parent_id``."""
+def _train_seed(job: _Job, seed: int, parent_id: str, out: Path, key: str) -> SeedResult:
+    """Train and evaluate one seed into ``out``; log it to MLflow under ``parent_id``, tagged as made for the cache
+    folder named ``key``."""
     L.seed_everything(seed, workers=True, verbose=False)
     # Encoder and head are drawn in generators of their own (bvr.tasks.source.seeded), so the head's initial
     # weights, the data order and dropout at seed s are the same for every arm and the control.
     module = make_module(job.source.build(seed), job.data, optim_settings(job.cfg), seed)
-    logger = _seed_logger(job, seed, parent_id)
+    logger = _seed_logger(job, seed, parent_id, key)
     with closed_on_error(logger.experiment, logger.run_id):  # Lightning ends it FINISHED before _log_outcome
         cfg = job.cfg
         trainer = build_trainer(out, logger=logger, precision=cfg.precision, accelerator=cfg.accelerator,
@@ -315,69 +320,64 @@ def finetune(
     dirs = _seed_dirs(Path(output_dir) / "finetune", spec, cfg, checkpoint_identity(pretrained.folder), data_path,
                       from_scratch, seed_list)
     arm = arm or default_arm(pretrained, from_scratch)
-    cached = {seed: read_seed_result(folder) for seed, folder in dirs.items()
-              if is_done(folder) and trusted_seed_result(folder)}
-    results = {seed: result for seed, (result, _) in cached.items()}
-    info = next(iter(cached.values()))[1] if cached else None
-    parent_id = None
-    if len(cached) < len(seed_list):
-        data = _load_data(spec, pretrained, data_path, cfg)
-        info = _task_info(data)
-        job = _Job(spec, cfg, data, EncoderSource(pretrained, from_scratch), info, arm, str(pretrained.folder),
-                   experiment or ablation or DEFAULT_EXPERIMENT, ablation, progress, _data_inputs(spec, data_path))
-        parent_id = _train_missing(job, dirs, results, parent_run_id)
-    result = FinetuneResult(spec.name, arm, str(pretrained.folder), from_scratch, f"{spec.headline_split}/"
-                            f"{spec.main_metric}", [results[seed] for seed in seed_list], info,
-                            dataclasses.asdict(cfg), time.perf_counter() - start, parent_id)
-    return result
-
-
-def _train_missing(job: _Job, dirs: dict[int, Path], results: dict[int, SeedResult],
-                   parent_run_id: str | None) -> str | None:
-    """Train every seed not in ``results`` under one parent run; log the spread over all seeds there.
-
-    The parent run is started with the first seed this process trains: where another process trained them all
-    meanwhile (twin invocations wait on each seed's lock), none is started, so each seed is logged once.
-    Returns the parent run's id, or None when nothing was trained here.
-    """
-    extra = {TAG_CHECKPOINT: job.checkpoint, TAG_FROM_SCRATCH: job.source.from_scratch,
-             TAG_MEASURE: f"finetune/{job.spec.name}"}
-    if parent_run_id:
-        extra[MLFLOW_PARENT_RUN_ID] = parent_run_id
-    tags = run_tags(ablation=job.ablation, arm=job.arm, stage="finetune", task=job.spec.name, extra=extra)
+    name = experiment or ablation or DEFAULT_EXPERIMENT
+    client = store_client(tracking_uri(Path.cwd()))
+    experiment_id = ensure_experiment(name, Path.cwd())
+    placed = place_seeds(client, experiment_id, dirs)
+    results = {seed: result for seed, (result, _) in placed.cached.items()}
+    info = next(iter(placed.cached.values()))[1] if placed.cached else None
+    extra = {TAG_CHECKPOINT: str(pretrained.folder), TAG_FROM_SCRATCH: from_scratch,
+             TAG_MEASURE: f"finetune/{spec.name}", **({MLFLOW_PARENT_RUN_ID: parent_run_id} if parent_run_id else {})}
     with contextlib.ExitStack() as stack:
-        started: list[str] = []
-
-        def parent_id() -> str:
-            if not started:
-                started.append(stack.enter_context(parent_run(
-                    job.experiment, run_name(job.arm, "finetune", job.spec.name), workdir=Path.cwd(),
-                    tags=tags)).info.run_id)
-            return started[0]
-
-        for seed, folder in dirs.items():
-            if seed in results:
-                continue
-            resolved = {"seed": seed, "task": job.spec.name, "checkpoint": job.checkpoint,
-                        "from_scratch": job.source.from_scratch, "finetune": dataclasses.asdict(job.cfg)}
-            _, built = build_once(
-                folder, lambda tmp, seed=seed, folder=folder: write_seed_result(
-                    tmp, _train_seed(job, seed, parent_id(), tmp), job.info, folder),
-                resolved)
-            # not built: another process did
-            results[seed] = dataclasses.replace(read_seed_result(folder)[0], reused=not built)
-        if started:
-            _log_spread(job, store_client(tracking_uri(Path.cwd())), started[0], [results[s] for s in dirs])
-        return started[0] if started else None
+        parent = TaskParent(stack, name, run_name(arm, "finetune", spec.name),
+                         run_tags(ablation=ablation, arm=arm, stage="finetune", task=spec.name, extra=extra))
+        for seed, (cached, _) in placed.elsewhere.items():  # logged by another experiment sharing this cache
+            tags = run_tags(ablation=ablation, arm=arm, stage="finetune", task=spec.name, seed=seed,
+                            extra={TAG_RESULT: dirs[seed].name})
+            results[seed] = dataclasses.replace(cached, run_id=copy_run(
+                client, str(cached.run_id), experiment_id, parent_run_id=parent.id(), tags=tags))
+        if len(results) < len(seed_list):
+            data = _load_data(spec, pretrained, data_path, cfg)
+            info = _task_info(data)
+            job = _Job(spec, cfg, data, EncoderSource(pretrained, from_scratch), info, arm, str(pretrained.folder),
+                       name, ablation, progress, _data_inputs(spec, data_path))
+            _train_missing(job, dirs, results, parent)
+        if parent.started:
+            _log_spread(client, parent.id(), spec, info, [results[seed] for seed in seed_list])
+    assert info is not None  # every seed is cached or trained above
+    return FinetuneResult(spec.name, arm, str(pretrained.folder), from_scratch, f"{spec.headline_split}/"
+                          f"{spec.main_metric}", [results[seed] for seed in seed_list], info,
+                          dataclasses.asdict(cfg), time.perf_counter() - start,
+                          parent.run_id if parent.started else None)
 
 
-def _log_spread(job: _Job, client: MlflowClient, run_id: str, seeds: list[SeedResult]) -> None:
-    key = job.main_key
+def _train_missing(job: _Job, dirs: dict[int, Path], results: dict[int, SeedResult], parent: TaskParent) -> None:
+    """Train every seed not in ``results`` under the call's parent run; each seed's result.json is also an artifact
+    of its run, from which a cache folder deleted later is read back."""
+    for seed, folder in dirs.items():
+        if seed in results:
+            continue
+        resolved = {"seed": seed, "task": job.spec.name, "checkpoint": job.checkpoint,
+                    "from_scratch": job.source.from_scratch, "finetune": dataclasses.asdict(job.cfg)}
+
+        def build(tmp: Path, seed: int = seed, folder: Path = folder) -> None:
+            result = _train_seed(job, seed, parent.id(), tmp, folder.name)
+            write_seed_result(tmp, result, job.info, folder)
+            store_client(tracking_uri(Path.cwd())).log_artifact(str(result.run_id), str(tmp / RESULT_FILE))
+
+        _, built = build_once(folder, build, resolved)
+        # not built: another process did
+        results[seed] = dataclasses.replace(read_seed_result(folder)[0], reused=not built)
+
+
+def _log_spread(client: MlflowClient, run_id: str, spec: TaskSpec, info: TaskInfo | None,
+                seeds: list[SeedResult]) -> None:
+    key = f"{spec.headline_split}/{spec.main_metric}"
     for name, value in spread([seed.scores[key] for seed in seeds]).items():
         client.log_metric(run_id, f"{key}_{name}", value)
         if name == "median":
-            client.log_metric(run_id, SCORE_KEY, value * job.spec.points_scale)
-    for name, value in job.info.baseline.items():
+            client.log_metric(run_id, SCORE_KEY, value * spec.points_scale)
+    for name, value in (info.baseline if info else {}).items():
         client.log_metric(run_id, f"baseline/{name}", value)
     collapsed = sum(seed.collapsed for seed in seeds)
     client.log_metric(run_id, "collapsed_seeds", float(collapsed))

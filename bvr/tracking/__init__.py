@@ -25,6 +25,8 @@ import os
 # client (which writes an installation id under ~/.config and posts usage events). bvr runs offline; a user can opt
 # back in by setting the variable to "false".
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+# A cached result read back from its run is one line of bvr's, not a progress bar per file.
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 from bvr.tracking.params import (  # noqa: E402
     MAX_ENTITY_KEY_LENGTH,

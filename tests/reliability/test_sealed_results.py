@@ -1,10 +1,13 @@
 """Cached results are checked before they are reused (issue 35, item 7): a fine-tuning seed's result.json edited by
-hand, copied from another seed's folder, or written before results were sealed is trained again, said in one line,
-and the score reported is the one measured, never the edited one."""
+hand, copied from another seed's folder, or written before results were sealed is read back from the MLflow run that
+logged it (trained again where that run is gone), said in one line, and the score reported is the one measured,
+never the edited one."""
 
 from __future__ import annotations
 
 import json
+
+from mlflow import MlflowClient
 
 from bvr.sealed import CHECKSUM_KEY
 from tests.reliability.conftest import copy_task
@@ -12,7 +15,7 @@ from tests.reliability.conftest import copy_task
 FINETUNE = ["--set", "finetune.epochs=1", "--set", "finetune.batch_size=2"]
 
 
-def test_an_edited_or_copied_fine_tuning_result_is_trained_again_not_reported(bvr, checkpoint, tmp_path,
+def test_an_edited_or_copied_fine_tuning_result_is_read_back_from_its_run_not_reported(bvr, checkpoint, tmp_path,
                                                                               monkeypatch):
     monkeypatch.chdir(tmp_path)
     data_dir = copy_task(tmp_path / "data", "glue/RTE")
@@ -31,13 +34,21 @@ def test_an_edited_or_copied_fine_tuning_result_is_trained_again_not_reported(bv
     path1.write_text(json.dumps(sealed0))  # seed 0's own, sealed, result put in seed 1's folder
     code, out, err = bvr(*args)
     assert code == 0, err
-    lines = [line for line in err.splitlines() if "result.json" in line]
-    assert lines == [f"{path0}: does not match its checksum (edited since it was written, or copied from another "
-                     "cache folder); this seed is trained again",
-                     f"{path1}: does not match its checksum (edited since it was written, or copied from another "
-                     "cache folder); this seed is trained again"], err
-    # Both trained again to the scores first measured (not 99, not seed 0's in seed 1's place), and sealed anew.
+    lines = [line for line in err.splitlines() if "checksum" in line]
+    assert lines == [f"{path}: does not match its checksum (edited since it was written, or copied from "
+                     f"another cache folder); read back from its MLflow run {sealed['seed']['run_id']}, not trained "
+                     "again" for path, sealed in ((path0, sealed0), (path1, sealed1))], err
+    # Both read back as their runs logged them (not 99, not seed 0's in seed 1's place); none trained or logged again.
     for path, sealed in ((path0, sealed0), (path1, sealed1)):
-        again = json.loads(path.read_text())["seed"]
-        assert again["scores"] == sealed["seed"]["scores"] and again["run_id"] != sealed["seed"]["run_id"]
-    assert "99.0" not in out and "reused" not in out
+        assert json.loads(path.read_text()) == sealed
+    assert "99.0" not in out
+    # With its run deleted from the store, an edited result has nothing to be read back from: trained again.
+    MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}").delete_run(sealed0["seed"]["run_id"])
+    path0.write_text(json.dumps(edited))
+    code, out, err = bvr(*args)
+    assert code == 0, err
+    assert [line for line in err.splitlines() if "checksum" in line] == [
+        f"{path0}: does not match its checksum (edited since it was written, or copied from another cache folder); "
+        "this seed is trained again"], err
+    again = json.loads(path0.read_text())["seed"]
+    assert again["scores"] == sealed0["seed"]["scores"] and again["run_id"] != sealed0["seed"]["run_id"]

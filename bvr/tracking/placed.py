@@ -1,0 +1,123 @@
+"""A cached result's MLflow run, in the experiment that asks for it.
+
+The caches under an output folder are keyed by content, so two ablations sharing a folder share results: the
+no-pretraining control of ``masking`` and of ``sentence-objective`` is one model, scored and fine-tuned once. Its
+runs, though, live in the experiment that first logged them, and a report reads its own experiment only. So each run
+made from a cache entry carries the entry's name (:data:`TAG_RESULT`): another experiment gets its own copy of the
+run (:func:`copy_run`), and a cache entry rebuilt after it was deleted or damaged finds the run it had
+(:func:`logged_run`) instead of logging the same result twice.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from mlflow.entities import Metric, Param, RunStatus
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+TAG_RESULT = "bvr.result"
+"""The name of the cache entry a run was made from (an evaluation's result file, a fine-tuning seed's folder)."""
+
+TAG_COPIED_FROM = "bvr.copied_from"
+"""On a copy made by :func:`copy_run`: the run it copies (in another experiment)."""
+
+_METRICS_PER_BATCH = 1000  # MLflow's limits on one log_batch request
+_PARAMS_PER_BATCH = 100
+
+
+def finished_in(client: MlflowClient, run_id: str | None, experiment_id: str) -> bool:
+    """Whether ``run_id`` is a FINISHED run of experiment ``experiment_id``, not deleted."""
+    if not run_id:
+        return False
+    try:
+        run = client.get_run(run_id)
+    except MlflowException:
+        return False
+    return run.info.experiment_id == experiment_id and _usable(run)
+
+
+def finished(client: MlflowClient, run_id: str | None) -> bool:
+    """Whether ``run_id`` is a FINISHED run of this store (in any experiment), not deleted."""
+    if not run_id:
+        return False
+    try:
+        return _usable(client.get_run(run_id))
+    except MlflowException:
+        return False
+
+
+def _usable(run: Any) -> bool:
+    return run.info.status == "FINISHED" and run.info.lifecycle_stage == "active"  # not deleted
+
+def logged_run(client: MlflowClient, experiment_id: str, key: str) -> str | None:
+    """The newest FINISHED run of the experiment made from cache entry ``key``, or None."""
+    query = f"tags.`{TAG_RESULT}` = '{key}' and attributes.status = 'FINISHED'"
+    runs = client.search_runs([experiment_id], query, max_results=1, order_by=["attributes.start_time DESC"])
+    return runs[0].info.run_id if runs else None
+
+
+def newest_run(client: MlflowClient, experiment: str, query: str, tags: dict[str, str]) -> str | None:
+    """The newest run of ``experiment`` (by name) that matches the search ``query`` and holds ``tags`` (compared
+    here, not in the query: a value may hold what a search filter cannot quote), or None."""
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return None
+    runs = client.search_runs([found.experiment_id], query, max_results=1000, order_by=["attributes.start_time DESC"])
+    return next((run.info.run_id for run in runs
+                 if all(run.data.tags.get(key) == value for key, value in tags.items())), None)
+
+
+def download(client: MlflowClient, run_id: str, name: str, folder: Path) -> Path | None:
+    """Download the run's artifact ``name`` (at the artifacts' top) into ``folder``; None when it has none."""
+    try:
+        return Path(client.download_artifacts(run_id, name, str(folder)))
+    except (MlflowException, OSError):
+        return None
+
+
+def copy_run(client: MlflowClient, run_id: str, experiment_id: str, *, parent_run_id: str | None,
+             tags: dict[str, Any], artifacts: bool = True) -> str:
+    """Copy run ``run_id`` into experiment ``experiment_id``: its name, params, every metric's history, datasets,
+    tags (``tags`` replace the source's; its parent becomes ``parent_run_id``) and, with ``artifacts``, its
+    artifacts. The copy ends FINISHED and names its source (:data:`TAG_COPIED_FROM`). Returns the copy's id."""
+    source = client.get_run(run_id)
+    kept = {key: value for key, value in source.data.tags.items()
+            if key != MLFLOW_PARENT_RUN_ID and not key.startswith("mlflow.log-model")}
+    kept.update({key: str(value) for key, value in tags.items()})
+    kept[TAG_COPIED_FROM] = run_id
+    if parent_run_id:
+        kept[MLFLOW_PARENT_RUN_ID] = parent_run_id
+    copy = client.create_run(experiment_id, start_time=source.info.start_time, tags=kept,
+                             run_name=source.info.run_name).info.run_id
+    params = [Param(key, value) for key, value in source.data.params.items()]
+    for start in range(0, len(params), _PARAMS_PER_BATCH):
+        client.log_batch(copy, params=params[start:start + _PARAMS_PER_BATCH])
+    metrics = [Metric(key, m.value, m.timestamp, m.step) for key in sorted(source.data.metrics)
+               for m in client.get_metric_history(run_id, key)]
+    for start in range(0, len(metrics), _METRICS_PER_BATCH):
+        client.log_batch(copy, metrics=metrics[start:start + _METRICS_PER_BATCH])
+    if source.inputs and source.inputs.dataset_inputs:
+        client.log_inputs(copy, datasets=list(source.inputs.dataset_inputs))
+    with tempfile.TemporaryDirectory(prefix="bvr-copy-") as folder:
+        if artifacts and client.list_artifacts(run_id):
+            client.log_artifacts(copy, client.download_artifacts(run_id, "", folder))
+    client.set_terminated(copy, RunStatus.to_string(RunStatus.FINISHED), end_time=source.info.end_time)
+    return copy
+
+
+def run_here(client: MlflowClient, experiment_id: str, run_id: str | None, key: str, *, parent_run_id: str | None,
+             tags: dict[str, Any], artifacts: bool = True) -> str | None:
+    """The run of cache entry ``key`` in experiment ``experiment_id``: ``run_id`` where it is there, else the run
+    this experiment logged from that entry before, else a copy of ``run_id`` made here (:func:`copy_run`, tagged
+    with ``key``); None where ``run_id`` is not a finished run of this store."""
+    if finished_in(client, run_id, experiment_id):
+        return run_id
+    found = logged_run(client, experiment_id, key)
+    if found or not finished(client, run_id):
+        return found
+    return copy_run(client, str(run_id), experiment_id, parent_run_id=parent_run_id,
+                    tags={**tags, TAG_RESULT: key}, artifacts=artifacts)
