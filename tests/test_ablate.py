@@ -141,7 +141,8 @@ def test_a_log_without_a_terminal_has_one_plain_line_per_unit_and_ends_with_the_
     assert end[2 + len(bullets):] == [
         f"MLflow, scores by arm: {view_url(DEFAULT_UI, experiment, SCORES_VIEW)}",
         f"MLflow, pretraining curves by arm: {view_url(DEFAULT_UI, experiment, CURVES_VIEW)}",
-        "  (start the UI first, in this folder: mlflow ui --backend-store-uri sqlite:///mlflow.db)"]
+        "  (start the UI first, in this folder: bvr ui tiny-masking; or mlflow ui --backend-store-uri "
+        "sqlite:///mlflow.db)"]
 
 
 def test_every_unit_runs_and_the_manifest_indexes_mlflow(finished):

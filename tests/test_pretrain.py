@@ -164,7 +164,7 @@ def _killed_run(cfg, workdir: Path, step: int) -> None:
     pretrain(cfg, progress=False, callbacks=[KillAt(step)])
 
 
-@pytest.mark.parametrize("scheme", ["token", "whole-word", "span"])
+@pytest.mark.parametrize("scheme", ["whole-word", "span"])  # token: tests/reliability/test_runs.py, through the CLI
 def test_sigkill_then_resume_equals_an_uninterrupted_run(data_dir, tmp_path, monkeypatch, scheme):
     monkeypatch.chdir(tmp_path)
     # ~140 sequences: about 18 batches of 8 per epoch, so step 11 is mid-epoch of epoch 0 and the run crosses

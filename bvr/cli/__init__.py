@@ -1,8 +1,9 @@
 """The ``bvr`` command line. Each command parses its options, then calls one function; no logic lives here.
 
 The commands live by job in :mod:`bvr.cli.data` (config, tokenizer, data), :mod:`bvr.cli.train` (pretrain,
-finetune, fill-mask, export), :mod:`bvr.cli.evaluate` (probe, blimp) and :mod:`bvr.cli.ablate` (ablate, report,
-pipeline), with their shared options in :mod:`bvr.cli.options`; this module assembles :data:`app` from them.
+finetune, fill-mask, export), :mod:`bvr.cli.evaluate` (probe, blimp), :mod:`bvr.cli.ablate` (ablate, report,
+pipeline) and :mod:`bvr.cli.ui` (ui), with their shared options in :mod:`bvr.cli.options`; this module assembles
+:data:`app` from them.
 Every command imports the heavy modules (torch, Lightning, MLflow) inside its function, so ``bvr --help`` is fast.
 """
 
@@ -16,7 +17,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from bvr.cache import check_distributed_env
-from bvr.cli import ablate, data, evaluate, train
+from bvr.cli import ablate, data, evaluate, train, ui
 from bvr.cli.options import err_console, state
 from bvr.errors import BvrError
 from bvr.formatting import literal
@@ -57,6 +58,7 @@ app.command("pipeline")(ablate.pipeline_cmd)
 app.command("fill-mask")(train.fill_mask_cmd)
 app.command("export")(train.export_cmd)
 app.command("blimp")(evaluate.blimp_cmd)
+app.command("ui")(ui.ui_cmd)
 
 
 QUIET_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero", "mlflow")
@@ -155,10 +157,18 @@ def main() -> None:
             _interrupted(exit_.__context__.__cause__)  # typer turns Ctrl-C into a silent exit 130
         raise
     except Exception as err:
-        error = write_error(err)
+        error = write_error(err) or _server_failure(err)
         if error is None or _debug():
             raise
         _user_error(error)
+
+
+def _server_failure(err: Exception) -> BvrError | None:
+    if "mlflow" not in sys.modules:  # not MLflow's error: no need to import it to say so
+        return None
+    from bvr.tracking import server_failure
+
+    return server_failure(err)
 
 
 def _debug() -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from bvr.cli.options import console
 
@@ -11,19 +12,26 @@ def print_views(experiment: str, ui_url: str | None) -> None:
     """Where to read the comparison in the MLflow UI: the saved views' addresses, and how to start the UI when none
     is running at a known address."""
     from bvr.report.cells import ui_base
-    from bvr.tracking import CURVES_VIEW, DEFAULT_UI, SCORES_VIEW, store_client, tracking_uri, view_url
+    from bvr.tracking import DEFAULT_UI, store_client, tracking_uri
 
     uri = tracking_uri(Path.cwd())
     found = store_client(uri).get_experiment_by_name(experiment)
     if found is None:
         return
     base = ui_base(uri, ui_url)
-    for what, key in (("scores by arm", SCORES_VIEW), ("pretraining curves by arm", CURVES_VIEW)):
-        console.print(f"MLflow, {what}: {view_url(base or DEFAULT_UI, found.experiment_id, key)}", highlight=False,
-                      markup=False, soft_wrap=True)
+    for line in view_lines(base or DEFAULT_UI, found):
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
     if base is None:
-        console.print(f"  (start the UI first, in this folder: mlflow ui --backend-store-uri {ui_store(uri)})",
-                      highlight=False, markup=False, soft_wrap=True)
+        console.print(f"  (start the UI first, in this folder: bvr ui {experiment}; or mlflow ui --backend-store-uri "
+                      f"{ui_store(uri)})", highlight=False, markup=False, soft_wrap=True)
+
+
+def view_lines(base: str, experiment: Any) -> list[str]:
+    """One line per saved view of ``experiment`` (an MLflow experiment) in the UI at ``base``, scores first."""
+    from bvr.tracking import CURVES_VIEW, SCORES_VIEW, view_url
+
+    return [f"MLflow, {what}: {view_url(base, experiment.experiment_id, key)}"
+            for what, key in (("scores by arm", SCORES_VIEW), ("pretraining curves by arm", CURVES_VIEW))]
 
 
 def ui_store(uri: str, cwd: Path | None = None) -> str:

@@ -27,6 +27,12 @@ import os
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 # A cached result read back from its run is one line of bvr's, not a progress bar per file.
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+# A tracking server that stops answering: MLflow's client retries each request 7 times with back-off (about four
+# minutes, silent). bvr's bound: 4 retries, 14 s of back-off in all, 60 s for one answer; then one line
+# (bvr.tracking.store.server_failure). The variables set otherwise win.
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "4")
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "60")
 
 from bvr.tracking.params import (  # noqa: E402
     MAX_ENTITY_KEY_LENGTH,
@@ -76,6 +82,7 @@ from bvr.tracking.store import (  # noqa: E402
     client_for,
     ensure_experiment,
     find_runs,
+    server_failure,
     store_client,
     tracking_uri,
 )
@@ -96,6 +103,7 @@ __all__ = [
     "TAG_PRETRAIN_SEED", "TAG_SEED", "TAG_STAGE", "TAG_TASK", "TRUNCATION_MARKER", "artifact_location", "check_store",
     "client_for", "close_stale_runs", "closed_on_error", "end_run", "end_status", "ensure_experiment", "find_runs",
     "flatten_params", "git_commit", "link_model", "log_artifact_dir", "log_config", "log_inputs", "log_params_batched",
-    "log_tags_batched", "parent_run", "resume_run", "run_name", "run_tags", "store_client", "system_metrics",
+    "log_tags_batched", "parent_run", "resume_run", "run_name", "run_tags", "server_failure", "store_client",
+    "system_metrics",
     "tagged", "tracking_uri", "ui_address", "view_url", "write_views",
 ]

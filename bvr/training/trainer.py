@@ -31,6 +31,9 @@ LIGHTNING_NOISE = (
 )
 """Warnings Lightning prints on every fit that say nothing about this run (messages as regular expressions)."""
 
+SRUN_NOTICE = ".*The `srun` command is available on your system but is not used.*"
+"""Lightning's notice at every Trainer made on a machine where SLURM is installed, outside a SLURM job step."""
+
 
 @contextmanager
 def quiet_fit() -> Iterator[None]:
@@ -193,27 +196,32 @@ def build_trainer(
     progress = bars(progress)  # no bar in a file or a pipe: carriage returns and cursor codes there
     if progress:
         extra.append(StepRichBar() if step_progress_bar else EpochBar())
-    return L.Trainer(
-        max_steps=max_steps,
-        max_epochs=max_epochs,
-        accumulate_grad_batches=grad_accum,
-        gradient_clip_val=grad_clip or None,
-        precision=resolve_precision(precision),
-        accelerator=accelerator,
-        devices=devices,
-        num_nodes=num_nodes,
-        strategy=resolve_strategy(strategy, devices, num_nodes),
-        use_distributed_sampler=not sampler_per_rank,
-        # Counted in micro-batches, so the interval is the steps times the accumulation.
-        val_check_interval=val_every_steps * grad_accum if val_every_steps is not None else None,
-        check_val_every_n_epoch=None if val_every_steps is not None else 1,
-        num_sanity_val_steps=0,
-        log_every_n_steps=log_every_steps,
-        logger=logger,
-        callbacks=extra,
-        enable_checkpointing=checkpoint_every_steps is not None,
-        enable_progress_bar=progress,
-        enable_model_summary=False,
-        default_root_dir=str(root),
-        plugins=[AtomicCheckpointIO()],
-    )
+    with warnings.catch_warnings():
+        # On a machine with SLURM installed, Lightning says at every Trainer that `srun` is "available but not
+        # used": bvr runs on SLURM through its own launcher (bvr ablate --launcher slurm), where it is.
+        warnings.filterwarnings("ignore", message=SRUN_NOTICE)
+        trainer = L.Trainer(
+            max_steps=max_steps,
+            max_epochs=max_epochs,
+            accumulate_grad_batches=grad_accum,
+            gradient_clip_val=grad_clip or None,
+            precision=resolve_precision(precision),
+            accelerator=accelerator,
+            devices=devices,
+            num_nodes=num_nodes,
+            strategy=resolve_strategy(strategy, devices, num_nodes),
+            use_distributed_sampler=not sampler_per_rank,
+            # Counted in micro-batches, so the interval is the steps times the accumulation.
+            val_check_interval=val_every_steps * grad_accum if val_every_steps is not None else None,
+            check_val_every_n_epoch=None if val_every_steps is not None else 1,
+            num_sanity_val_steps=0,
+            log_every_n_steps=log_every_steps,
+            logger=logger,
+            callbacks=extra,
+            enable_checkpointing=checkpoint_every_steps is not None,
+            enable_progress_bar=progress,
+            enable_model_summary=False,
+            default_root_dir=str(root),
+            plugins=[AtomicCheckpointIO()],
+        )
+    return trainer

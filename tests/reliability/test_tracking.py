@@ -3,8 +3,11 @@ read-only, a folder) is one line naming it and what to do, before any work (issu
 
 from __future__ import annotations
 
+import http.server
 import json
+import os
 import sqlite3
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -88,3 +91,41 @@ def test_a_folder_as_mlflow_tracking_uri_is_one_line(finetune_here, tmp_path, mo
         "runs) and no longer writes to (it is in maintenance mode). set it to an SQLite store "
         "(sqlite:////ABSOLUTE/PATH/mlflow.db) or a tracking server (http://HOST:PORT), or unset it to log to "
         "./mlflow.db; `mlflow migrate-filestore` moves the folder's runs into an SQLite store")
+
+
+class _HealthOnly(http.server.BaseHTTPRequestHandler):
+    """A tracking server that answers its health check, then drops every request: one that stopped answering."""
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        if self.path.startswith("/health"):
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"OK")
+        else:
+            self.close_connection = True  # no answer at all
+
+    do_POST = do_GET  # noqa: N815
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_a_tracking_server_that_stops_answering_is_one_line_after_its_bounded_retries(bvr, checkpoint, tmp_path,
+                                                                                      monkeypatch):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _HealthOnly)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    uri = f"http://127.0.0.1:{server.server_address[1]}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")  # bvr's default is 4 (14 s of back-off): kept short
+    monkeypatch.chdir(tmp_path)
+    try:
+        code, _, err = bvr("finetune", "--task", "sst2", "--checkpoint", checkpoint, "--seeds", "1", "--data-dir",
+                           copy_task(tmp_path / "data", "glue/SST-2"), "--output-dir", tmp_path / "out", *FINETUNE)
+    finally:
+        server.shutdown()
+    assert code == 2
+    line = error_line(err)
+    assert line == (f"MLFLOW_TRACKING_URI: the MLflow tracking server {uri} stopped answering (connection "
+                    "closed without an answer; 1 retry). start it again, then run the same command: finished "
+                    "stages and checkpoints are reused (bvr pretrain: with --resume)")
+    assert os.environ.get("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR") == "1"  # the bound bvr sets when unset

@@ -1,0 +1,140 @@
+"""``bvr ui``: the MLflow UI on this folder's store, and the address of an ablation's runs in it.
+
+``mlflow ui`` started by hand lands on its experiment list, in GenAI mode, and bvr cannot know its host and port; so
+the addresses bvr prints (the saved views of :mod:`bvr.tracking.views`) had to be pasted in by the user. ``bvr ui
+NAME`` starts the UI on the store bvr logs to (the working folder's ``mlflow.db`` unless ``MLFLOW_TRACKING_URI``
+names another), waits until it answers, prints the ablation's views at that address (scores by arm first), opens the
+first with ``--open``, and keeps the UI running until Ctrl-C. With a tracking server as the store there is nothing
+to start: the addresses are printed at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Annotated, Any
+
+import typer
+
+from bvr.cli.options import console, err_console
+from bvr.errors import BvrError
+
+UI_START_LIMIT = 120.0
+"""Seconds the UI may take to answer before ``bvr ui`` gives up (it answers in 5 to 15 s on 2 cores)."""
+UI_NOTICE = 3.0
+"""Seconds after which the wait is said on stderr."""
+
+
+def ui_cmd(
+    name: Annotated[str | None, typer.Argument(help="The ablation whose runs to show (its MLflow experiment, as "
+                                                    "bvr ablate names it). Default: the list of experiments.")] = None,
+    port: Annotated[int, typer.Option("--port", help="Port the UI listens on.")] = 5000,
+    host: Annotated[str, typer.Option("--host", help="Address the UI listens on (127.0.0.1: this machine only).")]
+    = "127.0.0.1",
+    open_browser: Annotated[bool, typer.Option("--open/--no-open", help="Open the first address in a browser.")]
+    = False,
+) -> None:
+    """Start the MLflow UI on the store bvr logs to and print where an ablation's runs are: scores by arm and
+    pretraining curves by arm, in model-training mode. Runs until Ctrl-C."""
+    from bvr.cli.views import ui_store, view_lines
+    from bvr.tracking import store_client, tracking_uri
+
+    uri = tracking_uri(Path.cwd())
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
+        raise BvrError(f"no MLflow store here ({uri.removeprefix('sqlite:///')} does not exist)", where="bvr ui",
+                       hint="run it in the folder where bvr ablate ran, or set MLFLOW_TRACKING_URI to the store")
+    experiment = _experiment(store_client(uri), name) if name else None
+    if uri.startswith(("http://", "https://")):  # a tracking server is its own UI
+        _print(view_lines(uri.rstrip("/"), experiment) if experiment else [f"MLflow UI: {uri}"])
+        if open_browser:
+            _open(view_lines(uri.rstrip("/"), experiment)[0].split(": ", 1)[1] if experiment else uri)
+        return
+    _check_port(host, port)
+    base = f"http://{host}:{port}"
+    lines = view_lines(base, experiment) if experiment else [f"MLflow UI: {base}"]
+    command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", ui_store(uri), "--host", host,
+               "--port", str(port)]
+    with tempfile.TemporaryFile(mode="w+") as log, _running(command, log) as ui:  # its log: read if it fails
+        _wait_until_up(ui, base, log)
+        _print([*lines, f"  (the UI runs on {ui_store(uri)} until Ctrl-C)"])
+        if open_browser:
+            _open(lines[0].split(": ", 1)[1])
+        with contextlib.suppress(KeyboardInterrupt):
+            ui.wait()
+
+
+@contextlib.contextmanager
+def _running(command: list[str], log: IO[str]) -> Iterator[subprocess.Popen]:
+    """``command`` started with its output in ``log``; stopped (terminated, then killed after 10 s) on the way out,
+    Ctrl-C included."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, text=True)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def _experiment(client: Any, name: str) -> Any:
+    found = client.get_experiment_by_name(name)
+    if found is None:
+        names = sorted(e.name for e in client.search_experiments() if e.name != "Default")
+        raise BvrError(f"no MLflow experiment '{name}' in this store", where="NAME",
+                       hint=f"the store holds: {', '.join(names)}" if names else
+                       "run `bvr ablate NAME` first, in this folder")
+    return found
+
+
+def _check_port(host: str, port: int) -> None:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as err:
+            raise BvrError(f"cannot listen on {host}:{port} ({err.strerror})", where="--port",
+                           hint="another UI may be running there: open it, or pass another --port") from None
+
+
+def _wait_until_up(ui: subprocess.Popen, base: str, log: IO[str]) -> None:
+    """Until the UI answers ``/health``; an exit or :data:`UI_START_LIMIT` is an error with the UI's own words."""
+    start, said = time.monotonic(), False
+    while True:
+        if ui.poll() is not None:
+            log.seek(0)
+            tail = log.read().strip().splitlines()[-3:]
+            raise BvrError(f"mlflow ui exited with status {ui.returncode}: {' / '.join(tail) or 'no output'}",
+                           where="bvr ui")
+        with contextlib.suppress(urllib.error.URLError, OSError):
+            urllib.request.urlopen(f"{base}/health", timeout=2).close()
+            return
+        waited = time.monotonic() - start
+        if waited > UI_START_LIMIT:
+            raise BvrError(f"the MLflow UI did not answer at {base} within {UI_START_LIMIT:.0f} s", where="bvr ui")
+        if waited > UI_NOTICE and not said:
+            err_console.print(f"starting the MLflow UI at {base} ...", highlight=False, markup=False)
+            said = True
+        time.sleep(0.25)
+
+
+def _print(lines: list[str]) -> None:
+    for line in lines:
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+def _open(url: str) -> None:
+    import webbrowser
+
+    if not webbrowser.open(url):
+        err_console.print(f"no browser to open here; open {url}", highlight=False, markup=False, soft_wrap=True)
