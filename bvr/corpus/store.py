@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import closing, contextmanager
@@ -117,11 +118,28 @@ def build_corpus(
                            "validation and train on the rest", where=path,
                            hint=f"use a corpus of at least {min_validation_documents + 1} documents (in plain text, "
                                 "a blank line ends a document)")
+        _warn_if_not_words(stats, path)
         _save_corpus(work / "stream", work / "corpus", stats, min_validation_documents, split_seed, progress=progress)
         replace_dir(work / "corpus", out_dir)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return stats
+
+
+WORD_CHARACTERS_LIMIT = 20
+"""Characters a word on average past which a corpus is said not to be text split into words (English: about 6)."""
+
+
+def _warn_if_not_words(stats: CorpusStats, path: str | Path) -> None:
+    """One line on stderr when the text is hardly split into words by spaces (a single 50 MB line of one "word",
+    say): WordPiece reads a word longer than 100 characters as one unknown token, so that text never reaches the
+    model, and a run on it trains on a few unknown tokens."""
+    per_word = stats.characters / max(stats.words, 1)
+    if per_word > WORD_CHARACTERS_LIMIT:
+        print(f"{path}: warning: {stats.characters:,} characters in {stats.words:,} word(s), {per_word:,.0f} "
+              "characters a word (English: about 6): the tokenizer reads a word longer than 100 characters as one "
+              "unknown token, so most of this text will not reach the model. is it text with spaces between words?",
+              file=sys.stderr, flush=True)
 
 
 def _check_build_args(source: str, validation_fraction: float, max_documents: int | None) -> None:

@@ -6,6 +6,7 @@ status 2, before any training."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -217,3 +218,23 @@ def test_data_show_checks_its_options_before_preparing_anything(bvr, tmp_path, m
     code, _, err = bvr("data", "show", option, value, *PRETRAIN, "--data-dir", data, "--output-dir", tmp_path / "out")
     assert code == 2 and error_line(err) == f"{option}: {message}"
     assert not (tmp_path / "out").exists()
+
+
+def test_a_corpus_hardly_split_into_words_is_one_warning_line(tmp_path, capsys):
+    from bvr.corpus.store import build_corpus
+
+    normal = "\n\n".join(f"Document {i} has a few plain words in it. It ends here." for i in range(4))
+    text = tmp_path / "one-line.txt"
+    text.write_text(normal + "\n\n" + "x" * 100_000 + "\n", encoding="utf-8")
+    build_corpus("text", text, tmp_path / "corpus", progress=False)
+    err = capsys.readouterr().err
+    found = re.fullmatch(rf"{re.escape(str(text))}: warning: ([\d,]+) characters in (\d+) word\(s\), [\d,]+ "
+                         r"characters a word \(English: about 6\): the tokenizer reads a word longer than 100 "
+                         r"characters as one unknown token, so most of this text will not reach the model\. is it text "
+                         r"with spaces between words\?\n", err)
+    assert found, err
+    characters, words = int(found.group(1).replace(",", "")), int(found.group(2))
+    assert characters > 100_000 and 40 < words < 60  # the x line is one word
+    text.write_text(normal + "\n", encoding="utf-8")
+    build_corpus("text", text, tmp_path / "corpus", progress=False)
+    assert capsys.readouterr().err == ""
