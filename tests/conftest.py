@@ -30,13 +30,6 @@ def pytest_configure(config):
         torch.set_num_threads(1)
 
 
-def pytest_xdist_auto_num_workers(config):
-    """``-n auto``: one worker per usable CPU and one more. Many tests spend part of their time waiting (on a bvr
-    process they started, a lock, SLURM's scheduler), and the extra worker fills those gaps (on 2 cores the suite's
-    CPU use was 84% with 2 workers)."""
-    return len(os.sched_getaffinity(0)) + 1
-
-
 def pytest_collection_modifyitems(config, items):
     import torch
 

@@ -47,8 +47,10 @@ def test_the_ui_answers_at_the_printed_address_of_the_ablations_scores_and_stops
     write_views(store_client(tracking_uri(tmp_path)), experiment_id)
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
+    # Ctrl-C as a terminal delivers it (a pytest-xdist worker ignores SIGINT, and its children would inherit that).
     ui = subprocess.Popen([sys.executable, "-m", "bvr.cli", "ui", "tiny-masking", "--port", str(port)], cwd=tmp_path,
-                          env=bvr_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                          env=bvr_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         lines = _first_line_with(ui, "(the UI runs on", 180)
         assert lines[:3] == [f"MLflow, scores by arm: {view_url(base, experiment_id, SCORES_VIEW)}",

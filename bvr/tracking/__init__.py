@@ -15,8 +15,9 @@ Every function takes the store from :func:`tracking_uri` and passes it explicitl
 MLflow's process-wide "current" tracking URI or active run.
 
 Modules: :mod:`bvr.tracking.store` (where runs are stored, reading them back), :mod:`bvr.tracking.params` (configs
-as params), :mod:`bvr.tracking.runs` (names, tags, parent runs) and :mod:`bvr.tracking.views` (saved views of an
-ablation in the MLflow UI).
+as params), :mod:`bvr.tracking.runs` (names, tags, parent runs), :mod:`bvr.tracking.views` (saved views of an
+ablation in the MLflow UI), :mod:`bvr.tracking.placed` (a cached result's run in the experiment that asks for it)
+and :mod:`bvr.tracking.server` (a tracking server that stops answering).
 """
 
 import os
@@ -29,7 +30,7 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 # A tracking server that stops answering: MLflow's client retries each request 7 times with back-off (about four
 # minutes, silent). bvr's bound: 4 retries, 14 s of back-off in all, 60 s for one answer; then one line
-# (bvr.tracking.store.server_failure). The variables set otherwise win.
+# (bvr.tracking.server.server_failure). The variables set otherwise win.
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "4")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "60")
@@ -74,6 +75,7 @@ from bvr.tracking.runs import (  # noqa: E402
     system_metrics,
     tagged,
 )
+from bvr.tracking.server import server_failure  # noqa: E402
 from bvr.tracking.store import (  # noqa: E402
     DEFAULT_ARTIFACTS,
     DEFAULT_DB,
@@ -82,7 +84,6 @@ from bvr.tracking.store import (  # noqa: E402
     client_for,
     ensure_experiment,
     find_runs,
-    server_failure,
     store_client,
     tracking_uri,
 )

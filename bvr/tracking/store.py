@@ -137,35 +137,6 @@ def check_store(workdir: Path | None = None, *, timeout: float = SERVER_TIMEOUT)
     return uri
 
 
-_UNANSWERED = (("Connection refused", "connection refused"),
-               ("RemoteDisconnected", "connection closed without an answer"),
-               ("timed out", "no answer in time"), ("Connection aborted", "connection aborted"),
-               ("Max retries exceeded", "no answer"))
-"""What a failed request's message holds, most telling first, and how bvr says it."""
-
-
-def server_failure(err: BaseException, workdir: Path | None = None) -> BvrError | None:
-    """The one line for a request to the tracking server that failed after its retries (the server stopped, hangs
-    or drops the connection), or None for any other error (its causes and contexts are searched too)."""
-    uri = tracking_uri(workdir)
-    if not uri.startswith(("http://", "https://")):
-        return None
-    seen: set[int] = set()
-    cause: BaseException | None = err
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
-        text = str(cause)
-        reason = next((said for mark, said in _UNANSWERED if mark in text), None)
-        if isinstance(cause, MlflowException) and "API request to" in text and reason:
-            retries = os.environ.get("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "7")
-            return BvrError(f"the MLflow tracking server {uri} stopped answering ({reason}; "
-                            f"{retries} {'retry' if retries == '1' else 'retries'})",
-                            where="MLFLOW_TRACKING_URI", hint="start it again, then run the same command: finished "
-                            "stages and checkpoints are reused (bvr pretrain: with --resume)")
-        cause = cause.__cause__ or cause.__context__
-    return None
-
-
 STORE_WAIT_ENV = "BVR_STORE_WAIT"
 STORE_WAIT = 30.0
 """Seconds bvr waits for an SQLite store another process holds locked (:data:`STORE_WAIT_ENV` sets another)."""
