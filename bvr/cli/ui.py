@@ -52,14 +52,15 @@ def ui_cmd(
         raise BvrError(f"no MLflow store here ({uri.removeprefix('sqlite:///')} does not exist)", where="bvr ui",
                        hint="run it in the folder where bvr ablate ran, or set MLFLOW_TRACKING_URI to the store")
     experiment = _experiment(store_client(uri), name) if name else None
-    if uri.startswith(("http://", "https://")):  # a tracking server is its own UI
-        _print(view_lines(uri.rstrip("/"), experiment) if experiment else [f"MLflow UI: {uri}"])
+    server = uri.startswith(("http://", "https://"))  # a tracking server is its own UI
+    base = uri.rstrip("/") if server else f"http://{host}:{port}"
+    lines = view_lines(base, experiment) if experiment else [f"MLflow UI: {base}"]
+    if server:
+        _print(lines)
         if open_browser:
-            _open(view_lines(uri.rstrip("/"), experiment)[0].split(": ", 1)[1] if experiment else uri)
+            _open(lines[0].split(": ", 1)[1])
         return
     _check_port(host, port)
-    base = f"http://{host}:{port}"
-    lines = view_lines(base, experiment) if experiment else [f"MLflow UI: {base}"]
     command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", ui_store(uri), "--host", host,
                "--port", str(port)]
     with tempfile.TemporaryFile(mode="w+") as log, _running(command, log) as ui:  # its log: read if it fails

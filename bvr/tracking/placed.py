@@ -31,27 +31,25 @@ _PARAMS_PER_BATCH = 100
 
 def finished_in(client: MlflowClient, run_id: str | None, experiment_id: str) -> bool:
     """Whether ``run_id`` is a FINISHED run of experiment ``experiment_id``, not deleted."""
-    if not run_id:
-        return False
-    try:
-        run = client.get_run(run_id)
-    except MlflowException:
-        return False
-    return run.info.experiment_id == experiment_id and _usable(run)
+    run = _finished_run(client, run_id)
+    return run is not None and run.info.experiment_id == experiment_id
 
 
 def finished(client: MlflowClient, run_id: str | None) -> bool:
     """Whether ``run_id`` is a FINISHED run of this store (in any experiment), not deleted."""
+    return _finished_run(client, run_id) is not None
+
+
+def _finished_run(client: MlflowClient, run_id: str | None) -> Any:
+    """The run ``run_id`` when it is FINISHED and not deleted, else None."""
     if not run_id:
-        return False
+        return None
     try:
-        return _usable(client.get_run(run_id))
+        run = client.get_run(run_id)
     except MlflowException:
-        return False
+        return None
+    return run if run.info.status == "FINISHED" and run.info.lifecycle_stage == "active" else None
 
-
-def _usable(run: Any) -> bool:
-    return run.info.status == "FINISHED" and run.info.lifecycle_stage == "active"  # not deleted
 
 def logged_run(client: MlflowClient, experiment_id: str, key: str) -> str | None:
     """The newest FINISHED run of the experiment made from cache entry ``key``, or None."""
