@@ -36,8 +36,9 @@ import torch
 from bvr.config import load_config
 from bvr.memory import keep_freed_memory
 from bvr.pretraining.data import PretrainingDataModule
+from bvr.pretraining.export import build_model
 from bvr.pretraining.prepare import load_instances, prepare
-from bvr.pretraining.run import build_model, pretrain
+from bvr.pretraining.run import pretrain
 from bvr.tokenization import load_tokenizer, vocab_info
 from bvr.training import adamw
 

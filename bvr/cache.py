@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import sys
@@ -31,6 +32,16 @@ def cache_dir(root: Path, kind: str, *parts: Any) -> Path:
 
 def is_done(path: Path) -> bool:
     return (Path(path) / DONE).is_file()
+
+
+def reuse_older(target: Path, older: Path) -> Path:
+    """``target``, or ``older`` where only ``older`` is finished: the folder a key used before named the same
+    content by (a key that held the data folder's path), reused rather than built again.
+
+    >>> reuse_older(Path("/nonexistent/new"), Path("/nonexistent/old"))
+    PosixPath('/nonexistent/new')
+    """
+    return older if not is_done(target) and is_done(older) else target
 
 
 def fingerprint(*paths: str | Path) -> str:
@@ -69,8 +80,34 @@ def _file_hash(path: Path) -> str:
     return _FILE_HASHES[key]
 
 
+ARROW_END = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+"""The end-of-stream marker an Arrow stream file ends with once its writer closed it (``datasets`` writes streams)."""
+
+
+def arrow_problem(folder: Path) -> str | None:
+    """What is wrong with the ``datasets`` folders under ``folder``, or None: a data file its ``state.json`` lists
+    is missing, or an Arrow file stops before its end-of-stream marker (cut short by a full disk or a bad copy).
+
+    Reads each file's last 8 bytes only, so a cache of any size is checked in milliseconds."""
+    for state in sorted(Path(folder).rglob("state.json")):
+        try:
+            files = [entry["filename"] for entry in json.loads(state.read_text())["_data_files"]]
+        except (ValueError, KeyError, TypeError) as err:
+            return f"{state}: not a datasets state file ({type(err).__name__})"
+        missing = next((name for name in files if not (state.parent / name).is_file()), None)
+        if missing is not None:
+            return f"{state.parent / missing}: missing"
+    for file in sorted(Path(folder).rglob("*.arrow")):
+        size = file.stat().st_size
+        with file.open("rb") as stream:
+            stream.seek(max(size - len(ARROW_END), 0))
+            if size < len(ARROW_END) or stream.read() != ARROW_END:
+                return f"{file}: cut short ({size:,} bytes, without Arrow's end-of-stream marker)"
+    return None
+
+
 def build_once(target: Path, build: Callable[[Path], None], config: dict[str, Any], *,
-               built: set[Path] | None = None) -> tuple[Path, bool]:
+               built: set[Path] | None = None, check: Callable[[Path], str | None] | None = None) -> tuple[Path, bool]:
     """Run ``build(tmp)`` unless ``target`` is finished already; move the result into place atomically.
 
     One process builds a target at a time (:func:`target_lock`): a second one asking for it meanwhile waits, then
@@ -85,18 +122,22 @@ def build_once(target: Path, build: Callable[[Path], None], config: dict[str, An
         config: what the folder was built from, written as ``config.yaml``.
         built: a set that ``target`` (resolved) joins when this call builds it: how a caller that runs several
             stages (:func:`bvr.pretraining.prepare.prepare`) says which of them it built.
+        check: says what is wrong with a finished ``target`` (a damaged file), or None; a damaged target is named
+            in one line on stderr and built again.
 
     Returns:
         The target folder and whether it was built now (False: reused).
     """
     target = Path(target)
-    if is_done(target):
+    if is_done(target) and (check is None or not is_rank_zero()):
         return target, False
     if not is_rank_zero():  # under torchrun, SLURM or Lightning's launcher, rank zero builds; the others wait
         return _wait_for(target), False
     with target_lock(target):
-        if is_done(target):  # built by the process this one waited for
-            return target, False
+        if is_done(target):  # built by the process this one waited for, or before
+            if (problem := check(target) if check is not None else None) is None:
+                return target, False
+            print(f"{target.name}: {problem}; built again", file=sys.stderr, flush=True)
         _remove_dead_builds(target)
         tmp = temp_sibling(target)
         shutil.rmtree(tmp, ignore_errors=True)  # a build of this process that was interrupted

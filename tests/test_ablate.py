@@ -28,7 +28,7 @@ from bvr.errors import BvrError
 from bvr.runner.dvc import pipeline_spec, render_pipeline
 from bvr.runner.dvc_plots import PAGE, PAGE_TEMPLATE, PLOT_TEMPLATES, TEMPLATES_DIR, plot_templates
 from bvr.runner.units import HANDLERS, UnitContext, find_model
-from bvr.tracking import CURVES_VIEW, DEFAULT_UI, SCORES_VIEW, find_runs, tracking_uri, view_url
+from bvr.tracking import CURVES_VIEW, DEFAULT_UI, SCORES_VIEW, find_runs, tracking_uri, ui_address, view_url
 from bvr.tracking.moved import reroot_artifacts
 from bvr.tracking.views import saved_view
 from tests.test_prepare import write_wiki_corpus
@@ -133,12 +133,17 @@ def test_a_log_without_a_terminal_has_one_plain_line_per_unit_and_ends_with_the_
     assert not re.search(r"\b0\.\d{4}\b", log)  # no score as a fraction
     # The closing lines: the report's headline bullets, the report, the MLflow views and how to open them.
     report = (finished / "reports" / "tiny-masking" / "report.md").read_text()
-    bullets = [line for line in report.split("## Headline")[1].split("\n## ")[0].splitlines() if line.startswith("- ")]
-    end = lines[lines.index("headline:"):]
+    first = report.split("## Headline")[1].split("In full:")[0]  # the line per question, above the full sentences
+    bullets = [line for line in first.splitlines() if line.startswith("- ")]
+    assert bullets and all(len(line) <= 170 for line in bullets)  # a line a question, readable in a terminal
+    level = re.search(r"with (\d+\.?\d*%) simultaneous intervals", report).group(1)  # the report's one level
+    end = lines[lines.index(f"headline (Δ [{level} simultaneous interval]; verdicts: Holm, family-wise error 5%):"):]
     assert bullets and end[1:1 + len(bullets)] == bullets
     assert end[1 + len(bullets)] == "report: reports/tiny-masking/report.html"
     experiment = MlflowClient(tracking_uri(finished)).get_experiment_by_name("tiny-masking").experiment_id
+    parent = Manifest.load(find_manifest("tiny-masking", finished / "outputs")).parent_run_id
     assert end[2 + len(bullets):] == [
+        f"MLflow, effects with intervals and verdicts: {ui_address(DEFAULT_UI, experiment, parent)}",
         f"MLflow, scores by arm: {view_url(DEFAULT_UI, experiment, SCORES_VIEW)}",
         f"MLflow, pretraining curves by arm: {view_url(DEFAULT_UI, experiment, CURVES_VIEW)}",
         "  (start the UI first, in this folder: bvr ui tiny-masking; or mlflow ui --backend-store-uri "
@@ -287,9 +292,10 @@ def test_a_moved_clone_reports_into_its_own_store(finished, tmp_path):
 def test_a_second_invocation_trains_nothing(finished, data_dir, monkeypatch, capsys):
     monkeypatch.chdir(finished)
     before = find_runs("tiny-masking", workdir=finished)
-    code, out, _ = invoke(monkeypatch, capsys, "ablate", "tiny-masking.yaml", "--data-dir", str(data_dir),
-                          "--no-progress")
+    code, out, err = invoke(monkeypatch, capsys, "ablate", "tiny-masking.yaml", "--data-dir", str(data_dir),
+                            "--no-progress")
     assert code == 0, out
+    assert "lock file" not in out + err  # DVC's own line is folded into bvr's, below
     after = find_runs("tiny-masking", workdir=finished)
     assert set(after["run_id"]) == set(before["run_id"])  # no new run: the ablation's one parent is reopened
     parents = after[after["tags.bvr.stage"] == "ablation"]

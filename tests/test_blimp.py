@@ -34,7 +34,7 @@ from bvr.evaluation.blimp import evaluate as blimp_evaluate
 from bvr.evaluation.blimp.published import published_terms
 from bvr.model import EncoderConfig, PretrainingModel
 from bvr.pretrained import load_pretrained
-from bvr.pretraining.run import export_model
+from bvr.pretraining.export import export_model
 from bvr.tokenization import save_tokenizer, train_tokenizer, vocab_info
 
 FIXTURE = Path(__file__).parent / "fixtures" / "blimp"

@@ -188,3 +188,57 @@ def test_evaluation_results_are_keyed_by_the_data_they_read(tmp_path: Path) -> N
         assert {k for k in original if changed[k] != original[k]} == {kind}
         file.write_text("one\n")
         assert keys() == original
+
+
+def test_evaluation_results_are_keyed_by_the_datas_content_not_its_path(tmp_path: Path) -> None:
+    from bvr.ablation.declare import Evaluations
+    from bvr.config import config_hash
+    from bvr.evaluation.run import _settings, result_path
+
+    model = tmp_path / "run" / "model"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    data = tmp_path / "data"
+    (data / "blimp").mkdir(parents=True)
+    (data / "blimp" / "a.jsonl").write_text("one\n")
+    settings = Evaluations()
+    original = result_path(model, "blimp", None, settings, data, tmp_path / "outputs")
+    shutil.copytree(data, tmp_path / "moved")
+    assert result_path(model, "blimp", None, settings, tmp_path / "moved", tmp_path / "outputs") == original
+    # A result named while the key held the data folder's path is still found under that name.
+    content = (cache.fingerprint(model), cache.fingerprint(data / "blimp"))
+    before = original.with_name(f"blimp-{config_hash(_settings('blimp', None, settings, data), *content)}.json")
+    assert before != original
+    before.parent.mkdir(parents=True)
+    before.write_text("{}")
+    assert result_path(model, "blimp", None, settings, data, tmp_path / "outputs") == before
+    original.write_text("{}")  # once today's name exists, it is the one
+    assert result_path(model, "blimp", None, settings, data, tmp_path / "outputs") == original
+
+
+def test_fine_tuning_seeds_are_keyed_by_the_task_files_content_not_the_data_folders_path(tmp_path: Path) -> None:
+    from bvr.config.finetune import FinetuneConfig
+    from bvr.tasks.registry import get_task
+    from bvr.tasks.run import FINETUNE_VERSION, _seed_dirs
+
+    spec, cfg, data = get_task("rte"), FinetuneConfig(), tmp_path / "data"
+    for split in spec.splits:
+        (data / spec.folder / split.file).parent.mkdir(parents=True, exist_ok=True)
+        (data / spec.folder / split.file).write_text(f"{split.name}\n")
+    root = tmp_path / "finetune"
+
+    def dirs(folder: Path) -> dict[int, Path]:
+        return _seed_dirs(root, spec, cfg, "model-identity", folder, False, [0, 1])
+
+    original = dirs(data)
+    assert dirs(shutil.copytree(data, tmp_path / "moved")) == original
+    (tmp_path / "moved" / spec.folder / spec.splits[0].file).write_text("other\n")
+    assert dirs(tmp_path / "moved")[0] != original[0]
+    # Seed folders named while the key held the data folder's path: still reused where finished.
+    parts = {"version": FINETUNE_VERSION, "checkpoint": "model-identity", "task": "rte", "finetune": cfg.hashed(),
+             "data_dir": str(data.resolve()), "from_scratch": False, "data": fingerprint(*[
+                 data / spec.folder / split.file for split in spec.splits]), "seed": 0}
+    before = cache.cache_dir(root, "rte-seed0", parts)
+    (before / DONE).parent.mkdir(parents=True)
+    (before / DONE).write_text("")
+    assert dirs(data) == {0: before, 1: original[1]}

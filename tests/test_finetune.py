@@ -17,7 +17,7 @@ from bvr.config import DataSettings
 from bvr.errors import BvrError
 from bvr.model import EncoderConfig, PretrainingModel
 from bvr.pretrained import load_pretrained
-from bvr.pretraining.run import export_model
+from bvr.pretraining.export import export_model
 from bvr.tasks.batching import LengthGroupedSampler
 from bvr.tasks.data import load_task_data, loader
 from bvr.tasks.evaluators import COLLAPSE_STD_RATIO

@@ -1,5 +1,6 @@
 """bvr report finds an ablation's runs when the data folder is named another way (issue: the data folder's path was
-part of the plan's identity, so `bvr report NAME --preset P` without the same `--data-dir` found nothing)."""
+part of the plan's identity, so `bvr report NAME --preset P` without the same `--data-dir` found nothing). The data
+now enter a plan by content; a plan folder named by the path before is still found."""
 
 from __future__ import annotations
 
@@ -33,18 +34,30 @@ def plan_with(experiment: Path, data: Path | None, out: Path):
     return make_plan(experiment, preset="tiny", data_dir=data, output_dir=out)
 
 
-def test_the_runs_are_found_without_the_data_folder_and_from_a_copy_of_it(made, tmp_path):
+def test_a_copy_of_the_data_folder_is_the_same_plan_and_without_one_the_runs_are_found(made, tmp_path):
     experiment, data = made
     out = tmp_path / "outputs"
     made_with = plan_with(experiment, data, out).manifest_path
-    for other in (None, tmp_path / "moved"):
-        if other is not None:
-            shutil.copytree(data, other)  # the same bytes at another path
-        plan = plan_with(experiment, other, out)
-        assert not plan.manifest_path.is_file()  # the path is part of the plan's hash
-        found = made_elsewhere(plan, lambda d: plan_with(experiment, Path(d), out))
-        assert found is not None and found.manifest == made_with and found.data_dir == str(data)
-        assert found.note() == f"the runs were made with the data folder {data}; using them (same settings)"
+    shutil.copytree(data, tmp_path / "moved")  # the same bytes at another path
+    assert plan_with(experiment, tmp_path / "moved", out).manifest_path == made_with  # the data enter by content
+    plan = plan_with(experiment, None, out)
+    assert not plan.manifest_path.is_file()  # without a data folder (the hub): another plan, found through the
+    found = made_elsewhere(plan, lambda d: plan_with(experiment, Path(d), out))  # manifest's own data folder
+    assert found is not None and found.manifest == made_with and found.data_dir == str(data)
+    assert found.note() == f"the runs were made with the data folder {data}; using them (same settings)"
+
+
+def test_a_plan_folder_named_by_the_data_folders_path_is_still_found(made, tmp_path):
+    experiment, data = made
+    out = tmp_path / "outputs"
+    plan = plan_with(experiment, data, out)
+    before = plan._folder_of(plan._hash(data_path=True))  # how plans were named before the data entered by content
+    assert before != plan.folder
+    plan.folder.rename(before)
+    assert plan_with(experiment, data, out).folder == before  # not orphaned: its runs stay this plan's
+    shutil.copytree(before, tmp_path / "today")
+    (tmp_path / "today").rename(plan.folder)  # once today's folder exists, it is the plan's
+    assert plan_with(experiment, data, out).folder == plan.folder
 
 
 def test_other_data_is_refused_naming_what_differs(made, tmp_path):
@@ -54,6 +67,7 @@ def test_other_data_is_refused_naming_what_differs(made, tmp_path):
     shutil.copytree(data, other)
     (other / "glue" / "SST-2" / "dev.tsv").write_text("sentence\tlabel\nanother\t1\n")
     plan = plan_with(experiment, other, out)
+    assert not plan.manifest_path.is_file()  # other content: another plan
     with pytest.raises(BvrError, match=f"were made with the data folder {data}, whose glue differs from "
                                        f"{other / 'glue'}"):
         made_elsewhere(plan, lambda d: plan_with(experiment, Path(d), out))

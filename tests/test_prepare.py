@@ -6,6 +6,7 @@ import dataclasses
 import json
 import math
 import random
+import shutil
 from pathlib import Path
 
 import datasets
@@ -26,6 +27,7 @@ from bvr.pretraining.prepare import (
     _tokenize_batch,
     load_instances,
     prepare,
+    prepare_corpus,
     prepare_tokenizer,
 )
 from bvr.pretraining.show import render_examples
@@ -114,6 +116,27 @@ def test_a_second_run_reuses_every_stage(bert_prepared, data_dir):
     again = prepare(config(data_dir, out), progress=False)
     assert again == prepared
     assert {p: (p / DONE).stat().st_mtime_ns for p in stamps} == stamps
+
+
+def test_the_same_data_under_another_path_reuses_every_stage(bert_prepared, data_dir, tmp_path):
+    out, prepared = bert_prepared
+    shutil.copytree(data_dir, tmp_path / "moved")  # the same bytes: the stages are keyed by content, not path
+    built: set[Path] = set()
+    assert prepare(config(tmp_path / "moved", out), progress=False, built=built) == prepared and not built
+    text = next((tmp_path / "moved" / "corpus" / "wiki").rglob("wiki_*"))
+    text.write_text(text.read_text() + "\n", encoding="utf-8")  # other content: another corpus
+    assert prepare_corpus(config(tmp_path / "moved", out), progress=False) != prepared.corpus
+
+
+def test_a_corpus_folder_keyed_by_its_path_before_is_reused(bert_prepared, data_dir, tmp_path):
+    out, prepared = bert_prepared
+    stage = yaml.safe_load((prepared.corpus / "config.yaml").read_text())
+    location = {**stage["location"], "path": str((data_dir / "corpus" / "wiki").resolve())}
+    older = {**stage, "corpus": {**stage["corpus"], "path": "corpus/wiki"}, "location": location}  # its key then
+    before = cache_dir(tmp_path / "other" / "cache", "corpus", older)
+    shutil.copytree(prepared.corpus, before)
+    built: set[Path] = set()
+    assert prepare_corpus(config(data_dir, tmp_path / "other"), progress=False, built=built) == before and not built
 
 
 def test_a_new_format_reuses_corpus_tokenizer_and_tokens(bert_prepared, data_dir):

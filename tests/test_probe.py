@@ -40,7 +40,7 @@ from bvr.evaluation.probe.fit import Standardised
 from bvr.evaluation.run import EvaluationResult, _compute, _read
 from bvr.model import EncoderConfig, PretrainingModel
 from bvr.pretrained import load_pretrained
-from bvr.pretraining.run import export_model
+from bvr.pretraining.export import export_model
 from bvr.sealed import seal
 from bvr.tasks.data import subset
 from bvr.tasks.readers import load_task_split

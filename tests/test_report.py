@@ -216,14 +216,23 @@ def test_hand_worked_values(report: ReportResult) -> None:
     assert (squad["mean"], squad["p"], squad["holm_p"]) == pytest.approx((0.0, 1.0, 1.0), abs=1e-9)
 
 
-def test_headline_puts_the_sanity_check_first_then_the_ablation(report: ReportResult) -> None:
+def test_headline_puts_the_ablation_first_in_a_line_per_question_then_in_full(report: ReportResult) -> None:
     text = report.markdown.read_text(encoding="utf-8")
     headline = text.split("## Headline", 1)[1].split("\n## ", 1)[0]
-    bullets = [line[2:] for line in headline.splitlines() if line.startswith("- ")]
+    assert text.index("## Headline") < text.index("This run (preset")  # the first screen: title, status, headline
+    short, full = headline.split("\nIn full:\n")
+    assert [line[2:] for line in short.splitlines() if line.startswith("- ")] == report.brief == [
+        "dynamic − static: sst2 fine-tuned +2.0 [+1.1, +2.9] points, dynamic better; BLiMP +3.0, sst2 probe +1.0, "
+        "squad_v2 fine-tuned +0.0, validation MLM loss -0.100: no difference detected.",
+        f"pretraining − {CONTROL}: helped BLiMP (static +20.0, dynamic +23.0), sst2 probe (static +15.0, dynamic "
+        "+16.0), sst2 fine-tuned (static +25.0, dynamic +27.0), squad_v2 fine-tuned (static +18.0, dynamic +18.0) "
+        "(points)."]
+    bullets = [line[2:] for line in full.splitlines() if line.startswith("- ")]
     assert [b.split(": ")[0].split(" by ")[0] for b in bullets] == [  # each bullet's subject
-        "Pretraining helped static", "Pretraining helped dynamic", "BLiMP macro accuracy (zero-shot)",
-        "sst2 probe (mean features)", "dynamic better than static on sst2 fine-tuned (dev accuracy)",
-        "squad_v2 fine-tuned (dev F1)", "validation MLM loss (fixed masks)"]
+        "BLiMP macro accuracy (zero-shot)", "sst2 probe (mean features)",
+        "dynamic better than static on sst2 fine-tuned (dev accuracy)", "squad_v2 fine-tuned (dev F1)",
+        "validation MLM loss (fixed masks)", "Pretraining helped static", "Pretraining helped dynamic"]
+    bullets = bullets[5:] + bullets[:5]  # as indexed below: the sanity check, then the ablation
     # Holm p of each arm against the control, from the p-values of the module docstring's closed form in the
     # order of the 13: static's probe (t = 15 sqrt(3), p = 0.00148) is 6th, x8 = 0.012; its SST-2 (t = 12.5
     # sqrt(3), p = 0.00213) 8th, x6 = 0.0128, raised to the 7th's 0.0141; its SQuAD (t = 18 sqrt(3), p = 0.00103)
@@ -270,8 +279,9 @@ def test_a_measure_pretraining_did_not_move_cannot_show_the_ablation(tmp_path: P
     monkeypatch.chdir(tmp_path)
     store = fill_store(tmp_path)
     lines = headlines(analyse(collect(store.manifest, workdir=tmp_path), load_published()))
-    assert lines[0].startswith(f"Pretraining helped static: better than the {CONTROL} control on BLiMP macro accuracy")
-    assert "; not on sst2 probe (mean features) (+0.1, detectable " in lines[0]
+    static = next(line for line in lines if line.startswith("Pretraining helped static"))
+    assert static.startswith(f"Pretraining helped static: better than the {CONTROL} control on BLiMP macro accuracy")
+    assert "; not on sst2 probe (mean features) (+0.1, detectable " in static
     probe = next(line for line in lines if line.startswith("sst2 probe"))
     assert probe.endswith(f"; pretraining did not beat the {CONTROL} control on this measure, so it cannot show the "
                           "ablation's effect at this budget.")
@@ -304,6 +314,7 @@ def test_every_holm_verdict_is_a_headline_in_either_direction(tmp_path: Path,
     store = fill_store(tmp_path)
     a = analyse(collect(store.manifest, workdir=tmp_path), load_published())
     lines = headlines(a)
+    lines = lines[sum(c.comparable for c in a.comparisons):]  # the sanity check, after the ablation's line per measure
     assert lines[0].startswith(f"At this budget static does not beat the {CONTROL} control on any measure (the "
                                "design detects differences of 3.8 points or more; static − no-pretraining: BLiMP")
     assert "sst2 fine-tuned" not in lines[0]  # hurt, so not among the measures it merely did not help
@@ -311,6 +322,7 @@ def test_every_holm_verdict_is_a_headline_in_either_direction(tmp_path: Path,
                         "by 9.5 [4.9, 14.1] points (Holm p = 0.009, n=3).")
     assert lines[2].startswith(f"Pretraining helped dynamic: better than the {CONTROL} control on BLiMP")
     assert lines[3].startswith(f"Pretraining hurt dynamic: worse than the {CONTROL} control on sst2 fine-tuned")
+    lines = headlines(a)
     assert ("static better than dynamic on sst2 fine-tuned (dev accuracy) by 3.2 [0.7, 5.7] points (Holm p = 0.011, "
             "n=3); the paper: +0.4 (dynamic better), which would need 11 pretraining seeds per arm at this noise; "
             f"pretraining hurt static and dynamic against the {CONTROL} control on this measure, so it cannot show "
@@ -346,7 +358,8 @@ def test_two_pretraining_seeds_are_too_few_to_test(store: Store, tmp_path: Path)
         assert c.verdict == "not tested: too few units (n=2; at least 3 needed)"
         assert math.isnan(c.adjusted_p) and c.needed is None
     lines = headlines(a)
-    assert lines[0] == (f"Whether pretraining helped static is not tested: at most 2 pretraining seed(s) pair with "
+    first = sum(c.comparable for c in a.comparisons)  # the sanity check follows the ablation's lines
+    assert lines[first] == (f"Whether pretraining helped static is not tested: at most 2 pretraining seed(s) pair with "
                         f"the {CONTROL} control on any measure, and a test needs 3.")
     assert ("sst2 fine-tuned (dev accuracy): dynamic − static not tested (2 pretraining seed(s); at least 3 "
             "needed); the paper: +0.4 (dynamic better).") in lines
@@ -394,24 +407,25 @@ def test_tables_show_the_hand_worked_rows(report: ReportResult) -> None:
 
 
 def test_the_introduction_describes_the_run_made_before_the_papers_setting(store: Store) -> None:
-    """The run's own values come first, from its resolved config and its runs (tokens seen: the fixture's
-    run/tokens_seen, 153,600, over run/epochs 12); the experiment's description, which speaks of the paper's
-    dupe_factor 10, follows and says whose setting it is."""
+    """The run's own values come first (below the headline), from its resolved config and its runs (tokens seen:
+    the fixture's run/tokens_seen, 153,600, over run/epochs 12); the experiment's description, which speaks of the
+    paper's dupe_factor 10, follows and says whose setting it is."""
     manifest = variant(store.manifest)
     manifest.description = ("Static masking (BERT: masks fixed at data creation, dupe_factor 10) against dynamic "
                             "masking. Everything else is BERT-base's setup, as in RoBERTa Table 1.")
     for config in manifest.configs.values():
         config["masking"]["dupe_factor"] = 3  # the preset's, as the tiny preset resolves it
     text = to_markdown(report_blocks(analyse(collect(manifest, workdir=store.workdir), load_published()), {}))
-    assert text.startswith(
-        "# Ablation report: masking\n\n"
-        "This run (preset tiny): 2 layers of hidden 64 and 2 heads; 300 steps of 8 sequences of up to 64 tokens "
+    assert text.startswith("# Ablation report: masking\n\n")
+    assert text.index("## Headline") < text.index("This run")  # the setup follows the headline
+    assert (
+        "\n\nThis run (preset tiny): 2 layers of hidden 64 and 2 heads; 300 steps of 8 sequences of up to 64 tokens "
         "(segment-pair, sentence objective nsp), 153.6K tokens seen per pretraining run (12.0 epochs); the first 50 "
         "documents; a bert tokenizer of 1,000 ids; masking split [0.8, 0.1, 0.1], dupe_factor 3 where static; 3 "
         "pretraining seed(s) per arm.\n\n"
         "The ablation in its paper's setting (experiments/masking.yaml; the values of this run are those above): "
         "Static masking (BERT: masks fixed at data creation, dupe_factor 10) against dynamic masking. Everything "
-        "else is BERT-base's setup, as in RoBERTa Table 1.\n\n")
+        "else is BERT-base's setup, as in RoBERTa Table 1.\n\n") in text
     budgets = variant(manifest)
     budgets.configs["dynamic-p0"]["training"]["max_steps"] = 1800
     budgets.configs["static-p0"]["training"]["max_steps"] = 900
@@ -569,7 +583,10 @@ def test_report_is_logged_to_the_parent_run(report: ReportResult, store: Store, 
     # the headline in brief: a line per question.
     table, bullets = tags[MLFLOW_RUN_NOTE].split("\n\n")
     rows = table.split("\n")
-    assert rows[:2] == ["| comparison | measure | Δ [simultaneous interval] | verdict |", "|---|---|---|---|"]
+    # One level for the differences everywhere: the description's header, the report's tables, the terminal's line.
+    assert f"| {report.level} CI |" in report.markdown.read_text() and report.level == "99.62%"
+    assert rows[:2] == [f"| comparison | measure | Δ [{report.level} simultaneous interval] | verdict |",
+                        "|---|---|---|---|"]
     assert len(rows) == 2 + len(COMPARISONS)
     assert next(r for r in rows if "dynamic − static | sst2 fine-tuned" in r) == (
         "| dynamic − static | sst2 fine-tuned (dev accuracy) | +2.0 [+1.1, +2.9] points | dynamic better (Holm p = "
@@ -908,8 +925,8 @@ def test_mlflow_opens_on_the_answer(report: ReportResult, store: Store) -> None:
     client, experiment_id = store.client, store.experiment_id
     scores = saved_view(client.get_experiment(experiment_id).tags, "bvr-scores")
     rows = {r.info.run_name: r.data.metrics for r in client.search_runs([experiment_id], scores["searchFilter"])}
-    assert len(rows) == 14 and rows["dynamic · BLiMP"] == {"mean": 73.0, "low": 65.5, "high": 80.5, "n": 3.0}
-    assert rows["static · validation MLM loss"] == {"mean": 3.0, "low": 2.752, "high": 3.248, "n": 3.0}
+    assert len(rows) == 14 and rows["dynamic · BLiMP"] == {"mean": 73.0, "ci95_low": 65.5, "ci95_high": 80.5, "n": 3.0}
+    assert rows["static · validation MLM loss"] == {"mean": 3.0, "ci95_low": 2.752, "ci95_high": 3.248, "n": 3.0}
     colours = arm_colors(store.manifest.arms, store.manifest.control_arm)
     for unit in store.manifest.pretrain:
         assert client.get_run(unit.run_id).data.tags["mlflow.runColor"] == colours[unit.arm]

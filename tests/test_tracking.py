@@ -421,12 +421,12 @@ def test_saved_views_are_experiment_tags_the_ui_reads(store: Store) -> None:
     assert envelope["name"] == "bvr: scores per arm" and isinstance(envelope["state"], str)
     scores, curves = saved_view(tags, "bvr-scores"), saved_view(tags, "bvr-curves")
     assert scores["groupBy"] is None and scores["columnOrder"] == scores["selectedColumns"]
-    assert scores["selectedColumns"][:3] == ["attributes.`Run Name`", "metrics.`mean`", "metrics.`low`"]
+    assert scores["selectedColumns"][:3] == ["attributes.`Run Name`", "metrics.`mean`", "metrics.`ci95_low`"]
     assert scores["columnWidths"]["attributes.`Run Name`"] == 300
     shown = client.search_runs([experiment_id], scores["searchFilter"], order_by=["attributes.run_name"])
     assert [r.info.run_id for r in shown] == first
     assert [r.info.run_name for r in shown] == ["static · sst2 fine-tuned", "static · validation MLM loss"]
-    assert shown[0].data.metrics == {"mean": 53.8, "low": 52.0, "high": 55.6, "n": 8.0}
+    assert shown[0].data.metrics == {"mean": 53.8, "ci95_low": 52.0, "ci95_high": 55.6, "n": 8.0}
     assert shown[1].data.metrics == {"mean": 7.328, "n": 1.0}  # no interval from one seed
     assert {r.data.tags["mlflow.parentRunId"] for r in shown} == {parent}
     charts = curves["compareRunCharts"]

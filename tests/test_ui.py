@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bvr.tracking import SCORES_VIEW, ensure_experiment, store_client, tracking_uri, view_url, write_views
+from bvr.tracking import SCORES_VIEW, ensure_experiment, store_client, tracking_uri, ui_address, view_url, write_views
 from tests.reliability.test_resources import run_main
 from tests.test_ablate import bvr_env
 
@@ -44,7 +44,9 @@ def _first_line_with(process: subprocess.Popen, text: str, limit: float) -> list
 @pytest.mark.slow
 def test_the_ui_answers_at_the_printed_address_of_the_ablations_scores_and_stops_on_ctrl_c(tmp_path):
     experiment_id = ensure_experiment("tiny-masking", tmp_path)
-    write_views(store_client(tracking_uri(tmp_path)), experiment_id)
+    client = store_client(tracking_uri(tmp_path))
+    write_views(client, experiment_id)
+    parent = client.create_run(experiment_id, tags={"bvr.stage": "ablation"}).info.run_id  # the ablation's run
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     # Ctrl-C as a terminal delivers it (a pytest-xdist worker ignores SIGINT, and its children would inherit that).
@@ -53,9 +55,10 @@ def test_the_ui_answers_at_the_printed_address_of_the_ablations_scores_and_stops
                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         lines = _first_line_with(ui, "(the UI runs on", 180)
-        assert lines[:3] == [f"MLflow, scores by arm: {view_url(base, experiment_id, SCORES_VIEW)}",
-                             lines[1], "  (the UI runs on sqlite:///mlflow.db until Ctrl-C)"], lines
-        assert lines[1].startswith("MLflow, pretraining curves by arm: ")
+        assert lines[:4] == [f"MLflow, effects with intervals and verdicts: {ui_address(base, experiment_id, parent)}",
+                             f"MLflow, scores by arm: {view_url(base, experiment_id, SCORES_VIEW)}",
+                             lines[2], "  (the UI runs on sqlite:///mlflow.db until Ctrl-C)"], lines
+        assert lines[2].startswith("MLflow, pretraining curves by arm: ")
         # The UI serves this folder's store: the experiment and its saved views are there.
         with urllib.request.urlopen(f"{base}/ajax-api/2.0/mlflow/experiments/get-by-name?experiment_name="
                                     "tiny-masking", timeout=30) as answer:

@@ -1,11 +1,12 @@
 """Finding an ablation's runs when the data folder is named another way than when they were made.
 
-A plan's hash holds its data folder's path, so `bvr report NAME --preset tiny` run without `--data-dir` (or with
-the data moved, or named through another path) computes another plan than `bvr ablate` did, and its manifest is not
-where that plan looks. :func:`made_elsewhere` finds the manifest of the same ablation, preset and settings made with
-another data folder: the plan rebuilt with that manifest's data folder must land on that very manifest. Where both
-folders exist, their content must agree (the corpus each arm reads and the task folders), or the one that differs
-is named.
+A plan's hash holds its data by content (:meth:`~bvr.ablation.plan.Plan.plan_hash`), so the same data under another
+path is the same plan. `bvr report NAME --preset tiny` run without a data folder (the data moved away, or never
+named) computes another plan than `bvr ablate` did, as does any command on a plan made before the data entered by
+content (its hash held the data folder's path): its manifest is not where that plan looks. :func:`made_elsewhere`
+finds the manifest of the same ablation, preset and settings made with another data folder: the plan rebuilt with
+that manifest's data folder must land on that very manifest. Where both folders exist, their content must agree (the
+corpus each arm reads and the task folders), or the one that differs is named.
 """
 
 from __future__ import annotations

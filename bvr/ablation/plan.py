@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import cached_property
 from pathlib import Path
 
 from bvr.ablation.arms import equal_passes
@@ -27,17 +28,29 @@ MANIFEST_VERSION = 2
 folder holds the manifest, and a new layout starts a new folder."""
 
 
-def _identity(config: dict) -> dict:
-    """An arm's configuration as it enters the plan's hash: without the output folder, the thread count and the
-    launcher's resources (where and on what the runs are made, not what they are).
+def _identity(config: dict, *, data_path: bool = False) -> dict:
+    """An arm's configuration as it enters the plan's hash: without the output folder, the thread count, the
+    launcher's resources (where and on what the runs are made, not what they are) and the data folder's path (the
+    data enter by content, :meth:`Plan.data_content`); with ``data_path``, the path stays, as in the hash of plans
+    made before the data entered by content.
 
-    >>> _identity({"output_dir": "out", "name": "a", "training": {"threads": 2, "seed": 0}, "launcher": {}})
-    {'name': 'a', 'training': {'seed': 0}}
+    >>> _identity({"output_dir": "out", "data_dir": "/d", "name": "a", "training": {"threads": 2}, "launcher": {}})
+    {'name': 'a', 'training': {}}
     """
-    kept = {k: v for k, v in config.items() if k not in ("output_dir", "launcher")}
+    dropped = ("output_dir", "launcher") if data_path else ("output_dir", "launcher", "data_dir")
+    kept = {k: v for k, v in config.items() if k not in dropped}
     if "training" in kept:
         kept["training"] = {k: v for k, v in kept["training"].items() if k != "threads"}
     return kept
+
+
+def _local_corpus(path: str, data_dir: Path | None) -> Path | None:
+    """The corpus files a plan reads, as the corpus stage finds them (an absolute path, else under the data folder,
+    else under the working directory), or None where there are none here (the hub)."""
+    place = Path(path).expanduser()
+    if not place.is_absolute():
+        place = data_dir / place if data_dir else place
+    return place if place.exists() else None
 
 
 class UnitKind(str, Enum):
@@ -122,18 +135,50 @@ class Plan:
         raise BvrError(f"no arm '{label}' in ablation '{self.name}'", where="--only",
                        hint=f"arms: {', '.join(a.label for a in self.arms)}")
 
-    @property
+    @cached_property
     def plan_hash(self) -> str:
-        """A hash of everything that changes a result (the output folder aside)."""
-        configs = {arm.label: _identity(arm.config.to_dict()) for arm in self.arms}
+        """A hash of everything that changes a result: the settings, and the data by content, not by where they lie
+        (the output folder aside), so the same data under another path is the same plan.
+
+        A plan folder made before the data entered by content (its hash held the data folder's path) stays this
+        plan's where there is no folder of today's hash: its runs are not orphaned.
+        """
+        today, before = self._hash(data_path=False), self._hash(data_path=True)
+        if not self._folder_of(today).exists() and self._folder_of(before).exists():
+            return before
+        return today
+
+    def _hash(self, *, data_path: bool) -> str:
+        configs = {arm.label: _identity(arm.config.to_dict(), data_path=data_path) for arm in self.arms}
+        content = {} if data_path else {"data": self.data_content()}
         return config_hash({"version": MANIFEST_VERSION, "configs": configs, "tasks": self.tasks,
                             "seeds": self.seeds, "finetune": self.ablation.finetune_overrides(),
                             "preset": self.preset, "evaluations": self.evaluations.to_dict(),
-                            "blimp": self.blimp_dir is not None})
+                            "blimp": self.blimp_dir is not None, **content})
+
+    def data_content(self) -> dict[str, str | None]:
+        """What the plan reads, by content: each distinct corpus (its files' hash; by name where it is not a local
+        path, as on the Hugging Face hub), each task's files and BLiMP's folder (None where read from the hub)."""
+        from bvr.cache import fingerprint
+        from bvr.tasks.data import task_files
+        from bvr.tasks.registry import get_task
+
+        content: dict[str, str | None] = {}
+        for arm in self.arms:
+            corpus = arm.config.corpus
+            place = _local_corpus(corpus.path, self.data_dir)
+            content[f"corpus {corpus.source} {corpus.path}"] = fingerprint(place) if place else None
+        for task in dict.fromkeys([*self.tasks, *self.evaluations.probe_tasks]):
+            content[f"task {task}"] = fingerprint(*task_files(get_task(task), self.data_dir)) if self.data_dir else None
+        content["blimp"] = fingerprint(self.blimp_dir) if self.blimp_dir is not None else None
+        return content
+
+    def _folder_of(self, plan_hash: str) -> Path:
+        return self.output_dir / "ablations" / f"{self.name}-{self.preset or 'default'}-{plan_hash}"
 
     @property
     def folder(self) -> Path:
-        return self.output_dir / "ablations" / f"{self.name}-{self.preset or 'default'}-{self.plan_hash}"
+        return self._folder_of(self.plan_hash)
 
     @property
     def manifest_path(self) -> Path:

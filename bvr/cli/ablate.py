@@ -120,7 +120,7 @@ def ablate_cmd(
     console.print(f"ablation {plan.name}: {ran} unit(s) run, {reused} reused, in {duration(result.seconds)}",
                   markup=False, highlight=False)
     if result.report is not None:
-        _print_outcome(result.report, plan.experiment, ui_url)
+        _print_outcome(result.report, plan.experiment, ui_url, result.manifest.parent_run_id)
     elif not only:  # the same --preset, --set and folders pick this invocation's manifest (a smoke run's, say)
         options = _plan_options(plan.preset, overrides.texts, data_dir, output_dir)
         console.print("next: " + shlex.join(["bvr", "report", name, *options]), markup=False, highlight=False,
@@ -136,12 +136,13 @@ def _data_dir_from(params: Path | None) -> Path | None:
     return folder_option(f"data folder (data_dir in {params})")(Path(value)) if value else None
 
 
-def _print_outcome(report: Any, experiment: str, ui_url: str | None) -> None:
-    """The closing lines: the report's headline, where the report is, and the MLflow addresses."""
+def _print_outcome(report: Any, experiment: str, ui_url: str | None, parent_run_id: str | None) -> None:
+    """The closing lines: the report's headline, where the report is, and the MLflow addresses (the effects, on the
+    page of the ablation's parent run ``parent_run_id``, first)."""
     _print_headline(report)
     state = "" if report.complete else f" (partial: {len(report.missing)} item(s) missing)"
     console.print(f"report: {report.html}{state}", markup=False, highlight=False, soft_wrap=True)
-    print_views(experiment, ui_url)
+    print_views(experiment, ui_url, parent_run_id)
 
 
 def _plan_options(preset: str | None, overrides: list[str] | None, data_dir: str | Path | None,
@@ -168,10 +169,12 @@ def _experiment_arg(name: str, manifest: Any) -> str:
 
 
 def _print_headline(report: Any) -> None:
-    """The report's headline bullets, as its Headline section has them."""
-    if report.headlines:
-        console.print("headline:", highlight=False)
-    for line in report.headlines:
+    """The report's headline in a line per question, as its first screen has them, under the level of their
+    intervals (the full sentences are the report's)."""
+    if report.brief:
+        console.print(f"headline (Δ [{report.level} simultaneous interval]; verdicts: Holm, family-wise error 5%):",
+                      markup=False, highlight=False)
+    for line in report.brief:
         console.print(f"- {line}", markup=False, highlight=False, soft_wrap=True)
 
 

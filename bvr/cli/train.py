@@ -119,7 +119,7 @@ def export_cmd(
 ) -> None:
     """Write a checkpoint as a Hugging Face folder that transformers' Auto classes load."""
     from bvr.pretrained import load_pretrained
-    from bvr.pretraining.run import export_model
+    from bvr.pretraining.export import export_model
 
     pretrained = load_pretrained(checkpoint)
     export_model(pretrained.model, pretrained.folder, _bvr_config(pretrained.folder), out)

@@ -42,19 +42,21 @@ def ui_cmd(
     open_browser: Annotated[bool, typer.Option("--open/--no-open", help="Open the first address in a browser.")]
     = False,
 ) -> None:
-    """Start the MLflow UI on the store bvr logs to and print where an ablation's runs are: scores by arm and
-    pretraining curves by arm, in model-training mode. Runs until Ctrl-C."""
-    from bvr.cli.views import ui_store, view_lines
+    """Start the MLflow UI on the store bvr logs to and print where an ablation's runs are: its effects with their
+    intervals and verdicts, scores by arm and pretraining curves by arm, in model-training mode. Runs until
+    Ctrl-C."""
+    from bvr.cli.views import newest_parent, ui_store, view_lines
     from bvr.tracking import store_client, tracking_uri
 
     uri = tracking_uri(Path.cwd())
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
         raise BvrError(f"no MLflow store here ({uri.removeprefix('sqlite:///')} does not exist)", where="bvr ui",
                        hint="run it in the folder where bvr ablate ran, or set MLFLOW_TRACKING_URI to the store")
-    experiment = _experiment(store_client(uri), name) if name else None
+    client = store_client(uri)
+    experiment = _experiment(client, name) if name else None
     server = uri.startswith(("http://", "https://"))  # a tracking server is its own UI
     base = uri.rstrip("/") if server else f"http://{host}:{port}"
-    lines = view_lines(base, experiment) if experiment else [f"MLflow UI: {base}"]
+    lines = view_lines(base, experiment, newest_parent(client, experiment)) if experiment else [f"MLflow UI: {base}"]
     if server:
         _print(lines)
         if open_browser:

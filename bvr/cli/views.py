@@ -8,30 +8,42 @@ from typing import Any
 from bvr.cli.options import console
 
 
-def print_views(experiment: str, ui_url: str | None) -> None:
-    """Where to read the comparison in the MLflow UI: the saved views' addresses, and how to start the UI when none
-    is running at a known address."""
+def print_views(experiment: str, ui_url: str | None, parent_run_id: str | None = None) -> None:
+    """Where to read the comparison in the MLflow UI: the effects (the ablation's parent run, ``parent_run_id`` or
+    else its newest), the saved views' addresses, and how to start the UI when none is running at a known address."""
     from bvr.report.cells import ui_base
     from bvr.tracking import DEFAULT_UI, store_client, tracking_uri
 
     uri = tracking_uri(Path.cwd())
-    found = store_client(uri).get_experiment_by_name(experiment)
+    client = store_client(uri)
+    found = client.get_experiment_by_name(experiment)
     if found is None:
         return
     base = ui_base(uri, ui_url)
-    for line in view_lines(base or DEFAULT_UI, found):
+    for line in view_lines(base or DEFAULT_UI, found, parent_run_id or newest_parent(client, found)):
         console.print(line, highlight=False, markup=False, soft_wrap=True)
     if base is None:
         console.print(f"  (start the UI first, in this folder: bvr ui {experiment}; or mlflow ui --backend-store-uri "
                       f"{ui_store(uri)})", highlight=False, markup=False, soft_wrap=True)
 
 
-def view_lines(base: str, experiment: Any) -> list[str]:
-    """One line per saved view of ``experiment`` (an MLflow experiment) in the UI at ``base``, scores first."""
-    from bvr.tracking import CURVES_VIEW, SCORES_VIEW, view_url
+def view_lines(base: str, experiment: Any, parent_run_id: str | None = None) -> list[str]:
+    """The addresses of ``experiment`` (an MLflow experiment) in the UI at ``base``: the effects first (the page of the
+    ablation's parent run ``parent_run_id``, whose description opens with every difference, its interval and
+    verdict), then one line per saved view, scores first."""
+    from bvr.tracking import CURVES_VIEW, SCORES_VIEW, ui_address, view_url
 
-    return [f"MLflow, {what}: {view_url(base, experiment.experiment_id, key)}"
-            for what, key in (("scores by arm", SCORES_VIEW), ("pretraining curves by arm", CURVES_VIEW))]
+    page = ui_address(base, experiment.experiment_id, parent_run_id) if parent_run_id else None
+    effects = [f"MLflow, effects with intervals and verdicts: {page}"] if page else []
+    return [*effects, *(f"MLflow, {what}: {view_url(base, experiment.experiment_id, key)}"
+                        for what, key in (("scores by arm", SCORES_VIEW), ("pretraining curves by arm", CURVES_VIEW)))]
+
+
+def newest_parent(client: Any, experiment: Any) -> str | None:
+    """The id of the newest parent run of an ablation in ``experiment`` (tag ``bvr.stage = ablation``), or None."""
+    runs = client.search_runs([experiment.experiment_id], "tags.`bvr.stage` = 'ablation'", max_results=1,
+                              order_by=["attributes.start_time DESC"])
+    return runs[0].info.run_id if runs else None
 
 
 def ui_store(uri: str, cwd: Path | None = None) -> str:

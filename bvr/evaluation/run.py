@@ -97,7 +97,8 @@ def _settings(kind: str, task: str | None, evaluations: Any, data_dir: Path | No
 def result_path(model_dir: Path, kind: str, task: str | None, evaluations: Any, data_dir: Path | None,
                 output_dir: Path) -> Path:
     """Where the result of this evaluation of this model is cached: ``output_dir/evaluations/KIND[-TASK]-HASH.json``,
-    the hash over the settings and the content (not the place) of the model folder and of the data files."""
+    the hash over the settings and the content (not the place) of the model folder and of the data files. A result
+    cached while the hash also held the data folder's path is still found under its name."""
     from bvr.cache import fingerprint
     from bvr.tasks.data import task_files
     from bvr.tasks.registry import get_task
@@ -109,8 +110,15 @@ def result_path(model_dir: Path, kind: str, task: str | None, evaluations: Any, 
         inputs = [Path(data_dir) / "blimp"] if data_dir else []
     else:
         inputs = task_files(get_task(task), data_dir)
-    digest = config_hash(settings, checkpoint_identity(model_dir), fingerprint(*inputs))  # the data's content too
-    return Path(output_dir) / EVALUATIONS_DIR / f"{name}-{digest}.json"
+    content = (checkpoint_identity(model_dir), fingerprint(*inputs))  # the data's content, not where they lie
+    path = Path(output_dir) / EVALUATIONS_DIR / f"{name}-{config_hash(_without_path(settings), *content)}.json"
+    before = path.with_name(f"{name}-{config_hash(settings, *content)}.json")  # named with the path until then
+    return before if not path.is_file() and before.is_file() else path
+
+
+def _without_path(settings: dict[str, Any]) -> dict[str, Any]:
+    """The settings as they name a result: without the data folder's path, unless it is None (the hub)."""
+    return {k: v for k, v in settings.items() if k != "data_dir" or v is None}
 
 
 def _compute(model_dir: Path, kind: str, task: str | None, evaluations: Any, data_dir: Path | None,

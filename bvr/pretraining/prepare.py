@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from tokenizers import Tokenizer
 
-from bvr.cache import build_once, cache_dir, fingerprint
+from bvr.cache import arrow_problem, build_once, cache_dir, fingerprint, reuse_older
 from bvr.config import Config, hashed_section
 from bvr.corpus import build_corpus, datasets_progress, load_corpus
 from bvr.errors import BvrError
@@ -106,9 +106,16 @@ def prepare_corpus(cfg: Config, *, progress: bool = True, built: set[Path] | Non
     check_writable(Path(cfg.output_dir), "output folder (--output-dir)")
     location = resolve_corpus(cfg)
     corpus = asdict(cfg.corpus)
+    content = fingerprint(location.path) if Path(location.path).exists() else None  # None: a hub id
     stage = {"version": stage_version("corpus", location.source), "corpus": corpus, "location": asdict(location),
-             "content": fingerprint(location.path) if Path(location.path).exists() else None}  # None: a hub id
-    target = cache_dir(cache_root(cfg), "corpus", stage)
+             "content": content}
+    if content is not None:  # local files enter by content, not by where they lie (folders built before: by both)
+        before = cache_dir(cache_root(cfg), "corpus", stage)
+        stage["corpus"] = {k: v for k, v in corpus.items() if k != "path"}
+        stage["location"] = {k: v for k, v in stage["location"].items() if k != "path"}
+        target = reuse_older(cache_dir(cache_root(cfg), "corpus", stage), before)
+    else:
+        target = cache_dir(cache_root(cfg), "corpus", stage)
 
     def build(tmp: Path) -> None:
         if location.source != "hf":
@@ -126,7 +133,7 @@ def prepare_corpus(cfg: Config, *, progress: bool = True, built: set[Path] | Non
             progress=progress,
         )
 
-    return build_once(target, build, stage, built=built)[0]
+    return build_once(target, build, stage, built=built, check=arrow_problem)[0]
 
 
 class SentenceBatches:
@@ -248,7 +255,7 @@ def prepare_tokenized(cfg: Config, corpus_dir: Path, tokenizer_dir: Path, *, bui
         for stale in tmp.glob("map-*.arrow"):
             stale.unlink()
 
-    return build_once(target, build, stage, built=built)[0]
+    return build_once(target, build, stage, built=built, check=arrow_problem)[0]
 
 
 def _check_disk(tmp: Path, stage: str, source: Path) -> None:
@@ -367,7 +374,7 @@ def prepare_instances(cfg: Config, tokenized_dir: Path, tokenizer_dir: Path, *,
         stats["input_format"], stats["sentence_objective"] = cfg.data.input_format, cfg.data.sentence_objective
         (tmp / "data_stats.json").write_text(json.dumps(stats, indent=2))
 
-    return build_once(target, build, stage, built=built)[0]
+    return build_once(target, build, stage, built=built, check=arrow_problem)[0]
 
 
 def prepare(cfg: Config, *, progress: bool = True, built: set[Path] | None = None) -> Prepared:

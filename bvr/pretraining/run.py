@@ -30,10 +30,10 @@ from bvr.cache import DONE, build_once, cache_dir, global_rank, is_done, target_
 from bvr.checkpoints import check_checkpoint, check_fits
 from bvr.config import Config, dump_config, hashed_section
 from bvr.errors import BvrError
-from bvr.model import EncoderConfig, PretrainingModel, count_parameters
+from bvr.model import PretrainingModel, count_parameters
 from bvr.model.encoder import compile_layers
-from bvr.model.hf import export_hf
 from bvr.pretraining.data import PretrainingDataModule, check_batch_fits, validation_differs
+from bvr.pretraining.export import build_model, export_again, export_model, model_problem
 from bvr.pretraining.exposure import exposure, unigram_entropy
 from bvr.pretraining.module import PretrainingModule
 from bvr.pretraining.prepare import Prepared, load_instances, prepare, prepare_corpus, prepare_tokenizer
@@ -104,16 +104,6 @@ def model_part(cfg: Config) -> dict:
     return hashed_section(cfg.model, NEW_MODEL_DEFAULTS)
 
 
-def build_model(cfg: Config, vocab) -> PretrainingModel:
-    """A freshly initialised encoder and heads for ``cfg`` (seeded by training.seed)."""
-    L.seed_everything(cfg.training.seed, workers=True, verbose=False)
-    encoder_cfg = EncoderConfig.from_model_config(cfg.model, vocab_size=vocab.vocab_size, pad_token_id=vocab.pad_id)
-    if not cfg.training.dropout:  # trained without dropout; export_model writes the model section's rates back
-        encoder_cfg = dataclasses.replace(encoder_cfg, dropout=0.0, attention_dropout=0.0)
-    # NSP and SOP: one 2-way head.
-    return PretrainingModel(encoder_cfg, nsp=cfg.data.sentence_objective != "none", sbo=cfg.model.sbo)
-
-
 def _logged_metrics(trainer: L.Trainer) -> dict[str, float]:
     return {k: float(v) for k, v in trainer.callback_metrics.items() if torch.is_tensor(v) and v.numel() == 1}
 
@@ -162,6 +152,8 @@ def pretrain(
     run_dir = run_dir_for(cfg, prepared)
     with target_lock(run_dir):  # a second process with the same config waits here, then reuses the result
         if is_done(run_dir):
+            if global_rank() == 0 and (problem := model_problem(run_dir / "model")):
+                export_again(cfg, prepared.tokenizer, run_dir, problem)
             return PretrainResult(run_dir, True, json.loads((run_dir / "metrics.json").read_text()))
         ckpt_path = _resume_point(run_dir / "checkpoints" / "last.ckpt", resume, restart)
         return _train(cfg, prepared, run_dir, ckpt_path, ablation, arm, parent_run_id, experiment, progress,
@@ -356,20 +348,3 @@ def _register_encoder(client: Any, run_id: str, cfg: Config, model_dir: Path,
         f"The encoder pretrained by run `{run.info.run_name}` ({m.family}, {m.num_layers} layers of {m.hidden_size}, "
         f"{cfg.tokenizer.family} tokenizer): a Hugging Face folder at `{model_dir.resolve()}` (transformers' Auto "
         "classes load it); fine-tuning and evaluations of it are the runs of the same label."))
-
-
-def export_model(model: PretrainingModel, tokenizer_dir: Path, cfg: Config | dict[str, Any], out_dir: Path) -> Path:
-    """Write a Hugging Face folder: weights and config.json, the tokenizer files, and bvr.yaml (our config).
-
-    The folder's dropout rates are the ``model`` section's, also where pretraining ran without dropout
-    (``training.dropout``): they are fine-tuning's."""
-    config = model.config
-    if not isinstance(cfg, dict):
-        config = dataclasses.replace(config, dropout=cfg.model.dropout, attention_dropout=cfg.model.attention_dropout)
-    export_hf(model, config, out_dir)
-    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "bvr_tokenizer.json"):
-        source = Path(tokenizer_dir) / name
-        if source.exists():
-            (out_dir / name).write_bytes(source.read_bytes())
-    dump_config(cfg if isinstance(cfg, dict) else cfg.to_dict(), out_dir / "bvr.yaml")
-    return out_dir

@@ -198,6 +198,12 @@ class Analysis:
         """Tested comparisons in the report (the Holm family)."""
         return sum(c.test.tested and c.comparable for c in [*self.control, *self.comparisons])
 
+    @property
+    def level(self) -> str:
+        """The level of the report's simultaneous intervals, as every table, figure, MLflow and the terminal print it
+        (``99.5%``; ``95%`` with nothing tested)."""
+        return f"{adjusted_confidence(0.95, self.m) * 100:.4g}%" if self.m else "95%"
+
     def measure(self, key: str) -> Measure | None:
         return next((x for x in self.measures if x.key == key), None)
 

@@ -34,7 +34,7 @@ from bvr.ablation.declare import BUDGET_KIND
 from bvr.report.analysis import ALPHA, Analysis, Comparison
 from bvr.report.cells import arm_config, fmt, fmt_ci, fmt_count, relative_path, signed
 from bvr.report.document import Block, Bullets, Figure, Heading, Paragraph, Table
-from bvr.report.inference import FixedSequence, adjusted_confidence, fixed_sequences, one_sided_bound, one_sided_p
+from bvr.report.inference import FixedSequence, fixed_sequences, one_sided_bound, one_sided_p
 from bvr.report.measures import Measure
 from bvr.report.recipe import recipe_text
 
@@ -194,7 +194,7 @@ def budget_curve(a: Analysis) -> BudgetCurve | None:
     points.sort(key=lambda p: (math.isnan(p.tokens), 0.0 if math.isnan(p.tokens) else p.tokens, order[p.arm]))
     comparisons = {(c.measure.key, c.b): c for c in a.control}
     measures = [x for x in a.measures if any(key == x.key for key, _ in comparisons)]
-    level = f"{adjusted_confidence(0.95, a.m) * 100:.4g}%" if a.m else "95%"
+    level = a.level
     return BudgetCurve(points, measures, comparisons, control, recipe_text(arm_config(collected.manifest, control)),
                        level)
 

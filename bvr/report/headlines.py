@@ -1,5 +1,7 @@
-"""What a report says first: did pretraining help (or hurt) each arm against the no-pretraining control, then the
-ablation's effect on each measure, one sentence each, from the Holm-adjusted comparisons of :mod:`.analysis`.
+"""What a report says first: the ablation's effect on each measure, then whether pretraining helped (or hurt) each arm
+against the no-pretraining control, from the Holm-adjusted comparisons of :mod:`.analysis`: a line per question
+(:func:`brief`, what the terminal and the report's first screen show), then one sentence per finding
+(:func:`headlines`).
 
 Every Holm-significant comparison, in either direction, is stated as found, in one form: who is better than whom,
 on what, by how much (the lead of the better side with its simultaneous interval) and at which Holm-adjusted p
@@ -150,10 +152,10 @@ def _ablation_line(c: Comparison, blind: str) -> str:
 
 
 def headlines(analysis: Analysis) -> list[str]:
-    """The sanity check first (did pretraining help, or hurt?), then the ablation's effect on each measure."""
+    """The ablation's effect on each measure first, then the sanity check (did pretraining help, or hurt?)."""
     blind = _blind(analysis)
-    return [*_sanity(analysis), *(_ablation_line(c, blind.get(c.measure.key, "")) for c in analysis.comparisons
-                                  if c.comparable)]
+    return [*(_ablation_line(c, blind.get(c.measure.key, "")) for c in analysis.comparisons if c.comparable),
+            *_sanity(analysis)]
 
 
 def short_title(key: str) -> str:
@@ -210,29 +212,32 @@ def _brief_control(analysis: Analysis) -> str | None:
     return f"**pretraining − {analysis.collected.control}**: " + "; ".join(parts) + " (points)."
 
 
-def brief(analysis: Analysis) -> list[str]:
+def brief(analysis: Analysis, *, bold: bool = True) -> list[str]:
     """The headline in a line per question, every finding kept: each pair of pretrained arms (the ablation), then
-    pretraining against the control. It is what MLflow shows of the parent run's description without a click
-    (100 px): effects Holm finds with their simultaneous intervals, the rest as estimates.
+    pretraining against the control: effects Holm finds with their simultaneous intervals, the rest as estimates.
+    It is what the terminal prints at the end of a run, what the report's first screen and MLflow's view of the
+    parent run's description (100 px, without a click) show; ``bold`` marks each line's subject in Markdown.
 
-    The full sentences are the report's headline (:func:`headlines`)."""
+    The full sentences follow in the report's headline (:func:`headlines`)."""
     pairs: dict[tuple[str, str], list[Comparison]] = {}
     for c in analysis.comparisons:
         if c.comparable:
             pairs.setdefault((c.a, c.b), []).append(c)
     control = _brief_control(analysis)
-    return [*(_brief_pair(pair) for pair in pairs.values()), *([control] if control else [])]
+    lines = [*(_brief_pair(pair) for pair in pairs.values()), *([control] if control else [])]
+    return lines if bold else [line.replace("**", "") for line in lines]
 
 
 def effects_table_markdown(analysis: Analysis) -> str:
     """Every comparison as a row of a Markdown table, the ablation's pairs first, then each arm against the control:
-    ``b − a``, the measure, the difference with its simultaneous interval and unit, and the verdict. MLflow renders
+    ``b − a``, the measure, the difference with its simultaneous interval (its level in the header, the report's)
+    and unit, and the verdict. MLflow renders
     it at the top of the parent run's description, so the run's page shows the effect itself.
 
     A row reads ``| dynamic − static | validation MLM loss | −0.111 [−0.131, −0.091] nats | dynamic better (Holm
     p < 0.001) |``; one not found says what the design could have detected, one not tested why.
     """
-    rows = ["| comparison | measure | Δ [simultaneous interval] | verdict |", "|---|---|---|---|"]
+    rows = [f"| comparison | measure | Δ [{analysis.level} simultaneous interval] | verdict |", "|---|---|---|---|"]
     for c in [*analysis.comparisons, *analysis.control]:
         if not c.comparable:
             continue

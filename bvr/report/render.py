@@ -49,8 +49,7 @@ from bvr.report.budget import budget_context, budget_curve, budget_frame
 from bvr.report.cells import ui_base
 from bvr.report.collect import collect
 from bvr.report.document import Figure, to_html, to_markdown
-from bvr.report.headlines import brief, effects_table_markdown, headlines
-from bvr.report.inference import adjusted_confidence
+from bvr.report.headlines import brief, effects_table_markdown
 from bvr.report.numbers import dvc_metrics, effect_metrics, effects_table, metrics_payload, summary_rows
 from bvr.report.pretrain_runs import pretrain_table
 from bvr.report.published import load_published
@@ -102,8 +101,10 @@ class ReportResult:
     """One line per planned unit the report could not use, and per disagreement between manifest and store."""
     complete: bool = True
     """Every planned unit is done and found in MLflow, and nothing disagrees."""
-    headlines: list[str] = field(default_factory=list)
-    """The report's headline sentences (:func:`bvr.report.headlines.headlines`), for the command's closing lines."""
+    brief: list[str] = field(default_factory=list)
+    """The headline in a line per question (:func:`bvr.report.headlines.brief`), which the command prints."""
+    level: str = "95%"
+    """The level of the headline's simultaneous intervals (:attr:`bvr.report.analysis.Analysis.level`)."""
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -118,7 +119,7 @@ def _draw(a: Analysis, folder: Path) -> dict[str, Figure]:
          lambda p: fig.task_scores(a, colours, p)),
         ("differences", f"Paired differences b − a per measure, in points (validation MLM loss in nats, in a panel "
                         f"of its own): grey points per pretraining seed, coloured point and bar = mean and "
-                        f"{_level(a)} simultaneous interval (green where b is better, red where a is, when Holm "
+                        f"{a.level} simultaneous interval (green where b is better, red where a is, when Holm "
                         "finds a difference; grey where it does not).", lambda p: fig.paired_differences(a, p)),
         ("curves", "Pretraining: training MLM loss in nats per token (smoothed over the faint raw curve) and "
                    "validation perplexity, one curve per pretraining run, coloured by arm.",
@@ -130,7 +131,7 @@ def _draw(a: Analysis, folder: Path) -> dict[str, Figure]:
     curve = budget_curve(a)
     if curve is not None:
         steps.insert(0, ("budget", f"The budget curve: arm − {curve.control} per measure against tokens per "
-                                   f"pretraining run (log axis), with {_level(a)} simultaneous intervals (green where "
+                                   f"pretraining run (log axis), with {a.level} simultaneous intervals (green where "
                                    "the fixed sequence declares that pretraining helps, red where the control is "
                                    "better), and validation MLM loss "
                                    "(mean and 95% t interval over pretraining seeds) beside the unigram entropy of "
@@ -146,11 +147,6 @@ def _draw(a: Analysis, folder: Path) -> dict[str, Figure]:
         if path is not None:
             drawn[name] = Figure(path, caption, f"{FIGURES_DIR}/{path.name}")
     return drawn
-
-
-def _level(a: Analysis) -> str:
-    """The simultaneous intervals' level, as the report prints it ('99.62%')."""
-    return f"{adjusted_confidence(0.95, a.m) * 100:.4g}%" if a.m else "95%"
 
 
 def _csv(frame: pd.DataFrame, path: Path) -> Path:
@@ -366,7 +362,8 @@ def render_report(manifest: Manifest, out_dir: Path | None = None, *, workdir: P
         dvc_metrics=[out_dir / DVC_METRICS_DIR / r.relative_to(staging / DVC_METRICS_DIR) for r in rows],
         plots=[out_dir / PLOTS_DIR / p.name for p in plots],
         figures=[out_dir / FIGURES_DIR / f.path.name for f in figures.values()],
-        missing=list(collected.missing), complete=not collected.missing, headlines=headlines(analysis),
+        missing=list(collected.missing), complete=not collected.missing,
+        brief=brief(analysis, bold=False), level=analysis.level,
     )
     if log_to_mlflow:
         _log(analysis, result)

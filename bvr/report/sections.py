@@ -34,28 +34,30 @@ from bvr.report.cells import (
     signed,
 )
 from bvr.report.document import Block, Bullets, Cell, Figure, Heading, Link, Notice, Paragraph, Table
-from bvr.report.headlines import headlines
-from bvr.report.inference import adjusted_confidence
+from bvr.report.headlines import brief, headlines
 from bvr.report.pretrain_runs import pretrain_table
 from bvr.report.results import blimp_section, measures_section, pretraining_section, published_section, scores_section
 
 
 def _title(a: Analysis) -> list[Block]:
-    """The title, then the run that was made, then the experiment's description (the question in its paper's
-    terms, whose settings a preset scales down), the status and the plan."""
-    m, missing = a.collected.manifest, a.collected.missing
-    status = ("Complete: every planned run is in MLflow and agrees with the manifest." if not missing else
-              f"Partial: {len(missing)} planned item(s) are missing or disagree (listed under Missing); the "
-              "statistics use the runs that are there.")
+    """The title and the status: what the first screen holds above the headline."""
+    status = ("Complete: every planned run is in MLflow and agrees with the manifest." if not a.collected.missing
+              else f"Partial: {len(a.collected.missing)} planned item(s) are missing or disagree (listed under "
+                   "Missing); the statistics use the runs that are there.")
+    return [Heading(f"Ablation report: {a.collected.ablation}", 1), Paragraph(status)]
+
+
+def _setup(a: Analysis) -> list[Block]:
+    """Below the headline: the run that was made, then the experiment's description (the question in its paper's
+    terms, whose settings a preset scales down) and the plan."""
+    m = a.collected.manifest
     facts = [f"source {relative_path(m.source)}", f"preset {m.preset or 'none (defaults)'}",
              f"plan {m.plan_hash or '—'}"]
     described = str(m.description or "").strip()
     setting = "in its paper's setting" if m.published else "as declared"
     question = (f"The ablation {setting} ({relative_path(m.source)}; the values of this run are those above): "
                 f"{described}" if described else "(no description)")
-    return [Heading(f"Ablation report: {a.collected.ablation}", 1),
-            *([Paragraph(run)] if (run := _this_run(a)) else []), Paragraph(question), Paragraph(status),
-            Paragraph(" · ".join(facts))]
+    return [*([Paragraph(run)] if (run := _this_run(a)) else []), Paragraph(question), Paragraph(" · ".join(facts))]
 
 
 def _in_arm_order(values: Sequence[Any]) -> str:
@@ -113,20 +115,18 @@ def _effect_cells(c: Comparison) -> list[str]:
             fmt(c.mde, d)]
 
 
-def _level(a: Analysis) -> str:
-    m = a.m
-    return f"{adjusted_confidence(0.95, m) * 100:.4g}%" if m else "95%"
-
-
 def _headline(a: Analysis) -> list[Block]:
+    """A line per question (the ablation's effect, then pretraining against the control), then every finding in
+    full, in the same order."""
     lines = headlines(a)
     if not lines:
         return [Heading("Headline"), Paragraph("No comparison yet: no measure has values for two arms.")]
-    intro = Paragraph(f"First: did pretraining help at this budget (each arm against the control)? Then the "
-                      f"ablation's effect on each measure. Differences in points (MLM loss in nats), with "
-                      f"{_level(a)} simultaneous intervals; verdicts follow Holm-adjusted p-values over all "
-                      f"{a.m} tested comparisons of this report (family-wise error 5%).")
-    return [Heading("Headline"), intro, Bullets(tuple(lines))]
+    intro = Paragraph(f"The ablation's effect on each measure, then whether pretraining helped at this budget (each "
+                      f"arm against the control). Differences in points (MLM loss in nats), with {a.level} "
+                      f"simultaneous intervals; verdicts follow Holm-adjusted p-values over all {a.m} tested "
+                      "comparisons of this report (family-wise error 5%).")
+    return [Heading("Headline"), intro, Bullets(tuple(brief(a, bold=False))), Paragraph("In full:"),
+            Bullets(tuple(lines))]
 
 
 def _sanity(a: Analysis, links: RunLinks) -> list[Block]:
@@ -138,7 +138,7 @@ def _sanity(a: Analysis, links: RunLinks) -> list[Block]:
         rows.append([c.measure.title, c.b, f"{fmt(mean_of(arm_units))} (n={len(arm_units)})",
                      f"{fmt(mean_of(control_units))} (n={len(control_units)})", *_effect_cells(c),
                      c.ours])
-    header = ["measure", "arm", "arm mean", "control mean", "Δ arm − control", f"{_level(a)} CI", "Holm p",
+    header = ["measure", "arm", "arm mean", "control mean", "Δ arm − control", f"{a.level} CI", "Holm p",
               "detectable Δ", "verdict"]
     caption = ("Means over pretraining seeds (each seed's fine-tuning or probe seeds averaged first). Δ pairs arm "
                "seed s with the control's seed-s initialisation, the weights that arm started from; fine-tuning seed "
@@ -159,7 +159,7 @@ def _ablation(a: Analysis) -> list[Block]:
         d = 3 if c.task == "mlm" else 1
         rows.append([c.measure.title, c.name, *_effect_cells(c), signed(c.published, d),
                      str(c.needed) if c.needed is not None else "—", c.ours, c.agreement])
-    header = ["measure", "b − a", "Δ", f"{_level(a)} CI", "Holm p", "detectable Δ", "paper Δ",
+    header = ["measure", "b − a", "Δ", f"{a.level} CI", "Holm p", "detectable Δ", "paper Δ",
               "seeds for the paper's Δ", "we see", "beside the paper"]
     caption = ("b − a over pretraining seeds (paired t), in the same family of tests as the section above. "
                "seeds for the paper's Δ: pretraining seeds per arm that would detect the published difference with "
@@ -292,7 +292,7 @@ def _methods(a: Analysis, links: RunLinks) -> list[Block]:
         "seed-s initialisation and with the other arms' seed s). Fewer than 3 pretraining seeds: no test.",
         f"All {a.m} tested comparisons form one family: verdicts follow Holm-adjusted p-values at a family-wise "
         "error of 5% (the chance that any verdict in the report is false); intervals are Bonferroni-simultaneous "
-        f"({_level(a)}), so an interval that excludes 0 always comes with a verdict (not always the converse).",
+        f"({a.level}), so an interval that excludes 0 always comes with a verdict (not always the converse).",
         "detectable Δ: the smallest true difference the design finds with 80% power at Holm's strictest level "
         "(5% / number of comparisons): 'no difference detected' means the true one is probably smaller than that, "
         "not zero. tests/test_inference.py checks the level and the power by simulation.",
@@ -312,7 +312,8 @@ def report_blocks(a: Analysis, figures: dict[str, Figure], ui_url: str | None = 
     on where this budget sits on the budget curve (:func:`bvr.report.budget.budget_context`). A budget curve's
     report has its section (:func:`bvr.report.budget.budget_section`) right after the headline."""
     links = RunLinks(a.collected, ui_url)
-    return [*_title(a), *_headline(a), *budget_section(budget_curve(a), figures.get("budget")), *_missing(a),
+    return [*_title(a), *_headline(a), *_setup(a), *budget_section(budget_curve(a), figures.get("budget")),
+            *_missing(a),
             *_sanity(a, links), *_ablation(a),
             *([figures["differences"]] if "differences" in figures else []), *measures_section(a, links),
             *blimp_section(a), *scores_section(a, links, figures), *published_section(a),

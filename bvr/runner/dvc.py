@@ -36,6 +36,7 @@ them when it changes.
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 from dataclasses import dataclass
@@ -302,8 +303,14 @@ def record_lock(root: Path, data_dir: Path | None) -> str:
     folder the run read (``data_dir``) and where ``dvc repro`` will take it from."""
     from dvc.repo import Repo
 
-    with Repo(str(root)) as repo:
-        stages = repo.commit(None, force=True)
+    dvc_log = logging.getLogger("dvc")
+    level = dvc_log.level
+    dvc_log.setLevel(logging.WARNING)  # its "Updating lock file 'dvc.lock'" is said by the line returned
+    try:
+        with Repo(str(root)) as repo:
+            stages = repo.commit(None, force=True)
+    finally:
+        dvc_log.setLevel(level)
     source = (f"data_dir in {PARAMS_FILE}" if _params_data_dir(root) else
               f"BVR_DATA_DIR, as data_dir in {PARAMS_FILE} is empty")
     return (f"DVC: recorded {len(stages)} stages in dvc.lock (commit it with git); dvc status is clean and dvc repro "

@@ -48,7 +48,7 @@ import torch
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
-from bvr.cache import build_once, cache_dir, fingerprint
+from bvr.cache import build_once, cache_dir, fingerprint, reuse_older
 from bvr.config import FinetuneConfig
 from bvr.errors import BvrError
 from bvr.pretrained import Pretrained, load_pretrained
@@ -254,11 +254,14 @@ def _check_fits(cfg: FinetuneConfig, pretrained: Pretrained) -> None:
 
 def _seed_dirs(root: Path, spec: TaskSpec, cfg: FinetuneConfig, identity: str, data_dir: Path | None,
                from_scratch: bool, seeds: list[int]) -> dict[int, Path]:
-    """Each seed's cache folder, named by everything its result depends on, the task files' content included."""
+    """Each seed's cache folder, named by everything its result depends on, the task files' content included but not
+    the data folder's path (a folder named while it was, and not since, is reused)."""
     parts = {"version": FINETUNE_VERSION, "checkpoint": identity, "task": spec.name, "finetune": cfg.hashed(),
-             "data_dir": str(Path(data_dir).resolve()) if data_dir else None, "from_scratch": from_scratch,
+             "data_dir": None, "from_scratch": from_scratch,
              "data": fingerprint(*task_files(spec, data_dir)) if data_dir else None}
-    return {seed: cache_dir(root, f"{spec.name}-seed{seed}", {**parts, "seed": seed}) for seed in seeds}
+    before = {**parts, "data_dir": str(Path(data_dir).resolve()) if data_dir else None}  # the key until the path left
+    return {seed: reuse_older(cache_dir(root, f"{spec.name}-seed{seed}", {**parts, "seed": seed}),
+                              cache_dir(root, f"{spec.name}-seed{seed}", {**before, "seed": seed})) for seed in seeds}
 
 
 def finetune(

@@ -7,9 +7,11 @@ widths, charts) as JSON. bvr writes two (:func:`write_views`):
 
 - ``bvr-scores`` (:data:`SCORES_VIEW`): one row per arm and measure, the summary runs the report writes
   (:func:`write_summaries`, tagged ``bvr.stage = summary``): the mean over the arm's pretraining seeds and its
-  95% t interval, rounded as the report prints them (points to 1 decimal, the validation MLM loss in nats to 3),
-  the number of seeds and the unit; the validation MLM loss is one of the measures. Rows are named
-  ``ARM · MEASURE`` (``static · sst2 fine-tuned``) in a column wide enough for them;
+  95% t interval (``ci95_low``, ``ci95_high``: per arm, as the report's "Every measure, per arm"; differences
+  between arms, with the report's simultaneous intervals, are in the parent run's description), rounded as the
+  report prints them (points to 1 decimal, the validation MLM loss in nats to 3), the number of seeds and the
+  unit; the validation MLM loss is one of the measures. Rows are named ``ARM · MEASURE`` (``static · sst2
+  fine-tuned``) in a column wide enough for them;
 - ``bvr-curves`` (:data:`CURVES_VIEW`): the pretraining runs in the chart view, two charts to a row, the validation
   and training MLM loss first, each on a y axis fitted to the data when the report knows it (``ranges``), every
   run drawn in its arm's colour (:func:`set_run_colours`, the report figures' colours; the UI's own colour for a
@@ -65,7 +67,7 @@ CURVES_SECTION = "Pretraining curves, one colour per arm"
 FOLDED_SECTIONS = ("train", "val", "run", MODEL_METRIC_SECTION, "Model metrics", "System metrics")
 """The chart sections the UI makes of every other metric (by the prefix before ``/``), folded: a chart loads only
 when its section is open, and 40 more charts loading at once keep the two that matter spinning."""
-SUMMARY_COLUMNS = ("mean", "low", "high", "n")
+SUMMARY_COLUMNS = ("mean", "ci95_low", "ci95_high", "n")
 """The metrics of a summary run, in the order the scores view shows them."""
 NAME_WIDTH = 300
 """Pixels of the scores view's run-name column: ``no-pretraining · validation MLM loss`` fits."""
@@ -201,7 +203,7 @@ class ScoreRow:
         return f"{self.arm} · {self.title}"
 
     def metrics(self) -> dict[str, float]:
-        values = {"mean": self.mean, "low": self.low, "high": self.high}
+        values = {"mean": self.mean, "ci95_low": self.low, "ci95_high": self.high}  # the level in the column's name
         out = {k: round(v, self.digits) for k, v in values.items() if math.isfinite(v)}
         return {**out, "n": float(self.n)}
 

@@ -238,3 +238,26 @@ def test_a_corpus_hardly_split_into_words_is_one_warning_line(tmp_path, capsys):
     text.write_text(normal + "\n", encoding="utf-8")
     build_corpus("text", text, tmp_path / "corpus", progress=False)
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(("shard", "damage"), [("data-*/instances/train/*.arrow", "cut"),
+                                               ("corpus-*/documents/validation/*.arrow", "deleted")])
+def test_a_damaged_arrow_file_in_the_data_cache_is_named_and_built_again(bvr, tmp_path, monkeypatch, shard, damage):
+    data = write_wiki_corpus(tmp_path / "data", documents=10)
+    monkeypatch.chdir(tmp_path)
+    args = ["data", "prepare", *PRETRAIN, "--data-dir", data, "--output-dir", tmp_path / "out"]
+    assert bvr(*args)[0] == 0
+    path = next((tmp_path / "out" / "cache").glob(shard))
+    stage, whole = path.relative_to(tmp_path / "out" / "cache").parts[0], path.read_bytes()
+    if damage == "cut":  # a copy or a disk that stopped half-way
+        path.write_bytes(whole[: len(whole) // 2])
+        problem = f"cut short ({len(whole) // 2:,} bytes, without Arrow's end-of-stream marker)"
+    else:
+        path.unlink()
+        problem = "missing"
+    code, _, err = bvr(*args)
+    assert code == 0
+    assert [line for line in err.splitlines() if "built again" in line] == [f"{stage}: {path}: {problem}; built again"]
+    assert path.read_bytes() == whole  # the same bytes again: the stages after it are reused
+    code, _, err = bvr(*args)
+    assert code == 0 and "built again" not in err
