@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import shutil
 import signal
 import time
 from pathlib import Path
@@ -472,39 +471,3 @@ def test_recipe_knobs_pre_norm_without_dropout(data_dir, tmp_path, monkeypatch):
     same = config(data_dir, tmp_path / "out", "training.dropout=true")
     assert run_dir_for(default, prepared) == run_dir_for(same, prepared) != result.run_dir
 
-
-@pytest.mark.parametrize("checkpoint", ["kept", "deleted"])
-def test_a_damaged_model_of_a_finished_run_is_written_again_from_its_last_checkpoint(trained, data_dir, tmp_path,
-                                                                                      capsys, checkpoint):
-    workdir, result = trained
-    shutil.copytree(workdir, tmp_path / "work")
-    run_dir = tmp_path / "work" / "out" / "runs" / result.run_dir.name
-    model = run_dir / "model"
-    before = {f.name: f.read_bytes() for f in model.iterdir()}
-    weights_file = model / "model.safetensors"
-    weights_file.write_bytes(before["model.safetensors"][: len(before["model.safetensors"]) // 2])  # a bad copy
-    if checkpoint == "deleted":
-        (run_dir / "checkpoints" / "last.ckpt").unlink()
-    cwd = os.getcwd()
-    os.chdir(tmp_path / "work")
-    try:
-        capsys.readouterr()
-        cfg = config(data_dir, tmp_path / "work" / "out", "training.max_steps=40", "masking.mode=static",
-                     "masking.dupe_factor=2")
-        if checkpoint == "deleted":
-            with pytest.raises(BvrError) as error:
-                pretrain(cfg, progress=False)
-        else:
-            again = pretrain(cfg, progress=False)
-    finally:
-        os.chdir(cwd)
-    problem = (f"{weights_file}: cannot read the weights (Error while deserializing header: incomplete metadata, "
-               "file not fully covered); the file is truncated or corrupt")
-    if checkpoint == "deleted":
-        assert str(error.value) == (f"{run_dir}: {problem}; and the run's last checkpoint is missing. remove "
-                                    f"{run_dir} to train this run again")
-        return
-    assert again.reused and again.run_dir == run_dir
-    assert capsys.readouterr().err == (f"{problem}; the model was written again from "
-                                       f"{run_dir / 'checkpoints' / 'last.ckpt'} (the run is not trained again)\n")
-    assert {f.name: f.read_bytes() for f in model.iterdir()} == before  # the same bytes: evaluations are reused

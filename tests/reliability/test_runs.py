@@ -93,6 +93,34 @@ def test_a_checkpoint_of_another_model_size_on_resume_is_one_line(bvr, killed, t
         "train this run again from the start (bvr ablate: delete the file)")
 
 
+@pytest.mark.parametrize("checkpoint", ["kept", "deleted"])
+def test_a_damaged_model_of_a_finished_run_is_written_again_from_its_last_checkpoint(bvr, tmp_path, monkeypatch,
+                                                                                      checkpoint):
+    data_dir = write_wiki_corpus(tmp_path / "data", documents=60)
+    monkeypatch.chdir(tmp_path)
+    args = _pretrain_args(data_dir, tmp_path / "out", 8)
+    assert bvr(*args)[0] == 0
+    run_dir = next((tmp_path / "out" / "runs").glob("pretrain-*"))
+    model = run_dir / "model"
+    before = {f.name: f.read_bytes() for f in model.iterdir()}
+    weights = model / "model.safetensors"
+    weights.write_bytes(before["model.safetensors"][: len(before["model.safetensors"]) // 2])  # a bad copy
+    problem = (f"{weights}: cannot read the weights (Error while deserializing header: incomplete metadata, file not "
+               "fully covered); the file is truncated or corrupt")
+    if checkpoint == "deleted":
+        (run_dir / "checkpoints" / "last.ckpt").unlink()
+        code, _, err = bvr(*args)
+        assert code == 2 and error_line(err) == (f"{run_dir}: {problem}; and the run's last checkpoint is missing. "
+                                                 f"remove {run_dir} to train this run again")
+        return
+    code, _, err = bvr(*args)
+    assert code == 0, err
+    assert [line for line in err.splitlines() if "written again" in line] == [
+        f"{problem}; the model was written again from {run_dir / 'checkpoints' / 'last.ckpt'} (the run is not "
+        "trained again)"]
+    assert {f.name: f.read_bytes() for f in model.iterdir()} == before  # the same bytes: evaluations are reused
+
+
 class _Trap:
     """Unpickled, it runs a shell command that creates ``marker`` (what a hostile checkpoint would do)."""
 
