@@ -89,13 +89,20 @@ def test_only_builds_of_dead_processes_are_removed(tmp_path: Path) -> None:
 # --- two processes, one target ----------------------------------------------------------------------------------
 
 
+def _flag(path: Path, text: str) -> None:
+    """Write a flag whole: the test polls for the name, so the name appears only once the text is in it."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text)
+    partial.rename(path)
+
+
 def _slow_build(target: Path, flags: Path, name: str) -> None:
     """Build ``target`` writing ``name``; a builder holds on until ``flags/release`` exists. A process kept waiting
     for the lock leaves ``flags/waiting-NAME`` holding the PID it waits for."""
-    cache._announce_wait = lambda target, pid: (flags / f"waiting-{name}").write_text(str(pid))
+    cache._announce_wait = lambda target, pid: _flag(flags / f"waiting-{name}", str(pid))
 
     def build(tmp: Path) -> None:
-        (flags / f"started-{name}").write_text(str(tmp))
+        _flag(flags / f"started-{name}", str(tmp))
         while not (flags / "release").exists():
             time.sleep(0.05)
         (tmp / "who.txt").write_text(name)
