@@ -28,7 +28,16 @@ from bvr.errors import BvrError
 from bvr.runner.dvc import pipeline_spec, render_pipeline
 from bvr.runner.dvc_plots import PAGE, PAGE_TEMPLATE, PLOT_TEMPLATES, TEMPLATES_DIR, plot_templates
 from bvr.runner.units import HANDLERS, UnitContext, find_model
-from bvr.tracking import CURVES_VIEW, DEFAULT_UI, SCORES_VIEW, find_runs, tracking_uri, ui_address, view_url
+from bvr.tracking import (
+    CURVES_VIEW,
+    DEFAULT_UI,
+    EFFECTS_VIEW,
+    SCORES_VIEW,
+    find_runs,
+    tracking_uri,
+    ui_address,
+    view_url,
+)
 from bvr.tracking.moved import reroot_artifacts
 from bvr.tracking.views import saved_view
 from tests.test_prepare import write_wiki_corpus
@@ -143,9 +152,10 @@ def test_a_log_without_a_terminal_has_one_plain_line_per_unit_and_ends_with_the_
     experiment = MlflowClient(tracking_uri(finished)).get_experiment_by_name("tiny-masking").experiment_id
     parent = Manifest.load(find_manifest("tiny-masking", finished / "outputs")).parent_run_id
     assert end[2 + len(bullets):] == [
-        f"MLflow, effects with intervals and verdicts: {ui_address(DEFAULT_UI, experiment, parent)}",
+        f"MLflow, effects with intervals and verdicts: {view_url(DEFAULT_UI, experiment, EFFECTS_VIEW)}",
         f"MLflow, scores by arm: {view_url(DEFAULT_UI, experiment, SCORES_VIEW)}",
         f"MLflow, pretraining curves by arm: {view_url(DEFAULT_UI, experiment, CURVES_VIEW)}",
+        f"MLflow, the ablation's run (headline, report): {ui_address(DEFAULT_UI, experiment, parent)}",
         "  (start the UI first, in this folder: bvr ui tiny-masking; or mlflow ui --backend-store-uri "
         "sqlite:///mlflow.db)"]
 

@@ -49,18 +49,18 @@ def test_the_report_passes_in_the_browser_and_every_link_resolves(served, tmp_pa
     check = check_in_browser(html, base, Path("shots"), experiment_id=store.experiment_id,
                              parent_run_id=store.parent_run_id)
     assert check.problems == []
-    pages = ("scores-by-arm", "curves-by-arm", "parent-run")
+    pages = ("effects", "scores-by-arm", "curves-by-arm", "parent-run")
     assert check.ui_modes == dict.fromkeys(pages, "model training")
-    assert check.views_applied == {"scores-by-arm": True, "curves-by-arm": True}
+    assert check.views_applied == {"effects": True, "scores-by-arm": True, "curves-by-arm": True}
     assert check.loading == check.blank_charts == dict.fromkeys(pages, 0)
     assert check.long_numbers == dict.fromkeys(pages, []) and check.description == "whole"
     assert check.images >= 3 and check.broken_images == [] and check.overflowing_tables == []
     links = [href for href in page_links(report.html.read_text()) if href.startswith(base)]
     runs = [href for href in links if "/runs/" in href]
     views = [href for href in links if "viewStateShareKey=" in href]
-    assert check.links == len(links) and len(runs) > 50 and len(views) == 2  # every run of the report is linked
+    assert check.links == len(links) and len(runs) > 50 and len(views) == 3  # every run of the report is linked
     assert check.run_page_shows_run is True
-    for name in ("report", "scores-by-arm", "curves-by-arm", "parent-run"):
+    for name in ("report", "effects", "scores-by-arm", "curves-by-arm", "parent-run"):
         data = Path(check.screenshots[name]).read_bytes()
         assert data.startswith(PNG_MAGIC) and len(data) > 20_000, name  # a rendered page, not a blank one
     saved = json.loads((tmp_path / "shots" / "check.json").read_text())
@@ -89,6 +89,7 @@ def _as_today(store) -> None:
              "bvr-curves": {"searchFilter": "tags.`bvr.stage` = 'pretrain'", "groupBy": grouped}}
     for key, state in views.items():
         client.set_experiment_tag(store.experiment_id, f"mlflow.sharedViewState.{key}", json.dumps(state))
+    client.delete_experiment_tag(store.experiment_id, "mlflow.sharedViewState.bvr-effects")  # there was none
     a = analyse(collect(store.manifest, workdir=store.workdir), load_published())
     client.set_tag(store.parent_run_id, MLFLOW_RUN_NOTE, "\n".join(f"- {line}" for line in headlines(a)))
     now = int(time.time() * 1000) + 1000  # after the report's: the UI shows the latest
@@ -106,11 +107,13 @@ def test_the_check_fails_on_the_screens_of_before(served, tmp_path: Path) -> Non
     assert ui_mode(before) == "genai"
     check = BrowserCheck(tmp_path / "report.html", 1200)
     check_ui(check, base, store.experiment_id, store.parent_run_id, tmp_path, retries=0)
-    assert check.views_applied == {"scores-by-arm": False, "curves-by-arm": False}
+    assert check.views_applied == {"effects": False, "scores-by-arm": False, "curves-by-arm": False}
     assert check.description == "cut" and len(check.long_numbers["parent-run"]) >= 10
     assert "the parent run's description is cut behind 'Show more' (the UI shows 100 px of it)" in check.problems
     assert any(p.startswith("parent-run: numbers with more than 3 decimals (") for p in check.problems)
-    assert check.ui_modes == dict.fromkeys(("scores-by-arm", "curves-by-arm", "parent-run"), "model training")
+    # (the effects view did not exist: its address without the view lands wherever the UI sends it)
+    assert {page: check.ui_modes[page] for page in ("scores-by-arm", "curves-by-arm", "parent-run")} == dict.fromkeys(
+        ("scores-by-arm", "curves-by-arm", "parent-run"), "model training")
 
 
 def test_links_that_do_not_resolve_are_named(served) -> None:

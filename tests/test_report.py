@@ -579,26 +579,30 @@ def test_report_is_logged_to_the_parent_run(report: ReportResult, store: Store, 
         f"report/figures/{p.name}" for p in report.figures}
     tags = client.get_run(run_id).data.tags
     assert tags["bvr.report"] == str(report.html)
-    # The description opens with every effect as a table MLflow renders (the same intervals as the report's), then
-    # the headline in brief: a line per question.
-    table, bullets = tags[MLFLOW_RUN_NOTE].split("\n\n")
-    rows = table.split("\n")
-    # One level for the differences everywhere: the description's header, the report's tables, the terminal's line.
+    # The description is the headline in brief, a line per question: short enough for the UI to show whole. The
+    # effects view holds a row per comparison, with the report's simultaneous intervals.
     assert f"| {report.level} CI |" in report.markdown.read_text() and report.level == "99.62%"
-    assert rows[:2] == [f"| comparison | measure | Δ [{report.level} simultaneous interval] | verdict |",
-                        "|---|---|---|---|"]
-    assert len(rows) == 2 + len(COMPARISONS)
-    assert next(r for r in rows if "dynamic − static | sst2 fine-tuned" in r) == (
-        "| dynamic − static | sst2 fine-tuned (dev accuracy) | +2.0 [+1.1, +2.9] points | dynamic better (Holm p = "
-        "0.009) |")
-    mlm = next(r for r in rows if "dynamic − static | validation MLM loss" in r)
-    assert "| -0.100 [" in mlm and " nats | no difference detected (Holm p = " in mlm and "detects |Δ| ≥ " in mlm
-    assert bullets.split("\n") == [
+    assert tags[MLFLOW_RUN_NOTE].split("\n") == [
         "- **dynamic − static**: sst2 fine-tuned +2.0 [+1.1, +2.9] points, dynamic better; BLiMP +3.0, sst2 probe "
         "+1.0, squad_v2 fine-tuned +0.0, validation MLM loss -0.100: no difference detected.",
         "- **pretraining − no-pretraining**: helped BLiMP (static +20.0, dynamic +23.0), sst2 probe (static +15.0, "
         "dynamic +16.0), sst2 fine-tuned (static +25.0, dynamic +27.0), squad_v2 fine-tuned (static +18.0, dynamic "
         "+18.0) (points)."]
+    effects = client.search_runs([store.experiment_id], "tags.`bvr.stage` = 'effect'", order_by=["tags.`bvr.order`"])
+    assert len(effects) == len(COMPARISONS) and {r.data.tags["mlflow.parentRunId"] for r in effects} == {run_id}
+    sst2 = next(r for r in effects if r.info.run_name == "dynamic − static · sst2 fine-tuned")
+    metrics = dict(sst2.data.metrics)
+    assert metrics.pop("detectable") > 0 and metrics == {"difference": 2.0, "low": 1.1, "high": 2.9}
+    assert {k: sst2.data.tags[k] for k in ("bvr.difference", "bvr.verdict", "bvr.interval")} == {
+        "bvr.difference": "+2.0 [+1.1, +2.9] points", "bvr.verdict": "dynamic better (Holm p = 0.009)",
+        "bvr.interval": "99.62% simultaneous"}
+    mlm = next(r for r in effects if r.info.run_name == "dynamic − static · validation MLM loss")
+    assert mlm.data.metrics["difference"] == -0.1 and mlm.data.tags["bvr.difference"].endswith(" nats")
+    assert re.fullmatch(r"no difference detected \(Holm p = 1\.000\)|no difference detected \(Holm p = 0\.\d{3}\)",
+                        mlm.data.tags["bvr.verdict"])
+    # The ablation's pairs first, then each arm against the control, as the report orders them.
+    names = [r.info.run_name for r in effects]
+    assert all(" − no-pretraining" not in n for n in names[:5]) and all(" − no-pretraining" in n for n in names[5:])
     assert "report/effects.png" in {a.path for a in client.list_artifacts(run_id, "report")}
     # The answer is on the parent run as metrics: dynamic - static on BLiMP is 3, 2, 4 points (mean 3) and every
     # pretrained arm beats the control by ~20 points, rounded as the report prints them (points to 1 decimal, nats
@@ -884,8 +888,9 @@ def test_run_ids_stay_plain_without_a_known_ui(store: Store, tmp_path: Path, mon
     text = result.markdown.read_text(encoding="utf-8")
     assert "](http://" not in text and "127.0.0.1" not in text
     # The saved views are given as the path after the address `mlflow ui` prints, in its model-training mode.
-    assert (f"followed by /#/experiments/{store.experiment_id}/runs?viewStateShareKey=bvr-scores&{MODE} (scores by arm)"
-            in text)
+    assert (f"followed by /#/experiments/{store.experiment_id}/runs?viewStateShareKey=bvr-effects&{MODE} (effects "
+            f"between arms), /#/experiments/{store.experiment_id}/runs?viewStateShareKey=bvr-scores&{MODE} (scores by "
+            "arm)" in text)
     assert "render again with `bvr report NAME --ui-url ADDRESS`" in text
     probe = entry(store.manifest, "evaluations", label="static-p1", kind="probe").run_id
     monkeypatch.setenv("BVR_MLFLOW_UI", "http://mlflow.lab.example:7000")

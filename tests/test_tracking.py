@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import shutil
 import socket
@@ -401,10 +402,10 @@ def test_experiments_open_as_model_development(store: Store) -> None:
 
 
 def test_saved_views_are_experiment_tags_the_ui_reads(store: Store) -> None:
-    """The two views are envelopes the UI lists by name under "Views"; the scores view selects exactly the summary
-    runs, one per arm and measure, rounded as the report prints them; the curves view fits its y axes and folds
-    every other chart section."""
-    from bvr.tracking.views import ScoreRow, saved_view, set_run_colours, write_summaries
+    """The three views are envelopes the UI lists by name under "Views"; the effects view selects exactly the
+    effect runs, in the order written; the scores view exactly the summary runs, one per arm and measure, rounded as
+    the report prints them; the curves view fits its y axes and folds every other chart section."""
+    from bvr.tracking.views import EffectRow, ScoreRow, saved_view, set_run_colours, write_effects, write_summaries
 
     experiment_id = tracking.ensure_experiment("bvr-views", store.workdir)
     client = store.client
@@ -429,6 +430,26 @@ def test_saved_views_are_experiment_tags_the_ui_reads(store: Store) -> None:
     assert shown[0].data.metrics == {"mean": 53.8, "ci95_low": 52.0, "ci95_high": 55.6, "n": 8.0}
     assert shown[1].data.metrics == {"mean": 7.328, "n": 1.0}  # no interval from one seed
     assert {r.data.tags["mlflow.parentRunId"] for r in shown} == {parent}
+    effects = [EffectRow("static", "dynamic", "mlm", "validation MLM loss", "nats", 3, -0.11123, -0.13149, -0.0911,
+                         0.0123, "99.5%", "dynamic better (Holm p < 0.001)"),
+               EffectRow("no-pretraining", "static", "blimp", "BLiMP", "points", 1, 3.5678, math.nan, math.nan,
+                         math.nan, "99.5%", "not tested (1 pretraining seed(s); at least 2 needed)")]
+    written = write_effects(client, experiment_id, parent, effects)
+    assert write_effects(client, experiment_id, parent, effects) == written  # rendered again: updated, not doubled
+    view = saved_view(client.get_experiment(experiment_id).tags, "bvr-effects")
+    assert view["selectedColumns"] == ["attributes.`Run Name`", "tags.`bvr.difference`", "tags.`bvr.verdict`",
+                                       "tags.`bvr.interval`", "metrics.`difference`", "metrics.`low`",
+                                       "metrics.`high`", "metrics.`detectable`"]
+    shown = client.search_runs([experiment_id], view["searchFilter"], order_by=[view["orderByKey"]])
+    assert [r.info.run_id for r in shown] == written
+    assert [r.info.run_name for r in shown] == ["dynamic − static · validation MLM loss",
+                                                "static − no-pretraining · BLiMP"]
+    assert shown[0].data.metrics == {"difference": -0.111, "low": -0.131, "high": -0.091, "detectable": 0.012}
+    assert shown[1].data.metrics == {"difference": 3.6}  # not tested: no interval
+    assert {k: shown[0].data.tags[k] for k in ("bvr.difference", "bvr.verdict", "bvr.interval")} == {
+        "bvr.difference": "-0.111 [-0.131, -0.091] nats", "bvr.verdict": "dynamic better (Holm p < 0.001)",
+        "bvr.interval": "99.5% simultaneous"}
+    assert shown[1].data.tags["bvr.difference"] == "+3.6 points"
     charts = curves["compareRunCharts"]
     assert [c["metricKey"] for c in charts] == ["val/mlm_loss", "train/mlm_loss"]
     assert charts[0]["range"] == {"yMin": 7.1, "yMax": 7.4} and "range" not in charts[1]  # unknown: the UI scales

@@ -14,7 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from bvr.tracking import SCORES_VIEW, ensure_experiment, store_client, tracking_uri, ui_address, view_url, write_views
+from bvr.tracking import (
+    EFFECTS_VIEW,
+    SCORES_VIEW,
+    ensure_experiment,
+    store_client,
+    tracking_uri,
+    ui_address,
+    view_url,
+    write_views,
+)
 from tests.reliability.test_resources import run_main
 from tests.test_ablate import bvr_env
 
@@ -55,9 +64,12 @@ def test_the_ui_answers_at_the_printed_address_of_the_ablations_scores_and_stops
                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         lines = _first_line_with(ui, "(the UI runs on", 180)
-        assert lines[:4] == [f"MLflow, effects with intervals and verdicts: {ui_address(base, experiment_id, parent)}",
+        effects = view_url(base, experiment_id, EFFECTS_VIEW)
+        assert lines[:5] == [f"MLflow, effects with intervals and verdicts: {effects}",
                              f"MLflow, scores by arm: {view_url(base, experiment_id, SCORES_VIEW)}",
-                             lines[2], "  (the UI runs on sqlite:///mlflow.db until Ctrl-C)"], lines
+                             lines[2], f"MLflow, the ablation's run (headline, report): "
+                             f"{ui_address(base, experiment_id, parent)}",
+                             "  (the UI runs on sqlite:///mlflow.db until Ctrl-C)"], lines
         assert lines[2].startswith("MLflow, pretraining curves by arm: ")
         # The UI serves this folder's store: the experiment and its saved views are there.
         with urllib.request.urlopen(f"{base}/ajax-api/2.0/mlflow/experiments/get-by-name?experiment_name="

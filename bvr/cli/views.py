@@ -9,8 +9,9 @@ from bvr.cli.options import console
 
 
 def print_views(experiment: str, ui_url: str | None, parent_run_id: str | None = None) -> None:
-    """Where to read the comparison in the MLflow UI: the effects (the ablation's parent run, ``parent_run_id`` or
-    else its newest), the saved views' addresses, and how to start the UI when none is running at a known address."""
+    """Where to read the comparison in the MLflow UI: the saved views' addresses, the effects first, then the
+    ablation's parent run (``parent_run_id`` or else its newest), and how to start the UI when none is running at a
+    known address."""
     from bvr.report.cells import ui_base
     from bvr.tracking import DEFAULT_UI, store_client, tracking_uri
 
@@ -28,15 +29,18 @@ def print_views(experiment: str, ui_url: str | None, parent_run_id: str | None =
 
 
 def view_lines(base: str, experiment: Any, parent_run_id: str | None = None) -> list[str]:
-    """The addresses of ``experiment`` (an MLflow experiment) in the UI at ``base``: the effects first (the page of the
-    ablation's parent run ``parent_run_id``, whose description opens with every difference, its interval and
-    verdict), then one line per saved view, scores first."""
-    from bvr.tracking import CURVES_VIEW, SCORES_VIEW, ui_address, view_url
+    """The addresses of ``experiment`` (an MLflow experiment) in the UI at ``base``: the effects view first (a row per
+    difference, its interval and verdict), then the other saved views, then the ablation's parent run
+    ``parent_run_id`` (the headline in brief, the report attached)."""
+    from bvr.tracking import CURVES_VIEW, EFFECTS_VIEW, SCORES_VIEW, ui_address, view_url
 
-    page = ui_address(base, experiment.experiment_id, parent_run_id) if parent_run_id else None
-    effects = [f"MLflow, effects with intervals and verdicts: {page}"] if page else []
-    return [*effects, *(f"MLflow, {what}: {view_url(base, experiment.experiment_id, key)}"
-                        for what, key in (("scores by arm", SCORES_VIEW), ("pretraining curves by arm", CURVES_VIEW)))]
+    views = (("effects with intervals and verdicts", EFFECTS_VIEW), ("scores by arm", SCORES_VIEW),
+             ("pretraining curves by arm", CURVES_VIEW))
+    lines = [f"MLflow, {what}: {view_url(base, experiment.experiment_id, key)}" for what, key in views]
+    if parent_run_id:
+        lines.append(f"MLflow, the ablation's run (headline, report): "
+                     f"{ui_address(base, experiment.experiment_id, parent_run_id)}")
+    return lines
 
 
 def newest_parent(client: Any, experiment: Any) -> str | None:

@@ -223,16 +223,27 @@ RETRIES = 2
 
 def check_ui(check: BrowserCheck, base: str, experiment_id: str, parent_run_id: str | None, out_dir: Path, *,
              retries: int = RETRIES) -> None:
-    """Open bvr's two saved views and the parent run's page in the MLflow UI at ``base``; record in ``check`` what
+    """Open bvr's three saved views and the parent run's page in the MLflow UI at ``base``; record in ``check`` what
     each shows (:func:`_read_ui_page`), whether each view applied, and whether the parent's description is whole.
 
-    A view applied when the UI names it in its "Views" button and shows the view's own marker (the scores' ``mean``
-    column, the curves' section). A page still loading, or a description the UI measured while the page was still
-    laid out, is opened again with twice the wait (``retries`` times) before it counts.
+    A view applied when the UI names it in its "Views" button and shows the view's own marker (the effects'
+    ``bvr.verdict`` column, the scores' ``mean`` column, the curves' section). A page still loading, or a
+    description the UI measured while the page was still laid out, is opened again with twice the wait
+    (``retries`` times) before it counts.
     """
-    from bvr.tracking.views import CURVES_SECTION, CURVES_VIEW, SCORES_VIEW, VIEW_NAMES, ui_address, view_url
+    from bvr.tracking.views import (
+        CURVES_SECTION,
+        CURVES_VIEW,
+        EFFECTS_VIEW,
+        SCORES_VIEW,
+        TAG_VERDICT,
+        VIEW_NAMES,
+        ui_address,
+        view_url,
+    )
 
-    for name, key, marker in (("scores-by-arm", SCORES_VIEW, "mean"), ("curves-by-arm", CURVES_VIEW, CURVES_SECTION)):
+    for name, key, marker in (("effects", EFFECTS_VIEW, TAG_VERDICT), ("scores-by-arm", SCORES_VIEW, "mean"),
+                              ("curves-by-arm", CURVES_VIEW, CURVES_SECTION)):
         dom = _settled(view_url(base, experiment_id, key), out_dir / f"{name}.png", retries=retries)
         words = _read_ui_page(check, name, dom)
         check.screenshots[name] = str(out_dir / f"{name}.png")

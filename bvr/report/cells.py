@@ -110,14 +110,18 @@ class RunLinks:
 
     def views(self) -> Cell:
         """bvr's saved views of the experiment (:mod:`bvr.tracking.views`): linked, or how to open them."""
-        from bvr.tracking.views import CURVES_VIEW, SCORES_VIEW, view_url
+        from bvr.tracking.views import CURVES_VIEW, EFFECTS_VIEW, SCORES_VIEW, view_url
 
+        shown = (("effects between arms", EFFECTS_VIEW), ("scores by arm", SCORES_VIEW),
+                 ("pretraining curves by arm", CURVES_VIEW))
         if not self.linked:  # the path after the address `mlflow ui` prints: no host is guessed
-            return (f"in `mlflow ui`, open its address followed by {view_url('', self.experiment_id, SCORES_VIEW)} "
-                    f"(scores by arm) or {view_url('', self.experiment_id, CURVES_VIEW)} (pretraining curves by "
-                    "arm); pass --ui-url for links")
-        return (Link("scores by arm", view_url(self.base, self.experiment_id, SCORES_VIEW)), " · ",
-                Link("pretraining curves by arm", view_url(self.base, self.experiment_id, CURVES_VIEW)))
+            paths = ", ".join(f"{view_url('', self.experiment_id, key)} ({what})" for what, key in shown)
+            return f"in `mlflow ui`, open its address followed by {paths}; pass --ui-url for links"
+        links: list = []
+        for what, key in shown:
+            links += [" · "] if links else []
+            links.append(Link(what, view_url(self.base, self.experiment_id, key)))
+        return tuple(links)
 
     def experiment(self, name: str) -> Cell:
         if not self.linked:

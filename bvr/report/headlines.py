@@ -14,6 +14,7 @@ import math
 from bvr.report.analysis import Analysis, Comparison
 from bvr.report.cells import fmt_p
 from bvr.report.inference import MIN_UNITS
+from bvr.tracking.views import EffectRow
 
 
 def _won(analysis: Analysis, by_arm: bool) -> dict[str, list[Comparison]]:
@@ -228,28 +229,23 @@ def brief(analysis: Analysis, *, bold: bool = True) -> list[str]:
     return lines if bold else [line.replace("**", "") for line in lines]
 
 
-def effects_table_markdown(analysis: Analysis) -> str:
-    """Every comparison as a row of a Markdown table, the ablation's pairs first, then each arm against the control:
-    ``b − a``, the measure, the difference with its simultaneous interval (its level in the header, the report's)
-    and unit, and the verdict. MLflow renders
-    it at the top of the parent run's description, so the run's page shows the effect itself.
-
-    A row reads ``| dynamic − static | validation MLM loss | −0.111 [−0.131, −0.091] nats | dynamic better (Holm
-    p < 0.001) |``; one not found says what the design could have detected, one not tested why.
-    """
-    rows = [f"| comparison | measure | Δ [{analysis.level} simultaneous interval] | verdict |", "|---|---|---|---|"]
+def effect_rows(analysis: Analysis) -> list[EffectRow]:
+    """Every comparison as a row of MLflow's effects view (:func:`bvr.tracking.views.write_effects`), the ablation's
+    pairs first, then each arm against the control: ``b − a``, the measure, the difference with its simultaneous
+    interval (the report's level) and unit, the verdict (``dynamic better (Holm p < 0.001)``, ``no difference
+    detected (Holm p = 0.140)``, or why it was not tested) and the smallest difference the design detects."""
+    rows = []
     for c in [*analysis.comparisons, *analysis.control]:
         if not c.comparable:
             continue
-        unit = "nats" if c.task == "mlm" else "points"
+        nan = math.nan
         if not c.test.tested:
-            delta = f"{c.estimate:+.{effect_digits(c)}f} {unit}"
-            verdict = f"not tested ({c.test.n} pretraining seed(s); at least {MIN_UNITS} needed)"
+            verdict, low, high = f"not tested ({c.test.n} pretraining seed(s); at least {MIN_UNITS} needed)", nan, nan
         else:
-            delta = f"{_fmt_effect(c)} {unit}"
             p = fmt_p(c.adjusted_p)
             holm = f"Holm p {p[0]} {p[1:]}" if p.startswith("<") else f"Holm p = {p}"
-            verdict = (f"{c.ours} ({holm})" if c.significant else
-                       f"no difference detected ({holm}; detects |Δ| ≥ {c.mde:.{effect_digits(c)}f})")
-        rows.append(f"| {c.b} − {c.a} | {c.measure.title} | {delta} | {verdict} |")
-    return "\n".join(rows) if len(rows) > 2 else ""
+            verdict = f"{c.ours if c.significant else 'no difference detected'} ({holm})"
+            low, high = c.interval.ci_low, c.interval.ci_high
+        rows.append(EffectRow(c.a, c.b, c.task, short_title(c.task), "nats" if c.task == "mlm" else "points",
+                              effect_digits(c), c.estimate, low, high, c.mde, analysis.level, verdict))
+    return rows

@@ -49,19 +49,12 @@ from bvr.report.budget import budget_context, budget_curve, budget_frame
 from bvr.report.cells import ui_base
 from bvr.report.collect import collect
 from bvr.report.document import Figure, to_html, to_markdown
-from bvr.report.headlines import brief, effects_table_markdown
+from bvr.report.headlines import brief, effect_rows
 from bvr.report.numbers import dvc_metrics, effect_metrics, effects_table, metrics_payload, summary_rows
 from bvr.report.pretrain_runs import pretrain_table
 from bvr.report.published import load_published
 from bvr.report.sections import report_blocks, summary_blocks
-from bvr.tracking import check_store, log_params_batched, store_client
-from bvr.tracking.views import (
-    CURVE_METRICS,
-    fitted_range,
-    set_run_colours,
-    write_summaries,
-    write_views,
-)
+from bvr.tracking import check_store, log_params_batched, store_client, views
 
 REPORTS_DIR = Path("reports")
 REPORT_MD = "report.md"
@@ -226,14 +219,12 @@ def parent_params(manifest: Manifest) -> dict[str, str]:
 
 
 def _description(a: Analysis, result: ReportResult) -> str:
-    """The parent run's description: a partial report's note, then every effect as a table
-    (:func:`bvr.report.headlines.effects_table_markdown`, which MLflow renders), then the headline in brief
-    (:func:`bvr.report.headlines.brief`). Where the report is (the tag
-    ``bvr.report``, the artifact ``report/report.html``) and the effects with their intervals (``report/effects.csv``
-    and ``report/effects.png``) are on the same page. A partial report says so first."""
-    partial = [] if result.complete else [f"Partial: {len(result.missing)} item(s) missing (listed in the report)."]
-    return "\n\n".join(part for part in ("\n".join(partial), effects_table_markdown(a),
-                                          "\n".join(f"- {line}" for line in brief(a))) if part)
+    """The parent run's description, short enough for the UI to show whole (100 px, without a click): a partial
+    report's note, then the headline in brief (:func:`bvr.report.headlines.brief`). Every effect with its interval
+    and verdict is the effects view's (:data:`bvr.tracking.views.EFFECTS_VIEW`), and ``report/effects.csv`` and
+    ``report/effects.png`` on the same page."""
+    partial = [f"Partial: {len(result.missing)} item(s) missing (listed in the report)."] if not result.complete else []
+    return "\n".join([*partial, *(f"- {line}" for line in brief(a))])
 
 
 def _effect_estimates(a: Analysis) -> list[Metric]:
@@ -259,7 +250,8 @@ def _log_files(client: MlflowClient, run_id: str, a: Analysis, result: ReportRes
 
 
 def _log_views(client: MlflowClient, a: Analysis) -> None:
-    """The scores view's rows, the pretraining runs' colours (the figures') and the views with fitted y axes."""
+    """The effects and scores views' rows, the pretraining runs' colours (the figures') and the views with fitted y
+    axes."""
     experiment_id, parent = a.collected.experiment_id, a.collected.parent_run_id
     if experiment_id is None:
         return
@@ -267,12 +259,14 @@ def _log_views(client: MlflowClient, a: Analysis) -> None:
     pretrain = a.collected.pretrain
     runs = dict(zip(pretrain["run_id"], pretrain["arm"], strict=True))
     if parent is not None:
+        views.write_effects(client, experiment_id, parent, effect_rows(a))
         rows = summary_rows(a)
-        runs |= dict(zip(write_summaries(client, experiment_id, parent, rows), (r.arm for r in rows), strict=True))
-    set_run_colours(client, {run: colours[arm] for run, arm in runs.items() if arm in colours})
+        ids = views.write_summaries(client, experiment_id, parent, rows)
+        runs |= dict(zip(ids, (r.arm for r in rows), strict=True))
+    views.set_run_colours(client, {run: colours[arm] for run, arm in runs.items() if arm in colours})
     history = a.collected.history
-    ranges = {key: fitted_range(history.loc[history["key"] == key, "value"]) for key in CURVE_METRICS}
-    write_views(client, experiment_id, {k: v for k, v in ranges.items() if v is not None})
+    ranges = {key: views.fitted_range(history.loc[history["key"] == key, "value"]) for key in views.CURVE_METRICS}
+    views.write_views(client, experiment_id, {k: v for k, v in ranges.items() if v is not None})
 
 
 def _log(a: Analysis, result: ReportResult) -> None:

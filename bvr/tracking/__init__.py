@@ -90,6 +90,7 @@ from bvr.tracking.store import (  # noqa: E402
 from bvr.tracking.views import (  # noqa: E402
     CURVES_VIEW,
     DEFAULT_UI,
+    EFFECTS_VIEW,
     SCORES_VIEW,
     TAG_MEASURE,
     ui_address,
@@ -98,7 +99,8 @@ from bvr.tracking.views import (  # noqa: E402
 )
 
 __all__ = [
-    "CURVES_VIEW", "DEFAULT_ARTIFACTS", "DEFAULT_DB", "DEFAULT_UI", "DataInput", "MAX_ENTITY_KEY_LENGTH",
+    "CURVES_VIEW", "DEFAULT_ARTIFACTS", "DEFAULT_DB", "DEFAULT_UI", "DataInput", "EFFECTS_VIEW",
+    "MAX_ENTITY_KEY_LENGTH",
     "MAX_PARAMS_TAGS_PER_BATCH", "MAX_PARAM_VAL_LENGTH", "SCORES_VIEW", "TAG_ABLATION", "TAG_ARM", "TAG_CLOSED",
     "TAG_COLLAPSED", "TAG_DECLARED_PREFIX", "TAG_GIT_COMMIT", "TAG_HOST", "TAG_LABEL", "TAG_MEASURE", "TAG_PID",
     "TAG_PRETRAIN_SEED", "TAG_SEED", "TAG_STAGE", "TAG_TASK", "TRUNCATION_MARKER", "artifact_location", "check_store",

@@ -3,12 +3,19 @@
 MLflow's UI (3.17) lists an experiment's saved views under "Views" and opens one when its address ends in
 ``?viewStateShareKey=KEY``: both read the experiment tag ``mlflow.sharedViewState.KEY``, an envelope
 ``{"name", "createdAt", "updatedAt", "state"}`` whose ``state`` is the view (search filter, sort, columns and their
-widths, charts) as JSON. bvr writes two (:func:`write_views`):
+widths, charts) as JSON. bvr writes three (:func:`write_views`):
 
+- ``bvr-effects`` (:data:`EFFECTS_VIEW`): the answer, one row per comparison, the effect runs the report writes
+  (:func:`write_effects`, tagged ``bvr.stage = effect``), in the report's order (the ablation's pairs, then each arm
+  against the control): ``B − A · MEASURE``, the difference ``b − a`` with its simultaneous interval and unit as
+  the report prints them (``-0.111 [-0.131, -0.091] nats``), the verdict (``dynamic better (Holm p < 0.001)``),
+  the interval's level (the report's), then the same numbers as metrics to sort by, with the smallest difference
+  the design detects. The first columns fit beside the UI's assistant panel; ``bvr ablate`` prints the address
+  first;
 - ``bvr-scores`` (:data:`SCORES_VIEW`): one row per arm and measure, the summary runs the report writes
   (:func:`write_summaries`, tagged ``bvr.stage = summary``): the mean over the arm's pretraining seeds and its
   95% t interval (``ci95_low``, ``ci95_high``: per arm, as the report's "Every measure, per arm"; differences
-  between arms, with the report's simultaneous intervals, are in the parent run's description), rounded as the
+  between arms, with the report's simultaneous intervals, are the effects view's), rounded as the
   report prints them (points to 1 decimal, the validation MLM loss in nats to 3), the number of seeds and the
   unit; the validation MLM loss is one of the measures. Rows are named ``ARM · MEASURE`` (``static · sst2
   fine-tuned``) in a column wide enough for them;
@@ -56,9 +63,24 @@ TAG_UNIT = "bvr.unit"
 STAGE_SUMMARY = "summary"
 """The ``bvr.stage`` of the report's summary runs."""
 
+STAGE_EFFECT = "effect"
+"""The ``bvr.stage`` of the report's effect runs."""
+TAG_COMPARISON = "bvr.comparison"
+"""Tag on an effect run: ``B|A|MEASURE``, the comparison it holds (one run per comparison under a parent run)."""
+TAG_DIFFERENCE = "bvr.difference"
+"""Tag on an effect run: the difference with its interval and unit, as the report prints it."""
+TAG_ORDER = "bvr.order"
+"""Tag on an effect run: its place in the report's order (``000``, ``001``, ...), which the effects view sorts by."""
+TAG_INTERVAL = "bvr.interval"
+"""Tag on an effect run: the level of its interval (``99.62% simultaneous``)."""
+TAG_VERDICT = "bvr.verdict"
+"""Tag on an effect run: the verdict in words, with the Holm-adjusted p-value."""
+
+EFFECTS_VIEW = "bvr-effects"
 SCORES_VIEW = "bvr-scores"
 CURVES_VIEW = "bvr-curves"
-VIEW_NAMES = {SCORES_VIEW: "bvr: scores per arm", CURVES_VIEW: "bvr: pretraining curves per arm"}
+VIEW_NAMES = {EFFECTS_VIEW: "bvr: effects between arms", SCORES_VIEW: "bvr: scores per arm",
+              CURVES_VIEW: "bvr: pretraining curves per arm"}
 """How the UI's "Views" list names each view."""
 CURVE_METRICS = ("val/mlm_loss", "train/mlm_loss")
 """Pretraining metrics charted first in :data:`CURVES_VIEW`, one chart each."""
@@ -71,6 +93,8 @@ SUMMARY_COLUMNS = ("mean", "ci95_low", "ci95_high", "n")
 """The metrics of a summary run, in the order the scores view shows them."""
 NAME_WIDTH = 300
 """Pixels of the scores view's run-name column: ``no-pretraining · validation MLM loss`` fits."""
+EFFECT_COLUMNS = ("difference", "low", "high", "detectable")
+"""The metrics of an effect run, in the order the effects view shows them."""
 
 
 def _column(kind: str, key: str) -> str:
@@ -127,6 +151,12 @@ def view_states(ranges: Mapping[str, tuple[float, float]] | None = None) -> dict
         "runsHiddenMode": "SHOW_ALL",
         "groupBy": None,
     }
+    texts = [_column("tags", key) for key in (TAG_DIFFERENCE, TAG_VERDICT, TAG_INTERVAL)]
+    effects_columns = [name, *texts, *(_column("metrics", key) for key in EFFECT_COLUMNS)]
+    effects = {**scores, "searchFilter": f"tags.`bvr.stage` = '{STAGE_EFFECT}'", "orderByKey": f"tags.`{TAG_ORDER}`",
+               "selectedColumns": effects_columns, "columnOrder": effects_columns,
+               "columnWidths": {name: 240, **dict(zip(texts, (185, 265, 150), strict=True)),
+                                **{column: 80 for column in effects_columns[4:]}}}
     curves = {
         "searchFilter": "tags.`bvr.stage` = 'pretrain'",
         "orderByKey": "tags.`mlflow.runName`",
@@ -144,7 +174,7 @@ def view_states(ranges: Mapping[str, tuple[float, float]] | None = None) -> dict
                                  for i, name in enumerate(FOLDED_SECTIONS))],
         "compareRunCharts": [_line_chart(metric, i, ranges.get(metric)) for i, metric in enumerate(CURVE_METRICS)],
     }
-    return {SCORES_VIEW: scores, CURVES_VIEW: curves}
+    return {EFFECTS_VIEW: effects, SCORES_VIEW: scores, CURVES_VIEW: curves}
 
 
 def write_views(client: MlflowClient, experiment_id: str,
@@ -208,24 +238,90 @@ class ScoreRow:
         return {**out, "n": float(self.n)}
 
 
-def write_summaries(client: MlflowClient, experiment_id: str, parent_run_id: str, rows: list[ScoreRow]) -> list[str]:
-    """Write the scores view's rows as finished runs nested under ``parent_run_id``, one per arm and measure; a
-    row the parent has already is updated (a report rendered again), not doubled. Returns the run ids."""
-    query = f"tags.`bvr.stage` = '{STAGE_SUMMARY}' and tags.`{MLFLOW_PARENT_RUN_ID}` = '{parent_run_id}'"
-    existing = {run.data.tags.get(TAG_SUMMARY): run.info.run_id
+@dataclass(frozen=True)
+class EffectRow:
+    """One row of the effects view: ``b − a`` on a measure, as the report states it.
+
+    Attributes:
+        a: the baseline arm (the control; the paper's baseline arm first).
+        b: the other arm.
+        measure: ``blimp``, ``probe/TASK``, ``finetune/TASK`` or ``mlm``.
+        title: the measure's short name (``sst2 fine-tuned``).
+        unit: ``points`` or ``nats``.
+        digits: decimals the report prints (the values are rounded to them).
+        difference: the mean of ``b − a`` over pretraining seeds.
+        low: the low end of its simultaneous interval (NaN when not tested: left out).
+        high: the high end.
+        detectable: the smallest ``|b − a|`` the design detects with 80 % power (NaN when not tested).
+        level: the interval's level (``99.62%``), the report's.
+        verdict: in words, with the Holm-adjusted p (``dynamic better (Holm p = 0.009)``).
+    """
+
+    a: str
+    b: str
+    measure: str
+    title: str
+    unit: str
+    digits: int
+    difference: float
+    low: float
+    high: float
+    detectable: float
+    level: str
+    verdict: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.b} − {self.a} · {self.title}"
+
+    @property
+    def text(self) -> str:
+        """``+2.0 [+1.1, +2.9] points``; ``+3.6 points`` without an interval."""
+        d = self.digits
+        interval = f" [{self.low:+.{d}f}, {self.high:+.{d}f}]" if math.isfinite(self.low) else ""
+        return f"{self.difference:+.{d}f}{interval} {self.unit}"
+
+    def metrics(self) -> dict[str, float]:
+        values = {"difference": self.difference, "low": self.low, "high": self.high, "detectable": self.detectable}
+        return {k: round(v, self.digits) for k, v in values.items() if math.isfinite(v)}
+
+
+def _nested_runs(client: MlflowClient, experiment_id: str, parent_run_id: str, stage: str, key_tag: str,
+                 rows: list[tuple[str, str, dict[str, float], dict[str, str]]]) -> list[str]:
+    """Write ``rows`` (key, run name, metrics, tags) as finished runs of ``stage`` nested under ``parent_run_id``,
+    one per key (the tag ``key_tag``); a key the parent has already is updated (a report rendered again), not
+    doubled. Returns the run ids."""
+    query = f"tags.`bvr.stage` = '{stage}' and tags.`{MLFLOW_PARENT_RUN_ID}` = '{parent_run_id}'"
+    existing = {run.data.tags.get(key_tag): run.info.run_id
                 for run in client.search_runs([experiment_id], query, max_results=10_000)}
     now = int(time.time() * 1000)
     ids = []
-    for row in rows:
-        key = f"{row.arm}|{row.measure}"
-        tags = {"bvr.stage": STAGE_SUMMARY, "bvr.arm": row.arm, TAG_SUMMARY: key, TAG_UNIT: row.unit,
-                MLFLOW_PARENT_RUN_ID: parent_run_id}
-        run_id = existing.get(key) or client.create_run(experiment_id, run_name=row.name, tags=tags).info.run_id
-        client.log_batch(run_id, metrics=[Metric(k, v, now, 0) for k, v in row.metrics().items()],
+    for key, name, metrics, extra in rows:
+        tags = {"bvr.stage": stage, key_tag: key, **extra, MLFLOW_PARENT_RUN_ID: parent_run_id}
+        run_id = existing.get(key) or client.create_run(experiment_id, run_name=name, tags=tags).info.run_id
+        client.log_batch(run_id, metrics=[Metric(k, v, now, 0) for k, v in metrics.items()],
                          tags=[RunTag(k, v) for k, v in tags.items()])
         client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
         ids.append(run_id)
     return ids
+
+
+def write_summaries(client: MlflowClient, experiment_id: str, parent_run_id: str, rows: list[ScoreRow]) -> list[str]:
+    """Write the scores view's rows as finished runs nested under ``parent_run_id``, one per arm and measure; a
+    row the parent has already is updated (a report rendered again), not doubled. Returns the run ids."""
+    return _nested_runs(client, experiment_id, parent_run_id, STAGE_SUMMARY, TAG_SUMMARY,
+                        [(f"{row.arm}|{row.measure}", row.name, row.metrics(), {"bvr.arm": row.arm, TAG_UNIT: row.unit})
+                         for row in rows])
+
+
+def write_effects(client: MlflowClient, experiment_id: str, parent_run_id: str, rows: list[EffectRow]) -> list[str]:
+    """Write the effects view's rows as finished runs nested under ``parent_run_id``, one per comparison, in the
+    order given; a row the parent has already is updated, not doubled. Returns the run ids."""
+    return _nested_runs(client, experiment_id, parent_run_id, STAGE_EFFECT, TAG_COMPARISON,
+                        [(f"{row.b}|{row.a}|{row.measure}", row.name, row.metrics(),
+                          {TAG_ORDER: f"{i:03d}", TAG_DIFFERENCE: row.text, TAG_VERDICT: row.verdict,
+                           TAG_INTERVAL: f"{row.level} simultaneous", TAG_UNIT: row.unit})
+                         for i, row in enumerate(rows)])
 
 
 def set_run_colours(client: MlflowClient, colours: Mapping[str, str]) -> None:
