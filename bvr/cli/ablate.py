@@ -194,7 +194,7 @@ def report_cmd(
         "--browser-check", metavar="DIR",
         help="Also look at the report in headless Chromium: start `mlflow ui` on a free loopback port, check "
              "for broken images, tables wider than the page at 1,200 px and links that do not resolve, and save "
-             "screenshots of the report and the MLflow views (scores and pretraining curves by arm) in DIR. "
+             "screenshots of the report and the MLflow views (effects, scores and pretraining curves by arm) in DIR. "
              "Needs Chromium (Debian: apt-get install chromium).")] = None,
 ) -> None:
     """Render reports/NAME (report.md, report.html, figures, metrics.json, plots) from the ablation's MLflow runs.

@@ -158,7 +158,7 @@ a { color: #0969da; text-decoration: none; } a:hover { text-decoration: underlin
 table { border-collapse: collapse; font-size: 13px; font-variant-numeric: tabular-nums; }
 /* break-word, not anywhere: a column is never narrower than its longest word, so no header or cell is split
    inside a word ('detectabl e', '2/1 28/ 2'); a table too wide for the page scrolls in its .wrap instead. */
-th, td { border: 1px solid #d0d7de; padding: 4px 8px; vertical-align: top; overflow-wrap: break-word;
+th, td { border: 1px solid #d0d7de; padding: 4px 6px; vertical-align: top; overflow-wrap: break-word;
          hyphens: none; }
 th { background: #f6f8fa; text-align: left; overflow-wrap: normal; word-break: keep-all; }
 th .word, td .word { white-space: nowrap; }
