@@ -216,7 +216,15 @@ def test_every_unit_runs_and_the_manifest_indexes_mlflow(finished):
     client = MlflowClient(tracking_uri(finished))
     experiment = client.get_experiment_by_name("tiny-masking")
     views = {k: v for k, v in experiment.tags.items() if k.startswith("mlflow.sharedViewState.")}
-    assert sorted(views) == ["mlflow.sharedViewState.bvr-curves", "mlflow.sharedViewState.bvr-scores"]
+    assert sorted(views) == [f"mlflow.sharedViewState.bvr-{key}" for key in ("curves", "effects", "scores")]
+    # The effects view: a row per comparison, ablation's pair first (2 arms x 3 measures against the control, and
+    # dynamic - static on the same 3 and the MLM loss).
+    effects_view = saved_view(experiment.tags, "bvr-effects")
+    effects = client.search_runs([experiment.experiment_id], effects_view["searchFilter"],
+                                 order_by=[effects_view["orderByKey"]])
+    assert [r.data.tags["bvr.comparison"] for r in effects][:4] == [
+        f"dynamic|static|{key}" for key in ("blimp", "probe/sst2", "finetune/sst2", "mlm")]
+    assert len(effects) == 4 + 6
     scores_view = saved_view(experiment.tags, "bvr-scores")
     shown = client.search_runs([experiment.experiment_id], scores_view["searchFilter"], max_results=1000)
     # The scores view: the report's rows, one per arm and measure, the pretrained arms' MLM loss among them.

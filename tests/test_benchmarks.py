@@ -47,6 +47,12 @@ RUNS: dict[str, tuple[list[str], list[str]]] = {
     "data_scale.py": (["--data-dir", "{data}", "--copies", "1"],
                       [rf"^ +1 copies +{NUMBER} MB +{NUMBER} s", r"tokenizer stage on \d+ training documents",
                        r"rank 0 of 8 read .* sequences"]),
+    "finetune_parity.py": (["--dry-run"],
+                           [r"^SST-2 dev accuracy, 2 layers, hidden 32, 4 heads; 64 training examples",
+                            rf"^  bvr finetune: +{NUMBER}, {NUMBER}  mean {NUMBER} \(sd {NUMBER}; \d+ s\)$",
+                            rf"^  transformers: +{NUMBER}, {NUMBER}  mean {NUMBER} \(sd {NUMBER}; \d+ s\)$",
+                            rf"^  bvr - transformers: [-+]{NUMBER} points; the larger seed spread {NUMBER}: "
+                            r"(agree|DIFFER)$"]),
     "finetune_step.py": (["--dry-run", "--steps", "1", "--warmup", "1", "--threads", "1"],
                          [rf"^{kind} +{NUMBER}% +{NUMBER} +{NUMBER} +{NUMBER}x$"
                           for kind in ("classification", "tagging")]),
