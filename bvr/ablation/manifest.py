@@ -30,16 +30,18 @@ from bvr.fs import write_text
 from bvr.locks import file_lock
 
 
-def _ablate_command(data: dict[str, Any]) -> str:
+def _ablate_command(data: dict[str, Any], path: Path | None = None) -> str:
     """The `bvr ablate` command that picks the plan of the manifest ``data`` again, and so rewrites it: its
-    experiment (a shipped one by name), preset, ``--set`` values, data folder and output folder (where not
-    ``./outputs``)."""
+    experiment (a shipped one by name, also where the recorded file is gone), preset, ``--set`` values, data folder
+    and output folder (where not ``./outputs``): the one the manifest lies in when its ``path`` is known (a store
+    moved or copied since keeps its manifests' recorded folder, which is another store)."""
     from bvr.ablation.declare import EXPERIMENTS_DIR
 
     name, source = str(data.get("ablation") or "NAME"), data.get("source")
-    shipped = not source or Path(source).resolve() == (EXPERIMENTS_DIR / f"{name}.yaml").resolve()
+    mine = EXPERIMENTS_DIR / f"{name}.yaml"
+    shipped = not source or Path(source).resolve() == mine.resolve() or (not Path(source).is_file() and mine.is_file())
     context = data.get("context") if isinstance(data.get("context"), dict) else {}
-    output_dir = context.get("output_dir")
+    output_dir = Path(path).resolve().parents[2] if path is not None else context.get("output_dir")
     args = ["bvr", "ablate", name if shipped else str(source),
             *(["--preset", str(data["preset"])] if data.get("preset") else []),
             *(arg for text in data.get("overrides") or [] for arg in ("--set", str(text))),
@@ -148,10 +150,12 @@ class Manifest:
                                hardware=hardware))
 
     @classmethod
-    def from_dict(cls, data: Any, *, damaged: list[str] | None = None) -> Manifest:
+    def from_dict(cls, data: Any, *, damaged: list[str] | None = None, path: Path | None = None) -> Manifest:
         """The manifest ``data`` (a parsed manifest.json) holds.
 
         Args:
+            path: the file it was read from (``OUTPUT/ablations/NAME-HASH/manifest.json``), for the command an
+                error names.
             damaged: given, a unit that lacks a field is left out and named here instead of refused (`bvr ablate`
                 then resets it to missing: :meth:`load_for`).
 
@@ -166,8 +170,8 @@ class Manifest:
                                 "and starts a new one, reusing the finished units")
         name = data.get("ablation")
         where = f"manifest of ablation '{name}'" if isinstance(name, str) else where
-        hint = (f"run `{_ablate_command(data)}`: it resets a damaged unit to missing (a damaged manifest: sets it aside"
-                " and starts a new one) and runs what is missing, reusing the finished units")
+        hint = (f"run `{_ablate_command(data, path)}`: it resets a damaged unit to missing (a damaged manifest: sets "
+                "it aside and starts a new one) and runs what is missing, reusing the finished units")
         if data.get("version") != MANIFEST_VERSION:
             raise BvrError(f"manifest version {data.get('version')!r} is not {MANIFEST_VERSION}", where=where,
                            hint=hint)
@@ -208,7 +212,7 @@ class Manifest:
                            hint="run the `bvr ablate` command that made it again: it sets a damaged manifest aside "
                                 "and starts a new one, reusing the finished units") from None
         try:
-            return cls.from_dict(data, damaged=damaged)
+            return cls.from_dict(data, damaged=damaged, path=Path(path))
         except BvrError as err:
             raise BvrError(err.message, where=f"{path}: {err.where}" if err.where else str(path),
                            hint=err.hint) from None

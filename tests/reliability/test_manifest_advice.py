@@ -75,6 +75,23 @@ def test_a_unit_missing_its_fields_is_reset_by_the_command_the_error_names(bvr, 
     assert code == 0 and "damaged" not in out
 
 
+def test_a_copied_store_is_advised_its_own_output_folder_and_the_shipped_experiment(bvr, damaged, tmp_path,
+                                                                                    monkeypatch):
+    """A store copied from elsewhere keeps its manifests' recorded folders, another store's (and perhaps a clone since
+    deleted): the advice names the folder the manifest lies in, and the experiment by name when its file is gone."""
+    path = damaged.manifest_path
+    data = json.loads(path.read_text())
+    data["finetune"][1] = {"arm": "static"}
+    data["context"]["output_dir"] = str(tmp_path / "elsewhere" / "outputs")
+    data["ablation"], data["source"] = "masking", str(tmp_path / "gone" / "masking.yaml")
+    path.write_text(json.dumps(data))
+    line = error_line(bvr("status", "exp")[2])
+    assert "run `bvr ablate masking --data-dir " in line and "elsewhere" not in line and "--output-dir" not in line
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")  # seen from another folder, the store's folder is named
+    assert f"--output-dir {tmp_path / 'outputs'}" in error_line(bvr("status", "exp", "--output-dir", "../outputs")[2])
+
+
 @pytest.mark.parametrize("content", ["{", '{"version": 1, "ablation": "exp", "arms": ["static"]}', "[]"])
 def test_a_manifest_that_cannot_be_read_is_set_aside_by_bvr_ablate(bvr, damaged, content):
     path = damaged.manifest_path
