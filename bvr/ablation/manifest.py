@@ -41,7 +41,9 @@ def _ablate_command(data: dict[str, Any], path: Path | None = None) -> str:
     mine = EXPERIMENTS_DIR / f"{name}.yaml"
     shipped = not source or Path(source).resolve() == mine.resolve() or (not Path(source).is_file() and mine.is_file())
     context = data.get("context") if isinstance(data.get("context"), dict) else {}
-    output_dir = Path(path).resolve().parents[2] if path is not None else context.get("output_dir")
+    placed = Path(path).resolve() if path is not None else None
+    output_dir = (placed.parents[2] if placed is not None and placed.parent.parent.name == "ablations"
+                  else context.get("output_dir"))
     args = ["bvr", "ablate", name if shipped else str(source),
             *(["--preset", str(data["preset"])] if data.get("preset") else []),
             *(arg for text in data.get("overrides") or [] for arg in ("--set", str(text))),
