@@ -277,15 +277,18 @@ def test_an_ordinary_ablation_has_no_budget_curve(store: Store) -> None:
 
 def test_the_shipped_budget_curve_loads_and_plans(tmp_path: Path) -> None:
     ablation = load_ablation("budget", preset="tiny")
-    assert ablation.is_budget and ablation.control and ablation.pretrain_seeds == [0, 1, 2]
+    assert ablation.is_budget and ablation.control and ablation.pretrain_seeds == [0, 1, 2, 3, 4]
     assert {arm: cfg.training.max_steps for arm, cfg in ablation.arms.items()} == {
-        "steps-300": 300, "steps-900": 900, "steps-1800": 1800, "steps-3600": 3600}
-    cfg = ablation.arms["steps-300"]
-    assert (cfg.model.norm, cfg.training.dropout, cfg.tokenizer.min_count, cfg.masking.split) == (
-        "pre", False, 100, [1.0, 0.0, 0.0])
-    assert cfg.corpus.max_documents == 2000 and ablation.finetune_tasks == ["sst2"]
+        "steps-1200": 1200, "steps-4800": 4800, "steps-19200": 19200}
+    cfg = ablation.arms["steps-1200"]
+    # the plateau fix (docs/recipes.md)
+    assert (cfg.model.norm, cfg.model.embedding_norm, cfg.model.token_type_init, cfg.model.head_transform) == (
+        "pre", False, "zero", False)
+    assert (cfg.training.dropout, cfg.training.learning_rate, cfg.data.max_length, cfg.tokenizer.vocab_size) == (
+        False, 3e-3, 64, 8192)
+    assert cfg.corpus.max_documents == 40000 and ablation.finetune_tasks == ["sst2"]
     plan = make_plan("budget", preset="tiny", output_dir=tmp_path)  # arms of different tokens are not refused
-    assert [arm.label for arm in plan.arms][:2] == ["steps-300-p0", "steps-300-p1"]
+    assert [arm.label for arm in plan.arms][:2] == ["steps-1200-p0", "steps-1200-p1"]
     assert Manifest.new(plan, {}).kind == "budget"
 
 

@@ -4,7 +4,7 @@ Calibration follows ``tests/test_inference.py``: each scenario draws ``SIMS`` bu
 with scipy's vectorised one-sided t test and a numpy fixed sequence, implementations independent of ours; the first
 ``REAL`` of the same draws also go through the real :func:`compare`, :func:`one_sided_p` and
 :func:`fixed_sequences`, which must give scipy's p-values and the same rejections. A simulated curve has the shipped
-shape (``experiments/budget.yaml``): 4 budgets and the control, 3 pretraining seeds, 3 measures. Per measure, each
+shape (``experiments/budget.yaml``): 3 budgets and the control, 5 pretraining seeds, 3 measures. Per measure, each
 model's value is a per-pretraining-seed effect shared by the control and every budget (``80 + 5 z``, which pairing
 must cancel, as in ``test_inference``'s ``_arms``) plus its own noise of SD ``1 / sqrt(2)``, so each budget's paired
 difference with the control has SD 1 and the budgets' differences are correlated (0.5: they share the control).
@@ -27,14 +27,15 @@ SIMS = 20_000
 """Simulated budget curves per scenario."""
 REAL = 500
 """Curves per scenario also run through the real compare and fixed sequences (12 comparisons each)."""
-SEEDS = 3
-BUDGETS = 4
+SEEDS = 5
+BUDGETS = 3
 MEASURES = 3
-EFFECT = 6.0
-"""The planted effect, in SDs of a budget's paired difference with the control: one-sided at 0.05 / 3 with 3 seeds
-it is detected about 97 % of the time; the report's Bonferroni intervals over 24 tests detect it about 20 %."""
-REPORT_TESTS = 24
-"""Tests in the shipped budget curve's Holm family: its simultaneous intervals are at ``1 - 0.05 / 24``."""
+EFFECT = 2.75
+"""The planted effect, in SDs of a budget's paired difference with the control: one-sided at 0.05 / 3 with 5 seeds
+it is detected about 98 % of the time; the report's Bonferroni intervals over 17 tests detect it about 53 %."""
+REPORT_TESTS = 17
+"""Tests in the shipped budget curve's Holm family (3 budgets against the control and each budget against the next,
+on 3 measures, and the next on MLM loss): its simultaneous intervals are at ``1 - 0.05 / 17``."""
 
 
 def _mc_se(rate: float, sims: int) -> float:
@@ -97,8 +98,8 @@ def test_the_family_wise_rate_over_budgets_and_measures_holds_alpha_under_the_nu
 
 def test_an_effect_at_the_largest_budgets_is_found_and_no_turn_comes_below_it() -> None:
     rng = np.random.default_rng([11, 1])
-    effects = np.array([0.0, 0.0, EFFECT, EFFECT])
-    first = 2  # the smallest budget with an effect
+    effects = np.array([0.0, EFFECT, EFFECT])
+    first = 1  # the smallest budget with an effect
     control, budgets = _curves(rng, effects)
     p = _one_sided(control, budgets)
     rejected = _rejected(p, ALPHA / MEASURES)
@@ -114,7 +115,7 @@ def test_an_effect_at_the_largest_budgets_is_found_and_no_turn_comes_below_it() 
     d = budgets - control[:, :, None]
     two_sided = stats.ttest_1samp(d, 0.0, axis=-1).pvalue
     interval = float(((two_sided <= ALPHA / REPORT_TESTS) & (d.mean(axis=-1) > 0))[..., -1].mean())
-    assert interval < 0.35 and largest - interval > 0.6
+    assert interval < 0.6 and largest - interval > 0.4
     _check_real(control, budgets, p, rejected)
 
 
