@@ -48,8 +48,8 @@ from scipy import integrate, optimize, stats
 
 from bvr.ablation.manifest import Manifest
 from bvr.errors import BvrError
-from bvr.report.analysis import Analysis, analyse
-from bvr.report.cells import RunLinks, ui_base
+from bvr.report.analysis import Analysis, Outcome, analyse
+from bvr.report.cells import RunLinks, fmt_p, ui_base
 from bvr.report.collect import FINETUNE_COLUMNS, HISTORY_COLUMNS, PRETRAIN_COLUMNS, Collected, collect
 from bvr.report.document import Table, to_markdown
 from bvr.report.figures import arm_colors, curves_figure, differences_figure
@@ -253,18 +253,17 @@ def test_headline_puts_the_ablation_first_in_a_line_per_question_then_in_full(re
 
 
 def test_a_verdict_not_detected_says_what_could_have_been(analysis: Analysis) -> None:
-    by_measure = {c.task: c for c in analysis.comparisons}
+    by_measure = {c.key: c for c in analysis.comparisons}
     blimp = by_measure["blimp"]
     mde = _mde(1.0, 3, 0.05 / M)  # BLiMP dynamic - static: sd 1
-    assert blimp.mde == pytest.approx(mde, rel=1e-6)
-    assert blimp.verdict == ("no difference detected on BLiMP macro accuracy (zero-shot) (n=3; could have detected "
-                             f"|d| ≥ {mde:.1f} with 80% power)")
-    assert blimp.verdict.endswith("|d| ≥ 11.8 with 80% power)")
-    assert by_measure["finetune/sst2"].verdict == (
-        "dynamic better than static on sst2 fine-tuned (dev accuracy) (+2.0 [+1.1, +2.9], 99.62% CI; Holm p=0.009; "
-        "n=3)")
-    assert by_measure["mlm"].verdict.startswith("no difference detected on validation MLM loss (fixed masks) (n=3; "
-                                                "could have detected |d| ≥ 0.590")
+    assert blimp.mde == pytest.approx(mde, rel=1e-6) and f"{mde:.1f}" == "11.8"
+    assert (blimp.outcome, blimp.winner, blimp.ours) == (Outcome.NO_DIFFERENCE, None, "no difference detected")
+    sst2 = by_measure["finetune/sst2"]
+    assert (sst2.outcome, sst2.winner, sst2.loser, sst2.ours) == (Outcome.B_BETTER, "dynamic", "static",
+                                                                  "dynamic better")
+    assert (sst2.estimate, sst2.interval.ci_low, sst2.interval.ci_high) == pytest.approx((2.0, 1.1, 2.9), abs=0.05)
+    assert fmt_p(sst2.adjusted_p) == "0.009" and sst2.test.n == 3
+    assert by_measure["mlm"].outcome is Outcome.NO_DIFFERENCE and f"{by_measure['mlm'].mde:.3f}" == "0.590"
     assert (analysis.m, {c.m for c in [*analysis.control, *analysis.comparisons]}) == (M, {M})
 
 
@@ -330,11 +329,11 @@ def test_every_holm_verdict_is_a_headline_in_either_direction(tmp_path: Path,
     significant = [c for c in [*a.control, *a.comparisons] if c.significant]
     assert len(significant) == 9
     for c in significant:  # each one said as found, in one bullet, and listed nowhere as not helped
-        winner = c.ours.removesuffix(" better")
+        assert c.winner is not None and c.ours == f"{c.winner} better"
         if c.a == CONTROL:
-            subject = f"Pretraining {'helped' if winner == c.b else 'hurt'} {c.b}: "
+            subject = f"Pretraining {'helped' if c.winner == c.b else 'hurt'} {c.b}: "
         else:
-            subject = f"{winner} better than {c.a if winner == c.b else c.b} on {c.measure.title} by "
+            subject = f"{c.winner} better than {c.loser} on {c.measure.title} by "
         said = f"{c.measure.title} by {abs(c.estimate):.1f} ["
         assert len([line for line in lines if line.startswith(subject) and said in line]) == 1, c.name
         assert not any(f"{c.measure.title} {c.estimate:+.1f}, detectable" in line
@@ -355,7 +354,7 @@ def test_two_pretraining_seeds_are_too_few_to_test(store: Store, tmp_path: Path)
     assert a.m == 0 and len(a.control) == 8 and len(a.comparisons) == 5
     for c in [*a.control, *a.comparisons]:
         assert (c.test.n, c.test.tested, c.significant, c.ours) == (2, False, False, "too few units")
-        assert c.verdict == "not tested: too few units (n=2; at least 3 needed)"
+        assert (c.outcome, c.winner, c.loser) == (Outcome.TOO_FEW_UNITS, None, None)
         assert math.isnan(c.adjusted_p) and c.needed is None
     lines = headlines(a)
     first = sum(c.comparable for c in a.comparisons)  # the sanity check follows the ablation's lines
@@ -765,18 +764,19 @@ def _pretrained_only(families: tuple[str, str], first: tuple[float, ...] = (4.0,
 def test_mlm_loss_is_compared_only_within_one_tokenizer() -> None:
     same = analyse(_pretrained_only(("bert", "bert")), load_published())
     [c] = same.comparisons
-    assert (c.task, c.comparable, c.test.n, same.m) == ("mlm", True, 3, 1)
+    assert (c.key, c.comparable, c.test.n, same.m) == ("mlm", True, 3, 1)
     assert (c.estimate, c.test.p_value, c.adjusted_p) == pytest.approx((-0.3, 1 - math.sqrt(27 / 29),
                                                                          1 - math.sqrt(27 / 29)))
     assert (c.interval.ci_low, c.interval.ci_high) == pytest.approx((-0.3 - 0.24841, -0.3 + 0.24841), abs=1e-5)
     assert (c.ours, c.published, c.agreement) == ("2k better", None, "no published value")  # lower loss is better
+    assert (c.outcome, c.winner, c.loser) == (Outcome.B_BETTER, "2k", "256")
     assert headlines(same) == ["2k better than 256 on validation MLM loss (fixed masks) by 0.300 [0.052, 0.548] nats "
                                "(Holm p = 0.035, n=3)."]
     mixed = analyse(_pretrained_only(("bert", "roberta")), load_published())
     [c] = mixed.comparisons
     assert (c.comparable, c.significant, c.ours, c.agreement, mixed.m) == (False, False, "not comparable",
                                                                          "no published value", 0)
-    assert c.verdict.startswith("not comparable: the arms use different tokenizers")
+    assert c.outcome is Outcome.NOT_COMPARABLE and c.winner is None
     assert any("different tokenizers" in note for note in mixed.notes)
     assert headlines(mixed) == []  # nothing to say about a loss counted in different units
 

@@ -11,7 +11,7 @@ import pytest
 
 from bvr.errors import BvrError
 from bvr.report.published import ABLATIONS, COLUMNS, DEFAULT_PATH, load_published, published_effect
-from bvr.report.stats import bootstrap_ci, is_higher_better, summarize
+from bvr.report.stats import is_higher_better, summarize
 
 # ---------------------------------------------------------------------------------------------- summaries
 
@@ -30,77 +30,34 @@ def test_median_of_five_seeds():
     assert (s.median, s.q1, s.q3) == (84.1, 84.0, 84.2)
     assert s.iqr == pytest.approx(0.2)
     assert s.mean == pytest.approx(84.06)
-    assert s.ci_low <= s.mean <= s.ci_high
 
 
-def test_bootstrap_is_reproducible_with_a_fixed_seed():
-    values = [0.81, 0.84, 0.79, 0.83, 0.80]
-    first = summarize(values, seed=7)
-    assert summarize(values, seed=7) == first  # every field, the interval included, bit for bit
-    assert bootstrap_ci(values, seed=7) == (first.ci_low, first.ci_high)
-
-
-def test_bootstrap_of_identical_values_has_zero_width():
-    low, high = bootstrap_ci([0.7] * 5)
-    assert low == high
-    assert low == pytest.approx(0.7)
-
-
-def test_bootstrap_of_two_values_stays_within_them():
-    # Resampled means of {a, b} can only be a, (a + b) / 2 or b.
-    low, high = bootstrap_ci([0.62, 0.71], seed=3)
-    assert 0.62 <= low <= high <= 0.71
-
-
-def test_bootstrap_quantiles_worked_by_hand():
-    # Means of two draws from {0, 1}: 0, 0.5, 1 with chances 1/4, 1/2, 1/4. The 2.5% and 97.5% quantiles are the
-    # extremes; the 30% and 70% quantiles both fall on 0.5 (P(mean = 0) = 0.25 < 0.3, P(mean <= 0.5) = 0.75 > 0.7).
-    assert bootstrap_ci([0.0, 1.0]) == (0.0, 1.0)
-    assert bootstrap_ci([0.0, 1.0], confidence=0.4) == (0.5, 0.5)
-
-
-def test_one_value_has_no_interval():
+def test_one_value_has_no_spread():
     s = summarize([0.9])
-    assert (s.n, s.median, s.iqr) == (1, 0.9, 0.0)
-    assert math.isnan(s.ci_low) and math.isnan(s.ci_high)
+    assert (s.n, s.median, s.iqr, s.min, s.max) == (1, 0.9, 0.0, 0.9, 0.9)
 
 
-@pytest.mark.parametrize("kwargs", [{"confidence": 1.0}, {"confidence": 0.0}, {"n_boot": 0}])
-def test_bootstrap_settings_are_checked(kwargs):
-    with pytest.raises(ValueError):
-        bootstrap_ci([1.0, 2.0], **kwargs)
+def test_no_value_gives_nan_not_a_crash():
+    s = summarize([], collapsed=[])
+    assert s.n == 0 and math.isnan(s.median) and math.isnan(s.mean)
 
 
 # ---------------------------------------------------------------------------------------------- collapsed runs
 
 
-def test_collapsed_runs_are_kept_and_counted_by_default():
+def test_collapsed_runs_are_kept_and_counted():
+    # leaving them out would flatter an arm that collapses more often
     s = summarize([0.90, 0.50, 0.88], collapsed=[False, True, False])
-    assert (s.n, s.n_collapsed, s.n_excluded, s.median) == (3, 1, 0, 0.88)
-
-
-def test_collapsed_runs_left_out_on_request_and_reported():
-    s = summarize([0.90, 0.50, 0.88], collapsed=[False, True, False], exclude_collapsed=True)
-    assert (s.n, s.n_collapsed, s.n_excluded) == (2, 1, 1)
-    assert s.median == pytest.approx(0.89)
-    assert s.min == 0.88
+    assert (s.n, s.n_collapsed, s.median, s.min) == (3, 1, 0.88, 0.5)
 
 
 def test_no_collapse_counts_none():
-    assert (summarize([0.9, 0.8]).n_collapsed, summarize([0.9, 0.8]).n_excluded) == (0, 0)
+    assert summarize([0.9, 0.8]).n_collapsed == 0
 
 
-def test_every_run_collapsed_and_left_out_gives_nan_not_a_crash():
-    s = summarize([0.5, 0.5], collapsed=[True, True], exclude_collapsed=True)
-    assert (s.n, s.n_excluded) == (0, 2)
-    assert math.isnan(s.median) and math.isnan(s.ci_low)
-
-
-def test_a_broken_value_is_refused_unless_left_out_as_collapsed():
-    with pytest.raises(ValueError, match="finite"):
+def test_a_broken_value_is_refused():
+    with pytest.raises(ValueError, match=r"values must be finite, got \[0.9, nan\]"):
         summarize([0.9, math.nan])
-    s = summarize([0.9, math.nan, 0.8], collapsed=[False, True, False], exclude_collapsed=True)
-    assert s.median == pytest.approx(0.85)
 
 
 def test_collapsed_flags_must_match_values():
@@ -260,4 +217,4 @@ def test_report_never_imports_training_code():
 def test_summary_values_are_plain_floats():
     # Reports put these in DataFrames and YAML: numpy scalars would leak into both.
     s = summarize(np.array([1.0, 2.0, 3.0]))
-    assert all(type(v) is float for v in (s.median, s.q1, s.q3, s.iqr, s.min, s.max, s.mean, s.ci_low, s.ci_high))
+    assert all(type(v) is float for v in (s.median, s.q1, s.q3, s.iqr, s.min, s.max, s.mean))

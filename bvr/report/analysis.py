@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from enum import Enum
 
 import pandas as pd
 
 from bvr.ablation.declare import BUDGET_KIND
-from bvr.report.collect import Collected
+from bvr.report.collect import Collected, main_key
 from bvr.report.inference import Comparison as InferenceComparison
 from bvr.report.inference import (
     UnitsNeeded,
@@ -39,25 +40,19 @@ from bvr.report.inference import (
     compare,
     holm,
     units_needed,
-    verdict,
     with_confidence,
 )
 from bvr.report.measures import (
+    MLM,
     Measure,
     direction,
     display_scale,
     evaluation_measures,
     finetune_measures,
     mlm_measure,
-    registry_key,
 )
 from bvr.report.published import published_effect
 from bvr.report.stats import Summary, summarize
-
-BOOTSTRAP_SEED = 0
-"""Seed of :func:`~bvr.report.stats.summarize`'s bootstrap, so summaries are the same each time. A report prints
-no bootstrap interval: only the median, quartiles and range of the runs; intervals are t over pretraining seeds."""
-
 
 CONTROL_FAMILY = "pretraining"
 """Comparisons of each pretrained arm with the no-pretraining control: did pretraining help at this budget?"""
@@ -67,6 +62,16 @@ ABLATION_FAMILY = "ablation"
 
 ALPHA = 0.05
 """Family-wise error rate of every report: the chance that any verdict in it is false."""
+
+
+class Outcome(Enum):
+    """What a comparison ``b - a`` found, each with the words the report's tables print (``a``, ``b``: the arms)."""
+
+    B_BETTER = "{b} better"
+    A_BETTER = "{a} better"
+    NO_DIFFERENCE = "no difference detected"
+    TOO_FEW_UNITS = "too few units"
+    NOT_COMPARABLE = "not comparable"
 
 
 @dataclass(frozen=True)
@@ -83,7 +88,6 @@ class Comparison:
         adjusted_p: Holm-adjusted p over every tested comparison of the report (NaN when not tested).
         m: tested comparisons in the report (the family's size).
         mde: smallest true ``|b - a|`` the design detects with 80 % power at ``ALPHA / m``.
-        verdict: in words, from the adjusted p.
         published: the paper's ``b - a`` in the measure's units, or None.
         needed: pretraining seeds the paper's effect would need at this noise (None: no published effect).
         comparable: False when the measure means different things in the two arms (MLM loss across tokenizers).
@@ -98,13 +102,13 @@ class Comparison:
     adjusted_p: float
     m: int
     mde: float
-    verdict: str
     published: float | None = None
     needed: UnitsNeeded | None = None
     comparable: bool = True
 
     @property
-    def task(self) -> str:
+    def key(self) -> str:
+        """The measure's key (``blimp``, ``probe/sst2``, ``finetune/sst2``, ``mlm``)."""
         return self.measure.key
 
     @property
@@ -129,15 +133,31 @@ class Comparison:
         return self.comparable and self.test.tested and self.adjusted_p <= ALPHA
 
     @property
-    def ours(self) -> str:
-        """Our direction: an arm, 'no difference detected', 'too few units' or 'not comparable'."""
+    def outcome(self) -> Outcome:
+        """What the comparison found: an arm better (Holm), no difference detected, or why it was not tested."""
         if not self.comparable:
-            return "not comparable"
+            return Outcome.NOT_COMPARABLE
         if not self.test.tested:
-            return "too few units"
+            return Outcome.TOO_FEW_UNITS
         if not self.significant:
-            return "no difference detected"
-        return direction(self.estimate, self.a, self.b, higher_is_better=self.higher_is_better)
+            return Outcome.NO_DIFFERENCE
+        return Outcome.B_BETTER if (self.estimate > 0) == self.higher_is_better else Outcome.A_BETTER
+
+    @property
+    def winner(self) -> str | None:
+        """The better arm where Holm found a difference, else None."""
+        return {Outcome.B_BETTER: self.b, Outcome.A_BETTER: self.a}.get(self.outcome)
+
+    @property
+    def loser(self) -> str | None:
+        """The worse arm where Holm found a difference, else None."""
+        return {Outcome.B_BETTER: self.a, Outcome.A_BETTER: self.b}.get(self.outcome)
+
+    @property
+    def ours(self) -> str:
+        """The outcome in the tables' words: 'dynamic better', 'no difference detected', 'too few units' or 'not
+        comparable'."""
+        return self.outcome.value.format(a=self.a, b=self.b)
 
     @property
     def paper(self) -> str:
@@ -191,7 +211,7 @@ class Analysis:
     def metric(self, task: str) -> str:
         """The headline key of fine-tuning ``task`` as logged by its runs (or the registry's)."""
         rows = self.scores.loc[self.scores["task"] == task, "metric"]
-        return str(rows.iloc[0]) if not rows.empty else registry_key(task)
+        return str(rows.iloc[0]) if not rows.empty else main_key(task)
 
     @property
     def m(self) -> int:
@@ -254,15 +274,10 @@ def _finish(raw: list[tuple[str, Measure, str, str, InferenceComparison]], compa
         p = adjusted.get(i, math.nan)
         alpha = ALPHA / max(m, 1)
         mde = test.mde(alpha) if test.tested else math.nan
-        digits = 3 if measure.key == "mlm" else 1
-        if not comparable[i]:
-            text = "not comparable: the arms use different tokenizers, so their losses count different units"
-        else:
-            text = verdict(interval, p, b, a, measure.title, ALPHA, m=m, digits=digits)
         effect = published[i]
         needed = (units_needed(effect, test.sd, alpha) if effect is not None and test.tested and effect != 0
                   else None)
-        out.append(Comparison(family, measure, a, b, test, interval, p, m, mde, text, effect, needed, comparable[i]))
+        out.append(Comparison(family, measure, a, b, test, interval, p, m, mde, effect, needed, comparable[i]))
     return out
 
 
@@ -297,8 +312,7 @@ def analyse(collected: Collected, published: pd.DataFrame) -> Analysis:
         notes.append(f"reports/published.yaml has no table for '{key}'")
     summaries = {}
     for (arm, task), rows in frame.groupby(["arm", "task"], sort=False):
-        summaries[(arm, task)] = summarize(rows["points"].to_numpy(), collapsed=rows["collapsed"].to_numpy(),
-                                           seed=BOOTSTRAP_SEED)
+        summaries[(arm, task)] = summarize(rows["points"].to_numpy(), collapsed=rows["collapsed"].to_numpy())
     tasks = list(dict.fromkeys([*collected.tasks, *sorted(set(frame["task"]) - set(collected.tasks))]))
     measures = [*evaluation_measures(collected), *finetune_measures(frame, tasks, collected)]
     mlm = mlm_measure(collected)
@@ -309,7 +323,7 @@ def analyse(collected: Collected, published: pd.DataFrame) -> Analysis:
                 if x.units(arm) and x.units(control)]
     raw += [_raw(ABLATION_FAMILY, x, a, b) for x in [*measures, *([mlm] if mlm else [])]
             for a, b in _pairs(arms, collected.manifest.kind) if x.units(a) and x.units(b)]
-    comparable = {i: r[1].key != "mlm" or _same_tokenizer(collected.pretrain, r[2], r[3]) for i, r in enumerate(raw)}
+    comparable = {i: r[1].key != MLM or _same_tokenizer(collected.pretrain, r[2], r[3]) for i, r in enumerate(raw)}
     effects = {i: _published_effect(ours, key, r[2], r[3], r[1]) for i, r in enumerate(raw)}
     done = _finish(raw, comparable, effects)
     if not all(comparable.values()):

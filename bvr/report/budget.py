@@ -31,7 +31,7 @@ from typing import Any
 import pandas as pd
 
 from bvr.ablation.declare import BUDGET_KIND
-from bvr.report.analysis import ALPHA, Analysis, Comparison
+from bvr.report.analysis import ALPHA, Analysis, Comparison, Outcome
 from bvr.report.cells import arm_config, fmt, fmt_ci, fmt_count, relative_path, signed
 from bvr.report.document import Block, Bullets, Figure, Heading, Paragraph, Table
 from bvr.report.inference import FixedSequence, fixed_sequences, one_sided_bound, one_sided_p
@@ -161,16 +161,6 @@ def helps(c: Comparison) -> bool:
     return c.interval.ci_low > 0 if c.higher_is_better else c.interval.ci_high < 0
 
 
-def short_name(measure: Measure) -> str:
-    """How a sentence names a measure: 'BLiMP', 'the sst2 probe', 'fine-tuned sst2'.
-
-    >>> short_name(Measure("probe/sst2", "", "", "sst2", True, {}))
-    'the sst2 probe'
-    """
-    kind, _, task = measure.key.partition("/")
-    return {"blimp": "BLiMP", "probe": f"the {task} probe", "finetune": f"fine-tuned {task}"}.get(kind, measure.title)
-
-
 def _mean(rows: pd.DataFrame, key: str) -> float:
     """The mean of a column's finite values; NaN when there is none (or no such column)."""
     kept = pd.to_numeric(rows[key], errors="coerce").dropna() if key in rows else pd.Series(dtype=float)
@@ -229,7 +219,7 @@ def budget_payload(curve: BudgetCurve) -> dict[str, Any]:
     turns = {}
     for x in curve.measures:
         first = curve.starts_to_help(x.key)
-        turns[x.key.replace("/", "_")] = {"title": x.title, "name": short_name(x),
+        turns[x.key.replace("/", "_")] = {"title": x.title, "name": x.in_sentence,
                                           "starts_to_help_arm": first.arm if first else None,
                                           "starts_to_help_tokens": first.tokens if first else None}
     turn = {"procedure": TURN_PROCEDURE, "alpha": ALPHA, "measures": curve.turn_measures,
@@ -256,7 +246,7 @@ def _verdict(c: Comparison | None) -> str:
         return "—"
     if c.comparable and not c.test.tested:
         return f"too few seeds (n={c.test.n})"
-    return "pretraining better" if c.ours == f"{c.b} better" else c.ours
+    return "pretraining better" if c.outcome is Outcome.B_BETTER else c.ours
 
 
 def _percent(level: float) -> str:
@@ -299,7 +289,7 @@ def budget_section(curve: BudgetCurve | None, figure: Figure | None = None) -> l
         return []
     header = ["arm", "tokens per run"]
     for x in curve.measures:
-        header += [f"{short_name(x)}: Δ {curve.level} CI", "verdict"]
+        header += [f"{x.in_sentence}: Δ {curve.level} CI", "verdict"]
     header += ["val MLM loss (nats)", "unigram entropy (nats)"]
     rows = []
     for p in curve.points:

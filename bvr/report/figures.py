@@ -18,10 +18,10 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter, FuncFormatter
 
-from bvr.report.analysis import Analysis, Comparison
-from bvr.report.budget import BudgetCurve, helps, short_name
+from bvr.report.analysis import Analysis, Comparison, Outcome
+from bvr.report.budget import BudgetCurve, helps
 from bvr.report.cells import fmt_count
-from bvr.report.measures import Measure, metric_label
+from bvr.report.measures import MLM, Measure, metric_label
 from bvr.report.pretrain_runs import pretrain_table
 
 DPI = 110
@@ -262,9 +262,9 @@ def task_scores(analysis: Analysis, colors: dict[str, str], path: Path) -> Path 
 def _forest(ax: Axes, comparisons: list[Comparison], title: str, unit: str) -> None:
     """One row per comparison: each pretraining seed's difference, the mean, its simultaneous interval, and 0."""
     for y, c in enumerate(comparisons):
-        if y and c.task != comparisons[y - 1].task:  # a rule between tasks
+        if y and c.key != comparisons[y - 1].key:  # a rule between measures
             ax.axhline(y - 0.5, color="#d0d7de", linewidth=0.8)
-        colour = ("#1a7f37" if c.ours == f"{c.b} better" else "#cf222e") if c.significant else "#6e7781"
+        colour = {Outcome.B_BETTER: "#1a7f37", Outcome.A_BETTER: "#cf222e"}.get(c.outcome, "#6e7781")
         ax.scatter(c.test.differences, [y] * len(c.test.differences), s=10, color="#9aa4ad", zorder=2)
         if c.test.tested:
             ax.hlines(y, c.interval.ci_low, c.interval.ci_high, color=colour, linewidth=2.2, zorder=3)
@@ -282,8 +282,8 @@ def differences_figure(analysis: Analysis) -> Figure | None:
     """Forest plots of the paired differences: between arms in points, between arms on validation MLM loss in nats
     (a panel of its own: on the points' axis its tenths of a nat would not show), and each arm minus the control.
     None when no comparison has a pair."""
-    between = [c for c in analysis.comparisons if c.task != "mlm" and c.test.n]
-    mlm = [c for c in analysis.comparisons if c.task == "mlm" and c.comparable and c.test.n]
+    between = [c for c in analysis.comparisons if c.key != MLM and c.test.n]
+    mlm = [c for c in analysis.comparisons if c.key == MLM and c.comparable and c.test.n]
     control = [c for c in analysis.control if c.test.n]
     panels = [(rows, title, unit) for rows, title, unit in (
         (between, "between arms", "points"), (mlm, "between arms: validation MLM loss", "nats per token"),
@@ -329,7 +329,7 @@ def _budget_panel(ax: Axes, curve: BudgetCurve, measure: Measure) -> None:
         ax.annotate(p.arm, (p.tokens, c.estimate), fontsize=7, color=_SUMMARY, xytext=(4, 4),
                     textcoords="offset points")
     ax.axhline(0, color=_SUMMARY, linewidth=0.8)
-    ax.set_title(short_name(measure).removeprefix("the "), fontsize=10)
+    ax.set_title(measure.in_sentence.removeprefix("the "), fontsize=10)
     ax.set_ylabel(f"arm − {curve.control} (points)", fontsize=8)
 
 

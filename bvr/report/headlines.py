@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from bvr.report.analysis import Analysis, Comparison
+from bvr.report.analysis import Analysis, Comparison, Outcome
 from bvr.report.cells import fmt_p
 from bvr.report.inference import MIN_UNITS
 from bvr.tracking.views import EffectRow
@@ -21,8 +21,9 @@ def _won(analysis: Analysis, by_arm: bool) -> dict[str, list[Comparison]]:
     """Per pretrained arm, the measures on which it beats the control (``by_arm``) or the control beats it
     (Holm-adjusted)."""
     out: dict[str, list[Comparison]] = {arm: [] for arm in analysis.collected.pretrained_arms}
+    wanted = Outcome.B_BETTER if by_arm else Outcome.A_BETTER
     for c in analysis.control:
-        if c.significant and c.ours == f"{c.b if by_arm else c.a} better":
+        if c.outcome is wanted:
             out.setdefault(c.b, []).append(c)
     return out
 
@@ -37,33 +38,36 @@ def pretraining_hurt(analysis: Analysis) -> dict[str, list[Comparison]]:
     return _won(analysis, by_arm=False)
 
 
-def effect_digits(c: Comparison) -> int:
-    """Decimals of a difference: MLM loss in nats to 3, scores in points to 1."""
-    return 3 if c.task == "mlm" else 1
-
-
 def _fmt_effect(c: Comparison) -> str:
     """'+3.0 [-6.3, +12.3]': ``b − a`` and its simultaneous interval, signed."""
-    d = effect_digits(c)
-    return f"{c.estimate:+.{d}f} [{c.interval.ci_low:+.{d}f}, {c.interval.ci_high:+.{d}f}]"
+    return f"{_signed(c)} {_interval(c)}"
+
+
+def _interval(c: Comparison) -> str:
+    """'[-0.131, -0.091]': the simultaneous interval of ``b − a``, signed, to the measure's digits."""
+    d = c.measure.digits
+    return f"[{c.interval.ci_low:+.{d}f}, {c.interval.ci_high:+.{d}f}]"
+
+
+def _holm(c: Comparison) -> str:
+    """'Holm p = 0.028' or 'Holm p < 0.001'."""
+    p = fmt_p(c.adjusted_p)
+    return f"Holm p {p[0]} {p[1:]}" if p.startswith("<") else f"Holm p = {p}"
 
 
 def _lead(c: Comparison) -> str:
     """'MEASURE by 9.3 [0.1, 18.5] points (Holm p = 0.028, n=8)': how far the better side of a significant
     comparison is ahead, with the simultaneous interval of that lead, so 'worse by 9.3' never reads 'by -9.3'."""
-    d, unit = effect_digits(c), "nats" if c.task == "mlm" else "points"
+    d = c.measure.digits
     sign = 1 if c.estimate >= 0 else -1
     low, high = sorted((sign * c.interval.ci_low, sign * c.interval.ci_high))
-    p = fmt_p(c.adjusted_p)
-    holm = f"Holm p {p[0]} {p[1:]}" if p.startswith("<") else f"Holm p = {p}"
-    return f"{c.measure.title} by {abs(c.estimate):.{d}f} [{low:.{d}f}, {high:.{d}f}] {unit} ({holm}, n={c.test.n})"
+    return (f"{c.measure.title} by {abs(c.estimate):.{d}f} [{low:.{d}f}, {high:.{d}f}] {c.measure.unit} "
+            f"({_holm(c)}, n={c.test.n})")
 
 
 def found(c: Comparison) -> str:
     """A Holm-significant comparison between arms as found: 'WINNER better than LOSER on MEASURE by SIZE (...)'."""
-    winner = c.ours.removesuffix(" better")
-    loser = c.a if winner == c.b else c.b
-    return f"{winner} better than {loser} on {_lead(c)}"
+    return f"{c.winner} better than {c.loser} on {_lead(c)}"
 
 
 def _against_control(arm: str, control: str, wins: list[Comparison], helped: bool) -> str:
@@ -147,7 +151,7 @@ def _ablation_line(c: Comparison, blind: str) -> str:
         return f"{found(c)}{extra}."
     if c.test.tested:
         return (f"{c.measure.title}: no difference detected between {c.a} and {c.b} ({c.name} = {_fmt_effect(c)}, "
-                f"n={c.test.n}); the design detects |Δ| ≥ {c.mde:.{effect_digits(c)}f}{extra}.")
+                f"n={c.test.n}); the design detects |Δ| ≥ {c.mde:.{c.measure.digits}f}{extra}.")
     return (f"{c.measure.title}: {c.name} not tested ({c.test.n} pretraining seed(s); at least {MIN_UNITS} "
             f"needed){extra}.")
 
@@ -159,20 +163,9 @@ def headlines(analysis: Analysis) -> list[str]:
             *_sanity(analysis)]
 
 
-def short_title(key: str) -> str:
-    """A measure's name where space is short (the MLflow description, the scores view).
-
-    >>> short_title("blimp"), short_title("probe/sst2"), short_title("finetune/sst2"), short_title("mlm")
-    ('BLiMP', 'sst2 probe', 'sst2 fine-tuned', 'validation MLM loss')
-    """
-    kind, _, task = key.partition("/")
-    return {"blimp": "BLiMP", "mlm": "validation MLM loss", "probe": f"{task} probe",
-            "finetune": f"{task} fine-tuned"}.get(kind, key)
-
-
 def _signed(c: Comparison) -> str:
     """'+0.1' (points) or '-0.111' (nats): ``b − a`` as the report rounds it."""
-    return f"{c.estimate:+.{effect_digits(c)}f}"
+    return f"{c.estimate:+.{c.measure.digits}f}"
 
 
 def _brief_pair(pair: list[Comparison]) -> str:
@@ -181,15 +174,13 @@ def _brief_pair(pair: list[Comparison]) -> str:
     first = pair[0]
     parts = []
     for c in (c for c in pair if c.significant):
-        unit = "nats" if c.task == "mlm" else "points"
-        interval = f"[{c.interval.ci_low:+.{effect_digits(c)}f}, {c.interval.ci_high:+.{effect_digits(c)}f}]"
-        parts.append(f"{short_title(c.task)} {_signed(c)} {interval} {unit}, {c.ours}")
+        parts.append(f"{c.measure.short_title} {_fmt_effect(c)} {c.measure.unit}, {c.ours}")
     quiet = [c for c in pair if c.test.tested and not c.significant]
     if quiet:
-        parts.append(", ".join(f"{short_title(c.task)} {_signed(c)}" for c in quiet) + ": no difference detected")
+        parts.append(", ".join(f"{c.measure.short_title} {_signed(c)}" for c in quiet) + ": no difference detected")
     untested = [c for c in pair if not c.test.tested]
     if untested:
-        parts.append(", ".join(short_title(c.task) for c in untested) + ": not tested (too few pretraining seeds)")
+        parts.append(", ".join(c.measure.short_title for c in untested) + ": not tested (too few pretraining seeds)")
     return f"**{first.b} − {first.a}**: " + "; ".join(parts) + "."
 
 
@@ -203,9 +194,9 @@ def _brief_control(analysis: Analysis) -> str | None:
     hurt: dict[str, list[str]] = {}
     for c in tried:
         if c.significant:
-            side = helped if c.ours == f"{c.b} better" else hurt
-            side.setdefault(short_title(c.task), []).append(f"{c.b} {_signed(c)}")
-    neither = [short_title(c.task) for c in tried if short_title(c.task) not in helped | hurt]
+            side = helped if c.outcome is Outcome.B_BETTER else hurt
+            side.setdefault(c.measure.short_title, []).append(f"{c.b} {_signed(c)}")
+    neither = [c.measure.short_title for c in tried if c.measure.short_title not in helped | hurt]
     parts = [f"{verb} " + ", ".join(f"{measure} ({', '.join(leads)})" for measure, leads in side.items())
              for verb, side in (("helped", helped), ("hurt", hurt)) if side]
     if neither:
@@ -242,10 +233,9 @@ def effect_rows(analysis: Analysis) -> list[EffectRow]:
         if not c.test.tested:
             verdict, low, high = f"not tested ({c.test.n} pretraining seed(s); at least {MIN_UNITS} needed)", nan, nan
         else:
-            p = fmt_p(c.adjusted_p)
-            holm = f"Holm p {p[0]} {p[1:]}" if p.startswith("<") else f"Holm p = {p}"
-            verdict = f"{c.ours if c.significant else 'no difference detected'} ({holm})"
+            verdict = f"{c.ours} ({_holm(c)})"
             low, high = c.interval.ci_low, c.interval.ci_high
-        rows.append(EffectRow(c.a, c.b, c.task, short_title(c.task), "nats" if c.task == "mlm" else "points",
-                              effect_digits(c), c.estimate, low, high, c.mde, analysis.level, verdict))
+        x = c.measure
+        rows.append(EffectRow(c.a, c.b, x.key, x.short_title, x.unit, x.digits, c.estimate, low, high, c.mde,
+                              analysis.level, verdict))
     return rows

@@ -23,6 +23,9 @@ from bvr.tasks.registry import TASKS
 PRETRAIN_TASK = "pretrain"
 """The task name published tables (and comparisons) use for the pretraining stage."""
 
+MLM = "mlm"
+"""The key of the validation MLM loss measure: the one measure in nats per token (the rest are in points)."""
+
 
 def display_scale(task: str, values: Sequence[float] = ()) -> float:
     """Factor from logged scores to points: 1 for span tasks (SQuAD logs points), 100 for the rest.
@@ -91,6 +94,43 @@ class Measure:
     baseline: float | None = None
     bow: float | None = None
 
+    @property
+    def kind(self) -> str:
+        """``blimp``, ``probe``, ``finetune`` or ``mlm``."""
+        return self.key.partition("/")[0]
+
+    @property
+    def unit(self) -> str:
+        """``nats`` for the MLM loss, ``points`` for every score."""
+        return "nats" if self.key == MLM else "points"
+
+    @property
+    def digits(self) -> int:
+        """Decimals the report prints the measure and its differences to: a loss in nats to 3, points to 1."""
+        return 3 if self.key == MLM else 1
+
+    @property
+    def short_title(self) -> str:
+        """The measure's name where space is short (a brief line, MLflow's views).
+
+        >>> [_bare(key).short_title for key in ("blimp", "probe/sst2", "finetune/sst2", "mlm")]
+        ['BLiMP', 'sst2 probe', 'sst2 fine-tuned', 'validation MLM loss']
+        """
+        task = self.key.partition("/")[2]
+        return {"blimp": "BLiMP", MLM: "validation MLM loss", "probe": f"{task} probe",
+                "finetune": f"{task} fine-tuned"}.get(self.kind, self.key)
+
+    @property
+    def in_sentence(self) -> str:
+        """How a sentence names the measure (the budget curve's turns).
+
+        >>> [_bare(key).in_sentence for key in ("blimp", "probe/sst2", "finetune/sst2")]
+        ['BLiMP', 'the sst2 probe', 'fine-tuned sst2']
+        """
+        task = self.key.partition("/")[2]
+        return {"blimp": "BLiMP", "probe": f"the {task} probe", "finetune": f"fine-tuned {task}"}.get(self.kind,
+                                                                                                   self.title)
+
     def units(self, arm: str) -> dict[int, float]:
         """The arm's value per pretraining seed (the mean over inner seeds)."""
         return unit_values(self.values.get(arm, {})) if self.values.get(arm) else {}
@@ -111,9 +151,9 @@ class Measure:
         return variance_components(self.values[arm]) if self.values.get(arm) else None
 
 
-def registry_key(task: str) -> str:
-    spec = TASKS.get(task)
-    return f"{spec.headline_split}/{spec.main_metric}" if spec else "dev/score"
+def _bare(key: str) -> Measure:
+    """A measure with no values (for the examples above)."""
+    return Measure(key, key, "", None, True, {})
 
 
 def _probe_title(task: str, features: str, metric: str) -> str:
@@ -185,4 +225,4 @@ def mlm_measure(collected: Collected) -> Measure | None:
     values: dict[str, dict[tuple[int, int], float]] = {}
     for arm, p, v in zip(rows["arm"], rows["pretrain_seed"], rows["val/mlm_loss"], strict=True):
         values.setdefault(str(arm), {})[(int(p), 0)] = float(v)
-    return Measure("mlm", "validation MLM loss (fixed masks)", "val/mlm_loss", PRETRAIN_TASK, False, values)
+    return Measure(MLM, "validation MLM loss (fixed masks)", "val/mlm_loss", PRETRAIN_TASK, False, values)

@@ -10,7 +10,6 @@ import pandas as pd
 
 from bvr.report.analysis import Analysis, Comparison
 from bvr.report.budget import budget_curve, budget_payload
-from bvr.report.headlines import effect_digits, short_title
 from bvr.report.pretrain_runs import pretrain_table
 from bvr.report.stats import Summary
 from bvr.tracking.views import ScoreRow
@@ -54,7 +53,7 @@ def metrics_payload(a: Analysis) -> dict[str, Any]:
         scores.setdefault(arm, {})[task] = _summary_json(s)
     differences: dict[str, dict] = {}
     for c in [*a.comparisons, *a.control]:
-        differences.setdefault(f"{c.b}_minus_{c.a}", {})[c.task.replace("/", "_")] = _paired_json(c)
+        differences.setdefault(f"{c.b}_minus_{c.a}", {})[c.key.replace("/", "_")] = _paired_json(c)
     measures: dict[str, dict] = {}
     for x in a.measures:
         for arm in a.collected.arms:
@@ -98,9 +97,9 @@ def dvc_metrics(a: Analysis) -> dict[str, dict[str, float]]:
         path = f"{arm}/finetune_{task}.json"
         rows[path], digits[path] = {"median": s.median}, 1
     for c in [*a.comparisons, *a.control]:
-        path = f"{c.b}-minus-{c.a}/{c.task.replace('/', '_')}.json"
+        path = f"{c.b}-minus-{c.a}/{c.key.replace('/', '_')}.json"
         rows[path] = {"b_minus_a": c.estimate, "ci_lower": c.interval.ci_low, "ci_upper": c.interval.ci_high}
-        digits[path] = effect_digits(c)
+        digits[path] = c.measure.digits
     # Rounded as the report prints them (full precision: MLflow, the report's metrics.json and effects.csv).
     return {path: {k: round(v, digits[path]) for k, v in clean(values).items() if v is not None}
             for path, values in rows.items()}
@@ -151,6 +150,5 @@ def summary_rows(a: Analysis) -> list[ScoreRow]:
             units = x.units(arm)
             if units:
                 mean, low, high = x.mean_interval(arm)
-                unit, digits = ("nats", 3) if x.key == "mlm" else ("points", 1)
-                rows.append(ScoreRow(arm, x.key, short_title(x.key), unit, digits, mean, low, high, len(units)))
+                rows.append(ScoreRow(arm, x.key, x.short_title, x.unit, x.digits, mean, low, high, len(units)))
     return rows

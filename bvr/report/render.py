@@ -50,6 +50,7 @@ from bvr.report.cells import ui_base
 from bvr.report.collect import collect
 from bvr.report.document import Figure, to_html, to_markdown
 from bvr.report.headlines import brief, effect_rows
+from bvr.report.measures import MLM
 from bvr.report.numbers import dvc_metrics, effect_metrics, effects_table, metrics_payload, summary_rows
 from bvr.report.pretrain_runs import pretrain_table
 from bvr.report.published import load_published
@@ -149,8 +150,8 @@ def _csv(frame: pd.DataFrame, path: Path) -> Path:
 
 
 def _difference_frame(a: Analysis) -> pd.DataFrame:
-    rows = [{"comparison": c.name, "measure": c.task, "pretrain_seed": unit, "difference": diff}
-            for c in [*a.comparisons, *a.control] if c.task != "mlm"
+    rows = [{"comparison": c.name, "measure": c.key, "pretrain_seed": unit, "difference": diff}
+            for c in [*a.comparisons, *a.control] if c.key != MLM
             for unit, diff in zip(c.test.units, c.test.differences, strict=False)]
     return pd.DataFrame(rows, columns=["comparison", "measure", "pretrain_seed", "difference"])
 

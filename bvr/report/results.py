@@ -16,7 +16,7 @@ from bvr.formatting import duration
 from bvr.report.analysis import Analysis
 from bvr.report.cells import RunLinks, fmt, fmt_ci, fmt_count, fmt_rate, mean_of, metric_digits, signed
 from bvr.report.document import Block, Bullets, Cell, Figure, Heading, Paragraph, Table
-from bvr.report.measures import PRETRAIN_TASK, Measure, metric_label
+from bvr.report.measures import MLM, PRETRAIN_TASK, Measure, metric_label
 from bvr.report.pretrain_runs import pretrain_table
 from bvr.report.stats import Summary
 
@@ -25,7 +25,7 @@ def _measure_runs(a: Analysis, links: RunLinks, x: Measure, arm: str) -> Cell:
     """Links to the runs behind one arm's values of a measure, one per pretraining seed (``p0``, ``p1``): the
     evaluation runs for BLiMP and the probes, the pretraining runs for MLM loss; fine-tuning runs are linked
     per seed under Fine-tuning scores."""
-    if x.key == "mlm":
+    if x.key == MLM:
         rows = a.collected.pretrain[a.collected.pretrain["arm"] == arm]
     elif x.key == "blimp" or x.key.startswith("probe/"):
         frame = a.collected.evaluations
@@ -47,7 +47,7 @@ def measures_section(a: Analysis, links: RunLinks) -> list[Block]:
             if not units:
                 continue
             mean, low, high = x.mean_interval(arm)
-            d = 3 if x.key == "mlm" else 1
+            d = x.digits
             interval = fmt_ci(low, high, d)
             comp = x.components(arm)
             inner = max(comp.n_inner) if comp and comp.n_inner else 1
@@ -194,7 +194,7 @@ def _published_rows(a: Analysis, table: pd.DataFrame) -> list[list[Cell]]:
         d = metric_digits(c.metric)
         label = column["metric_label"].dropna()
         paper_a, paper_b = float(value[c.a].iloc[0]), float(value[c.b].iloc[0])
-        rows.append([label.iloc[0] if not label.empty else c.task, c.name, fmt(paper_a, d), fmt(paper_b, d),
+        rows.append([label.iloc[0] if not label.empty else c.key, c.name, fmt(paper_a, d), fmt(paper_b, d),
                      signed(paper_b - paper_a, d), c.paper, f"{signed(c.estimate, d)} "
                      f"{fmt_ci(c.interval.ci_low, c.interval.ci_high, d)}", c.ours, c.agreement])
     return rows

@@ -108,7 +108,7 @@ def _this_run(a: Analysis) -> str:
 
 def _effect_cells(c: Comparison) -> list[str]:
     """Δ, its simultaneous interval, the Holm-adjusted p and the detectable effect of one comparison."""
-    d = 3 if c.task == "mlm" else 1
+    d = c.measure.digits
     if not c.test.tested:
         return [signed(c.estimate, d), f"— (n={c.test.n})", "—", "—"]
     return [signed(c.estimate, d), fmt_ci(c.interval.ci_low, c.interval.ci_high, d), fmt_p(c.adjusted_p),
@@ -156,7 +156,7 @@ def _ablation(a: Analysis) -> list[Block]:
         return []
     rows = []
     for c in a.comparisons:
-        d = 3 if c.task == "mlm" else 1
+        d = c.measure.digits
         rows.append([c.measure.title, c.name, *_effect_cells(c), signed(c.published, d),
                      str(c.needed) if c.needed is not None else "—", c.ours, c.agreement])
     header = ["measure", "b − a", "Δ", f"{a.level} CI", "Holm p", "detectable Δ", "paper Δ",
