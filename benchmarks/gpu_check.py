@@ -399,7 +399,7 @@ def tiny_curve(sizes: Sizes, accelerator: str, precision: str, root: Path, compi
     from bvr.pretraining.collator import PretrainingCollator
     from bvr.pretraining.module import PretrainingModule
     from bvr.tokenization import VocabInfo
-    from bvr.training import build_trainer
+    from bvr.training import TrainerSettings, build_trainer
 
     vocab_size = 2000
     vocab = VocabInfo(family="bert", vocab_size=vocab_size, pad_id=0, unk_id=1, cls_id=2, sep_id=3, mask_id=4,
@@ -421,8 +421,9 @@ def tiny_curve(sizes: Sizes, accelerator: str, precision: str, root: Path, compi
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
             losses.append(float(outputs["loss"]))
 
-    trainer = build_trainer(root, logger=False, precision=precision, accelerator=accelerator, grad_clip=1.0,
-                            log_every_steps=10, progress=False, max_steps=sizes.tiny_steps, callbacks=[Record()])
+    settings = TrainerSettings(precision=precision, accelerator=accelerator, grad_clip=1.0, log_every_steps=10,
+                               max_steps=sizes.tiny_steps)
+    trainer = build_trainer(root, settings, False, progress=False, callbacks=[Record()])
     trainer.fit(module, train_dataloaders=loader)
     return losses
 

@@ -40,6 +40,7 @@ from bvr.pretraining.export import build_model
 from bvr.pretraining.prepare import load_instances, prepare
 from bvr.pretraining.run import pretrain
 from bvr.tokenization import load_tokenizer, vocab_info
+from bvr.tracking import RunContext
 from bvr.training import adamw
 
 DRY = ["model.num_layers=2", "model.hidden_size=32", "model.num_heads=2", "model.intermediate_size=64",
@@ -108,7 +109,7 @@ def bare(cfg, steps: int, skip: int) -> float:
 
 def loop(cfg, skip: int) -> float:
     clock = Clock(skip)
-    pretrain(cfg, progress=False, experiment="bvr-benchmark", callbacks=[clock])
+    pretrain(cfg, context=RunContext(experiment="bvr-benchmark"), progress=False, callbacks=[clock])
     return clock.rate()
 
 

@@ -55,6 +55,7 @@ from bvr.pretraining.data import InstanceDataset, fixed_validation_collator, tra
 from bvr.pretraining.prepare import load_instances, prepare
 from bvr.pretraining.run import pretrain
 from bvr.tokenization import load_tokenizer, vocab_info
+from bvr.tracking import RunContext
 from bvr.training.optim import adamw
 
 SYLLABLES = ("ka", "lo", "mi", "nu", "pe", "ra", "si", "tu", "ve", "zo", "ba", "de", "fi", "go", "hu")
@@ -283,7 +284,7 @@ def bvr_pretrain(cfg: Config, seed: int, report: list[int], output: Path) -> dic
     cwd = Path.cwd()
     os.chdir(output)  # its MLflow store lands beside its outputs
     try:
-        pretrain(cfg, progress=False, callbacks=[losses], experiment="bvr-plateau-bisect")
+        pretrain(cfg, context=RunContext(experiment="bvr-plateau-bisect"), progress=False, callbacks=[losses])
     finally:
         os.chdir(cwd)
     return {step: losses.losses[step] for step in report if step in losses.losses}

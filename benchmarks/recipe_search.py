@@ -35,6 +35,7 @@ from bvr.config import load_config
 from bvr.evaluation.run import evaluate_model
 from bvr.pretraining.run import initialise, pretrain
 from bvr.tasks.run import finetune
+from bvr.tracking import RunContext
 
 EXPERIMENT = "bvr-recipe-search"
 
@@ -111,8 +112,8 @@ def command(name: str, data_dir: Path) -> str:
 def score(model_dir: Path, label: str, evaluations: Evaluations, data_dir: Path, output_dir: Path,
           seed: int) -> dict[str, float]:
     """BLiMP and the SST-2 probe of one model folder (cached under ``output_dir``, as the ablations do)."""
-    common = {"data_dir": data_dir, "output_dir": output_dir, "label": label, "pretrain_seed": seed,
-              "experiment": EXPERIMENT}
+    common = {"data_dir": data_dir, "output_dir": output_dir,
+              "context": RunContext(experiment=EXPERIMENT, label=label, tags={"bvr.pretrain_seed": seed})}
     blimp = evaluate_model(model_dir, "blimp", None, evaluations, **common)
     probe = evaluate_model(model_dir, "probe", "sst2", evaluations, **common)
     return {"blimp": blimp.score, "probe_sst2": probe.score}
@@ -121,7 +122,7 @@ def score(model_dir: Path, label: str, evaluations: Evaluations, data_dir: Path,
 def finetuned(checkpoint: Path, label: str, data_dir: Path, output_dir: Path, overrides: tuple[str, ...]) -> float:
     """Fine-tuned SST-2 dev accuracy, one seed."""
     result = finetune(checkpoint, "sst2", seeds=[0], data_dir=data_dir, output_dir=output_dir, preset="tiny",
-                      overrides=list(overrides), arm=label, experiment=EXPERIMENT)
+                      overrides=list(overrides), context=RunContext(experiment=EXPERIMENT, label=label))
     return result.seeds[0].scores[result.main_key]
 
 
@@ -132,7 +133,7 @@ def run_recipe(name: str, overrides: list[str], data_dir: Path, output_dir: Path
             f"data.seed={seed}"]
     cfg = load_config(preset="tiny", overrides=sets, extra={"data_dir": str(data_dir), "output_dir": str(output_dir)})
     start = time.perf_counter()
-    trained = pretrain(cfg, experiment=EXPERIMENT, arm=name, progress=False)
+    trained = pretrain(cfg, context=RunContext(experiment=EXPERIMENT, label=name), progress=False)
     pretrain_seconds = time.perf_counter() - start
     control = initialise(cfg, progress=False)
     row = {"recipe": name, "overrides": overrides, "seed": seed, "command": command(name, data_dir),

@@ -278,6 +278,60 @@ def test_no_module_is_over_400_lines():
     assert long == {}, f"modules over {MAX_MODULE_LINES} lines: {long}"
 
 
+MAX_PARAMETERS = 8
+"""The most parameters a function in bvr/ takes (``self`` and ``cls`` not counted). More is a group of values that
+wants a name of its own: a config section, a :class:`~bvr.tracking.RunContext`, :class:`~bvr.training.TrainerSettings`.
+A command-line command (``*_cmd`` in ``bvr/cli``) is exempt: each of its parameters is one of its options."""
+
+WIDER = {
+    "bvr.evaluation.probe.run.run_probe": 13,
+    "bvr.tasks.run.finetune": 11,
+    "bvr.corpus.store.build_corpus": 11,
+    "bvr.pretraining.masking.mask_batch": 10,
+    "bvr.pretraining.collator.PretrainingCollator.__init__": 10,
+    "bvr.pretraining.pairs._emit_segment_pair": 9,
+}
+"""Functions still over :data:`MAX_PARAMETERS`, with their count. The list only shrinks: a function brought within
+the limit leaves it, and none joins it."""
+
+
+def wide_functions(source: str, module: str) -> dict[str, int]:
+    """``{module.[Class.]function: parameters}`` of the functions in ``source`` over :data:`MAX_PARAMETERS`."""
+    out: dict[str, int] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}{child.name}.")
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = child.args
+                names = [x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]]
+                n = len(names) + (a.vararg is not None) + (a.kwarg is not None) - (names[:1] in (["self"], ["cls"]))
+                command = module.startswith("bvr.cli.") and child.name.endswith("_cmd")
+                if n > MAX_PARAMETERS and not command:
+                    out[f"{module}.{prefix}{child.name}"] = n
+                visit(child, f"{prefix}{child.name}.")
+    visit(ast.parse(source), "")
+    return out
+
+
+def test_no_function_takes_more_than_eight_parameters():
+    wide = {}
+    for name, path in modules().items():
+        wide.update(wide_functions(path.read_text(encoding="utf-8"), name))
+    assert {k: v for k, v in wide.items() if WIDER.get(k) != v} == {}, (
+        f"functions over {MAX_PARAMETERS} parameters: group the values that travel together (a context, settings)")
+    assert sorted(set(WIDER) - set(wide)) == [], "within the limit now: take them out of WIDER"
+
+
+def test_the_parameter_check_catches_a_wide_function_and_spares_commands():
+    planted = ("def f(a, b, c, d, e, f, g, h, i):\n    pass\n"
+               "class C:\n    def m(self, a, b, c, d, e, f, g, h):\n        pass\n")
+    assert wide_functions(planted, "bvr.x") == {"bvr.x.f": 9}  # self is not counted
+    assert wide_functions("def run_cmd(a, b, c, d, e, f, g, h, i):\n    pass\n", "bvr.cli.x") == {}
+    assert wide_functions("def g(*args, a, b, c, d, e, f, g, **kw):\n    pass\n", "bvr.x") == {"bvr.x.g": 9}
+
+
 def test_no_modules_import_each_other_in_a_circle():
     assert cycles(_tree()) == []
 

@@ -34,7 +34,7 @@ from bvr.tasks.source import EncoderSource
 from bvr.tasks.splits import TaskData
 from bvr.tasks.squad_metric import evaluate_v2, squad_scores
 from bvr.tokenization import save_tokenizer, train_tokenizer, vocab_info
-from bvr.tracking import tracking_uri
+from bvr.tracking import RunContext, tracking_uri
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EXPERIMENT = "test-finetune"
@@ -365,7 +365,7 @@ TINY = ["finetune.epochs=2", "finetune.batch_size=2", "finetune.learning_rate=1e
 @pytest.fixture(scope="module")
 def rte_run(bert, data_dir, workdir):
     return finetune(bert, "rte", seeds=2, data_dir=data_dir, output_dir=workdir / "out", overrides=TINY,
-                    experiment=EXPERIMENT)
+                    context=RunContext(experiment=EXPERIMENT))
 
 
 def test_seeds_are_nested_runs_with_tags_and_metrics(rte_run, workdir, bert, data_dir):
@@ -404,18 +404,18 @@ def test_seeds_are_nested_runs_with_tags_and_metrics(rte_run, workdir, bert, dat
 def test_a_second_call_reuses_finished_seeds(rte_run, bert, data_dir, workdir):
     before = len(_runs(workdir))
     again = finetune(bert, "rte", seeds=3, data_dir=data_dir, output_dir=workdir / "out", overrides=TINY,
-                     experiment=EXPERIMENT)
+                     context=RunContext(experiment=EXPERIMENT))
     assert [seed.reused for seed in again.seeds] == [True, True, False]
     assert [s.scores for s in again.seeds[:2]] == [s.scores for s in rte_run.seeds]
     assert len(_runs(workdir)) == before + 2  # a parent and the one new seed
     cached = finetune(bert, "rte", seeds=[1, 2], data_dir=data_dir, output_dir=workdir / "out", overrides=TINY,
-                      experiment=EXPERIMENT)
+                      context=RunContext(experiment=EXPERIMENT))
     assert all(seed.reused for seed in cached.seeds) and cached.parent_run_id is None
     assert len(_runs(workdir)) == before + 2 and "2 seed(s) reused" in describe(cached)
     # a seed is a function of its inputs: trained again elsewhere (another folder and experiment: in this one, its
     # run would be found and its result read back), it gives the same scores
     fresh = finetune(bert, "rte", seeds=[0], data_dir=data_dir, output_dir=workdir / "elsewhere", overrides=TINY,
-                     experiment=f"{EXPERIMENT}-elsewhere")
+                     context=RunContext(experiment=f"{EXPERIMENT}-elsewhere"))
     assert not fresh.seeds[0].reused and fresh.seeds[0].history == rte_run.seeds[0].history
 
 
@@ -425,7 +425,7 @@ def test_a_data_file_edited_in_place_is_trained_on_again(bert, data_dir, workdir
 
     def run():
         return finetune(bert, "rte", seeds=1, data_dir=data, output_dir=tmp_path / "out", overrides=TINY,
-                        experiment=EXPERIMENT).seeds[0]
+                        context=RunContext(experiment=EXPERIMENT)).seeds[0]
 
     first = run()
     assert run().reused  # unchanged files: the cached result
@@ -437,7 +437,7 @@ def test_a_data_file_edited_in_place_is_trained_on_again(bert, data_dir, workdir
 
 def test_from_scratch_control_arm_runs_and_is_tagged(bert, data_dir, workdir):
     result = finetune(bert, "stsb", seeds=1, data_dir=data_dir, output_dir=workdir / "out", overrides=TINY,
-                      from_scratch=True, experiment=EXPERIMENT)
+                      from_scratch=True, context=RunContext(experiment=EXPERIMENT))
     assert result.arm == "tiny-bert-scratch" and result.main_key == "dev/pearson_spearman"
     run = MlflowClient(tracking_uri(workdir)).get_run(result.seeds[0].run_id)
     assert run.data.tags["bvr.from_scratch"] == "true" and run.info.run_name == "tiny-bert-scratch/finetune/stsb/seed0"
@@ -446,7 +446,8 @@ def test_from_scratch_control_arm_runs_and_is_tagged(bert, data_dir, workdir):
 
 def test_span_and_tagging_run_end_to_end_and_keep_the_split(roberta, data_dir, workdir):
     squad = finetune(roberta, "squad", seeds=1, data_dir=data_dir, output_dir=workdir / "out",
-                     overrides=[*TINY, "finetune.max_length=96", "finetune.stride=16"], experiment=EXPERIMENT)
+                     overrides=[*TINY, "finetune.max_length=96", "finetune.stride=16"],
+                     context=RunContext(experiment=EXPERIMENT))
     run = MlflowClient(tracking_uri(workdir)).get_run(squad.seeds[0].run_id)
     assert run.data.tags["bvr.data_split"] == squad.info.split_note and "split: SQuAD split" in describe(squad)
     assert set(squad.seeds[0].scores) == {"dev/exact_match", "dev/f1"}
@@ -458,7 +459,7 @@ def test_span_and_tagging_run_end_to_end_and_keep_the_split(roberta, data_dir, w
     assert squad_scores(predictions, refs, "1.1")["f1"] == squad.seeds[0].scores["dev/f1"]
     # max_steps ends the run inside its first epoch: the final evaluation still happens.
     conll = finetune(roberta, "conll2003", seeds=1, data_dir=data_dir, output_dir=workdir / "out",
-                     overrides=[*TINY, "finetune.max_steps=1"], experiment=EXPERIMENT)
+                     overrides=[*TINY, "finetune.max_steps=1"], context=RunContext(experiment=EXPERIMENT))
     assert conll.seeds[0].history[-1]["step"] == 1
     assert set(conll.seeds[0].scores) == {f"{split}/{m}" for split in ("dev", "test") for m in ("f1", "precision",
                                                                                                  "recall")}
@@ -472,7 +473,7 @@ def _seed_folder(workdir: Path, task: str) -> Path:
 def test_squad_v2_saves_files_that_rescore_to_the_logged_numbers(roberta, data_dir, workdir):
     result = finetune(roberta, "squad_v2", seeds=1, data_dir=data_dir, output_dir=workdir / "out",
                       overrides=[*TINY, "finetune.max_length=96", "finetune.stride=16",
-                                 "finetune.null_threshold_heldout=0.5"], experiment=EXPERIMENT)
+                                 "finetune.null_threshold_heldout=0.5"], context=RunContext(experiment=EXPERIMENT))
     seed = result.seeds[0]
     folder = _seed_folder(workdir, "squad_v2")
     predictions = json.loads((folder / "predictions.json").read_text(encoding="utf-8"))

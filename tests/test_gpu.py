@@ -144,15 +144,16 @@ def fit(root, max_steps: int, ckpt_path=None) -> dict[str, torch.Tensor]:
 
     from bvr.config import TrainingConfig
     from bvr.pretraining.module import PretrainingModule
-    from bvr.training import build_trainer
+    from bvr.training import TrainerSettings, build_trainer
 
     L.seed_everything(0, verbose=False)
     config = EncoderConfig(family="bert", vocab_size=200, hidden_size=64, num_layers=2, num_heads=2,
                            intermediate_size=128, pad_token_id=0)
     module = PretrainingModule(PretrainingModel(config), TrainingConfig(learning_rate=1e-3, warmup_steps=2,
                                                                          max_steps=8))
-    trainer = build_trainer(root, logger=False, precision="bf16-mixed", accelerator="gpu", grad_clip=1.0,
-                            log_every_steps=1, progress=False, max_steps=max_steps, checkpoint_every_steps=4)
+    settings = TrainerSettings(precision="bf16-mixed", accelerator="gpu", grad_clip=1.0, log_every_steps=1,
+                               max_steps=max_steps, checkpoint_every_steps=4)
+    trainer = build_trainer(root, settings, False, progress=False)
     trainer.fit(module, train_dataloaders=synthetic_loader(4), ckpt_path=ckpt_path)
     return {k: v.detach().cpu().clone() for k, v in module.model.state_dict().items()}
 

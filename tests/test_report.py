@@ -822,6 +822,20 @@ def test_summary_lists_each_ablations_headlines(report: ReportResult, store: Sto
     assert '<a href="masking/report.html">report</a>' in page and "<style>" in page
 
 
+def test_the_published_blimp_models_are_found_where_the_data_moved(tmp_path: Path, monkeypatch) -> None:
+    """The recorded data folder first; where it no longer holds the file (the data moved), ``BVR_DATA_DIR``'s."""
+    from bvr.report.results import _published_blimp
+
+    gone = str(tmp_path / "moved-away")
+    monkeypatch.delenv("BVR_DATA_DIR", raising=False)
+    assert _published_blimp(gone) == {}
+    monkeypatch.setenv("BVR_DATA_DIR", str(BLIMP_DATA))
+    moved = _published_blimp(gone, ["only_npi_scope"])
+    assert moved["GPT-2"].paradigms == 1 and moved == _published_blimp(str(BLIMP_DATA), ["only_npi_scope"])
+    monkeypatch.setenv("BVR_DATA_DIR", gone)  # the recorded folder wins where it holds the file
+    assert _published_blimp(str(BLIMP_DATA))["GPT-2"].paradigms == 3
+
+
 def test_reports_import_no_training_code() -> None:
     """Rendering reads MLflow and files only: neither torch nor Lightning is imported (reports sit above training),
     not even to read the published BLiMP models' accuracies (:mod:`bvr.evaluation.blimp.published`, torch-free)."""

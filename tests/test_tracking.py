@@ -55,7 +55,8 @@ def _tokenizer_folder(root: Path) -> Path:
 
 def _log_arm(arm: str, parent_id: str, tokenizer: Path) -> str:
     """One nested pretraining run logged through the Lightning logger, as a training run would."""
-    tags = tracking.run_tags(ablation="masking", arm=arm, stage="pretrain", extra={tracking.TAG_COLLAPSED: False})
+    tags = tracking.run_tags(tracking.RunContext(ablation="masking", label=arm), stage="pretrain",
+                             extra={tracking.TAG_COLLAPSED: False})
     logger = logger_module.make_logger(
         EXPERIMENT, run_name=tracking.run_name(arm, "pretrain"), tags=tags, parent_run_id=parent_id
     )
@@ -82,7 +83,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
         mp.chdir(workdir)  # anything MLflow writes relative to the working directory lands in tmp
-        tags = tracking.run_tags(ablation="masking", arm=None, stage="ablation")
+        tags = tracking.run_tags(tracking.RunContext(ablation="masking"), stage="ablation")
         with tracking.parent_run(EXPERIMENT, "masking", tags=tags, description="static vs dynamic") as parent:
             tokenizer = _tokenizer_folder(workdir)
             children = {arm: _log_arm(arm, parent.info.run_id, tokenizer) for arm in ARMS}
@@ -176,7 +177,7 @@ def test_logger_leaves_mlflow_globals_alone(store: Store) -> None:
 
 def test_resumed_logger_continues_the_same_run(store: Store) -> None:
     experiment = "bvr-resume"
-    tags = tracking.run_tags(ablation=None, arm="bert", stage="pretrain")
+    tags = tracking.run_tags(tracking.RunContext(label="bert"), stage="pretrain")
     first = logger_module.make_logger(experiment, run_name="bert/pretrain", tags=tags)
     first.log_metrics({"train/mlm_loss": 2.0}, step=1)
     tracking.log_config(first, None, {"a": {"b": 1}})
@@ -237,7 +238,7 @@ def test_runs_of_a_dead_process_are_closed_as_killed(store: Store) -> None:
 
 
 def test_every_run_names_its_host_and_process(store: Store) -> None:
-    tags = tracking.run_tags(ablation="masking", arm="static", stage="pretrain")
+    tags = tracking.run_tags(tracking.RunContext(ablation="masking", label="static"), stage="pretrain")
     assert (tags["bvr.host"], tags["bvr.pid"]) == (socket.gethostname(), str(os.getpid()))
     with tracking.parent_run("bvr-owner", "invocation") as run:
         pass
@@ -347,13 +348,17 @@ def test_flatten_params_cleans_keys_and_values() -> None:
 
 def test_run_name_and_tags() -> None:
     assert tracking.run_name("bert", "finetune", "mnli", 0) == "bert/finetune/mnli/seed0"
-    tags = tracking.run_tags(ablation="nsp", arm="no-nsp", stage="finetune", task="rte", seed=3,
+    tags = tracking.run_tags(tracking.RunContext(ablation="nsp", label="no-nsp"), stage="finetune", task="rte", seed=3,
                              extra={tracking.TAG_COLLAPSED: True})
     assert {k: v for k, v in tags.items() if k != tracking.TAG_GIT_COMMIT and k.startswith("bvr.")} == {
         "bvr.ablation": "nsp", "bvr.arm": "no-nsp", "bvr.stage": "finetune", "bvr.task": "rte", "bvr.seed": "3",
         "bvr.collapsed": "true", "bvr.host": socket.gethostname(), "bvr.pid": str(os.getpid()),
     }
-    assert "bvr.task" not in tracking.run_tags(ablation=None, arm="bert", stage="pretrain")
+    assert "bvr.task" not in tracking.run_tags(tracking.RunContext(label="bert"), stage="pretrain")
+    # the model's tags win over the label's, and a run's own extra over both
+    model = tracking.RunContext(ablation="nsp", label="no-nsp-p1", tags={"bvr.arm": "no-nsp", "bvr.label": "no-nsp-p1"})
+    tags = tracking.run_tags(model, stage="blimp", extra={"bvr.label": "mine"})
+    assert (tags["bvr.arm"], tags["bvr.label"], tags["bvr.stage"]) == ("no-nsp", "mine", "blimp")
     commit = tracking.git_commit()
     if commit:  # the package runs from a checkout
         assert tags[tracking.TAG_GIT_COMMIT] == commit

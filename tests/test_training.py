@@ -19,9 +19,10 @@ from torch import nn
 from bvr.checkpoints import AtomicCheckpointIO
 from bvr.errors import BvrError
 from bvr.model.losses import IGNORE_INDEX, accuracy, cross_entropy
-from bvr.tracking import tracking_uri
+from bvr.tracking import RunContext, tracking_uri
 from bvr.training import (
     NonFiniteLoss,
+    TrainerSettings,
     adamw,
     build_trainer,
     check_finite,
@@ -143,9 +144,9 @@ def test_strategy_is_ddp_only_over_several_processes():
 
 
 def test_a_step_counted_trainer_checkpoints_and_validates_every_n_steps(tmp_path):
-    trainer = build_trainer(tmp_path, logger=False, precision="32-true", accelerator="cpu", grad_clip=1.0,
-                            log_every_steps=5, progress=False, max_steps=40, grad_accum=3, val_every_steps=10,
-                            checkpoint_every_steps=20, sampler_per_rank=True)
+    settings = TrainerSettings(precision="32-true", accelerator="cpu", grad_clip=1.0, log_every_steps=5, max_steps=40,
+                               grad_accum=3, val_every_steps=10, checkpoint_every_steps=20)
+    trainer = build_trainer(tmp_path, settings, False, progress=False, sampler_per_rank=True)
     assert trainer.max_steps == 40 and trainer.max_epochs == -1
     assert trainer.accumulate_grad_batches == 3 and trainer.gradient_clip_val == 1.0
     assert trainer.val_check_interval == 30 and trainer.check_val_every_n_epoch is None  # counted in micro-batches
@@ -156,8 +157,8 @@ def test_a_step_counted_trainer_checkpoints_and_validates_every_n_steps(tmp_path
 
 
 def test_an_epoch_counted_trainer_writes_no_checkpoint_and_validates_each_epoch(tmp_path):
-    trainer = build_trainer(tmp_path, logger=False, precision="32-true", accelerator="cpu", grad_clip=0.0,
-                            log_every_steps=5, progress=False, max_epochs=3)
+    settings = TrainerSettings(precision="32-true", accelerator="cpu", log_every_steps=5, max_epochs=3)
+    trainer = build_trainer(tmp_path, settings, False, progress=False)
     assert trainer.max_epochs == 3 and trainer.max_steps == -1
     assert trainer.gradient_clip_val is None and trainer.accumulate_grad_batches == 1
     assert trainer.check_val_every_n_epoch == 1 and trainer.checkpoint_callback is None
@@ -184,8 +185,8 @@ def test_no_labelled_target_is_a_zero_loss_in_the_graph_not_nan():
 
 def test_a_training_run_is_named_and_tagged_by_its_parts(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the default store lives in the working directory
-    logger = training_logger("bvr-training", arm="bert", stage="finetune", ablation="masking", task="rte", seed=2,
-                             extra={"bvr.checkpoint": "ckpt"})
+    context = RunContext(experiment="bvr-training", ablation="masking", label="bert")
+    logger = training_logger(context, stage="finetune", task="rte", seed=2, extra={"bvr.checkpoint": "ckpt"})
     logger.log_metrics({"train/loss": 1.0}, step=0)
     logger.finalize("success")
     run = MlflowClient(tracking_uri(tmp_path)).get_run(logger.run_id)
@@ -207,6 +208,8 @@ def test_quiet_fit_silences_only_lightnings_noise():
                           FutureWarning, stacklevel=1)
             warnings.warn("The 'train_dataloader' does not have many workers which may be a bottleneck.", UserWarning,
                           stacklevel=1)
+            warnings.warn("The `srun` command is available on your system but is not used. HINT: ...", UserWarning,
+                          stacklevel=1)  # a machine with SLURM installed, outside a job step (bvr launches its own)
             warnings.warn("the loss went up", UserWarning, stacklevel=1)
     assert [str(w.message) for w in caught] == ["the loss went up"]
 
@@ -219,8 +222,7 @@ def test_a_gpu_accelerator_without_a_gpu_is_one_line(tmp_path, monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(BvrError, match="accelerator 'gpu' asked for, but this machine has no CUDA GPU") as err:
-        build_trainer(tmp_path, logger=False, precision="auto", accelerator="gpu", grad_clip=0.0, log_every_steps=1,
-                      progress=False)
+        build_trainer(tmp_path, TrainerSettings(accelerator="gpu", log_every_steps=1), False, progress=False)
     assert err.value.where == "training.accelerator" and "cpu" in err.value.hint
 
 
@@ -248,9 +250,11 @@ class _Terminal(io.StringIO):
         return True
 
 
-def _bar_trainer(tmp_path, **kwargs) -> L.Trainer:
-    return build_trainer(tmp_path, logger=False, precision="32-true", accelerator="cpu", grad_clip=0.0,
-                         log_every_steps=1, progress=True, **kwargs)
+def _bar_trainer(tmp_path, *, sampler_per_rank: bool = False, step_progress_bar: bool = False,
+                 **settings) -> L.Trainer:
+    chosen = TrainerSettings(precision="32-true", accelerator="cpu", log_every_steps=1, **settings)
+    return build_trainer(tmp_path, chosen, False, progress=True, sampler_per_rank=sampler_per_rank,
+                         step_progress_bar=step_progress_bar)
 
 
 def test_without_a_terminal_no_bar_is_drawn(tmp_path, capfd):
@@ -309,8 +313,8 @@ def test_bf16_mixed_with_fused_adamw_clips_the_gradients(tmp_path):
                            intermediate_size=64, pad_token_id=0)
     module = PretrainingModule(PretrainingModel(config), TrainingConfig(learning_rate=1e-3, warmup_steps=0,
                                                                          max_steps=2))
-    trainer = build_trainer(tmp_path, logger=False, precision="bf16-mixed", accelerator="cpu", grad_clip=0.5,
-                            log_every_steps=1, progress=False, max_steps=2)
+    settings = TrainerSettings(precision="bf16-mixed", accelerator="cpu", grad_clip=0.5, log_every_steps=1, max_steps=2)
+    trainer = build_trainer(tmp_path, settings, False, progress=False)
     trainer.fit(module, train_dataloaders=synthetic_loader(2, batch_size=4))
     assert trainer.global_step == 2 and trainer.optimizers[0].defaults["fused"]
     for p in module.parameters():

@@ -40,9 +40,10 @@ def pretrain_cmd(
     `mlflow ui --backend-store-uri sqlite:///mlflow.db`). A finished run with the same configuration is reused.
     """
     from bvr.pretraining.run import pretrain
+    from bvr.tracking import RunContext
 
     cfg = load(config, preset, set_, data_dir, output_dir)
-    result = pretrain(cfg, resume=resume, restart=restart, experiment=experiment)
+    result = pretrain(cfg, context=RunContext(experiment=experiment), resume=resume, restart=restart)
     _print_pretrain(result)
 
 
@@ -87,11 +88,12 @@ def finetune_cmd(
     from bvr.tasks.results import describe
     from bvr.tasks.run import finetune
     from bvr.threads import use_threads
+    from bvr.tracking import RunContext
 
     use_threads()  # the usable CPUs, shared among `bvr --jobs N`
     result = finetune(checkpoint, task, seeds=seeds, data_dir=data_dir, output_dir=output_dir or "outputs",
-                      preset=preset, overrides=set_, config_file=config, from_scratch=from_scratch, arm=arm,
-                      experiment=experiment, progress=True)
+                      preset=preset, overrides=set_, config_file=config, from_scratch=from_scratch,
+                      context=RunContext(experiment=experiment, label=arm), progress=True)
     console.print(describe(result), markup=False, highlight=False)
 
 

@@ -35,7 +35,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -45,8 +45,13 @@ from bvr.errors import BvrError
 from bvr.fs import write_text
 from bvr.sealed import seal, unseal
 
+if TYPE_CHECKING:
+    from bvr.tracking import RunContext
+
 EVALUATIONS_DIR = "evaluations"
 """The folder of cached results, under the output folder (and, before, beside each model folder)."""
+DEFAULT_EXPERIMENT = "bvr-evaluate"
+"""The MLflow experiment of an evaluation outside an ablation."""
 
 EVALUATION_VERSION = 2  # 2: probe features of padded batches from packed layers
 """Bumped when an evaluation's numbers would change for the same settings (a cached result is then redone)."""
@@ -189,9 +194,8 @@ def _read(path: Path, producer: str) -> tuple[EvaluationResult | None, str | Non
         return None, f"is not an evaluation result ({type(err).__name__}: {err})"
 
 
-def _log(result: EvaluationResult, path: Path, *, label: str, pretrain_seed: int, model_dir: Path,
-         ablation: str | None, experiment: str, parent_run_id: str | None) -> str:
-    """Log ``result`` as a finished nested run; returns its id."""
+def _log(result: EvaluationResult, path: Path, *, model_dir: Path, context: RunContext) -> str:
+    """Log ``result`` as a finished run nested as ``context`` says; returns its id."""
     from mlflow.entities import Metric, RunStatus
     from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
@@ -199,14 +203,14 @@ def _log(result: EvaluationResult, path: Path, *, label: str, pretrain_seed: int
     from bvr.tracking.placed import TAG_RESULT
 
     client = client_for(Path.cwd())
-    experiment_id = ensure_experiment(experiment, Path.cwd())
-    extra: dict[str, Any] = {"bvr.pretrain_seed": pretrain_seed, "bvr.checkpoint": str(model_dir),
+    experiment_id = ensure_experiment(context.experiment, Path.cwd())
+    extra: dict[str, Any] = {"bvr.checkpoint": str(model_dir),
                              TAG_RESULT: path.name,
                              TAG_MEASURE: result.kind if result.task is None else f"{result.kind}/{result.task}"}
-    if parent_run_id:
-        extra[MLFLOW_PARENT_RUN_ID] = parent_run_id
-    tags = run_tags(ablation=ablation, arm=label, stage=result.kind, task=result.task, extra=extra)
-    run = client.create_run(experiment_id, run_name=run_name(label, result.kind, result.task), tags=tags)
+    if context.parent_run_id:
+        extra[MLFLOW_PARENT_RUN_ID] = context.parent_run_id
+    tags = run_tags(context, stage=result.kind, task=result.task, extra=extra)
+    run = client.create_run(experiment_id, run_name=run_name(context.label, result.kind, result.task), tags=tags)
     run_id = run.info.run_id
     now = int(time.time() * 1000)
     metrics = [Metric(k, v, now, 0) for k, v in result.metrics.items() if math.isfinite(v) and k != result.main_key]
@@ -230,11 +234,7 @@ def evaluate_model(
     *,
     data_dir: Path | None,
     output_dir: Path,
-    label: str,
-    pretrain_seed: int,
-    ablation: str | None = None,
-    experiment: str = "bvr-evaluate",
-    parent_run_id: str | None = None,
+    context: RunContext,
     progress: bool = False,
 ) -> EvaluationResult:
     """Evaluate ``model_dir`` once (``kind`` ``blimp`` or ``probe`` on ``task``), or read the cached result.
@@ -246,9 +246,9 @@ def evaluate_model(
         evaluations: the settings (:class:`bvr.ablation.declare.Evaluations`).
         data_dir: the data folder (``blimp/``, ``glue/``, ``conll2003/``).
         output_dir: the output folder; the result is cached in its ``evaluations/``.
-        label: the model's label in the ablation (``static-p1``), the MLflow run's name prefix.
-        pretrain_seed: recorded as the ``bvr.pretrain_seed`` tag.
-        ablation, experiment, parent_run_id: where the MLflow run goes.
+        context: where the MLflow run goes (the experiment: the ablation's, else ``bvr-evaluate``), and its label
+            in the ablation (``static-p1``), the run's name prefix (default: the model's run folder), and the
+            model's tags (its pretraining seed, ``bvr.pretrain_seed``).
         progress: progress bars.
 
     Raises:
@@ -257,21 +257,20 @@ def evaluate_model(
     path = result_path(model_dir, kind, task, evaluations, data_dir, output_dir)
     path.parent.mkdir(parents=True, exist_ok=True)  # the lock file lies beside the result
     with target_lock(path):  # a twin invocation waits here, then finds this one's result and its run
-        return _evaluate_once(path, model_dir, kind, task, evaluations, data_dir=data_dir, label=label,
-                              pretrain_seed=pretrain_seed, ablation=ablation, experiment=experiment,
-                              parent_run_id=parent_run_id, progress=progress)
+        return _evaluate_once(path, model_dir, kind, task, evaluations, data_dir=data_dir,
+                              context=context.with_defaults(DEFAULT_EXPERIMENT, Path(model_dir).parent.name),
+                              progress=progress)
 
 
 def _evaluate_once(path: Path, model_dir: Path, kind: str, task: str | None, evaluations: Any, *,
-                   data_dir: Path | None, label: str, pretrain_seed: int, ablation: str | None, experiment: str,
-                   parent_run_id: str | None, progress: bool) -> EvaluationResult:
+                   data_dir: Path | None, context: RunContext, progress: bool) -> EvaluationResult:
     """:func:`evaluate_model` under its lock: the cached result with its run in this experiment, else the result
     (cached, read back from this experiment's run of it, or computed) logged here."""
     from bvr.tracking import client_for, ensure_experiment
     from bvr.tracking.placed import finished_in, logged_run
 
     client = client_for(Path.cwd())
-    experiment_id = ensure_experiment(experiment, Path.cwd())
+    experiment_id = ensure_experiment(context.experiment, Path.cwd())
     earlier = Path(model_dir).parent / EVALUATIONS_DIR / path.name  # where a result was cached before
     found = path if path.is_file() else earlier if earlier.is_file() else None
     cached, why = _read(found, path.name) if found else (None, None)
@@ -294,8 +293,7 @@ def _evaluate_once(path: Path, model_dir: Path, kind: str, task: str | None, eva
     # it, or its run was deleted): logged here.
     result = cached or _compute(Path(model_dir), kind, task, evaluations, data_dir, progress)
     _write(path, kind, task, evaluations, data_dir, dataclasses.replace(result, run_id=None))
-    result.run_id = _log(result, path, label=label, pretrain_seed=pretrain_seed, model_dir=Path(model_dir),
-                         ablation=ablation, experiment=experiment, parent_run_id=parent_run_id)
+    result.run_id = _log(result, path, model_dir=Path(model_dir), context=context)
     _write(path, kind, task, evaluations, data_dir, result)
     return result
 

@@ -38,9 +38,10 @@ from bvr.pretraining.exposure import exposure, unigram_entropy
 from bvr.pretraining.module import PretrainingModule
 from bvr.pretraining.prepare import Prepared, load_instances, prepare, prepare_corpus, prepare_tokenizer
 from bvr.threads import ThreadBudget, use_threads
-from bvr.tokenization import load_tokenizer, vocab_info
+from bvr.tokenization import VocabInfo, load_tokenizer, vocab_info
 from bvr.tracking import (
     DataInput,
+    RunContext,
     check_store,
     close_stale_runs,
     closed_on_error,
@@ -52,7 +53,7 @@ from bvr.tracking import (
     system_metrics,
     tracking_uri,
 )
-from bvr.training import build_trainer, check_accelerator, quiet_fit, training_logger
+from bvr.training import TrainerSettings, build_trainer, check_accelerator, quiet_fit, training_logger
 from bvr.write_checks import check_free_space
 
 # 2: fused AdamW, 15-bit dropout lanes, MLM loss in vocabulary slices, packed layers;
@@ -111,12 +112,9 @@ def _logged_metrics(trainer: L.Trainer) -> dict[str, float]:
 def pretrain(
     cfg: Config,
     *,
+    context: RunContext | None = None,
     resume: bool = False,
     restart: bool = False,
-    ablation: str | None = None,
-    arm: str | None = None,
-    parent_run_id: str | None = None,
-    experiment: str | None = None,
     progress: bool = True,
     callbacks: list[L.Callback] | None = None,
 ) -> PretrainResult:
@@ -127,11 +125,10 @@ def pretrain(
 
     Args:
         cfg: the resolved configuration.
+        context: the ablation, label, parent run and tags of the MLflow run (default: a lone run named by the
+            config, in the experiment ``bvr-pretrain``).
         resume: continue an unfinished run of the same configuration from its last checkpoint.
         restart: discard an unfinished run and start again.
-        ablation, arm: names for MLflow (an ablation's experiment and the arm's run name).
-        parent_run_id: nest the MLflow run under this one.
-        experiment: MLflow experiment (default: the ablation's name, else ``bvr-pretrain``).
         progress: show a progress bar.
         callbacks: extra Lightning callbacks (monitoring, or fault injection in tests).
 
@@ -145,8 +142,9 @@ def pretrain(
     """
     check_accelerator(cfg.training.accelerator)
     check_store(Path.cwd())
-    if ablation is None and global_rank() == 0:  # a lone run closes what a killed one left (an ablation does it)
-        close_stale_runs(experiment or DEFAULT_EXPERIMENT, Path.cwd())
+    context = (context or RunContext()).with_defaults(DEFAULT_EXPERIMENT, cfg.name)
+    if context.ablation is None and global_rank() == 0:  # a lone run closes what a killed one left (an ablation does)
+        close_stale_runs(context.experiment, Path.cwd())
     prepared = prepare(cfg, progress=progress)
     check_batch_fits(cfg, load_instances(prepared)["train"])
     run_dir = run_dir_for(cfg, prepared)
@@ -156,27 +154,52 @@ def pretrain(
                 export_again(cfg, prepared.tokenizer, run_dir, problem)
             return PretrainResult(run_dir, True, json.loads((run_dir / "metrics.json").read_text()))
         ckpt_path = _resume_point(run_dir / "checkpoints" / "last.ckpt", resume, restart)
-        return _train(cfg, prepared, run_dir, ckpt_path, ablation, arm, parent_run_id, experiment, progress,
-                      callbacks or [])
+        return _train(cfg, prepared, run_dir, ckpt_path, context, progress, callbacks or [])
 
 
-def _train(cfg: Config, prepared: Prepared, run_dir: Path, ckpt_path: str | None, ablation: str | None,
-           arm: str | None, parent_run_id: str | None, experiment: str | None, progress: bool,
-           callbacks: list[L.Callback]) -> PretrainResult:
-    """Train into ``run_dir`` (from ``ckpt_path`` when resuming); export, record and mark it done on rank zero."""
+def _train(cfg: Config, prepared: Prepared, run_dir: Path, ckpt_path: str | None, context: RunContext,
+           progress: bool, callbacks: list[L.Callback]) -> PretrainResult:
+    """Train into ``run_dir`` (from ``ckpt_path`` when resuming): build, open the run's record, fit, then on rank
+    zero export, record and mark it done."""
+    built = _build(cfg, prepared, run_dir, ckpt_path, context)
+    logger = _logger(cfg, run_dir, ckpt_path, context, built.params, prepared, built.threads)
+    with closed_on_error(logger.experiment, logger.run_id):  # FINISHED only once exported and marked done
+        metrics = _fit(cfg, built, run_dir, ckpt_path, logger, progress, callbacks)
+        if metrics is None:  # another DDP rank: rank zero exports and records
+            return PretrainResult(run_dir, False, {})
+        _export(cfg, run_dir, built.model, prepared, metrics)
+        _record(cfg, run_dir, logger, metrics)
+        (run_dir / DONE).write_text("")
+        return PretrainResult(run_dir, False, metrics)
+
+
+@dataclass(frozen=True)
+class _Built:
+    """What a run trains: the model in its LightningModule, the data, and what the record states about them."""
+
+    model: PretrainingModel
+    module: PretrainingModule
+    datamodule: PretrainingDataModule
+    vocab: VocabInfo
+    params: dict[str, int]
+    threads: ThreadBudget
+
+
+def _build(cfg: Config, prepared: Prepared, run_dir: Path, ckpt_path: str | None, context: RunContext) -> _Built:
+    """The run folder's config, the model (checked against the checkpoint it resumes and the disk it needs), its
+    LightningModule and data, on the threads the run may use."""
     run_dir.mkdir(parents=True, exist_ok=True)
     dump_config(cfg, run_dir / "config.yaml")
-
     tokenizer, family = load_tokenizer(prepared.tokenizer)
     vocab = vocab_info(tokenizer, family)
     model = build_model(cfg, vocab)
     params = count_parameters(model)
     check_free_space(run_dir, pretraining_bytes(params["total"], cfg.training.checkpoint_every_steps is not None),
                      f"pretraining {params['total']:,} parameters (checkpoint and exported model)")
-    budget = use_threads(cfg.training.threads)
-    if ablation is None and global_rank() == 0:  # a lone run's opening line (an ablation's states it once)
+    threads = use_threads(cfg.training.threads)
+    if context.ablation is None and global_rank() == 0:  # a lone run's opening line (an ablation's states it once)
         print(f"pretraining {run_dir.name}: {params['total']:,} parameters, {cfg.training.max_steps:,} steps; "
-              f"{budget.line()}", flush=True)
+              f"{threads.line()}", flush=True)
     module = PretrainingModule(model, cfg.training, failed_checkpoint_hint=str(run_dir / "checkpoints" / "last.ckpt"),
                                sentence_objective=cfg.data.sentence_objective)
     if ckpt_path is not None:
@@ -184,34 +207,33 @@ def _train(cfg: Config, prepared: Prepared, run_dir: Path, ckpt_path: str | None
     datamodule = PretrainingDataModule(cfg, load_instances(prepared), vocab)
     if cfg.training.compile:
         compile_layers(model.encoder)
+    return _Built(model, module, datamodule, vocab, params, threads)
 
-    logger = _logger(cfg, run_dir, ckpt_path, ablation, arm, parent_run_id, experiment, params, prepared, budget)
-    with closed_on_error(logger.experiment, logger.run_id):  # FINISHED only once exported and marked done
-        t = cfg.training
-        trainer = build_trainer(
-            run_dir, logger=logger, precision=t.precision, accelerator=t.accelerator, grad_clip=t.grad_clip,
-            log_every_steps=t.log_every_steps, progress=progress, max_steps=t.max_steps, devices=t.devices,
-            num_nodes=t.num_nodes, strategy=t.strategy, grad_accum=t.grad_accum, val_every_steps=t.val_every_steps,
-            checkpoint_every_steps=t.checkpoint_every_steps, sampler_per_rank=True, step_progress_bar=True,
-            callbacks=callbacks,
-        )
-        start = time.perf_counter()
-        monitored = logger.run_id if global_rank() == 0 else None  # the machine's load beside the throughput
-        with quiet_fit(), system_metrics(monitored, tracking_uri(), resume=ckpt_path is not None):
-            trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
-            metrics = _logged_metrics(trainer)
-            if t.val_every_steps and trainer.global_step % t.val_every_steps:
-                # "every val_every_steps and at the end": the last steps were not validated yet.
-                trainer.validate(module, datamodule=datamodule, verbose=False)
-                metrics.update(_logged_metrics(trainer))
-        if trainer.global_rank != 0:
-            return PretrainResult(run_dir, False, {})
-        metrics.update(wall_seconds=time.perf_counter() - start, tokens_seen=float(module.tokens_seen),
-                       steps=float(trainer.global_step), **{f"params_{k}": float(v) for k, v in params.items()})
-        metrics.update(exposure(cfg, trainer.global_step, datamodule.instances["train"], module.tokens_seen))
-        metrics["val_unigram_entropy"] = unigram_entropy(datamodule.instances["validation"], vocab)
-        _finish(cfg, run_dir, model, prepared, logger, metrics)
-        return PretrainResult(run_dir, False, metrics)
+
+def _fit(cfg: Config, built: _Built, run_dir: Path, ckpt_path: str | None, logger: Any, progress: bool,
+         callbacks: list[L.Callback]) -> dict[str, float] | None:
+    """Fit to ``training.max_steps`` (validated at the end too), the machine's load logged beside; the run's
+    metrics (losses, time, tokens, parameters, mask exposure, the validation tokens' unigram entropy), or None on
+    a rank other than zero."""
+    t, module, datamodule = cfg.training, built.module, built.datamodule
+    trainer = build_trainer(run_dir, TrainerSettings.of(t), logger, progress=progress, sampler_per_rank=True,
+                            step_progress_bar=True, callbacks=callbacks)
+    start = time.perf_counter()
+    monitored = logger.run_id if global_rank() == 0 else None  # the machine's load beside the throughput
+    with quiet_fit(), system_metrics(monitored, tracking_uri(), resume=ckpt_path is not None):
+        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
+        metrics = _logged_metrics(trainer)
+        if t.val_every_steps and trainer.global_step % t.val_every_steps:
+            # "every val_every_steps and at the end": the last steps were not validated yet.
+            trainer.validate(module, datamodule=datamodule, verbose=False)
+            metrics.update(_logged_metrics(trainer))
+    if trainer.global_rank != 0:
+        return None
+    metrics.update(wall_seconds=time.perf_counter() - start, tokens_seen=float(module.tokens_seen),
+                   steps=float(trainer.global_step), **{f"params_{k}": float(v) for k, v in built.params.items()})
+    metrics.update(exposure(cfg, trainer.global_step, datamodule.instances["train"], module.tokens_seen))
+    metrics["val_unigram_entropy"] = unigram_entropy(datamodule.instances["validation"], built.vocab)
+    return metrics
 
 
 INIT_VERSION = 1
@@ -275,17 +297,17 @@ def _resume_point(last: Path, resume: bool, restart: bool) -> str | None:
     return str(last)
 
 
-def _logger(cfg, run_dir, ckpt_path, ablation, arm, parent_run_id, experiment, params, prepared,
-            budget: ThreadBudget):
-    arm = arm or cfg.name
+def _logger(cfg: Config, run_dir: Path, ckpt_path: str | None, context: RunContext, params: dict[str, int],
+            prepared: Prepared, budget: ThreadBudget) -> Any:
+    """The run's MLflow logger: a new run (its config, tokenizer, data statistics and inputs logged), or the run
+    of the checkpoint it resumes."""
     run_id_file = run_dir / "mlflow_run_id"
     run_id = run_id_file.read_text().strip() if ckpt_path and run_id_file.exists() else None
     extra = {"bvr.run_dir": str(run_dir), "bvr.tokenizer": prepared.tokenizer.name,
              "bvr.instances": prepared.instances.name,
              "bvr.params_total": params["total"], "bvr.params_non_embedding": params["non_embedding"],
              **budget.tags()}
-    logger = training_logger(experiment or ablation or DEFAULT_EXPERIMENT, arm=arm, stage="pretrain",
-                             ablation=ablation, extra=extra, parent_run_id=parent_run_id, run_id=run_id)
+    logger = training_logger(context, stage="pretrain", extra=extra, run_id=run_id)
     if run_id is None:
         run_id_file.write_text(logger.run_id)
         with closed_on_error(logger.experiment, logger.run_id):
@@ -307,11 +329,15 @@ def _data_inputs(cfg: Config, prepared: Prepared) -> list[DataInput]:
                       prepared.instances.name.rsplit("-", 1)[-1], str(prepared.instances))]
 
 
-def _finish(cfg: Config, run_dir: Path, model: PretrainingModel, prepared: Prepared, logger, metrics) -> None:
-    """Export the final weights with the tokenizer, record the metrics, mark the run done."""
-    model_dir = run_dir / "model"
-    export_model(model, prepared.tokenizer, cfg, model_dir)
+def _export(cfg: Config, run_dir: Path, model: PretrainingModel, prepared: Prepared, metrics: dict[str, float]) -> None:
+    """The final weights with the tokenizer into ``model/``, and the metrics beside it."""
+    export_model(model, prepared.tokenizer, cfg, run_dir / "model")
     (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
+
+
+def _record(cfg: Config, run_dir: Path, logger: Any, metrics: dict[str, float]) -> None:
+    """The run's ``run/*`` metrics, commit and metrics file into its MLflow run, and the exported encoder among its
+    models."""
     client, run_id = logger.experiment, logger.run_id
     for key in ("wall_seconds", "tokens_seen", "params_total", "params_embedding", "params_non_embedding", "epochs",
                 "mask_distinct_per_sequence", "mask_max_times_seen", "val_unigram_entropy"):
@@ -319,8 +345,7 @@ def _finish(cfg: Config, run_dir: Path, model: PretrainingModel, prepared: Prepa
             client.log_metric(run_id, f"run/{key}", metrics[key])
     client.set_tag(run_id, "bvr.git_commit", git_commit() or "unknown")
     client.log_artifact(run_id, str(run_dir / "metrics.json"))
-    _register_encoder(client, run_id, cfg, model_dir, metrics)
-    (run_dir / DONE).write_text("")
+    _register_encoder(client, run_id, cfg, run_dir / "model", metrics)
 
 
 ENCODER_MODEL_TYPE = "bvr-encoder"

@@ -4,6 +4,7 @@ published models, the fine-tuning scores, the paper beside our runs, and pretrai
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -82,8 +83,7 @@ def blimp_section(a: Analysis) -> list[Block]:
     terms = blimp[blimp["key"].str.startswith("blimp/term/")]
     paradigms = sorted({key.removeprefix("blimp/paradigm/") for key in blimp["key"]
                         if key.startswith("blimp/paradigm/")})
-    folder = a.collected.manifest.context.data_dir
-    published = _published_blimp(folder, paradigms)
+    published = _published_blimp(a.collected.manifest.context.data_dir, paradigms)
     arms = [arm for arm in a.collected.arms if x.units(arm)]
     header = ["", *arms, *published]
     count = f" ({len(paradigms)} paradigms)" if paradigms else ""
@@ -112,18 +112,19 @@ def _published_blimp(data_dir: str | None, paradigms: Sequence[str] = ()) -> dic
     of the file's when empty), so the columns compare like with like.
 
     Read from the release's ``models_summary.jsonl`` in ``DATA_DIR/blimp`` or ``DATA_DIR``
-    (:mod:`bvr.evaluation.blimp.published`). Empty when the file is absent or refused: the report renders without
+    (:mod:`bvr.evaluation.blimp.published`): the data folder the ablation recorded, else the one ``BVR_DATA_DIR``
+    names (the data moved since). Empty when neither holds the file or it is refused: the report renders without
     the published columns.
     """
-    if not data_dir:
-        return {}
-    folder = Path(data_dir) / "blimp"
-    try:
-        published, terms = published_blimp(folder), published_terms(folder)
-    except (BvrError, OSError):
-        return {}
-    return published_summaries(published, {uid: term for uid, term in terms.items()
-                                           if not paradigms or uid in paradigms})
+    for candidate in dict.fromkeys(d for d in (data_dir, os.environ.get("BVR_DATA_DIR")) if d):
+        folder = Path(candidate) / "blimp"
+        try:
+            published, terms = published_blimp(folder), published_terms(folder)
+        except (BvrError, OSError):
+            continue
+        return published_summaries(published, {uid: term for uid, term in terms.items()
+                                               if not paradigms or uid in paradigms})
+    return {}
 
 
 def _seed_links(a: Analysis, links: RunLinks, rows: pd.DataFrame) -> Cell:

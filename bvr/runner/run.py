@@ -63,7 +63,7 @@ from bvr.progress import on_terminal
 from bvr.runner.hardware import hardware
 from bvr.runner.opening import describe_plan
 from bvr.runner.stage_folder import adopt_stage_records, copy_tree
-from bvr.runner.units import HANDLERS, Outcome, Product, UnitContext
+from bvr.runner.units import HANDLERS, Outcome, Product, UnitContext, run_context
 from bvr.threads import use_threads
 from bvr.write_checks import check_writable, write_error
 
@@ -126,10 +126,12 @@ class Runner:
         if self.rank == 0:
             self.console.print(text, highlight=False, soft_wrap=True)  # a log's line is not cut at 80 columns
 
-    def context(self) -> UnitContext:
-        """What the handlers read (the models found so far, as they stand now)."""
-        return UnitContext(self.plan, self.manifest, MappingProxyType(dict(self.models)), self.parent_run_id,
-                           self.stage_dir, self.rank, self.progress, self.ui_url)
+    def context(self, unit: Unit) -> UnitContext:
+        """What ``unit``'s handler reads (the models found so far, as they stand now, and the context of the runs
+        it opens)."""
+        run = run_context(self.plan, self.manifest, unit, self.parent_run_id)
+        return UnitContext(self.plan, self.manifest, MappingProxyType(dict(self.models)), run, self.stage_dir,
+                           self.rank, self.progress, self.ui_url)
 
     def keep(self, unit: Unit, outcome: Outcome) -> None:
         """Take in what a unit did: its records into the manifest, its model, its report, and its products under
@@ -147,31 +149,15 @@ class Runner:
             for product in outcome.products:
                 write_product(self.stage_dir, product)
 
-    def _model_tags(self, unit: Unit) -> dict[str, Any]:
-        """The tags every run of ``unit`` carries: its arm, model label and pretraining seed, and each key its arm
-        declares as ``bvr.declared.KEY`` (``bvr.declared.masking.mode = static``), so fine-tuning and evaluation
-        runs show the ablated setting too; none for the corpus, tokenizer and report units."""
-        from bvr.tracking import TAG_ARM, TAG_DECLARED_PREFIX, TAG_LABEL, TAG_PRETRAIN_SEED
-
-        if unit.kind in (UnitKind.CORPUS, UnitKind.TOKENIZER, UnitKind.REPORT) or unit.name is None:
-            return {}
-        arm = self.plan.arm(unit.name)
-        declared = {f"{TAG_DECLARED_PREFIX}{key}": value
-                    for key, value in (self.manifest.declared.get(arm.arm) or {}).items()}
-        return {TAG_ARM: arm.arm, TAG_LABEL: arm.label, TAG_PRETRAIN_SEED: arm.pretrain_seed, **declared}
-
     def run_unit(self, unit: Unit) -> None:
         """Run one unit through its kind's handler; a failure is recorded, not raised (but an interrupt is, and a
         write that failed for want of disk space or permission, as a :class:`~bvr.write_checks.WriteError`)."""
-        from bvr.tracking import tagged
-
         start = time.perf_counter()
         if on_terminal():  # what the bars that follow belong to; a log gets the unit's one closing line only
             self.say(f"[bold]▶ {literal(unit)}[/bold]")
         try:
-            with tagged(self._model_tags(unit)):
-                outcome = HANDLERS[unit.kind](self.context(), unit)
-                self.keep(unit, outcome)
+            outcome = HANDLERS[unit.kind](self.context(unit), unit)
+            self.keep(unit, outcome)
         except KeyboardInterrupt:
             self.save()
             raise
@@ -225,7 +211,15 @@ def _parent(runner: Runner, only: list[str] | None) -> Iterator[None]:
     """The ablation's MLflow parent run: one per ablation and settings (the manifest's), reopened by every later
     invocation (a resumed run, a re-render), so every run of the ablation hangs under one parent. DVC stages
     (``--only``) nest under it without reopening it. Runs left RUNNING by a killed invocation are closed first."""
-    from bvr.tracking import close_stale_runs, parent_run, run_tags, store_client, tracking_uri, write_views
+    from bvr.tracking import (
+        RunContext,
+        close_stale_runs,
+        parent_run,
+        run_tags,
+        store_client,
+        tracking_uri,
+        write_views,
+    )
 
     plan = runner.plan
     if runner.rank != 0:
@@ -235,7 +229,7 @@ def _parent(runner: Runner, only: list[str] | None) -> Iterator[None]:
     if closed:
         runner.say(f"closed {len(closed)} MLflow run(s) left running by a process that no longer exists "
                    "(status KILLED, tag bvr.closed)")
-    tags = run_tags(ablation=plan.name, arm=None, stage="ablation",
+    tags = run_tags(RunContext(ablation=plan.name), stage="ablation",
                     extra={"bvr.preset": plan.preset or "default", "bvr.plan": plan.plan_hash,
                            "bvr.manifest": str(plan.manifest_path), "bvr.kind": plan.ablation.kind})
     name = f"{plan.name} ({plan.preset or 'default'}{', dvc' if only else ''})"

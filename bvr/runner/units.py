@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bvr.ablation.manifest import Manifest
 from bvr.ablation.plan import Plan, Unit, UnitKind
@@ -23,6 +23,9 @@ from bvr.config import Config, config_hash
 from bvr.errors import BvrError
 from bvr.formatting import points, pretrain_summary
 from bvr.runner.stage_folder import evaluation_file, finetune_summary
+
+if TYPE_CHECKING:
+    from bvr.tracking import RunContext
 
 
 @dataclass(frozen=True)
@@ -34,8 +37,9 @@ class UnitContext:
     """Read only: a handler returns its records in its :class:`Outcome` instead of writing them here."""
     models: Mapping[str, Path]
     """Label -> model folder of each arm pretrained (or initialised) by this invocation."""
-    parent_run_id: str | None
-    """The ablation's MLflow parent run (None on other DDP ranks)."""
+    run: RunContext
+    """The context of every MLflow run the unit opens: the ablation's experiment and parent run (None on other DDP
+    ranks), the model's label and tags."""
     stage_dir: Path | None
     """The DVC stage folder (``--stage-dir``), or None."""
     rank: int
@@ -73,6 +77,23 @@ class Outcome:
 
 Handler = Callable[[UnitContext, Unit], Outcome]
 """Runs one unit and says what it did."""
+
+
+def run_context(plan: Plan, manifest: Manifest, unit: Unit, parent_run_id: str | None) -> RunContext:
+    """The context of every MLflow run ``unit`` opens: the ablation's experiment and parent run, and the model's
+    label and tags: its arm, label and pretraining seed, and each key its arm declares as ``bvr.declared.KEY``
+    (``bvr.declared.masking.mode = static``), so fine-tuning and evaluation runs show the ablated setting too (none
+    for the corpus, tokenizer and report units)."""
+    from bvr.tracking import TAG_ARM, TAG_DECLARED_PREFIX, TAG_LABEL, TAG_PRETRAIN_SEED, RunContext
+
+    tags: dict[str, Any] = {}
+    if unit.kind not in (UnitKind.CORPUS, UnitKind.TOKENIZER, UnitKind.REPORT) and unit.name is not None:
+        arm = plan.arm(unit.name)
+        declared = manifest.declared.get(arm.arm) or {}
+        declared = {f"{TAG_DECLARED_PREFIX}{key}": value for key, value in declared.items()}
+        tags = {TAG_ARM: arm.arm, TAG_LABEL: arm.label, TAG_PRETRAIN_SEED: arm.pretrain_seed, **declared}
+    return RunContext(experiment=plan.experiment, ablation=plan.name, label=unit.name, parent_run_id=parent_run_id,
+                      tags=tags)
 
 
 def _distinct(configs: Iterable[Config], *, tokenizer: bool) -> list[Config]:
@@ -136,9 +157,7 @@ def pretrain(ctx: UnitContext, unit: Unit) -> Outcome:
     if arm.control:
         result = initialise(arm.config, progress=ctx.progress)
     else:
-        result = pretrain_arm(arm.config, resume=True, ablation=ctx.plan.name, arm=label,
-                              parent_run_id=ctx.parent_run_id, experiment=ctx.plan.experiment,
-                              progress=ctx.progress)
+        result = pretrain_arm(arm.config, context=ctx.run, resume=True, progress=ctx.progress)
     if ctx.rank != 0:  # the other DDP ranks took part in training; rank zero records it
         return Outcome(not result.reused)
     stage = {"run_dir": str(result.run_dir), "metrics": result.metrics}
@@ -166,9 +185,9 @@ def _run_here(ctx: UnitContext, label: str, run_dir: Path, run_id: str | None) -
     from bvr.tracking.placed import run_here
 
     experiment_id = ensure_experiment(ctx.plan.experiment, Path.cwd())
-    tags = run_tags(ablation=ctx.plan.name, arm=label, stage="pretrain")
-    return run_here(client_for(Path.cwd()), experiment_id, run_id, run_dir.name, parent_run_id=ctx.parent_run_id,
-                    tags=tags, artifacts=False) or run_id
+    tags = run_tags(ctx.run, stage="pretrain")
+    return run_here(client_for(Path.cwd()), experiment_id, run_id, run_dir.name,
+                    parent_run_id=ctx.run.parent_run_id, tags=tags, artifacts=False) or run_id
 
 
 def find_model(ctx: UnitContext, label: str, *, what: str, where: str) -> Path:
@@ -203,12 +222,9 @@ def evaluate(ctx: UnitContext, unit: Unit) -> Outcome:
     from bvr.evaluation.run import evaluate_model
 
     label, kind = unit.name, unit.kind.value
-    arm = ctx.plan.arm(label)
     model = find_model(ctx, label, what="evaluate", where=f"{kind}:{label}")
     result = evaluate_model(model, kind, unit.task, ctx.plan.evaluations, data_dir=ctx.plan.data_dir,
-                            output_dir=ctx.plan.output_dir, label=label, pretrain_seed=arm.pretrain_seed,
-                            ablation=ctx.plan.name, experiment=ctx.plan.experiment,
-                            parent_run_id=ctx.parent_run_id, progress=ctx.progress)
+                            output_dir=ctx.plan.output_dir, context=ctx.run, progress=ctx.progress)
     record = dataclasses.replace(
         ctx.manifest.evaluation_record(label, kind, unit.task), status="done", error=None, run_id=result.run_id,
         main_key=result.main_key, score=result.score, seeds={str(k): v for k, v in result.seeds.items()},
@@ -233,8 +249,7 @@ def finetune(ctx: UnitContext, unit: Unit) -> Outcome:
     model = find_model(ctx, label, what="fine-tune", where=unit.id)
     result = finetune_model(model, task, seeds=plan.seeds, data_dir=plan.data_dir, output_dir=plan.output_dir,
                             preset=plan.preset, overrides=plan.ablation.finetune_overrides(), from_scratch=False,
-                            arm=label, ablation=plan.name, experiment=plan.experiment,
-                            parent_run_id=ctx.parent_run_id, progress=ctx.progress)
+                            context=ctx.run, progress=ctx.progress)
     by_seed = {seed.seed: seed for seed in result.seeds}
     records = []
     for record in ctx.manifest.finetune_records(label, task):

@@ -74,6 +74,7 @@ from bvr.tracking import (
     TAG_COLLAPSED,
     TAG_MEASURE,
     DataInput,
+    RunContext,
     check_store,
     close_stale_runs,
     closed_on_error,
@@ -87,7 +88,7 @@ from bvr.tracking import (
     tracking_uri,
 )
 from bvr.tracking.placed import TAG_RESULT, copy_run
-from bvr.training import build_trainer, check_accelerator, quiet_fit, training_logger
+from bvr.training import TrainerSettings, build_trainer, check_accelerator, quiet_fit, training_logger
 from bvr.write_checks import check_writable
 
 # 3: encoder and task head drawn in generators of their own per seed; 4: packed layers, fused AdamW, 15-bit dropout;
@@ -118,10 +119,9 @@ class _Job:
     data: TaskData
     source: EncoderSource
     info: TaskInfo
-    arm: str
     checkpoint: str
-    experiment: str
-    ablation: str | None
+    context: RunContext
+    """The call's context, its experiment and label filled in; each seed's run nests under the call's run."""
     progress: bool
     inputs: list[DataInput] = field(default_factory=list)
     """The task's files, logged as each seed run's datasets."""
@@ -142,8 +142,8 @@ def _seed_logger(job: _Job, seed: int, parent_id: str, key: str) -> Any:
              "bvr.threads": str(torch.get_num_threads())}  # the budget the command or ablation set (bvr.threads)
     if job.info.split_note:
         extra[TAG_DATA_SPLIT] = job.info.split_note[:_MAX_TAG]
-    logger = training_logger(job.experiment, arm=job.arm, stage="finetune", ablation=job.ablation, task=job.spec.name,
-                             seed=seed, extra=extra, parent_run_id=parent_id)
+    logger = training_logger(dataclasses.replace(job.context, parent_run_id=parent_id), stage="finetune",
+                             task=job.spec.name, seed=seed, extra=extra)
     log_config(logger, None, {"task": job.spec.name, "seed": seed, "checkpoint": job.checkpoint,
                               "from_scratch": job.source.from_scratch, "finetune": dataclasses.asdict(job.cfg)})
     log_inputs(logger.experiment, logger.run_id, job.inputs)
@@ -203,9 +203,10 @@ def _train_seed(job: _Job, seed: int, parent_id: str, out: Path, key: str) -> Se
     logger = _seed_logger(job, seed, parent_id, key)
     with closed_on_error(logger.experiment, logger.run_id):  # Lightning ends it FINISHED before _log_outcome
         cfg = job.cfg
-        trainer = build_trainer(out, logger=logger, precision=cfg.precision, accelerator=cfg.accelerator,
-                                grad_clip=cfg.grad_clip, log_every_steps=cfg.log_every_steps, progress=job.progress,
-                                max_steps=cfg.max_steps or -1, max_epochs=cfg.epochs)
+        settings = TrainerSettings(precision=cfg.precision, accelerator=cfg.accelerator, grad_clip=cfg.grad_clip,
+                                   log_every_steps=cfg.log_every_steps, max_steps=cfg.max_steps or -1,
+                                   max_epochs=cfg.epochs)
+        trainer = build_trainer(out, settings, logger, progress=job.progress)
         start = time.perf_counter()
         _fit(job, module, trainer, seed)
         final, best = module.history[-1], _best(module.history, job.main_key)
@@ -275,10 +276,7 @@ def finetune(
     overrides: Sequence[str] | None = None,
     config_file: str | Path | None = None,
     from_scratch: bool = False,
-    arm: str | None = None,
-    ablation: str | None = None,
-    experiment: str | None = None,
-    parent_run_id: str | None = None,
+    context: RunContext | None = None,
     progress: bool = False,
 ) -> FinetuneResult:
     """Fine-tune ``checkpoint`` on ``task`` once per seed, reusing seeds already finished with the same settings.
@@ -293,10 +291,9 @@ def finetune(
         overrides: ``--set`` strings (``finetune.epochs=2``, ``finetune.per_task.squad.stride=64``).
         config_file: a config file (its ``finetune`` section).
         from_scratch: the no-pretraining control: a randomly initialised encoder of the checkpoint's shape.
-        arm: the arm's name in MLflow (default: the checkpoint's run name, ``-scratch`` added for the control).
-        ablation: the ablation this belongs to (its experiment and the ``bvr.ablation`` tag).
-        experiment: the MLflow experiment (default: the ablation, else ``bvr-finetune``).
-        parent_run_id: nest this call's parent run under that run.
+        context: where the runs go: the experiment (default: the ablation's, else ``bvr-finetune``), the label
+            (default: the checkpoint's run name, ``-scratch`` added for the control), the run to nest this call's
+            run under, and the model's tags.
         progress: show Lightning's progress bar.
 
     Returns:
@@ -315,15 +312,16 @@ def finetune(
     check_accelerator(cfg.accelerator, "finetune.accelerator")  # the settings first, then the machine
     check_store(Path.cwd())
     check_writable(Path(output_dir), "output folder (--output-dir)")
-    if ablation is None:  # a lone run closes what a killed one left (an ablation does it for all its runs)
-        close_stale_runs(experiment or DEFAULT_EXPERIMENT, Path.cwd())
+    context = context or RunContext()
+    if context.ablation is None:  # a lone run closes what a killed one left (an ablation does it for all its runs)
+        close_stale_runs(context.experiment or DEFAULT_EXPERIMENT, Path.cwd())
     pretrained = load_pretrained(Path(checkpoint), need_mlm_head=False)  # the encoder is what fine-tuning needs
     _check_fits(cfg, pretrained)
     data_path = Path(data_dir) if data_dir is not None else None
     dirs = _seed_dirs(Path(output_dir) / "finetune", spec, cfg, checkpoint_identity(pretrained.folder), data_path,
                       from_scratch, seed_list)
-    arm = arm or default_arm(pretrained, from_scratch)
-    name = experiment or ablation or DEFAULT_EXPERIMENT
+    context = context.with_defaults(DEFAULT_EXPERIMENT, default_arm(pretrained, from_scratch))
+    arm, name, parent_run_id = context.label, context.experiment, context.parent_run_id
     client = store_client(tracking_uri(Path.cwd()))
     experiment_id = ensure_experiment(name, Path.cwd())
     placed = place_seeds(client, experiment_id, dirs)
@@ -333,17 +331,16 @@ def finetune(
              TAG_MEASURE: f"finetune/{spec.name}", **({MLFLOW_PARENT_RUN_ID: parent_run_id} if parent_run_id else {})}
     with contextlib.ExitStack() as stack:
         parent = TaskParent(stack, name, run_name(arm, "finetune", spec.name),
-                         run_tags(ablation=ablation, arm=arm, stage="finetune", task=spec.name, extra=extra))
+                            run_tags(context, stage="finetune", task=spec.name, extra=extra))
         for seed, (cached, _) in placed.elsewhere.items():  # logged by another experiment sharing this cache
-            tags = run_tags(ablation=ablation, arm=arm, stage="finetune", task=spec.name, seed=seed,
-                            extra={TAG_RESULT: dirs[seed].name})
+            tags = run_tags(context, stage="finetune", task=spec.name, seed=seed, extra={TAG_RESULT: dirs[seed].name})
             results[seed] = dataclasses.replace(cached, run_id=copy_run(
                 client, str(cached.run_id), experiment_id, parent_run_id=parent.id(), tags=tags))
         if len(results) < len(seed_list):
             data = _load_data(spec, pretrained, data_path, cfg)
             info = _task_info(data)
-            job = _Job(spec, cfg, data, EncoderSource(pretrained, from_scratch), info, arm, str(pretrained.folder),
-                       name, ablation, progress, _data_inputs(spec, data_path))
+            job = _Job(spec, cfg, data, EncoderSource(pretrained, from_scratch), info, str(pretrained.folder),
+                       context, progress, _data_inputs(spec, data_path))
             _train_missing(job, dirs, results, parent)
         if parent.started:
             _log_spread(client, parent.id(), spec, info, [results[seed] for seed in seed_list])

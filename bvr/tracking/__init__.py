@@ -62,6 +62,7 @@ from bvr.tracking.runs import (  # noqa: E402
     TAG_SEED,
     TAG_STAGE,
     TAG_TASK,
+    RunContext,
     close_stale_runs,
     closed_on_error,
     end_run,
@@ -73,7 +74,6 @@ from bvr.tracking.runs import (  # noqa: E402
     run_name,
     run_tags,
     system_metrics,
-    tagged,
 )
 from bvr.tracking.server import server_failure  # noqa: E402
 from bvr.tracking.store import (  # noqa: E402
@@ -100,7 +100,7 @@ from bvr.tracking.views import (  # noqa: E402
 
 __all__ = [
     "CURVES_VIEW", "DEFAULT_ARTIFACTS", "DEFAULT_DB", "DEFAULT_UI", "DataInput", "EFFECTS_VIEW",
-    "MAX_ENTITY_KEY_LENGTH",
+    "MAX_ENTITY_KEY_LENGTH", "RunContext",
     "MAX_PARAMS_TAGS_PER_BATCH", "MAX_PARAM_VAL_LENGTH", "SCORES_VIEW", "TAG_ABLATION", "TAG_ARM", "TAG_CLOSED",
     "TAG_COLLAPSED", "TAG_DECLARED_PREFIX", "TAG_GIT_COMMIT", "TAG_HOST", "TAG_LABEL", "TAG_MEASURE", "TAG_PID",
     "TAG_PRETRAIN_SEED", "TAG_SEED", "TAG_STAGE", "TAG_TASK", "TRUNCATION_MARKER", "artifact_location", "check_store",
@@ -108,5 +108,5 @@ __all__ = [
     "flatten_params", "git_commit", "link_model", "log_artifact_dir", "log_config", "log_inputs", "log_params_batched",
     "log_tags_batched", "parent_run", "resume_run", "run_name", "run_tags", "server_failure", "store_client",
     "system_metrics",
-    "tagged", "tracking_uri", "ui_address", "view_url", "write_views",
+    "tracking_uri", "ui_address", "view_url", "write_views",
 ]

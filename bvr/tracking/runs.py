@@ -4,14 +4,14 @@ an invocation under which every stage's run is nested."""
 from __future__ import annotations
 
 import contextlib
-import contextvars
+import dataclasses
 import json
 import os
 import socket
 import subprocess
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import mlflow
@@ -46,27 +46,38 @@ TAG_PRETRAIN_SEED = "bvr.pretrain_seed"
 TAG_DECLARED_PREFIX = "bvr.declared."
 """Prefix of the tags naming what an ablation arm changes: ``bvr.declared.masking.mode = static``."""
 
-_NO_TAGS: Mapping[str, Any] = MappingProxyType({})
-_CONTEXT_TAGS: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar("bvr_context_tags", default=_NO_TAGS)
+@dataclass(frozen=True)
+class RunContext:
+    """What a run belongs to, for its MLflow record: built once by the ablation runner (per unit) or by a command, and
+    passed down to the code that opens the run.
 
-
-@contextlib.contextmanager
-def tagged(tags: Mapping[str, Any]) -> Iterator[None]:
-    """Add ``tags`` to every run opened inside the block (:func:`run_tags`), below the ``extra`` a caller passes.
-
-    The ablation runner opens each unit inside one, so that every run of a model carries the arm (``bvr.arm``),
-    the model's label and its pretraining seed, whichever command-level function opens the run.
-
-    >>> with tagged({"bvr.arm": "static", "bvr.label": "static-p0"}):
-    ...     inside = run_tags(ablation="masking", arm="static-p0", stage="pretrain")
-    >>> inside["bvr.arm"], inside["bvr.label"], run_tags(ablation=None, arm="x", stage="pretrain")["bvr.arm"]
-    ('static', 'static-p0', 'x')
+    >>> context = RunContext(ablation="masking", label="static-p0", tags={"bvr.arm": "static"})
+    >>> tags = run_tags(context, stage="pretrain")
+    >>> tags["bvr.ablation"], tags["bvr.arm"], run_tags(RunContext(label="x"), stage="pretrain")["bvr.arm"]
+    ('masking', 'static', 'x')
+    >>> context.with_defaults("bvr-pretrain", "tiny").experiment, RunContext().with_defaults("bvr-pretrain", "tiny")
+    ('masking', RunContext(experiment='bvr-pretrain', ablation=None, label='tiny', parent_run_id=None, tags={}))
     """
-    token = _CONTEXT_TAGS.set({**_CONTEXT_TAGS.get(), **tags})
-    try:
-        yield
-    finally:
-        _CONTEXT_TAGS.reset(token)
+
+    experiment: str | None = None
+    """The MLflow experiment; None: the ablation's name, else the command's default (:meth:`with_defaults`)."""
+    ablation: str | None = None
+    """The ablation the run is part of (``bvr.ablation``); None: a lone command."""
+    label: str | None = None
+    """The model the run belongs to, the first part of its name (``static-p0/pretrain``); None: the command's
+    default (the config's name, the checkpoint's run)."""
+    parent_run_id: str | None = None
+    """The MLflow run to nest under (the ablation's parent run)."""
+    tags: Mapping[str, Any] = field(default_factory=dict)
+    """The model's tags, on every run of it: its arm (``bvr.arm``), label, pretraining seed and each key its arm
+    declares (``bvr.declared.masking.mode``); they win over the tags :func:`run_tags` derives from the fields."""
+
+    def with_defaults(self, experiment: str, label: str) -> RunContext:
+        """The context with its experiment (the ablation's, else ``experiment``) and label filled in."""
+        return dataclasses.replace(self, experiment=self.experiment or self.ablation or experiment,
+                                   label=self.label or label)
+
+
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 """The folder of the bvr package."""
 
@@ -113,9 +124,8 @@ def _tag_value(value: Any) -> str:
 
 
 def run_tags(
+    context: RunContext,
     *,
-    ablation: str | None,
-    arm: str | None,
     stage: str,
     task: str | None = None,
     seed: int | None = None,
@@ -127,24 +137,24 @@ def run_tags(
     Booleans are written ``true``/``false``.
 
     Args:
-        ablation: the ablation (None for a lone run).
-        arm: the arm within the ablation.
+        context: the ablation (``bvr.ablation``) and label (``bvr.arm``, unless the context's tags name the arm)
+            of the run, and the tags of its model.
         stage: ``pretrain``, ``finetune``, ...
         task: the fine-tuning task.
         seed: the fine-tuning seed.
-        extra: more tags (``{TAG_COLLAPSED: False}``); they win over the ones above and over the tags of an
-            enclosing :func:`tagged` block, which win over the arguments.
+        extra: more tags (``{TAG_COLLAPSED: False}``); they win over the context's tags, which win over the
+            fields above.
 
     Every run also carries the host and process id that opened it (:data:`TAG_HOST`, :data:`TAG_PID`).
     """
-    values = {TAG_ABLATION: ablation, TAG_ARM: arm, TAG_STAGE: stage, TAG_TASK: task, TAG_SEED: seed,
-              **_owner()}
+    values = {TAG_ABLATION: context.ablation, TAG_ARM: context.label, TAG_STAGE: stage, TAG_TASK: task,
+              TAG_SEED: seed, **_owner()}
     tags = {key: _tag_value(value) for key, value in values.items() if value is not None}
     commit = git_commit()
     if commit:
         tags[TAG_GIT_COMMIT] = commit
         tags[MLFLOW_GIT_COMMIT] = commit.removesuffix("-dirty")  # MLflow's UI links this one; it must be a sha
-    tags.update({key: _tag_value(value) for key, value in _CONTEXT_TAGS.get().items()})
+    tags.update({key: _tag_value(value) for key, value in context.tags.items()})
     tags.update({key: _tag_value(value) for key, value in (extra or {}).items()})
     return tags
 

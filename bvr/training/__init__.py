@@ -20,10 +20,11 @@ from bvr.training.guard import NonFiniteLoss, check_finite
 from bvr.training.optim import adamw, clip_unscaled, linear_schedule, no_decay, parameter_groups
 from bvr.training.precision import resolve_precision
 from bvr.training.runs import training_logger
-from bvr.training.trainer import build_trainer, check_accelerator, quiet_fit, resolve_strategy
+from bvr.training.trainer import TrainerSettings, build_trainer, check_accelerator, quiet_fit, resolve_strategy
 
 __all__ = [
     "NonFiniteLoss",
+    "TrainerSettings",
     "adamw",
     "build_trainer",
     "check_accelerator",

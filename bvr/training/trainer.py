@@ -7,11 +7,13 @@ validation and the model summary, and clips gradients by norm when ``grad_clip``
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import lightning as L
 from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
@@ -22,6 +24,9 @@ from bvr.memory import keep_freed_memory
 from bvr.progress import bars
 from bvr.signals import terminated_stop
 from bvr.training.precision import resolve_precision
+
+if TYPE_CHECKING:
+    from bvr.config import TrainingConfig
 
 LIGHTNING_NOISE = (
     ".*does not have many workers.*",  # a choice (num_workers), made for reproducibility on small CPU machines
@@ -45,7 +50,7 @@ def quiet_fit() -> Iterator[None]:
     callers' clean-up (MLflow runs ended KILLED, the ablation manifest saved) and the CLI's exit status see it.
     """
     with warnings.catch_warnings(), terminated_stop():
-        for message in LIGHTNING_NOISE:
+        for message in (*LIGHTNING_NOISE, SRUN_NOTICE):  # fit asks for SLURM again (the checkpoint connector)
             warnings.filterwarnings("ignore", message=message)
         yield
 
@@ -140,38 +145,16 @@ def check_accelerator(accelerator: str, key: str = "training.accelerator") -> No
                        hint="use auto or cpu")
 
 
-def build_trainer(
-    root: Path,
-    *,
-    logger: Any,
-    precision: str,
-    accelerator: str,
-    grad_clip: float,
-    log_every_steps: int,
-    progress: bool,
-    max_steps: int = -1,
-    max_epochs: int = -1,
-    devices: int = 1,
-    num_nodes: int = 1,
-    strategy: str = "auto",
-    grad_accum: int = 1,
-    val_every_steps: int | None = None,
-    checkpoint_every_steps: int | None = None,
-    sampler_per_rank: bool = False,
-    step_progress_bar: bool = False,
-    callbacks: Sequence[L.Callback] = (),
-) -> L.Trainer:
-    """A Lightning Trainer writing under ``root``.
+@dataclass(frozen=True)
+class TrainerSettings:
+    """How a Trainer runs: on what (precision, accelerator, processes), for how long, with what clipping and
+    accumulation, and how often it logs, validates and checkpoints.
 
-    Args:
-        root: the Trainer's ``default_root_dir``; checkpoints go to ``root/checkpoints``.
-        logger: the Lightning logger (MLflow).
+    Attributes:
         precision: ``auto`` or a Lightning precision (:func:`resolve_precision`).
         accelerator: Lightning's accelerator (``auto``, ``cpu``, ``gpu``).
         grad_clip: the gradient norm to clip at; 0 clips nothing.
         log_every_steps: Lightning's logging interval, in steps.
-        progress: show a progress bar (only on a terminal, :func:`bvr.progress.bars`): a rich bar, of steps or
-            of epochs counted from 1 (:class:`StepRichBar`, :class:`EpochBar`).
         max_steps: stop after this many optimiser steps (-1: no limit).
         max_epochs: stop after this many epochs (-1: no limit).
         devices, num_nodes: processes per node, and nodes.
@@ -180,18 +163,58 @@ def build_trainer(
         val_every_steps: validate every this many optimiser steps; None validates after each epoch.
         checkpoint_every_steps: write ``checkpoints/last.ckpt`` every this many optimiser steps (the resumable
             state); None writes no checkpoint.
+    """
+
+    precision: str = "auto"
+    accelerator: str = "auto"
+    grad_clip: float = 0.0
+    log_every_steps: int = 50
+    max_steps: int = -1
+    max_epochs: int = -1
+    devices: int = 1
+    num_nodes: int = 1
+    strategy: str = "auto"
+    grad_accum: int = 1
+    val_every_steps: int | None = None
+    checkpoint_every_steps: int | None = None
+
+    @classmethod
+    def of(cls, training: TrainingConfig) -> TrainerSettings:
+        """A pretraining run's settings: its ``training`` section, counted in steps."""
+        return cls(**{f.name: getattr(training, f.name) for f in dataclasses.fields(cls) if f.name != "max_epochs"})
+
+
+def build_trainer(
+    root: Path,
+    settings: TrainerSettings,
+    logger: Any,
+    *,
+    progress: bool,
+    sampler_per_rank: bool = False,
+    step_progress_bar: bool = False,
+    callbacks: Sequence[L.Callback] = (),
+) -> L.Trainer:
+    """A Lightning Trainer writing under ``root``.
+
+    Args:
+        root: the Trainer's ``default_root_dir``; checkpoints go to ``root/checkpoints``.
+        settings: how it runs (:class:`TrainerSettings`).
+        logger: the Lightning logger (MLflow), or False.
+        progress: show a progress bar (only on a terminal, :func:`bvr.progress.bars`): a rich bar, of steps or
+            of epochs counted from 1 (:class:`StepRichBar`, :class:`EpochBar`).
         sampler_per_rank: the data's sampler strides over the ranks itself, so Lightning must not replace it
             with a distributed one.
         step_progress_bar: count the bar in optimizer steps up to ``max_steps`` (long step-counted runs) rather
             than in epochs.
         callbacks: more Lightning callbacks.
     """
+    s = settings
     keep_freed_memory()  # steps reuse the heap instead of page-faulting it afresh (bvr.memory)
-    check_accelerator(accelerator)
+    check_accelerator(s.accelerator)
     extra: list[L.Callback] = []
-    if checkpoint_every_steps is not None:
+    if s.checkpoint_every_steps is not None:
         extra.append(ModelCheckpoint(dirpath=root / "checkpoints", save_top_k=0, save_last=True,
-                                     every_n_train_steps=checkpoint_every_steps))
+                                     every_n_train_steps=s.checkpoint_every_steps))
     extra.extend(callbacks)
     progress = bars(progress)  # no bar in a file or a pipe: carriage returns and cursor codes there
     if progress:
@@ -201,24 +224,24 @@ def build_trainer(
         # used": bvr runs on SLURM through its own launcher (bvr ablate --launcher slurm), where it is.
         warnings.filterwarnings("ignore", message=SRUN_NOTICE)
         trainer = L.Trainer(
-            max_steps=max_steps,
-            max_epochs=max_epochs,
-            accumulate_grad_batches=grad_accum,
-            gradient_clip_val=grad_clip or None,
-            precision=resolve_precision(precision),
-            accelerator=accelerator,
-            devices=devices,
-            num_nodes=num_nodes,
-            strategy=resolve_strategy(strategy, devices, num_nodes),
+            max_steps=s.max_steps,
+            max_epochs=s.max_epochs,
+            accumulate_grad_batches=s.grad_accum,
+            gradient_clip_val=s.grad_clip or None,
+            precision=resolve_precision(s.precision),
+            accelerator=s.accelerator,
+            devices=s.devices,
+            num_nodes=s.num_nodes,
+            strategy=resolve_strategy(s.strategy, s.devices, s.num_nodes),
             use_distributed_sampler=not sampler_per_rank,
             # Counted in micro-batches, so the interval is the steps times the accumulation.
-            val_check_interval=val_every_steps * grad_accum if val_every_steps is not None else None,
-            check_val_every_n_epoch=None if val_every_steps is not None else 1,
+            val_check_interval=s.val_every_steps * s.grad_accum if s.val_every_steps is not None else None,
+            check_val_every_n_epoch=None if s.val_every_steps is not None else 1,
             num_sanity_val_steps=0,
-            log_every_n_steps=log_every_steps,
+            log_every_n_steps=s.log_every_steps,
             logger=logger,
             callbacks=extra,
-            enable_checkpointing=checkpoint_every_steps is not None,
+            enable_checkpointing=s.checkpoint_every_steps is not None,
             enable_progress_bar=progress,
             enable_model_summary=False,
             default_root_dir=str(root),

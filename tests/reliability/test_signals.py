@@ -22,9 +22,9 @@ from torch import nn
 from bvr import signals
 from bvr.logger import BvrMLFlowLogger
 from bvr.signals import Terminated, handle_sigterm, is_interrupt, signals_deferred
-from bvr.tracking import closed_on_error, end_status, store_client, tracking_uri
+from bvr.tracking import RunContext, closed_on_error, end_status, store_client, tracking_uri
 from bvr.tracking.store import SQLiteClient
-from bvr.training import build_trainer, quiet_fit, training_logger
+from bvr.training import TrainerSettings, build_trainer, quiet_fit, training_logger
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -64,9 +64,9 @@ def _fit(tmp_path: Path, monkeypatch, max_steps: int, at: _SignalAt, *, closed: 
     """Fit under the CLI's handler (and, if ``closed``, :func:`closed_on_error`, as the commands do); return the
     trainer and the run's final status."""
     monkeypatch.chdir(tmp_path)
-    logger = training_logger("signals", arm="a", stage="pretrain", ablation=None)
-    trainer = build_trainer(tmp_path, logger=logger, precision="32-true", accelerator="cpu", grad_clip=0.0,
-                            log_every_steps=1, progress=False, max_steps=max_steps, callbacks=[at])
+    logger = training_logger(RunContext(experiment="signals", label="a"), stage="pretrain")
+    settings = TrainerSettings(precision="32-true", accelerator="cpu", log_every_steps=1, max_steps=max_steps)
+    trainer = build_trainer(tmp_path, settings, logger, progress=False, callbacks=[at])
     before = signal.getsignal(signal.SIGTERM)
     closing = closed_on_error(logger.experiment, logger.run_id) if closed else contextlib.nullcontext()
     with pytest.raises(Terminated), handle_sigterm(), closing, quiet_fit():
@@ -163,7 +163,7 @@ def test_ctrl_c_during_a_write_to_an_sqlite_store_is_raised_once_the_write_is_wh
 
 def test_the_training_logger_and_server_stores_get_the_right_client(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    logger = training_logger("clients", arm="a", stage="pretrain", ablation=None)
+    logger = training_logger(RunContext(experiment="clients", label="a"), stage="pretrain")
     assert isinstance(logger, BvrMLFlowLogger) and isinstance(logger.experiment, SQLiteClient)
     server = store_client("http://127.0.0.1:9")  # no request is made until a call
     assert type(server) is MlflowClient

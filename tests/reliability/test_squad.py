@@ -20,6 +20,7 @@ from bvr.tasks.evaluators import EMPTY_COLLAPSE_SHARE, SpanEvaluator
 from bvr.tasks.readers.squad_json import SquadExample
 from bvr.tasks.registry import get_task
 from bvr.tasks.splits import SplitData
+from bvr.tracking import RunContext
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "squad"
 CONTEXT = "alpha bravo charlie"
@@ -92,7 +93,7 @@ def test_a_run_answering_nothing_is_tagged_collapsed_end_to_end(tmp_path, answer
     from bvr.tracking import tracking_uri
 
     result = finetune(answering_nothing, "squad_v2", seeds=1, data_dir=tmp_path / "data", output_dir=tmp_path / "out",
-                      overrides=ANSWER_NOTHING, experiment="reliability-squad")
+                      overrides=ANSWER_NOTHING, context=RunContext(experiment="reliability-squad"))
     seed = result.seeds[0]
     run = MlflowClient(tracking_uri(tmp_path)).get_run(seed.run_id)
     assert seed.collapsed and run.data.tags["bvr.collapsed"] == "true"
