@@ -27,13 +27,15 @@ from bvr.ablation.records import FinetuneRecord
 from bvr.errors import BvrError
 from bvr.runner.dvc import pipeline_spec, render_pipeline
 from bvr.runner.dvc_plots import PAGE, PAGE_TEMPLATE, PLOT_TEMPLATES, TEMPLATES_DIR, plot_templates
-from bvr.runner.units import HANDLERS, UnitContext, find_model
+from bvr.runner.units import HANDLERS, UnitContext, find_model, run_context
 from bvr.tracking import (
     CURVES_VIEW,
     DEFAULT_UI,
     EFFECTS_VIEW,
     SCORES_VIEW,
+    RunContext,
     find_runs,
+    run_tags,
     tracking_uri,
     ui_address,
     view_url,
@@ -468,7 +470,7 @@ def test_put_replaces_the_record_of_the_same_unit_and_seed_in_place(data_dir, tm
 def _context(tmp_path: Path, data_dir: Path, **changes) -> UnitContext:
     (tmp_path / "exp.yaml").write_text(EXPERIMENT)
     plan = make_plan("exp.yaml", data_dir=data_dir, output_dir=tmp_path / "outputs")
-    values = {"models": {}, "parent_run_id": None, "stage_dir": None, "rank": 0, "progress": False, **changes}
+    values = {"models": {}, "run": RunContext(), "stage_dir": None, "rank": 0, "progress": False, **changes}
     return UnitContext(plan, Manifest.new(plan, {}), **values)
 
 
@@ -483,6 +485,20 @@ def test_a_handler_returns_what_it_built_and_changes_nothing(data_dir, tmp_path,
     folder = json.loads(first.products[0].text)["folder"]
     assert folder.startswith("corpus-") and (tmp_path / "outputs" / "cache" / folder / "DONE").is_file()
     assert ctx.manifest.to_dict() == before and not (tmp_path / "pipeline").exists()
+
+
+def test_every_run_of_a_unit_gets_its_model_s_context(tmp_path, data_dir, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ctx = _context(tmp_path, data_dir)
+    arm = ctx.plan.arm("static")
+    run = run_context(ctx.plan, ctx.manifest, Unit(UnitKind.PROBE, arm.label, "sst2"), "parent-id")
+    assert (run.experiment, run.ablation, run.label, run.parent_run_id) == (
+        ctx.plan.experiment, ctx.plan.name, arm.label, "parent-id")
+    assert run.tags == {"bvr.arm": "static", "bvr.label": arm.label, "bvr.pretrain_seed": arm.pretrain_seed,
+                        "bvr.declared.masking.mode": "static"}
+    assert run_tags(run, stage="probe", task="sst2")["bvr.declared.masking.mode"] == "static"
+    corpus = run_context(ctx.plan, ctx.manifest, Unit(UnitKind.CORPUS), "parent-id")
+    assert (corpus.label, corpus.tags, corpus.parent_run_id) == (None, {}, "parent-id")
 
 
 def test_looking_a_model_up_never_trains_one(data_dir, tmp_path, monkeypatch):
