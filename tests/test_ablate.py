@@ -5,7 +5,9 @@ the same stages."""
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
 import json
 import os
 import re
@@ -243,9 +245,10 @@ def test_dvc_repro_right_after_bvr_ablate_runs_nothing_and_leaves_git_and_dvc_cl
     # Before the other tests re-render the report. bvr ablate wrote the stage folder and recorded it in dvc.lock,
     # BLiMP and the probes included; the user commits dvc.lock, DVC's record of the run, as DVC asks.
     lock = yaml.safe_load((finished / "dvc.lock").read_text())["stages"]
-    assert len(lock) == 31 and {"evaluate@blimp-static-p0", "evaluate@probe-no-pretraining-p1-sst2", "report"} <= set(
-        lock)
-    assert lock["evaluate@blimp-static-p0"]["outs"][0]["path"] == "pipeline/tiny-masking/static-p0/blimp.json"
+    assert list(lock) == ["ablate"]
+    outs = {out["path"] for out in lock["ablate"]["outs"]}
+    assert {"pipeline/tiny-masking", "reports/tiny-masking/report.md"} <= outs
+    assert (finished / "pipeline" / "tiny-masking" / "static-p0" / "blimp.json").is_file()  # BLiMP, the probes too
     for cmd in (["git", "add", "dvc.lock"], ["git", "commit", "-qm", "bvr ablate"]):
         assert _git_dvc(finished, *cmd).returncode == 0
     for cmd in (["dvc", "repro"], ["dvc", "repro", "--dry"]):  # --dry: every stage's dependency is there
@@ -323,7 +326,7 @@ def test_a_second_invocation_trains_nothing(finished, data_dir, monkeypatch, cap
     assert list(parents["status"]) == ["FINISHED"]
     assert "1 unit(s) run" in out and "reused" in out  # the report is re-rendered, nothing else
     # The folder's dvc.yaml runs this ablation: the run stands for `dvc repro` and records itself in dvc.lock.
-    said = ("DVC: recorded 31 stages in dvc.lock (commit it with git); dvc status is clean and dvc repro runs "
+    said = ("DVC: recorded 1 stage in dvc.lock (commit it with git); dvc status is clean and dvc repro runs "
             f"nothing. Data folder {data_dir.resolve()}; dvc repro reads it from BVR_DATA_DIR, as data_dir in "
             "params.yaml is empty")
     assert said in " ".join(out.split())
@@ -545,17 +548,24 @@ def test_the_shipped_dvc_yaml_is_the_generated_masking_pipeline():
     assert "html_template = plots/bvr-page.html" in (REPO / ".dvc" / "config").read_text()
 
 
-def test_the_only_dvc_metric_is_the_reports_small_folder():
+def test_the_pipeline_is_one_stage_whose_params_are_the_arms_and_whose_metric_is_the_small_folder():
     spec = pipeline_spec(make_plan("masking", preset="tiny"), REPO)
-    declared = {stage: body.get("do", body).get("metrics") for stage, body in spec["stages"].items()}
-    assert {stage: m for stage, m in declared.items() if m} == {
-        "report": ["reports/masking/metrics"]}  # bvr ablate writes it too: nothing missing
-    outs = spec["stages"]["report"]["outs"]
-    assert "reports/masking/metrics.json" in outs  # the full numbers stay, as an output
-    assert "pipeline/masking/${key}/pretrain.json" in spec["stages"]["pretrain"]["do"]["outs"]
+    assert list(spec["stages"]) == ["ablate"]
+    stage = spec["stages"]["ablate"]
+    assert stage["cmd"] == ("bvr ablate experiments/masking.yaml --preset tiny --data-dir-from params.yaml "
+                            "--stage-dir pipeline/masking --no-progress")
+    # What dvc exp show puts in a column: data_dir, each arm's block, the experiment files' folder (one hash).
+    assert stage["params"] == [{"params.yaml": ["data_dir"]},
+                               {"experiments/masking.yaml": ["arms.static", "arms.dynamic"]}]
+    assert stage["deps"] == ["experiments"]  # the experiment file and experiments/presets/tiny.yaml
+    assert stage["metrics"] == ["reports/masking/metrics"]  # bvr ablate writes it too: nothing missing
+    assert stage["outs"] == ["pipeline/masking", *(f"reports/masking/{out}" for out in (
+        "report.md", "report.html", "figures", "metrics.json", "plots"))]
     # Every output is in DVC's cache (git ignores pipeline/ and reports/NAME/): none is left for git to track.
-    outs = [out for body in spec["stages"].values() for out in body.get("do", body).get("outs", [])]
-    assert all(isinstance(out, str) for out in outs), outs
+    assert all(isinstance(out, str) for out in stage["outs"])
+    # An experiment file outside a folder of its own: the file and its preset, each a dependency.
+    outside = pipeline_spec(make_plan(REPO / "experiments" / "masking.yaml", preset="tiny"), REPO / "experiments")
+    assert outside["stages"]["ablate"]["deps"] == ["masking.yaml", "presets/tiny.yaml"]
 
 
 def test_dvc_plots_colour_arms_keep_seeds_categorical_and_mark_zero():
@@ -583,9 +593,11 @@ def test_dvc_plots_colour_arms_keep_seeds_categorical_and_mark_zero():
         assert all(f"<DVC_METRIC_{a}>" in text for a in ("DATA", "TITLE", "X", "Y", "X_LABEL", "Y_LABEL")), name
 
 
-def _git_dvc(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+def _git_dvc(cwd: Path, *args: str, columns: int | None = None, data_dir: Path | None = None
+             ) -> subprocess.CompletedProcess:
     env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "DVC_NO_ANALYTICS": "1"}
+           "GIT_COMMITTER_EMAIL": "t@t", "DVC_NO_ANALYTICS": "1", **({"COLUMNS": str(columns)} if columns else {}),
+           **({"BVR_DATA_DIR": str(data_dir)} if data_dir else {})}
     bindir = str(Path(sys.executable).parent)  # the `bvr` and `dvc` of this environment
     env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))  # this checkout's bvr
@@ -597,29 +609,20 @@ def test_dvc_reads_the_metrics_and_plots_bvr_ablate_wrote(finished):
     repo = finished  # a clone of bvr where `bvr pipeline`, then `bvr ablate` ran
     assert sorted(p.name for p in (repo / TEMPLATES_DIR).iterdir()) == sorted([*plot_templates(), PAGE_TEMPLATE])
     assert "html_template = plots/bvr-page.html" in (repo / ".dvc" / "config").read_text()
-    # One evaluate stage per model and evaluation, reading that model and writing beside it; the report reads them.
-    stages = yaml.safe_load((repo / "dvc.yaml").read_text())["stages"]
-    arms = [f"{arm}-p{seed}" for arm in ("static", "dynamic", "no-pretraining") for seed in (0, 1)]
-    assert stages["evaluate"]["foreach"] == {
-        **{f"blimp-{arm}": {"unit": f"blimp:{arm}", "arm": arm, "out": "blimp.json"} for arm in arms},
-        **{f"probe-{arm}-sst2": {"unit": f"probe:{arm}:sst2", "arm": arm, "out": "probe-sst2.json"} for arm in arms},
-    }
-    evaluate = stages["evaluate"]["do"]
-    assert evaluate["cmd"].endswith("--only ${item.unit}")
-    assert evaluate["deps"] == ["pipeline/tiny-masking/${item.arm}/model"]
-    assert evaluate["outs"] == ["pipeline/tiny-masking/${item.arm}/${item.out}"]
-    assert stages["report"]["deps"] == ["pipeline/tiny-masking"]  # every stage's products, in one column
-
     shown = _git_dvc(repo, "dvc", "metrics", "show")  # no dvc repro: what bvr ablate left
     assert shown.returncode == 0 and "failed" not in shown.stderr, shown.stderr
-    lines = shown.stdout.splitlines()
-    assert lines[0].split() == ["Path", "b_minus_a", "median"]  # 2 pretraining seeds: no interval to show
-    folder = "reports/tiny-masking/metrics"
-    medians = [f"{folder}/{arm}/finetune_sst2.json" for arm in ("static", "dynamic", "no-pretraining")]
-    differences = [f"{folder}/dynamic-minus-static/{m}.json" for m in ("blimp", "probe_sst2", "finetune_sst2", "mlm")]
-    differences += [f"{folder}/{arm}-minus-no-pretraining/{m}.json" for arm in ("static", "dynamic")
-                    for m in ("blimp", "probe_sst2", "finetune_sst2")]
-    assert sorted(line.split()[0] for line in lines[1:]) == sorted(medians + differences)
+    assert [line.split() for line in shown.stdout.splitlines()][0] == [
+        "Path", "blimp", "finetune_sst2", "mlm", "probe_sst2"]
+    assert shown.stdout.splitlines()[1].split()[0] == "reports/tiny-masking/metrics/dynamic-minus-static.json"
+
+    # dvc exp show, without flags, in a terminal of 200 columns: every column whole (DVC cuts what does not fit to
+    # `…`): the differences, data_dir, the arms' keys and the experiment file's hash.
+    table = _git_dvc(repo, "dvc", "exp", "show", "--no-pager", columns=200)
+    assert table.returncode == 0, table.stderr
+    assert "…" not in table.stdout and max(map(len, table.stdout.splitlines())) <= 200, table.stdout
+    header = table.stdout.splitlines()[1].split()
+    assert header == ["Experiment", "Created", "blimp", "probe_sst2", "finetune_sst2", "mlm", "data_dir",
+                      "arms.static.masking.mode", "arms.dynamic.masking.mode", "tiny-masking.yaml"], table.stdout
 
     plots = _git_dvc(repo, "dvc", "plots", "show", "--json", "--split")
     assert plots.returncode == 0 and "WARNING" not in plots.stderr, plots.stderr
@@ -645,34 +648,28 @@ def test_dvc_reads_the_metrics_and_plots_bvr_ablate_wrote(finished):
 
 
 @pytest.mark.slow
-def test_dvc_repro_runs_the_pipeline_then_nothing_then_only_the_changed_arm(data_dir, tmp_path):
+def test_dvc_repro_runs_the_ablation_then_nothing_and_an_experiment_trains_only_the_changed_arm(data_dir, tmp_path):
     repo = tmp_path / "repo"
     repo.mkdir()
-    # One fine-tuning seed, no BLiMP, no probe and no control: the DVC layout is the subject here, and every stage is
-    # a bvr process that spends ~10 s importing for well under a second of work. The evaluate stages' layout is
-    # checked in test_dvc_reads_the_metrics_and_plots_bvr_ablate_wrote, the control's init stage by
-    # test_dvc_repro_right_after_bvr_ablate_runs_nothing_and_leaves_git_and_dvc_clean; they run through the same
-    # `--only` as the others.
+    # One fine-tuning seed, no BLiMP, no probe and no control: the DVC layout is the subject here. BLiMP, the probes
+    # and the control in the stage folder are checked by test_dvc_repro_right_after_bvr_ablate_runs_nothing_...
     (repo / "tiny-masking.yaml").write_text(EXPERIMENT.replace("seeds: 2, optional", "seeds: 1, optional")
                                             .replace("blimp: {per_paradigm: 2}", "blimp: {enabled: false}")
                                             .replace("probes: {tasks: [sst2], seeds: 2, max_train_examples: null}",
                                                      "probes: {tasks: []}")
                                             .replace("control: true", "control: false"))
-    (repo / "params.yaml").write_text(f"data_dir: {data_dir}\n")
-    for cmd in (["git", "init", "-q"], ["dvc", "init", "-q"], ["bvr", "pipeline", "tiny-masking.yaml"]):
+    (repo / "params.yaml").write_text("data_dir: ''\n")  # as shipped: the data folder from BVR_DATA_DIR
+    shutil.copy(REPO / ".gitignore", repo / ".gitignore")
+    for cmd in (["git", "init", "-q"], ["dvc", "init", "-q"], ["bvr", "pipeline", "tiny-masking.yaml"],
+                ["git", "add", "-A"], ["git", "commit", "-qm", "pipeline"]):
         done = _git_dvc(repo, *cmd)
         assert done.returncode == 0, done.stderr
-    stages = yaml.safe_load((repo / "dvc.yaml").read_text())["stages"]
-    assert list(stages) == ["corpus", "tokenizer", "data", "pretrain", "finetune", "report"]
-    assert stages["pretrain"]["foreach"] == {"static": {"arm": "static"}, "dynamic": {"arm": "dynamic"}}
-    _git_dvc(repo, "git", "add", "-A")
-    _git_dvc(repo, "git", "commit", "-qm", "pipeline")
 
-    first = _git_dvc(repo, "dvc", "repro")
+    first = _git_dvc(repo, "dvc", "repro", data_dir=data_dir)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    for stage in ("corpus", "tokenizer@bert", "data@static", "pretrain@dynamic", "finetune@static-sst2",
-                  "finetune@dynamic-sst2", "report"):
-        assert f"Running stage '{stage}'" in first.stdout, stage
+    assert "Running stage 'ablate'" in first.stdout
+    for unit in ("corpus", "tokenizer:bert", "data:static", "pretrain:dynamic", "finetune:static:sst2", "report"):
+        assert f"\n{unit}: done in " in first.stdout, unit
     assert (repo / "pipeline" / "tiny-masking" / "static" / "model" / "model.safetensors").is_file()
     scores = json.loads((repo / "pipeline" / "tiny-masking" / "dynamic" / "finetune-sst2.json").read_text())
     assert scores["main_key"] == "dev/accuracy" and len(scores["seeds"]) == 1
@@ -680,16 +677,28 @@ def test_dvc_repro_runs_the_pipeline_then_nothing_then_only_the_changed_arm(data
     metrics = _git_dvc(repo, "dvc", "metrics", "show", "--json")
     rows = json.loads(metrics.stdout)[""]["data"]  # "": the workspace
     assert metrics.returncode == 0 and "failed" not in metrics.stderr, metrics.stderr
-    assert rows["reports/tiny-masking/metrics/static/finetune_sst2.json"]["data"]["median"] > 0
+    assert set(rows["reports/tiny-masking/metrics/dynamic-minus-static.json"]["data"]) == {"mlm", "finetune_sst2"}
 
-    again = _git_dvc(repo, "dvc", "repro")
+    again = _git_dvc(repo, "dvc", "repro", data_dir=data_dir)
     assert again.returncode == 0 and "Running stage" not in again.stdout, again.stdout
+    for cmd in (["git", "add", "dvc.lock"], ["git", "commit", "-qm", "run"]):
+        assert _git_dvc(repo, *cmd).returncode == 0
 
-    # Change one arm: DVC re-runs that arm's stages, then the report; the other arm and the control stay.
-    exp = repo / "tiny-masking.yaml"
-    exp.write_text(exp.read_text().replace("dynamic: {masking: {mode: dynamic}}",
-                                           "dynamic: {masking: {mode: dynamic, seed: 1}}"))
-    dry = _git_dvc(repo, "dvc", "repro", "--dry")
-    ran = {line.split("'")[1] for line in dry.stdout.splitlines() if line.startswith("Running stage")}
-    assert {"data@dynamic", "pretrain@dynamic"} <= ran
-    assert not ran & {"corpus", "tokenizer@bert", "data@static", "pretrain@static", "finetune@static-sst2"}, ran
+    # An experiment that changes one arm's masking seed (+: a key the file lacks): DVC runs the stage; bvr trains
+    # that arm and reuses the rest, the dynamic arm's data among them (its masks are drawn while it trains).
+    exp = _git_dvc(repo, "dvc", "exp", "run", "-n", "seed-1", "-S", "tiny-masking.yaml:+arms.dynamic.masking.seed=1",
+                   data_dir=data_dir)
+    assert exp.returncode == 0, exp.stdout[-3000:] + exp.stderr[-3000:]
+    for unit in ("corpus", "tokenizer:bert", "data:static", "data:dynamic", "pretrain:static", "finetune:static:sst2"):
+        assert f"\n{unit}: reused in " in exp.stdout, (unit, exp.stdout)
+    for unit in ("pretrain:dynamic", "finetune:dynamic:sst2", "report"):
+        assert f"\n{unit}: done in " in exp.stdout, (unit, exp.stdout)
+    # Both runs side by side, within 200 columns: the changed key has its own column.
+    table = _git_dvc(repo, "dvc", "exp", "show", "--no-pager", "--csv")
+    rows = list(csv.DictReader(io.StringIO(table.stdout)))
+    seeds = {"baseline" if r["typ"] == "baseline" and r["rev"] != "workspace" else r["Experiment"] or r["rev"]:
+             r["arms.dynamic.masking.seed"] for r in rows}
+    assert seeds["baseline"] == "" and seeds["seed-1"] == "1", seeds
+    assert all(r["mlm"] and r["finetune_sst2"] for r in rows)
+    wide = _git_dvc(repo, "dvc", "exp", "show", "--no-pager", columns=200)
+    assert "…" not in wide.stdout and "seed-1" in wide.stdout, wide.stdout

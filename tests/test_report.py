@@ -547,26 +547,20 @@ def test_figures_label_their_axes_name_their_arms_and_draw_the_mlm_loss(analysis
     assert len(between.get_yticklabels()) == 4 and len(control.get_yticklabels()) == 8  # every other comparison
 
 
-def test_dvc_metrics_are_the_medians_and_differences_one_row_per_file(report: ReportResult, store: Store) -> None:
+def test_dvc_metrics_are_one_file_per_arm_comparison_keyed_by_measure(report: ReportResult, store: Store) -> None:
+    """DVC's metrics are what `dvc exp show` puts in a column each: the arm-vs-arm differences, one file per
+    comparison, one short key per measure, rounded as the report prints them (nats 3, points 1)."""
     folder = store.workdir / "reports" / "masking" / "metrics"
     rows = {p.relative_to(folder).as_posix(): json.loads(p.read_text(encoding="utf-8"))
             for p in sorted(folder.rglob("*.json"))}
     assert sorted(rows) == sorted(p.relative_to(folder).as_posix() for p in report.dvc_metrics)
-    medians = {f"{arm}/finetune_{task}.json" for arm in (*ARMS, CONTROL) for task in ("sst2", "squad_v2")}
-    differences = {f"{b}-minus-{a}/{key}.json" for a, b, key in COMPARISONS}
-    assert set(rows) == medians | differences and len(rows) == 6 + M
-    full = _metrics(report)["scores"]  # the same medians as metrics.json's spreads, nothing more
-    for name in medians:
-        arm, task = name.removesuffix(".json").split("/finetune_")
-        assert rows[name] == {"median": round(full[arm][task]["median"], 1)}, name
-    assert rows["static/finetune_sst2.json"] == {"median": 80.0}  # of 79, 81, 83, 85, 75, 77
-    for (a, b, key), expected in _expected().items():  # rounded as the report prints them: nats 3, points 1
-        row = rows[f"{b}-minus-{a}/{key}.json"]
-        digits = 3 if key == "mlm" else 1
-        assert list(row) == ["b_minus_a", "ci_lower", "ci_upper"], key
-        assert row == {"b_minus_a": round(expected["mean"], digits), "ci_lower": round(expected["ci_low"], digits),
-                       "ci_upper": round(expected["ci_high"], digits)}, (a, b, key)
-    assert rows["dynamic-minus-static/finetune_sst2.json"] == {"b_minus_a": 2.0, "ci_lower": 1.1, "ci_upper": 2.9}
+    assert list(rows) == ["dynamic-minus-static.json"]  # the control's comparisons are the report's
+    row = rows["dynamic-minus-static.json"]
+    assert list(row) == ["blimp", "probe_sst2", "finetune_sst2", "finetune_squad_v2", "mlm"]  # the report's order
+    expected = _expected()
+    for key, value in row.items():
+        assert value == round(expected[("static", "dynamic", key)]["mean"], 3 if key == "mlm" else 1), key
+    assert row["finetune_sst2"] == 2.0
 
 
 def test_report_is_logged_to_the_parent_run(report: ReportResult, store: Store, tmp_path: Path) -> None:
@@ -679,8 +673,8 @@ def test_partial_report_lists_what_is_missing(store: Store, tmp_path: Path) -> N
             in text)
     assert not (out / "figures" / "stale.png").exists() and not (out / "plots" / "stale.csv").exists()
     assert not (out / "metrics" / "gone").exists()
-    untested = json.loads((out / "metrics" / "dynamic-minus-static" / "probe_sst2.json").read_text(encoding="utf-8"))
-    assert untested == pytest.approx({"b_minus_a": 2.0})  # (1 + 3) / 2 over the seeds both have; no interval: DVC's '-'
+    row = json.loads((out / "metrics" / "dynamic-minus-static.json").read_text(encoding="utf-8"))
+    assert row["probe_sst2"] == pytest.approx(2.0)  # (1 + 3) / 2 over the seeds both have, though not tested
 
 
 def test_an_ablation_with_no_runs_yet_renders(store: Store, tmp_path: Path) -> None:

@@ -68,8 +68,7 @@ def ablate_cmd(
     set_: AblationSetOpt = None,
     only: Annotated[list[str] | None, typer.Option("--only", help="Run just this unit (repeatable): KIND, "
                                                    f"KIND:NAME or KIND:NAME:TASK with KIND one of {UNIT_KINDS_HELP}, "
-                                                   "e.g. tokenizer:FAMILY, pretrain:ARM, finetune:ARM:TASK. DVC "
-                                                   "stages use it.")] = None,
+                                                   "e.g. tokenizer:FAMILY, pretrain:ARM, finetune:ARM:TASK.")] = None,
     stage_dir: Annotated[Path | None, typer.Option("--stage-dir", help="Also write each unit's products here "
                                                    "for DVC to track (pipeline/NAME).")] = None,
     report: Annotated[bool, typer.Option("--report/--no-report", help="Render reports/NAME at the end.")] = True,
@@ -316,11 +315,11 @@ def pipeline_cmd(
     preset: AblationPresetOpt = None,
     output: Annotated[Path, typer.Option("--output", "-o", help="File to write ('-': print).")] = Path("dvc.yaml"),
 ) -> None:
-    """Write the DVC pipeline (dvc.yaml) that runs an ablation stage by stage; then run it with `dvc repro`.
+    """Write the DVC pipeline (dvc.yaml) that runs an ablation; then run it with `dvc repro`.
 
-    Stages: corpus, tokenizer (per family), data, pretrain (per arm), init (the control), finetune (per arm and
-    task) and report. Each stage's params are the experiment-file keys it reads, so changing one arm re-runs only
-    that arm's stages and the report. The plot templates dvc.yaml names go into .dvc/plots/ beside it.
+    One stage, `bvr ablate NAME`: bvr reuses every unit a change did not touch, so changing one arm retrains only
+    that arm. Its params are the keys `dvc exp show` shows (what the arms declare and data_dir);
+    its metrics are the arm-vs-arm differences. The plot templates dvc.yaml names go into .dvc/plots/ beside it.
     """
     from bvr.runner.dvc import render_pipeline
     from bvr.runner.dvc_plots import TEMPLATES_DIR, write_plot_templates

@@ -75,34 +75,28 @@ def metrics_payload(a: Analysis) -> dict[str, Any]:
 
 
 def dvc_metrics(a: Analysis) -> dict[str, dict[str, float]]:
-    """The rows of ``dvc metrics show``: the median of each arm's runs per fine-tuning task, and each paired
-    difference ``b - a`` with its simultaneous interval, nothing else.
+    """The DVC metrics: one small file per arm-vs-arm comparison, ``B-minus-A.json``, holding the paired difference
+    ``b - a`` per measure (``mlm``, ``blimp``, ``probe_TASK``, ``finetune_TASK``), rounded as the report prints it
+    (points to 1 decimal, nats to 3); the comparisons with the control where no two arms are compared.
 
-    DVC shows one row per metrics file and one column per key (a nested file is one wide row), so each number's
-    row is its own small file, named by what it measures; the keys are few and sort as they read:
-    ``ARM/finetune_TASK.json`` holds ``median`` (points), ``B-minus-A/MEASURE.json`` holds ``b_minus_a``,
-    ``ci_lower`` and ``ci_upper`` (points; nats for ``mlm``), rounded as the report prints them (1 decimal; 3 for
-    nats). A value that cannot be worked out (no interval under
-    3 pretraining seeds) is left out, so DVC shows ``-``.
+    DVC shows a metrics file as a row of ``dvc metrics show`` and each key as a column of ``dvc exp show``, where
+    keys that two files share are spelled with the file's path; so the keys are the measures and, for the usual one
+    comparison, few and short. The intervals, medians and the comparisons with the control are the report's
+    ``metrics.json`` and the parent run's ``report/effects.csv``. A difference that cannot be worked out is left out,
+    so DVC shows ``-``.
 
     Args:
         a: the analysed ablation.
 
     Returns:
-        ``{path relative to metrics/: {key: value}}``, arms first, in the report's order.
+        ``{file name under metrics/: {measure: difference}}``, in the report's order.
     """
     rows: dict[str, dict[str, float]] = {}
-    digits: dict[str, int] = {}
-    for (arm, task), s in a.summaries.items():
-        path = f"{arm}/finetune_{task}.json"
-        rows[path], digits[path] = {"median": s.median}, 1
-    for c in [*a.comparisons, *a.control]:
-        path = f"{c.b}-minus-{c.a}/{c.key.replace('/', '_')}.json"
-        rows[path] = {"b_minus_a": c.estimate, "ci_lower": c.interval.ci_low, "ci_upper": c.interval.ci_high}
-        digits[path] = c.measure.digits
-    # Rounded as the report prints them (full precision: MLflow, the report's metrics.json and effects.csv).
-    return {path: {k: round(v, digits[path]) for k, v in clean(values).items() if v is not None}
-            for path, values in rows.items()}
+    for c in a.comparisons or a.control:
+        row = rows.setdefault(f"{c.b}-minus-{c.a}.json", {})
+        if (estimate := clean(c.estimate)) is not None:  # NaN: no difference to work out
+            row[c.key.replace("/", "_")] = round(estimate, c.measure.digits)
+    return rows
 
 
 def effects_table(a: Analysis) -> pd.DataFrame:

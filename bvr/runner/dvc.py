@@ -1,37 +1,31 @@
-"""``bvr pipeline NAME``: write the DVC pipeline (``dvc.yaml``) that runs an ablation stage by stage.
+"""``bvr pipeline NAME``: write the DVC pipeline (``dvc.yaml``) that runs an ablation.
 
-The stages are the units of :mod:`bvr.runner.run`, each a ``bvr ablate NAME --only UNIT`` call, so ``dvc repro`` and
-``bvr ablate`` share every cache and produce the same runs and report:
+One stage, ``ablate``: ``bvr ablate NAME`` itself, so ``dvc repro`` and ``bvr ablate`` share every cache and produce
+the same runs and report. bvr's runner, not DVC, decides which units run: a unit whose inputs did not change is reused
+from ``outputs/``, so after any change ``dvc repro`` trains only what the change touched (an arm's block: that arm's
+units, then the report), and an interrupted ``dvc repro`` continues where it stopped.
 
-- ``corpus``, ``tokenizer`` (``foreach`` family), ``data`` (``foreach`` arm): the prepared data;
-- ``pretrain`` (``foreach`` arm and pretraining seed) and ``init`` (the no-pretraining control's random encoder,
-  one per pretraining seed);
-- ``evaluate`` (``foreach`` model and evaluation): zero-shot BLiMP and the frozen-feature probes;
-- ``finetune`` (``foreach`` arm x task, the control included);
-- ``report``: ``reports/NAME/``, whose ``metrics/`` folder is the DVC metric (one small file per row of ``dvc metrics
-  show``: each arm's median per task, each paired difference with its interval) and whose ``plots/`` CSVs are the
-  DVC plots, drawn by the templates of :mod:`bvr.runner.dvc_plots` (``.dvc/plots/``, written beside ``dvc.yaml``).
+- **Outputs**: ``pipeline/NAME/`` (each unit's products, written by ``--stage-dir``: every model, the data
+  statistics, per-task scores), and the report (``reports/NAME/``). Every output is in DVC's cache.
+- **Metrics**: ``reports/NAME/metrics/``, one small file per arm-vs-arm comparison (``B-minus-A.json``: the paired
+  difference per measure, rounded as the report prints it). **Plots**: the report's ``plots/`` CSVs, drawn by the
+  templates of :mod:`bvr.runner.dvc_plots` (``.dvc/plots/``, written beside ``dvc.yaml``).
+- **Dependencies and params**: the experiment file and its preset are dependencies (their folder, as one, where both
+  lie in it), so any change of them re-runs the stage; its ``params`` are only the keys ``dvc exp show`` should show:
+  the arms' blocks and ``data_dir``. DVC shows every dependency and every listed param as a column and has no
+  setting to hide one, so a stage per unit (a dependency each) or every key as a param would not fit a terminal.
+  The report's code and the published
+  figures (``reports/published.yaml``) are not dependencies, as no code is: ``bvr report NAME`` re-renders.
 
-``bvr ablate`` renders the same report, so ``dvc metrics show`` and ``dvc plots show`` read alike after either
-entry point. The stage folder's ``pretrain.json`` files are plain outputs, not metrics: ``bvr ablate`` without
-``--stage-dir`` does not write them, and DVC would warn that it failed to load them.
+The file is generated rather than written by hand because the arms come from the experiment file; regenerate it after
+adding an arm. The data folder comes from ``params.yaml`` (``data_dir``; empty: the ``BVR_DATA_DIR`` environment
+variable).
 
-Each stage's ``params`` are the keys of the experiment files it reads, so DVC re-runs exactly what a change
-touches: an arm's block (``arms.ARM``) re-runs that arm's stages and the report; the preset and ``base`` re-run
-everything. Each stage writes its products under ``pipeline/NAME/`` for DVC to track (the exported model of each
-arm, the data statistics, per-task scores); the heavy caches stay in ``outputs/``.
-
-The file is generated rather than written by hand because the stage lists (arms, tasks, tokenizer families)
-come from the experiment file at a preset; regenerate it after adding an arm or a task. The data folder comes
-from ``params.yaml`` (``data_dir``; empty: the ``BVR_DATA_DIR`` environment variable).
-
-DVC runs each ``cmd`` through a shell, so every value written into one is shell-quoted (:func:`shlex.quote`): a path
-with ``$(...)`` or ``;`` in it stays one word and runs nothing. The names DVC substitutes (arms, tasks, units) are
-held to :data:`~bvr.ablation.declare.ARM_NAME` and the experiment's to :func:`~bvr.config.loading.is_name`. No value
-of ``params.yaml`` is substituted at all: DVC would paste it into the command before the shell reads it, and no
-quoting survives a value holding the quote. The stages pass ``--data-dir-from params.yaml`` and bvr reads
-``data_dir`` there itself (:func:`read_data_dir`); each stage still lists ``params.yaml: [data_dir]``, so DVC re-runs
-them when it changes.
+DVC runs ``cmd`` through a shell, so every value written into it is shell-quoted (:func:`shlex.quote`): a path with
+``$(...)`` or ``;`` in it stays one word and runs nothing. No value of ``params.yaml`` is substituted at all: DVC would
+paste it into the command before the shell reads it, and no quoting survives a value holding the quote. The stage
+passes ``--data-dir-from params.yaml`` and bvr reads ``data_dir`` there itself (:func:`read_data_dir`); the stage
+still lists ``params.yaml: [data_dir]``, so DVC re-runs it when it changes.
 """
 
 from __future__ import annotations
@@ -45,11 +39,10 @@ from typing import Any
 
 import yaml
 
-from bvr.ablation.plan import Plan, Unit, UnitKind
+from bvr.ablation.plan import Plan
 from bvr.config import PRESETS_DIR, read_yaml
 from bvr.errors import BvrError
 from bvr.runner.dvc_plots import plots_spec
-from bvr.runner.stage_folder import evaluation_file
 
 PARAMS_FILE = "params.yaml"
 
@@ -78,144 +71,44 @@ def _params(file: Path, keys: list[str], root: Path) -> dict[str, list[str]] | N
     return {_rel(file, root): present} if present else None
 
 
-def _sections(file: Path, keys: list[str], apart: tuple[str, ...]) -> list[str]:
-    """``KEY.SECTION`` for every section under each of ``keys`` in ``file`` but those ``apart``; ``KEY`` itself where
-    it holds no mapping."""
-    data, _ = read_yaml(file)
-    out = []
-    for key in keys:
-        node: Any = data
-        for part in key.split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, dict):
-            out += [f"{key}.{section}" for section in node if section not in apart]
-        elif node is not None:
-            out.append(key)
-    return out
+def _display_params(plan: Plan, exp: Path, root: Path) -> list[dict[str, list[str]]]:
+    """The keys ``dvc exp show`` shows as the ablation's params: ``data_dir`` and each pretrained arm's block
+    (``arms.ARM``: what the arms differ in, one column per key). Only these are listed: DVC shows every listed key
+    (and every dependency, with its hash) as a column, has no setting to hide one, and cuts what does not fit the
+    terminal to ``…``. The experiment file is a dependency besides, so a change of any other key re-runs the stage
+    too."""
+    arms = list(dict.fromkeys(f"arms.{a.arm}" for a in plan.pretrained))  # an arm's seeds share its block
+    shown = _params(exp, arms, root)
+    return [{PARAMS_FILE: ["data_dir"]}, *([shown] if shown else [])]
+
+
+def _config_deps(plan: Plan, exp: Path, root: Path) -> list[str]:
+    """What the stage reads besides ``params.yaml``: the experiment file and its preset, as one dependency on the
+    folder holding both where there is one (one column of ``dvc exp show``), else each file."""
+    files = [exp, *([PRESETS_DIR / f"{plan.preset}.yaml"] if plan.preset else [])]
+    folder = exp.resolve().parent
+    inside = folder != Path(root).resolve() and all(f.resolve().is_relative_to(folder) for f in files)
+    return [_rel(folder, root)] if inside else [_rel(f, root) for f in files]
 
 
 def pipeline_spec(plan: Plan, root: Path = Path(".")) -> dict[str, Any]:
-    """The ``dvc.yaml`` content for ``plan`` (paths relative to the repository ``root``)."""
+    """The ``dvc.yaml`` content for ``plan`` (paths relative to the repository ``root``): one stage, ``ablate``."""
     name, preset = plan.name, plan.preset
     exp = plan.ablation.source
-    exp_rel = _rel(exp, root)
-    stage_dir = f"pipeline/{name}"
-    report_dir = f"reports/{name}"
-    bvr = f"bvr ablate {shlex.quote(exp_rel)}"  # the file in the workspace, the one DVC tracks as params
+    stage_dir, report_dir = f"pipeline/{name}", f"reports/{name}"
+    cmd = f"bvr ablate {shlex.quote(_rel(exp, root))}"  # the file in the workspace, the one DVC tracks
     if preset:
-        bvr += f" --preset {shlex.quote(preset)}"
-    bvr += f" --data-dir-from {PARAMS_FILE} --stage-dir {shlex.quote(stage_dir)} --no-progress --only"
-
-    # The sections of base and of the preset that pretraining reads; evaluate and finetune are their stages' own. No
-    # key lies under another any stage lists, or DVC, merging them, would show a list twice (`dvc params diff`).
-    shared_keys = _sections(exp, ["base", *([f"presets.{preset}"] if preset else [])], apart=("evaluate", "finetune"))
-    shared: list[Any] = [{PARAMS_FILE: ["data_dir"]}]
-    if preset:
-        shared.append({_rel(PRESETS_DIR / f"{preset}.yaml", root): None})
-    shared.append(_params(exp, shared_keys, root))
-    shared = [p for p in shared if p]
-
-    pretrained = plan.pretrained
-    families = plan.families()
-    controls = [a for a in plan.arms if a.control]
-    stages: dict[str, Any] = {}
-    stages["corpus"] = {
-        "cmd": f"{bvr} corpus",
-        "params": shared,
-        "outs": [f"{stage_dir}/corpus.json"],
-    }
-    stages["tokenizer"] = {
-        "foreach": families,
-        "do": {"cmd": f"{bvr} tokenizer:${{item}}", "params": _with_arms(shared, exp, plan, root),
-               "deps": [f"{stage_dir}/corpus.json"], "outs": [f"{stage_dir}/tokenizer-${{item}}"]},
-    }
-    stages["data"] = {
-        "foreach": {a.label: {"family": a.config.tokenizer.family, "arm": a.arm} for a in pretrained},
-        "do": {"cmd": f"{bvr} data:${{key}}", "params": _arm_param(shared, exp, "${item.arm}", root),
-               "deps": [f"{stage_dir}/tokenizer-${{item.family}}"],
-               "outs": [f"{stage_dir}/data-${{key}}.json"]},
-    }
-    stages["pretrain"] = {
-        "foreach": {a.label: {"arm": a.arm} for a in pretrained},
-        "do": {"cmd": f"{bvr} pretrain:${{key}}", "params": _arm_param(shared, exp, "${item.arm}", root),
-               "deps": [f"{stage_dir}/data-${{key}}.json"],
-               "outs": [f"{stage_dir}/${{key}}/model", f"{stage_dir}/${{key}}/pretrain.json"]},
-    }
-    if controls:
-        stages["init"] = {
-            "foreach": {a.label: {"family": a.config.tokenizer.family} for a in controls},
-            "do": {"cmd": f"{bvr} pretrain:${{key}}", "params": shared,
-                   "deps": [f"{stage_dir}/tokenizer-${{item.family}}"],
-                   "outs": [f"{stage_dir}/${{key}}/model",
-                            f"{stage_dir}/${{key}}/pretrain.json"]},
-        }
-    evaluate_keys = ["base.evaluate", *([f"presets.{preset}.evaluate"] if preset else [])]
-    evaluate_params = [p for p in (_params(exp, evaluate_keys, root), {PARAMS_FILE: ["data_dir"]}) if p]
-    # BLiMP needs blimp/ in the data folder, which is known only when the stage runs.
-    evaluations = [Unit(UnitKind.BLIMP, a.label) for a in plan.arms] if plan.evaluations.blimp else []
-    evaluations += [Unit(UnitKind.PROBE, a.label, t) for a in plan.arms for t in plan.evaluations.probe_tasks]
-    if evaluations:
-        stages["evaluate"] = {
-            "foreach": {unit.id.replace(":", "-"): {"unit": unit.id, "arm": unit.name, "out": _evaluation_out(unit)}
-                        for unit in evaluations},
-            "do": {"cmd": f"{bvr} ${{item.unit}}", "params": evaluate_params,
-                   "deps": [f"{stage_dir}/${{item.arm}}/model"],
-                   "outs": [f"{stage_dir}/${{item.arm}}/${{item.out}}"]},
-        }
-    finetune_params = [p for p in (
-        _params(exp, ["base.finetune", *([f"presets.{preset}.finetune"] if preset else [])], root),
-        {_rel(PRESETS_DIR / f"{preset}.yaml", root): None} if preset else None,
-        {PARAMS_FILE: ["data_dir"]},
-    ) if p]
-    stages["finetune"] = {
-        "foreach": {f"{a.label}-{t}": {"arm": a.label, "task": t} for a in plan.arms for t in plan.tasks},
-        "do": {"cmd": f"{bvr} finetune:${{item.arm}}:${{item.task}}", "params": finetune_params,
-               "deps": [f"{stage_dir}/${{item.arm}}/model"],
-               "outs": [f"{stage_dir}/${{item.arm}}/finetune-${{item.task}}.json"]},
-    }
-    stages["report"] = {
-        "cmd": f"{bvr} report",
-        "deps": [
-            # The whole stage folder: after every other stage, in one column of `dvc exp show` (the files it reads,
-            # ARM/pretrain.json, ARM/blimp.json, ARM/probe-TASK.json, ARM/finetune-TASK.json, would be one each).
-            stage_dir,
-            *(["reports/published.yaml"] if (root / "reports" / "published.yaml").is_file() else []),
-            *(["bvr/report"] if (root / "bvr" / "report").is_dir() else []),  # a change of the report re-renders it
-        ],
-        "outs": [f"{report_dir}/report.md", f"{report_dir}/report.html", f"{report_dir}/figures",
-                 f"{report_dir}/metrics.json", f"{report_dir}/plots"],
+        cmd += f" --preset {shlex.quote(preset)}"
+    cmd += f" --data-dir-from {PARAMS_FILE} --stage-dir {shlex.quote(stage_dir)} --no-progress"
+    stage = {
+        "cmd": cmd,
+        "params": _display_params(plan, exp, root),
+        "deps": _config_deps(plan, exp, root),
+        "outs": [stage_dir, *(f"{report_dir}/{out}" for out in ("report.md", "report.html", "figures",
+                                                                 "metrics.json", "plots"))],
         "metrics": [f"{report_dir}/metrics"],
     }
-    return {"stages": stages, "plots": plots_spec(plan, report_dir)}
-
-
-def _evaluation_out(unit: Unit) -> str:
-    """The file an evaluation unit writes in its model's stage folder: ``blimp.json``, ``probe-sst2.json``."""
-    return evaluation_file(unit.kind.value, unit.task)
-
-
-def _merged(params: list[dict[str, list[str] | None]]) -> list[dict[str, list[str] | None]]:
-    """One entry per file, keys joined in order (a file listed whole stays whole)."""
-    out: dict[str, list[str] | None] = {}
-    for entry in params:
-        for file, keys in entry.items():
-            if file in out and out[file] is not None and keys is not None:
-                out[file] = list(dict.fromkeys([*out[file], *keys]))
-            else:
-                out[file] = None if keys is None or file in out and out[file] is None else list(keys)
-    return [{file: keys} for file, keys in out.items()]
-
-
-def _arm_param(shared: list[Any], exp: Path, arm: str, root: Path) -> list[dict[str, list[str] | None]]:
-    return _merged([*shared, {_rel(exp, root): [f"arms.{arm}"]}])
-
-
-def _with_arms(shared: list[Any], exp: Path, plan: Plan, root: Path) -> list[Any]:
-    """Tokenizers depend on every arm that could set tokenizer keys (the vocab ablation's arms do)."""
-    arms = [f"arms.{a.arm}" for a in plan.pretrained if any(k.startswith(("tokenizer.", "corpus."))
-                                                             for k in plan.ablation.declared.get(a.arm, ()))]
-    extra = _params(exp, sorted(set(arms)), root) if arms else None
-    return _merged([*shared, *([extra] if extra else [])])
+    return {"stages": {"ablate": stage}, "plots": plots_spec(plan, report_dir)}
 
 
 def pipeline_data_dir(root: Path) -> Path | None:
@@ -313,7 +206,8 @@ def record_lock(root: Path, data_dir: Path | None) -> str:
         dvc_log.setLevel(level)
     source = (f"data_dir in {PARAMS_FILE}" if _params_data_dir(root) else
               f"BVR_DATA_DIR, as data_dir in {PARAMS_FILE} is empty")
-    return (f"DVC: recorded {len(stages)} stages in dvc.lock (commit it with git); dvc status is clean and dvc repro "
+    recorded = f"{len(stages)} stage{'' if len(stages) == 1 else 's'}"
+    return (f"DVC: recorded {recorded} in dvc.lock (commit it with git); dvc status is clean and dvc repro "
             f"runs nothing. Data folder {data_dir or '(none)'}; dvc repro reads it from {source}")
 
 
@@ -325,10 +219,10 @@ class _NoAliases(yaml.SafeDumper):
 
 
 HEADER = """\
-# DVC pipeline of the ablation '{name}' at preset '{preset}', stage by stage (see bvr/runner/dvc.py).
+# DVC pipeline of the ablation '{name}' at preset '{preset}': one stage, bvr ablate (see bvr/runner/dvc.py).
 # Generated from {source} by:
 #     bvr pipeline {name}{preset_opt} --output {output}
-# Re-run that after adding an arm or a task; tests/test_ablate.py checks that this file matches it.
+# Re-run that after adding an arm; tests/test_ablate.py checks that this file matches it.
 # Run:  dvc repro                (the data folder: data_dir in params.yaml, or BVR_DATA_DIR when it is empty)
 #       dvc exp run -S {max_steps}    (vary a parameter)
 #       dvc metrics show; dvc plots show      (templates: .dvc/plots/bvr-*.json; docs/dvc.md says how to read them)
