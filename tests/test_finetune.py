@@ -21,8 +21,8 @@ from bvr.pretraining.export import export_model
 from bvr.tasks.batching import LengthGroupedSampler
 from bvr.tasks.data import load_task_data, loader
 from bvr.tasks.evaluators import COLLAPSE_STD_RATIO
+from bvr.tasks.glue_metrics import pearson, spearman
 from bvr.tasks.kinds import KINDS
-from bvr.tasks.metrics import pearson, spearman
 from bvr.tasks.module import build_model
 from bvr.tasks.readers import READERS
 from bvr.tasks.readers.squad_json import read_squad, references
@@ -32,7 +32,7 @@ from bvr.tasks.run import finetune
 from bvr.tasks.settings import load_finetune_config
 from bvr.tasks.source import EncoderSource
 from bvr.tasks.splits import TaskData
-from bvr.tasks.squad_metric import evaluate_v2, squad_scores
+from bvr.tasks.squad.metric import evaluate_v2, squad_scores
 from bvr.tokenization import save_tokenizer, train_tokenizer, vocab_info
 from bvr.tracking import RunContext, tracking_uri
 

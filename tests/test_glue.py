@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from bvr.errors import BvrError
-from bvr.tasks.metrics import (
+from bvr.tasks.glue_metrics import (
     PLAIN_METRICS,
     MulticlassMatthewsCorrelation,
     UndefinedMetricWarning,

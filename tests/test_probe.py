@@ -47,7 +47,7 @@ from bvr.tasks.readers import load_task_split
 from bvr.tasks.readers.common import Example
 from bvr.tasks.readers.conll import read_conll
 from bvr.tasks.registry import get_task
-from bvr.tasks.sentences import encode_sentences
+from bvr.tasks.sentence_encoding import encode_sentences
 from bvr.tokenization import save_tokenizer, train_tokenizer, vocab_info
 
 FIXTURES = Path(__file__).parent / "fixtures"

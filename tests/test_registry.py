@@ -8,7 +8,7 @@ import pytest
 
 from bvr.config import HYPERPARAMETERS, Config, resolve_finetune
 from bvr.errors import BvrError
-from bvr.tasks.metrics import METRIC_BUILDERS, PLAIN_METRICS, make_metrics
+from bvr.tasks.glue_metrics import METRIC_BUILDERS, PLAIN_METRICS, make_metrics
 from bvr.tasks.readers import READERS
 from bvr.tasks.registry import (
     GLUE_TASKS,

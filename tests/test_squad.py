@@ -1,4 +1,4 @@
-"""Tests for SQuAD (bvr.tasks.readers.squad_json, squad, squad_decode, squad_metric): reader, article split,
+"""Tests for SQuAD (bvr.tasks.readers.squad_json, bvr.tasks.squad: windows, decode, metric): reader, article split,
 windows, span decoding and the official metrics."""
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ from tokenizers import Tokenizer, processors
 
 from bvr.errors import BvrError
 from bvr.tasks.readers.squad_json import SquadExample, read_squad, references, split_by_article
-from bvr.tasks.squad import CLS_INDEX, encode_squad
-from bvr.tasks.squad_decode import decode_predictions, window_candidates
-from bvr.tasks.squad_metric import (
+from bvr.tasks.squad.decode import decode_predictions, window_candidates
+from bvr.tasks.squad.metric import (
     SquadMetric,
     best_threshold,
     evaluate_v2,
@@ -26,6 +25,7 @@ from bvr.tasks.squad_metric import (
     squad_scores,
     token_f1,
 )
+from bvr.tasks.squad.windows import CLS_INDEX, encode_squad
 from bvr.tokenization import train_tokenizer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "squad"

@@ -13,8 +13,8 @@ Nothing here runs a unit: running one is :mod:`bvr.runner`, a layer above the re
 from __future__ import annotations
 
 from bvr.ablation.manifest import MANIFEST_VERSION, Manifest, RunContext, find_manifest, latest_manifests
-from bvr.ablation.plan import Arm, Plan, Unit, UnitKind, make_plan
+from bvr.ablation.plan import ArmSeed, Plan, Unit, UnitKind, make_plan
 from bvr.ablation.records import EvaluationRecord, FinetuneRecord, PretrainRecord
 
-__all__ = ["MANIFEST_VERSION", "Arm", "EvaluationRecord", "FinetuneRecord", "Manifest", "Plan", "PretrainRecord",
+__all__ = ["MANIFEST_VERSION", "ArmSeed", "EvaluationRecord", "FinetuneRecord", "Manifest", "Plan", "PretrainRecord",
            "RunContext", "Unit", "UnitKind", "find_manifest", "latest_manifests", "make_plan"]

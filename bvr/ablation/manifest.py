@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bvr.ablation.declare import ABLATION_KIND, CONTROL_ARM, Ablation
-from bvr.ablation.plan import MANIFEST_VERSION, Arm, Plan, Unit, UnitKind
+from bvr.ablation.plan import MANIFEST_VERSION, ArmSeed, Plan, Unit, UnitKind
 from bvr.ablation.records import EvaluationRecord, FinetuneRecord, PretrainRecord, Record, read_records
 from bvr.config import flatten
 from bvr.errors import BvrError
@@ -346,7 +346,7 @@ class Manifest:
         return all(record.status == "done" for record in [*self.pretrain, *self.finetune])
 
 
-def _declared(ablation: Ablation, arm: Arm) -> dict[str, Any]:
+def _declared(ablation: Ablation, arm: ArmSeed) -> dict[str, Any]:
     flat = flatten(arm.config.to_dict())
     return {key: flat.get(key) for key in sorted(ablation.declared.get(arm.arm, set()))}
 

@@ -81,7 +81,7 @@ class Unit:
 
     @property
     def id(self) -> str:
-        """The unit as ``--only`` and DVC stages name it."""
+        """The unit as ``--only`` and the log name it."""
         return ":".join(part for part in (self.kind.value, self.name, self.task) if part is not None)
 
     def __str__(self) -> str:
@@ -89,7 +89,7 @@ class Unit:
 
 
 @dataclass(frozen=True)
-class Arm:
+class ArmSeed:
     """One pretrained model to fine-tune: an arm at one pretraining seed, or the control."""
 
     label: str
@@ -105,7 +105,7 @@ class Plan:
     """An ablation expanded for one preset, data folder and output folder: the arms, tasks and seeds to run."""
 
     ablation: Ablation
-    arms: list[Arm]
+    arms: list[ArmSeed]
     tasks: list[str]
     seeds: list[int]
     data_dir: Path | None
@@ -125,10 +125,10 @@ class Plan:
         return self.ablation.name
 
     @property
-    def pretrained(self) -> list[Arm]:
+    def pretrained(self) -> list[ArmSeed]:
         return [arm for arm in self.arms if not arm.control]
 
-    def arm(self, label: str) -> Arm:
+    def arm(self, label: str) -> ArmSeed:
         for arm in self.arms:
             if arm.label == label:
                 return arm
@@ -275,13 +275,13 @@ def make_plan(
         for seed in ablation.pretrain_seeds:
             training = dataclasses.replace(cfg.training, seed=seed)
             label = f"{arm}-p{seed}" if several else arm
-            arms.append(Arm(label, arm, seed, dataclasses.replace(cfg, training=training, **extra)))
+            arms.append(ArmSeed(label, arm, seed, dataclasses.replace(cfg, training=training, **extra)))
     control = ablation.control_config()
     if control is not None:  # one random initialisation per pretraining seed: the arms' starting points
         for seed in ablation.pretrain_seeds:
             training = dataclasses.replace(control.training, seed=seed)
             label = f"{CONTROL_ARM}-p{seed}" if several else CONTROL_ARM
-            arms.append(Arm(label, CONTROL_ARM, seed, dataclasses.replace(control, training=training, **extra),
+            arms.append(ArmSeed(label, CONTROL_ARM, seed, dataclasses.replace(control, training=training, **extra),
                             control=True))
     tasks = list(ablation.finetune_tasks)
     if data is not None:  # optional tasks join where their files are present

@@ -1,7 +1,7 @@
 """``bvr ablate NAME --launcher local|slurm``: the plan's units side by side, each as its own process.
 
-Every unit runs as ``bvr ablate NAME ... --only UNIT``, the command a DVC stage runs: the same caches and locks, the
-same MLflow runs. The launcher decides only *when* and *where*, following the plan's graph
+Every unit runs as ``bvr ablate NAME ... --only UNIT``: the same caches and locks, the same MLflow runs as an inline
+run. The launcher decides only *when* and *where*, following the plan's graph
 (:meth:`~bvr.ablation.plan.Plan.needs`):
 
 - ``local``: up to ``--jobs N`` ready units at a time on this machine, each told of the others (``BVR_JOBS=N``) so

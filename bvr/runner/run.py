@@ -36,8 +36,8 @@ also logged to the parent run) is the plan and the index: every unit's status an
 reads it, then the numbers from MLflow. Its HASH covers everything that changes a result, so different presets or
 ``--set`` values keep separate manifests.
 
-``dvc.yaml`` runs the same units one per stage (``bvr ablate NAME --only UNIT --stage-dir pipeline/NAME``); each
-stage then also writes its products under the stage folder for DVC to track (:mod:`bvr.runner.stage_folder`).
+``dvc.yaml``'s one stage is this run with ``--stage-dir pipeline/NAME``: each unit then also writes its products
+under the stage folder for DVC to track (:mod:`bvr.runner.stage_folder`).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ from bvr.formatting import duration, literal
 from bvr.progress import on_terminal
 from bvr.runner.hardware import hardware
 from bvr.runner.opening import describe_plan
-from bvr.runner.stage_folder import adopt_stage_records, copy_tree
+from bvr.runner.stage_folder import copy_tree
 from bvr.runner.units import HANDLERS, Outcome, Product, UnitContext, run_context
 from bvr.threads import use_threads
 from bvr.write_checks import check_writable, write_error
@@ -209,8 +209,9 @@ def unit_line(unit: Unit, outcome: str, seconds: float, notes: list[str]) -> str
 @contextlib.contextmanager
 def _parent(runner: Runner, only: list[str] | None) -> Iterator[None]:
     """The ablation's MLflow parent run: one per ablation and settings (the manifest's), reopened by every later
-    invocation (a resumed run, a re-render), so every run of the ablation hangs under one parent. DVC stages
-    (``--only``) nest under it without reopening it. Runs left RUNNING by a killed invocation are closed first."""
+    invocation (a resumed run, a re-render), so every run of the ablation hangs under one parent. Chosen units
+    (``--only``, a launcher's jobs) nest under it without reopening it. Runs left RUNNING by a killed invocation are
+    closed first."""
     from bvr.tracking import (
         RunContext,
         close_stale_runs,
@@ -336,7 +337,7 @@ def run_ablation(
 
     Args:
         plan: from :func:`bvr.ablation.plan.make_plan`.
-        only: run just these units (``pretrain:static``; :meth:`Plan.units` lists them), as DVC stages do.
+        only: run just these units (``pretrain:static``; :meth:`Plan.units` lists them), as a launcher's jobs do.
         stage_dir: also write each unit's products here for DVC (``pipeline/NAME``).
         report: render the report at the end of a full run.
         progress: progress bars.
@@ -360,23 +361,18 @@ def run_ablation(
     if runner.rank != 0:  # other DDP ranks take part in pretraining only
         units = [u for u in units if u.kind in PRETRAINING_KINDS]
     budget = use_threads(plan.arms[0].config.training.threads)  # each pretraining run applies its arm's own
-    runner.say(describe_plan(plan, units, budget) if not only else  # a DVC stage: one line, not a banner per stage
+    runner.say(describe_plan(plan, units, budget) if not only else  # chosen units (a SLURM job's): one line
                f"[bold]ablation {literal(plan.name)}[/bold] (preset {literal(plan.preset or 'default')}), data "
                f"folder {literal(plan.data_dir or '(none)')}, {literal(budget.line())}")
     context = runner.manifest.context
     earlier = context.wall_seconds or 0.0  # summed over invocations
     with _parent(runner, only):
         for unit in units:
-            if unit.kind is UnitKind.REPORT:  # the report reads the whole manifest: bring it up to date first
-                if runner.stage_dir is not None:
-                    adopt_stage_records(runner.manifest, runner.stage_dir)
-                    runner.mine.update(Manifest.mark(record) for record in runner.manifest.records())
-                _log_manifest(runner)  # saves it
             ran = len(runner.ran)
             runner.run_unit(unit)
             if unit.kind is not UnitKind.REPORT and len(runner.ran) > ran:
                 # Counted up to the last unit that ran, not past it: a report rendered again from the same runs
-                # (bvr report, a DVC report stage) shows the same wall time, byte for byte.
+                # (bvr report, or a run that reused every unit) shows the same wall time, byte for byte.
                 context.wall_seconds = earlier + time.perf_counter() - start
     runner.save()
     result = AblationResult(plan, runner.manifest, runner.ran, runner.reused, runner.failed,

@@ -269,7 +269,7 @@ def finetune(ctx: UnitContext, unit: Unit) -> Outcome:
 
 
 def report(ctx: UnitContext, unit: Unit) -> Outcome:
-    """Render ``reports/NAME/`` from the manifest (which the runner has brought up to date with the stage folder)."""
+    """Render ``reports/NAME/`` from the manifest: every unit before it has recorded itself there."""
     from bvr.report.render import render_report
 
     result = render_report(ctx.manifest, workdir=Path.cwd(), ui_url=ctx.ui_url)

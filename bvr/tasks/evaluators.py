@@ -18,14 +18,14 @@ import numpy as np
 import torch
 
 from bvr.model.losses import IGNORE_INDEX
-from bvr.tasks.metrics import main_score, make_metrics
+from bvr.tasks.glue_metrics import main_score, make_metrics
 from bvr.tasks.ner import labels_to_tags, predictions_to_tags
 from bvr.tasks.ner_metric import EntityF1
 from bvr.tasks.readers.squad_json import references
 from bvr.tasks.registry import TaskSpec
 from bvr.tasks.splits import SplitData
-from bvr.tasks.squad_decode import SquadPredictions, decode_predictions
-from bvr.tasks.squad_metric import SquadMetric, best_threshold, evaluate_v2
+from bvr.tasks.squad.decode import SquadPredictions, decode_predictions
+from bvr.tasks.squad.metric import SquadMetric, best_threshold, evaluate_v2
 
 COLLAPSE_STD_RATIO = 1e-2
 """A regression run has collapsed when its predictions' standard deviation is below this share of the gold
@@ -192,7 +192,7 @@ class SpanEvaluator(Evaluator):
 
     Under v2.0 the answer is "" where the null score exceeds the best span's by more than the threshold: the one
     with the best F1 on ``threshold_from``'s split (held out of training) when given, else ``threshold``. The
-    scores are :func:`~bvr.tasks.squad_metric.evaluate_v2`'s of the predictions and no-answer probabilities
+    scores are :func:`~bvr.tasks.squad.metric.evaluate_v2`'s of the predictions and no-answer probabilities
     :meth:`record` saves, so re-scoring those files gives the logged numbers.
 
     Args:

@@ -13,9 +13,9 @@ tagging (CoNLL-2003)      per token: dropout, linear                    cross-en
 span (SQuAD)              per token: linear to start and end scores     mean of start and end CE     SquadMetric
 ========================  ============================================  ===========================  ==================
 
-Encoding: sentences and pairs with the tokenizer's own template (:func:`~bvr.tasks.sentences.encode_sentences`),
+Encoding: sentences and pairs with the tokenizer's own template (:func:`~bvr.tasks.sentence_encoding.encode_sentences`),
 CoNLL sentences with :func:`~bvr.tasks.ner.encode_ner`, SQuAD questions as windows with
-:func:`~bvr.tasks.squad.encode_squad`.
+:func:`~bvr.tasks.squad.windows.encode_squad`.
 """
 
 from __future__ import annotations
@@ -38,15 +38,15 @@ from bvr.tasks.evaluators import (
     SpanEvaluator,
     TaggingEvaluator,
 )
+from bvr.tasks.glue_metrics import baseline_note, majority_baseline
 from bvr.tasks.heads import SequenceHead, SpanHead, TokenHead, take_pooler
-from bvr.tasks.metrics import baseline_note, majority_baseline
 from bvr.tasks.ner import encode_ner
 from bvr.tasks.readers.squad_json import references
 from bvr.tasks.registry import TaskSpec
-from bvr.tasks.sentences import encode_sentences
+from bvr.tasks.sentence_encoding import encode_sentences
 from bvr.tasks.splits import TaskData
-from bvr.tasks.squad import encode_squad
-from bvr.tasks.squad_metric import squad_scores
+from bvr.tasks.squad.metric import squad_scores
+from bvr.tasks.squad.windows import encode_squad
 
 HELDOUT = "heldout"
 """The evaluation split held out of SQuAD v2.0's training side to choose the null threshold on

@@ -29,7 +29,7 @@ Seed ``s`` draws the training subsample (``max_train_examples`` of the train fil
 with seed ``s``) and nothing else: the encoder is frozen, the dev subset is the same for every model and seed
 (seed :data:`EVAL_SUBSET_SEED`), and the fit is deterministic. Features are extracted once, for the union of the
 seeds' subsamples, so more seeds cost only probe fits. A cap at least as large as the train file gives every seed
-the same data, hence the same score. Scores use bvr's metric functions (:mod:`bvr.tasks.metrics`, and
+the same data, hence the same score. Scores use bvr's metric functions (:mod:`bvr.tasks.glue_metrics`, and
 :func:`bvr.tasks.ner_metric.entity_f1` for entity-level F1) on the task's headline split.
 
 Beside the trivial baseline (the majority class, or the training mean), sentence and pair tasks get a bag-of-words

@@ -19,8 +19,8 @@ from bvr.evaluation.probe.fit import (
     Standardised,
     fit_probe,
 )
+from bvr.tasks.glue_metrics import PLAIN_METRICS, UndefinedMetricWarning, main_score, majority_prediction
 from bvr.tasks.iob import OUTSIDE
-from bvr.tasks.metrics import PLAIN_METRICS, UndefinedMetricWarning, main_score, majority_prediction
 from bvr.tasks.ner_metric import entity_f1
 from bvr.tasks.registry import TaskSpec
 
@@ -95,7 +95,7 @@ def train_probe(spec: TaskSpec, split: ProbeSplit, picked: Sequence[int], kind: 
 def score(spec: TaskSpec, split: ProbeSplit, picked: Sequence[int], predictions: torch.Tensor) -> dict[str, float]:
     """Every metric of the task, and its headline, for predictions on the rows of the examples ``picked``.
 
-    Sentence tasks: the task's metrics (:data:`bvr.tasks.metrics.PLAIN_METRICS`). Tagging: entity-level precision,
+    Sentence tasks: the task's metrics (:data:`bvr.tasks.glue_metrics.PLAIN_METRICS`). Tagging: entity-level precision,
     recall and F1 (:func:`bvr.tasks.ner_metric.entity_f1`) and ``accuracy`` over words; a word without a row is
     predicted O.
     """

@@ -4,7 +4,7 @@
 of ``max_length`` tokens over the context with ``stride`` tokens of overlap, maps every context token to its
 characters and marks the answer's start and end token in each window (the CLS index 0 where the answer is not
 wholly inside, and for impossible questions). Reading is :mod:`bvr.tasks.readers.squad_json`, decoding the
-model's scores :mod:`bvr.tasks.squad_decode`, and the official metrics :mod:`bvr.tasks.squad_metric`.
+model's scores :mod:`bvr.tasks.squad.decode`, and the official metrics :mod:`bvr.tasks.squad.metric`.
 """
 
 from __future__ import annotations

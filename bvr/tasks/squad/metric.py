@@ -299,9 +299,9 @@ def best_threshold(
 
     Args:
         predictions: question id -> the best non-empty span
-            (:attr:`~bvr.tasks.squad_decode.SquadPredictions.best_spans`).
+            (:attr:`~bvr.tasks.squad.decode.SquadPredictions.best_spans`).
         null_diffs: question id -> null score minus span score
-            (:attr:`~bvr.tasks.squad_decode.SquadPredictions.null_diffs`).
+            (:attr:`~bvr.tasks.squad.decode.SquadPredictions.null_diffs`).
         references: question id -> reference texts; empty means no answer.
 
     Returns:

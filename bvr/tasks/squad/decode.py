@@ -1,7 +1,7 @@
 """SQuAD decoding: the best answer span of each question from its windows' start and end scores.
 
 :func:`decode_predictions` picks the best span over all windows of a question, and for v2.0 decides between that
-span and no answer (the threshold that scores best is :func:`~bvr.tasks.squad_metric.best_threshold`).
+span and no answer (the threshold that scores best is :func:`~bvr.tasks.squad.metric.best_threshold`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from bvr.tasks.readers.squad_json import SquadExample
-from bvr.tasks.squad import CLS_INDEX, Offsets
-from bvr.tasks.squad_metric import na_probability
+from bvr.tasks.squad.metric import na_probability
+from bvr.tasks.squad.windows import CLS_INDEX, Offsets
 
 N_BEST = 20
 MAX_ANSWER_LENGTH = 30
@@ -100,7 +100,7 @@ class SquadPredictions:
         null_diffs: question id -> null score minus the best span's score (``inf`` when there is no span); v2.0
             answers "" when this exceeds the threshold.
         candidates: question id -> the ``n_best`` best spans over all windows, best first.
-        na_probs: question id -> probability of no answer (:func:`~bvr.tasks.squad_metric.na_probability` of the
+        na_probs: question id -> probability of no answer (:func:`~bvr.tasks.squad.metric.na_probability` of the
             null-score difference), the official ``na_probs.json``.
     """
 
@@ -151,7 +151,7 @@ def decode_predictions(
 
     Args:
         examples: the questions ``features`` were made from.
-        features: :func:`~bvr.tasks.squad.encode_squad`'s output (``example_index`` and ``offsets`` are used).
+        features: :func:`~bvr.tasks.squad.windows.encode_squad`'s output (``example_index`` and ``offsets`` are used).
         start_logits: per window, (seq,) start scores (rows of a padded array will do).
         end_logits: per window, (seq,) end scores.
         version_2: allow "no answer".
