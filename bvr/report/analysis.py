@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -256,17 +257,26 @@ def _published_effect(published: pd.DataFrame, ablation: str | None, a: str, b: 
     return None
 
 
-def _raw(family: str, measure: Measure, a: str, b: str) -> tuple[str, Measure, str, str, InferenceComparison]:
+class _Tested(NamedTuple):
+    """One comparison ``b - a`` tested alone, before Holm and the simultaneous intervals (:func:`_finish`)."""
+
+    family: str
+    measure: Measure
+    a: str
+    b: str
+    test: InferenceComparison
+
+
+def _tested(family: str, measure: Measure, a: str, b: str) -> _Tested:
     test = compare(measure.units(b), measure.units(a), higher_is_better=measure.higher_is_better)
-    return family, measure, a, b, test
+    return _Tested(family, measure, a, b, test)
 
 
-def _finish(raw: list[tuple[str, Measure, str, str, InferenceComparison]], comparable: dict[int, bool],
-            published: dict[int, float | None]) -> list[Comparison]:
+def _finish(raw: list[_Tested], comparable: dict[int, bool], published: dict[int, float | None]) -> list[Comparison]:
     """Holm over every tested comparison, simultaneous intervals, detectable effects and verdicts."""
-    tested = [i for i, r in enumerate(raw) if r[4].tested and comparable[i]]
+    tested = [i for i, r in enumerate(raw) if r.test.tested and comparable[i]]
     m = len(tested)
-    adjusted = dict(zip(tested, holm([raw[i][4].p_value for i in tested]), strict=True))
+    adjusted = dict(zip(tested, holm([raw[i].test.p_value for i in tested]), strict=True))
     level = adjusted_confidence(0.95, m)
     out = []
     for i, (family, measure, a, b, test) in enumerate(raw):
@@ -317,14 +327,14 @@ def analyse(collected: Collected, published: pd.DataFrame) -> Analysis:
     measures = [*evaluation_measures(collected), *finetune_measures(frame, tasks, collected)]
     mlm = mlm_measure(collected)
     arms, control = collected.pretrained_arms, collected.control
-    raw = []
+    raw: list[_Tested] = []
     if control:
-        raw += [_raw(CONTROL_FAMILY, x, control, arm) for x in measures for arm in arms
+        raw += [_tested(CONTROL_FAMILY, x, control, arm) for x in measures for arm in arms
                 if x.units(arm) and x.units(control)]
-    raw += [_raw(ABLATION_FAMILY, x, a, b) for x in [*measures, *([mlm] if mlm else [])]
+    raw += [_tested(ABLATION_FAMILY, x, a, b) for x in [*measures, *([mlm] if mlm else [])]
             for a, b in _pairs(arms, collected.manifest.kind) if x.units(a) and x.units(b)]
-    comparable = {i: r[1].key != MLM or _same_tokenizer(collected.pretrain, r[2], r[3]) for i, r in enumerate(raw)}
-    effects = {i: _published_effect(ours, key, r[2], r[3], r[1]) for i, r in enumerate(raw)}
+    comparable = {i: r.measure.key != MLM or _same_tokenizer(collected.pretrain, r.a, r.b) for i, r in enumerate(raw)}
+    effects = {i: _published_effect(ours, key, r.a, r.b, r.measure) for i, r in enumerate(raw)}
     done = _finish(raw, comparable, effects)
     if not all(comparable.values()):
         notes.append("MLM loss is per token, so arms with different tokenizers are not compared on it")
