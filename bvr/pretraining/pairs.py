@@ -41,7 +41,7 @@ def segment_pairs(
             length += len(doc[i])
             if length >= target or i == len(doc) - 1:
                 # A NotNext pair uses only A's sentences; the rest of the chunk is read again.
-                start += _emit_segment_pair(docs, d, start, i + 1, target, budget, pairing, rng, out)
+                start += _emit_segment_pair(docs, d, doc[start:i + 1], target, budget, pairing, rng, out)
                 i, length = start, 0
             else:
                 i += 1
@@ -55,16 +55,15 @@ def _target_length(budget: int, short_seq_prob: float, rng: random.Random) -> in
 def _emit_segment_pair(
     docs: list[list[np.ndarray]],
     d: int,
-    start: int,
-    end: int,
+    chunk: list[np.ndarray],
     target: int,
     budget: int,
     pairing: Pairing,
     rng: random.Random,
     out: Columns,
 ) -> int:
-    """Makes one pair from sentences ``start:end`` of document ``d``; returns how many sentences it used."""
-    chunk = docs[d][start:end]
+    """Makes one pair from ``chunk``, consecutive sentences of document ``d`` (a NotNext B is drawn from another
+    document of ``docs``); returns how many of the sentences it used."""
     n_a = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
     a = np.concatenate(chunk[:n_a])
     # The coin decides first, so IsNext and NotNext stay 50/50 even where documents are short: a chunk of one
