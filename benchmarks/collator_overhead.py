@@ -29,6 +29,7 @@ from pretrain_throughput import BENCH, DRY, Shape
 from bvr.memory import keep_freed_memory
 from bvr.model import PretrainingModel
 from bvr.pretraining.collator import PretrainingCollator
+from bvr.pretraining.masking import MaskRule
 from bvr.tokenization import VocabInfo
 
 THREADS = 2  # the benchmark machine's cores
@@ -118,8 +119,8 @@ def main(steps: int = 10, collator_calls: int = 100, threads: int = THREADS, sha
     arms = {
         "dynamic": PretrainingCollator(vocab, mode="dynamic", seed=0),
         "static (dupe 10)": PretrainingCollator(vocab, mode="static", seed=0, dupe_factor=10),
-        "dynamic whole-word": PretrainingCollator(vocab, mode="dynamic", seed=0, scheme="whole-word"),
-        "dynamic span": PretrainingCollator(vocab, mode="dynamic", seed=0, scheme="span"),
+        "dynamic whole-word": PretrainingCollator(vocab, mode="dynamic", seed=0, rule=MaskRule(scheme="whole-word")),
+        "dynamic span": PretrainingCollator(vocab, mode="dynamic", seed=0, rule=MaskRule(scheme="span")),
     }
     step = time_step(arms["dynamic"](inputs[0]), steps, shape)
     print(f"batch {shape.batch} x {shape.seq}, vocab {shape.vocab:,}, fp32 CPU, {threads} threads")

@@ -18,6 +18,7 @@ from bvr.pretraining import collator, masking
 from bvr.pretraining.collator import PretrainingCollator
 from bvr.pretraining.masking import (
     SCHEMES,
+    MaskRule,
     mask_batch,
     mask_copy,
     mask_exposure,
@@ -64,11 +65,11 @@ def make_batch(n: int, seq: int = 128, *, seed: int = 0, min_len: int = 8) -> np
 
 
 def mask(ids: np.ndarray, *, indices=None, copies=None, vocab=None, seed: int = 1, **options):
-    """mask_batch with indices 0..n-1 and copy 0 unless given."""
+    """mask_batch with indices 0..n-1 and copy 0 unless given; ``options`` are the :class:`MaskRule`'s."""
     n = ids.shape[0]
     indices = np.arange(n) if indices is None else np.asarray(indices)
     copies = np.zeros(n, dtype=np.int64) if copies is None else np.asarray(copies)
-    return mask_batch(ids, indices, copies, vocab or make_vocab(), seed=seed, **options)
+    return mask_batch(ids, indices, copies, vocab or make_vocab(), seed=seed, rule=MaskRule(**options))
 
 
 def candidates_of(ids: np.ndarray) -> np.ndarray:
@@ -435,7 +436,7 @@ def test_bad_mask_prob(mask_prob):
     with pytest.raises(BvrError, match=r"^masking\.mask_prob: mask_prob must lie strictly between 0 and 1"):
         mask(make_batch(2), mask_prob=mask_prob)
     with pytest.raises(BvrError, match=r"masking\.mask_prob"):
-        PretrainingCollator(make_vocab(), mode="static", seed=0, mask_prob=mask_prob)
+        PretrainingCollator(make_vocab(), mode="static", seed=0, rule=MaskRule(mask_prob=mask_prob))
 
 
 @pytest.mark.parametrize("split", [(0.5, 0.5, 0.5), (1.1, -0.1, 0.0), (0.8, 0.1), (0.8, 0.1, 0.1 + 2e-6)])
@@ -458,7 +459,7 @@ def test_bad_scheme_and_span_options():
     ):
         mask(make_batch(2), scheme="words")
     with pytest.raises(BvrError, match=r"^masking\.span_p: span_p must lie in \(0, 1\], got 0\.0"):
-        PretrainingCollator(make_vocab(), mode="static", seed=0, scheme="span", span_p=0.0)
+        PretrainingCollator(make_vocab(), mode="static", seed=0, rule=MaskRule(scheme="span", span_p=0.0))
     with pytest.raises(BvrError, match=r"^masking\.span_max_words: span_max_words must be at least 1, got 0"):
         mask(make_batch(2), scheme="span", span_max_words=0)
 
@@ -486,8 +487,8 @@ def test_every_arm_is_validated_on_the_same_reference_masks():
     batch = [example(row[row != PAD].tolist(), i) for i, row in enumerate(rows)]
     default = load_config(preset="tiny")
     reference = fixed_validation_collator(vocab, default)(batch)
-    own = PretrainingCollator(vocab, mode="static", dupe_factor=1, seed=default.masking.seed,
-                              mask_prob=default.masking.mask_prob)(batch)  # the old rule: the arm's own masks
+    own = PretrainingCollator(vocab, mode="static", dupe_factor=1, seed=default.masking.seed,  # the arm's own masks
+                              rule=MaskRule(mask_prob=default.masking.mask_prob))(batch)
     assert all(torch.equal(reference[k], own[k]) for k in ("input_ids", "labels"))
     assert not validation_differs(default)
     for override in ("masking.scheme=whole-word", "masking.scheme=span", "masking.split=[1.0,0.0,0.0]"):

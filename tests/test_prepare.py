@@ -21,6 +21,7 @@ from bvr.errors import BvrError
 from bvr.pretraining.collator import PretrainingCollator
 from bvr.pretraining.formats import create_instances
 from bvr.pretraining.instances import Template
+from bvr.pretraining.masking import MaskRule
 from bvr.pretraining.prepare import (
     MIN_VALIDATION_DOCUMENTS,
     SentenceBatches,
@@ -247,7 +248,7 @@ def test_whole_word_masking_starts_a_word_at_the_next_sentence(running_tokenizer
     tokenized = _tokenize_batch({"doc_id": ["0"], "sentences": [["He left.", "The cat sat."]]}, tokenizer, "roberta")
     ids = [vocab.cls_id, *tokenized["token_ids"][0], vocab.sep_id]
     dot = 1 + tokenized["sentence_lengths"][0][0] - 1
-    collate = PretrainingCollator(vocab, mode="dynamic", seed=0, scheme="whole-word", mask_prob=0.15)
+    collate = PretrainingCollator(vocab, mode="dynamic", seed=0, rule=MaskRule(scheme="whole-word", mask_prob=0.15))
     apart = together = 0
     for epoch in range(200):
         batch = collate([{"input_ids": ids, "token_type_ids": [0] * len(ids), "nsp_label": -100, "index": 0,

@@ -7,14 +7,7 @@ import numpy as np
 import torch
 
 from bvr.errors import BvrError
-from bvr.pretraining.masking import (
-    check_dupe_factor,
-    check_mask_options,
-    check_mode,
-    check_scheme,
-    mask_batch,
-    mask_copy,
-)
+from bvr.pretraining.masking import MASK_RULE, MaskRule, check_dupe_factor, check_mode, mask_batch, mask_copy
 from bvr.tokenization import VocabInfo
 
 
@@ -30,12 +23,7 @@ class PretrainingCollator:
         mode: "static" (BERT) or "dynamic" (RoBERTa).
         seed: the run's masking seed.
         dupe_factor: number of static copies (static mode only).
-        mask_prob: share of candidate tokens to predict.
-        split: shares of predicted tokens (of spans, in the span scheme) replaced by [MASK], by a random token, and
-            left unchanged.
-        scheme: "token", "whole-word" or "span" (SpanBERT); see :mod:`bvr.pretraining.masking`.
-        span_p: the span scheme's geometric parameter for span lengths in words.
-        span_max_words: the span scheme's longest span in words.
+        rule: what is masked and how (:class:`~bvr.pretraining.masking.MaskRule`; BERT's by default).
         pad_to_multiple_of: round the padded length up to a multiple of this (tensor-core friendly); None for no
             rounding.
 
@@ -66,18 +54,13 @@ class PretrainingCollator:
         mode: str,
         seed: int,
         dupe_factor: int = 10,
-        mask_prob: float = 0.15,
-        split: tuple[float, float, float] = (0.8, 0.1, 0.1),
-        scheme: str = "token",
-        span_p: float = 0.2,
-        span_max_words: int = 10,
+        rule: MaskRule = MASK_RULE,
         pad_to_multiple_of: int | None = 8,
     ) -> None:
-        # Validate here so a bad config fails at set-up, not in a DataLoader worker mid-epoch.
+        # Validate here so a bad config fails at set-up, not in a DataLoader worker mid-epoch (the rule was checked
+        # when it was made).
         check_mode(mode)
         check_dupe_factor(dupe_factor)
-        check_mask_options(mask_prob, split)
-        check_scheme(scheme, span_p, span_max_words)
         if pad_to_multiple_of is not None and pad_to_multiple_of < 1:
             raise BvrError(
                 f"pad_to_multiple_of must be at least 1, got {pad_to_multiple_of}",
@@ -88,11 +71,7 @@ class PretrainingCollator:
         self.mode = mode
         self.seed = seed
         self.dupe_factor = dupe_factor
-        self.mask_prob = mask_prob
-        self.split = tuple(split)
-        self.scheme = scheme
-        self.span_p = span_p
-        self.span_max_words = span_max_words
+        self.rule = rule
         self.pad_to_multiple_of = pad_to_multiple_of
 
     def _padded_length(self, longest: int) -> int:
@@ -125,18 +104,7 @@ class PretrainingCollator:
         input_ids, token_types, attention = self._pad(examples)
         indices = np.array([example["index"] for example in examples], dtype=np.int64)  # (batch,)
         copies = np.array([mask_copy(self.mode, example["epoch"], self.dupe_factor) for example in examples])
-        masked, labels = mask_batch(
-            input_ids,
-            indices,
-            copies,
-            self.vocab,
-            seed=self.seed,
-            mask_prob=self.mask_prob,
-            split=self.split,
-            scheme=self.scheme,
-            span_p=self.span_p,
-            span_max_words=self.span_max_words,
-        )
+        masked, labels = mask_batch(input_ids, indices, copies, self.vocab, seed=self.seed, rule=self.rule)
         return {
             "input_ids": torch.from_numpy(masked),
             "token_type_ids": torch.from_numpy(token_types),

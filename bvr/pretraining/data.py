@@ -14,6 +14,7 @@ rank taking every ``world_size``-th batch; resuming skips the batches consumed.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Iterator
@@ -30,6 +31,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from bvr.config import Config
 from bvr.errors import BvrError
 from bvr.pretraining.collator import PretrainingCollator
+from bvr.pretraining.masking import MaskRule
 from bvr.tokenization import VocabInfo
 
 
@@ -205,11 +207,10 @@ def check_batch_fits(cfg: Config, train: datasets.Dataset) -> None:
                            hint=f"set it to at most {tokens:,}, or pretrain on a larger corpus")
 
 
-def _masking_options(cfg: Config) -> dict:
-    """The collator arguments that training and validation share: what is masked and how."""
+def mask_rule(cfg: Config) -> MaskRule:
+    """What the arm masks and how (``masking.mask_prob``, ``split``, ``scheme``, ``span_p``, ``span_max_words``)."""
     m = cfg.masking
-    return {"seed": m.seed, "mask_prob": m.mask_prob, "split": tuple(m.split), "scheme": m.scheme,
-            "span_p": m.span_p, "span_max_words": m.span_max_words}
+    return MaskRule(m.mask_prob, tuple(m.split), m.scheme, m.span_p, m.span_max_words)
 
 
 REFERENCE_SCHEME = "token"
@@ -229,14 +230,14 @@ def fixed_validation_collator(vocab: VocabInfo, cfg: Config) -> PretrainingColla
     evaluation, so validation losses compare across arms that differ in masking mode, scheme or split: each arm
     predicts the same masked tokens of the same sequences. (Validated on its own masks, an arm that replaces 0%
     by random tokens, or masks whole spans, would face an easier or harder task than its neighbour.)"""
-    options = {**_masking_options(cfg), "scheme": REFERENCE_SCHEME, "split": REFERENCE_SPLIT}
-    return PretrainingCollator(vocab, mode="static", dupe_factor=1, **options)
+    rule = dataclasses.replace(mask_rule(cfg), scheme=REFERENCE_SCHEME, split=REFERENCE_SPLIT)
+    return PretrainingCollator(vocab, mode="static", seed=cfg.masking.seed, dupe_factor=1, rule=rule)
 
 
 def training_collator(vocab: VocabInfo, cfg: Config) -> PretrainingCollator:
     """The collator of the training data: the configured masking mode, copies and scheme."""
     m = cfg.masking
-    return PretrainingCollator(vocab, mode=m.mode, dupe_factor=m.dupe_factor, **_masking_options(cfg))
+    return PretrainingCollator(vocab, mode=m.mode, seed=m.seed, dupe_factor=m.dupe_factor, rule=mask_rule(cfg))
 
 
 class PretrainingDataModule(L.LightningDataModule):

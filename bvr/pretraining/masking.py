@@ -40,6 +40,7 @@ The collator that applies these masks to batches is :class:`bvr.pretraining.coll
 
 from __future__ import annotations
 
+from dataclasses import astuple, dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -274,6 +275,40 @@ def _check_ids(input_ids: np.ndarray, vocab: VocabInfo) -> None:
         )
 
 
+@dataclass(frozen=True)
+class MaskRule:
+    """What is masked and how, checked when made.
+
+    Attributes:
+        mask_prob: share of candidate tokens to predict.
+        split: shares of the chosen tokens (of spans, in the span scheme) replaced by [MASK], by a random token, and
+            left unchanged.
+        scheme: "token" (exactly the budget of tokens), "whole-word" (whole words, ending within one word of the
+            budget) or "span" (SpanBERT's spans of whole words, exactly the budget, replaced per span).
+        span_p: the span scheme's geometric parameter for span lengths in words.
+        span_max_words: the span scheme's longest span in words.
+
+    Raises:
+        BvrError: ``mask_prob`` outside (0, 1), a bad ``split``, an unknown scheme, ``span_p`` outside (0, 1] or
+            ``span_max_words`` below 1, naming the ``masking.`` key.
+    """
+
+    mask_prob: float = 0.15
+    split: tuple[float, float, float] = (0.8, 0.1, 0.1)
+    scheme: str = "token"
+    span_p: float = 0.2
+    span_max_words: int = 10
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "split", tuple(self.split))
+        check_mask_options(self.mask_prob, self.split)
+        check_scheme(self.scheme, self.span_p, self.span_max_words)
+
+
+MASK_RULE = MaskRule()
+"""BERT's: 15% of the tokens, 80% [MASK] / 10% random / 10% kept."""
+
+
 def mask_batch(
     input_ids: np.ndarray,
     indices: np.ndarray,
@@ -281,18 +316,14 @@ def mask_batch(
     vocab: VocabInfo,
     *,
     seed: int,
-    mask_prob: float = 0.15,
-    split: tuple[float, float, float] = (0.8, 0.1, 0.1),
-    scheme: str = "token",
-    span_p: float = 0.2,
-    span_max_words: int = 10,
+    rule: MaskRule = MASK_RULE,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Mask a padded batch for masked-language modelling; a pure function of (seed, index, copy, position).
 
     Candidates are the positions whose id is neither special nor padding. The budget is
-    ``max(1, round(n * mask_prob))`` of a sequence's ``n`` candidates (none when ``n`` is 0); ``scheme`` decides
-    which positions spend it (see the module docstring). Each chosen token (``token``, ``whole-word``) or span
-    (``span``) then becomes ``vocab.mask_id``, a random non-special id or itself with probabilities ``split``.
+    ``max(1, round(n * rule.mask_prob))`` of a sequence's ``n`` candidates (none when ``n`` is 0); ``rule.scheme``
+    decides which positions spend it (see the module docstring). Each chosen token (``token``, ``whole-word``) or span
+    (``span``) then becomes ``vocab.mask_id``, a random non-special id or itself with probabilities ``rule.split``.
 
     Args:
         input_ids: (batch, seq) ids, padded with ``vocab.pad_id``.
@@ -300,23 +331,16 @@ def mask_batch(
         copies: (batch,) each sequence's copy number, from :func:`mask_copy`.
         vocab: the tokenizer's vocabulary facts.
         seed: the run's masking seed.
-        mask_prob: share of candidates to predict.
-        split: shares of the chosen tokens replaced by [MASK], by a random token, and left unchanged.
-        scheme: "token" (exactly the budget of tokens), "whole-word" (whole words, ending within one word of the
-            budget) or "span" (SpanBERT's spans of whole words, exactly the budget, replaced per span).
-        span_p: the span scheme's geometric parameter for span lengths in words.
-        span_max_words: the span scheme's longest span in words.
+        rule: what is masked and how (:class:`MaskRule`; BERT's by default).
 
     Returns:
         ``(masked_ids, labels)``, new (batch, seq) int64 arrays; labels hold the original id at chosen positions
         and -100 elsewhere.
 
     Raises:
-        BvrError: ``mask_prob`` outside (0, 1), a bad ``split``, an unknown scheme, ``span_p`` outside (0, 1],
-            ``span_max_words`` below 1, or ids outside the vocabulary.
+        BvrError: ids outside the vocabulary.
     """
-    check_mask_options(mask_prob, split)
-    check_scheme(scheme, span_p, span_max_words)
+    mask_prob, split, scheme, span_p, span_max_words = astuple(rule)
     input_ids = np.asarray(input_ids, dtype=np.int64)  # (batch, seq)
     _check_ids(input_ids, vocab)
     rows = np.asarray(indices, dtype=np.int64)[:, None]  # (batch, 1)
