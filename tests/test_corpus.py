@@ -16,6 +16,7 @@ from bvr.corpus import (
     READERS,
     SOURCES,
     CorpusStats,
+    HoldOut,
     build_corpus,
     is_heading,
     is_markup,
@@ -421,7 +422,7 @@ def test_is_validation_is_the_documented_hash() -> None:
 
 def test_build_corpus_round_trip(tmp_path: Path) -> None:
     out = tmp_path / "corpus"
-    stats = build_corpus("wikiextractor", WIKI, out, validation_fraction=0.5, split_seed=3, progress=False)
+    stats = build_corpus("wikiextractor", WIKI, out, held_out=HoldOut(0.5, seed=3), progress=False)
     corpus = load_corpus(out)
     assert set(corpus) == {"train", "validation"}
     assert corpus["train"].features == corpus["validation"].features
@@ -437,18 +438,18 @@ def test_build_corpus_round_trip(tmp_path: Path) -> None:
 
 
 def test_build_corpus_plain_text_and_hf(tmp_path: Path) -> None:
-    stats = build_corpus("text", PLAIN, tmp_path / "text", validation_fraction=0.0, progress=False)
+    stats = build_corpus("text", PLAIN, tmp_path / "text", held_out=HoldOut(0.0), progress=False)
     assert load_corpus(tmp_path / "text")["train"].to_list() == PLAIN_DOCUMENTS
     assert len(load_corpus(tmp_path / "text")["validation"]) == 0  # an empty split still loads
     assert (stats.train_documents, stats.validation_documents) == (2, 0)
     datasets.Dataset.from_dict(HF_ROWS).save_to_disk(tmp_path / "ds")
-    stats = build_corpus("hf", tmp_path / "ds", tmp_path / "hf", validation_fraction=0.0, progress=True)
+    stats = build_corpus("hf", tmp_path / "ds", tmp_path / "hf", held_out=HoldOut(0.0), progress=True)
     assert load_corpus(tmp_path / "hf")["train"]["doc_id"] == ["x1", "x2"]
 
 
 def test_build_corpus_max_documents(tmp_path: Path) -> None:
     stats = build_corpus(
-        "wikiextractor", WIKI, tmp_path / "out", validation_fraction=0.0, max_documents=2, progress=False
+        "wikiextractor", WIKI, tmp_path / "out", held_out=HoldOut(0.0), max_documents=2, progress=False
     )
     assert load_corpus(tmp_path / "out")["train"]["doc_id"] == ["101", "103"]
     assert stats.stopped_at_max_documents
@@ -457,8 +458,8 @@ def test_build_corpus_max_documents(tmp_path: Path) -> None:
 
 def test_build_corpus_replaces_a_corpus_but_not_other_folders(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    build_corpus("text", PLAIN, out, validation_fraction=0.0, progress=False)
-    build_corpus("wikiextractor", WIKI, out, validation_fraction=0.0, progress=False)
+    build_corpus("text", PLAIN, out, held_out=HoldOut(0.0), progress=False)
+    build_corpus("wikiextractor", WIKI, out, held_out=HoldOut(0.0), progress=False)
     assert load_corpus(out)["train"]["doc_id"] == ["101", "103", "201"]
     _write(tmp_path / "precious" / "thesis.tex", "x")
     with pytest.raises(BvrError, match="not a corpus"):
@@ -468,7 +469,7 @@ def test_build_corpus_replaces_a_corpus_but_not_other_folders(tmp_path: Path) ->
 
 def test_failed_build_leaves_the_old_corpus_and_no_temporary_folder(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    build_corpus("text", PLAIN, out, validation_fraction=0.0, progress=False)
+    build_corpus("text", PLAIN, out, held_out=HoldOut(0.0), progress=False)
     with pytest.raises(BvrError, match="outside a <doc"):
         build_corpus("wikiextractor", PLAIN, out, progress=False)
     assert load_corpus(out)["train"].to_list() == PLAIN_DOCUMENTS
@@ -486,7 +487,7 @@ def test_build_corpus_empty_corpus(tmp_path: Path) -> None:
 
 def test_build_corpus_counts_undecodable_bytes(tmp_path: Path) -> None:
     path = _write(tmp_path / "latin1.txt", "Caf\xe9 society. Na\xefve art.\n".encode("latin-1"))
-    stats = build_corpus("text", path, tmp_path / "out", validation_fraction=0.0, progress=False)
+    stats = build_corpus("text", path, tmp_path / "out", held_out=HoldOut(0.0), progress=False)
     assert stats.undecodable_bytes == 2
     assert load_corpus(tmp_path / "out")["train"][0]["sentences"] == ["Caf\ufffd society.", "Na\ufffdve art."]
     assert "replaced 2 undecodable bytes" in stats.summary()
@@ -496,7 +497,7 @@ def test_build_corpus_counts_undecodable_bytes(tmp_path: Path) -> None:
     ("kwargs", "match"),
     [
         ({"source": "pdf"}, "unknown corpus source 'pdf'"),
-        ({"validation_fraction": 1.0}, r"not in \[0, 1\)"),
+        ({"held_out": HoldOut(1.0)}, r"not in \[0, 1\)"),
         ({"max_documents": 0}, "not a positive number"),
     ],
 )

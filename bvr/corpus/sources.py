@@ -14,12 +14,13 @@ from bvr.progress import track
 
 @dataclass(frozen=True)
 class SourceOptions:
-    """Reader settings that only some sources use."""
+    """Reader settings that only some sources use: the "hf" source's text column, split and configuration; and
+    whether to show a progress bar."""
 
-    text_column: str
-    hf_split: str
-    hf_config: str | None
-    progress: bool
+    text_column: str = "text"
+    hf_split: str = "train"
+    hf_config: str | None = None
+    progress: bool = True
 
 
 def _wikiextractor_source(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -11,7 +12,7 @@ import sys
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import closing, contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import datasets
@@ -57,18 +58,31 @@ def split_rank(doc_id: str, seed: int) -> int:
     return int.from_bytes(digest, "big")
 
 
+@dataclass(frozen=True)
+class HoldOut:
+    """How :func:`build_corpus` holds documents out for validation.
+
+    Attributes:
+        fraction: expected share of documents in the validation split, in [0, 1).
+        seed: seed of the train/validation choice (see :func:`is_validation`).
+        min_documents: when the hash puts fewer documents in validation, move the training documents with the lowest
+            :func:`split_rank` (the nearest to being chosen) over until there are this many, so a small corpus still
+            has a validation split; a corpus that would then have no training document is an error.
+    """
+
+    fraction: float = 0.01
+    seed: int = 0
+    min_documents: int = 0
+
+
 def build_corpus(
     source: str,
     path: str | Path,
     out_dir: Path,
     *,
-    validation_fraction: float = 0.01,
-    split_seed: int = 0,
+    held_out: HoldOut = HoldOut(),
     max_documents: int | None = None,
-    text_column: str = "text",
-    hf_split: str = "train",
-    hf_config: str | None = None,
-    min_validation_documents: int = 0,
+    reading: SourceOptions | None = None,
     progress: bool = True,
 ) -> CorpusStats:
     """Read a corpus and write it to ``out_dir`` as a ``DatasetDict`` (train, validation) plus ``corpus_stats.json``.
@@ -81,16 +95,10 @@ def build_corpus(
         source: one of :data:`SOURCES`.
         path: the corpus file or folder, or (for "hf") a dataset path or hub id.
         out_dir: where the corpus goes; an existing corpus there is replaced.
-        validation_fraction: expected share of documents in the validation split, in [0, 1).
-        split_seed: seed of the train/validation choice (see :func:`is_validation`).
+        held_out: how documents are held out for validation (:class:`HoldOut`).
         max_documents: stop after this many documents (for quick runs); None reads everything.
-        text_column: ("hf") the column holding the text.
-        hf_split: ("hf") the split to read.
-        hf_config: ("hf") the dataset configuration.
-        min_validation_documents: when the hash puts fewer documents in validation, move the training documents
-            with the lowest :func:`split_rank` (the nearest to being chosen) over until there are this many, so a
-            small corpus still has a validation split; a corpus that would then have no training document is an
-            error.
+        reading: the settings only some sources read (the "hf" source's column, split and configuration); None: the
+            defaults of :class:`~bvr.corpus.sources.SourceOptions`.
         progress: show a progress bar.
 
     Returns:
@@ -98,13 +106,14 @@ def build_corpus(
 
     Raises:
         BvrError: an unknown source, a bad fraction, unreadable input, no documents at all (or too few for
-            ``min_validation_documents``), or an ``out_dir`` that holds something other than a corpus.
+            ``held_out.min_documents``), or an ``out_dir`` that holds something other than a corpus.
     """
+    validation_fraction, split_seed, min_validation_documents = held_out.fraction, held_out.seed, held_out.min_documents
     _check_build_args(source, validation_fraction, max_documents)
     out_dir = Path(out_dir).expanduser()
     _check_replaceable(out_dir)
     stats = CorpusStats(source=source, path=str(path))
-    options = SourceOptions(text_column, hf_split, hf_config, progress)
+    options = dataclasses.replace(reading or SourceOptions(), progress=progress)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     work = out_dir.with_name(f".{out_dir.name}.building-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:

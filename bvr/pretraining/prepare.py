@@ -28,7 +28,7 @@ from tokenizers import Tokenizer
 
 from bvr.cache import arrow_problem, build_once, cache_dir, fingerprint, reuse_older
 from bvr.config import Config, hashed_section
-from bvr.corpus import build_corpus, datasets_progress, load_corpus
+from bvr.corpus import HoldOut, SourceOptions, build_corpus, datasets_progress, load_corpus
 from bvr.errors import BvrError
 from bvr.pretraining.corpus_location import resolve_corpus
 from bvr.pretraining.formats import create_instances
@@ -124,12 +124,9 @@ def prepare_corpus(cfg: Config, *, progress: bool = True, built: set[Path] | Non
             location.source,
             location.path,
             tmp / "documents",
-            validation_fraction=corpus["validation_fraction"],
-            split_seed=corpus["split_seed"],
+            held_out=HoldOut(corpus["validation_fraction"], corpus["split_seed"], MIN_VALIDATION_DOCUMENTS),
             max_documents=corpus["max_documents"],
-            text_column=corpus["text_column"],
-            hf_config=location.hf_config,
-            min_validation_documents=MIN_VALIDATION_DOCUMENTS,
+            reading=SourceOptions(text_column=corpus["text_column"], hf_config=location.hf_config),
             progress=progress,
         )
 

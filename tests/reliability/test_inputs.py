@@ -18,6 +18,7 @@ import torch
 from bvr import cli
 from bvr.corpus import (
     CorpusStats,
+    HoldOut,
     build_corpus,
     load_corpus,
     read_hf_dataset,
@@ -85,7 +86,7 @@ def test_text_and_hf_build_the_same_corpus_from_a_folder(tmp_path):
         (folder / f"part{index % 3}.txt").open("a").write(f"Document {index} opens. It goes on.\n\n")
     splits = {}
     for source in ("text", "hf"):
-        build_corpus(source, folder, tmp_path / source, validation_fraction=0.3, progress=False)
+        build_corpus(source, folder, tmp_path / source, held_out=HoldOut(0.3), progress=False)
         splits[source] = {name: split.to_list() for name, split in load_corpus(tmp_path / source).items()}
     assert splits["hf"] == splits["text"]
     assert len(splits["text"]["train"]) + len(splits["text"]["validation"]) == 12
@@ -122,7 +123,7 @@ def test_wikitext_articles_keep_their_sections_and_drop_headings():
 
 
 def test_wikitext_source_keeps_an_article_on_one_side_of_the_split(tmp_path):
-    stats = build_corpus("wikitext", WIKITEXT.parent, tmp_path / "out", validation_fraction=0.5, progress=False)
+    stats = build_corpus("wikitext", WIKITEXT.parent, tmp_path / "out", held_out=HoldOut(0.5), progress=False)
     corpus = load_corpus(tmp_path / "out")
     titles = [doc["title"] for name in ("train", "validation") for doc in corpus[name]]
     assert sorted(titles) == ["Tower Building of the Little Rock Arsenal", "Valkyria Chronicles III"]
