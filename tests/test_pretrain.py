@@ -19,6 +19,7 @@ from bvr.config import load_config
 from bvr.errors import BvrError
 from bvr.locks import holder, lock_path
 from bvr.pretrained import fill_mask, load_pretrained
+from bvr.pretraining import run as run_module
 from bvr.pretraining.prepare import prepare
 from bvr.pretraining.run import DEFAULT_EXPERIMENT, pretrain, run_dir_for
 from bvr.tracking import find_runs, tracking_uri
@@ -192,6 +193,28 @@ def test_sigkill_then_resume_equals_an_uninterrupted_run(data_dir, tmp_path, mon
     for key in a:
         torch.testing.assert_close(b[key], a[key], atol=1e-6, rtol=1e-5, msg=key)
     for key in ("train/mlm_loss", "val/mlm_loss", "tokens_seen"):
+        assert resumed.metrics[key] == pytest.approx(full.metrics[key], rel=1e-5), key
+
+
+def test_a_run_stopped_after_its_last_step_resumes_with_its_losses(data_dir, tmp_path, monkeypatch):
+    """Stopped after the last step's checkpoint, while exporting (the budget curve's SIGTERM did this): the resumed
+    run takes no step, and still reports the final validation and training losses the whole run has."""
+    monkeypatch.chdir(tmp_path)
+    overrides = ["training.max_steps=6", "training.checkpoint_every_steps=3"]
+    full = pretrain(config(data_dir, tmp_path / "a", *overrides), progress=False)
+    cfg = config(data_dir, tmp_path / "b", *overrides)
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patched:
+        patched.setattr(run_module, "_export", stopped)
+        with pytest.raises(KeyboardInterrupt):
+            pretrain(cfg, progress=False)
+    run_dir = next((tmp_path / "b" / "runs").glob("pretrain-*"))
+    assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 6
+    resumed = pretrain(cfg, resume=True, progress=False)
+    for key in ("train/mlm_loss", "val/mlm_loss", "val/perplexity", "tokens_seen"):
         assert resumed.metrics[key] == pytest.approx(full.metrics[key], rel=1e-5), key
 
 

@@ -50,6 +50,7 @@ from bvr.tracking import (
     log_artifact_dir,
     log_config,
     log_inputs,
+    store_client,
     system_metrics,
     tracking_uri,
 )
@@ -107,6 +108,12 @@ def model_part(cfg: Config) -> dict:
 
 def _logged_metrics(trainer: L.Trainer) -> dict[str, float]:
     return {k: float(v) for k, v in trainer.callback_metrics.items() if torch.is_tensor(v) and v.numel() == 1}
+
+
+def _last_training_metrics(run_id: str) -> dict[str, float]:
+    """The run's latest ``train/*`` values in MLflow: what a run resumed after its last step reports for them."""
+    logged = store_client(tracking_uri()).get_run(run_id).data.metrics
+    return {key: float(value) for key, value in logged.items() if key.startswith("train/")}
 
 
 def pretrain(
@@ -223,12 +230,16 @@ def _fit(cfg: Config, built: _Built, run_dir: Path, ckpt_path: str | None, logge
     with quiet_fit(), system_metrics(monitored, tracking_uri(), resume=ckpt_path is not None):
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
         metrics = _logged_metrics(trainer)
-        if t.val_every_steps and trainer.global_step % t.val_every_steps:
+        # Resumed from the last step's checkpoint (stopped while exporting or recording), the fit took no step.
+        fitted_nothing = not any(key.startswith("train/") for key in metrics)
+        if fitted_nothing or t.val_every_steps and trainer.global_step % t.val_every_steps:
             # "every val_every_steps and at the end": the last steps were not validated yet.
             trainer.validate(module, datamodule=datamodule, verbose=False)
             metrics.update(_logged_metrics(trainer))
     if trainer.global_rank != 0:
         return None
+    if fitted_nothing:  # the training losses of the last logged step, as the interrupted run logged them
+        metrics = {**_last_training_metrics(logger.run_id), **metrics}
     metrics.update(wall_seconds=time.perf_counter() - start, tokens_seen=float(module.tokens_seen),
                    steps=float(trainer.global_step), **{f"params_{k}": float(v) for k, v in built.params.items()})
     metrics.update(exposure(cfg, trainer.global_step, datamodule.instances["train"], module.tokens_seen))
