@@ -108,8 +108,7 @@ def build_corpus(
         BvrError: an unknown source, a bad fraction, unreadable input, no documents at all (or too few for
             ``held_out.min_documents``), or an ``out_dir`` that holds something other than a corpus.
     """
-    validation_fraction, split_seed, min_validation_documents = held_out.fraction, held_out.seed, held_out.min_documents
-    _check_build_args(source, validation_fraction, max_documents)
+    _check_build_args(source, held_out.fraction, max_documents)
     out_dir = Path(out_dir).expanduser()
     _check_replaceable(out_dir)
     stats = CorpusStats(source=source, path=str(path))
@@ -118,17 +117,18 @@ def build_corpus(
     work = out_dir.with_name(f".{out_dir.name}.building-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
         with closing(READERS[source](path, stats, options)) as documents:
-            _write_arrow(documents, work / "stream", stats, validation_fraction, split_seed, max_documents)
+            _write_arrow(documents, work / "stream", stats, held_out.fraction, held_out.seed, max_documents)
         if stats.documents == 0:
             raise BvrError(f"no documents found. {stats.summary().removesuffix('.')}", where=path,
                            hint=f"check corpus.path and corpus.source ({', '.join(SOURCES)})")
-        if stats.documents <= min_validation_documents:
-            raise BvrError(f"{stats.documents} document(s) found: too few to hold out {min_validation_documents} for "
+        if stats.documents <= held_out.min_documents:
+            raise BvrError(f"{stats.documents} document(s) found: too few to hold out {held_out.min_documents} for "
                            "validation and train on the rest", where=path,
-                           hint=f"use a corpus of at least {min_validation_documents + 1} documents (in plain text, "
+                           hint=f"use a corpus of at least {held_out.min_documents + 1} documents (in plain text, "
                                 "a blank line ends a document)")
         _warn_if_not_words(stats, path)
-        _save_corpus(work / "stream", work / "corpus", stats, min_validation_documents, split_seed, progress=progress)
+        _save_corpus(work / "stream", work / "corpus", stats, held_out.min_documents, held_out.seed,
+                     progress=progress)
         replace_dir(work / "corpus", out_dir)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -40,7 +40,7 @@ The collator that applies these masks to batches is :class:`bvr.pretraining.coll
 
 from __future__ import annotations
 
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -340,7 +340,6 @@ def mask_batch(
     Raises:
         BvrError: ids outside the vocabulary.
     """
-    mask_prob, split, scheme, span_p, span_max_words = astuple(rule)
     input_ids = np.asarray(input_ids, dtype=np.int64)  # (batch, seq)
     _check_ids(input_ids, vocab)
     rows = np.asarray(indices, dtype=np.int64)[:, None]  # (batch, 1)
@@ -348,21 +347,21 @@ def mask_batch(
     cols = np.arange(input_ids.shape[1])[None, :]  # (1, seq)
 
     candidates = ~_special_table(vocab.vocab_size, _specials(vocab))[input_ids]  # (batch, seq)
-    budget = _budget(candidates.sum(axis=1), mask_prob)  # (batch,)
+    budget = _budget(candidates.sum(axis=1), rule.mask_prob)  # (batch,)
     word_start = np.asarray(vocab.word_start, dtype=bool)  # (vocab_size,)
-    if scheme == "span":
-        cdf = span_length_cdf(float(span_p), int(span_max_words))
+    if rule.scheme == "span":
+        cdf = span_length_cdf(float(rule.span_p), int(rule.span_max_words))
         chosen = choose_spans(input_ids, candidates, budget, word_start, (seed, rows, copy), cdf)
         class_draw = span_class_draw(chosen, seed, rows, copy)  # (batch, seq)
     else:
         keys = uniform(seed, STREAM_CHOOSE, rows, copy, cols)  # (batch, seq)
-        if scheme == "whole-word":
+        if rule.scheme == "whole-word":
             chosen = _choose_words(input_ids, keys, candidates, budget, word_start)
         else:
             chosen = _choose_tokens(keys, candidates, budget)
         class_draw = uniform(seed, STREAM_CLASS, rows, copy, cols)  # (batch, seq)
 
     draws = (class_draw, uniform(seed, STREAM_TOKEN, rows, copy, cols))
-    masked = _replace(input_ids, chosen, draws, vocab, split)
+    masked = _replace(input_ids, chosen, draws, vocab, rule.split)
     labels = np.where(chosen, input_ids, IGNORE_INDEX)  # (batch, seq)
     return masked, labels

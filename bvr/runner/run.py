@@ -233,7 +233,7 @@ def _parent(runner: Runner, only: list[str] | None) -> Iterator[None]:
     tags = run_tags(RunContext(ablation=plan.name), stage="ablation",
                     extra={"bvr.preset": plan.preset or "default", "bvr.plan": plan.plan_hash,
                            "bvr.manifest": str(plan.manifest_path), "bvr.kind": plan.ablation.kind})
-    name = f"{plan.name} ({plan.preset or 'default'}{', dvc' if only else ''})"
+    name = f"{plan.name} ({plan.preset or 'default'}{', chosen units' if only else ''})"
     with contextlib.ExitStack() as stack:
         # Chosen under the manifest's lock: two invocations started at once share one parent, the second finding
         # the first's in the manifest instead of starting its own.
