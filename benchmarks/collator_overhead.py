@@ -67,7 +67,7 @@ def synthetic_examples(vocab: VocabInfo, first_index: int, epoch: int, seed: int
             {
                 "input_ids": ids.tolist(),
                 "token_type_ids": types,
-                "nsp_label": row % 2,
+                "sentence_label": row % 2,
                 "index": first_index + row,
                 "epoch": epoch,
             }
@@ -92,9 +92,9 @@ def time_step(batch: dict[str, torch.Tensor], steps: int, shape: Shape = BENCH) 
     torch.manual_seed(0)
     # The step of pretrain_throughput.py's config (4 layers, hidden 256), fixed there: the tiny preset's shape changes.
     config = shape.encoder_config(pad_token_id=0)
-    model = PretrainingModel(config, nsp=True).train()
+    model = PretrainingModel(config, sentence_head=True).train()
     optimiser = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
-    inputs = {k: batch[k] for k in ("input_ids", "labels", "attention_mask", "token_type_ids", "nsp_labels")}
+    inputs = {k: batch[k] for k in ("input_ids", "labels", "attention_mask", "token_type_ids", "sentence_labels")}
 
     def step(_: int) -> None:
         optimiser.zero_grad(set_to_none=True)

@@ -197,7 +197,7 @@ def explicit_attend(q, k, v, mask, dropout_p, values_scaled=False):
 
 
 def bvr_step(sizes: Sizes, compiled: bool, explicit: bool = False) -> Callable[[dict], float]:
-    model = PretrainingModel(encoder_config(sizes), nsp=False).to(sizes.device).train()
+    model = PretrainingModel(encoder_config(sizes), sentence_head=False).to(sizes.device).train()
     if compiled:
         compile_layers(model.encoder)
     optimizer = adamw(model.named_parameters(), learning_rate=1e-4, weight_decay=0.01, betas=(0.9, 0.98), eps=1e-6,
@@ -385,7 +385,7 @@ def markov_examples(count: int, length: int, vocab: int, seed: int = 0) -> list[
         ids = [int(rng.integers(5, vocab))]
         for choice in rng.integers(0, 8, length - 3):
             ids.append(int(successors[ids[-1], choice]))
-        examples.append({"input_ids": [2, *ids, 3], "token_type_ids": [0] * length, "nsp_label": 0, "index": index,
+        examples.append({"input_ids": [2, *ids, 3], "token_type_ids": [0] * length, "sentence_label": 0, "index": index,
                          "epoch": 0})
     return examples
 
@@ -411,7 +411,7 @@ def tiny_curve(sizes: Sizes, accelerator: str, precision: str, root: Path, compi
     config = EncoderConfig(family="bert", vocab_size=vocab_size, hidden_size=128, num_layers=2, num_heads=2,
                            intermediate_size=512, pad_token_id=0)
     training = TrainingConfig(learning_rate=1e-3, warmup_steps=20, max_steps=sizes.tiny_steps)
-    model = PretrainingModel(config, nsp=False)
+    model = PretrainingModel(config, sentence_head=False)
     if compiled:  # as bvr pretrain does with training.compile=true
         compile_layers(model.encoder)
     module = PretrainingModule(model, training)

@@ -104,7 +104,7 @@ def ours(compiled: bool = False, dropout: float = 0.1, gelu: bool = True,
          shape: Shape = BENCH) -> tuple[torch.nn.Module, callable]:
     """Our model and its training step; ``dropout=0`` and ``gelu=False`` remove those ops (for the fusion bounds)."""
     config = shape.encoder_config(pad_token_id=0, dropout=dropout, attention_dropout=dropout)
-    model = PretrainingModel(config, nsp=False).train()
+    model = PretrainingModel(config, sentence_head=False).train()
     if not gelu:
         for module in model.modules():
             if isinstance(module, Intermediate):

@@ -34,7 +34,7 @@ from bvr.ablation.declare import Evaluations
 from bvr.config import load_config
 from bvr.evaluation.run import evaluate_model
 from bvr.pretraining.run import initialise, pretrain
-from bvr.tasks.run import finetune
+from bvr.tasks.run import FinetuneSetup, finetune
 from bvr.tracking import RunContext
 
 EXPERIMENT = "bvr-recipe-search"
@@ -121,8 +121,9 @@ def score(model_dir: Path, label: str, evaluations: Evaluations, data_dir: Path,
 
 def finetuned(checkpoint: Path, label: str, data_dir: Path, output_dir: Path, overrides: tuple[str, ...]) -> float:
     """Fine-tuned SST-2 dev accuracy, one seed."""
-    result = finetune(checkpoint, "sst2", seeds=[0], data_dir=data_dir, output_dir=output_dir, preset="tiny",
-                      overrides=list(overrides), context=RunContext(experiment=EXPERIMENT, label=label))
+    setup = FinetuneSetup(data_dir=data_dir, output_dir=output_dir, preset="tiny", overrides=list(overrides))
+    result = finetune(checkpoint, "sst2", seeds=[0], setup=setup,
+                      context=RunContext(experiment=EXPERIMENT, label=label))
     return result.seeds[0].scores[result.main_key]
 
 

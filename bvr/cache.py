@@ -20,6 +20,11 @@ from bvr.fs import replace_dir, temp_sibling
 from bvr.locks import file_lock, lock_path, process_alive
 
 DONE = "DONE"
+CACHE_VERSION = 1
+"""The version every cache folder's key holds (corpus, tokenizer, tokenized documents, instances, pretraining and
+initialised runs, fine-tuning seeds, evaluation results). Bump it when a change to the code would change the bytes
+a cache holds: every folder is then built again rather than reused. What stores of before it are still read is in
+:mod:`bvr.compat`."""
 
 _FILE_HASHES: dict[tuple[str, int, int, int, int], str] = {}
 """Content hash of each file read, by (path, size, mtime_ns, ctime_ns, inode): see :func:`fingerprint`."""
@@ -34,14 +39,16 @@ def is_done(path: Path) -> bool:
     return (Path(path) / DONE).is_file()
 
 
-def reuse_older(target: Path, older: Path) -> Path:
-    """``target``, or ``older`` where only ``older`` is finished: the folder a key used before named the same
-    content by (a key that held the data folder's path), reused rather than built again.
+def reuse_older(target: Path, *older: Path) -> Path:
+    """``target``, or the first finished of ``older`` where ``target`` is not finished: the folders an earlier key
+    named the same content by (:mod:`bvr.compat`), reused rather than built again.
 
     >>> reuse_older(Path("/nonexistent/new"), Path("/nonexistent/old"))
     PosixPath('/nonexistent/new')
     """
-    return older if not is_done(target) and is_done(older) else target
+    if is_done(target):
+        return target
+    return next((folder for folder in older if is_done(folder)), target)
 
 
 def fingerprint(*paths: str | Path) -> str:

@@ -95,7 +95,7 @@ def test_a_few_blank_lines_are_skipped_and_reported(tmp_path):
 
 
 def test_bvr_finetune_runs_boolq_end_to_end(tmp_path, monkeypatch):
-    checkpoint = make_checkpoint(tmp_path / "bert", "bert", nsp=True)
+    checkpoint = make_checkpoint(tmp_path / "bert", "bert", sentence_head=True)
     data = tmp_path / "data"
     shutil.copytree(BOOLQ, data / "superglue" / "boolq")
     monkeypatch.chdir(tmp_path)  # the MLflow store lives in the working directory

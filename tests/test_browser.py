@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bvr.report.browser import (
+from bvr.report.render import render_report
+from bvr.tools.browser import (
     BrowserCheck,
     check_in_browser,
     check_layout,
@@ -22,8 +23,7 @@ from bvr.report.browser import (
     resolve_link,
     ui_mode,
 )
-from bvr.report.chromium import dump_dom, find_chromium, mlflow_ui
-from bvr.report.render import render_report
+from bvr.tools.chromium import dump_dom, find_chromium, mlflow_ui
 from bvr.tracking import store_client, tracking_uri
 from tests.report_fixtures import filled
 

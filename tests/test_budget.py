@@ -172,7 +172,7 @@ def test_a_budget_curve_with_no_runs_yet_renders(store: Store, tmp_path: Path) -
 
 def test_the_budget_kind_compares_each_budget_with_the_next_only(store: Store) -> None:
     a = analyse(collect(_budget(store.manifest), workdir=store.workdir), load_published())
-    assert {(c.a, c.b) for c in a.comparisons} == {("static", "dynamic")} and a.m == 13
+    assert {(c.arm_a, c.arm_b) for c in a.comparisons} == {("static", "dynamic")} and a.m == 13
     metrics = effect_metrics(a)  # the parent run's metrics in MLflow
     assert metrics["budget/probe/sst2/starts_to_help_tokens"] == 153_600
     assert metrics["effect/blimp/static-vs-no-pretraining"] == pytest.approx(20.0)

@@ -198,8 +198,8 @@ def test_evaluation_results_are_keyed_by_the_data_they_read(tmp_path: Path) -> N
 
 
 def test_evaluation_results_are_keyed_by_the_datas_content_not_its_path(tmp_path: Path) -> None:
+    from bvr import compat
     from bvr.ablation.declare import Evaluations
-    from bvr.config import config_hash
     from bvr.evaluation.run import _settings, result_path
 
     model = tmp_path / "run" / "model"
@@ -212,21 +212,23 @@ def test_evaluation_results_are_keyed_by_the_datas_content_not_its_path(tmp_path
     original = result_path(model, "blimp", None, settings, data, tmp_path / "outputs")
     shutil.copytree(data, tmp_path / "moved")
     assert result_path(model, "blimp", None, settings, tmp_path / "moved", tmp_path / "outputs") == original
-    # A result named while the key held the data folder's path is still found under that name.
+    # A result named by an earlier key is found under that name, until one of today's exists.
     content = (cache.fingerprint(model), cache.fingerprint(data / "blimp"))
-    before = original.with_name(f"blimp-{config_hash(_settings('blimp', None, settings, data), *content)}.json")
-    assert before != original
-    before.parent.mkdir(parents=True)
-    before.write_text("{}")
-    assert result_path(model, "blimp", None, settings, data, tmp_path / "outputs") == before
+    earlier = original.with_name(compat.earlier_result_names("blimp", _settings("blimp", None, settings), data,
+                                                             content)[1])
+    assert earlier != original
+    earlier.parent.mkdir(parents=True)
+    earlier.write_text("{}")
+    assert result_path(model, "blimp", None, settings, data, tmp_path / "outputs") == earlier
     original.write_text("{}")  # once today's name exists, it is the one
     assert result_path(model, "blimp", None, settings, data, tmp_path / "outputs") == original
 
 
 def test_fine_tuning_seeds_are_keyed_by_the_task_files_content_not_the_data_folders_path(tmp_path: Path) -> None:
+    from bvr import compat
     from bvr.config.finetune import FinetuneConfig
     from bvr.tasks.registry import get_task
-    from bvr.tasks.run import FINETUNE_VERSION, _seed_dirs
+    from bvr.tasks.run import _seed_dirs
 
     spec, cfg, data = get_task("rte"), FinetuneConfig(), tmp_path / "data"
     for split in spec.splits:
@@ -241,11 +243,10 @@ def test_fine_tuning_seeds_are_keyed_by_the_task_files_content_not_the_data_fold
     assert dirs(shutil.copytree(data, tmp_path / "moved")) == original
     (tmp_path / "moved" / spec.folder / spec.splits[0].file).write_text("other\n")
     assert dirs(tmp_path / "moved")[0] != original[0]
-    # Seed folders named while the key held the data folder's path: still reused where finished.
-    parts = {"version": FINETUNE_VERSION, "checkpoint": "model-identity", "task": "rte", "finetune": cfg.hashed(),
-             "data_dir": str(data.resolve()), "from_scratch": False, "data": fingerprint(*[
-                 data / spec.folder / split.file for split in spec.splits]), "seed": 0}
-    before = cache.cache_dir(root, "rte-seed0", parts)
+    # Seed folders named by an earlier key (here: while it held the data folder's path) are reused where finished.
+    key = compat.SeedKey("model-identity", "rte", False, fingerprint(*[data / spec.folder / split.file
+                                                                       for split in spec.splits]))
+    before = compat.earlier_seed_dirs(root, key, cfg.hashed(), 0, data)[1]
     (before / DONE).parent.mkdir(parents=True)
     (before / DONE).write_text("")
     assert dirs(data) == {0: before, 1: original[1]}

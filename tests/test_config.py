@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bvr.compat import load_saved_config
 from bvr.config import (
     NOT_HASHED,
     PRESETS_DIR,
@@ -15,7 +16,6 @@ from bvr.config import (
     config_hash,
     dump_config,
     load_config,
-    load_saved_config,
     parse_override,
     resolve_finetune,
 )
@@ -235,7 +235,7 @@ RESOLVED = {
 
 
 _ADDED = {"null_threshold": 0.0, "null_threshold_heldout": 0.0}
-"""Keys added since, hashed only when set (so the caches above keep their keys)."""
+"""Keys added since."""
 
 
 @pytest.mark.parametrize(("task", "preset"), list(RESOLVED))
@@ -244,6 +244,6 @@ def test_finetune_settings_resolve_as_before(task, preset):
 
     resolved = resolve_finetune(load_config(preset=preset), get_task(task))
     assert dataclasses.asdict(resolved) == {**_SHARED, **_ADDED, **RESOLVED[(task, preset)]}
-    assert set(resolved.hashed()) == set(_SHARED) - set(NOT_HASHED) | set(RESOLVED[(task, preset)])
+    assert set(resolved.hashed()) == set(_SHARED) - set(NOT_HASHED) | set(_ADDED) | set(RESOLVED[(task, preset)])
     tuned = resolve_finetune(load_config(preset=preset, overrides=["finetune.null_threshold=-1.5"]), get_task(task))
     assert tuned.hashed() == {**resolved.hashed(), "null_threshold": -1.5}

@@ -20,8 +20,8 @@ def twins(family: str, nsp: bool = False, norm: str = "post", **overrides) -> tu
               "max_position_embeddings": 48, "pad_token_id": PAD[family], "norm": norm, **overrides}
     config = EncoderConfig(family=family, **fields)
     torch.manual_seed(0)
-    quick = PretrainingModel(config, nsp=nsp)
-    reference = PretrainingModel(config, nsp=nsp, fast=False)
+    quick = PretrainingModel(config, sentence_head=nsp)
+    reference = PretrainingModel(config, sentence_head=nsp, fast=False)
     reference.load_state_dict(quick.state_dict())
     return quick, reference
 
@@ -43,7 +43,7 @@ def padded_batch(family: str) -> dict[str, torch.Tensor]:
         types[:, 6:] = 1
         types *= mask
     return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types, "labels": labels,
-            "nsp_labels": torch.tensor([0, 1, 1, 0])}
+            "sentence_labels": torch.tensor([0, 1, 1, 0])}
 
 
 def gradients(model: nn.Module) -> dict[str, torch.Tensor]:

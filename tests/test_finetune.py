@@ -28,7 +28,7 @@ from bvr.tasks.readers import READERS
 from bvr.tasks.readers.squad_json import read_squad, references
 from bvr.tasks.registry import TASK_FORMATS, TASK_KINDS, TASKS, get_task
 from bvr.tasks.results import describe, spread
-from bvr.tasks.run import finetune
+from bvr.tasks.run import FinetuneSetup, finetune
 from bvr.tasks.settings import load_finetune_config
 from bvr.tasks.source import EncoderSource
 from bvr.tasks.splits import TaskData
@@ -72,7 +72,7 @@ def _fixture_texts() -> list[str]:
     return texts
 
 
-def make_checkpoint(folder: Path, family: str, *, nsp: bool) -> Path:
+def make_checkpoint(folder: Path, family: str, *, sentence_head: bool) -> Path:
     """A randomly initialised 2-layer, 32-wide model and a tokenizer trained on the fixtures, as a HF folder."""
     tokenizer = train_tokenizer(family, _fixture_texts(), vocab_size={"bert": 300, "roberta": 400}[family],
                                 min_frequency=1, show_progress=False)
@@ -81,17 +81,18 @@ def make_checkpoint(folder: Path, family: str, *, nsp: bool) -> Path:
     torch.manual_seed(0)
     config = EncoderConfig(family=family, vocab_size=vocab.vocab_size, pad_token_id=vocab.pad_id, num_layers=2,
                            hidden_size=32, num_heads=4, intermediate_size=64)
-    return export_model(PretrainingModel(config, nsp=nsp), tokenizer_dir, {"name": f"tiny-{family}"}, folder / "model")
+    model = PretrainingModel(config, sentence_head=sentence_head)
+    return export_model(model, tokenizer_dir, {"name": f"tiny-{family}"}, folder / "model")
 
 
 @pytest.fixture(scope="module")
 def bert(tmp_path_factory) -> Path:
-    return make_checkpoint(tmp_path_factory.mktemp("bert"), "bert", nsp=True)
+    return make_checkpoint(tmp_path_factory.mktemp("bert"), "bert", sentence_head=True)
 
 
 @pytest.fixture(scope="module")
 def roberta(tmp_path_factory) -> Path:
-    return make_checkpoint(tmp_path_factory.mktemp("roberta"), "roberta", nsp=False)
+    return make_checkpoint(tmp_path_factory.mktemp("roberta"), "roberta", sentence_head=False)
 
 
 def task_data(task: str, checkpoint: Path, data_dir: Path, **settings) -> TaskData:
@@ -364,7 +365,7 @@ TINY = ["finetune.epochs=2", "finetune.batch_size=2", "finetune.learning_rate=1e
 
 @pytest.fixture(scope="module")
 def rte_run(bert, data_dir, workdir):
-    return finetune(bert, "rte", seeds=2, data_dir=data_dir, output_dir=workdir / "out", overrides=TINY,
+    return finetune(bert, "rte", seeds=2, setup=FinetuneSetup(data_dir, workdir / "out", overrides=TINY),
                     context=RunContext(experiment=EXPERIMENT))
 
 
@@ -403,18 +404,18 @@ def test_seeds_are_nested_runs_with_tags_and_metrics(rte_run, workdir, bert, dat
 
 def test_a_second_call_reuses_finished_seeds(rte_run, bert, data_dir, workdir):
     before = len(_runs(workdir))
-    again = finetune(bert, "rte", seeds=3, data_dir=data_dir, output_dir=workdir / "out", overrides=TINY,
+    again = finetune(bert, "rte", seeds=3, setup=FinetuneSetup(data_dir, workdir / "out", overrides=TINY),
                      context=RunContext(experiment=EXPERIMENT))
     assert [seed.reused for seed in again.seeds] == [True, True, False]
     assert [s.scores for s in again.seeds[:2]] == [s.scores for s in rte_run.seeds]
     assert len(_runs(workdir)) == before + 2  # a parent and the one new seed
-    cached = finetune(bert, "rte", seeds=[1, 2], data_dir=data_dir, output_dir=workdir / "out", overrides=TINY,
+    cached = finetune(bert, "rte", seeds=[1, 2], setup=FinetuneSetup(data_dir, workdir / "out", overrides=TINY),
                       context=RunContext(experiment=EXPERIMENT))
     assert all(seed.reused for seed in cached.seeds) and cached.parent_run_id is None
     assert len(_runs(workdir)) == before + 2 and "2 seed(s) reused" in describe(cached)
     # a seed is a function of its inputs: trained again elsewhere (another folder and experiment: in this one, its
     # run would be found and its result read back), it gives the same scores
-    fresh = finetune(bert, "rte", seeds=[0], data_dir=data_dir, output_dir=workdir / "elsewhere", overrides=TINY,
+    fresh = finetune(bert, "rte", seeds=[0], setup=FinetuneSetup(data_dir, workdir / "elsewhere", overrides=TINY),
                      context=RunContext(experiment=f"{EXPERIMENT}-elsewhere"))
     assert not fresh.seeds[0].reused and fresh.seeds[0].history == rte_run.seeds[0].history
 
@@ -424,7 +425,7 @@ def test_a_data_file_edited_in_place_is_trained_on_again(bert, data_dir, workdir
     shutil.copytree(data_dir / "glue" / "RTE", data / "glue" / "RTE")
 
     def run():
-        return finetune(bert, "rte", seeds=1, data_dir=data, output_dir=tmp_path / "out", overrides=TINY,
+        return finetune(bert, "rte", seeds=1, setup=FinetuneSetup(data, tmp_path / "out", overrides=TINY),
                         context=RunContext(experiment=EXPERIMENT)).seeds[0]
 
     first = run()
@@ -436,7 +437,7 @@ def test_a_data_file_edited_in_place_is_trained_on_again(bert, data_dir, workdir
 
 
 def test_from_scratch_control_arm_runs_and_is_tagged(bert, data_dir, workdir):
-    result = finetune(bert, "stsb", seeds=1, data_dir=data_dir, output_dir=workdir / "out", overrides=TINY,
+    result = finetune(bert, "stsb", seeds=1, setup=FinetuneSetup(data_dir, workdir / "out", overrides=TINY),
                       from_scratch=True, context=RunContext(experiment=EXPERIMENT))
     assert result.arm == "tiny-bert-scratch" and result.main_key == "dev/pearson_spearman"
     run = MlflowClient(tracking_uri(workdir)).get_run(result.seeds[0].run_id)
@@ -445,8 +446,8 @@ def test_from_scratch_control_arm_runs_and_is_tagged(bert, data_dir, workdir):
 
 
 def test_span_and_tagging_run_end_to_end_and_keep_the_split(roberta, data_dir, workdir):
-    squad = finetune(roberta, "squad", seeds=1, data_dir=data_dir, output_dir=workdir / "out",
-                     overrides=[*TINY, "finetune.max_length=96", "finetune.stride=16"],
+    overrides = [*TINY, "finetune.max_length=96", "finetune.stride=16"]
+    squad = finetune(roberta, "squad", seeds=1, setup=FinetuneSetup(data_dir, workdir / "out", overrides=overrides),
                      context=RunContext(experiment=EXPERIMENT))
     run = MlflowClient(tracking_uri(workdir)).get_run(squad.seeds[0].run_id)
     assert run.data.tags["bvr.data_split"] == squad.info.split_note and "split: SQuAD split" in describe(squad)
@@ -458,8 +459,9 @@ def test_span_and_tagging_run_end_to_end_and_keep_the_split(roberta, data_dir, w
     assert len(refs) == len(predictions) and not (_seed_folder(workdir, "squad") / "na_probs.json").exists()
     assert squad_scores(predictions, refs, "1.1")["f1"] == squad.seeds[0].scores["dev/f1"]
     # max_steps ends the run inside its first epoch: the final evaluation still happens.
-    conll = finetune(roberta, "conll2003", seeds=1, data_dir=data_dir, output_dir=workdir / "out",
-                     overrides=[*TINY, "finetune.max_steps=1"], context=RunContext(experiment=EXPERIMENT))
+    conll = finetune(roberta, "conll2003", seeds=1,
+                     setup=FinetuneSetup(data_dir, workdir / "out", overrides=[*TINY, "finetune.max_steps=1"]),
+                     context=RunContext(experiment=EXPERIMENT))
     assert conll.seeds[0].history[-1]["step"] == 1
     assert set(conll.seeds[0].scores) == {f"{split}/{m}" for split in ("dev", "test") for m in ("f1", "precision",
                                                                                                  "recall")}
@@ -471,9 +473,9 @@ def _seed_folder(workdir: Path, task: str) -> Path:
 
 
 def test_squad_v2_saves_files_that_rescore_to_the_logged_numbers(roberta, data_dir, workdir):
-    result = finetune(roberta, "squad_v2", seeds=1, data_dir=data_dir, output_dir=workdir / "out",
-                      overrides=[*TINY, "finetune.max_length=96", "finetune.stride=16",
-                                 "finetune.null_threshold_heldout=0.5"], context=RunContext(experiment=EXPERIMENT))
+    overrides = [*TINY, "finetune.max_length=96", "finetune.stride=16", "finetune.null_threshold_heldout=0.5"]
+    result = finetune(roberta, "squad_v2", seeds=1, setup=FinetuneSetup(data_dir, workdir / "out", overrides=overrides),
+                      context=RunContext(experiment=EXPERIMENT))
     seed = result.seeds[0]
     folder = _seed_folder(workdir, "squad_v2")
     predictions = json.loads((folder / "predictions.json").read_text(encoding="utf-8"))

@@ -114,7 +114,7 @@ def test_templates_of_both_families() -> None:
 def test_lengths_dtypes_and_token_types(corpus: Corpus, fmt: str, family: str, max_length: int) -> None:
     template = TEMPLATES[family]
     out = make(corpus, fmt, family, max_length=max_length, objective="nsp" if fmt in PAIR_FORMATS else "none")
-    assert len(out["input_ids"]) == len(out["token_type_ids"]) == len(out["nsp_label"]) > 0
+    assert len(out["input_ids"]) == len(out["token_type_ids"]) == len(out["sentence_label"]) > 0
     for ids, types in zip(out["input_ids"], out["token_type_ids"], strict=True):
         assert ids.dtype == np.int32 and types.dtype == np.int8 and len(ids) == len(types) <= max_length
         if fmt in PAIR_FORMATS:
@@ -140,14 +140,14 @@ def test_empty_documents_and_sentences_are_ignored(corpus: Corpus) -> None:
     assert create_instances(
         [[], [empty]], "segment-pair", max_length=64, objective="nsp", template=TEMPLATES["bert"],
         rng=random.Random(0)
-    ) == {"input_ids": [], "token_type_ids": [], "nsp_label": []}
+    ) == {"input_ids": [], "token_type_ids": [], "sentence_label": []}
 
 
 @pytest.mark.parametrize(("fmt", "objective"), [*((fmt, "nsp" if fmt in PAIR_FORMATS else "none") for fmt in FORMATS),
                                                *((fmt, "sop") for fmt in PAIR_FORMATS)])
 def test_same_seed_same_output(corpus: Corpus, fmt: str, objective: str) -> None:
     first, again = make(corpus, fmt, objective=objective, seed=7), make(corpus, fmt, objective=objective, seed=7)
-    assert first["nsp_label"] == again["nsp_label"]
+    assert first["sentence_label"] == again["sentence_label"]
     for column in ("input_ids", "token_type_ids"):
         assert all(np.array_equal(x, y) for x, y in zip(first[column], again[column], strict=True))
 
@@ -179,9 +179,9 @@ def test_pairs_are_continuations_or_other_documents(corpus: Corpus, fmt: str, fa
     template = TEMPLATES[family]
     max_length = 64
     out = make(corpus, fmt, family, max_length=max_length, objective="nsp" if nsp else "none")
-    assert set(out["nsp_label"]) == ({IS_NEXT, NOT_NEXT} if nsp else {IGNORE_INDEX})
+    assert set(out["sentence_label"]) == ({IS_NEXT, NOT_NEXT} if nsp else {IGNORE_INDEX})
     untruncated = 0
-    for ids, label in zip(out["input_ids"], out["nsp_label"], strict=True):
+    for ids, label in zip(out["input_ids"], out["sentence_label"], strict=True):
         a, b = split_pair(ids, template)
         assert is_run(a) and is_run(b)  # truncation keeps each segment contiguous
         (doc_a,), (doc_b,) = set(corpus.doc_of[a]), set(corpus.doc_of[b])
@@ -201,7 +201,7 @@ def test_nsp_balance(fmt: str) -> None:
     lone sentence to NotNext tilts the labels); tolerance 0.02 is over 3 standard deviations (0.0064 at 6k pairs)."""
     for sentences in ((60, 100), (1, 3)):
         corpus = make_corpus(3, n_docs=2000 if sentences == (1, 3) else 400, sentences=sentences, tokens=(5, 30))
-        labels = np.array(make(corpus, fmt, max_length=128, objective="nsp")["nsp_label"])
+        labels = np.array(make(corpus, fmt, max_length=128, objective="nsp")["sentence_label"])
         assert len(labels) > 2500
         assert abs((labels == NOT_NEXT).mean() - 0.5) < 0.02, sentences
 
@@ -229,9 +229,9 @@ def test_sop_pairs_are_consecutive_spans_of_one_document_in_or_out_of_order(
     with the later one first. Never two documents; token types follow the order the segments stand in."""
     template, max_length = TEMPLATES[family], 64
     out = make(corpus, fmt, family, max_length=max_length, objective="sop")
-    assert set(out["nsp_label"]) == {IN_ORDER, SWAPPED}
+    assert set(out["sentence_label"]) == {IN_ORDER, SWAPPED}
     untruncated = {IN_ORDER: 0, SWAPPED: 0}
-    for ids, types, label in zip(out["input_ids"], out["token_type_ids"], out["nsp_label"], strict=True):
+    for ids, types, label in zip(out["input_ids"], out["token_type_ids"], out["sentence_label"], strict=True):
         first, second = first_and_second(ids, types, template)
         assert is_run(first) and is_run(second)  # truncation keeps each segment contiguous
         earlier, later = (first, second) if label == IN_ORDER else (second, first)
@@ -249,7 +249,7 @@ def test_sop_swaps_half_the_pairs(fmt: str) -> None:
     deviations of a share at the number of pairs made (0.045 at 2,000 pairs, the fewest made here)."""
     for sentences in ((60, 100), (1, 3)):
         corpus = make_corpus(3, n_docs=2000 if sentences == (1, 3) else 400, sentences=sentences, tokens=(5, 30))
-        labels = np.array(make(corpus, fmt, max_length=128, objective="sop")["nsp_label"])
+        labels = np.array(make(corpus, fmt, max_length=128, objective="sop")["sentence_label"])
         assert len(labels) > 2000 and set(labels) == {IN_ORDER, SWAPPED}
         assert abs((labels == SWAPPED).mean() - 0.5) < 4 * math.sqrt(0.25 / len(labels)), sentences
 
@@ -272,7 +272,7 @@ def test_sop_swaps_the_same_pairs_the_other_way(corpus: Corpus, fmt: str) -> Non
 def spans_in_order(out: dict[str, list]) -> list[tuple[int, int, int, int]]:
     """Per pair, the stream positions (first, last) of its earlier segment, then of its later one."""
     pairs = []
-    for ids, label in zip(out["input_ids"], out["nsp_label"], strict=True):
+    for ids, label in zip(out["input_ids"], out["sentence_label"], strict=True):
         first, second = split_pair(ids, TEMPLATES["bert"])
         earlier, later = (second, first) if label == SWAPPED else (first, second)
         pairs.append((int(earlier[0]), int(earlier[-1]), int(later[0]), int(later[-1])))
@@ -285,7 +285,7 @@ def test_sop_needs_no_second_document(corpus: Corpus) -> None:
     document = [sentence for doc in corpus.documents[:4] for sentence in doc]
     out = create_instances([document], "segment-pair", max_length=32, objective="sop",
                            template=TEMPLATES["bert"], rng=random.Random(0))
-    assert set(out["nsp_label"]) == {IN_ORDER, SWAPPED}
+    assert set(out["sentence_label"]) == {IN_ORDER, SWAPPED}
 
 
 def test_sentence_pair_uses_every_sentence_once_in_order() -> None:
@@ -294,7 +294,7 @@ def test_sentence_pair_uses_every_sentence_once_in_order() -> None:
     corpus = make_corpus(4, n_docs=30, sentences=(1, 20), tokens=(2, 10))
     out = make(corpus, "sentence-pair", max_length=32, objective="nsp")
     used, last_a = [], {}
-    for ids, label in zip(out["input_ids"], out["nsp_label"], strict=True):
+    for ids, label in zip(out["input_ids"], out["sentence_label"], strict=True):
         a, b = split_pair(ids, TEMPLATES["bert"])
         cut_inside = label == IS_NEXT and b[0] == a[-1] + 1 and corpus.sentence_end[a[0]] == b[-1] + 1
         if not cut_inside:
@@ -494,7 +494,7 @@ def test_one_document_shard_with_nsp_falls_back_to_is_next(corpus: Corpus, fmt: 
     kwargs = {"max_length": 64, "template": TEMPLATES["bert"]}
     with_nsp = create_instances(one, fmt, objective="nsp", rng=random.Random(0), **kwargs)
     without = create_instances(one, fmt, objective="none", rng=random.Random(0), **kwargs)
-    assert set(with_nsp["nsp_label"]) == {IS_NEXT} and set(without["nsp_label"]) == {IGNORE_INDEX}
+    assert set(with_nsp["sentence_label"]) == {IS_NEXT} and set(without["sentence_label"]) == {IGNORE_INDEX}
     # The same pairs as with NSP off: true continuations, lone units cut inside.
     assert all(np.array_equal(x, y) for x, y in zip(with_nsp["input_ids"], without["input_ids"], strict=True))
     assert len(with_nsp["input_ids"]) == len(without["input_ids"]) > 0

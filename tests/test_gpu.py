@@ -41,7 +41,7 @@ def pair(kind: str) -> tuple[torch.nn.Module, PretrainingModel]:
     """transformers' tiny model and bvr's with the same weights, both on CUDA in eval mode."""
     reference = tiny_hf(kind)
     config = config_from_hf(reference.config.to_dict())
-    ours = PretrainingModel(config, nsp=KINDS[kind][2])
+    ours = PretrainingModel(config, sentence_head=KINDS[kind][2])
     ours.load_state_dict(from_hf_state_dict(reference.state_dict(), config), strict=True)
     return reference.to(CUDA).eval(), ours.to(CUDA).eval()
 
@@ -132,7 +132,7 @@ def synthetic_loader(steps: int, batch_size: int = 8):
     for index in range(steps * batch_size):
         length = int(rng.integers(20, 48))  # uneven lengths: padded batches, packed
         examples.append({"input_ids": [2, *rng.integers(5, 200, length - 2).tolist(), 3],
-                         "token_type_ids": [0] * length, "nsp_label": 0, "index": index, "epoch": 0})
+                         "token_type_ids": [0] * length, "sentence_label": 0, "index": index, "epoch": 0})
     return torch.utils.data.DataLoader(examples, batch_size=batch_size, shuffle=False,
                                        collate_fn=PretrainingCollator(vocab, mode="dynamic", seed=0))
 

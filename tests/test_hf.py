@@ -107,9 +107,9 @@ def assert_matches(ours: PretrainingModel, reference: dict[str, torch.Tensor], i
     torch.testing.assert_close(sparse.mlm_logits, reference["logits"][masked], **close)
     torch.testing.assert_close(trained_logits, reference["logits"][masked], **close)
     if reference["nsp"] is not None:
-        torch.testing.assert_close(dense.nsp_logits, reference["nsp"], **close)
+        torch.testing.assert_close(dense.sentence_logits, reference["nsp"], **close)
     else:
-        assert dense.nsp_logits is None
+        assert dense.sentence_logits is None
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -122,7 +122,7 @@ def test_load_hf_folder_matches_transformers(kind, tmp_path):
     reference_model = tiny_hf(kind)
     reference_model.save_pretrained(tmp_path)
     ours, config = load_hf(tmp_path)
-    assert (config.family, ours.nsp, ours.training) == (family, nsp, False)
+    assert (config.family, ours.sentence_head, ours.training) == (family, nsp, False)
     assert (config.type_vocab_size, config.layer_norm_eps) == (hf_config(family).type_vocab_size,
                                                                 hf_config(family).layer_norm_eps)
     inputs = batch(family)
@@ -136,7 +136,7 @@ def test_from_hf_state_dict_matches_transformers(kind, fast):
     family, _, nsp = KINDS[kind]
     reference_model = tiny_hf(kind)
     config = config_from_hf(reference_model.config.to_dict())
-    ours = PretrainingModel(config, nsp=nsp, fast=fast)
+    ours = PretrainingModel(config, sentence_head=nsp, fast=fast)
     ours.load_state_dict(from_hf_state_dict(reference_model.state_dict(), config), strict=True)
     ours.eval()
     # loading through the tied aliases must not untie the decoder
@@ -149,8 +149,8 @@ def test_pretraining_checkpoint_loads_without_nsp_like_bert_base_uncased(tmp_pat
     """bert-base-uncased carries the pooler and NSP head: an MLM-only model drops them."""
     reference_model = tiny_hf("bert-pretraining")
     reference_model.save_pretrained(tmp_path)
-    ours, _ = load_hf(tmp_path, nsp=False, pooler=False)
-    assert not ours.nsp and ours.encoder.pooler is None
+    ours, _ = load_hf(tmp_path, sentence_head=False, pooler=False)
+    assert not ours.sentence_head and ours.encoder.pooler is None
     inputs = batch("bert")
     reference = hf_outputs(reference_model, inputs)
     reference["nsp"] = None
@@ -193,7 +193,7 @@ def test_roberta_checkpoint_with_pooler_loads_like_roberta_base():
 def test_export_loads_in_transformers(family, nsp, tmp_path):
     config = config_from_hf(hf_config(family).to_dict())
     torch.manual_seed(3)
-    ours = PretrainingModel(config, nsp=nsp)
+    ours = PretrainingModel(config, sentence_head=nsp)
     randomize(ours, seed=4)
     ours.eval()
     folder = export_hf(ours, config, tmp_path / "export")
@@ -218,13 +218,13 @@ def test_exported_weights_are_readable_by_all(tmp_path):
 @pytest.mark.parametrize(("family", "nsp"), [("bert", True), ("roberta", False), ("roberta", True)])
 def test_export_then_load_hf_round_trips(family, nsp, tmp_path):
     config = config_from_hf(hf_config(family).to_dict())
-    ours = PretrainingModel(config, nsp=nsp)
+    ours = PretrainingModel(config, sentence_head=nsp)
     randomize(ours, seed=5)
     export_hf(ours, None, tmp_path)
     written = load_file(str(tmp_path / "model.safetensors"))
     assert not any(".decoder." in key for key in written)  # tied aliases are not written, as save_pretrained
     again, config_again = load_hf(tmp_path)
-    assert config_again == config and again.nsp == nsp
+    assert config_again == config and again.sentence_head == nsp
     for key, value in ours.state_dict().items():
         assert torch.equal(value, again.state_dict()[key]), key
 
@@ -233,12 +233,12 @@ def test_zero_token_type_init_round_trips_through_config_json(tmp_path):
     """A control (the same encoder, never trained) is initialised from the exported folder's config: the recipe's
     initialisation travels in bvr's own key, written only where it is not BERT's; transformers still loads it."""
     config = dataclasses.replace(config_from_hf(hf_config("bert").to_dict()), token_type_init="zero")
-    data = hf_config_dict(config, nsp=False)
+    data = hf_config_dict(config, sentence_head=False)
     assert data["bvr_token_type_init"] == "zero" and data["model_type"] == "bert"
     assert config_from_hf(data) == config
     assert not any(key.startswith("bvr_") for key in hf_config_dict(
-        dataclasses.replace(config, token_type_init="normal"), nsp=False))
-    export_hf(PretrainingModel(config, nsp=False), None, tmp_path)
+        dataclasses.replace(config, token_type_init="normal"), sentence_head=False))
+    export_hf(PretrainingModel(config, sentence_head=False), None, tmp_path)
     assert load_hf(tmp_path)[1] == config
     transformers.AutoModelForMaskedLM.from_pretrained(tmp_path)
 
@@ -249,7 +249,7 @@ def test_small_budget_layout_round_trips_and_transformers_refuses_it(family, tmp
     transformers by name (it would otherwise draw the missing LayerNorms afresh)."""
     config = dataclasses.replace(config_from_hf(hf_config(family).to_dict()), norm="pre", embedding_norm=False,
                                  head_transform=False)
-    ours = PretrainingModel(config, nsp=False)
+    ours = PretrainingModel(config, sentence_head=False)
     randomize(ours, seed=2)
     export_hf(ours, None, tmp_path)
     data = json.loads((tmp_path / "config.json").read_text())
@@ -265,7 +265,7 @@ def test_small_budget_layout_round_trips_and_transformers_refuses_it(family, tmp
 
 def test_to_hf_state_dict_unties_shared_storage():
     config = config_from_hf(hf_config("bert").to_dict())
-    state = PretrainingModel(config, nsp=False).state_dict()
+    state = PretrainingModel(config, sentence_head=False).state_dict()
     state["cls.predictions.transform.dense.bias"] = state["bert.embeddings.LayerNorm.bias"]  # shares storage
     out = to_hf_state_dict(state, config)
     pointers = [tensor.untyped_storage().data_ptr() for tensor in out.values()]
@@ -275,15 +275,15 @@ def test_to_hf_state_dict_unties_shared_storage():
 
 def test_hf_config_dict_fields():
     roberta = config_from_hf(hf_config("roberta").to_dict())
-    data = hf_config_dict(roberta, nsp=False)
+    data = hf_config_dict(roberta, sentence_head=False)
     assert data["architectures"] == ["RobertaForMaskedLM"] and data["model_type"] == "roberta"
     assert (data["bos_token_id"], data["eos_token_id"], data["pad_token_id"]) == (0, 2, 1)
     assert (data["type_vocab_size"], data["layer_norm_eps"], data["max_position_embeddings"]) == (1, 1e-5, 42)
     assert data["hidden_act"] == "gelu" and data["tie_word_embeddings"] is True
-    bert = hf_config_dict(EncoderConfig.from_name("base", "bert", 30_522, 0), nsp=True)
+    bert = hf_config_dict(EncoderConfig.from_name("base", "bert", 30_522, 0), sentence_head=True)
     assert bert["architectures"] == ["BertForPreTraining"] and "bos_token_id" not in bert
     assert (bert["num_hidden_layers"], bert["num_attention_heads"], bert["intermediate_size"]) == (12, 12, 3072)
-    assert hf_config_dict(EncoderConfig.from_name("tiny", "bert", 100, 0), nsp=False)["architectures"] == [
+    assert hf_config_dict(EncoderConfig.from_name("tiny", "bert", 100, 0), sentence_head=False)["architectures"] == [
         "BertForMaskedLM"]
 
 
@@ -406,7 +406,7 @@ def test_pre_norm_bert_exports_for_bvr_only(tmp_path):
     loading the weights into a post-LayerNorm BERT), and bvr loads it back exactly."""
     config = dataclasses.replace(config_from_hf(hf_config("bert").to_dict()), norm="pre")
     torch.manual_seed(3)
-    ours = PretrainingModel(config, nsp=True)
+    ours = PretrainingModel(config, sentence_head=True)
     randomize(ours, seed=7)
     folder = export_hf(ours.eval(), config, tmp_path / "export")
     written = json.loads((folder / "config.json").read_text())

@@ -76,9 +76,9 @@ def candidates_of(ids: np.ndarray) -> np.ndarray:
     return ~np.isin(ids, SPECIALS)
 
 
-def example(ids: list[int], index: int, epoch: int = 0, nsp_label: int = 0) -> dict:
+def example(ids: list[int], index: int, epoch: int = 0, sentence_label: int = 0) -> dict:
     types = [0] * len(ids)
-    return {"input_ids": ids, "token_type_ids": types, "nsp_label": nsp_label, "index": index, "epoch": epoch}
+    return {"input_ids": ids, "token_type_ids": types, "sentence_label": sentence_label, "index": index, "epoch": epoch}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -387,10 +387,10 @@ def test_token_and_whole_word_masks_are_unchanged(scheme):
 
 def test_collator_pads_and_carries_fields():
     collate = PretrainingCollator(make_vocab(), mode="dynamic", seed=0, pad_to_multiple_of=8)
-    examples = [example([CLS, 5, 6, SEP, 7, 8, 9, SEP, 10, SEP], 3, nsp_label=1), example([CLS, 11, SEP], 9)]
+    examples = [example([CLS, 5, 6, SEP, 7, 8, 9, SEP, 10, SEP], 3, sentence_label=1), example([CLS, 11, SEP], 9)]
     examples[0]["token_type_ids"] = [0, 0, 0, 0, 1, 1, 1, 1, 1, 1]
     batch = collate(examples)
-    assert set(batch) == {"input_ids", "token_type_ids", "attention_mask", "labels", "nsp_labels", "indices"}
+    assert set(batch) == {"input_ids", "token_type_ids", "attention_mask", "labels", "sentence_labels", "indices"}
     assert all(tensor.dtype == torch.long for tensor in batch.values())
     assert batch["input_ids"].shape == (2, 16)
     assert batch["attention_mask"].sum(dim=1).tolist() == [10, 3]
@@ -398,7 +398,7 @@ def test_collator_pads_and_carries_fields():
     assert (batch["input_ids"][1, 3:] == PAD).all()
     assert batch["token_type_ids"][0].tolist() == [0] * 4 + [1] * 6 + [0] * 6
     assert (batch["labels"][batch["attention_mask"] == 0] == IGNORE_INDEX).all()
-    assert batch["nsp_labels"].tolist() == [1, 0] and batch["indices"].tolist() == [3, 9]
+    assert batch["sentence_labels"].tolist() == [1, 0] and batch["indices"].tolist() == [3, 9]
 
 
 def test_collator_without_rounding_pads_to_the_longest():

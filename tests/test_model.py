@@ -28,9 +28,9 @@ def small_config(family: str, **overrides) -> EncoderConfig:
     return EncoderConfig(family=family, **{**fields, **overrides})
 
 
-def build(family: str, nsp: bool, seed: int = 0, **overrides) -> PretrainingModel:
+def build(family: str, sentence_head: bool, seed: int = 0, **overrides) -> PretrainingModel:
     torch.manual_seed(seed)
-    return PretrainingModel(small_config(family, **overrides), nsp=nsp)
+    return PretrainingModel(small_config(family, **overrides), sentence_head=sentence_head)
 
 
 def padded_batch(family: str, seed: int = 1) -> dict[str, torch.Tensor]:
@@ -50,7 +50,7 @@ def padded_batch(family: str, seed: int = 1) -> dict[str, torch.Tensor]:
     if family == "roberta":
         types = None  # one token type, as roberta-base
     return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types, "labels": labels,
-            "nsp_labels": torch.tensor([0, 1, 1])}
+            "sentence_labels": torch.tensor([0, 1, 1])}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -68,7 +68,7 @@ def test_output_shapes(family, nsp):
     assert dense.mlm_targets is None
     assert sparse.mlm_logits.shape == (6, VOCAB)
     assert sparse.mlm_targets.tolist() == batch["labels"][batch["labels"] != -100].tolist()
-    assert (dense.nsp_logits.shape == (3, 2)) if nsp else dense.nsp_logits is None
+    assert (dense.sentence_logits.shape == (3, 2)) if nsp else dense.sentence_logits is None
     assert model.encoder(batch["input_ids"]).shape == (3, 12, 32)
 
 
@@ -101,11 +101,11 @@ def test_pretraining_loss_is_cross_entropy_of_dense_logits(family, nsp):
     assert result.n_masked == int(selected.sum())
     assert 0.0 <= float(result.mlm_accuracy) <= 1.0
     if nsp:
-        expected_nsp = F.cross_entropy(out.nsp_logits, batch["nsp_labels"])
-        torch.testing.assert_close(result.nsp_loss, expected_nsp, rtol=1e-5, atol=1e-5)
+        expected_nsp = F.cross_entropy(out.sentence_logits, batch["sentence_labels"])
+        torch.testing.assert_close(result.sentence_loss, expected_nsp, rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(result.loss, expected_mlm + expected_nsp, rtol=1e-5, atol=1e-5)
     else:
-        assert result.nsp_loss is None and result.nsp_accuracy is None
+        assert result.sentence_loss is None and result.sentence_accuracy is None
         torch.testing.assert_close(result.loss, expected_mlm, rtol=1e-5, atol=1e-5)
 
 
@@ -121,7 +121,7 @@ def test_pretraining_loss_gradients_equal_the_dense_path(family, nsp):
     selected = batch["labels"] != -100
     loss = F.cross_entropy(out.mlm_logits[selected], batch["labels"][selected])
     if nsp:
-        loss = loss + F.cross_entropy(out.nsp_logits, batch["nsp_labels"])
+        loss = loss + F.cross_entropy(out.sentence_logits, batch["sentence_labels"])
     loss.backward()
     for name, param in model.named_parameters():
         torch.testing.assert_close(sparse_grads[name], param.grad, rtol=1e-4, atol=1e-6, msg=name)
@@ -163,28 +163,28 @@ def test_linear_cross_entropy_is_finite_when_one_slice_dwarfs_the_others(monkeyp
     assert torch.isfinite(weight.grad).all() and torch.isfinite(x.grad).all()
 
 
-def test_pretraining_loss_needs_nsp_labels_with_nsp_head():
-    model = build("bert", nsp=True)
+def test_pretraining_loss_needs_sentence_labels_with_a_sentence_head():
+    model = build("bert", sentence_head=True)
     batch = padded_batch("bert")
-    with pytest.raises(ValueError, match="nsp_labels"):
+    with pytest.raises(ValueError, match="sentence_labels"):
         model.pretraining_loss(batch["input_ids"], batch["labels"], batch["attention_mask"])
 
 
-def test_nsp_labels_of_minus_100_are_ignored():
-    model = build("bert", nsp=True).eval()
+def test_sentence_labels_of_minus_100_are_ignored():
+    model = build("bert", sentence_head=True).eval()
     batch = padded_batch("bert")
     with torch.no_grad():
         out = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
-        partial = model.pretraining_loss(**{**batch, "nsp_labels": torch.tensor([0, -100, 1])})
-        none = model.pretraining_loss(**{**batch, "nsp_labels": torch.full((3,), -100)})
-    expected = F.cross_entropy(out.nsp_logits[[0, 2]], torch.tensor([0, 1]))
-    torch.testing.assert_close(partial.nsp_loss, expected, rtol=1e-5, atol=1e-6)
-    assert partial.n_nsp == 2 and none.n_nsp == 0
-    assert none.nsp_loss.item() == 0.0 and torch.isfinite(none.loss)
+        partial = model.pretraining_loss(**{**batch, "sentence_labels": torch.tensor([0, -100, 1])})
+        none = model.pretraining_loss(**{**batch, "sentence_labels": torch.full((3,), -100)})
+    expected = F.cross_entropy(out.sentence_logits[[0, 2]], torch.tensor([0, 1]))
+    torch.testing.assert_close(partial.sentence_loss, expected, rtol=1e-5, atol=1e-6)
+    assert partial.n_sentence == 2 and none.n_sentence == 0
+    assert none.sentence_loss.item() == 0.0 and torch.isfinite(none.loss)
 
 
 def test_no_masked_token_gives_zero_loss_not_nan():
-    model = build("bert", nsp=False)
+    model = build("bert", sentence_head=False)
     ids = torch.randint(5, VOCAB, (2, 6))
     result = model.pretraining_loss(ids, torch.full_like(ids, -100))
     assert result.n_masked == 0 and result.loss.item() == 0.0
@@ -196,7 +196,7 @@ def test_no_masked_token_gives_zero_loss_not_nan():
 
 
 def test_roberta_position_ids_count_real_tokens_after_the_padding_offset():
-    model = build("roberta", nsp=False)
+    model = build("roberta", sentence_head=False)
     pad = PAD["roberta"]
     ids = torch.tensor([[0, 7, 8, 2], [0, 9, 2, pad]])
     expected = torch.tensor([[2, 3, 4, 5], [2, 3, 4, pad]])  # offset pad + 1; pad tokens get pad itself
@@ -205,7 +205,7 @@ def test_roberta_position_ids_count_real_tokens_after_the_padding_offset():
 
 
 def test_bert_position_ids_start_at_zero_whatever_the_padding():
-    model = build("bert", nsp=False)
+    model = build("bert", sentence_head=False)
     ids = torch.tensor([[101, 7, 8, 102], [101, 9, 102, 0]])
     assert model.encoder.embeddings.position_ids(ids).tolist() == [[0, 1, 2, 3]]
 
@@ -231,12 +231,12 @@ def test_more_padding_does_not_change_real_tokens(family, nsp):
     real = batch["attention_mask"].bool()
     torch.testing.assert_close(long.hidden[:, :12][real], short.hidden[real], rtol=0, atol=1e-5)
     if nsp:
-        torch.testing.assert_close(long.nsp_logits, short.nsp_logits, rtol=0, atol=1e-5)
+        torch.testing.assert_close(long.sentence_logits, short.sentence_logits, rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize("training", [True, False])
 def test_an_all_padding_row_stays_finite(training):
-    model = build("bert", nsp=True).train(training)
+    model = build("bert", sentence_head=True).train(training)
     batch = padded_batch("bert")
     batch["attention_mask"][2] = 0
     batch["labels"][2] = -100
@@ -247,7 +247,7 @@ def test_an_all_padding_row_stays_finite(training):
 
 
 def test_unpadded_batch_equals_all_ones_mask():
-    model = build("bert", nsp=False).eval()
+    model = build("bert", sentence_head=False).eval()
     ids = torch.randint(5, VOCAB, (2, 7))
     with torch.no_grad():
         torch.testing.assert_close(model.encoder(ids), model.encoder(ids, torch.ones_like(ids)), rtol=0, atol=0)
@@ -294,7 +294,7 @@ def test_off_the_cpu_training_attention_is_sdpa_with_its_dropout(monkeypatch):
     """The device path (CUDA and any non-CPU device), taken here on the CPU by replacing ``cpu.cpu_kernels``:
     attention dropout goes to SDPA (its fused kernels), with no mask when nothing is padded, the other dropouts to
     ``F.dropout``, nothing folded into the weights; the numbers are those of that plain form, masks included."""
-    model = build("bert", nsp=False, dropout=0.3, attention_dropout=0.2).train()
+    model = build("bert", sentence_head=False, dropout=0.3, attention_dropout=0.2).train()
     layer = model.encoder.encoder.layer[0]
     x = torch.randn(3, 11, 32)
     calls = []
@@ -325,7 +325,7 @@ def test_off_the_cpu_training_attention_is_sdpa_with_its_dropout(monkeypatch):
 
 
 def test_dropout_only_in_training():
-    model = build("bert", nsp=False)
+    model = build("bert", sentence_head=False)
     ids = torch.randint(5, VOCAB, (2, 7))
     mask = torch.ones_like(ids)
     mask[1, 5:] = 0
@@ -341,7 +341,7 @@ def test_dropout_only_in_training():
 
 @pytest.mark.parametrize("family", ["bert", "roberta"])
 def test_decoder_is_tied_to_word_embeddings(family):
-    model = build(family, nsp=False)
+    model = build(family, sentence_head=False)
     embedding = model.encoder.embeddings.word_embeddings.weight
     decoder = model.mlm_head.decoder
     assert decoder.weight is embedding
@@ -366,7 +366,7 @@ def test_gradients_reach_every_parameter(family, nsp):
 
 
 def test_state_dict_keys_follow_hugging_face_names():
-    keys = set(build("bert", nsp=True).state_dict())
+    keys = set(build("bert", sentence_head=True).state_dict())
     expected = [
         "bert.embeddings.word_embeddings.weight",
         "bert.embeddings.LayerNorm.weight",
@@ -384,7 +384,7 @@ def test_state_dict_keys_follow_hugging_face_names():
         "cls.seq_relationship.weight",
     ]
     assert set(expected) <= keys, set(expected) - keys
-    roberta = set(build("roberta", nsp=False).state_dict())
+    roberta = set(build("roberta", sentence_head=False).state_dict())
     assert {"lm_head.dense.weight", "lm_head.layer_norm.bias", "lm_head.bias"} <= roberta
     assert not any(".pooler." in key or key.startswith("cls.") for key in roberta)
 
@@ -400,7 +400,7 @@ def test_init_is_deterministic_under_a_seed():
 @pytest.mark.parametrize("family", ["bert", "roberta"])
 def test_init_follows_bert(family):
     torch.manual_seed(0)
-    model = PretrainingModel(EncoderConfig.from_name("tiny", family, 2000, PAD[family]), nsp=True)
+    model = PretrainingModel(EncoderConfig.from_name("tiny", family, 2000, PAD[family]), sentence_head=True)
     emb = model.encoder.embeddings
     assert torch.all(emb.word_embeddings.weight[PAD[family]] == 0)
     assert abs(emb.word_embeddings.weight.std().item() - 0.02) < 1e-3
@@ -417,9 +417,9 @@ def test_init_follows_bert(family):
 def test_zero_token_type_init_changes_only_the_token_type_table(family):
     bert_way = EncoderConfig.from_name("tiny", family, 2000, PAD[family])
     torch.manual_seed(0)
-    plain = PretrainingModel(bert_way, nsp=True)
+    plain = PretrainingModel(bert_way, sentence_head=True)
     torch.manual_seed(0)
-    model = PretrainingModel(dataclasses.replace(bert_way, token_type_init="zero"), nsp=True)
+    model = PretrainingModel(dataclasses.replace(bert_way, token_type_init="zero"), sentence_head=True)
     assert torch.all(model.encoder.embeddings.token_type_embeddings.weight == 0)
     # Every other parameter is drawn as BERT's init draws it: the recipe changes one table and no draw.
     changed = f"{family}.embeddings.token_type_embeddings.weight"
@@ -471,13 +471,13 @@ def test_initialize_with_bert_settings_draws_what_init_weights_draws():
 # Sizes
 
 
-def hand_count(cfg: EncoderConfig, nsp: bool) -> dict[str, int]:
+def hand_count(cfg: EncoderConfig, sentence_head: bool) -> dict[str, int]:
     """Parameters by hand: embeddings; per layer 4 H^2 + 2 H I weights with their biases and two LayerNorms."""
     h, i, v = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size
     embedding = (v + cfg.max_position_embeddings + cfg.type_vocab_size) * h
     layer = 4 * (h * h + h) + (h * i + i) + (i * h + h) + 2 * 2 * h
     mlm_head = (h * h + h) + 2 * h + v  # transform dense, LayerNorm, output bias (decoder tied)
-    rest = 2 * h + cfg.num_layers * layer + mlm_head + ((h * h + h) + (2 * h + 2) if nsp else 0)
+    rest = 2 * h + cfg.num_layers * layer + mlm_head + ((h * h + h) + (2 * h + 2) if sentence_head else 0)
     return {"total": embedding + rest, "embedding": embedding, "non_embedding": rest}
 
 
@@ -497,19 +497,19 @@ def test_presets_build_with_their_sizes(name):
                                                                  "intermediate_size"))
     assert (cfg.num_layers, cfg.hidden_size, cfg.num_heads, cfg.intermediate_size) == (layers, hidden, heads, ffn)
     if name in ("tiny", "small"):  # building the two largest would only cost time
-        model = PretrainingModel(cfg, nsp=False)
+        model = PretrainingModel(cfg, sentence_head=False)
         assert len(model.encoder.encoder.layer) == layers
         assert model.encoder.encoder.layer[0].intermediate.dense.weight.shape == (ffn, hidden)
-        assert count_parameters(model) == hand_count(cfg, nsp=False)
+        assert count_parameters(model) == hand_count(cfg, sentence_head=False)
     else:
         with torch.device("meta"):
-            model = PretrainingModel(cfg, nsp=False)
-        assert count_parameters(model) == hand_count(cfg, nsp=False)
+            model = PretrainingModel(cfg, sentence_head=False)
+        assert count_parameters(model) == hand_count(cfg, sentence_head=False)
 
 
 def test_bert_base_has_bert_base_size():
     with torch.device("meta"):
-        model = PretrainingModel(EncoderConfig.from_name("base", "bert", 30_522, 0), nsp=True)
+        model = PretrainingModel(EncoderConfig.from_name("base", "bert", 30_522, 0), sentence_head=True)
     # BERT-base: 110M parameters as published (109.5M encoder + pooler, plus the MLM/NSP heads)
     assert 109_000_000 < count_parameters(model.encoder)["total"] < 110_000_000
 

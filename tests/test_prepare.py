@@ -14,11 +14,13 @@ import numpy as np
 import pytest
 import yaml
 
-from bvr.cache import DONE, cache_dir, is_done
+from bvr import compat
+from bvr.cache import DONE, fingerprint, is_done
 from bvr.config import load_config
 from bvr.corpus import load_corpus
 from bvr.errors import BvrError
 from bvr.pretraining.collator import PretrainingCollator
+from bvr.pretraining.corpus_location import resolve_corpus
 from bvr.pretraining.formats import create_instances
 from bvr.pretraining.instances import Template
 from bvr.pretraining.masking import MaskRule
@@ -32,7 +34,6 @@ from bvr.pretraining.prepare import (
     prepare_tokenizer,
 )
 from bvr.pretraining.show import render_examples
-from bvr.pretraining.stage_keys import data_stage_key
 from bvr.tokenization import load_tokenizer, train_tokenizer, vocab_info
 
 WORDS = (
@@ -108,7 +109,7 @@ def test_sequences_fit_and_carry_the_bert_template(bert_prepared):
         assert len(ids) <= 128
         assert ids[0] == cls_id and ids[-1] == sep_id and ids.count(sep_id) == 2
         assert len(row["token_type_ids"]) == len(ids)
-        assert row["nsp_label"] in (0, 1)
+        assert row["sentence_label"] in (0, 1)
 
 
 def test_a_second_run_reuses_every_stage(bert_prepared, data_dir):
@@ -130,14 +131,15 @@ def test_the_same_data_under_another_path_reuses_every_stage(bert_prepared, data
 
 
 def test_a_corpus_folder_keyed_by_its_path_before_is_reused(bert_prepared, data_dir, tmp_path):
+    """The earliest corpus key held the files' path besides their content: such a folder is reused too."""
     out, prepared = bert_prepared
-    stage = yaml.safe_load((prepared.corpus / "config.yaml").read_text())
-    location = {**stage["location"], "path": str((data_dir / "corpus" / "wiki").resolve())}
-    older = {**stage, "corpus": {**stage["corpus"], "path": "corpus/wiki"}, "location": location}  # its key then
-    before = cache_dir(tmp_path / "other" / "cache", "corpus", older)
+    cfg = config(data_dir, tmp_path / "other")
+    location = resolve_corpus(cfg)
+    before = compat.earlier_corpus(tmp_path / "other" / "cache", dataclasses.asdict(cfg.corpus),
+                                   dataclasses.asdict(location), fingerprint(location.path))[1]
     shutil.copytree(prepared.corpus, before)
     built: set[Path] = set()
-    assert prepare_corpus(config(data_dir, tmp_path / "other"), progress=False, built=built) == before and not built
+    assert prepare_corpus(cfg, progress=False, built=built) == before and not built
 
 
 def test_a_new_format_reuses_corpus_tokenizer_and_tokens(bert_prepared, data_dir):
@@ -148,7 +150,7 @@ def test_a_new_format_reuses_corpus_tokenizer_and_tokens(bert_prepared, data_dir
     assert full.instances != prepared.instances and full.instances.name.startswith("data-full-sentences-")
     lengths = [len(ids) for ids in load_instances(full)["train"]["input_ids"]]
     assert max(lengths) == 128 and np.mean(lengths) > 100  # packed across documents
-    assert set(load_instances(full)["train"]["nsp_label"]) == {-100}
+    assert set(load_instances(full)["train"]["sentence_label"]) == {-100}
 
 
 def test_sop_is_prepared_apart_and_reports_its_swaps(bert_prepared, data_dir):
@@ -162,22 +164,10 @@ def test_sop_is_prepared_apart_and_reports_its_swaps(bert_prepared, data_dir):
     n, swapped = train["sequences"], train["sop_label_1"]
     assert train["sop_label_0"] + swapped == n and train["sop_label_1_share"] == round(swapped / n, 4)
     assert abs(swapped / n - 0.5) < 4 * math.sqrt(0.25 / n)  # a fair coin per pair, 4 standard deviations
-    labels = load_instances(sop)["train"]["nsp_label"]
+    labels = load_instances(sop)["train"]["sentence_label"]
     assert labels.count(1) == swapped and set(labels) == {0, 1}
     text = render_examples(config(data_dir, out, "data.sentence_objective=sop"), sop, count=8)
     assert "in order):" in text and "swapped):" in text
-
-
-def test_nsp_and_none_keep_the_cache_key_of_data_nsp():
-    """data.sentence_objective nsp and none make the instances data.nsp true and false made, under the same key,
-    so data prepared before the rename (and the runs keyed on its folder) is reused; sop has a key of its own."""
-    before = {"input_format": "segment-pair", "nsp": True, "max_length": 128, "short_seq_prob": 0.1, "seed": 0,
-              "shard_documents": 2000}
-    assert data_stage_key(load_config().data) == before
-    none = load_config(overrides=["data.input_format=full-sentences", "data.sentence_objective=none"]).data
-    assert data_stage_key(none) == {**before, "input_format": "full-sentences", "nsp": False}
-    sop = data_stage_key(load_config(overrides=["data.sentence_objective=sop"]).data)
-    assert sop == {**{k: v for k, v in before.items() if k != "nsp"}, "sentence_objective": "sop"}
 
 
 def test_masking_does_not_change_the_prepared_data(bert_prepared, data_dir):
@@ -191,7 +181,7 @@ def test_same_config_gives_the_same_bytes(bert_prepared, data_dir, tmp_path):
     fresh = prepare(config(data_dir, tmp_path), progress=False)
     assert fresh.instances.name == prepared.instances.name
     a, b = load_instances(prepared)["train"], load_instances(fresh)["train"]
-    assert a["input_ids"] == b["input_ids"] and a["nsp_label"] == b["nsp_label"]
+    assert a["input_ids"] == b["input_ids"] and a["sentence_label"] == b["sentence_label"]
 
 
 def test_roberta_family_end_to_end(data_dir, tmp_path):
@@ -251,7 +241,7 @@ def test_whole_word_masking_starts_a_word_at_the_next_sentence(running_tokenizer
     collate = PretrainingCollator(vocab, mode="dynamic", seed=0, rule=MaskRule(scheme="whole-word", mask_prob=0.15))
     apart = together = 0
     for epoch in range(200):
-        batch = collate([{"input_ids": ids, "token_type_ids": [0] * len(ids), "nsp_label": -100, "index": 0,
+        batch = collate([{"input_ids": ids, "token_type_ids": [0] * len(ids), "sentence_label": -100, "index": 0,
                           "epoch": epoch}])
         chosen = (batch["labels"][0] != -100).tolist()
         apart += chosen[dot] != chosen[dot + 1]
@@ -271,22 +261,30 @@ def test_wordpiece_ids_and_training_are_unchanged(running_tokenizers):
         assert token_ids == [t for ids in alone for t in ids] and lengths == [len(ids) for ids in alone]
 
 
-def test_wordpiece_cache_keys_are_those_of_before(bert_prepared):
-    """Version 1 of the tokenizer and tokenized stages, 2 of the data stage for full-sentences: WordPiece folders
-    prepared before byte-level BPE got its leading spaces keep their names (segment-pair's data was rebuilt: 3)."""
-    out, prepared = bert_prepared
-    cfg = config(Path("unused"), out)
-    # Keys added to the tokenizer section since (min_count, count_percentile, train_documents) enter the key only
-    # when set.
-    added = ("min_count", "count_percentile", "train_documents")
-    before = {k: v for k, v in dataclasses.asdict(cfg.tokenizer).items() if k not in added}
-    tokenizer_key = {"version": 1, "corpus": prepared.corpus.name, "tokenizer": before}
-    tokenizer = cache_dir(out / "cache", "tokenizer-bert", tokenizer_key)
-    tokenized = cache_dir(out / "cache", "tokenized",
-                          {"version": 1, "corpus": prepared.corpus.name, "tokenizer": prepared.tokenizer.name})
-    data = cache_dir(out / "cache", "data-segment-pair",
-                     {"version": 3, "tokenized": prepared.tokenized.name, "data": data_stage_key(cfg.data)})
-    assert (prepared.tokenizer, prepared.tokenized, prepared.instances) == (tokenizer, tokenized, data)
+def test_a_store_of_earlier_keys_is_reused_stage_by_stage(data_dir, tmp_path):
+    """Stage folders under the names earlier keys gave them (bvr.compat) are found and reused, nothing built; the
+    instances' earlier label column, nsp_label, is read as sentence_label."""
+    out = tmp_path / "out"
+    cfg = config(data_dir, out)
+    today = prepare(cfg, progress=False)
+    root = out / "cache"
+    corpus = compat.earlier_corpus(root, dataclasses.asdict(cfg.corpus), dataclasses.asdict(resolve_corpus(cfg)),
+                                   fingerprint(resolve_corpus(cfg).path))[0]
+    tokenizer = compat.earlier_tokenizer(root, cfg.tokenizer, corpus.name, None)
+    tokenized = compat.earlier_tokenized(root, "bert", corpus.name, tokenizer.name)
+    instances = compat.earlier_data(root, cfg.data, tokenized.name)
+    earlier = (corpus, tokenizer, tokenized, instances)
+    assert not {folder.name for folder in earlier} & {folder.name for folder in vars(today).values()}
+    for now, then in zip(vars(today).values(), earlier, strict=True):
+        now.rename(then)
+    labels = datasets.load_from_disk(str(instances / "instances"))
+    labels.rename_column("sentence_label", "nsp_label").save_to_disk(str(tmp_path / "earlier"))
+    shutil.rmtree(instances / "instances")
+    (tmp_path / "earlier").rename(instances / "instances")
+    built: set[Path] = set()
+    again = prepare(cfg, progress=False, built=built)
+    assert (again.corpus, again.tokenizer, again.tokenized, again.instances) == earlier and built == set()
+    assert load_instances(again)["train"]["sentence_label"] == labels["train"]["sentence_label"]
 
 
 def test_a_large_corpus_trains_its_tokenizer_on_an_evenly_spaced_sample(data_dir, bert_prepared, capsys):

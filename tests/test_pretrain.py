@@ -471,7 +471,6 @@ def test_recipe_knobs_pre_norm_without_dropout(data_dir, tmp_path, monkeypatch):
     import pyarrow.compute as pc
 
     from bvr.pretraining.prepare import load_instances
-    from bvr.pretraining.run import model_part
     from bvr.tokenization import load_tokenizer, vocab_info
 
     monkeypatch.chdir(tmp_path)
@@ -488,9 +487,15 @@ def test_recipe_knobs_pre_norm_without_dropout(data_dir, tmp_path, monkeypatch):
     p = counts / counts.sum()
     assert result.metrics["val_unigram_entropy"] == pytest.approx(float(-(p * np.log(p)).sum()), rel=1e-12)
 
-    # Keys added for these recipes stay out of the cache keys at their defaults, so earlier runs are found.
     default = config(data_dir, tmp_path / "out")
-    assert "norm" not in model_part(default) and model_part(cfg)["norm"] == "pre"
     same = config(data_dir, tmp_path / "out", "training.dropout=true")
     assert run_dir_for(default, prepared) == run_dir_for(same, prepared) != result.run_dir
+    from bvr import compat
+    from bvr.pretraining.data import validation_differs
+
+    earlier = compat.earlier_pretrain(tmp_path / "out" / "runs", default, prepared.instances.name,
+                                      prepared.tokenizer.name, validation_differs(default))
+    earlier.mkdir(parents=True)
+    (earlier / cache.DONE).write_text("")
+    assert run_dir_for(default, prepared) == earlier  # a finished run under its earlier key is reused
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -22,6 +23,7 @@ from bvr.evaluation.probe import (
     GRAD_TOLERANCE,
     L2_GRID,
     FeatureExtractor,
+    ProbeSample,
     ProbeSplit,
     bag_of_words,
     count_matrix,
@@ -263,23 +265,23 @@ def test_l2_is_chosen_on_held_out_data_then_refit_on_everything():
 
 def test_same_seed_same_result_and_seeds_change_only_the_subsample(bert, data_dir):
     pretrained = load_pretrained(bert)
-    options = {"data_dir": data_dir, "features": ["mean", "cls"], "max_train_examples": 20}
-    first = run_probe(pretrained, "sst2", seeds=[0, 1], **options)
-    again = run_probe(pretrained, "sst2", seeds=[0, 1], **options)
-    alone = run_probe(pretrained, "sst2", seeds=[1], **options)
+    options = {"data_dir": data_dir, "features": ["mean", "cls"]}
+    first = run_probe(pretrained, "sst2", sample=ProbeSample([0, 1], max_train_examples=20), **options)
+    again = run_probe(pretrained, "sst2", sample=ProbeSample([0, 1], max_train_examples=20), **options)
+    alone = run_probe(pretrained, "sst2", sample=ProbeSample([1], max_train_examples=20), **options)
     assert first.features == ("cls", "mean")
     for key in ("probes", "baseline", "subsamples"):
         assert getattr(first, key) == getattr(again, key)
     assert first.subsamples[0] != first.subsamples[1] and len(first.subsamples[1]) == 20
     assert alone.probes["mean"][1] == first.probes["mean"][1]  # other seeds do not matter
     # With every training example in each seed's subsample, the seeds have nothing left to change.
-    full = run_probe(pretrained, "sst2", seeds=[0, 1], data_dir=data_dir, features=["mean"])
+    full = run_probe(pretrained, "sst2", sample=ProbeSample([0, 1]), data_dir=data_dir, features=["mean"])
     assert full.probes["mean"][0] == full.probes["mean"][1]
     assert any("the seeds then give the same probe" in line for line in full.reports)
 
 
 def test_metrics_are_flat_fractions_with_the_baseline(bert, data_dir):
-    result = run_probe(load_pretrained(bert), "sst2", data_dir=data_dir, seeds=[3], max_eval_examples=10)
+    result = run_probe(load_pretrained(bert), "sst2", data_dir=data_dir, sample=ProbeSample([3], max_eval_examples=10))
     metrics = result.metrics(3)
     assert set(metrics) == {f"probe/sst2/{kind}/accuracy" for kind in ("cls", "mean", "last4", "baseline", "bow")}
     assert all(0.0 <= value <= 1.0 for value in metrics.values())
@@ -303,7 +305,7 @@ def test_pair_and_regression_tasks(bert, data_dir):
 
 
 def test_conll_probe_scores_entities_and_tokens(bert, data_dir):
-    result = run_probe(load_pretrained(bert), "conll2003", data_dir=data_dir, seeds=[0])
+    result = run_probe(load_pretrained(bert), "conll2003", data_dir=data_dir, sample=ProbeSample([0]))
     assert result.features == ("last", "last4") and result.main_metric == "f1"
     metrics = result.metrics(0)
     for kind in ("last", "last4", "baseline"):
@@ -316,7 +318,7 @@ def test_conll_probe_scores_entities_and_tokens(bert, data_dir):
 
 def test_from_scratch_is_one_fixed_random_encoder(bert, data_dir):
     pretrained = load_pretrained(bert)
-    options = {"data_dir": data_dir, "features": ["mean"], "seeds": [0]}
+    options = {"data_dir": data_dir, "features": ["mean"], "sample": ProbeSample([0])}
     scratch = run_probe(pretrained, "sst2", from_scratch=True, **options)
     assert scratch.from_scratch and scratch.probes == run_probe(pretrained, "sst2", from_scratch=True, **options).probes
     assert scratch.probes["mean"][0].held_out != run_probe(pretrained, "sst2", **options).probes["mean"][0].held_out
@@ -324,8 +326,9 @@ def test_from_scratch_is_one_fixed_random_encoder(bert, data_dir):
 
 def test_heldout_examples_are_never_trained_on_and_scored_beside_dev(bert, data_dir):
     pretrained = load_pretrained(bert)
-    options = {"data_dir": data_dir, "features": ["mean"], "seeds": [0, 1], "max_train_examples": 15}
-    result = run_probe(pretrained, "sst2", heldout_examples=10, **options)
+    options = {"data_dir": data_dir, "features": ["mean"]}
+    sample = ProbeSample([0, 1], max_train_examples=15)
+    result = run_probe(pretrained, "sst2", sample=dataclasses.replace(sample, heldout_examples=10), **options)
     held, pool = heldout_split(result.train_size, 10, 15)
     assert result.heldout_size == 10 and len(pool) == result.train_size - 10
     for seed in (0, 1):
@@ -338,14 +341,16 @@ def test_heldout_examples_are_never_trained_on_and_scored_beside_dev(bert, data_
         majority = max(sorted(set(labels)), key=labels.count)
         assert metrics["probe/sst2/baseline/heldout/accuracy"] == sum(train[i].label == majority for i in held) / 10
     # The held-out draw is the same for every model: a random encoder of the same shape is scored on the same rows.
-    scratch = run_probe(pretrained, "sst2", heldout_examples=10, from_scratch=True, **options)
+    scratch = run_probe(pretrained, "sst2", sample=dataclasses.replace(sample, heldout_examples=10), from_scratch=True,
+                        **options)
     assert scratch.subsamples == result.subsamples
     # Without held-out examples the seeds draw exactly as before (cached results stay valid).
-    plain = run_probe(pretrained, "sst2", **options)
+    plain = run_probe(pretrained, "sst2", sample=sample, **options)
     assert plain.subsamples[0] == subset(range(result.train_size), 15, seed=0) and plain.heldout_size == 0
     assert "probe/sst2/mean/heldout/accuracy" not in plain.metrics(0)
     with pytest.raises(BvrError, match="leaves fewer than 2") as info:
-        run_probe(pretrained, "sst2", heldout_examples=result.train_size - 1, **options)
+        run_probe(pretrained, "sst2", sample=dataclasses.replace(sample, heldout_examples=result.train_size - 1),
+                  **options)
     assert info.value.where == "heldout_examples"
 
 
@@ -411,8 +416,8 @@ def test_sparse_counts_reach_the_dense_optimum():
 
 
 def test_bow_is_fitted_on_the_probe_seeds_picks_and_is_the_same_for_every_model(bert, roberta, data_dir):
-    options = {"data_dir": data_dir, "features": ["mean"], "seeds": [0, 1], "max_train_examples": 15,
-               "heldout_examples": 10, "max_eval_examples": 10}
+    options = {"data_dir": data_dir, "features": ["mean"],
+               "sample": ProbeSample([0, 1], max_train_examples=15, max_eval_examples=10, heldout_examples=10)}
     results = []
     for model, scratch in ((bert, False), (roberta, False), (bert, True)):
         _fit_and_score.cache_clear()  # computed afresh for each model, not read from the memo
@@ -441,8 +446,8 @@ def test_bow_is_fitted_on_the_probe_seeds_picks_and_is_the_same_for_every_model(
 def test_evaluation_logs_the_bow_and_reads_results_cached_before_it(bert, data_dir, tmp_path, capsys):
     settings = Evaluations(probe_seeds=2, probe_max_train_examples=15, probe_heldout_examples=10)
     result = _compute(bert, "probe", "sst2", settings, data_dir, progress=False)
-    probe = run_probe(load_pretrained(bert), "sst2", data_dir=data_dir, seeds=[0, 1], features=["mean"],
-                      max_train_examples=15, heldout_examples=10)
+    probe = run_probe(load_pretrained(bert), "sst2", data_dir=data_dir, features=["mean"],
+                      sample=ProbeSample([0, 1], max_train_examples=15, heldout_examples=10))
     assert result.main_key == "probe/sst2/heldout/accuracy"
     assert result.metrics["probe/sst2/bow/heldout/accuracy"] == pytest.approx(
         (probe.heldout_bow[0]["accuracy"] + probe.heldout_bow[1]["accuracy"]) / 2)
@@ -489,7 +494,7 @@ def test_bad_caps_and_seeds(bert, data_dir):
     for options, where in (({"max_train_examples": 1}, "max_train_examples"), ({"max_eval_examples": 0},
                            "max_eval_examples"), ({"seeds": []}, "seeds"), ({"seeds": [1, 1]}, "seeds")):
         with pytest.raises(BvrError) as info:
-            run_probe(pretrained, "sst2", data_dir=data_dir, **options)
+            run_probe(pretrained, "sst2", data_dir=data_dir, sample=ProbeSample(**options))
         assert info.value.where == where
 
 

@@ -49,7 +49,7 @@ from scipy import integrate, optimize, stats
 from bvr.ablation.manifest import Manifest
 from bvr.errors import BvrError
 from bvr.report.analysis import Analysis, Outcome, analyse
-from bvr.report.cells import RunLinks, fmt_p, ui_base
+from bvr.report.cells import RunLinks, fmt_p
 from bvr.report.collect import FINETUNE_COLUMNS, HISTORY_COLUMNS, PRETRAIN_COLUMNS, Collected, collect
 from bvr.report.document import Table, to_markdown
 from bvr.report.figures import arm_colors, curves_figure, differences_figure
@@ -58,7 +58,7 @@ from bvr.report.published import load_published
 from bvr.report.render import ReportResult, render_report, render_summary
 from bvr.report.results import measures_section, pretraining_section, published_section
 from bvr.report.sections import report_blocks
-from bvr.tracking.views import MODEL_TRAINING
+from bvr.tracking.ui import MODEL_TRAINING, ui_base
 from tests.report_fixtures import (
     ARMS,
     BLIMP_DATA,
@@ -330,8 +330,8 @@ def test_every_holm_verdict_is_a_headline_in_either_direction(tmp_path: Path,
     assert len(significant) == 9
     for c in significant:  # each one said as found, in one bullet, and listed nowhere as not helped
         assert c.winner is not None and c.ours == f"{c.winner} better"
-        if c.a == CONTROL:
-            subject = f"Pretraining {'helped' if c.winner == c.b else 'hurt'} {c.b}: "
+        if c.arm_a == CONTROL:
+            subject = f"Pretraining {'helped' if c.winner == c.arm_b else 'hurt'} {c.arm_b}: "
         else:
             subject = f"{c.winner} better than {c.loser} on {c.measure.title} by "
         said = f"{c.measure.title} by {abs(c.estimate):.1f} ["

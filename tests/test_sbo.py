@@ -62,7 +62,7 @@ def _reference_sbo_loss(model: PretrainingModel, input_ids, labels, attention_ma
 @pytest.mark.parametrize(("family", "nsp"), [("bert", True), ("bert", False), ("roberta", False)])
 def test_sbo_loss_equals_the_token_by_token_definition(family, nsp):
     torch.manual_seed(0)
-    model = PretrainingModel(small_config(family), nsp=nsp, sbo=True).eval()
+    model = PretrainingModel(small_config(family), sentence_head=nsp, sbo=True).eval()
     input_ids = torch.randint(5, 50, (3, 12))
     input_ids[:, 0], input_ids[:, -1] = 2, 3
     attention_mask = torch.ones_like(input_ids)
@@ -70,18 +70,18 @@ def test_sbo_loss_equals_the_token_by_token_definition(family, nsp):
     labels = torch.full_like(input_ids, IGNORE)
     for b, i in [(0, 2), (0, 3), (0, 4), (0, 7), (1, 1), (1, 9), (1, 10), (2, 4), (2, 5)]:
         labels[b, i] = input_ids[b, i]
-    nsp_labels = torch.tensor([0, 1, 0]) if nsp else None
-    out = model.pretraining_loss(input_ids, labels, attention_mask, None, nsp_labels)
+    sentence_labels = torch.tensor([0, 1, 0]) if nsp else None
+    out = model.pretraining_loss(input_ids, labels, attention_mask, None, sentence_labels)
     expected = _reference_sbo_loss(model, input_ids, labels, attention_mask)
     torch.testing.assert_close(out.sbo_loss, expected, atol=1e-5, rtol=1e-5)
-    total = out.mlm_loss + out.sbo_loss + (out.nsp_loss if nsp else 0)
+    total = out.mlm_loss + out.sbo_loss + (out.sentence_loss if nsp else 0)
     torch.testing.assert_close(out.loss, total)
     # The MLM loss is the same with or without the head: the sparse forward only selects more rows.
     torch.manual_seed(0)
-    plain = PretrainingModel(small_config(family), nsp=nsp).eval()
+    plain = PretrainingModel(small_config(family), sentence_head=nsp).eval()
     plain.load_state_dict({k: v for k, v in model.state_dict().items() if not k.startswith("sbo.")})
-    torch.testing.assert_close(plain.pretraining_loss(input_ids, labels, attention_mask, None, nsp_labels).mlm_loss,
-                               out.mlm_loss, atol=1e-5, rtol=1e-5)
+    plain_loss = plain.pretraining_loss(input_ids, labels, attention_mask, None, sentence_labels).mlm_loss
+    torch.testing.assert_close(plain_loss, out.mlm_loss, atol=1e-5, rtol=1e-5)
 
 
 def test_the_sbo_gradient_reaches_the_encoder_through_the_boundaries():

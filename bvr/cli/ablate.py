@@ -238,9 +238,9 @@ def report_cmd(
 
 def _browser_check(manifest: Any, out: Path) -> None:
     """Render a copy of the report linked to a fresh `mlflow ui`, check it in Chromium, save the screenshots."""
-    from bvr.report.browser import check_in_browser
-    from bvr.report.chromium import find_chromium, mlflow_ui
     from bvr.report.render import render_report
+    from bvr.tools.browser import check_in_browser
+    from bvr.tools.chromium import find_chromium, mlflow_ui
     from bvr.tracking import store_client, tracking_uri
 
     if find_chromium() is None:
@@ -274,8 +274,7 @@ def status_cmd(
 
     from bvr.ablation.manifest import Manifest, find_manifest
     from bvr.ablation.status import PROGRESS_HEADER, errors, progress_rows, running_now
-    from bvr.report.cells import ui_base
-    from bvr.tracking import tracking_uri, ui_address
+    from bvr.tracking import tracking_uri, ui_address, ui_base
 
     path = find_manifest(name, output_dir or Path("outputs"), preset=preset)
     manifest = Manifest.load(path)

@@ -72,7 +72,7 @@ def probe_cmd(
     Prints the median and every seed, in points, beside the majority-class baseline. Seeds and sample sizes are the
     configuration's evaluate.probes keys, as an ablation's probes have them.
     """
-    from bvr.evaluation.probe import describe, run_probe
+    from bvr.evaluation.probe import ProbeSample, describe, run_probe
     from bvr.pretrained import load_pretrained
     from bvr.threads import use_threads
 
@@ -86,9 +86,10 @@ def probe_cmd(
     with flags.located():
         probes = load(config, preset, [*flags.texts, *(set_ or [])], data_dir, None).evaluate.probes
     pretrained = load_pretrained(checkpoint, need_mlm_head=False)  # a probe reads the encoder only
-    result = run_probe(pretrained, task, data_dir=data_dir, seeds=list(range(probes.seeds)), features=kinds,
-                       max_train_examples=probes.max_train_examples, max_eval_examples=probes.max_eval_examples,
-                       heldout_examples=probes.heldout_examples, from_scratch=from_scratch, progress=progress)
+    sample = ProbeSample(list(range(probes.seeds)), probes.max_train_examples, probes.max_eval_examples,
+                         probes.heldout_examples)
+    result = run_probe(pretrained, task, data_dir=data_dir, sample=sample, features=kinds, from_scratch=from_scratch,
+                       progress=progress)
     console.print(describe(result), markup=False, highlight=False, soft_wrap=True)  # a table: never wrapped
     if json_file is not None:
         json_file.write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")

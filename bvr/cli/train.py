@@ -86,13 +86,14 @@ def finetune_cmd(
         raise BvrError("--hparams was removed", where="finetune",
                        hint=f"use --config FILE with a finetune: section holding the keys of {hparams}")
     from bvr.tasks.results import describe
-    from bvr.tasks.run import finetune
+    from bvr.tasks.run import FinetuneSetup, finetune
     from bvr.threads import use_threads
     from bvr.tracking import RunContext
 
     use_threads()  # the usable CPUs, shared among `bvr --jobs N`
-    result = finetune(checkpoint, task, seeds=seeds, data_dir=data_dir, output_dir=output_dir or "outputs",
-                      preset=preset, overrides=set_, config_file=config, from_scratch=from_scratch,
+    setup = FinetuneSetup(data_dir=data_dir, output_dir=output_dir or "outputs", preset=preset, overrides=set_ or (),
+                          config_file=config)
+    result = finetune(checkpoint, task, seeds=seeds, setup=setup, from_scratch=from_scratch,
                       context=RunContext(experiment=experiment, label=arm), progress=True)
     console.print(describe(result), markup=False, highlight=False)
 
@@ -131,7 +132,7 @@ def export_cmd(
 
 def _bvr_config(folder: Path) -> dict:
     """The run's saved config (an older bvr's keys read as today's), or an empty mapping when there is none."""
-    from bvr.config import load_saved_config
+    from bvr.compat import load_saved_config
 
     path = folder / "bvr.yaml"
     return load_saved_config(path).to_dict() if path.is_file() else {}

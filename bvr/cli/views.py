@@ -12,8 +12,7 @@ def print_views(experiment: str, ui_url: str | None, parent_run_id: str | None =
     """Where to read the comparison in the MLflow UI: the saved views' addresses, the effects first, then the
     ablation's parent run (``parent_run_id`` or else its newest), and how to start the UI when none is running at a
     known address."""
-    from bvr.report.cells import ui_base
-    from bvr.tracking import DEFAULT_UI, store_client, tracking_uri
+    from bvr.tracking import DEFAULT_UI, store_client, tracking_uri, ui_base
 
     uri = tracking_uri(Path.cwd())
     client = store_client(uri)
@@ -29,14 +28,12 @@ def print_views(experiment: str, ui_url: str | None, parent_run_id: str | None =
 
 
 def view_lines(base: str, experiment: Any, parent_run_id: str | None = None) -> list[str]:
-    """The addresses of ``experiment`` (an MLflow experiment) in the UI at ``base``: the effects view first (a row per
-    difference, its interval and verdict), then the other saved views, then the ablation's parent run
-    ``parent_run_id`` (the headline in brief, the report attached)."""
-    from bvr.tracking import CURVES_VIEW, EFFECTS_VIEW, SCORES_VIEW, ui_address, view_url
+    """The addresses of ``experiment`` (an MLflow experiment) in the UI at ``base``: the saved views
+    (:data:`bvr.tracking.views.SAVED_VIEWS`; the effects first, a row per difference, its interval and verdict), then
+    the ablation's parent run ``parent_run_id`` (the headline in brief, the report attached)."""
+    from bvr.tracking import SAVED_VIEWS, ui_address, view_url
 
-    views = (("effects with intervals and verdicts", EFFECTS_VIEW), ("scores by arm", SCORES_VIEW),
-             ("pretraining curves by arm", CURVES_VIEW))
-    lines = [f"MLflow, {what}: {view_url(base, experiment.experiment_id, key)}" for what, key in views]
+    lines = [f"MLflow, {view.line}: {view_url(base, experiment.experiment_id, view.key)}" for view in SAVED_VIEWS]
     if parent_run_id:
         lines.append(f"MLflow, the ablation's run (headline, report): "
                      f"{ui_address(base, experiment.experiment_id, parent_run_id)}")

@@ -29,9 +29,6 @@ PROBE_KINDS: tuple[str, ...] = ("classification", "regression", "tagging")
 """Task kinds a probe can be trained on (span tasks predict positions, not labels)."""
 NOT_HASHED = ("eval_batch_size", "num_workers", "log_every_steps")
 """Fine-tuning fields that change speed or logging, not a result: left out of :meth:`FinetuneConfig.hashed`."""
-HASHED_WHEN_SET = {"null_threshold": 0.0, "null_threshold_heldout": 0.0}
-"""Fields added after caches were written, with their defaults: :meth:`FinetuneConfig.hashed` leaves them out at
-those values, so every earlier cached result keeps its key."""
 
 
 @dataclass
@@ -123,10 +120,8 @@ class FinetuneConfig(DataSettings):
         return DataSettings(**{name: getattr(self, name) for name in names})  # just the data part
 
     def hashed(self) -> dict[str, Any]:
-        """The fields that change a result (not the ones that change only speed or logging, nor the
-        :data:`HASHED_WHEN_SET` ones at their defaults)."""
-        return {k: v for k, v in dataclasses.asdict(self).items()
-                if k not in NOT_HASHED and (k not in HASHED_WHEN_SET or v != HASHED_WHEN_SET[k])}
+        """The fields that change a result (not :data:`NOT_HASHED`, which change only speed or logging)."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in NOT_HASHED}
 
 
 HYPERPARAMETERS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(FinetuneConfig))

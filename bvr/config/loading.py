@@ -28,7 +28,7 @@ import yaml
 
 from bvr.config.finetune import HYPERPARAMETERS, EvaluateConfig, FinetuneConfig, FinetuneSection
 from bvr.config.launcher import LauncherConfig
-from bvr.config.layering import Layer, at, build_dataclass, build_layered, check, override_layer
+from bvr.config.layering import Layer, build_dataclass, build_layered, check, override_layer
 from bvr.config.pretraining import (
     CorpusConfig,
     DataConfig,
@@ -195,35 +195,6 @@ def resolve_finetune(cfg: Config, spec: Any) -> FinetuneConfig:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Configs saved by runs
-
-
-def load_saved_config(path: Path) -> Config:
-    """The configuration a run saved (``config.yaml`` of a run folder, ``bvr.yaml`` of its model folder).
-
-    Unlike :func:`load_config`, which refuses the keys of :data:`OLD_KEYS`, this reads what an older bvr wrote:
-    ``data.nsp: true|false`` (before ``data.sentence_objective``) is read as ``nsp|none``.
-
-    Args:
-        path: the saved YAML file.
-
-    Returns:
-        The configuration, in today's keys.
-
-    Raises:
-        BvrError: the file is missing or unreadable, or holds a key or value no bvr wrote (with its file and line).
-    """
-    data, origins = read_yaml(Path(path), "saved config")
-    section = data.get("data")
-    if isinstance(section, dict) and "nsp" in section and "sentence_objective" not in section:
-        nsp = section.pop("nsp")
-        check(isinstance(nsp, bool), at(origins, "data.nsp"), f"expected bool, got {nsp!r} ({type(nsp).__name__})")
-        section["sentence_objective"] = "nsp" if nsp else "none"
-        origins["data.sentence_objective"] = origins.pop("data.nsp", str(path))
-    return build_config([(data, origins)])
-
-
-# ---------------------------------------------------------------------------------------------------------------
 # Writing and hashing
 
 
@@ -233,17 +204,6 @@ def dump_config(cfg: Config | dict[str, Any], path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return path
-
-
-def hashed_section(section: Any, new_defaults: dict[str, Any]) -> dict[str, Any]:
-    """A config section as it enters a cache key: the keys in ``new_defaults`` (added after caches were built) are
-    left out while they hold the value those caches had, so the folders built before them keep their names.
-
-    >>> from bvr.config.pretraining import ModelConfig
-    >>> "norm" in hashed_section(ModelConfig(), {"norm": "post"}), hashed_section(ModelConfig(norm="pre"), {})["norm"]
-    (False, 'pre')
-    """
-    return {k: v for k, v in dataclasses.asdict(section).items() if k not in new_defaults or new_defaults[k] != v}
 
 
 def config_hash(*parts: Any, length: int = 12) -> str:

@@ -11,8 +11,8 @@ Two kinds, both sensitive where fine-tuning at a small budget is not (see :mod:`
 The result is written as JSON under ``OUTPUT_DIR/evaluations/``, named by a hash of the settings, of the model
 folder's bytes and of the data files' content, so a second call with nothing changed reads it back, and a retrained
 model or an edited data file is evaluated again. The name holds no path: a copy of the model (the DVC stage folder's,
-``pipeline/NAME/ARM/model``) finds the result its original got. (Results used to lie beside the model, in
-``RUN_DIR/evaluations/``; one found there is still read, and copied over.)
+``pipeline/NAME/ARM/model``) finds the result its original got. A result an earlier version cached (under an
+earlier key, or beside the model folder) is read and copied to its place (:mod:`bvr.compat`).
 
 A cached result is reused where its run is in the asking experiment. Cached by another experiment (two ablations in
 one output folder share the control), it is logged again in this one from the cache, not evaluated again. Missing or
@@ -39,7 +39,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from bvr.cache import target_lock
+from bvr import compat
+from bvr.cache import CACHE_VERSION, target_lock
 from bvr.config import config_hash
 from bvr.errors import BvrError
 from bvr.fs import write_text
@@ -49,12 +50,9 @@ if TYPE_CHECKING:
     from bvr.tracking import RunContext
 
 EVALUATIONS_DIR = "evaluations"
-"""The folder of cached results, under the output folder (and, before, beside each model folder)."""
+"""The folder of cached results, under the output folder."""
 DEFAULT_EXPERIMENT = "bvr-evaluate"
 """The MLflow experiment of an evaluation outside an ablation."""
-
-EVALUATION_VERSION = 2  # 2: probe features of padded batches from packed layers
-"""Bumped when an evaluation's numbers would change for the same settings (a cached result is then redone)."""
 
 
 @dataclass
@@ -88,9 +86,8 @@ class EvaluationResult:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-def _settings(kind: str, task: str | None, evaluations: Any, data_dir: Path | None) -> dict[str, Any]:
-    folder = str(Path(data_dir).resolve()) if data_dir else None
-    base = {"version": EVALUATION_VERSION, "kind": kind, "data_dir": folder}
+def _settings(kind: str, task: str | None, evaluations: Any) -> dict[str, Any]:
+    base = {"version": CACHE_VERSION, "kind": kind}
     if kind == "blimp":
         return {**base, "per_paradigm": evaluations.blimp_per_paradigm, "seed": evaluations.blimp_seed}
     return {**base, "task": task, "seeds": evaluations.probe_seeds, "features": evaluations.probe_features,
@@ -103,27 +100,22 @@ def result_path(model_dir: Path, kind: str, task: str | None, evaluations: Any, 
                 output_dir: Path) -> Path:
     """Where the result of this evaluation of this model is cached: ``output_dir/evaluations/KIND[-TASK]-HASH.json``,
     the hash over the settings and the content (not the place) of the model folder and of the data files. A result
-    cached while the hash also held the data folder's path is still found under its name."""
+    cached under an earlier key is found under its name (:mod:`bvr.compat`)."""
     from bvr.cache import fingerprint
     from bvr.tasks.data import task_files
     from bvr.tasks.registry import get_task
     from bvr.tasks.source import checkpoint_identity
 
-    settings = _settings(kind, task, evaluations, data_dir)
+    settings = _settings(kind, task, evaluations)
     name = f"{kind}-{task}" if task else kind
     if kind == "blimp":
         inputs = [Path(data_dir) / "blimp"] if data_dir else []
     else:
         inputs = task_files(get_task(task), data_dir)
     content = (checkpoint_identity(model_dir), fingerprint(*inputs))  # the data's content, not where they lie
-    path = Path(output_dir) / EVALUATIONS_DIR / f"{name}-{config_hash(_without_path(settings), *content)}.json"
-    before = path.with_name(f"{name}-{config_hash(settings, *content)}.json")  # named with the path until then
-    return before if not path.is_file() and before.is_file() else path
-
-
-def _without_path(settings: dict[str, Any]) -> dict[str, Any]:
-    """The settings as they name a result: without the data folder's path, unless it is None (the hub)."""
-    return {k: v for k, v in settings.items() if k != "data_dir" or v is None}
+    path = Path(output_dir) / EVALUATIONS_DIR / f"{name}-{config_hash(settings, *content)}.json"
+    earlier = (path.with_name(n) for n in compat.earlier_result_names(name, settings, data_dir, content))
+    return path if path.is_file() else next((p for p in earlier if p.is_file()), path)
 
 
 def _compute(model_dir: Path, kind: str, task: str | None, evaluations: Any, data_dir: Path | None,
@@ -143,14 +135,14 @@ def _compute(model_dir: Path, kind: str, task: str | None, evaluations: Any, dat
         key = "blimp/macro_accuracy"
         return EvaluationResult(kind, None, key, metrics[key], {0: metrics[key]}, metrics, 0.5,
                                 time.perf_counter() - start, detail=found.to_dict())
-    from bvr.evaluation.probe import run_probe
+    from bvr.evaluation.probe import ProbeSample, run_probe
 
     seeds = list(range(evaluations.probe_seeds))
     feature = probe_feature(task, evaluations.probe_features)
-    found = run_probe(pretrained, task, data_dir=data_dir, seeds=seeds, features=[feature],
-                      max_train_examples=evaluations.probe_max_train_examples,
-                      max_eval_examples=evaluations.probe_max_eval_examples,
-                      heldout_examples=evaluations.probe_heldout_examples, progress=progress)
+    sample = ProbeSample(seeds, max_train_examples=evaluations.probe_max_train_examples,
+                         max_eval_examples=evaluations.probe_max_eval_examples,
+                         heldout_examples=evaluations.probe_heldout_examples)
+    found = run_probe(pretrained, task, data_dir=data_dir, sample=sample, features=[feature], progress=progress)
     per_seed = {seed: found.metrics(seed) for seed in seeds}
     metric = found.main_metric
     where = "heldout/" if found.heldout_size else ""  # the headline is on the held-out examples when there are any
@@ -194,38 +186,6 @@ def _read(path: Path, producer: str) -> tuple[EvaluationResult | None, str | Non
         return None, f"is not an evaluation result ({type(err).__name__}: {err})"
 
 
-def _log(result: EvaluationResult, path: Path, *, model_dir: Path, context: RunContext) -> str:
-    """Log ``result`` as a finished run nested as ``context`` says; returns its id."""
-    from mlflow.entities import Metric, RunStatus
-    from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
-
-    from bvr.tracking import TAG_MEASURE, client_for, ensure_experiment, run_name, run_tags
-    from bvr.tracking.placed import TAG_RESULT
-
-    client = client_for(Path.cwd())
-    experiment_id = ensure_experiment(context.experiment, Path.cwd())
-    extra: dict[str, Any] = {"bvr.checkpoint": str(model_dir),
-                             TAG_RESULT: path.name,
-                             TAG_MEASURE: result.kind if result.task is None else f"{result.kind}/{result.task}"}
-    if context.parent_run_id:
-        extra[MLFLOW_PARENT_RUN_ID] = context.parent_run_id
-    tags = run_tags(context, stage=result.kind, task=result.task, extra=extra)
-    run = client.create_run(experiment_id, run_name=run_name(context.label, result.kind, result.task), tags=tags)
-    run_id = run.info.run_id
-    now = int(time.time() * 1000)
-    metrics = [Metric(k, v, now, 0) for k, v in result.metrics.items() if math.isfinite(v) and k != result.main_key]
-    metrics += [Metric(result.main_key, v, now, seed) for seed, v in sorted(result.seeds.items())]
-    metrics.append(Metric(result.main_key, result.score, now, max(result.seeds, default=0) + 1))
-    metrics.append(Metric("run/wall_seconds", result.seconds, now, 0))
-    metrics.append(Metric("score", 100.0 * result.score, now, 0))  # in points, one name across tasks and kinds
-    for i in range(0, len(metrics), 500):
-        client.log_batch(run_id, metrics=metrics[i:i + 500])
-    client.log_param(run_id, "evaluation", json.dumps(json.loads(path.read_text())["settings"]))
-    client.log_artifact(run_id, str(path))
-    client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
-    return run_id
-
-
 def evaluate_model(
     model_dir: Path,
     kind: str,
@@ -257,61 +217,143 @@ def evaluate_model(
     path = result_path(model_dir, kind, task, evaluations, data_dir, output_dir)
     path.parent.mkdir(parents=True, exist_ok=True)  # the lock file lies beside the result
     with target_lock(path):  # a twin invocation waits here, then finds this one's result and its run
-        return _evaluate_once(path, model_dir, kind, task, evaluations, data_dir=data_dir,
-                              context=context.with_defaults(DEFAULT_EXPERIMENT, Path(model_dir).parent.name),
-                              progress=progress)
+        asked = _Asked(Path(model_dir), kind, task, evaluations, data_dir, path)
+        recorder = _Recorder(context.with_defaults(DEFAULT_EXPERIMENT, Path(model_dir).parent.name))
+        cached = _look_up(asked, recorder)
+        if cached.logged:
+            return _reuse(asked, cached)
+        # Computed now, or cached but not logged in this experiment (another ablation in the same output folder
+        # logged it, or its run was deleted): logged here.
+        result = cached.result or _compute(asked.model_dir, kind, task, evaluations, data_dir, progress)
+        _write(asked, dataclasses.replace(result, run_id=None))
+        result.run_id = recorder.record(result, asked)
+        _write(asked, result)
+        return result
 
 
-def _evaluate_once(path: Path, model_dir: Path, kind: str, task: str | None, evaluations: Any, *,
-                   data_dir: Path | None, context: RunContext, progress: bool) -> EvaluationResult:
-    """:func:`evaluate_model` under its lock: the cached result with its run in this experiment, else the result
-    (cached, read back from this experiment's run of it, or computed) logged here."""
-    from bvr.tracking import client_for, ensure_experiment
-    from bvr.tracking.placed import finished_in, logged_run
+@dataclass(frozen=True)
+class _Asked:
+    """One evaluation of one model, and where its result is cached."""
 
-    client = client_for(Path.cwd())
-    experiment_id = ensure_experiment(context.experiment, Path.cwd())
-    earlier = Path(model_dir).parent / EVALUATIONS_DIR / path.name  # where a result was cached before
+    model_dir: Path
+    kind: str
+    task: str | None
+    evaluations: Any
+    data_dir: Path | None
+    path: Path
+
+
+@dataclass(frozen=True)
+class _Cached:
+    """What the cache holds for an evaluation."""
+
+    result: EvaluationResult | None
+    """The cached result (None: none, or none that is this evaluation's)."""
+    run_id: str | None
+    """Its finished run in this experiment, or the run there that logged the file's name."""
+    moved: bool
+    """Not read from the result's own file (from where results lay before, or back from its run)."""
+
+    @property
+    def logged(self) -> bool:
+        """A cached result with its run in this experiment: nothing to compute or log."""
+        return self.result is not None and bool(self.run_id)
+
+
+def _look_up(asked: _Asked, recorder: _Recorder) -> _Cached:
+    """The cached result with its run in this experiment; a result missing or damaged is read back from this
+    experiment's run of it. A result not reused as it is is named in one line on stderr, saying why."""
+    path = asked.path
+    earlier = compat.result_beside_model(asked.model_dir, path.name)
     found = path if path.is_file() else earlier if earlier.is_file() else None
     cached, why = _read(found, path.name) if found else (None, None)
-    run_id = cached.run_id if cached is not None and finished_in(client, cached.run_id, experiment_id) else None
-    run_id = run_id or logged_run(client, experiment_id, path.name)  # logged here by a cache since rebuilt
+    run_id = recorder.run_of(cached, path.name)
     if cached is None and run_id:
-        cached = _from_run(client, run_id, path)
+        cached = recorder.read_back(run_id, path)
         if cached is not None:
             print(f"{found or path}: {why or 'missing'}; read back from its MLflow run {run_id}, not evaluated "
                   "again", file=sys.stderr, flush=True)
             found = None
     if why and cached is None:
         print(f"{found}: {why}; evaluated again", file=sys.stderr, flush=True)
-    if cached is not None and run_id:
-        if found != path or cached.run_id != run_id:
-            cached.run_id = run_id
-            _write(path, kind, task, evaluations, data_dir, cached)
-        return cached
-    # Computed now, or cached but not logged in this experiment (another ablation in the same output folder logged
-    # it, or its run was deleted): logged here.
-    result = cached or _compute(Path(model_dir), kind, task, evaluations, data_dir, progress)
-    _write(path, kind, task, evaluations, data_dir, dataclasses.replace(result, run_id=None))
-    result.run_id = _log(result, path, model_dir=Path(model_dir), context=context)
-    _write(path, kind, task, evaluations, data_dir, result)
+    return _Cached(cached, run_id, found != path)
+
+
+def _reuse(asked: _Asked, cached: _Cached) -> EvaluationResult:
+    """The cached result, written again at its place with its run in this experiment where either differs."""
+    result = cached.result
+    assert result is not None
+    if cached.moved or result.run_id != cached.run_id:
+        result.run_id = cached.run_id
+        _write(asked, result)
     return result
 
 
-def _write(path: Path, kind: str, task: str | None, evaluations: Any, data_dir: Path | None,
-           result: EvaluationResult) -> None:
-    """Cache ``result`` at ``path``, sealed (its settings with it; the run's artifact is this file)."""
-    data = {"settings": _settings(kind, task, evaluations, data_dir),
+def _write(asked: _Asked, result: EvaluationResult) -> None:
+    """Cache ``result`` at its path, sealed (its settings with it; the run's artifact is this file)."""
+    folder = str(Path(asked.data_dir).resolve()) if asked.data_dir else None
+    data = {"settings": {**_settings(asked.kind, asked.task, asked.evaluations), "data_dir": folder},
             **{k: v for k, v in asdict(result).items() if k != "reused"}}
-    write_text(path, json.dumps(seal(data, path.name), indent=2))
+    write_text(asked.path, json.dumps(seal(data, asked.path.name), indent=2))
 
 
-def _from_run(client: Any, run_id: str, path: Path) -> EvaluationResult | None:
-    """The result that run ``run_id`` logged as its artifact (what the cache file ``path`` held), or None."""
-    import tempfile
+class _Recorder:
+    """The MLflow record of one evaluation, in the context's experiment: finding the run of a cached result, reading a
+    result back from its run, and logging a result as a finished run nested as the context says."""
 
-    from bvr.tracking.placed import download
+    def __init__(self, context: RunContext) -> None:
+        from bvr.tracking import client_for, ensure_experiment
 
-    with tempfile.TemporaryDirectory(prefix="bvr-result-") as folder:
-        logged = download(client, run_id, path.name, Path(folder))
-        return _read(logged, path.name)[0] if logged is not None else None
+        self.context = context
+        self.client = client_for(Path.cwd())
+        self.experiment_id = ensure_experiment(context.experiment, Path.cwd())
+
+    def run_of(self, cached: EvaluationResult | None, name: str) -> str | None:
+        """The finished run of ``cached`` in this experiment, else the run here that logged the result file
+        ``name`` (logged here by a cache since rebuilt); None: neither."""
+        from bvr.tracking.placed import finished_in, logged_run
+
+        run_id = cached.run_id if cached is not None and finished_in(self.client, cached.run_id,
+                                                                      self.experiment_id) else None
+        return run_id or logged_run(self.client, self.experiment_id, name)
+
+    def read_back(self, run_id: str, path: Path) -> EvaluationResult | None:
+        """The result that run ``run_id`` logged as its artifact (what the cache file ``path`` held), or None."""
+        import tempfile
+
+        from bvr.tracking.placed import download
+
+        with tempfile.TemporaryDirectory(prefix="bvr-result-") as folder:
+            logged = download(self.client, run_id, path.name, Path(folder))
+            return _read(logged, path.name)[0] if logged is not None else None
+
+    def record(self, result: EvaluationResult, asked: _Asked) -> str:
+        """Log ``result`` (cached at ``asked.path``) as a finished run; returns its id."""
+        from mlflow.entities import Metric, RunStatus
+        from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+        from bvr.tracking import TAG_MEASURE, run_name, run_tags
+        from bvr.tracking.placed import TAG_RESULT
+
+        context, client, path = self.context, self.client, asked.path
+        extra: dict[str, Any] = {"bvr.checkpoint": str(asked.model_dir),
+                                 TAG_RESULT: path.name,
+                                 TAG_MEASURE: result.kind if result.task is None else f"{result.kind}/{result.task}"}
+        if context.parent_run_id:
+            extra[MLFLOW_PARENT_RUN_ID] = context.parent_run_id
+        tags = run_tags(context, stage=result.kind, task=result.task, extra=extra)
+        run = client.create_run(self.experiment_id, run_name=run_name(context.label, result.kind, result.task),
+                                tags=tags)
+        run_id = run.info.run_id
+        now = int(time.time() * 1000)
+        metrics = [Metric(k, v, now, 0) for k, v in result.metrics.items() if math.isfinite(v) and k != result.main_key]
+        metrics += [Metric(result.main_key, v, now, seed) for seed, v in sorted(result.seeds.items())]
+        metrics.append(Metric(result.main_key, result.score, now, max(result.seeds, default=0) + 1))
+        metrics.append(Metric("run/wall_seconds", result.seconds, now, 0))
+        metrics.append(Metric("score", 100.0 * result.score, now, 0))  # in points, one name across tasks and kinds
+        for i in range(0, len(metrics), 500):
+            client.log_batch(run_id, metrics=metrics[i:i + 500])
+        client.log_param(run_id, "evaluation", json.dumps(json.loads(path.read_text())["settings"]))
+        client.log_artifact(run_id, str(path))
+        client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
+        return run_id

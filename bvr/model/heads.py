@@ -68,10 +68,10 @@ class BertLMPrediction(nn.Module):
 class BertPretrainingHeads(nn.Module):
     """BERT's heads under ``cls``: ``predictions`` (MLM) and, with NSP, ``seq_relationship``."""
 
-    def __init__(self, config: EncoderConfig, embedding: nn.Embedding, nsp: bool) -> None:
+    def __init__(self, config: EncoderConfig, embedding: nn.Embedding, sentence_head: bool) -> None:
         super().__init__()
         self.predictions = BertLMPrediction(config, embedding)
-        self.seq_relationship = nn.Linear(config.hidden_size, 2) if nsp else None
+        self.seq_relationship = nn.Linear(config.hidden_size, 2) if sentence_head else None
 
 
 class NSPHead(nn.Module):

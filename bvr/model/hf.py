@@ -68,10 +68,10 @@ def stored_pooler(state_dict: dict[str, torch.Tensor], family: str) -> bool:
     return family == "bert" and any(key in state_dict for key in ("pooler.dense.weight", "bert.pooler.dense.weight"))
 
 
-def _expected_shapes(config: EncoderConfig, nsp: bool, pooler: bool) -> dict[str, torch.Size]:
+def _expected_shapes(config: EncoderConfig, sentence_head: bool, pooler: bool) -> dict[str, torch.Size]:
     """Parameter names and shapes of a :class:`PretrainingModel`, built on the meta device (no memory, no init)."""
     with torch.device("meta"):
-        model = PretrainingModel(config, nsp=nsp, pooler=pooler)
+        model = PretrainingModel(config, sentence_head=sentence_head, pooler=pooler)
     return {key: value.shape for key, value in model.state_dict().items()}
 
 
@@ -99,7 +99,7 @@ def _add_base_prefix(state_dict: dict[str, torch.Tensor], family: str) -> dict[s
 def from_hf_state_dict(
     state_dict: dict[str, torch.Tensor],
     config: EncoderConfig,
-    nsp: bool | None = None,
+    sentence_head: bool | None = None,
     where: str | Path | None = None,
     pooler: bool | None = None,
 ) -> dict[str, torch.Tensor]:
@@ -109,7 +109,8 @@ def from_hf_state_dict(
         state_dict: HF keys (``BertForPreTraining``, ``BertForMaskedLM``, ``RobertaForMaskedLM`` or a base model
             with those heads' keys), as saved by any transformers version.
         config: the encoder config the weights are for.
-        nsp: whether the target model has the NSP head; None: whenever the checkpoint has one.
+        sentence_head: whether the target model has the sentence head (NSP's or SOP's); None: whenever the
+            checkpoint has one.
         where: file named in errors.
         pooler: whether the target model has a pooler without NSP; None: whenever the checkpoint stores a bert one
             (:func:`stored_pooler`). A model with NSP always has one.
@@ -123,18 +124,18 @@ def from_hf_state_dict(
     family = config.family
     weights = {_rename_legacy(_from_hf_prefix(k)): v for k, v in state_dict.items() if not k.endswith(_BUFFER_SUFFIXES)}
     weights = _add_base_prefix(weights, family)
-    if nsp is None:
-        nsp = "cls.seq_relationship.weight" in weights
-    pooler = nsp or (stored_pooler(weights, family) if pooler is None else pooler)
+    if sentence_head is None:
+        sentence_head = "cls.seq_relationship.weight" in weights
+    pooler = sentence_head or (stored_pooler(weights, family) if pooler is None else pooler)
     decoder_weight, decoder_bias = _tied_aliases(family)
     head_bias = f"{_head_prefix(family)}.bias"
     if head_bias not in weights and decoder_bias in weights:
         weights[head_bias] = weights[decoder_bias]  # some exports keep only the decoder's copy of the bias
     for alias in (decoder_weight, decoder_bias):
         weights.pop(alias, None)  # tied: the model's decoder *is* the embedding and the head's bias
-    unused = (() if nsp else ("cls.seq_relationship.",)) + (() if pooler else (f"{family}.pooler.",))
+    unused = (() if sentence_head else ("cls.seq_relationship.",)) + (() if pooler else (f"{family}.pooler.",))
     weights = {k: v for k, v in weights.items() if not k.startswith(unused)}
-    _check_keys(weights, _expected_shapes(config, nsp, pooler), {decoder_weight, decoder_bias}, where)
+    _check_keys(weights, _expected_shapes(config, sentence_head, pooler), {decoder_weight, decoder_bias}, where)
     weights[decoder_weight] = weights[f"{family}.embeddings.word_embeddings.weight"]
     weights[decoder_bias] = weights[head_bias]
     return weights
@@ -230,7 +231,7 @@ def export_hf(
     config = config or model.config
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    data = hf_config_dict(config, model.nsp, bos_token_id, eos_token_id)
+    data = hf_config_dict(config, model.sentence_head, bos_token_id, eos_token_id)
     (out / CONFIG_FILE).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     tensors = to_hf_state_dict(model.state_dict(), config)
     save_file(tensors, str(out / SAFETENSORS_FILE), metadata={"format": "pt"})  # HF checks the format tag
@@ -308,13 +309,13 @@ def has_mlm_head(state_dict: dict[str, torch.Tensor], family: str) -> bool:
 
 
 def load_hf(
-    folder: str | Path, nsp: bool | None = None, *, need_mlm_head: bool = True, pooler: bool | None = None
+    folder: str | Path, sentence_head: bool | None = None, *, need_mlm_head: bool = True, pooler: bool | None = None
 ) -> tuple[PretrainingModel, EncoderConfig]:
     """Load a bert-base-uncased / roberta-base style folder (or one :func:`export_hf` wrote).
 
     Args:
         folder: holds ``config.json`` and ``model.safetensors`` (or ``pytorch_model.bin``).
-        nsp: build the NSP head; None: when the weights have one.
+        sentence_head: build the sentence head (NSP's or SOP's); None: when the weights have one.
         pooler: build the pooler without NSP; None: when the weights store a bert one (:func:`stored_pooler`),
             which fine-tuning's sequence head then starts from, as ``BertForSequenceClassification`` does.
         need_mlm_head: refuse an encoder-only folder (no MLM head weights at all). When False such a folder
@@ -332,10 +333,10 @@ def load_hf(
         raise BvrError("not a folder", where=folder, hint="expected a Hugging Face model folder")
     config = read_hf_config(folder)
     state_dict, path = read_hf_weights(folder)
-    if nsp is None:
-        nsp = any(key.endswith("seq_relationship.weight") for key in state_dict)
+    if sentence_head is None:
+        sentence_head = any(key.endswith("seq_relationship.weight") for key in state_dict)
     pooler = stored_pooler(state_dict, config.family) if pooler is None else pooler
-    model = PretrainingModel(config, nsp=nsp, pooler=pooler)
+    model = PretrainingModel(config, sentence_head=sentence_head, pooler=pooler)
     if not has_mlm_head(state_dict, config.family):
         if need_mlm_head:
             raise BvrError(f"no MLM head: an encoder-only model (no {_head_prefix(config.family)}.* weights)",
@@ -344,6 +345,6 @@ def load_hf(
         head = _head_prefix(config.family) + "."
         state_dict = {**state_dict, **{k: v for k, v in model.state_dict().items() if k.startswith(head)}}
         model.has_mlm_head = False
-    weights = from_hf_state_dict(state_dict, config, nsp=nsp, where=path, pooler=pooler)
+    weights = from_hf_state_dict(state_dict, config, sentence_head=sentence_head, where=path, pooler=pooler)
     model.load_state_dict(weights, strict=True)
     return model.eval(), config

@@ -71,30 +71,31 @@ def model_type(config: EncoderConfig) -> str:
     return (BVR_MODEL_TYPES if bvr_layout(config) else PRE_NORM_MODEL_TYPES)[config.family]
 
 
-def architecture(config: EncoderConfig, nsp: bool) -> str:
+def architecture(config: EncoderConfig, sentence_head: bool) -> str:
     """The HF class a folder is written as. HF has no RoBERTa class with NSP: such a head is written but unused.
     A pre-LayerNorm BERT, and bvr's small-budget layout, are named as classes of bvr's own (Hugging Face has none)."""
     if config.family == "roberta" and bvr_layout(config):
         return "BvrRobertaPreLayerNormForMaskedLM"
     if config.family == "bert":
-        name = "BertForPreTraining" if nsp else "BertForMaskedLM"
+        name = "BertForPreTraining" if sentence_head else "BertForMaskedLM"
         return "BvrPreLayerNorm" + name if config.pre_norm else name
     return "RobertaPreLayerNormForMaskedLM" if config.pre_norm else "RobertaForMaskedLM"
 
 
 def hf_config_dict(
-    config: EncoderConfig, nsp: bool, bos_token_id: int | None = None, eos_token_id: int | None = None
+    config: EncoderConfig, sentence_head: bool, bos_token_id: int | None = None, eos_token_id: int | None = None
 ) -> dict[str, Any]:
     """The ``config.json`` of an exported model.
 
     Args:
         config: encoder config.
-        nsp: whether the model has the NSP head (BERT: ``BertForPreTraining`` rather than ``BertForMaskedLM``).
+        sentence_head: whether the model has the sentence head (BERT: ``BertForPreTraining`` rather than
+            ``BertForMaskedLM``).
         bos_token_id: written when given; roberta defaults to 0 (``<s>``), as roberta-base.
         eos_token_id: written when given; roberta defaults to 2 (``</s>``).
     """
     data: dict[str, Any] = {
-        "architectures": [architecture(config, nsp)],
+        "architectures": [architecture(config, sentence_head)],
         "model_type": model_type(config),
         "vocab_size": config.vocab_size,
         "hidden_size": config.hidden_size,

@@ -79,9 +79,9 @@ def check_values(data: dict[str, Any], where: str | Path) -> None:
                            hint=_HINT)
 
 
-def parameter_count(config: EncoderConfig, nsp: bool = True) -> int:
+def parameter_count(config: EncoderConfig, sentence_head: bool = True) -> int:
     """Parameters of a :class:`~bvr.model.pretraining_model.PretrainingModel` of ``config`` (tied decoder once),
-    with the pooler and NSP head where ``nsp``; counted, not built, so any size is answered at once."""
+    with the pooler and sentence head where ``sentence_head``; counted, not built, so any size is answered at once."""
     h, ffn, vocab = config.hidden_size, config.intermediate_size, config.vocab_size
     norm = 2 * h
     embeddings = (vocab + config.max_position_embeddings + config.type_vocab_size) * h
@@ -89,8 +89,8 @@ def parameter_count(config: EncoderConfig, nsp: bool = True) -> int:
     layer = 4 * (h * h + h) + (h * ffn + ffn) + (ffn * h + h) + 2 * norm
     final = norm if config.pre_norm else 0
     head = vocab + (h * h + h + norm if config.head_transform else 0)
-    pooler_and_nsp = (h * h + h) + (2 * h + 2) if nsp else 0
-    return embeddings + config.num_layers * layer + final + head + pooler_and_nsp
+    pooler_and_head = (h * h + h) + (2 * h + 2) if sentence_head else 0
+    return embeddings + config.num_layers * layer + final + head + pooler_and_head
 
 
 def machine_memory() -> int | None:

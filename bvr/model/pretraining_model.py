@@ -1,9 +1,9 @@
 """The model pretraining trains: the encoder joined to its heads (:mod:`bvr.model.heads`), and its losses.
 
-:class:`PretrainingModel` is laid out like Hugging Face's ``BertForPreTraining`` (``nsp=True``), ``BertForMaskedLM``
-and ``RobertaForMaskedLM``: the encoder under ``bert`` or ``roberta``, BERT's heads under ``cls`` and RoBERTa's under
-``lm_head``, the MLM decoder tied to the word embeddings. Its ``state_dict()`` keys are therefore HF's keys. With
-``sbo=True`` it also has SpanBERT's span-boundary head, under ``sbo``.
+:class:`PretrainingModel` is laid out like Hugging Face's ``BertForPreTraining`` (``sentence_head=True``),
+``BertForMaskedLM`` and ``RobertaForMaskedLM``: the encoder under ``bert`` or ``roberta``, BERT's heads under ``cls``
+and RoBERTa's under ``lm_head``, the MLM decoder tied to the word embeddings. Its ``state_dict()`` keys are therefore
+HF's keys. With ``sbo=True`` it also has SpanBERT's span-boundary head, under ``sbo``.
 
 The MLM head predicts only where it is asked to (*sparse prediction*): :meth:`PretrainingModel.mlm_logits` gathers
 the masked positions first, so the vocabulary-sized projection, softmax and their gradients cost ~15% of the dense
@@ -32,7 +32,7 @@ class _Sparse:
     """(n_masked, hidden) last-layer states at the masked tokens."""
     targets: torch.Tensor
     """(n_masked,) their labels."""
-    nsp_logits: torch.Tensor | None
+    sentence_logits: torch.Tensor | None
     """(batch, 2), with an NSP/SOP head."""
     boundaries: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None
     """With SBO: (n_masked, hidden) left and right boundary states and (n_masked,) offsets in the span."""
@@ -48,7 +48,7 @@ class PretrainingOutput:
     """(n_masked, vocab) at the labelled positions, or (batch, seq, vocab) when no labels were given."""
     mlm_targets: torch.Tensor | None
     """(n_masked,) labels matching ``mlm_logits`` rows; None when no labels were given."""
-    nsp_logits: torch.Tensor | None
+    sentence_logits: torch.Tensor | None
     """(batch, 2) next-sentence logits (index 0: IsNext, as BERT); None without an NSP head."""
 
 
@@ -57,18 +57,18 @@ class PretrainingLoss:
     """Losses and detached metrics of one batch (:meth:`PretrainingModel.pretraining_loss`)."""
 
     loss: torch.Tensor
-    """mlm_loss + nsp_loss + sbo_loss, of those the model has (what to backpropagate)."""
+    """mlm_loss + sentence_loss + sbo_loss, of those the model has (what to backpropagate)."""
     mlm_loss: torch.Tensor
     """Mean cross-entropy over the masked tokens."""
-    nsp_loss: torch.Tensor | None
+    sentence_loss: torch.Tensor | None
     """Mean next-sentence cross-entropy over the labels that are not -100; None without NSP."""
     mlm_accuracy: torch.Tensor
     """Share of masked tokens predicted exactly (detached)."""
-    nsp_accuracy: torch.Tensor | None
+    sentence_accuracy: torch.Tensor | None
     """Share of next-sentence labels predicted (detached); None without NSP."""
     n_masked: int
     """Number of predicted tokens in the batch."""
-    n_nsp: int = 0
+    n_sentence: int = 0
     """Number of next-sentence labels counted (not -100); 0 without NSP."""
     sbo_loss: torch.Tensor | None = None
     """Mean span-boundary cross-entropy over the masked tokens; None without SBO."""
@@ -81,29 +81,30 @@ class PretrainingModel(nn.Module):
 
     Args:
         config: encoder sizes and constants; ``config.family`` names the encoder attribute (``bert``/``roberta``).
-        nsp: build the pooler and the next-sentence head (BERT's ``BertForPreTraining``).
+        sentence_head: build the pooler and the sentence head, the 2-way classifier of NSP or SOP on the pooled first
+            token (BERT's ``BertForPreTraining``).
         sbo: build SpanBERT's span-boundary head (under ``sbo``; not exported to Hugging Face folders).
         fast: the encoder's fast path (the default) or its reference path (:class:`Encoder`'s ``fast``).
         pooler: build the pooler without the NSP head too (a ``BertModel`` folder's stored pooler, loaded for
-            fine-tuning); ignored where ``nsp`` is set, which always has one.
+            fine-tuning); ignored where ``sentence_head`` is set, which always has one.
     """
 
-    def __init__(self, config: EncoderConfig, nsp: bool = False, sbo: bool = False, fast: bool = True,
+    def __init__(self, config: EncoderConfig, sentence_head: bool = False, sbo: bool = False, fast: bool = True,
                  pooler: bool = False) -> None:
         super().__init__()
         self.config = config
-        self.nsp = nsp
+        self.sentence_head = sentence_head
         self.sbo_enabled = sbo
         self.has_mlm_head = True
         """False when loaded from an encoder-only folder: the MLM head is then untrained (see ``load_hf``)."""
-        encoder = Encoder(config, add_pooler=nsp or pooler, fast=fast)
+        encoder = Encoder(config, add_pooler=sentence_head or pooler, fast=fast)
         self.add_module(config.family, encoder)  # 'bert.' or 'roberta.': HF's base_model_prefix
         embedding = encoder.embeddings.word_embeddings
         if config.family == "bert":
-            self.cls = BertPretrainingHeads(config, embedding, nsp)
+            self.cls = BertPretrainingHeads(config, embedding, sentence_head)
         else:
             self.lm_head = RobertaLMHead(config, embedding)
-            if nsp:
+            if sentence_head:
                 self.cls = NSPHead(config)
         if sbo:  # registered last: the encoder and MLM head are initialised as without it
             self.sbo = SpanBoundaryHead(config, embedding)
@@ -136,14 +137,14 @@ class PretrainingModel(nn.Module):
         """Logits at every position, (batch, seq, vocab): for fill-mask and parity, not for training."""
         return self.mlm_head(hidden)
 
-    def nsp_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+    def sentence_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Next-sentence logits (batch, 2) from the pooled first token of (batch, seq, hidden)."""
-        return self._nsp_from_first(hidden[:, 0])
+        return self._sentence_from_first(hidden[:, 0])
 
-    def _nsp_from_first(self, first: torch.Tensor) -> torch.Tensor:
+    def _sentence_from_first(self, first: torch.Tensor) -> torch.Tensor:
         """(batch, hidden) first-token states -> (batch, 2) next-sentence logits."""
-        if not self.nsp:
-            raise RuntimeError("this model was built without an NSP head (nsp=False)")
+        if not self.sentence_head:
+            raise RuntimeError("this model was built without a sentence head (sentence_head=False)")
         return self.cls.seq_relationship(self.encoder.pooler(first))
 
     def _sparse_states(
@@ -156,11 +157,11 @@ class PretrainingModel(nn.Module):
         """Last-layer states where a loss reads them: the masked tokens, the first token (NSP/SOP) and the span
         boundaries (SBO); the last layer runs only there."""
         masked = labels.ne(IGNORE_INDEX)  # (batch, seq)
-        if not (self.nsp or self.sbo_enabled):
+        if not (self.sentence_head or self.sbo_enabled):
             states = self.encoder.forward_selected(input_ids, masked, attention_mask, token_type_ids)
             return _Sparse(states, labels[masked], None, None)  # (n_masked, hidden), (n_masked,)
         selected = masked.clone()
-        if self.nsp:
+        if self.sentence_head:
             selected[:, 0] = True  # the pooler reads the first token
         if self.sbo_enabled:
             rows, columns = masked.nonzero().unbind(1)  # (n_masked,) each, row-major like labels[masked]
@@ -170,11 +171,11 @@ class PretrainingModel(nn.Module):
         states = self.encoder.forward_selected(input_ids, selected, attention_mask, token_type_ids)  # (n_sel, hidden)
         # Rows come in row-major order: a position's row in `states` is the count of selected positions before it.
         where = selected.flatten().cumsum(0).sub_(1).view_as(selected)  # (batch, seq)
-        nsp_logits = self._nsp_from_first(states[where[:, 0]]) if self.nsp else None  # (batch, 2)
+        sentence_logits = self._sentence_from_first(states[where[:, 0]]) if self.sentence_head else None  # (batch, 2)
         boundaries = None
         if self.sbo_enabled:
             boundaries = (states[where[rows, left]], states[where[rows, right]], columns - left - 1)
-        return _Sparse(states[where[masked]], labels[masked], nsp_logits, boundaries)
+        return _Sparse(states[where[masked]], labels[masked], sentence_logits, boundaries)
 
     def forward(
         self,
@@ -197,8 +198,8 @@ class PretrainingModel(nn.Module):
             logits, targets = self.mlm_logits_all(hidden), None
         else:
             logits, targets = self.mlm_logits(hidden, labels)
-        nsp = self.nsp_logits(hidden) if self.nsp else None
-        return PretrainingOutput(hidden=hidden, mlm_logits=logits, mlm_targets=targets, nsp_logits=nsp)
+        sentence = self.sentence_logits(hidden) if self.sentence_head else None
+        return PretrainingOutput(hidden=hidden, mlm_logits=logits, mlm_targets=targets, sentence_logits=sentence)
 
     def pretraining_loss(
         self,
@@ -206,32 +207,34 @@ class PretrainingModel(nn.Module):
         labels: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
-        nsp_labels: torch.Tensor | None = None,
+        sentence_labels: torch.Tensor | None = None,
     ) -> PretrainingLoss:
-        """MLM (+ NSP, + SBO) losses of a collated batch; ``nsp_labels`` (batch,) is needed iff the model has NSP.
+        """MLM (+ NSP or SOP, + SBO) losses of a collated batch; ``sentence_labels`` (batch,) is needed iff the model
+        has a sentence head.
 
         The arguments are the collator's batch keys, so ``model.pretraining_loss(**batch_without_indices)`` works;
-        ``nsp_labels`` is ignored by a model without NSP.
+        ``sentence_labels`` is ignored by a model without one.
         """
-        if self.nsp and nsp_labels is None:
-            raise ValueError("the model has an NSP head: pretraining_loss needs nsp_labels")
+        if self.sentence_head and sentence_labels is None:
+            raise ValueError("the model has a sentence head: pretraining_loss needs sentence_labels")
         sparse = self._sparse_states(input_ids, labels, attention_mask, token_type_ids)
         head, targets = self.mlm_head, sparse.targets
         mlm_loss, mlm_acc = linear_cross_entropy(head.features(sparse.states), head.decoder.weight, head.bias, targets)
         loss = mlm_loss
-        nsp_loss = nsp_acc = sbo_loss = sbo_acc = None
-        n_nsp = 0
-        if sparse.nsp_logits is not None:
-            nsp_loss, nsp_acc = cross_entropy(sparse.nsp_logits, nsp_labels), accuracy(sparse.nsp_logits, nsp_labels)
-            n_nsp = int(nsp_labels.ne(IGNORE_INDEX).sum())
-            loss = loss + nsp_loss
+        sentence_loss = sentence_acc = sbo_loss = sbo_acc = None
+        n_sentence = 0
+        if sparse.sentence_logits is not None:
+            sentence_loss = cross_entropy(sparse.sentence_logits, sentence_labels)
+            sentence_acc = accuracy(sparse.sentence_logits, sentence_labels)
+            n_sentence = int(sentence_labels.ne(IGNORE_INDEX).sum())
+            loss = loss + sentence_loss
         if sparse.boundaries is not None:
             sbo = self.sbo
             sbo_loss, sbo_acc = linear_cross_entropy(sbo.features(*sparse.boundaries), sbo.decoder.weight, sbo.bias,
                                                      targets)
             loss = loss + sbo_loss
-        return PretrainingLoss(loss, mlm_loss, nsp_loss, mlm_acc, nsp_acc, n_masked=targets.numel(), n_nsp=n_nsp,
-                               sbo_loss=sbo_loss, sbo_accuracy=sbo_acc)
+        return PretrainingLoss(loss, mlm_loss, sentence_loss, mlm_acc, sentence_acc, n_masked=targets.numel(),
+                               n_sentence=n_sentence, sbo_loss=sbo_loss, sbo_accuracy=sbo_acc)
 
 
 def count_parameters(model: nn.Module) -> dict[str, int]:

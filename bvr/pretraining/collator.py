@@ -14,7 +14,7 @@ from bvr.tokenization import VocabInfo
 class PretrainingCollator:
     """Pads a list of instances and masks them. Pure: output depends only on the examples.
 
-    Each example is ``{"input_ids", "token_type_ids", "nsp_label", "index", "epoch"}``; its mask is a function of
+    Each example is ``{"input_ids", "token_type_ids", "sentence_label", "index", "epoch"}``; its mask is a function of
     the collator's seed and the example's index and epoch (through :func:`mask_copy`), so workers, processes and
     resumed runs agree without sharing random state.
 
@@ -33,9 +33,9 @@ class PretrainingCollator:
         ...                   special_ids=(0, 1, 2, 3, 4), word_start=np.ones(10, dtype=bool))
         >>> collate = PretrainingCollator(vocab, mode="dynamic", seed=0)
         >>> batch = collate([
-        ...     {"input_ids": [2, 5, 6, 3, 7, 3], "token_type_ids": [0, 0, 0, 0, 1, 1], "nsp_label": 1,
+        ...     {"input_ids": [2, 5, 6, 3, 7, 3], "token_type_ids": [0, 0, 0, 0, 1, 1], "sentence_label": 1,
         ...      "index": 0, "epoch": 0},
-        ...     {"input_ids": [2, 8, 3], "token_type_ids": [0, 0, 0], "nsp_label": 0, "index": 1, "epoch": 0},
+        ...     {"input_ids": [2, 8, 3], "token_type_ids": [0, 0, 0], "sentence_label": 0, "index": 1, "epoch": 0},
         ... ])
         >>> batch["input_ids"].shape  # longest is 6, rounded up to a multiple of 8
         torch.Size([2, 8])
@@ -43,7 +43,7 @@ class PretrainingCollator:
         [[1, 1, 1, 1, 1, 1, 0, 0], [1, 1, 1, 0, 0, 0, 0, 0]]
         >>> (batch["labels"] != -100).sum(dim=1).tolist()  # max(1, round(3 * 0.15)), max(1, round(1 * 0.15))
         [1, 1]
-        >>> batch["nsp_labels"].tolist(), batch["indices"].tolist()
+        >>> batch["sentence_labels"].tolist(), batch["indices"].tolist()
         ([1, 0], [0, 1])
     """
 
@@ -96,7 +96,7 @@ class PretrainingCollator:
         """Pad and mask ``examples``.
 
         Returns:
-            input_ids, token_type_ids, attention_mask and labels, (batch, seq) long; nsp_labels and indices,
+            input_ids, token_type_ids, attention_mask and labels, (batch, seq) long; sentence_labels and indices,
             (batch,) long. Labels are -100 except at the masked positions.
         """
         if not examples:
@@ -110,6 +110,6 @@ class PretrainingCollator:
             "token_type_ids": torch.from_numpy(token_types),
             "attention_mask": torch.from_numpy(attention),
             "labels": torch.from_numpy(labels),
-            "nsp_labels": torch.tensor([example["nsp_label"] for example in examples], dtype=torch.long),
+            "sentence_labels": torch.tensor([example["sentence_label"] for example in examples], dtype=torch.long),
             "indices": torch.from_numpy(indices),
         }

@@ -149,7 +149,7 @@ class InstanceDataset(Dataset):
             {
                 "input_ids": rows["input_ids"][i],
                 "token_type_ids": rows["token_type_ids"][i],
-                "nsp_label": rows["nsp_label"][i],
+                "sentence_label": rows["sentence_label"][i],
                 "index": index,
                 "epoch": epoch,
             }

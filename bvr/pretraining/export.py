@@ -30,7 +30,7 @@ def build_model(cfg: Config, vocab) -> PretrainingModel:
     if not cfg.training.dropout:  # trained without dropout; export_model writes the model section's rates back
         encoder_cfg = dataclasses.replace(encoder_cfg, dropout=0.0, attention_dropout=0.0)
     # NSP and SOP: one 2-way head.
-    return PretrainingModel(encoder_cfg, nsp=cfg.data.sentence_objective != "none", sbo=cfg.model.sbo)
+    return PretrainingModel(encoder_cfg, sentence_head=cfg.data.sentence_objective != "none", sbo=cfg.model.sbo)
 
 
 def export_model(model: PretrainingModel, tokenizer_dir: Path, cfg: Config | dict[str, Any], out_dir: Path) -> Path:

@@ -2,7 +2,7 @@
 
 A shard is a sequence of documents; a document is a sequence of sentences; a sentence is a 1-D array of token
 ids without specials. :func:`create_instances` turns a shard into columns ``input_ids`` (int32 arrays),
-``token_type_ids`` (int8 arrays) and ``nsp_label``, the sentence label of the objective (NSP: 0 = IsNext,
+``token_type_ids`` (int8 arrays) and ``sentence_label``, the sentence label of the objective (NSP: 0 = IsNext,
 1 = NotNext; SOP: 0 = in order, 1 = swapped; -100 = none, ignored by the loss), every sequence at most
 ``max_length`` long with the family's specials around it (:class:`Template`).
 
@@ -100,7 +100,7 @@ def create_instances(
             length (drawn once per document, as BERT).
 
     Returns:
-        Columns ``input_ids`` (int32 arrays), ``token_type_ids`` (int8 arrays) and ``nsp_label``
+        Columns ``input_ids`` (int32 arrays), ``token_type_ids`` (int8 arrays) and ``sentence_label``
         (NSP: 0 IsNext, 1 NotNext; SOP: 0 in order, 1 swapped; -100 without an objective), one entry per instance.
 
     Raises:

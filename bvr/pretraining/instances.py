@@ -1,8 +1,8 @@
 """Pretraining instances as columns: a family's :class:`Template` of specials around one segment or a pair, and
-:class:`Columns`, which collects wrapped instances (``input_ids``, ``token_type_ids``, ``nsp_label``).
+:class:`Columns`, which collects wrapped instances (``input_ids``, ``token_type_ids``, ``sentence_label``).
 
-``nsp_label`` is the sentence label of the configured ``data.sentence_objective`` (the column kept its first name,
-so prepared data and the collator's batches keep their layout): NSP's :data:`IS_NEXT` / :data:`NOT_NEXT`, SOP's
+``sentence_label`` is the label of the configured ``data.sentence_objective``: NSP's :data:`IS_NEXT` /
+:data:`NOT_NEXT`, SOP's
 :data:`IN_ORDER` / :data:`SWAPPED` (as Hugging Face's ``AlbertForPreTraining`` ``sentence_order_label``), or
 ``IGNORE_INDEX`` without one."""
 
@@ -85,7 +85,7 @@ class Columns:
         self._middle = np.array(template.pair_middle, dtype=np.int32)
         self.input_ids: list[np.ndarray] = []
         self.token_type_ids: list[np.ndarray] = []
-        self.nsp_label: list[int] = []
+        self.sentence_label: list[int] = []
 
     def add_single(self, pieces: list[np.ndarray]) -> None:
         """Adds ``opening + concatenated pieces + closing``, all token type 0."""
@@ -103,7 +103,8 @@ class Columns:
     def _add(self, ids: np.ndarray, types: np.ndarray, label: int) -> None:
         self.input_ids.append(ids)
         self.token_type_ids.append(types)
-        self.nsp_label.append(label)
+        self.sentence_label.append(label)
 
     def as_dict(self) -> dict[str, list]:
-        return {"input_ids": self.input_ids, "token_type_ids": self.token_type_ids, "nsp_label": self.nsp_label}
+        return {"input_ids": self.input_ids, "token_type_ids": self.token_type_ids,
+                "sentence_label": self.sentence_label}

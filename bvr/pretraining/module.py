@@ -27,7 +27,7 @@ from bvr.config import TrainingConfig
 from bvr.model import PretrainingModel
 from bvr.training import adamw, check_finite, clip_unscaled
 
-_VAL_SUMS = ("mlm_loss", "masked", "nsp_correct", "nsp_count", "sbo_loss")
+_VAL_SUMS = ("mlm_loss", "masked", "sentence_correct", "sentence_count", "sbo_loss")
 """Sums over the validation batches, reduced across ranks once at the end."""
 
 
@@ -61,7 +61,7 @@ class PretrainingModule(L.LightningModule):
     def _loss(self, batch: dict[str, torch.Tensor]):
         return self.model.pretraining_loss(
             batch["input_ids"], batch["labels"], batch["attention_mask"], batch["token_type_ids"],
-            batch["nsp_labels"] if self.model.nsp else None,
+            batch["sentence_labels"] if self.model.sentence_head else None,
         )
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
@@ -72,9 +72,9 @@ class PretrainingModule(L.LightningModule):
         self.tokens_seen += self._global_tokens(batch)
         self.log("train/mlm_loss", out.mlm_loss, prog_bar=True)
         self.log("train/mlm_acc", out.mlm_accuracy)
-        if out.nsp_loss is not None:
-            self.log(f"train/{self.sentence_objective}_loss", out.nsp_loss)
-            self.log(f"train/{self.sentence_objective}_acc", out.nsp_accuracy)
+        if out.sentence_loss is not None:
+            self.log(f"train/{self.sentence_objective}_loss", out.sentence_loss)
+            self.log(f"train/{self.sentence_objective}_acc", out.sentence_accuracy)
         if out.sbo_loss is not None:
             self.log("train/sbo_loss", out.sbo_loss)
             self.log("train/sbo_acc", out.sbo_accuracy)
@@ -87,9 +87,10 @@ class PretrainingModule(L.LightningModule):
         return int(tokens)
 
     def _loss_values(self, out) -> str:
-        return f"mlm_loss={out.mlm_loss.item():.4g}" + (
-            f", {self.sentence_objective}_loss={out.nsp_loss.item():.4g}" if out.nsp_loss is not None else "") + (
-            f", sbo_loss={out.sbo_loss.item():.4g}" if out.sbo_loss is not None else "")
+        objective, loss = self.sentence_objective, out.sentence_loss
+        sentence = "" if loss is None else f", {objective}_loss={loss.item():.4g}"
+        sbo = f", sbo_loss={out.sbo_loss.item():.4g}" if out.sbo_loss is not None else ""
+        return f"mlm_loss={out.mlm_loss.item():.4g}{sentence}{sbo}"
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         if self.trainer.fit_loop.epoch_loop._should_accumulate():  # a micro-batch, not a step
@@ -116,9 +117,9 @@ class PretrainingModule(L.LightningModule):
         sums = self._val_sums
         sums["mlm_loss"] += float(out.mlm_loss) * out.n_masked
         sums["masked"] += out.n_masked
-        if out.nsp_accuracy is not None:
-            sums["nsp_correct"] += float(out.nsp_accuracy) * out.n_nsp
-            sums["nsp_count"] += out.n_nsp
+        if out.sentence_accuracy is not None:
+            sums["sentence_correct"] += float(out.sentence_accuracy) * out.n_sentence
+            sums["sentence_count"] += out.n_sentence
         if out.sbo_loss is not None:
             sums["sbo_loss"] += float(out.sbo_loss) * out.n_masked
 
@@ -126,13 +127,13 @@ class PretrainingModule(L.LightningModule):
         totals = torch.tensor([self._val_sums[k] for k in _VAL_SUMS], dtype=torch.float64, device=self.device)
         if self.trainer.world_size > 1:  # every validation sequence is on exactly one rank
             totals = self.trainer.strategy.reduce(totals, reduce_op="sum")
-        loss_sum, masked, nsp_correct, nsp_count, sbo_sum = totals.tolist()
+        loss_sum, masked, sentence_correct, sentence_count, sbo_sum = totals.tolist()
         if masked == 0:
             return
         mlm_loss = loss_sum / masked
         metrics = {"val/mlm_loss": mlm_loss, "val/perplexity": math.exp(min(mlm_loss, 50.0))}
-        if nsp_count:
-            metrics[f"val/{self.sentence_objective}_acc"] = nsp_correct / nsp_count
+        if sentence_count:
+            metrics[f"val/{self.sentence_objective}_acc"] = sentence_correct / sentence_count
         if self.model.sbo_enabled:
             metrics["val/sbo_loss"] = sbo_sum / masked
         # Every rank holds the same reduced totals, so syncing (a mean of equal values) changes nothing.

@@ -6,8 +6,8 @@ the input format reuses the corpus, the tokenizer and the tokenized documents. M
 computed by the collator as a pure function of (seed, sequence index, copy or epoch), so static and dynamic
 masking share the prepared instances.
 
-What a stage's folder is keyed on besides its configuration (code versions, renamed keys) is in
-:mod:`bvr.pretraining.stage_keys`; where the corpus is found, in :mod:`bvr.pretraining.corpus_location`.
+Every stage's key holds :data:`bvr.cache.CACHE_VERSION`; a store cached under earlier keys is reused through
+:mod:`bvr.compat`. Where the corpus is found is in :mod:`bvr.pretraining.corpus_location`.
 """
 
 from __future__ import annotations
@@ -26,14 +26,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from tokenizers import Tokenizer
 
-from bvr.cache import arrow_problem, build_once, cache_dir, fingerprint, reuse_older
-from bvr.config import Config, hashed_section
+from bvr import compat
+from bvr.cache import CACHE_VERSION, arrow_problem, build_once, cache_dir, fingerprint, reuse_older
+from bvr.config import Config
 from bvr.corpus import HoldOut, SourceOptions, build_corpus, datasets_progress, load_corpus
 from bvr.errors import BvrError
 from bvr.pretraining.corpus_location import resolve_corpus
 from bvr.pretraining.formats import create_instances
 from bvr.pretraining.instances import Template
-from bvr.pretraining.stage_keys import NEW_TOKENIZER_DEFAULTS, data_stage_key, stage_version
 from bvr.tokenization import (
     load_tokenizer,
     running_text,
@@ -59,7 +59,7 @@ INSTANCE_FEATURES = datasets.Features(
     {
         "input_ids": datasets.Sequence(datasets.Value("int32")),
         "token_type_ids": datasets.Sequence(datasets.Value("int8")),
-        "nsp_label": datasets.Value("int8"),
+        "sentence_label": datasets.Value("int8"),
     }
 )
 TOKENIZED_FEATURES = datasets.Features(
@@ -105,17 +105,14 @@ def prepare_corpus(cfg: Config, *, progress: bool = True, built: set[Path] | Non
     """
     check_writable(Path(cfg.output_dir), "output folder (--output-dir)")
     location = resolve_corpus(cfg)
-    corpus = asdict(cfg.corpus)
+    corpus, where = asdict(cfg.corpus), asdict(location)
     content = fingerprint(location.path) if Path(location.path).exists() else None  # None: a hub id
-    stage = {"version": stage_version("corpus", location.source), "corpus": corpus, "location": asdict(location),
-             "content": content}
-    if content is not None:  # local files enter by content, not by where they lie (folders built before: by both)
-        before = cache_dir(cache_root(cfg), "corpus", stage)
+    stage: dict[str, Any] = {"version": CACHE_VERSION, "corpus": corpus, "location": where, "content": content}
+    if content is not None:  # local files enter by their content, not by where they lie
         stage["corpus"] = {k: v for k, v in corpus.items() if k != "path"}
-        stage["location"] = {k: v for k, v in stage["location"].items() if k != "path"}
-        target = reuse_older(cache_dir(cache_root(cfg), "corpus", stage), before)
-    else:
-        target = cache_dir(cache_root(cfg), "corpus", stage)
+        stage["location"] = {k: v for k, v in where.items() if k != "path"}
+    target = reuse_older(cache_dir(cache_root(cfg), "corpus", stage),
+                         *compat.earlier_corpus(cache_root(cfg), corpus, where, content))
 
     def build(tmp: Path) -> None:
         if location.source != "hf":
@@ -154,11 +151,11 @@ def prepare_tokenizer(cfg: Config, corpus_dir: Path, *, progress: bool = True,
                       built: set[Path] | None = None) -> Path:
     """Train the configured tokenizer on the training documents (or take ``tokenizer.path``); write its stats."""
     tok_cfg = cfg.tokenizer
-    stage = {"version": stage_version("tokenizer", tok_cfg.family), "corpus": corpus_dir.name,
-             "tokenizer": hashed_section(tok_cfg, NEW_TOKENIZER_DEFAULTS)}
-    if tok_cfg.path:
-        stage["tokenizer_content"] = fingerprint(tok_cfg.path)
-    target = cache_dir(cache_root(cfg), f"tokenizer-{tok_cfg.family}", stage)
+    content = fingerprint(tok_cfg.path) if tok_cfg.path else None
+    stage = {"version": CACHE_VERSION, "corpus": corpus_dir.name, "tokenizer": asdict(tok_cfg),
+             "tokenizer_content": content}
+    target = reuse_older(cache_dir(cache_root(cfg), f"tokenizer-{tok_cfg.family}", stage),
+                         compat.earlier_tokenizer(cache_root(cfg), tok_cfg, corpus_dir.name, content))
 
     def build(tmp: Path) -> None:
         docs = load_corpus(corpus_dir / "documents")
@@ -227,9 +224,9 @@ def _tokenize_batch(batch: dict[str, list], tokenizer, family: str) -> dict[str,
 
 def prepare_tokenized(cfg: Config, corpus_dir: Path, tokenizer_dir: Path, *, built: set[Path] | None = None) -> Path:
     """Tokenize every sentence once; documents keep their sentence boundaries."""
-    stage = {"version": stage_version("tokenized", cfg.tokenizer.family), "corpus": corpus_dir.name,
-             "tokenizer": tokenizer_dir.name}
-    target = cache_dir(cache_root(cfg), "tokenized", stage)
+    stage = {"version": CACHE_VERSION, "corpus": corpus_dir.name, "tokenizer": tokenizer_dir.name}
+    target = reuse_older(cache_dir(cache_root(cfg), "tokenized", stage), compat.earlier_tokenized(
+        cache_root(cfg), cfg.tokenizer.family, corpus_dir.name, tokenizer_dir.name))
 
     def build(tmp: Path) -> None:
         _check_disk(tmp, "tokenized", corpus_dir)
@@ -315,7 +312,7 @@ def instance_stats(ds: datasets.Dataset, max_length: int, objective: str = "none
     """
     table = ds.data.table
     lengths = pc.list_value_length(table["input_ids"]).to_numpy()
-    labels = table["nsp_label"].to_numpy()
+    labels = table["sentence_label"].to_numpy()
     out = {
         "sequences": int(len(lengths)),
         "tokens": int(lengths.sum()),
@@ -334,9 +331,9 @@ def instance_stats(ds: datasets.Dataset, max_length: int, objective: str = "none
 def prepare_instances(cfg: Config, tokenized_dir: Path, tokenizer_dir: Path, *,
                       built: set[Path] | None = None) -> Path:
     """Turn tokenized documents into sequences of the configured input format."""
-    stage = {"version": stage_version("data", cfg.data.input_format), "tokenized": tokenized_dir.name,
-             "data": data_stage_key(cfg.data)}
-    target = cache_dir(cache_root(cfg), f"data-{cfg.data.input_format}", stage)
+    stage = {"version": CACHE_VERSION, "tokenized": tokenized_dir.name, "data": asdict(cfg.data)}
+    target = reuse_older(cache_dir(cache_root(cfg), f"data-{cfg.data.input_format}", stage),
+                         compat.earlier_data(cache_root(cfg), cfg.data, tokenized_dir.name))
 
     def build(tmp: Path) -> None:
         _check_disk(tmp, "data", tokenized_dir)
@@ -390,4 +387,4 @@ def prepare(cfg: Config, *, progress: bool = True, built: set[Path] | None = Non
 
 def load_instances(prepared: Prepared) -> datasets.DatasetDict:
     """The prepared sequences (memory-mapped Arrow)."""
-    return datasets.load_from_disk(str(prepared.instances / "instances"))
+    return compat.instances_today(datasets.load_from_disk(str(prepared.instances / "instances")))

@@ -26,9 +26,10 @@ from typing import Any
 import lightning as L
 import torch
 
-from bvr.cache import DONE, build_once, cache_dir, global_rank, is_done, target_lock
+from bvr import compat
+from bvr.cache import CACHE_VERSION, DONE, build_once, cache_dir, global_rank, is_done, reuse_older, target_lock
 from bvr.checkpoints import check_checkpoint, check_fits
-from bvr.config import Config, dump_config, hashed_section
+from bvr.config import Config, dump_config
 from bvr.errors import BvrError
 from bvr.model import PretrainingModel, count_parameters
 from bvr.model.encoder import compile_layers
@@ -57,9 +58,6 @@ from bvr.tracking import (
 from bvr.training import TrainerSettings, build_trainer, check_accelerator, quiet_fit, training_logger
 from bvr.write_checks import check_free_space
 
-# 2: fused AdamW, 15-bit dropout lanes, MLM loss in vocabulary slices, packed layers;
-# 3: dropout's scale folded into the weights before it (the same masks, other rounding)
-PRETRAIN_VERSION = 3
 DEFAULT_EXPERIMENT = "bvr-pretrain"
 
 
@@ -77,33 +75,25 @@ class PretrainResult:
 
 
 def run_dir_for(cfg: Config, prepared: Prepared) -> Path:
-    """The run folder: named by the data, tokenizer, model, masking and training settings."""
+    """The run folder: named by the data, tokenizer, model, masking and training settings (not by how the run is
+    carried out and logged, :data:`EXECUTION_KEYS`); a run of an earlier key is reused (:mod:`bvr.compat`)."""
+    runs = Path(cfg.output_dir) / "runs"
+    reference = validation_differs(cfg)  # validated on the reference masks, not on its own
     parts = {
-        "version": PRETRAIN_VERSION,
+        "version": CACHE_VERSION,
         "instances": prepared.instances.name,
         "tokenizer": prepared.tokenizer.name,
-        "model": model_part(cfg),
+        "model": dataclasses.asdict(cfg.model),
         "masking": dataclasses.asdict(cfg.masking),
-        # tokens_per_batch only where set: runs from before the key keep their folders.
-        "training": {k: v for k, v in hashed_section(cfg.training, NEW_TRAINING_DEFAULTS).items()
-                     if k not in EXECUTION_KEYS},
+        "training": {k: v for k, v in dataclasses.asdict(cfg.training).items() if k not in EXECUTION_KEYS},
+        "reference_validation": reference,
     }
-    if validation_differs(cfg):
-        parts["validation"] = "reference masks"  # validated on the reference masks, not on its own as before
-    return cache_dir(Path(cfg.output_dir) / "runs", f"pretrain-{cfg.name}", parts)
+    return reuse_older(cache_dir(runs, f"pretrain-{cfg.name}", parts), compat.earlier_pretrain(
+        runs, cfg, prepared.instances.name, prepared.tokenizer.name, reference))
 
 
 EXECUTION_KEYS = ("num_workers", "threads", "log_every_steps", "val_every_steps", "checkpoint_every_steps")
 """``training`` keys that say how a run is carried out and logged, not what it computes: not in its folder's key."""
-NEW_MODEL_DEFAULTS = {"norm": "post", "token_type_init": "normal", "embedding_norm": True, "head_transform": True}
-"""``model`` keys added after runs were cached, at the value those runs had (:func:`~bvr.config.hashed_section`)."""
-NEW_TRAINING_DEFAULTS = {"tokens_per_batch": None, "dropout": True}
-"""The same for ``training`` keys."""
-
-
-def model_part(cfg: Config) -> dict:
-    """The ``model`` section as it enters a cache key."""
-    return hashed_section(cfg.model, NEW_MODEL_DEFAULTS)
 
 
 def _logged_metrics(trainer: L.Trainer) -> dict[str, float]:
@@ -247,9 +237,6 @@ def _fit(cfg: Config, built: _Built, run_dir: Path, ckpt_path: str | None, logge
     return metrics
 
 
-INIT_VERSION = 1
-
-
 def initialise(cfg: Config, *, progress: bool = True) -> PretrainResult:
     """The no-pretraining control's starting point: the configured encoder, randomly initialised, never trained.
 
@@ -261,9 +248,11 @@ def initialise(cfg: Config, *, progress: bool = True) -> PretrainResult:
     """
     corpus_dir = prepare_corpus(cfg, progress=progress)
     tokenizer_dir = prepare_tokenizer(cfg, corpus_dir, progress=progress)
-    parts = {"version": INIT_VERSION, "tokenizer": tokenizer_dir.name, "model": model_part(cfg),
-             "nsp": cfg.data.sentence_objective != "none", "seed": cfg.training.seed}  # the head, as before SOP
-    run_dir = cache_dir(Path(cfg.output_dir) / "runs", f"init-{cfg.name}", parts)
+    runs = Path(cfg.output_dir) / "runs"
+    parts = {"version": CACHE_VERSION, "tokenizer": tokenizer_dir.name, "model": dataclasses.asdict(cfg.model),
+             "sentence_head": cfg.data.sentence_objective != "none", "seed": cfg.training.seed}
+    run_dir = reuse_older(cache_dir(runs, f"init-{cfg.name}", parts),
+                          compat.earlier_init(runs, cfg, tokenizer_dir.name))
 
     def build(tmp: Path) -> None:
         tokenizer, family = load_tokenizer(tokenizer_dir)

@@ -41,7 +41,7 @@ def render_examples(cfg: Config, prepared: Prepared, *, count: int = 3, epoch: i
                 original = _readable(tokenizer, label, family)
                 shown = f"{shown}{{{original}}}" if shown != original else f"={{{original}}}"
             words.append(shown)
-        label = int(batch["nsp_labels"][row])
+        label = int(batch["sentence_labels"][row])
         names = LABEL_NAMES.get(cfg.data.sentence_objective, {})
         shown_label = "no sentence objective" if label == IGNORE_INDEX else names.get(label, "?")
         lines.append(f"\n#{rows[row]['index']} ({len(words)} tokens, {shown_label}):\n" + " ".join(words))

@@ -82,8 +82,8 @@ class Comparison:
     Attributes:
         family: :data:`CONTROL_FAMILY` (``a`` is the control) or :data:`ABLATION_FAMILY`.
         measure: what was compared.
-        a: the baseline arm (the control; the paper's baseline arm first).
-        b: the other arm.
+        arm_a: the baseline arm ``a`` (the control; the paper's baseline arm first).
+        arm_b: the other arm, ``b``.
         test: the t test of ``b - a`` at 95 % (nominal, unadjusted).
         interval: the same test with its interval at the report's Bonferroni level (simultaneous).
         adjusted_p: Holm-adjusted p over every tested comparison of the report (NaN when not tested).
@@ -96,8 +96,8 @@ class Comparison:
 
     family: str
     measure: Measure
-    a: str
-    b: str
+    arm_a: str
+    arm_b: str
     test: InferenceComparison
     interval: InferenceComparison
     adjusted_p: float
@@ -122,7 +122,7 @@ class Comparison:
 
     @property
     def name(self) -> str:
-        return f"{self.b} − {self.a}"
+        return f"{self.arm_b} − {self.arm_a}"
 
     @property
     def estimate(self) -> float:
@@ -147,23 +147,23 @@ class Comparison:
     @property
     def winner(self) -> str | None:
         """The better arm where Holm found a difference, else None."""
-        return {Outcome.B_BETTER: self.b, Outcome.A_BETTER: self.a}.get(self.outcome)
+        return {Outcome.B_BETTER: self.arm_b, Outcome.A_BETTER: self.arm_a}.get(self.outcome)
 
     @property
     def loser(self) -> str | None:
         """The worse arm where Holm found a difference, else None."""
-        return {Outcome.B_BETTER: self.a, Outcome.A_BETTER: self.b}.get(self.outcome)
+        return {Outcome.B_BETTER: self.arm_a, Outcome.A_BETTER: self.arm_b}.get(self.outcome)
 
     @property
     def ours(self) -> str:
         """The outcome in the tables' words: 'dynamic better', 'no difference detected', 'too few units' or 'not
         comparable'."""
-        return self.outcome.value.format(a=self.a, b=self.b)
+        return self.outcome.value.format(a=self.arm_a, b=self.arm_b)
 
     @property
     def paper(self) -> str:
         """The paper's direction, or 'n/a'."""
-        return direction(self.published, self.a, self.b, higher_is_better=self.higher_is_better)
+        return direction(self.published, self.arm_a, self.arm_b, higher_is_better=self.higher_is_better)
 
     @property
     def agreement(self) -> str:
@@ -226,14 +226,14 @@ class Analysis:
         return f"{adjusted_confidence(0.95, self.m) * 100:.4g}%" if self.m else "95%"
 
     def measure(self, key: str) -> Measure | None:
-        return next((x for x in self.measures if x.key == key), None)
+        return next((measure for measure in self.measures if measure.key == key), None)
 
 
-def _same_tokenizer(pretrain: pd.DataFrame, a: str, b: str) -> bool:
+def _same_tokenizer(pretrain: pd.DataFrame, arm_a: str, arm_b: str) -> bool:
     def tokenizer(arm: str) -> tuple:
         rows = pretrain[pretrain["arm"] == arm]
         return tuple(rows[["tokenizer.family", "tokenizer.vocab_size"]].drop_duplicates().itertuples(index=False))
-    return tokenizer(a) == tokenizer(b)
+    return tokenizer(arm_a) == tokenizer(arm_b)
 
 
 def _scored(collected: Collected) -> tuple[pd.DataFrame, dict[str, float]]:
@@ -244,16 +244,16 @@ def _scored(collected: Collected) -> tuple[pd.DataFrame, dict[str, float]]:
     return frame, scales
 
 
-def _published_effect(published: pd.DataFrame, ablation: str | None, a: str, b: str,
+def _published_effect(published: pd.DataFrame, ablation: str | None, arm_a: str, arm_b: str,
                       measure: Measure) -> float | None:
     """The paper's ``b - a`` in the measure's units: fine-tuning tasks, and probes where a paper prints a
     feature-based column (as ``probe/TASK``, BERT Table 8's NER); the papers report no BLiMP."""
     if not ablation or published.empty:
         return None
     if measure.key.startswith("finetune/"):
-        return published_effect(published, ablation, a, b, measure.task, measure.metric)
+        return published_effect(published, ablation, arm_a, arm_b, measure.task, measure.metric)
     if measure.key.startswith("probe/"):
-        return published_effect(published, ablation, a, b, measure.key, None)
+        return published_effect(published, ablation, arm_a, arm_b, measure.key, None)
     return None
 
 
@@ -262,14 +262,14 @@ class _Tested(NamedTuple):
 
     family: str
     measure: Measure
-    a: str
-    b: str
+    arm_a: str
+    arm_b: str
     test: InferenceComparison
 
 
-def _tested(family: str, measure: Measure, a: str, b: str) -> _Tested:
-    test = compare(measure.units(b), measure.units(a), higher_is_better=measure.higher_is_better)
-    return _Tested(family, measure, a, b, test)
+def _tested(family: str, measure: Measure, arm_a: str, arm_b: str) -> _Tested:
+    test = compare(measure.units(arm_b), measure.units(arm_a), higher_is_better=measure.higher_is_better)
+    return _Tested(family, measure, arm_a, arm_b, test)
 
 
 def _finish(raw: list[_Tested], comparable: dict[int, bool], published: dict[int, float | None]) -> list[Comparison]:
@@ -279,7 +279,7 @@ def _finish(raw: list[_Tested], comparable: dict[int, bool], published: dict[int
     adjusted = dict(zip(tested, holm([raw[i].test.p_value for i in tested]), strict=True))
     level = adjusted_confidence(0.95, m)
     out = []
-    for i, (family, measure, a, b, test) in enumerate(raw):
+    for i, (family, measure, arm_a, arm_b, test) in enumerate(raw):
         interval = with_confidence(test, level)
         p = adjusted.get(i, math.nan)
         alpha = ALPHA / max(m, 1)
@@ -287,7 +287,8 @@ def _finish(raw: list[_Tested], comparable: dict[int, bool], published: dict[int
         effect = published[i]
         needed = (units_needed(effect, test.sd, alpha) if effect is not None and test.tested and effect != 0
                   else None)
-        out.append(Comparison(family, measure, a, b, test, interval, p, m, mde, effect, needed, comparable[i]))
+        out.append(Comparison(family, measure, arm_a, arm_b, test, interval, p, m, mde, effect, needed,
+                              comparable[i]))
     return out
 
 
@@ -300,7 +301,7 @@ def _pairs(arms: list[str], kind: str) -> list[tuple[str, str]]:
     """
     if kind == BUDGET_KIND:
         return list(zip(arms, arms[1:], strict=False))
-    return [(a, b) for i, a in enumerate(arms) for b in arms[i + 1:]]
+    return [(arm_a, arm_b) for i, arm_a in enumerate(arms) for arm_b in arms[i + 1:]]
 
 
 def analyse(collected: Collected, published: pd.DataFrame) -> Analysis:
@@ -329,12 +330,14 @@ def analyse(collected: Collected, published: pd.DataFrame) -> Analysis:
     arms, control = collected.pretrained_arms, collected.control
     raw: list[_Tested] = []
     if control:
-        raw += [_tested(CONTROL_FAMILY, x, control, arm) for x in measures for arm in arms
-                if x.units(arm) and x.units(control)]
-    raw += [_tested(ABLATION_FAMILY, x, a, b) for x in [*measures, *([mlm] if mlm else [])]
-            for a, b in _pairs(arms, collected.manifest.kind) if x.units(a) and x.units(b)]
-    comparable = {i: r.measure.key != MLM or _same_tokenizer(collected.pretrain, r.a, r.b) for i, r in enumerate(raw)}
-    effects = {i: _published_effect(ours, key, r.a, r.b, r.measure) for i, r in enumerate(raw)}
+        raw += [_tested(CONTROL_FAMILY, measure, control, arm) for measure in measures for arm in arms
+                if measure.units(arm) and measure.units(control)]
+    raw += [_tested(ABLATION_FAMILY, measure, arm_a, arm_b) for measure in [*measures, *([mlm] if mlm else [])]
+            for arm_a, arm_b in _pairs(arms, collected.manifest.kind)
+            if measure.units(arm_a) and measure.units(arm_b)]
+    comparable = {i: r.measure.key != MLM or _same_tokenizer(collected.pretrain, r.arm_a, r.arm_b)
+                  for i, r in enumerate(raw)}
+    effects = {i: _published_effect(ours, key, r.arm_a, r.arm_b, r.measure) for i, r in enumerate(raw)}
     done = _finish(raw, comparable, effects)
     if not all(comparable.values()):
         notes.append("MLM loss is per token, so arms with different tokenizers are not compared on it")

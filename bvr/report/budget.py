@@ -107,8 +107,8 @@ class BudgetCurve:
     def sequences(self) -> dict[str, FixedSequence]:
         """Measure key -> the fixed-sequence procedure over :attr:`sequence_points` (a budget without a tested
         comparison stops its sequence), at :data:`~bvr.report.analysis.ALPHA` split over the measures."""
-        return fixed_sequences({x.key: [self.one_sided_p(x.key, p.arm) for p in self.sequence_points]
-                                for x in self.measures}, ALPHA)
+        return fixed_sequences({measure.key: [self.one_sided_p(measure.key, p.arm) for p in self.sequence_points]
+                                for measure in self.measures}, ALPHA)
 
     @property
     def turn_measures(self) -> int:
@@ -167,13 +167,13 @@ def _mean(rows: pd.DataFrame, key: str) -> float:
     return float(kept.mean()) if not kept.empty else math.nan
 
 
-def budget_curve(a: Analysis) -> BudgetCurve | None:
+def budget_curve(analysis: Analysis) -> BudgetCurve | None:
     """The budget curve of a budget experiment's analysis; None for any other ablation or without a control."""
-    collected = a.collected
+    collected = analysis.collected
     control = collected.control
     if collected.manifest.kind != BUDGET_KIND or not control:
         return None
-    pretrain, mlm = collected.pretrain, a.measure("mlm")
+    pretrain, mlm = collected.pretrain, analysis.measure("mlm")
     points = []
     for arm in collected.pretrained_arms:
         rows = pretrain[pretrain["arm"] == arm]
@@ -182,9 +182,9 @@ def budget_curve(a: Analysis) -> BudgetCurve | None:
                                   _mean(rows, "run/val_unigram_entropy")))
     order = {p.arm: i for i, p in enumerate(points)}
     points.sort(key=lambda p: (math.isnan(p.tokens), 0.0 if math.isnan(p.tokens) else p.tokens, order[p.arm]))
-    comparisons = {(c.measure.key, c.b): c for c in a.control}
-    measures = [x for x in a.measures if any(key == x.key for key, _ in comparisons)]
-    level = a.level
+    comparisons = {(c.measure.key, c.arm_b): c for c in analysis.control}
+    measures = [measure for measure in analysis.measures if any(key == measure.key for key, _ in comparisons)]
+    level = analysis.level
     return BudgetCurve(points, measures, comparisons, control, recipe_text(arm_config(collected.manifest, control)),
                        level)
 
@@ -207,19 +207,19 @@ def budget_payload(curve: BudgetCurve) -> dict[str, Any]:
     arms = {}
     for p in curve.points:
         measures = {}
-        for x in curve.measures:
-            c = curve.comparison(x.key, p.arm)
+        for measure in curve.measures:
+            c = curve.comparison(measure.key, p.arm)
             if c is not None:
-                measures[x.key.replace("/", "_")] = {
+                measures[measure.key.replace("/", "_")] = {
                     "mean": c.estimate, "ci_low": c.interval.ci_low, "ci_high": c.interval.ci_high, "n": c.test.n,
                     "holm_p": c.adjusted_p, "significant": c.significant, "helps": helps(c), "verdict": c.ours,
-                    **_sequence_fields(curve, x.key, p.arm)}
+                    **_sequence_fields(curve, measure.key, p.arm)}
         arms[p.arm] = {"tokens_seen": p.tokens, "runs": p.runs, "val_mlm_loss": p.mlm_loss,
                        "val_unigram_entropy": p.unigram_entropy, "measures": measures}
     turns = {}
-    for x in curve.measures:
-        first = curve.starts_to_help(x.key)
-        turns[x.key.replace("/", "_")] = {"title": x.title, "name": x.in_sentence,
+    for measure in curve.measures:
+        first = curve.starts_to_help(measure.key)
+        turns[measure.key.replace("/", "_")] = {"title": measure.title, "name": measure.in_sentence,
                                           "starts_to_help_arm": first.arm if first else None,
                                           "starts_to_help_tokens": first.tokens if first else None}
     turn = {"procedure": TURN_PROCEDURE, "alpha": ALPHA, "measures": curve.turn_measures,
@@ -231,9 +231,10 @@ def budget_payload(curve: BudgetCurve) -> dict[str, Any]:
 def budget_frame(curve: BudgetCurve) -> pd.DataFrame:
     """The data behind the figure, long: one row per (arm, measure) with tokens, ``arm − control``, interval and
     whether the fixed sequence declares pretraining helpful there (``helps``)."""
-    rows = [{"arm": p.arm, "tokens_seen": p.tokens, "measure": x.key, "difference": c.estimate,
-             "ci_low": c.interval.ci_low, "ci_high": c.interval.ci_high, "helps": curve.declared(x.key, p.arm)}
-            for p in curve.points for x in curve.measures if (c := curve.comparison(x.key, p.arm)) is not None]
+    rows = [{"arm": p.arm, "tokens_seen": p.tokens, "measure": measure.key, "difference": c.estimate,
+             "ci_low": c.interval.ci_low, "ci_high": c.interval.ci_high, "helps": curve.declared(measure.key, p.arm)}
+            for p in curve.points for measure in curve.measures
+            if (c := curve.comparison(measure.key, p.arm)) is not None]
     return pd.DataFrame(rows, columns=["arm", "tokens_seen", "measure", "difference", "ci_low", "ci_high", "helps"])
 
 
@@ -267,17 +268,17 @@ def turning_lines(curve: BudgetCurve) -> list[str]:
     """Per measure, the fixed-sequence turn with that budget's difference and one-sided bound, and the larger
     budgets that helped with it; or that none did."""
     lines = []
-    for x in curve.measures:
-        first = curve.starts_to_help(x.key)
+    for measure in curve.measures:
+        first = curve.starts_to_help(measure.key)
         if first is None:
-            lines.append(f"{x.title}: pretraining does not help within the budgets tried (up to "
+            lines.append(f"{measure.title}: pretraining does not help within the budgets tried (up to "
                          f"{fmt_count(curve.largest)} tokens per run).")
             continue
-        c = curve.comparison(x.key, first.arm)
-        side = "at least" if x.higher_is_better else "at most"
+        c = curve.comparison(measure.key, first.arm)
+        side = "at least" if measure.higher_is_better else "at most"
         larger = [p.arm for p in curve.sequence_points[curve.sequence_points.index(first) + 1:]]
-        lines.append(f"{x.title}: pretraining starts to help at {fmt_count(first.tokens)} tokens per run ({first.arm}: "
-                     f"{signed(c.estimate)} points, {side} {curve.bound(x.key, first.arm):+.1f} at "
+        lines.append(f"{measure.title}: pretraining starts to help at {fmt_count(first.tokens)} tokens per run "
+                     f"({first.arm}: {signed(c.estimate)} points, {side} {curve.bound(measure.key, first.arm):+.1f} at "
                      f"{_percent(1 - curve.turn_alpha)} one-sided)"
                      + (f", and helps at every larger budget ({', '.join(larger)})" if larger else "") + ".")
     return lines
@@ -288,14 +289,14 @@ def budget_section(curve: BudgetCurve | None, figure: Figure | None = None) -> l
     if curve is None:
         return []
     header = ["arm", "tokens per run"]
-    for x in curve.measures:
-        header += [f"{x.in_sentence}: Δ {curve.level} CI", "verdict"]
+    for measure in curve.measures:
+        header += [f"{measure.in_sentence}: Δ {curve.level} CI", "verdict"]
     header += ["val MLM loss (nats)", "unigram entropy (nats)"]
     rows = []
     for p in curve.points:
         row = [p.arm, fmt_count(p.tokens)]
-        for x in curve.measures:
-            c = curve.comparison(x.key, p.arm)
+        for measure in curve.measures:
+            c = curve.comparison(measure.key, p.arm)
             row += ["—" if c is None else f"{signed(c.estimate)} {fmt_ci(c.interval.ci_low, c.interval.ci_high)}",
                     _verdict(c)]
         rows.append([*row, fmt(p.mlm_loss, 3), fmt(p.unigram_entropy, 3)])
@@ -339,16 +340,16 @@ def _position(tokens: float, arms: dict[str, Any]) -> str:
     return f" This budget lies between the curve's {below[1]} and {above[1]} points."
 
 
-def budget_context(reports_root: Path, a: Analysis) -> str | None:
+def budget_context(reports_root: Path, analysis: Analysis) -> str | None:
     """One line for another ablation's setup: its tokens per pretraining run, and where pretraining starts to help
     each measure on the budget curve rendered beside it (``reports_root/budget/metrics.json``), or how to run the
     curve when it is not there. None for the budget curve itself.
     """
-    manifest = a.collected.manifest
+    manifest = analysis.collected.manifest
     if manifest.kind == BUDGET_KIND:
         return None
-    pretrain = a.collected.pretrain
-    tokens = _mean(pretrain[pretrain["arm"].isin(a.collected.pretrained_arms)], "run/tokens_seen")
+    pretrain = analysis.collected.pretrain
+    tokens = _mean(pretrain[pretrain["arm"].isin(analysis.collected.pretrained_arms)], "run/tokens_seen")
     here = (f"This budget: {fmt_count(tokens)} tokens per pretraining run." if not math.isnan(tokens) else
             "This budget: no pretraining run has reported its tokens yet.")
     folder = Path(reports_root) / BUDGET_EXPERIMENT

@@ -1,20 +1,17 @@
 """Table cells of a report: numbers formatted to the metric's digits, intervals, counts and rates, and links to
-runs in the MLflow UI."""
+runs in the MLflow UI (at the addresses of :mod:`bvr.tracking.ui`)."""
 
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 from bvr.ablation.manifest import Manifest
-from bvr.errors import BvrError
 from bvr.report.collect import Collected
 from bvr.report.document import Cell, Link
-
-UI_URL_ENV = "BVR_MLFLOW_UI"
-"""Environment variable naming the address of the MLflow UI the report links to (as ``--ui-url``)."""
+from bvr.tracking.ui import ui_address, ui_base, view_url
+from bvr.tracking.views import SAVED_VIEWS
 
 
 def fmt(value: float | None, digits: int = 1) -> str:
@@ -66,32 +63,9 @@ def metric_digits(metric: str) -> int:
     return 1 if not (metric.endswith("perplexity") or metric.endswith("loss")) else 2
 
 
-def ui_base(tracking_uri: str, ui_url: str | None = None) -> str | None:
-    """The address of the MLflow UI that shows the runs, or None when it is not known.
-
-    In order: ``ui_url`` (``--ui-url``), the environment's :data:`UI_URL_ENV`, then the tracking URI itself when it
-    is a server (``http(s)://``). A local store (a SQLite file) is shown by whatever ``mlflow ui`` a user starts,
-    on a host and port bvr cannot know, so no address is guessed.
-
-    Raises:
-        BvrError: ``ui_url`` (or the variable) is not an http(s) address.
-
-    >>> ui_base("sqlite:///mlflow.db", "http://127.0.0.1:8080/"), ui_base("https://mlflow.lab:443", None)
-    ('http://127.0.0.1:8080', 'https://mlflow.lab:443')
-    """
-    for value, where in ((ui_url, "--ui-url"), (os.environ.get(UI_URL_ENV) or None, UI_URL_ENV)):
-        if value is None:
-            continue
-        if not value.startswith(("http://", "https://")):
-            raise BvrError(f"{value!r} is not the address of an MLflow UI", where=where,
-                           hint="give the address `mlflow ui` prints, e.g. http://127.0.0.1:5000")
-        return value.rstrip("/")
-    return tracking_uri.rstrip("/") if tracking_uri.startswith(("http://", "https://")) else None
-
-
 class RunLinks:
     """Links to runs in the MLflow UI, ``BASE/#/experiments/ID/runs/RUN``; plain run ids when the UI's address is
-    not known (:func:`ui_base`)."""
+    not known (:func:`bvr.tracking.ui.ui_base`)."""
 
     def __init__(self, collected: Collected, ui_url: str | None = None) -> None:
         self.base = ui_base(collected.uri, ui_url)
@@ -104,30 +78,23 @@ class RunLinks:
     def run(self, run_id: str, text: str | None = None) -> Cell:
         if not self.linked:
             return text or run_id[:8]
-        from bvr.tracking.views import ui_address
-
         return Link(text or run_id[:8], ui_address(self.base, self.experiment_id, run_id))
 
     def views(self) -> Cell:
-        """bvr's saved views of the experiment (:mod:`bvr.tracking.views`): linked, or how to open them."""
-        from bvr.tracking.views import CURVES_VIEW, EFFECTS_VIEW, SCORES_VIEW, view_url
-
-        shown = (("effects between arms", EFFECTS_VIEW), ("scores by arm", SCORES_VIEW),
-                 ("pretraining curves by arm", CURVES_VIEW))
+        """bvr's saved views of the experiment (:data:`bvr.tracking.views.SAVED_VIEWS`): linked, or how to open
+        them."""
         if not self.linked:  # the path after the address `mlflow ui` prints: no host is guessed
-            paths = ", ".join(f"{view_url('', self.experiment_id, key)} ({what})" for what, key in shown)
+            paths = ", ".join(f"{view_url('', self.experiment_id, view.key)} ({view.link})" for view in SAVED_VIEWS)
             return f"in `mlflow ui`, open its address followed by {paths}; pass --ui-url for links"
         links: list = []
-        for what, key in shown:
+        for view in SAVED_VIEWS:
             links += [" · "] if links else []
-            links.append(Link(what, view_url(self.base, self.experiment_id, key)))
+            links.append(Link(view.link, view_url(self.base, self.experiment_id, view.key)))
         return tuple(links)
 
     def experiment(self, name: str) -> Cell:
         if not self.linked:
             return name
-        from bvr.tracking.views import ui_address
-
         return Link(name, ui_address(self.base, self.experiment_id))
 
 

@@ -27,6 +27,7 @@ from mlflow.tracking import MlflowClient
 
 from bvr.ablation.manifest import Manifest
 from bvr.ablation.records import EvaluationRecord, FinetuneRecord, PretrainRecord, Record
+from bvr.compat import sentence_objective_of
 from bvr.tasks.registry import TASKS
 from bvr.tracking import (
     TAG_ARM,
@@ -294,8 +295,8 @@ def _pretrain_row(unit: PretrainRecord, runs: dict[str, dict], missing: list[str
     row.update({key: _number(run.get(f"metrics.{key}")) for key in FINAL_KEYS})
     row.update({f"run/{key}": _number(run.get(f"metrics.run/{key}")) for key in RUN_KEYS})
     row.update({key: _text(run.get(f"params.{key}")) for key in CONFIG_KEYS})
-    if row["data.sentence_objective"] is None and (nsp := _text(run.get("params.data.nsp"))) is not None:
-        row["data.sentence_objective"] = "nsp" if nsp.lower() == "true" else "none"  # logged before the rename
+    row["data.sentence_objective"] = sentence_objective_of(
+        {"sentence_objective": row["data.sentence_objective"], "nsp": _text(run.get("params.data.nsp"))})
     copied = unit.metrics or {}
     for key in ("wall_seconds", "tokens_seen", "params_total"):
         ours, theirs = row[f"run/{key}"], _number(copied.get(key))

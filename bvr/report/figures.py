@@ -155,7 +155,7 @@ def throughput(analysis: Analysis, colors: dict[str, str], path: Path) -> Path |
     left.yaxis.set_major_formatter(EngFormatter(sep=""))
     for ax, values, title in ((left, table["tokens_per_s"], "training tokens / s"),
                               (right, table["wall_seconds"] / divisor, f"wall time ({unit})")):
-        bars = ax.bar(arms, values.fillna(0), color=[colors[a] for a in arms])
+        bars = ax.bar(arms, values.fillna(0), color=[colors[arm] for arm in arms])
         ax.bar_label(bars, labels=[_short(v) for v in values], fontsize=8, padding=2)
         ax.set_title(title, fontsize=10)
         ax.margins(y=0.18)
@@ -188,8 +188,8 @@ def parameters(analysis: Analysis, colors: dict[str, str], path: Path) -> Path |
     embed = pretrain["run/params_embedding"].fillna(0).to_numpy() / 1e6
     figure = _new(8, 0.4 * len(arms) + 1.4)
     ax = figure.subplots()
-    ax.barh(arms, body, color=[colors[a] for a in arms], label="non-embedding")
-    bars = ax.barh(arms, embed, left=body, color=[colors[a] for a in arms], alpha=0.4, hatch="//",
+    ax.barh(arms, body, color=[colors[arm] for arm in arms], label="non-embedding")
+    bars = ax.barh(arms, embed, left=body, color=[colors[arm] for arm in arms], alpha=0.4, hatch="//",
                    label="embeddings")
     ax.bar_label(bars, labels=[f"{b + e:.2f}M ({e:.2f}M embeddings)" for b, e in zip(body, embed, strict=True)],
                  fontsize=8, padding=3)

@@ -24,7 +24,7 @@ def _won(analysis: Analysis, by_arm: bool) -> dict[str, list[Comparison]]:
     wanted = Outcome.B_BETTER if by_arm else Outcome.A_BETTER
     for c in analysis.control:
         if c.outcome is wanted:
-            out.setdefault(c.b, []).append(c)
+            out.setdefault(c.arm_b, []).append(c)
     return out
 
 
@@ -80,7 +80,7 @@ def _against_control(arm: str, control: str, wins: list[Comparison], helped: boo
 def _control_lines(analysis: Analysis, arm: str, wins: list[Comparison], losses: list[Comparison]) -> list[str]:
     """The sentences on one pretrained arm against the control: what it helped, what it hurt, or why neither."""
     control = analysis.collected.control
-    tried = [c for c in analysis.control if c.b == arm]
+    tried = [c for c in analysis.control if c.arm_b == arm]
     if not tried:
         return []
     lines = []
@@ -150,8 +150,9 @@ def _ablation_line(c: Comparison, blind: str) -> str:
     if c.significant:
         return f"{found(c)}{extra}."
     if c.test.tested:
-        return (f"{c.measure.title}: no difference detected between {c.a} and {c.b} ({c.name} = {_fmt_effect(c)}, "
-                f"n={c.test.n}); the design detects |Δ| ≥ {c.mde:.{c.measure.digits}f}{extra}.")
+        return (f"{c.measure.title}: no difference detected between {c.arm_a} and {c.arm_b} "
+                f"({c.name} = {_fmt_effect(c)}, n={c.test.n}); the design detects "
+                f"|Δ| ≥ {c.mde:.{c.measure.digits}f}{extra}.")
     return (f"{c.measure.title}: {c.name} not tested ({c.test.n} pretraining seed(s); at least {MIN_UNITS} "
             f"needed){extra}.")
 
@@ -181,7 +182,7 @@ def _brief_pair(pair: list[Comparison]) -> str:
     untested = [c for c in pair if not c.test.tested]
     if untested:
         parts.append(", ".join(c.measure.short_title for c in untested) + ": not tested (too few pretraining seeds)")
-    return f"**{first.b} − {first.a}**: " + "; ".join(parts) + "."
+    return f"**{first.arm_b} − {first.arm_a}**: " + "; ".join(parts) + "."
 
 
 def _brief_control(analysis: Analysis) -> str | None:
@@ -195,7 +196,7 @@ def _brief_control(analysis: Analysis) -> str | None:
     for c in tried:
         if c.significant:
             side = helped if c.outcome is Outcome.B_BETTER else hurt
-            side.setdefault(c.measure.short_title, []).append(f"{c.b} {_signed(c)}")
+            side.setdefault(c.measure.short_title, []).append(f"{c.arm_b} {_signed(c)}")
     neither = [c.measure.short_title for c in tried if c.measure.short_title not in helped | hurt]
     parts = [f"{verb} " + ", ".join(f"{measure} ({', '.join(leads)})" for measure, leads in side.items())
              for verb, side in (("helped", helped), ("hurt", hurt)) if side]
@@ -214,7 +215,7 @@ def brief(analysis: Analysis, *, bold: bool = True) -> list[str]:
     pairs: dict[tuple[str, str], list[Comparison]] = {}
     for c in analysis.comparisons:
         if c.comparable:
-            pairs.setdefault((c.a, c.b), []).append(c)
+            pairs.setdefault((c.arm_a, c.arm_b), []).append(c)
     control = _brief_control(analysis)
     lines = [*(_brief_pair(pair) for pair in pairs.values()), *([control] if control else [])]
     return lines if bold else [line.replace("**", "") for line in lines]
@@ -235,7 +236,7 @@ def effect_rows(analysis: Analysis) -> list[EffectRow]:
         else:
             verdict = f"{c.ours} ({_holm(c)})"
             low, high = c.interval.ci_low, c.interval.ci_high
-        x = c.measure
-        rows.append(EffectRow(c.a, c.b, x.key, x.short_title, x.unit, x.digits, c.estimate, low, high, c.mde,
-                              analysis.level, verdict))
+        measure = c.measure
+        rows.append(EffectRow(c.arm_a, c.arm_b, measure.key, measure.short_title, measure.unit, measure.digits,
+                              c.estimate, low, high, c.mde, analysis.level, verdict))
     return rows

@@ -190,7 +190,7 @@ def evaluation_measures(collected: Collected) -> list[Measure]:
             out.append(Measure(f"probe/{task}", _probe_title(task, features, metric), metric, task, True, values, base,
                                _probe_bow(collected, task, metric)))
     order = {"blimp": 0}
-    return sorted(out, key=lambda x: order.get(x.key, 1))
+    return sorted(out, key=lambda measure: order.get(measure.key, 1))
 
 
 def finetune_measures(frame: pd.DataFrame, tasks: list[str], collected: Collected) -> list[Measure]:

@@ -44,37 +44,38 @@ def _paired_json(c: Comparison) -> dict[str, Any]:
             "p": c.test.p_value, "holm_p": c.adjusted_p, "detectable": c.mde, "significant": c.significant}
 
 
-def metrics_payload(a: Analysis) -> dict[str, Any]:
+def metrics_payload(analysis: Analysis) -> dict[str, Any]:
     """The headline numbers, in points, nested (numbers and booleans only, but for a budget curve's
     ``budget_curve``: :func:`~bvr.report.budget.budget_payload`, which names arms and says where each measure
     turns)."""
     scores: dict[str, dict] = {}
-    for (arm, task), s in a.summaries.items():
+    for (arm, task), s in analysis.summaries.items():
         scores.setdefault(arm, {})[task] = _summary_json(s)
     differences: dict[str, dict] = {}
-    for c in [*a.comparisons, *a.control]:
-        differences.setdefault(f"{c.b}_minus_{c.a}", {})[c.key.replace("/", "_")] = _paired_json(c)
+    for c in [*analysis.comparisons, *analysis.control]:
+        differences.setdefault(f"{c.arm_b}_minus_{c.arm_a}", {})[c.key.replace("/", "_")] = _paired_json(c)
     measures: dict[str, dict] = {}
-    for x in a.measures:
-        for arm in a.collected.arms:
-            units = x.units(arm)
+    for measure in analysis.measures:
+        for arm in analysis.collected.arms:
+            units = measure.units(arm)
             if units:
-                measures.setdefault(x.key.replace("/", "_"), {})[arm] = {"mean": sum(units.values()) / len(units),
-                                                                        "n": len(units)}
+                measures.setdefault(measure.key.replace("/", "_"), {})[arm] = {
+                    "mean": sum(units.values()) / len(units), "n": len(units)}
     pretrain = {r["arm"]: {k.replace("/", "_"): r[k] for k in ("val/perplexity", "val/mlm_loss", "train/mlm_loss",
                                                                 "tokens_per_s", "wall_seconds", "tokens_seen",
                                                                 "params_total", "params_embedding",
                                                                 "params_non_embedding")}
-                for r in pretrain_table(a).to_dict("records")}
-    payload = {"complete": not a.collected.missing, "missing": len(a.collected.missing), "scores": scores,
-               "measures": measures, "differences": differences, "comparisons": a.m, "pretrain": pretrain}
-    curve = budget_curve(a)
+                for r in pretrain_table(analysis).to_dict("records")}
+    missing = analysis.collected.missing
+    payload = {"complete": not missing, "missing": len(missing), "scores": scores, "measures": measures,
+                "differences": differences, "comparisons": analysis.m, "pretrain": pretrain}
+    curve = budget_curve(analysis)
     if curve is not None:
         payload["budget_curve"] = budget_payload(curve)
     return clean(payload)
 
 
-def dvc_metrics(a: Analysis) -> dict[str, dict[str, float]]:
+def dvc_metrics(analysis: Analysis) -> dict[str, dict[str, float]]:
     """The DVC metrics: one small file per arm-vs-arm comparison, ``B-minus-A.json``, holding the paired difference
     ``b - a`` per measure (``mlm``, ``blimp``, ``probe_TASK``, ``finetune_TASK``), rounded as the report prints it
     (points to 1 decimal, nats to 3); the comparisons with the control where no two arms are compared.
@@ -92,24 +93,24 @@ def dvc_metrics(a: Analysis) -> dict[str, dict[str, float]]:
         ``{file name under metrics/: {measure: difference}}``, in the report's order.
     """
     rows: dict[str, dict[str, float]] = {}
-    for c in a.comparisons or a.control:
-        row = rows.setdefault(f"{c.b}-minus-{c.a}.json", {})
+    for c in analysis.comparisons or analysis.control:
+        row = rows.setdefault(f"{c.arm_b}-minus-{c.arm_a}.json", {})
         if (estimate := clean(c.estimate)) is not None:  # NaN: no difference to work out
             row[c.key.replace("/", "_")] = round(estimate, c.measure.digits)
     return rows
 
 
-def effects_table(a: Analysis) -> pd.DataFrame:
+def effects_table(analysis: Analysis) -> pd.DataFrame:
     """Every tested difference as one row: measure, ``b``, ``a``, the mean difference b - a over pretraining seeds
     (points; nats for MLM loss), its simultaneous interval, the Holm-adjusted p-value and ``n`` (pretraining seeds);
     the parent run's ``report/effects.csv``."""
-    rows = [{"measure": c.measure.key, "b": c.b, "a": c.a, "b_minus_a": c.estimate, "low": c.interval.ci_low,
+    rows = [{"measure": c.measure.key, "b": c.arm_b, "a": c.arm_a, "b_minus_a": c.estimate, "low": c.interval.ci_low,
              "high": c.interval.ci_high, "p_holm": c.adjusted_p, "n": c.test.n}
-            for c in [*a.control, *a.comparisons] if c.test.tested and c.comparable]
+            for c in [*analysis.control, *analysis.comparisons] if c.test.tested and c.comparable]
     return pd.DataFrame(rows, columns=["measure", "b", "a", "b_minus_a", "low", "high", "p_holm", "n"])
 
 
-def effect_metrics(a: Analysis) -> dict[str, float]:
+def effect_metrics(analysis: Analysis) -> dict[str, float]:
     """Every tested difference as metrics of the ablation's parent run, so the MLflow UI shows the answer.
 
     ``effect/MEASURE/B-vs-A`` is the mean difference b - a over pretraining seeds in points (nats for MLM loss),
@@ -120,29 +121,30 @@ def effect_metrics(a: Analysis) -> dict[str, float]:
     where none does).
     """
     out: dict[str, float] = {}
-    for c in [*a.control, *a.comparisons]:
+    for c in [*analysis.control, *analysis.comparisons]:
         if not (c.test.tested and c.comparable):
             continue
-        key = f"effect/{c.measure.key}/{c.b}-vs-{c.a}"
+        key = f"effect/{c.measure.key}/{c.arm_b}-vs-{c.arm_a}"
         values = {key: c.estimate, f"{key}/low": c.interval.ci_low, f"{key}/high": c.interval.ci_high,
                   f"{key}/p_holm": c.adjusted_p}
         out.update({k: float(v) for k, v in values.items() if v is not None and math.isfinite(v)})
-    curve = budget_curve(a)
-    for x in curve.measures if curve is not None else []:
-        first = curve.starts_to_help(x.key)
+    curve = budget_curve(analysis)
+    for measure in curve.measures if curve is not None else []:
+        first = curve.starts_to_help(measure.key)
         if first is not None:
-            out[f"budget/{x.key}/starts_to_help_tokens"] = float(first.tokens)
+            out[f"budget/{measure.key}/starts_to_help_tokens"] = float(first.tokens)
     return out
 
 
-def summary_rows(a: Analysis) -> list[ScoreRow]:
+def summary_rows(analysis: Analysis) -> list[ScoreRow]:
     """The rows of MLflow's scores view (:func:`bvr.tracking.views.write_summaries`): each arm's mean over its
     pretraining seeds on each measure, with its 95% t interval, as the report rounds it."""
     rows = []
-    for x in a.measures:
-        for arm in a.collected.arms:
-            units = x.units(arm)
+    for measure in analysis.measures:
+        for arm in analysis.collected.arms:
+            units = measure.units(arm)
             if units:
-                mean, low, high = x.mean_interval(arm)
-                rows.append(ScoreRow(arm, x.key, x.short_title, x.unit, x.digits, mean, low, high, len(units)))
+                mean, low, high = measure.mean_interval(arm)
+                rows.append(ScoreRow(arm, measure.key, measure.short_title, measure.unit, measure.digits, mean, low,
+                                     high, len(units)))
     return rows

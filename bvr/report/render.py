@@ -46,7 +46,6 @@ from bvr.fs import replace_dir, write_text
 from bvr.report import figures as fig
 from bvr.report.analysis import Analysis, analyse
 from bvr.report.budget import budget_context, budget_curve, budget_frame
-from bvr.report.cells import ui_base
 from bvr.report.collect import collect
 from bvr.report.document import Figure, to_html, to_markdown
 from bvr.report.headlines import brief, effect_rows
@@ -55,7 +54,7 @@ from bvr.report.numbers import dvc_metrics, effect_metrics, effects_table, metri
 from bvr.report.pretrain_runs import pretrain_table
 from bvr.report.published import load_published
 from bvr.report.sections import report_blocks, summary_blocks
-from bvr.tracking import check_store, log_params_batched, store_client, views
+from bvr.tracking import check_store, log_params_batched, store_client, ui_base, views
 
 REPORTS_DIR = Path("reports")
 REPORT_MD = "report.md"
@@ -105,36 +104,36 @@ class ReportResult:
 # Files
 
 
-def _draw(a: Analysis, folder: Path) -> dict[str, Figure]:
-    colours = fig.arm_colors(a.collected.arms, a.collected.control)
+def _draw(analysis: Analysis, folder: Path) -> dict[str, Figure]:
+    colours = fig.arm_colors(analysis.collected.arms, analysis.collected.control)
     steps: list[tuple[str, str, Callable[[Path], Path | None]]] = [
         ("scores", "Fine-tuning scores per arm and task: a point per run (× collapsed), dash = median of the runs, "
                    "black = mean over pretraining seeds with its 95% t interval.",
-         lambda p: fig.task_scores(a, colours, p)),
+         lambda p: fig.task_scores(analysis, colours, p)),
         ("differences", f"Paired differences b − a per measure, in points (validation MLM loss in nats, in a panel "
                         f"of its own): grey points per pretraining seed, coloured point and bar = mean and "
-                        f"{a.level} simultaneous interval (green where b is better, red where a is, when Holm "
-                        "finds a difference; grey where it does not).", lambda p: fig.paired_differences(a, p)),
+                        f"{analysis.level} simultaneous interval (green where b is better, red where a is, when Holm "
+                        "finds a difference; grey where it does not).", lambda p: fig.paired_differences(analysis, p)),
         ("curves", "Pretraining: training MLM loss in nats per token (smoothed over the faint raw curve) and "
                    "validation perplexity, one curve per pretraining run, coloured by arm.",
-         lambda p: fig.pretraining_curves(a.collected.history, colours, p)),
+         lambda p: fig.pretraining_curves(analysis.collected.history, colours, p)),
         ("throughput", "Training throughput and wall time per pretrained arm (the last invocation of each run, "
                        "under whatever else ran on the machine: see the table's note).",
-         lambda p: fig.throughput(a, colours, p)),
+         lambda p: fig.throughput(analysis, colours, p)),
     ]
-    curve = budget_curve(a)
+    curve = budget_curve(analysis)
     if curve is not None:
         steps.insert(0, ("budget", f"The budget curve: arm − {curve.control} per measure against tokens per "
-                                   f"pretraining run (log axis), with {a.level} simultaneous intervals (green where "
-                                   "the fixed sequence declares that pretraining helps, red where the control is "
-                                   "better), and validation MLM loss "
+                                   f"pretraining run (log axis), with {analysis.level} simultaneous intervals "
+                                   "(green where the fixed sequence declares that pretraining helps, red where the "
+                                   "control is better), and validation MLM loss "
                                    "(mean and 95% t interval over pretraining seeds) beside the unigram entropy of "
                                    "the validation tokens.",
                      lambda p: fig.budget_figure(curve, p)))
-    embeddings = a.collected.pretrain.drop_duplicates("arm")["run/params_embedding"].dropna()
-    if embeddings.nunique() > 1 or a.collected.ablation == "vocab":
+    embeddings = analysis.collected.pretrain.drop_duplicates("arm")["run/params_embedding"].dropna()
+    if embeddings.nunique() > 1 or analysis.collected.ablation == "vocab":
         steps.append(("parameters", "Parameters per arm, with and without the embeddings.",
-                      lambda p: fig.parameters(a, colours, p)))
+                      lambda p: fig.parameters(analysis, colours, p)))
     drawn = {}
     for name, caption, draw in steps:
         path = draw(folder / f"{name}.png")
@@ -149,14 +148,14 @@ def _csv(frame: pd.DataFrame, path: Path) -> Path:
     return path
 
 
-def _difference_frame(a: Analysis) -> pd.DataFrame:
+def _difference_frame(analysis: Analysis) -> pd.DataFrame:
     rows = [{"comparison": c.name, "measure": c.key, "pretrain_seed": unit, "difference": diff}
-            for c in [*a.comparisons, *a.control] if c.key != MLM
+            for c in [*analysis.comparisons, *analysis.control] if c.key != MLM
             for unit, diff in zip(c.test.units, c.test.differences, strict=False)]
     return pd.DataFrame(rows, columns=["comparison", "measure", "pretrain_seed", "difference"])
 
 
-def _write_plots(a: Analysis, folder: Path) -> list[Path]:
+def _write_plots(analysis: Analysis, folder: Path) -> list[Path]:
     """The data behind the figures as CSV, one row per point (the layout ``dvc.yaml``'s plot templates draw).
 
     ``scores.csv`` holds every run, ``scores_TASK.csv`` one task's runs (``arm``, ``pretrain_seed``, ``seed``,
@@ -164,32 +163,32 @@ def _write_plots(a: Analysis, folder: Path) -> list[Path]:
     ``pretrain_*.csv`` curves ``arm``, ``step``, ``value`` (the mean over the arm's pretraining seeds); a budget
     curve's ``budget.csv`` holds each budget's ``arm − control`` per measure (:func:`bvr.report.budget.budget_frame`).
     """
-    scores = a.scores.rename(columns={"points": "score"})[
+    scores = analysis.scores.rename(columns={"points": "score"})[
         ["arm", "task", "pretrain_seed", "seed", "score", "collapsed", "run_id"]]
-    paths = [_csv(scores, folder / "scores.csv"), _csv(_difference_frame(a), folder / "differences.csv")]
+    paths = [_csv(scores, folder / "scores.csv"), _csv(_difference_frame(analysis), folder / "differences.csv")]
     for task, rows in scores.groupby("task", sort=False):
         paths.append(_csv(rows[["arm", "pretrain_seed", "seed", "score"]], folder / f"scores_{task}.csv"))
-    history = a.collected.history
+    history = analysis.collected.history
     for key in ("train/mlm_loss", "val/perplexity", "val/mlm_loss"):
         rows = history.loc[history["key"] == key, ["arm", "step", "value"]]
         order = {arm: i for i, arm in enumerate(dict.fromkeys(rows["arm"]))}  # the report's arm order, not sorted
         curve = rows.groupby(["arm", "step"], as_index=False)["value"].mean()
         curve = curve.sort_values(["arm", "step"], key=lambda col: col.map(order) if col.name == "arm" else col)
         paths.append(_csv(curve, folder / f"pretrain_{key.replace('/', '_')}.csv"))
-    curve = budget_curve(a)
+    curve = budget_curve(analysis)
     if curve is not None:
         paths.append(_csv(budget_frame(curve), folder / "budget.csv"))
-    table = pretrain_table(a).drop(columns=["runs"])
+    table = pretrain_table(analysis).drop(columns=["runs"])
     paths.append(_csv(table[["arm", "tokens_per_s", "wall_seconds", "tokens_seen", "params_total",
                              "params_embedding", "params_non_embedding"]], folder / "pretrain_runs.csv"))
     return paths
 
 
-def _write_dvc_metrics(a: Analysis, folder: Path) -> list[Path]:
+def _write_dvc_metrics(analysis: Analysis, folder: Path) -> list[Path]:
     """Write :func:`dvc_metrics`' rows under ``folder`` (created even when empty, so DVC finds the folder)."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
-    for name, values in dvc_metrics(a).items():
+    for name, values in dvc_metrics(analysis).items():
         path = folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(values) + "\n", encoding="utf-8")
@@ -219,30 +218,30 @@ def parent_params(manifest: Manifest) -> dict[str, str]:
     return params
 
 
-def _description(a: Analysis, result: ReportResult) -> str:
+def _description(analysis: Analysis, result: ReportResult) -> str:
     """The parent run's description, short enough for the UI to show whole (100 px, without a click): a partial
     report's note, then the headline in brief (:func:`bvr.report.headlines.brief`). Every effect with its interval
     and verdict is the effects view's (:data:`bvr.tracking.views.EFFECTS_VIEW`), and ``report/effects.csv`` and
     ``report/effects.png`` on the same page."""
     partial = [f"Partial: {len(result.missing)} item(s) missing (listed in the report)."] if not result.complete else []
-    return "\n".join([*partial, *(f"- {line}" for line in brief(a))])
+    return "\n".join([*partial, *(f"- {line}" for line in brief(analysis))])
 
 
-def _effect_estimates(a: Analysis) -> list[Metric]:
+def _effect_estimates(analysis: Analysis) -> list[Metric]:
     """Each effect's estimate as a metric, rounded as the report prints it (nats to 3 decimals, points to 1)."""
     now = int(time.time() * 1000)
     return [Metric(k, round(v, 3 if k.startswith("effect/mlm/") else 1), now, 0)
-            for k, v in effect_metrics(a).items() if not k.endswith(("/low", "/high", "/p_holm"))]
+            for k, v in effect_metrics(analysis).items() if not k.endswith(("/low", "/high", "/p_holm"))]
 
 
-def _log_files(client: MlflowClient, run_id: str, a: Analysis, result: ReportResult) -> None:
+def _log_files(client: MlflowClient, run_id: str, analysis: Analysis, result: ReportResult) -> None:
     """The report's files under ``report/`` of the parent run, with ``effects.csv`` and the differences figure as
     ``effects.png`` (one chart with intervals)."""
     for path in (result.markdown, result.html, result.metrics):
         client.log_artifact(run_id, str(path), ARTIFACT_PATH)
     for name in (FIGURES_DIR, PLOTS_DIR, DVC_METRICS_DIR):
         client.log_artifacts(run_id, str(result.out_dir / name), f"{ARTIFACT_PATH}/{name}")
-    client.log_text(run_id, effects_table(a).to_csv(index=False), f"{ARTIFACT_PATH}/{EFFECTS_CSV}")
+    client.log_text(run_id, effects_table(analysis).to_csv(index=False), f"{ARTIFACT_PATH}/{EFFECTS_CSV}")
     figure = result.out_dir / FIGURES_DIR / "differences.png"
     if figure.is_file():
         with tempfile.TemporaryDirectory(prefix="bvr-effects-") as tmp:
@@ -250,27 +249,23 @@ def _log_files(client: MlflowClient, run_id: str, a: Analysis, result: ReportRes
             client.log_artifact(run_id, str(Path(tmp) / EFFECTS_PNG), ARTIFACT_PATH)
 
 
-def _log_views(client: MlflowClient, a: Analysis) -> None:
+def _log_views(client: MlflowClient, analysis: Analysis) -> None:
     """The effects and scores views' rows, the pretraining runs' colours (the figures') and the views with fitted y
-    axes."""
-    experiment_id, parent = a.collected.experiment_id, a.collected.parent_run_id
-    if experiment_id is None:
+    axes (:func:`bvr.tracking.views.write_report_views`)."""
+    collected = analysis.collected
+    if collected.experiment_id is None:
         return
-    colours = fig.arm_colors(a.collected.arms, a.collected.control)
-    pretrain = a.collected.pretrain
-    runs = dict(zip(pretrain["run_id"], pretrain["arm"], strict=True))
-    if parent is not None:
-        views.write_effects(client, experiment_id, parent, effect_rows(a))
-        rows = summary_rows(a)
-        ids = views.write_summaries(client, experiment_id, parent, rows)
-        runs |= dict(zip(ids, (r.arm for r in rows), strict=True))
-    views.set_run_colours(client, {run: colours[arm] for run, arm in runs.items() if arm in colours})
-    history = a.collected.history
-    ranges = {key: views.fitted_range(history.loc[history["key"] == key, "value"]) for key in views.CURVE_METRICS}
-    views.write_views(client, experiment_id, {k: v for k, v in ranges.items() if v is not None})
+    pretrain, history = collected.pretrain, collected.history
+    has_parent = collected.parent_run_id is not None
+    shown = views.ReportViews(
+        effects=effect_rows(analysis) if has_parent else [], scores=summary_rows(analysis) if has_parent else [],
+        colours=fig.arm_colors(collected.arms, collected.control),
+        pretrain_runs=dict(zip(pretrain["run_id"], pretrain["arm"], strict=True)),
+        curves={key: history.loc[history["key"] == key, "value"] for key in views.CURVE_METRICS})
+    views.write_report_views(client, collected.experiment_id, collected.parent_run_id, shown)
 
 
-def _log(a: Analysis, result: ReportResult) -> None:
+def _log(analysis: Analysis, result: ReportResult) -> None:
     """Log the report under ``report/`` of the parent run (:func:`_log_files`); its description the headline in
     brief (:func:`_description`); its parameters :func:`parent_params`; each effect's estimate as a metric
     (:func:`effect_metrics`, rounded as the report rounds), with intervals and Holm p-values in the table
@@ -280,23 +275,23 @@ def _log(a: Analysis, result: ReportResult) -> None:
         BvrError: the store refused (naming it), or its artifact folder cannot be written (naming the folder the
             store recorded, which a copied or moved store still points at).
     """
-    run_id = a.collected.parent_run_id
+    run_id = analysis.collected.parent_run_id
     if run_id is None:
         return
-    client = store_client(a.collected.uri)
+    client = store_client(analysis.collected.uri)
     try:
-        _log_files(client, run_id, a, result)
-        effects = _effect_estimates(a)
+        _log_files(client, run_id, analysis, result)
+        effects = _effect_estimates(analysis)
         for i in range(0, len(effects), 500):  # MLflow takes at most 1,000 metrics a batch
             client.log_batch(run_id, metrics=effects[i:i + 500])
         present = client.get_run(run_id).data.params  # a parameter, once logged, cannot change
-        log_params_batched(client, run_id, {k: v for k, v in parent_params(a.collected.manifest).items()
+        log_params_batched(client, run_id, {k: v for k, v in parent_params(analysis.collected.manifest).items()
                                             if k not in present})
-        client.set_tag(run_id, MLFLOW_RUN_NOTE, _description(a, result))
+        client.set_tag(run_id, MLFLOW_RUN_NOTE, _description(analysis, result))
         client.set_tag(run_id, TAG_REPORT, str(result.html))
-        _log_views(client, a)
+        _log_views(client, analysis)
     except MlflowException as err:
-        raise BvrError(f"could not log the report to parent run {run_id}: {err.message}", where=a.collected.uri,
+        raise BvrError(f"could not log the report to parent run {run_id}: {err.message}", where=analysis.collected.uri,
                        hint="the files are written; render again with log_to_mlflow=False to skip MLflow") from None
     except OSError as err:
         raise artifact_root_error(client, run_id, err) from None
@@ -384,8 +379,8 @@ def render_summary(manifests: list[Manifest], out_dir: Path = REPORTS_DIR, *, wo
     analyses = [analyse(collect(m, workdir=workdir), published) for m in manifests]
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    reports = [f"{a.collected.ablation}/{REPORT_HTML}" if (out_dir / a.collected.ablation / REPORT_HTML).exists()
-               else None for a in analyses]
+    reports = [f"{analysis.collected.ablation}/{REPORT_HTML}"
+               if (out_dir / analysis.collected.ablation / REPORT_HTML).exists() else None for analysis in analyses]
     blocks = summary_blocks(analyses, reports)
     for name, text in ((INDEX_MD, to_markdown(blocks)), (INDEX_HTML, to_html(blocks, "bvr: ablation reports"))):
         write_text(out_dir / name, text)

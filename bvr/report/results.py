@@ -22,15 +22,15 @@ from bvr.report.pretrain_runs import pretrain_table
 from bvr.report.stats import Summary
 
 
-def _measure_runs(a: Analysis, links: RunLinks, x: Measure, arm: str) -> Cell:
+def _measure_runs(analysis: Analysis, links: RunLinks, measure: Measure, arm: str) -> Cell:
     """Links to the runs behind one arm's values of a measure, one per pretraining seed (``p0``, ``p1``): the
     evaluation runs for BLiMP and the probes, the pretraining runs for MLM loss; fine-tuning runs are linked
     per seed under Fine-tuning scores."""
-    if x.key == MLM:
-        rows = a.collected.pretrain[a.collected.pretrain["arm"] == arm]
-    elif x.key == "blimp" or x.key.startswith("probe/"):
-        frame = a.collected.evaluations
-        kind, _, task = x.key.partition("/")
+    if measure.key == MLM:
+        rows = analysis.collected.pretrain[analysis.collected.pretrain["arm"] == arm]
+    elif measure.key == "blimp" or measure.key.startswith("probe/"):
+        frame = analysis.collected.evaluations
+        kind, _, task = measure.key.partition("/")
         rows = frame[(frame["arm"] == arm) & (frame["kind"] == kind)]
         rows = rows[rows["task"] == task] if task else rows
     else:
@@ -39,24 +39,24 @@ def _measure_runs(a: Analysis, links: RunLinks, x: Measure, arm: str) -> Cell:
     return tuple(links.run(run_id, f"p{seed}") for seed, run_id in found) or "—"
 
 
-def measures_section(a: Analysis, links: RunLinks) -> list[Block]:
+def measures_section(analysis: Analysis, links: RunLinks) -> list[Block]:
     rows = []
-    for x in a.measures:
+    for measure in analysis.measures:
         first = True
-        for arm in a.collected.arms:
-            units = x.units(arm)
+        for arm in analysis.collected.arms:
+            units = measure.units(arm)
             if not units:
                 continue
-            mean, low, high = x.mean_interval(arm)
-            d = x.digits
+            mean, low, high = measure.mean_interval(arm)
+            d = measure.digits
             interval = fmt_ci(low, high, d)
-            comp = x.components(arm)
+            comp = measure.components(arm)
             inner = max(comp.n_inner) if comp and comp.n_inner else 1
-            rows.append([x.title if first else "", arm, str(len(units)), str(inner), fmt(mean, d),
+            rows.append([measure.title if first else "", arm, str(len(units)), str(inner), fmt(mean, d),
                          interval, fmt(comp.between_sd if comp else None, d),
                          fmt(comp.within_sd if comp and inner > 1 else None, d),
-                         fmt(x.baseline, d) if first else "", fmt(x.bow, d) if first else "",
-                         _measure_runs(a, links, x, arm)])
+                         fmt(measure.baseline, d) if first else "", fmt(measure.bow, d) if first else "",
+                         _measure_runs(analysis, links, measure, arm)])
             first = False
     if not rows:
         return []
@@ -74,20 +74,20 @@ def measures_section(a: Analysis, links: RunLinks) -> list[Block]:
     return [Heading("Every measure, per arm"), Table(header, rows, align="LLrrrrrrrrl", caption=caption)]
 
 
-def blimp_section(a: Analysis) -> list[Block]:
-    x = a.measure("blimp")
-    if x is None:
+def blimp_section(analysis: Analysis) -> list[Block]:
+    measure = analysis.measure("blimp")
+    if measure is None:
         return []
-    details = a.collected.details
+    details = analysis.collected.details
     blimp = details[details["kind"] == "blimp"]
     terms = blimp[blimp["key"].str.startswith("blimp/term/")]
     paradigms = sorted({key.removeprefix("blimp/paradigm/") for key in blimp["key"]
                         if key.startswith("blimp/paradigm/")})
-    published = _published_blimp(a.collected.manifest.context.data_dir, paradigms)
-    arms = [arm for arm in a.collected.arms if x.units(arm)]
+    published = _published_blimp(analysis.collected.manifest.context.data_dir, paradigms)
+    arms = [arm for arm in analysis.collected.arms if measure.units(arm)]
     header = ["", *arms, *published]
     count = f" ({len(paradigms)} paradigms)" if paradigms else ""
-    rows = [[f"macro accuracy{count}", *(fmt(mean_of(x.units(arm))) for arm in arms),
+    rows = [[f"macro accuracy{count}", *(fmt(mean_of(measure.units(arm))) for arm in arms),
              *(fmt(100 * v.macro) for v in published.values())]]
     for term in sorted(set(terms["key"])):
         name = term.removeprefix("blimp/term/")
@@ -96,7 +96,7 @@ def blimp_section(a: Analysis) -> list[Block]:
             values = terms[(terms["key"] == term) & (terms["arm"] == arm)]["value"]
             cells.append(fmt(100 * values.mean()) if not values.empty else "—")
         rows.append([name, *cells, *(fmt(100 * v.terms.get(name, math.nan)) for v in published.values())])
-    settings = a.collected.manifest.evaluations_settings
+    settings = analysis.collected.manifest.evaluations_settings
     n = settings.get("blimp_per_paradigm")
     caption = (f"Accuracy in %, pseudo-log-likelihood scoring (each token masked in turn), "
                f"{f'{n} pairs per paradigm (the same pairs for every model)' if n else 'all 1,000 pairs per paradigm'}"
@@ -127,8 +127,8 @@ def _published_blimp(data_dir: str | None, paradigms: Sequence[str] = ()) -> dic
     return {}
 
 
-def _seed_links(a: Analysis, links: RunLinks, rows: pd.DataFrame) -> Cell:
-    several = len(a.collected.manifest.pretrain_seeds) > 1 or a.scores["pretrain_seed"].nunique() > 1
+def _seed_links(analysis: Analysis, links: RunLinks, rows: pd.DataFrame) -> Cell:
+    several = len(analysis.collected.manifest.pretrain_seeds) > 1 or analysis.scores["pretrain_seed"].nunique() > 1
     cells = []
     for r in rows.sort_values(["pretrain_seed", "seed"]).itertuples(index=False):
         text = (f"p{r.pretrain_seed}s{r.seed}" if several else f"s{r.seed}") + ("×" if r.collapsed else "")
@@ -142,22 +142,22 @@ def _summary_cells(s: Summary, digits: int = 1) -> list[str]:
             f"{fmt(s.q3, digits)})", f"{fmt(s.min, digits)}–{fmt(s.max, digits)}", fmt(s.mean, digits)]
 
 
-def scores_section(a: Analysis, links: RunLinks, figures: dict[str, Figure]) -> list[Block]:
+def scores_section(analysis: Analysis, links: RunLinks, figures: dict[str, Figure]) -> list[Block]:
     rows = []
-    for task in a.tasks:
+    for task in analysis.tasks:
         first = True
-        for arm in a.collected.arms:
-            summary = a.summaries.get((arm, task))
+        for arm in analysis.collected.arms:
+            summary = analysis.summaries.get((arm, task))
             if summary is None:
                 continue
-            scale = "×100" if a.scales.get(task) == 100 else "points"
-            measure = a.measure(f"finetune/{task}")
+            scale = "×100" if analysis.scales.get(task) == 100 else "points"
+            measure = analysis.measure(f"finetune/{task}")
             baseline = measure.baseline if measure is not None else None
-            label = (f"{task}: {metric_label(a.metric(task))}, {scale}"
+            label = (f"{task}: {metric_label(analysis.metric(task))}, {scale}"
                      + (f" (majority/trivial baseline {fmt(baseline)})" if baseline is not None else "")
                      if first else "")
-            seeds = a.scores[(a.scores["arm"] == arm) & (a.scores["task"] == task)]
-            rows.append([label, arm, *_summary_cells(summary), _seed_links(a, links, seeds)])
+            seeds = analysis.scores[(analysis.scores["arm"] == arm) & (analysis.scores["task"] == task)]
+            rows.append([label, arm, *_summary_cells(summary), _seed_links(analysis, links, seeds)])
             first = False
     blocks: list[Block] = [Heading("Fine-tuning scores")]
     if not rows:
@@ -182,59 +182,60 @@ def _column(table: pd.DataFrame, c) -> pd.DataFrame:
     return table[(table["task"] == c.measure.task) & (table["metric"] == c.metric)]
 
 
-def _published_rows(a: Analysis, table: pd.DataFrame) -> list[list[Cell]]:
+def _published_rows(analysis: Analysis, table: pd.DataFrame) -> list[list[Cell]]:
     """Direction of each effect in one published table and here, for every pair of our arms the table also has."""
     rows = []
-    for c in a.comparisons:
+    for c in analysis.comparisons:
         if c.published is None:
             continue
         column = _column(table, c)
-        value = {arm: column.loc[column["arm"] == arm, "value"] for arm in (c.a, c.b)}
+        value = {arm: column.loc[column["arm"] == arm, "value"] for arm in (c.arm_a, c.arm_b)}
         if any(v.empty or pd.isna(v.iloc[0]) for v in value.values()):
             continue  # the effect is printed in another of the ablation's tables
         d = metric_digits(c.metric)
         label = column["metric_label"].dropna()
-        paper_a, paper_b = float(value[c.a].iloc[0]), float(value[c.b].iloc[0])
+        paper_a, paper_b = float(value[c.arm_a].iloc[0]), float(value[c.arm_b].iloc[0])
         rows.append([label.iloc[0] if not label.empty else c.key, c.name, fmt(paper_a, d), fmt(paper_b, d),
                      signed(paper_b - paper_a, d), c.paper, f"{signed(c.estimate, d)} "
                      f"{fmt_ci(c.interval.ci_low, c.interval.ci_high, d)}", c.ours, c.agreement])
     return rows
 
 
-def _ours(a: Analysis, arm: str, task: str, metric: str, pretrained: pd.DataFrame) -> float:
+def _ours(analysis: Analysis, arm: str, task: str, metric: str, pretrained: pd.DataFrame) -> float:
     """Our value for one published column: a pretraining metric we log (the Pretraining table's mean over
     pretraining seeds), or the median of a probe's or a fine-tuning task's runs."""
     if task == PRETRAIN_TASK:
         return pretrained[metric].get(arm, math.nan) if metric in pretrained else math.nan
     if task.startswith("probe/"):
-        measure = a.measure(task)
+        measure = analysis.measure(task)
         values = list(measure.values.get(arm, {}).values()) if measure is not None else []
         return float(pd.Series(values).median()) if values else math.nan
-    summary = a.summaries.get((arm, task))
-    return summary.median if summary is not None and a.metric(task) == metric else math.nan
+    summary = analysis.summaries.get((arm, task))
+    return summary.median if summary is not None and analysis.metric(task) == metric else math.nan
 
 
-def _ran(a: Analysis, task: str) -> bool:
-    return task in {*a.tasks, PRETRAIN_TASK} or (task.startswith("probe/") and a.measure(task) is not None)
+def _ran(analysis: Analysis, task: str) -> bool:
+    return task in {*analysis.tasks, PRETRAIN_TASK} or (task.startswith("probe/")
+                                                        and analysis.measure(task) is not None)
 
 
-def _beside_rows(a: Analysis, table: pd.DataFrame) -> tuple[list[str], list[list[Cell]], list[str]]:
+def _beside_rows(analysis: Analysis, table: pd.DataFrame) -> tuple[list[str], list[list[Cell]], list[str]]:
     """Our medians beside one published table's values, per arm the two share and per published column of a task
     we ran; then the headings of the columns left out."""
     pub = table.dropna(subset=["task"])
     every = list(pub[["task", "metric", "metric_label"]].drop_duplicates(["task", "metric"]).itertuples(index=False))
-    columns = [c for c in every if _ran(a, c.task)]
-    skipped = [c.metric_label or c.task for c in every if not _ran(a, c.task)]
+    columns = [c for c in every if _ran(analysis, c.task)]
+    skipped = [c.metric_label or c.task for c in every if not _ran(analysis, c.task)]
     if not columns:  # none of the table's tasks runs at this preset: still show what the paper printed
         columns, skipped = every, []
-    pretrained = pretrain_table(a).set_index("arm")
+    pretrained = pretrain_table(analysis).set_index("arm")
     rows = []
-    for arm in [arm for arm in a.collected.pretrained_arms if arm in set(pub["arm"])]:
+    for arm in [arm for arm in analysis.collected.pretrained_arms if arm in set(pub["arm"])]:
         cells: list[Cell] = [arm]
         for col in columns:
             paper = pub.loc[(pub["arm"] == arm) & (pub["task"] == col.task) & (pub["metric"] == col.metric), "value"]
             d = metric_digits(col.metric)
-            ours = _ours(a, arm, col.task, col.metric, pretrained)
+            ours = _ours(analysis, arm, col.task, col.metric, pretrained)
             if col.task == PRETRAIN_TASK and col.metric.endswith("_acc"):
                 ours *= 100.0  # logged as a fraction, printed by the paper in points
             cells.append(f"{fmt(paper.iloc[0] if not paper.empty else None, d)} / {fmt(ours, d)}")
@@ -242,29 +243,29 @@ def _beside_rows(a: Analysis, table: pd.DataFrame) -> tuple[list[str], list[list
     return ["arm", *[f"{c.metric_label or c.task} paper / ours" for c in columns]], rows, skipped
 
 
-def published_section(a: Analysis) -> list[Block]:
-    key = a.collected.manifest.published
+def published_section(analysis: Analysis) -> list[Block]:
+    key = analysis.collected.manifest.published
     blocks: list[Block] = [Heading("Beside the paper")]
-    if a.published.empty:
+    if analysis.published.empty:
         why = (f"reports/published.yaml has no table for '{key}'." if key else
                "No published table informs this ablation.")
         return [*blocks, Paragraph(why)]
     measured = False
-    for source, table in a.published.groupby("source", sort=False):
+    for source, table in analysis.published.groupby("source", sort=False):
         pretraining = (" (pretraining metrics: means over pretraining seeds, as under Pretraining)"
                        if (table["task"] == PRETRAIN_TASK).any() else "")
         blocks.append(Paragraph(f"{source}: {table['setting'].iloc[0]}. Paper values in points as printed; ours "
                                 f"are medians over all our runs{pretraining}, and our differences means over "
                                 "pretraining seeds with their simultaneous intervals, in points, at our far smaller "
                                 "scale."))
-        direction = _published_rows(a, table)
+        direction = _published_rows(analysis, table)
         if direction:
             header = ["paper column", "b − a", "paper a", "paper b", "paper Δ", "paper says",
                       "our Δ [simultaneous CI]", "we see", "agreement"]
             caption = ("agreement: Holm rejects and our difference has the paper's sign (agree) or the other sign "
                        "(disagree); inconclusive when Holm does not reject.")
             blocks.append(Table(header, direction, align="lLrrrllll", caption=caption))
-        header, beside, skipped = _beside_rows(a, table)
+        header, beside, skipped = _beside_rows(analysis, table)
         if beside and len(header) > 1:
             caption = "'—' where the paper has no value or our runs are missing." + (
                 f" Published columns for tasks this ablation does not run: {', '.join(skipped)}." if skipped else "")
@@ -280,14 +281,14 @@ def published_section(a: Analysis) -> list[Block]:
     return blocks
 
 
-def pretraining_section(a: Analysis, links: RunLinks, figures: dict[str, Figure]) -> list[Block]:
-    table = pretrain_table(a)
+def pretraining_section(analysis: Analysis, links: RunLinks, figures: dict[str, Figure]) -> list[Block]:
+    table = pretrain_table(analysis)
     blocks: list[Block] = [Heading("Pretraining")]
     if table.empty:
         return [*blocks, Paragraph("No finished pretraining run was found.")]
     rows = [[r["arm"], fmt(r["train/mlm_loss"], 3), fmt(r["val/mlm_loss"], 3), fmt(r["val/perplexity"], 2),
              _sentence_accuracy(r), fmt_rate(r["tokens_per_s"]),
-             duration(r["wall_seconds"]), fmt_count(r["steps"]), tuple(links.run(x) for x in r["runs"])]
+             duration(r["wall_seconds"]), fmt_count(r["steps"]), tuple(links.run(run_id) for run_id in r["runs"])]
             for r in table.to_dict("records")]
     header = ["arm", "train MLM loss", "val MLM loss", "val perplexity", "val NSP / SOP acc (%)", "tokens / s",
               "wall time", "last step", "runs"]

@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from bvr.ablation.status import PROGRESS_HEADER, progress_rows
+from bvr.compat import sentence_objective_of
 from bvr.formatting import duration
 from bvr.report.analysis import Analysis, Comparison
 from bvr.report.budget import budget_curve, budget_section
@@ -39,25 +40,26 @@ from bvr.report.pretrain_runs import pretrain_table
 from bvr.report.results import blimp_section, measures_section, pretraining_section, published_section, scores_section
 
 
-def _title(a: Analysis) -> list[Block]:
+def _title(analysis: Analysis) -> list[Block]:
     """The title and the status: what the first screen holds above the headline."""
-    status = ("Complete: every planned run is in MLflow and agrees with the manifest." if not a.collected.missing
-              else f"Partial: {len(a.collected.missing)} planned item(s) are missing or disagree (listed under "
+    status = ("Complete: every planned run is in MLflow and agrees with the manifest." if not analysis.collected.missing
+              else f"Partial: {len(analysis.collected.missing)} planned item(s) are missing or disagree (listed under "
                    "Missing); the statistics use the runs that are there.")
-    return [Heading(f"Ablation report: {a.collected.ablation}", 1), Paragraph(status)]
+    return [Heading(f"Ablation report: {analysis.collected.ablation}", 1), Paragraph(status)]
 
 
-def _setup(a: Analysis) -> list[Block]:
+def _setup(analysis: Analysis) -> list[Block]:
     """Below the headline: the run that was made, then the experiment's description (the question in its paper's
     terms, whose settings a preset scales down) and the plan."""
-    m = a.collected.manifest
+    m = analysis.collected.manifest
     facts = [f"source {relative_path(m.source)}", f"preset {m.preset or 'none (defaults)'}",
              f"plan {m.plan_hash or '—'}"]
     described = str(m.description or "").strip()
     setting = "in its paper's setting" if m.published else "as declared"
     question = (f"The ablation {setting} ({relative_path(m.source)}; the values of this run are those above): "
                 f"{described}" if described else "(no description)")
-    return [*([Paragraph(run)] if (run := _this_run(a)) else []), Paragraph(question), Paragraph(" · ".join(facts))]
+    return [*([Paragraph(run)] if (run := _this_run(analysis)) else []), Paragraph(question),
+            Paragraph(" · ".join(facts))]
 
 
 def _in_arm_order(values: Sequence[Any]) -> str:
@@ -65,16 +67,16 @@ def _in_arm_order(values: Sequence[Any]) -> str:
     return " / ".join(dict.fromkeys(str(v) for v in values))
 
 
-def _budget(a: Analysis, cfg: dict[str, Any]) -> str:
+def _budget(analysis: Analysis, cfg: dict[str, Any]) -> str:
     """Steps, batch and sequence length from the arms' resolved configs, then the tokens each pretraining run saw
     and the epochs that made (the runs' run/tokens_seen and run/epochs; medians over pretraining seeds)."""
     training, data = cfg.get("training") or {}, cfg.get("data") or {}
-    steps = [(arm_config(a.collected.manifest, arm).get("training") or {}).get("max_steps")
-             for arm in a.collected.pretrained_arms]
+    steps = [(arm_config(analysis.collected.manifest, arm).get("training") or {}).get("max_steps")
+             for arm in analysis.collected.pretrained_arms]
     text = (f"{_in_arm_order(steps)} steps of {training.get('batch_size')} sequences of up to "
             f"{data.get('max_length')} tokens ({data.get('input_format')}, sentence objective "
-            f"{data.get('sentence_objective') or ('nsp' if data.get('nsp', True) else 'none')})")
-    table = pretrain_table(a)
+            f"{sentence_objective_of(data) or 'nsp'})")
+    table = pretrain_table(analysis)
     seen = table[table["tokens_seen"].notna()]
     if seen.empty:
         return text
@@ -82,28 +84,28 @@ def _budget(a: Analysis, cfg: dict[str, Any]) -> str:
             f" ({_in_arm_order([fmt(e) for e in seen['epochs']])} epochs)")
 
 
-def _this_run(a: Analysis) -> str:
+def _this_run(analysis: Analysis) -> str:
     """The run that was made, from the first pretrained arm's resolved config (the description gives the paper's
     setting): preset, encoder, budget, corpus, tokenizer, masking and seeds."""
-    arms = a.collected.pretrained_arms
-    cfg = arm_config(a.collected.manifest, arms[0]) if arms else {}
+    arms = analysis.collected.pretrained_arms
+    cfg = arm_config(analysis.collected.manifest, arms[0]) if arms else {}
     if not cfg:
         return ""
     model, training = cfg.get("model") or {}, cfg.get("training") or {}
     corpus, tokenizer, masking = (cfg.get(name) or {} for name in ("corpus", "tokenizer", "masking"))
-    seeds = len({r.pretrain_seed for r in a.collected.manifest.records() if r.arm in arms})
+    seeds = len({r.pretrain_seed for r in analysis.collected.manifest.records() if r.arm in arms})
     recipe = [*(["pre-LayerNorm"] if model.get("norm") == "pre" else []),
               *(["no dropout while pretraining"] if training.get("dropout") is False else [])]
     parts = [f"{model.get('num_layers')} layers of hidden {model.get('hidden_size')} and {model.get('num_heads')} "
              "heads" + (f" ({', '.join(recipe)})" if recipe else ""),
-             _budget(a, cfg),
+             _budget(analysis, cfg),
              f"the first {corpus['max_documents']:,} documents" if corpus.get("max_documents") else "the whole corpus",
              f"a {tokenizer.get('family')} tokenizer" + (f" of {tokenizer['vocab_size']:,} ids"
                                                           if tokenizer.get("vocab_size") else ""),
              f"masking split {masking.get('split') or [0.8, 0.1, 0.1]}, dupe_factor {masking.get('dupe_factor')} "
              "where static",
              f"{seeds} pretraining seed(s) per arm"]
-    return f"This run (preset {a.collected.manifest.preset or 'none'}): " + "; ".join(parts) + "."
+    return f"This run (preset {analysis.collected.manifest.preset or 'none'}): " + "; ".join(parts) + "."
 
 
 def _effect_cells(c: Comparison) -> list[str]:
@@ -115,30 +117,30 @@ def _effect_cells(c: Comparison) -> list[str]:
             fmt(c.mde, d)]
 
 
-def _headline(a: Analysis) -> list[Block]:
+def _headline(analysis: Analysis) -> list[Block]:
     """A line per question (the ablation's effect, then pretraining against the control), then every finding in
     full, in the same order."""
-    lines = headlines(a)
+    lines = headlines(analysis)
     if not lines:
         return [Heading("Headline"), Paragraph("No comparison yet: no measure has values for two arms.")]
     intro = Paragraph(f"The ablation's effect on each measure, then whether pretraining helped at this budget (each "
-                      f"arm against the control). Differences in points (MLM loss in nats), with {a.level} "
-                      f"simultaneous intervals; verdicts follow Holm-adjusted p-values over all {a.m} tested "
+                      f"arm against the control). Differences in points (MLM loss in nats), with {analysis.level} "
+                      f"simultaneous intervals; verdicts follow Holm-adjusted p-values over all {analysis.m} tested "
                       "comparisons of this report (family-wise error 5%).")
-    return [Heading("Headline"), intro, Bullets(tuple(brief(a, bold=False))), Paragraph("In full:"),
+    return [Heading("Headline"), intro, Bullets(tuple(brief(analysis, bold=False))), Paragraph("In full:"),
             Bullets(tuple(lines))]
 
 
-def _sanity(a: Analysis, links: RunLinks) -> list[Block]:
-    if not a.control:
+def _sanity(analysis: Analysis, links: RunLinks) -> list[Block]:
+    if not analysis.control:
         return []
     rows = []
-    for c in a.control:
-        arm_units, control_units = c.measure.units(c.b), c.measure.units(c.a)
-        rows.append([c.measure.title, c.b, f"{fmt(mean_of(arm_units))} (n={len(arm_units)})",
+    for c in analysis.control:
+        arm_units, control_units = c.measure.units(c.arm_b), c.measure.units(c.arm_a)
+        rows.append([c.measure.title, c.arm_b, f"{fmt(mean_of(arm_units))} (n={len(arm_units)})",
                      f"{fmt(mean_of(control_units))} (n={len(control_units)})", *_effect_cells(c),
                      c.ours])
-    header = ["measure", "arm", "arm mean", "control mean", "Δ arm − control", f"{a.level} CI", "Holm p",
+    header = ["measure", "arm", "arm mean", "control mean", "Δ arm − control", f"{analysis.level} CI", "Holm p",
               "detectable Δ", "verdict"]
     caption = ("Means over pretraining seeds (each seed's fine-tuning or probe seeds averaged first). Δ pairs arm "
                "seed s with the control's seed-s initialisation, the weights that arm started from; fine-tuning seed "
@@ -151,15 +153,15 @@ def _sanity(a: Analysis, links: RunLinks) -> list[Block]:
             Table(header, rows, align="LLrrrrrrl", caption=caption)]
 
 
-def _ablation(a: Analysis) -> list[Block]:
-    if not a.comparisons:
+def _ablation(analysis: Analysis) -> list[Block]:
+    if not analysis.comparisons:
         return []
     rows = []
-    for c in a.comparisons:
+    for c in analysis.comparisons:
         d = c.measure.digits
         rows.append([c.measure.title, c.name, *_effect_cells(c), signed(c.published, d),
                      str(c.needed) if c.needed is not None else "—", c.ours, c.agreement])
-    header = ["measure", "b − a", "Δ", f"{a.level} CI", "Holm p", "detectable Δ", "paper Δ",
+    header = ["measure", "b − a", "Δ", f"{analysis.level} CI", "Holm p", "detectable Δ", "paper Δ",
               "seeds for the paper's Δ", "we see", "beside the paper"]
     caption = ("b − a over pretraining seeds (paired t), in the same family of tests as the section above. "
                "seeds for the paper's Δ: pretraining seeds per arm that would detect the published difference with "
@@ -167,19 +169,20 @@ def _ablation(a: Analysis) -> list[Block]:
     return [Heading("The ablation's effect"), Table(header, rows, align="LLrrrrrrll", caption=caption)]
 
 
-def _missing(a: Analysis) -> list[Block]:
-    if not a.collected.missing and not a.notes:
+def _missing(analysis: Analysis) -> list[Block]:
+    missing = analysis.collected.missing
+    if not missing and not analysis.notes:
         return []
     blocks: list[Block] = [Heading("Missing")]
-    if not a.collected.manifest.complete:
-        blocks.append(Table(PROGRESS_HEADER, progress_rows(a.collected.manifest), align="lrrrl",
+    if not analysis.collected.manifest.complete:
+        blocks.append(Table(PROGRESS_HEADER, progress_rows(analysis.collected.manifest), align="lrrrl",
                             caption="Units per stage from the manifest (a fine-tuning unit is one seed); "
                                     "`bvr status NAME` shows the same, with the runs in progress."))
-    if a.collected.missing:
-        blocks.append(Notice(f"{len(a.collected.missing)} planned item(s) are missing or disagree; units without a "
-                             "usable run are left out of every statistic below.", tuple(a.collected.missing)))
-    if a.notes:
-        blocks.append(Bullets(tuple(a.notes)))
+    if missing:
+        blocks.append(Notice(f"{len(missing)} planned item(s) are missing or disagree; units without a usable run "
+                             "are left out of every statistic below.", tuple(missing)))
+    if analysis.notes:
+        blocks.append(Bullets(tuple(analysis.notes)))
     return blocks
 
 
@@ -191,77 +194,79 @@ def _hardware(hw: dict[str, Any]) -> str:
     return f"{cpu}{gpu}" + (f" ({soft}; {hw['platform']})" if soft and hw.get("platform") else "")
 
 
-def _corpus(a: Analysis) -> str:
+def _corpus(analysis: Analysis) -> str:
     """The pretraining corpus of the first arm (arms share it unless one declares otherwise)."""
-    arm = a.collected.arms[0]
-    source, path = _config_value(a, arm, "corpus.source"), _config_value(a, arm, "corpus.path")
-    cap = _config_value(a, arm, "corpus.max_documents")
+    arm = analysis.collected.arms[0]
+    source, path = _config_value(analysis, arm, "corpus.source"), _config_value(analysis, arm, "corpus.path")
+    cap = _config_value(analysis, arm, "corpus.max_documents")
     return f"{source}: {path}" + (f", first {cap} documents" if cap not in ("—", "null") else "")
 
 
-def _commits(a: Analysis) -> str:
+def _commits(analysis: Analysis) -> str:
     """The manifest's commit, and every other commit a run was tagged with (a mixed ablation must say so)."""
-    planned = a.collected.manifest.context.git_commit
-    runs = pd.concat([a.collected.pretrain["git_commit"], a.collected.finetune["git_commit"]]).dropna()
+    planned = analysis.collected.manifest.context.git_commit
+    runs = pd.concat([analysis.collected.pretrain["git_commit"], analysis.collected.finetune["git_commit"]]).dropna()
     others = sorted(set(runs) - {planned})
     text = planned or "unknown"
     return text + (f" (runs also tagged with {', '.join(others)})" if others else "")
 
 
-def _context(a: Analysis, links: RunLinks, budget_note: str | None = None) -> list[Block]:
-    m = a.collected.manifest
+def _context(analysis: Analysis, links: RunLinks, budget_note: str | None = None) -> list[Block]:
+    collected = analysis.collected
+    m = collected.manifest
     context = m.context
-    parent = a.collected.parent_run_id
+    parent = collected.parent_run_id
     rows: list[list[Cell]] = [
-        ["arms", ", ".join(a.collected.arms) + (f" (control: {a.collected.control})" if a.collected.control else "")],
-        ["tasks", ", ".join(a.collected.tasks) or "—"],
+        ["arms", ", ".join(collected.arms) + (f" (control: {collected.control})" if collected.control else "")],
+        ["tasks", ", ".join(collected.tasks) or "—"],
         ["fine-tuning seeds", ", ".join(map(str, m.finetune_seeds)) or "—"],
         ["pretraining seeds", ", ".join(map(str, m.pretrain_seeds)) or "—"],
         ["overrides", ", ".join(m.overrides) or "none"],
-        ["corpus", _corpus(a)],
+        ["corpus", _corpus(analysis)],
         ["task data", str(context.data_dir or "—")],
         ["hardware", _hardware(context.hardware)],
         ["started", context.started or "—"],  # not the manifest's last save: a re-render changes no byte
         ["wall time (all invocations, up to the last unit that ran)", duration(context.wall_seconds)],
-        ["git commit", _commits(a)],
-        ["MLflow store", a.collected.uri],
-        ["MLflow experiment", links.experiment(a.collected.experiment)],
+        ["git commit", _commits(analysis)],
+        ["MLflow store", collected.uri],
+        ["MLflow experiment", links.experiment(collected.experiment)],
         ["parent run", links.run(parent, parent) if parent else "—"],
         ["MLflow views", links.views()],
         *([["budget", budget_note]] if budget_note else []),
     ]
-    return [Heading("Setup"), Table(["setting", "value"], rows), *_arms_table(a, links)]
+    return [Heading("Setup"), Table(["setting", "value"], rows), *_arms_table(analysis, links)]
 
 
-def _config_value(a: Analysis, arm: str, key: str) -> str:
+def _config_value(analysis: Analysis, arm: str, key: str) -> str:
     """A config value of an arm: its pretraining run's logged param, else the plan's config (the control)."""
-    rows = a.collected.pretrain[a.collected.pretrain["arm"] == arm]
+    rows = analysis.collected.pretrain[analysis.collected.pretrain["arm"] == arm]
     logged = rows[key].dropna() if key in rows else pd.Series(dtype=object)
     if not logged.empty:
         return str(logged.iloc[0])
-    value: Any = arm_config(a.collected.manifest, arm)
+    value: Any = arm_config(analysis.collected.manifest, arm)
     for part in key.split("."):
         value = value.get(part) if isinstance(value, dict) else None
     return "—" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _arms_table(a: Analysis, links: RunLinks) -> list[Block]:
-    declared = a.collected.manifest.declared
-    table = pretrain_table(a).set_index("arm")
+def _arms_table(analysis: Analysis, links: RunLinks) -> list[Block]:
+    declared = analysis.collected.manifest.declared
+    table = pretrain_table(analysis).set_index("arm")
     rows = []
-    for arm in a.collected.arms:
-        if arm == a.collected.control:
+    for arm in analysis.collected.arms:
+        if arm == analysis.collected.control:
             change = "no pretraining: the shared base config's encoder, randomly initialised per seed"
         else:
             change = ", ".join(f"{k}={v}" for k, v in (declared.get(arm) or {}).items()) or "—"
-        model = "/".join(_config_value(a, arm, f"model.{k}") for k in ("num_layers", "hidden_size", "num_heads"))
-        vocab = (arm_config(a.collected.manifest, arm).get("tokenizer") or {}).get("vocab_size")
-        family = _config_value(a, arm, "tokenizer.family")
+        model = "/".join(_config_value(analysis, arm, f"model.{k}") for k in ("num_layers", "hidden_size", "num_heads"))
+        vocab = (arm_config(analysis.collected.manifest, arm).get("tokenizer") or {}).get("vocab_size")
+        family = _config_value(analysis, arm, "tokenizer.family")
         tokenizer = f"{family} {vocab:,}" if isinstance(vocab, int) else f"{family} (default size)"
         stats = table.loc[arm].to_dict() if arm in table.index else {"runs": []}
         get = stats.get
-        rows.append([arm, change, tokenizer, model, _config_value(a, arm, "data.input_format"),
-                     _config_value(a, arm, "training.batch_size"), _config_value(a, arm, "training.max_steps"),
+        rows.append([arm, change, tokenizer, model, _config_value(analysis, arm, "data.input_format"),
+                     _config_value(analysis, arm, "training.batch_size"),
+                     _config_value(analysis, arm, "training.max_steps"),
                      fmt_count(get("tokens_seen")), fmt(get("epochs")),
                      f"{fmt_count(get('params_total'))} / {fmt_count(get('params_non_embedding'))}",
                      duration(get("wall_seconds")), tuple(links.run(r) for r in stats["runs"]) or "—"])
@@ -281,7 +286,7 @@ def _where_runs_are(links: RunLinks) -> str:
             "or set BVR_MLFLOW_UI.")
 
 
-def _methods(a: Analysis, links: RunLinks) -> list[Block]:
+def _methods(analysis: Analysis, links: RunLinks) -> list[Block]:
     return [Heading("How to read this report"), Bullets((
         "Every number is read from the MLflow run the manifest names for it, not from the manifest's copies; "
         + _where_runs_are(links),
@@ -290,9 +295,9 @@ def _methods(a: Analysis, links: RunLinks) -> list[Block]:
         "The unit of replication is the pretraining seed: each model's fine-tuning or probe seeds are averaged "
         "first, and every test is a paired t test over pretraining seeds (arm seed s pairs with the control's "
         "seed-s initialisation and with the other arms' seed s). Fewer than 3 pretraining seeds: no test.",
-        f"All {a.m} tested comparisons form one family: verdicts follow Holm-adjusted p-values at a family-wise "
+        f"All {analysis.m} tested comparisons form one family: verdicts follow Holm-adjusted p-values at a family-wise "
         "error of 5% (the chance that any verdict in the report is false); intervals are Bonferroni-simultaneous "
-        f"({a.level}), so an interval that excludes 0 always comes with a verdict (not always the converse).",
+        f"({analysis.level}), so an interval that excludes 0 always comes with a verdict (not always the converse).",
         "detectable Δ: the smallest true difference the design finds with 80% power at Holm's strictest level "
         "(5% / number of comparisons): 'no difference detected' means the true one is probably smaller than that, "
         "not zero. tests/test_inference.py checks the level and the power by simulation.",
@@ -305,27 +310,28 @@ def _methods(a: Analysis, links: RunLinks) -> list[Block]:
     ))]
 
 
-def report_blocks(a: Analysis, figures: dict[str, Figure], ui_url: str | None = None, *,
+def report_blocks(analysis: Analysis, figures: dict[str, Figure], ui_url: str | None = None, *,
                   budget_note: str | None = None) -> list[Block]:
     """One ablation's report, results first; ``figures`` maps a figure's name ('scores', 'curves') to its block,
-    ``ui_url`` is the MLflow UI run ids link to (:func:`bvr.report.cells.ui_base`), ``budget_note`` the setup's line
+    ``ui_url`` is the MLflow UI run ids link to (:func:`bvr.tracking.ui.ui_base`), ``budget_note`` the setup's line
     on where this budget sits on the budget curve (:func:`bvr.report.budget.budget_context`). A budget curve's
     report has its section (:func:`bvr.report.budget.budget_section`) right after the headline."""
-    links = RunLinks(a.collected, ui_url)
-    return [*_title(a), *_headline(a), *_setup(a), *budget_section(budget_curve(a), figures.get("budget")),
-            *_missing(a),
-            *_sanity(a, links), *_ablation(a),
-            *([figures["differences"]] if "differences" in figures else []), *measures_section(a, links),
-            *blimp_section(a), *scores_section(a, links, figures), *published_section(a),
-            *pretraining_section(a, links, figures), *_context(a, links, budget_note), *_methods(a, links)]
+    links = RunLinks(analysis.collected, ui_url)
+    return [*_title(analysis), *_headline(analysis), *_setup(analysis),
+            *budget_section(budget_curve(analysis), figures.get("budget")), *_missing(analysis),
+            *_sanity(analysis, links), *_ablation(analysis),
+            *([figures["differences"]] if "differences" in figures else []), *measures_section(analysis, links),
+            *blimp_section(analysis), *scores_section(analysis, links, figures), *published_section(analysis),
+            *pretraining_section(analysis, links, figures), *_context(analysis, links, budget_note),
+            *_methods(analysis, links)]
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # The index across ablations
 
 
-def _agreement_counts(a: Analysis) -> str:
-    found = [c.agreement for c in a.comparisons if c.published is not None]
+def _agreement_counts(analysis: Analysis) -> str:
+    found = [c.agreement for c in analysis.comparisons if c.published is not None]
     if not found:
         return "no published comparison measured"
     counts = {k: found.count(k) for k in ("agree", "disagree", "inconclusive") if found.count(k)}
@@ -341,14 +347,15 @@ def summary_blocks(analyses: Sequence[Analysis], reports: Sequence[str | None]) 
     """
     overview = []
     sections: list[Block] = []
-    for a, href in zip(analyses, reports, strict=True):
-        name = a.collected.ablation
+    for analysis, href in zip(analyses, reports, strict=True):
+        name = analysis.collected.ablation
         link: Cell = Link("report", href) if href else "not rendered yet"
-        status = "complete" if not a.collected.missing else f"partial ({len(a.collected.missing)} missing)"
-        overview.append([name, status, ", ".join(a.collected.arms), str(len(a.collected.tasks)),
-                         _agreement_counts(a), link])
-        lines = headlines(a) or ["no comparison yet"]
-        sections += [Heading(name), Paragraph(str(a.collected.manifest.description or "").strip()),
+        missing = analysis.collected.missing
+        status = "complete" if not missing else f"partial ({len(missing)} missing)"
+        overview.append([name, status, ", ".join(analysis.collected.arms), str(len(analysis.collected.tasks)),
+                         _agreement_counts(analysis), link])
+        lines = headlines(analysis) or ["no comparison yet"]
+        sections += [Heading(name), Paragraph(str(analysis.collected.manifest.description or "").strip()),
                      Bullets(tuple(lines))]
     head = [Heading("bvr: ablation reports", 1),
             Paragraph("Each ablation's headline verdicts, read from MLflow; differences are in points (GLUE, "

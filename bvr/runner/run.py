@@ -342,7 +342,7 @@ def run_ablation(
         report: render the report at the end of a full run.
         progress: progress bars.
         console: where to print (default: stdout).
-        ui_url: the MLflow UI the report's run ids link to (:func:`bvr.report.cells.ui_base`).
+        ui_url: the MLflow UI the report's run ids link to (:func:`bvr.tracking.ui.ui_base`).
 
     Raises:
         BvrError: an unknown unit; any unit failed (each named with its error, and what to do); the tracking server

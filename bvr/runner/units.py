@@ -240,6 +240,7 @@ def evaluate(ctx: UnitContext, unit: Unit) -> Outcome:
 def finetune(ctx: UnitContext, unit: Unit) -> Outcome:
     """Fine-tune the arm on the task over every fine-tuning seed."""
     from bvr.tasks.registry import get_task
+    from bvr.tasks.run import FinetuneSetup
     from bvr.tasks.run import finetune as finetune_model
 
     label, task, plan = unit.name, unit.task, ctx.plan
@@ -247,9 +248,10 @@ def finetune(ctx: UnitContext, unit: Unit) -> Outcome:
     # drawn per fine-tuning seed: fine-tuning seeds then nest inside the control's pretraining seed as they do
     # inside every arm's.
     model = find_model(ctx, label, what="fine-tune", where=unit.id)
-    result = finetune_model(model, task, seeds=plan.seeds, data_dir=plan.data_dir, output_dir=plan.output_dir,
-                            preset=plan.preset, overrides=plan.ablation.finetune_overrides(), from_scratch=False,
-                            context=ctx.run, progress=ctx.progress)
+    setup = FinetuneSetup(data_dir=plan.data_dir, output_dir=plan.output_dir, preset=plan.preset,
+                          overrides=plan.ablation.finetune_overrides())
+    result = finetune_model(model, task, seeds=plan.seeds, setup=setup, from_scratch=False, context=ctx.run,
+                            progress=ctx.progress)
     by_seed = {seed.seed: seed for seed in result.seeds}
     records = []
     for record in ctx.manifest.finetune_records(label, task):

@@ -24,9 +24,10 @@ widths, charts) as JSON. bvr writes three (:func:`write_views`):
   run drawn in its arm's colour (:func:`set_run_colours`, the report figures' colours; the UI's own colour for a
   group is a hash of its name and gives two arms near-identical reds).
 
-:func:`view_url` gives a view's address for a known UI (``--ui-url``, ``BVR_MLFLOW_UI``, or a tracking server), and
-:func:`ui_address` any other address; every one carries :data:`MODEL_TRAINING`. A UI that does not read a key
-ignores it, and a view it cannot read leaves the default runs table.
+The three are :data:`SAVED_VIEWS`, the one list the report's links, the terminal's addresses and the browser check
+read; :func:`write_report_views` writes them with the runs they show. Their addresses are
+:mod:`bvr.tracking.ui`'s. A UI that does not read a key ignores it, and a view it cannot read leaves the default
+runs table.
 """
 
 from __future__ import annotations
@@ -35,9 +36,8 @@ import json
 import math
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlencode
 
 from mlflow.entities import Metric, RunStatus, RunTag
 from mlflow.tracking import MlflowClient
@@ -45,12 +45,6 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
 from bvr.tracking.runs import MODEL_METRIC_SECTION
 
-MODEL_TRAINING = {"workflowType": "machine_learning"}
-"""The query that opens MLflow's UI (3.x) in its model-training mode. The UI takes its mode from the address, else
-from the browser's storage, where a fresh profile holds the GenAI mode: its sidebar then offers traces, judges and
-agent versions, and an experiment's address lands on an empty traces overview."""
-DEFAULT_UI = "http://127.0.0.1:5000"
-"""Where ``mlflow ui`` serves by default: the address bvr prints when it knows of no other."""
 SHARED_VIEW_PREFIX = "mlflow.sharedViewState."
 """The experiment tag prefix MLflow's UI reads a saved view from."""
 RUN_COLOUR_TAG = "mlflow.runColor"
@@ -79,13 +73,41 @@ TAG_VERDICT = "bvr.verdict"
 EFFECTS_VIEW = "bvr-effects"
 SCORES_VIEW = "bvr-scores"
 CURVES_VIEW = "bvr-curves"
-VIEW_NAMES = {EFFECTS_VIEW: "bvr: effects between arms", SCORES_VIEW: "bvr: scores per arm",
-              CURVES_VIEW: "bvr: pretraining curves per arm"}
-"""How the UI's "Views" list names each view."""
 CURVE_METRICS = ("val/mlm_loss", "train/mlm_loss")
 """Pretraining metrics charted first in :data:`CURVES_VIEW`, one chart each."""
 CURVES_SECTION = "Pretraining curves, one colour per arm"
 """The title of :data:`CURVES_VIEW`'s chart section (the browser check looks for it)."""
+
+
+@dataclass(frozen=True)
+class SavedView:
+    """One of bvr's saved views, with the words each place that names it uses.
+
+    Attributes:
+        key: its share key (``viewStateShareKey``, the experiment tag's suffix).
+        name: how the UI's "Views" list names it.
+        link: the report's link to it (``effects between arms``).
+        line: the terminal's name for it (``MLflow, LINE: ADDRESS``).
+        page: the browser check's name for its page (``PAGE.png``).
+        marker: what the UI shows only with the view applied: a column of it, or its chart section.
+    """
+
+    key: str
+    name: str
+    link: str
+    line: str
+    page: str
+    marker: str
+
+
+SAVED_VIEWS = (
+    SavedView(EFFECTS_VIEW, "bvr: effects between arms", "effects between arms", "effects with intervals and verdicts",
+              "effects", TAG_VERDICT),
+    SavedView(SCORES_VIEW, "bvr: scores per arm", "scores by arm", "scores by arm", "scores-by-arm", "mean"),
+    SavedView(CURVES_VIEW, "bvr: pretraining curves per arm", "pretraining curves by arm", "pretraining curves by arm",
+              "curves-by-arm", CURVES_SECTION),
+)
+"""bvr's saved views, in the order the report, the terminal and the browser check give them: the answer first."""
 FOLDED_SECTIONS = ("train", "val", "run", MODEL_METRIC_SECTION, "Model metrics", "System metrics")
 """The chart sections the UI makes of every other metric (by the prefix before ``/``), folded: a chart loads only
 when its section is open, and 40 more charts loading at once keep the two that matter spinning."""
@@ -187,8 +209,9 @@ def write_views(client: MlflowClient, experiment_id: str,
         ranges: the curves' y axes (:func:`view_states`).
     """
     now = int(time.time() * 1000)
+    names = {view.key: view.name for view in SAVED_VIEWS}
     for key, state in view_states(ranges).items():
-        envelope = {"name": VIEW_NAMES[key], "createdAt": now, "updatedAt": now,
+        envelope = {"name": names[key], "createdAt": now, "updatedAt": now,
                     "state": json.dumps(state, sort_keys=True)}
         client.set_experiment_tag(experiment_id, SHARED_VIEW_PREFIX + key, json.dumps(envelope))
 
@@ -243,8 +266,8 @@ class EffectRow:
     """One row of the effects view: ``b − a`` on a measure, as the report states it.
 
     Attributes:
-        a: the baseline arm (the control; the paper's baseline arm first).
-        b: the other arm.
+        arm_a: the baseline arm ``a`` (the control; the paper's baseline arm first).
+        arm_b: the other arm, ``b``.
         measure: ``blimp``, ``probe/TASK``, ``finetune/TASK`` or ``mlm``.
         title: the measure's short name (``sst2 fine-tuned``).
         unit: ``points`` or ``nats``.
@@ -257,8 +280,8 @@ class EffectRow:
         verdict: in words, with the Holm-adjusted p (``dynamic better (Holm p = 0.009)``).
     """
 
-    a: str
-    b: str
+    arm_a: str
+    arm_b: str
     measure: str
     title: str
     unit: str
@@ -272,7 +295,7 @@ class EffectRow:
 
     @property
     def name(self) -> str:
-        return f"{self.b} − {self.a} · {self.title}"
+        return f"{self.arm_b} − {self.arm_a} · {self.title}"
 
     @property
     def text(self) -> str:
@@ -318,7 +341,7 @@ def write_effects(client: MlflowClient, experiment_id: str, parent_run_id: str, 
     """Write the effects view's rows as finished runs nested under ``parent_run_id``, one per comparison, in the
     order given; a row the parent has already is updated, not doubled. Returns the run ids."""
     return _nested_runs(client, experiment_id, parent_run_id, STAGE_EFFECT, TAG_COMPARISON,
-                        [(f"{row.b}|{row.a}|{row.measure}", row.name, row.metrics(),
+                        [(f"{row.arm_b}|{row.arm_a}|{row.measure}", row.name, row.metrics(),
                           {TAG_ORDER: f"{i:03d}", TAG_DIFFERENCE: row.text, TAG_VERDICT: row.verdict,
                            TAG_INTERVAL: f"{row.level} simultaneous", TAG_UNIT: row.unit})
                          for i, row in enumerate(rows)])
@@ -330,23 +353,36 @@ def set_run_colours(client: MlflowClient, colours: Mapping[str, str]) -> None:
         client.set_tag(run_id, RUN_COLOUR_TAG, colour)
 
 
-def ui_address(base: str, experiment_id: str, run_id: str | None = None, **query: str) -> str:
-    """The address of an experiment's runs, or of one run, in the MLflow UI at ``base``, in model-training mode.
 
-    >>> ui_address("http://127.0.0.1:5000", "3", "ab12")
-    'http://127.0.0.1:5000/#/experiments/3/runs/ab12?workflowType=machine_learning'
+@dataclass(frozen=True)
+class ReportViews:
+    """What a report shows in the MLflow UI besides its files: the rows of its views, and the runs' colours.
+
+    Attributes:
+        effects: the effects view's rows, in the report's order.
+        scores: the scores view's rows.
+        colours: arm -> ``#rrggbb``, the report figures' colour for it.
+        pretrain_runs: pretraining run id -> its arm (drawn in the arm's colour).
+        curves: metric -> the values logged by the pretraining runs (:data:`CURVE_METRICS`: their y axes).
     """
-    path = f"/#/experiments/{experiment_id}/runs" + (f"/{run_id}" if run_id else "")
-    return f"{base.rstrip('/')}{path}?{urlencode({**query, **MODEL_TRAINING})}"
+
+    effects: list[EffectRow] = field(default_factory=list)
+    scores: list[ScoreRow] = field(default_factory=list)
+    colours: Mapping[str, str] = field(default_factory=dict)
+    pretrain_runs: Mapping[str, str] = field(default_factory=dict)
+    curves: Mapping[str, Iterable[float]] = field(default_factory=dict)
 
 
-def view_url(base: str, experiment_id: str, key: str) -> str:
-    """The address of a saved view in the MLflow UI at ``base`` (:func:`bvr.report.cells.ui_base`).
-
-    >>> view_url("http://127.0.0.1:5000", "3", CURVES_VIEW)
-    'http://127.0.0.1:5000/#/experiments/3/runs?viewStateShareKey=bvr-curves&compareRunsMode=CHART&workflowType=machine_learning'
-    """
-    query = {"viewStateShareKey": key}
-    if key == CURVES_VIEW:
-        query["compareRunsMode"] = "CHART"
-    return ui_address(base, experiment_id, **query)
+def write_report_views(client: MlflowClient, experiment_id: str, parent_run_id: str | None,
+                       views: ReportViews) -> None:
+    """Write a report's views into its experiment: the effects and scores views' rows as runs nested under the
+    ablation's parent run (none without one), each pretraining and summary run in its arm's colour, and the saved
+    views (:func:`write_views`) with the curves' y axes fitted to the values (:func:`fitted_range`)."""
+    runs = dict(views.pretrain_runs)
+    if parent_run_id is not None:
+        write_effects(client, experiment_id, parent_run_id, views.effects)
+        ids = write_summaries(client, experiment_id, parent_run_id, views.scores)
+        runs |= dict(zip(ids, (row.arm for row in views.scores), strict=True))
+    set_run_colours(client, {run: views.colours[arm] for run, arm in runs.items() if arm in views.colours})
+    ranges = {key: fitted_range(views.curves.get(key, ())) for key in CURVE_METRICS}
+    write_views(client, experiment_id, {key: span for key, span in ranges.items() if span is not None})

@@ -99,7 +99,7 @@ def error_line(err: str) -> str:
 @pytest.fixture(scope="session")
 def checkpoint(tmp_path_factory) -> Path:
     """A randomly initialised 2-layer, 32-wide BERT with a WordPiece tokenizer trained on the fixtures (HF folder)."""
-    return make_checkpoint(tmp_path_factory.mktemp("checkpoint"), "bert", nsp=True)
+    return make_checkpoint(tmp_path_factory.mktemp("checkpoint"), "bert", sentence_head=True)
 
 
 def copy_task(data_dir: Path, *names: str) -> Path:

@@ -107,7 +107,7 @@ def test_blimp_prints_terms_and_model_names_as_written(bvr, workdir):
         (data / source.name).write_text("".join(json.dumps({**line, "linguistics_term": terms[line["UID"]]}) + "\n"
                                                 for line in lines), encoding="utf-8")
     shutil.copy(FIXTURES / "blimp" / "models_summary.jsonl", data.parent)
-    model = make_checkpoint(workdir / "ck[red]pt", "bert", nsp=True)
+    model = make_checkpoint(workdir / "ck[red]pt", "bert", sentence_head=True)
     code, out, err = bvr("blimp", model, "--data-dir", workdir / "data", "--per-paradigm", "2")
     assert code == 0, err
     cells = {cell.strip() for line in out.splitlines() for cell in line.split("│")}

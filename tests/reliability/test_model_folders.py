@@ -103,11 +103,11 @@ def test_the_parameter_count_is_the_models(family, nsp, norm, lean):
     if lean:
         config = dataclasses.replace(config, embedding_norm=False, head_transform=False)
     with torch.device("meta"):
-        model = PretrainingModel(config, nsp=nsp)
+        model = PretrainingModel(config, sentence_head=nsp)
     count = sum(p.numel() for p in model.parameters())
     pooler_and_nsp = 24 * 24 + 24 + 2 * 24 + 2
-    assert parameter_count(config, nsp=nsp) == count
-    assert parameter_count(config, nsp=True) == count + (0 if nsp else pooler_and_nsp)
+    assert parameter_count(config, sentence_head=nsp) == count
+    assert parameter_count(config, sentence_head=True) == count + (0 if nsp else pooler_and_nsp)
 
 
 @pytest.mark.parametrize("added", [True, False], ids=["special-tokens-kept", "nothing"])

@@ -81,7 +81,7 @@ def answering_nothing(tmp_path, monkeypatch) -> Path:
     data = tmp_path / "data" / "squad" / "v2.0"
     data.mkdir(parents=True)
     shutil.copy(FIXTURES / "v2.0.json", data / "dev-v2.0.json")
-    return make_checkpoint(tmp_path / "ckpt", "roberta", nsp=False)
+    return make_checkpoint(tmp_path / "ckpt", "roberta", sentence_head=False)
 
 
 @pytest.mark.usefixtures("one_thread")
@@ -89,11 +89,12 @@ def test_a_run_answering_nothing_is_tagged_collapsed_end_to_end(tmp_path, answer
     from mlflow import MlflowClient
 
     from bvr.tasks.results import describe
-    from bvr.tasks.run import finetune
+    from bvr.tasks.run import FinetuneSetup, finetune
     from bvr.tracking import tracking_uri
 
-    result = finetune(answering_nothing, "squad_v2", seeds=1, data_dir=tmp_path / "data", output_dir=tmp_path / "out",
-                      overrides=ANSWER_NOTHING, context=RunContext(experiment="reliability-squad"))
+    setup = FinetuneSetup(tmp_path / "data", tmp_path / "out", overrides=ANSWER_NOTHING)
+    result = finetune(answering_nothing, "squad_v2", seeds=1, setup=setup,
+                      context=RunContext(experiment="reliability-squad"))
     seed = result.seeds[0]
     run = MlflowClient(tracking_uri(tmp_path)).get_run(seed.run_id)
     assert seed.collapsed and run.data.tags["bvr.collapsed"] == "true"

@@ -54,12 +54,21 @@ from bvr.evaluation.probe.features import (
 )
 from bvr.evaluation.probe.fit import GRAD_TOLERANCE, MAX_ITERATIONS, LinearProbe, fit_logistic, fit_probe, fit_ridge
 from bvr.evaluation.probe.results import ProbeResult, SeedProbe, describe
-from bvr.evaluation.probe.run import check_features, feature_kinds, heldout_split, probe_task, run_probe
+from bvr.evaluation.probe.run import (
+    Extraction,
+    ProbeSample,
+    check_features,
+    feature_kinds,
+    heldout_split,
+    probe_task,
+    run_probe,
+)
 from bvr.evaluation.probe.selection import L2_GRID, Selection, baseline_scores, score, train_probe
 
 __all__ = [
-    "BATCH_SIZE", "GRAD_TOLERANCE", "L2_GRID", "LAST_LAYERS", "MAX_ITERATIONS", "BagOfWords", "FeatureExtractor",
-    "LinearProbe", "ProbeResult", "ProbeSplit", "SeedProbe", "Selection", "bag_of_words", "baseline_scores",
+    "BATCH_SIZE", "GRAD_TOLERANCE", "L2_GRID", "LAST_LAYERS", "MAX_ITERATIONS", "BagOfWords", "Extraction",
+    "FeatureExtractor", "LinearProbe", "ProbeResult", "ProbeSample", "ProbeSplit", "SeedProbe", "Selection",
+    "bag_of_words", "baseline_scores",
     "check_features", "count_matrix", "describe", "extract_sentences", "extract_words", "feature_kinds", "featurise",
     "fit_logistic", "fit_probe", "fit_ridge", "heldout_split", "probe_task", "run_probe", "score", "train_probe",
     "vocabulary", "words",

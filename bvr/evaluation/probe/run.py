@@ -7,6 +7,7 @@ import copy
 import time
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -84,8 +85,39 @@ def check_features(spec: TaskSpec, features: Sequence[str] | None) -> tuple[str,
     return tuple(kind for kind in known if kind in features)
 
 
-def _check_options(seeds: Sequence[int], max_train: int | None, max_eval: int | None,
-                   heldout: int | None = None) -> list[int]:
+@dataclass(frozen=True)
+class ProbeSample:
+    """Which examples the probes train on and are scored on."""
+
+    seeds: Sequence[int] = (0,)
+    """Each draws its own training subsample; nothing else depends on it."""
+    max_train_examples: int | None = None
+    """Examples (sentences, for tagging) each seed draws from the train file; None: all."""
+    max_eval_examples: int | None = None
+    """Dev examples scored, a fixed subset for every model and seed; None: all."""
+    heldout_examples: int | None = None
+    """Also set this many training examples aside (a fixed draw, the same for every model and seed), draw the seeds'
+    subsamples from the rest, and score every probe on them too. A second test set from the same task, larger than a
+    small dev split (SST-2's has 872 sentences, so one model's accuracy has a sampling error of about 1.7 points):
+    comparisons between encoders see smaller differences."""
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """How the frozen encoder reads the examples."""
+
+    max_length: int | None = None
+    """Tokens per sequence, specials included; None: the task's fine-tuning length (128), capped by the model's
+    positions."""
+    batch_size: int = BATCH_SIZE
+    """Sequences per encoder batch."""
+    device: str | torch.device | None = None
+    """Where the encoder runs; None: CUDA when available, else the CPU (probes always fit on the CPU)."""
+
+
+def _check_options(sample: ProbeSample) -> list[int]:
+    seeds, max_train, max_eval, heldout = (sample.seeds, sample.max_train_examples, sample.max_eval_examples,
+                                           sample.heldout_examples)
     if not seeds:
         raise BvrError("give at least one seed", where="seeds")
     if len(set(seeds)) != len(seeds):
@@ -137,15 +169,10 @@ def run_probe(
     task: str,
     *,
     data_dir: Path | None,
-    seeds: Sequence[int] = (0,),
+    sample: ProbeSample | None = None,
     features: Sequence[str] | None = None,
-    max_train_examples: int | None = None,
-    max_eval_examples: int | None = None,
-    heldout_examples: int | None = None,
     from_scratch: bool = False,
-    max_length: int | None = None,
-    batch_size: int = BATCH_SIZE,
-    device: str | torch.device | None = None,
+    extraction: Extraction | None = None,
     progress: bool = False,
 ) -> ProbeResult:
     """Train linear probes on frozen features of ``pretrained`` and score them on the task's dev split.
@@ -154,19 +181,12 @@ def run_probe(
         pretrained: the model and tokenizer (:func:`bvr.pretrained.load_pretrained`).
         task: a GLUE task or conll2003.
         data_dir: the data folder (``glue/``, ``conll2003/``); None reads the Hugging Face hub.
-        seeds: each draws its own training subsample; nothing else depends on it.
+        sample: the probe seeds and how many training, dev and held-out examples (default: seed 0, every example,
+            none held out).
         features: feature kinds (:data:`SENTENCE_FEATURES`, or :data:`TOKEN_FEATURES` for tagging); None: all.
-        max_train_examples: examples (sentences, for tagging) each seed draws from the train file; None: all.
-        max_eval_examples: dev examples scored, a fixed subset for every model and seed; None: all.
-        heldout_examples: also set this many training examples aside (a fixed draw, the same for every model and
-            seed), draw the seeds' subsamples from the rest, and score every probe on them too. A second test set
-            from the same task, larger than a small dev split (SST-2's has 872 sentences, so one model's accuracy
-            has a sampling error of about 1.7 points): comparisons between encoders see smaller differences.
         from_scratch: probe a randomly initialised encoder of the checkpoint's shape (seed :data:`SCRATCH_SEED`).
-        max_length: tokens per sequence, specials included; None: the task's fine-tuning length (128), capped by
-            the model's positions.
-        batch_size: sequences per encoder batch.
-        device: where the encoder runs; None: CUDA when available, else the CPU (probes always fit on the CPU).
+        extraction: the sequence length, batch size and device of the encoder (default: the task's fine-tuning
+            length, :data:`~bvr.evaluation.probe.features.BATCH_SIZE`, CUDA when available).
         progress: show a progress bar over feature extraction.
 
     Returns:
@@ -177,22 +197,24 @@ def run_probe(
         BvrError: an unknown or unsupported task, an unknown feature kind, bad seeds or caps, or unreadable data.
     """
     start = time.perf_counter()
+    sample, extraction = sample or ProbeSample(), extraction or Extraction()
+    max_train_examples = sample.max_train_examples
     spec = probe_task(task)
     kinds = check_features(spec, features)
-    seeds = _check_options(seeds, max_train_examples, max_eval_examples, heldout_examples)
+    seeds = _check_options(sample)
     train_examples, dev_examples, reports = _read(spec, data_dir)
-    held, pool = heldout_split(len(train_examples), heldout_examples, max_train_examples)
+    held, pool = heldout_split(len(train_examples), sample.heldout_examples, max_train_examples)
     picks = {seed: [pool[i] for i in subset(range(len(pool)), max_train_examples, seed)] for seed in seeds}
     union = sorted(set().union(*picks.values()))
-    dev = subset(dev_examples, max_eval_examples, EVAL_SUBSET_SEED)
+    dev = subset(dev_examples, sample.max_eval_examples, EVAL_SUBSET_SEED)
     reports += _cap_notes(spec, len(pool), max_train_examples, len(dev), len(dev_examples))
     if held:
         reports.append(f"held out: {len(held):,} of {len(train_examples):,} training examples (seed {SET_ASIDE_SEED}),"
                        " never trained on, scored as a second test set")
-    extractor = FeatureExtractor.of(frozen_encoder(pretrained, from_scratch, _device(device)), pretrained, batch_size,
-                                    progress)
+    extractor = FeatureExtractor.of(frozen_encoder(pretrained, from_scratch, _device(extraction.device)), pretrained,
+                                    extraction.batch_size, progress)
     default_length = spec.finetune.get("max_length", DataSettings.max_length)  # the task's fine-tuning length
-    length = min(max_length or default_length, extractor.encoder.config.max_tokens)
+    length = min(extraction.max_length or default_length, extractor.encoder.config.max_tokens)
     train = featurise(spec, [train_examples[i] for i in union], pretrained, extractor, kinds, length,
                       f"{spec.name} train features")
     dev_split = featurise(spec, dev, pretrained, extractor, kinds, length,

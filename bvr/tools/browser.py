@@ -8,13 +8,13 @@ with its links pointing there, and then:
   the window); Chromium's ``--dump-dom`` hands the script's findings back;
 - resolves every link into the MLflow UI: a run link through the server's REST API (the run exists, in the
   linked experiment), a saved view (:mod:`bvr.tracking.views`) through its experiment tag;
-- opens the two saved views (scores by arm, pretraining curves by arm) and the parent run's page as a person
+- opens bvr's saved views (:data:`bvr.tracking.views.SAVED_VIEWS`) and the parent run's page as a person
   would, each in a fresh profile, and reads each from the render its screenshot shows (:func:`check_ui`): the
   UI's mode, whether the view opened as saved, spinners and blank charts after the wait, numbers with more
   decimals than the report prints, and whether the parent's description is whole.
 
 ``bvr report NAME --browser-check DIR`` runs it and writes the screenshots and ``check.json`` to DIR. Chromium and
-the ``mlflow ui`` server are driven by :mod:`bvr.report.chromium`.
+the ``mlflow ui`` server are driven by :mod:`bvr.tools.chromium`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from bvr.errors import BvrError
-from bvr.report.chromium import UI_SETTLE_MS, UI_WINDOW, capture, dump_dom, http_get, screenshot
+from bvr.tools.chromium import UI_SETTLE_MS, UI_WINDOW, capture, dump_dom, http_get, screenshot
 
 REPORT_WIDTH = 1200
 
@@ -223,31 +223,23 @@ RETRIES = 2
 
 def check_ui(check: BrowserCheck, base: str, experiment_id: str, parent_run_id: str | None, out_dir: Path, *,
              retries: int = RETRIES) -> None:
-    """Open bvr's three saved views and the parent run's page in the MLflow UI at ``base``; record in ``check`` what
-    each shows (:func:`_read_ui_page`), whether each view applied, and whether the parent's description is whole.
+    """Open bvr's saved views (:data:`bvr.tracking.views.SAVED_VIEWS`) and the parent run's page in the MLflow UI at
+    ``base``; record in ``check`` what each shows (:func:`_read_ui_page`), whether each view applied, and whether the
+    parent's description is whole.
 
     A view applied when the UI names it in its "Views" button and shows the view's own marker (the effects'
     ``bvr.verdict`` column, the scores' ``mean`` column, the curves' section). A page still loading, or a
     description the UI measured while the page was still laid out, is opened again with twice the wait
     (``retries`` times) before it counts.
     """
-    from bvr.tracking.views import (
-        CURVES_SECTION,
-        CURVES_VIEW,
-        EFFECTS_VIEW,
-        SCORES_VIEW,
-        TAG_VERDICT,
-        VIEW_NAMES,
-        ui_address,
-        view_url,
-    )
+    from bvr.tracking.ui import ui_address, view_url
+    from bvr.tracking.views import SAVED_VIEWS
 
-    for name, key, marker in (("effects", EFFECTS_VIEW, TAG_VERDICT), ("scores-by-arm", SCORES_VIEW, "mean"),
-                              ("curves-by-arm", CURVES_VIEW, CURVES_SECTION)):
-        dom = _settled(view_url(base, experiment_id, key), out_dir / f"{name}.png", retries=retries)
-        words = _read_ui_page(check, name, dom)
-        check.screenshots[name] = str(out_dir / f"{name}.png")
-        check.views_applied[name] = VIEW_NAMES[key] in words and marker in words
+    for view in SAVED_VIEWS:
+        dom = _settled(view_url(base, experiment_id, view.key), out_dir / f"{view.page}.png", retries=retries)
+        words = _read_ui_page(check, view.page, dom)
+        check.screenshots[view.page] = str(out_dir / f"{view.page}.png")
+        check.views_applied[view.page] = view.name in words and view.marker in words
     if parent_run_id is None:
         return
     dom = _settled(ui_address(base, experiment_id, parent_run_id), out_dir / "parent-run.png", height=1800,

@@ -1,0 +1,157 @@
+"""The MLflow record of one :func:`bvr.tasks.run.finetune` call, kept in one place (:class:`TaskRecorder`).
+
+The call's parent run ``ARM/finetune/TASK`` (started with the first seed this process logs), and under it one run
+``ARM/finetune/TASK/seedN`` per seed: opened for its Trainer (:meth:`TaskRecorder.open_seed`, tagged ``bvr.task``,
+``bvr.seed``, ``bvr.arm``, ``bvr.stage=finetune``, ``bvr.checkpoint``, ``bvr.from_scratch`` and ``bvr.result``, its
+config and the task's files logged), then given its outcome (:meth:`TaskRecorder.record_seed`: ``best/*``,
+``baseline/*``, ``best/epoch``, ``run/wall_seconds``, ``score``, ``bvr.collapsed``, ``data.txt``, the headline
+split's files, params and metrics) and its ``result.json`` (:meth:`TaskRecorder.record_result_file`). A seed cached
+by another experiment gets a copy of its run here (:meth:`TaskRecorder.copy_seeds`); the parent ends with the spread
+of the headline score over the seeds (:meth:`TaskRecorder.record_spread`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+from bvr.config import FinetuneConfig
+from bvr.tasks.evaluators import EvalRecord
+from bvr.tasks.registry import TaskSpec
+from bvr.tasks.results import SeedResult, TaskInfo, spread
+from bvr.tasks.seed_runs import Placed, TaskParent, place_seeds
+from bvr.tracking import (
+    TAG_COLLAPSED,
+    TAG_MEASURE,
+    DataInput,
+    RunContext,
+    ensure_experiment,
+    log_config,
+    log_inputs,
+    log_params_batched,
+    run_name,
+    run_tags,
+    store_client,
+    tracking_uri,
+)
+from bvr.tracking.placed import TAG_RESULT, copy_run
+from bvr.training import training_logger
+
+TAG_CHECKPOINT = "bvr.checkpoint"
+TAG_FROM_SCRATCH = "bvr.from_scratch"
+TAG_DATA_SPLIT = "bvr.data_split"
+SCORE_KEY = "score"
+"""The headline score in points, under one name for every task (a seed's final score; the median over seeds on the
+task's run), so that MLflow's runs table grouped by ``bvr.arm`` shows one comparable column."""
+_MAX_TAG = 5000
+
+
+class TaskRecorder:
+    """The MLflow runs of one fine-tuning call: a context manager that ends the call's parent run on leaving.
+
+    Args:
+        context: the call's context, its experiment and label filled in; each seed's run nests under the call's run,
+            which nests under the context's parent run.
+        spec: the task.
+        checkpoint: the model folder fine-tuned (``bvr.checkpoint``).
+        from_scratch: whether the encoder is the no-pretraining control's (``bvr.from_scratch``).
+    """
+
+    def __init__(self, context: RunContext, spec: TaskSpec, checkpoint: str, from_scratch: bool) -> None:
+        self.context, self.spec, self.checkpoint, self.from_scratch = context, spec, checkpoint, from_scratch
+        self.main_key = f"{spec.headline_split}/{spec.main_metric}"
+        self.client = store_client(tracking_uri(Path.cwd()))
+        self.experiment_id = ensure_experiment(context.experiment, Path.cwd())
+        self._stack = contextlib.ExitStack()
+        parent_id = context.parent_run_id
+        extra = {TAG_CHECKPOINT: checkpoint, TAG_FROM_SCRATCH: from_scratch, TAG_MEASURE: f"finetune/{spec.name}",
+                 **({MLFLOW_PARENT_RUN_ID: parent_id} if parent_id else {})}
+        self.parent = TaskParent(self._stack, context.experiment, run_name(context.label, "finetune", spec.name),
+                                 run_tags(context, stage="finetune", task=spec.name, extra=extra))
+
+    def __enter__(self) -> TaskRecorder:
+        self._stack.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> bool | None:
+        return self._stack.__exit__(*exc)
+
+    @property
+    def parent_run_id(self) -> str | None:
+        """The call's parent run, or None where this process logged no seed (every seed was reused as it was)."""
+        return self.parent.run_id
+
+    def place(self, dirs: dict[int, Path]) -> Placed:
+        """The cached seeds, by where their runs are (:func:`bvr.tasks.seed_runs.place_seeds`)."""
+        return place_seeds(self.client, self.experiment_id, dirs)
+
+    def copy_seeds(self, elsewhere: dict[int, tuple[SeedResult, TaskInfo]],
+                   dirs: dict[int, Path]) -> dict[int, SeedResult]:
+        """Each seed whose run another experiment sharing this cache logged, its run copied under the call's run."""
+        copied = {}
+        for seed, (cached, _) in elsewhere.items():
+            tags = run_tags(self.context, stage="finetune", task=self.spec.name, seed=seed,
+                            extra={TAG_RESULT: dirs[seed].name})
+            copied[seed] = dataclasses.replace(cached, run_id=copy_run(
+                self.client, str(cached.run_id), self.experiment_id, parent_run_id=self.parent.id(), tags=tags))
+        return copied
+
+    def open_seed(self, seed: int, key: str, cfg: FinetuneConfig, info: TaskInfo, inputs: list[DataInput]) -> Any:
+        """The Lightning logger of the seed's run under the call's run, tagged as made for the cache folder named
+        ``key``, with its config and the task's files (``inputs``) logged."""
+        extra = {TAG_CHECKPOINT: self.checkpoint, TAG_COLLAPSED: False, TAG_FROM_SCRATCH: self.from_scratch,
+                 TAG_RESULT: key,
+                 "bvr.threads": str(torch.get_num_threads())}  # the budget the command or ablation set (bvr.threads)
+        if info.split_note:
+            extra[TAG_DATA_SPLIT] = info.split_note[:_MAX_TAG]
+        logger = training_logger(dataclasses.replace(self.context, parent_run_id=self.parent.id()), stage="finetune",
+                                 task=self.spec.name, seed=seed, extra=extra)
+        log_config(logger, None, {"task": self.spec.name, "seed": seed, "checkpoint": self.checkpoint,
+                                  "from_scratch": self.from_scratch, "finetune": dataclasses.asdict(cfg)})
+        log_inputs(logger.experiment, logger.run_id, inputs)
+        return logger
+
+    def record_seed(self, result: SeedResult, info: TaskInfo, record: EvalRecord, files: list[Path]) -> None:
+        """The seed's outcome into its run: best and baseline scores, ``score`` in points, ``bvr.collapsed``, the
+        data report (``data.txt``), then the headline split's ``files`` as artifacts, its params and metrics."""
+        run_id = str(result.run_id)
+        metrics = {f"best/{key}": value for key, value in result.best_scores.items()}
+        metrics.update({f"baseline/{key}": value for key, value in info.baseline.items()})
+        metrics.update({"best/epoch": float(result.best_epoch), "run/wall_seconds": result.seconds,
+                        SCORE_KEY: result.scores[self.main_key] * self.spec.points_scale})
+        for key, value in metrics.items():
+            self.client.log_metric(run_id, key, value)
+        self.client.set_tag(run_id, TAG_COLLAPSED, json.dumps(result.collapsed))
+        self.client.log_text(run_id, "\n".join([*info.reports, info.split_note or ""]).strip() + "\n", "data.txt")
+        for path in files:
+            self.client.log_artifact(run_id, str(path))
+        log_params_batched(self.client, run_id, record.params)
+        for key, value in record.metrics.items():
+            self.client.log_metric(run_id, key, value)
+
+    def record_result_file(self, result: SeedResult, path: Path) -> None:
+        """The seed's cached ``result.json`` as an artifact of its run, from which a folder deleted later is read
+        back."""
+        self.client.log_artifact(str(result.run_id), str(path))
+
+    def record_spread(self, info: TaskInfo | None, seeds: list[SeedResult]) -> None:
+        """The spread of the headline score over ``seeds`` (``_median``, ``_min``, ..., ``score`` in points), the
+        baseline and the collapsed seeds, on the call's run where this process started it."""
+        if not self.parent.started:
+            return
+        run_id, key = self.parent.id(), self.main_key
+        for name, value in spread([seed.scores[key] for seed in seeds]).items():
+            self.client.log_metric(run_id, f"{key}_{name}", value)
+            if name == "median":
+                self.client.log_metric(run_id, SCORE_KEY, value * self.spec.points_scale)
+        for name, value in (info.baseline if info else {}).items():
+            self.client.log_metric(run_id, f"baseline/{name}", value)
+        collapsed = sum(seed.collapsed for seed in seeds)
+        self.client.log_metric(run_id, "collapsed_seeds", float(collapsed))
+        self.client.set_tag(run_id, TAG_COLLAPSED, json.dumps(collapsed > 0))

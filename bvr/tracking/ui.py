@@ -1,0 +1,69 @@
+"""Addresses in the MLflow UI: where it is (:func:`ui_base`), an experiment's runs or one run (:func:`ui_address`),
+and bvr's saved views (:func:`view_url`; the views themselves are :mod:`bvr.tracking.views`').
+
+Every address carries :data:`MODEL_TRAINING`. The UI's address is known from ``--ui-url``, ``BVR_MLFLOW_UI`` or a
+tracking server; a local store is shown by whatever ``mlflow ui`` a user starts, and bvr then prints
+:data:`DEFAULT_UI` (the terminal) or the path after the address (the report).
+"""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlencode
+
+from bvr.errors import BvrError
+from bvr.tracking.views import CURVES_VIEW
+
+MODEL_TRAINING = {"workflowType": "machine_learning"}
+"""The query that opens MLflow's UI (3.x) in its model-training mode. The UI takes its mode from the address, else
+from the browser's storage, where a fresh profile holds the GenAI mode: its sidebar then offers traces, judges and
+agent versions, and an experiment's address lands on an empty traces overview."""
+DEFAULT_UI = "http://127.0.0.1:5000"
+"""Where ``mlflow ui`` serves by default: the address bvr prints when it knows of no other."""
+UI_URL_ENV = "BVR_MLFLOW_UI"
+"""Environment variable naming the address of the MLflow UI the report links to (as ``--ui-url``)."""
+
+
+def ui_base(tracking_uri: str, ui_url: str | None = None) -> str | None:
+    """The address of the MLflow UI that shows the runs, or None when it is not known.
+
+    In order: ``ui_url`` (``--ui-url``), the environment's :data:`UI_URL_ENV`, then the tracking URI itself when it
+    is a server (``http(s)://``). A local store (a SQLite file) is shown by whatever ``mlflow ui`` a user starts,
+    on a host and port bvr cannot know, so no address is guessed.
+
+    Raises:
+        BvrError: ``ui_url`` (or the variable) is not an http(s) address.
+
+    >>> ui_base("sqlite:///mlflow.db", "http://127.0.0.1:8080/"), ui_base("https://mlflow.lab:443", None)
+    ('http://127.0.0.1:8080', 'https://mlflow.lab:443')
+    """
+    for value, where in ((ui_url, "--ui-url"), (os.environ.get(UI_URL_ENV) or None, UI_URL_ENV)):
+        if value is None:
+            continue
+        if not value.startswith(("http://", "https://")):
+            raise BvrError(f"{value!r} is not the address of an MLflow UI", where=where,
+                           hint="give the address `mlflow ui` prints, e.g. http://127.0.0.1:5000")
+        return value.rstrip("/")
+    return tracking_uri.rstrip("/") if tracking_uri.startswith(("http://", "https://")) else None
+
+
+def ui_address(base: str, experiment_id: str, run_id: str | None = None, **query: str) -> str:
+    """The address of an experiment's runs, or of one run, in the MLflow UI at ``base``, in model-training mode.
+
+    >>> ui_address("http://127.0.0.1:5000", "3", "ab12")
+    'http://127.0.0.1:5000/#/experiments/3/runs/ab12?workflowType=machine_learning'
+    """
+    path = f"/#/experiments/{experiment_id}/runs" + (f"/{run_id}" if run_id else "")
+    return f"{base.rstrip('/')}{path}?{urlencode({**query, **MODEL_TRAINING})}"
+
+
+def view_url(base: str, experiment_id: str, key: str) -> str:
+    """The address of a saved view in the MLflow UI at ``base`` (:func:`ui_base`).
+
+    >>> view_url("http://127.0.0.1:5000", "3", CURVES_VIEW)
+    'http://127.0.0.1:5000/#/experiments/3/runs?viewStateShareKey=bvr-curves&compareRunsMode=CHART&workflowType=machine_learning'
+    """
+    query = {"viewStateShareKey": key}
+    if key == CURVES_VIEW:
+        query["compareRunsMode"] = "CHART"
+    return ui_address(base, experiment_id, **query)
