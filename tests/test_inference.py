@@ -2,9 +2,10 @@
 
 Calibration. Each scenario draws ``SIMS`` null (or effect) ablations at once and tests them with scipy's
 vectorised t test, an implementation independent of ours; the first ``REAL`` of the same draws also go through
-the real :func:`compare`, :func:`holm` and :func:`verdict`, which must give scipy's p-values and the verdict
-those p-values imply. So the rates asserted on ``SIMS`` draws are the real code's rates, and the real code's own
-rate on its ``REAL`` draws is asserted too. Rates must lie within 3 Monte Carlo standard errors of the claim:
+the real :func:`compare` and :func:`holm`, and the report's decision on them (``Comparison.outcome`` of
+:mod:`bvr.report.analysis`), which must give scipy's p-values and the verdict those p-values imply. So the rates
+asserted on ``SIMS`` draws are the real code's rates, and the real code's own rate on its ``REAL`` draws is
+asserted too. Rates must lie within 3 Monte Carlo standard errors of the claim:
 ``0.05 + 3 * sqrt(0.05 * 0.95 / 20_000) = 0.0546``. Everything is seeded, so the file gives the same answer
 every run.
 """
@@ -18,6 +19,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from bvr.report.analysis import ABLATION_FAMILY, Outcome
+from bvr.report.analysis import Comparison as Decided
 from bvr.report.inference import (
     MIN_UNITS,
     Comparison,
@@ -31,15 +34,15 @@ from bvr.report.inference import (
     unit_values,
     units_needed,
     variance_components,
-    verdict,
     with_confidence,
 )
+from bvr.report.measures import Measure
 
 ALPHA = 0.05
 SIMS = 20_000
 """Vectorised draws per scenario."""
 REAL = 800
-"""Draws per scenario also run through the real compare and verdict (0.1 to 0.25 ms each)."""
+"""Draws per scenario also run through the real compare and the report's decision (0.1 to 0.25 ms each)."""
 FAMILY = 10
 """Comparisons in a simulated report."""
 FAMILIES = 20_000
@@ -74,18 +77,26 @@ def _arms(differences: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray
     return shared + differences, shared
 
 
-def _run_real(a: np.ndarray, b: np.ndarray, *, alpha: float = ALPHA) -> tuple[np.ndarray, list[str]]:
-    """The real compare + verdict on each row: raw p-values and verdict sentences."""
-    p, words = np.empty(len(a)), []
+def _decide(c: Comparison, adjusted_p: float, first: str = "a", second: str = "b", m: int = 1) -> Decided:
+    """The report's comparison of ``first`` against ``second`` from ``c = compare(first's, second's)``: as the report
+    holds it, ``arm_b - arm_a`` with ``arm_b = first``."""
+    measure = Measure("finetune/x", "x", "dev/accuracy", None, c.higher_is_better, {})
+    return Decided(ABLATION_FAMILY, measure, second, first, c, c, adjusted_p, m, math.nan)
+
+
+def _run_real(a: np.ndarray, b: np.ndarray, *, m: int = 1) -> tuple[np.ndarray, list[Decided]]:
+    """The real compare and the report's decision on each row: raw p-values and decided comparisons. ``m``: the row is
+    the smallest p of a family of ``m``, whose Holm-adjusted p is ``m * p``, so it is tested at ``alpha / m``."""
+    p, decided = np.empty(len(a)), []
     for i, (row_a, row_b) in enumerate(zip(a, b, strict=True)):
         c = compare(dict(enumerate(row_a)), dict(enumerate(row_b)))
         p[i] = c.p_value
-        words.append(verdict(c, holm([c.p_value])[0], "a", "b", "dev/accuracy", alpha=alpha))
-    return p, words
+        decided.append(_decide(c, min(1.0, m * holm([c.p_value])[0]), m=m))
+    return p, decided
 
 
-def _better(words: list[str]) -> np.ndarray:
-    return np.array([" better than " in w for w in words])
+def _better(decided: list[Decided]) -> np.ndarray:
+    return np.array([d.outcome in (Outcome.A_BETTER, Outcome.B_BETTER) for d in decided])
 
 
 # ---------------------------------------------------------------------------------------------- calibration
@@ -100,9 +111,9 @@ def test_false_better_rate_holds_alpha_under_the_null(dist, n):
     rate = float((p <= ALPHA).mean())
     assert rate <= ALPHA + 3 * _mc_se(ALPHA, SIMS), f"{dist}, n={n}: false 'better' in {rate:.4f} of nulls"
 
-    real_p, words = _run_real(a[:REAL], b[:REAL])
+    real_p, decided = _run_real(a[:REAL], b[:REAL])
     np.testing.assert_allclose(real_p, p[:REAL], rtol=1e-9)
-    better = _better(words)
+    better = _better(decided)
     assert (better == (p[:REAL] <= ALPHA)).all()
     assert better.mean() <= ALPHA + 3 * _mc_se(ALPHA, REAL)
 
@@ -124,8 +135,8 @@ def test_holm_holds_the_family_wise_rate_over_ten_null_comparisons(dist):
         family = [compare(dict(enumerate(a[f, j])), dict(enumerate(b[f, j]))) for j in range(FAMILY)]
         adjusted = holm([c.p_value for c in family])
         family = simultaneous(family)
-        words = [verdict(c, q, "a", "b", "dev/accuracy", m=FAMILY) for c, q in zip(family, adjusted, strict=True)]
-        real_any[f] = _better(words).any()
+        decided = [_decide(c, q, m=FAMILY) for c, q in zip(family, adjusted, strict=True)]
+        real_any[f] = _better(decided).any()
     assert (real_any == any_false[:REAL_FAMILIES]).all()
     assert real_any.mean() <= ALPHA + 3 * _mc_se(ALPHA, REAL_FAMILIES)
 
@@ -141,8 +152,8 @@ def test_power_at_the_minimum_detectable_effect_is_eighty_percent(n, level):
     rate = float(detected.mean())
     assert abs(rate - 0.8) <= 3 * _mc_se(0.8, SIMS), f"n={n}, alpha={level}: power {rate:.4f}"
 
-    _, words = _run_real(a[:REAL], b[:REAL], alpha=level)
-    real = np.array([w.startswith("a better than b") for w in words])
+    _, decided = _run_real(a[:REAL], b[:REAL], m=round(ALPHA / level))
+    real = np.array([d.winner == "a" for d in decided])
     assert (real == detected[:REAL]).all()
     assert abs(real.mean() - 0.8) <= 3 * _mc_se(0.8, REAL)
 
@@ -172,7 +183,7 @@ def test_paired_t_by_hand_and_against_scipy():
     # Differences 0.5, -0.5, 3, 3: mean 1.5, squared deviations 1, 4, 2.25, 2.25 sum to 9.5 over 3 df.
     sd = math.sqrt(9.5 / 3)
     se = sd / 2
-    assert (c.paired, c.n, c.units, c.only_a, c.only_b, c.n_dropped) == (True, 4, (0, 1, 2, 3), (9,), (), 1)
+    assert (c.paired, c.n, c.units, c.only_a, c.only_b) == (True, 4, (0, 1, 2, 3), (9,), ())
     assert c.differences == (0.5, -0.5, 3.0, 3.0)
     assert c.estimate == 1.5 and c.df == 3
     assert c.sd == pytest.approx(sd) and c.se == pytest.approx(se) and c.t == pytest.approx(1.5 / se)
@@ -234,13 +245,13 @@ def test_equal_differences_are_certain_and_zero_differences_show_nothing():
 
 def test_fewer_than_three_pairs_are_not_tested():
     c = compare({0: 0.8, 1: 0.9, 2: 0.7}, {0: 0.7, 1: 0.8})
-    assert (c.n, c.tested, c.reason, c.n_dropped) == (2, False, "too few units", 1)
+    assert (c.n, c.tested, c.reason, c.only_a) == (2, False, "too few units", (2,))
     assert c.estimate == pytest.approx(0.1)  # described, not tested
     assert all(math.isnan(v) for v in (c.p_value, c.ci_low, c.ci_high, c.t, c.permutation_p))
-    text = verdict(c, math.nan, "a", "b", "dev/accuracy")
-    assert text == f"not tested: too few units (n=2, 1 unpaired unit left out; at least {MIN_UNITS} needed)"
+    assert _decide(c, math.nan).outcome == Outcome.TOO_FEW_UNITS and c.n < MIN_UNITS
     welch = compare({0: 1.0, 1: 2.0}, {4: 1.0, 5: 2.0, 6: 3.0, 7: 4.0})
-    assert verdict(welch, math.nan, "a", "b", "dev/f1") == "not tested: too few units (n=2 vs 4; at least 3 needed)"
+    assert (welch.paired, welch.n_a, welch.n_b, welch.tested) == (False, 2, 4, False)
+    assert _decide(welch, math.nan).outcome == Outcome.TOO_FEW_UNITS
 
 
 def test_an_untested_comparison_does_not_count_toward_holm():
@@ -300,7 +311,7 @@ def test_adjusted_confidence_and_recomputed_interval():
     assert wide.p_value == c.p_value
 
 
-# ---------------------------------------------------------------------------------------------- verdict words
+# ---------------------------------------------------------------------------------------------- the decision
 
 
 def _clear_gain() -> Comparison:
@@ -308,32 +319,26 @@ def _clear_gain() -> Comparison:
                    {0: 80.0, 1: 80.0, 2: 80.5, 3: 80.5, 4: 80.0, 7: 79.0})
 
 
-def test_verdict_names_the_better_arm_with_interval_and_holm_p():
+def test_the_decision_names_the_better_arm_by_holm():
     c = simultaneous([_clear_gain()] * 2)[0]  # a family of two: 97.5% intervals
-    text = verdict(c, 0.012, "dynamic", "static", "dev/accuracy", m=2)
-    low, high = c.ci_low, c.ci_high
-    assert text == (f"dynamic better than static on dev/accuracy (+{c.estimate:.2f} [+{low:.2f}, +{high:.2f}], "
-                    "97.5% CI; Holm p=0.012; n=5, 1 unpaired unit left out)")
+    decided = _decide(c, 0.012, "dynamic", "static", m=2)
+    assert (decided.outcome, decided.winner, decided.loser) == (Outcome.B_BETTER, "dynamic", "static")
+    assert c.confidence == pytest.approx(0.975) and c.ci_low > 0
     flipped = compare({0: 80.0, 1: 80.0, 2: 80.5}, {0: 81.0, 1: 82.5, 2: 83.0})
-    assert verdict(flipped, 0.0004, "static", "dynamic", "dev/f1").startswith(
-        "dynamic better than static on dev/f1 (+2.00 [")
-    assert "Holm p<0.001" in verdict(flipped, 0.0004, "static", "dynamic", "dev/f1")
+    assert _decide(flipped, 0.0004, "static", "dynamic").winner == "dynamic"
+    assert _decide(flipped, 0.06, "static", "dynamic").outcome == Outcome.NO_DIFFERENCE  # Holm p above 0.05
 
 
-def test_verdict_respects_lower_is_better():
+def test_the_decision_respects_lower_is_better():
     ppl = compare({0: 3.99, 1: 4.01, 2: 4.00}, {0: 3.70, 1: 3.66, 2: 3.68}, higher_is_better=False)
-    text = verdict(ppl, ppl.p_value, "256", "2k", "val/perplexity")
-    # 2k wins: the printed difference is winner - loser, negative for perplexity.
-    assert text.startswith("2k better than 256 on val/perplexity (-0.32 [-0.") and text.endswith("n=3)")
+    decided = _decide(ppl, ppl.p_value, "256", "2k")
+    assert (decided.winner, decided.loser) == ("2k", "256") and ppl.estimate > 0
 
 
-def test_no_difference_quotes_the_detectable_effect_at_the_family_level():
+def test_no_difference_comes_with_the_detectable_effect_at_the_family_level():
     c = compare({0: 1.0, 1: -1.0, 2: 0.5, 3: -0.5}, dict.fromkeys(range(4), 0.0))
-    mde = min_detectable_effect(c.sd, 4, ALPHA / 10)
-    text = verdict(c, 1.0, "a", "b", "dev/accuracy", m=10)
-    assert text == f"no difference detected on dev/accuracy (n=4; could have detected |d| ≥ {mde:.2f} with 80% power)"
-    with pytest.raises(ValueError, match="adjusted p-value"):
-        verdict(c, math.nan, "a", "b", "dev/accuracy")
+    assert _decide(c, 1.0, m=10).outcome == Outcome.NO_DIFFERENCE
+    assert c.mde(ALPHA / 10) == pytest.approx(min_detectable_effect(c.sd, 4, ALPHA / 10))
 
 
 # ---------------------------------------------------------------------------------------------- power

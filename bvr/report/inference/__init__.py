@@ -53,8 +53,8 @@ t distribution; a "no difference detected" verdict quotes it so that "no differe
 >>> c = compare({0: 81.0, 1: 82.0, 2: 83.0}, {0: 80.0, 1: 80.0, 2: 80.0})
 >>> c.estimate, c.sd, c.n, c.df, round(c.t, 3), round(c.p_value, 4), c.permutation_p
 (2.0, 1.0, 3, 2.0, 3.464, 0.0742, 0.25)
->>> verdict(c, holm([c.p_value])[0], "dynamic", "static", "dev/accuracy")
-'no difference detected on dev/accuracy (n=3; could have detected |d| ≥ 3.26 with 80% power)'
+>>> round(holm([c.p_value])[0], 4), round(c.mde(0.05), 2)  # Holm p of a family of one; |d| detectable at 80 %
+(0.0742, 3.26)
 
 Ordered hypotheses. A budget curve's budgets are ordered before any data is seen, so "from which budget on does
 pretraining help?" is answered by the fixed-sequence procedure (:func:`fixed_sequences`): one-sided tests from the
@@ -62,7 +62,7 @@ largest budget down, each at the full per-measure level, stopping at the first t
 split over the measures only, never over the budgets, where Holm over the whole report splits it over every test.
 
 Modules: :mod:`~bvr.report.inference.seeds` (nested seeds), :mod:`~bvr.report.inference.compare` (one comparison),
-:mod:`~bvr.report.inference.multiplicity` (Holm, simultaneous intervals, verdicts), :mod:`~bvr.report.inference.power`
+:mod:`~bvr.report.inference.multiplicity` (Holm, simultaneous intervals), :mod:`~bvr.report.inference.power`
 (power and units needed), :mod:`~bvr.report.inference.sequence` (the fixed-sequence procedure, one-sided p-values and
 bounds) and :mod:`~bvr.report.inference.checks`.
 """
@@ -76,7 +76,7 @@ from bvr.report.inference.compare import (
     compare,
     sign_flip_p,
 )
-from bvr.report.inference.multiplicity import adjusted_confidence, holm, simultaneous, verdict, with_confidence
+from bvr.report.inference.multiplicity import adjusted_confidence, holm, simultaneous, with_confidence
 from bvr.report.inference.power import (
     DEFAULT_POWER,
     MIN_UNITS,
@@ -99,5 +99,5 @@ __all__ = [
     "DEFAULT_POWER", "EXACT_PERMUTATION_LIMIT", "MIN_UNITS", "PERMUTATION_DRAWS", "PERMUTATION_SEED", "TOO_FEW_UNITS",
     "UNITS_CAP", "Comparison", "FixedSequence", "UnitsNeeded", "VarianceComponents", "adjusted_confidence", "compare",
     "fixed_sequence", "fixed_sequences", "holm", "min_detectable_effect", "one_sided_bound", "one_sided_p", "power",
-    "sign_flip_p", "simultaneous", "unit_values", "units_needed", "variance_components", "verdict", "with_confidence",
+    "sign_flip_p", "simultaneous", "unit_values", "units_needed", "variance_components", "with_confidence",
 ]

@@ -88,11 +88,6 @@ class Comparison:
         """A t test was made, so the comparison can carry a verdict."""
         return not self.reason
 
-    @property
-    def n_dropped(self) -> int:
-        """Units left out because the other arm has no value for them."""
-        return len(self.only_a) + len(self.only_b)
-
     def mde(self, alpha: float = 0.05, power: float = DEFAULT_POWER) -> float:
         """The smallest true ``|a - b|`` this comparison would detect with ``power`` at level ``alpha``."""
         return min_detectable_effect(self.sd, self.n, alpha, power=power, paired=self.paired)
@@ -115,7 +110,7 @@ def compare(
         a: arm a's value per unit (e.g. from :func:`unit_values`).
         b: arm b's value per unit.
         confidence: coverage of the t interval, in (0, 1).
-        higher_is_better: the metric's direction, carried for :func:`verdict`; the test is two-sided.
+        higher_is_better: the metric's direction, carried for the report's decision; the test is two-sided.
         paired: pair units by key.
 
     Returns:

@@ -1,9 +1,8 @@
-"""Many comparisons at once: Holm's step-down adjustment, Bonferroni-simultaneous intervals, and the one-line verdict
-a report prints for a comparison."""
+"""Many comparisons at once: Holm's step-down adjustment and Bonferroni-simultaneous intervals. What a report
+decides from them is :attr:`bvr.report.analysis.Comparison.outcome`."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -11,7 +10,6 @@ import numpy as np
 
 from bvr.report.inference.checks import check_level
 from bvr.report.inference.compare import Comparison, t_interval
-from bvr.report.inference.power import DEFAULT_POWER, MIN_UNITS
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
@@ -81,68 +79,3 @@ def simultaneous(comparisons: Sequence[Comparison], confidence: float = 0.95) ->
     """
     level = adjusted_confidence(confidence, sum(c.tested for c in comparisons))
     return [with_confidence(c, level) for c in comparisons]
-
-
-# ---------------------------------------------------------------------------------------------- verdicts
-
-
-def verdict(
-    comparison: Comparison,
-    adjusted_p: float,
-    a_name: str,
-    b_name: str,
-    metric: str,
-    alpha: float = 0.05,
-    *,
-    m: int = 1,
-    digits: int = 2,
-) -> str:
-    """A short sentence on which arm is better, from the Holm-adjusted p-value.
-
-    The difference printed is the better arm minus the worse, with the comparison's interval (pass it through
-    :func:`simultaneous` first so the interval is at the family's Bonferroni level). A "no difference" verdict
-    quotes the effect the design could have detected with 80 % power at ``alpha / m``, Holm's strictest step.
-
-    Args:
-        comparison: from :func:`compare`.
-        adjusted_p: its Holm-adjusted p-value (:func:`holm` over the family's ``p_value``).
-        a_name: what to call arm a.
-        b_name: what to call arm b.
-        metric: the metric, as the sentence names it.
-        alpha: family-wise error rate.
-        m: tested comparisons in the family, for the detectable effect.
-        digits: decimals printed.
-
-    Returns:
-        "dynamic better than static on dev/accuracy (+0.90 [+0.30, +1.50], 99.5% CI; Holm p=0.012; n=5)",
-        "no difference detected on dev/accuracy (n=5; could have detected |d| ≥ 1.20 with 80% power)" or
-        "not tested: too few units (n=2; at least 3 needed)".
-
-    Raises:
-        ValueError: the comparison was tested but ``adjusted_p`` is NaN.
-    """
-    check_level(alpha, "alpha")
-    size = _n_text(comparison)
-    if not comparison.tested:
-        return f"not tested: {comparison.reason} ({size}; at least {MIN_UNITS} needed)"
-    if math.isnan(adjusted_p):
-        raise ValueError("a tested comparison needs its adjusted p-value, got NaN")
-    if adjusted_p > alpha:
-        mde = comparison.mde(alpha / max(m, 1))
-        could = f"; could have detected |d| ≥ {mde:.{digits}f} with {DEFAULT_POWER:.0%} power"
-        could = "" if math.isnan(mde) else could
-        return f"no difference detected on {metric} ({size}{could})"
-    a_wins = (comparison.estimate > 0) == comparison.higher_is_better
-    sign = 1 if a_wins else -1
-    winner, loser = (a_name, b_name) if a_wins else (b_name, a_name)
-    d, low, high = sign * comparison.estimate, *sorted((sign * comparison.ci_low, sign * comparison.ci_high))
-    p = "<0.001" if adjusted_p < 0.001 else f"={adjusted_p:.3f}"
-    return (f"{winner} better than {loser} on {metric} ({d:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}], "
-            f"{comparison.confidence * 100:.4g}% CI; Holm p{p}; {size})")
-
-
-def _n_text(comparison: Comparison) -> str:
-    """'n=5' for pairs, 'n=3 vs 4' for unpaired arms, with any unpaired units left out."""
-    size = f"n={comparison.n}" if comparison.paired else f"n={comparison.n_a} vs {comparison.n_b}"
-    dropped = comparison.n_dropped
-    return size + (f", {dropped} unpaired unit{'s' if dropped > 1 else ''} left out" if dropped else "")
