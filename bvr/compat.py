@@ -166,6 +166,18 @@ def result_beside_model(model_dir: Path, name: str) -> Path:
     return Path(model_dir).parent / "evaluations" / name
 
 
+def earlier_plan_hash(configs: dict[str, dict[str, Any]], settings: dict[str, Any]) -> str:
+    """An ablation plan's earlier hash, which held each arm's data folder path where today's holds the data's
+    content. ``configs``: each arm's resolved config; ``settings``: the rest of today's hash but the data."""
+    def identity(config: dict[str, Any]) -> dict[str, Any]:
+        kept = {k: v for k, v in config.items() if k not in ("output_dir", "launcher")}
+        if "training" in kept:
+            kept["training"] = {k: v for k, v in kept["training"].items() if k != "threads"}
+        return kept
+
+    return config_hash({**settings, "configs": {label: identity(c) for label, c in configs.items()}})
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Earlier keys and columns
 

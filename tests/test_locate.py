@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from bvr import compat
 from bvr.ablation.locate import made_elsewhere
 from bvr.ablation.manifest import Manifest
-from bvr.ablation.plan import make_plan
+from bvr.ablation.plan import MANIFEST_VERSION, make_plan
 from bvr.errors import BvrError
 from tests.test_ablate import EXPERIMENT, FIXTURES
 from tests.test_prepare import write_wiki_corpus
@@ -51,7 +52,11 @@ def test_a_plan_folder_named_by_the_data_folders_path_is_still_found(made, tmp_p
     experiment, data = made
     out = tmp_path / "outputs"
     plan = plan_with(experiment, data, out)
-    before = plan._folder_of(plan._hash(data_path=True))  # how plans were named before the data entered by content
+    configs = {arm.label: arm.config.to_dict() for arm in plan.arms}
+    settings = {"version": MANIFEST_VERSION, "tasks": plan.tasks, "seeds": plan.seeds, "preset": plan.preset,
+                "finetune": plan.ablation.finetune_overrides(), "evaluations": plan.evaluations.to_dict(),
+                "blimp": plan.blimp_dir is not None}
+    before = plan._folder_of(compat.earlier_plan_hash(configs, settings))  # named by the data folder's path
     assert before != plan.folder
     plan.folder.rename(before)
     assert plan_with(experiment, data, out).folder == before  # not orphaned: its runs stay this plan's

@@ -28,17 +28,15 @@ MANIFEST_VERSION = 2
 folder holds the manifest, and a new layout starts a new folder."""
 
 
-def _identity(config: dict, *, data_path: bool = False) -> dict:
+def _identity(config: dict) -> dict:
     """An arm's configuration as it enters the plan's hash: without the output folder, the thread count, the
     launcher's resources (where and on what the runs are made, not what they are) and the data folder's path (the
-    data enter by content, :meth:`Plan.data_content`); with ``data_path``, the path stays, as in the hash of plans
-    made before the data entered by content.
+    data enter by content, :meth:`Plan.data_content`).
 
     >>> _identity({"output_dir": "out", "data_dir": "/d", "name": "a", "training": {"threads": 2}, "launcher": {}})
     {'name': 'a', 'training': {}}
     """
-    dropped = ("output_dir", "launcher") if data_path else ("output_dir", "launcher", "data_dir")
-    kept = {k: v for k, v in config.items() if k not in dropped}
+    kept = {k: v for k, v in config.items() if k not in ("output_dir", "launcher", "data_dir")}
     if "training" in kept:
         kept["training"] = {k: v for k, v in kept["training"].items() if k != "threads"}
     return kept
@@ -138,23 +136,20 @@ class Plan:
     @cached_property
     def plan_hash(self) -> str:
         """A hash of everything that changes a result: the settings, and the data by content, not by where they lie
-        (the output folder aside), so the same data under another path is the same plan.
-
-        A plan folder made before the data entered by content (its hash held the data folder's path) stays this
-        plan's where there is no folder of today's hash: its runs are not orphaned.
+        (the output folder aside), so the same data under another path is the same plan. A plan folder an earlier
+        version named by another hash (:func:`bvr.compat.earlier_plan_hash`) stays this plan's where there is no
+        folder of today's hash: its runs are not orphaned.
         """
-        today, before = self._hash(data_path=False), self._hash(data_path=True)
-        if not self._folder_of(today).exists() and self._folder_of(before).exists():
-            return before
-        return today
+        from bvr import compat
 
-    def _hash(self, *, data_path: bool) -> str:
-        configs = {arm.label: _identity(arm.config.to_dict(), data_path=data_path) for arm in self.arms}
-        content = {} if data_path else {"data": self.data_content()}
-        return config_hash({"version": MANIFEST_VERSION, "configs": configs, "tasks": self.tasks,
-                            "seeds": self.seeds, "finetune": self.ablation.finetune_overrides(),
-                            "preset": self.preset, "evaluations": self.evaluations.to_dict(),
-                            "blimp": self.blimp_dir is not None, **content})
+        settings = {"version": MANIFEST_VERSION, "tasks": self.tasks, "seeds": self.seeds,
+                    "finetune": self.ablation.finetune_overrides(), "preset": self.preset,
+                    "evaluations": self.evaluations.to_dict(), "blimp": self.blimp_dir is not None}
+        configs = {arm.label: arm.config.to_dict() for arm in self.arms}
+        today = config_hash({**settings, "configs": {label: _identity(c) for label, c in configs.items()},
+                             "data": self.data_content()})
+        earlier = compat.earlier_plan_hash(configs, settings)
+        return earlier if not self._folder_of(today).exists() and self._folder_of(earlier).exists() else today
 
     def data_content(self) -> dict[str, str | None]:
         """What the plan reads, by content: each distinct corpus (its files' hash; by name where it is not a local
