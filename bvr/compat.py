@@ -5,8 +5,9 @@ Today every cache folder is keyed on :data:`bvr.cache.CACHE_VERSION` and its set
 before that (each stage then had versions of its own and left out the settings added after it was first cached) is
 reused, not built again: each stage asks for the folder under today's name and, where only the earlier one is
 finished, takes that (:func:`bvr.cache.reuse_older`); the stages after it are keyed on the folder it took, so an
-earlier store is followed stage by stage. Nothing here decides what a run computes; delete a function when no store
-of its kind is worth reusing any more.
+earlier store is followed stage by stage. An ablation plan's earlier hash (:func:`earlier_plan_hash`) is here too, so
+that a plan folder begun before today's hash continues. Nothing here decides what a run computes; delete a function
+when no store of its kind is worth reusing any more.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ NEW_TOKENIZER_DEFAULTS = {"min_count": None, "count_percentile": 0.95, "train_do
 NEW_MODEL_DEFAULTS = {"norm": "post", "token_type_init": "normal", "embedding_norm": True, "head_transform": True}
 NEW_TRAINING_DEFAULTS = {"tokens_per_batch": None, "dropout": True}
 NEW_FINETUNE_DEFAULTS = {"null_threshold": 0.0, "null_threshold_heldout": 0.0}
+# Frozen copies, on purpose: the keys the earlier hashes left out as they were then, not as today's config has them.
 EXECUTION_KEYS = ("num_workers", "threads", "log_every_steps", "val_every_steps", "checkpoint_every_steps")
 
 

@@ -31,14 +31,13 @@ from bvr.tracking import (
     TAG_MEASURE,
     DataInput,
     RunContext,
+    client_for,
     ensure_experiment,
     log_config,
     log_inputs,
     log_params_batched,
     run_name,
     run_tags,
-    store_client,
-    tracking_uri,
 )
 from bvr.tracking.placed import TAG_RESULT, copy_run
 from bvr.training import training_logger
@@ -66,7 +65,7 @@ class TaskRecorder:
     def __init__(self, context: RunContext, spec: TaskSpec, checkpoint: str, from_scratch: bool) -> None:
         self.context, self.spec, self.checkpoint, self.from_scratch = context, spec, checkpoint, from_scratch
         self.main_key = f"{spec.headline_split}/{spec.main_metric}"
-        self.client = store_client(tracking_uri(Path.cwd()))
+        self.client = client_for(Path.cwd())
         self.experiment_id = ensure_experiment(context.experiment, Path.cwd())
         self._stack = contextlib.ExitStack()
         parent_id = context.parent_run_id

@@ -331,6 +331,7 @@ def _seed_dirs(root: Path, spec: TaskSpec, cfg: FinetuneConfig, identity: str, d
     the data folder's path; a finished folder of an earlier key is reused (:mod:`bvr.compat`)."""
     data = fingerprint(*task_files(spec, data_dir)) if data_dir else None
     key = compat.SeedKey(identity, spec.name, from_scratch, data)
-    parts = {"version": CACHE_VERSION, **dataclasses.asdict(key), "finetune": cfg.hashed()}
+    hashed = cfg.hashed()
+    parts = {"version": CACHE_VERSION, **dataclasses.asdict(key), "finetune": hashed}
     return {seed: reuse_older(cache_dir(root, f"{spec.name}-seed{seed}", {**parts, "seed": seed}),
-                              *compat.earlier_seed_dirs(root, key, cfg.hashed(), seed, data_dir)) for seed in seeds}
+                              *compat.earlier_seed_dirs(root, key, hashed, seed, data_dir)) for seed in seeds}
