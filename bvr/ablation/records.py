@@ -117,6 +117,11 @@ class FinetuneRecord(Record):
     seconds: float | None = None
     baseline: dict[str, float] = field(default_factory=dict)
     """Headline key -> the trivial baseline's score."""
+    grid_point: str | None = None
+    """A fine-tuning grid's point chosen for this model and task (``lr 1e-03, 2 epochs``); None without a grid."""
+    selection: list[dict[str, Any]] | None = None
+    """A grid: this seed's score on the selection split at every point (``learning_rate``, ``epochs``, ``name``,
+    ``score``), in grid order; the report draws the selection curve from them."""
     error: str | None = None
 
 

@@ -56,6 +56,12 @@ class DataSettings:
     null_threshold_heldout: float = 0.0
     """SQuAD v2.0: share of the training side's articles held out of training to choose the null threshold on (the
     one with the best F1 there, after each epoch), in place of ``null_threshold``; 0: none."""
+    selection_examples: int = 0
+    """Training examples held out of training as the split :data:`bvr.tasks.kinds.SELECTION`, scored after each
+    epoch (0: none). Fine-tuning sets it for each point of a grid (:meth:`FinetuneConfig.grid`)."""
+    selection_share: float = 0.2
+    """At most this share of a training split is held out for selection (a task too small to spare
+    ``selection_examples``)."""
 
 
 @dataclass
@@ -64,12 +70,14 @@ class FinetuneConfig(DataSettings):
     split) are inherited from :class:`DataSettings`. The values follow BERT's recipe (appendix A.3: learning rate in
     {5e-5, 3e-5, 2e-5}, batch 16 or 32, 2 to 4 epochs, 10% linear warm-up)."""
 
-    learning_rate: float = 2e-5
-    """Peak AdamW learning rate."""
+    learning_rate: float | list[float] = 2e-5
+    """Peak AdamW learning rate; a list is a grid (:meth:`grid`): every model is fine-tuned at each value and keeps
+    the one whose seeds score best (median) on the selection split (``selection_examples``)."""
     batch_size: int = 32
     """Training examples (windows, for span tasks) per optimiser step."""
-    epochs: int = 3
-    """Passes over the training split; every evaluation split is scored after each."""
+    epochs: int | list[int] = 3
+    """Passes over the training split; every evaluation split is scored after each. A list is a grid, as for
+    ``learning_rate`` (the grid is every pair of the two lists)."""
     warmup_fraction: float = 0.1
     """Share of the optimiser steps spent warming the learning rate up from 0; then it decays linearly to 0."""
     weight_decay: float = 0.01
@@ -92,12 +100,26 @@ class FinetuneConfig(DataSettings):
     """DataLoader worker processes."""
     log_every_steps: int = 10
     """Log the training loss every this many optimiser steps."""
+    selection_examples: int = 2000
+    """A grid (``learning_rate`` or ``epochs`` a list): training examples (questions, for span tasks: whole
+    articles) held out of training, on which each grid point is scored to choose one; drawn with ``subset_seed``
+    before ``max_train_examples``, never trained on and never the reported split. On a training split too small to
+    spare them, ``selection_share`` of it. A grid of one point holds nothing out and trains as before."""
 
     def __post_init__(self) -> None:
-        check_finite({key: getattr(self, key) for key in ("learning_rate", "weight_decay", "grad_clip", "adam_eps")},
-                     "finetune.")
-        for key in ("learning_rate", "batch_size", "epochs", "eval_batch_size", "log_every_steps"):
+        for key in GRID_KEYS:
+            values = getattr(self, key)
+            if isinstance(values, list):
+                check(bool(values), f"finetune.{key}", "an empty grid: give one value or a list of several")
+                check(len(set(values)) == len(values), f"finetune.{key}", f"the grid repeats a value: {values}")
+            for value in _values(values):
+                check(math.isfinite(value), f"finetune.{key}", f"must be a finite number, got {value}")
+                check(value > 0, f"finetune.{key}", f"must be positive, got {value}")
+        check_finite({key: getattr(self, key) for key in ("weight_decay", "grad_clip", "adam_eps")}, "finetune.")
+        for key in ("batch_size", "eval_batch_size", "log_every_steps"):
             check(getattr(self, key) > 0, f"finetune.{key}", f"must be positive, got {getattr(self, key)}")
+        check(self.selection_examples >= 0, "finetune.selection_examples", "must be non-negative")
+        check(0.0 < self.selection_share < 1.0, "finetune.selection_share", "must be in (0, 1)")
         for key in ("max_train_examples", "max_eval_examples", "max_steps"):
             check(getattr(self, key) is None or getattr(self, key) >= 1, f"finetune.{key}",
                   "must be at least 1 (or null)")
@@ -119,9 +141,64 @@ class FinetuneConfig(DataSettings):
         names = {f.name for f in dataclasses.fields(DataSettings)}
         return DataSettings(**{name: getattr(self, name) for name in names})  # just the data part
 
+    @property
+    def is_grid(self) -> bool:
+        """Whether ``learning_rate`` or ``epochs`` lists more than one value."""
+        return len(self.grid()) > 1
+
+    def grid(self) -> list[GridPoint]:
+        """Each point of the grid (one, where neither key is a list), learning rate first, in the lists' order.
+
+        >>> [p.name for p in FinetuneConfig(learning_rate=[1e-4, 1e-3], epochs=[2, 3]).grid()]
+        ['lr 1e-04, 2 epochs', 'lr 1e-04, 3 epochs', 'lr 1e-03, 2 epochs', 'lr 1e-03, 3 epochs']
+        """
+        pairs = [(float(lr), int(n)) for lr in _values(self.learning_rate) for n in _values(self.epochs)]
+        held_out = len(pairs) > 1
+        check(not held_out or self.selection_examples > 0, "finetune.selection_examples",
+              "a grid of several points needs held-out examples to choose on: set it to at least 1")
+        return [GridPoint(lr, n, dataclasses.replace(self, learning_rate=lr, epochs=n, selection_examples=(
+            self.selection_examples if held_out else 0))) for lr, n in pairs]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields as logged and recorded: a point trained without a selection split (one grid point) leaves the
+        selection keys out, so that its record is the same as before grids existed."""
+        data = dataclasses.asdict(self)
+        if self.selection_examples == 0:
+            for key in SELECTION_KEYS:
+                data.pop(key)
+        return data
+
     def hashed(self) -> dict[str, Any]:
         """The fields that change a result (not :data:`NOT_HASHED`, which change only speed or logging)."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if k not in NOT_HASHED}
+        return {k: v for k, v in self.as_dict().items() if k not in NOT_HASHED}
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One point of a fine-tuning grid and the config that trains it (scalar ``learning_rate`` and ``epochs``;
+    ``selection_examples`` 0 where the grid has one point and nothing is held out)."""
+
+    learning_rate: float
+    epochs: int
+    config: FinetuneConfig
+
+    @property
+    def name(self) -> str:
+        """``lr 3e-04, 2 epochs``: how the terminal, MLflow and the report name the point."""
+        return f"lr {self.learning_rate:.0e}, {self.epochs} epoch{'s' if self.epochs != 1 else ''}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"learning_rate": self.learning_rate, "epochs": self.epochs}
+
+
+GRID_KEYS = ("learning_rate", "epochs")
+"""The keys that may list several values: a grid, chosen on the selection split."""
+SELECTION_KEYS = ("selection_examples", "selection_share")
+"""The keys of the selection split, recorded only where one is held out."""
+
+
+def _values(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list) else [value]
 
 
 HYPERPARAMETERS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(FinetuneConfig))

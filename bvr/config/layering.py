@@ -67,6 +67,9 @@ def coerce(value: Any, tp: Any, key: str) -> Any:
         if value is None and type(None) in typing.get_args(tp):
             return None
         inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        listed = [a for a in inner if typing.get_origin(a) is list]
+        if listed and isinstance(value, (list, tuple)):  # ``float | list[float]``: a list takes the list's type
+            return coerce(value, listed[0], key)
         return coerce(value, inner[0], key)
     if origin is list:
         check(isinstance(value, (list, tuple)), key, f"expected a list, got {value!r}")

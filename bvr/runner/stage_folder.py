@@ -46,5 +46,6 @@ def finetune_summary(result: Any, task: str, label: str, records: list[FinetuneR
     return {"task": task, "arm": label, "main_key": result.main_key, **result.summary(),
             "collapsed": sum(seed.collapsed for seed in result.seeds), "baseline": result.info.baseline,
             "parent_run_id": records[0].parent_run_id if records else None,
+            **({"selection": result.selection} if result.selection else {}),
             "seeds": [{"seed": s.seed, "score": s.scores[result.main_key], "collapsed": s.collapsed,
                        "run_id": s.run_id, "seconds": s.seconds} for s in result.seeds]}

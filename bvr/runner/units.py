@@ -259,15 +259,26 @@ def finetune(ctx: UnitContext, unit: Unit) -> Outcome:
         records.append(dataclasses.replace(
             record, status="done", error=None, run_id=seed.run_id, main_key=result.main_key,
             parent_run_id=result.parent_run_id or record.parent_run_id, score=seed.scores[result.main_key],
-            collapsed=seed.collapsed, seconds=seed.seconds, baseline=result.info.baseline))
+            collapsed=seed.collapsed, seconds=seed.seconds, baseline=result.info.baseline,
+            grid_point=result.chosen_point, selection=_seed_selection(result.selection, plan.seeds.index(seed.seed))))
     summary = result.summary()
     collapsed = sum(seed.collapsed for seed in result.seeds)
     scale = get_task(task).points_scale
     line = (f"{result.main_key} median {points(summary['median'], scale)} (min {points(summary['min'], scale)}, "
             f"max {points(summary['max'], scale)}) over {len(result.seeds)} seeds" +
-            (f", {collapsed} collapsed" if collapsed else ""))
+            (f", {collapsed} collapsed" if collapsed else "") +
+            (f"; at {result.chosen_point}, chosen on held-out training examples" if result.chosen_point else ""))
     product = Product((label, f"finetune-{task}.json"), _json(finetune_summary(result, task, label, records)))
     return Outcome(any(not seed.reused for seed in result.seeds), tuple(records), (product,), (line,))
+
+
+def _seed_selection(selection: dict[str, Any] | None, index: int) -> list[dict[str, Any]] | None:
+    """The selection score of the seed at ``index`` (in the call's seeds) at every grid point; None without a
+    grid."""
+    if selection is None:
+        return None
+    return [{"learning_rate": p["learning_rate"], "epochs": p["epochs"], "name": p["name"], "score": p["scores"][index]}
+            for p in selection["points"]]
 
 
 def report(ctx: UnitContext, unit: Unit) -> Outcome:

@@ -13,6 +13,10 @@ The splits it gives are :class:`~bvr.tasks.splits.TaskData`; :func:`loader` batc
 ``max_train_examples`` and ``max_eval_examples`` cap a split at a random subset drawn with ``subset_seed``, the same
 for every fine-tuning seed and arm, kept in file order. Batching is :mod:`bvr.tasks.batching`.
 
+A fine-tuning grid's points (``selection_examples`` above 0) keep a random part of the training examples out of
+training as the evaluation split :data:`SELECTION`, drawn before the training cap: each point is scored there, and
+the point chosen on it is reported on the task's own evaluation splits.
+
 SQuAD v2.0 with ``null_threshold_heldout`` keeps a share of the training side's articles out of training as the
 evaluation split :data:`HELDOUT`, on which the no-answer threshold is chosen (:mod:`bvr.tasks.evaluators`).
 """
@@ -32,7 +36,7 @@ from torch.utils.data import DataLoader, Sampler
 from bvr.config import DataSettings
 from bvr.errors import BvrError
 from bvr.tasks.batching import FeatureDataset, LengthGroupedSampler, collate
-from bvr.tasks.kinds import HELDOUT, KINDS
+from bvr.tasks.kinds import HELDOUT, KINDS, SELECTION
 from bvr.tasks.readers import read_task
 from bvr.tasks.readers.squad_json import split_by_article
 from bvr.tasks.registry import TaskSpec
@@ -96,7 +100,9 @@ def _encode_split(
     reports: list[str],
 ) -> SplitData:
     """Cap and encode one split, adding a line to ``reports`` for a cap or a truncation."""
-    cap = settings.max_train_examples if name == spec.splits[0].name else settings.max_eval_examples
+    # The selection split's size is its own key (selection_examples); the evaluation cap is for reported splits.
+    cap = (settings.max_train_examples if name == spec.splits[0].name else
+           None if name == SELECTION else settings.max_eval_examples)
     kept = subset(examples, cap, settings.subset_seed)
     if len(kept) < len(examples):
         reports.append(f"{name}: a random {len(kept):,} of {len(examples):,} examples (seed {settings.subset_seed})")
@@ -104,6 +110,38 @@ def _encode_split(
     note = _encoding_note(name, features, settings.max_length)
     reports.extend([note] if note else [])
     return SplitData(name, kept, features)
+
+
+def _select_out(spec: TaskSpec, splits: dict[str, tuple[list, str]], settings: DataSettings) -> str | None:
+    """Move ``selection_examples`` training examples (at most ``selection_share`` of them; whole articles for span
+    tasks) into a :data:`SELECTION` split of ``splits``, drawn with ``subset_seed``; the note to show, or None when
+    nothing is held out (``selection_examples`` 0).
+
+    Raises:
+        BvrError: the training split is too small to spare one example (or, for span tasks, one article).
+    """
+    if not settings.selection_examples:
+        return None
+    train_name = spec.splits[0].name
+    examples, line = splits[train_name]
+    wanted = min(settings.selection_examples, int(settings.selection_share * len(examples)))
+    if wanted < 1 or (spec.kind == "span" and len({example.title for example in examples}) < 2):
+        raise BvrError(f"the training split has {len(examples):,} examples, too few to hold some out to choose a "
+                       "grid point on", where="finetune.selection_examples",
+                       hint="fine-tune at one learning_rate and one epochs value (no grid), or give more data")
+    if spec.kind == "span":  # by article, so that no paragraph is on both sides
+        train, held, _ = split_by_article(examples, wanted / len(examples), settings.subset_seed)
+    else:
+        chosen = set(random.Random(f"selection {settings.subset_seed}").sample(range(len(examples)), wanted))
+        train = [example for i, example in enumerate(examples) if i not in chosen]
+        held = [example for i, example in enumerate(examples) if i in chosen]
+    splits[train_name] = (train, line)
+    splits[SELECTION] = (held, line)
+    share = "" if wanted == settings.selection_examples else (
+        f", at most {settings.selection_share:.0%} of a training split too small to spare "
+        f"{settings.selection_examples:,}")
+    return (f"grid point chosen on {len(held):,} training examples held out of training (selection_examples "
+            f"{settings.selection_examples:,}{share}, seed {settings.subset_seed})")
 
 
 def _hold_out(spec: TaskSpec, splits: dict[str, tuple[list, str]], settings: DataSettings) -> str | None:
@@ -153,6 +191,7 @@ def load_task_data(
     _check_settings(settings)
     read = read_task(spec, data_dir, settings)
     splits = dict(read.splits)
+    selected = _select_out(spec, splits, settings)
     held_out = _hold_out(spec, splits, settings)
     reports = list(dict.fromkeys(line for _, line in splits.values()))  # a shared file is reported once
     encoded = {
@@ -160,6 +199,7 @@ def load_task_data(
         for name, (examples, _) in splits.items()
     }
     train = encoded.pop(spec.splits[0].name)
-    evals = {name: encoded[name] for name in (*spec.eval_splits, *([HELDOUT] if held_out else []))}
-    note = "; ".join(text for text in (read.note, held_out) if text) or None
+    evals = {name: encoded[name] for name in (*spec.eval_splits, *([HELDOUT] if held_out else []),
+                                              *([SELECTION] if selected else []))}
+    note = "; ".join(text for text in (read.note, held_out, selected) if text) or None
     return TaskData(spec, family, pad_id, train, evals, reports, note, settings)

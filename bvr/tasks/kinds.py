@@ -51,6 +51,9 @@ from bvr.tasks.squad.windows import encode_squad
 HELDOUT = "heldout"
 """The evaluation split held out of SQuAD v2.0's training side to choose the null threshold on
 (:func:`bvr.tasks.data.load_task_data`)."""
+SELECTION = "selection"
+"""The evaluation split held out of the training examples to choose a fine-tuning grid's point on
+(``finetune.selection_examples``; :func:`bvr.tasks.data.load_task_data`): never trained on, never reported."""
 
 
 class Kind:

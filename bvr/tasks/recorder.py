@@ -8,6 +8,11 @@ config and the task's files logged), then given its outcome (:meth:`TaskRecorder
 split's files, params and metrics) and its ``result.json`` (:meth:`TaskRecorder.record_result_file`). A seed cached
 by another experiment gets a copy of its run here (:meth:`TaskRecorder.copy_seeds`); the parent ends with the spread
 of the headline score over the seeds (:meth:`TaskRecorder.record_spread`).
+
+A grid (:meth:`bvr.config.FinetuneConfig.grid`) puts a run per point under the call's run,
+``ARM/finetune/TASK/lr 1e-03, 2 epochs`` (:meth:`TaskRecorder.for_point`, tagged ``bvr.grid_point``), each point's seeds
+under it; once chosen (:meth:`TaskRecorder.record_choice`) each point's run is tagged ``bvr.chosen`` true or false
+and holds the median of its seeds' selection scores, and the call's run names the chosen point.
 """
 
 from __future__ import annotations
@@ -21,11 +26,12 @@ from typing import Any
 import torch
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
-from bvr.config import FinetuneConfig
+from bvr.config import FinetuneConfig, GridPoint
 from bvr.tasks.evaluators import EvalRecord
 from bvr.tasks.registry import TaskSpec
 from bvr.tasks.results import SeedResult, TaskInfo, spread
 from bvr.tasks.seed_runs import Placed, TaskParent, place_seeds
+from bvr.tasks.selection import Selection
 from bvr.tracking import (
     TAG_COLLAPSED,
     TAG_MEASURE,
@@ -45,6 +51,8 @@ from bvr.training import training_logger
 TAG_CHECKPOINT = "bvr.checkpoint"
 TAG_FROM_SCRATCH = "bvr.from_scratch"
 TAG_DATA_SPLIT = "bvr.data_split"
+TAG_GRID_POINT = "bvr.grid_point"
+TAG_CHOSEN = "bvr.chosen"
 SCORE_KEY = "score"
 """The headline score in points, under one name for every task (a seed's final score; the median over seeds on the
 task's run), so that MLflow's runs table grouped by ``bvr.arm`` shows one comparable column."""
@@ -62,17 +70,22 @@ class TaskRecorder:
         from_scratch: whether the encoder is the no-pretraining control's (``bvr.from_scratch``).
     """
 
-    def __init__(self, context: RunContext, spec: TaskSpec, checkpoint: str, from_scratch: bool) -> None:
+    def __init__(self, context: RunContext, spec: TaskSpec, checkpoint: str, from_scratch: bool, *,
+                 point: GridPoint | None = None, outer: TaskRecorder | None = None) -> None:
         self.context, self.spec, self.checkpoint, self.from_scratch = context, spec, checkpoint, from_scratch
+        self.point = point
         self.main_key = f"{spec.headline_split}/{spec.main_metric}"
         self.client = client_for(Path.cwd())
         self.experiment_id = ensure_experiment(context.experiment, Path.cwd())
         self._stack = contextlib.ExitStack()
         parent_id = context.parent_run_id
         extra = {TAG_CHECKPOINT: checkpoint, TAG_FROM_SCRATCH: from_scratch, TAG_MEASURE: f"finetune/{spec.name}",
-                 **({MLFLOW_PARENT_RUN_ID: parent_id} if parent_id else {})}
-        self.parent = TaskParent(self._stack, context.experiment, run_name(context.label, "finetune", spec.name),
-                                 run_tags(context, stage="finetune", task=spec.name, extra=extra))
+                 **({MLFLOW_PARENT_RUN_ID: parent_id} if parent_id and outer is None else {}),
+                 **({TAG_GRID_POINT: point.name} if point else {})}
+        name = run_name(context.label, "finetune", spec.name) + (f"/{point.name}" if point else "")
+        self.parent = TaskParent(self._stack, context.experiment, name,
+                                 run_tags(context, stage="finetune", task=spec.name, extra=extra),
+                                 nest_under=outer.parent.id if outer else None)
 
     def __enter__(self) -> TaskRecorder:
         self._stack.__enter__()
@@ -80,6 +93,23 @@ class TaskRecorder:
 
     def __exit__(self, *exc: Any) -> bool | None:
         return self._stack.__exit__(*exc)
+
+    def for_point(self, point: GridPoint) -> TaskRecorder:
+        """The recorder of one grid point: its run nests under this call's run, its seeds under it."""
+        return TaskRecorder(self.context, self.spec, self.checkpoint, self.from_scratch, point=point, outer=self)
+
+    def record_choice(self, points: list[TaskRecorder], selection: Selection) -> None:
+        """The grid's choice: each point's run (where this process started it) tagged chosen or not, with its
+        seeds' median selection score; the call's run names the chosen point and holds each point's median."""
+        for i, (recorder, summary) in enumerate(zip(points, selection.points, strict=True)):
+            if recorder.parent.started:
+                run_id = recorder.parent.id()
+                self.client.set_tag(run_id, TAG_CHOSEN, json.dumps(i == selection.chosen))
+                self.client.log_metric(run_id, f"{selection.metric}_median", summary["median"])
+        if self.parent.started:
+            run_id = self.parent.id()
+            self.client.set_tag(run_id, TAG_GRID_POINT, selection.chosen_point["name"])
+            self.client.log_text(run_id, json.dumps(selection.to_dict(), indent=2) + "\n", "selection.json")
 
     @property
     def parent_run_id(self) -> str | None:
@@ -105,14 +135,14 @@ class TaskRecorder:
         """The Lightning logger of the seed's run under the call's run, tagged as made for the cache folder named
         ``key``, with its config and the task's files (``inputs``) logged."""
         extra = {TAG_CHECKPOINT: self.checkpoint, TAG_COLLAPSED: False, TAG_FROM_SCRATCH: self.from_scratch,
-                 TAG_RESULT: key,
+                 TAG_RESULT: key, **({TAG_GRID_POINT: self.point.name} if self.point else {}),
                  "bvr.threads": str(torch.get_num_threads())}  # the budget the command or ablation set (bvr.threads)
         if info.split_note:
             extra[TAG_DATA_SPLIT] = info.split_note[:_MAX_TAG]
         logger = training_logger(dataclasses.replace(self.context, parent_run_id=self.parent.id()), stage="finetune",
                                  task=self.spec.name, seed=seed, extra=extra)
         log_config(logger, None, {"task": self.spec.name, "seed": seed, "checkpoint": self.checkpoint,
-                                  "from_scratch": self.from_scratch, "finetune": dataclasses.asdict(cfg)})
+                                  "from_scratch": self.from_scratch, "finetune": cfg.as_dict()})
         log_inputs(logger.experiment, logger.run_id, inputs)
         return logger
 

@@ -69,6 +69,8 @@ class FinetuneResult:
         config: the resolved hyperparameters.
         seconds: wall-clock time of this call.
         parent_run_id: the MLflow parent run of this call (None when every seed was reused).
+        selection: a grid's choice (:meth:`bvr.tasks.selection.Selection.to_dict`): each point's selection scores
+            and the chosen point, whose seeds ``seeds`` are; None without a grid.
     """
 
     task: str
@@ -81,6 +83,12 @@ class FinetuneResult:
     config: dict[str, Any]
     seconds: float
     parent_run_id: str | None = None
+    selection: dict[str, Any] | None = None
+
+    @property
+    def chosen_point(self) -> str | None:
+        """The chosen grid point's name (``lr 1e-03, 2 epochs``), or None without a grid."""
+        return self.selection["points"][self.selection["chosen"]]["name"] if self.selection else None
 
     @property
     def main_scores(self) -> list[float]:
@@ -115,6 +123,19 @@ def _seed_rows(result: FinetuneResult, scale: float) -> list[str]:
     return rows
 
 
+def _grid_rows(result: FinetuneResult, scale: float) -> list[str]:
+    """A grid's points with their seeds' median on the selection split, the chosen one marked."""
+    if not result.selection:
+        return []
+    metric, chosen = result.selection["metric"], result.selection["chosen"]
+    rows = [f"grid: {len(result.selection['points'])} points, each over the seeds; chosen by the median {metric} "
+            "(training examples held out of training), the seeds below are the chosen point's"]
+    for i, point in enumerate(result.selection["points"]):
+        mark = "  <- chosen" if i == chosen else ""
+        rows.append(f"  {point['name']:>22}  {metric} median {points(point['median'], scale)}{mark}")
+    return rows
+
+
 def describe(result: FinetuneResult) -> str:
     """A few lines for the CLI: the seeds' scores in points, their median and spread, the baseline, collapses and
     time."""
@@ -123,7 +144,7 @@ def describe(result: FinetuneResult) -> str:
     pts = {name: points(value, scale) for name, value in stats.items()}
     control = " (no-pretraining control: random encoder of the same shape)" if result.from_scratch else ""
     lines = [f"{result.task}: {len(result.seeds)} seed(s) from {result.checkpoint}, arm {result.arm}{control}",
-             *_seed_rows(result, scale),
+             *_grid_rows(result, scale), *_seed_rows(result, scale),
              f"{key} in points over {len(result.seeds)} seed(s): median {pts['median']}, min-max {pts['min']} to "
              f"{pts['max']}, IQR {pts['iqr']} ({pts['q1']} to {pts['q3']}); "
              "final epoch (best: the best epoch on the same split, optimistic)"]

@@ -44,7 +44,7 @@ import lightning as L
 
 from bvr import compat
 from bvr.cache import CACHE_VERSION, build_once, cache_dir, fingerprint, reuse_older
-from bvr.config import FinetuneConfig
+from bvr.config import FinetuneConfig, GridPoint
 from bvr.errors import BvrError
 from bvr.pretrained import Pretrained, load_pretrained
 from bvr.tasks.data import load_task_data, loader, task_files
@@ -55,6 +55,7 @@ from bvr.tasks.recorder import TaskRecorder
 from bvr.tasks.registry import TaskSpec, get_task
 from bvr.tasks.results import FinetuneResult, SeedResult, TaskInfo, read_seed_result, write_seed_result
 from bvr.tasks.seed_runs import RESULT_FILE
+from bvr.tasks.selection import PointResult, Selection, select
 from bvr.tasks.settings import load_finetune_config, optim_settings
 from bvr.tasks.source import EncoderSource, checkpoint_identity, default_arm
 from bvr.tasks.splits import TaskData
@@ -117,17 +118,17 @@ def finetune(
     """
     start = time.perf_counter()
     call = _prepare(checkpoint, task, seeds, setup or FinetuneSetup(), from_scratch, context)
+    data = _Data(call, progress)
+    selection = None
     with TaskRecorder(call.context, call.spec, str(call.pretrained.folder), from_scratch) as recorder:
-        results, info = _reuse(call, recorder)
-        if len(results) < len(call.seeds):
-            job = _build(call, recorder, progress)
-            info = job.info
-            _train_missing(job, call.dirs, results)
-        recorder.record_spread(info, [results[seed] for seed in call.seeds])
-    assert info is not None  # every seed is cached or trained above
+        if len(call.points) == 1:  # no grid: the seeds are the call's, nothing held out
+            seeds_done, info = _fit_point(call, call.points[0], recorder, data)
+        else:
+            seeds_done, info, selection = _fit_grid(call, recorder, data)
+        recorder.record_spread(info, seeds_done)
     return FinetuneResult(call.spec.name, str(call.context.label), str(call.pretrained.folder), from_scratch,
-                          recorder.main_key, [results[seed] for seed in call.seeds], info,
-                          dataclasses.asdict(call.cfg), time.perf_counter() - start, recorder.parent_run_id)
+                          recorder.main_key, seeds_done, info, _recorded_config(call), time.perf_counter() - start,
+                          recorder.parent_run_id, selection.to_dict() if selection else None)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -136,16 +137,24 @@ def finetune(
 
 
 @dataclass(frozen=True)
+class _Point:
+    """One point of the call's grid (the only one, without a grid) and each of its seeds' cache folders."""
+
+    grid: GridPoint
+    dirs: dict[int, Path]
+
+
+@dataclass(frozen=True)
 class _Call:
-    """What one call fine-tunes, checked: the task, its seeds and hyperparameters, the model, the data folder and
-    each seed's cache folder."""
+    """What one call fine-tunes, checked: the task, its seeds and hyperparameters (a grid's points among them), the
+    model, the data folder and each point's seeds' cache folders."""
 
     spec: TaskSpec
     seeds: list[int]
     cfg: FinetuneConfig
     pretrained: Pretrained
     data_dir: Path | None
-    dirs: dict[int, Path]
+    points: list[_Point]
     from_scratch: bool
     context: RunContext
     """The call's context, its experiment and label filled in."""
@@ -168,19 +177,70 @@ def _prepare(checkpoint: str | Path, task: str, seeds: int | Sequence[int], setu
     pretrained = load_pretrained(Path(checkpoint), need_mlm_head=False)  # the encoder is what fine-tuning needs
     _check_fits(cfg, pretrained)
     data_dir = Path(setup.data_dir) if setup.data_dir is not None else None
-    dirs = _seed_dirs(Path(setup.output_dir) / "finetune", spec, cfg, checkpoint_identity(pretrained.folder), data_dir,
-                      from_scratch, seed_list)
+    identity = checkpoint_identity(pretrained.folder)
+    points = [_Point(point, _seed_dirs(Path(setup.output_dir) / "finetune", spec, point.config, identity, data_dir,
+                                       from_scratch, seed_list)) for point in cfg.grid()]
     context = context.with_defaults(DEFAULT_EXPERIMENT, default_arm(pretrained, from_scratch))
-    return _Call(spec, seed_list, cfg, pretrained, data_dir, dirs, from_scratch, context)
+    return _Call(spec, seed_list, cfg, pretrained, data_dir, points, from_scratch, context)
 
 
-def _reuse(call: _Call, recorder: TaskRecorder) -> tuple[dict[int, SeedResult], TaskInfo | None]:
+class _Data:
+    """The task's data, the encoder source and the task's files, built once for every point that trains a seed
+    (a grid's points differ only in the learning rate and epochs, not in their data)."""
+
+    def __init__(self, call: _Call, progress: bool) -> None:
+        self.call, self.progress = call, progress
+        self._built: tuple[TaskData, TaskInfo, EncoderSource, list[DataInput]] | None = None
+
+    def job(self, cfg: FinetuneConfig, recorder: TaskRecorder) -> _Job:
+        """What ``cfg``'s seeds share, recorded by ``recorder``."""
+        call = self.call
+        if self._built is None:
+            data = _load_data(call.spec, call.pretrained, call.data_dir, cfg)
+            self._built = (data, _task_info(data), EncoderSource(call.pretrained, call.from_scratch),
+                           _data_inputs(call.spec, call.data_dir))
+        data, info, source, inputs = self._built
+        return _Job(call.spec, cfg, data, source, info, recorder, self.progress, inputs)
+
+
+def _fit_point(call: _Call, point: _Point, recorder: TaskRecorder, data: _Data) -> tuple[list[SeedResult], TaskInfo]:
+    """The point's seeds, in the call's order: the cached ones reused, the others trained."""
+    results, info = _reuse(point.dirs, recorder)
+    if len(results) < len(call.seeds):
+        job = data.job(point.grid.config, recorder)
+        info = job.info
+        _train_missing(job, point.dirs, results)
+    assert info is not None  # every seed is cached or trained above
+    return [results[seed] for seed in call.seeds], info
+
+
+def _fit_grid(call: _Call, recorder: TaskRecorder, data: _Data) -> tuple[list[SeedResult], TaskInfo, Selection]:
+    """Every point of the grid over the call's seeds, each under a run of its own; the seeds of the point chosen on
+    the selection split (:func:`bvr.tasks.selection.select`)."""
+    results, recorders, infos = [], [], []
+    for point in call.points:
+        with recorder.for_point(point.grid) as point_recorder:
+            seeds, info = _fit_point(call, point, point_recorder, data)
+        results.append(PointResult(point.grid, seeds))
+        recorders.append(point_recorder)
+        infos.append(info)
+    selection = select(results, call.spec.main_metric, infos[0].split_note)
+    recorder.record_choice(recorders, selection)
+    return results[selection.chosen].seeds, infos[selection.chosen], selection
+
+
+def _recorded_config(call: _Call) -> dict:
+    """The hyperparameters a result records: the one point's, or the grid's (its lists and selection split)."""
+    return (call.points[0].grid.config if len(call.points) == 1 else call.cfg).as_dict()
+
+
+def _reuse(dirs: dict[int, Path], recorder: TaskRecorder) -> tuple[dict[int, SeedResult], TaskInfo | None]:
     """The cached seeds, those whose runs another experiment sharing this cache logged copied into this one, and the
     task's information they hold (None: no seed is cached)."""
-    placed = recorder.place(call.dirs)
+    placed = recorder.place(dirs)
     results = {seed: result for seed, (result, _) in placed.cached.items()}
     info = next(iter(placed.cached.values()))[1] if placed.cached else None
-    results.update(recorder.copy_seeds(placed.elsewhere, call.dirs))
+    results.update(recorder.copy_seeds(placed.elsewhere, dirs))
     return results, info
 
 
@@ -199,14 +259,6 @@ class _Job:
     """The task's files, logged as each seed run's datasets."""
 
 
-def _build(call: _Call, recorder: TaskRecorder, progress: bool) -> _Job:
-    """The task's data read and encoded, its baselines, and the encoder each seed starts from."""
-    data = _load_data(call.spec, call.pretrained, call.data_dir, call.cfg)
-    info = _task_info(data)
-    return _Job(call.spec, call.cfg, data, EncoderSource(call.pretrained, call.from_scratch), info, recorder, progress,
-                _data_inputs(call.spec, call.data_dir))
-
-
 def _train_missing(job: _Job, dirs: dict[int, Path], results: dict[int, SeedResult]) -> None:
     """Train every seed not in ``results`` under the call's parent run; each seed's result.json is also an artifact
     of its run, from which a cache folder deleted later is read back."""
@@ -214,7 +266,7 @@ def _train_missing(job: _Job, dirs: dict[int, Path], results: dict[int, SeedResu
         if seed in results:
             continue
         resolved = {"seed": seed, "task": job.spec.name, "checkpoint": job.recorder.checkpoint,
-                    "from_scratch": job.source.from_scratch, "finetune": dataclasses.asdict(job.cfg)}
+                    "from_scratch": job.source.from_scratch, "finetune": job.cfg.as_dict()}
 
         def build(tmp: Path, seed: int = seed, folder: Path = folder) -> None:
             result = _train_seed(job, seed, tmp, folder.name)

@@ -14,10 +14,12 @@ import dataclasses
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlflow.tracking import MlflowClient
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
 from bvr.cache import build_once, is_done
 from bvr.tasks.results import SeedResult, TaskInfo, read_seed_result, seed_result_problem
@@ -90,12 +92,15 @@ def _restore(client: MlflowClient, experiment_id: str, folder: Path, problem: st
 
 
 class TaskParent:
-    """The call's parent run ``ARM/finetune/TASK``, started with the first seed this process logs (trains or
-    copies): where another process trained every seed meanwhile (twin invocations wait on each seed's lock), none
-    is started, so each seed is logged once."""
+    """The call's parent run ``ARM/finetune/TASK`` (or a grid point's, under it), started with the first seed this
+    process logs (trains or copies): where another process trained every seed meanwhile (twin invocations wait on
+    each seed's lock), none is started, so each seed is logged once."""
 
-    def __init__(self, stack: contextlib.ExitStack, experiment: str, name: str, tags: dict[str, str]) -> None:
+    def __init__(self, stack: contextlib.ExitStack, experiment: str, name: str, tags: dict[str, str],
+                 nest_under: Callable[[], str] | None = None) -> None:
         self.stack, self.experiment, self.name, self.tags = stack, experiment, name, tags
+        self.nest_under = nest_under
+        """The id of the run to nest under, asked for when this run starts (it starts that one in turn)."""
         self.run_id: str | None = None
 
     @property
@@ -104,6 +109,7 @@ class TaskParent:
 
     def id(self) -> str:
         if self.run_id is None:
+            tags = {**self.tags, **({MLFLOW_PARENT_RUN_ID: self.nest_under()} if self.nest_under else {})}
             self.run_id = self.stack.enter_context(parent_run(self.experiment, self.name, workdir=Path.cwd(),
-                                                              tags=self.tags)).info.run_id
+                                                              tags=tags)).info.run_id
         return self.run_id

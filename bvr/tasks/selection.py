@@ -1,0 +1,89 @@
+"""Choosing a fine-tuning grid's point on the held-out selection split, and what the choice records.
+
+A grid (``finetune.learning_rate`` or ``finetune.epochs`` a list) fine-tunes one model at every point over the same
+seeds. Each seed is scored after its last epoch on the split :data:`~bvr.tasks.kinds.SELECTION`, training examples
+held out of training; the point whose seeds have the best median there is chosen (the earliest in grid order among
+equals), and its seeds' scores on the task's own evaluation split are the ones reported. The choice reads nothing
+but the selection split's scores (:func:`selection_scores`), so the reported split never decides it.
+
+The choice is made per model: in an ablation, per arm and pretraining seed. That is the papers' practice (BERT and
+RoBERTa choose the learning rate for each pretrained model and task) and it keeps the pretraining seeds, the report's
+unit of replication, independent of one another: a choice pooled over an arm's seeds would tie them together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bvr.config import GridPoint
+from bvr.tasks.kinds import SELECTION
+from bvr.tasks.results import SeedResult
+
+
+def selection_key(metric: str) -> str:
+    """The key of ``metric`` on the selection split.
+
+    >>> selection_key("accuracy")
+    'selection/accuracy'
+    """
+    return f"{SELECTION}/{metric}"
+
+
+def selection_scores(seeds: Sequence[SeedResult], metric: str) -> list[float]:
+    """Each seed's final-epoch score on the selection split, and nothing else of it."""
+    key = selection_key(metric)
+    return [seed.scores[key] for seed in seeds]
+
+
+def choose(scores: Sequence[Sequence[float]]) -> int:
+    """The index of the point whose seeds' median score is highest; the earliest among equals.
+
+    >>> choose([[0.5, 0.7], [0.8, 0.6], [0.7, 0.7]])
+    1
+    >>> choose([[0.6], [0.6]])
+    0
+    """
+    medians = [float(np.median(values)) for values in scores]
+    return max(range(len(medians)), key=lambda i: (medians[i], -i))
+
+
+@dataclass
+class PointResult:
+    """One grid point's seeds."""
+
+    point: GridPoint
+    seeds: list[SeedResult]
+
+
+@dataclass
+class Selection:
+    """What a grid's choice records: each point's selection scores and the chosen one."""
+
+    metric: str
+    """The selection split's key, ``selection/accuracy``."""
+    points: list[dict[str, Any]]
+    """Per point, in grid order: ``learning_rate``, ``epochs``, ``name``, ``scores`` (per seed, in the seeds'
+    order) and their ``median``."""
+    chosen: int
+    """The chosen point's index."""
+    note: str | None
+    """How the selection split was drawn (its size, share and seed)."""
+
+    @property
+    def chosen_point(self) -> dict[str, Any]:
+        return self.points[self.chosen]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"metric": self.metric, "points": self.points, "chosen": self.chosen, "note": self.note}
+
+
+def select(results: Sequence[PointResult], metric: str, note: str | None) -> Selection:
+    """Choose among ``results`` by :func:`choose` over their :func:`selection_scores`."""
+    scores = [selection_scores(result.seeds, metric) for result in results]
+    points = [{**result.point.to_dict(), "name": result.point.name, "scores": values,
+               "median": float(np.median(values))} for result, values in zip(results, scores, strict=True)]
+    return Selection(selection_key(metric), points, choose(scores), note)
