@@ -40,7 +40,25 @@ from bvr.config.pretraining import (
 from bvr.config.yaml import read_yaml
 from bvr.errors import BvrError
 
-PRESETS_DIR = Path(__file__).resolve().parents[2] / "experiments" / "presets"
+_PACKAGE = Path(__file__).resolve().parents[1]
+"""The folder of the bvr package."""
+
+
+def shipped_experiments(package: Path = _PACKAGE) -> Path:
+    """The folder of the shipped experiment files and their ``presets/``: a checkout's top-level ``experiments/``
+    (the source of truth) when ``package``, the bvr package's folder, lies in one, else the copy an install of the
+    package carries as ``bvr/_experiments`` (``setup.py`` puts it there when a wheel is built).
+
+    >>> shipped_experiments(Path("/nowhere/site-packages/bvr")).as_posix()
+    '/nowhere/site-packages/bvr/_experiments'
+    """
+    checkout = package.parent
+    if (checkout / "pyproject.toml").is_file() and (checkout / "experiments" / "presets").is_dir():
+        return checkout / "experiments"
+    return package / "_experiments"
+
+
+PRESETS_DIR = shipped_experiments() / "presets"
 """Folder of the shipped presets."""
 
 
