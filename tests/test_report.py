@@ -60,6 +60,7 @@ from bvr.report.results import measures_section, pretraining_section, published_
 from bvr.report.sections import report_blocks
 from bvr.tracking.ui import MODEL_TRAINING, ui_base
 from tests.report_fixtures import (
+    ALL_ARMS,
     ARMS,
     BLIMP_DATA,
     CONTROL,
@@ -972,3 +973,28 @@ def test_an_artifact_folder_that_cannot_be_written_is_named(store: Store, tmp_pa
                                         f"{blocked.as_uri()}/artifacts: ")
     assert "--output-dir" not in str(err.value) and "a copied or moved store keeps the old path" in err.value.hint
     assert (tmp_path / "out" / "report.html").is_file()  # the files are written first
+
+
+def test_a_fine_tuning_grid_shows_each_models_chosen_point_and_the_selection_curve(store: Store,
+                                                                                   tmp_path: Path) -> None:
+    """Selection scores on sst2: at lr 1e-4 every seed scores 0.60; at 1e-3, 0.70 for pretraining seeds 0 and 1 and
+    0.50 for seed 2 (whose model keeps 1e-4). An arm's median at 1e-3 over its 6 seeds is then 0.70 (70.0 points),
+    at 1e-4 0.60."""
+    manifest = variant(store.manifest)
+    for record in manifest.finetune:
+        if record.task != "sst2":
+            continue
+        high = 0.50 if record.pretrain_seed == 2 else 0.70
+        record.selection = [{"learning_rate": 1e-4, "epochs": 2, "name": "lr 1e-04, 2 epochs", "score": 0.60},
+                            {"learning_rate": 1e-3, "epochs": 2, "name": "lr 1e-03, 2 epochs", "score": high}]
+        record.grid_point = "lr 1e-04, 2 epochs" if record.pretrain_seed == 2 else "lr 1e-03, 2 epochs"
+    result = render_report(manifest, tmp_path / "grid", workdir=store.workdir)
+    text = result.markdown.read_text(encoding="utf-8")
+    assert "### Fine-tuning grid" in text and "selection.png" in {p.name for p in result.figures}
+    for arm in ALL_ARMS:
+        assert (f"| sst2 | {arm} | lr 1e-04, 2 epochs (p2); lr 1e-03, 2 epochs (p0, p1) | "
+                f"lr 1e-04, 2 epochs 60.0, lr 1e-03, 2 epochs 70.0 |") in text
+    # without a grid, no section and no figure
+    plain = render_report(variant(store.manifest), tmp_path / "plain", workdir=store.workdir)
+    assert "Fine-tuning grid" not in plain.markdown.read_text(encoding="utf-8")
+    assert "selection.png" not in {p.name for p in plain.figures}

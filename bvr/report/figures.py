@@ -49,20 +49,20 @@ def arm_colors(arms: Sequence[str], control: str | None) -> dict[str, str]:
     return colours
 
 
-def _new(width: float, height: float) -> Figure:
+def new_figure(width: float, height: float) -> Figure:
     figure = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(figure)  # the Agg canvas, whatever backend the process has
     return figure
 
 
-def _save(figure: Figure, path: Path) -> Path:
+def save_figure(figure: Figure, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     # bbox_inches="tight": long tick labels and axis titles are never clipped; no version stamp: same bytes.
     figure.savefig(path, dpi=DPI, format="png", metadata={"Software": None}, bbox_inches="tight")
     return path
 
 
-def _style(ax: Axes) -> None:
+def style_axes(ax: Axes) -> None:
     ax.grid(True, alpha=0.3, linewidth=0.6)
     ax.spines[["top", "right"]].set_visible(False)
     ax.tick_params(labelsize=8)
@@ -118,7 +118,7 @@ def _curve_panel(ax: Axes, history: pd.DataFrame, key: str, colors: dict[str, st
     ax.set_xlabel("tokens seen" if by_tokens else "optimiser step", fontsize=9)
     ax.set_ylabel(unit, fontsize=9)
     ax.legend(fontsize=8, frameon=False)
-    _style(ax)
+    style_axes(ax)
 
 
 def curves_figure(history: pd.DataFrame, colors: dict[str, str]) -> Figure | None:
@@ -127,7 +127,7 @@ def curves_figure(history: pd.DataFrame, colors: dict[str, str]) -> Figure | Non
     keys = [k for k in _CURVE_TITLES if (history["key"] == k).any()]
     if not keys:
         return None
-    figure = _new(10, 3.6)
+    figure = new_figure(10, 3.6)
     axes = figure.subplots(1, len(keys), squeeze=False)[0]
     runs = history.groupby(["arm", "pretrain_seed"], sort=False)
     by_tokens = all(_tokens_axis(history, rows) is not None for _, rows in runs)
@@ -139,7 +139,7 @@ def curves_figure(history: pd.DataFrame, colors: dict[str, str]) -> Figure | Non
 def pretraining_curves(history: pd.DataFrame, colors: dict[str, str], path: Path) -> Path | None:
     """:func:`curves_figure` saved as PNG at ``path``; None when there is nothing to draw."""
     figure = curves_figure(history, colors)
-    return _save(figure, path) if figure is not None else None
+    return save_figure(figure, path) if figure is not None else None
 
 
 def throughput(analysis: Analysis, colors: dict[str, str], path: Path) -> Path | None:
@@ -147,7 +147,7 @@ def throughput(analysis: Analysis, colors: dict[str, str], path: Path) -> Path |
     table = pretrain_table(analysis)
     if table.empty:
         return None
-    figure = _new(8, 2.4)
+    figure = new_figure(8, 2.4)
     left, right = figure.subplots(1, 2)
     arms = table["arm"].tolist()
     hours = table["wall_seconds"].max() >= 2 * 3600
@@ -159,9 +159,9 @@ def throughput(analysis: Analysis, colors: dict[str, str], path: Path) -> Path |
         ax.bar_label(bars, labels=[_short(v) for v in values], fontsize=8, padding=2)
         ax.set_title(title, fontsize=10)
         ax.margins(y=0.18)
-        _style(ax)
+        style_axes(ax)
         ax.tick_params(axis="x", rotation=15 if max(map(len, arms)) > 8 else 0)
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def _short(value: float) -> str:
@@ -186,7 +186,7 @@ def parameters(analysis: Analysis, colors: dict[str, str], path: Path) -> Path |
     arms = pretrain["arm"].tolist()
     body = pretrain["run/params_non_embedding"].fillna(0).to_numpy() / 1e6
     embed = pretrain["run/params_embedding"].fillna(0).to_numpy() / 1e6
-    figure = _new(8, 0.4 * len(arms) + 1.4)
+    figure = new_figure(8, 0.4 * len(arms) + 1.4)
     ax = figure.subplots()
     ax.barh(arms, body, color=[colors[arm] for arm in arms], label="non-embedding")
     bars = ax.barh(arms, embed, left=body, color=[colors[arm] for arm in arms], alpha=0.4, hatch="//",
@@ -197,8 +197,8 @@ def parameters(analysis: Analysis, colors: dict[str, str], path: Path) -> Path |
     ax.invert_yaxis()
     ax.margins(x=0.45)
     figure.legend(fontsize=8, frameon=False, loc="outside upper center", ncols=2)
-    _style(ax)
-    return _save(figure, path)
+    style_axes(ax)
+    return save_figure(figure, path)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -239,7 +239,7 @@ def _task_panel(ax: Axes, analysis: Analysis, task: str, colors: dict[str, str])
     scale = "×100" if analysis.scales.get(task) == 100 else "points"
     ax.set_title(f"{task}: {metric_label(analysis.metric(task))}, {scale}", fontsize=9)
     ax.set_ylabel(f"{metric_label(analysis.metric(task))} (points)", fontsize=8)
-    _style(ax)
+    style_axes(ax)
 
 
 def task_scores(analysis: Analysis, colors: dict[str, str], path: Path) -> Path | None:
@@ -250,13 +250,13 @@ def task_scores(analysis: Analysis, colors: dict[str, str], path: Path) -> Path 
         return None
     ncols = min(len(tasks), 3)
     nrows = math.ceil(len(tasks) / ncols)
-    figure = _new(3.5 * ncols + 0.4, 2.8 * nrows + 0.2)
+    figure = new_figure(3.5 * ncols + 0.4, 2.8 * nrows + 0.2)
     axes = figure.subplots(nrows, ncols, squeeze=False).ravel()
     for ax, task in zip(axes, tasks, strict=False):
         _task_panel(ax, analysis, task, colors)
     for ax in axes[len(tasks):]:
         ax.set_visible(False)
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def _forest(ax: Axes, comparisons: list[Comparison], title: str, unit: str) -> None:
@@ -275,7 +275,7 @@ def _forest(ax: Axes, comparisons: list[Comparison], title: str, unit: str) -> N
     ax.set_ylim(len(comparisons) - 0.5, -0.5)
     ax.set_xlabel(f"difference over pretraining seeds ({unit}; b − a)", fontsize=9)
     ax.set_title(title, fontsize=10)
-    _style(ax)
+    style_axes(ax)
 
 
 def differences_figure(analysis: Analysis) -> Figure | None:
@@ -293,7 +293,7 @@ def differences_figure(analysis: Analysis) -> Figure | None:
     # One column: the row labels ("BLiMP macro accuracy (zero-shot): whole-word − token") need the width, and
     # side by side they left the axes no room at all.
     heights = [0.28 * len(rows) + 1.0 for rows, _, _ in panels]
-    figure = _new(8.0, sum(heights))
+    figure = new_figure(8.0, sum(heights))
     axes = figure.subplots(len(panels), 1, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
     for ax, (rows, title, unit) in zip(axes, panels, strict=True):
         _forest(ax, rows, title, unit)
@@ -303,7 +303,7 @@ def differences_figure(analysis: Analysis) -> Figure | None:
 def paired_differences(analysis: Analysis, path: Path) -> Path | None:
     """:func:`differences_figure` saved as PNG at ``path``; None when there is nothing to draw."""
     figure = differences_figure(analysis)
-    return _save(figure, path) if figure is not None else None
+    return save_figure(figure, path) if figure is not None else None
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -360,7 +360,7 @@ def budget_figure(curve: BudgetCurve | None, path: Path) -> Path | None:
     panels = len(curve.measures) + 1
     ncols = min(panels, 3)
     nrows = math.ceil(panels / ncols)
-    figure = _new(3.6 * ncols + 0.4, 2.9 * nrows + 0.2)
+    figure = new_figure(3.6 * ncols + 0.4, 2.9 * nrows + 0.2)
     axes = figure.subplots(nrows, ncols, squeeze=False).ravel()
     for ax, measure in zip(axes, curve.measures, strict=False):
         _budget_panel(ax, curve, measure)
@@ -372,7 +372,7 @@ def budget_figure(curve: BudgetCurve | None, path: Path) -> Path | None:
         ax.minorticks_off()  # the budgets are the ticks: no 2M, 3M ... between them
         ax.set_xlabel("tokens per pretraining run", fontsize=8)
         ax.margins(x=0.15)
-        _style(ax)
+        style_axes(ax)
     for ax in axes[panels:]:
         ax.set_visible(False)
-    return _save(figure, path)
+    return save_figure(figure, path)

@@ -54,6 +54,7 @@ from bvr.report.numbers import dvc_metrics, effect_metrics, effects_table, metri
 from bvr.report.pretrain_runs import pretrain_table
 from bvr.report.published import load_published
 from bvr.report.sections import report_blocks, summary_blocks
+from bvr.report.selection import selection_figure, selection_frame
 from bvr.tracking import check_store, log_params_batched, store_client, ui_base, views
 
 REPORTS_DIR = Path("reports")
@@ -121,6 +122,11 @@ def _draw(analysis: Analysis, folder: Path) -> dict[str, Figure]:
                        "under whatever else ran on the machine: see the table's note).",
          lambda p: fig.throughput(analysis, colours, p)),
     ]
+    grid = selection_frame(analysis.collected.manifest)
+    steps.insert(1, ("selection", "The fine-tuning grid: each model's score on the selection split (training examples "
+                                  "held out of training) against the learning rate; a line per arm through the median "
+                                  "of its seeds, shaded from the lowest seed to the highest. Each model kept its best "
+                                  "point.", lambda p: selection_figure(grid, colours, analysis.scales, p)))
     curve = budget_curve(analysis)
     if curve is not None:
         steps.insert(0, ("budget", f"The budget curve: arm − {curve.control} per measure against tokens per "

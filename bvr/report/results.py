@@ -19,6 +19,7 @@ from bvr.report.cells import RunLinks, fmt, fmt_ci, fmt_count, fmt_rate, mean_of
 from bvr.report.document import Block, Bullets, Cell, Figure, Heading, Paragraph, Table
 from bvr.report.measures import MLM, PRETRAIN_TASK, Measure, metric_label
 from bvr.report.pretrain_runs import pretrain_table
+from bvr.report.selection import selection_frame, selection_section
 from bvr.report.stats import Summary
 
 
@@ -171,7 +172,8 @@ def scores_section(analysis: Analysis, links: RunLinks, figures: dict[str, Figur
     blocks.append(Table(header, rows, align="llrrrrrrl", caption=caption))
     if "scores" in figures:
         blocks.append(figures["scores"])
-    return blocks
+    grid = selection_frame(analysis.collected.manifest)
+    return [*blocks, *selection_section(grid, analysis.collected.arms, analysis.scales, figures.get("selection"))]
 
 
 def _column(table: pd.DataFrame, c) -> pd.DataFrame:
