@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bvr.ablation.manifest import Manifest
+from bvr.ablation.manifest import Manifest, manifests_of
 from bvr.ablation.plan import Plan
 from bvr.cache import fingerprint
 from bvr.errors import BvrError
@@ -44,10 +44,7 @@ def made_elsewhere(plan: Plan, rebuild: Callable[[str], Plan]) -> Elsewhere | No
     Raises:
         BvrError: both data folders exist and a file the plan reads differs (named), so the runs are not of this data.
     """
-    folders = (plan.output_dir / "ablations").glob(f"{plan.name}-{plan.preset or 'default'}-*")
-    manifests = sorted((f / "manifest.json" for f in folders if (f / "manifest.json").is_file()),
-                       key=lambda p: p.stat().st_mtime, reverse=True)
-    for path in manifests:
+    for path in manifests_of(plan.name, plan.output_dir, plan.preset or "default"):
         data_dir = Manifest.load(path).context.data_dir
         if not data_dir or data_dir == str(plan.data_dir):
             continue
