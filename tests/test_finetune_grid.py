@@ -229,3 +229,14 @@ def test_a_one_value_grid_keeps_the_cache_folders_of_the_code_before_grids():
         dirs = _seed_dirs(Path("/r"), spec, point.config, "abc", None, False, [0, 1])
         assert {seed: folder.name for seed, folder in dirs.items()} == {0: "sst2-seed0-4b465bb571bc",
                                                                         1: "sst2-seed1-bdf4c2319f34"}
+
+
+def test_the_opening_line_names_the_grid_and_the_split_it_is_chosen_on(tmp_path):
+    from bvr.ablation.plan import make_plan
+    from bvr.runner.opening import _finetune
+
+    plan = make_plan("masking", preset="tiny", output_dir=tmp_path)
+    assert _finetune(plan) == ("sst2 x 2 seeds at each of 3 points (lr 3e-04 to 3e-03), chosen per model on 2,000 "
+                               "held-out training examples")
+    plain = make_plan("masking", preset="tiny", output_dir=tmp_path, overrides=["finetune.learning_rate=1e-3"])
+    assert _finetune(plain) == "sst2 x 2 seeds"

@@ -25,6 +25,27 @@ def run_shape(plan: Plan) -> str:
             f"{each(lambda c: c.data.max_length)} tokens, dupe factor {each(lambda c: c.masking.dupe_factor)}")
 
 
+def _finetune(plan: Plan) -> str:
+    """``sst2 x 2 seeds``, and where a task's hyperparameters are a grid, its points and the split they are chosen
+    on: ``sst2 x 2 seeds at each of 3 points (lr 3e-04 to 3e-03), chosen per model on 2,000 held-out training
+    examples``."""
+    from bvr.config import resolve_finetune
+    from bvr.tasks.registry import get_task
+
+    parts = []
+    for task in plan.tasks:
+        cfg = resolve_finetune(plan.arms[0].config, get_task(task))
+        text = f"{task} x {len(plan.seeds)} seeds"
+        if cfg.is_grid:
+            grid = cfg.grid()
+            rates = sorted({p.learning_rate for p in grid})
+            text += (f" at each of {len(grid)} points (lr {rates[0]:.0e}" +
+                     (f" to {rates[-1]:.0e})" if len(rates) > 1 else ")") +
+                     f", chosen per model on {cfg.selection_examples:,} held-out training examples")
+        parts.append(text)
+    return literal("; ".join(parts))
+
+
 def describe_plan(plan: Plan, units: list[Unit], budget: ThreadBudget) -> str:
     ab = plan.ablation
     arms = ", ".join(literal(a.label) for a in plan.arms)
@@ -38,7 +59,7 @@ def describe_plan(plan: Plan, units: list[Unit], budget: ThreadBudget) -> str:
              f"  experiment file: {literal(ab.description)}",
              f"  arms: {arms} ({len(ab.pretrain_seeds)} pretraining seed(s) each)",
              f"  evaluations: {blimp}; {probes}",
-             f"  fine-tuning: {literal(', '.join(plan.tasks))} x {len(plan.seeds)} seeds",
+             f"  fine-tuning: {_finetune(plan)}",
              f"  manifest: {literal(plan.manifest_path)}",
              f"  units to run or reuse: {len(units)}; {literal(budget.line())}"]
     return "\n".join(lines)
