@@ -64,14 +64,17 @@ def _check_tokenizer_fits(tokenizer: Tokenizer, family: str, config: EncoderConf
     if size > config.vocab_size:
         raise BvrError(f"the tokenizer has {size} ids but the model only {config.vocab_size} embedding rows",
                        where=folder, hint=hint)
-    if family != config.family:
+    # A tokenizer of the other family is what the vocabulary ablation writes (a byte-level BPE beside BERT's encoder:
+    # the model's padding id was taken from that tokenizer), so only the ids decide: the padding id is the model's.
+    pad = vocab_info(tokenizer, family).pad_id
+    if pad != config.pad_token_id and family != config.family:
         specials = ", ".join(f"{token}={tokenizer.token_to_id(str(token))}"
                              for token in FAMILIES[family].special_tokens)
         expected = ", ".join(f"{token}={_id_or_missing(tokenizer, str(token))}"
                              for token in FAMILIES[config.family].special_tokens)
-        raise BvrError(f"a {family} tokenizer ({specials}) in a {config.family} model folder: the model's special "
-                       f"tokens map to other ids ({expected})", where=folder, hint=hint)
-    pad = vocab_info(tokenizer, family).pad_id
+        raise BvrError(f"a {family} tokenizer ({specials}) in a {config.family} model folder whose padding id is "
+                       f"{config.pad_token_id}: the model's special tokens map to other ids ({expected})",
+                       where=folder, hint=hint)
     if pad != config.pad_token_id:
         raise BvrError(f"the tokenizer's padding token is id {pad} but config.json says pad_token_id "
                        f"{config.pad_token_id}", where=folder, hint=hint)

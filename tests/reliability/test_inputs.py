@@ -312,9 +312,16 @@ def test_a_roberta_tokenizer_in_a_bert_folder_is_refused(tmp_path, tokenizers, r
     with pytest.raises(BvrError) as error:
         load_pretrained(folder)
     assert one_line(error) == (
-        f"{folder}: a roberta tokenizer (<s>=0, <pad>=1, </s>=2, <unk>=3, <mask>=4) in a bert model folder: the "
-        "model's special tokens map to other ids ([PAD]=missing, [UNK]=missing, [CLS]=missing, [SEP]=missing, "
-        "[MASK]=missing). use the tokenizer saved with the model")
+        f"{folder}: a roberta tokenizer (<s>=0, <pad>=1, </s>=2, <unk>=3, <mask>=4) in a bert model folder whose "
+        "padding id is 0: the model's special tokens map to other ids ([PAD]=missing, [UNK]=missing, [CLS]=missing, "
+        "[SEP]=missing, [MASK]=missing). use the tokenizer saved with the model")
+
+
+def test_a_byte_level_bpe_beside_berts_encoder_loads_as_the_vocabulary_ablation_writes_it(tmp_path, tokenizers):
+    """The vocabulary ablation's BPE arm: BERT's encoder family, a roberta tokenizer, the padding id taken from it."""
+    folder = tiny_folder(tmp_path, "BertForMaskedLM", tokenizers["roberta"], "roberta", pad_token_id=1)
+    loaded = load_pretrained(folder)
+    assert (loaded.family, loaded.model.config.family, loaded.model.config.pad_token_id) == ("roberta", "bert", 1)
 
 
 def test_a_truncated_safetensors_file_is_one_line_and_exit_2(monkeypatch, capsys, tmp_path, tokenizers):
