@@ -26,6 +26,10 @@ Hyperparameters are the ``finetune`` section of the configuration, resolved per 
 :func:`bvr.config.resolve_finetune`: :class:`~bvr.config.FinetuneConfig`'s defaults, the task's own
 (``TaskSpec.finetune``), then the preset, the config file and ``--set finetune.KEY=VALUE``, each layer's
 ``finetune.KEY`` before its ``finetune.per_task.TASK.KEY`` (:func:`bvr.tasks.settings.load_finetune_config`).
+Where ``learning_rate`` or ``epochs`` is a list, each point of the grid is fine-tuned over the same seeds, with
+``selection_examples`` training examples held out of training, and the point chosen on them
+(:mod:`bvr.tasks.selection`) gives the call's seeds; every point has its own cache folders and a run under the
+call's. A grid of one point is the call without a grid.
 
 This module is the seed loop and its cache; the MLflow record is :mod:`bvr.tasks.recorder`, the results it returns
 and their printing :mod:`bvr.tasks.results`, the checkpoint's identity and fresh encoders :mod:`bvr.tasks.source`.
