@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bvr.ablation.manifest import Manifest, manifests_of
+from bvr.ablation.folders import manifests_of
+from bvr.ablation.manifest import Manifest
 from bvr.ablation.plan import Plan
 from bvr.cache import fingerprint
 from bvr.errors import BvrError

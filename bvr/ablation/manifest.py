@@ -4,8 +4,8 @@ The manifest (``output_dir/ablations/NAME-PRESET-HASH/manifest.json``) is the pl
 status and MLflow run ids. Its JSON layout is version :data:`MANIFEST_VERSION`; :meth:`Manifest.load` refuses
 any other version, naming the file, and :meth:`Manifest.save` writes atomically. The records it holds are
 :mod:`bvr.ablation.records`' (one per unit and seed), plus its :class:`RunContext`.
-:func:`find_manifest`, :func:`manifests_of` and :func:`latest_manifests` find the manifests under an output
-folder, an ablation by its exact name.
+:func:`find_manifest` and :func:`latest_manifests` find the manifests under an output folder, an ablation by its
+exact name (:mod:`bvr.ablation.folders`).
 
 The manifest follows the plan: it imports the plan's types, and :data:`MANIFEST_VERSION` from
 :mod:`bvr.ablation.plan`, whose hash includes it (a new layout starts a new folder).
@@ -17,13 +17,13 @@ import contextlib
 import dataclasses
 import datetime as _dt
 import json
-import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bvr.ablation.declare import ABLATION_KIND, CONTROL_ARM, Ablation
+from bvr.ablation.folders import manifests_of, with_runs
 from bvr.ablation.plan import MANIFEST_VERSION, ArmSeed, Plan, Unit, UnitKind
 from bvr.ablation.records import EvaluationRecord, FinetuneRecord, PretrainRecord, Record, read_records
 from bvr.config import flatten
@@ -355,7 +355,7 @@ def _declared(ablation: Ablation, arm: ArmSeed) -> dict[str, Any]:
 
 def find_manifest(name: str, output_dir: Path = Path("outputs"), *, preset: str | None = None) -> Path:
     """The most recently updated manifest of ablation ``name`` exactly (for ``preset`` if given):
-    :func:`manifests_of`.
+    :func:`~bvr.ablation.folders.manifests_of`.
 
     Raises:
         BvrError: none exists (the message names the ablations that have runs there, the hint how to make one).
@@ -364,51 +364,9 @@ def find_manifest(name: str, output_dir: Path = Path("outputs"), *, preset: str 
     found = manifests_of(stem, output_dir, preset)
     if not found:
         raise BvrError(f"no runs of ablation '{stem}'" + (f" with preset '{preset}'" if preset else "") +
-                       f" under {Path(output_dir) / 'ablations'} ({_with_runs(output_dir)})", where="report",
+                       f" under {Path(output_dir) / 'ablations'} ({with_runs(output_dir)})", where="report",
                        hint=f"run `bvr ablate {stem}" + (f" --preset {preset}" if preset else "") + "` first")
     return found[0]
-
-
-def manifests_of(name: str, output_dir: Path, preset: str | None = None) -> list[Path]:
-    """The manifests of ablation ``name`` under ``output_dir`` (of ``preset``, ``default`` for none, if given), the
-    most recently updated first: by the name and preset each records, never by its folder's name, of which
-    ``NAME-*`` also matches another ablation (``sentence-*``: ``sentence-objective-tiny-…``)."""
-    found = [path for path in (Path(output_dir) / "ablations").glob(f"{name}-*/manifest.json")
-             if path.is_file() and _is_of(path, name, preset)]
-    return sorted(found, key=lambda path: path.stat().st_mtime, reverse=True)
-
-
-def _recorded(path: Path) -> tuple[str, str] | None:
-    """The ablation and preset (``default`` for none) the manifest ``path`` records; None where it cannot say."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("ablation"), str):
-        return None
-    return data["ablation"], str(data.get("preset") or "default")
-
-
-def _is_of(path: Path, name: str, preset: str | None) -> bool:
-    """Whether the manifest ``path`` is of ablation ``name`` (and ``preset`` if given), as it records; a damaged one
-    (found, so that reading it says how to repair it) as its folder's name ``NAME-PRESET-HASH`` says, its preset
-    without a '-' where none is given."""
-    recorded = _recorded(path)
-    if recorded is not None:
-        return recorded[0] == name and preset in (None, recorded[1])
-    shape = re.escape(preset) if preset else "[^-]+"
-    return re.fullmatch(rf"{re.escape(name)}-{shape}-[0-9a-f]+", path.parent.name) is not None
-
-
-def _with_runs(output_dir: Path) -> str:
-    """The ablations with a manifest under ``output_dir``, each with its presets, as prose for an error."""
-    presets: dict[str, set[str]] = {}
-    for path in (Path(output_dir) / "ablations").glob("*/manifest.json"):
-        if (recorded := _recorded(path)) is not None:
-            presets.setdefault(recorded[0], set()).add(recorded[1])
-    if not presets:
-        return "no ablation has runs there"
-    return "runs there: " + ", ".join(f"{name} (preset {', '.join(sorted(presets[name]))})" for name in sorted(presets))
 
 
 def latest_manifests(output_dir: Path = Path("outputs")) -> list[Manifest]:
