@@ -6,6 +6,8 @@ run. The launcher decides only *when* and *where*, following the plan's graph
 
 - ``local``: up to ``--jobs N`` ready units at a time on this machine, each told of the others (``BVR_JOBS=N``) so
   that its torch threads are its share of the cores (:mod:`bvr.threads`); it returns when every unit has ended.
+  SIGTERM or Ctrl-C sent to it goes on to the running units, which save what they finished; it then exits 143 or
+  130 (:mod:`bvr.runner.processes`), and the same command again resumes.
 - ``slurm``: one SLURM job per unit, submitted through submitit with ``afterok`` dependencies (the report
   ``afterany``: it renders what finished), resources from the ``launcher`` config section
   (:class:`~bvr.config.launcher.LauncherConfig`); it returns once they are queued. The jobs are remembered in
@@ -41,6 +43,7 @@ from bvr.ablation.manifest import Manifest
 from bvr.ablation.plan import Plan, Unit, UnitKind
 from bvr.errors import BvrError
 from bvr.fs import write_text
+from bvr.runner.processes import UnitProcesses, forwarding
 
 
 class Launcher(str, Enum):
@@ -152,7 +155,8 @@ def run_local(plan: Plan, invocation: Invocation, jobs: int, console: Console, u
     whatever failed (it renders what finished).
 
     Raises:
-        KeyboardInterrupt: after every running unit has stopped (each saves what it finished).
+        KeyboardInterrupt: Ctrl-C, passed on to every running unit; raised once they have stopped (each saves what
+            it finished), as is :class:`~bvr.signals.Terminated` after SIGTERM (:mod:`bvr.runner.processes`).
     """
     from bvr.runner.run import launcher_parent
 
@@ -170,9 +174,12 @@ def run_local(plan: Plan, invocation: Invocation, jobs: int, console: Console, u
         waiting = list(units)
         console.print(f"launcher local: {len(units)} unit(s), up to {jobs} at a time; logs in {logs}",
                       markup=False, highlight=False, soft_wrap=True)
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
+        processes = UnitProcesses(console)
+        with forwarding(processes), ThreadPoolExecutor(max_workers=jobs) as pool:
             running: dict[Future[tuple[int, list[str]]], Unit] = {}
             while waiting or running:
+                if processes.stopping is not None:
+                    waiting.clear()  # nothing more starts; the running units are stopping
                 for unit in list(waiting):
                     needs = [need for need in plan.needs(unit) if need in planned]
                     if unit.kind is not UnitKind.REPORT and any(need in ended - ok for need in needs):
@@ -184,7 +191,7 @@ def run_local(plan: Plan, invocation: Invocation, jobs: int, console: Console, u
                     elif len(running) < jobs and all(need in ended for need in needs):  # failed needs: skipped above
                         waiting.remove(unit)
                         log = logs / f"{unit.id.replace(':', '-')}.log"
-                        running[pool.submit(_run_logged, invocation.command(unit), log, env,
+                        running[pool.submit(_run_logged, processes, invocation.command(unit), log, env,
                                             invocation.workdir)] = unit
                 if not running:
                     break
@@ -195,21 +202,28 @@ def run_local(plan: Plan, invocation: Invocation, jobs: int, console: Console, u
                     ended.add(unit)
                     if code == 0:
                         ok.add(unit)
+                    elif processes.stopping is not None:
+                        continue  # stopped: no failure
                     else:
                         failed[unit.id] = lines[-1] if lines else f"exit status {code}"
                     for line in lines:
                         console.print(line, markup=False, highlight=False, soft_wrap=True)
+        processes.raise_stop()
     return LocalResult([u.id for u in units if u in ok], failed, skipped, time.perf_counter() - start)
 
 
-def _run_logged(command: list[str], log: Path, env: dict[str, str], workdir: Path) -> tuple[int, list[str]]:
-    """Run ``command`` with its output in ``log``; return its exit status and the lines worth showing: the unit's
-    own closing line, or on failure its last lines and where the log is."""
+def _run_logged(processes: UnitProcesses, command: list[str], log: Path, env: dict[str, str], workdir: Path
+                ) -> tuple[int, list[str]]:
+    """Run ``command`` with its output in ``log`` as one of ``processes``; return its exit status and the lines worth
+    showing: the unit's own closing line, or on failure its last lines and where the log is (for a unit not started,
+    the launcher stopping: status 1, nothing)."""
     with log.open("w", encoding="utf-8") as out:
         out.write("$ " + shlex.join(command) + "\n")
         out.flush()
-        code = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=workdir,
-                              check=False).returncode
+        process = processes.start(command, out, env, workdir)
+        if process is None:
+            return 1, []
+        code = processes.wait(process)
     unit = command[-1]
     lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
     shown = [line for line in lines if re.match(rf"{re.escape(unit)}: (done|reused|failed) in ", line)][:1]
