@@ -71,14 +71,14 @@ def test_masking_tiny_repeats_static_masks():
     ablation = load_ablation("masking", preset="tiny")
     static = ablation.arms["static"]
     assert static.masking.mode == "static" and ablation.arms["dynamic"].masking.mode == "dynamic"
-    assert static.corpus.max_documents is not None
-    # ~11 epochs over 3 masks: each static mask is seen 3 to 4 times, as BERT's 40 epochs over 10 masks saw 4.
-    assert static.masking.dupe_factor == 3 and load_ablation("masking", preset="small").arms[
-        "static"].masking.dupe_factor == 10
+    # ~2.2 epochs over 4,500 documents with one mask per sequence: each static mask is seen 2 to 3 times, and the
+    # dynamic arm's masks differ from the second epoch on (with epochs under the dupe factor the arms would be one).
+    assert (static.corpus.max_documents, static.masking.dupe_factor, static.training.max_steps) == (4500, 1, 2400)
+    assert load_ablation("masking", preset="small").arms["static"].masking.dupe_factor == 10
     assert ablation.published == {"ablation": "masking"}
-    # Eight pretraining seeds at tiny (three elsewhere), BLiMP on a fixed 50 pairs per paradigm and the SST-2 probe
+    # Four pretraining seeds at tiny (three elsewhere), BLiMP on a fixed 50 pairs per paradigm and the SST-2 probe
     # scored on 10,000 held-out training examples.
-    assert ablation.pretrain_seeds == list(range(8))
+    assert ablation.pretrain_seeds == list(range(4))
     assert load_ablation("masking", preset="small").pretrain_seeds == [0, 1, 2]
     ev = ablation.evaluations
     assert (ev.blimp, ev.blimp_per_paradigm, ev.probe_tasks, ev.probe_seeds) == (True, 50, ("sst2",), 3)
@@ -87,24 +87,34 @@ def test_masking_tiny_repeats_static_masks():
     assert (small.probe_tasks, small.probe_heldout_examples) == (("sst2", "conll2003"), None)
 
 
-def test_masking_tiny_plan_is_unchanged():
-    """The values the masking ablation's tiny plan resolved to before fine-tuning and evaluation became config
-    sections (the old experiments/finetune.yaml tiny block under the file's finetune.presets.tiny.hparams)."""
+def test_masking_tiny_is_the_small_budget_recipe_and_small_keeps_berts_layout():
+    static = load_ablation("masking", preset="tiny").arms["static"]
+    recipe = (static.model.norm, static.model.embedding_norm, static.model.token_type_init, static.model.head_transform,
+              static.training.dropout)
+    assert recipe == ("pre", False, "zero", False, False)
+    assert (static.data.input_format, static.data.sentence_objective, static.data.max_length) == (
+        "full-sentences", "none", 64)
+    small = load_ablation("masking", preset="small").arms["static"]
+    assert (small.model.norm, small.model.embedding_norm, small.model.token_type_init, small.model.head_transform,
+            small.training.dropout) == ("post", True, "normal", True, True)
+
+
+def test_masking_tiny_fine_tunes_over_a_grid_of_learning_rates():
     ablation = load_ablation("masking", preset="tiny")
-    assert ablation.pretrain_seeds == list(range(8)) and ablation.arms["static"].masking.dupe_factor == 3
     assert (ablation.finetune_tasks, ablation.optional_tasks, ablation.finetune_seeds) == (["sst2"], [], 2)
     assert ablation.finetune_hparams == {"max_train_examples": 4000, "max_eval_examples": None,
-                                         "learning_rate": 3e-4, "epochs": 2}
+                                         "learning_rate": [3e-4, 1e-3, 3e-3], "epochs": 2, "max_length": 64}
     sst2 = load_finetune_config(get_task("sst2"), preset="tiny", overrides=ablation.finetune_overrides())
-    assert (sst2.learning_rate, sst2.epochs, sst2.max_train_examples, sst2.max_eval_examples) == (3e-4, 2, 4000, None)
-    assert (sst2.max_length, sst2.batch_size, sst2.warmup_fraction) == (128, 32, 0.1)
+    assert [(p.learning_rate, p.epochs) for p in sst2.grid()] == [(3e-4, 2), (1e-3, 2), (3e-3, 2)]
+    assert (sst2.max_train_examples, sst2.max_eval_examples, sst2.selection_examples) == (4000, None, 2000)
+    assert (sst2.max_length, sst2.batch_size, sst2.warmup_fraction) == (64, 32, 0.1)
     # The arms' own config resolves the same fine-tuning settings as the finetune() call above.
     assert resolve_finetune(ablation.arms["static"], get_task("sst2")) == sst2
     assert ablation.evaluations.to_dict() == {
         "blimp": True, "blimp_per_paradigm": 50, "blimp_seed": 0, "probe_tasks": ["sst2"], "probe_seeds": 3,
         "probe_features": "mean", "probe_max_train_examples": 4000, "probe_max_eval_examples": None,
         "probe_heldout_examples": 10000}
-    assert ablation.arms["static"].training.max_steps == 300 and ablation.arms["static"].corpus.max_documents == 250
+    assert ablation.arms["static"].training.max_steps == 2400 and ablation.arms["static"].corpus.max_documents == 4500
 
 
 def test_finetune_hyperparameters_of_the_file_apply_in_layer_order(tmp_path):

@@ -242,8 +242,10 @@ _ADDED = {"null_threshold": 0.0, "null_threshold_heldout": 0.0}
 def test_finetune_settings_resolve_as_before(task, preset):
     from bvr.tasks.registry import get_task
 
-    resolved = resolve_finetune(load_config(preset=preset), get_task(task))
-    assert dataclasses.asdict(resolved) == {**_SHARED, **_ADDED, **RESOLVED[(task, preset)]}
+    # one learning rate and one epochs value: one grid point, which holds nothing out for selection and records
+    # (and hashes) no selection key
+    (resolved,) = (point.config for point in resolve_finetune(load_config(preset=preset), get_task(task)).grid())
+    assert resolved.as_dict() == {**_SHARED, **_ADDED, **RESOLVED[(task, preset)]}
     assert set(resolved.hashed()) == set(_SHARED) - set(NOT_HASHED) | set(_ADDED) | set(RESOLVED[(task, preset)])
     tuned = resolve_finetune(load_config(preset=preset, overrides=["finetune.null_threshold=-1.5"]), get_task(task))
-    assert tuned.hashed() == {**resolved.hashed(), "null_threshold": -1.5}
+    assert tuned.grid()[0].config.hashed() == {**resolved.hashed(), "null_threshold": -1.5}
