@@ -25,8 +25,10 @@ from bvr.ablation.declare import PUBLISHED_TABLES
 from bvr.config import node_lines, parse_yaml
 from bvr.errors import BvrError
 
-DEFAULT_PATH = Path(__file__).resolve().parents[2] / "reports" / "published.yaml"
-"""The file shipped with bvr."""
+_CHECKOUT_PATH = Path(__file__).resolve().parents[2] / "reports" / "published.yaml"
+DEFAULT_PATH = (_CHECKOUT_PATH if _CHECKOUT_PATH.is_file() else
+                Path(__file__).resolve().parents[1] / "_reports" / "published.yaml")
+"""The file shipped with bvr: a checkout's ``reports/published.yaml``, else the copy a wheel carries (``setup.py``)."""
 
 ABLATIONS = PUBLISHED_TABLES
 """The ablations a published table may inform."""
