@@ -57,9 +57,9 @@ base:
   tokenizer: {vocab_size: 400}
   data: {max_length: 64, shard_documents: 50}
   model: {num_layers: 2, hidden_size: 32, num_heads: 4, intermediate_size: 64}
-  training: {batch_size: 8, learning_rate: 3.0e-3, warmup_steps: 2, max_steps: 6, val_every_steps: 3,
-             checkpoint_every_steps: 3, log_every_steps: 2}
-  masking: {dupe_factor: 2}
+  training: {batch_size: 8, learning_rate: 3.0e-3, warmup_steps: 2, max_steps: 20, val_every_steps: 10,
+             checkpoint_every_steps: 10, log_every_steps: 2}
+  masking: {dupe_factor: 1}
   finetune: {tasks: [sst2], seeds: 2, optional: [], epochs: 1, batch_size: 4, max_length: 64, max_eval_examples: null}
   evaluate:
     blimp: {per_paradigm: 2}
@@ -130,8 +130,8 @@ def test_a_log_without_a_terminal_has_one_plain_line_per_unit_and_ends_with_the_
     plan = make_plan(finished / "tiny-masking.yaml", data_dir=data_dir, output_dir=finished / "outputs")
     lines = log.splitlines()
     # The opening describes the run being made (not the experiment file's words), and states the thread budget.
-    assert lines[0] == ("ablation tiny-masking (preset default): 2 layers, hidden 32, 6 steps of 8 x 64 tokens, "
-                        "dupe factor 2")
+    assert lines[0] == ("ablation tiny-masking (preset default): 2 layers, hidden 32, 20 steps of 8 x 64 tokens, "
+                        "dupe factor 1")
     assert lines[1] == "  experiment file: Static vs dynamic masking on a generated corpus, a few steps."
     assert any(line.startswith("  units to run or reuse: ") and "; threads " in line for line in lines[:8])
     for unit in plan.units():  # what it was, how it ended, how long it took
@@ -430,7 +430,7 @@ def test_a_new_manifest_is_written_in_the_version_2_layout_and_read_back(data_di
                                             "main_key", "score", "seeds", "baseline", "seconds", "error"]
     assert list(data["finetune"][0]) == ["arm", "label", "pretrain_seed", "task", "seed", "status", "run_id",
                                          "parent_run_id", "main_key", "score", "collapsed", "seconds", "baseline",
-                                         "error"]
+                                         "grid_point", "selection", "error"]
     assert list(data["context"]) == ["git_commit", "data_dir", "output_dir", "started", "updated", "wall_seconds",
                                      "hardware"]
     assert [(e["label"], e["kind"], e["task"]) for e in data["evaluations"][:2]] == [("static", "blimp", None),

@@ -10,11 +10,15 @@ to match ``full-sentences``' tokens. An arm with ``training.tokens_per_batch`` f
 (to within one sequence, whatever its sequences' lengths), so its tokens per step are that budget; an arm without
 one sees ``batch_size`` sequences a step, whose tokens are estimated from the config alone (:func:`sequence_tokens`,
 an upper bound), since nothing is prepared when an ablation is planned.
+
+:func:`check_static_masks_repeat` refuses, once an arm's data is prepared and before any pretraining, a static
+masking arm that would never reuse a mask: its masks are then the dynamic stream's, and the arms cannot differ.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import math
+from typing import TYPE_CHECKING, Any
 
 from bvr.config import Config, flatten
 from bvr.errors import BvrError
@@ -134,3 +138,44 @@ def equal_passes(ablation: Ablation) -> None:
         raise BvrError(f"arms see different numbers of tokens ({detail})", where=ablation.source,
                        hint="choose training.tokens_per_batch (or batch_size) and max_steps so that the tokens per "
                             "step x max_steps are equal in every arm")
+
+
+class ArmsCannotDiffer(BvrError):
+    """Arms the prepared data shows to be one arm: the whole ablation stops before any pretraining."""
+
+
+def planned_passes(cfg: Config, train: dict[str, Any]) -> float:
+    """The passes a run of ``cfg`` will make over its prepared training split (``data_stats.json``'s ``train``):
+    sequences fed over sequences held, or with ``training.tokens_per_batch`` tokens fed over tokens held."""
+    training = cfg.training
+    if training.tokens_per_batch is None:
+        return training.max_steps * training.batch_size / train["sequences"]
+    return training.max_steps * training.tokens_per_batch / train["tokens"]
+
+
+def check_static_masks_repeat(arm: str, cfg: Config, other_modes: set[str], train: dict[str, Any]) -> None:
+    """Refuse a static arm compared with a dynamic one whose run ends before it reuses a mask.
+
+    Static masking gives epoch ``e`` the copy ``e % dupe_factor``, dynamic masking the copy ``e``
+    (:func:`bvr.pretraining.masking.mask_copy`): while the epochs started stay within ``dupe_factor`` the two are the
+    same masks on the same data, so the arms are one run twice and any "no difference" between them measures nothing.
+
+    >>> from bvr.config import load_config
+    >>> cfg = load_config(overrides=["masking.mode=static", "masking.dupe_factor=3", "training.max_steps=60",
+    ...                              "training.batch_size=32", "training.warmup_steps=6"])
+    >>> check_static_masks_repeat("static", cfg, {"dynamic"}, {"sequences": 900, "tokens": 0})
+    Traceback (most recent call last):
+    bvr.ablation.arms.ArmsCannotDiffer: data:static: arm 'static' makes 2.13 passes over its 900 training ...
+    give it more passes than masks: training.max_steps above 84, or masking.dupe_factor 2
+    """
+    if cfg.masking.mode != "static" or "dynamic" not in other_modes:
+        return
+    epochs, dupe = planned_passes(cfg, train), cfg.masking.dupe_factor
+    if math.ceil(epochs) > dupe:
+        return
+    steps = math.floor(cfg.training.max_steps * dupe / epochs)  # the last step count at which it still never repeats
+    lower = f", or masking.dupe_factor {math.ceil(epochs) - 1}" if math.ceil(epochs) > 1 else ""
+    raise ArmsCannotDiffer(
+        f"arm '{arm}' makes {epochs:.2f} passes over its {train['sequences']:,} training sequences with "
+        f"masking.dupe_factor {dupe}, so it never reuses a mask: its masks are the dynamic arm's and the arms cannot "
+        "differ", where=f"data:{arm}", hint=f"give it more passes than masks: training.max_steps above {steps}{lower}")

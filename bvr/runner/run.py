@@ -54,6 +54,7 @@ from typing import Any
 
 from rich.console import Console
 
+from bvr.ablation.arms import ArmsCannotDiffer
 from bvr.ablation.manifest import Manifest
 from bvr.ablation.plan import Plan, Unit, UnitKind
 from bvr.cache import global_rank, target_lock
@@ -160,6 +161,9 @@ class Runner:
             self.keep(unit, outcome)
         except KeyboardInterrupt:
             self.save()
+            raise
+        except ArmsCannotDiffer as err:  # the ablation cannot answer: stop before anything is pretrained
+            self._fail(unit, err.one_line(), time.perf_counter() - start)
             raise
         except Exception as err:  # noqa: BLE001 - one failed unit must not lose the others' results
             if (error := write_error(err)) is not None:  # but a full disk or read-only folder fails every unit

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bvr.ablation.arms import check_static_masks_repeat
 from bvr.ablation.manifest import Manifest
 from bvr.ablation.plan import Plan, Unit, UnitKind
 from bvr.ablation.records import Record
@@ -137,12 +138,17 @@ def tokenizer(ctx: UnitContext, unit: Unit) -> Outcome:
 
 
 def data(ctx: UnitContext, unit: Unit) -> Outcome:
-    """The arm's input format (and every stage before it)."""
+    """The arm's input format (and every stage before it); a static masking arm that this data shows would never
+    reuse a mask is refused here, and the ablation with it (:class:`~bvr.ablation.arms.ArmsCannotDiffer`)."""
     from bvr.pretraining.prepare import prepare
 
     built: set[Path] = set()
-    prepared = prepare(ctx.plan.arm(unit.name).config, progress=ctx.progress, built=built)
+    arm = ctx.plan.arm(unit.name)
+    prepared = prepare(arm.config, progress=ctx.progress, built=built)
     stats = json.loads((prepared.instances / "data_stats.json").read_text())
+    if not arm.control:  # before any pretraining: a static arm that never reuses a mask is the dynamic arm
+        modes = {other.config.masking.mode for other in ctx.plan.arms if not other.control and other is not arm}
+        check_static_masks_repeat(arm.arm, arm.config, modes, stats["train"])
     product = Product((f"data-{unit.name}.json",), _json({"folder": prepared.instances.name, **stats}))
     return Outcome(prepared.instances.resolve() in built, products=(product,))
 

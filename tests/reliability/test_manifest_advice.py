@@ -85,11 +85,12 @@ def test_a_copied_store_is_advised_its_own_output_folder_and_the_shipped_experim
     data["context"]["output_dir"] = str(tmp_path / "elsewhere" / "outputs")
     data["ablation"], data["source"] = "masking", str(tmp_path / "gone" / "masking.yaml")
     path.write_text(json.dumps(data))
-    line = error_line(bvr("status", "exp")[2])
+    line = error_line(bvr("status", "masking")[2])
     assert "run `bvr ablate masking --data-dir " in line and "elsewhere" not in line and "--output-dir" not in line
     (tmp_path / "sub").mkdir()
     monkeypatch.chdir(tmp_path / "sub")  # seen from another folder, the store's folder is named
-    assert f"--output-dir {tmp_path / 'outputs'}" in error_line(bvr("status", "exp", "--output-dir", "../outputs")[2])
+    seen = error_line(bvr("status", "masking", "--output-dir", "../outputs")[2])
+    assert f"--output-dir {tmp_path / 'outputs'}" in seen
 
 
 @pytest.mark.parametrize("content", ["{", '{"version": 1, "ablation": "exp", "arms": ["static"]}', "[]"])
