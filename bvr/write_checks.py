@@ -94,8 +94,9 @@ NAME_MAX = 255
 def not_a_folder(err: OSError, folder: Path, what: str) -> BvrError | None:
     """The one-line error of a path that cannot be made a folder, or None for any other error.
 
-    A file or device (``/dev/null``) is where the folder (or one above it) would be, or a name is longer than
-    :data:`NAME_MAX` bytes (or the whole path longer than the system allows).
+    A file or device (``/dev/null``) is where the folder (or one above it) would be, a name is longer than
+    :data:`NAME_MAX` bytes (or the whole path longer than the system allows), or the folder it would be made in
+    takes no new folders (``/proc``: "No such file or directory" for a folder that exists).
 
     Args:
         err: what ``mkdir`` raised.
@@ -110,6 +111,9 @@ def not_a_folder(err: OSError, folder: Path, what: str) -> BvrError | None:
     if err.errno == errno.ENAMETOOLONG:
         reason = name_too_long(folder) or "the path is longer than this system allows"
         return BvrError(f"cannot use it as the {what}: {reason}", where=folder, hint="choose a shorter name")
+    if err.errno == errno.ENOENT:
+        return BvrError(f"cannot use it as the {what}: {_existing(folder)} takes no new folders ({err.strerror})",
+                        where=folder, hint="choose a folder on a disk (a new or an existing one)")
     return None
 
 

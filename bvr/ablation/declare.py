@@ -95,6 +95,10 @@ BUDGET_KEYS = ("training.max_steps", "training.warmup_steps", "training.max_toke
 SHARED_SECTIONS = ("finetune", "evaluate")
 """Config sections every arm shares: set in ``base`` or ``presets``, never in an arm."""
 
+MAX_ARMS = 64
+"""Most arms an experiment file may declare (the shipped ones have 2 to 6). Resolving and comparing arms grows with
+the square of their count: 10,000 arms took minutes and gigabytes before any message, so more are refused unread."""
+
 
 @dataclass(frozen=True)
 class Evaluations:

@@ -15,6 +15,7 @@ from bvr.ablation.declare import (
     BUDGET_KIND,
     CONTROL_ARM,
     KINDS,
+    MAX_ARMS,
     PUBLISHED_TABLES,
     SHARED_SECTIONS,
     TOP_KEYS,
@@ -142,6 +143,9 @@ def load_ablation(
     if len(arms_raw) < 2:
         raise BvrError(f"an ablation needs at least two arms, found {len(arms_raw)}",
                        where=at(lines, "arms") if "arms" in lines else path)
+    if len(arms_raw) > MAX_ARMS:
+        raise BvrError(f"{len(arms_raw):,}, more than the {MAX_ARMS} arms an experiment file may declare (MAX_ARMS)",
+                       where=at(lines, "arms"), hint="split the arms over several experiment files")
     base = _resolve(CONTROL_ARM, [*shared, *override_layers])  # a bad shared value is reported here, for no arm
     arms: dict[str, Config] = {}
     declared: dict[str, set[str]] = {}

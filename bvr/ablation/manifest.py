@@ -353,9 +353,13 @@ def _declared(ablation: Ablation, arm: ArmSeed) -> dict[str, Any]:
     return {key: flat.get(key) for key in sorted(ablation.declared.get(arm.arm, set()))}
 
 
-def find_manifest(name: str, output_dir: Path = Path("outputs"), *, preset: str | None = None) -> Path:
+def find_manifest(name: str, output_dir: Path = Path("outputs"), *, preset: str | None = None,
+                  command: str = "report") -> Path:
     """The most recently updated manifest of ablation ``name`` exactly (for ``preset`` if given):
     :func:`~bvr.ablation.folders.manifests_of`.
+
+    Args:
+        command: the command that looks (``report``, ``status``), which the error names.
 
     Raises:
         BvrError: none exists (the message names the ablations that have runs there, the hint how to make one).
@@ -364,7 +368,7 @@ def find_manifest(name: str, output_dir: Path = Path("outputs"), *, preset: str 
     found = manifests_of(stem, output_dir, preset)
     if not found:
         raise BvrError(f"no runs of ablation '{stem}'" + (f" with preset '{preset}'" if preset else "") +
-                       f" under {Path(output_dir) / 'ablations'} ({with_runs(output_dir)})", where="report",
+                       f" under {Path(output_dir) / 'ablations'} ({with_runs(output_dir)})", where=command,
                        hint=f"run `bvr ablate {stem}" + (f" --preset {preset}" if preset else "") + "` first")
     return found[0]
 

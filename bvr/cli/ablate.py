@@ -232,7 +232,11 @@ def report_cmd(
         if browser_check is not None:
             _browser_check(Manifest.load(path), browser_check)
     if all_:
-        summary = render_summary(latest_manifests(outputs), out, workdir=Path.cwd())
+        manifests = latest_manifests(outputs)
+        if not manifests:  # else an empty table, as if there were nothing to run
+            raise BvrError(f"no ablation has runs under {outputs / 'ablations'}: nothing to summarise",
+                           where="report --all", hint="run `bvr ablate NAME` first, or pass the --output-dir it used")
+        summary = render_summary(manifests, out, workdir=Path.cwd())
         console.print(f"wrote {summary}", markup=False, highlight=False, soft_wrap=True)
 
 
@@ -276,7 +280,7 @@ def status_cmd(
     from bvr.ablation.status import PROGRESS_HEADER, errors, progress_rows, running_now
     from bvr.tracking import tracking_uri, ui_address, ui_base
 
-    path = find_manifest(name, output_dir or Path("outputs"), preset=preset)
+    path = find_manifest(name, output_dir or Path("outputs"), preset=preset, command="status")
     manifest = Manifest.load(path)
     console.print(f"[bold]{literal(manifest.ablation)}[/bold] (preset {literal(manifest.preset or 'default')}), "
                   f"manifest {literal(path)}, updated {literal(manifest.context.updated or '—')}", highlight=False,

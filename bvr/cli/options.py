@@ -24,8 +24,18 @@ from bvr.errors import BvrError
 from bvr.tasks.registry import TASK_KINDS, TASKS
 from bvr.write_checks import name_too_long
 
-console = Console(emoji=False)  # ":100:" in a file:line stays text, not an emoji
-err_console = Console(stderr=True, emoji=False)
+
+class LogConsole(Console):
+    """A console that wraps lines to the width only on a terminal: written to a log or a pipe, each line stays
+    whole (Rich would break it at 80 columns, mid-phrase), unless a print asks otherwise."""
+
+    def print(self, *objects: Any, soft_wrap: bool | None = None, **options: Any) -> None:
+        """Rich's print, soft-wrapped (no line breaks added) where no terminal is attached."""
+        super().print(*objects, soft_wrap=not self.is_terminal if soft_wrap is None else soft_wrap, **options)
+
+
+console = LogConsole(emoji=False)  # ":100:" in a file:line stays text, not an emoji
+err_console = LogConsole(stderr=True, emoji=False)
 state: dict[str, Any] = {"debug": False, "command": None}
 """Set by the app's callback: ``debug`` (``--debug``: show the traceback of a :class:`~bvr.errors.BvrError` instead
 of one line) and ``command``, the command being run (``config``, ``pretrain``, ...), for what an interrupt says."""

@@ -26,6 +26,7 @@ import typer
 
 from bvr.cli.options import console, err_console
 from bvr.errors import BvrError
+from bvr.signals import Terminated
 
 UI_START_LIMIT = 120.0
 """Seconds the UI may take to answer before ``bvr ui`` gives up (it answers in 5 to 15 s on 2 cores)."""
@@ -70,8 +71,18 @@ def ui_cmd(
         _print([*lines, f"  (the UI runs on {ui_store(uri)} until Ctrl-C)"])
         if open_browser:
             _open(lines[0].split(": ", 1)[1])
-        with contextlib.suppress(KeyboardInterrupt):
-            ui.wait()
+        _wait_for_ctrl_c(ui)
+
+
+def _wait_for_ctrl_c(ui: subprocess.Popen) -> None:
+    """Until the UI exits or Ctrl-C, which ends ``bvr ui`` as asked (status 0); SIGTERM is passed on as the stop it
+    is (:class:`~bvr.signals.Terminated`: status 143)."""
+    try:
+        ui.wait()
+    except Terminated:
+        raise
+    except KeyboardInterrupt:
+        pass
 
 
 @contextlib.contextmanager
@@ -101,6 +112,11 @@ def _experiment(client: Any, name: str) -> Any:
 
 
 def _check_port(host: str, port: int) -> None:
+    """Refuse a port the UI cannot be reached at: outside 1 to 65535 (0 would have the system pick one that bvr
+    cannot know, and wait for an answer at port 0), or one something else listens on."""
+    if not 1 <= port <= 65535:
+        raise BvrError(f"{port} is not a port the UI can be reached at", where="--port",
+                       hint="pass one from 1 to 65535 (default 5000)")
     with socket.socket() as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:

@@ -70,9 +70,13 @@ def stored_pooler(state_dict: dict[str, torch.Tensor], family: str) -> bool:
 
 def _expected_shapes(config: EncoderConfig, sentence_head: bool, pooler: bool) -> dict[str, torch.Size]:
     """Parameter names and shapes of a :class:`PretrainingModel`, built on the meta device (no memory, no init)."""
+    return {key: value.shape for key, value in _meta_state(config, sentence_head, pooler).items()}
+
+
+def _meta_state(config: EncoderConfig, sentence_head: bool, pooler: bool) -> dict[str, torch.Tensor]:
+    """The state dict of a :class:`PretrainingModel` on the meta device: names and shapes, no memory."""
     with torch.device("meta"):
-        model = PretrainingModel(config, sentence_head=sentence_head, pooler=pooler)
-    return {key: value.shape for key, value in model.state_dict().items()}
+        return PretrainingModel(config, sentence_head=sentence_head, pooler=pooler).state_dict()
 
 
 def _rename_legacy(key: str) -> str:
@@ -336,15 +340,24 @@ def load_hf(
     if sentence_head is None:
         sentence_head = any(key.endswith("seq_relationship.weight") for key in state_dict)
     pooler = stored_pooler(state_dict, config.family) if pooler is None else pooler
-    model = PretrainingModel(config, sentence_head=sentence_head, pooler=pooler)
-    if not has_mlm_head(state_dict, config.family):
-        if need_mlm_head:
-            raise BvrError(f"no MLM head: an encoder-only model (no {_head_prefix(config.family)}.* weights)",
-                           where=folder, hint="fill-mask, BLiMP and export need a masked-LM folder "
-                           "(BertForMaskedLM, RobertaForMaskedLM); fine-tuning and probing accept this one")
-        head = _head_prefix(config.family) + "."
-        state_dict = {**state_dict, **{k: v for k, v in model.state_dict().items() if k.startswith(head)}}
-        model.has_mlm_head = False
+    head = has_mlm_head(state_dict, config.family)
+    if not head and need_mlm_head:
+        raise BvrError(f"no MLM head: an encoder-only model (no {_head_prefix(config.family)}.* weights)",
+                       where=folder, hint="fill-mask, BLiMP and export need a masked-LM folder "
+                       "(BertForMaskedLM, RobertaForMaskedLM); fine-tuning and probing accept this one")
+    if not head:  # the head starts at its initialisation: its shapes stand in for it until the model is built
+        state_dict = {**state_dict, **_head_shapes(config, sentence_head, pooler)}
+    # Every shape is checked before the model is built: a config.json whose sizes are not its weights'
+    # (vocab_size 16,000,000 beside 300 rows) is refused before gigabytes are allocated for it.
     weights = from_hf_state_dict(state_dict, config, sentence_head=sentence_head, where=path, pooler=pooler)
-    model.load_state_dict(weights, strict=True)
+    model = PretrainingModel(config, sentence_head=sentence_head, pooler=pooler)
+    model.has_mlm_head = head
+    built = model.state_dict()
+    model.load_state_dict({key: built[key] if value.is_meta else value for key, value in weights.items()}, strict=True)
     return model.eval(), config
+
+
+def _head_shapes(config: EncoderConfig, sentence_head: bool, pooler: bool) -> dict[str, torch.Tensor]:
+    """The MLM head's parameters as tensors on the meta device: their names and shapes, no memory."""
+    head = _head_prefix(config.family) + "."
+    return {key: value for key, value in _meta_state(config, sentence_head, pooler).items() if key.startswith(head)}

@@ -46,19 +46,28 @@ def _finetune(plan: Plan) -> str:
     return literal("; ".join(parts))
 
 
+def _blimp(plan: Plan) -> str:
+    """``BLiMP 50 pairs per paradigm``, or why there is no BLiMP: turned off (``evaluate.blimp.enabled=false``), or
+    no ``blimp/`` in the data folder."""
+    ev = plan.evaluations
+    if not ev.blimp:
+        return "no BLiMP (evaluate.blimp.enabled=false)"
+    if plan.blimp_dir is None:
+        return "no BLiMP (no blimp/ in the data folder)"
+    return "BLiMP " + (f"{ev.blimp_per_paradigm} pairs per paradigm" if ev.blimp_per_paradigm else "all pairs")
+
+
 def describe_plan(plan: Plan, units: list[Unit], budget: ThreadBudget) -> str:
     ab = plan.ablation
     arms = ", ".join(literal(a.label) for a in plan.arms)
     ev = plan.evaluations
-    blimp = ("BLiMP " + (f"{ev.blimp_per_paradigm} pairs per paradigm" if ev.blimp_per_paradigm else "all pairs")
-             if plan.blimp_dir is not None else "no BLiMP (no blimp/ in the data folder)")
     probes = (f"probes {literal(', '.join(ev.probe_tasks))} x {ev.probe_seeds} seeds" if ev.probe_tasks else
               "no probes")
     lines = [f"[bold]ablation {literal(plan.name)}[/bold] (preset {literal(plan.preset or 'default')}): "
              f"{run_shape(plan)}",
              f"  experiment file: {literal(ab.description)}",
              f"  arms: {arms} ({len(ab.pretrain_seeds)} pretraining seed(s) each)",
-             f"  evaluations: {blimp}; {probes}",
+             f"  evaluations: {_blimp(plan)}; {probes}",
              f"  fine-tuning: {_finetune(plan)}",
              f"  manifest: {literal(plan.manifest_path)}",
              f"  units to run or reuse: {len(units)}; {literal(budget.line())}"]

@@ -279,8 +279,9 @@ def _recorded_parent(runner: Runner) -> str | None:
 
     Raises:
         BvrError: the manifest records finished units but this store lacks its parent run: the outputs were
-            copied or moved away from their store, or ``--output-dir`` names another folder's outputs. Going on
-            would leave a report without their runs.
+            copied or moved away from their store, or ``--output-dir`` names another folder's outputs (going on
+            would leave a report without their runs); or the store holds those units' runs, and the parent's id
+            was edited or its run deleted.
     """
     from bvr.tracking import store_client, tracking_uri
     from bvr.tracking.placed import newest_run
@@ -289,7 +290,13 @@ def _recorded_parent(runner: Runner) -> str | None:
     on_disk = Manifest.load(path) if path.is_file() else runner.manifest
     recorded = on_disk.parent_run_id
     if recorded and not _run_exists(recorded):
-        if any(record.status == "done" for record in on_disk.records()):
+        done = [record.run_id for record in on_disk.records() if record.status == "done"]
+        if any(run_id and _run_exists(run_id) for run_id in done):  # they are here: the parent's id is not
+            raise BvrError(f"its parent run {recorded} is not in {store}, which holds its finished runs: "
+                           "parent_run_id was edited, or that run deleted", where=str(path),
+                           hint="write the ablation's run id back (bvr ui NAME prints it), or write "
+                                "\"parent_run_id\": null, and bvr finds that run by the plan")
+        if done:
             raise BvrError(f"its finished runs are logged in another MLflow store ({on_disk.store or 'not recorded'})"
                            f", not in {store}", where=str(path),
                            hint="run bvr from the folder that holds that store or point MLFLOW_TRACKING_URI at it; "
@@ -359,6 +366,8 @@ def run_ablation(
     start = time.perf_counter()
     check_store(Path.cwd())
     check_writable(plan.output_dir, "output folder (--output-dir)")
+    if stage_dir is not None:  # else every unit would fail on it, one after the other
+        check_writable(stage_dir, "DVC stage folder (--stage-dir)")
     console = console or Console()
     runner = Runner(plan, stage_dir=stage_dir, progress=progress, console=console, ui_url=ui_url)
     units = plan.select(only) if only else [u for u in plan.units() if report or u.kind is not UnitKind.REPORT]

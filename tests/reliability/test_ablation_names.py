@@ -28,16 +28,16 @@ def outputs(tmp_path, monkeypatch) -> Path:
     return out
 
 
-def _refusal(out: Path) -> str:
-    return (f"report: no runs of ablation 'sentence' under {out / 'ablations'} (runs there: sentence-objective "
+def _refusal(out: Path, command: str) -> str:
+    return (f"{command}: no runs of ablation 'sentence' under {out / 'ablations'} (runs there: sentence-objective "
             "(preset tiny)). run `bvr ablate sentence` first")
 
 
 def test_status_and_report_of_a_name_without_runs_refuse_and_name_what_has_runs(bvr, outputs, tmp_path):
     code, out, err = bvr("status", "sentence", "--output-dir", outputs)
-    assert (code, error_line(err)) == (2, _refusal(outputs)), out
+    assert (code, error_line(err)) == (2, _refusal(outputs, "status")), out
     code, out, err = bvr("report", "sentence", "--output-dir", outputs)
-    assert (code, error_line(err)) == (2, _refusal(outputs)), out
+    assert (code, error_line(err)) == (2, _refusal(outputs, "report")), out
     assert not (tmp_path / "reports").exists()
 
 
