@@ -57,38 +57,65 @@ def temp_sibling(path: Path, tag: str = "tmp") -> Path:
     return path.with_name(f".{path.name}.{tag}-{os.getpid()}")
 
 
+def refuse_link(path: Path) -> Path:
+    """``path``, unless a symbolic link (dangling or not) sits at its name: bvr replaces the files it writes and never
+    writes through a link or over one, so the file a link points to stays whole. Folders above ``path`` may be links.
+
+    Raises:
+        BvrError: naming ``path`` and the link's target.
+    """
+    path = Path(path)
+    if path.is_symlink():
+        raise BvrError(f"a symbolic link (to {os.readlink(path)}) where bvr writes; bvr does not write through "
+                       "links or over them", where=path, hint="remove the link or choose another path")
+    return path
+
+
 @contextmanager
-def atomic_open(path: Path, mode: str = "w", *, fsync: bool = False, encoding: str | None = None) -> Iterator[IO[Any]]:
-    """Open a temporary sibling of ``path`` for writing; rename it over ``path`` when the block ends without error.
+def atomic_path(path: Path, *, fsync: bool = False) -> Iterator[Path]:
+    """A new, empty temporary sibling of ``path`` for writers that take a file name (safetensors, matplotlib,
+    pandas); renamed over ``path`` when the block ends without error.
 
     Args:
-        path: the file to write (its folder is created).
-        mode: ``"w"`` for text (UTF-8 unless ``encoding`` says otherwise) or ``"wb"`` for bytes.
+        path: the file to write (its folder is created); a symbolic link there is refused (:func:`refuse_link`).
         fsync: flush the file to disk before the rename and the folder after it, so the write survives a crash.
-        encoding: the text encoding.
 
     An error inside the block removes the temporary file and leaves ``path`` as it was. The temporary file is always
     a new one, created without following a link: a link planted at its name is removed, never written through.
     """
-    path = Path(path)
+    path = refuse_link(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_sibling(path)
-    if "b" not in mode:
-        encoding = encoding or "utf-8"
     tmp.unlink(missing_ok=True)  # a leftover of this process, or a link: O_EXCL below creates the file anew
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
-        with os.fdopen(fd, mode, encoding=encoding) as file:
-            yield file
-            if fsync:
-                file.flush()
-                os.fsync(file.fileno())
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666))
+        yield tmp
+        if fsync:
+            _fsync(tmp)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     if fsync:
         fsync_folder(path.parent)
+
+
+@contextmanager
+def atomic_open(path: Path, mode: str = "w", *, fsync: bool = False, encoding: str | None = None) -> Iterator[IO[Any]]:
+    """Open a temporary sibling of ``path`` for writing; rename it over ``path`` when the block ends without error
+    (:func:`atomic_path`, which refuses a symbolic link at ``path``).
+
+    Args:
+        path: the file to write (its folder is created).
+        mode: ``"w"`` for text (UTF-8 unless ``encoding`` says otherwise) or ``"wb"`` for bytes.
+        fsync: flush the file to disk before the rename and the folder after it, so the write survives a crash.
+        encoding: the text encoding.
+    """
+    if "b" not in mode:
+        encoding = encoding or "utf-8"
+    with (atomic_path(path, fsync=fsync) as tmp,
+          os.fdopen(os.open(tmp, os.O_WRONLY | os.O_NOFOLLOW), mode, encoding=encoding) as file):
+        yield file
 
 
 def readable_by_all(path: Path) -> Path:
@@ -117,7 +144,12 @@ def write_text(path: Path, text: str) -> Path:
 
 def fsync_folder(folder: Path) -> None:
     """Make a rename in ``folder`` durable (a crash right after it must not bring the old file back)."""
-    fd = os.open(folder, os.O_RDONLY)
+    _fsync(folder)
+
+
+def _fsync(path: Path) -> None:
+    """Flush a file's or folder's content to disk."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
@@ -129,9 +161,9 @@ def replace_dir(built: Path, target: Path) -> None:
 
     The old ``target`` is first renamed to a hidden ``.NAME.old-XXXXXXXX`` sibling and removed once ``built`` is in
     place, so there is never a half-written ``target``; such siblings left by a replace that was killed between its
-    renames are removed too.
+    renames are removed too. A symbolic link at ``target`` is refused (:func:`refuse_link`).
     """
-    built, target = Path(built), Path(target)
+    built, target = Path(built), refuse_link(target)
     for stale in target.parent.glob(f".{target.name}.old-*"):
         shutil.rmtree(stale, ignore_errors=True)
     old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
@@ -139,3 +171,41 @@ def replace_dir(built: Path, target: Path) -> None:
         target.rename(old)
     built.rename(target)
     shutil.rmtree(old, ignore_errors=True)
+
+
+WRITTEN = ".bvr-written"
+"""The file bvr keeps in a folder it writes into beside files that may be the user's (``bvr export``'s folder): the
+names of the files bvr wrote there, one a line. A file not named in it is not bvr's to replace."""
+
+
+def written_by_bvr(folder: Path) -> set[str]:
+    """The names :data:`WRITTEN` in ``folder`` lists (none when it is missing or a link)."""
+    marker = Path(folder) / WRITTEN
+    if marker.is_symlink() or not marker.is_file():
+        return set()
+    lines = marker.read_text(encoding="utf-8", errors="replace").splitlines()
+    return {line for line in lines if line and not line.startswith("#")}
+
+
+def not_written_by_bvr(folder: Path) -> list[str]:
+    """The names in ``folder`` (a folder or nothing) that bvr did not write there, sorted: all but those
+    :data:`WRITTEN` lists and itself."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    ours = written_by_bvr(folder) | {WRITTEN}
+    return sorted(entry.name for entry in folder.iterdir() if entry.name not in ours)
+
+
+def claim(folder: Path, names: list[str], by: str) -> None:
+    """Record in ``folder``'s :data:`WRITTEN` (atomically, beside the names it lists already) that bvr writes
+    ``names`` there; called before writing them, so a write cut short leaves them bvr's.
+
+    Args:
+        folder: the folder (created).
+        names: the file names about to be written.
+        by: the command, for the file's first line (``"bvr export"``).
+    """
+    listed = sorted(written_by_bvr(folder) | set(names))
+    write_text(Path(folder) / WRITTEN, f"# Files {by} wrote in this folder; it replaces only these without --force.\n"
+               + "".join(f"{name}\n" for name in listed))

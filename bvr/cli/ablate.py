@@ -317,29 +317,28 @@ def pipeline_cmd(
     name: AblationArg,
     preset: AblationPresetOpt = None,
     output: Annotated[Path, typer.Option("--output", "-o", help="File to write ('-': print).")] = Path("dvc.yaml"),
+    force: Annotated[bool, typer.Option("--force", help="Replace an --output file that bvr did not write (one that "
+                                        "does not open with bvr's header).")] = False,
 ) -> None:
     """Write the DVC pipeline (dvc.yaml) that runs an ablation; then run it with `dvc repro`.
 
     One stage, `bvr ablate NAME`: bvr reuses every unit a change did not touch, so changing one arm retrains only
     that arm. Its params are the keys `dvc exp show` shows (what the arms declare and data_dir);
-    its metrics are the arm-vs-arm differences. The plot templates dvc.yaml names go into .dvc/plots/ beside it.
+    its metrics are the arm-vs-arm differences. The plot templates dvc.yaml names go into .dvc/plots/ beside it,
+    and params.yaml where there is none. bvr replaces a dvc.yaml it wrote (its header says so), never the user's
+    own without --force; every file is written beside its name and renamed into place, and a symbolic link at one
+    of the names is refused (the file it points to stays whole).
     """
-    from bvr.runner.dvc import render_pipeline
-    from bvr.runner.dvc_plots import TEMPLATES_DIR, write_plot_templates
+    from bvr.runner.dvc import render_pipeline, write_pipeline
+    from bvr.runner.dvc_plots import TEMPLATES_DIR
 
     if str(output) != "-" and not output.parent.is_dir():
         raise BvrError(f"folder {output.parent} does not exist", where=f"--output {output}",
                        hint="give a file in the repository's root folder (dvc.yaml and .dvc/ sit there)")
     plan = _plan(name, preset, Overrides(), None, None)
-    text = render_pipeline(plan, Path.cwd(), output="dvc.yaml" if str(output) == "-" else str(output))
     if str(output) == "-":
-        sys.stdout.write(text)
+        sys.stdout.write(render_pipeline(plan, Path.cwd(), output="dvc.yaml"))
         return
-    output.write_text(text, encoding="utf-8")
-    write_plot_templates(output.parent)
-    params = output.parent / "params.yaml"
-    if not params.exists():
-        params.write_text("# Read by dvc.yaml. data_dir: the data folder; empty: the BVR_DATA_DIR variable.\n"
-                          "data_dir: ''\n", encoding="utf-8")
+    write_pipeline(plan, output, force=force)
     console.print(f"wrote {output} and its plot templates in {output.parent / TEMPLATES_DIR}; run it with: dvc repro",
                   markup=False, highlight=False, soft_wrap=True)

@@ -24,6 +24,7 @@ from bvr.cli.options import (
 from bvr.config import PROBE_KINDS, SENTENCE_FEATURES, TOKEN_FEATURES
 from bvr.errors import BvrError
 from bvr.formatting import duration, literal
+from bvr.fs import write_text
 
 PROBE_TASKS_HELP = tasks_help(PROBE_KINDS)
 """The tasks a probe takes: every kind but span (:data:`bvr.config.PROBE_KINDS`)."""
@@ -92,7 +93,7 @@ def probe_cmd(
                        progress=progress)
     console.print(describe(result), markup=False, highlight=False, soft_wrap=True)  # a table: never wrapped
     if json_file is not None:
-        json_file.write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
+        write_text(json_file, json.dumps(result.to_dict(), indent=2) + "\n")
         console.print(f"wrote {json_file}", markup=False, highlight=False)
 
 
@@ -144,7 +145,7 @@ def blimp_cmd(
     model = pretrained.folder.parent if pretrained.folder.name == "model" else pretrained.folder  # a run: its name
     _print_blimp(result, model.resolve().name, per_paradigm, seed)
     if json_out is not None:
-        json_out.write_text(json.dumps(result.to_dict(), indent=1) + "\n", encoding="utf-8")
+        write_text(json_out, json.dumps(result.to_dict(), indent=1) + "\n")
         console.print(f"wrote {json_out}", markup=False, highlight=False)
 
 

@@ -119,13 +119,20 @@ def fill_mask_cmd(
 def export_cmd(
     checkpoint: Annotated[Path, typer.Argument(help="A pretraining run folder or its model/ folder.")],
     out: Annotated[Path, typer.Argument(help="Folder to write (config.json, model.safetensors, tokenizer files).")],
+    force: Annotated[bool, typer.Option("--force", help="Write into a folder that holds files bvr did not write "
+                                        "(those of the names bvr writes are replaced, the others stay).")] = False,
 ) -> None:
-    """Write a checkpoint as a Hugging Face folder that transformers' Auto classes load."""
+    """Write a checkpoint as a Hugging Face folder that transformers' Auto classes load.
+
+    bvr lists the files it writes in OUT/.bvr-written and replaces only those: a folder holding any other file
+    needs --force. Each file is written beside its name and renamed into place; a symbolic link at one of the
+    names is refused (the file it points to stays whole).
+    """
     from bvr.pretrained import load_pretrained
-    from bvr.pretraining.export import export_model
+    from bvr.pretraining.export import export_folder
 
     pretrained = load_pretrained(checkpoint)
-    export_model(pretrained.model, pretrained.folder, _bvr_config(pretrained.folder), out)
+    export_folder(pretrained.model, pretrained.folder, _bvr_config(pretrained.folder), out, force=force)
     console.print(f"wrote {out} (load with transformers.AutoModelForMaskedLM.from_pretrained)", markup=False,
                   highlight=False, soft_wrap=True)
 

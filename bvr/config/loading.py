@@ -39,6 +39,7 @@ from bvr.config.pretraining import (
 )
 from bvr.config.yaml import read_yaml
 from bvr.errors import BvrError
+from bvr.fs import write_text
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 """The folder of the bvr package."""
@@ -217,11 +218,9 @@ def resolve_finetune(cfg: Config, spec: Any) -> FinetuneConfig:
 
 
 def dump_config(cfg: Config | dict[str, Any], path: Path) -> Path:
-    """Write a resolved config (or part of one) as YAML."""
+    """Write a resolved config (or part of one) as YAML, atomically, refusing a symbolic link at ``path``."""
     data = cfg.to_dict() if isinstance(cfg, Config) else cfg
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    return path
+    return write_text(path, yaml.safe_dump(data, sort_keys=False))
 
 
 def config_hash(*parts: Any, length: int = 12) -> str:

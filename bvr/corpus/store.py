@@ -21,7 +21,7 @@ from datasets.arrow_writer import ArrowWriter
 from bvr.corpus.sources import READERS, SOURCES, SourceOptions
 from bvr.corpus.stats import CorpusStats, Document
 from bvr.errors import BvrError
-from bvr.fs import replace_dir
+from bvr.fs import replace_dir, write_text
 
 SPLITS = ("train", "validation")
 STATS_FILE = "corpus_stats.json"
@@ -213,7 +213,7 @@ def _save_corpus(stream: Path, folder: Path, stats: CorpusStats, min_validation:
     empty = {split: 1 for split, dataset in corpus.items() if len(dataset) == 0}
     with datasets_progress(progress):
         corpus.save_to_disk(str(folder), num_shards=empty)
-    (folder / STATS_FILE).write_text(json.dumps(asdict(stats), indent=2) + "\n", encoding="utf-8")
+    write_text(folder / STATS_FILE, json.dumps(asdict(stats), indent=2) + "\n")
 
 
 def _move_to_validation(corpus: datasets.DatasetDict, count: int, seed: int) -> datasets.DatasetDict:

@@ -30,7 +30,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from bvr.errors import BvrError
-from bvr.fs import readable_by_all
+from bvr.fs import atomic_path, readable_by_all, write_text
 from bvr.model.encoder_config import EncoderConfig
 from bvr.model.hf_config import CONFIG_FILE, hf_config_dict, read_hf_config
 from bvr.model.pretraining_model import PretrainingModel
@@ -225,7 +225,8 @@ def export_hf(
     Args:
         model: the model to export.
         config: its encoder config (default: ``model.config``).
-        out_dir: folder to write (created if needed); tokenizer files are copied elsewhere.
+        out_dir: folder to write (created if needed); each file is written beside its name and renamed into
+            place, a symbolic link there refused (:func:`bvr.fs.atomic_path`); tokenizer files are copied elsewhere.
         bos_token_id: see :func:`hf_config_dict`.
         eos_token_id: see :func:`hf_config_dict`.
 
@@ -236,10 +237,11 @@ def export_hf(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     data = hf_config_dict(config, model.sentence_head, bos_token_id, eos_token_id)
-    (out / CONFIG_FILE).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    write_text(out / CONFIG_FILE, json.dumps(data, indent=2) + "\n")
     tensors = to_hf_state_dict(model.state_dict(), config)
-    save_file(tensors, str(out / SAFETENSORS_FILE), metadata={"format": "pt"})  # HF checks the format tag
-    readable_by_all(out / SAFETENSORS_FILE)  # safetensors leaves 0600
+    with atomic_path(out / SAFETENSORS_FILE) as tmp:
+        save_file(tensors, str(tmp), metadata={"format": "pt"})  # HF checks the format tag
+        readable_by_all(tmp)  # safetensors leaves 0600
     return out
 
 

@@ -17,9 +17,10 @@ import torch
 from bvr.checkpoints import check_checkpoint, weights_only_load
 from bvr.config import Config, dump_config
 from bvr.errors import BvrError
-from bvr.fs import replace_dir, temp_sibling
+from bvr.fs import atomic_open, claim, not_written_by_bvr, refuse_link, replace_dir, temp_sibling
 from bvr.model import EncoderConfig, PretrainingModel
-from bvr.model.hf import export_hf, read_hf_weights
+from bvr.model.hf import SAFETENSORS_FILE, export_hf, read_hf_weights
+from bvr.model.hf_config import CONFIG_FILE
 from bvr.tokenization import load_tokenizer, vocab_info
 
 
@@ -33,21 +34,65 @@ def build_model(cfg: Config, vocab) -> PretrainingModel:
     return PretrainingModel(encoder_cfg, sentence_head=cfg.data.sentence_objective != "none", sbo=cfg.model.sbo)
 
 
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "bvr_tokenizer.json")
+"""The tokenizer's files a model folder carries, those the tokenizer folder holds."""
+
+
+def export_names(tokenizer_dir: Path) -> list[str]:
+    """The files :func:`export_model` writes with the tokenizer of ``tokenizer_dir``."""
+    tokenizer = [name for name in TOKENIZER_FILES if (Path(tokenizer_dir) / name).exists()]
+    return [CONFIG_FILE, SAFETENSORS_FILE, *tokenizer, "bvr.yaml"]
+
+
+def _refuse_links(folder: Path, names: list[str]) -> list[str]:
+    """``names``, unless one is a symbolic link in ``folder`` (:func:`bvr.fs.refuse_link`)."""
+    for name in names:
+        refuse_link(folder / name)
+    return names
+
+
 def export_model(model: PretrainingModel, tokenizer_dir: Path, cfg: Config | dict[str, Any], out_dir: Path) -> Path:
     """Write a Hugging Face folder: weights and config.json, the tokenizer files, and bvr.yaml (our config).
 
-    The folder's dropout rates are the ``model`` section's, also where pretraining ran without dropout
-    (``training.dropout``): they are fine-tuning's."""
+    Each file is written beside its name and renamed into place; a symbolic link at a name is refused, never
+    written through. The folder's dropout rates are the ``model`` section's, also where pretraining ran without
+    dropout (``training.dropout``): they are fine-tuning's."""
     config = model.config
     if not isinstance(cfg, dict):
         config = dataclasses.replace(config, dropout=cfg.model.dropout, attention_dropout=cfg.model.attention_dropout)
+    _refuse_links(Path(out_dir), export_names(tokenizer_dir))  # before anything is written
     export_hf(model, config, out_dir)
-    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "bvr_tokenizer.json"):
+    for name in TOKENIZER_FILES:
         source = Path(tokenizer_dir) / name
         if source.exists():
-            (out_dir / name).write_bytes(source.read_bytes())
-    dump_config(cfg if isinstance(cfg, dict) else cfg.to_dict(), out_dir / "bvr.yaml")
-    return out_dir
+            with atomic_open(Path(out_dir) / name, "wb") as file:
+                file.write(source.read_bytes())
+    dump_config(cfg if isinstance(cfg, dict) else cfg.to_dict(), Path(out_dir) / "bvr.yaml")
+    return Path(out_dir)
+
+
+def export_folder(model: PretrainingModel, tokenizer_dir: Path, cfg: dict[str, Any], out_dir: Path, *,
+                  force: bool = False) -> Path:
+    """``bvr export``: :func:`export_model` into a folder of the user's, named in its ``.bvr-written``
+    (:func:`bvr.fs.claim`) before the files are written.
+
+    Args:
+        force: write into a folder holding files bvr did not write (replacing those of the names bvr writes,
+            leaving the others).
+
+    Raises:
+        BvrError: a symbolic link at a name bvr writes, or (without ``force``) a file there bvr did not write.
+    """
+    out_dir = Path(out_dir)
+    names = _refuse_links(out_dir, export_names(tokenizer_dir))
+    foreign = not_written_by_bvr(out_dir)
+    if foreign and not force:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3:,} more" if len(foreign) > 3 else "")
+        raise BvrError(f"the folder holds files bvr export did not write ({shown})", where=out_dir,
+                       hint="export into a new or empty folder, or pass --force to write there anyway (bvr's files "
+                            "replace those of their names; the others stay)")
+    claim(out_dir, names, "bvr export")
+    return export_model(model, tokenizer_dir, cfg, out_dir)
 
 
 def model_problem(model_dir: Path) -> str | None:

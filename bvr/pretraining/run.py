@@ -31,6 +31,7 @@ from bvr.cache import CACHE_VERSION, DONE, build_once, cache_dir, global_rank, i
 from bvr.checkpoints import check_checkpoint, check_fits
 from bvr.config import Config, dump_config
 from bvr.errors import BvrError
+from bvr.fs import write_text
 from bvr.model import PretrainingModel, count_parameters
 from bvr.model.encoder import compile_layers
 from bvr.pretraining.data import PretrainingDataModule, check_batch_fits, validation_differs
@@ -166,7 +167,7 @@ def _train(cfg: Config, prepared: Prepared, run_dir: Path, ckpt_path: str | None
             return PretrainResult(run_dir, False, {})
         _export(cfg, run_dir, built.model, prepared, metrics)
         _record(cfg, run_dir, logger, metrics)
-        (run_dir / DONE).write_text("")
+        write_text(run_dir / DONE, "")
         return PretrainResult(run_dir, False, metrics)
 
 
@@ -309,7 +310,7 @@ def _logger(cfg: Config, run_dir: Path, ckpt_path: str | None, context: RunConte
              **budget.tags()}
     logger = training_logger(context, stage="pretrain", extra=extra, run_id=run_id)
     if run_id is None:
-        run_id_file.write_text(logger.run_id)
+        write_text(run_id_file, logger.run_id)
         with closed_on_error(logger.experiment, logger.run_id):
             log_config(logger.experiment, logger.run_id, cfg.to_dict())
             log_artifact_dir(logger.experiment, logger.run_id, prepared.tokenizer, "tokenizer")
@@ -332,7 +333,7 @@ def _data_inputs(cfg: Config, prepared: Prepared) -> list[DataInput]:
 def _export(cfg: Config, run_dir: Path, model: PretrainingModel, prepared: Prepared, metrics: dict[str, float]) -> None:
     """The final weights with the tokenizer into ``model/``, and the metrics beside it."""
     export_model(model, prepared.tokenizer, cfg, run_dir / "model")
-    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    write_text(run_dir / "metrics.json", json.dumps(metrics, indent=2))
 
 
 def _record(cfg: Config, run_dir: Path, logger: Any, metrics: dict[str, float]) -> None:

@@ -42,7 +42,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE
 
 from bvr.ablation.manifest import Manifest
 from bvr.errors import BvrError
-from bvr.fs import replace_dir, write_text
+from bvr.fs import refuse_link, replace_dir, write_text
 from bvr.report import figures as fig
 from bvr.report.analysis import Analysis, analyse
 from bvr.report.budget import budget_context, budget_curve, budget_frame
@@ -203,8 +203,11 @@ def _write_dvc_metrics(analysis: Analysis, folder: Path) -> list[Path]:
 
 
 def _swap_in(staging: Path, out_dir: Path) -> None:
-    """Move the staged files into ``out_dir``: folders replaced whole, files by atomic rename."""
+    """Move the staged files into ``out_dir``: folders replaced whole, files by atomic rename; a symbolic link at any
+    of their names is refused before anything moves (:func:`bvr.fs.refuse_link`), so the report stays whole."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    for name in (FIGURES_DIR, PLOTS_DIR, DVC_METRICS_DIR, REPORT_MD, REPORT_HTML, METRICS_JSON):
+        refuse_link(out_dir / name)
     for name in (FIGURES_DIR, PLOTS_DIR, DVC_METRICS_DIR):
         replace_dir(staging / name, out_dir / name)
     for name in (REPORT_MD, REPORT_HTML, METRICS_JSON):

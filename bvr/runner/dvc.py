@@ -42,9 +42,12 @@ import yaml
 from bvr.ablation.plan import Plan
 from bvr.config import PRESETS_DIR, read_yaml
 from bvr.errors import BvrError
-from bvr.runner.dvc_plots import plots_spec
+from bvr.fs import refuse_link, write_text
+from bvr.runner.dvc_plots import PAGE_TEMPLATE, TEMPLATES_DIR, plot_templates, plots_spec, write_plot_templates
 
 PARAMS_FILE = "params.yaml"
+PARAMS_TEXT = "# Read by dvc.yaml. data_dir: the data folder; empty: the BVR_DATA_DIR variable.\ndata_dir: ''\n"
+"""What ``bvr pipeline`` writes into ``params.yaml`` where there is none."""
 
 
 def _rel(path: Path, root: Path) -> str:
@@ -248,3 +251,34 @@ def render_pipeline(plan: Plan, root: Path = Path("."), output: str = "dvc.yaml"
                            output=shlex.quote(output),
                            max_steps=max_steps if max_steps.startswith("'") else f"'{max_steps}'")  # quoted as was
     return header + yaml.dump(spec, Dumper=_NoAliases, sort_keys=False, width=120, default_flow_style=False)
+
+
+def write_pipeline(plan: Plan, output: Path, *, force: bool = False) -> None:
+    """``bvr pipeline``: write ``output`` (:func:`render_pipeline`), the plot templates beside it and, where there is
+    none, ``params.yaml``; each file beside its name, then renamed into place.
+
+    Args:
+        force: replace an ``output`` that bvr did not write (one that does not open with bvr's header).
+
+    Raises:
+        BvrError: a symbolic link at a name it writes (checked before anything is written), or, without ``force``,
+            an ``output`` of the user's.
+    """
+    root = output.parent
+    params = root / PARAMS_FILE
+    templates = [root / TEMPLATES_DIR / name for name in [*plot_templates(), PAGE_TEMPLATE]]
+    for path in [output, *templates, *([] if params.exists() else [params])]:
+        refuse_link(path)
+    if output.exists() and not force and not _written_by_bvr(output):
+        raise BvrError("a file bvr pipeline did not write (its first line is not bvr's header); bvr does not replace "
+                       "it", where=output, hint="pass --force to replace it, or --output another file")
+    write_text(output, render_pipeline(plan, Path.cwd(), output=str(output)))
+    write_plot_templates(root)
+    if not params.exists():
+        write_text(params, PARAMS_TEXT)
+
+
+def _written_by_bvr(pipeline: Path) -> bool:
+    """Whether ``pipeline`` opens with the first line of :data:`HEADER`."""
+    with pipeline.open(encoding="utf-8", errors="replace") as file:
+        return file.readline().startswith(HEADER.split("'", 1)[0])

@@ -60,6 +60,7 @@ from bvr.ablation.plan import Plan, Unit, UnitKind
 from bvr.cache import global_rank, target_lock
 from bvr.errors import BvrError
 from bvr.formatting import duration, literal
+from bvr.fs import write_text
 from bvr.progress import on_terminal
 from bvr.runner.hardware import hardware
 from bvr.runner.opening import describe_plan
@@ -197,7 +198,7 @@ def write_product(stage_dir: Path, product: Product) -> None:
     if product.tree is not None:
         copy_tree(product.tree, path)
     else:
-        path.write_text(product.text or "")
+        write_text(path, product.text or "")
 
 
 def unit_line(unit: Unit, outcome: str, seconds: float, notes: list[str]) -> str:

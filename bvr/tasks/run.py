@@ -50,6 +50,7 @@ from bvr import compat
 from bvr.cache import CACHE_VERSION, build_once, cache_dir, fingerprint, reuse_older
 from bvr.config import FinetuneConfig, GridPoint
 from bvr.errors import BvrError
+from bvr.fs import write_text
 from bvr.pretrained import Pretrained, load_pretrained
 from bvr.tasks.data import load_task_data, loader, task_files
 from bvr.tasks.evaluators import EvalRecord
@@ -336,7 +337,7 @@ def _fit(job: _Job, module: FinetuneModule, trainer: L.Trainer, seed: int) -> No
 def _keep_files(record: EvalRecord, out: Path) -> list[Path]:
     """The headline split's files (predictions, SQuAD v2.0's ``na_probs.json``) written into the seed's folder."""
     for name, text in record.files.items():
-        (out / name).write_text(text, encoding="utf-8")
+        write_text(out / name, text)
     return [out / name for name in record.files]
 
 

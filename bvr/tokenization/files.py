@@ -9,6 +9,7 @@ from pathlib import Path
 from tokenizers import Tokenizer
 
 from bvr.errors import BvrError
+from bvr.fs import atomic_path, write_text
 from bvr.tokenization.families import FAMILIES, TokenizerFamily, family_spec, special_token_ids
 
 TOKENIZER_FILE = "tokenizer.json"
@@ -21,7 +22,7 @@ _TRAIN_HINT = "train one with `bvr tokenizer train`"
 
 
 def _write_json(path: Path, content: Mapping[str, object]) -> None:
-    path.write_text(json.dumps(content, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_text(path, json.dumps(content, indent=2, ensure_ascii=False) + "\n")
 
 
 def _added_tokens_decoder(tokenizer: Tokenizer) -> dict[str, dict[str, object]]:
@@ -67,7 +68,8 @@ def save_tokenizer(tokenizer: Tokenizer, family: str, out_dir: Path, *, model_ma
     special_token_ids(tokenizer, spec)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    tokenizer.save(str(out_dir / TOKENIZER_FILE))
+    with atomic_path(out_dir / TOKENIZER_FILE) as tmp:
+        tokenizer.save(str(tmp))
     _write_json(out_dir / "tokenizer_config.json", _hf_tokenizer_config(tokenizer, spec, model_max_length))
     _write_json(out_dir / "special_tokens_map.json", dict(spec.roles))
     _write_json(out_dir / BVR_FILE, {"family": spec.name, "vocab_size": tokenizer.get_vocab_size()})

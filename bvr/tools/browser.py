@@ -29,6 +29,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from bvr.errors import BvrError
+from bvr.fs import write_text
 from bvr.tools.chromium import UI_SETTLE_MS, UI_WINDOW, capture, dump_dom, http_get, screenshot
 
 REPORT_WIDTH = 1200
@@ -213,7 +214,7 @@ def check_in_browser(report_html: Path, base: str, out_dir: Path, *, experiment_
                                                  window=(width, 2400), settle_ms=3_000))
     if experiment_id is not None:
         check_ui(check, base, experiment_id, parent_run_id, out_dir)
-    (out_dir / "check.json").write_text(json.dumps(check.to_dict(), indent=2) + "\n", encoding="utf-8")
+    write_text(out_dir / "check.json", json.dumps(check.to_dict(), indent=2) + "\n")
     return check
 
 
