@@ -17,11 +17,12 @@ import contextlib
 import dataclasses
 import datetime as _dt
 import json
-import shlex
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bvr.ablation.checked import ablate_command, mismatch, shown
 from bvr.ablation.declare import ABLATION_KIND, CONTROL_ARM, Ablation
 from bvr.ablation.folders import manifests_of, with_runs
 from bvr.ablation.plan import MANIFEST_VERSION, ArmSeed, Plan, Unit, UnitKind
@@ -30,29 +31,6 @@ from bvr.config import flatten
 from bvr.errors import BvrError
 from bvr.fs import write_text
 from bvr.locks import file_lock
-
-
-def _ablate_command(data: dict[str, Any], path: Path | None = None) -> str:
-    """The `bvr ablate` command that picks the plan of the manifest ``data`` again, and so rewrites it: its
-    experiment (a shipped one by name, also where the recorded file is gone), preset, ``--set`` values, data folder
-    and output folder (where not ``./outputs``): the one the manifest lies in when its ``path`` is known (a store
-    moved or copied since keeps its manifests' recorded folder, which is another store)."""
-    from bvr.ablation.declare import EXPERIMENTS_DIR
-
-    name, source = str(data.get("ablation") or "NAME"), data.get("source")
-    mine = EXPERIMENTS_DIR / f"{name}.yaml"
-    shipped = not source or Path(source).resolve() == mine.resolve() or (not Path(source).is_file() and mine.is_file())
-    context = data.get("context") if isinstance(data.get("context"), dict) else {}
-    placed = Path(path).resolve() if path is not None else None
-    output_dir = (placed.parents[2] if placed is not None and placed.parent.parent.name == "ablations"
-                  else context.get("output_dir"))
-    args = ["bvr", "ablate", name if shipped else str(source),
-            *(["--preset", str(data["preset"])] if data.get("preset") else []),
-            *(arg for text in data.get("overrides") or [] for arg in ("--set", str(text))),
-            *(["--data-dir", str(context["data_dir"])] if context.get("data_dir") else []),
-            *(["--output-dir", str(output_dir)] if output_dir and Path(output_dir) != Path("outputs").resolve()
-              else [])]
-    return shlex.join(args)
 
 
 @dataclass
@@ -160,12 +138,12 @@ class Manifest:
         Args:
             path: the file it was read from (``OUTPUT/ablations/NAME-HASH/manifest.json``), for the command an
                 error names.
-            damaged: given, a unit that lacks a field is left out and named here instead of refused (`bvr ablate`
-                then resets it to missing: :meth:`load_for`).
+            damaged: given, a unit that lacks a field or holds one of the wrong type is left out and named here
+                instead of refused (`bvr ablate` then resets it to missing: :meth:`load_for`).
 
         Raises:
-            BvrError: not a mapping, another version, or a missing or malformed key (named), with the `bvr ablate`
-                command that rewrites it.
+            BvrError: not a mapping, another version, a missing key, or a value of the wrong type (named), with the
+                `bvr ablate` command that rewrites it.
         """
         where = "ablation manifest"
         if not isinstance(data, dict):
@@ -174,7 +152,7 @@ class Manifest:
                                 "and starts a new one, reusing the finished units")
         name = data.get("ablation")
         where = f"manifest of ablation '{name}'" if isinstance(name, str) else where
-        hint = (f"run `{_ablate_command(data, path)}`: it resets a damaged unit to missing (a damaged manifest: sets "
+        hint = (f"run `{ablate_command(data, path)}`: it resets a damaged unit to missing (a damaged manifest: sets "
                 "it aside and starts a new one) and runs what is missing, reusing the finished units")
         if data.get("version") != MANIFEST_VERSION:
             raise BvrError(f"manifest version {data.get('version')!r} is not {MANIFEST_VERSION}", where=where,
@@ -183,11 +161,14 @@ class Manifest:
             raise BvrError("missing key 'ablation'", where=where, hint=hint)
         if not isinstance(data.get("arms"), list) or not data["arms"]:
             raise BvrError("'arms' must be a non-empty list", where=f"{where}: arms", hint=hint)
+        wrong = mismatch(cls, data, skip=(*RECORD_SECTIONS, "context")) or _context_mismatch(data.get("context"))
+        if wrong or (absent := [key for key in RECORD_SECTIONS if key not in data]):
+            raise BvrError(wrong or f"missing key '{absent[0]}'", where=where, hint=hint)
         known = {f.name for f in dataclasses.fields(cls)}
         values = {key: value for key, value in data.items() if key in known}
         for key, record in (("pretrain", PretrainRecord), ("evaluations", EvaluationRecord),
                             ("finetune", FinetuneRecord)):
-            values[key] = read_records(record, data.get(key, []), f"{where}: {key}", hint, damaged)
+            values[key] = read_records(record, data[key], f"{where}: {key}", hint, damaged)
         values["context"] = RunContext.from_dict(data.get("context") or {})
         return cls(**values)
 
@@ -225,10 +206,11 @@ class Manifest:
     def load_for(cls, plan: Plan, hardware: dict[str, Any], *, write: bool = True) -> tuple[Manifest, str | None]:
         """The manifest `bvr ablate` continues: ``plan``'s on disk, with every unit of the plan, repaired.
 
-        A unit entry that lacks a field is reset to missing (its unit runs again, reusing what it finished); a
-        manifest that cannot be read at all is set aside as ``manifest.json.damaged`` (with ``write``) and started
-        again from the plan, as if it had been removed. Either way the manifest is no longer refused, so the advice
-        of :meth:`load`'s errors, to run `bvr ablate` again, works.
+        A unit entry that lacks a field or holds one of the wrong type, and a unit of the plan that the manifest does
+        not list, are reset to missing (the unit runs again, reusing what it finished); a manifest that cannot be
+        used at all (unreadable, a key missing or of the wrong type) is set aside as ``manifest.json.damaged`` (with
+        ``write``) and started again from the plan, as if it had been removed. Either way the manifest is no longer
+        refused, so the advice of :meth:`load`'s errors, to run `bvr ablate` again, works.
 
         Args:
             write: set a damaged file aside (rank zero; the other ranks only read).
@@ -250,15 +232,27 @@ class Manifest:
                                              f"{aside.name} and started again from the plan (finished units are "
                                              "reused)")
         manifest.context.hardware = hardware
-        if not damaged:
+        unlisted = manifest._take_planned(cls.new(plan, hardware), damaged)
+        count = len(damaged) + sum(unlisted.values())
+        if not count:
             return manifest, None
-        fresh = cls.new(plan, hardware)
+        parts = [*damaged, *(f"{key}: {n} planned unit{'s' * (n != 1)} not listed" for key, n in unlisted.items())]
+        which = " or ".join(word for word, some in (("damaged", damaged), ("unlisted", unlisted)) if some)
+        return manifest, (f"{path}: {count} {which} unit entr{'y' if count == 1 else 'ies'} ({'; '.join(parts)}) "
+                          "reset to missing; their units run again (finished work is reused)")
+
+    def _take_planned(self, fresh: Manifest, damaged: list[str]) -> dict[str, int]:
+        """Add every record of ``fresh`` (the plan's, all missing) that this manifest lacks, in the plan's order;
+        returns section -> how many it lacked beyond its ``damaged`` entries, where any."""
+        unlisted = {}
         for key in RECORD_SECTIONS:
-            kept = {record.key: record for record in getattr(manifest, key)}
+            kept = {record.key: record for record in getattr(self, key)}
+            lacked = sum(record.key not in kept for record in getattr(fresh, key))
             planned = [kept.pop(record.key, record) for record in getattr(fresh, key)]
-            setattr(manifest, key, [*planned, *kept.values()])  # records of units the plan no longer has stay
-        return manifest, (f"{path}: {len(damaged)} damaged unit entr{'y' if len(damaged) == 1 else 'ies'} "
-                          f"({'; '.join(damaged)}) reset to missing; their units run again (finished work is reused)")
+            setattr(self, key, [*planned, *kept.values()])  # records of units the plan no longer has stay
+            if (extra := lacked - sum(entry.startswith(f"{key}[") for entry in damaged)) > 0:
+                unlisted[key] = extra
+        return unlisted
 
     def save(self, path: Path, *, mine: set[tuple[str, tuple[Any, ...]]] | None = None) -> None:
         """Write atomically (a run killed mid-write leaves the previous manifest), stamping ``context.updated``.
@@ -342,10 +336,30 @@ class Manifest:
     def finetune_records(self, label: str, task: str) -> list[FinetuneRecord]:
         return [r for r in self.finetune if r.label == label and r.task == task]
 
+    def gaps(self) -> list[str]:
+        """What the manifest lacks of the plan its own fields name (labels, tasks, fine-tuning seeds), a sentence
+        each (pretraining, fine-tuning); empty where it lacks nothing."""
+        if not self.records():
+            return ["the manifest lists no units"]
+        control = re.compile(rf"{re.escape(self.control_arm)}(-p\d+)?") if self.control_arm else None
+        planned = {"pretrain": {(label,) for label in self.labels if not (control and control.fullmatch(label))},
+                   "finetune": {(label, task, seed) for label in self.labels for task in self.tasks
+                                for seed in self.finetune_seeds}}
+        lacked = {key: len(keys - {record.key for record in getattr(self, key)}) for key, keys in planned.items()}
+        return [f"the manifest's '{key}' lacks {n} planned unit{'s' * (n != 1)}" for key, n in lacked.items() if n]
+
     @property
     def complete(self) -> bool:
-        """Whether every pretraining and fine-tuning unit is done."""
-        return all(record.status == "done" for record in [*self.pretrain, *self.finetune])
+        """Whether every pretraining and fine-tuning unit is done, and the manifest lists them all (:meth:`gaps`)."""
+        return not self.gaps() and all(record.status == "done" for record in [*self.pretrain, *self.finetune])
+
+
+def _context_mismatch(context: Any) -> str | None:
+    """What is of the wrong type in a manifest's ``context`` (absent or null: nothing), as :func:`mismatch` says."""
+    if context is not None and not isinstance(context, dict):
+        return f"'context' must be an object, got {shown(context)}"
+    wrong = mismatch(RunContext, context or {})
+    return f"context: {wrong}" if wrong else None
 
 
 def _declared(ablation: Ablation, arm: ArmSeed) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """What the manifest keeps of each unit of an ablation: :class:`PretrainRecord`, :class:`EvaluationRecord` and
 :class:`FinetuneRecord`, each a dataclass whose fields are in the order of its JSON object, and
-:func:`read_records`, which reads one section of a manifest, naming the first unit that lacks a key.
+:func:`read_records`, which reads one section of a manifest, naming the first unit that lacks a key or holds a value
+of the wrong type (:func:`bvr.ablation.checked.mismatch`).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from bvr.ablation.checked import mismatch
 from bvr.errors import BvrError
 
 Status = Literal["missing", "done", "failed"]
@@ -126,18 +128,20 @@ class FinetuneRecord(Record):
 
 
 def read_records(record: type[Record], items: Any, where: str, hint: str, damaged: list[str] | None) -> list[Any]:
-    """The records of one manifest section, naming the first unit that lacks a key (or, given a ``damaged`` list,
-    leaving out every such unit and adding ``KEY[I] (lacks ...)`` to the list)."""
+    """The records of one manifest section, naming the first unit that lacks a key or holds a value of the wrong type
+    (or, given a ``damaged`` list, leaving out every such unit and adding ``KEY[I] (lacks ...)`` or ``KEY[I] ('FIELD'
+    must be TYPE, got VALUE)`` to the list)."""
     key = where.rpartition(": ")[2]
     if not isinstance(items, list):
         raise BvrError(f"'{key}' must be a list of units", where=where, hint=hint)
     out = []
     for i, item in enumerate(items):
         absent = [k for k in record._REQUIRED if not isinstance(item, dict) or k not in item]
-        if absent and damaged is not None:
-            damaged.append(f"{key}[{i}] (lacks {', '.join(absent)})")
-        elif absent:
-            raise BvrError(f"unit lacks {', '.join(absent)}", where=f"{where}[{i}]", hint=hint)
+        problem = f"lacks {', '.join(absent)}" if absent else mismatch(record, item)
+        if problem and damaged is not None:
+            damaged.append(f"{key}[{i}] ({problem})")
+        elif problem:
+            raise BvrError(f"unit {problem}", where=f"{where}[{i}]", hint=hint)
         else:
             out.append(record.from_dict(item))
     return out

@@ -296,8 +296,10 @@ def status_cmd(
         console.print(f"running now: {run.name}, process {run.pid}, since {run.started}{where}", markup=False,
                       highlight=False, soft_wrap=True)
     queued = print_slurm_jobs(path.parent, manifest)
-    for line in errors(manifest):
-        console.print(f"failed: {line}", markup=False, highlight=False, soft_wrap=True)
+    lines = [f"failed: {line}" for line in errors(manifest)]
+    lines += [f"{gap}: bvr ablate adds them, as missing" for gap in manifest.gaps()]
+    for line in lines:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     # Commands that run as printed: the experiment as bvr ablate takes it, every option of the plan hash, quoted.
     arguments = [_experiment_arg(name, manifest),
                  *_plan_options(manifest.preset, manifest.overrides, manifest.context.data_dir, output_dir)]

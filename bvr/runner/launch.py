@@ -26,9 +26,6 @@ import json
 import os
 import re
 import shlex
-import shutil
-import socket
-import subprocess
 import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -39,11 +36,13 @@ from typing import Any
 
 from rich.console import Console
 
+from bvr.ablation.checked import conforms, shown
 from bvr.ablation.manifest import Manifest
 from bvr.ablation.plan import Plan, Unit, UnitKind
 from bvr.errors import BvrError
 from bvr.fs import write_text
 from bvr.runner.processes import UnitProcesses, forwarding
+from bvr.runner.slurm import check_store_for_slurm, slurm, slurm_states
 
 
 class Launcher(str, Enum):
@@ -237,64 +236,49 @@ def _run_logged(processes: UnitProcesses, command: list[str], log: Path, env: di
 
 
 def read_jobs(plan_folder: Path) -> dict[str, dict[str, str]]:
-    """The SLURM jobs submitted for a plan: unit id -> ``{"job": ID, "log": PATH}`` (empty when none)."""
+    """The SLURM jobs submitted for a plan: unit id -> ``{"job": ID, "log": PATH}`` (empty when none).
+
+    Raises:
+        BvrError: the file cannot be read, or an entry is not of that layout (named), with what repairs it.
+    """
     path = plan_folder / JOBS_FILE
+    hint = (f"run the bvr ablate command with --launcher slurm again: it sets the record aside as {JOBS_FILE}.damaged "
+            "and submits every unit neither finished nor queued")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as err:
-        raise BvrError(f"cannot read the record of SLURM jobs: {err}", where=str(path),
-                       hint="remove it: bvr ablate --launcher slurm then submits every unit not finished") from None
-    return {str(k): dict(v) for k, v in data.items()} if isinstance(data, dict) else {}
+        raise BvrError(f"the record of SLURM jobs cannot be read: {err}", where=str(path), hint=hint) from None
+    if (wrong := _jobs_mismatch(data)) is not None:
+        raise BvrError(f"the record of SLURM jobs is damaged: {wrong}", where=str(path), hint=hint)
+    return data
 
 
-def slurm_states(job_ids: list[str]) -> dict[str, str]:
-    """Each job's SLURM state (``PENDING``, ``RUNNING``, ``COMPLETED``, ``FAILED``, ``CANCELLED``, ...), from the
-    queue, else the accounting database, else slurmctld's memory of recent jobs; ``GONE`` when none knows it."""
-    states: dict[str, str] = {}
-    if not job_ids:
-        return states
-    queue = subprocess.run(["squeue", "-h", "-o", "%i %T", "-j", ",".join(job_ids)], capture_output=True,
-                           text=True, check=False)
-    for line in queue.stdout.splitlines():
-        job, _, state = line.strip().partition(" ")
-        if job in job_ids:
-            states[job] = state
-    rest = [job for job in job_ids if job not in states]
-    if rest and shutil.which("sacct"):
-        acct = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "JobID,State", "-j", ",".join(rest)],
-                              capture_output=True, text=True, check=False)
-        for line in acct.stdout.splitlines():
-            job, _, state = line.strip().partition("|")
-            if job in rest and state:
-                states[job] = state.split()[0]
-    for job in [job for job in job_ids if job not in states]:
-        shown = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True,
-                               check=False).stdout
-        found = [word.split("=", 1)[1] for word in shown.split() if word.startswith("JobState=")]
-        states[job] = found[0] if found else "GONE"
-    return states
+def _jobs_mismatch(data: Any) -> str | None:
+    """What in a parsed ``jobs.json`` is not of its layout (unit id -> ``{"job": ID, "log": PATH}``, both strings);
+    None where nothing is."""
+    if not isinstance(data, dict):
+        return f"expected an object of unit ids, got {shown(data)}"
+    kinds = {kind.value for kind in UnitKind}
+    for unit, entry in data.items():
+        if unit.partition(":")[0] not in kinds:
+            return f"'{unit}' is not a unit ({', '.join(sorted(kinds))}, with a name and task)"
+        if not conforms(entry, dict[str, str]) or not entry.get("job"):
+            return f"'{unit}' must be an object of strings with its \"job\" id, got {shown(entry)}"
+    return None
 
 
-def check_store_for_slurm(uri: str) -> None:
-    """Refuse a store on this machine's disk (SQLite, files) when SLURM may run jobs on other machines.
-
-    Raises:
-        BvrError: the store is local and SLURM has a node other than this host.
-    """
-    if not (uri.startswith("sqlite:") or uri.startswith("file:") or "://" not in uri):
-        return
-    listed = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, check=False)
-    nodes = sorted(set(listed.stdout.split()))
-    here = {socket.gethostname(), socket.gethostname().split(".")[0], "localhost"}
-    others = [node for node in nodes if node not in here]
-    if others:
-        raise BvrError(f"the MLflow store {uri} is a file on this machine, and SLURM's nodes "
-                       f"({', '.join(others[:5])}{' ...' if len(others) > 5 else ''}) would write it from others",
-                       where="--launcher slurm",
-                       hint="start a tracking server on PostgreSQL that every node reaches and set "
-                            "MLFLOW_TRACKING_URI to it (docs/large-scale.md, 'On a SLURM cluster')")
+def recorded_jobs(plan_folder: Path) -> tuple[dict[str, dict[str, str]], str | None]:
+    """:func:`read_jobs`, a record it refuses set aside as ``jobs.json.damaged`` (the units it listed are then
+    submitted again unless finished): the jobs and the one line saying what was set aside (None: nothing)."""
+    try:
+        return read_jobs(plan_folder), None
+    except BvrError as err:
+        path = plan_folder / JOBS_FILE
+        path.replace(path.with_name(f"{JOBS_FILE}.damaged"))
+        return {}, (f"{path}: {err.message}; set aside as {JOBS_FILE}.damaged: every unit neither finished nor "
+                    "queued is submitted (finished units are reused)")
 
 
 @dataclass
@@ -324,7 +308,9 @@ def submit_slurm(plan: Plan, invocation: Invocation, console: Console, ui_url: s
 
     check_store_for_slurm(tracking_uri(invocation.workdir))
     launcher = plan.arms[0].config.launcher  # the same for every arm: --set applies to all
-    recorded = read_jobs(plan.folder)
+    recorded, repaired = recorded_jobs(plan.folder)
+    if repaired:
+        console.print(repaired, markup=False, highlight=False, soft_wrap=True)
     states = slurm_states(sorted({entry["job"] for entry in recorded.values()}))
     queued = {uid: entry["job"] for uid, entry in recorded.items() if states.get(entry["job"]) in ACTIVE}
     report = Unit(UnitKind.REPORT).id
@@ -333,7 +319,7 @@ def submit_slurm(plan: Plan, invocation: Invocation, console: Console, ui_url: s
         units = to_run(plan, manifest, frozenset((set(queued) | ended_well) - {report}))
     if report in queued and units:
         # A queued report would render before the units submitted now end: it is submitted again after them.
-        subprocess.run(["scancel", queued.pop(report)], capture_output=True, check=False)
+        slurm("scancel", queued.pop(report))
     submitted: dict[str, str] = {}
     folder = plan.folder / "slurm"
     for unit in units:
