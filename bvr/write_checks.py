@@ -35,6 +35,9 @@ _WORDS = {
     "read_only": re.compile(r"read-only file system|os error 30\b", re.IGNORECASE),
 }
 RESUME_HINT = "free space (or choose another --output-dir) and run the same command again: finished stages are reused"
+PRETRAIN_RESUME_HINT = ("free space (or choose another --output-dir) and run the same command with --resume: it "
+                        "continues from the last checkpoint, if there is one")
+"""What bvr pretrain says instead of :data:`RESUME_HINT`: run again without --resume, it refuses the unfinished run."""
 _CHECKED: list[Path] = []
 """The folders :func:`check_writable` passed, where a write that failed without naming its file most likely was."""
 
@@ -74,9 +77,7 @@ def check_writable(folder: Path, what: str) -> Path:
     folder = Path(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".bvr-write-check-", dir=folder)
-        os.close(fd)
-        os.unlink(probe)
+        _probe(folder)
     except OSError as err:
         error = write_error(err, folder, what=what) or not_a_folder(err, folder, what)
         if error is None:
@@ -85,6 +86,46 @@ def check_writable(folder: Path, what: str) -> Path:
     if folder.resolve() not in _CHECKED:
         _CHECKED.append(folder.resolve())
     return folder
+
+
+def check_file_target(path: Path, what: str) -> Path:
+    """Make sure ``path`` can be written as a file (beside its name, then renamed into place) before work writes it.
+
+    Args:
+        path: the file; its folder exists.
+        what: what it is, for the message (``"pipeline file (--output)"``).
+
+    Returns:
+        ``path``.
+
+    Raises:
+        BvrError: a folder, device or pipe is at ``path`` (renaming a file over ``/dev/null`` would replace the
+            device), or its folder takes no new files (``/proc``).
+        WriteError: its folder is read-only, not this user's to write, or its disk is full.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_file():
+        kind = "a folder" if path.is_dir() else "a device, pipe or socket, not a file"
+        raise BvrError(f"cannot write the {what} there: it is {kind}", where=path,
+                       hint="choose a file's name (a new file, or one bvr wrote)")
+    try:
+        _probe(path.parent)
+    except OSError as err:
+        error = write_error(err, path, what=what)
+        if error is None and err.errno == errno.ENOENT:
+            error = BvrError(f"cannot write the {what}: {_existing(path.parent)} takes no new files ({err.strerror})",
+                             where=path, hint="choose a file on a disk")
+        if error is None:
+            raise
+        raise error from None
+    return path
+
+
+def _probe(folder: Path) -> None:
+    """Create a file in ``folder`` and remove it: what the file system says to a write there, as an ``OSError``."""
+    fd, probe = tempfile.mkstemp(prefix=".bvr-write-check-", dir=folder)
+    os.close(fd)
+    os.unlink(probe)
 
 
 NAME_MAX = 255

@@ -25,7 +25,7 @@ from bvr.memory import keep_freed_memory
 from bvr.progress import silence_other_bars
 from bvr.signals import Terminated, handle_sigterm
 from bvr.threads import JOBS_ENV, jobs_from, quiet_waits
-from bvr.write_checks import write_error
+from bvr.write_checks import PRETRAIN_RESUME_HINT, RESUME_HINT, write_error
 
 app = typer.Typer(
     name="bvr",
@@ -64,6 +64,9 @@ app.command("ui")(ui.ui_cmd)
 QUIET_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero", "mlflow")
 """Third-party loggers whose informational messages repeat for every run ("GPU available", Lightning's tips,
 MLflow's "Creating initial MLflow database tables"); without --verbose only their warnings and errors show."""
+SILENT_LOGGERS = ("mlflow.store.db.utils",)
+"""Loggers that log an error with its traceback and then raise it: MLflow's SQL store, on every failed call (a full
+disk: dozens of tracebacks before the one line). The raised error is bvr's one line; --verbose shows them."""
 
 
 STAGED_COMMANDS = ("tokenizer", "data", "pretrain", "finetune", "ablate")
@@ -103,6 +106,8 @@ def _main(
         os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
         for name in QUIET_LOGGERS:
             logging.getLogger(name).setLevel(logging.WARNING)
+        for name in SILENT_LOGGERS:
+            logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 PLAIN_METAVARS = {"bool": "", "str": "TEXT", "int": "N", "int range": "N", "float": "X", "float range": "X"}
@@ -148,7 +153,7 @@ def main() -> None:
             plain_metavars(command)
             command()  # standalone mode: usage errors are printed by the parser and exit 2
     except BvrError as err:
-        _user_error(err)
+        _user_error(_continued(err))
     except KeyboardInterrupt as interrupt:
         _interrupted(interrupt)
     except SystemExit as exit_:
@@ -160,7 +165,15 @@ def main() -> None:
         error = write_error(err) or _server_failure(err)
         if error is None or _debug():
             raise
-        _user_error(error)
+        _user_error(_continued(error))
+
+
+def _continued(err: BvrError) -> BvrError:
+    """``err``, whose hint to run the same command again after a full disk (:data:`RESUME_HINT`) says, for ``bvr
+    pretrain``, to add --resume: without it, that command refuses the unfinished run it left."""
+    if state["command"] == "pretrain" and err.hint == RESUME_HINT:
+        err.hint = PRETRAIN_RESUME_HINT
+    return err
 
 
 def _server_failure(err: Exception) -> BvrError | None:

@@ -26,8 +26,10 @@ from bvr.config import preset_names
 from bvr.errors import BvrError
 from bvr.formatting import duration, literal
 from bvr.runner.launch import Launcher
+from bvr.write_checks import check_file_target, check_writable
 
 UNIT_KINDS_HELP = ", ".join(kind.value for kind in UnitKind)
+REPORTS_FOLDER = "reports folder (--out)"
 
 AblationArg = Annotated[str, typer.Argument(help=f"Ablation: {EXPERIMENTS_HELP}, or the path of an experiment "
                                               "file.")]
@@ -222,6 +224,7 @@ def report_cmd(
         if not path.is_file():
             raise BvrError(f"no runs of ablation '{name}' with these settings ({path})", where="report",
                            hint=f"run `bvr ablate {name}" + (f" --preset {preset}" if preset else "") + "` first")
+        check_writable(out, REPORTS_FOLDER)
         result = render_report(Manifest.load(path), out / Path(name).stem, workdir=Path.cwd(), ui_url=ui_url)
         console.print(f"wrote {result.html}" + ("" if result.complete else
                                                  f" (partial: {len(result.missing)} item(s) missing)"),
@@ -236,7 +239,7 @@ def report_cmd(
         if not manifests:  # else an empty table, as if there were nothing to run
             raise BvrError(f"no ablation has runs under {outputs / 'ablations'}: nothing to summarise",
                            where="report --all", hint="run `bvr ablate NAME` first, or pass the --output-dir it used")
-        summary = render_summary(manifests, out, workdir=Path.cwd())
+        summary = render_summary(manifests, check_writable(out, REPORTS_FOLDER), workdir=Path.cwd())
         console.print(f"wrote {summary}", markup=False, highlight=False, soft_wrap=True)
 
 
@@ -334,9 +337,8 @@ def pipeline_cmd(
     from bvr.runner.dvc import render_pipeline, write_pipeline
     from bvr.runner.dvc_plots import TEMPLATES_DIR
 
-    if str(output) != "-" and not output.parent.is_dir():
-        raise BvrError(f"folder {output.parent} does not exist", where=f"--output {output}",
-                       hint="give a file in the repository's root folder (dvc.yaml and .dvc/ sit there)")
+    if str(output) != "-":
+        _check_pipeline_file(output)
     plan = _plan(name, preset, Overrides(), None, None)
     if str(output) == "-":
         sys.stdout.write(render_pipeline(plan, Path.cwd(), output="dvc.yaml"))
@@ -344,3 +346,14 @@ def pipeline_cmd(
     write_pipeline(plan, output, force=force)
     console.print(f"wrote {output} and its plot templates in {output.parent / TEMPLATES_DIR}; run it with: dvc repro",
                   markup=False, highlight=False, soft_wrap=True)
+
+
+def _check_pipeline_file(output: Path) -> None:
+    """Refuse an --output whose folder is missing or a file, or that cannot be written as a file (a folder, a device,
+    a file in ``/proc``: :func:`~bvr.write_checks.check_file_target`), before anything is written."""
+    folder = output.parent
+    if not folder.is_dir():
+        found = f"{folder} is not a folder" if folder.exists() else f"folder {folder} does not exist"
+        raise BvrError(found, where=f"--output {output}",
+                       hint="give a file in the repository's root folder (dvc.yaml and .dvc/ sit there)")
+    check_file_target(output, "pipeline file (--output)")

@@ -19,6 +19,7 @@ from bvr.cli.options import (
     tasks_help,
 )
 from bvr.errors import BvrError
+from bvr.write_checks import check_writable
 
 EXPERIMENT_CHECK = label_option("--experiment", "an MLflow experiment")
 """``--experiment`` of pretrain and finetune: a name as an ablation's experiment has one."""
@@ -132,6 +133,7 @@ def export_cmd(
     from bvr.pretraining.export import export_folder
 
     pretrained = load_pretrained(checkpoint)
+    check_writable(out, "model folder (OUT)")
     export_folder(pretrained.model, pretrained.folder, _bvr_config(pretrained.folder), out, force=force)
     console.print(f"wrote {out} (load with transformers.AutoModelForMaskedLM.from_pretrained)", markup=False,
                   highlight=False, soft_wrap=True)

@@ -50,7 +50,7 @@ def ui_cmd(
     from bvr.tracking import store_client, tracking_uri
 
     uri = tracking_uri(Path.cwd())
-    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():  # a folder: refused below
         raise BvrError(f"no MLflow store here ({uri.removeprefix('sqlite:///')} does not exist)", where="bvr ui",
                        hint="run it in the folder where bvr ablate ran, or set MLFLOW_TRACKING_URI to the store")
     client = store_client(uri)

@@ -14,7 +14,8 @@ Conventions:
 Every function takes the store from :func:`tracking_uri` and passes it explicitly: nothing here relies on
 MLflow's process-wide "current" tracking URI or active run.
 
-Modules: :mod:`bvr.tracking.store` (where runs are stored, reading them back), :mod:`bvr.tracking.params` (configs
+Modules: :mod:`bvr.tracking.store` (where runs are stored, reading them back), :mod:`bvr.tracking.uri` (what a
+tracking URI names, checked before MLflow opens it), :mod:`bvr.tracking.params` (configs
 as params), :mod:`bvr.tracking.runs` (names, tags, parent runs), :mod:`bvr.tracking.views` (saved views of an
 ablation in the MLflow UI, and the runs they show), :mod:`bvr.tracking.ui` (addresses in the MLflow UI),
 :mod:`bvr.tracking.placed` (a cached result's run in the experiment that asks for it) and

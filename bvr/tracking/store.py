@@ -11,7 +11,6 @@ import sqlite3
 import sys
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +18,6 @@ from typing import Any
 
 import mlflow
 import pandas as pd
-from mlflow.environment_variables import MLFLOW_ALLOW_FILE_STORE
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import RESOURCE_ALREADY_EXISTS, ErrorCode
 from mlflow.tracking import MlflowClient
@@ -28,6 +26,7 @@ from bvr.errors import BvrError
 from bvr.locks import file_lock, holder, lock_path
 from bvr.signals import deferring
 from bvr.tracking.moved import ARTIFACTS, reroot_artifacts
+from bvr.tracking.uri import check_uri, sqlite_file
 from bvr.write_checks import check_writable
 
 DEFAULT_DB = "mlflow.db"
@@ -59,7 +58,7 @@ class SQLiteClient(MlflowClient):
     """
 
     def __init__(self, tracking_uri: str) -> None:
-        self._db = _sqlite_file(tracking_uri)
+        self._db = sqlite_file(tracking_uri)
         with _locked_as_error(self._db):  # opening creates or migrates the tables
             super().__init__(tracking_uri)
 
@@ -78,9 +77,9 @@ def store_client(uri: str) -> MlflowClient:
     a file lock beside the database (``.mlflow.db.lock``); MLflow keeps the opened store for the process after that.
     An SQLite store's client is a :class:`SQLiteClient`.
     """
-    db = _sqlite_file(uri)
+    check_uri(uri)  # an unknown scheme, a driver not installed, a folder at mlflow.db: one line, not MLflow's
+    db = sqlite_file(uri)
     if db is None:
-        _check_not_file_store(uri)
         return MlflowClient(uri)
     if uri in _OPENED:
         return SQLiteClient(uri)
@@ -115,15 +114,16 @@ def check_store(workdir: Path | None = None, *, timeout: float = SERVER_TIMEOUT)
     Raises:
         BvrError: the server does not answer (naming the URI, with what to do); the local store's folder cannot be
             written (:func:`bvr.write_checks.check_writable`); its database is not SQLite or cannot be written
-            (:func:`_check_sqlite`); the URI is a folder, MLflow's file store (:func:`_check_not_file_store`).
+            (:func:`_check_sqlite`); the store cannot be opened (:func:`bvr.tracking.uri.check_uri`: an unknown
+            scheme, a database driver not installed, a folder at the SQLite path, MLflow's file store).
     """
     uri = tracking_uri(workdir)
-    db = _sqlite_file(uri)
+    check_uri(uri)
+    db = sqlite_file(uri)
     if db is not None:
         check_writable(db.parent, "working folder, where the MLflow store (mlflow.db, mlartifacts/) is written")
         _check_sqlite(db, write=True)
         return uri
-    _check_not_file_store(uri)
     if uri.startswith(("http://", "https://")):
         try:
             urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=timeout).close()
@@ -289,25 +289,6 @@ def _sqlite_opens(db: Path, *, write: bool, timeout: float) -> bool:
     return True
 
 
-def _check_not_file_store(uri: str) -> None:
-    """Refuse a folder as the store: MLflow 3 raises on its file store ("maintenance mode") unless
-    ``MLFLOW_ALLOW_FILE_STORE`` says to use it anyway."""
-    if urllib.parse.urlparse(uri).scheme in ("", "file") and not MLFLOW_ALLOW_FILE_STORE.get():
-        raise BvrError(f"{uri} is a path, which MLflow reads as its file store (a folder of runs) and no longer "
-                       "writes to (it is in maintenance mode)", where="MLFLOW_TRACKING_URI",
-                       hint="set it to an SQLite store (sqlite:////ABSOLUTE/PATH/mlflow.db) or a tracking server "
-                            "(http://HOST:PORT), or unset it to log to ./mlflow.db; `mlflow migrate-filestore` moves "
-                            "the folder's runs into an SQLite store")
-
-
-def _sqlite_file(uri: str) -> Path | None:
-    """The database file of a ``sqlite:///`` URI (relative paths resolve against the current directory)."""
-    if not uri.startswith("sqlite:///"):
-        return None
-    path = uri[len("sqlite:///") :].split("?", 1)[0]
-    return Path(path).resolve() if path and path != ":memory:" else None
-
-
 def _slug(name: str) -> str:
     """A folder name for ``name``; a hash keeps names that differ only in odd characters apart."""
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "experiment"
@@ -320,7 +301,7 @@ def artifact_location(experiment: str, uri: str) -> str | None:
     The folder is named after the experiment, not its id, because the location must be given before MLflow
     assigns the id. For any other store (a server, a file store) None lets the store choose.
     """
-    db = _sqlite_file(uri)
+    db = sqlite_file(uri)
     return (db.parent / DEFAULT_ARTIFACTS / _slug(experiment)).as_uri() if db else None
 
 
