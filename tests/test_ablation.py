@@ -103,9 +103,10 @@ def test_masking_tiny_fine_tunes_over_a_grid_of_learning_rates():
     ablation = load_ablation("masking", preset="tiny")
     assert (ablation.finetune_tasks, ablation.optional_tasks, ablation.finetune_seeds) == (["sst2"], [], 2)
     assert ablation.finetune_hparams == {"max_train_examples": 4000, "max_eval_examples": None,
-                                         "learning_rate": [3e-4, 1e-3, 3e-3], "epochs": 2, "max_length": 64}
+                                         "learning_rate": [3e-4, 1e-3, 3e-3, 1e-2], "epochs": 2,
+                                         "max_length": 64}
     sst2 = load_finetune_config(get_task("sst2"), preset="tiny", overrides=ablation.finetune_overrides())
-    assert [(p.learning_rate, p.epochs) for p in sst2.grid()] == [(3e-4, 2), (1e-3, 2), (3e-3, 2)]
+    assert [(p.learning_rate, p.epochs) for p in sst2.grid()] == [(3e-4, 2), (1e-3, 2), (3e-3, 2), (1e-2, 2)]
     assert (sst2.max_train_examples, sst2.max_eval_examples, sst2.selection_examples) == (4000, None, 2000)
     assert (sst2.max_length, sst2.batch_size, sst2.warmup_fraction) == (64, 32, 0.1)
     # The arms' own config resolves the same fine-tuning settings as the finetune() call above.

@@ -236,7 +236,7 @@ def test_the_opening_line_names_the_grid_and_the_split_it_is_chosen_on(tmp_path)
     from bvr.runner.opening import _finetune
 
     plan = make_plan("masking", preset="tiny", output_dir=tmp_path)
-    assert _finetune(plan) == ("sst2 x 2 seeds at each of 3 points (lr 3e-04 to 3e-03), chosen per model on 2,000 "
+    assert _finetune(plan) == ("sst2 x 2 seeds at each of 4 points (lr 3e-04 to 1e-02), chosen per model on 2,000 "
                                "held-out training examples")
     plain = make_plan("masking", preset="tiny", output_dir=tmp_path, overrides=["finetune.learning_rate=1e-3"])
     assert _finetune(plain) == "sst2 x 2 seeds"
