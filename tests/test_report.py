@@ -776,6 +776,21 @@ def test_mlm_loss_is_compared_only_within_one_tokenizer() -> None:
     assert headlines(mixed) == []  # nothing to say about a loss counted in different units
 
 
+def test_arms_that_gave_the_same_numbers_did_not_differ_rather_than_showed_no_difference() -> None:
+    """Every seed of 256 gives 2k's loss to the last digit (a static arm that never reused a mask is the dynamic arm):
+    the report says the arms did not differ at this budget, never that no difference was detected."""
+    same = analyse(_pretrained_only(("bert", "bert"), first=(3.7, 3.7, 3.7)), load_published())
+    [c] = same.comparisons
+    assert c.identical and c.outcome is Outcome.SAME and c.ours == "the arms did not differ at this budget"
+    assert (c.winner, c.loser, c.significant) == (None, None, False)
+    assert headlines(same) == ["validation MLM loss (fixed masks): the arms did not differ at this budget: each of 3 "
+                               "pretraining seeds of 2k gave 256's value to the last digit, so this budget cannot "
+                               "answer the question."]
+    assert not any("no difference detected" in line for line in headlines(same))
+    close = analyse(_pretrained_only(("bert", "bert"), first=(3.7, 3.7, 3.7000001)), load_published())
+    assert not close.comparisons[0].identical  # a last digit apart is a measurement
+
+
 def test_validation_mlm_loss_reads_the_same_in_every_table() -> None:
     """The Pretraining table gave the median over pretraining seeds, 'Every measure' the mean (7.330 against 7.328
     on the masking run). 256's losses 4.0, 4.3, 3.95 have median 4.000 and mean 12.25 / 3 = 4.083; both tables now

@@ -71,6 +71,9 @@ class Outcome(Enum):
     B_BETTER = "{b} better"
     A_BETTER = "{a} better"
     NO_DIFFERENCE = "no difference detected"
+    SAME = "the arms did not differ at this budget"
+    """Every pretraining seed of ``b`` gave ``a``'s value to the last digit: the two arms were one run, so the
+    comparison measures nothing (a static arm that never reused a mask is the dynamic arm)."""
     TOO_FEW_UNITS = "too few units"
     NOT_COMPARABLE = "not comparable"
 
@@ -129,6 +132,11 @@ class Comparison:
         return self.test.estimate
 
     @property
+    def identical(self) -> bool:
+        """Tested, and every paired difference is exactly zero: the arms gave the same numbers, seed for seed."""
+        return self.test.tested and bool(self.test.differences) and all(d == 0 for d in self.test.differences)
+
+    @property
     def significant(self) -> bool:
         """Holm rejects the null at :data:`ALPHA`."""
         return self.comparable and self.test.tested and self.adjusted_p <= ALPHA
@@ -140,6 +148,8 @@ class Comparison:
             return Outcome.NOT_COMPARABLE
         if not self.test.tested:
             return Outcome.TOO_FEW_UNITS
+        if self.identical:
+            return Outcome.SAME
         if not self.significant:
             return Outcome.NO_DIFFERENCE
         return Outcome.B_BETTER if (self.estimate > 0) == self.higher_is_better else Outcome.A_BETTER

@@ -149,6 +149,9 @@ def _ablation_line(c: Comparison, blind: str) -> str:
     extra += blind
     if c.significant:
         return f"{found(c)}{extra}."
+    if c.identical:
+        return (f"{c.measure.title}: {Outcome.SAME.value}: each of {c.test.n} pretraining seeds of {c.arm_b} gave "
+                f"{c.arm_a}'s value to the last digit, so this budget cannot answer the question{extra}.")
     if c.test.tested:
         return (f"{c.measure.title}: no difference detected between {c.arm_a} and {c.arm_b} "
                 f"({c.name} = {_fmt_effect(c)}, n={c.test.n}); the design detects "
@@ -176,9 +179,13 @@ def _brief_pair(pair: list[Comparison]) -> str:
     parts = []
     for c in (c for c in pair if c.significant):
         parts.append(f"{c.measure.short_title} {_fmt_effect(c)} {c.measure.unit}, {c.ours}")
-    quiet = [c for c in pair if c.test.tested and not c.significant]
+    quiet = [c for c in pair if c.test.tested and not c.significant and not c.identical]
     if quiet:
         parts.append(", ".join(f"{c.measure.short_title} {_signed(c)}" for c in quiet) + ": no difference detected")
+    same = [c for c in pair if c.identical]
+    if same:
+        parts.append(", ".join(c.measure.short_title for c in same) + f": {Outcome.SAME.value} (every seed gave the "
+                     "same numbers)")
     untested = [c for c in pair if not c.test.tested]
     if untested:
         parts.append(", ".join(c.measure.short_title for c in untested) + ": not tested (too few pretraining seeds)")
