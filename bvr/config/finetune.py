@@ -184,8 +184,15 @@ class GridPoint:
 
     @property
     def name(self) -> str:
-        """``lr 3e-04, 2 epochs``: how the terminal, MLflow and the report name the point."""
-        return f"lr {self.learning_rate:.0e}, {self.epochs} epoch{'s' if self.epochs != 1 else ''}"
+        """``lr 3e-04, 2 epochs``: how the terminal, MLflow and the report name the point; the rate with as many
+        digits as it needs, so that two points never share a name.
+
+        >>> [GridPoint(lr, 1, FinetuneConfig()).name for lr in (2e-5, 2.5e-5)]
+        ['lr 2e-05, 1 epoch', 'lr 2.5e-05, 1 epoch']
+        """
+        rate = next(text for digits in range(16) if float(text := f"{self.learning_rate:.{digits}e}") ==
+                    self.learning_rate)
+        return f"lr {rate}, {self.epochs} epoch{'s' if self.epochs != 1 else ''}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"learning_rate": self.learning_rate, "epochs": self.epochs}
