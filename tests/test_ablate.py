@@ -412,6 +412,8 @@ def test_units_run_in_order_and_each_kind_has_a_handler(data_dir, tmp_path, monk
         "finetune:no-pretraining:sst2", "report"]
     assert set(HANDLERS) == set(UnitKind)
     assert [u.id for u in plan.select(["finetune:static:sst2", "corpus"])] == ["corpus", "finetune:static:sst2"]
+    assert [u.id for u in plan.select(["pretrain", "blimp:static"])] == [  # a bare kind: all its units
+        "pretrain:static", "pretrain:dynamic", "pretrain:no-pretraining", "blimp:static"]
     with pytest.raises(BvrError, match="no unit 'probe:static'"):
         plan.select(["probe:static"])
 

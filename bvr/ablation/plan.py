@@ -230,18 +230,20 @@ class Plan:
         return [Unit(UnitKind.PRETRAIN, arm.label)]
 
     def select(self, only: list[str]) -> list[Unit]:
-        """The plan's units that ``only`` names, in the order they run.
+        """The plan's units that ``only`` names, in the order they run: a unit's id, or a bare kind for every unit
+        of that kind (``pretrain``: every arm's pretraining, the control's included).
 
         Raises:
             BvrError: a unit the plan does not have (the hint lists those it has).
         """
         units = self.units()
         ids = [unit.id for unit in units]
+        kinds = [kind.value for kind in UnitKind]
         for text in only:
-            if text not in ids:
+            if text not in ids and text not in kinds:
                 raise BvrError(f"no unit '{text}' in ablation '{self.name}'", where="--only",
-                               hint=f"units: {', '.join(ids)}")
-        return [unit for unit in units if unit.id in only]
+                               hint=f"units: {', '.join(ids)}; or a kind for all its units: {', '.join(kinds)}")
+        return [unit for unit in units if unit.id in only or unit.kind.value in only]
 
 
 def make_plan(
