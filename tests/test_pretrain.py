@@ -76,6 +76,42 @@ def test_loss_falls_and_metrics_are_reported(trained):
     assert (result.run_dir / "DONE").is_file() and (result.model_dir / "model.safetensors").is_file()
 
 
+def test_the_run_counts_its_vocabulary_and_its_tokens_in_words(trained, data_dir):
+    """What the report's setup states of each arm, against the run's own data: how often the median non-special id
+    occurs in the training sequences, the share under 10, and the tokens seen in words (the corpus's tokenized ids
+    over its whitespace words), logged as run/* metrics with the steps taken."""
+    import json
+
+    import datasets
+    import numpy as np
+    import pyarrow.compute as pc
+
+    from bvr.pretraining.prepare import load_instances
+    from bvr.tokenization import load_tokenizer, vocab_info
+
+    workdir, result = trained
+    m = result.metrics
+    prepared = prepare(config(data_dir, workdir / "out", "training.max_steps=40", "masking.mode=static",
+                              "masking.dupe_factor=2"), progress=False)
+    words = json.loads((prepared.corpus / "documents" / "corpus_stats.json").read_text())["words"]
+    tokenized = datasets.load_from_disk(str(prepared.tokenized / "tokenized"))
+    ids = sum(len(sentence_ids) for split in tokenized.values() for sentence_ids in split["token_ids"])
+    assert m["ids_per_word"] == pytest.approx(ids / words, rel=1e-12) and 1.0 < m["ids_per_word"] < 3.0
+    vocab = vocab_info(*load_tokenizer(prepared.tokenizer))
+    fed = pc.list_flatten(load_instances(prepared)["train"].data.table["input_ids"]).to_numpy()
+    counts = np.delete(np.bincount(fed, minlength=vocab.vocab_size), list(vocab.special_ids))
+    assert m["id_occurrences_median"] == float(np.median(counts))
+    assert m["id_rare_share"] == pytest.approx(float((counts < 10).mean()), rel=1e-12)
+    text_share = counts.sum() / len(fed)
+    assert m["words_seen"] == pytest.approx(m["tokens_seen"] * text_share / m["ids_per_word"], rel=1e-9)
+    client = MlflowClient(tracking_uri(workdir))
+    logged = client.get_run((result.run_dir / "mlflow_run_id").read_text().strip()).data.metrics
+    assert logged["run/steps"] == 40
+    for key in ("words_seen", "ids_per_word", "id_occurrences_median", "id_rare_share", "params_embedding",
+                "params_non_embedding"):
+        assert logged[f"run/{key}"] == pytest.approx(m[key], rel=1e-6), key
+
+
 def test_mlflow_holds_metrics_params_and_artifacts(trained):
     workdir, result = trained
     client = MlflowClient(tracking_uri(workdir))

@@ -36,7 +36,7 @@ from bvr.model import PretrainingModel, count_parameters
 from bvr.model.encoder import compile_layers
 from bvr.pretraining.data import PretrainingDataModule, check_batch_fits, validation_differs
 from bvr.pretraining.export import build_model, export_again, export_model, model_problem
-from bvr.pretraining.exposure import exposure, unigram_entropy
+from bvr.pretraining.exposure import exposure, ids_per_word, unigram_entropy, vocabulary_exposure
 from bvr.pretraining.module import PretrainingModule
 from bvr.pretraining.prepare import Prepared, load_instances, prepare, prepare_corpus, prepare_tokenizer
 from bvr.threads import ThreadBudget, use_threads
@@ -181,6 +181,7 @@ class _Built:
     vocab: VocabInfo
     params: dict[str, int]
     threads: ThreadBudget
+    ids_per_word: float | None = None
 
 
 def _build(cfg: Config, prepared: Prepared, run_dir: Path, ckpt_path: str | None, context: RunContext) -> _Built:
@@ -205,7 +206,8 @@ def _build(cfg: Config, prepared: Prepared, run_dir: Path, ckpt_path: str | None
     datamodule = PretrainingDataModule(cfg, load_instances(prepared), vocab)
     if cfg.training.compile:
         compile_layers(model.encoder)
-    return _Built(model, module, datamodule, vocab, params, threads)
+    words = ids_per_word(prepared.corpus, prepared.tokenized)  # tokens seen in words (None: no count of words)
+    return _Built(model, module, datamodule, vocab, params, threads, words)
 
 
 def _fit(cfg: Config, built: _Built, run_dir: Path, ckpt_path: str | None, logger: Any, progress: bool,
@@ -234,6 +236,8 @@ def _fit(cfg: Config, built: _Built, run_dir: Path, ckpt_path: str | None, logge
     metrics.update(wall_seconds=time.perf_counter() - start, tokens_seen=float(module.tokens_seen),
                    steps=float(trainer.global_step), **{f"params_{k}": float(v) for k, v in built.params.items()})
     metrics.update(exposure(cfg, trainer.global_step, datamodule.instances["train"], module.tokens_seen))
+    metrics.update(vocabulary_exposure(datamodule.instances["train"], built.vocab, module.tokens_seen,
+                                       built.ids_per_word))
     metrics["val_unigram_entropy"] = unigram_entropy(datamodule.instances["validation"], built.vocab)
     return metrics
 
@@ -336,12 +340,18 @@ def _export(cfg: Config, run_dir: Path, model: PretrainingModel, prepared: Prepa
     write_text(run_dir / "metrics.json", json.dumps(metrics, indent=2))
 
 
+RUN_METRICS = ("wall_seconds", "tokens_seen", "steps", "params_total", "params_embedding", "params_non_embedding",
+               "epochs", "mask_distinct_per_sequence", "mask_max_times_seen", "val_unigram_entropy", "words_seen",
+               "ids_per_word", "id_occurrences_median", "id_rare_share")
+"""What a finished run logs once as ``run/KEY``; :mod:`bvr.pretraining.exposure` defines the epochs and what follows
+them (masks, unigram entropy, words, id occurrences)."""
+
+
 def _record(cfg: Config, run_dir: Path, logger: Any, metrics: dict[str, float]) -> None:
     """The run's ``run/*`` metrics, commit and metrics file into its MLflow run, and the exported encoder among its
     models."""
     client, run_id = logger.experiment, logger.run_id
-    for key in ("wall_seconds", "tokens_seen", "params_total", "params_embedding", "params_non_embedding", "epochs",
-                "mask_distinct_per_sequence", "mask_max_times_seen", "val_unigram_entropy"):
+    for key in RUN_METRICS:
         if key in metrics:
             client.log_metric(run_id, f"run/{key}", metrics[key])
     client.set_tag(run_id, "bvr.git_commit", git_commit() or "unknown")

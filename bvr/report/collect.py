@@ -47,10 +47,14 @@ HISTORY_KEYS = ("train/mlm_loss", "val/mlm_loss", "val/perplexity", "train/token
 FINAL_KEYS = ("train/mlm_loss", "val/mlm_loss", "val/perplexity", "val/nsp_acc", "val/sop_acc")
 """Pretraining metrics whose last logged value a report prints."""
 
-RUN_KEYS = ("wall_seconds", "tokens_seen", "params_total", "params_embedding", "params_non_embedding", "epochs",
-            "mask_distinct_per_sequence", "mask_max_times_seen", "val_unigram_entropy")
+RUN_KEYS = ("wall_seconds", "tokens_seen", "steps", "params_total", "params_embedding", "params_non_embedding",
+            "epochs", "mask_distinct_per_sequence", "mask_max_times_seen", "val_unigram_entropy", "words_seen",
+            "ids_per_word", "id_occurrences_median", "id_rare_share")
 """The ``run/*`` metrics a pretraining run logs once it is done (``val_unigram_entropy``: the loss, in nats per
-token, of predicting each validation token from its frequency alone; absent from runs logged before it existed)."""
+token, of predicting each validation token from its frequency alone; ``words_seen``: the tokens seen in
+whitespace-separated words, at the corpus's ``ids_per_word``; ``id_occurrences_median``: how often the median
+non-special id occurs in the training sequences, ``id_rare_share`` the share of those ids seen fewer than 10 times).
+Each is NaN for runs logged before it existed."""
 
 CONFIG_KEYS = ("training.batch_size", "training.max_steps", "training.learning_rate", "model.family",
                "model.num_layers", "model.hidden_size", "model.num_heads", "tokenizer.family", "tokenizer.vocab_size",

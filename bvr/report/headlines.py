@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+from bvr.ablation.declare import BUDGET_KIND
 from bvr.report.analysis import Analysis, Comparison, Outcome
 from bvr.report.cells import fmt_p
 from bvr.report.inference import MIN_UNITS
@@ -212,9 +213,41 @@ def _brief_control(analysis: Analysis) -> str | None:
     return f"**pretraining − {analysis.collected.control}**: " + "; ".join(parts) + " (points)."
 
 
+def unseen_arms(analysis: Analysis) -> list[str]:
+    """The pretrained arms that beat the control on none of the measures they were tested on: at this budget their
+    measures cannot see pretraining (the full sentence is :func:`_control_lines`')."""
+    if not analysis.collected.control:
+        return []
+    helped = pretraining_helped(analysis)
+    return [arm for arm in analysis.collected.pretrained_arms
+            if not helped.get(arm) and any(c.arm_b == arm and c.test.tested for c in analysis.control)]
+
+
+def too_small(analysis: Analysis) -> str | None:
+    """The headline's line on arms whose measures cannot see pretraining at this budget, in short: the first thing
+    a reader must know, since no difference between such an arm and another can be read as the ablation's effect.
+    None when every tested arm beats the control somewhere."""
+    unseen = unseen_arms(analysis)
+    if not unseen:
+        return None
+    control, budget_curve = analysis.collected.control, analysis.collected.manifest.kind == BUDGET_KIND
+    if len(unseen) == len(analysis.collected.pretrained_arms):
+        if budget_curve:
+            return (f"**too small to judge**: no budget tried beats the {control} control on any measure: "
+                    "pretraining does not show within these budgets.")
+        return (f"**too small to judge**: at this budget no arm beats the {control} control on any measure: the "
+                "budget is too small to judge the ablation.")
+    arms = ", ".join(unseen)
+    verb = "does" if len(unseen) == 1 else "do"
+    return (f"**too small to judge**: at this budget {arms} {verb} not beat the {control} control on any measure: "
+            + ("too small a budget to show pretraining." if budget_curve else
+               f"the budget is too small to judge the ablation on {arms}."))
+
+
 def brief(analysis: Analysis, *, bold: bool = True) -> list[str]:
     """The headline in a line per question, every finding kept: each pair of pretrained arms (the ablation), then
-    pretraining against the control: effects Holm finds with their simultaneous intervals, the rest as estimates.
+    pretraining against the control: effects Holm finds with their simultaneous intervals, the rest as estimates;
+    first of all, where an arm beats the control nowhere, that the budget is too small to judge (:func:`too_small`).
     It is what the terminal prints at the end of a run, what the report's first screen and MLflow's view of the
     parent run's description (100 px, without a click) show; ``bold`` marks each line's subject in Markdown.
 
@@ -223,8 +256,9 @@ def brief(analysis: Analysis, *, bold: bool = True) -> list[str]:
     for c in analysis.comparisons:
         if c.comparable:
             pairs.setdefault((c.arm_a, c.arm_b), []).append(c)
-    control = _brief_control(analysis)
-    lines = [*(_brief_pair(pair) for pair in pairs.values()), *([control] if control else [])]
+    control, small = _brief_control(analysis), too_small(analysis)
+    lines = [*([small] if small else []), *(_brief_pair(pair) for pair in pairs.values()),
+             *([control] if control else [])]
     return lines if bold else [line.replace("**", "") for line in lines]
 
 

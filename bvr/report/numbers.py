@@ -63,8 +63,9 @@ def metrics_payload(analysis: Analysis) -> dict[str, Any]:
                     "mean": sum(units.values()) / len(units), "n": len(units)}
     pretrain = {r["arm"]: {k.replace("/", "_"): r[k] for k in ("val/perplexity", "val/mlm_loss", "train/mlm_loss",
                                                                 "tokens_per_s", "wall_seconds", "tokens_seen",
-                                                                "params_total", "params_embedding",
-                                                                "params_non_embedding")}
+                                                                "tokens_per_step", "words_seen", "params_total",
+                                                                "params_embedding", "params_non_embedding",
+                                                                "id_occurrences_median", "id_rare_share")}
                 for r in pretrain_table(analysis).to_dict("records")}
     missing = analysis.collected.missing
     payload = {"complete": not missing, "missing": len(missing), "scores": scores, "measures": measures,

@@ -14,9 +14,11 @@ import pandas as pd
 
 from bvr.report.analysis import Analysis
 
-PRETRAIN_TABLE_COLUMNS = ("arm", "runs", "tokens_per_s", "wall_seconds", "tokens_seen", "steps", "epochs",
-                          "params_total", "params_embedding", "params_non_embedding", "train/mlm_loss", "val/mlm_loss",
-                          "val/perplexity", "val/nsp_acc", "val/sop_acc")
+FACTS = ("wall_seconds", "tokens_seen", "epochs", "params_total", "params_embedding", "params_non_embedding",
+         "words_seen", "ids_per_word", "id_occurrences_median", "id_rare_share")
+"""The runs' ``run/*`` metrics the table gives as medians (:data:`bvr.report.collect.RUN_KEYS`)."""
+PRETRAIN_TABLE_COLUMNS = ("arm", "runs", "tokens_per_s", *FACTS, "steps", "tokens_per_step", "train/mlm_loss",
+                          "val/mlm_loss", "val/perplexity", "val/nsp_acc", "val/sop_acc")
 
 
 def _throughput(run: dict, history: pd.DataFrame) -> float:
@@ -27,6 +29,18 @@ def _throughput(run: dict, history: pd.DataFrame) -> float:
         return float(logged.median())
     wall, seen = run["run/wall_seconds"], run["run/tokens_seen"]
     return seen / wall if wall and seen and not (math.isnan(wall) or math.isnan(seen)) else math.nan
+
+
+def _per_step(run: dict) -> float:
+    """Tokens a step of the run: its tokens seen over the steps it logged at the end (``run/steps``), else over its
+    last logged training step (runs logged before ``run/steps``)."""
+    steps = run.get("run/steps") if _finite(run.get("run/steps")) else run.get("steps")
+    seen = run.get("run/tokens_seen")
+    return seen / steps if _finite(seen) and _finite(steps) and steps else math.nan
+
+
+def _finite(value: float | None) -> bool:
+    return value is not None and not pd.isna(value)
 
 
 FINAL_METRICS = ("train/mlm_loss", "val/mlm_loss", "val/perplexity", "val/nsp_acc", "val/sop_acc")
@@ -47,10 +61,10 @@ def pretrain_table(analysis: Analysis) -> pd.DataFrame:
             continue
         row: dict = {"arm": arm, "runs": [r["run_id"] for r in runs],
                      "tokens_per_s": _median([_throughput(r, history) for r in runs])}
-        for name in ("wall_seconds", "tokens_seen", "epochs", "params_total", "params_embedding",
-                     "params_non_embedding"):
+        for name in FACTS:
             row[name] = _median([r[f"run/{name}"] for r in runs])
         row["steps"] = _median([r["steps"] for r in runs])
+        row["tokens_per_step"] = _median([_per_step(r) for r in runs])
         for name in FINAL_METRICS:
             row[name] = _mean([r[name] for r in runs])
         rows.append(row)

@@ -185,8 +185,9 @@ def _write_plots(analysis: Analysis, folder: Path) -> list[Path]:
     if curve is not None:
         paths.append(_csv(budget_frame(curve), folder / "budget.csv"))
     table = pretrain_table(analysis).drop(columns=["runs"])
-    paths.append(_csv(table[["arm", "tokens_per_s", "wall_seconds", "tokens_seen", "params_total",
-                             "params_embedding", "params_non_embedding"]], folder / "pretrain_runs.csv"))
+    paths.append(_csv(table[["arm", "tokens_per_s", "wall_seconds", "tokens_seen", "tokens_per_step", "words_seen",
+                             "params_total", "params_embedding", "params_non_embedding", "id_occurrences_median",
+                             "id_rare_share"]], folder / "pretrain_runs.csv"))
     return paths
 
 

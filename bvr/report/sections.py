@@ -22,6 +22,7 @@ from bvr.ablation.status import PROGRESS_HEADER, progress_rows
 from bvr.compat import sentence_objective_of
 from bvr.formatting import duration
 from bvr.report.analysis import Analysis, Comparison
+from bvr.report.arm_facts import arm_facts
 from bvr.report.budget import budget_curve, budget_section
 from bvr.report.cells import (
     RunLinks,
@@ -35,7 +36,7 @@ from bvr.report.cells import (
     signed,
 )
 from bvr.report.document import Block, Bullets, Cell, Figure, Heading, Link, Notice, Paragraph, Table
-from bvr.report.headlines import brief, headlines
+from bvr.report.headlines import brief, headlines, too_small
 from bvr.report.pretrain_runs import pretrain_table
 from bvr.report.results import blimp_section, measures_section, pretraining_section, published_section, scores_section
 
@@ -117,9 +118,10 @@ def _effect_cells(c: Comparison) -> list[str]:
             fmt(c.mde, d)]
 
 
-def _headline(analysis: Analysis) -> list[Block]:
+def _headline(analysis: Analysis, budget_note: str | None = None) -> list[Block]:
     """A line per question (the ablation's effect, then pretraining against the control), then every finding in
-    full, in the same order."""
+    full, in the same order; where an arm beats the control nowhere, the brief says first that the budget is too small
+    to judge, and ``budget_note`` says where this budget sits on the budget curve."""
     lines = headlines(analysis)
     if not lines:
         return [Heading("Headline"), Paragraph("No comparison yet: no measure has values for two arms.")]
@@ -127,7 +129,8 @@ def _headline(analysis: Analysis) -> list[Block]:
                       f"arm against the control). Differences in points (MLM loss in nats), with {analysis.level} "
                       f"simultaneous intervals; verdicts follow Holm-adjusted p-values over all {analysis.m} tested "
                       "comparisons of this report (family-wise error 5%).")
-    return [Heading("Headline"), intro, Bullets(tuple(brief(analysis, bold=False))), Paragraph("In full:"),
+    curve = [Paragraph(budget_note)] if budget_note and too_small(analysis) else []
+    return [Heading("Headline"), intro, Bullets(tuple(brief(analysis, bold=False))), *curve, Paragraph("In full:"),
             Bullets(tuple(lines))]
 
 
@@ -234,7 +237,7 @@ def _context(analysis: Analysis, links: RunLinks, budget_note: str | None = None
         ["MLflow views", links.views()],
         *([["budget", budget_note]] if budget_note else []),
     ]
-    return [Heading("Setup"), Table(["setting", "value"], rows), *_arms_table(analysis, links)]
+    return [Heading("Setup"), Table(["setting", "value"], rows), *_arms_table(analysis, links), *arm_facts(analysis)]
 
 
 def _config_value(analysis: Analysis, arm: str, key: str) -> str:
@@ -267,15 +270,15 @@ def _arms_table(analysis: Analysis, links: RunLinks) -> list[Block]:
         rows.append([arm, change, tokenizer, model, _config_value(analysis, arm, "data.input_format"),
                      _config_value(analysis, arm, "training.batch_size"),
                      _config_value(analysis, arm, "training.max_steps"),
-                     fmt_count(get("tokens_seen")), fmt(get("epochs")),
-                     f"{fmt_count(get('params_total'))} / {fmt_count(get('params_non_embedding'))}",
+                     _config_value(analysis, arm, "training.learning_rate"), fmt_count(get("params_total")),
                      duration(get("wall_seconds")), tuple(links.run(r) for r in stats["runs"]) or "—"])
     caption = ("Config values are the pretraining runs' MLflow params (the control, never pretrained, shows its "
-               "planned config). model: layers/hidden/heads. params: total / without embeddings. Tokens seen, "
-               "epochs, parameters and wall time are the runs' run/* metrics (wall time: each run's last invocation).")
-    header = ["arm", "changes", "tokenizer", "model", "input", "batch", "steps", "tokens seen", "epochs",
-              "params", "wall time", "pretrain run"]
-    return [Table(header, rows, align="LlllLrrrrrrl", caption=caption)]
+               "planned config). model: layers/hidden/heads. params (all of them) and wall time are the runs' run/* "
+               "metrics (wall time: each run's last invocation); the tables below give the tokens each arm saw and "
+               "its parameters in and outside the embeddings.")
+    header = ["arm", "changes", "tokenizer", "model", "input", "batch", "steps", "learning rate", "params",
+              "wall time", "pretrain run"]
+    return [Table(header, rows, align="LlllLrrrrrl", caption=caption)]
 
 
 def _where_runs_are(links: RunLinks) -> str:
@@ -317,7 +320,7 @@ def report_blocks(analysis: Analysis, figures: dict[str, Figure], ui_url: str | 
     on where this budget sits on the budget curve (:func:`bvr.report.budget.budget_context`). A budget curve's
     report has its section (:func:`bvr.report.budget.budget_section`) right after the headline."""
     links = RunLinks(analysis.collected, ui_url)
-    return [*_title(analysis), *_headline(analysis), *_setup(analysis),
+    return [*_title(analysis), *_headline(analysis, budget_note), *_setup(analysis),
             *budget_section(budget_curve(analysis), figures.get("budget")), *_missing(analysis),
             *_sanity(analysis, links), *_ablation(analysis),
             *([figures["differences"]] if "differences" in figures else []), *measures_section(analysis, links),
