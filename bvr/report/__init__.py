@@ -7,6 +7,8 @@
 - :mod:`bvr.report.measures`: what a report measures (BLiMP, probes, fine-tuning, MLM loss), in points;
 - :mod:`bvr.report.analysis`: summaries and paired comparisons in points, beside the paper;
 - :mod:`bvr.report.pretrain_runs`: the pretraining table (throughput, time, size, losses per arm);
+- :mod:`bvr.report.arm_facts`: whether the arms compare fairly (tokens in ids and words, parameters, id
+  occurrences, the learning rate per batch, every setting that differs);
 - :mod:`bvr.report.figures`: the figures (matplotlib, Agg canvas);
 - :mod:`bvr.report.document`: a report as blocks, written as Markdown and as a self-contained HTML page;
 - :mod:`bvr.report.sections`: the sections of a report and of the index, as blocks; the result sections are in
