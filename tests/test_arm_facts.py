@@ -213,21 +213,23 @@ NOTE = "This budget: 3.6M tokens per pretraining run. On the budget curve, pretr
 
 def test_a_budget_too_small_to_judge_is_the_headlines_first_line() -> None:
     a = _analysis(UNSEEN)
-    assert brief(a, bold=False)[0] == (f"too small to judge: at this budget no arm beats the {CONTROL} control on any "
-                                       "measure: the budget is too small to judge the ablation.")
+    assert brief(a, bold=False)[0] == (f"too small to judge: no arm beats the {CONTROL} control on any measure at "
+                                       "this budget, so no difference between the arms can be read as the ablated "
+                                       "choice's effect.")
     assert brief(a)[0].startswith("**too small to judge**: ")
     assert any(line.startswith("At this budget bpe does not beat") for line in headlines(a))  # and in full
     text = to_markdown(report_blocks(a, {}, budget_note=NOTE))
     headline = text.split("## Headline\n", 1)[1].split("\n## ", 1)[0]
-    assert headline.index("- too small to judge: at this budget no arm beats") < headline.index(NOTE) < headline.index(
+    assert headline.index("- too small to judge: no arm beats") < headline.index(NOTE) < headline.index(
         "In full:")  # where this budget sits on the budget curve, in the headline and not only in the setup
     assert f"| budget | {NOTE} |" in text
 
 
 def test_one_arm_that_beats_the_control_nowhere_is_named() -> None:
     a = _analysis(SEEN)
-    assert brief(a, bold=False)[0] == (f"too small to judge: at this budget bpe does not beat the {CONTROL} control "
-                                       "on any measure: the budget is too small to judge the ablation on bpe.")
+    assert brief(a, bold=False)[0] == (f"too small to judge: bpe does not beat the {CONTROL} control on any measure "
+                                       "at this budget, so no difference involving bpe can be read as the ablated "
+                                       "choice's effect.")
     headline = to_markdown(report_blocks(_analysis(SEEN), {}, budget_note=NOTE)).split("## Headline\n", 1)[1]
     assert NOTE in headline.split("In full:", 1)[0]
     assert not brief(_analysis({**SEEN, "bpe": (69.0, 74.0, 67.0)}), bold=False)[0].startswith("too small")
@@ -236,4 +238,4 @@ def test_one_arm_that_beats_the_control_nowhere_is_named() -> None:
 def test_a_budget_curve_whose_budgets_beat_the_control_nowhere_says_so_first() -> None:
     a = _analysis(UNSEEN, kind="budget")
     assert brief(a, bold=False)[0] == (f"too small to judge: no budget tried beats the {CONTROL} control on any "
-                                       "measure: pretraining does not show within these budgets.")
+                                       "measure, so pretraining does not show within these budgets.")

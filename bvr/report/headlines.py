@@ -233,15 +233,15 @@ def too_small(analysis: Analysis) -> str | None:
     control, budget_curve = analysis.collected.control, analysis.collected.manifest.kind == BUDGET_KIND
     if len(unseen) == len(analysis.collected.pretrained_arms):
         if budget_curve:
-            return (f"**too small to judge**: no budget tried beats the {control} control on any measure: "
+            return (f"**too small to judge**: no budget tried beats the {control} control on any measure, so "
                     "pretraining does not show within these budgets.")
-        return (f"**too small to judge**: at this budget no arm beats the {control} control on any measure: the "
-                "budget is too small to judge the ablation.")
+        return (f"**too small to judge**: no arm beats the {control} control on any measure at this budget, so no "
+                "difference between the arms can be read as the ablated choice's effect.")
     arms = ", ".join(unseen)
     verb = "does" if len(unseen) == 1 else "do"
-    return (f"**too small to judge**: at this budget {arms} {verb} not beat the {control} control on any measure: "
-            + ("too small a budget to show pretraining." if budget_curve else
-               f"the budget is too small to judge the ablation on {arms}."))
+    return (f"**too small to judge**: {arms} {verb} not beat the {control} control on any measure at this budget, so "
+            + ("pretraining does not show there." if budget_curve else
+               f"no difference involving {arms} can be read as the ablated choice's effect."))
 
 
 def brief(analysis: Analysis, *, bold: bool = True) -> list[str]:
