@@ -78,10 +78,9 @@ def _write_sst2(folder: Path, rows: int, seed: int) -> None:
     folder.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory) -> Path:
-    """SST-2 with 40 synthetic training and 12 dev sentences, the GLUE fixtures, and the CoNLL sample as all splits."""
-    root = tmp_path_factory.mktemp("data")
+def write_probe_data(root: Path) -> Path:
+    """SST-2 with 40 synthetic training and 12 dev sentences, the GLUE fixtures, and the CoNLL sample as all splits,
+    under ``root``."""
     shutil.copytree(FIXTURES / "glue", root / "glue")
     _write_sst2(root / "glue" / "SST-2" / "train.tsv", 40, seed=1)
     _write_sst2(root / "glue" / "SST-2" / "dev.tsv", 12, seed=2)
@@ -89,6 +88,11 @@ def data_dir(tmp_path_factory) -> Path:
     for name in ("train.txt", "valid.txt", "test.txt"):
         shutil.copy(FIXTURES / "conll" / "sample.txt", root / "conll2003" / name)
     return root
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> Path:
+    return write_probe_data(tmp_path_factory.mktemp("data"))
 
 
 def _texts(data_dir: Path) -> list[str]:
