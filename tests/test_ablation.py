@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from bvr.ablation.arms import (
+    SENTENCE_PAIR_TOKENS,
     arm_differences,
     check_arms,
     equal_passes,
@@ -133,8 +134,9 @@ def test_batch_size_follows_table3():
         "256": (256, 1e-4), "2k": (2048, 7e-4), "8k": (8192, 1e-3)}
     tiny = load_ablation("batch-size", preset="tiny").arms
     assert [c.training.batch_size for c in tiny.values()] == [32, 256, 1024]
-    assert {c.training.batch_size * c.training.max_steps for c in tiny.values()} == {32 * 1024}  # same sequences
-    assert tokens_per_step(tiny["2k"]) == 256 * 128
+    assert {c.training.batch_size * c.training.max_steps for c in tiny.values()} == {32 * 2400}  # same sequences
+    assert [c.training.learning_rate for c in tiny.values()] == [3e-3, 6e-3, 1.2e-2]  # tuned per size
+    assert tokens_per_step(tiny["2k"]) == 256 * 64
 
 
 def test_equal_passes_refuses_unequal(tmp_path):
@@ -145,7 +147,7 @@ def test_equal_passes_refuses_unequal(tmp_path):
         equal_passes(ablation)
 
 
-@pytest.mark.parametrize(("preset", "budget"), [(None, 4096), ("tiny", 4096), ("small", 65536), ("base", 131072),
+@pytest.mark.parametrize(("preset", "budget"), [(None, 4096), ("tiny", 2048), ("small", 65536), ("base", 131072),
                                               ("large", 131072)])
 def test_nsp_arms_fill_every_step_to_the_same_token_budget(preset, budget):
     """RoBERTa's dynamic batch: every input format, short (doc-sentences, sentence-pair) or full, fills each step to
@@ -156,13 +158,14 @@ def test_nsp_arms_fill_every_step_to_the_same_token_budget(preset, budget):
         assert "training.batch_size" not in ablation.declared[arm] and tokens_per_step(cfg) == budget
     pair, doc = ablation.arms["sentence-pair"], ablation.arms["doc-sentences"]
     assert tokens_seen(pair) == tokens_seen(doc) == tokens_seen(ablation.arms["full-sentences"])
-    assert sequence_tokens(pair) < sequence_tokens(doc)  # shorter sequences: more of them a step, equal tokens
+    if doc.data.max_length > SENTENCE_PAIR_TOKENS:  # tiny's 64 ids hold a sentence pair: no shorter there
+        assert sequence_tokens(pair) < sequence_tokens(doc)  # shorter sequences: more of them a step, equal tokens
 
 
 def test_equal_passes_counts_tokens_not_rows():
     """A token budget is compared as tokens: an arm filled to 4,096 tokens a step matches one of 32 x 128-token
     sequences, and one filled to 3,500 (doc-sentences at its old fixed batch, about 32 x 93.6 tokens) does not."""
-    ablation = load_ablation("nsp", preset="tiny")
+    ablation = load_ablation("nsp")
     doc = ablation.arms["doc-sentences"]
     ablation.arms["segment-pair"] = dataclasses.replace(
         ablation.arms["segment-pair"],
@@ -175,7 +178,7 @@ def test_equal_passes_counts_tokens_not_rows():
 
 
 def test_equal_passes_refuses_unequal_tokens():
-    ablation = load_ablation("nsp", preset="tiny")
+    ablation = load_ablation("nsp")
     cfg = ablation.arms["sentence-pair"]
     # Without its token budget, 32 sentence pairs a step are about half the tokens of the other arms' steps.
     ablation.arms["sentence-pair"] = dataclasses.replace(cfg, training=dataclasses.replace(
@@ -196,7 +199,10 @@ def test_bert_vs_roberta_recipes():
     assert arms["bert"].training.adam_betas == [0.9, 0.999] and arms["roberta"].training.adam_betas == [0.9, 0.98]
     assert arms["bert"].masking.mode == "static" and arms["roberta"].masking.mode == "dynamic"
     assert (arms["bert"].data.sentence_objective, arms["roberta"].data.sentence_objective) == ("nsp", "none")
-    assert arms["roberta"].tokenizer.resolved_vocab_size == 50_000
+    assert load_ablation("bert-vs-roberta").arms["roberta"].tokenizer.resolved_vocab_size == 50_000
+    # tiny scales both vocabularies by one factor (30K:50K) and keeps the batch equal (docs/results.md)
+    assert (arms["bert"].tokenizer.vocab_size, arms["roberta"].tokenizer.vocab_size) == (8192, 13653)
+    assert arms["bert"].training.batch_size == arms["roberta"].training.batch_size == 32
 
 
 GOOD = """\
