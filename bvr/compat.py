@@ -59,7 +59,7 @@ def stage_version(stage: str, variant: str) -> int:
 def hashed_section(section: Any, new_defaults: dict[str, Any]) -> dict[str, Any]:
     """A config section as an earlier key held it: the keys of ``new_defaults`` left out while at that value.
 
-    >>> from bvr.config.pretraining import ModelConfig
+    >>> from bvr.config import ModelConfig
     >>> "norm" in hashed_section(ModelConfig(), {"norm": "post"}), hashed_section(ModelConfig(norm="pre"), {})["norm"]
     (False, 'pre')
     """

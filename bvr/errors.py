@@ -27,3 +27,14 @@ class BvrError(Exception):
     def one_line(self) -> str:
         text = f"{self.where}: {self.message}" if self.where else self.message
         return f"{text}. {self.hint}" if self.hint else text
+
+
+def check(ok: bool, key: str, message: str) -> None:
+    """Raise a BvrError located at ``key`` (a dotted config key) unless ``ok``."""
+    if not ok:
+        raise BvrError(message, where=key)
+
+
+def check_choice(value: str, choices: tuple[str, ...], key: str) -> None:
+    """Raise a BvrError at ``key`` unless ``value`` is one of ``choices`` (which the message lists)."""
+    check(value in choices, key, f"'{value}' is not one of {', '.join(choices)}")

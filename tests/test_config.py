@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,8 @@ from bvr.config import (
     resolve_finetune,
 )
 from bvr.errors import BvrError
+from bvr.model.encoder_config import PAD_TOKEN_IDS, EncoderConfig
+from bvr.model.hf_config import hf_config_dict
 
 
 def write(tmp_path: Path, text: str, name: str = "cfg.yaml") -> Path:
@@ -201,6 +204,28 @@ def test_dump_round_trip_and_hash(tmp_path):
     assert yaml.safe_load(path.read_text())["masking"]["mode"] == "static"
     assert config_hash(cfg) == config_hash(again)
     assert config_hash(cfg) != config_hash(load_config(preset="tiny"))
+
+
+MODEL_SECTION_HASHES = {"default": "6d42fc92793f", "tiny": "cecefd9c116d", "small": "70e92439b878",
+                        "base": "b80c2d046778", "large": "8b1989e65743"}
+"""``config_hash`` of each shipped preset's ``model`` section (every run folder's key holds the section as it is), and
+of the ``config.json`` its encoder exports, as they were before the section became the model's own dataclass: a
+change renames every cached run and changes every exported folder. The test prints what it finds on failure."""
+EXPORTED_HASHES = {"bert": "2a117250deb0", "roberta": "1190f287462f"}
+"""``config_hash`` of the config.json of the tiny preset's encoder per family (roberta with 514 positions, as
+experiments/bert-vs-roberta.yaml sets), for a 1,000-id vocabulary with the family's padding id."""
+
+
+def test_shipped_model_sections_hash_as_before():
+    found = {name: config_hash(dataclasses.asdict(load_config(preset=None if name == "default" else name).model))
+             for name in MODEL_SECTION_HASHES}
+    assert found == MODEL_SECTION_HASHES
+    exported = {}
+    for family, extra in (("bert", []), ("roberta", ["model.max_position_embeddings=514"])):
+        cfg = load_config(preset="tiny", overrides=[f"model.family={family}", f"tokenizer.family={family}", *extra])
+        encoder = EncoderConfig.from_model(cfg.model, vocab_size=1000, pad_token_id=PAD_TOKEN_IDS[family])
+        exported[family] = config_hash(hf_config_dict(encoder, sentence_head=True))
+    assert exported == EXPORTED_HASHES
 
 
 def test_config_is_plain_data():

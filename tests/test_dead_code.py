@@ -36,9 +36,6 @@ HOOKS = {
 """Method names that a framework calls; ``on_*`` methods are Lightning's callbacks and hooks."""
 
 ALLOWED = {
-    "bvr.model.encoder_config.EncoderConfig.from_name": "the named presets' constructor (a model built by its "
-    "preset name), for notebooks, benchmarks and tests; bvr's own runs build theirs from a run's config "
-    "(from_model_config)",
     "bvr.tasks.readers.load_task_split": "NOT AN ENTRY POINT: only tests call it (tests/test_glue.py, test_boolq.py, "
     "reliability/test_inputs.py); to be removed with those call sites, or used, by whoever owns the task readers",
 }

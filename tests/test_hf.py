@@ -19,9 +19,10 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from bvr.errors import BvrError
-from bvr.model import EncoderConfig, PretrainingModel
+from bvr.model import PretrainingModel
 from bvr.model.hf import export_hf, from_hf_state_dict, load_hf, to_hf_state_dict
 from bvr.model.hf_config import config_from_hf, hf_config_dict
+from tests.test_model import preset_encoder
 
 transformers = pytest.importorskip("transformers")
 
@@ -280,10 +281,10 @@ def test_hf_config_dict_fields():
     assert (data["bos_token_id"], data["eos_token_id"], data["pad_token_id"]) == (0, 2, 1)
     assert (data["type_vocab_size"], data["layer_norm_eps"], data["max_position_embeddings"]) == (1, 1e-5, 42)
     assert data["hidden_act"] == "gelu" and data["tie_word_embeddings"] is True
-    bert = hf_config_dict(EncoderConfig.from_name("base", "bert", 30_522, 0), sentence_head=True)
+    bert = hf_config_dict(preset_encoder("base", "bert", 30_522, 0), sentence_head=True)
     assert bert["architectures"] == ["BertForPreTraining"] and "bos_token_id" not in bert
     assert (bert["num_hidden_layers"], bert["num_attention_heads"], bert["intermediate_size"]) == (12, 12, 3072)
-    assert hf_config_dict(EncoderConfig.from_name("tiny", "bert", 100, 0), sentence_head=False)["architectures"] == [
+    assert hf_config_dict(preset_encoder("tiny", "bert", 100, 0), sentence_head=False)["architectures"] == [
         "BertForMaskedLM"]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,6 +17,7 @@ from bvr.model import EncoderConfig, PretrainingModel, count_parameters, cpu, fa
 from bvr.model.cpu import dropout
 from bvr.model.encoder import Encoder, init_weights, initialize
 from bvr.model.losses import linear_cross_entropy
+from tests.test_architecture import ROOT, imports_of
 
 VOCAB = 101
 PAD = {"bert": 0, "roberta": 1}
@@ -26,6 +28,14 @@ def small_config(family: str, **overrides) -> EncoderConfig:
     fields = {"vocab_size": VOCAB, "hidden_size": 32, "num_layers": 2, "num_heads": 4, "intermediate_size": 37,
               "max_position_embeddings": 40, "pad_token_id": PAD[family]}
     return EncoderConfig(family=family, **{**fields, **overrides})
+
+
+def preset_encoder(name: str, family: str, vocab_size: int, pad_token_id: int, **overrides) -> EncoderConfig:
+    """An encoder of a shipped preset's sizes (``experiments/presets/NAME.yaml``), its other knobs at their defaults
+    (post-LayerNorm, BERT's initialisation) unless ``overrides`` set them."""
+    model = load_config(preset=name).model
+    sizes = {key: getattr(model, key) for key in ("num_layers", "hidden_size", "num_heads", "intermediate_size")}
+    return EncoderConfig(family=family, vocab_size=vocab_size, pad_token_id=pad_token_id, **{**sizes, **overrides})
 
 
 def build(family: str, sentence_head: bool, seed: int = 0, **overrides) -> PretrainingModel:
@@ -210,11 +220,15 @@ def test_bert_position_ids_start_at_zero_whatever_the_padding():
     assert model.encoder.embeddings.position_ids(ids).tolist() == [[0, 1, 2, 3]]
 
 
-def test_preset_position_embeddings_hold_512_tokens():
-    bert = EncoderConfig.from_name("tiny", "bert", 30_522, 0)
-    roberta = EncoderConfig.from_name("tiny", "roberta", 50_265, 1)
-    assert (bert.max_position_embeddings, bert.max_tokens) == (512, 512)
-    assert (roberta.max_position_embeddings, roberta.max_tokens) == (514, 512)
+def test_one_position_rule_for_the_section_and_the_encoder():
+    """roberta numbers positions after the padding id: the ``model`` section counts with the family's own padding
+    id (the tokenizer is not trained yet), the encoder with its tokenizer's; bert counts from 0 whatever the pad."""
+    for family, tokens in (("bert", 512), ("roberta", 510)):
+        section = ModelConfig(family=family)
+        assert section.max_tokens == EncoderConfig.from_model(section, 1000, PAD[family]).max_tokens == tokens
+    assert EncoderConfig(family="roberta", vocab_size=1000, pad_token_id=0).max_tokens == 511
+    assert EncoderConfig(family="roberta", vocab_size=1000, max_position_embeddings=514).max_tokens == 512
+    assert EncoderConfig(family="bert", vocab_size=1000, pad_token_id=3).max_tokens == 512
 
 
 @pytest.mark.parametrize(("family", "nsp"), FAMILY_NSP)
@@ -400,7 +414,7 @@ def test_init_is_deterministic_under_a_seed():
 @pytest.mark.parametrize("family", ["bert", "roberta"])
 def test_init_follows_bert(family):
     torch.manual_seed(0)
-    model = PretrainingModel(EncoderConfig.from_name("tiny", family, 2000, PAD[family]), sentence_head=True)
+    model = PretrainingModel(preset_encoder("tiny", family, 2000, PAD[family]), sentence_head=True)
     emb = model.encoder.embeddings
     assert torch.all(emb.word_embeddings.weight[PAD[family]] == 0)
     assert abs(emb.word_embeddings.weight.std().item() - 0.02) < 1e-3
@@ -415,7 +429,7 @@ def test_init_follows_bert(family):
 
 @pytest.mark.parametrize("family", ["bert", "roberta"])
 def test_zero_token_type_init_changes_only_the_token_type_table(family):
-    bert_way = EncoderConfig.from_name("tiny", family, 2000, PAD[family])
+    bert_way = preset_encoder("tiny", family, 2000, PAD[family])
     torch.manual_seed(0)
     plain = PretrainingModel(bert_way, sentence_head=True)
     torch.manual_seed(0)
@@ -431,7 +445,7 @@ def test_zero_token_type_init_changes_only_the_token_type_table(family):
 def test_small_budget_layout_drops_the_embedding_norm_and_the_head_transform(family):
     """model.embedding_norm=false feeds the embeddings' sum to the first layer; model.head_transform=false lets the
     tied decoder read the final LayerNorm: the logits are (LN(encoder(sum)) @ E.T + b), nothing else."""
-    config = dataclasses.replace(EncoderConfig.from_name("tiny", family, 300, PAD[family], norm="pre"),
+    config = dataclasses.replace(preset_encoder("tiny", family, 300, PAD[family], norm="pre"),
                                  embedding_norm=False, head_transform=False, dropout=0.0, attention_dropout=0.0)
     torch.manual_seed(0)
     model = PretrainingModel(config).eval()
@@ -456,7 +470,7 @@ def test_small_budget_layout_needs_pre_norm():
 
 
 def test_initialize_with_bert_settings_draws_what_init_weights_draws():
-    config = EncoderConfig.from_name("tiny", "bert", 500, 0)
+    config = preset_encoder("tiny", "bert", 500, 0)
     torch.manual_seed(1)
     ours = Encoder(config)
     initialize(ours, config)
@@ -491,7 +505,7 @@ def test_count_parameters_matches_hand_formula(family, nsp):
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in PRESETS_DIR.glob("*.yaml")))
 def test_presets_build_with_their_sizes(name):
-    cfg = EncoderConfig.from_name(name, "bert", 1000, 0)
+    cfg = preset_encoder(name, "bert", 1000, 0)
     model_cfg = load_config(preset=name).model
     layers, hidden, heads, ffn = (getattr(model_cfg, k) for k in ("num_layers", "hidden_size", "num_heads",
                                                                  "intermediate_size"))
@@ -509,7 +523,7 @@ def test_presets_build_with_their_sizes(name):
 
 def test_bert_base_has_bert_base_size():
     with torch.device("meta"):
-        model = PretrainingModel(EncoderConfig.from_name("base", "bert", 30_522, 0), sentence_head=True)
+        model = PretrainingModel(preset_encoder("base", "bert", 30_522, 0), sentence_head=True)
     # BERT-base: 110M parameters as published (109.5M encoder + pooler, plus the MLM/NSP heads)
     assert 109_000_000 < count_parameters(model.encoder)["total"] < 110_000_000
 
@@ -517,7 +531,7 @@ def test_bert_base_has_bert_base_size():
 def test_embedding_share_grows_with_vocabulary():
     def share(vocab: int) -> float:
         with torch.device("meta"):
-            counts = count_parameters(PretrainingModel(EncoderConfig.from_name("tiny", "roberta", vocab, 1)))
+            counts = count_parameters(PretrainingModel(preset_encoder("tiny", "roberta", vocab, 1)))
         return counts["embedding"] / counts["total"]
 
     assert share(50_000) > share(30_000) > 0.5  # at the tiny size the vocabulary is most of the model
@@ -533,14 +547,14 @@ def test_family_defaults():
     assert (roberta.type_vocab_size, roberta.layer_norm_eps) == (1, 1e-5)
 
 
-def test_from_model_config():
+def test_from_model_carries_every_knob_of_the_section():
     model_cfg = ModelConfig(family="roberta", num_layers=2, hidden_size=64, num_heads=2, intermediate_size=128,
-                            max_position_embeddings=130, dropout=0.0, attention_dropout=0.05)
-    cfg = EncoderConfig.from_model_config(model_cfg, vocab_size=500, pad_token_id=1)
-    assert (cfg.family, cfg.num_layers, cfg.hidden_size, cfg.num_heads, cfg.intermediate_size) == (
-        "roberta", 2, 64, 2, 128)
-    assert (cfg.max_position_embeddings, cfg.dropout, cfg.attention_dropout) == (130, 0.0, 0.05)
+                            max_position_embeddings=130, dropout=0.0, attention_dropout=0.05, norm="pre",
+                            token_type_init="zero", embedding_norm=False, head_transform=False, sbo=True)
+    cfg = EncoderConfig.from_model(model_cfg, vocab_size=500, pad_token_id=1)
+    assert {f.name: getattr(cfg, f.name) for f in dataclasses.fields(ModelConfig)} == dataclasses.asdict(model_cfg)
     assert (cfg.vocab_size, cfg.pad_token_id, cfg.max_tokens) == (500, 1, model_cfg.max_tokens)
+    assert (cfg.type_vocab_size, cfg.layer_norm_eps, cfg.initializer_range) == (1, 1e-5, 0.02)
 
 
 @pytest.mark.parametrize(
@@ -571,14 +585,16 @@ def test_roberta_positions_must_leave_room_after_the_offset():
     assert info.value.where == "model.max_position_embeddings"
 
 
-def test_unknown_preset():
-    with pytest.raises(BvrError, match="huge") as info:
-        EncoderConfig.from_name("huge", "bert", 100, 0)
-    assert "tiny" in info.value.hint
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # Layering
+
+
+def test_model_package_imports_nothing_of_the_configuration_system():
+    """The ``model`` section is the model's own dataclass: bvr.config imports it, never the reverse."""
+    package = Path(EncoderConfig.__module__.replace(".", "/")).parent
+    for path in sorted((ROOT / package).glob("*.py")):
+        found = imports_of(path.read_text(encoding="utf-8"), f"bvr.model.{path.stem}", path.name == "__init__.py")
+        assert not [name for name in found if name.split(".")[:2] == ["bvr", "config"]], path.name
 
 
 def test_model_package_imports_no_lightning_mlflow_or_transformers():

@@ -3,6 +3,8 @@ implementation, its gradient path, its size, logging through a real run, exact r
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -19,9 +21,10 @@ from tests.test_pretrain import assert_same_weights, config, killed_then_resumed
 IGNORE = -100
 
 
-def small_config(family: str = "bert") -> EncoderConfig:
+def small_config(family: str = "bert", sbo: bool = False) -> EncoderConfig:
     return EncoderConfig(family=family, vocab_size=50, hidden_size=16, num_layers=2, num_heads=2,
-                         intermediate_size=32, max_position_embeddings=40, pad_token_id=0 if family == "bert" else 1)
+                         intermediate_size=32, max_position_embeddings=40, pad_token_id=0 if family == "bert" else 1,
+                         sbo=sbo)
 
 
 def test_boundaries_of_several_runs_ends_and_padding():
@@ -62,7 +65,7 @@ def _reference_sbo_loss(model: PretrainingModel, input_ids, labels, attention_ma
 @pytest.mark.parametrize(("family", "nsp"), [("bert", True), ("bert", False), ("roberta", False)])
 def test_sbo_loss_equals_the_token_by_token_definition(family, nsp):
     torch.manual_seed(0)
-    model = PretrainingModel(small_config(family), sentence_head=nsp, sbo=True).eval()
+    model = PretrainingModel(small_config(family, sbo=True), sentence_head=nsp).eval()
     input_ids = torch.randint(5, 50, (3, 12))
     input_ids[:, 0], input_ids[:, -1] = 2, 3
     attention_mask = torch.ones_like(input_ids)
@@ -86,7 +89,7 @@ def test_sbo_loss_equals_the_token_by_token_definition(family, nsp):
 
 def test_the_sbo_gradient_reaches_the_encoder_through_the_boundaries():
     torch.manual_seed(1)
-    model = PretrainingModel(small_config(), sbo=True)
+    model = PretrainingModel(small_config(sbo=True))
     input_ids = torch.randint(5, 50, (2, 10))
     labels = torch.full_like(input_ids, IGNORE)
     labels[0, 3:6] = input_ids[0, 3:6]
@@ -103,14 +106,14 @@ def test_sbo_head_size():
     h, v, p = cfg.hidden_size, cfg.vocab_size, cfg.max_position_embeddings
     expected = p * h + (3 * h * h + h) + 2 * h + (h * h + h) + 2 * h + v  # positions, two layers, LayerNorms, bias
     plain = sum(t.numel() for t in PretrainingModel(cfg).parameters())
-    with_sbo = sum(t.numel() for t in PretrainingModel(cfg, sbo=True).parameters())
+    with_sbo = sum(t.numel() for t in PretrainingModel(dataclasses.replace(cfg, sbo=True)).parameters())
     assert with_sbo - plain == expected  # the decoder weight is the tied word embedding, not counted again
 
 
 def test_export_leaves_the_sbo_head_out_and_loads_in_transformers(tmp_path):
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(2)
-    ours = PretrainingModel(small_config(), sbo=True).eval()
+    ours = PretrainingModel(small_config(sbo=True)).eval()
     folder = export_hf(ours, None, tmp_path / "export")
     reference, info = transformers.AutoModelForMaskedLM.from_pretrained(folder, output_loading_info=True)
     assert not any(info.get(kind) for kind in ("missing_keys", "unexpected_keys", "mismatched_keys"))

@@ -2,7 +2,8 @@
 
 - :mod:`bvr.config.yaml`: the one YAML reader (data plus the ``file:line`` of every key; strict).
 - :mod:`bvr.config.layering`: layers merged into typed dataclasses, the ``--set a.b.c=VALUE`` grammar, error locations.
-- :mod:`bvr.config.pretraining`: the pretraining sections (corpus, tokenizer, data, masking, model, training).
+- :mod:`bvr.config.pretraining`: the pretraining sections (corpus, tokenizer, data, masking, training); the ``model``
+  section is the encoder's own :class:`~bvr.model.encoder_config.ModelConfig`.
 - :mod:`bvr.config.finetune`: the ``finetune`` and ``evaluate`` sections.
 - :mod:`bvr.config.loading`: :class:`Config`, :func:`load_config`, :func:`resolve_finetune`, writing and hashing.
 """
@@ -50,28 +51,25 @@ from bvr.config.loading import (
 )
 from bvr.config.pretraining import (
     CORPUS_SOURCES,
-    FAMILIES,
     INPUT_FORMATS,
     MASKING_MODES,
     MASKING_SCHEMES,
-    NORMS,
     PAIR_FORMATS,
     PRECISIONS,
     SENTENCE_OBJECTIVES,
-    TOKEN_TYPE_INITS,
     CorpusConfig,
     DataConfig,
     MaskingConfig,
-    ModelConfig,
     TokenizerConfig,
     TrainingConfig,
 )
 from bvr.config.yaml import node_lines, parse_yaml, read_yaml
+from bvr.model.encoder_config import FAMILIES, ModelConfig
 
 __all__ = [
-    "CORPUS_SOURCES", "FAMILIES", "HYPERPARAMETERS", "INPUT_FORMATS", "MASKING_MODES", "MASKING_SCHEMES", "NORMS",
+    "CORPUS_SOURCES", "FAMILIES", "HYPERPARAMETERS", "INPUT_FORMATS", "MASKING_MODES", "MASKING_SCHEMES",
     "NOT_HASHED", "OLD_KEYS", "PAIR_FORMATS", "PRECISIONS", "PRESETS_DIR", "PROBE_KINDS", "SENTENCE_FEATURES",
-    "SENTENCE_OBJECTIVES", "TOKEN_TYPE_INITS",
+    "SENTENCE_OBJECTIVES",
     "TOKEN_FEATURES", "BlimpConfig", "Config", "CorpusConfig", "DataConfig", "DataSettings", "EvaluateConfig",
     "FinetuneConfig", "FinetuneSection", "GridPoint", "Layer", "MaskingConfig", "ModelConfig", "ProbesConfig",
     "TokenizerConfig",

@@ -25,20 +25,10 @@ from typing import Any
 
 import yaml
 
-from bvr.errors import BvrError
+from bvr.errors import BvrError, check
 
 Layer = tuple[dict[str, Any], dict[str, str]]
 """A config layer: nested values and the ``file:line`` (or ``--set``) of each dotted key."""
-
-
-def check(ok: bool, key: str, message: str) -> None:
-    """Raise a BvrError located at ``key`` unless ``ok``."""
-    if not ok:
-        raise BvrError(message, where=key)
-
-
-def check_choice(value: str, choices: tuple[str, ...], key: str) -> None:
-    check(value in choices, key, f"'{value}' is not one of {', '.join(choices)}")
 
 
 def check_finite(values: dict[str, float], prefix: str) -> None:

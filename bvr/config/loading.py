@@ -29,17 +29,11 @@ import yaml
 from bvr.config.finetune import HYPERPARAMETERS, EvaluateConfig, FinetuneConfig, FinetuneSection
 from bvr.config.launcher import LauncherConfig
 from bvr.config.layering import Layer, build_dataclass, build_layered, check, override_layer
-from bvr.config.pretraining import (
-    CorpusConfig,
-    DataConfig,
-    MaskingConfig,
-    ModelConfig,
-    TokenizerConfig,
-    TrainingConfig,
-)
+from bvr.config.pretraining import CorpusConfig, DataConfig, MaskingConfig, TokenizerConfig, TrainingConfig
 from bvr.config.yaml import read_yaml
 from bvr.errors import BvrError
 from bvr.fs import write_text
+from bvr.model.encoder_config import ModelConfig
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 """The folder of the bvr package."""

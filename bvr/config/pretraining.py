@@ -2,18 +2,20 @@
 
 Each section is one dataclass, every field documented in place; ``__post_init__`` refuses impossible values with a
 :class:`~bvr.errors.BvrError` naming the dotted key (located at its file and line by :mod:`bvr.config.layering`).
+The ``model`` section is the encoder's own config, :class:`~bvr.model.encoder_config.ModelConfig`, which the model
+is built from.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bvr.config.layering import check, check_choice, check_finite
-from bvr.errors import BvrError
+from bvr.config.layering import check_finite
+from bvr.errors import BvrError, check, check_choice
+from bvr.model.encoder_config import FAMILIES
 
 INPUT_FORMATS = ("segment-pair", "sentence-pair", "full-sentences", "doc-sentences")
 PAIR_FORMATS = ("segment-pair", "sentence-pair")
-FAMILIES = ("bert", "roberta")
 PRECISIONS = ("auto", "32-true", "bf16-mixed", "16-mixed", "32")
 """Precision settings: ``auto`` (bf16-mixed on a GPU that has it, else 32-true) or one of Lightning's own
 (``32`` is Lightning's old name of ``32-true``)."""
@@ -22,11 +24,6 @@ MASKING_MODES = ("static", "dynamic")
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")
 STRATEGIES = ("auto", "ddp", "ddp_spawn", "ddp_find_unused_parameters_true", "fsdp")
 MASKING_SCHEMES = ("token", "whole-word", "span")
-NORMS = ("post", "pre")
-TOKEN_TYPE_INITS = ("normal", "zero")
-"""How the token-type (segment) embeddings start: drawn like every other embedding (BERT) or at zero."""
-"""Where each layer's LayerNorms sit: after the residual add (BERT, RoBERTa) or before each sub-layer, with a final
-LayerNorm after the last layer (pre-LayerNorm: GPT-2, fairseq's ``normalize_before``, cramming)."""
 SEED_MAX = 2**32 - 1
 """Largest training seed: Lightning's ``seed_everything`` and numpy's generators take seeds in 0 to 2**32 - 1."""
 SENTENCE_OBJECTIVES = ("none", "nsp", "sop")
@@ -164,66 +161,6 @@ class MaskingConfig:
         check(len(self.split) == 3, "masking.split", "needs three shares: [mask token, random token, unchanged]")
         check(all(s >= 0 for s in self.split), "masking.split", f"{self.split} has a negative share")
         check(abs(sum(self.split) - 1.0) < 1e-6, "masking.split", f"{self.split} sums to {sum(self.split):g}, not 1")
-
-
-@dataclass
-class ModelConfig:
-    """Encoder shape. The family decides token types, LayerNorm eps and position offsets."""
-
-    family: str = "bert"
-    """'bert' (2 token types, eps 1e-12, positions from 0) or 'roberta' (1 type, eps 1e-5, positions from pad+1)."""
-    num_layers: int = 4
-    """Transformer layers."""
-    hidden_size: int = 256
-    """Width of the residual stream."""
-    num_heads: int = 4
-    """Attention heads; must divide hidden_size."""
-    intermediate_size: int = 1024
-    """Width of the feed-forward layer."""
-    max_position_embeddings: int = 512
-    """Position embeddings (RoBERTa uses 2 of them for the padding offset)."""
-    dropout: float = 0.1
-    """Dropout on embeddings and residual branches."""
-    attention_dropout: float = 0.1
-    """Dropout on attention probabilities."""
-    norm: str = "post"
-    """'post' (BERT: LayerNorm after each residual add) or 'pre' (LayerNorm before attention and before the
-    feed-forward, one more after the last layer: trains stably at higher learning rates; Hugging Face's
-    RobertaPreLayerNorm for roberta, no Hugging Face class for bert)."""
-    token_type_init: str = "normal"
-    """'normal' (BERT: drawn like the word and position embeddings) or 'zero'. Drawn at random, the type-0 vector is
-    one offset shared by every token, as large as each token's own embedding: attention cannot tell positions apart
-    through it, and a small pre-LayerNorm encoder stays on the unigram plateau (docs/recipes.md)."""
-    embedding_norm: bool = True
-    """A LayerNorm on the sum of the embeddings (BERT, RoBERTa). With model.norm=pre, false feeds the sum to the
-    first layer as it is (GPT-2's layout): at BERT's initialisation it is then about as small as what each layer
-    adds, so what attention brings from the context is not drowned by each token's own embedding, normalised to
-    unit scale (docs/recipes.md)."""
-    head_transform: bool = True
-    """The MLM head's dense + GELU + LayerNorm before the tied decoder (BERT, RoBERTa). With model.norm=pre, false
-    lets the decoder read the encoder's last LayerNorm directly (docs/recipes.md)."""
-    sbo: bool = False
-    """SpanBERT's span-boundary objective beside MLM: each masked token is also predicted from the two tokens just
-    outside its span and its position in it (a pretraining head only, left out of exported folders)."""
-
-    def __post_init__(self) -> None:
-        check_choice(self.family, FAMILIES, "model.family")
-        check_choice(self.norm, NORMS, "model.norm")
-        check_choice(self.token_type_init, TOKEN_TYPE_INITS, "model.token_type_init")
-        for key in ("embedding_norm", "head_transform"):
-            check(getattr(self, key) or self.norm == "pre", f"model.{key}",
-                  "false needs model.norm=pre (a post-LayerNorm encoder normalises its input with these)")
-        for key in ("num_layers", "hidden_size", "num_heads", "intermediate_size", "max_position_embeddings"):
-            check(getattr(self, key) > 0, f"model.{key}", "must be positive")
-        check(self.hidden_size % self.num_heads == 0, "model.num_heads",
-               f"{self.num_heads} heads do not divide hidden_size {self.hidden_size}")
-        for key in ("dropout", "attention_dropout"):
-            check(0.0 <= getattr(self, key) < 1.0, f"model.{key}", "must be in [0, 1)")
-
-    @property
-    def max_tokens(self) -> int:
-        """Longest sequence the position embeddings hold."""
-        return self.max_position_embeddings - (2 if self.family == "roberta" else 0)
 
 
 @dataclass

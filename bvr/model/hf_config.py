@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bvr.errors import BvrError
-from bvr.model.encoder_config import EncoderConfig
+from bvr.model.encoder_config import EncoderConfig, ModelConfig
 from bvr.model.hf_limits import check_fits_memory, check_values
 
 CONFIG_FILE = "config.json"
@@ -41,7 +41,6 @@ that a control, the same encoder never trained, starts where the pretrained one 
 (no embedding LayerNorm, no MLM head transform). transformers keeps unknown keys as attributes and ignores them; a
 folder with a layout it has no class for gets a model type of bvr's own (:data:`BVR_MODEL_TYPES`)."""
 _HF_KEY_OF_FIELD = {field: key for key, field in {**_REQUIRED_KEYS, **_OPTIONAL_KEYS, **_BVR_KEYS}.items()}
-_DEFAULT_PAD = {"bert": 0, "roberta": 1}
 
 PRE_NORM_MODEL_TYPES = {"roberta": "roberta-prelayernorm", "bert": "bvr-bert-prelayernorm"}
 """``model_type`` of a pre-LayerNorm encoder's folder. Hugging Face has the roberta one (``RobertaPreLayerNorm``,
@@ -117,7 +116,7 @@ def hf_config_dict(
         data["bvr_note"] = BVR_LAYOUT_NOTE
     elif config.pre_norm and config.family == "bert":
         data["bvr_note"] = PRE_NORM_BERT_NOTE
-    default = EncoderConfig(family=config.family, vocab_size=1)
+    default = ModelConfig()
     data.update({key: getattr(config, field) for key, field in _BVR_KEYS.items()
                  if getattr(config, field) != getattr(default, field)})
     specials = {"bos_token_id": bos_token_id, "eos_token_id": eos_token_id}
@@ -157,7 +156,6 @@ def config_from_hf(data: dict[str, Any], where: str | Path = CONFIG_FILE) -> Enc
     fields = {field: data[key] for key, field in _REQUIRED_KEYS.items()}
     fields.update({field: data[key] for key, field in _OPTIONAL_KEYS.items() if data.get(key) is not None})
     fields.update({field: data[key] for key, field in _BVR_KEYS.items() if data.get(key) is not None})
-    fields.setdefault("pad_token_id", _DEFAULT_PAD[family])
     fields["norm"] = "pre" if declared in pre_norm else "post"
     try:
         config = EncoderConfig(family=family, **fields)

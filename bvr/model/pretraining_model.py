@@ -3,7 +3,7 @@
 :class:`PretrainingModel` is laid out like Hugging Face's ``BertForPreTraining`` (``sentence_head=True``),
 ``BertForMaskedLM`` and ``RobertaForMaskedLM``: the encoder under ``bert`` or ``roberta``, BERT's heads under ``cls``
 and RoBERTa's under ``lm_head``, the MLM decoder tied to the word embeddings. Its ``state_dict()`` keys are therefore
-HF's keys. With ``sbo=True`` it also has SpanBERT's span-boundary head, under ``sbo``.
+HF's keys. With ``config.sbo`` it also has SpanBERT's span-boundary head, under ``sbo``.
 
 The MLM head predicts only where it is asked to (*sparse prediction*): :meth:`PretrainingModel.mlm_logits` gathers
 the masked positions first, so the vocabulary-sized projection, softmax and their gradients cost ~15% of the dense
@@ -80,21 +80,21 @@ class PretrainingModel(nn.Module):
     """Encoder + MLM head (+ pooler and NSP head, + span-boundary head), with HF's parameter names.
 
     Args:
-        config: encoder sizes and constants; ``config.family`` names the encoder attribute (``bert``/``roberta``).
+        config: encoder sizes and constants; ``config.family`` names the encoder attribute (``bert``/``roberta``);
+            ``config.sbo`` adds SpanBERT's span-boundary head (under ``sbo``; not exported to Hugging Face folders).
         sentence_head: build the pooler and the sentence head, the 2-way classifier of NSP or SOP on the pooled first
             token (BERT's ``BertForPreTraining``).
-        sbo: build SpanBERT's span-boundary head (under ``sbo``; not exported to Hugging Face folders).
         fast: the encoder's fast path (the default) or its reference path (:class:`Encoder`'s ``fast``).
         pooler: build the pooler without the NSP head too (a ``BertModel`` folder's stored pooler, loaded for
             fine-tuning); ignored where ``sentence_head`` is set, which always has one.
     """
 
-    def __init__(self, config: EncoderConfig, sentence_head: bool = False, sbo: bool = False, fast: bool = True,
+    def __init__(self, config: EncoderConfig, sentence_head: bool = False, fast: bool = True,
                  pooler: bool = False) -> None:
         super().__init__()
         self.config = config
         self.sentence_head = sentence_head
-        self.sbo_enabled = sbo
+        self.sbo_enabled = config.sbo
         self.has_mlm_head = True
         """False when loaded from an encoder-only folder: the MLM head is then untrained (see ``load_hf``)."""
         encoder = Encoder(config, add_pooler=sentence_head or pooler, fast=fast)
@@ -106,7 +106,7 @@ class PretrainingModel(nn.Module):
             self.lm_head = RobertaLMHead(config, embedding)
             if sentence_head:
                 self.cls = NSPHead(config)
-        if sbo:  # registered last: the encoder and MLM head are initialised as without it
+        if config.sbo:  # registered last: the encoder and MLM head are initialised as without it
             self.sbo = SpanBoundaryHead(config, embedding)
         initialize(self, config)
 

@@ -27,11 +27,11 @@ from bvr.tokenization import load_tokenizer, vocab_info
 def build_model(cfg: Config, vocab) -> PretrainingModel:
     """A freshly initialised encoder and heads for ``cfg`` (seeded by training.seed)."""
     L.seed_everything(cfg.training.seed, workers=True, verbose=False)
-    encoder_cfg = EncoderConfig.from_model_config(cfg.model, vocab_size=vocab.vocab_size, pad_token_id=vocab.pad_id)
+    encoder_cfg = EncoderConfig.from_model(cfg.model, vocab_size=vocab.vocab_size, pad_token_id=vocab.pad_id)
     if not cfg.training.dropout:  # trained without dropout; export_model writes the model section's rates back
         encoder_cfg = dataclasses.replace(encoder_cfg, dropout=0.0, attention_dropout=0.0)
     # NSP and SOP: one 2-way head.
-    return PretrainingModel(encoder_cfg, sentence_head=cfg.data.sentence_objective != "none", sbo=cfg.model.sbo)
+    return PretrainingModel(encoder_cfg, sentence_head=cfg.data.sentence_objective != "none")
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "bvr_tokenizer.json")
