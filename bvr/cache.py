@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -23,8 +24,8 @@ DONE = "DONE"
 CACHE_VERSION = 1
 """The version every cache folder's key holds (corpus, tokenizer, tokenized documents, instances, pretraining and
 initialised runs, fine-tuning seeds, evaluation results). Bump it when a change to the code would change the bytes
-a cache holds: every folder is then built again rather than reused. What stores of before it are still read is in
-:mod:`bvr.compat`."""
+a cache holds: every folder is then built again rather than reused, and the first of each kind built anew names the
+folders it replaces (:func:`other_versions`)."""
 
 _FILE_HASHES: dict[tuple[str, int, int, int, int], str] = {}
 """Content hash of each file read, by (path, size, mtime_ns, ctime_ns, inode): see :func:`fingerprint`."""
@@ -39,16 +40,39 @@ def is_done(path: Path) -> bool:
     return (Path(path) / DONE).is_file()
 
 
-def reuse_older(target: Path, *older: Path) -> Path:
-    """``target``, or the first finished of ``older`` where ``target`` is not finished: the folders an earlier key
-    named the same content by (:mod:`bvr.compat`), reused rather than built again.
+def other_versions(target: Path, version: Any, stamp: Callable[[Path], Any], what: str = "cache") -> str | None:
+    """One line naming the caches of ``target``'s kind beside it (``KIND-HASH``, ``KIND-HASH.json``) that another
+    version of bvr made, or None: those whose ``stamp`` is a version other than ``version`` (None: no stamp, or not
+    finished; never counted). Called only when ``target`` is about to be made, so a reused cache costs nothing.
+    ``what``: the kind of cache, as the line names it and its version (``cache``, ``plan``).
 
-    >>> reuse_older(Path("/nonexistent/new"), Path("/nonexistent/old"))
-    PosixPath('/nonexistent/new')
+    >>> other_versions(Path("/nonexistent/corpus-0a1b"), 1, lambda folder: 3) is None
+    True
     """
-    if is_done(target):
-        return target
-    return next((folder for folder in older if is_done(folder)), target)
+    kind, rest = target.name.rsplit("-", 1)
+    suffix = rest.lstrip("0123456789abcdef")  # "" for a folder, ".json" for a result file
+    shape = re.compile(rf"{re.escape(kind)}-[0-9a-f]+{re.escape(suffix)}")
+    found: dict[str, Any] = {}
+    for sibling in sorted(target.parent.glob(f"{kind}-*{suffix}")):
+        if sibling != target and shape.fullmatch(sibling.name) and (stamped := stamp(sibling)) not in (None, version):
+            found[sibling.name] = stamped
+    if not found:
+        return None
+    first, more = next(iter(found)), len(found) - 1
+    versions = ", ".join(str(v) for v in sorted(set(found.values()), key=str))
+    also = f" (and {more} more {kind} {what}{'s' * (more != 1)})" if more else ""
+    return (f"{target.parent / first}{also}: made by another version of bvr ({what} version {versions}; this one "
+            f"writes {version}), not reused: {target.name} is made anew")
+
+
+def stamped_version(folder: Path) -> int | None:
+    """The ``version`` a finished cache folder's ``config.yaml`` holds (the key it was built under), else None."""
+    try:
+        text = (Path(folder) / "config.yaml").read_text(encoding="utf-8") if is_done(folder) else ""
+    except (OSError, UnicodeDecodeError):
+        return None
+    found = re.search(r"^version: (\d+)$", text, re.M)
+    return int(found[1]) if found else None
 
 
 def fingerprint(*paths: str | Path) -> str:
@@ -121,7 +145,8 @@ def build_once(target: Path, build: Callable[[Path], None], config: dict[str, An
     reuses what the first built. A build that raises leaves nothing behind; one killed half-way leaves a hidden
     ``.NAME.tmp-PID`` sibling, removed by the next build once that PID is gone. ``DONE`` is written last, so a
     target is never marked finished before its build is. The resolved ``config`` is written next to the output as
-    ``config.yaml``.
+    ``config.yaml``; where it holds a ``version``, a build first names in one line the folders of its kind that
+    another version made (:func:`other_versions`).
 
     Args:
         target: the cache folder.
@@ -145,6 +170,8 @@ def build_once(target: Path, build: Callable[[Path], None], config: dict[str, An
             if (problem := check(target) if check is not None else None) is None:
                 return target, False
             print(f"{target.name}: {problem}; built again", file=sys.stderr, flush=True)
+        if "version" in config and (line := other_versions(target, config["version"], stamped_version)):
+            print(line, file=sys.stderr, flush=True)
         _remove_dead_builds(target)
         tmp = temp_sibling(target)
         shutil.rmtree(tmp, ignore_errors=True)  # a build of this process that was interrupted

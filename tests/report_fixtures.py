@@ -97,8 +97,8 @@ def logged(measure: str, value: float) -> float:
 
 
 def _config(arm: str, seed: int) -> dict[str, Any]:
-    # The static arm's runs were logged before data.sentence_objective replaced data.nsp (seed 1 with NSP off).
-    objective = {"nsp": seed != 1} if arm == "static" else {"sentence_objective": "sop"}
+    # The static arm's seed 1 without a sentence objective, so that a run's own objective is seen to be reported.
+    objective = {"sentence_objective": ("nsp" if seed != 1 else "none") if arm == "static" else "sop"}
     return {"name": arm, "tokenizer": {"family": "bert", "vocab_size": 1000},
             "data": {"input_format": "segment-pair", **objective, "max_length": 64},
             "masking": {"mode": arm if arm in ARMS else "dynamic", "dupe_factor": 10},

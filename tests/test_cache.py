@@ -156,6 +156,53 @@ def test_a_waiting_process_says_who_it_waits_for(tmp_path: Path, capsys: pytest.
     assert f"process {other.pid} is working on this; waiting" in capsys.readouterr().err
 
 
+def test_a_cache_another_version_made_is_named_in_one_line_and_built_anew(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """The version each folder's config.yaml stamps says which bvr made it: finished folders of the target's kind
+    stamped with another version are named when the target is built; this version's folders (other settings), an
+    unfinished folder and another kind are not. A cache that is found costs no look."""
+    root = tmp_path / "cache"
+
+    def make(name: str, version: int | None) -> bool:
+        return build_once(root / name, lambda out: (out / "x").write_text(name),
+                          {"version": version, "key": name} if version is not None else {"key": name})[1]
+
+    for name, version in [("corpus-aaaaaaaaaaaa", 3), ("corpus-bbbbbbbbbbbb", cache.CACHE_VERSION),
+                          ("corpus-cccccccccccc", 4), ("corpus-plus-dddddddddddd", 3), ("tokenized-eeeeeeeeeeee", 3)]:
+        make(name, version)
+    (root / "corpus-ffffffffffff").mkdir()  # unfinished: no stamp is read
+    capsys.readouterr()
+    assert make("corpus-0123456789ab", cache.CACHE_VERSION)
+    assert capsys.readouterr().err == (
+        f"{root / 'corpus-aaaaaaaaaaaa'} (and 1 more corpus cache): made by another version of bvr (cache version "
+        f"3, 4; this one writes {cache.CACHE_VERSION}), not reused: corpus-0123456789ab is made anew\n")
+    assert not make("corpus-0123456789ab", cache.CACHE_VERSION) and capsys.readouterr().err == ""  # found: reused
+    assert make("tokenizer-bert-0123456789ab", cache.CACHE_VERSION)  # no cache of its kind
+    assert capsys.readouterr().err == ""
+    assert make("tokenized-0123456789ab", None) and capsys.readouterr().err == ""  # a cache that stamps no version
+
+
+def test_an_evaluation_result_another_version_cached_is_named_when_evaluated_anew(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from bvr.evaluation.run import _Asked, _look_up
+
+    folder = tmp_path / "evaluations"
+    folder.mkdir()
+    for name, version in [("blimp-0123456789ab", 2), ("blimp-ba9876543210", cache.CACHE_VERSION),
+                          ("probe-sst2-0123456789ab", 2)]:
+        (folder / f"{name}.json").write_text(json.dumps({"settings": {"version": version}, "checksum": "0"}))
+
+    class NoRuns:
+        def run_of(self, cached: object, name: str) -> None:
+            return None
+
+    asked = _Asked(tmp_path / "model", "blimp", None, None, None, folder / "blimp-aaaaaaaaaaaa.json")
+    assert _look_up(asked, NoRuns()).result is None  # type: ignore[arg-type]
+    assert capsys.readouterr().err == (
+        f"{folder / 'blimp-0123456789ab.json'}: made by another version of bvr (cache version 2; this one writes "
+        f"{cache.CACHE_VERSION}), not reused: blimp-aaaaaaaaaaaa.json is made anew\n")
+
+
 def test_a_lock_is_released_when_its_block_ends(tmp_path: Path) -> None:
     path = tmp_path / ".x.lock"
     with file_lock(path):
@@ -198,9 +245,8 @@ def test_evaluation_results_are_keyed_by_the_data_they_read(tmp_path: Path) -> N
 
 
 def test_evaluation_results_are_keyed_by_the_datas_content_not_its_path(tmp_path: Path) -> None:
-    from bvr import compat
     from bvr.ablation.declare import Evaluations
-    from bvr.evaluation.run import _settings, result_path
+    from bvr.evaluation.run import result_path
 
     model = tmp_path / "run" / "model"
     model.mkdir(parents=True)
@@ -212,20 +258,9 @@ def test_evaluation_results_are_keyed_by_the_datas_content_not_its_path(tmp_path
     original = result_path(model, "blimp", None, settings, data, tmp_path / "outputs")
     shutil.copytree(data, tmp_path / "moved")
     assert result_path(model, "blimp", None, settings, tmp_path / "moved", tmp_path / "outputs") == original
-    # A result named by an earlier key is found under that name, until one of today's exists.
-    content = (cache.fingerprint(model), cache.fingerprint(data / "blimp"))
-    earlier = original.with_name(compat.earlier_result_names("blimp", _settings("blimp", None, settings), data,
-                                                             content)[1])
-    assert earlier != original
-    earlier.parent.mkdir(parents=True)
-    earlier.write_text("{}")
-    assert result_path(model, "blimp", None, settings, data, tmp_path / "outputs") == earlier
-    original.write_text("{}")  # once today's name exists, it is the one
-    assert result_path(model, "blimp", None, settings, data, tmp_path / "outputs") == original
 
 
 def test_fine_tuning_seeds_are_keyed_by_the_task_files_content_not_the_data_folders_path(tmp_path: Path) -> None:
-    from bvr import compat
     from bvr.config.finetune import FinetuneConfig
     from bvr.tasks.registry import get_task
     from bvr.tasks.run import _seed_dirs
@@ -243,10 +278,3 @@ def test_fine_tuning_seeds_are_keyed_by_the_task_files_content_not_the_data_fold
     assert dirs(shutil.copytree(data, tmp_path / "moved")) == original
     (tmp_path / "moved" / spec.folder / spec.splits[0].file).write_text("other\n")
     assert dirs(tmp_path / "moved")[0] != original[0]
-    # Seed folders named by an earlier key (here: while it held the data folder's path) are reused where finished.
-    key = compat.SeedKey("model-identity", "rte", False, fingerprint(*[data / spec.folder / split.file
-                                                                       for split in spec.splits]))
-    before = compat.earlier_seed_dirs(root, key, cfg.hashed(), 0, data)[1]
-    (before / DONE).parent.mkdir(parents=True)
-    (before / DONE).write_text("")
-    assert dirs(data) == {0: before, 1: original[1]}

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bvr.compat import load_saved_config
 from bvr.config import (
     NOT_HASHED,
     PRESETS_DIR,
@@ -148,32 +147,17 @@ def test_data_nsp_is_refused_with_what_to_write():
         "data.sentence_objective: nsp (for true) or none (for false)")
 
 
-def saved_before_sop(tmp_path: Path, nsp, input_format: str = "segment-pair") -> Path:
-    """A run's bvr.yaml as bvr wrote it before data.sentence_objective: ``data.nsp`` in its place."""
-    objective = "nsp" if nsp is True else "none"
-    data = load_config(preset="tiny", overrides=[f"data.input_format={input_format}",
-                                                 f"data.sentence_objective={objective}"]).to_dict()
-    data["data"] = {("nsp" if key == "sentence_objective" else key): (nsp if key == "sentence_objective" else value)
+def test_a_config_saved_with_data_nsp_is_refused_naming_its_line(tmp_path):
+    """A run's bvr.yaml written before data.sentence_objective (``data.nsp: true`` in its place) is read as any config
+    file: refused, naming the file, the line and what to write instead (`bvr export` reads it so)."""
+    data = load_config(preset="tiny").to_dict()
+    data["data"] = {("nsp" if key == "sentence_objective" else key): (True if key == "sentence_objective" else value)
                     for key, value in data["data"].items()}
-    return write(tmp_path, yaml.safe_dump(data, sort_keys=False), "bvr.yaml")
-
-
-@pytest.mark.parametrize(("nsp", "objective", "input_format"),
-                         [(True, "nsp", "segment-pair"), (False, "none", "full-sentences")])
-def test_a_config_saved_with_data_nsp_still_loads(tmp_path, nsp, objective, input_format):
-    path = saved_before_sop(tmp_path, nsp, input_format)
-    cfg = load_saved_config(path)
-    assert cfg == load_config(preset="tiny", overrides=[f"data.input_format={input_format}",
-                                                        f"data.sentence_objective={objective}"])
-    assert "data.nsp was replaced" in error_of(path)  # only the saved-config reader translates it
-    assert load_saved_config(dump_config(cfg, tmp_path / "new.yaml")) == cfg  # today's saved configs too
-
-
-def test_a_saved_data_nsp_must_be_a_bool(tmp_path):
-    with pytest.raises(BvrError) as info:
-        load_saved_config(saved_before_sop(tmp_path, "yes"))
-    assert str(info.value).startswith(f"{tmp_path / 'bvr.yaml'}:")
-    assert "data.nsp: expected bool, got 'yes' (str)" in str(info.value)
+    path = write(tmp_path, yaml.safe_dump(data, sort_keys=False), "bvr.yaml")
+    line = path.read_text().splitlines().index("  nsp: true") + 1
+    assert error_of(path).startswith(f"{path}:{line}: data.nsp: data.nsp was replaced by data.sentence_objective")
+    cfg = load_config(preset="tiny")
+    assert load_config(dump_config(cfg, tmp_path / "new.yaml")) == cfg  # today's saved configs load as they were
 
 
 def test_set_errors_name_the_override():

@@ -1,15 +1,15 @@
 """bvr report finds an ablation's runs when the data folder is named another way (issue: the data folder's path was
 part of the plan's identity, so `bvr report NAME --preset P` without the same `--data-dir` found nothing). The data
-now enter a plan by content; a plan folder named by the path before is still found."""
+now enter a plan by content."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 
-from bvr import compat
 from bvr.ablation.locate import made_elsewhere
 from bvr.ablation.manifest import Manifest
 from bvr.ablation.plan import MANIFEST_VERSION, make_plan
@@ -48,21 +48,23 @@ def test_a_copy_of_the_data_folder_is_the_same_plan_and_without_one_the_runs_are
     assert found.note() == f"the runs were made with the data folder {data}; using them (same settings)"
 
 
-def test_a_plan_folder_named_by_the_data_folders_path_is_still_found(made, tmp_path):
+def test_a_plan_folder_another_version_made_is_named_and_a_new_one_started(made, tmp_path):
+    """The plan's hash is as this version names it (its folder is found again); a plan folder of the same ablation
+    and preset whose manifest another version of bvr wrote is not continued, and one line says so."""
     experiment, data = made
-    out = tmp_path / "outputs"
-    plan = plan_with(experiment, data, out)
-    configs = {arm.label: arm.config.to_dict() for arm in plan.arms}
-    settings = {"version": MANIFEST_VERSION, "tasks": plan.tasks, "seeds": plan.seeds, "preset": plan.preset,
-                "finetune": plan.ablation.finetune_overrides(), "evaluations": plan.evaluations.to_dict(),
-                "blimp": plan.blimp_dir is not None}
-    before = plan._folder_of(compat.earlier_plan_hash(configs, settings))  # named by the data folder's path
-    assert before != plan.folder
-    plan.folder.rename(before)
-    assert plan_with(experiment, data, out).folder == before  # not orphaned: its runs stay this plan's
-    shutil.copytree(before, tmp_path / "today")
-    (tmp_path / "today").rename(plan.folder)  # once today's folder exists, it is the plan's
-    assert plan_with(experiment, data, out).folder == plan.folder
+    plan = plan_with(experiment, data, tmp_path / "outputs")
+    assert plan.folder.name == "exp-tiny-a53b853ebb69"
+    assert Manifest.load_for(plan, {})[1] is None  # this version's folder: continued
+    earlier = plan.folder.with_name("exp-tiny-0123456789ab")
+    plan.folder.rename(earlier)
+    manifest = json.loads((earlier / "manifest.json").read_text())
+    (earlier / "manifest.json").write_text(json.dumps({**manifest, "version": MANIFEST_VERSION - 1}))
+    shutil.copytree(earlier, plan.folder.with_name("exp-tiny-ba9876543210"))  # this version's, other settings
+    (plan.folder.with_name("exp-tiny-ba9876543210") / "manifest.json").write_text(json.dumps(manifest))
+    fresh, line = Manifest.load_for(plan, {})
+    assert fresh.plan_hash == "a53b853ebb69" and line == (
+        f"{earlier}: made by another version of bvr (plan version {MANIFEST_VERSION - 1}; this one writes "
+        f"{MANIFEST_VERSION}), not reused: {plan.folder.name} is made anew")
 
 
 def test_other_data_is_refused_naming_what_differs(made, tmp_path):

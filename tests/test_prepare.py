@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import random
@@ -14,13 +13,11 @@ import numpy as np
 import pytest
 import yaml
 
-from bvr import compat
-from bvr.cache import DONE, fingerprint, is_done
+from bvr.cache import CACHE_VERSION, DONE, is_done
 from bvr.config import load_config
 from bvr.corpus import load_corpus
 from bvr.errors import BvrError
 from bvr.pretraining.collator import PretrainingCollator
-from bvr.pretraining.corpus_location import resolve_corpus
 from bvr.pretraining.formats import create_instances
 from bvr.pretraining.instances import Template
 from bvr.pretraining.masking import MaskRule
@@ -128,18 +125,6 @@ def test_the_same_data_under_another_path_reuses_every_stage(bert_prepared, data
     text = next((tmp_path / "moved" / "corpus" / "wiki").rglob("wiki_*"))
     text.write_text(text.read_text() + "\n", encoding="utf-8")  # other content: another corpus
     assert prepare_corpus(config(tmp_path / "moved", out), progress=False) != prepared.corpus
-
-
-def test_a_corpus_folder_keyed_by_its_path_before_is_reused(bert_prepared, data_dir, tmp_path):
-    """The earliest corpus key held the files' path besides their content: such a folder is reused too."""
-    out, prepared = bert_prepared
-    cfg = config(data_dir, tmp_path / "other")
-    location = resolve_corpus(cfg)
-    before = compat.earlier_corpus(tmp_path / "other" / "cache", dataclasses.asdict(cfg.corpus),
-                                   dataclasses.asdict(location), fingerprint(location.path))[1]
-    shutil.copytree(prepared.corpus, before)
-    built: set[Path] = set()
-    assert prepare_corpus(cfg, progress=False, built=built) == before and not built
 
 
 def test_a_new_format_reuses_corpus_tokenizer_and_tokens(bert_prepared, data_dir):
@@ -261,30 +246,25 @@ def test_wordpiece_ids_and_training_are_unchanged(running_tokenizers):
         assert token_ids == [t for ids in alone for t in ids] and lengths == [len(ids) for ids in alone]
 
 
-def test_a_store_of_earlier_keys_is_reused_stage_by_stage(data_dir, tmp_path):
-    """Stage folders under the names earlier keys gave them (bvr.compat) are found and reused, nothing built; the
-    instances' earlier label column, nsp_label, is read as sentence_label."""
+def test_a_stage_another_version_made_is_built_anew_in_one_line(data_dir, tmp_path, capsys):
+    """A corpus folder stamped with another cache version (as an earlier bvr's, version 3) is not reused: the corpus
+    is built under today's key, in one line naming the folder, and the stages after it, keyed on that name, are found.
+    Today's store is then reused without a line."""
     out = tmp_path / "out"
     cfg = config(data_dir, out)
     today = prepare(cfg, progress=False)
-    root = out / "cache"
-    corpus = compat.earlier_corpus(root, dataclasses.asdict(cfg.corpus), dataclasses.asdict(resolve_corpus(cfg)),
-                                   fingerprint(resolve_corpus(cfg).path))[0]
-    tokenizer = compat.earlier_tokenizer(root, cfg.tokenizer, corpus.name, None)
-    tokenized = compat.earlier_tokenized(root, "bert", corpus.name, tokenizer.name)
-    instances = compat.earlier_data(root, cfg.data, tokenized.name)
-    earlier = (corpus, tokenizer, tokenized, instances)
-    assert not {folder.name for folder in earlier} & {folder.name for folder in vars(today).values()}
-    for now, then in zip(vars(today).values(), earlier, strict=True):
-        now.rename(then)
-    labels = datasets.load_from_disk(str(instances / "instances"))
-    labels.rename_column("sentence_label", "nsp_label").save_to_disk(str(tmp_path / "earlier"))
-    shutil.rmtree(instances / "instances")
-    (tmp_path / "earlier").rename(instances / "instances")
+    earlier = today.corpus.with_name("corpus-0123456789ab")
+    today.corpus.rename(earlier)
+    stamp = earlier / "config.yaml"
+    stamp.write_text(stamp.read_text().replace(f"version: {CACHE_VERSION}\n", "version: 3\n"))
+    capsys.readouterr()
     built: set[Path] = set()
-    again = prepare(cfg, progress=False, built=built)
-    assert (again.corpus, again.tokenizer, again.tokenized, again.instances) == earlier and built == set()
-    assert load_instances(again)["train"]["sentence_label"] == labels["train"]["sentence_label"]
+    assert prepare(cfg, progress=False, built=built) == today and built == {today.corpus.resolve()}
+    assert capsys.readouterr().err == (
+        f"{earlier}: made by another version of bvr (cache version 3; this one writes {CACHE_VERSION}), not reused: "
+        f"{today.corpus.name} is made anew\n")
+    assert prepare(cfg, progress=False, built=built) == today and built == {today.corpus.resolve()}
+    assert capsys.readouterr().err == ""
 
 
 def test_a_large_corpus_trains_its_tokenizer_on_an_evenly_spaced_sample(data_dir, bert_prepared, capsys):

@@ -526,12 +526,4 @@ def test_recipe_knobs_pre_norm_without_dropout(data_dir, tmp_path, monkeypatch):
     default = config(data_dir, tmp_path / "out")
     same = config(data_dir, tmp_path / "out", "training.dropout=true")
     assert run_dir_for(default, prepared) == run_dir_for(same, prepared) != result.run_dir
-    from bvr import compat
-    from bvr.pretraining.data import validation_differs
-
-    earlier = compat.earlier_pretrain(tmp_path / "out" / "runs", default, prepared.instances.name,
-                                      prepared.tokenizer.name, validation_differs(default))
-    earlier.mkdir(parents=True)
-    (earlier / cache.DONE).write_text("")
-    assert run_dir_for(default, prepared) == earlier  # a finished run under its earlier key is reused
 

@@ -705,8 +705,8 @@ def test_seeds_not_run_are_listed_once_per_model_and_task(store: Store) -> None:
     assert sorted(collected.evaluations["label"]) == sorted(store.manifest.labels * 2)
 
 
-def test_runs_logged_with_data_nsp_report_their_sentence_objective(store: Store) -> None:
-    """Runs logged before data.sentence_objective (params.data.nsp True or False) read as nsp or none."""
+def test_runs_report_their_own_sentence_objective(store: Store) -> None:
+    """Each pretraining run's data.sentence_objective is read from its logged params (static-p1's is none)."""
     pretrain = collect(store.manifest, workdir=store.workdir).pretrain
     objectives = {(r.arm, r.pretrain_seed): r.objective for r in
                   pretrain.rename(columns={"data.sentence_objective": "objective"}).itertuples()}

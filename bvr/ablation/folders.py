@@ -1,7 +1,7 @@
 """The ablations under an output folder (``OUTPUT/ablations/NAME-PRESET-HASH/manifest.json``), found by the name
 and preset each manifest records: never by a prefix of the folder's name, which ``NAME-*`` shares with another
 ablation (``sentence-*`` matches ``sentence-objective-tiny-…``). Manifests are only peeked at here (their JSON's
-``ablation`` and ``preset``); :mod:`bvr.ablation.manifest` reads them.
+``ablation``, ``preset`` and ``version``); :mod:`bvr.ablation.manifest` reads them.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 
 def manifests_of(name: str, output_dir: Path, preset: str | None = None) -> list[Path]:
@@ -20,15 +21,25 @@ def manifests_of(name: str, output_dir: Path, preset: str | None = None) -> list
     return sorted(found, key=lambda path: path.stat().st_mtime, reverse=True)
 
 
-def _recorded(path: Path) -> tuple[str, str] | None:
-    """The ablation and preset (``default`` for none) the manifest ``path`` records; None where it cannot say."""
+def _peek(path: Path) -> dict[str, Any] | None:
+    """The manifest ``path`` as JSON, where it is a mapping that names its ablation; else None."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
-    if not isinstance(data, dict) or not isinstance(data.get("ablation"), str):
-        return None
-    return data["ablation"], str(data.get("preset") or "default")
+    return data if isinstance(data, dict) and isinstance(data.get("ablation"), str) else None
+
+
+def _recorded(path: Path) -> tuple[str, str] | None:
+    """The ablation and preset (``default`` for none) the manifest ``path`` records; None where it cannot say."""
+    data = _peek(path)
+    return None if data is None else (data["ablation"], str(data.get("preset") or "default"))
+
+
+def manifest_version(folder: Path, ablation: str) -> Any:
+    """The ``version`` the manifest in the plan folder ``folder`` records where it is ``ablation``'s, else None."""
+    data = _peek(folder / "manifest.json")
+    return data.get("version") if data is not None and data["ablation"] == ablation else None
 
 
 def _is_of(path: Path, name: str, preset: str | None) -> bool:

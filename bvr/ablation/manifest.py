@@ -24,9 +24,10 @@ from typing import Any
 
 from bvr.ablation.checked import ablate_command, mismatch, shown
 from bvr.ablation.declare import ABLATION_KIND, CONTROL_ARM, Ablation
-from bvr.ablation.folders import manifests_of, with_runs
+from bvr.ablation.folders import manifest_version, manifests_of, with_runs
 from bvr.ablation.plan import MANIFEST_VERSION, ArmSeed, Plan, Unit, UnitKind
 from bvr.ablation.records import EvaluationRecord, FinetuneRecord, PretrainRecord, Record, read_records
+from bvr.cache import other_versions
 from bvr.config import flatten
 from bvr.errors import BvrError
 from bvr.fs import write_text
@@ -216,11 +217,13 @@ class Manifest:
             write: set a damaged file aside (rank zero; the other ranks only read).
 
         Returns:
-            The manifest (a new one when there is none) and the one line saying what was repaired (None: nothing).
+            The manifest (a new one when there is none) and the one line saying what was repaired, or that plan
+            folders of this ablation and preset that another version of bvr made are not continued (None: nothing).
         """
         path = plan.manifest_path
         if not path.is_file():
-            return cls.new(plan, hardware), None
+            return cls.new(plan, hardware), other_versions(plan.folder, MANIFEST_VERSION,
+                                                           lambda folder: manifest_version(folder, plan.name), "plan")
         damaged: list[str] = []
         try:
             manifest = cls.load(path, damaged=damaged)

@@ -136,20 +136,13 @@ class Plan:
     @cached_property
     def plan_hash(self) -> str:
         """A hash of everything that changes a result: the settings, and the data by content, not by where they lie
-        (the output folder aside), so the same data under another path is the same plan. A plan folder an earlier
-        version named by another hash (:func:`bvr.compat.earlier_plan_hash`) stays this plan's where there is no
-        folder of today's hash: its runs are not orphaned.
+        (the output folder aside), so the same data under another path is the same plan.
         """
-        from bvr import compat
-
-        settings = {"version": MANIFEST_VERSION, "tasks": self.tasks, "seeds": self.seeds,
-                    "finetune": self.ablation.finetune_overrides(), "preset": self.preset,
-                    "evaluations": self.evaluations.to_dict(), "blimp": self.blimp_dir is not None}
-        configs = {arm.label: arm.config.to_dict() for arm in self.arms}
-        today = config_hash({**settings, "configs": {label: _identity(c) for label, c in configs.items()},
-                             "data": self.data_content()})
-        earlier = compat.earlier_plan_hash(configs, settings)
-        return earlier if not self._folder_of(today).exists() and self._folder_of(earlier).exists() else today
+        return config_hash({"version": MANIFEST_VERSION, "tasks": self.tasks, "seeds": self.seeds,
+                            "finetune": self.ablation.finetune_overrides(), "preset": self.preset,
+                            "evaluations": self.evaluations.to_dict(), "blimp": self.blimp_dir is not None,
+                            "configs": {arm.label: _identity(arm.config.to_dict()) for arm in self.arms},
+                            "data": self.data_content()})
 
     def data_content(self) -> dict[str, str | None]:
         """What the plan reads, by content: each distinct corpus (its files' hash; by name where it is not a local

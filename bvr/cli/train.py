@@ -140,8 +140,8 @@ def export_cmd(
 
 
 def _bvr_config(folder: Path) -> dict:
-    """The run's saved config (an older bvr's keys read as today's), or an empty mapping when there is none."""
-    from bvr.compat import load_saved_config
+    """The run's saved config, or an empty mapping when there is none."""
+    from bvr.config import load_config
 
     path = folder / "bvr.yaml"
-    return load_saved_config(path).to_dict() if path.is_file() else {}
+    return load_config(path).to_dict() if path.is_file() else {}

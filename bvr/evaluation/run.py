@@ -11,8 +11,8 @@ Two kinds, both sensitive where fine-tuning at a small budget is not (see :mod:`
 The result is written as JSON under ``OUTPUT_DIR/evaluations/``, named by a hash of the settings, of the model
 folder's bytes and of the data files' content, so a second call with nothing changed reads it back, and a retrained
 model or an edited data file is evaluated again. The name holds no path: a copy of the model (the DVC stage folder's,
-``pipeline/NAME/ARM/model``) finds the result its original got. A result an earlier version cached (under an
-earlier key, or beside the model folder) is read and copied to its place (:mod:`bvr.compat`).
+``pipeline/NAME/ARM/model``) finds the result its original got. Results of the same kind that another version of bvr
+cached are named in one line when one is evaluated anew (:func:`bvr.cache.other_versions`).
 
 A cached result is reused where its run is in the asking experiment. Cached by another experiment (two ablations in
 one output folder share the control), it is logged again in this one from the cache, not evaluated again. Missing or
@@ -39,8 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from bvr import compat
-from bvr.cache import CACHE_VERSION, target_lock
+from bvr.cache import CACHE_VERSION, other_versions, target_lock
 from bvr.config import config_hash
 from bvr.errors import BvrError
 from bvr.fs import write_text
@@ -99,8 +98,7 @@ def _settings(kind: str, task: str | None, evaluations: Any) -> dict[str, Any]:
 def result_path(model_dir: Path, kind: str, task: str | None, evaluations: Any, data_dir: Path | None,
                 output_dir: Path) -> Path:
     """Where the result of this evaluation of this model is cached: ``output_dir/evaluations/KIND[-TASK]-HASH.json``,
-    the hash over the settings and the content (not the place) of the model folder and of the data files. A result
-    cached under an earlier key is found under its name (:mod:`bvr.compat`)."""
+    the hash over the settings and the content (not the place) of the model folder and of the data files."""
     from bvr.cache import fingerprint
     from bvr.tasks.data import task_files
     from bvr.tasks.registry import get_task
@@ -113,9 +111,7 @@ def result_path(model_dir: Path, kind: str, task: str | None, evaluations: Any, 
     else:
         inputs = task_files(get_task(task), data_dir)
     content = (checkpoint_identity(model_dir), fingerprint(*inputs))  # the data's content, not where they lie
-    path = Path(output_dir) / EVALUATIONS_DIR / f"{name}-{config_hash(settings, *content)}.json"
-    earlier = (path.with_name(n) for n in compat.earlier_result_names(name, settings, data_dir, content))
-    return path if path.is_file() else next((p for p in earlier if p.is_file()), path)
+    return Path(output_dir) / EVALUATIONS_DIR / f"{name}-{config_hash(settings, *content)}.json"
 
 
 def _compute(model_dir: Path, kind: str, task: str | None, evaluations: Any, data_dir: Path | None,
@@ -252,7 +248,7 @@ class _Cached:
     run_id: str | None
     """Its finished run in this experiment, or the run there that logged the file's name."""
     moved: bool
-    """Not read from the result's own file (from where results lay before, or back from its run)."""
+    """Not read from the result's own file (read back from its run)."""
 
     @property
     def logged(self) -> bool:
@@ -262,10 +258,10 @@ class _Cached:
 
 def _look_up(asked: _Asked, recorder: _Recorder) -> _Cached:
     """The cached result with its run in this experiment; a result missing or damaged is read back from this
-    experiment's run of it. A result not reused as it is is named in one line on stderr, saying why."""
+    experiment's run of it. A result not reused as it is is named in one line on stderr, saying why, as are the
+    results another version of bvr cached where none is found."""
     path = asked.path
-    earlier = compat.result_beside_model(asked.model_dir, path.name)
-    found = path if path.is_file() else earlier if earlier.is_file() else None
+    found = path if path.is_file() else None
     cached, why = _read(found, path.name) if found else (None, None)
     run_id = recorder.run_of(cached, path.name)
     if cached is None and run_id:
@@ -276,7 +272,18 @@ def _look_up(asked: _Asked, recorder: _Recorder) -> _Cached:
             found = None
     if why and cached is None:
         print(f"{found}: {why}; evaluated again", file=sys.stderr, flush=True)
+    if cached is None and (line := other_versions(path, CACHE_VERSION, _stamped_version)):
+        print(line, file=sys.stderr, flush=True)
     return _Cached(cached, run_id, found != path)
+
+
+def _stamped_version(path: Path) -> int | None:
+    """The cache version a result file's settings hold (the key it was cached under), else None."""
+    try:
+        settings = json.loads(path.read_text(encoding="utf-8")).get("settings")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return settings.get("version") if isinstance(settings, dict) else None
 
 
 def _reuse(asked: _Asked, cached: _Cached) -> EvaluationResult:

@@ -6,8 +6,9 @@ the input format reuses the corpus, the tokenizer and the tokenized documents. M
 computed by the collator as a pure function of (seed, sequence index, copy or epoch), so static and dynamic
 masking share the prepared instances.
 
-Every stage's key holds :data:`bvr.cache.CACHE_VERSION`; a store cached under earlier keys is reused through
-:mod:`bvr.compat`. Where the corpus is found is in :mod:`bvr.pretraining.corpus_location`.
+Every stage's key holds :data:`bvr.cache.CACHE_VERSION`; a stage whose folders another version of bvr made is
+built anew, in one line (:func:`bvr.cache.other_versions`). Where the corpus is found is in
+:mod:`bvr.pretraining.corpus_location`.
 """
 
 from __future__ import annotations
@@ -26,8 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from tokenizers import Tokenizer
 
-from bvr import compat
-from bvr.cache import CACHE_VERSION, arrow_problem, build_once, cache_dir, fingerprint, reuse_older
+from bvr.cache import CACHE_VERSION, arrow_problem, build_once, cache_dir, fingerprint
 from bvr.config import Config
 from bvr.corpus import HoldOut, SourceOptions, build_corpus, datasets_progress, load_corpus
 from bvr.errors import BvrError
@@ -111,8 +111,7 @@ def prepare_corpus(cfg: Config, *, progress: bool = True, built: set[Path] | Non
     if content is not None:  # local files enter by their content, not by where they lie
         stage["corpus"] = {k: v for k, v in corpus.items() if k != "path"}
         stage["location"] = {k: v for k, v in where.items() if k != "path"}
-    target = reuse_older(cache_dir(cache_root(cfg), "corpus", stage),
-                         *compat.earlier_corpus(cache_root(cfg), corpus, where, content))
+    target = cache_dir(cache_root(cfg), "corpus", stage)
 
     def build(tmp: Path) -> None:
         if location.source != "hf":
@@ -154,8 +153,7 @@ def prepare_tokenizer(cfg: Config, corpus_dir: Path, *, progress: bool = True,
     content = fingerprint(tok_cfg.path) if tok_cfg.path else None
     stage = {"version": CACHE_VERSION, "corpus": corpus_dir.name, "tokenizer": asdict(tok_cfg),
              "tokenizer_content": content}
-    target = reuse_older(cache_dir(cache_root(cfg), f"tokenizer-{tok_cfg.family}", stage),
-                         compat.earlier_tokenizer(cache_root(cfg), tok_cfg, corpus_dir.name, content))
+    target = cache_dir(cache_root(cfg), f"tokenizer-{tok_cfg.family}", stage)
 
     def build(tmp: Path) -> None:
         docs = load_corpus(corpus_dir / "documents")
@@ -225,8 +223,7 @@ def _tokenize_batch(batch: dict[str, list], tokenizer, family: str) -> dict[str,
 def prepare_tokenized(cfg: Config, corpus_dir: Path, tokenizer_dir: Path, *, built: set[Path] | None = None) -> Path:
     """Tokenize every sentence once; documents keep their sentence boundaries."""
     stage = {"version": CACHE_VERSION, "corpus": corpus_dir.name, "tokenizer": tokenizer_dir.name}
-    target = reuse_older(cache_dir(cache_root(cfg), "tokenized", stage), compat.earlier_tokenized(
-        cache_root(cfg), cfg.tokenizer.family, corpus_dir.name, tokenizer_dir.name))
+    target = cache_dir(cache_root(cfg), "tokenized", stage)
 
     def build(tmp: Path) -> None:
         _check_disk(tmp, "tokenized", corpus_dir)
@@ -332,8 +329,7 @@ def prepare_instances(cfg: Config, tokenized_dir: Path, tokenizer_dir: Path, *,
                       built: set[Path] | None = None) -> Path:
     """Turn tokenized documents into sequences of the configured input format."""
     stage = {"version": CACHE_VERSION, "tokenized": tokenized_dir.name, "data": asdict(cfg.data)}
-    target = reuse_older(cache_dir(cache_root(cfg), f"data-{cfg.data.input_format}", stage),
-                         compat.earlier_data(cache_root(cfg), cfg.data, tokenized_dir.name))
+    target = cache_dir(cache_root(cfg), f"data-{cfg.data.input_format}", stage)
 
     def build(tmp: Path) -> None:
         _check_disk(tmp, "data", tokenized_dir)
@@ -387,4 +383,4 @@ def prepare(cfg: Config, *, progress: bool = True, built: set[Path] | None = Non
 
 def load_instances(prepared: Prepared) -> datasets.DatasetDict:
     """The prepared sequences (memory-mapped Arrow)."""
-    return compat.instances_today(datasets.load_from_disk(str(prepared.instances / "instances")))
+    return datasets.load_from_disk(str(prepared.instances / "instances"))

@@ -26,8 +26,7 @@ from typing import Any
 import lightning as L
 import torch
 
-from bvr import compat
-from bvr.cache import CACHE_VERSION, DONE, build_once, cache_dir, global_rank, is_done, reuse_older, target_lock
+from bvr.cache import CACHE_VERSION, DONE, build_once, cache_dir, global_rank, is_done, target_lock
 from bvr.checkpoints import check_checkpoint, check_fits
 from bvr.config import Config, dump_config
 from bvr.errors import BvrError
@@ -77,9 +76,7 @@ class PretrainResult:
 
 def run_dir_for(cfg: Config, prepared: Prepared) -> Path:
     """The run folder: named by the data, tokenizer, model, masking and training settings (not by how the run is
-    carried out and logged, :data:`EXECUTION_KEYS`); a run of an earlier key is reused (:mod:`bvr.compat`)."""
-    runs = Path(cfg.output_dir) / "runs"
-    reference = validation_differs(cfg)  # validated on the reference masks, not on its own
+    carried out and logged, :data:`EXECUTION_KEYS`)."""
     parts = {
         "version": CACHE_VERSION,
         "instances": prepared.instances.name,
@@ -87,10 +84,9 @@ def run_dir_for(cfg: Config, prepared: Prepared) -> Path:
         "model": dataclasses.asdict(cfg.model),
         "masking": dataclasses.asdict(cfg.masking),
         "training": {k: v for k, v in dataclasses.asdict(cfg.training).items() if k not in EXECUTION_KEYS},
-        "reference_validation": reference,
+        "reference_validation": validation_differs(cfg),  # validated on the reference masks, not on its own
     }
-    return reuse_older(cache_dir(runs, f"pretrain-{cfg.name}", parts), compat.earlier_pretrain(
-        runs, cfg, prepared.instances.name, prepared.tokenizer.name, reference))
+    return cache_dir(Path(cfg.output_dir) / "runs", f"pretrain-{cfg.name}", parts)
 
 
 EXECUTION_KEYS = ("num_workers", "threads", "log_every_steps", "val_every_steps", "checkpoint_every_steps")
@@ -256,8 +252,7 @@ def initialise(cfg: Config, *, progress: bool = True) -> PretrainResult:
     runs = Path(cfg.output_dir) / "runs"
     parts = {"version": CACHE_VERSION, "tokenizer": tokenizer_dir.name, "model": dataclasses.asdict(cfg.model),
              "sentence_head": cfg.data.sentence_objective != "none", "seed": cfg.training.seed}
-    run_dir = reuse_older(cache_dir(runs, f"init-{cfg.name}", parts),
-                          compat.earlier_init(runs, cfg, tokenizer_dir.name))
+    run_dir = cache_dir(runs, f"init-{cfg.name}", parts)
 
     def build(tmp: Path) -> None:
         tokenizer, family = load_tokenizer(tokenizer_dir)

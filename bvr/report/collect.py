@@ -27,7 +27,6 @@ from mlflow.tracking import MlflowClient
 
 from bvr.ablation.manifest import Manifest
 from bvr.ablation.records import EvaluationRecord, FinetuneRecord, PretrainRecord, Record
-from bvr.compat import sentence_objective_of
 from bvr.tasks.registry import TASKS
 from bvr.tracking import (
     TAG_ARM,
@@ -299,8 +298,6 @@ def _pretrain_row(unit: PretrainRecord, runs: dict[str, dict], missing: list[str
     row.update({key: _number(run.get(f"metrics.{key}")) for key in FINAL_KEYS})
     row.update({f"run/{key}": _number(run.get(f"metrics.run/{key}")) for key in RUN_KEYS})
     row.update({key: _text(run.get(f"params.{key}")) for key in CONFIG_KEYS})
-    row["data.sentence_objective"] = sentence_objective_of(
-        {"sentence_objective": row["data.sentence_objective"], "nsp": _text(run.get("params.data.nsp"))})
     copied = unit.metrics or {}
     for key in ("wall_seconds", "tokens_seen", "params_total"):
         ours, theirs = row[f"run/{key}"], _number(copied.get(key))

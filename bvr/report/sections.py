@@ -19,7 +19,6 @@ from typing import Any
 import pandas as pd
 
 from bvr.ablation.status import PROGRESS_HEADER, progress_rows
-from bvr.compat import sentence_objective_of
 from bvr.formatting import duration
 from bvr.report.analysis import Analysis, Comparison
 from bvr.report.arm_facts import arm_facts
@@ -76,7 +75,7 @@ def _budget(analysis: Analysis, cfg: dict[str, Any]) -> str:
              for arm in analysis.collected.pretrained_arms]
     text = (f"{_in_arm_order(steps)} steps of {training.get('batch_size')} sequences of up to "
             f"{data.get('max_length')} tokens ({data.get('input_format')}, sentence objective "
-            f"{sentence_objective_of(data) or 'nsp'})")
+            f"{data.get('sentence_objective') or 'nsp'})")
     table = pretrain_table(analysis)
     seen = table[table["tokens_seen"].notna()]
     if seen.empty:

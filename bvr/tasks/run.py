@@ -46,8 +46,7 @@ from pathlib import Path
 
 import lightning as L
 
-from bvr import compat
-from bvr.cache import CACHE_VERSION, build_once, cache_dir, fingerprint, reuse_older
+from bvr.cache import CACHE_VERSION, build_once, cache_dir, fingerprint
 from bvr.config import FinetuneConfig, GridPoint
 from bvr.errors import BvrError
 from bvr.fs import write_text
@@ -385,10 +384,8 @@ def _check_fits(cfg: FinetuneConfig, pretrained: Pretrained) -> None:
 def _seed_dirs(root: Path, spec: TaskSpec, cfg: FinetuneConfig, identity: str, data_dir: Path | None,
                from_scratch: bool, seeds: list[int]) -> dict[int, Path]:
     """Each seed's cache folder, named by everything its result depends on, the task files' content included but not
-    the data folder's path; a finished folder of an earlier key is reused (:mod:`bvr.compat`)."""
-    data = fingerprint(*task_files(spec, data_dir)) if data_dir else None
-    key = compat.SeedKey(identity, spec.name, from_scratch, data)
-    hashed = cfg.hashed()
-    parts = {"version": CACHE_VERSION, **dataclasses.asdict(key), "finetune": hashed}
-    return {seed: reuse_older(cache_dir(root, f"{spec.name}-seed{seed}", {**parts, "seed": seed}),
-                              *compat.earlier_seed_dirs(root, key, hashed, seed, data_dir)) for seed in seeds}
+    the data folder's path."""
+    data = fingerprint(*task_files(spec, data_dir)) if data_dir else None  # None: read from the hub
+    parts = {"version": CACHE_VERSION, "checkpoint": identity, "task": spec.name, "from_scratch": from_scratch,
+             "data": data, "finetune": cfg.hashed()}
+    return {seed: cache_dir(root, f"{spec.name}-seed{seed}", {**parts, "seed": seed}) for seed in seeds}
