@@ -1,7 +1,7 @@
 """``bvr ui``: the MLflow UI on this folder's store, and the address of an ablation's runs in it.
 
 ``mlflow ui`` started by hand lands on its experiment list, in GenAI mode, and bvr cannot know its host and port; so
-the addresses bvr prints (the saved views of :mod:`bvr.tracking.views`) had to be pasted in by the user. ``bvr ui
+the addresses bvr prints (the saved views of :mod:`bvr.ops.views`) had to be pasted in by the user. ``bvr ui
 NAME`` starts the UI on the store bvr logs to (the working folder's ``mlflow.db`` unless ``MLFLOW_TRACKING_URI``
 names another), waits until it answers, prints the ablation's views at that address (scores by arm first), opens the
 first with ``--open``, and keeps the UI running until Ctrl-C. With a tracking server as the store there is nothing

@@ -29,7 +29,7 @@ def print_views(experiment: str, ui_url: str | None, parent_run_id: str | None =
 
 def view_lines(base: str, experiment: Any, parent_run_id: str | None = None) -> list[str]:
     """The addresses of ``experiment`` (an MLflow experiment) in the UI at ``base``: the saved views
-    (:data:`bvr.tracking.views.SAVED_VIEWS`; the effects first, a row per difference, its interval and verdict), then
+    (:data:`bvr.tracking.ui.SAVED_VIEWS`; the effects first, a row per difference, its interval and verdict), then
     the ablation's parent run ``parent_run_id`` (the headline in brief, the report attached)."""
     from bvr.tracking import SAVED_VIEWS, ui_address, view_url
 
