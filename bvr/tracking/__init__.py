@@ -14,7 +14,8 @@ Conventions:
 Every function takes the store from :func:`tracking_uri` and passes it explicitly: nothing here relies on
 MLflow's process-wide "current" tracking URI or active run.
 
-Modules: :mod:`bvr.tracking.store` (where runs are stored, reading them back), :mod:`bvr.tracking.uri` (what a
+Modules: :mod:`bvr.tracking.store` (where runs are stored, reading them back), :mod:`bvr.tracking.locked` (a store
+another process holds locked), :mod:`bvr.tracking.moved` (a store that moved), :mod:`bvr.tracking.uri` (what a
 tracking URI names, checked before MLflow opens it), :mod:`bvr.tracking.params` (configs
 as params), :mod:`bvr.tracking.runs` (names, tags, parent runs), :mod:`bvr.tracking.ui` (addresses in the MLflow UI, and
 the names of bvr's saved views; :mod:`bvr.ops.views` writes the views),
