@@ -23,6 +23,46 @@ DEFAULT_UI = "http://127.0.0.1:5000"
 UI_URL_ENV = "BVR_MLFLOW_UI"
 """Environment variable naming the address of the MLflow UI the report links to (as ``--ui-url``)."""
 
+TAG_VERDICT = "bvr.verdict"
+"""Tag on an effect run: the verdict in words, with the Holm-adjusted p-value."""
+
+EFFECTS_VIEW = "bvr-effects"
+SCORES_VIEW = "bvr-scores"
+CURVES_VIEW = "bvr-curves"
+CURVES_SECTION = "Pretraining curves, one colour per arm"
+"""The title of :data:`CURVES_VIEW`'s chart section (the browser check looks for it)."""
+
+
+@dataclass(frozen=True)
+class SavedView:
+    """One of bvr's saved views, with the words each place that names it uses.
+
+    Attributes:
+        key: its share key (``viewStateShareKey``, the experiment tag's suffix).
+        name: how the UI's "Views" list names it.
+        link: the report's link to it (``effects between arms``).
+        line: the terminal's name for it (``MLflow, LINE: ADDRESS``).
+        page: the browser check's name for its page (``PAGE.png``).
+        marker: what the UI shows only with the view applied: a column of it, or its chart section.
+    """
+
+    key: str
+    name: str
+    link: str
+    line: str
+    page: str
+    marker: str
+
+
+SAVED_VIEWS = (
+    SavedView(EFFECTS_VIEW, "bvr: effects between arms", "effects between arms", "effects with intervals and verdicts",
+              "effects", TAG_VERDICT),
+    SavedView(SCORES_VIEW, "bvr: scores per arm", "scores by arm", "scores by arm", "scores-by-arm", "mean"),
+    SavedView(CURVES_VIEW, "bvr: pretraining curves per arm", "pretraining curves by arm", "pretraining curves by arm",
+              "curves-by-arm", CURVES_SECTION),
+)
+"""bvr's saved views, in the order the report, the terminal and the browser check give them: the answer first."""
+
 
 def ui_base(tracking_uri: str, ui_url: str | None = None) -> str | None:
     """The address of the MLflow UI that shows the runs, or None when it is not known.
@@ -67,44 +107,3 @@ def view_url(base: str, experiment_id: str, key: str) -> str:
     if key == CURVES_VIEW:
         query["compareRunsMode"] = "CHART"
     return ui_address(base, experiment_id, **query)
-
-
-TAG_VERDICT = "bvr.verdict"
-"""Tag on an effect run: the verdict in words, with the Holm-adjusted p-value."""
-
-EFFECTS_VIEW = "bvr-effects"
-SCORES_VIEW = "bvr-scores"
-CURVES_VIEW = "bvr-curves"
-CURVES_SECTION = "Pretraining curves, one colour per arm"
-"""The title of :data:`CURVES_VIEW`'s chart section (the browser check looks for it)."""
-
-
-@dataclass(frozen=True)
-class SavedView:
-    """One of bvr's saved views, with the words each place that names it uses.
-
-    Attributes:
-        key: its share key (``viewStateShareKey``, the experiment tag's suffix).
-        name: how the UI's "Views" list names it.
-        link: the report's link to it (``effects between arms``).
-        line: the terminal's name for it (``MLflow, LINE: ADDRESS``).
-        page: the browser check's name for its page (``PAGE.png``).
-        marker: what the UI shows only with the view applied: a column of it, or its chart section.
-    """
-
-    key: str
-    name: str
-    link: str
-    line: str
-    page: str
-    marker: str
-
-
-SAVED_VIEWS = (
-    SavedView(EFFECTS_VIEW, "bvr: effects between arms", "effects between arms", "effects with intervals and verdicts",
-              "effects", TAG_VERDICT),
-    SavedView(SCORES_VIEW, "bvr: scores per arm", "scores by arm", "scores by arm", "scores-by-arm", "mean"),
-    SavedView(CURVES_VIEW, "bvr: pretraining curves per arm", "pretraining curves by arm", "pretraining curves by arm",
-              "curves-by-arm", CURVES_SECTION),
-)
-"""bvr's saved views, in the order the report, the terminal and the browser check give them: the answer first."""
