@@ -27,8 +27,9 @@ from bvr.ablation.manifest import MANIFEST_VERSION, Manifest, find_manifest
 from bvr.ablation.plan import Unit, UnitKind, make_plan
 from bvr.ablation.records import FinetuneRecord
 from bvr.errors import BvrError
-from bvr.runner.dvc import pipeline_spec, render_pipeline
-from bvr.runner.dvc_plots import PAGE, PAGE_TEMPLATE, PLOT_TEMPLATES, TEMPLATES_DIR, plot_templates
+from bvr.ops.dvc.pipeline import pipeline_spec, render_pipeline
+from bvr.ops.dvc.plots import PAGE_TEMPLATE, PLOT_TEMPLATES, TEMPLATES_DIR, page_template, plot_templates
+from bvr.ops.views import saved_view
 from bvr.runner.units import HANDLERS, UnitContext, find_model, run_context
 from bvr.tracking import (
     CURVES_VIEW,
@@ -43,7 +44,6 @@ from bvr.tracking import (
     view_url,
 )
 from bvr.tracking.moved import reroot_artifacts
-from bvr.tracking.views import saved_view
 from tests.test_prepare import write_wiki_corpus
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -546,7 +546,7 @@ def test_the_shipped_dvc_yaml_is_the_generated_masking_pipeline():
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     assert params == {"data_dir": ""}
     shipped = {p.name: p.read_text(encoding="utf-8") for p in (REPO / TEMPLATES_DIR).glob("bvr-*")}
-    assert shipped == {**plot_templates(), PAGE_TEMPLATE: PAGE}
+    assert shipped == {**plot_templates(), PAGE_TEMPLATE: page_template()}
     assert "html_template = plots/bvr-page.html" in (REPO / ".dvc" / "config").read_text()
 
 

@@ -1,12 +1,14 @@
-"""The layering in ARCHITECTURE.md holds in the code: no import points up, no import goes round in a circle, and the
-document names the real tree.
+"""The layering in ARCHITECTURE.md holds in the code: no import points up, no import goes round in a circle, the
+science core imports nothing from the operations around it, and the document names the real tree.
 
 ARCHITECTURE.md's ``layers`` block lists, lowest first, one layer per line (``N  module-or-package ...``); its
 ``apart`` block lists pairs of same-layer packages that must not import each other. Every import in ``bvr/``
 (function-level ones included, and a module named by a string that ``import_module`` loads; ``if TYPE_CHECKING:``
 blocks excluded) must go to the module's own layer or a lower one, and every module must belong to a layer. No
 modules may import each other in a circle, counting every kind of import: ``if TYPE_CHECKING:`` blocks,
-function-level imports and ``import_module`` strings hide a circle from Python, not from the design.
+function-level imports and ``import_module`` strings hide a circle from Python, not from the design. Its
+``operations`` block names the operations packages and its ``above`` block the packages above the core and the
+operations both; every other module is the core, which imports nothing from the operations, by any kind of import.
 """
 
 from __future__ import annotations
@@ -49,6 +51,17 @@ def read_apart(text: str) -> list[tuple[str, str]]:
         first, second = line.split()
         pairs.append((first, second))
     return pairs
+
+
+def read_rings(text: str) -> tuple[list[str], list[str]]:
+    """The operations packages (the document's ``operations`` block) and the packages above the core and the
+    operations (its ``above`` block)."""
+    return ([name for line in _block(text, "operations") for name in line.split()],
+            [name for line in _block(text, "above") for name in line.split()])
+
+
+def _within(module: str, packages: list[str]) -> bool:
+    return any(module == package or module.startswith(package + ".") for package in packages)
 
 
 def layer_of(module: str, layers: dict[str, int]) -> int | None:
@@ -178,6 +191,20 @@ def violations(layers: dict[str, int], apart: list[tuple[str, str]], tree: dict[
     return problems
 
 
+def core_violations(operations: list[str], above: list[str], tree: dict[str, str]) -> list[str]:
+    """Every import in ``tree`` by a core module (one neither in ``operations`` nor ``above``) of an operations
+    module, counting every kind: the core must read, run and be tested without the operations."""
+    problems = []
+    for module, targets in _edges(tree, own_package=True).items():
+        if _within(module, operations) or _within(module, above):
+            continue
+        for target, how in targets.items():
+            if _within(target, operations):
+                suffix = "" if how == IMPORT else f" ({how})"
+                problems.append(f"{module} imports {target}{suffix}, but the core imports nothing from the operations")
+    return problems
+
+
 def _components(edges: dict[str, dict[str, str]]) -> list[list[str]]:
     """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
     index: dict[str, int] = {}
@@ -268,6 +295,25 @@ def test_no_import_points_up_a_layer():
     assert violations(read_layers(text), read_apart(text), _tree()) == []
 
 
+def test_the_core_imports_nothing_from_the_operations():
+    assert core_violations(*read_rings(DOC.read_text(encoding="utf-8")), _tree()) == []
+
+
+@pytest.mark.parametrize(("source", "expected"), [
+    ("from bvr.ops.views import write_views\n", "bvr.report imports bvr.ops.views, but the core"),
+    ("def f():\n    import bvr.ops.views\n", "bvr.report imports bvr.ops.views, but the core"),
+    ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from bvr.ops.views import Row\n",
+     "bvr.report imports bvr.ops.views (TYPE_CHECKING), but the core"),
+    ("from importlib import import_module\nWRITER = import_module('bvr.ops.views')\n",
+     "bvr.report imports bvr.ops.views (import_module), but the core"),
+])
+def test_the_core_check_catches_an_import_of_the_operations(source, expected):
+    tree = {"bvr.report": source, "bvr.ops": "#package\n", "bvr.ops.views": "from bvr.report import rows\n",
+            "bvr.runner": "from bvr.ops.views import write_views\nfrom bvr.report import render\n"}
+    problems = core_violations(["bvr.ops"], ["bvr.runner"], tree)
+    assert len(problems) == 1 and problems[0].startswith(expected)  # the runner and the operations may import both
+
+
 MAX_MODULE_LINES = 400
 
 
@@ -331,7 +377,8 @@ def test_no_modules_import_each_other_in_a_circle():
 
 def test_every_layer_entry_exists():
     existing = set(modules())
-    missing = [name for name in read_layers(DOC.read_text(encoding="utf-8")) if name not in existing]
+    text = DOC.read_text(encoding="utf-8")
+    missing = [name for name in [*read_layers(text), *sum(read_rings(text), [])] if name not in existing]
     assert missing == [], f"ARCHITECTURE.md names modules that do not exist: {missing}"
 
 

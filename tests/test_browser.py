@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bvr.report.render import render_report
-from bvr.tools.browser import (
+from bvr.ops.browser.check import (
     BrowserCheck,
     check_in_browser,
     check_layout,
@@ -23,7 +22,9 @@ from bvr.tools.browser import (
     resolve_link,
     ui_mode,
 )
-from bvr.tools.chromium import dump_dom, find_chromium, mlflow_ui
+from bvr.ops.browser.chromium import dump_dom, find_chromium, mlflow_ui
+from bvr.ops.views import write_report_views
+from bvr.report.render import render_report
 from bvr.tracking import store_client, tracking_uri
 from tests.report_fixtures import filled
 
@@ -44,7 +45,8 @@ def served(tmp_path_factory: pytest.TempPathFactory):
 def test_the_report_passes_in_the_browser_and_every_link_resolves(served, tmp_path: Path, monkeypatch) -> None:
     store, base = served
     monkeypatch.chdir(tmp_path)  # relative paths, as `bvr report NAME --browser-check shots/` gives
-    report = render_report(store.manifest, Path("masking"), workdir=store.workdir, ui_url=base)
+    report = render_report(store.manifest, Path("masking"), workdir=store.workdir, ui_url=base,
+                           write_views=write_report_views)
     html = report.html.relative_to(tmp_path) if report.html.is_absolute() else report.html
     check = check_in_browser(html, base, Path("shots"), experiment_id=store.experiment_id,
                              parent_run_id=store.parent_run_id)

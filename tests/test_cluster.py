@@ -80,7 +80,7 @@ def test_an_ablation_submitted_to_slurm_runs_its_units_as_jobs_in_order_into_one
     from mlflow import MlflowClient
 
     from bvr.ablation.manifest import Manifest
-    from bvr.runner.launch import read_jobs
+    from bvr.ops.launch.launch import read_jobs
     from tests.test_ablate import FIXTURES, bvr_env
     from tests.test_launch import SMALL
 

@@ -15,7 +15,7 @@ from mlflow import MlflowClient
 
 from bvr.ablation.manifest import Manifest
 from bvr.ablation.plan import Unit, UnitKind, make_plan
-from bvr.runner.launch import finished, to_run
+from bvr.ops.launch.launch import finished, to_run
 from tests.test_ablate import EXPERIMENT, FIXTURES, bvr_env
 from tests.test_prepare import write_wiki_corpus
 

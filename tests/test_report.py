@@ -48,6 +48,7 @@ from scipy import integrate, optimize, stats
 
 from bvr.ablation.manifest import Manifest
 from bvr.errors import BvrError
+from bvr.ops.views import saved_view, write_report_views
 from bvr.report.analysis import Analysis, Outcome, analyse
 from bvr.report.cells import RunLinks, fmt_p
 from bvr.report.collect import FINETUNE_COLUMNS, HISTORY_COLUMNS, PRETRAIN_COLUMNS, Collected, collect
@@ -96,7 +97,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
 def report(store: Store) -> ReportResult:
     # Any port: the links follow the address given, never a fixed one.
     return render_report(store.manifest, store.workdir / "reports" / "masking", workdir=store.workdir,
-                         ui_url="http://127.0.0.1:8765/")
+                         ui_url="http://127.0.0.1:8765/", write_views=write_report_views)  # as bvr report passes it
 
 
 @pytest.fixture(scope="module")
@@ -949,8 +950,6 @@ def test_a_table_of_tasks_not_run_still_shows_the_papers_values(store: Store, tm
 def test_mlflow_opens_on_the_answer(report: ReportResult, store: Store) -> None:
     """The scores view's rows are the arms' means per measure as the report rounds them (the validation MLM loss
     among them); the pretraining runs are drawn in the report figures' colours; the curves' y axes fit the data."""
-    from bvr.tracking.views import saved_view
-
     client, experiment_id = store.client, store.experiment_id
     scores = saved_view(client.get_experiment(experiment_id).tags, "bvr-scores")
     rows = {r.info.run_name: r.data.metrics for r in client.search_runs([experiment_id], scores["searchFilter"])}

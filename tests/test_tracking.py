@@ -410,7 +410,8 @@ def test_saved_views_are_experiment_tags_the_ui_reads(store: Store) -> None:
     """The three views are envelopes the UI lists by name under "Views"; the effects view selects exactly the
     effect runs, in the order written; the scores view exactly the summary runs, one per arm and measure, rounded as
     the report prints them; the curves view fits its y axes and folds every other chart section."""
-    from bvr.tracking.views import EffectRow, ScoreRow, saved_view, set_run_colours, write_effects, write_summaries
+    from bvr.ops.views import saved_view, set_run_colours, write_effects, write_summaries, write_views
+    from bvr.report.shown import EffectRow, ScoreRow
 
     experiment_id = tracking.ensure_experiment("bvr-views", store.workdir)
     client = store.client
@@ -420,8 +421,8 @@ def test_saved_views_are_experiment_tags_the_ui_reads(store: Store) -> None:
             ScoreRow("static", "mlm", "validation MLM loss", "nats", 3, 7.32812345, float("nan"), float("nan"), 1)]
     first = write_summaries(client, experiment_id, parent, rows)
     assert write_summaries(client, experiment_id, parent, rows) == first  # a report rendered again updates them
-    tracking.write_views(client, experiment_id, {"val/mlm_loss": (7.1, 7.4)})
-    tracking.write_views(client, experiment_id, {"val/mlm_loss": (7.1, 7.4)})  # idempotent
+    write_views(client, experiment_id, {"val/mlm_loss": (7.1, 7.4)})
+    write_views(client, experiment_id, {"val/mlm_loss": (7.1, 7.4)})  # idempotent
     tags = client.get_experiment(experiment_id).tags
     envelope = json.loads(tags["mlflow.sharedViewState.bvr-scores"])
     assert envelope["name"] == "bvr: scores per arm" and isinstance(envelope["state"], str)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from bvr.ops.views import write_views
 from bvr.tracking import (
     EFFECTS_VIEW,
     SCORES_VIEW,
@@ -22,7 +23,6 @@ from bvr.tracking import (
     tracking_uri,
     ui_address,
     view_url,
-    write_views,
 )
 from tests.reliability.test_resources import run_main
 from tests.test_ablate import bvr_env

@@ -3,7 +3,7 @@
 
 :mod:`bvr.ablation.records` finds a unit entry of the wrong type damaged (`bvr ablate` resets its unit to missing);
 :mod:`bvr.ablation.manifest` refuses a manifest field of the wrong type (`bvr ablate` sets the manifest aside);
-:mod:`bvr.runner.launch` holds ``jobs.json`` to :func:`conforms` too.
+:mod:`bvr.ops.launch.launch` holds ``jobs.json`` to :func:`conforms` too.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from bvr.cli.views import print_views
 from bvr.config import preset_names
 from bvr.errors import BvrError
 from bvr.formatting import duration, literal
-from bvr.runner.launch import Launcher
+from bvr.ops.launch.launch import Launcher
 from bvr.write_checks import check_file_target, check_writable
 
 UNIT_KINDS_HELP = ", ".join(kind.value for kind in UnitKind)
@@ -98,7 +98,7 @@ def ablate_cmd(
     invocation and nested runs ARM/pretrain, ARM/finetune/TASK and ARM/finetune/TASK/seedN. Finished units are
     reused, so running the same command again runs nothing, and an interrupted run continues where it stopped.
     """
-    from bvr.runner.dvc import join_pipeline, record_lock
+    from bvr.ops.dvc.pipeline import join_pipeline, record_lock
     from bvr.runner.run import run_ablation
 
     overrides = Overrides.of(config, set_)
@@ -106,7 +106,7 @@ def ablate_cmd(
     check_launcher(launcher.value, jobs, only, stage_dir)
     plan = _plan(name, preset, overrides, data_dir, output_dir)
     if launcher is not Launcher.INLINE:
-        from bvr.runner.launch import Invocation
+        from bvr.ops.launch.launch import Invocation
 
         invocation = Invocation(name, plan.preset, tuple(overrides.texts), plan.data_dir, plan.output_dir, Path.cwd())
         (launch_local if launcher is Launcher.LOCAL else launch_slurm)(plan, invocation, jobs or 2, ui_url)
@@ -131,7 +131,7 @@ def ablate_cmd(
 def _data_dir_from(params: Path | None) -> Path | None:
     """``data_dir`` in the file of ``--data-dir-from`` as a path, checked as ``--data-dir`` is; None where it is
     empty or the option is not given."""
-    from bvr.runner.dvc import read_data_dir
+    from bvr.ops.dvc.pipeline import read_data_dir
 
     value = read_data_dir(params) if params is not None else ""
     return folder_option(f"data folder (data_dir in {params})")(Path(value)) if value else None
@@ -204,6 +204,7 @@ def report_cmd(
     listed as missing. The report is also logged to the ablation's parent MLflow run.
     """
     from bvr.ablation.manifest import Manifest, find_manifest, latest_manifests
+    from bvr.ops.views import write_report_views
     from bvr.report.render import render_report, render_summary
 
     outputs = output_dir or Path("outputs")
@@ -225,7 +226,8 @@ def report_cmd(
             raise BvrError(f"no runs of ablation '{name}' with these settings ({path})", where="report",
                            hint=f"run `bvr ablate {name}" + (f" --preset {preset}" if preset else "") + "` first")
         check_writable(out, REPORTS_FOLDER)
-        result = render_report(Manifest.load(path), out / Path(name).stem, workdir=Path.cwd(), ui_url=ui_url)
+        result = render_report(Manifest.load(path), out / Path(name).stem, workdir=Path.cwd(), ui_url=ui_url,
+                               write_views=write_report_views)
         console.print(f"wrote {result.html}" + ("" if result.complete else
                                                  f" (partial: {len(result.missing)} item(s) missing)"),
                       markup=False, highlight=False, soft_wrap=True)
@@ -245,9 +247,9 @@ def report_cmd(
 
 def _browser_check(manifest: Any, out: Path) -> None:
     """Render a copy of the report linked to a fresh `mlflow ui`, check it in Chromium, save the screenshots."""
+    from bvr.ops.browser.check import check_in_browser
+    from bvr.ops.browser.chromium import find_chromium, mlflow_ui
     from bvr.report.render import render_report
-    from bvr.tools.browser import check_in_browser
-    from bvr.tools.chromium import find_chromium, mlflow_ui
     from bvr.tracking import store_client, tracking_uri
 
     if find_chromium() is None:
@@ -334,8 +336,8 @@ def pipeline_cmd(
     own without --force; every file is written beside its name and renamed into place, and a symbolic link at one
     of the names is refused (the file it points to stays whole).
     """
-    from bvr.runner.dvc import render_pipeline, write_pipeline
-    from bvr.runner.dvc_plots import TEMPLATES_DIR
+    from bvr.ops.dvc.pipeline import render_pipeline, write_pipeline
+    from bvr.ops.dvc.plots import TEMPLATES_DIR
 
     if str(output) != "-":
         _check_pipeline_file(output)

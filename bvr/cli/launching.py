@@ -1,5 +1,5 @@
 """``bvr ablate --launcher local|slurm`` at the command line: the options checked, the launch, what it says, and the
-SLURM jobs ``bvr status`` shows (:mod:`bvr.runner.launch` does the work)."""
+SLURM jobs ``bvr status`` shows (:mod:`bvr.ops.launch.launch` does the work)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from bvr.cli.options import console
 from bvr.cli.views import print_views
 from bvr.errors import BvrError
 from bvr.formatting import duration, literal
-from bvr.runner.launch import ACTIVE
+from bvr.ops.launch.launch import ACTIVE
 
 
 def check_launcher(launcher: str, jobs: int | None, only: list[str] | None, stage_dir: Path | None) -> None:
@@ -28,7 +28,7 @@ def check_launcher(launcher: str, jobs: int | None, only: list[str] | None, stag
 
 def launch_local(plan: Any, invocation: Any, jobs: int, ui_url: str | None) -> None:
     """``--launcher local``: the units ``jobs`` at a time, then the closing lines."""
-    from bvr.runner.launch import run_local
+    from bvr.ops.launch.launch import run_local
 
     result = run_local(plan, invocation, jobs, console, ui_url)
     console.print(f"ablation {plan.name}: {len(result.ran)} unit(s) run by the local launcher ({jobs} at a time), "
@@ -44,7 +44,7 @@ def launch_local(plan: Any, invocation: Any, jobs: int, ui_url: str | None) -> N
 
 def launch_slurm(plan: Any, invocation: Any, jobs: int, ui_url: str | None) -> None:
     """``--launcher slurm``: submit, then say what was queued and how to follow it."""
-    from bvr.runner.launch import submit_slurm
+    from bvr.ops.launch.launch import submit_slurm
 
     done = submit_slurm(plan, invocation, console, ui_url)
     for unit, job in done.submitted.items():
@@ -68,8 +68,8 @@ def print_slurm_jobs(folder: Path, manifest: Any) -> int:
     running. A record it cannot use, or SLURM's commands missing here, is one line instead of the table."""
     from rich.table import Table
 
-    from bvr.runner.launch import read_jobs, unit_state
-    from bvr.runner.slurm import slurm_states
+    from bvr.ops.launch.launch import read_jobs, unit_state
+    from bvr.ops.launch.slurm import slurm_states
 
     try:
         jobs = read_jobs(folder)

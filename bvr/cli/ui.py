@@ -1,7 +1,7 @@
 """``bvr ui``: the MLflow UI on this folder's store, and the address of an ablation's runs in it.
 
 ``mlflow ui`` started by hand lands on its experiment list, in GenAI mode, and bvr cannot know its host and port; so
-the addresses bvr prints (the saved views of :mod:`bvr.tracking.views`) had to be pasted in by the user. ``bvr ui
+the addresses bvr prints (the saved views of :mod:`bvr.ops.views`) had to be pasted in by the user. ``bvr ui
 NAME`` starts the UI on the store bvr logs to (the working folder's ``mlflow.db`` unless ``MLFLOW_TRACKING_URI``
 names another), waits until it answers, prints the ablation's views at that address (scores by arm first), opens the
 first with ``--open``, and keeps the UI running until Ctrl-C. With a tracking server as the store there is nothing
@@ -10,28 +10,18 @@ to start: the addresses are printed at once.
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from bvr.cli.options import console, err_console
 from bvr.errors import BvrError
+from bvr.ops import ui as served
 from bvr.signals import Terminated
-
-UI_START_LIMIT = 120.0
-"""Seconds the UI may take to answer before ``bvr ui`` gives up (it answers in 5 to 15 s on 2 cores)."""
-UI_NOTICE = 3.0
-"""Seconds after which the wait is said on stderr."""
 
 
 def ui_cmd(
@@ -46,7 +36,7 @@ def ui_cmd(
     """Start the MLflow UI on the store bvr logs to and print where an ablation's runs are: its effects with their
     intervals and verdicts, scores by arm and pretraining curves by arm, in model-training mode. Runs until
     Ctrl-C."""
-    from bvr.cli.views import newest_parent, ui_store, view_lines
+    from bvr.ops.ui import newest_parent, ui_store, view_lines
     from bvr.tracking import store_client, tracking_uri
 
     uri = tracking_uri(Path.cwd())
@@ -63,11 +53,11 @@ def ui_cmd(
         if open_browser:
             _open(lines[0].split(": ", 1)[1])
         return
-    _check_port(host, port)
+    served.check_port(host, port)
     command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", ui_store(uri), "--host", host,
                "--port", str(port)]
-    with tempfile.TemporaryFile(mode="w+") as log, _running(command, log) as ui:  # its log: read if it fails
-        _wait_until_up(ui, base, log)
+    with tempfile.TemporaryFile(mode="w+") as log, served.running(command, log) as ui:  # its log: read if it fails
+        served.wait_until_up(ui, base, log, _say)
         _print([*lines, f"  (the UI runs on {ui_store(uri)} until Ctrl-C)"])
         if open_browser:
             _open(lines[0].split(": ", 1)[1])
@@ -85,22 +75,6 @@ def _wait_for_ctrl_c(ui: subprocess.Popen) -> None:
         pass
 
 
-@contextlib.contextmanager
-def _running(command: list[str], log: IO[str]) -> Iterator[subprocess.Popen]:
-    """``command`` started with its output in ``log``; stopped (terminated, then killed after 10 s) on the way out,
-    Ctrl-C included."""
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, text=True)
-    try:
-        yield process
-    finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-
-
 def _experiment(client: Any, name: str) -> Any:
     found = client.get_experiment_by_name(name)
     if found is None:
@@ -109,42 +83,6 @@ def _experiment(client: Any, name: str) -> Any:
                        hint=f"the store holds: {', '.join(names)}" if names else
                        "run `bvr ablate NAME` first, in this folder")
     return found
-
-
-def _check_port(host: str, port: int) -> None:
-    """Refuse a port the UI cannot be reached at: outside 1 to 65535 (0 would have the system pick one that bvr
-    cannot know, and wait for an answer at port 0), or one something else listens on."""
-    if not 1 <= port <= 65535:
-        raise BvrError(f"{port} is not a port the UI can be reached at", where="--port",
-                       hint="pass one from 1 to 65535 (default 5000)")
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError as err:
-            raise BvrError(f"cannot listen on {host}:{port} ({err.strerror})", where="--port",
-                           hint="another UI may be running there: open it, or pass another --port") from None
-
-
-def _wait_until_up(ui: subprocess.Popen, base: str, log: IO[str]) -> None:
-    """Until the UI answers ``/health``; an exit or :data:`UI_START_LIMIT` is an error with the UI's own words."""
-    start, said = time.monotonic(), False
-    while True:
-        if ui.poll() is not None:
-            log.seek(0)
-            tail = log.read().strip().splitlines()[-3:]
-            raise BvrError(f"mlflow ui exited with status {ui.returncode}: {' / '.join(tail) or 'no output'}",
-                           where="bvr ui")
-        with contextlib.suppress(urllib.error.URLError, OSError):
-            urllib.request.urlopen(f"{base}/health", timeout=2).close()
-            return
-        waited = time.monotonic() - start
-        if waited > UI_START_LIMIT:
-            raise BvrError(f"the MLflow UI did not answer at {base} within {UI_START_LIMIT:.0f} s", where="bvr ui")
-        if waited > UI_NOTICE and not said:
-            err_console.print(f"starting the MLflow UI at {base} ...", highlight=False, markup=False)
-            said = True
-        time.sleep(0.25)
 
 
 def _print(lines: list[str]) -> None:
@@ -157,3 +95,7 @@ def _open(url: str) -> None:
 
     if not webbrowser.open(url):
         err_console.print(f"no browser to open here; open {url}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _say(line: str) -> None:
+    err_console.print(line, highlight=False, markup=False)

@@ -10,8 +10,7 @@ from typing import Any
 from bvr.ablation.manifest import Manifest
 from bvr.report.collect import Collected
 from bvr.report.document import Cell, Link
-from bvr.tracking.ui import ui_address, ui_base, view_url
-from bvr.tracking.views import SAVED_VIEWS
+from bvr.tracking.ui import SAVED_VIEWS, ui_address, ui_base, view_url
 
 
 def fmt(value: float | None, digits: int = 1) -> str:
@@ -81,7 +80,7 @@ class RunLinks:
         return Link(text or run_id[:8], ui_address(self.base, self.experiment_id, run_id))
 
     def views(self) -> Cell:
-        """bvr's saved views of the experiment (:data:`bvr.tracking.views.SAVED_VIEWS`): linked, or how to open
+        """bvr's saved views of the experiment (:data:`bvr.tracking.ui.SAVED_VIEWS`): linked, or how to open
         them."""
         if not self.linked:  # the path after the address `mlflow ui` prints: no host is guessed
             paths = ", ".join(f"{view_url('', self.experiment_id, view.key)} ({view.link})" for view in SAVED_VIEWS)

@@ -15,7 +15,7 @@ from bvr.ablation.declare import BUDGET_KIND
 from bvr.report.analysis import Analysis, Comparison, Outcome
 from bvr.report.cells import fmt_p
 from bvr.report.inference import MIN_UNITS
-from bvr.tracking.views import EffectRow
+from bvr.report.shown import EffectRow
 
 
 def _won(analysis: Analysis, by_arm: bool) -> dict[str, list[Comparison]]:
@@ -263,7 +263,7 @@ def brief(analysis: Analysis, *, bold: bool = True) -> list[str]:
 
 
 def effect_rows(analysis: Analysis) -> list[EffectRow]:
-    """Every comparison as a row of MLflow's effects view (:func:`bvr.tracking.views.write_effects`), the ablation's
+    """Every comparison as a row of MLflow's effects view (:func:`bvr.ops.views.write_effects`), the ablation's
     pairs first, then each arm against the control: ``b − a``, the measure, the difference with its simultaneous
     interval (the report's level) and unit, the verdict (``dynamic better (Holm p < 0.001)``, ``no difference
     detected (Holm p = 0.140)``, or why it was not tested) and the smallest difference the design detects."""

@@ -11,8 +11,8 @@ import pandas as pd
 from bvr.report.analysis import Analysis, Comparison
 from bvr.report.budget import budget_curve, budget_payload
 from bvr.report.pretrain_runs import pretrain_table
+from bvr.report.shown import ScoreRow
 from bvr.report.stats import Summary
-from bvr.tracking.views import ScoreRow
 
 
 def clean(value: Any) -> Any:
@@ -138,7 +138,7 @@ def effect_metrics(analysis: Analysis) -> dict[str, float]:
 
 
 def summary_rows(analysis: Analysis) -> list[ScoreRow]:
-    """The rows of MLflow's scores view (:func:`bvr.tracking.views.write_summaries`): each arm's mean over its
+    """The rows of MLflow's scores view (:func:`bvr.ops.views.write_summaries`): each arm's mean over its
     pretraining seeds on each measure, with its 95% t interval, as the report rounds it."""
     rows = []
     for measure in analysis.measures:

@@ -55,7 +55,8 @@ from bvr.report.pretrain_runs import pretrain_table
 from bvr.report.published import load_published
 from bvr.report.sections import report_blocks, summary_blocks
 from bvr.report.selection import selection_figure, selection_frame
-from bvr.tracking import check_store, log_params_batched, store_client, ui_base, views
+from bvr.report.shown import CURVE_METRICS, ReportViews, ViewWriter
+from bvr.tracking import check_store, log_params_batched, store_client, ui_base
 
 REPORTS_DIR = Path("reports")
 REPORT_MD = "report.md"
@@ -231,7 +232,7 @@ def parent_params(manifest: Manifest) -> dict[str, str]:
 def _description(analysis: Analysis, result: ReportResult) -> str:
     """The parent run's description, short enough for the UI to show whole (100 px, without a click): a partial
     report's note, then the headline in brief (:func:`bvr.report.headlines.brief`). Every effect with its interval
-    and verdict is the effects view's (:data:`bvr.tracking.views.EFFECTS_VIEW`), and ``report/effects.csv`` and
+    and verdict is the effects view's (:data:`bvr.tracking.ui.EFFECTS_VIEW`), and ``report/effects.csv`` and
     ``report/effects.png`` on the same page."""
     partial = [f"Partial: {len(result.missing)} item(s) missing (listed in the report)."] if not result.complete else []
     return "\n".join([*partial, *(f"- {line}" for line in brief(analysis))])
@@ -259,23 +260,23 @@ def _log_files(client: MlflowClient, run_id: str, analysis: Analysis, result: Re
             client.log_artifact(run_id, str(Path(tmp) / EFFECTS_PNG), ARTIFACT_PATH)
 
 
-def _log_views(client: MlflowClient, analysis: Analysis) -> None:
-    """The effects and scores views' rows, the pretraining runs' colours (the figures') and the views with fitted y
-    axes (:func:`bvr.tracking.views.write_report_views`)."""
+def _log_views(client: MlflowClient, analysis: Analysis, write_views: ViewWriter | None) -> None:
+    """The effects and scores views' rows, the pretraining runs' colours (the figures') and the curves' values, handed
+    to ``write_views`` (:func:`bvr.ops.views.write_report_views` writes them with the views' fitted y axes)."""
     collected = analysis.collected
-    if collected.experiment_id is None:
+    if write_views is None or collected.experiment_id is None:
         return
     pretrain, history = collected.pretrain, collected.history
     has_parent = collected.parent_run_id is not None
-    shown = views.ReportViews(
+    shown = ReportViews(
         effects=effect_rows(analysis) if has_parent else [], scores=summary_rows(analysis) if has_parent else [],
         colours=fig.arm_colors(collected.arms, collected.control),
         pretrain_runs=dict(zip(pretrain["run_id"], pretrain["arm"], strict=True)),
-        curves={key: history.loc[history["key"] == key, "value"] for key in views.CURVE_METRICS})
-    views.write_report_views(client, collected.experiment_id, collected.parent_run_id, shown)
+        curves={key: history.loc[history["key"] == key, "value"] for key in CURVE_METRICS})
+    write_views(client, collected.experiment_id, collected.parent_run_id, shown)
 
 
-def _log(analysis: Analysis, result: ReportResult) -> None:
+def _log(analysis: Analysis, result: ReportResult, write_views: ViewWriter | None) -> None:
     """Log the report under ``report/`` of the parent run (:func:`_log_files`); its description the headline in
     brief (:func:`_description`); its parameters :func:`parent_params`; each effect's estimate as a metric
     (:func:`effect_metrics`, rounded as the report rounds), with intervals and Holm p-values in the table
@@ -299,7 +300,7 @@ def _log(analysis: Analysis, result: ReportResult) -> None:
                                             if k not in present})
         client.set_tag(run_id, MLFLOW_RUN_NOTE, _description(analysis, result))
         client.set_tag(run_id, TAG_REPORT, str(result.html))
-        _log_views(client, analysis)
+        _log_views(client, analysis, write_views)
     except MlflowException as err:
         raise BvrError(f"could not log the report to parent run {run_id}: {err.message}", where=analysis.collected.uri,
                        hint="the files are written; render again with log_to_mlflow=False to skip MLflow") from None
@@ -319,7 +320,8 @@ def artifact_root_error(client: MlflowClient, run_id: str, err: OSError) -> BvrE
 
 
 def render_report(manifest: Manifest, out_dir: Path | None = None, *, workdir: Path | None = None,
-                  log_to_mlflow: bool = True, ui_url: str | None = None) -> ReportResult:
+                  log_to_mlflow: bool = True, ui_url: str | None = None,
+                  write_views: ViewWriter | None = None) -> ReportResult:
     """Render one ablation's report from its MLflow runs into ``out_dir``.
 
     Args:
@@ -330,6 +332,7 @@ def render_report(manifest: Manifest, out_dir: Path | None = None, *, workdir: P
         log_to_mlflow: log the report as artifacts of the ablation's parent run and set its description.
         ui_url: the MLflow UI run ids link to (default: ``BVR_MLFLOW_UI``, else the tracking server; plain ids when
             neither is known).
+        write_views: what writes the report's MLflow views (:func:`bvr.ops.views.write_report_views`); None: none.
 
     Returns:
         What was written, and what is missing; an unfinished ablation renders a partial report.
@@ -366,7 +369,7 @@ def render_report(manifest: Manifest, out_dir: Path | None = None, *, workdir: P
         brief=brief(analysis, bold=False), level=analysis.level,
     )
     if log_to_mlflow:
-        _log(analysis, result)
+        _log(analysis, result, write_views)
     return result
 
 

@@ -37,7 +37,7 @@ reads it, then the numbers from MLflow. Its HASH covers everything that changes 
 ``--set`` values keep separate manifests.
 
 ``dvc.yaml``'s one stage is this run with ``--stage-dir pipeline/NAME``: each unit then also writes its products
-under the stage folder for DVC to track (:mod:`bvr.runner.stage_folder`).
+under the stage folder for DVC to track (:mod:`bvr.ops.dvc.stage_folder`).
 """
 
 from __future__ import annotations
@@ -61,10 +61,10 @@ from bvr.cache import global_rank, target_lock
 from bvr.errors import BvrError
 from bvr.formatting import duration, literal
 from bvr.fs import write_text
+from bvr.ops.dvc.stage_folder import copy_tree
 from bvr.progress import on_terminal
 from bvr.runner.hardware import hardware
 from bvr.runner.opening import describe_plan
-from bvr.runner.stage_folder import copy_tree
 from bvr.runner.units import HANDLERS, Outcome, Product, UnitContext, run_context
 from bvr.threads import use_threads
 from bvr.write_checks import check_writable, write_error
@@ -217,15 +217,8 @@ def _parent(runner: Runner, only: list[str] | None) -> Iterator[None]:
     invocation (a resumed run, a re-render), so every run of the ablation hangs under one parent. Chosen units
     (``--only``, a launcher's jobs) nest under it without reopening it. Runs left RUNNING by a killed invocation are
     closed first."""
-    from bvr.tracking import (
-        RunContext,
-        close_stale_runs,
-        parent_run,
-        run_tags,
-        store_client,
-        tracking_uri,
-        write_views,
-    )
+    from bvr.ops.views import write_views
+    from bvr.tracking import RunContext, close_stale_runs, parent_run, run_tags, store_client, tracking_uri
 
     plan = runner.plan
     if runner.rank != 0:

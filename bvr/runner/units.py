@@ -4,7 +4,7 @@ A handler runs its unit through the stage caches (a finished unit is found rathe
 :class:`Outcome`: whether it built anything, the manifest records it filled, the files for the DVC stage folder,
 and the lines to show. It reads what it needs from a :class:`UnitContext` and changes nothing else: the runner
 (:mod:`bvr.runner.run`) puts the records in the manifest, writes the files under the stage folder
-(:mod:`bvr.runner.stage_folder`) and prints the lines.
+(:mod:`bvr.ops.dvc.stage_folder`) and prints the lines.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from bvr.ablation.records import Record
 from bvr.config import Config, config_hash
 from bvr.errors import BvrError
 from bvr.formatting import points, pretrain_summary
-from bvr.runner.stage_folder import evaluation_file, finetune_summary
+from bvr.ops.dvc.stage_folder import evaluation_file, finetune_summary
 
 if TYPE_CHECKING:
     from bvr.tracking import RunContext
@@ -289,9 +289,10 @@ def _seed_selection(selection: dict[str, Any] | None, index: int) -> list[dict[s
 
 def report(ctx: UnitContext, unit: Unit) -> Outcome:
     """Render ``reports/NAME/`` from the manifest: every unit before it has recorded itself there."""
+    from bvr.ops.views import write_report_views
     from bvr.report.render import render_report
 
-    result = render_report(ctx.manifest, workdir=Path.cwd(), ui_url=ctx.ui_url)
+    result = render_report(ctx.manifest, workdir=Path.cwd(), ui_url=ctx.ui_url, write_views=write_report_views)
     line = f"{result.html}" + ("" if result.complete else f" (partial: {len(result.missing)} item(s) missing)")
     return Outcome(True, lines=(line,), report=result)
 

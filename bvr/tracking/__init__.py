@@ -14,10 +14,11 @@ Conventions:
 Every function takes the store from :func:`tracking_uri` and passes it explicitly: nothing here relies on
 MLflow's process-wide "current" tracking URI or active run.
 
-Modules: :mod:`bvr.tracking.store` (where runs are stored, reading them back), :mod:`bvr.tracking.uri` (what a
+Modules: :mod:`bvr.tracking.store` (where runs are stored, reading them back), :mod:`bvr.tracking.locked` (a store
+another process holds locked), :mod:`bvr.tracking.moved` (a store that moved), :mod:`bvr.tracking.uri` (what a
 tracking URI names, checked before MLflow opens it), :mod:`bvr.tracking.params` (configs
-as params), :mod:`bvr.tracking.runs` (names, tags, parent runs), :mod:`bvr.tracking.views` (saved views of an
-ablation in the MLflow UI, and the runs they show), :mod:`bvr.tracking.ui` (addresses in the MLflow UI),
+as params), :mod:`bvr.tracking.runs` (names, tags, parent runs), :mod:`bvr.tracking.ui` (addresses in the MLflow UI, and
+the names of bvr's saved views; :mod:`bvr.ops.views` writes the views),
 :mod:`bvr.tracking.placed` (a cached result's run in the experiment that asks for it) and
 :mod:`bvr.tracking.server` (a tracking server that stops answering).
 """
@@ -59,6 +60,7 @@ from bvr.tracking.runs import (  # noqa: E402
     TAG_GIT_COMMIT,
     TAG_HOST,
     TAG_LABEL,
+    TAG_MEASURE,
     TAG_PID,
     TAG_PRETRAIN_SEED,
     TAG_SEED,
@@ -89,14 +91,15 @@ from bvr.tracking.store import (  # noqa: E402
     store_client,
     tracking_uri,
 )
-from bvr.tracking.ui import DEFAULT_UI, ui_address, ui_base, view_url  # noqa: E402
-from bvr.tracking.views import (  # noqa: E402
+from bvr.tracking.ui import (  # noqa: E402
     CURVES_VIEW,
+    DEFAULT_UI,
     EFFECTS_VIEW,
     SAVED_VIEWS,
     SCORES_VIEW,
-    TAG_MEASURE,
-    write_views,
+    ui_address,
+    ui_base,
+    view_url,
 )
 
 __all__ = [
@@ -110,5 +113,5 @@ __all__ = [
     "flatten_params", "git_commit", "link_model", "log_artifact_dir", "log_config", "log_inputs", "log_params_batched",
     "log_tags_batched", "parent_run", "resume_run", "run_name", "run_tags", "server_failure", "store_client",
     "system_metrics",
-    "tracking_uri", "ui_address", "ui_base", "view_url", "write_views",
+    "tracking_uri", "ui_address", "ui_base", "view_url",
 ]

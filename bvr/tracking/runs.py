@@ -45,6 +45,8 @@ TAG_LABEL = "bvr.label"
 TAG_PRETRAIN_SEED = "bvr.pretrain_seed"
 TAG_DECLARED_PREFIX = "bvr.declared."
 """Prefix of the tags naming what an ablation arm changes: ``bvr.declared.masking.mode = static``."""
+TAG_MEASURE = "bvr.measure"
+"""Tag on every run that holds one model's headline on one measure: ``finetune/TASK``, ``probe/TASK``, ``blimp``."""
 
 @dataclass(frozen=True)
 class RunContext:

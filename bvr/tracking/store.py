@@ -3,16 +3,11 @@ reading runs back into a table (:func:`find_runs`)."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
-import sqlite3
-import sys
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +18,9 @@ from mlflow.protos.databricks_pb2 import RESOURCE_ALREADY_EXISTS, ErrorCode
 from mlflow.tracking import MlflowClient
 
 from bvr.errors import BvrError
-from bvr.locks import file_lock, holder, lock_path
+from bvr.locks import file_lock, lock_path
 from bvr.signals import deferring
+from bvr.tracking.locked import check_sqlite, locked_as_error
 from bvr.tracking.moved import ARTIFACTS, reroot_artifacts
 from bvr.tracking.uri import check_uri, sqlite_file
 from bvr.write_checks import check_writable
@@ -59,14 +55,14 @@ class SQLiteClient(MlflowClient):
 
     def __init__(self, tracking_uri: str) -> None:
         self._db = sqlite_file(tracking_uri)
-        with _locked_as_error(self._db):  # opening creates or migrates the tables
+        with locked_as_error(self._db):  # opening creates or migrates the tables
             super().__init__(tracking_uri)
 
     def __getattribute__(self, name: str) -> Any:
         attr = super().__getattribute__(name)
         if name.startswith("_") or not callable(attr):
             return attr
-        return _locked_as_error(super().__getattribute__("_db"))(deferring(attr))
+        return locked_as_error(super().__getattribute__("_db"))(deferring(attr))
 
 
 def store_client(uri: str) -> MlflowClient:
@@ -85,7 +81,7 @@ def store_client(uri: str) -> MlflowClient:
         return SQLiteClient(uri)
     db.parent.mkdir(parents=True, exist_ok=True)
     with file_lock(lock_path(db)):
-        _check_sqlite(db, write=False)
+        check_sqlite(db, write=False)
         reroot_artifacts(db)  # a moved or copied store: its artifact folders beside it again (bvr.tracking.moved)
         client = SQLiteClient(uri)  # opens the store: creates or migrates its tables
     _OPENED.add(uri)
@@ -113,16 +109,17 @@ def check_store(workdir: Path | None = None, *, timeout: float = SERVER_TIMEOUT)
 
     Raises:
         BvrError: the server does not answer (naming the URI, with what to do); the local store's folder cannot be
-            written (:func:`bvr.write_checks.check_writable`); its database is not SQLite or cannot be written
-            (:func:`_check_sqlite`); the store cannot be opened (:func:`bvr.tracking.uri.check_uri`: an unknown
-            scheme, a database driver not installed, a folder at the SQLite path, MLflow's file store).
+            written (:func:`bvr.write_checks.check_writable`); its database is not SQLite, cannot be written or stays
+            locked (:func:`bvr.tracking.locked.check_sqlite`); the store cannot be opened
+            (:func:`bvr.tracking.uri.check_uri`: an unknown scheme, a database driver not installed, a folder at the
+            SQLite path, MLflow's file store).
     """
     uri = tracking_uri(workdir)
     check_uri(uri)
     db = sqlite_file(uri)
     if db is not None:
         check_writable(db.parent, "working folder, where the MLflow store (mlflow.db, mlartifacts/) is written")
-        _check_sqlite(db, write=True)
+        check_sqlite(db, write=True)
         return uri
     if uri.startswith(("http://", "https://")):
         try:
@@ -135,158 +132,6 @@ def check_store(workdir: Path | None = None, *, timeout: float = SERVER_TIMEOUT)
                            hint="start the server (mlflow server --host HOST --port PORT), or unset "
                                 "MLFLOW_TRACKING_URI to log to the local store (./mlflow.db)") from None
     return uri
-
-
-STORE_WAIT_ENV = "BVR_STORE_WAIT"
-STORE_WAIT = 30.0
-"""Seconds bvr waits for an SQLite store another process holds locked (:data:`STORE_WAIT_ENV` sets another)."""
-STORE_NOTICE = 3.0
-"""Seconds after which a wait on a locked store is said on stderr."""
-
-
-def store_wait() -> float:
-    """How long to wait for a locked SQLite store: :data:`STORE_WAIT_ENV` in seconds, else :data:`STORE_WAIT`.
-
-    Raises:
-        BvrError: the variable is not a number of seconds (0 or more).
-    """
-    text = os.environ.get(STORE_WAIT_ENV, "").strip()
-    if not text:
-        return STORE_WAIT
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds < float("inf"):
-        raise BvrError(f"'{text}' is not a number of seconds (0 or more)", where=STORE_WAIT_ENV,
-                       hint=f"set it to how long bvr waits for a locked MLflow store, or unset it ({STORE_WAIT:.0f} s)")
-    return seconds
-
-
-def store_holders(db: Path) -> str:
-    """Who may hold ``db`` locked, found cheaply: the process named in bvr's lock file beside it, and the other
-    processes of this user that have the file open (``/proc/PID/fd``); empty when none is found (another user's, or
-    another machine's on a shared file system)."""
-    pids = {pid for pid in [holder(lock_path(db))] if pid is not None and pid != os.getpid()}
-    target = str(Path(db).resolve())
-    proc = Path("/proc")
-    for entry in proc.iterdir() if proc.is_dir() else []:
-        if not entry.name.isdigit() or int(entry.name) == os.getpid() or int(entry.name) in pids:
-            continue
-        try:
-            if any(os.readlink(fd) == target for fd in (entry / "fd").iterdir()):
-                pids.add(int(entry.name))
-        except OSError:  # another user's process, or one that ended meanwhile
-            continue
-    return ", ".join(f"process {pid} ({_command_name(pid)})" for pid in sorted(pids))
-
-
-def _command_name(pid: int) -> str:
-    try:
-        return (Path("/proc") / str(pid) / "comm").read_text().strip() or "?"
-    except OSError:
-        return "?"
-
-
-def locked_store_error(db: Path, waited: float, *, before_work: bool = True) -> BvrError:
-    """The one line for a store that stayed locked: the store, who has it open if found, and what to do.
-
-    Args:
-        before_work: the check before any work (:func:`check_store`), so nothing was written; False: a call of the
-            running command (MLflow waits its own 20 s there).
-    """
-    holders = store_holders(db)
-    who = f"it is open in {holders}" if holders else "no process of this user has it open: another user's or " \
-        "another machine's may"
-    if before_work:
-        return BvrError(f"the MLflow store stayed locked by another process's write for {waited:.0f} s ({who}); "
-                        "nothing was written", where=db,
-                        hint=f"let that process finish (or stop it), then run the same command again; "
-                             f"{STORE_WAIT_ENV}=SECONDS waits longer, MLFLOW_TRACKING_URI=sqlite:////OTHER/mlflow.db "
-                             "logs to another store")
-    return BvrError(f"a write to the MLflow store failed: it stayed locked by another process's write for "
-                    f"{waited:.0f} s ({who})", where=db,
-                    hint="let that process finish (or stop it), then run the same command again: finished stages "
-                         "are reused")
-
-
-def _is_locked(err: BaseException | None) -> bool:
-    """Whether ``err`` (sqlite3's, SQLAlchemy's or MLflow's wrapping of either) says the database is locked."""
-    seen: set[int] = set()
-    while err is not None and id(err) not in seen:
-        if "database is locked" in str(err):
-            return True
-        seen.add(id(err))
-        err = err.__cause__ or err.__context__
-    return False
-
-
-@contextlib.contextmanager
-def _locked_as_error(db: Path | None) -> Iterator[None]:
-    """Turn "database is locked" from a call into the store ``db`` into :func:`locked_store_error` (MLflow has waited
-    its own 20 s by then); also a decorator."""
-    start = time.monotonic()
-    try:
-        yield
-    except Exception as err:
-        if db is not None and not isinstance(err, BvrError) and _is_locked(err):
-            raise locked_store_error(db, time.monotonic() - start, before_work=False) from err
-        raise
-
-
-_SQLITE_FAULTS = {
-    "not a database": ("is not an SQLite database", "move it away (bvr then starts a new store there) or set "
-                       "MLFLOW_TRACKING_URI to the store you mean (sqlite:////ABSOLUTE/PATH/mlflow.db)"),
-    "readonly": ("cannot be written", "make it writable by this user (chmod u+w), or run bvr from another folder or "
-                 "set MLFLOW_TRACKING_URI to a writable store"),
-}
-"""What SQLite's message says → what it means for the store, and what to do."""
-
-
-def _check_sqlite(db: Path, *, write: bool) -> None:
-    """Open an existing store file as SQLite, and with ``write`` make a write (undone) in it, so that a file that is
-    not SQLite or cannot be written is one line before any work, not MLflow's traceback in the middle of a run.
-
-    A store another process holds locked is waited for :func:`store_wait` seconds (said on stderr after
-    :data:`STORE_NOTICE`), then refused in one line (:func:`locked_store_error`) before anything is written.
-    """
-    if not db.is_file() or db.stat().st_size == 0:  # SQLite starts an empty or missing file as a new database
-        return
-    wait = store_wait()
-    start = time.monotonic()
-    if _sqlite_opens(db, write=write, timeout=min(STORE_NOTICE, wait)):
-        return
-    if wait > STORE_NOTICE:
-        holders = store_holders(db)
-        print(f"{db}: the MLflow store is locked by another process's write{f' (open in {holders})' if holders else ''}"
-              f"; waiting up to {wait:.0f} s for it ({STORE_WAIT_ENV} sets how long)", file=sys.stderr, flush=True)
-        if _sqlite_opens(db, write=write, timeout=max(wait - (time.monotonic() - start), 0.0)):
-            return
-    raise locked_store_error(db, time.monotonic() - start)
-
-
-def _sqlite_opens(db: Path, *, write: bool, timeout: float) -> bool:
-    """Whether ``db`` opened (and with ``write`` took a write) within ``timeout`` seconds; False: it is locked.
-
-    Raises:
-        BvrError: the file is not SQLite, or cannot be read or written (:data:`_SQLITE_FAULTS`).
-    """
-    connection = sqlite3.connect(db, timeout=timeout, isolation_level=None)
-    try:
-        connection.execute("PRAGMA schema_version")  # reads the header
-        if write:
-            connection.execute("BEGIN IMMEDIATE")
-            connection.execute("CREATE TABLE bvr_write_check (x)")
-            connection.execute("ROLLBACK")
-    except sqlite3.DatabaseError as err:
-        if "locked" in str(err):
-            return False
-        what, hint = next((fault for key, fault in _SQLITE_FAULTS.items() if key in str(err)),
-                          ("cannot be opened", "move it away or set MLFLOW_TRACKING_URI to another store"))
-        raise BvrError(f"the MLflow store {what} ({err})", where=db, hint=hint) from None
-    finally:
-        connection.close()
-    return True
 
 
 def _slug(name: str) -> str:

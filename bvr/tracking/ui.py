@@ -1,5 +1,5 @@
 """Addresses in the MLflow UI: where it is (:func:`ui_base`), an experiment's runs or one run (:func:`ui_address`),
-and bvr's saved views (:func:`view_url`; the views themselves are :mod:`bvr.tracking.views`').
+and bvr's saved views (:data:`SAVED_VIEWS`, :func:`view_url`; :mod:`bvr.ops.views` writes them).
 
 Every address carries :data:`MODEL_TRAINING`. The UI's address is known from ``--ui-url``, ``BVR_MLFLOW_UI`` or a
 tracking server; a local store is shown by whatever ``mlflow ui`` a user starts, and bvr then prints
@@ -9,10 +9,10 @@ tracking server; a local store is shown by whatever ``mlflow ui`` a user starts,
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from bvr.errors import BvrError
-from bvr.tracking.views import CURVES_VIEW
 
 MODEL_TRAINING = {"workflowType": "machine_learning"}
 """The query that opens MLflow's UI (3.x) in its model-training mode. The UI takes its mode from the address, else
@@ -22,6 +22,46 @@ DEFAULT_UI = "http://127.0.0.1:5000"
 """Where ``mlflow ui`` serves by default: the address bvr prints when it knows of no other."""
 UI_URL_ENV = "BVR_MLFLOW_UI"
 """Environment variable naming the address of the MLflow UI the report links to (as ``--ui-url``)."""
+
+TAG_VERDICT = "bvr.verdict"
+"""Tag on an effect run: the verdict in words, with the Holm-adjusted p-value."""
+
+EFFECTS_VIEW = "bvr-effects"
+SCORES_VIEW = "bvr-scores"
+CURVES_VIEW = "bvr-curves"
+CURVES_SECTION = "Pretraining curves, one colour per arm"
+"""The title of :data:`CURVES_VIEW`'s chart section (the browser check looks for it)."""
+
+
+@dataclass(frozen=True)
+class SavedView:
+    """One of bvr's saved views, with the words each place that names it uses.
+
+    Attributes:
+        key: its share key (``viewStateShareKey``, the experiment tag's suffix).
+        name: how the UI's "Views" list names it.
+        link: the report's link to it (``effects between arms``).
+        line: the terminal's name for it (``MLflow, LINE: ADDRESS``).
+        page: the browser check's name for its page (``PAGE.png``).
+        marker: what the UI shows only with the view applied: a column of it, or its chart section.
+    """
+
+    key: str
+    name: str
+    link: str
+    line: str
+    page: str
+    marker: str
+
+
+SAVED_VIEWS = (
+    SavedView(EFFECTS_VIEW, "bvr: effects between arms", "effects between arms", "effects with intervals and verdicts",
+              "effects", TAG_VERDICT),
+    SavedView(SCORES_VIEW, "bvr: scores per arm", "scores by arm", "scores by arm", "scores-by-arm", "mean"),
+    SavedView(CURVES_VIEW, "bvr: pretraining curves per arm", "pretraining curves by arm", "pretraining curves by arm",
+              "curves-by-arm", CURVES_SECTION),
+)
+"""bvr's saved views, in the order the report, the terminal and the browser check give them: the answer first."""
 
 
 def ui_base(tracking_uri: str, ui_url: str | None = None) -> str | None:

@@ -17,7 +17,7 @@ from safetensors.torch import load_file, save_file
 from bvr.errors import BvrError
 from bvr.fs import temp_sibling, write_text
 from bvr.locks import file_lock, lock_path
-from bvr.runner.dvc import read_data_dir
+from bvr.ops.dvc.pipeline import read_data_dir
 from tests.reliability.conftest import error_line
 from tests.test_ablate import EXPERIMENT
 

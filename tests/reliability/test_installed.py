@@ -16,7 +16,8 @@ from bvr.config import PRESETS_DIR
 from tests.reliability.conftest import REPO
 from tests.test_prepare import write_wiki_corpus
 
-SOURCES = ("pyproject.toml", "setup.py", "README.md", "bvr", "experiments", "reports/published.yaml")
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "bvr", "experiments", "reports/published.yaml",
+           ".dvc/plots/bvr-page.html")
 """What a build reads: a copy of them is built, so that the build's own folders stay out of the checkout."""
 TINY = ["--preset", "tiny", "--set", "corpus.path=corpus/wiki", "--set", "tokenizer.vocab_size=300",
         "--set", "data.max_length=64", "--set", "data.shard_documents=50", "--set", "model.num_layers=1",
@@ -74,12 +75,14 @@ def test_a_checkout_reads_its_top_level_experiments():
 def test_an_installed_wheel_starts_shows_a_preset_and_pretrains_outside_the_repository(installed, tmp_path):
     helped = _run(installed, tmp_path, "--help")
     assert helped.returncode == 0 and "pretrain" in helped.stdout, helped.stderr[-3000:]
-    code = "import bvr.config as c, bvr.report.published as p; print(c.PRESETS_DIR); print(p.load_published().shape)"
+    code = ("import bvr.config as c, bvr.report.published as p, bvr.ops.dvc.plots as d; print(c.PRESETS_DIR); "
+            "print(p.load_published().shape); print(len(d.page_template()))")
     package = subprocess.run([sys.executable, "-c", code], cwd=tmp_path,
                              env={**os.environ, "PYTHONPATH": str(installed)}, capture_output=True, text=True)
-    presets, published = package.stdout.split("\n")[:2]
+    presets, published, page = package.stdout.split("\n")[:3]
     assert presets == str(installed / "bvr" / "_experiments" / "presets"), package.stderr
     assert not published.startswith("(0,"), package.stderr  # the papers' numbers, for every report
+    assert page == str(len((REPO / ".dvc" / "plots" / "bvr-page.html").read_text())), package.stderr  # its copy
     shown = _run(installed, tmp_path, "config", "show", "masking", "--preset", "tiny")
     assert shown.returncode == 0 and "ablation: masking\npreset: tiny\n" in shown.stdout, shown.stderr[-3000:]
     data = write_wiki_corpus(tmp_path / "data", documents=60)

@@ -18,7 +18,7 @@ import pytest
 from rich.console import Console
 
 from bvr.ablation.manifest import Manifest
-from bvr.runner.processes import UnitProcesses, forwarding
+from bvr.ops.launch.processes import UnitProcesses, forwarding
 from bvr.signals import Terminated
 from tests.test_ablate import FIXTURES, bvr_env
 from tests.test_launch import SMALL

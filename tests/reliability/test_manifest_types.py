@@ -13,8 +13,8 @@ import pytest
 
 from bvr.ablation.manifest import Manifest
 from bvr.errors import BvrError
-from bvr.runner.launch import JOBS_FILE, recorded_jobs
-from bvr.runner.slurm import check_store_for_slurm, slurm_states
+from bvr.ops.launch.launch import JOBS_FILE, recorded_jobs
+from bvr.ops.launch.slurm import check_store_for_slurm, slurm_states
 from tests.reliability.conftest import error_line
 from tests.reliability.test_manifest_advice import damaged  # noqa: F401 - the fixture: a manifest of missing units
 

@@ -21,8 +21,8 @@ import torch
 
 from bvr import tracking
 from bvr.ablation.plan import make_plan
-from bvr.cli import ui
 from bvr.model import hf
+from bvr.ops import ui as served
 from bvr.runner.opening import describe_plan
 from bvr.runner.run import Runner
 from bvr.threads import ThreadBudget, Usable
@@ -32,11 +32,11 @@ from tests.test_prepare import write_wiki_corpus
 from tests.test_ui import _first_line_with, _free_port
 
 UI_STAND_IN = """
-import bvr.tracking, bvr.cli.ui as ui
+import bvr.tracking, bvr.ops.ui as served
 bvr.tracking.store_client = lambda uri: None
-ui._wait_until_up = lambda *args: None
-real = ui._running
-ui._running = lambda command, log: real([sys.executable, '-c', 'import time; time.sleep(120)'], log)
+served.wait_until_up = lambda *args: None
+real = served.running
+served.running = lambda command, log: real([sys.executable, '-c', 'import time; time.sleep(120)'], log)
 """
 """A prelude for ``bvr ui``: a sleeping process stands in for ``mlflow ui``, answering at once, on no store."""
 
@@ -80,10 +80,10 @@ def ui_folder(tmp_path, monkeypatch) -> Path:
 
 def test_bvr_ui_on_port_0_is_one_line_not_a_wait(ui_folder, bvr, monkeypatch):
     monkeypatch.setattr(tracking, "store_client", lambda uri: None)
-    monkeypatch.setattr(ui, "UI_START_LIMIT", 1.0)  # before: the whole limit waited for an answer at port 0
-    real = ui._running
-    monkeypatch.setattr(ui, "_running", lambda command, log: real([sys.executable, "-c", "import time; "
-                                                                   "time.sleep(30)"], log))
+    monkeypatch.setattr(served, "UI_START_LIMIT", 1.0)  # before: the whole limit waited for an answer at port 0
+    real = served.running
+    monkeypatch.setattr(served, "running", lambda command, log: real([sys.executable, "-c", "import time; "
+                                                                      "time.sleep(30)"], log))
     code, out, err = bvr("ui", "--port", "0")
     assert code == 2 and out == ""
     assert error_line(err) == ("--port: 0 is not a port the UI can be reached at. pass one from 1 to 65535 "

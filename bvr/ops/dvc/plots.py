@@ -119,42 +119,20 @@ def plot_templates() -> dict[str, str]:
 PAGE_TEMPLATE = "bvr-page.html"
 """The page ``dvc plots show`` writes, in :data:`TEMPLATES_DIR` (named in ``.dvc/config``: ``plots.html_template``)."""
 
-PAGE = """<!DOCTYPE html>
-<html>
-<head>
-    {refresh_tag}
-    <meta charset="utf-8">
-    <title>bvr: DVC plots</title>
-    {scripts}
-    <style>
-        body { font-family: sans-serif; }
-        table { border-spacing: 15px; }
-        .bvr-offline { color: #555; font-style: italic; max-width: 40em; }
-    </style>
-</head>
-<body>
-    {plot_divs}
-    <script>
-    // The interactive plots load Vega from a CDN. Without a network the page keeps its figures (images) and says
-    // so in place of each interactive plot, rather than leaving it blank.
-    window.addEventListener("load", function () {
-        if (typeof vegaEmbed !== "undefined") { return; }
-        document.querySelectorAll("script").forEach(function (script) {
-            if (script.textContent.indexOf("vegaEmbed(") < 0) { return; }
-            var note = document.createElement("p");
-            note.className = "bvr-offline";
-            note.textContent = "This interactive plot needs Vega from cdn.jsdelivr.net, which did not load "
-                + "(offline?). The report's figures on this page show the same data; `dvc plots show --json` "
-                + "gives this plot's filled Vega-Lite spec.";
-            script.parentNode.appendChild(note);
-        });
-    });
-    </script>
-</body>
-</html>
-"""
-"""DVC's page layout (its ``{scripts}``, ``{plot_divs}`` and ``{refresh_tag}`` placeholders) with a note in place
-of each Vega plot when Vega cannot be loaded."""
+_PACKAGE = Path(__file__).resolve().parents[2]
+"""The bvr package's folder."""
+
+
+def page_template(package: Path = _PACKAGE) -> str:
+    """The page template: DVC's page layout (its ``{scripts}``, ``{plot_divs}`` and ``{refresh_tag}`` placeholders)
+    with a note in place of each Vega plot when Vega cannot be loaded. Its one text is the checkout's committed
+    ``.dvc/plots/bvr-page.html`` when ``package`` lies in a checkout, else the copy an install of the package carries
+    as ``bvr/_dvc_plots/`` (``setup.py`` puts it there when a wheel is built).
+    """
+    checkout = package.parent / TEMPLATES_DIR / PAGE_TEMPLATE
+    if (package.parent / "pyproject.toml").is_file() and checkout.is_file():
+        return checkout.read_text(encoding="utf-8")
+    return (package / "_dvc_plots" / PAGE_TEMPLATE).read_text(encoding="utf-8")
 
 
 def write_plot_templates(root: Path) -> list[Path]:
@@ -163,7 +141,7 @@ def write_plot_templates(root: Path) -> list[Path]:
     folder = Path(root) / TEMPLATES_DIR
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
-    for name, text in {**plot_templates(), PAGE_TEMPLATE: PAGE}.items():
+    for name, text in {**plot_templates(), PAGE_TEMPLATE: page_template()}.items():
         write_text(folder / name, text)
         paths.append(folder / name)
     _name_page(Path(root) / ".dvc" / "config")

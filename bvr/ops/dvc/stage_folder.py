@@ -1,6 +1,6 @@
 """The DVC stage folder (``--stage-dir pipeline/NAME``): what each unit writes there.
 
-With ``--stage-dir`` (what the DVC stage of :mod:`bvr.runner.dvc` passes) each unit writes its products under the
+With ``--stage-dir`` (what the DVC stage of :mod:`bvr.ops.dvc.pipeline` passes) each unit writes its products under the
 stage folder for DVC to track: the exported model of each arm (``ARM/model``), ``ARM/pretrain.json``,
 ``ARM/blimp.json``, ``ARM/probe-TASK.json``, ``ARM/finetune-TASK.json``, the data statistics and the tokenizers.
 """

@@ -7,7 +7,7 @@ run. The launcher decides only *when* and *where*, following the plan's graph
 - ``local``: up to ``--jobs N`` ready units at a time on this machine, each told of the others (``BVR_JOBS=N``) so
   that its torch threads are its share of the cores (:mod:`bvr.threads`); it returns when every unit has ended.
   SIGTERM or Ctrl-C sent to it goes on to the running units, which save what they finished; it then exits 143 or
-  130 (:mod:`bvr.runner.processes`), and the same command again resumes.
+  130 (:mod:`bvr.ops.launch.processes`), and the same command again resumes.
 - ``slurm``: one SLURM job per unit, submitted through submitit with ``afterok`` dependencies (the report
   ``afterany``: it renders what finished), resources from the ``launcher`` config section
   (:class:`~bvr.config.launcher.LauncherConfig`); it returns once they are queued. The jobs are remembered in
@@ -41,8 +41,8 @@ from bvr.ablation.manifest import Manifest
 from bvr.ablation.plan import Plan, Unit, UnitKind
 from bvr.errors import BvrError
 from bvr.fs import write_text
-from bvr.runner.processes import UnitProcesses, forwarding
-from bvr.runner.slurm import check_store_for_slurm, slurm, slurm_states
+from bvr.ops.launch.processes import UnitProcesses, forwarding
+from bvr.ops.launch.slurm import check_store_for_slurm, slurm, slurm_states
 
 
 class Launcher(str, Enum):
@@ -155,7 +155,7 @@ def run_local(plan: Plan, invocation: Invocation, jobs: int, console: Console, u
 
     Raises:
         KeyboardInterrupt: Ctrl-C, passed on to every running unit; raised once they have stopped (each saves what
-            it finished), as is :class:`~bvr.signals.Terminated` after SIGTERM (:mod:`bvr.runner.processes`).
+            it finished), as is :class:`~bvr.signals.Terminated` after SIGTERM (:mod:`bvr.ops.launch.processes`).
     """
     from bvr.runner.run import launcher_parent
 
@@ -302,7 +302,7 @@ def submit_slurm(plan: Plan, invocation: Invocation, console: Console, ui_url: s
     except ImportError:
         raise BvrError("the SLURM launcher needs submitit", where="--launcher slurm",
                        hint='pip install -e ".[cluster]"') from None
-    from bvr.runner.job import UnitJob
+    from bvr.ops.launch.job import UnitJob
     from bvr.runner.run import launcher_parent
     from bvr.tracking import tracking_uri
 

@@ -9,7 +9,7 @@ units, then the report), and an interrupted ``dvc repro`` continues where it sto
   statistics, per-task scores), and the report (``reports/NAME/``). Every output is in DVC's cache.
 - **Metrics**: ``reports/NAME/metrics/``, one small file per arm-vs-arm comparison (``B-minus-A.json``: the paired
   difference per measure, rounded as the report prints it). **Plots**: the report's ``plots/`` CSVs, drawn by the
-  templates of :mod:`bvr.runner.dvc_plots` (``.dvc/plots/``, written beside ``dvc.yaml``).
+  templates of :mod:`bvr.ops.dvc.plots` (``.dvc/plots/``, written beside ``dvc.yaml``).
 - **Dependencies and params**: the experiment file and its preset are dependencies (their folder, as one, where both
   lie in it), so any change of them re-runs the stage; its ``params`` are only the keys ``dvc exp show`` should show:
   the arms' blocks and ``data_dir``. DVC shows every dependency and every listed param as a column and has no
@@ -43,7 +43,7 @@ from bvr.ablation.plan import Plan
 from bvr.config import PRESETS_DIR, read_yaml
 from bvr.errors import BvrError
 from bvr.fs import refuse_link, write_text
-from bvr.runner.dvc_plots import PAGE_TEMPLATE, TEMPLATES_DIR, plot_templates, plots_spec, write_plot_templates
+from bvr.ops.dvc.plots import PAGE_TEMPLATE, TEMPLATES_DIR, plot_templates, plots_spec, write_plot_templates
 
 PARAMS_FILE = "params.yaml"
 PARAMS_TEXT = "# Read by dvc.yaml. data_dir: the data folder; empty: the BVR_DATA_DIR variable.\ndata_dir: ''\n"
@@ -222,7 +222,7 @@ class _NoAliases(yaml.SafeDumper):
 
 
 HEADER = """\
-# DVC pipeline of the ablation '{name}' at preset '{preset}': one stage, bvr ablate (see bvr/runner/dvc.py).
+# DVC pipeline of the ablation '{name}' at preset '{preset}': one stage, bvr ablate (see bvr/ops/dvc/pipeline.py).
 # Generated from {source} by:
 #     bvr pipeline {name}{preset_opt} --output {output}
 # Re-run that after adding an arm; tests/test_ablate.py checks that this file matches it.

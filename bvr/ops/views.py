@@ -5,29 +5,28 @@ MLflow's UI (3.17) lists an experiment's saved views under "Views" and opens one
 ``{"name", "createdAt", "updatedAt", "state"}`` whose ``state`` is the view (search filter, sort, columns and their
 widths, charts) as JSON. bvr writes three (:func:`write_views`):
 
-- ``bvr-effects`` (:data:`EFFECTS_VIEW`): the answer, one row per comparison, the effect runs the report writes
-  (:func:`write_effects`, tagged ``bvr.stage = effect``), in the report's order (the ablation's pairs, then each arm
-  against the control): ``B − A · MEASURE``, the difference ``b − a`` with its simultaneous interval and unit as
-  the report prints them (``-0.111 [-0.131, -0.091] nats``), the verdict (``dynamic better (Holm p < 0.001)``),
-  the interval's level (the report's), then the same numbers as metrics to sort by, with the smallest difference
-  the design detects. The first columns fit beside the UI's assistant panel; ``bvr ablate`` prints the address
-  first;
-- ``bvr-scores`` (:data:`SCORES_VIEW`): one row per arm and measure, the summary runs the report writes
-  (:func:`write_summaries`, tagged ``bvr.stage = summary``): the mean over the arm's pretraining seeds and its
-  95% t interval (``ci95_low``, ``ci95_high``: per arm, as the report's "Every measure, per arm"; differences
-  between arms, with the report's simultaneous intervals, are the effects view's), rounded as the
-  report prints them (points to 1 decimal, the validation MLM loss in nats to 3), the number of seeds and the
-  unit; the validation MLM loss is one of the measures. Rows are named ``ARM · MEASURE`` (``static · sst2
-  fine-tuned``) in a column wide enough for them;
-- ``bvr-curves`` (:data:`CURVES_VIEW`): the pretraining runs in the chart view, two charts to a row, the validation
-  and training MLM loss first, each on a y axis fitted to the data when the report knows it (``ranges``), every
-  run drawn in its arm's colour (:func:`set_run_colours`, the report figures' colours; the UI's own colour for a
+- ``bvr-effects`` (:data:`~bvr.tracking.ui.EFFECTS_VIEW`): the answer, one row per comparison, the effect runs the
+  report writes (:func:`write_effects`, tagged ``bvr.stage = effect``), in the report's order (the ablation's pairs,
+  then each arm against the control): ``B − A · MEASURE``, the difference ``b − a`` with its simultaneous interval and
+  unit as the report prints them (``-0.111 [-0.131, -0.091] nats``), the verdict (``dynamic better (Holm p < 0.001)``),
+  the interval's level (the report's), then the same numbers as metrics to sort by, with the smallest difference the
+  design detects. The first columns fit beside the UI's assistant panel; ``bvr ablate`` prints the address first;
+- ``bvr-scores`` (:data:`~bvr.tracking.ui.SCORES_VIEW`): one row per arm and measure, the summary runs the report writes
+  (:func:`write_summaries`, tagged ``bvr.stage = summary``): the mean over the arm's pretraining seeds and its 95% t
+  interval (``ci95_low``, ``ci95_high``: per arm, as the report's "Every measure, per arm"; differences between arms,
+  with the report's simultaneous intervals, are the effects view's), rounded as the report prints them (points to 1
+  decimal, the validation MLM loss in nats to 3), the number of seeds and the unit; the validation MLM loss is one of
+  the measures. Rows are named ``ARM · MEASURE`` (``static · sst2 fine-tuned``) in a column wide enough for them;
+- ``bvr-curves`` (:data:`~bvr.tracking.ui.CURVES_VIEW`): the pretraining runs in the chart view, two charts to a row,
+  the validation and training MLM loss first, each on a y axis fitted to the data when the report knows it (``ranges``),
+  every run drawn in its arm's colour (:func:`set_run_colours`, the report figures' colours; the UI's own colour for a
   group is a hash of its name and gives two arms near-identical reds).
 
-The three are :data:`SAVED_VIEWS`, the one list the report's links, the terminal's addresses and the browser check
-read; :func:`write_report_views` writes them with the runs they show. Their addresses are
-:mod:`bvr.tracking.ui`'s. A UI that does not read a key ignores it, and a view it cannot read leaves the default
-runs table.
+The three are :data:`bvr.tracking.ui.SAVED_VIEWS`, the one list the report's links, the terminal's addresses and the
+browser check read, with their addresses; :func:`write_report_views` writes them with the runs they show (the rows and
+colours the report computes, :class:`bvr.report.shown.ReportViews`), when the caller of
+:func:`bvr.report.render.render_report` hands it this function. A UI that does not read a key ignores it, and a view it
+cannot read leaves the default runs table.
 """
 
 from __future__ import annotations
@@ -36,21 +35,20 @@ import json
 import math
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from mlflow.entities import Metric, RunStatus, RunTag
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
+from bvr.report.shown import CURVE_METRICS, EffectRow, ReportViews, ScoreRow
 from bvr.tracking.runs import MODEL_METRIC_SECTION
+from bvr.tracking.ui import CURVES_SECTION, CURVES_VIEW, EFFECTS_VIEW, SAVED_VIEWS, SCORES_VIEW, TAG_VERDICT
 
 SHARED_VIEW_PREFIX = "mlflow.sharedViewState."
 """The experiment tag prefix MLflow's UI reads a saved view from."""
 RUN_COLOUR_TAG = "mlflow.runColor"
 """The run tag MLflow's UI draws a run's lines and dot in (``#rrggbb``)."""
-TAG_MEASURE = "bvr.measure"
-"""Tag on every run that holds one model's headline on one measure: ``finetune/TASK``, ``probe/TASK``, ``blimp``."""
 TAG_SUMMARY = "bvr.summary"
 """Tag on a summary run: ``ARM|MEASURE``, what it summarises (one run per arm and measure under a parent run)."""
 TAG_UNIT = "bvr.unit"
@@ -67,47 +65,7 @@ TAG_ORDER = "bvr.order"
 """Tag on an effect run: its place in the report's order (``000``, ``001``, ...), which the effects view sorts by."""
 TAG_INTERVAL = "bvr.interval"
 """Tag on an effect run: the level of its interval (``99.62% simultaneous``)."""
-TAG_VERDICT = "bvr.verdict"
-"""Tag on an effect run: the verdict in words, with the Holm-adjusted p-value."""
 
-EFFECTS_VIEW = "bvr-effects"
-SCORES_VIEW = "bvr-scores"
-CURVES_VIEW = "bvr-curves"
-CURVE_METRICS = ("val/mlm_loss", "train/mlm_loss")
-"""Pretraining metrics charted first in :data:`CURVES_VIEW`, one chart each."""
-CURVES_SECTION = "Pretraining curves, one colour per arm"
-"""The title of :data:`CURVES_VIEW`'s chart section (the browser check looks for it)."""
-
-
-@dataclass(frozen=True)
-class SavedView:
-    """One of bvr's saved views, with the words each place that names it uses.
-
-    Attributes:
-        key: its share key (``viewStateShareKey``, the experiment tag's suffix).
-        name: how the UI's "Views" list names it.
-        link: the report's link to it (``effects between arms``).
-        line: the terminal's name for it (``MLflow, LINE: ADDRESS``).
-        page: the browser check's name for its page (``PAGE.png``).
-        marker: what the UI shows only with the view applied: a column of it, or its chart section.
-    """
-
-    key: str
-    name: str
-    link: str
-    line: str
-    page: str
-    marker: str
-
-
-SAVED_VIEWS = (
-    SavedView(EFFECTS_VIEW, "bvr: effects between arms", "effects between arms", "effects with intervals and verdicts",
-              "effects", TAG_VERDICT),
-    SavedView(SCORES_VIEW, "bvr: scores per arm", "scores by arm", "scores by arm", "scores-by-arm", "mean"),
-    SavedView(CURVES_VIEW, "bvr: pretraining curves per arm", "pretraining curves by arm", "pretraining curves by arm",
-              "curves-by-arm", CURVES_SECTION),
-)
-"""bvr's saved views, in the order the report, the terminal and the browser check give them: the answer first."""
 FOLDED_SECTIONS = ("train", "val", "run", MODEL_METRIC_SECTION, "Model metrics", "System metrics")
 """The chart sections the UI makes of every other metric (by the prefix before ``/``), folded: a chart loads only
 when its section is open, and 40 more charts loading at once keep the two that matter spinning."""
@@ -225,90 +183,6 @@ def saved_view(tags: Mapping[str, str], key: str) -> dict[str, Any] | None:
     return json.loads(value["state"]) if isinstance(value.get("state"), str) else value
 
 
-@dataclass(frozen=True)
-class ScoreRow:
-    """One row of the scores view: an arm's mean on a measure over its pretraining seeds.
-
-    Attributes:
-        arm: the arm.
-        measure: ``blimp``, ``probe/TASK``, ``finetune/TASK`` or ``mlm``.
-        title: the measure's short name (``sst2 fine-tuned``).
-        unit: ``points`` or ``nats``.
-        digits: decimals the report prints (the values are rounded to them).
-        mean: the mean over pretraining seeds.
-        low: the low end of its 95% t interval (NaN below two seeds: left out).
-        high: the high end.
-        n: pretraining seeds.
-    """
-
-    arm: str
-    measure: str
-    title: str
-    unit: str
-    digits: int
-    mean: float
-    low: float
-    high: float
-    n: int
-
-    @property
-    def name(self) -> str:
-        return f"{self.arm} · {self.title}"
-
-    def metrics(self) -> dict[str, float]:
-        values = {"mean": self.mean, "ci95_low": self.low, "ci95_high": self.high}  # the level in the column's name
-        out = {k: round(v, self.digits) for k, v in values.items() if math.isfinite(v)}
-        return {**out, "n": float(self.n)}
-
-
-@dataclass(frozen=True)
-class EffectRow:
-    """One row of the effects view: ``b − a`` on a measure, as the report states it.
-
-    Attributes:
-        arm_a: the baseline arm ``a`` (the control; the paper's baseline arm first).
-        arm_b: the other arm, ``b``.
-        measure: ``blimp``, ``probe/TASK``, ``finetune/TASK`` or ``mlm``.
-        title: the measure's short name (``sst2 fine-tuned``).
-        unit: ``points`` or ``nats``.
-        digits: decimals the report prints (the values are rounded to them).
-        difference: the mean of ``b − a`` over pretraining seeds.
-        low: the low end of its simultaneous interval (NaN when not tested: left out).
-        high: the high end.
-        detectable: the smallest ``|b − a|`` the design detects with 80 % power (NaN when not tested).
-        level: the interval's level (``99.62%``), the report's.
-        verdict: in words, with the Holm-adjusted p (``dynamic better (Holm p = 0.009)``).
-    """
-
-    arm_a: str
-    arm_b: str
-    measure: str
-    title: str
-    unit: str
-    digits: int
-    difference: float
-    low: float
-    high: float
-    detectable: float
-    level: str
-    verdict: str
-
-    @property
-    def name(self) -> str:
-        return f"{self.arm_b} − {self.arm_a} · {self.title}"
-
-    @property
-    def text(self) -> str:
-        """``+2.0 [+1.1, +2.9] points``; ``+3.6 points`` without an interval."""
-        d = self.digits
-        interval = f" [{self.low:+.{d}f}, {self.high:+.{d}f}]" if math.isfinite(self.low) else ""
-        return f"{self.difference:+.{d}f}{interval} {self.unit}"
-
-    def metrics(self) -> dict[str, float]:
-        values = {"difference": self.difference, "low": self.low, "high": self.high, "detectable": self.detectable}
-        return {k: round(v, self.digits) for k, v in values.items() if math.isfinite(v)}
-
-
 def _nested_runs(client: MlflowClient, experiment_id: str, parent_run_id: str, stage: str, key_tag: str,
                  rows: list[tuple[str, str, dict[str, float], dict[str, str]]]) -> list[str]:
     """Write ``rows`` (key, run name, metrics, tags) as finished runs of ``stage`` nested under ``parent_run_id``,
@@ -352,25 +226,6 @@ def set_run_colours(client: MlflowClient, colours: Mapping[str, str]) -> None:
     for run_id, colour in colours.items():
         client.set_tag(run_id, RUN_COLOUR_TAG, colour)
 
-
-
-@dataclass(frozen=True)
-class ReportViews:
-    """What a report shows in the MLflow UI besides its files: the rows of its views, and the runs' colours.
-
-    Attributes:
-        effects: the effects view's rows, in the report's order.
-        scores: the scores view's rows.
-        colours: arm -> ``#rrggbb``, the report figures' colour for it.
-        pretrain_runs: pretraining run id -> its arm (drawn in the arm's colour).
-        curves: metric -> the values logged by the pretraining runs (:data:`CURVE_METRICS`: their y axes).
-    """
-
-    effects: list[EffectRow] = field(default_factory=list)
-    scores: list[ScoreRow] = field(default_factory=list)
-    colours: Mapping[str, str] = field(default_factory=dict)
-    pretrain_runs: Mapping[str, str] = field(default_factory=dict)
-    curves: Mapping[str, Iterable[float]] = field(default_factory=dict)
 
 
 def write_report_views(client: MlflowClient, experiment_id: str, parent_run_id: str | None,

@@ -7,14 +7,14 @@ with its links pointing there, and then:
   which lists every image that did not load and every table wider than the text column (or the page wider than
   the window); Chromium's ``--dump-dom`` hands the script's findings back;
 - resolves every link into the MLflow UI: a run link through the server's REST API (the run exists, in the
-  linked experiment), a saved view (:mod:`bvr.tracking.views`) through its experiment tag;
-- opens bvr's saved views (:data:`bvr.tracking.views.SAVED_VIEWS`) and the parent run's page as a person
+  linked experiment), a saved view (:mod:`bvr.ops.views`) through its experiment tag;
+- opens bvr's saved views (:data:`bvr.tracking.ui.SAVED_VIEWS`) and the parent run's page as a person
   would, each in a fresh profile, and reads each from the render its screenshot shows (:func:`check_ui`): the
   UI's mode, whether the view opened as saved, spinners and blank charts after the wait, numbers with more
   decimals than the report prints, and whether the parent's description is whole.
 
 ``bvr report NAME --browser-check DIR`` runs it and writes the screenshots and ``check.json`` to DIR. Chromium and
-the ``mlflow ui`` server are driven by :mod:`bvr.tools.chromium`.
+the ``mlflow ui`` server are driven by :mod:`bvr.ops.browser.chromium`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from urllib.parse import parse_qs
 
 from bvr.errors import BvrError
 from bvr.fs import write_text
-from bvr.tools.chromium import UI_SETTLE_MS, UI_WINDOW, capture, dump_dom, http_get, screenshot
+from bvr.ops.browser.chromium import UI_SETTLE_MS, UI_WINDOW, capture, dump_dom, http_get, screenshot
 
 REPORT_WIDTH = 1200
 
@@ -103,7 +103,7 @@ def resolve_link(base: str, href: str) -> str | None:
     key = parse_qs(match["query"] or "").get("viewStateShareKey", [""])[0]
     if not key:
         return None
-    from bvr.tracking.views import saved_view
+    from bvr.ops.views import saved_view
 
     tags = {t["key"]: t["value"] for t in json.loads(body)["experiment"].get("tags", [])}
     return None if saved_view(tags, key) is not None else f"no saved view {key!r} on the experiment"
@@ -224,7 +224,7 @@ RETRIES = 2
 
 def check_ui(check: BrowserCheck, base: str, experiment_id: str, parent_run_id: str | None, out_dir: Path, *,
              retries: int = RETRIES) -> None:
-    """Open bvr's saved views (:data:`bvr.tracking.views.SAVED_VIEWS`) and the parent run's page in the MLflow UI at
+    """Open bvr's saved views (:data:`bvr.tracking.ui.SAVED_VIEWS`) and the parent run's page in the MLflow UI at
     ``base``; record in ``check`` what each shows (:func:`_read_ui_page`), whether each view applied, and whether the
     parent's description is whole.
 
@@ -233,8 +233,7 @@ def check_ui(check: BrowserCheck, base: str, experiment_id: str, parent_run_id: 
     description the UI measured while the page was still laid out, is opened again with twice the wait
     (``retries`` times) before it counts.
     """
-    from bvr.tracking.ui import ui_address, view_url
-    from bvr.tracking.views import SAVED_VIEWS
+    from bvr.tracking.ui import SAVED_VIEWS, ui_address, view_url
 
     for view in SAVED_VIEWS:
         dom = _settled(view_url(base, experiment_id, view.key), out_dir / f"{view.page}.png", retries=retries)

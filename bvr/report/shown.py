@@ -1,0 +1,125 @@
+"""What a report shows in the MLflow UI besides its files: the rows of its views, and the runs' colours.
+
+The report computes them (:func:`bvr.report.headlines.effect_rows`, :func:`bvr.report.numbers.summary_rows`);
+:func:`bvr.ops.views.write_report_views`, which a caller hands :func:`bvr.report.render.render_report`, writes them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
+
+CURVE_METRICS = ("val/mlm_loss", "train/mlm_loss")
+"""Pretraining metrics charted first in the curves view (:data:`bvr.tracking.ui.CURVES_VIEW`), one chart each."""
+
+
+@dataclass(frozen=True)
+class ScoreRow:
+    """One row of the scores view: an arm's mean on a measure over its pretraining seeds.
+
+    Attributes:
+        arm: the arm.
+        measure: ``blimp``, ``probe/TASK``, ``finetune/TASK`` or ``mlm``.
+        title: the measure's short name (``sst2 fine-tuned``).
+        unit: ``points`` or ``nats``.
+        digits: decimals the report prints (the values are rounded to them).
+        mean: the mean over pretraining seeds.
+        low: the low end of its 95% t interval (NaN below two seeds: left out).
+        high: the high end.
+        n: pretraining seeds.
+    """
+
+    arm: str
+    measure: str
+    title: str
+    unit: str
+    digits: int
+    mean: float
+    low: float
+    high: float
+    n: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.arm} · {self.title}"
+
+    def metrics(self) -> dict[str, float]:
+        values = {"mean": self.mean, "ci95_low": self.low, "ci95_high": self.high}  # the level in the column's name
+        out = {k: round(v, self.digits) for k, v in values.items() if math.isfinite(v)}
+        return {**out, "n": float(self.n)}
+
+
+@dataclass(frozen=True)
+class EffectRow:
+    """One row of the effects view: ``b − a`` on a measure, as the report states it.
+
+    Attributes:
+        arm_a: the baseline arm ``a`` (the control; the paper's baseline arm first).
+        arm_b: the other arm, ``b``.
+        measure: ``blimp``, ``probe/TASK``, ``finetune/TASK`` or ``mlm``.
+        title: the measure's short name (``sst2 fine-tuned``).
+        unit: ``points`` or ``nats``.
+        digits: decimals the report prints (the values are rounded to them).
+        difference: the mean of ``b − a`` over pretraining seeds.
+        low: the low end of its simultaneous interval (NaN when not tested: left out).
+        high: the high end.
+        detectable: the smallest ``|b − a|`` the design detects with 80 % power (NaN when not tested).
+        level: the interval's level (``99.62%``), the report's.
+        verdict: in words, with the Holm-adjusted p (``dynamic better (Holm p = 0.009)``).
+    """
+
+    arm_a: str
+    arm_b: str
+    measure: str
+    title: str
+    unit: str
+    digits: int
+    difference: float
+    low: float
+    high: float
+    detectable: float
+    level: str
+    verdict: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.arm_b} − {self.arm_a} · {self.title}"
+
+    @property
+    def text(self) -> str:
+        """``+2.0 [+1.1, +2.9] points``; ``+3.6 points`` without an interval."""
+        d = self.digits
+        interval = f" [{self.low:+.{d}f}, {self.high:+.{d}f}]" if math.isfinite(self.low) else ""
+        return f"{self.difference:+.{d}f}{interval} {self.unit}"
+
+    def metrics(self) -> dict[str, float]:
+        values = {"difference": self.difference, "low": self.low, "high": self.high, "detectable": self.detectable}
+        return {k: round(v, self.digits) for k, v in values.items() if math.isfinite(v)}
+
+
+@dataclass(frozen=True)
+class ReportViews:
+    """What a report shows in the MLflow UI besides its files: the rows of its views, and the runs' colours.
+
+    Attributes:
+        effects: the effects view's rows, in the report's order.
+        scores: the scores view's rows.
+        colours: arm -> ``#rrggbb``, the report figures' colour for it.
+        pretrain_runs: pretraining run id -> its arm (drawn in the arm's colour).
+        curves: metric -> the values logged by the pretraining runs (:data:`CURVE_METRICS`: their y axes).
+    """
+
+    effects: list[EffectRow] = field(default_factory=list)
+    scores: list[ScoreRow] = field(default_factory=list)
+    colours: Mapping[str, str] = field(default_factory=dict)
+    pretrain_runs: Mapping[str, str] = field(default_factory=dict)
+    curves: Mapping[str, Iterable[float]] = field(default_factory=dict)
+
+
+ViewWriter = Callable[["MlflowClient", str, "str | None", ReportViews], None]
+"""What writes a report's views into its experiment: ``(client, experiment id, parent run id, views)``."""
