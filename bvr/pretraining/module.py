@@ -52,6 +52,7 @@ class PretrainingModule(L.LightningModule):
         self.failed_checkpoint_hint = failed_checkpoint_hint
         self.tokens_seen = 0
         self._pending_rng: dict[str, Any] | None = None
+        self.stepped = 0  # the optimiser steps taken when the last batch ended: a batch that adds none accumulates
         self._step_started = time.perf_counter()
         self._tokens_at_log = 0
         self._val_sums: dict[str, float] = {}
@@ -93,9 +94,9 @@ class PretrainingModule(L.LightningModule):
         return f"mlm_loss={out.mlm_loss.item():.4g}{sentence}{sbo}"
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        if self.trainer.fit_loop.epoch_loop._should_accumulate():  # a micro-batch, not a step
+        if self.global_step == self.stepped:  # a micro-batch: the optimiser did not step
             return
-        step = self.global_step
+        self.stepped = step = self.global_step
         if step % self.training_cfg.log_every_steps == 0 or step == 1:
             now = time.perf_counter()
             elapsed = now - self._step_started
@@ -175,3 +176,4 @@ class PretrainingModule(L.LightningModule):
                 torch.cuda.set_rng_state_all(self._pending_rng["cuda_rng"])
             self._pending_rng = None
         self._step_started = time.perf_counter()
+        self.stepped = self.global_step  # a resumed run's steps so far
