@@ -306,7 +306,7 @@ def test_bf16_mixed_with_fused_adamw_clips_the_gradients(tmp_path):
     default, every pretraining)."""
     from bvr.config import TrainingConfig
     from bvr.model import EncoderConfig, PretrainingModel
-    from bvr.pretraining.module import PretrainingModule
+    from bvr.pretraining.run import PretrainingModule
     from bvr.training import build_trainer
     from tests.test_gpu import synthetic_loader
 
