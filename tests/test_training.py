@@ -236,7 +236,9 @@ class _Steps(L.LightningModule):
         self.w = nn.Linear(1, 1)
 
     def training_step(self, batch, batch_idx):
-        return self.w(batch[0]).pow(2).mean()
+        loss = self.w(batch[0]).pow(2).mean()
+        self.log("loss", loss, prog_bar=True)
+        return loss
 
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=0.01)
@@ -283,6 +285,7 @@ def test_the_step_bar_counts_steps_to_max_steps_across_epochs_and_a_resume(tmp_p
 
     first = fit(6)  # one epoch and a half
     assert (first.completed, first.total, first.description) == (6, 6, "steps (epoch 2)")
+    assert first.fields["metrics"].startswith("loss=")  # what the module logs with prog_bar=True, beside the bar
     assert "v_num" not in sys.stdout.getvalue()  # the logger's version is no measurement
     resumed = fit(10, str(tmp_path / "checkpoints" / "last.ckpt"))  # resumed mid-epoch at step 6
     assert (resumed.completed, resumed.total, resumed.description) == (10, 10, "steps (epoch 3)")

@@ -81,12 +81,6 @@ class TrainingBar(ProgressBar):
     def enable(self) -> None:
         self.enabled = True
 
-    def print(self, *args: Any, **kwargs: Any) -> None:
-        if self.progress is not None:
-            self.progress.console.print(*args, **kwargs)
-        else:
-            print(*args, **kwargs)
-
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not self.enabled:
             return
@@ -116,8 +110,7 @@ class TrainingBar(ProgressBar):
 
     def metrics(self, trainer: L.Trainer) -> str:
         """The logged ``prog_bar`` metrics, four significant digits (not the logger's version: no measurement)."""
-        shown = {k: float(v) for k, v in trainer.progress_bar_metrics.items()}
-        return " ".join(f"{k}={v:.4g}" for k, v in shown.items())
+        return " ".join(f"{k}={float(v):.4g}" for k, v in trainer.progress_bar_metrics.items())
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.stop()
