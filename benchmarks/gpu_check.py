@@ -397,7 +397,7 @@ def tiny_curve(sizes: Sizes, accelerator: str, precision: str, root: Path, compi
 
     from bvr.config import TrainingConfig
     from bvr.pretraining.collator import PretrainingCollator
-    from bvr.pretraining.module import PretrainingModule
+    from bvr.pretraining.run import PretrainingModule
     from bvr.tokenization import VocabInfo
     from bvr.training import TrainerSettings, build_trainer
 

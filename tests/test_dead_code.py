@@ -30,6 +30,9 @@ HOOKS = {
     "val_dataloader": "Lightning",
     "save_checkpoint": "Lightning's CheckpointIO",
     "log_hyperparams": "Lightning's Logger",
+    "is_enabled": "Lightning's ProgressBar (whether the Trainer may draw it)",
+    "disable": "Lightning's ProgressBar (on ranks other than zero)",
+    "enable": "Lightning's ProgressBar",
     "handle_starttag": "html.parser.HTMLParser",
     "ignore_aliases": "yaml's Dumper",
 }

@@ -40,7 +40,7 @@ from bvr.ablation.plan import ArmSeed, Plan, Unit, UnitKind, make_plan
 from bvr.config import Config, config_hash, flatten
 from bvr.errors import BvrError
 from bvr.pretrained import load_pretrained
-from bvr.pretraining.run import initialise
+from bvr.pretraining.initialise import initialise
 from bvr.runner.run import PRETRAINING_KINDS, run_ablation
 from tests.test_prepare import write_wiki_corpus
 from tests.test_probe import write_probe_data

@@ -143,7 +143,7 @@ def fit(root, max_steps: int, ckpt_path=None) -> dict[str, torch.Tensor]:
     import lightning as L
 
     from bvr.config import TrainingConfig
-    from bvr.pretraining.module import PretrainingModule
+    from bvr.pretraining.run import PretrainingModule
     from bvr.training import TrainerSettings, build_trainer
 
     L.seed_everything(0, verbose=False)

@@ -3,9 +3,11 @@ Trainer factory, and the losses in bvr.model.losses."""
 
 from __future__ import annotations
 
+import ast
 import io
 import math
 import sys
+from pathlib import Path
 
 import lightning as L
 import pytest
@@ -32,7 +34,7 @@ from bvr.training import (
     resolve_strategy,
     training_logger,
 )
-from bvr.training.trainer import EpochBar, StepRichBar
+from bvr.training.trainer import TrainingBar
 
 
 class Tiny(nn.Module):
@@ -234,7 +236,9 @@ class _Steps(L.LightningModule):
         self.w = nn.Linear(1, 1)
 
     def training_step(self, batch, batch_idx):
-        return self.w(batch[0]).pow(2).mean()
+        loss = self.w(batch[0]).pow(2).mean()
+        self.log("loss", loss, prog_bar=True)
+        return loss
 
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=0.01)
@@ -275,12 +279,13 @@ def test_the_step_bar_counts_steps_to_max_steps_across_epochs_and_a_resume(tmp_p
         trainer = _bar_trainer(tmp_path, max_steps=max_steps, checkpoint_every_steps=1, sampler_per_rank=True,
                                step_progress_bar=True)
         bar = trainer.progress_bar_callback
-        assert isinstance(bar, StepRichBar)
+        assert isinstance(bar, TrainingBar) and bar.steps
         trainer.fit(_Steps(), ckpt_path=ckpt)
-        return bar.progress.tasks[bar.train_progress_bar_id]
+        return bar.progress.tasks[bar.task]
 
     first = fit(6)  # one epoch and a half
     assert (first.completed, first.total, first.description) == (6, 6, "steps (epoch 2)")
+    assert first.fields["metrics"].startswith("loss=")  # what the module logs with prog_bar=True, beside the bar
     assert "v_num" not in sys.stdout.getvalue()  # the logger's version is no measurement
     resumed = fit(10, str(tmp_path / "checkpoints" / "last.ckpt"))  # resumed mid-epoch at step 6
     assert (resumed.completed, resumed.total, resumed.description) == (10, 10, "steps (epoch 3)")
@@ -291,9 +296,9 @@ def test_the_epoch_bar_counts_epochs_as_configured(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "stdout", _Terminal())
     trainer = _bar_trainer(tmp_path, max_epochs=2)
     bar = trainer.progress_bar_callback
-    assert isinstance(bar, EpochBar)
+    assert isinstance(bar, TrainingBar) and not bar.steps
     trainer.fit(_Steps())
-    task = bar.progress.tasks[bar.train_progress_bar_id]
+    task = bar.progress.tasks[bar.task]
     assert (task.description.strip(), task.completed, task.total) == ("epoch 2/2", 4, 4)
     assert "Epoch" not in sys.stdout.getvalue()
 
@@ -304,7 +309,7 @@ def test_bf16_mixed_with_fused_adamw_clips_the_gradients(tmp_path):
     default, every pretraining)."""
     from bvr.config import TrainingConfig
     from bvr.model import EncoderConfig, PretrainingModel
-    from bvr.pretraining.module import PretrainingModule
+    from bvr.pretraining.run import PretrainingModule
     from bvr.training import build_trainer
     from tests.test_gpu import synthetic_loader
 
@@ -322,3 +327,44 @@ def test_bf16_mixed_with_fused_adamw_clips_the_gradients(tmp_path):
     module.configure_gradient_clipping(trainer.optimizers[0], 0.5, "norm")
     norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in module.parameters()]))
     assert norm.item() == pytest.approx(0.5, rel=1e-5)
+
+
+def _lightning_private_names() -> set[str]:
+    """The private names (``_x``, not ``__x__``) of the Lightning objects bvr touches: Trainer and its loops,
+    modules, data modules, callbacks and progress bars, made as bvr makes them."""
+    from lightning.pytorch.callbacks import ProgressBar, RichProgressBar
+
+    trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False, accelerator="cpu")
+    objects = [trainer, trainer.fit_loop, trainer.fit_loop.epoch_loop, trainer.strategy, L.LightningModule(),
+               L.LightningDataModule(), L.Callback(), ModelCheckpoint(), ProgressBar(), RichProgressBar()]
+    return {name for obj in objects for name in dir(obj) if name.startswith("_") and not name.endswith("__")}
+
+
+def _private_uses(source: str, private: set[str]) -> list[str]:
+    """Where ``source`` reads a Lightning private name (``obj._x``), overrides one (``def _x``), or walks the
+    Trainer's loops (``fit_loop``)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and (node.attr in private or node.attr == "fit_loop"):
+            found.append(f"line {node.lineno}: .{node.attr}")
+        elif isinstance(node, ast.ClassDef):  # a method of that name overrides Lightning's
+            found += [f"line {f.lineno}: def {f.name}" for f in node.body
+                      if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name in private]
+    return found
+
+
+def test_bvr_uses_no_private_lightning_api():
+    """Private names and the loops' internals change without notice between Lightning releases, and a changed one
+    breaks a run silently (a step counted wrong, a resume at the wrong batch)."""
+    private = _lightning_private_names()
+    assert {"_should_accumulate", "_get_train_description", "_update"} <= private
+    root = Path(__file__).resolve().parent.parent / "bvr"
+    used = {str(path.relative_to(root)): uses for path in sorted(root.rglob("*.py"))
+            if (uses := _private_uses(path.read_text(encoding="utf-8"), private))}
+    assert used == {}
+    caught = ("class Bar:\n    def on_train_batch_end(self):\n"
+              "        self.trainer.fit_loop.epoch_loop._should_accumulate()\n"
+              "    def _get_train_description(self, epoch):\n        return ''\n"
+              "def _version():\n    return 1\n")
+    assert sorted(_private_uses(caught, private)) == ["line 3: ._should_accumulate", "line 3: .fit_loop",
+                                                      "line 4: def _get_train_description"]

@@ -253,6 +253,8 @@ class PretrainingDataModule(L.LightningDataModule):
         super().__init__()
         self.cfg, self.instances, self.vocab = cfg, instances, vocab
         self.train_sampler: EpochSampler | TokenBudgetSampler | None = None
+        self.taken: tuple[int, int] | None = None
+        """(epoch, batches of it this rank has trained on): the data's position, which a checkpoint keeps."""
         self._resume_skip: dict[str, int] | None = None
 
     def _world(self) -> tuple[int, int]:
@@ -289,13 +291,14 @@ class PretrainingDataModule(L.LightningDataModule):
                                                     world_size=world)
             if self._resume_skip is not None:
                 self.train_sampler.skip = self._resume_skip["batches"]
-                self._resume_skip = None
+                self.taken, self._resume_skip = (self._resume_skip["epoch"], self.train_sampler.skip), None
             return self._loader(train, None, collator, batch_sampler=self.train_sampler)
         self.train_sampler = EpochSampler(train.num_rows, seed=t.seed, rank=rank, world_size=world)
         if self._resume_skip is not None:
             self.train_sampler.set_epoch(self._resume_skip["epoch"])
             self.train_sampler.skip = self._resume_skip["sequences"]
-            self._resume_skip = None
+            batches = self.train_sampler.skip // self.plan().micro_batch
+            self.taken, self._resume_skip = (self._resume_skip["epoch"], batches), None
         return self._loader(train, self.train_sampler, collator)
 
     def val_dataloader(self) -> DataLoader:
@@ -320,16 +323,23 @@ class PretrainingDataModule(L.LightningDataModule):
             generator=torch.Generator().manual_seed(self.cfg.training.seed),
         )
 
-    # Resume: how many sequences of the current epoch this rank has consumed.
-    def state_dict(self) -> dict[str, Any]:
+    def on_after_batch_transfer(self, batch: dict[str, Any], dataloader_idx: int) -> dict[str, Any]:
+        """Count the training batch about to be trained on (Lightning moves one batch to the device right before
+        its step): the position :meth:`state_dict` saves."""
         trainer = self.trainer
-        if trainer is None or self.train_sampler is None:
+        if trainer is not None and trainer.training:
+            epoch = trainer.current_epoch
+            self.taken = (epoch, self.taken[1] + 1 if self.taken and self.taken[0] == epoch else 1)
+        return batch
+
+    # Resume: how many sequences (or token batches) of the current epoch this rank has trained on.
+    def state_dict(self) -> dict[str, Any]:
+        if self.train_sampler is None or self.taken is None:
             return {}
-        # `processed` counts the batch being finished when a checkpoint is written inside on_train_batch_end.
-        batches = trainer.fit_loop.epoch_loop.batch_progress.current.processed
+        epoch, batches = self.taken  # a checkpoint written after a step counts that step's batch
         if isinstance(self.train_sampler, TokenBudgetSampler):
-            return {"epoch": trainer.current_epoch, "batches": batches}
-        return {"epoch": trainer.current_epoch, "sequences": batches * self.plan().micro_batch}
+            return {"epoch": epoch, "batches": batches}
+        return {"epoch": epoch, "sequences": batches * self.plan().micro_batch}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         if state_dict:

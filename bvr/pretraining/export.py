@@ -34,6 +34,22 @@ def build_model(cfg: Config, vocab) -> PretrainingModel:
     return PretrainingModel(encoder_cfg, sentence_head=cfg.data.sentence_objective != "none")
 
 
+CHECKPOINT_BYTES_PER_PARAMETER = 12
+"""A checkpoint holds each parameter three times in float32: the weight and AdamW's two moments."""
+EXPORT_BYTES_PER_PARAMETER = 4
+"""The exported model holds the float32 weights."""
+
+
+def pretraining_bytes(parameters: int, checkpoints: bool) -> int:
+    """The disk a pretraining run needs free: a checkpoint (when it writes any: the next one is written whole
+    beside the last before replacing it) and the exported model.
+
+    >>> pretraining_bytes(1_000_000, checkpoints=True), pretraining_bytes(1_000_000, checkpoints=False)
+    (16000000, 4000000)
+    """
+    return parameters * (EXPORT_BYTES_PER_PARAMETER + (CHECKPOINT_BYTES_PER_PARAMETER if checkpoints else 0))
+
+
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "bvr_tokenizer.json")
 """The tokenizer's files a model folder carries, those the tokenizer folder holds."""
 

@@ -1,23 +1,22 @@
-"""``bvr pretrain``: prepare (or reuse) the data, train with a Lightning Trainer, log to MLflow, save the model.
+"""``bvr pretrain``, read top to bottom: settings, data, model, the loop, export, record.
 
-A run lives in ``output_dir/runs/pretrain-NAME-HASH/`` (HASH over everything that changes the result):
+:func:`pretrain` is the whole recipe; the functions below it come in the order it calls them, and the loop's step
+(:meth:`PretrainingModule.training_step`) is here too. A run lives in ``output_dir/runs/pretrain-NAME-HASH/`` (HASH
+over everything that changes the result):
 
 - ``checkpoints/last.ckpt``: the resumable state (weights, optimiser, schedule, loop, data position, RNG), replaced
   whole or not at all (:class:`~bvr.checkpoints.AtomicCheckpointIO`);
-- ``model/``: the final weights as a Hugging Face folder (config.json, model.safetensors, tokenizer files) plus
-  ``bvr.yaml`` (the resolved config), which ``bvr fill-mask`` and fine-tuning read. The sentence head of ``nsp``
-  and of ``sop`` is the same 2-way classifier on the pooled first token and is exported alike, as BERT's
-  ``cls.seq_relationship`` (``BertForPreTraining``): kept rather than dropped so that fine-tuning starts from
-  the trained pooler under either objective. For ``sop`` its logits mean (in order, swapped), not (IsNext,
-  NotNext); ``bvr.yaml`` says which;
-- ``config.yaml``, ``mlflow_run_id`` and ``DONE`` when finished (a finished run is reused, not trained again);
-- beside the folder, a hidden ``.pretrain-NAME-HASH.lock`` held by the process training it.
+- ``model/``: the final weights as a Hugging Face folder plus ``bvr.yaml`` (the resolved config), which
+  ``bvr fill-mask`` and fine-tuning read (:mod:`bvr.pretraining.export`);
+- ``config.yaml``, ``metrics.json``, ``mlflow_run_id`` and ``DONE`` when finished (a finished run is reused, not
+  trained again); beside the folder, a hidden ``.pretrain-NAME-HASH.lock`` held by the process training it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,36 +25,30 @@ from typing import Any
 import lightning as L
 import torch
 
-from bvr.cache import CACHE_VERSION, DONE, build_once, cache_dir, global_rank, is_done, target_lock
+from bvr.cache import CACHE_VERSION, DONE, cache_dir, global_rank, is_done, target_lock
 from bvr.checkpoints import check_checkpoint, check_fits
-from bvr.config import Config, dump_config
+from bvr.config import Config, TrainingConfig, dump_config
 from bvr.errors import BvrError
 from bvr.fs import write_text
 from bvr.model import PretrainingModel, count_parameters
 from bvr.model.encoder import compile_layers
 from bvr.pretraining.data import PretrainingDataModule, check_batch_fits, validation_differs
-from bvr.pretraining.export import build_model, export_again, export_model, model_problem
+from bvr.pretraining.export import build_model, export_again, export_model, model_problem, pretraining_bytes
 from bvr.pretraining.exposure import exposure, ids_per_word, unigram_entropy, vocabulary_exposure
-from bvr.pretraining.module import PretrainingModule
-from bvr.pretraining.prepare import Prepared, load_instances, prepare, prepare_corpus, prepare_tokenizer
+from bvr.pretraining.prepare import Prepared, load_instances, prepare
+from bvr.pretraining.record import finish_record, last_training_metrics, open_record
 from bvr.threads import ThreadBudget, use_threads
 from bvr.tokenization import VocabInfo, load_tokenizer, vocab_info
-from bvr.tracking import (
-    DataInput,
-    RunContext,
-    check_store,
-    close_stale_runs,
-    closed_on_error,
-    git_commit,
-    link_model,
-    log_artifact_dir,
-    log_config,
-    log_inputs,
-    store_client,
-    system_metrics,
-    tracking_uri,
+from bvr.tracking import RunContext, check_store, close_stale_runs, closed_on_error, system_metrics, tracking_uri
+from bvr.training import (
+    TrainerSettings,
+    adamw,
+    build_trainer,
+    check_accelerator,
+    check_finite,
+    clip_unscaled,
+    quiet_fit,
 )
-from bvr.training import TrainerSettings, build_trainer, check_accelerator, quiet_fit, training_logger
 from bvr.write_checks import check_free_space
 
 DEFAULT_EXPERIMENT = "bvr-pretrain"
@@ -74,44 +67,8 @@ class PretrainResult:
         return self.run_dir / "model"
 
 
-def run_dir_for(cfg: Config, prepared: Prepared) -> Path:
-    """The run folder: named by the data, tokenizer, model, masking and training settings (not by how the run is
-    carried out and logged, :data:`EXECUTION_KEYS`)."""
-    parts = {
-        "version": CACHE_VERSION,
-        "instances": prepared.instances.name,
-        "tokenizer": prepared.tokenizer.name,
-        "model": dataclasses.asdict(cfg.model),
-        "masking": dataclasses.asdict(cfg.masking),
-        "training": {k: v for k, v in dataclasses.asdict(cfg.training).items() if k not in EXECUTION_KEYS},
-        "reference_validation": validation_differs(cfg),  # validated on the reference masks, not on its own
-    }
-    return cache_dir(Path(cfg.output_dir) / "runs", f"pretrain-{cfg.name}", parts)
-
-
-EXECUTION_KEYS = ("num_workers", "threads", "log_every_steps", "val_every_steps", "checkpoint_every_steps")
-"""``training`` keys that say how a run is carried out and logged, not what it computes: not in its folder's key."""
-
-
-def _logged_metrics(trainer: L.Trainer) -> dict[str, float]:
-    return {k: float(v) for k, v in trainer.callback_metrics.items() if torch.is_tensor(v) and v.numel() == 1}
-
-
-def _last_training_metrics(run_id: str) -> dict[str, float]:
-    """The run's latest ``train/*`` values in MLflow: what a run resumed after its last step reports for them."""
-    logged = store_client(tracking_uri()).get_run(run_id).data.metrics
-    return {key: float(value) for key, value in logged.items() if key.startswith("train/")}
-
-
-def pretrain(
-    cfg: Config,
-    *,
-    context: RunContext | None = None,
-    resume: bool = False,
-    restart: bool = False,
-    progress: bool = True,
-    callbacks: list[L.Callback] | None = None,
-) -> PretrainResult:
+def pretrain(cfg: Config, *, context: RunContext | None = None, resume: bool = False, restart: bool = False,
+             progress: bool = True, callbacks: list[L.Callback] | None = None) -> PretrainResult:
     """Pretrain the configured encoder, or return the finished run with the same configuration.
 
     One process trains a run folder at a time: a second call with the same configuration waits for the first
@@ -129,16 +86,18 @@ def pretrain(
     Raises:
         BvrError: an unfinished run exists and neither ``resume`` nor ``restart`` was given; its checkpoint cannot be
             read on ``resume``; a non-finite loss; the tracking server does not answer; too little disk is free
-            for the checkpoint and the exported model (:func:`pretraining_bytes`); an optimiser step larger than the
-            training data (:func:`~bvr.pretraining.data.check_batch_fits`); or a write fails for want of
-            space or permission (:class:`~bvr.write_checks.WriteError`); a GPU accelerator on a machine without one
-            (before any data is read).
+            for the checkpoint and the exported model (:func:`~bvr.pretraining.export.pretraining_bytes`); an
+            optimiser step larger than the training data (:func:`~bvr.pretraining.data.check_batch_fits`); or a
+            write fails for want of space or permission (:class:`~bvr.write_checks.WriteError`); a GPU accelerator
+            on a machine without one (before any data is read).
     """
+    # Settings: the machine and the record's store, checked before any work.
     check_accelerator(cfg.training.accelerator)
     check_store(Path.cwd())
     context = (context or RunContext()).with_defaults(DEFAULT_EXPERIMENT, cfg.name)
     if context.ablation is None and global_rank() == 0:  # a lone run closes what a killed one left (an ablation does)
         close_stale_runs(context.experiment, Path.cwd())
+    # Data: the cached corpus, tokenizer and sequences, which name the run's folder.
     prepared = prepare(cfg, progress=progress)
     check_batch_fits(cfg, load_instances(prepared)["train"])
     run_dir = run_dir_for(cfg, prepared)
@@ -148,23 +107,49 @@ def pretrain(
                 export_again(cfg, prepared.tokenizer, run_dir, problem)
             return PretrainResult(run_dir, True, json.loads((run_dir / "metrics.json").read_text()))
         ckpt_path = _resume_point(run_dir / "checkpoints" / "last.ckpt", resume, restart)
-        return _train(cfg, prepared, run_dir, ckpt_path, context, progress, callbacks or [])
+        # Model, the loop, export and record.
+        built = _build(cfg, prepared, run_dir, ckpt_path, context)
+        logger = open_record(cfg, run_dir, ckpt_path, context, built.params, prepared, built.threads)
+        with closed_on_error(logger.experiment, logger.run_id):  # FINISHED only once exported and marked done
+            metrics = _fit(cfg, built, run_dir, ckpt_path, logger, progress, callbacks or [])
+            if metrics is None:  # another DDP rank: rank zero exports and records
+                return PretrainResult(run_dir, False, {})
+            _export(cfg, run_dir, built.model, prepared, metrics)
+            finish_record(cfg, run_dir, logger, metrics)
+            write_text(run_dir / DONE, "")
+            return PretrainResult(run_dir, False, metrics)
 
 
-def _train(cfg: Config, prepared: Prepared, run_dir: Path, ckpt_path: str | None, context: RunContext,
-           progress: bool, callbacks: list[L.Callback]) -> PretrainResult:
-    """Train into ``run_dir`` (from ``ckpt_path`` when resuming): build, open the run's record, fit, then on rank
-    zero export, record and mark it done."""
-    built = _build(cfg, prepared, run_dir, ckpt_path, context)
-    logger = _logger(cfg, run_dir, ckpt_path, context, built.params, prepared, built.threads)
-    with closed_on_error(logger.experiment, logger.run_id):  # FINISHED only once exported and marked done
-        metrics = _fit(cfg, built, run_dir, ckpt_path, logger, progress, callbacks)
-        if metrics is None:  # another DDP rank: rank zero exports and records
-            return PretrainResult(run_dir, False, {})
-        _export(cfg, run_dir, built.model, prepared, metrics)
-        _record(cfg, run_dir, logger, metrics)
-        write_text(run_dir / DONE, "")
-        return PretrainResult(run_dir, False, metrics)
+EXECUTION_KEYS = ("num_workers", "threads", "log_every_steps", "val_every_steps", "checkpoint_every_steps")
+"""``training`` keys that say how a run is carried out and logged, not what it computes: not in its folder's key."""
+
+
+def run_dir_for(cfg: Config, prepared: Prepared) -> Path:
+    """The run folder: named by the data, tokenizer, model, masking and training settings (not by how the run is
+    carried out and logged, :data:`EXECUTION_KEYS`)."""
+    parts = {
+        "version": CACHE_VERSION,
+        "instances": prepared.instances.name,
+        "tokenizer": prepared.tokenizer.name,
+        "model": dataclasses.asdict(cfg.model),
+        "masking": dataclasses.asdict(cfg.masking),
+        "training": {k: v for k, v in dataclasses.asdict(cfg.training).items() if k not in EXECUTION_KEYS},
+        "reference_validation": validation_differs(cfg),  # validated on the reference masks, not on its own
+    }
+    return cache_dir(Path(cfg.output_dir) / "runs", f"pretrain-{cfg.name}", parts)
+
+
+def _resume_point(last: Path, resume: bool, restart: bool) -> str | None:
+    if restart and last.exists():
+        last.unlink()
+        return None
+    if last.exists() and not resume:
+        raise BvrError(f"an unfinished run of this configuration exists ({last})", where="pretrain",
+                       hint="pass --resume to continue it or --restart to start over")
+    if not resume or not last.exists():
+        return None  # nothing to resume: start, as a first run would
+    check_checkpoint(last)
+    return str(last)
 
 
 @dataclass(frozen=True)
@@ -228,7 +213,7 @@ def _fit(cfg: Config, built: _Built, run_dir: Path, ckpt_path: str | None, logge
     if trainer.global_rank != 0:
         return None
     if fitted_nothing:  # the training losses of the last logged step, as the interrupted run logged them
-        metrics = {**_last_training_metrics(logger.run_id), **metrics}
+        metrics = {**last_training_metrics(logger.run_id), **metrics}
     metrics.update(wall_seconds=time.perf_counter() - start, tokens_seen=float(module.tokens_seen),
                    steps=float(trainer.global_step), **{f"params_{k}": float(v) for k, v in built.params.items()})
     metrics.update(exposure(cfg, trainer.global_step, datamodule.instances["train"], module.tokens_seen))
@@ -238,144 +223,164 @@ def _fit(cfg: Config, built: _Built, run_dir: Path, ckpt_path: str | None, logge
     return metrics
 
 
-def initialise(cfg: Config, *, progress: bool = True) -> PretrainResult:
-    """The no-pretraining control's starting point: the configured encoder, randomly initialised, never trained.
+def _logged_metrics(trainer: L.Trainer) -> dict[str, float]:
+    return {k: float(v) for k, v in trainer.callback_metrics.items() if torch.is_tensor(v) and v.numel() == 1}
 
-    Written like a finished run (``model/`` with the tokenizer and ``bvr.yaml``) under
-    ``output_dir/runs/init-NAME-HASH``, so fine-tuning reads it as any checkpoint; with ``from_scratch`` it takes
-    only the shape and the tokenizer and draws new weights per seed. Only the corpus and tokenizer stages are
-    prepared. The weights depend on ``training.seed`` alone, so the folder's bytes (and the fine-tuning cache
-    keyed on them) are the same each time.
+
+_VAL_SUMS = ("mlm_loss", "masked", "sentence_correct", "sentence_count", "sbo_loss")
+"""Sums over the validation batches, reduced across ranks once at the end."""
+
+
+class PretrainingModule(L.LightningModule):
+    """The loop's step: masked-language modelling (and next-sentence or sentence-order prediction) on a
+    :class:`PretrainingModel`, with its optimiser, schedule, metrics and the state an exact resume needs.
+
+    The Trainer calls :meth:`training_step` once per micro-batch and, every ``training.grad_accum`` of them, clips
+    (:meth:`configure_gradient_clipping`) and steps AdamW and its schedule (:meth:`configure_optimizers`,
+    :func:`bvr.training.adamw`). A non-finite loss stops the run before the bad step updates anything.
+
+    Metrics: ``train/mlm_loss``, ``train/mlm_acc``, ``train/nsp_loss`` and ``train/nsp_acc`` (``sop`` under
+    sentence-order prediction), ``train/sbo_loss`` and ``train/sbo_acc`` (``model.sbo``), and every
+    ``log_every_steps`` steps ``lr``, ``train/tokens_seen`` and ``train/tokens_per_s``; on held-out documents
+    ``val/mlm_loss`` (token-weighted over one fixed mask), ``val/perplexity``, ``val/nsp_acc`` and ``val/sbo_loss``.
+
+    Args:
+        model: the encoder and heads.
+        training: optimiser, schedule and budget settings.
+        failed_checkpoint_hint: where the last good checkpoint lives, for the non-finite-loss message.
+        sentence_objective: ``data.sentence_objective`` (``nsp`` or ``sop``), the name of the sentence head's
+            metrics when the model has one.
     """
-    corpus_dir = prepare_corpus(cfg, progress=progress)
-    tokenizer_dir = prepare_tokenizer(cfg, corpus_dir, progress=progress)
-    runs = Path(cfg.output_dir) / "runs"
-    parts = {"version": CACHE_VERSION, "tokenizer": tokenizer_dir.name, "model": dataclasses.asdict(cfg.model),
-             "sentence_head": cfg.data.sentence_objective != "none", "seed": cfg.training.seed}
-    run_dir = cache_dir(runs, f"init-{cfg.name}", parts)
 
-    def build(tmp: Path) -> None:
-        tokenizer, family = load_tokenizer(tokenizer_dir)
-        model = build_model(cfg, vocab_info(tokenizer, family))
-        export_model(model, tokenizer_dir, cfg, tmp / "model")
-        params = {f"params_{k}": float(v) for k, v in count_parameters(model).items()}
-        (tmp / "metrics.json").write_text(json.dumps({**params, "steps": 0.0, "tokens_seen": 0.0}, indent=2))
+    def __init__(self, model: PretrainingModel, training: TrainingConfig, failed_checkpoint_hint: str = "",
+                 sentence_objective: str = "nsp") -> None:
+        super().__init__()
+        self.model = model
+        self.sentence_objective = sentence_objective
+        self.training_cfg = training
+        self.failed_checkpoint_hint = failed_checkpoint_hint
+        self.tokens_seen = 0
+        self.pending_rng: dict[str, Any] | None = None
+        self.stepped = 0  # the optimiser steps taken when the last batch ended: a batch that adds none accumulates
+        self.step_started = time.perf_counter()
+        self.tokens_at_log = 0
+        self.val_sums: dict[str, float] = {}
 
-    run_dir, built = build_once(run_dir, build, parts)
-    return PretrainResult(run_dir, not built, json.loads((run_dir / "metrics.json").read_text()))
-
-
-CHECKPOINT_BYTES_PER_PARAMETER = 12
-"""A checkpoint holds each parameter three times in float32: the weight and AdamW's two moments."""
-EXPORT_BYTES_PER_PARAMETER = 4
-"""The exported model holds the float32 weights."""
-
-
-def pretraining_bytes(parameters: int, checkpoints: bool) -> int:
-    """The disk a pretraining run needs free: a checkpoint (when it writes any: the next one is written whole
-    beside the last before replacing it) and the exported model.
-
-    >>> pretraining_bytes(1_000_000, checkpoints=True), pretraining_bytes(1_000_000, checkpoints=False)
-    (16000000, 4000000)
-    """
-    return parameters * (EXPORT_BYTES_PER_PARAMETER + (CHECKPOINT_BYTES_PER_PARAMETER if checkpoints else 0))
-
-
-def _resume_point(last: Path, resume: bool, restart: bool) -> str | None:
-    if restart and last.exists():
-        last.unlink()
-        return None
-    if last.exists() and not resume:
-        raise BvrError(
-            f"an unfinished run of this configuration exists ({last})",
-            where="pretrain",
-            hint="pass --resume to continue it or --restart to start over",
+    def loss(self, batch: dict[str, torch.Tensor]):
+        return self.model.pretraining_loss(
+            batch["input_ids"], batch["labels"], batch["attention_mask"], batch["token_type_ids"],
+            batch["sentence_labels"] if self.model.sentence_head else None,
         )
-    if not resume or not last.exists():
-        return None  # nothing to resume: start, as a first run would
-    check_checkpoint(last)
-    return str(last)
 
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        out = self.loss(batch)
+        check_finite(out.loss, self.global_step, what="training loss", values=lambda: self.loss_values(out),
+                     hint=f"the last good checkpoint is {self.failed_checkpoint_hint or 'the last one written'}; "
+                     "lower training.learning_rate or raise training.warmup_steps, then run again with --resume")
+        self.tokens_seen += self.global_tokens(batch)
+        self.log("train/mlm_loss", out.mlm_loss, prog_bar=True)
+        self.log("train/mlm_acc", out.mlm_accuracy)
+        if out.sentence_loss is not None:
+            self.log(f"train/{self.sentence_objective}_loss", out.sentence_loss)
+            self.log(f"train/{self.sentence_objective}_acc", out.sentence_accuracy)
+        if out.sbo_loss is not None:
+            self.log("train/sbo_loss", out.sbo_loss)
+            self.log("train/sbo_acc", out.sbo_accuracy)
+        return out.loss  # the Trainer divides it by grad_accum, runs backward and, at a step, AdamW
 
-def _logger(cfg: Config, run_dir: Path, ckpt_path: str | None, context: RunContext, params: dict[str, int],
-            prepared: Prepared, budget: ThreadBudget) -> Any:
-    """The run's MLflow logger: a new run (its config, tokenizer, data statistics and inputs logged), or the run
-    of the checkpoint it resumes."""
-    run_id_file = run_dir / "mlflow_run_id"
-    run_id = run_id_file.read_text().strip() if ckpt_path and run_id_file.exists() else None
-    extra = {"bvr.run_dir": str(run_dir), "bvr.tokenizer": prepared.tokenizer.name,
-             "bvr.instances": prepared.instances.name,
-             "bvr.params_total": params["total"], "bvr.params_non_embedding": params["non_embedding"],
-             **budget.tags()}
-    logger = training_logger(context, stage="pretrain", extra=extra, run_id=run_id)
-    if run_id is None:
-        write_text(run_id_file, logger.run_id)
-        with closed_on_error(logger.experiment, logger.run_id):
-            log_config(logger.experiment, logger.run_id, cfg.to_dict())
-            log_artifact_dir(logger.experiment, logger.run_id, prepared.tokenizer, "tokenizer")
-            stats = prepared.stats()
-            logger.experiment.log_dict(logger.run_id, stats, "data_stats.json")
-            log_inputs(logger.experiment, logger.run_id, _data_inputs(cfg, prepared))
-    return logger
+    def global_tokens(self, batch: dict[str, torch.Tensor]) -> int:
+        tokens = batch["attention_mask"].sum()
+        if self.trainer is not None and self.trainer.world_size > 1:
+            tokens = self.trainer.strategy.reduce(tokens.float(), reduce_op="sum")
+        return int(tokens)
 
+    def loss_values(self, out) -> str:
+        objective, loss = self.sentence_objective, out.sentence_loss
+        sentence = "" if loss is None else f", {objective}_loss={loss.item():.4g}"
+        sbo = f", sbo_loss={out.sbo_loss.item():.4g}" if out.sbo_loss is not None else ""
+        return f"mlm_loss={out.mlm_loss.item():.4g}{sentence}{sbo}"
 
-def _data_inputs(cfg: Config, prepared: Prepared) -> list[DataInput]:
-    """The corpus and the training sequences as MLflow datasets; each cache folder's name ends in the hash of
-    everything it was built from, the corpus files' content included, which serves as the digest."""
-    corpus = f"{cfg.corpus.source} corpus {cfg.corpus.path}" + (
-        f" (first {cfg.corpus.max_documents} documents)" if cfg.corpus.max_documents else "")
-    return [DataInput(corpus, prepared.corpus.name.rsplit("-", 1)[-1], str(prepared.corpus)),
-            DataInput(f"{cfg.data.input_format} sequences of {cfg.data.max_length}",
-                      prepared.instances.name.rsplit("-", 1)[-1], str(prepared.instances))]
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if self.global_step == self.stepped:  # a micro-batch: the optimiser did not step
+            return
+        self.stepped = step = self.global_step
+        if step % self.training_cfg.log_every_steps == 0 or step == 1:
+            now = time.perf_counter()
+            elapsed = now - self.step_started
+            rate = (self.tokens_seen - self.tokens_at_log) / elapsed if elapsed > 0 else 0.0
+            self.step_started, self.tokens_at_log = now, self.tokens_seen
+            self.log_dict({"train/tokens_seen": float(self.tokens_seen), "train/tokens_per_s": rate,
+                           "lr": self.lr_schedulers().get_last_lr()[0]}, rank_zero_only=True)
+        budget = self.training_cfg.max_tokens
+        if budget is not None and self.tokens_seen >= budget:
+            self.trainer.should_stop = True
+
+    def on_validation_epoch_start(self) -> None:
+        self.val_sums = dict.fromkeys(_VAL_SUMS, 0.0)
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        out = self.loss(batch)
+        sums = self.val_sums
+        sums["mlm_loss"] += float(out.mlm_loss) * out.n_masked
+        sums["masked"] += out.n_masked
+        if out.sentence_accuracy is not None:
+            sums["sentence_correct"] += float(out.sentence_accuracy) * out.n_sentence
+            sums["sentence_count"] += out.n_sentence
+        if out.sbo_loss is not None:
+            sums["sbo_loss"] += float(out.sbo_loss) * out.n_masked
+
+    def on_validation_epoch_end(self) -> None:
+        totals = torch.tensor([self.val_sums[k] for k in _VAL_SUMS], dtype=torch.float64, device=self.device)
+        if self.trainer.world_size > 1:  # every validation sequence is on exactly one rank
+            totals = self.trainer.strategy.reduce(totals, reduce_op="sum")
+        loss_sum, masked, sentence_correct, sentence_count, sbo_sum = totals.tolist()
+        if masked == 0:
+            return
+        mlm_loss = loss_sum / masked
+        metrics = {"val/mlm_loss": mlm_loss, "val/perplexity": math.exp(min(mlm_loss, 50.0))}
+        if sentence_count:
+            metrics[f"val/{self.sentence_objective}_acc"] = sentence_correct / sentence_count
+        if self.model.sbo_enabled:
+            metrics["val/sbo_loss"] = sbo_sum / masked
+        # Every rank holds the same reduced totals, so syncing (a mean of equal values) changes nothing.
+        self.log_dict(metrics, prog_bar=True, sync_dist=True)
+
+    def configure_optimizers(self):
+        cfg = self.training_cfg
+        return adamw(self.model.named_parameters(), learning_rate=cfg.learning_rate, weight_decay=cfg.weight_decay,
+                     betas=cfg.adam_betas, eps=cfg.adam_eps, warmup_steps=cfg.warmup_steps, max_steps=cfg.max_steps,
+                     fused=self.trainer.precision != "16-mixed")
+
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:
+        if not clip_unscaled(self, gradient_clip_val, gradient_clip_algorithm):  # bf16-mixed with fused AdamW
+            super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:  # exact resume: the tokens and the RNG
+        checkpoint["bvr"] = {
+            "tokens_seen": self.tokens_seen,
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+        }
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        state = checkpoint.get("bvr", {})
+        self.tokens_seen = int(state.get("tokens_seen", 0))
+        self.tokens_at_log = self.tokens_seen
+        self.pending_rng = state or None
+
+    def on_train_start(self) -> None:
+        # Restored here rather than at load time so that nothing between loading and the first step (building
+        # loaders, the sanity check) can draw from the generator the dropout masks come from.
+        if self.pending_rng:
+            torch.set_rng_state(self.pending_rng["torch_rng"])
+            if self.pending_rng.get("cuda_rng") is not None and torch.cuda.is_available():
+                torch.cuda.set_rng_state_all(self.pending_rng["cuda_rng"])
+            self.pending_rng = None
+        self.step_started = time.perf_counter()
+        self.stepped = self.global_step  # a resumed run's steps so far
 
 
 def _export(cfg: Config, run_dir: Path, model: PretrainingModel, prepared: Prepared, metrics: dict[str, float]) -> None:
     """The final weights with the tokenizer into ``model/``, and the metrics beside it."""
     export_model(model, prepared.tokenizer, cfg, run_dir / "model")
     write_text(run_dir / "metrics.json", json.dumps(metrics, indent=2))
-
-
-RUN_METRICS = ("wall_seconds", "tokens_seen", "steps", "params_total", "params_embedding", "params_non_embedding",
-               "epochs", "mask_distinct_per_sequence", "mask_max_times_seen", "val_unigram_entropy", "words_seen",
-               "ids_per_word", "id_occurrences_median", "id_rare_share")
-"""What a finished run logs once as ``run/KEY``; :mod:`bvr.pretraining.exposure` defines the epochs and what follows
-them (masks, unigram entropy, words, id occurrences)."""
-
-
-def _record(cfg: Config, run_dir: Path, logger: Any, metrics: dict[str, float]) -> None:
-    """The run's ``run/*`` metrics, commit and metrics file into its MLflow run, and the exported encoder among its
-    models."""
-    client, run_id = logger.experiment, logger.run_id
-    for key in RUN_METRICS:
-        if key in metrics:
-            client.log_metric(run_id, f"run/{key}", metrics[key])
-    client.set_tag(run_id, "bvr.git_commit", git_commit() or "unknown")
-    client.log_artifact(run_id, str(run_dir / "metrics.json"))
-    _register_encoder(client, run_id, cfg, run_dir / "model", metrics)
-
-
-ENCODER_MODEL_TYPE = "bvr-encoder"
-
-
-def _register_encoder(client: Any, run_id: str, cfg: Config, model_dir: Path,
-                      metrics: dict[str, float]) -> None:
-    """List the exported encoder among the run's models in MLflow, as an external model (its files stay in
-    ``model_dir``), with its path, shape and tokenizer, a description, the run's validation metrics, and the run
-    linked to it both ways (:func:`bvr.tracking.link_model`)."""
-    run = client.get_run(run_id)
-    label = (run.info.run_name or cfg.name).split("/")[0]
-    m = cfg.model
-    model = client.create_logged_model(
-        run.info.experiment_id, name=f"{label}-encoder", source_run_id=run_id, model_type=ENCODER_MODEL_TYPE,
-        tags={"bvr.model_dir": str(model_dir.resolve()), "bvr.format": "hugging-face (transformers Auto classes)",
-              "bvr.arm": run.data.tags.get("bvr.arm", cfg.name)},
-        params={"model.family": m.family, "model.num_layers": str(m.num_layers),
-                "model.hidden_size": str(m.hidden_size), "model.num_heads": str(m.num_heads),
-                "tokenizer.family": cfg.tokenizer.family})
-    client.finalize_logged_model(model.model_id, "READY")
-    shown = {k: v for k, v in metrics.items() if k.startswith("val/")}
-    shown |= {f"run/{k}": metrics[k] for k in ("tokens_seen", "params_total", "params_non_embedding") if k in metrics}
-    link_model(client, run_id, model.model_id, metrics=shown, step=int(metrics.get("steps", 0)), description=(
-        f"The encoder pretrained by run `{run.info.run_name}` ({m.family}, {m.num_layers} layers of {m.hidden_size}, "
-        f"{cfg.tokenizer.family} tokenizer): a Hugging Face folder at `{model_dir.resolve()}` (transformers' Auto "
-        "classes load it); fine-tuning and evaluations of it are the runs of the same label."))

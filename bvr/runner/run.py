@@ -12,7 +12,7 @@ unit                        what it does
 ``data:ARM``                the arm's input format (and every stage before it)
 ``pretrain:ARM``            pretrain the arm (resumed from ``last.ckpt`` if a run was cut short); for the
                             control, write its randomly initialised encoder
-                            (:func:`bvr.pretraining.run.initialise`)
+                            (:func:`bvr.pretraining.initialise.initialise`)
 ``blimp:ARM``               score BLiMP's minimal pairs zero-shot (where the data folder has ``blimp/``)
 ``probe:ARM:TASK``          frozen-feature linear probes on the task, over every probe seed
 ``finetune:ARM:TASK``       fine-tune the arm on the task over every fine-tuning seed

@@ -155,7 +155,7 @@ def data(ctx: UnitContext, unit: Unit) -> Outcome:
 
 def pretrain(ctx: UnitContext, unit: Unit) -> Outcome:
     """Pretrain the arm (resumed from ``last.ckpt``), or write the control's randomly initialised encoder."""
-    from bvr.pretraining.run import initialise
+    from bvr.pretraining.initialise import initialise
     from bvr.pretraining.run import pretrain as pretrain_arm
 
     label = unit.name
@@ -200,12 +200,12 @@ def find_model(ctx: UnitContext, label: str, *, what: str, where: str) -> Path:
     """The model folder of arm ``label``, to ``what`` (``evaluate``, ``fine-tune``): this invocation's, the DVC
     stage's copy, or the finished run the manifest records. Never trains: an arm whose pretraining has not finished
     is an error. The control is not trained at all: its initialisation (a random draw from ``training.seed``) is
-    taken from its cache, or written there in seconds (:func:`bvr.pretraining.run.initialise`).
+    taken from its cache, or written there in seconds (:func:`bvr.pretraining.initialise.initialise`).
 
     Raises:
         BvrError: the arm's pretraining failed, or has not finished (or is not in the manifest).
     """
-    from bvr.pretraining.run import initialise
+    from bvr.pretraining.initialise import initialise
 
     arm = ctx.plan.arm(label)
     if not arm.control and ctx.manifest.pretrain_record(label).status == "failed":

@@ -1,8 +1,8 @@
 """What pretraining and fine-tuning share around Lightning: the Trainer, AdamW and its schedule, precision, the
 non-finite-loss stop.
 
-- :mod:`bvr.training.trainer`: :func:`build_trainer`, the one Trainer factory, :func:`quiet_fit` and
-  :func:`check_accelerator`.
+- :mod:`bvr.training.trainer`: :func:`build_trainer`, the one Trainer factory, its :class:`TrainingBar`,
+  :func:`quiet_fit` and :func:`check_accelerator`.
 - :mod:`bvr.training.optim`: :func:`adamw` over :func:`parameter_groups` (no decay on biases and LayerNorm) with
   the :func:`linear_schedule` (warm-up, then linear decay to 0), and :func:`clip_unscaled` (clipping that bf16-mixed
   with a fused optimiser needs).

@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import lightning as L
-from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
+from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
+from rich.progress import Progress, TaskID, TextColumn
 
 from bvr.checkpoints import AtomicCheckpointIO
 from bvr.errors import BvrError
 from bvr.memory import keep_freed_memory
-from bvr.progress import bars
+from bvr.progress import COLUMNS, bars
 from bvr.signals import terminated_stop
 from bvr.training.precision import resolve_precision
 
@@ -55,24 +56,71 @@ def quiet_fit() -> Iterator[None]:
         yield
 
 
-class _Bar(RichProgressBar):
-    """Lightning's rich bar without the logger's version among the metrics (an MLflow run id's tail, not a
-    measurement)."""
+class TrainingBar(ProgressBar):
+    """One rich bar over training (:data:`bvr.progress.COLUMNS`), the metrics logged with ``prog_bar=True`` beside
+    it, drawn from Lightning's public ``ProgressBar`` hooks.
 
-    def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
-        metrics = super().get_metrics(trainer, pl_module)
-        metrics.pop("v_num", None)
-        return metrics
-
-
-class EpochBar(_Bar):
-    """The bar of an epoch-counted run (fine-tuning): "epoch 2/2" in the last of two epochs.
-
-    Lightning's own names the epochs from 0 and the last by its index ("Epoch 1/1" for two epochs).
+    A step-counted run (pretraining, ``steps=True``) counts optimiser steps up to ``max_steps`` across epochs and
+    resumes, under "steps (epoch N)"; an epoch-counted one (fine-tuning) counts the batches of each epoch under
+    "epoch N/M". Epochs are counted from 1, as people count them.
     """
 
-    def _get_train_description(self, current_epoch: int) -> str:
-        return epoch_description(current_epoch, self.trainer.max_epochs)
+    def __init__(self, *, steps: bool) -> None:
+        super().__init__()
+        self.steps, self.enabled = steps, True
+        self.progress: Progress | None = None
+        self.task: TaskID | None = None
+
+    @property
+    def is_enabled(self) -> bool:
+        return self.enabled
+
+    def disable(self) -> None:
+        self.enabled = False
+
+    def enable(self) -> None:
+        self.enabled = True
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if not self.enabled:
+            return
+        if self.progress is None:
+            self.progress = Progress(*COLUMNS, TextColumn("{task.fields[metrics]}", markup=False))
+            self.progress.start()
+        epoch = epoch_description(trainer.current_epoch, None if self.steps else trainer.max_epochs)
+        if self.steps:
+            description, completed = f"steps ({epoch})", trainer.global_step
+            total = trainer.max_steps if trainer.max_steps > 0 else None
+        else:
+            description, completed, total = epoch, 0, trainer.num_training_batches
+        if self.task is None:
+            self.task = self.progress.add_task(description, total=total, completed=completed, metrics="")
+        else:
+            self.progress.reset(self.task, description=description, total=total, completed=completed)
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        if self.progress is not None and self.task is not None:
+            completed = trainer.global_step if self.steps else batch_idx + 1
+            self.progress.update(self.task, completed=completed, metrics=self.metrics(trainer))
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.progress is not None and self.task is not None:
+            self.progress.update(self.task, metrics=self.metrics(trainer))
+
+    def metrics(self, trainer: L.Trainer) -> str:
+        """The logged ``prog_bar`` metrics, four significant digits (not the logger's version: no measurement)."""
+        return " ".join(f"{k}={float(v):.4g}" for k, v in trainer.progress_bar_metrics.items())
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.stop()
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
 
 
 def epoch_description(current_epoch: int, max_epochs: int | None) -> str:
@@ -82,34 +130,6 @@ def epoch_description(current_epoch: int, max_epochs: int | None) -> str:
     ('epoch 2/2', 'epoch 1')
     """
     return f"epoch {current_epoch + 1}" + (f"/{max_epochs}" if max_epochs and max_epochs > 0 else "")
-
-
-class StepRichBar(_Bar):
-    """The bar of a step-counted run (pretraining): optimizer steps up to ``max_steps`` across epochs, resumed runs
-    included, under "steps (epoch N)", N counted from 1.
-
-    Lightning's own bar counts the batches of the current epoch, restarts every epoch, and after a mid-epoch resume
-    has no total ("20/?"); a step-counted run has one total, ``max_steps``, and one position, ``global_step``.
-    """
-
-    @property
-    def total_train_batches(self) -> int | float:
-        return self.trainer.max_steps if self.trainer.max_steps > 0 else super().total_train_batches
-
-    def _get_train_description(self, current_epoch: int) -> str:
-        return f"steps ({epoch_description(current_epoch, None)})"
-
-    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        super().on_train_epoch_start(trainer, pl_module)
-        self._update(self.train_progress_bar_id, trainer.global_step)
-
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
-        if not self.is_disabled and self.train_progress_bar_id is None:
-            self._initialize_train_progress_bar_id()  # a mid-epoch resume starts without a bar
-        self._update(self.train_progress_bar_id, trainer.global_step)
-        self._update_metrics(trainer, pl_module)
-        self.refresh()
 
 
 def resolve_strategy(strategy: str, devices: int, num_nodes: int) -> str:
@@ -201,7 +221,7 @@ def build_trainer(
         settings: how it runs (:class:`TrainerSettings`).
         logger: the Lightning logger (MLflow), or False.
         progress: show a progress bar (only on a terminal, :func:`bvr.progress.bars`): a rich bar, of steps or
-            of epochs counted from 1 (:class:`StepRichBar`, :class:`EpochBar`).
+            of epochs counted from 1 (:class:`TrainingBar`).
         sampler_per_rank: the data's sampler strides over the ranks itself, so Lightning must not replace it
             with a distributed one.
         step_progress_bar: count the bar in optimizer steps up to ``max_steps`` (long step-counted runs) rather
@@ -218,7 +238,7 @@ def build_trainer(
     extra.extend(callbacks)
     progress = bars(progress)  # no bar in a file or a pipe: carriage returns and cursor codes there
     if progress:
-        extra.append(StepRichBar() if step_progress_bar else EpochBar())
+        extra.append(TrainingBar(steps=step_progress_bar))
     with warnings.catch_warnings():
         # On a machine with SLURM installed, Lightning says at every Trainer that `srun` is "available but not
         # used": bvr runs on SLURM through its own launcher (bvr ablate --launcher slurm), where it is.
