@@ -80,17 +80,12 @@ class ReportResult:
     """What :func:`render_report` wrote."""
 
     out_dir: Path
-    """``reports/NAME``."""
     html: Path
     markdown: Path
     metrics: Path
-    """``metrics.json``."""
     dvc_metrics: list[Path] = field(default_factory=list)
-    """The files under ``metrics/``, one row of ``dvc metrics show`` each."""
     plots: list[Path] = field(default_factory=list)
-    """The CSV files under ``plots/``."""
     figures: list[Path] = field(default_factory=list)
-    """The PNG files under ``figures/``."""
     missing: list[str] = field(default_factory=list)
     """One line per planned unit the report could not use, and per disagreement between manifest and store."""
     complete: bool = True
@@ -276,15 +271,8 @@ def _log_views(client: MlflowClient, analysis: Analysis) -> None:
 
 
 def _log(analysis: Analysis, result: ReportResult) -> None:
-    """Log the report under ``report/`` of the parent run (:func:`_log_files`); its description the headline in
-    brief (:func:`_description`); its parameters :func:`parent_params`; each effect's estimate as a metric
-    (:func:`effect_metrics`, rounded as the report rounds), with intervals and Holm p-values in the table
-    ``report/effects.csv`` and the chart ``report/effects.png``; the saved views and their rows (:func:`_log_views`).
-
-    Raises:
-        BvrError: the store refused (naming it), or its artifact folder cannot be written (naming the folder the
-            store recorded, which a copied or moved store still points at).
-    """
+    """Log the report to the parent run: its files, description, parameters, each effect's estimate as a metric
+    (with intervals and Holm p-values in ``report/effects.csv`` and ``report/effects.png``) and the saved views."""
     run_id = analysis.collected.parent_run_id
     if run_id is None:
         return
@@ -320,23 +308,11 @@ def artifact_root_error(client: MlflowClient, run_id: str, err: OSError) -> BvrE
 
 def render_report(manifest: Manifest, out_dir: Path | None = None, *, workdir: Path | None = None,
                   log_to_mlflow: bool = True, ui_url: str | None = None) -> ReportResult:
-    """Render one ablation's report from its MLflow runs into ``out_dir``.
+    """Render one ablation's report from its MLflow runs (the store in ``workdir``) into ``out_dir`` (default
+    ``reports/NAME``); an unfinished ablation renders a partial report.
 
-    Args:
-        manifest: the runner's manifest (``outputs/ablations/NAME-HASH/manifest.json``,
-            :meth:`bvr.ablation.manifest.Manifest.load`).
-        out_dir: the report folder (default ``reports/NAME``).
-        workdir: folder holding the MLflow store (``mlflow.db``; default: the current directory).
-        log_to_mlflow: log the report as artifacts of the ablation's parent run and set its description.
-        ui_url: the MLflow UI run ids link to (default: ``BVR_MLFLOW_UI``, else the tracking server; plain ids when
-            neither is known).
-
-    Returns:
-        What was written, and what is missing; an unfinished ablation renders a partial report.
-
-    Raises:
-        BvrError: ``ui_url`` is not an http(s) address; the tracking server does not answer; logging to MLflow fails
-            (the files are written by then).
+    ``ui_url`` is the MLflow UI run ids link to (default: ``BVR_MLFLOW_UI``, else the tracking server; plain ids when
+    neither is known). Logging to MLflow fails only after the files are written.
     """
     check_store(workdir)
     collected = collect(manifest, workdir=workdir)
@@ -375,16 +351,8 @@ def render_report(manifest: Manifest, out_dir: Path | None = None, *, workdir: P
 
 
 def render_summary(manifests: list[Manifest], out_dir: Path = REPORTS_DIR, *, workdir: Path | None = None) -> Path:
-    """Write ``out_dir/index.md`` and ``index.html``: every ablation's status and headline verdicts.
-
-    Args:
-        manifests: one manifest per ablation.
-        out_dir: the reports folder; each ablation's report is looked for in ``out_dir/NAME/``.
-        workdir: folder holding the MLflow store.
-
-    Returns:
-        The path of ``index.html``.
-    """
+    """Write ``out_dir/index.md`` and ``index.html`` (returned): every ablation's status and headline verdicts, one
+    manifest each, linking each report found in ``out_dir/NAME/``."""
     published = load_published()
     analyses = [analyse(collect(m, workdir=workdir), published) for m in manifests]
     out_dir = Path(out_dir)

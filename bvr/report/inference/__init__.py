@@ -87,13 +87,7 @@ from bvr.report.inference.power import (
     units_needed,
 )
 from bvr.report.inference.seeds import VarianceComponents, unit_values, variance_components
-from bvr.report.inference.sequence import (
-    FixedSequence,
-    fixed_sequence,
-    fixed_sequences,
-    one_sided_bound,
-    one_sided_p,
-)
+from bvr.report.inference.sequence import FixedSequence, fixed_sequence, fixed_sequences, one_sided_bound, one_sided_p
 
 __all__ = [
     "DEFAULT_POWER", "EXACT_PERMUTATION_LIMIT", "MIN_UNITS", "PERMUTATION_DRAWS", "PERMUTATION_SEED", "TOO_FEW_UNITS",
