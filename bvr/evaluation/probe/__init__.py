@@ -68,8 +68,7 @@ from bvr.evaluation.probe.selection import L2_GRID, Selection, baseline_scores, 
 __all__ = [
     "BATCH_SIZE", "GRAD_TOLERANCE", "L2_GRID", "LAST_LAYERS", "MAX_ITERATIONS", "BagOfWords", "Extraction",
     "FeatureExtractor", "LinearProbe", "ProbeResult", "ProbeSample", "ProbeSplit", "SeedProbe", "Selection",
-    "bag_of_words", "baseline_scores",
-    "check_features", "count_matrix", "describe", "extract_sentences", "extract_words", "feature_kinds", "featurise",
-    "fit_logistic", "fit_probe", "fit_ridge", "heldout_split", "probe_task", "run_probe", "score", "train_probe",
-    "vocabulary", "words",
+    "bag_of_words", "baseline_scores", "check_features", "count_matrix", "describe", "extract_sentences",
+    "extract_words", "feature_kinds", "featurise", "fit_logistic", "fit_probe", "fit_ridge", "heldout_split",
+    "probe_task", "run_probe", "score", "train_probe", "vocabulary", "words",
 ]
