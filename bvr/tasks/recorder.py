@@ -62,12 +62,7 @@ _MAX_TAG = 5000
 class TaskRecorder:
     """The MLflow runs of one fine-tuning call: a context manager that ends the call's parent run on leaving.
 
-    Args:
-        context: the call's context, its experiment and label filled in; each seed's run nests under the call's run,
-            which nests under the context's parent run.
-        spec: the task.
-        checkpoint: the model folder fine-tuned (``bvr.checkpoint``).
-        from_scratch: whether the encoder is the no-pretraining control's (``bvr.from_scratch``).
+    Each seed's run nests under the call's run, which nests under the context's parent run.
     """
 
     def __init__(self, context: RunContext, spec: TaskSpec, checkpoint: str, from_scratch: bool, *,

@@ -6,13 +6,8 @@ epoch. A seed reports its final epoch's scores and, labelled ``best/``, those of
 score (choosing the best epoch on the evaluation split itself flatters the score; the final epoch is the honest one).
 
 MLflow: a parent run ``ARM/finetune/TASK`` per invocation (nested under ``parent_run_id`` when given), and under it
-one run ``ARM/finetune/TASK/seedN`` per seed, tagged ``bvr.task``, ``bvr.seed``, ``bvr.arm``, ``bvr.stage=finetune``,
-``bvr.checkpoint`` and ``bvr.collapsed``, with metrics ``dev/accuracy`` (one value per epoch), ``best/dev/accuracy``,
-``best/epoch`` and the trivial baseline's ``baseline/dev/accuracy``; a span task's seed also keeps its final
-``predictions.json`` (and SQuAD v2.0's ``na_probs.json``) in its folder and as artifacts, with the null threshold
-and its source as params (``squad.null_threshold``, ``squad.null_threshold_source``) and ``squad/all_empty``. The
-parent holds the spread of the headline score over the seeds (``dev/accuracy_median``, ``_min``, ``_max``, ``_q1``,
-``_q3``, ``_iqr``).
+one run ``ARM/finetune/TASK/seedN`` per seed (:mod:`bvr.tasks.recorder` lists their tags, metrics and artifacts); a
+span task's seed also keeps its final ``predictions.json`` (and SQuAD v2.0's ``na_probs.json``) in its folder.
 
 Every finished seed is cached in ``output_dir/finetune/TASK-seedN-HASH/result.json``; HASH covers the checkpoint's
 files, the task, the resolved hyperparameters, the data folder and the content of the task's files in it, the seed
@@ -82,11 +77,9 @@ class FinetuneSetup:
     output_dir: str | Path = "outputs"
     """Where finished seeds are cached (``output_dir/finetune/``)."""
     preset: str | None = None
-    """A preset, ``experiments/presets/NAME.yaml`` (``tiny``), for its ``finetune`` section."""
     overrides: Sequence[str] = ()
     """``--set`` strings (``finetune.epochs=2``, ``finetune.per_task.squad.stride=64``)."""
     config_file: str | Path | None = None
-    """A config file (its ``finetune`` section)."""
 
 
 def finetune(
@@ -101,25 +94,11 @@ def finetune(
 ) -> FinetuneResult:
     """Fine-tune ``checkpoint`` on ``task`` once per seed, reusing seeds already finished with the same settings.
 
-    Args:
-        checkpoint: a bvr run folder, its ``model/`` folder, or a Hugging Face BERT/RoBERTa folder.
-        task: a registered task name (``sst2``, ``conll2003``, ``squad``; see :data:`bvr.tasks.registry.TASKS`).
-        seeds: how many seeds (0 to n-1), or the seeds themselves.
-        setup: the data folder, the output folder and where the hyperparameters come from (default: the Hugging
-            Face hub, ``outputs``, the defaults).
-        from_scratch: the no-pretraining control: a randomly initialised encoder of the checkpoint's shape.
-        context: where the runs go: the experiment (default: the ablation's, else ``bvr-finetune``), the label
-            (default: the checkpoint's run name, ``-scratch`` added for the control), the run to nest this call's
-            run under, and the model's tags.
-        progress: show Lightning's progress bar.
-
-    Returns:
-        Per-seed scores and the spread of the headline score; :func:`bvr.tasks.results.describe` prints it.
-
-    Raises:
-        BvrError: an unknown task, a bad hyperparameter (file and key named), a checkpoint that cannot be loaded,
-            data that cannot be read, a tracking server that does not answer, or an output or working folder that
-            cannot be written.
+    ``checkpoint`` is a bvr run folder, its ``model/`` folder, or a Hugging Face BERT/RoBERTa folder; ``seeds`` how
+    many (0 to n-1), or the seeds themselves; ``from_scratch`` the no-pretraining control (a randomly initialised
+    encoder of the checkpoint's shape). ``context`` says where the runs go: the experiment (default: the ablation's,
+    else ``bvr-finetune``), the label (default: the checkpoint's run name, ``-scratch`` added for the control), the
+    run to nest this call's run under, and the model's tags.
     """
     start = time.perf_counter()
     call = _prepare(checkpoint, task, seeds, setup or FinetuneSetup(), from_scratch, context)
@@ -201,8 +180,11 @@ class _Data:
         """What ``cfg``'s seeds share, recorded by ``recorder``."""
         call = self.call
         if self._built is None:
-            data = _load_data(call.spec, call.pretrained, call.data_dir, cfg)
-            self._built = (data, _task_info(data), EncoderSource(call.pretrained, call.from_scratch),
+            pretrained, kind = call.pretrained, KINDS[call.spec.kind]
+            data = load_task_data(call.spec, call.data_dir, pretrained.tokenizer, pretrained.family,
+                                  vocab_info(pretrained.tokenizer, pretrained.family).pad_id, cfg.data_settings())
+            info = TaskInfo(kind.baseline(data), kind.baseline_note(data), data.reports, data.split_note)
+            self._built = (data, info, EncoderSource(pretrained, call.from_scratch),
                            _data_inputs(call.spec, call.data_dir))
         data, info, source, inputs = self._built
         return _Job(call.spec, cfg, data, source, info, recorder, self.progress, inputs)
@@ -363,16 +345,6 @@ def _seed_list(seeds: int | Sequence[int]) -> list[int]:
     if not seeds or len(set(seeds)) != len(seeds):
         raise BvrError(f"seeds must be distinct and not empty, got {list(seeds)}", where="--seeds")
     return list(seeds)
-
-
-def _task_info(data: TaskData) -> TaskInfo:
-    kind = KINDS[data.spec.kind]
-    return TaskInfo(kind.baseline(data), kind.baseline_note(data), data.reports, data.split_note)
-
-
-def _load_data(spec: TaskSpec, pretrained: Pretrained, data_dir: Path | None, cfg: FinetuneConfig) -> TaskData:
-    vocab = vocab_info(pretrained.tokenizer, pretrained.family)
-    return load_task_data(spec, data_dir, pretrained.tokenizer, pretrained.family, vocab.pad_id, cfg.data_settings())
 
 
 def _check_fits(cfg: FinetuneConfig, pretrained: Pretrained) -> None:
