@@ -39,8 +39,6 @@ ALLOWED = {
     "bvr.model.encoder_config.EncoderConfig.from_name": "the named presets' constructor (a model built by its "
     "preset name), for notebooks, benchmarks and tests; bvr's own runs build theirs from a run's config "
     "(from_model_config)",
-    "bvr.tasks.readers.load_task_split": "NOT AN ENTRY POINT: only tests call it (tests/test_glue.py, test_boolq.py, "
-    "reliability/test_inputs.py); to be removed with those call sites, or used, by whoever owns the task readers",
 }
 """Definitions (``module.name``, ``module.Class.method``) referenced from nowhere in bvr/ on purpose, each with its
 reason."""
