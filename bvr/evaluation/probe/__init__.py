@@ -35,11 +35,6 @@ the same data, hence the same score. Scores use bvr's metric functions (:mod:`bv
 Beside the trivial baseline (the majority class, or the training mean), sentence and pair tasks get a bag-of-words
 baseline (:mod:`~bvr.evaluation.probe.bow`): the same probe fitted on word counts of each seed's training examples
 and scored on the same examples, identical for every model.
-
-Modules: :mod:`~bvr.evaluation.probe.features` (extraction), :mod:`~bvr.evaluation.probe.fit` (the two fits),
-:mod:`~bvr.evaluation.probe.selection` (the L2 choice and scores), :mod:`~bvr.evaluation.probe.bow` (the
-bag-of-words baseline), :mod:`~bvr.evaluation.probe.results` and :mod:`~bvr.evaluation.probe.run`
-(:func:`run_probe`).
 """
 
 from bvr.evaluation.probe.bow import BagOfWords, bag_of_words, count_matrix, vocabulary, words
