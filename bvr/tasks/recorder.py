@@ -30,7 +30,7 @@ from bvr.config import FinetuneConfig, GridPoint
 from bvr.tasks.evaluators import EvalRecord
 from bvr.tasks.registry import TaskSpec
 from bvr.tasks.results import SeedResult, TaskInfo, spread
-from bvr.tasks.seed_runs import Placed, TaskParent, place_seeds
+from bvr.tasks.seed_runs import TaskParent
 from bvr.tasks.selection import Selection
 from bvr.tracking import (
     TAG_COLLAPSED,
@@ -110,10 +110,6 @@ class TaskRecorder:
     def parent_run_id(self) -> str | None:
         """The call's parent run, or None where this process logged no seed (every seed was reused as it was)."""
         return self.parent.run_id
-
-    def place(self, dirs: dict[int, Path]) -> Placed:
-        """The cached seeds, by where their runs are (:func:`bvr.tasks.seed_runs.place_seeds`)."""
-        return place_seeds(self.client, self.experiment_id, dirs)
 
     def copy_seeds(self, elsewhere: dict[int, tuple[SeedResult, TaskInfo]],
                    dirs: dict[int, Path]) -> dict[int, SeedResult]:

@@ -50,11 +50,11 @@ from bvr.pretrained import Pretrained, load_pretrained
 from bvr.tasks.data import load_task_data, loader, task_files
 from bvr.tasks.evaluators import EvalRecord
 from bvr.tasks.kinds import KINDS
-from bvr.tasks.module import EpochScores, FinetuneModule, make_module
+from bvr.tasks.module import FinetuneModule, make_module
 from bvr.tasks.recorder import TaskRecorder
 from bvr.tasks.registry import TaskSpec, get_task
 from bvr.tasks.results import FinetuneResult, SeedResult, TaskInfo, read_seed_result, write_seed_result
-from bvr.tasks.seed_runs import RESULT_FILE
+from bvr.tasks.seed_runs import RESULT_FILE, place_seeds
 from bvr.tasks.selection import PointResult, Selection, select
 from bvr.tasks.settings import load_finetune_config, optim_settings
 from bvr.tasks.source import EncoderSource, checkpoint_identity, default_arm
@@ -105,13 +105,15 @@ def finetune(
     data = _Data(call, progress)
     selection = None
     with TaskRecorder(call.context, call.spec, str(call.pretrained.folder), from_scratch) as recorder:
-        if len(call.points) == 1:  # no grid: the seeds are the call's, nothing held out
+        if len(call.points) == 1:  # no grid: the seeds are the call's, nothing held out; the point's config recorded
             seeds_done, info = _fit_point(call, call.points[0], recorder, data)
-        else:
+            config = call.points[0].grid.config.as_dict()
+        else:  # the grid's config recorded: its lists and selection split
             seeds_done, info, selection = _fit_grid(call, recorder, data)
+            config = call.cfg.as_dict()
         recorder.record_spread(info, seeds_done)
     return FinetuneResult(call.spec.name, str(call.context.label), str(call.pretrained.folder), from_scratch,
-                          recorder.main_key, seeds_done, info, _recorded_config(call), time.perf_counter() - start,
+                          recorder.main_key, seeds_done, info, config, time.perf_counter() - start,
                           recorder.parent_run_id, selection.to_dict() if selection else None)
 
 
@@ -216,15 +218,10 @@ def _fit_grid(call: _Call, recorder: TaskRecorder, data: _Data) -> tuple[list[Se
     return results[selection.chosen].seeds, infos[selection.chosen], selection
 
 
-def _recorded_config(call: _Call) -> dict:
-    """The hyperparameters a result records: the one point's, or the grid's (its lists and selection split)."""
-    return (call.points[0].grid.config if len(call.points) == 1 else call.cfg).as_dict()
-
-
 def _reuse(dirs: dict[int, Path], recorder: TaskRecorder) -> tuple[dict[int, SeedResult], TaskInfo | None]:
     """The cached seeds, those whose runs another experiment sharing this cache logged copied into this one, and the
     task's information they hold (None: no seed is cached)."""
-    placed = recorder.place(dirs)
+    placed = place_seeds(recorder.client, recorder.experiment_id, dirs)
     results = {seed: result for seed, (result, _) in placed.cached.items()}
     info = next(iter(placed.cached.values()))[1] if placed.cached else None
     results.update(recorder.copy_seeds(placed.elsewhere, dirs))
@@ -279,11 +276,15 @@ def _train_seed(job: _Job, seed: int, out: Path, key: str) -> SeedResult:
     module = make_module(job.source.build(seed), job.data, optim_settings(job.cfg), seed)
     logger = job.recorder.open_seed(seed, key, job.cfg, job.info, job.inputs)
     with closed_on_error(logger.experiment, logger.run_id):  # Lightning ends it FINISHED before record_seed
-        trainer = build_trainer(out, _trainer_settings(job.cfg), logger, progress=job.progress)
+        cfg = job.cfg
+        settings = TrainerSettings(precision=cfg.precision, accelerator=cfg.accelerator, grad_clip=cfg.grad_clip,
+                                   log_every_steps=cfg.log_every_steps, max_steps=cfg.max_steps or -1,
+                                   max_epochs=cfg.epochs)
+        trainer = build_trainer(out, settings, logger, progress=job.progress)
         start = time.perf_counter()
         _fit(job, module, trainer, seed)
-        main_key = job.recorder.main_key
-        final, best = module.history[-1], _best(module.history, main_key)
+        main_key = job.recorder.main_key  # the best evaluation by it: the earliest among equals
+        final, best = module.history[-1], max(module.history, key=lambda entry: (entry.scores[main_key], -entry.step))
         result = SeedResult(
             seed=seed, scores=final.scores, best_scores=best.scores, best_epoch=best.epoch,
             collapsed=final.collapsed[job.spec.headline_split], seconds=time.perf_counter() - start,
@@ -294,16 +295,6 @@ def _train_seed(job: _Job, seed: int, out: Path, key: str) -> SeedResult:
         if record.warning:
             print(f"{job.spec.name} seed {seed}: {record.warning}", file=sys.stderr, flush=True)
         return result
-
-
-def _trainer_settings(cfg: FinetuneConfig) -> TrainerSettings:
-    return TrainerSettings(precision=cfg.precision, accelerator=cfg.accelerator, grad_clip=cfg.grad_clip,
-                           log_every_steps=cfg.log_every_steps, max_steps=cfg.max_steps or -1, max_epochs=cfg.epochs)
-
-
-def _best(history: list[EpochScores], key: str) -> EpochScores:
-    """The evaluation with the highest headline score (the earliest among equals)."""
-    return max(history, key=lambda entry: (entry.scores[key], -entry.step))
 
 
 def _fit(job: _Job, module: FinetuneModule, trainer: L.Trainer, seed: int) -> None:

@@ -219,10 +219,10 @@ class LabelParser:
             for index, known in enumerate(values):
                 if type(known) is type(value) and known == value:
                     return index
-            raise BvrError(f"unknown label {_json(value)} for task {self.spec.name!r}", where=where,
-                           hint=f"expected one of: {', '.join(map(_json, values))}")
+            raise BvrError(f"unknown label {json.dumps(value)} for task {self.spec.name!r}", where=where,
+                           hint=f"expected one of: {', '.join(map(json.dumps, values))}")
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            raise BvrError(f"unknown label {_json(value)} for task {self.spec.name!r}", where=where)
+            raise BvrError(f"unknown label {json.dumps(value)} for task {self.spec.name!r}", where=where)
         return self.parse(value if isinstance(value, str) else repr(value), where)
 
     def _score(self, raw: str, where: str) -> float:
@@ -235,8 +235,3 @@ class LabelParser:
         if not (math.isfinite(score) and low <= score <= high):
             raise BvrError(f"label {raw!r} is outside [{low:g}, {high:g}]", where=where)
         return score
-
-
-def _json(value: Any) -> str:
-    """``value`` as JSON writes it (``true``, ``"yes"``, ``1``)."""
-    return json.dumps(value)

@@ -216,10 +216,6 @@ def references(examples: Iterable[SquadExample]) -> dict[str, list[str]]:
 # --- article split -------------------------------------------------------------------------------------------
 
 
-def _article_rank(title: str, seed: int) -> str:
-    return hashlib.sha256(f"{seed}\x00{title}".encode()).hexdigest()
-
-
 def _side(titles: Sequence[str], examples: Sequence[SquadExample]) -> str:
     questions = sum(example.title in set(titles) for example in examples)
     return f"{len(titles)} articles, {questions:,} questions ({', '.join(titles)})"
@@ -243,7 +239,7 @@ def split_by_article(
     if len(titles) < 2:
         raise BvrError(f"{len(titles)} article(s) cannot be split by article", where="examples")
     n_eval = min(len(titles) - 1, max(1, round(fraction * len(titles))))
-    chosen = set(sorted(titles, key=lambda title: _article_rank(title, seed))[:n_eval])
+    chosen = set(sorted(titles, key=lambda title: hashlib.sha256(f"{seed}\x00{title}".encode()).hexdigest())[:n_eval])
     train = [example for example in examples if example.title not in chosen]
     evaluation = [example for example in examples if example.title in chosen]
     description = (
