@@ -55,7 +55,10 @@ def new_figure(width: float, height: float) -> Figure:
     return figure
 
 
-def save_figure(figure: Figure, path: Path) -> Path:
+def save_figure(figure: Figure | None, path: Path) -> Path | None:
+    """``figure`` as PNG at ``path``; None without a figure (nothing to draw)."""
+    if figure is None:
+        return None
     path.parent.mkdir(parents=True, exist_ok=True)
     # bbox_inches="tight": long tick labels and axis titles are never clipped; no version stamp: same bytes.
     figure.savefig(path, dpi=DPI, format="png", metadata={"Software": None}, bbox_inches="tight")
@@ -144,12 +147,6 @@ def curves_figure(history: pd.DataFrame, colors: dict[str, str]) -> Figure | Non
     for ax, key in zip(axes, keys, strict=True):
         _curve_panel(ax, history, key, colors, by_tokens)
     return figure
-
-
-def pretraining_curves(history: pd.DataFrame, colors: dict[str, str], path: Path) -> Path | None:
-    """:func:`curves_figure` saved as PNG at ``path``; None when there is nothing to draw."""
-    figure = curves_figure(history, colors)
-    return save_figure(figure, path) if figure is not None else None
 
 
 def throughput(analysis: Analysis, colors: dict[str, str], path: Path) -> Path | None:
@@ -303,12 +300,6 @@ def differences_figure(analysis: Analysis) -> Figure | None:
     for ax, (rows, title, unit) in zip(axes, panels, strict=True):
         _forest(ax, rows, title, unit)
     return figure
-
-
-def paired_differences(analysis: Analysis, path: Path) -> Path | None:
-    """:func:`differences_figure` saved as PNG at ``path``; None when there is nothing to draw."""
-    figure = differences_figure(analysis)
-    return save_figure(figure, path) if figure is not None else None
 
 
 # ---------------------------------------------------------------------------------------------------------------

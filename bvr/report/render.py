@@ -109,10 +109,11 @@ def _draw(analysis: Analysis, folder: Path) -> dict[str, Figure]:
         ("differences", f"Paired differences b − a per measure, in points (validation MLM loss in nats, in a panel "
                         f"of its own): grey points per pretraining seed, coloured point and bar = mean and "
                         f"{analysis.level} simultaneous interval (green where b is better, red where a is, when Holm "
-                        "finds a difference; grey where it does not).", lambda p: fig.paired_differences(analysis, p)),
+                        "finds a difference; grey where it does not).",
+         lambda p: fig.save_figure(fig.differences_figure(analysis), p)),
         ("curves", "Pretraining: training MLM loss in nats per token (smoothed over the faint raw curve) and "
                    "validation perplexity, one curve per pretraining run, coloured by arm.",
-         lambda p: fig.pretraining_curves(analysis.collected.history, colours, p)),
+         lambda p: fig.save_figure(fig.curves_figure(analysis.collected.history, colours), p)),
         ("throughput", "Training throughput and wall time per pretrained arm (the last invocation of each run, "
                        "under whatever else ran on the machine: see the table's note).",
          lambda p: fig.throughput(analysis, colours, p)),
