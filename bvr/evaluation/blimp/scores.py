@@ -140,7 +140,7 @@ def score_pairs(
         paradigm_pairs={uid: len(members[uid]) for uid in accuracy},
         term_accuracy=group_means(accuracy, {p.uid: p.term for p in pairs}),
         field_accuracy=group_means(accuracy, {p.uid: p.field for p in pairs}),
-        macro_accuracy=float(np.mean(list(accuracy.values()))),
+        macro_accuracy=macro_accuracy(accuracy),
         micro_accuracy=float(correct.mean()),
         seconds=seconds,
     )
