@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from bvr import cli
 from bvr.errors import BvrError
 from bvr.tasks.data import DataSettings
-from bvr.tasks.readers import load_task_split, read_task
+from bvr.tasks.readers import read_task
 from bvr.tasks.readers.common import Example
 from bvr.tasks.readers.jsonl import read_jsonl
 from bvr.tasks.registry import get_task
@@ -43,7 +43,7 @@ def test_reader_gives_exact_examples_and_report():
     ]
     assert [example.label for example in examples] == [0, 1, 1, 0, 1, 0]
     assert report.summary() == f"{BOOLQ / 'val.jsonl'}: read 6 of 6 rows, skipped 0"
-    train, _ = load_task_split(get_task("boolq"), "train", FIXTURES)
+    train, _ = read_jsonl(get_task("boolq"), BOOLQ / "train.jsonl")
     assert len(train) == 14 and train[-1].line == 14 and train[-1].label == 1
 
 

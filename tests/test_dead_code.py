@@ -39,8 +39,6 @@ HOOKS = {
 """Method names that a framework calls; ``on_*`` methods are Lightning's callbacks and hooks."""
 
 ALLOWED = {
-    "bvr.tasks.readers.load_task_split": "NOT AN ENTRY POINT: only tests call it (tests/test_glue.py, test_boolq.py, "
-    "reliability/test_inputs.py); to be removed with those call sites, or used, by whoever owns the task readers",
 }
 """Definitions (``module.name``, ``module.Class.method``) referenced from nowhere in bvr/ on purpose, each with its
 reason."""

@@ -29,8 +29,9 @@ from bvr.tasks.glue_metrics import (
     pearson,
     spearman,
 )
-from bvr.tasks.readers import load_task_split
+from bvr.tasks.readers import task_file
 from bvr.tasks.readers.common import Example
+from bvr.tasks.readers.hub import hub_sentences
 from bvr.tasks.readers.tsv import read_tsv
 from bvr.tasks.registry import GLUE_TASKS, get_task
 
@@ -53,7 +54,7 @@ def _write(tmp_path: Path, text: str, name: str = "file.tsv") -> Path:
 def test_every_split_of_every_task_reads_cleanly(name):
     spec = get_task(name)
     for split in spec.splits:
-        examples, report = load_task_split(spec, split.name, DATA)
+        examples, report = read_tsv(spec, task_file(spec, DATA, split.file))
         assert report.skipped == 0 and report.read == report.rows == len(examples) > 0
         assert all(example.text_a and (example.text_b is None) == (len(spec.text_fields) == 1) for example in examples)
         if spec.label_names is not None:
@@ -167,7 +168,7 @@ def test_missing_column_names_the_header(tmp_path):
 
 def test_missing_empty_and_undecodable_files(tmp_path):
     with pytest.raises(BvrError, match="no such file.*--data-dir"):
-        load_task_split(get_task("rte"), "dev", tmp_path)
+        task_file(get_task("rte"), tmp_path, "dev.tsv")
     with pytest.raises(BvrError, match="empty"):
         read_tsv(get_task("sst2"), _write(tmp_path, ""))
     (tmp_path / "latin1.tsv").write_bytes(b"sentence\tlabel\ncaf\xe9\t1\n")
@@ -180,12 +181,12 @@ def test_no_data_folder_and_no_hub_says_what_to_pass():
     # A dataset id that cannot exist, so the test never depends on what the local hub cache holds.
     spec = dataclasses.replace(get_task("rte"), hub_id="bvr-tests/no-such-dataset")
     with pytest.raises(BvrError, match="could not be loaded from the Hugging Face hub.*--data-dir.*BVR_DATA_DIR"):
-        load_task_split(spec, "train", None)
+        hub_sentences(spec, "train")
 
 
-def test_load_task_split_refuses_unknown_splits():
+def test_a_task_refuses_unknown_splits():
     with pytest.raises(BvrError, match="no split 'dev'"):
-        load_task_split(get_task("mnli"), "dev", DATA)
+        get_task("mnli").split("dev")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -360,7 +361,7 @@ def test_real_glue_files(name):
     if not os.environ.get("BVR_DATA_DIR"):
         pytest.skip("set BVR_DATA_DIR to a data folder holding glue/ to read the real files")
     spec = get_task(name)
-    train, train_report = load_task_split(spec, "train", Path(os.environ["BVR_DATA_DIR"]))
-    dev, dev_report = load_task_split(spec, "dev", Path(os.environ["BVR_DATA_DIR"]))
+    train, train_report = read_tsv(spec, task_file(spec, Path(os.environ["BVR_DATA_DIR"]), "train.tsv"))
+    dev, dev_report = read_tsv(spec, task_file(spec, Path(os.environ["BVR_DATA_DIR"]), "dev.tsv"))
     assert (len(train), len(dev)) == REAL_COUNTS[name]
     assert train_report.skipped == dev_report.skipped == 0

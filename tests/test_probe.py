@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from bvr import cli
 from bvr.ablation.declare import Evaluations
+from bvr.config import DataSettings
 from bvr.errors import BvrError
 from bvr.evaluation.probe import (
     GRAD_TOLERANCE,
@@ -45,7 +46,7 @@ from bvr.pretrained import load_pretrained
 from bvr.pretraining.export import export_model
 from bvr.sealed import seal
 from bvr.tasks.data import subset
-from bvr.tasks.readers import load_task_split
+from bvr.tasks.readers import read_task
 from bvr.tasks.readers.common import Example
 from bvr.tasks.readers.conll import read_conll
 from bvr.tasks.registry import get_task
@@ -290,7 +291,7 @@ def test_metrics_are_flat_fractions_with_the_baseline(bert, data_dir):
     assert set(metrics) == {f"probe/sst2/{kind}/accuracy" for kind in ("cls", "mean", "last4", "baseline", "bow")}
     assert all(0.0 <= value <= 1.0 for value in metrics.values())
     # Training labels are balanced, so the majority is the lowest id, 0; the dev subset is seed 0's, as fine-tuning's.
-    dev = subset(load_task_split(get_task("sst2"), "dev", data_dir)[0], 10, seed=0)
+    dev = subset(read_task(get_task("sst2"), data_dir, DataSettings()).splits["dev"][0], 10, seed=0)
     assert metrics["probe/sst2/baseline/accuracy"] == sum(example.label == 0 for example in dev) / 10
     assert result.eval_size == 10 and result.eval_total == 12
     json.dumps(result.to_dict())
@@ -340,7 +341,7 @@ def test_heldout_examples_are_never_trained_on_and_scored_beside_dev(bert, data_
         metrics = result.metrics(seed)
         assert {"probe/sst2/mean/accuracy", "probe/sst2/mean/heldout/accuracy"} <= set(metrics)
         # The baseline on the held-out examples: the seed's majority training label, by hand.
-        train = load_task_split(get_task("sst2"), "train", data_dir)[0]
+        train = read_task(get_task("sst2"), data_dir, DataSettings()).splits["train"][0]
         labels = [train[i].label for i in result.subsamples[seed]]
         majority = max(sorted(set(labels)), key=labels.count)
         assert metrics["probe/sst2/baseline/heldout/accuracy"] == sum(train[i].label == majority for i in held) / 10
@@ -434,7 +435,8 @@ def test_bow_is_fitted_on_the_probe_seeds_picks_and_is_the_same_for_every_model(
     repeat = run_probe(load_pretrained(roberta), "sst2", **options)
     assert _fit_and_score.cache_info().hits == hits + 1 and repeat.bow == first.bow
     # Recomputed from the same picks, the same dev subset and the same held-out examples.
-    train, dev = (load_task_split(get_task("sst2"), split, data_dir)[0] for split in ("train", "dev"))
+    splits = read_task(get_task("sst2"), data_dir, DataSettings()).splits
+    train, dev = splits["train"][0], splits["dev"][0]
     held, _ = heldout_split(len(train), 10, 15)
     again = bag_of_words(get_task("sst2"), train, first.subsamples, subset(dev, 10, seed=0), [train[i] for i in held])
     assert (again.scores, again.heldout_scores, again.words) == (first.bow, first.heldout_bow, first.bow_words)

@@ -48,10 +48,6 @@ def check_arms(ablation: Ablation) -> None:
     Two arms may differ only in keys one of them sets in its diff; an arm may declare a key and leave it as the
     other arms have it, but two arms that resolve to the same configuration (for the preset loaded) would run one
     model twice and report the noise between them as an effect.
-
-    Raises:
-        BvrError: fewer than two arms, a pair of identical arms (the file and both arms named), or a pair of arms
-            differing in undeclared keys (arms, keys and values named).
     """
     if len(ablation.arms) < 2:
         raise BvrError(f"an ablation needs at least two arms, found {len(ablation.arms)}", where=ablation.source)
@@ -126,9 +122,6 @@ def equal_passes(ablation: Ablation) -> None:
     """Refuse arms that do not see the same number of tokens (:func:`tokens_seen`): equal sequences at equal
     lengths, as RoBERTa Table 3, or steps filled to an equal token budget whatever the sequences' lengths, as its
     Table 2 (``training.tokens_per_batch``). A budget curve's arms differ in tokens by design: it passes.
-
-    Raises:
-        BvrError: naming each arm's token budget or batch size, steps, tokens per sequence and product.
     """
     if ablation.is_budget:
         return

@@ -58,17 +58,11 @@ from typing import Any
 
 import yaml
 
-from bvr.config import (
-    PRESETS_DIR,
-    Config,
-    EvaluateConfig,
-    build_dataclass,
-)
+from bvr.config import PRESETS_DIR, Config, EvaluateConfig, build_dataclass
 from bvr.errors import BvrError
 from bvr.tasks.registry import get_task
 
 EXPERIMENTS_DIR = PRESETS_DIR.parent
-"""Folder of the shipped experiment files."""
 
 CONTROL_ARM = "no-pretraining"
 """Name of the control arm added by ``control: true``."""
@@ -78,7 +72,6 @@ PUBLISHED_TABLES = ("masking", "nsp", "batch-size", "bert-table5", "mask-split",
 """The tables of ``reports/published.yaml``, which an experiment's ``published: {ablation: NAME}`` may name (every
 one is there: tests/test_report_stats.py)."""
 TOP_KEYS = ("description", "published", "control", "arms", "base", "presets", "pretrain_seeds", "kind")
-"""Keys allowed at the top of an experiment file."""
 
 ABLATION_KIND = "ablation"
 """An experiment's arms answer one question at an equal budget (the default ``kind``)."""
@@ -87,7 +80,6 @@ BUDGET_KIND = "budget"
 """An experiment's arms are one recipe at increasing budgets: a budget curve."""
 
 KINDS = (ABLATION_KIND, BUDGET_KIND)
-"""Values of an experiment file's ``kind``."""
 
 BUDGET_KEYS = ("training.max_steps", "training.warmup_steps", "training.max_tokens")
 """The only keys the arms of a budget curve may declare."""
@@ -103,20 +95,9 @@ the square of their count: 10,000 arms took minutes and gigabytes before any mes
 @dataclass(frozen=True)
 class Evaluations:
     """Evaluations run on every pretrained model and every control without fine-tuning (sensitive at small scale):
-    the ``evaluate`` section of the arms' configuration (:class:`~bvr.config.EvaluateConfig`), flattened.
-
-    Attributes:
-        blimp: score BLiMP's minimal pairs zero-shot by pseudo-log-likelihood (where the data folder has blimp/).
-        blimp_per_paradigm: pairs per paradigm, a fixed subsample the same for every model (None: all 1,000).
-        blimp_seed: the seed that picks the subsample.
-        probe_tasks: tasks of the frozen-feature linear probes.
-        probe_seeds: probe seeds per model; a seed draws the probe's training subsample, nothing else.
-        probe_features: the feature kind whose score is the probe's headline (``mean``, ``cls`` or ``last4``).
-        probe_max_train_examples: training examples per probe (None: the whole train split).
-        probe_max_eval_examples: evaluation examples (None: the whole split), the same for every model.
-        probe_heldout_examples: training examples set aside and scored as the probe's test set, in place of the
-            dev split as the headline (None: dev is the headline). A larger test set than a small dev split
-            (SST-2's 872) cuts the sampling error of each model's score, and so of the comparisons.
+    the ``evaluate`` section of the arms' configuration (:class:`~bvr.config.EvaluateConfig`), flattened: ``blimp``
+    is ``evaluate.blimp.enabled``, ``blimp_X`` is ``evaluate.blimp.X`` and ``probe_X`` is ``evaluate.probes.X``, each
+    documented there.
     """
 
     blimp: bool = True
@@ -189,8 +170,7 @@ class Ablation:
 
     @property
     def is_budget(self) -> bool:
-        """Whether the arms are budgets of one recipe (a budget curve)."""
-        return self.kind == BUDGET_KIND
+            return self.kind == BUDGET_KIND
 
     @property
     def declared_keys(self) -> set[str]:
@@ -222,16 +202,11 @@ def _yaml_scalar(value: Any) -> str:
 
 
 def list_experiments() -> list[str]:
-    """Names of the shipped experiment files."""
     return sorted(p.stem for p in EXPERIMENTS_DIR.glob("*.yaml"))
 
 
 def experiment_path(name_or_path: str | Path) -> Path:
-    """The file of an experiment given by name ('masking') or path.
-
-    Raises:
-        BvrError: no such experiment (the message lists the shipped ones).
-    """
+    """The file of an experiment given by name ('masking') or path."""
     text = str(name_or_path)
     path = Path(text)
     if path.suffix in (".yaml", ".yml") or path.is_file():

@@ -14,8 +14,7 @@ from typing import Any
 
 def manifests_of(name: str, output_dir: Path, preset: str | None = None) -> list[Path]:
     """The manifests of ablation ``name`` under ``output_dir`` (of ``preset``, ``default`` for none, if given), the
-    most recently updated first: by the name and preset each records, never by its folder's name, of which
-    ``NAME-*`` also matches another ablation (``sentence-*``: ``sentence-objective-tiny-…``)."""
+    most recently updated first."""
     found = [path for path in (Path(output_dir) / "ablations").glob("*/manifest.json")
              if path.is_file() and _is_of(path, name, preset)]
     return sorted(found, key=lambda path: path.stat().st_mtime, reverse=True)

@@ -73,30 +73,16 @@ def _check_top(data: dict[str, Any], lines: dict[str, str]) -> None:
 
 
 def load_ablation(
-    name_or_path: str | Path,
-    *,
-    preset: str | None = None,
-    overrides: list[str] | None = None,
+    name_or_path: str | Path, *, preset: str | None = None, overrides: list[str] | None = None
 ) -> Ablation:
-    """Read an experiment file and resolve one config per arm.
+    """Read an experiment file (a shipped experiment's name, or a YAML file) and resolve one config per arm, for
+    ``preset`` (None: the dataclass defaults); :func:`~bvr.ablation.arms.check_arms` has passed on the result.
 
-    Args:
-        name_or_path: a shipped experiment's name ('masking') or a YAML file.
-        preset: name of a file in ``experiments/presets``; None uses the dataclass defaults.
-        overrides: ``section.key=value`` strings applied to every arm and the control, last: any config key but
-            one some arm declares, which is refused, since setting it for every arm would erase the ablation. The
-            ``finetune`` and ``evaluate`` keys among them set which tasks, seeds, caps and hyperparameters every model
-            is fine-tuned and evaluated with, as a preset's would (and so join the plan's hash).
-            ``pretrain_seeds=[...]`` replaces the file's pretraining seeds.
-
-    Returns:
-        The ablation with every arm resolved; :func:`~bvr.ablation.arms.check_arms` has passed on it.
-
-    Raises:
-        BvrError: naming the file, line and key of anything wrong (unknown key, bad type or value, no arms, an
-            arm preset block touching an undeclared key, an old form; a budget curve's arm declaring a key outside
-            :data:`~bvr.ablation.declare.BUDGET_KEYS`, its budgets not increasing, or no control), or the arms and
-            keys :func:`~bvr.ablation.arms.check_arms` refuses.
+    ``overrides`` (``section.key=value``) apply to every arm and the control, last: any config key but one some arm
+    declares, which is refused, since setting it for every arm would erase the ablation. The ``finetune`` and
+    ``evaluate`` keys among them set which tasks, seeds, caps and hyperparameters every model is fine-tuned and
+    evaluated with, as a preset's would (and so join the plan's hash). ``pretrain_seeds=[...]`` replaces the file's
+    pretraining seeds. Every error names the file, line and key.
     """
     path = experiment_path(name_or_path)
     if not is_name(path.stem):  # it names the experiment's folders and goes into dvc.yaml's commands
@@ -226,7 +212,6 @@ def _arm_layers(arm: str, raw: Any, lines: dict[str, str], preset: str | None) -
 
 
 def _resolve(arm: str, layers: list[Layer]) -> Config:
-    """Merge the layers of one arm into a Config named after the arm."""
     try:
         return build_config([*layers, ({"name": arm}, {})])
     except BvrError as err:
@@ -296,7 +281,3 @@ def _check_per_task(cfg: Config, layers: list[Layer]) -> None:
             check_task_names([task], list(TASKS), "finetune.per_task")
         except BvrError as err:
             raise BvrError(err.message, where=_located(f"finetune.per_task.{task}", layers), hint=err.hint) from None
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Checks

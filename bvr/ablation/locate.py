@@ -40,10 +40,8 @@ class Elsewhere:
 
 def made_elsewhere(plan: Plan, rebuild: Callable[[str], Plan]) -> Elsewhere | None:
     """The most recent manifest of ``plan``'s ablation and preset that ``rebuild`` (the same command with another
-    data folder) reproduces exactly, when ``plan``'s own has none; None if there is none.
-
-    Raises:
-        BvrError: both data folders exist and a file the plan reads differs (named), so the runs are not of this data.
+    data folder) reproduces exactly, when ``plan``'s own has none; None if there is none. Where both data folders
+    exist, a file the plan reads that differs is refused.
     """
     for path in manifests_of(plan.name, plan.output_dir, plan.preset or "default"):
         data_dir = Manifest.load(path).context.data_dir

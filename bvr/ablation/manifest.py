@@ -1,14 +1,9 @@
 """The manifest of an ablation: what each unit of its :class:`~bvr.ablation.plan.Plan` produced.
 
 The manifest (``output_dir/ablations/NAME-PRESET-HASH/manifest.json``) is the plan and the index: every unit's
-status and MLflow run ids. Its JSON layout is version :data:`MANIFEST_VERSION`; :meth:`Manifest.load` refuses
-any other version, naming the file, and :meth:`Manifest.save` writes atomically. The records it holds are
-:mod:`bvr.ablation.records`' (one per unit and seed), plus its :class:`RunContext`.
-:func:`find_manifest` and :func:`latest_manifests` find the manifests under an output folder, an ablation by its
-exact name (:mod:`bvr.ablation.folders`).
-
-The manifest follows the plan: it imports the plan's types, and :data:`MANIFEST_VERSION` from
-:mod:`bvr.ablation.plan`, whose hash includes it (a new layout starts a new folder).
+status and MLflow run ids, one :mod:`bvr.ablation.records` record per unit and seed. Its JSON layout is version
+:data:`MANIFEST_VERSION`, which the plan's hash includes (a new layout starts a new folder); :meth:`Manifest.load`
+refuses any other version, naming the file.
 """
 
 from __future__ import annotations
@@ -58,7 +53,9 @@ class RunContext:
 
 
 RECORD_SECTIONS = ("pretrain", "evaluations", "finetune")
-"""The manifest's lists of records."""
+SECTION_OF = {PretrainRecord: "pretrain", EvaluationRecord: "evaluations", FinetuneRecord: "finetune"}
+REWRITE = ("run the `bvr ablate` command that made it again: it sets a damaged manifest aside and starts a new one, "
+           "reusing the finished units")
 
 
 def now() -> str:
@@ -134,23 +131,15 @@ class Manifest:
 
     @classmethod
     def from_dict(cls, data: Any, *, damaged: list[str] | None = None, path: Path | None = None) -> Manifest:
-        """The manifest ``data`` (a parsed manifest.json) holds.
+        """The manifest ``data`` (a parsed manifest.json, read from ``path``) holds.
 
-        Args:
-            path: the file it was read from (``OUTPUT/ablations/NAME-HASH/manifest.json``), for the command an
-                error names.
-            damaged: given, a unit that lacks a field or holds one of the wrong type is left out and named here
-                instead of refused (`bvr ablate` then resets it to missing: :meth:`load_for`).
-
-        Raises:
-            BvrError: not a mapping, another version, a missing key, or a value of the wrong type (named), with the
-                `bvr ablate` command that rewrites it.
+        Given ``damaged``, a unit that lacks a field or holds one of the wrong type is left out and named there
+        instead of refused (`bvr ablate` then resets it to missing: :meth:`load_for`). Errors name the `bvr ablate`
+        command that rewrites the file.
         """
         where = "ablation manifest"
         if not isinstance(data, dict):
-            raise BvrError(f"expected a mapping, got {type(data).__name__}", where=where,
-                           hint="run the `bvr ablate` command that made it again: it sets a damaged manifest aside "
-                                "and starts a new one, reusing the finished units")
+            raise BvrError(f"expected a mapping, got {type(data).__name__}", where=where, hint=REWRITE)
         name = data.get("ablation")
         where = f"manifest of ablation '{name}'" if isinstance(name, str) else where
         hint = (f"run `{ablate_command(data, path)}`: it resets a damaged unit to missing (a damaged manifest: sets "
@@ -167,8 +156,7 @@ class Manifest:
             raise BvrError(wrong or f"missing key '{absent[0]}'", where=where, hint=hint)
         known = {f.name for f in dataclasses.fields(cls)}
         values = {key: value for key, value in data.items() if key in known}
-        for key, record in (("pretrain", PretrainRecord), ("evaluations", EvaluationRecord),
-                            ("finetune", FinetuneRecord)):
+        for record, key in SECTION_OF.items():
             values[key] = read_records(record, data[key], f"{where}: {key}", hint, damaged)
         values["context"] = RunContext.from_dict(data.get("context") or {})
         return cls(**values)
@@ -183,20 +171,11 @@ class Manifest:
 
     @classmethod
     def load(cls, path: Path, *, damaged: list[str] | None = None) -> Manifest:
-        """Read a manifest, naming the file when it cannot be read or is of another version.
-
-        Args:
-            damaged: as for :meth:`from_dict`.
-
-        Raises:
-            BvrError: unreadable, not JSON, or refused by :meth:`from_dict`.
-        """
+        """Read a manifest, naming the file when it cannot be read or :meth:`from_dict` refuses it."""
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise BvrError(f"cannot read the ablation manifest: {err}", where=str(path),
-                           hint="run the `bvr ablate` command that made it again: it sets a damaged manifest aside "
-                                "and starts a new one, reusing the finished units") from None
+            raise BvrError(f"cannot read the ablation manifest: {err}", where=str(path), hint=REWRITE) from None
         try:
             return cls.from_dict(data, damaged=damaged, path=Path(path))
         except BvrError as err:
@@ -211,10 +190,8 @@ class Manifest:
         not list, are reset to missing (the unit runs again, reusing what it finished); a manifest that cannot be
         used at all (unreadable, a key missing or of the wrong type) is set aside as ``manifest.json.damaged`` (with
         ``write``) and started again from the plan, as if it had been removed. Either way the manifest is no longer
-        refused, so the advice of :meth:`load`'s errors, to run `bvr ablate` again, works.
-
-        Args:
-            write: set a damaged file aside (rank zero; the other ranks only read).
+        refused, so the advice of :meth:`load`'s errors, to run `bvr ablate` again, works. Only rank zero sets a file
+        aside (``write``); the other ranks only read.
 
         Returns:
             The manifest (a new one when there is none) and the one line saying what was repaired, or that plan
@@ -260,11 +237,10 @@ class Manifest:
     def save(self, path: Path, *, mine: set[tuple[str, tuple[Any, ...]]] | None = None) -> None:
         """Write atomically (a run killed mid-write leaves the previous manifest), stamping ``context.updated``.
 
-        Args:
-            mine: the records this process wrote (:meth:`mark`): given, the save merges with the manifest on disk
-                under its lock, taking every other record from the file, so that processes running units of one
-                plan side by side (``--launcher``, two ``bvr ablate`` at once) never undo each other's records.
-                This manifest is brought up to date with the file as it saves.
+        Given ``mine``, the records this process wrote (:meth:`mark`), the save merges with the manifest on disk under
+        its lock, taking every other record from the file (and bringing this manifest up to date with it), so that
+        processes running units of one plan side by side (``--launcher``, two ``bvr ablate`` at once) never undo
+        each other's records.
         """
         if mine is None:
             self.context.updated = now()
@@ -289,8 +265,7 @@ class Manifest:
     @staticmethod
     def mark(record: Record) -> tuple[str, tuple[Any, ...]]:
         """Which record ``record`` is, as :meth:`save`'s ``mine`` holds it."""
-        section = {PretrainRecord: "pretrain", EvaluationRecord: "evaluations", FinetuneRecord: "finetune"}
-        return section[type(record)], record.key
+        return SECTION_OF[type(record)], record.key
 
     @property
     def experiment_name(self) -> str:
@@ -317,13 +292,9 @@ class Manifest:
         return []
 
     def put(self, record: Record) -> None:
-        """Put ``record`` in place of the manifest's record of the same unit and seed (:attr:`Record.key`).
-
-        Raises:
-            KeyError: the manifest has no such record (its plan has no such unit).
-        """
-        records: list[Any] = {PretrainRecord: self.pretrain, EvaluationRecord: self.evaluations,
-                              FinetuneRecord: self.finetune}[type(record)]
+        """Put ``record`` in place of the manifest's record of the same unit and seed (:attr:`Record.key`); a
+        KeyError where the plan has no such unit."""
+        records: list[Any] = getattr(self, SECTION_OF[type(record)])
         for i, old in enumerate(records):
             if old.key == record.key:
                 records[i] = record
@@ -373,14 +344,7 @@ def _declared(ablation: Ablation, arm: ArmSeed) -> dict[str, Any]:
 def find_manifest(name: str, output_dir: Path = Path("outputs"), *, preset: str | None = None,
                   command: str = "report") -> Path:
     """The most recently updated manifest of ablation ``name`` exactly (for ``preset`` if given):
-    :func:`~bvr.ablation.folders.manifests_of`.
-
-    Args:
-        command: the command that looks (``report``, ``status``), which the error names.
-
-    Raises:
-        BvrError: none exists (the message names the ablations that have runs there, the hint how to make one).
-    """
+    :func:`~bvr.ablation.folders.manifests_of`. ``command`` (``report``, ``status``) is named by the error."""
     stem = Path(name).stem
     found = manifests_of(stem, output_dir, preset)
     if not found:

@@ -177,7 +177,6 @@ class Plan:
 
     @property
     def evaluations(self) -> Evaluations:
-        """The zero-shot and probe evaluations."""
         return self.ablation.evaluations
 
     @property
@@ -225,9 +224,6 @@ class Plan:
     def select(self, only: list[str]) -> list[Unit]:
         """The plan's units that ``only`` names, in the order they run: a unit's id, or a bare kind for every unit
         of that kind (``pretrain``: every arm's pretraining, the control's included).
-
-        Raises:
-            BvrError: a unit the plan does not have (the hint lists those it has).
         """
         units = self.units()
         ids = [unit.id for unit in units]
@@ -239,20 +235,10 @@ class Plan:
         return [unit for unit in units if unit.id in only or unit.kind.value in only]
 
 
-def make_plan(
-    name_or_path: str | Path,
-    *,
-    preset: str | None = None,
-    overrides: list[str] | None = None,
-    data_dir: str | Path | None = None,
-    output_dir: str | Path = "outputs",
-) -> Plan:
-    """Load and check an ablation, and lay out its arms, tasks and seeds.
-
-    Raises:
-        BvrError: whatever :func:`bvr.ablation.loading.load_ablation` refuses; arms that do not see equal passes
-            (:func:`bvr.ablation.arms.equal_passes`; a budget curve's arms differ in tokens by design).
-    """
+def make_plan(name_or_path: str | Path, *, preset: str | None = None, overrides: list[str] | None = None,
+              data_dir: str | Path | None = None, output_dir: str | Path = "outputs") -> Plan:
+    """Load and check an ablation (:func:`bvr.ablation.arms.equal_passes` too), and lay out its arms, tasks and
+    seeds."""
     from bvr.tasks.registry import get_task
 
     ablation = load_ablation(name_or_path, preset=preset, overrides=overrides)
@@ -260,19 +246,13 @@ def make_plan(
     data = Path(data_dir).expanduser().resolve() if data_dir else None
     extra = {"output_dir": str(output_dir), **({"data_dir": str(data)} if data else {})}
     several = len(ablation.pretrain_seeds) > 1
-    arms = []
-    for arm, cfg in ablation.arms.items():
-        for seed in ablation.pretrain_seeds:
-            training = dataclasses.replace(cfg.training, seed=seed)
-            label = f"{arm}-p{seed}" if several else arm
-            arms.append(ArmSeed(label, arm, seed, dataclasses.replace(cfg, training=training, **extra)))
+    sources = [(arm, cfg, False) for arm, cfg in ablation.arms.items()]
     control = ablation.control_config()
     if control is not None:  # one random initialisation per pretraining seed: the arms' starting points
-        for seed in ablation.pretrain_seeds:
-            training = dataclasses.replace(control.training, seed=seed)
-            label = f"{CONTROL_ARM}-p{seed}" if several else CONTROL_ARM
-            arms.append(ArmSeed(label, CONTROL_ARM, seed, dataclasses.replace(control, training=training, **extra),
-                            control=True))
+        sources.append((CONTROL_ARM, control, True))
+    arms = [ArmSeed(f"{arm}-p{seed}" if several else arm, arm, seed,
+                    dataclasses.replace(cfg, training=dataclasses.replace(cfg.training, seed=seed), **extra),
+                    is_control) for arm, cfg, is_control in sources for seed in ablation.pretrain_seeds]
     tasks = list(ablation.finetune_tasks)
     if data is not None:  # optional tasks join where their files are present
         tasks += [t for t in ablation.optional_tasks if (data / get_task(t).folder).exists()]

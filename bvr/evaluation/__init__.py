@@ -14,17 +14,8 @@ torch.
 from importlib import import_module
 from typing import Any
 
-__all__ = [
-    "BlimpPair",
-    "BlimpResult",
-    "BlimpSummary",
-    "evaluate_blimp",
-    "load_blimp",
-    "pll_scores",
-    "published_blimp",
-    "published_summaries",
-    "score_pairs",
-]
+__all__ = ["BlimpPair", "BlimpResult", "BlimpSummary", "evaluate_blimp", "load_blimp", "pll_scores", "published_blimp",
+           "published_summaries", "score_pairs"]
 
 
 def __getattr__(name: str) -> Any:

@@ -59,16 +59,12 @@ class EvaluationResult:
     """One model's result on one evaluation.
 
     Attributes:
-        kind: ``blimp`` or ``probe``.
-        task: the probe's task (None for BLiMP).
         main_key: the headline metric key (``blimp/macro_accuracy``, ``probe/sst2/accuracy``).
         score: the headline, a fraction (the mean over probe seeds for a probe).
         seeds: probe seed -> that seed's headline (BLiMP: ``{0: score}``).
         metrics: every number logged (means over seeds for probes).
         baseline: the trivial baseline of the same metric (majority class; 0.5 for BLiMP), or None.
         seconds: wall time of the evaluation when it ran (the cached value when reused).
-        run_id: the MLflow run.
-        reused: read from the cache rather than computed now.
         detail: what else the evaluation returned (per-paradigm accuracies, per-feature scores), for the artifact.
     """
 
@@ -195,20 +191,9 @@ def evaluate_model(
 ) -> EvaluationResult:
     """Evaluate ``model_dir`` once (``kind`` ``blimp`` or ``probe`` on ``task``), or read the cached result.
 
-    Args:
-        model_dir: a model folder (config.json, weights, tokenizer).
-        kind: ``blimp`` or ``probe``.
-        task: the probe's task; None for BLiMP.
-        evaluations: the settings (:class:`bvr.ablation.declare.Evaluations`).
-        data_dir: the data folder (``blimp/``, ``glue/``, ``conll2003/``).
-        output_dir: the output folder; the result is cached in its ``evaluations/``.
-        context: where the MLflow run goes (the experiment: the ablation's, else ``bvr-evaluate``), and its label
-            in the ablation (``static-p1``), the run's name prefix (default: the model's run folder), and the
-            model's tags (its pretraining seed, ``bvr.pretrain_seed``).
-        progress: progress bars.
-
-    Raises:
-        BvrError: the data cannot be read, or the model folder cannot be loaded.
+    ``evaluations`` are :class:`bvr.ablation.declare.Evaluations`. ``context`` says where the MLflow run goes (the
+    ablation's experiment, else ``bvr-evaluate``), its label in the ablation (``static-p1``, the run's name prefix;
+    default: the model's run folder) and the model's tags (its pretraining seed, ``bvr.pretrain_seed``).
     """
     path = result_path(model_dir, kind, task, evaluations, data_dir, output_dir)
     path.parent.mkdir(parents=True, exist_ok=True)  # the lock file lies beside the result

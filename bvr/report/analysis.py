@@ -35,14 +35,7 @@ import pandas as pd
 from bvr.ablation.declare import BUDGET_KIND
 from bvr.report.collect import Collected, main_key
 from bvr.report.inference import Comparison as InferenceComparison
-from bvr.report.inference import (
-    UnitsNeeded,
-    adjusted_confidence,
-    compare,
-    holm,
-    units_needed,
-    with_confidence,
-)
+from bvr.report.inference import UnitsNeeded, adjusted_confidence, compare, holm, units_needed, with_confidence
 from bvr.report.measures import (
     MLM,
     Measure,
@@ -80,13 +73,10 @@ class Outcome(Enum):
 
 @dataclass(frozen=True)
 class Comparison:
-    """Arm ``b`` against arm ``a`` on one measure: ``b - a`` over pretraining seeds, tested and adjusted.
+    """Arm ``b`` against arm ``a`` (the control, or the paper's baseline arm) on one measure: ``b - a`` over
+    pretraining seeds, tested and adjusted.
 
     Attributes:
-        family: :data:`CONTROL_FAMILY` (``a`` is the control) or :data:`ABLATION_FAMILY`.
-        measure: what was compared.
-        arm_a: the baseline arm ``a`` (the control; the paper's baseline arm first).
-        arm_b: the other arm, ``b``.
         test: the t test of ``b - a`` at 95 % (nominal, unadjusted).
         interval: the same test with its interval at the report's Bonferroni level (simultaneous).
         adjusted_p: Holm-adjusted p over every tested comparison of the report (NaN when not tested).
@@ -192,15 +182,12 @@ class Analysis:
     """Everything a report prints, in points (see the module docstring).
 
     Attributes:
-        collected: the runs read from MLflow.
-        scores: the fine-tuning runs with a ``points`` column (value times the task's scale).
-        scales: each task's factor from logged values to points.
+        scores: the fine-tuning runs with a ``points`` column (value times the task's scale in ``scales``).
         summaries: (arm, task) -> the summary over that arm's fine-tuning runs on the task (all seeds).
         measures: every measure, in report order: BLiMP, probes, fine-tuning tasks, MLM loss.
-        comparisons: pretrained arms two at a time on every measure (the ablation family).
-        control: each pretrained arm against the control on every measure but MLM loss.
+        comparisons: pretrained arms two at a time on every measure (the ablation family); ``control``: each
+            pretrained arm against the control on every measure but MLM loss.
         published: this ablation's rows of ``reports/published.yaml`` (empty when there are none).
-        notes: caveats the reader must see.
     """
 
     collected: Collected
@@ -315,15 +302,10 @@ def _pairs(arms: list[str], kind: str) -> list[tuple[str, str]]:
 
 
 def analyse(collected: Collected, published: pd.DataFrame) -> Analysis:
-    """Measures, tests and the published rows of one ablation.
+    """Measures, tests and the published rows (the manifest's ``published`` table) of one ablation.
 
     Every pretrained arm is compared with the control on every measure but MLM loss (the control was never
     trained), and the pretrained arms with each other on every measure; all of these form one Holm family.
-
-    Args:
-        collected: the runs read by :func:`bvr.report.collect.collect`.
-        published: every published row (:func:`bvr.report.published.load_published`); this ablation's table is
-            the manifest's ``published`` key.
     """
     frame, scales = _scored(collected)
     key = collected.manifest.published

@@ -5,14 +5,12 @@ A budget curve reuses the report's comparisons with the control (:attr:`bvr.repo
 each arm's ``arm − control`` per measure, in points, with its Bonferroni-simultaneous interval and Holm verdict.
 :func:`budget_curve` orders the arms by the tokens their runs saw (the mean of their ``run/tokens_seen``), and
 :meth:`BudgetCurve.starts_to_help` finds per measure where pretraining starts to help ("pretraining starts to help at
-N tokens") with the fixed-sequence procedure (:func:`bvr.report.inference.fixed_sequences`): one-sided t tests of
-``arm − control`` from the largest budget down, each at the report's 5 % split over the measures only, stopping at
-the first budget that does not reject. The budgets are ordered before any data is seen, so this keeps the
-family-wise error rate over budgets and measures at 5 % without splitting it over the budgets, where the simultaneous
-intervals split it over every test of the report (24 for the shipped curve: at 3 seeds only a giant effect clears
-them). Beside them sit each budget's validation MLM loss and the unigram entropy of its validation tokens
-(``run/val_unigram_entropy``: the loss of predicting each token from its frequency alone), so a reader sees how far
-past frequency-only prediction each budget got.
+N tokens") with the fixed-sequence procedure (:mod:`bvr.report.inference.sequence`), which splits the report's 5 %
+over the measures only, never over the budgets, where the simultaneous intervals split it over every test of the
+report (24 for the shipped curve: at 3 seeds only a giant effect clears them). Beside them sit each budget's
+validation MLM loss and the unigram entropy of its validation tokens (``run/val_unigram_entropy``: the loss of
+predicting each token from its frequency alone), so a reader sees how far past frequency-only prediction each budget
+got.
 
 :func:`budget_payload` is the curve as ``metrics.json`` holds it (key ``budget_curve``); :func:`budget_context`
 reads that file from ``reports/budget/`` to say, in another ablation's report, where its budget sits on the curve.
@@ -54,16 +52,11 @@ TURN_PROCEDURE = ("fixed sequence: one-sided t tests of arm − control (H0: the
 
 @dataclass(frozen=True)
 class BudgetPoint:
-    """One budget: an arm's pretraining runs.
+    """One budget: an arm's finished pretraining runs (the arm's name carries the budget, as ``steps-900``).
 
-    Attributes:
-        arm: the arm (its name carries the budget, as ``steps-900``).
-        tokens: tokens seen per run, the mean of the runs' ``run/tokens_seen`` (NaN: no run finished).
-        runs: finished pretraining runs.
-        mlm_loss: the mean of the runs' final validation MLM loss, nats per token (NaN: none).
-        mlm_low: the low end of its 95% t interval over pretraining seeds (NaN under 3 seeds).
-        mlm_high: the high end.
-        unigram_entropy: the mean of the runs' ``run/val_unigram_entropy``, nats per token (NaN: not logged).
+    ``tokens`` is the mean of the runs' ``run/tokens_seen``; ``mlm_loss`` the mean of their final validation MLM loss
+    in nats per token, with its 95% t interval over pretraining seeds (NaN under 3 seeds); ``unigram_entropy`` the
+    mean of their ``run/val_unigram_entropy``, nats per token. NaN where no run gave the number.
     """
 
     arm: str
@@ -81,9 +74,7 @@ class BudgetCurve:
 
     Attributes:
         points: one per pretrained arm, by increasing tokens (arms with no finished run last, in file order).
-        measures: the measures compared with the control, in report order (BLiMP, probes, fine-tuning).
         comparisons: (measure key, arm) -> the report's ``arm − control`` comparison.
-        control: the control arm.
         recipe: the shared recipe in words (the control's planned config: the base without any arm's diff).
         level: the simultaneous intervals' level ("99.6%").
     """
@@ -184,9 +175,8 @@ def budget_curve(analysis: Analysis) -> BudgetCurve | None:
     points.sort(key=lambda p: (math.isnan(p.tokens), 0.0 if math.isnan(p.tokens) else p.tokens, order[p.arm]))
     comparisons = {(c.measure.key, c.arm_b): c for c in analysis.control}
     measures = [measure for measure in analysis.measures if any(key == measure.key for key, _ in comparisons)]
-    level = analysis.level
     return BudgetCurve(points, measures, comparisons, control, recipe_text(arm_config(collected.manifest, control)),
-                       level)
+                       analysis.level)
 
 
 def _sequence_fields(curve: BudgetCurve, key: str, arm: str) -> dict[str, Any]:

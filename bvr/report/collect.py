@@ -1,8 +1,7 @@
 """Read an ablation's runs back from MLflow, guided by the runner's manifest.
 
-The manifest (:class:`bvr.ablation.manifest.Manifest`, ``outputs/ablations/NAME-HASH/manifest.json``) is the plan and
-the index: which arms, tasks and
-seeds there should be, and the MLflow run id of each unit of work. Every number a report prints comes from the
+The manifest (:class:`bvr.ablation.manifest.Manifest`) is the plan and the index: which arms, tasks and seeds there
+should be, and the MLflow run id of each unit of work. Every number a report prints comes from the
 run named by that id, read from the store with :func:`bvr.tracking.find_runs` (the layout of
 ``mlflow.search_runs``: ``metrics.*``, ``params.*``, ``tags.*``) and, for curves, ``MlflowClient.get_metric_history``.
 
@@ -76,10 +75,7 @@ class Collected:
     """What the store holds for one ablation, and what it lacks.
 
     Attributes:
-        manifest: the runner's manifest.
-        experiment: the MLflow experiment name.
-        experiment_id: its id (None when the store has no such experiment).
-        uri: the tracking URI read.
+        experiment_id: the MLflow experiment's id (None when the store has no such experiment).
         finetune: one row per fine-tuning seed run found, :data:`FINETUNE_COLUMNS`; ``value`` is the headline
             score as logged (GLUE and CoNLL as fractions, SQuAD in points).
         pretrain: one row per pretraining run found, :data:`PRETRAIN_COLUMNS` (NaN where a run did not log it).
@@ -89,7 +85,6 @@ class Collected:
         details: every other metric of the evaluation runs (BLiMP per paradigm and term, probe feature kinds),
             long format, :data:`DETAIL_COLUMNS`.
         missing: one human-readable line per planned unit the report cannot use, and per disagreement.
-        parent_run_id: the ablation's parent run, when the store holds it.
     """
 
     manifest: Manifest
@@ -143,15 +138,7 @@ def main_key(task: str) -> str:
 
 
 def collect(manifest: Manifest, *, workdir: Path | None = None) -> Collected:
-    """Read every run the manifest names from the store, listing what cannot be used.
-
-    Args:
-        manifest: the runner's manifest (see the module docstring).
-        workdir: folder of the default MLflow store (None: the current directory).
-
-    Returns:
-        The :class:`Collected` runs.
-    """
+    """Read every run the manifest names from the store (in ``workdir``), listing what cannot be used."""
     uri = tracking_uri(workdir)
     client = store_client(uri)
     experiment = manifest.experiment_name

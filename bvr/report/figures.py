@@ -55,11 +55,24 @@ def new_figure(width: float, height: float) -> Figure:
     return figure
 
 
-def save_figure(figure: Figure, path: Path) -> Path:
+def save_figure(figure: Figure | None, path: Path) -> Path | None:
+    """``figure`` as PNG at ``path``; None without a figure (nothing to draw)."""
+    if figure is None:
+        return None
     path.parent.mkdir(parents=True, exist_ok=True)
     # bbox_inches="tight": long tick labels and axis titles are never clipped; no version stamp: same bytes.
     figure.savefig(path, dpi=DPI, format="png", metadata={"Software": None}, bbox_inches="tight")
     return path
+
+
+def panel_grid(count: int, width: float, height: float) -> tuple[Figure, np.ndarray]:
+    """A figure of ``count`` panels of ``width`` x ``height`` inches, at most 3 a row: its axes, the unused hidden."""
+    ncols = min(count, 3)
+    figure = new_figure(width * ncols + 0.4, height * math.ceil(count / ncols) + 0.2)
+    axes = figure.subplots(math.ceil(count / ncols), ncols, squeeze=False).ravel()
+    for ax in axes[count:]:
+        ax.set_visible(False)
+    return figure, axes[:count]
 
 
 def style_axes(ax: Axes) -> None:
@@ -134,12 +147,6 @@ def curves_figure(history: pd.DataFrame, colors: dict[str, str]) -> Figure | Non
     for ax, key in zip(axes, keys, strict=True):
         _curve_panel(ax, history, key, colors, by_tokens)
     return figure
-
-
-def pretraining_curves(history: pd.DataFrame, colors: dict[str, str], path: Path) -> Path | None:
-    """:func:`curves_figure` saved as PNG at ``path``; None when there is nothing to draw."""
-    figure = curves_figure(history, colors)
-    return save_figure(figure, path) if figure is not None else None
 
 
 def throughput(analysis: Analysis, colors: dict[str, str], path: Path) -> Path | None:
@@ -248,14 +255,9 @@ def task_scores(analysis: Analysis, colors: dict[str, str], path: Path) -> Path 
     tasks = [t for t in analysis.tasks if (analysis.scores["task"] == t).any()]
     if not tasks:
         return None
-    ncols = min(len(tasks), 3)
-    nrows = math.ceil(len(tasks) / ncols)
-    figure = new_figure(3.5 * ncols + 0.4, 2.8 * nrows + 0.2)
-    axes = figure.subplots(nrows, ncols, squeeze=False).ravel()
-    for ax, task in zip(axes, tasks, strict=False):
+    figure, axes = panel_grid(len(tasks), 3.5, 2.8)
+    for ax, task in zip(axes, tasks, strict=True):
         _task_panel(ax, analysis, task, colors)
-    for ax in axes[len(tasks):]:
-        ax.set_visible(False)
     return save_figure(figure, path)
 
 
@@ -298,12 +300,6 @@ def differences_figure(analysis: Analysis) -> Figure | None:
     for ax, (rows, title, unit) in zip(axes, panels, strict=True):
         _forest(ax, rows, title, unit)
     return figure
-
-
-def paired_differences(analysis: Analysis, path: Path) -> Path | None:
-    """:func:`differences_figure` saved as PNG at ``path``; None when there is nothing to draw."""
-    figure = differences_figure(analysis)
-    return save_figure(figure, path) if figure is not None else None
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -357,22 +353,16 @@ def budget_figure(curve: BudgetCurve | None, path: Path) -> Path | None:
     unigram entropy; None when no budget has a finished run."""
     if curve is None or not any(not math.isnan(p.tokens) for p in curve.points):
         return None
-    panels = len(curve.measures) + 1
-    ncols = min(panels, 3)
-    nrows = math.ceil(panels / ncols)
-    figure = new_figure(3.6 * ncols + 0.4, 2.9 * nrows + 0.2)
-    axes = figure.subplots(nrows, ncols, squeeze=False).ravel()
+    figure, axes = panel_grid(len(curve.measures) + 1, 3.6, 2.9)
     for ax, measure in zip(axes, curve.measures, strict=False):
         _budget_panel(ax, curve, measure)
     _loss_panel(axes[len(curve.measures)], curve)
     ticks = sorted({p.tokens for p in curve.points if not math.isnan(p.tokens)})
-    for ax in axes[:panels]:
+    for ax in axes:
         ax.set_xscale("log")
         ax.set_xticks(ticks, [fmt_count(t) for t in ticks], rotation=30 if len(ticks) > 4 else 0)
         ax.minorticks_off()  # the budgets are the ticks: no 2M, 3M ... between them
         ax.set_xlabel("tokens per pretraining run", fontsize=8)
         ax.margins(x=0.15)
         style_axes(ax)
-    for ax in axes[panels:]:
-        ax.set_visible(False)
     return save_figure(figure, path)

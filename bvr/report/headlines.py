@@ -18,25 +18,14 @@ from bvr.report.inference import MIN_UNITS
 from bvr.report.shown import EffectRow
 
 
-def _won(analysis: Analysis, by_arm: bool) -> dict[str, list[Comparison]]:
-    """Per pretrained arm, the measures on which it beats the control (``by_arm``) or the control beats it
-    (Holm-adjusted)."""
+def pretraining_helped(analysis: Analysis, hurt: bool = False) -> dict[str, list[Comparison]]:
+    """Per pretrained arm, the measures on which it beats the control (``hurt``: the control beats it), by Holm."""
     out: dict[str, list[Comparison]] = {arm: [] for arm in analysis.collected.pretrained_arms}
-    wanted = Outcome.B_BETTER if by_arm else Outcome.A_BETTER
+    wanted = Outcome.A_BETTER if hurt else Outcome.B_BETTER
     for c in analysis.control:
         if c.outcome is wanted:
             out.setdefault(c.arm_b, []).append(c)
     return out
-
-
-def pretraining_helped(analysis: Analysis) -> dict[str, list[Comparison]]:
-    """Per pretrained arm, the measures on which it beats the control (Holm-adjusted)."""
-    return _won(analysis, by_arm=True)
-
-
-def pretraining_hurt(analysis: Analysis) -> dict[str, list[Comparison]]:
-    """Per pretrained arm, the measures on which the control beats it (Holm-adjusted)."""
-    return _won(analysis, by_arm=False)
 
 
 def _fmt_effect(c: Comparison) -> str:
@@ -113,7 +102,7 @@ def _sanity(analysis: Analysis) -> list[str]:
     """The sanity check: each pretrained arm against the control, then whether any arm beat it at all."""
     if not (analysis.collected.control and analysis.control):
         return []
-    helped, hurt = pretraining_helped(analysis), pretraining_hurt(analysis)
+    helped, hurt = pretraining_helped(analysis), pretraining_helped(analysis, hurt=True)
     lines = [line for arm, wins in helped.items() for line in _control_lines(analysis, arm, wins, hurt.get(arm, []))]
     if not any(helped.values()) and any(c.test.tested for c in analysis.control):
         lines.append("Pretraining did not beat the control anywhere, so no difference between arms below can "
@@ -130,7 +119,7 @@ def _blind(analysis: Analysis) -> dict[str, str]:
         return {}
     tested = {c.measure.key for c in analysis.control if c.test.tested}
     hurt: dict[str, list[str]] = {}
-    for arm, losses in pretraining_hurt(analysis).items():
+    for arm, losses in pretraining_helped(analysis, hurt=True).items():
         for c in losses:
             hurt.setdefault(c.measure.key, []).append(arm)
     out = {}

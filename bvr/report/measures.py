@@ -11,12 +11,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from bvr.report.collect import Collected
-from bvr.report.inference import (
-    VarianceComponents,
-    compare,
-    unit_values,
-    variance_components,
-)
+from bvr.report.inference import VarianceComponents, compare, unit_values, variance_components
 from bvr.report.stats import is_higher_better
 from bvr.tasks.registry import TASKS
 
@@ -77,7 +72,6 @@ class Measure:
         title: how tables name it ("BLiMP macro accuracy, zero-shot").
         metric: the logged key (``blimp/macro_accuracy``, ``dev/accuracy``, ``val/mlm_loss``).
         task: the task a published table names it by (``sst2`` for fine-tuning; ``pretrain`` for MLM loss).
-        higher_is_better: the metric's direction.
         values: arm -> (pretraining seed, inner seed) -> value; the inner seed is the fine-tuning or probe seed
             (0 where a model gives one number).
         baseline: the trivial baseline in the same units (majority class, chance), or None.
@@ -96,12 +90,10 @@ class Measure:
 
     @property
     def kind(self) -> str:
-        """``blimp``, ``probe``, ``finetune`` or ``mlm``."""
         return self.key.partition("/")[0]
 
     @property
     def unit(self) -> str:
-        """``nats`` for the MLM loss, ``points`` for every score."""
         return "nats" if self.key == MLM else "points"
 
     @property

@@ -85,13 +85,7 @@ def dvc_metrics(analysis: Analysis) -> dict[str, dict[str, float]]:
     keys that two files share are spelled with the file's path; so the keys are the measures and, for the usual one
     comparison, few and short. The intervals, medians and the comparisons with the control are the report's
     ``metrics.json`` and the parent run's ``report/effects.csv``. A difference that cannot be worked out is left out,
-    so DVC shows ``-``.
-
-    Args:
-        a: the analysed ablation.
-
-    Returns:
-        ``{file name under metrics/: {measure: difference}}``, in the report's order.
+    so DVC shows ``-``. Returns ``{file name under metrics/: {measure: difference}}``, in the report's order.
     """
     rows: dict[str, dict[str, float]] = {}
     for c in analysis.comparisons or analysis.control:

@@ -63,18 +63,10 @@ class _Source:
 
 
 def load_published(path: str | Path | None = None) -> pd.DataFrame:
-    """Read the published numbers, one row per (ablation, arm, task, metric).
+    """Read the published numbers (default :data:`DEFAULT_PATH`), one row per (ablation, arm, task, metric).
 
-    Args:
-        path: the YAML file; None reads :data:`DEFAULT_PATH`.
-
-    Returns:
-        A DataFrame with :data:`COLUMNS`: ``value`` is a float (NaN where the paper prints a dash, or for a
-        finding stated in words) and ``higher_is_better`` a nullable boolean.
-
-    Raises:
-        BvrError: the file is missing or not YAML, a key is unknown, a required key (such as ``source``) is
-            missing, or a value is malformed; the message names the file, the line and the key.
+    ``value`` is a float (NaN where the paper prints a dash, or for a finding stated in words) and
+    ``higher_is_better`` a nullable boolean. Every error names the file, the line and the key.
     """
     path = Path(path) if path is not None else DEFAULT_PATH
     data, source = _read(path)
@@ -98,18 +90,9 @@ def published_effect(df: pd.DataFrame, ablation: str, arm_a: str, arm_b: str, ta
 
     An effect is read within one table: an ablation may cite several (SpanBERT's masking-scheme table and its
     auxiliary-objective table), and a row of one table is not comparable with a row of another (they differ in
-    setting). The first table, in file order, that prints both arms on the column gives the effect.
-
-    Args:
-        df: the frame from :func:`load_published`.
-        ablation: the ablation ('masking').
-        arm_a: the arm subtracted ('static').
-        arm_b: the other arm ('dynamic').
-        task: bvr's task name ('squad_v2'), or ``probe/TASK`` for a feature-based column.
-        metric: the metric key ('dev/f1'); None matches the task's one published metric.
-
-    Returns:
-        ``value(b) - value(a)`` in the paper's units, or None.
+    setting). The first table, in file order, that prints both arms on the column gives the effect, in the paper's
+    units. ``task`` may be ``probe/TASK`` for a feature-based column; ``metric`` None matches the task's one
+    published metric.
 
     >>> df = load_published()
     >>> round(published_effect(df, "span-masking", "token", "span", "squad_v2", "dev/f1"), 6)  # Table 6
@@ -174,7 +157,6 @@ def _text(source: _Source, data: dict, key: str, name: str) -> str | None:
 
 
 def _table_rows(source: _Source, table: Any, key: str) -> list[dict[str, Any]]:
-    """The rows of one published table."""
     _check_keys(source, table, key, _TABLE_KEYS)
     ablation = _text(source, table, key, "ablation")
     if ablation not in ABLATIONS:

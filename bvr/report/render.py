@@ -81,17 +81,12 @@ class ReportResult:
     """What :func:`render_report` wrote."""
 
     out_dir: Path
-    """``reports/NAME``."""
     html: Path
     markdown: Path
     metrics: Path
-    """``metrics.json``."""
     dvc_metrics: list[Path] = field(default_factory=list)
-    """The files under ``metrics/``, one row of ``dvc metrics show`` each."""
     plots: list[Path] = field(default_factory=list)
-    """The CSV files under ``plots/``."""
     figures: list[Path] = field(default_factory=list)
-    """The PNG files under ``figures/``."""
     missing: list[str] = field(default_factory=list)
     """One line per planned unit the report could not use, and per disagreement between manifest and store."""
     complete: bool = True
@@ -115,10 +110,11 @@ def _draw(analysis: Analysis, folder: Path) -> dict[str, Figure]:
         ("differences", f"Paired differences b − a per measure, in points (validation MLM loss in nats, in a panel "
                         f"of its own): grey points per pretraining seed, coloured point and bar = mean and "
                         f"{analysis.level} simultaneous interval (green where b is better, red where a is, when Holm "
-                        "finds a difference; grey where it does not).", lambda p: fig.paired_differences(analysis, p)),
+                        "finds a difference; grey where it does not).",
+         lambda p: fig.save_figure(fig.differences_figure(analysis), p)),
         ("curves", "Pretraining: training MLM loss in nats per token (smoothed over the faint raw curve) and "
                    "validation perplexity, one curve per pretraining run, coloured by arm.",
-         lambda p: fig.pretraining_curves(analysis.collected.history, colours, p)),
+         lambda p: fig.save_figure(fig.curves_figure(analysis.collected.history, colours), p)),
         ("throughput", "Training throughput and wall time per pretrained arm (the last invocation of each run, "
                        "under whatever else ran on the machine: see the table's note).",
          lambda p: fig.throughput(analysis, colours, p)),
@@ -277,15 +273,9 @@ def _log_views(client: MlflowClient, analysis: Analysis, write_views: ViewWriter
 
 
 def _log(analysis: Analysis, result: ReportResult, write_views: ViewWriter | None) -> None:
-    """Log the report under ``report/`` of the parent run (:func:`_log_files`); its description the headline in
-    brief (:func:`_description`); its parameters :func:`parent_params`; each effect's estimate as a metric
-    (:func:`effect_metrics`, rounded as the report rounds), with intervals and Holm p-values in the table
-    ``report/effects.csv`` and the chart ``report/effects.png``; the saved views and their rows (:func:`_log_views`).
-
-    Raises:
-        BvrError: the store refused (naming it), or its artifact folder cannot be written (naming the folder the
-            store recorded, which a copied or moved store still points at).
-    """
+    """Log the report to the parent run: its files, description, parameters, each effect's estimate as a metric
+    (with intervals and Holm p-values in ``report/effects.csv`` and ``report/effects.png``) and, with
+    ``write_views``, the saved views."""
     run_id = analysis.collected.parent_run_id
     if run_id is None:
         return
@@ -322,24 +312,12 @@ def artifact_root_error(client: MlflowClient, run_id: str, err: OSError) -> BvrE
 def render_report(manifest: Manifest, out_dir: Path | None = None, *, workdir: Path | None = None,
                   log_to_mlflow: bool = True, ui_url: str | None = None,
                   write_views: ViewWriter | None = None) -> ReportResult:
-    """Render one ablation's report from its MLflow runs into ``out_dir``.
+    """Render one ablation's report from its MLflow runs (the store in ``workdir``) into ``out_dir`` (default
+    ``reports/NAME``); an unfinished ablation renders a partial report.
 
-    Args:
-        manifest: the runner's manifest (``outputs/ablations/NAME-HASH/manifest.json``,
-            :meth:`bvr.ablation.manifest.Manifest.load`).
-        out_dir: the report folder (default ``reports/NAME``).
-        workdir: folder holding the MLflow store (``mlflow.db``; default: the current directory).
-        log_to_mlflow: log the report as artifacts of the ablation's parent run and set its description.
-        ui_url: the MLflow UI run ids link to (default: ``BVR_MLFLOW_UI``, else the tracking server; plain ids when
-            neither is known).
-        write_views: what writes the report's MLflow views (:func:`bvr.ops.views.write_report_views`); None: none.
-
-    Returns:
-        What was written, and what is missing; an unfinished ablation renders a partial report.
-
-    Raises:
-        BvrError: ``ui_url`` is not an http(s) address; the tracking server does not answer; logging to MLflow fails
-            (the files are written by then).
+    ``ui_url`` is the MLflow UI run ids link to (default: ``BVR_MLFLOW_UI``, else the tracking server; plain ids when
+    neither is known). ``write_views`` writes the report's MLflow views (:func:`bvr.ops.views.write_report_views`);
+    None writes none. Logging to MLflow fails only after the files are written.
     """
     check_store(workdir)
     collected = collect(manifest, workdir=workdir)
@@ -378,16 +356,8 @@ def render_report(manifest: Manifest, out_dir: Path | None = None, *, workdir: P
 
 
 def render_summary(manifests: list[Manifest], out_dir: Path = REPORTS_DIR, *, workdir: Path | None = None) -> Path:
-    """Write ``out_dir/index.md`` and ``index.html``: every ablation's status and headline verdicts.
-
-    Args:
-        manifests: one manifest per ablation.
-        out_dir: the reports folder; each ablation's report is looked for in ``out_dir/NAME/``.
-        workdir: folder holding the MLflow store.
-
-    Returns:
-        The path of ``index.html``.
-    """
+    """Write ``out_dir/index.md`` and ``index.html`` (returned): every ablation's status and headline verdicts, one
+    manifest each, linking each report found in ``out_dir/NAME/``."""
     published = load_published()
     analyses = [analyse(collect(m, workdir=workdir), published) for m in manifests]
     out_dir = Path(out_dir)

@@ -23,17 +23,7 @@ from bvr.formatting import duration
 from bvr.report.analysis import Analysis, Comparison
 from bvr.report.arm_facts import arm_facts
 from bvr.report.budget import budget_curve, budget_section
-from bvr.report.cells import (
-    RunLinks,
-    arm_config,
-    fmt,
-    fmt_ci,
-    fmt_count,
-    fmt_p,
-    mean_of,
-    relative_path,
-    signed,
-)
+from bvr.report.cells import RunLinks, arm_config, fmt, fmt_ci, fmt_count, fmt_p, mean_of, relative_path, signed
 from bvr.report.document import Block, Bullets, Cell, Figure, Heading, Link, Notice, Paragraph, Table
 from bvr.report.headlines import brief, headlines, too_small
 from bvr.report.pretrain_runs import pretrain_table
@@ -341,12 +331,8 @@ def _agreement_counts(analysis: Analysis) -> str:
 
 
 def summary_blocks(analyses: Sequence[Analysis], reports: Sequence[str | None]) -> list[Block]:
-    """The index across ablations: a status table, then each ablation's headline sentences.
-
-    Args:
-        analyses: one analysis per ablation.
-        reports: per ablation, the link to its ``report.html`` relative to the index (None: not rendered yet).
-    """
+    """The index across ablations: a status table, then each ablation's headline sentences; ``reports`` holds per
+    ablation the link to its ``report.html`` relative to the index (None: not rendered yet)."""
     overview = []
     sections: list[Block] = []
     for analysis, href in zip(analyses, reports, strict=True):

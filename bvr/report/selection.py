@@ -10,7 +10,6 @@ selection scores against the learning rate (:func:`selection_figure`), one line 
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +18,7 @@ from matplotlib.axes import Axes
 
 from bvr.ablation.manifest import Manifest
 from bvr.report.document import Block, Heading, Paragraph, Table
-from bvr.report.figures import new_figure, save_figure, style_axes
+from bvr.report.figures import panel_grid, save_figure, style_axes
 
 COLUMNS = ("arm", "pretrain_seed", "task", "seed", "point", "learning_rate", "epochs", "score", "chosen")
 
@@ -115,11 +114,7 @@ def selection_figure(frame: pd.DataFrame, colors: dict[str, str], scales: dict[s
     tasks = [t for t in dict.fromkeys(frame["task"]) if frame[frame["task"] == t]["learning_rate"].nunique() > 1]
     if not tasks:
         return None
-    ncols = min(len(tasks), 3)
-    figure = new_figure(4.2 * ncols + 0.4, 3.0 * math.ceil(len(tasks) / ncols) + 0.2)
-    axes = figure.subplots(math.ceil(len(tasks) / ncols), ncols, squeeze=False).ravel()
-    for ax, task in zip(axes, tasks, strict=False):
+    figure, axes = panel_grid(len(tasks), 4.2, 3.0)
+    for ax, task in zip(axes, tasks, strict=True):
         _curve_panel(ax, frame, str(task), colors, scales.get(str(task), 1.0))
-    for ax in axes[len(tasks):]:
-        ax.set_visible(False)
     return save_figure(figure, path)

@@ -29,14 +29,10 @@ class Summary:
     would flatter an arm that collapses more often). With no value every statistic is NaN."""
 
     n: int
-    """Values summarised."""
     median: float
     q1: float
-    """First quartile (linear interpolation)."""
     q3: float
-    """Third quartile (linear interpolation)."""
     iqr: float
-    """``q3 - q1``."""
     min: float
     max: float
     mean: float
@@ -55,18 +51,10 @@ def is_higher_better(metric: str) -> bool:
 
 
 def summarize(values: Sequence[float] | np.ndarray, *, collapsed: Sequence[bool] | np.ndarray | None = None) -> Summary:
-    """Summarise one arm's values across fine-tuning seeds.
+    """Summarise one arm's values (one per run) across fine-tuning seeds.
 
-    Args:
-        values: one number per run.
-        collapsed: a flag per run (a fine-tuning run stuck at the majority class, flagged ``bvr.collapsed``),
-            parallel to ``values``; None: no run collapsed. Collapsed runs are counted and kept in every statistic.
-
-    Returns:
-        The :class:`Summary`.
-
-    Raises:
-        ValueError: ``collapsed`` has another length than ``values``, or a value is NaN or infinite.
+    ``collapsed`` flags the runs stuck at the majority class (``bvr.collapsed``), parallel to ``values``; None: none.
+    Collapsed runs are counted and kept in every statistic.
     """
     x = np.asarray(values, dtype=float)
     n_collapsed = int(_collapsed_flags(collapsed, x.size).sum())

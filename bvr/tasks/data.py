@@ -8,8 +8,6 @@ the task's kind (:data:`bvr.tasks.kinds.KINDS`) into features, one list per colu
 Offline, SQuAD often has only its dev file; its reader then splits the dev file by article, and the split's
 description travels with the data (:attr:`TaskData.split_note`) so that every result can say what it was measured on.
 
-The splits it gives are :class:`~bvr.tasks.splits.TaskData`; :func:`loader` batches one.
-
 ``max_train_examples`` and ``max_eval_examples`` cap a split at a random subset drawn with ``subset_seed``, the same
 for every fine-tuning seed and arm, kept in file order. Batching is :mod:`bvr.tasks.batching`.
 
@@ -115,11 +113,7 @@ def _encode_split(
 def _select_out(spec: TaskSpec, splits: dict[str, tuple[list, str]], settings: DataSettings) -> str | None:
     """Move ``selection_examples`` training examples (at most ``selection_share`` of them; whole articles for span
     tasks) into a :data:`SELECTION` split of ``splits``, drawn with ``subset_seed``; the note to show, or None when
-    nothing is held out (``selection_examples`` 0).
-
-    Raises:
-        BvrError: the training split is too small to spare one example (or, for span tasks, one article).
-    """
+    nothing is held out (``selection_examples`` 0)."""
     if not settings.selection_examples:
         return None
     train_name = spec.splits[0].name
@@ -147,9 +141,6 @@ def _select_out(spec: TaskSpec, splits: dict[str, tuple[list, str]], settings: D
 def _hold_out(spec: TaskSpec, splits: dict[str, tuple[list, str]], settings: DataSettings) -> str | None:
     """Move ``null_threshold_heldout`` of the training articles of a SQuAD v2.0 task into a :data:`HELDOUT`
     split of ``splits``; the note to show, or None when nothing was held out (another task, v1.1, or a share of 0).
-
-    Raises:
-        BvrError: the training side has fewer than two articles.
     """
     train_name = spec.splits[0].name
     examples, line = splits[train_name]
@@ -171,23 +162,8 @@ def _hold_out(spec: TaskSpec, splits: dict[str, tuple[list, str]], settings: Dat
 def load_task_data(
     spec: TaskSpec, data_dir: Path | None, tokenizer: Tokenizer, family: str, pad_id: int, settings: DataSettings
 ) -> TaskData:
-    """Read, cap and encode every split of ``spec`` for one tokenizer.
-
-    Args:
-        spec: the task.
-        data_dir: the data folder (the task's files are under ``data_dir/spec.folder``); None reads the hub.
-        tokenizer: the checkpoint's tokenizer (its own truncation and padding settings are left alone).
-        family: 'bert' or 'roberta'.
-        pad_id: the tokenizer's padding id.
-        settings: lengths, caps and the fallback split.
-
-    Returns:
-        The encoded splits and the report lines to show.
-
-    Raises:
-        BvrError: a file is missing or malformed, a cap is below 1, the hub cannot be reached without a data folder,
-            or a held-out slice is asked of a training side with one article.
-    """
+    """Read, cap and encode every split of ``spec`` for one tokenizer (from ``data_dir/spec.folder``, or the hub
+    when ``data_dir`` is None), with the report lines to show."""
     _check_settings(settings)
     read = read_task(spec, data_dir, settings)
     splits = dict(read.splits)

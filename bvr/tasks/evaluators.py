@@ -3,9 +3,8 @@
 Each evaluation also says whether the run *collapsed*: a classifier that predicts one class for every example, a
 regressor whose predictions barely vary, a tagger that gives every word the same tag or predicts no entity at all
 (every word O), or a span model whose every answer is empty or the same string (under SQuAD v2.0, nearly every
-answer empty). Collapse is a known failure
-of BERT fine-tuning on small tasks (the BERT paper, section 4.1; Mosbach et al. 2021), and such a seed scores like
-the majority baseline.
+answer empty). Collapse is a known failure of BERT fine-tuning on small tasks (the BERT paper, section 4.1; Mosbach
+et al. 2021), and such a seed scores like the majority baseline.
 """
 
 from __future__ import annotations
@@ -73,14 +72,8 @@ class Evaluator:
 
 @dataclass
 class EvalRecord:
-    """What an evaluation leaves in its run beyond the scores.
-
-    Attributes:
-        params: MLflow params (how it was scored).
-        metrics: MLflow metrics of the final evaluation.
-        files: file name -> text, written to the run folder and logged as artifacts.
-        warning: one line to warn about, or None.
-    """
+    """What an evaluation leaves in its run beyond the scores: MLflow params (how it was scored) and metrics of
+    the final evaluation, files (name -> text) written to the run folder and logged as artifacts, and a warning."""
 
     params: dict[str, str] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
@@ -134,7 +127,6 @@ class RegressionEvaluator(Evaluator):
         self.sums.zero_()
 
     def spread(self) -> tuple[float, float]:
-        """Standard deviations of the predictions and of the gold scores."""
         n, pred_sum, pred_sq, gold_sum, gold_sq = self.sums.tolist()
         if n == 0:
             return 0.0, 0.0
@@ -194,13 +186,6 @@ class SpanEvaluator(Evaluator):
     with the best F1 on ``threshold_from``'s split (held out of training) when given, else ``threshold``. The
     scores are :func:`~bvr.tasks.squad.metric.evaluate_v2`'s of the predictions and no-answer probabilities
     :meth:`record` saves, so re-scoring those files gives the logged numbers.
-
-    Args:
-        spec: the task.
-        split: the evaluation split.
-        version: "1.1" or "2.0".
-        threshold: the fixed null threshold (v2.0).
-        threshold_from: the evaluator of the held-out split the threshold is chosen on, or None.
     """
 
     def __init__(self, spec: TaskSpec, split: SplitData, version: str, threshold: float = 0.0,
@@ -268,7 +253,6 @@ class SpanEvaluator(Evaluator):
         self.decoded: SquadPredictions | None = None
 
     def empty_share(self) -> float:
-        """The share of questions answered "" (no answer)."""
         answers = self.answers or []
         return sum(answer == "" for answer in answers) / len(answers) if answers else 0.0
 

@@ -164,12 +164,7 @@ def _warn_undefined(what: str) -> None:
 
 
 PLAIN_METRICS: dict[str, Callable[[Numbers, Numbers], float]] = {
-    "accuracy": accuracy,
-    "f1": f1,
-    "mcc": matthews_corrcoef,
-    "pearson": pearson,
-    "spearman": spearman,
-}
+    "accuracy": accuracy, "f1": f1, "mcc": matthews_corrcoef, "pearson": pearson, "spearman": spearman}
 """Metric name (as in TaskSpec.metrics) to its plain definition, called as ``fn(preds, targets)``."""
 
 
@@ -239,12 +234,7 @@ def _mcc(spec: TaskSpec) -> Metric:
 
 
 METRIC_BUILDERS: dict[str, Callable[[TaskSpec], Metric]] = {
-    "accuracy": _accuracy,
-    "f1": _f1,
-    "mcc": _mcc,
-    "pearson": lambda spec: Pearson(),
-    "spearman": lambda spec: Spearman(),
-}
+    "accuracy": _accuracy, "f1": _f1, "mcc": _mcc, "pearson": lambda _: Pearson(), "spearman": lambda _: Spearman()}
 """Metric name to a builder of its torchmetrics object for a task."""
 
 
@@ -252,15 +242,8 @@ def make_metrics(spec: TaskSpec, prefix: str = "") -> MetricCollection:
     """The torchmetrics collection of a classification or regression task's metrics, for one split.
 
     Update it with ``(preds, targets)``: predicted class ids and label ids (both ``(batch,)`` integers) for
-    classification; predicted and gold scores (both ``(batch,)`` floats) for regression.
-
-    Args:
-        spec: the task.
-        prefix: put before every key, such as ``"dev/"``.
-
-    Raises:
-        ValueError: the task lists a metric with no torchmetrics object here (tagging and span tasks compute
-            theirs in their own modules).
+    classification; predicted and gold scores (both ``(batch,)`` floats) for regression. ``prefix`` (``"dev/"``)
+    goes before every key. Tagging and span tasks compute their metrics in their own modules.
     """
     unknown = [name for name in spec.metrics if name not in METRIC_BUILDERS]
     if unknown:
@@ -286,11 +269,7 @@ def main_score(spec: TaskSpec, values: Mapping[str, float]) -> float:
 
 
 def majority_prediction(spec: TaskSpec, train_labels: Numbers) -> int | float:
-    """What the trivial baseline predicts: the most frequent training class (ties: the lowest id) or the mean score.
-
-    Raises:
-        BvrError: there are no training labels.
-    """
+    """What the trivial baseline predicts: the most frequent training class (ties: the lowest id) or the mean score."""
     if not train_labels:
         raise BvrError(f"task {spec.name!r}: no training labels to take a baseline from")
     if spec.kind == "regression":

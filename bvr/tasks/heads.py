@@ -23,13 +23,8 @@ def _fresh(module: nn.Module, config: EncoderConfig) -> nn.Module:
 
 
 class SequenceHead(nn.Module):
-    """First token -> dense + tanh (a pooler) -> dropout -> linear: (batch, seq, hidden) to (batch, outputs).
-
-    Args:
-        config: the encoder's config (sizes, dropout, initialisation).
-        num_outputs: classes, or 1 for regression (then the output is (batch,)).
-        pooler: a pretrained pooler to start from; None builds a fresh one.
-    """
+    """First token -> dense + tanh (a pooler) -> dropout -> linear: (batch, seq, hidden) to (batch, outputs), or
+    (batch,) for regression's one output; a pretrained ``pooler`` to start from, else a fresh one."""
 
     def __init__(self, config: EncoderConfig, num_outputs: int, pooler: Pooler | None = None) -> None:
         super().__init__()
@@ -69,8 +64,6 @@ class SpanHead(nn.Module):
 
 
 class FinetuneModel(nn.Module):
-    """An encoder and a task head."""
-
     def __init__(self, encoder: Encoder, head: nn.Module) -> None:
         super().__init__()
         self.encoder = encoder

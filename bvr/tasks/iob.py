@@ -37,14 +37,9 @@ def detect_scheme(tag_sequences: Iterable[Sequence[str]]) -> str:
     """The IOB variant that tag sequences are written in.
 
     IOB2 opens every entity with B-. IOB1 opens entities with I- and uses B- only for an entity that directly
-    follows another of the same type.
-
-    Args:
-        tag_sequences: sentences' tags.
-
-    Returns:
-        "IOB2" when no I- tag opens an entity (so also for text with no entities, where the two agree); "IOB1" when
-        some I- tag opens an entity and every B- follows a tag of its type; "mixed" when both rules are broken.
+    follows another of the same type. "IOB2" when no I- tag opens an entity (so also for text with no entities,
+    where the two agree); "IOB1" when some I- tag opens an entity and every B- follows a tag of its type; "mixed"
+    when both rules are broken.
     """
     opening_i = opening_b = False
     for tags in tag_sequences:
@@ -68,12 +63,6 @@ def to_iob2(tags: Sequence[str]) -> list[str]:
 
     >>> to_iob2(["I-PER", "I-PER", "B-PER", "O", "I-LOC", "I-ORG"])
     ['B-PER', 'I-PER', 'B-PER', 'O', 'B-LOC', 'B-ORG']
-
-    Args:
-        tags: one sentence's tags.
-
-    Returns:
-        The same entities in IOB2.
     """
     converted = []
     previous = OUTSIDE
@@ -97,15 +86,6 @@ def extract_entities(tags: Sequence[str]) -> set[Entity]:
 
     >>> sorted(extract_entities(["I-PER", "I-LOC", "O", "B-ORG", "B-ORG", "I-ORG"]))
     [('LOC', 1, 2), ('ORG', 3, 4), ('ORG', 4, 6), ('PER', 0, 1)]
-
-    Args:
-        tags: one sentence's tags (O, B-TYPE or I-TYPE).
-
-    Returns:
-        Entities as (type, start, end) with ``end`` exclusive.
-
-    Raises:
-        ValueError: a tag is not O, B-TYPE or I-TYPE.
     """
     entities: set[Entity] = set()
     current, start = None, 0

@@ -75,7 +75,6 @@ class Kind:
         raise NotImplementedError
 
     def loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """The training loss of one batch."""
         raise NotImplementedError
 
     def evaluator(self, data: TaskData, split: str) -> Evaluator:
@@ -211,10 +210,5 @@ class SpanKind(Kind):
         return "answers nothing (the empty string) for every question"
 
 
-KINDS: dict[str, Kind] = {
-    "classification": ClassificationKind(),
-    "regression": RegressionKind(),
-    "tagging": TaggingKind(),
-    "span": SpanKind(),
-}
-"""Task kind -> its :class:`Kind`."""
+KINDS: dict[str, Kind] = {"classification": ClassificationKind(), "regression": RegressionKind(),
+                          "tagging": TaggingKind(), "span": SpanKind()}

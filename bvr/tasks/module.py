@@ -52,9 +52,7 @@ class OptimSettings:
     warmup_fraction: float = 0.1
     """Share of the optimiser steps spent warming up linearly; then linear decay to 0."""
     adam_betas: tuple[float, float] = (0.9, 0.999)
-    """AdamW betas."""
     adam_eps: float = 1e-6
-    """AdamW epsilon."""
 
 
 @dataclass
@@ -68,14 +66,8 @@ class EpochScores:
 
 
 class FinetuneModule(L.LightningModule):
-    """Fine-tunes a :class:`FinetuneModel`; evaluates every split after each epoch.
-
-    Args:
-        model: encoder and head.
-        kind: the task kind (its loss).
-        evaluators: split name -> its evaluator, in the order of the validation loaders.
-        optim: optimiser settings.
-    """
+    """Fine-tunes a :class:`FinetuneModel` with its kind's loss; evaluates every split after each epoch, the
+    ``evaluators`` in the order of the validation loaders."""
 
     def __init__(self, model: FinetuneModel, kind: Kind, evaluators: dict[str, Evaluator],
                  optim: OptimSettings) -> None:

@@ -36,15 +36,10 @@ input gives every word, the first included, that space. WordPiece marks continua
 def align_labels(word_ids: Sequence[int | None], word_labels: Sequence[int]) -> list[int]:
     """Label each word's first sub-token; every later sub-token and every special gets :data:`IGNORE_INDEX`.
 
+    ``word_ids`` holds per token the index of the word it came from; None (or a negative index) for specials.
+
     >>> align_labels([None, 0, 0, 1, None], [3, 5])
     [-100, 3, -100, 5, -100]
-
-    Args:
-        word_ids: per token, the index of the word it came from; None (or a negative index) for specials.
-        word_labels: per word, its label id.
-
-    Returns:
-        Per token, a label id or :data:`IGNORE_INDEX`.
     """
     labels = []
     seen: set[int] = set()
@@ -77,16 +72,8 @@ def _label_ids(tags: Sequence[str], label_to_id: Mapping[str, int]) -> list[int]
     return [label_to_id[tag] for tag in tags]
 
 
-_NER_KEYS = (
-    "input_ids",
-    "attention_mask",
-    "token_type_ids",
-    "labels",
-    "word_ids",
-    "truncated_words",
-    "untokenized_words",
-)
-"""The lists :func:`encode_ner` returns, one entry per sentence."""
+_NER_KEYS = ("input_ids", "attention_mask", "token_type_ids", "labels", "word_ids", "truncated_words",
+             "untokenized_words")
 
 
 def encode_ner(
@@ -102,23 +89,12 @@ def encode_ner(
     marker, as RoBERTa's ``add_prefix_space=True`` does for pre-split input. Sequences longer than ``max_length`` are
     cut; the words that lose all their tokens are counted in ``truncated_words``, and words the tokenizer turns
     into no token at all (WordPiece drops some control and zero-width characters) in ``untokenized_words``. No
-    padding: the collator pads.
-
-    Args:
-        tokenizer: a tokenizer of ``family``; its own truncation and padding settings are ignored.
-        family: "bert" or "roberta".
-        sentences: :class:`Sentence` s or (tokens, tags) pairs.
-        label_to_id: tag -> label id.
-        max_length: most tokens per sequence, specials included.
+    padding: the collator pads; the tokenizer's own truncation and padding settings are ignored.
 
     Returns:
         Per sentence: ``input_ids``, ``attention_mask``, ``token_type_ids``, ``labels`` (first sub-tokens carry the
         word's id, the rest :data:`IGNORE_INDEX`), ``word_ids`` (None for specials), ``truncated_words`` and
         ``untokenized_words`` (counts).
-
-    Raises:
-        BvrError: the family is unknown, ``max_length`` leaves no room for a token, or a tag is not in
-            ``label_to_id``.
     """
     prefix = _word_prefix(family)
     tokenizer = plain_tokenizer(tokenizer)
@@ -151,43 +127,23 @@ def _as_numpy(values: Any) -> np.ndarray:
     return np.asarray(values)
 
 
-def _tag_of(id_to_label: Sequence[str] | Mapping[int, str], label_id: int) -> str:
-    return id_to_label[int(label_id)]
-
-
 def labels_to_tags(labels: Any, id_to_label: Sequence[str] | Mapping[int, str]) -> list[list[str]]:
-    """Gold word tags from a batch of aligned labels.
-
-    Args:
-        labels: (batch, seq) label ids with :data:`IGNORE_INDEX` on positions that are not a word's first sub-token.
-        id_to_label: label id -> tag.
-
-    Returns:
-        Per row, the tags of its labelled positions in order.
-    """
+    """Gold word tags from (batch, seq) aligned labels: per row, the tags of its labelled positions in order."""
     rows = _as_numpy(labels)
-    return [[_tag_of(id_to_label, label) for label in row[row != IGNORE_INDEX]] for row in rows]
+    return [[id_to_label[int(label)] for label in row[row != IGNORE_INDEX]] for row in rows]
 
 
 def predictions_to_tags(
     logits: Any, labels_with_ignore: Any, id_to_label: Sequence[str] | Mapping[int, str]
 ) -> list[list[str]]:
-    """Predicted word tags: the arg-max label at each word's first sub-token.
+    """Predicted word tags from (batch, seq, num_labels) logits: the arg-max label at each word's first sub-token.
 
-    Args:
-        logits: (batch, seq, num_labels) scores.
-        labels_with_ignore: (batch, seq) gold labels; positions holding :data:`IGNORE_INDEX` are skipped, so the
-            predictions line up with :func:`labels_to_tags` of the same labels.
-        id_to_label: label id -> tag.
-
-    Returns:
-        Per row, one predicted tag per labelled position.
+    Positions where the (batch, seq) gold labels hold :data:`IGNORE_INDEX` are skipped, so the predictions line up
+    with :func:`labels_to_tags` of the same labels.
     """
     predicted = _as_numpy(logits).argmax(axis=-1)  # (batch, seq)
     labels = _as_numpy(labels_with_ignore)
-    return [
-        [_tag_of(id_to_label, label) for label in row[gold != IGNORE_INDEX]]
-        for row, gold in zip(predicted, labels, strict=True)
-    ]
+    return [[id_to_label[int(label)] for label in row[gold != IGNORE_INDEX]]
+            for row, gold in zip(predicted, labels, strict=True)]
 
 

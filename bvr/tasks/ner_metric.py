@@ -17,20 +17,14 @@ from bvr.tasks.iob import entity_types, extract_entities
 
 @dataclass
 class EntityCounts:
-    """Entity counts per type, from which every entity-level score follows.
-
-    Attributes:
-        true_positives: predicted entities that match a gold one in type, start and end.
-        predicted: predicted entities.
-        gold: gold entities.
-    """
+    """Entity counts per type, from which every entity-level score follows; a true positive matches a gold entity
+    in type, start and end."""
 
     true_positives: Counter[str] = field(default_factory=Counter)
     predicted: Counter[str] = field(default_factory=Counter)
     gold: Counter[str] = field(default_factory=Counter)
 
     def add(self, gold_tags: Sequence[str], predicted_tags: Sequence[str]) -> None:
-        """Count one sentence."""
         if len(gold_tags) != len(predicted_tags):
             raise ValueError(f"{len(gold_tags)} gold tags but {len(predicted_tags)} predicted tags")
         gold, predicted = extract_entities(gold_tags), extract_entities(predicted_tags)
@@ -57,12 +51,9 @@ def _scores(true_positives: int, predicted: int, gold: int) -> dict[str, float |
 
 
 def scores_from_counts(counts: EntityCounts) -> dict[str, Any]:
-    """Micro-averaged and per-type precision, recall and F1 from entity counts.
-
-    Returns:
-        ``precision``, ``recall``, ``f1``, ``support`` (gold entities) and ``predicted`` over all types, and
-        ``per_type``: the same five per entity type seen in gold or predictions.
-    """
+    """Micro-averaged and per-type precision, recall and F1 from entity counts: ``precision``, ``recall``, ``f1``,
+    ``support`` (gold entities) and ``predicted`` over all types, and ``per_type``: the same five per entity type
+    seen in gold or predictions."""
     kinds = sorted(set(counts.gold) | set(counts.predicted))
     overall = _scores(sum(counts.true_positives.values()), sum(counts.predicted.values()), sum(counts.gold.values()))
     per_type = {kind: _scores(counts.true_positives[kind], counts.predicted[kind], counts.gold[kind]) for kind in kinds}
@@ -74,13 +65,6 @@ def entity_f1(gold_sequences: Iterable[Sequence[str]], pred_sequences: Iterable[
 
     An entity counts as found only when type, start and end all match. Overall figures are micro averages: totals
     over all types, not a mean of per-type scores. A score is 0 when its denominator is.
-
-    Args:
-        gold_sequences: per sentence, gold tags.
-        pred_sequences: per sentence, predicted tags, each as long as its gold sentence.
-
-    Returns:
-        See :func:`scores_from_counts`.
     """
     return scores_from_counts(count_entities(gold_sequences, pred_sequences))
 
@@ -88,11 +72,8 @@ def entity_f1(gold_sequences: Iterable[Sequence[str]], pred_sequences: Iterable[
 class EntityF1(Metric):
     """Entity-level micro F1 (seqeval's default) accumulated over batches; equal to :func:`entity_f1` on all of them.
 
-    The state is three count vectors over a fixed list of entity types, summed across processes.
-
-    Args:
-        types: the entity types that can occur (see :func:`entity_types`).
-        **kwargs: passed to ``torchmetrics.Metric``.
+    The state is three count vectors over a fixed list of entity types (:func:`entity_types`), summed across
+    processes.
     """
 
     is_differentiable = False
@@ -111,7 +92,6 @@ class EntityF1(Metric):
 
     @classmethod
     def from_labels(cls, labels: Iterable[str], **kwargs: Any) -> EntityF1:
-        """A metric over the entity types a label list names."""
         return cls(entity_types(labels), **kwargs)
 
     def _as_tensor(self, counter: Counter[str]) -> torch.Tensor:

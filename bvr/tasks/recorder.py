@@ -30,7 +30,7 @@ from bvr.config import FinetuneConfig, GridPoint
 from bvr.tasks.evaluators import EvalRecord
 from bvr.tasks.registry import TaskSpec
 from bvr.tasks.results import SeedResult, TaskInfo, spread
-from bvr.tasks.seed_runs import Placed, TaskParent, place_seeds
+from bvr.tasks.seed_runs import TaskParent
 from bvr.tasks.selection import Selection
 from bvr.tracking import (
     TAG_COLLAPSED,
@@ -62,12 +62,7 @@ _MAX_TAG = 5000
 class TaskRecorder:
     """The MLflow runs of one fine-tuning call: a context manager that ends the call's parent run on leaving.
 
-    Args:
-        context: the call's context, its experiment and label filled in; each seed's run nests under the call's run,
-            which nests under the context's parent run.
-        spec: the task.
-        checkpoint: the model folder fine-tuned (``bvr.checkpoint``).
-        from_scratch: whether the encoder is the no-pretraining control's (``bvr.from_scratch``).
+    Each seed's run nests under the call's run, which nests under the context's parent run.
     """
 
     def __init__(self, context: RunContext, spec: TaskSpec, checkpoint: str, from_scratch: bool, *,
@@ -115,10 +110,6 @@ class TaskRecorder:
     def parent_run_id(self) -> str | None:
         """The call's parent run, or None where this process logged no seed (every seed was reused as it was)."""
         return self.parent.run_id
-
-    def place(self, dirs: dict[int, Path]) -> Placed:
-        """The cached seeds, by where their runs are (:func:`bvr.tasks.seed_runs.place_seeds`)."""
-        return place_seeds(self.client, self.experiment_id, dirs)
 
     def copy_seeds(self, elsewhere: dict[int, tuple[SeedResult, TaskInfo]],
                    dirs: dict[int, Path]) -> dict[int, SeedResult]:

@@ -123,7 +123,6 @@ class TaskSpec:
 
     @property
     def eval_splits(self) -> tuple[str, ...]:
-        """Names of the evaluation splits, in order."""
         return tuple(split.name for split in self.splits[1:])
 
     @property
@@ -157,7 +156,6 @@ class TaskSpec:
 
 
 def _require(ok: bool, where: str, message: str) -> None:
-    """Raise a BvrError at ``where`` unless ``ok``."""
     if not ok:
         raise BvrError(message, where=where)
 
@@ -261,11 +259,8 @@ GLUE_TASKS: tuple[str, ...] = tuple(name for name, spec in TASKS.items() if spec
 
 
 def get_task(name: str) -> TaskSpec:
-    """The spec of task ``name`` (case-insensitive; '-' and '_' ignored, so 'SST-2' finds 'sst2').
-
-    Raises:
-        BvrError: the name is unknown; the message lists the tasks and suggests the closest name.
-    """
+    """The spec of task ``name`` (case-insensitive; '-' and '_' ignored, so 'SST-2' finds 'sst2'); an unknown name's
+    error lists the tasks and suggests the closest."""
     key = name.lower().replace("-", "").replace("_", "")
     for spec in TASKS.values():
         if spec.name.replace("_", "") == key:

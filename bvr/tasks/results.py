@@ -19,17 +19,12 @@ from bvr.tasks.registry import get_task
 
 @dataclass
 class SeedResult:
-    """One seed's outcome.
+    """One seed's outcome (the seed draws the head's initialisation, dropout and data order).
 
     Attributes:
-        seed: the fine-tuning seed (head initialisation, dropout, data order).
         scores: the final epoch's scores, ``split/metric``.
-        best_scores: the scores of the epoch with the best headline score.
-        best_epoch: that epoch (1-based).
+        best_scores: the scores of the epoch (1-based ``best_epoch``) with the best headline score.
         collapsed: the final epoch's predictions on the headline split are degenerate (one class, constant).
-        seconds: wall-clock time of training and evaluation.
-        history: every evaluation: epoch, step, scores.
-        run_id: the seed's MLflow run.
         reused: found in the cache rather than trained now.
     """
 
@@ -59,15 +54,7 @@ class FinetuneResult:
     """All seeds of one (checkpoint, task), with the spread of the headline score.
 
     Attributes:
-        task: the task name.
-        arm: the arm name used in MLflow.
-        checkpoint: the checkpoint folder.
         from_scratch: the encoder was randomly initialised (the no-pretraining control).
-        main_key: the headline score's key (``dev/accuracy``).
-        seeds: per seed, in the order asked.
-        info: baseline, read reports and split note.
-        config: the resolved hyperparameters.
-        seconds: wall-clock time of this call.
         parent_run_id: the MLflow parent run of this call (None when every seed was reused).
         selection: a grid's choice (:meth:`bvr.tasks.selection.Selection.to_dict`): each point's selection scores
             and the chosen point, whose seeds ``seeds`` are; None without a grid.
@@ -90,18 +77,13 @@ class FinetuneResult:
         """The chosen grid point's name (``lr 1e-03, 2 epochs``), or None without a grid."""
         return self.selection["points"][self.selection["chosen"]]["name"] if self.selection else None
 
-    @property
-    def main_scores(self) -> list[float]:
-        """The final epoch's headline score of each seed."""
-        return [seed.scores[self.main_key] for seed in self.seeds]
-
     def summary(self) -> dict[str, float]:
-        """Median, min, max, quartiles and IQR of the headline score over the seeds (numpy's linear quantiles)."""
-        return spread(self.main_scores)
+        """:func:`spread` of the final epoch's headline score over the seeds."""
+        return spread([seed.scores[self.main_key] for seed in self.seeds])
 
 
 def spread(values: Sequence[float]) -> dict[str, float]:
-    """Median, min, max, first and third quartiles and IQR.
+    """Median, min, max, first and third quartiles (numpy's linear quantiles) and IQR.
 
     >>> spread([1.0, 2.0, 3.0, 4.0, 5.0])
     {'median': 3.0, 'min': 1.0, 'max': 5.0, 'q1': 2.0, 'q3': 4.0, 'iqr': 2.0}

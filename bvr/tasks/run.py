@@ -6,13 +6,8 @@ epoch. A seed reports its final epoch's scores and, labelled ``best/``, those of
 score (choosing the best epoch on the evaluation split itself flatters the score; the final epoch is the honest one).
 
 MLflow: a parent run ``ARM/finetune/TASK`` per invocation (nested under ``parent_run_id`` when given), and under it
-one run ``ARM/finetune/TASK/seedN`` per seed, tagged ``bvr.task``, ``bvr.seed``, ``bvr.arm``, ``bvr.stage=finetune``,
-``bvr.checkpoint`` and ``bvr.collapsed``, with metrics ``dev/accuracy`` (one value per epoch), ``best/dev/accuracy``,
-``best/epoch`` and the trivial baseline's ``baseline/dev/accuracy``; a span task's seed also keeps its final
-``predictions.json`` (and SQuAD v2.0's ``na_probs.json``) in its folder and as artifacts, with the null threshold
-and its source as params (``squad.null_threshold``, ``squad.null_threshold_source``) and ``squad/all_empty``. The
-parent holds the spread of the headline score over the seeds (``dev/accuracy_median``, ``_min``, ``_max``, ``_q1``,
-``_q3``, ``_iqr``).
+one run ``ARM/finetune/TASK/seedN`` per seed (:mod:`bvr.tasks.recorder` lists their tags, metrics and artifacts); a
+span task's seed also keeps its final ``predictions.json`` (and SQuAD v2.0's ``na_probs.json``) in its folder.
 
 Every finished seed is cached in ``output_dir/finetune/TASK-seedN-HASH/result.json``; HASH covers the checkpoint's
 files, the task, the resolved hyperparameters, the data folder and the content of the task's files in it, the seed
@@ -54,11 +49,11 @@ from bvr.pretrained import Pretrained, load_pretrained
 from bvr.tasks.data import load_task_data, loader, task_files
 from bvr.tasks.evaluators import EvalRecord
 from bvr.tasks.kinds import KINDS
-from bvr.tasks.module import EpochScores, FinetuneModule, make_module
+from bvr.tasks.module import FinetuneModule, make_module
 from bvr.tasks.recorder import TaskRecorder
 from bvr.tasks.registry import TaskSpec, get_task
 from bvr.tasks.results import FinetuneResult, SeedResult, TaskInfo, read_seed_result, write_seed_result
-from bvr.tasks.seed_runs import RESULT_FILE
+from bvr.tasks.seed_runs import RESULT_FILE, place_seeds
 from bvr.tasks.selection import PointResult, Selection, select
 from bvr.tasks.settings import load_finetune_config, optim_settings
 from bvr.tasks.source import EncoderSource, checkpoint_identity, default_arm
@@ -81,11 +76,9 @@ class FinetuneSetup:
     output_dir: str | Path = "outputs"
     """Where finished seeds are cached (``output_dir/finetune/``)."""
     preset: str | None = None
-    """A preset, ``experiments/presets/NAME.yaml`` (``tiny``), for its ``finetune`` section."""
     overrides: Sequence[str] = ()
     """``--set`` strings (``finetune.epochs=2``, ``finetune.per_task.squad.stride=64``)."""
     config_file: str | Path | None = None
-    """A config file (its ``finetune`` section)."""
 
 
 def finetune(
@@ -100,38 +93,26 @@ def finetune(
 ) -> FinetuneResult:
     """Fine-tune ``checkpoint`` on ``task`` once per seed, reusing seeds already finished with the same settings.
 
-    Args:
-        checkpoint: a bvr run folder, its ``model/`` folder, or a Hugging Face BERT/RoBERTa folder.
-        task: a registered task name (``sst2``, ``conll2003``, ``squad``; see :data:`bvr.tasks.registry.TASKS`).
-        seeds: how many seeds (0 to n-1), or the seeds themselves.
-        setup: the data folder, the output folder and where the hyperparameters come from (default: the Hugging
-            Face hub, ``outputs``, the defaults).
-        from_scratch: the no-pretraining control: a randomly initialised encoder of the checkpoint's shape.
-        context: where the runs go: the experiment (default: the ablation's, else ``bvr-finetune``), the label
-            (default: the checkpoint's run name, ``-scratch`` added for the control), the run to nest this call's
-            run under, and the model's tags.
-        progress: show Lightning's progress bar.
-
-    Returns:
-        Per-seed scores and the spread of the headline score; :func:`bvr.tasks.results.describe` prints it.
-
-    Raises:
-        BvrError: an unknown task, a bad hyperparameter (file and key named), a checkpoint that cannot be loaded,
-            data that cannot be read, a tracking server that does not answer, or an output or working folder that
-            cannot be written.
+    ``checkpoint`` is a bvr run folder, its ``model/`` folder, or a Hugging Face BERT/RoBERTa folder; ``seeds`` how
+    many (0 to n-1), or the seeds themselves; ``from_scratch`` the no-pretraining control (a randomly initialised
+    encoder of the checkpoint's shape). ``context`` says where the runs go: the experiment (default: the ablation's,
+    else ``bvr-finetune``), the label (default: the checkpoint's run name, ``-scratch`` added for the control), the
+    run to nest this call's run under, and the model's tags.
     """
     start = time.perf_counter()
     call = _prepare(checkpoint, task, seeds, setup or FinetuneSetup(), from_scratch, context)
     data = _Data(call, progress)
     selection = None
     with TaskRecorder(call.context, call.spec, str(call.pretrained.folder), from_scratch) as recorder:
-        if len(call.points) == 1:  # no grid: the seeds are the call's, nothing held out
+        if len(call.points) == 1:  # no grid: the seeds are the call's, nothing held out; the point's config recorded
             seeds_done, info = _fit_point(call, call.points[0], recorder, data)
-        else:
+            config = call.points[0].grid.config.as_dict()
+        else:  # the grid's config recorded: its lists and selection split
             seeds_done, info, selection = _fit_grid(call, recorder, data)
+            config = call.cfg.as_dict()
         recorder.record_spread(info, seeds_done)
     return FinetuneResult(call.spec.name, str(call.context.label), str(call.pretrained.folder), from_scratch,
-                          recorder.main_key, seeds_done, info, _recorded_config(call), time.perf_counter() - start,
+                          recorder.main_key, seeds_done, info, config, time.perf_counter() - start,
                           recorder.parent_run_id, selection.to_dict() if selection else None)
 
 
@@ -200,8 +181,11 @@ class _Data:
         """What ``cfg``'s seeds share, recorded by ``recorder``."""
         call = self.call
         if self._built is None:
-            data = _load_data(call.spec, call.pretrained, call.data_dir, cfg)
-            self._built = (data, _task_info(data), EncoderSource(call.pretrained, call.from_scratch),
+            pretrained, kind = call.pretrained, KINDS[call.spec.kind]
+            data = load_task_data(call.spec, call.data_dir, pretrained.tokenizer, pretrained.family,
+                                  vocab_info(pretrained.tokenizer, pretrained.family).pad_id, cfg.data_settings())
+            info = TaskInfo(kind.baseline(data), kind.baseline_note(data), data.reports, data.split_note)
+            self._built = (data, info, EncoderSource(pretrained, call.from_scratch),
                            _data_inputs(call.spec, call.data_dir))
         data, info, source, inputs = self._built
         return _Job(call.spec, cfg, data, source, info, recorder, self.progress, inputs)
@@ -233,15 +217,10 @@ def _fit_grid(call: _Call, recorder: TaskRecorder, data: _Data) -> tuple[list[Se
     return results[selection.chosen].seeds, infos[selection.chosen], selection
 
 
-def _recorded_config(call: _Call) -> dict:
-    """The hyperparameters a result records: the one point's, or the grid's (its lists and selection split)."""
-    return (call.points[0].grid.config if len(call.points) == 1 else call.cfg).as_dict()
-
-
 def _reuse(dirs: dict[int, Path], recorder: TaskRecorder) -> tuple[dict[int, SeedResult], TaskInfo | None]:
     """The cached seeds, those whose runs another experiment sharing this cache logged copied into this one, and the
     task's information they hold (None: no seed is cached)."""
-    placed = recorder.place(dirs)
+    placed = place_seeds(recorder.client, recorder.experiment_id, dirs)
     results = {seed: result for seed, (result, _) in placed.cached.items()}
     info = next(iter(placed.cached.values()))[1] if placed.cached else None
     results.update(recorder.copy_seeds(placed.elsewhere, dirs))
@@ -296,11 +275,15 @@ def _train_seed(job: _Job, seed: int, out: Path, key: str) -> SeedResult:
     module = make_module(job.source.build(seed), job.data, optim_settings(job.cfg), seed)
     logger = job.recorder.open_seed(seed, key, job.cfg, job.info, job.inputs)
     with closed_on_error(logger.experiment, logger.run_id):  # Lightning ends it FINISHED before record_seed
-        trainer = build_trainer(out, _trainer_settings(job.cfg), logger, progress=job.progress)
+        cfg = job.cfg
+        settings = TrainerSettings(precision=cfg.precision, accelerator=cfg.accelerator, grad_clip=cfg.grad_clip,
+                                   log_every_steps=cfg.log_every_steps, max_steps=cfg.max_steps or -1,
+                                   max_epochs=cfg.epochs)
+        trainer = build_trainer(out, settings, logger, progress=job.progress)
         start = time.perf_counter()
         _fit(job, module, trainer, seed)
-        main_key = job.recorder.main_key
-        final, best = module.history[-1], _best(module.history, main_key)
+        main_key = job.recorder.main_key  # the best evaluation by it: the earliest among equals
+        final, best = module.history[-1], max(module.history, key=lambda entry: (entry.scores[main_key], -entry.step))
         result = SeedResult(
             seed=seed, scores=final.scores, best_scores=best.scores, best_epoch=best.epoch,
             collapsed=final.collapsed[job.spec.headline_split], seconds=time.perf_counter() - start,
@@ -311,16 +294,6 @@ def _train_seed(job: _Job, seed: int, out: Path, key: str) -> SeedResult:
         if record.warning:
             print(f"{job.spec.name} seed {seed}: {record.warning}", file=sys.stderr, flush=True)
         return result
-
-
-def _trainer_settings(cfg: FinetuneConfig) -> TrainerSettings:
-    return TrainerSettings(precision=cfg.precision, accelerator=cfg.accelerator, grad_clip=cfg.grad_clip,
-                           log_every_steps=cfg.log_every_steps, max_steps=cfg.max_steps or -1, max_epochs=cfg.epochs)
-
-
-def _best(history: list[EpochScores], key: str) -> EpochScores:
-    """The evaluation with the highest headline score (the earliest among equals)."""
-    return max(history, key=lambda entry: (entry.scores[key], -entry.step))
 
 
 def _fit(job: _Job, module: FinetuneModule, trainer: L.Trainer, seed: int) -> None:
@@ -362,16 +335,6 @@ def _seed_list(seeds: int | Sequence[int]) -> list[int]:
     if not seeds or len(set(seeds)) != len(seeds):
         raise BvrError(f"seeds must be distinct and not empty, got {list(seeds)}", where="--seeds")
     return list(seeds)
-
-
-def _task_info(data: TaskData) -> TaskInfo:
-    kind = KINDS[data.spec.kind]
-    return TaskInfo(kind.baseline(data), kind.baseline_note(data), data.reports, data.split_note)
-
-
-def _load_data(spec: TaskSpec, pretrained: Pretrained, data_dir: Path | None, cfg: FinetuneConfig) -> TaskData:
-    vocab = vocab_info(pretrained.tokenizer, pretrained.family)
-    return load_task_data(spec, data_dir, pretrained.tokenizer, pretrained.family, vocab.pad_id, cfg.data_settings())
 
 
 def _check_fits(cfg: FinetuneConfig, pretrained: Pretrained) -> None:

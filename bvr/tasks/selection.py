@@ -53,8 +53,6 @@ def choose(scores: Sequence[Sequence[float]]) -> int:
 
 @dataclass
 class PointResult:
-    """One grid point's seeds."""
-
     point: GridPoint
     seeds: list[SeedResult]
 
@@ -69,7 +67,6 @@ class Selection:
     """Per point, in grid order: ``learning_rate``, ``epochs``, ``name``, ``scores`` (per seed, in the seeds'
     order) and their ``median``."""
     chosen: int
-    """The chosen point's index."""
     note: str | None
     """How the selection split was drawn (its size, share and seed)."""
 

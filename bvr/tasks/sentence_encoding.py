@@ -10,13 +10,6 @@ from bvr.tasks.readers.common import Example
 from bvr.tokenization import plain_tokenizer
 
 
-def _truncating_copy(tokenizer: Tokenizer, max_length: int) -> Tokenizer:
-    """A copy that truncates longest-first to ``max_length`` (specials included) and never pads."""
-    copy = plain_tokenizer(tokenizer)
-    copy.enable_truncation(max_length, strategy="longest_first")
-    return copy
-
-
 def encode_sentences(tokenizer: Tokenizer, examples: Sequence[Example], max_length: int) -> dict[str, list]:
     """Encode GLUE sentences or pairs with the tokenizer's own template (BERT ``[CLS] a [SEP] b [SEP]`` with token
     types 0 then 1; RoBERTa ``<s> a </s></s> b </s>``), cutting the longer text first to fit ``max_length``.
@@ -24,7 +17,8 @@ def encode_sentences(tokenizer: Tokenizer, examples: Sequence[Example], max_leng
     Returns:
         ``input_ids``, ``token_type_ids``, ``labels`` (class ids or scores) and ``truncated`` (bool) per example.
     """
-    truncating = _truncating_copy(tokenizer, max_length)
+    truncating = plain_tokenizer(tokenizer)  # a copy: truncation is tokenizer state; it never pads
+    truncating.enable_truncation(max_length, strategy="longest_first")
     inputs = [(ex.text_a, ex.text_b) if ex.text_b is not None else ex.text_a for ex in examples]
     encodings = truncating.encode_batch(inputs) if inputs else []
     return {

@@ -16,23 +16,13 @@ def load_finetune_config(
     spec: TaskSpec, *, config_file: Path | None = None, preset: str | None = None,
     overrides: Sequence[str] | None = None,
 ) -> FinetuneConfig:
-    """The resolved hyperparameters of ``spec`` (:func:`bvr.config.resolve_finetune` over :func:`load_config`).
-
-    Args:
-        spec: the task.
-        config_file: a config file (``finetune:`` section, ``finetune.per_task.TASK``).
-        preset: a preset, ``experiments/presets/NAME.yaml`` (its ``finetune:`` section).
-        overrides: ``--set`` strings with dotted keys (``finetune.learning_rate=1e-5``), applied last.
-
-    Raises:
-        BvrError: an unknown key, task or preset, or a bad value, naming the file and line (or the ``--set``).
-    """
+    """The resolved hyperparameters of ``spec`` (:func:`bvr.config.resolve_finetune` over :func:`load_config`):
+    the config file's and the preset's ``finetune:`` sections, then the ``--set`` overrides."""
     cfg = load_config(Path(config_file) if config_file else None, preset=preset, overrides=list(overrides or []))
     check_task_names(list(cfg.finetune.per_task), list(TASKS), "finetune.per_task")
     return resolve_finetune(cfg, spec)
 
 
 def optim_settings(cfg: FinetuneConfig) -> OptimSettings:
-    """The optimiser part of ``cfg``."""
     return OptimSettings(cfg.learning_rate, cfg.weight_decay, cfg.warmup_fraction,
                          (cfg.adam_betas[0], cfg.adam_betas[1]), cfg.adam_eps)

@@ -28,10 +28,6 @@ def seeded(stream: str, seed: int) -> Iterator[None]:
     draws dropout from is the one ``seed_everything(s)`` left. The streams' seeds are distinct 64-bit hashes, so the
     head's numbers are not a copy of the start of a random encoder's (or of dropout's).
 
-    Args:
-        stream: what is drawn ("encoder", "head").
-        seed: the fine-tuning seed.
-
     >>> with seeded("head", 0):
     ...     a = torch.rand(2)
     >>> with seeded("head", 0):

@@ -15,15 +15,8 @@ from bvr.tasks.registry import TaskSpec
 
 @dataclass
 class SplitData:
-    """One split, read and encoded.
-
-    Attributes:
-        name: the split's name ('train', 'dev', ...); metric keys start with it.
-        examples: what the reader returned (:class:`~bvr.tasks.readers.common.Example`,
-            :class:`~bvr.tasks.readers.conll.Sentence` or :class:`~bvr.tasks.readers.squad_json.SquadExample`),
-            after any cap.
-        features: encoded columns, one entry per feature (a window, for span tasks; else one per example).
-    """
+    """One split ('train', 'dev', ...: metric keys start with its name), read (after any cap) and encoded: one
+    feature per example, or per window for span tasks."""
 
     name: str
     examples: list[Any]
@@ -38,11 +31,6 @@ class TaskData:
     """A task's splits, encoded for one tokenizer, with what the user should see about them.
 
     Attributes:
-        spec: the task.
-        family: the tokenizer family ('bert' or 'roberta').
-        pad_id: the tokenizer's padding id.
-        train: the training split.
-        evals: the evaluation splits, in the task's order.
         reports: one line per file read (rows read and skipped), then one per cap or truncation.
         split_note: how the training and evaluation parts were drawn from one file, and any held-out slice, or None.
         settings: the data settings it was loaded with (SQuAD v2.0's null threshold among them).

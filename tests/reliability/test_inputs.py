@@ -28,7 +28,7 @@ from bvr.corpus import (
 )
 from bvr.errors import BvrError
 from bvr.pretrained import fill_mask, load_pretrained
-from bvr.tasks.readers import load_task_split
+from bvr.tasks.readers import task_file
 from bvr.tasks.readers.common import MAX_EMPTY_SHARE
 from bvr.tasks.readers.tsv import read_tsv
 from bvr.tasks.registry import get_task
@@ -374,7 +374,7 @@ def test_finetune_accepts_an_encoder_only_folder_and_names_a_missing_train_file(
 
 def test_a_missing_task_file_names_the_path_and_the_data_folder(tmp_path):
     with pytest.raises(BvrError) as error:
-        load_task_split(get_task("sst2"), "dev", tmp_path)
+        task_file(get_task("sst2"), tmp_path, "dev.tsv")
     assert one_line(error) == (
         f"{tmp_path}/glue/SST-2/dev.tsv: no such file: the data folder {tmp_path} has no glue/SST-2/dev.tsv. put "
         f"sst2's files in {tmp_path}/glue/SST-2/, or pass --data-dir (or set BVR_DATA_DIR to) a folder that holds "

@@ -16,10 +16,8 @@ Accuracies are fractions in [0, 1], like every bvr metric. The macro accuracy (t
 paper's headline figure; the accuracy of a linguistic term or field is likewise the mean over its paradigms, which is
 how the paper's ``overall`` rows are computed.
 
-Modules: :mod:`~bvr.evaluation.blimp.pairs`, :mod:`~bvr.evaluation.blimp.pll`, :mod:`~bvr.evaluation.blimp.scores`,
-:mod:`~bvr.evaluation.blimp.published` and :mod:`~bvr.evaluation.blimp.evaluate`. Importing the package loads no
-torch: the scorer's names (:func:`pll_scores`, :func:`evaluate_blimp`, ``DEFAULT_TOKENS_PER_BATCH``) load on first
-use, so reports can read the published models' accuracies.
+Importing the package loads no torch: the scorer's names (:func:`pll_scores`, :func:`evaluate_blimp`,
+``DEFAULT_TOKENS_PER_BATCH``) load on first use, so reports can read the published models' accuracies.
 """
 
 from importlib import import_module

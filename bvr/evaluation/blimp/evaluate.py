@@ -6,44 +6,23 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from bvr.pretrained import Pretrained
-
-
 from bvr.evaluation.blimp.pairs import load_blimp, paradigm_files
 from bvr.evaluation.blimp.pll import DEFAULT_TOKENS_PER_BATCH, pll_scores
 from bvr.evaluation.blimp.published import published_blimp, published_summaries, summary_file
 from bvr.evaluation.blimp.scores import BlimpResult, score_pairs
 from bvr.progress import counter
 
+if TYPE_CHECKING:
+    from bvr.pretrained import Pretrained
 
-def evaluate_blimp(
-    pretrained: Pretrained,
-    folder: Path,
-    per_paradigm: int | None = None,
-    seed: int = 0,
-    progress: bool = False,
-    *,
-    max_tokens_per_batch: int = DEFAULT_TOKENS_PER_BATCH,
-) -> BlimpResult:
-    """Zero-shot BLiMP accuracy of a pretrained encoder, by pseudo-log-likelihood.
 
-    A pair is correct when the good sentence's PLL is strictly higher than the bad one's; ties count as wrong.
+def evaluate_blimp(pretrained: Pretrained, folder: Path, per_paradigm: int | None = None, seed: int = 0,
+                   progress: bool = False, *, max_tokens_per_batch: int = DEFAULT_TOKENS_PER_BATCH) -> BlimpResult:
+    """Zero-shot BLiMP accuracy of a pretrained encoder, by pseudo-log-likelihood, on ``per_paradigm`` pairs of
+    each paradigm (:func:`load_blimp`; None: all).
 
-    Args:
-        pretrained: the model and tokenizer (:func:`bvr.pretrained.load_pretrained`).
-        folder: the BLiMP data (see :func:`paradigm_files`); its ``models_summary.jsonl``, when there, fills
-            :attr:`BlimpResult.published` over the same paradigms.
-        per_paradigm: score a fixed subsample of this many pairs per paradigm (:func:`load_blimp`); None: all.
-        seed: which subsample.
-        progress: draw a progress bar over sentences.
-        max_tokens_per_batch: see :func:`pll_scores`.
-
-    Returns:
-        The accuracies, each pair's scores and correctness, the wall time and the published models.
-
-    Raises:
-        BvrError: bad BLiMP files (``file:line``), or a sentence longer than the model's positions.
+    A pair is correct when the good sentence's PLL is strictly higher than the bad one's; ties count as wrong. The
+    folder's ``models_summary.jsonl``, when there, fills :attr:`BlimpResult.published` over the same paradigms.
     """
     pairs = load_blimp(folder, per_paradigm, seed)
     summary = summary_file(paradigm_files(folder)[0].parent)

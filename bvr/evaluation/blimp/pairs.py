@@ -9,16 +9,10 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bvr.errors import BvrError
 from bvr.fs import utf8_lines
-
-if TYPE_CHECKING:
-    pass
-
-
-
 
 SUMMARY_FILE = "models_summary.jsonl"
 """The release's per-paradigm accuracies of the paper's models; not a paradigm file."""
@@ -37,27 +31,18 @@ class BlimpPair:
     uid: str
     """The paradigm (the release's ``UID``), e.g. ``anaphor_gender_agreement``."""
     pair_id: str
-    """The pair's ``pairID`` within its paradigm."""
     field: str
     """``morphology``, ``syntax``, ``semantics`` or ``syntax_semantics``."""
     term: str
     """The ``linguistics_term`` (13 of them), e.g. ``anaphor_agreement``."""
     good: str
-    """The grammatical sentence."""
     bad: str
-    """The ungrammatical sentence."""
 
 
 def paradigm_files(folder: Path) -> list[Path]:
-    """The paradigm files (``*.jsonl`` but ``models_summary.jsonl``) of a BLiMP folder, sorted by name.
-
-    Args:
-        folder: the folder of the paradigm files, the BLiMP release's folder (which holds them in ``data/``), or a
-            data folder that holds ``blimp/``.
-
-    Raises:
-        BvrError: the folder does not exist or none of those places has a paradigm file.
-    """
+    """The paradigm files (``*.jsonl`` but ``models_summary.jsonl``) of a BLiMP folder, sorted by name: the folder
+    of the paradigm files, the BLiMP release's folder (which holds them in ``data/``), or a data folder that holds
+    ``blimp/``."""
     folder = Path(folder)
     if not folder.is_dir():
         raise BvrError("no such folder", where=folder, hint="pass the data folder that holds blimp/")
@@ -138,21 +123,11 @@ def _subsample(pairs: list[BlimpPair], n: int, seed: int) -> list[BlimpPair]:
 
 
 def load_blimp(folder: Path, per_paradigm: int | None = None, seed: int = 0) -> list[BlimpPair]:
-    """Read every BLiMP paradigm file, optionally a fixed subsample of each.
+    """Read every BLiMP paradigm file (:func:`paradigm_files`), optionally ``per_paradigm`` pairs of each: file by
+    file (files sorted by name), in file order within a file.
 
-    Args:
-        folder: see :func:`paradigm_files` (``DATA_DIR``, ``DATA_DIR/blimp`` or ``DATA_DIR/blimp/data``).
-        per_paradigm: keep this many pairs of each paradigm (all of a paradigm that has fewer); None keeps all.
-            The pairs kept are a function of ``seed`` and the pairs' identities only, so every model evaluated with
-            the same ``seed`` sees the same pairs, and paired comparisons between models are possible.
-        seed: which subsample.
-
-    Returns:
-        The pairs, file by file (files sorted by name), in file order within a file.
-
-    Raises:
-        BvrError: no paradigm file; a line that is not a JSON object, lacks a required key
-            (:data:`REQUIRED_KEYS`) or repeats a pair (named ``file:line``); an empty file; ``per_paradigm`` < 1.
+    The pairs kept are a function of ``seed`` and the pairs' identities only, so every model evaluated with the same
+    ``seed`` sees the same pairs, and paired comparisons between models are possible.
     """
     if per_paradigm is not None and per_paradigm < 1:
         raise BvrError(f"must be at least 1, got {per_paradigm}", where="per_paradigm",

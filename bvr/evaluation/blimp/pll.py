@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -14,12 +14,6 @@ from tokenizers import Encoding, Tokenizer
 from bvr.errors import BvrError
 from bvr.model import PretrainingModel
 from bvr.tokenization import plain_tokenizer, vocab_info
-
-if TYPE_CHECKING:
-    pass
-
-
-
 
 DEFAULT_TOKENS_PER_BATCH = 16_384
 """Tokens (masked copies x length) per forward pass. On 2 CPU cores shared with other jobs, a 4-layer, 256-wide encoder
@@ -114,15 +108,9 @@ def _evaluating(model: torch.nn.Module) -> Iterator[None]:
         model.train(was_training)
 
 
-def pll_scores(
-    model: PretrainingModel,
-    tokenizer: Tokenizer,
-    family: str,
-    sentences: Sequence[str],
-    *,
-    max_tokens_per_batch: int = DEFAULT_TOKENS_PER_BATCH,
-    on_progress: Callable[[int], None] | None = None,
-) -> np.ndarray:
+def pll_scores(model: PretrainingModel, tokenizer: Tokenizer, family: str, sentences: Sequence[str], *,
+               max_tokens_per_batch: int = DEFAULT_TOKENS_PER_BATCH,
+               on_progress: Callable[[int], None] | None = None) -> np.ndarray:
     """Pseudo-log-likelihood of each sentence (Salazar et al. 2020).
 
     Each sentence is encoded with its special tokens; every other token is masked in turn, and the log-probability
@@ -130,22 +118,12 @@ def pll_scores(
     sentence of n scored tokens costs n forward passes of its length, so all the masked copies of all the
     sentences are batched: copies of equally long sentences fill batches of about ``max_tokens_per_batch`` tokens
     (no padding), the last layer and the MLM head run only at the masked position, under
-    ``torch.inference_mode()``, on the model's device, with dropout off.
-
-    Args:
-        model: the encoder and its MLM head.
-        tokenizer: the model's tokenizer (with its post-processor, which adds [CLS]/[SEP] or <s>/</s>); its own
-            padding and truncation settings are ignored.
-        family: the tokenizer's family, "bert" or "roberta".
-        sentences: the texts to score.
-        max_tokens_per_batch: copies x length per forward pass (at least one copy).
-        on_progress: called with the number of sentences finished after each batch.
+    ``torch.inference_mode()``, on the model's device, with dropout off. The tokenizer's post-processor adds
+    [CLS]/[SEP] or <s>/</s>; its own padding and truncation settings are ignored, and a sentence longer than the
+    model's positions is refused, not truncated. ``on_progress`` gets the sentences finished after each batch.
 
     Returns:
         (len(sentences),) float64 PLLs, natural log; 0 for a sentence with no token to score.
-
-    Raises:
-        BvrError: a sentence is longer than the model's positions (the message quotes it; nothing is truncated).
     """
     sentences = list(sentences)
     mask_id = vocab_info(tokenizer, family).mask_id

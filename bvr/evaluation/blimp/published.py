@@ -39,11 +39,7 @@ def _accuracy(row: dict[str, Any], column: str, where: str) -> float:
 
 def _paradigm_rows(folder: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     """``("file:line", row)`` for each per-paradigm row of :func:`summary_file` (the ``overall`` summary rows
-    skipped).
-
-    Raises:
-        BvrError: no such file, a bad line, or a row without ``UID``.
-    """
+    skipped)."""
     path = summary_file(folder)
     if path is None:
         raise BvrError(f"no {SUMMARY_FILE} here, in its parent or in blimp/", where=folder,
@@ -61,15 +57,7 @@ def published_blimp(folder: Path) -> dict[str, dict[str, float]]:
 
     Rows whose ``UID`` is ``overall`` are the paper's summaries and are skipped; :func:`macro_accuracy` of a model's
     paradigms gives its headline figure (5-gram 0.612, LSTM 0.698, Transformer-XL 0.696, GPT-2 0.830).
-
-    Args:
-        folder: where :func:`summary_file` looks.
-
-    Returns:
-        Model name (``5-gram``, ``LSTM``, ``Transformer-XL``, ``GPT-2``) -> paradigm -> accuracy in [0, 1].
-
-    Raises:
-        BvrError: no such file, a bad line or a missing or out-of-range accuracy (named ``file:line``), no paradigm.
+    Returns model name (``5-gram``, ``LSTM``, ``Transformer-XL``, ``GPT-2``) -> paradigm -> accuracy in [0, 1].
     """
     published: dict[str, dict[str, float]] = {name: {} for name in PUBLISHED_MODELS.values()}
     for where, row in _paradigm_rows(folder):
@@ -81,11 +69,7 @@ def published_blimp(folder: Path) -> dict[str, dict[str, float]]:
 
 
 def published_terms(folder: Path) -> dict[str, str]:
-    """Paradigm -> linguistic term of the per-paradigm rows of ``models_summary.jsonl`` (:func:`summary_file`).
-
-    Raises:
-        BvrError: no such file, a bad line, or a row without ``UID``.
-    """
+    """Paradigm -> linguistic term of the per-paradigm rows of ``models_summary.jsonl`` (:func:`summary_file`)."""
     return {row["UID"]: str(row.get("linguistics_term")) for _, row in _paradigm_rows(folder)}
 
 
@@ -94,11 +78,7 @@ def published_summaries(published: Mapping[str, Mapping[str, float]],
     """Each published model's macro and per-term accuracies over the paradigms of ``paradigm_terms``.
 
     Restricting to the paradigms a result has keeps the comparison fair when only some were scored. A model with
-    none of them is left out.
-
-    Args:
-        published: :func:`published_blimp`'s result.
-        paradigm_terms: paradigm -> linguistics_term of the paradigms to average (:attr:`BlimpResult.paradigm_terms`).
+    none of them is left out. ``paradigm_terms`` is :attr:`BlimpResult.paradigm_terms`.
     """
     out = {}
     for name, accuracies in published.items():

@@ -23,11 +23,9 @@ class BlimpSummary:
     """A model's macro accuracy and accuracy per linguistic term, over some paradigms."""
 
     macro: float
-    """Mean accuracy over the paradigms."""
     terms: dict[str, float]
     """Mean accuracy over each term's paradigms."""
     paradigms: int
-    """How many paradigms the figures average."""
 
 
 def group_means(values: Mapping[str, float], group_of: Mapping[str, str]) -> dict[str, float]:
@@ -47,17 +45,13 @@ class BlimpResult:
     """
 
     pairs: list[BlimpPair]
-    """The pairs scored, in the order of the arrays below."""
-    good_pll: np.ndarray
-    """(pairs,) PLL of each good sentence."""
-    bad_pll: np.ndarray
-    """(pairs,) PLL of each bad sentence."""
+    good_pll: np.ndarray  # (pairs,)
+    bad_pll: np.ndarray  # (pairs,)
     correct: np.ndarray
     """(pairs,) bool, good_pll > bad_pll: per-pair correctness, for paired statistics across models."""
     paradigm_accuracy: dict[str, float]
     """Accuracy of each paradigm (UID), sorted by UID."""
     paradigm_pairs: dict[str, int]
-    """Pairs scored in each paradigm."""
     term_accuracy: dict[str, float]
     """Mean paradigm accuracy of each linguistics_term."""
     field_accuracy: dict[str, float]
@@ -67,24 +61,20 @@ class BlimpResult:
     micro_accuracy: float
     """Share of all pairs correct (equal to the macro accuracy when every paradigm has as many pairs)."""
     seconds: float | None = None
-    """Wall time of the scoring, when measured."""
     published: dict[str, BlimpSummary] = dataclasses.field(default_factory=dict)
     """The paper's models over the same paradigms (:func:`bvr.evaluation.blimp.published.published_summaries`),
     when their file was found."""
 
     @property
     def paradigm_terms(self) -> dict[str, str]:
-        """Paradigm -> linguistics_term."""
         return {pair.uid: pair.term for pair in self.pairs}
 
     @property
     def paradigm_fields(self) -> dict[str, str]:
-        """Paradigm -> field."""
         return {pair.uid: pair.field for pair in self.pairs}
 
     @property
     def sentences(self) -> int:
-        """Sentences scored (two per pair)."""
         return 2 * len(self.pairs)
 
     def summary(self) -> BlimpSummary:
@@ -150,7 +140,7 @@ def score_pairs(
         paradigm_pairs={uid: len(members[uid]) for uid in accuracy},
         term_accuracy=group_means(accuracy, {p.uid: p.term for p in pairs}),
         field_accuracy=group_means(accuracy, {p.uid: p.field for p in pairs}),
-        macro_accuracy=float(np.mean(list(accuracy.values()))),
+        macro_accuracy=macro_accuracy(accuracy),
         micro_accuracy=float(correct.mean()),
         seconds=seconds,
     )

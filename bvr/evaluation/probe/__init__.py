@@ -35,11 +35,6 @@ the same data, hence the same score. Scores use bvr's metric functions (:mod:`bv
 Beside the trivial baseline (the majority class, or the training mean), sentence and pair tasks get a bag-of-words
 baseline (:mod:`~bvr.evaluation.probe.bow`): the same probe fitted on word counts of each seed's training examples
 and scored on the same examples, identical for every model.
-
-Modules: :mod:`~bvr.evaluation.probe.features` (extraction), :mod:`~bvr.evaluation.probe.fit` (the two fits),
-:mod:`~bvr.evaluation.probe.selection` (the L2 choice and scores), :mod:`~bvr.evaluation.probe.bow` (the
-bag-of-words baseline), :mod:`~bvr.evaluation.probe.results` and :mod:`~bvr.evaluation.probe.run`
-(:func:`run_probe`).
 """
 
 from bvr.evaluation.probe.bow import BagOfWords, bag_of_words, count_matrix, vocabulary, words
@@ -68,8 +63,7 @@ from bvr.evaluation.probe.selection import L2_GRID, Selection, baseline_scores, 
 __all__ = [
     "BATCH_SIZE", "GRAD_TOLERANCE", "L2_GRID", "LAST_LAYERS", "MAX_ITERATIONS", "BagOfWords", "Extraction",
     "FeatureExtractor", "LinearProbe", "ProbeResult", "ProbeSample", "ProbeSplit", "SeedProbe", "Selection",
-    "bag_of_words", "baseline_scores",
-    "check_features", "count_matrix", "describe", "extract_sentences", "extract_words", "feature_kinds", "featurise",
-    "fit_logistic", "fit_probe", "fit_ridge", "heldout_split", "probe_task", "run_probe", "score", "train_probe",
-    "vocabulary", "words",
+    "bag_of_words", "baseline_scores", "check_features", "count_matrix", "describe", "extract_sentences",
+    "extract_words", "feature_kinds", "featurise", "fit_logistic", "fit_probe", "fit_ridge", "heldout_split",
+    "probe_task", "run_probe", "score", "train_probe", "vocabulary", "words",
 ]

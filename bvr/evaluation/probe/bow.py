@@ -83,14 +83,8 @@ def count_matrix(texts: Sequence[Sequence[str]], columns: Mapping[str, int]) -> 
 
 @dataclass
 class BagOfWords:
-    """The baseline's scores over every probe seed.
-
-    Attributes:
-        words: the vocabulary's size.
-        scores: seed -> dev metric -> value.
-        heldout_scores: seed -> metric -> value on the held-out training examples (empty without them).
-        l2: seed -> the L2 strength chosen.
-    """
+    """The baseline's scores over every probe seed (seed -> metric -> value, on dev and on the held-out training
+    examples), the L2 strength each seed chose and the vocabulary's size (``words``)."""
 
     words: int
     scores: dict[int, dict[str, float]]
@@ -112,17 +106,8 @@ def bag_of_words(spec: TaskSpec, train: Sequence[Any], picks: Mapping[int, Seque
     """Fit the baseline on each seed's training examples and score it on ``dev`` (and ``held``, when given).
 
     The result depends on the examples alone, so it is kept (:data:`MEMO_SIZE` of them per process): every model
-    probed on the same examples, as every model of an ablation is, gets a copy of the first one's.
-
-    Args:
-        spec: a sentence, pair or regression task (tagging: None is returned).
-        train: the training file's examples.
-        picks: seed -> the indices into ``train`` it draws, in its order (the probe's subsample).
-        dev: the scored dev examples.
-        held: the held-out training examples, or None.
-
-    Returns:
-        The scores per seed, or None for a tagging task.
+    probed on the same examples, as every model of an ablation is, gets a copy of the first one's. ``picks`` maps
+    each seed to the indices into ``train`` it draws (the probe's subsample). None for a tagging task.
     """
     if spec.kind == "tagging":
         return None

@@ -34,16 +34,8 @@ def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 def sentence_vectors(
     layers: Sequence[torch.Tensor], mask: torch.Tensor, kinds: Sequence[str]
 ) -> dict[str, torch.Tensor]:
-    """Sentence features of one batch.
-
-    Args:
-        layers: each layer's output (batch, seq, hidden), first to last (embeddings excluded).
-        mask: (batch, seq), 1 at real tokens.
-        kinds: among :data:`SENTENCE_FEATURES`.
-
-    Returns:
-        Kind -> (batch, dim): ``hidden`` for cls and mean, ``hidden * min(4, layers)`` for last4.
-    """
+    """Sentence features of one batch from each layer's (batch, seq, hidden) output, embeddings excluded:
+    kind -> (batch, dim), ``hidden`` for cls and mean, ``hidden * min(4, layers)`` for last4."""
     builders = {
         "cls": lambda: layers[-1][:, 0],
         "mean": lambda: mean_pool(layers[-1], mask),
@@ -79,7 +71,6 @@ def first_subwords(word_ids: Sequence[int | None]) -> list[tuple[int, int]]:
 
 
 def feature_dim(config: Any, kind: str) -> int:
-    """Width of a feature kind for an encoder config."""
     return config.hidden_size * (min(LAST_LAYERS, config.num_layers) if kind == "last4" else 1)
 
 
@@ -143,14 +134,7 @@ def extract_words(
     kinds: Sequence[str], description: str = "features",
 ) -> dict[str, torch.Tensor]:
     """One row per word that kept a token, sentence after sentence: kind -> (words, dim), float32 on the CPU.
-
-    Args:
-        extractor: the frozen encoder.
-        encoded: :func:`~bvr.tasks.ner.encode_ner` output.
-        firsts: per sentence, :func:`first_subwords` of its ``word_ids``.
-        kinds: among :data:`TOKEN_FEATURES`.
-        description: the progress bar's label.
-    """
+    ``firsts`` holds per sentence the :func:`first_subwords` of :func:`~bvr.tasks.ner.encode_ner`'s ``word_ids``."""
     config = extractor.encoder.config
     offsets = np.cumsum([0, *map(len, firsts)]).tolist()
     out = {kind: torch.empty(offsets[-1], feature_dim(config, kind)) for kind in kinds}
@@ -176,8 +160,6 @@ class ProbeSplit:
     """One split as features: rows, their labels, and which rows belong to which example.
 
     Attributes:
-        examples: the examples (:class:`~bvr.tasks.readers.common.Example` or
-            :class:`~bvr.tasks.readers.conll.Sentence`).
         features: kind -> (rows, dim), float32.
         labels: (rows,) class ids (int64) or scores (float64).
         offsets: example ``i``'s rows are ``offsets[i]:offsets[i + 1]`` (one row per example for sentence tasks).

@@ -27,25 +27,15 @@ CURVATURE = 0.25
 
 @dataclass
 class LinearProbe:
-    """A fitted probe: standardisation with its training data's statistics, then a linear map, in float64.
+    """A fitted probe: standardisation with its training data's statistics, then a linear map, in float64."""
 
-    Attributes:
-        mean: (dim,) feature means of the training rows.
-        scale: (dim,) their standard deviations (1 where a feature is constant).
-        weight: (dim, outputs): classes, or 1 for regression.
-        bias: (outputs,).
-        l2: the L2 strength it was fitted with.
-        iterations: L-BFGS iterations (0 for ridge's closed form).
-        converged: stopped by a tolerance rather than by :data:`MAX_ITERATIONS`.
-    """
-
-    mean: torch.Tensor
-    scale: torch.Tensor
-    weight: torch.Tensor
-    bias: torch.Tensor
+    mean: torch.Tensor  # (dim,)
+    scale: torch.Tensor  # (dim,): 1 where a feature is constant
+    weight: torch.Tensor  # (dim, outputs): classes, or 1 for regression
+    bias: torch.Tensor  # (outputs,)
     l2: float
-    iterations: int = 0
-    converged: bool = True
+    iterations: int = 0  # L-BFGS's (0 for ridge's closed form)
+    converged: bool = True  # stopped by a tolerance rather than by MAX_ITERATIONS
 
     def standardise(self, x: torch.Tensor) -> torch.Tensor:
         return (x.double() - self.mean) / self.scale
@@ -70,21 +60,13 @@ def standardisation(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 @dataclass
 class Standardised:
-    """Training features standardised, with the eigenbasis of their covariance (L-BFGS's preconditioner).
+    """Training features standardised, with the eigenbasis of their covariance (L-BFGS's preconditioner)."""
 
-    Attributes:
-        z: (rows, dim) standardised features, float64 (a sparse CSR matrix when built ``sparse``).
-        mean: (dim,) the means taken off (zeros when ``sparse``).
-        scale: (dim,) the standard deviations divided by.
-        eigenvalues: (dim,) of ``z^T z / rows``, ascending; with ``eigenvectors`` None, its diagonal.
-        eigenvectors: (dim, dim), one per column; None for the identity (a diagonal preconditioner).
-    """
-
-    z: torch.Tensor
-    mean: torch.Tensor
-    scale: torch.Tensor
-    eigenvalues: torch.Tensor
-    eigenvectors: torch.Tensor | None
+    z: torch.Tensor  # (rows, dim) float64, a sparse CSR matrix when built ``sparse``
+    mean: torch.Tensor  # (dim,): zeros when ``sparse``
+    scale: torch.Tensor  # (dim,)
+    eigenvalues: torch.Tensor  # (dim,) of z^T z / rows, ascending; with eigenvectors None, its diagonal
+    eigenvectors: torch.Tensor | None  # (dim, dim), one per column; None for the identity (a diagonal preconditioner)
 
     @classmethod
     def of(cls, x: torch.Tensor, sparse: bool = False) -> Standardised:
@@ -128,17 +110,9 @@ def fit_logistic(
     :data:`GRAD_TOLERANCE` applies to the gradient in these coordinates. The gradient is written out: ``(P - Y)^T Z``
     reads ``Z`` row by row, where autograd's ``Z^T (P - Y)`` runs several times slower on a CPU.
 
-    Args:
-        data: standardised features and their eigenbasis.
-        y: (rows,) class ids.
-        num_classes: outputs.
-        l2: penalty on the weights (the bias is free).
-        start: weight (dim, classes) and bias (classes,) to start from (a neighbouring L2 strength's solution);
-            None: zeros.
-
-    Returns:
-        weight (dim, classes), bias (classes,), the iterations run, and whether a tolerance (not
-        :data:`MAX_ITERATIONS`) stopped them.
+    ``start`` is a weight (dim, classes) and bias (classes,) to start from (a neighbouring L2 strength's solution;
+    None: zeros). Returns the weight, the bias, the iterations run, and whether a tolerance (not
+    :data:`MAX_ITERATIONS`) stopped them.
     """
     z, (n, dim) = data.z, data.z.shape
     p = (CURVATURE * data.eigenvalues + l2).rsqrt()  # (dim,)
@@ -168,10 +142,8 @@ def fit_ridge(z: torch.Tensor, y: torch.Tensor, l2: float) -> tuple[torch.Tensor
     """Ridge regression, exactly: minimise mean squared error / 2 + ``l2 / 2 * ||w||^2`` (the bias is free).
 
     The bias absorbs the means, so ``w`` solves the normal equations of the centred data,
-    ``(Zc^T Zc / n + l2 I) w = Zc^T (y - mean y) / n``, and ``b = mean y - mean z . w``.
-
-    Returns:
-        weight (dim, 1) and bias (1,), float64.
+    ``(Zc^T Zc / n + l2 I) w = Zc^T (y - mean y) / n``, and ``b = mean y - mean z . w``. Returns weight (dim, 1) and
+    bias (1,), float64.
     """
     z, y = z.double(), y.double()
     z_mean, y_mean = z.mean(dim=0), y.mean()

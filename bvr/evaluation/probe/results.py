@@ -21,11 +21,8 @@ class SeedProbe:
 
     Attributes:
         scores: dev metric -> value, the headline (``main_metric``) included.
-        l2: the L2 strength chosen on the held-out part.
+        l2: the L2 strength chosen on the held-out part; ``held_out``: per L2 strength tried, the held-out headline.
         heldout_scores: metric -> value on the held-out training examples (empty unless ``heldout_examples``).
-        held_out: per L2 strength tried, the held-out headline score.
-        iterations: L-BFGS iterations of the final fit (0 for ridge).
-        converged: the final fit stopped by a tolerance.
     """
 
     scores: dict[str, float]
@@ -41,13 +38,8 @@ class ProbeResult:
     """Probes of every feature kind over every seed, with the trivial baseline.
 
     Attributes:
-        task: the task name.
-        checkpoint: the model folder probed.
         from_scratch: the encoder was randomly initialised (the no-pretraining control).
         split: the evaluation split ('dev', or 'dev_matched' for MNLI).
-        main_metric: the headline metric's name ('accuracy', 'mcc', 'accuracy_f1', ...).
-        features: the feature kinds probed.
-        seeds: the seeds, in the order asked.
         probes: feature kind -> seed -> :class:`SeedProbe`.
         baseline: seed -> the trivial baseline's dev scores (its majority comes from the seed's subsample).
         subsamples: seed -> indices (0-based, file order) of the training examples it drew.
@@ -58,8 +50,6 @@ class ProbeResult:
         seconds: 'extract' (features), 'probe' (every fit), 'bow' (the bag-of-words baseline) and 'total'.
         reports: what was read, one line per file, then the caps.
         bow: seed -> the bag-of-words baseline's dev scores (:mod:`~bvr.evaluation.probe.bow`; empty for tagging).
-        heldout_bow: seed -> its scores on the held-out training examples.
-        bow_words: its vocabulary's size (0: none).
     """
 
     task: str
@@ -106,7 +96,6 @@ class ProbeResult:
         return [self.probes[kind][seed].scores[self.main_metric] for seed in self.seeds]
 
     def median(self, kind: str) -> float:
-        """Median over seeds of the headline score of ``kind``."""
         return float(np.median(self.headline(kind)))
 
     def to_dict(self) -> dict[str, Any]:

@@ -16,18 +16,9 @@ import torch
 from bvr.config import PROBE_KINDS, SENTENCE_FEATURES, TOKEN_FEATURES, DataSettings
 from bvr.errors import BvrError
 from bvr.evaluation.probe.bow import MAX_WORDS, MIN_COUNT, bag_of_words
-from bvr.evaluation.probe.features import (
-    BATCH_SIZE,
-    FeatureExtractor,
-    ProbeSplit,
-    featurise,
-)
+from bvr.evaluation.probe.features import BATCH_SIZE, FeatureExtractor, ProbeSplit, featurise
 from bvr.evaluation.probe.results import ProbeResult, SeedProbe
-from bvr.evaluation.probe.selection import (
-    baseline_scores,
-    score,
-    train_probe,
-)
+from bvr.evaluation.probe.selection import baseline_scores, score, train_probe
 from bvr.model.encoder import Encoder, initialize
 from bvr.pretrained import Pretrained
 from bvr.tasks.data import subset
@@ -49,11 +40,7 @@ SCRATCH_SEED = 0
 
 
 def probe_task(task: str) -> TaskSpec:
-    """The spec of ``task``, which must be a sentence, pair or tagging task.
-
-    Raises:
-        BvrError: the task is unknown or a span task, naming the ``task`` option.
-    """
+    """The spec of ``task``, which must be a sentence, pair or tagging task (errors name the ``task`` option)."""
     try:
         spec = get_task(task)
     except BvrError as err:
@@ -70,11 +57,7 @@ def feature_kinds(spec: TaskSpec) -> tuple[str, ...]:
 
 
 def check_features(spec: TaskSpec, features: Sequence[str] | None) -> tuple[str, ...]:
-    """The requested feature kinds, in the task's order, duplicates dropped; None means all of them.
-
-    Raises:
-        BvrError: a kind is unknown for this task, or none is given, naming the ``features`` option.
-    """
+    """The requested feature kinds, in the task's order, duplicates dropped; None means all of them."""
     known = feature_kinds(spec)
     if features is None:
         return known
@@ -110,7 +93,6 @@ class Extraction:
     """Tokens per sequence, specials included; None: the task's fine-tuning length (128), capped by the model's
     positions."""
     batch_size: int = BATCH_SIZE
-    """Sequences per encoder batch."""
     device: str | torch.device | None = None
     """Where the encoder runs; None: CUDA when available, else the CPU (probes always fit on the CPU)."""
 
@@ -177,24 +159,12 @@ def run_probe(
 ) -> ProbeResult:
     """Train linear probes on frozen features of ``pretrained`` and score them on the task's dev split.
 
-    Args:
-        pretrained: the model and tokenizer (:func:`bvr.pretrained.load_pretrained`).
-        task: a GLUE task or conll2003.
-        data_dir: the data folder (``glue/``, ``conll2003/``); None reads the Hugging Face hub.
-        sample: the probe seeds and how many training, dev and held-out examples (default: seed 0, every example,
-            none held out).
-        features: feature kinds (:data:`SENTENCE_FEATURES`, or :data:`TOKEN_FEATURES` for tagging); None: all.
-        from_scratch: probe a randomly initialised encoder of the checkpoint's shape (seed :data:`SCRATCH_SEED`).
-        extraction: the sequence length, batch size and device of the encoder (default: the task's fine-tuning
-            length, :data:`~bvr.evaluation.probe.features.BATCH_SIZE`, CUDA when available).
-        progress: show a progress bar over feature extraction.
+    ``data_dir`` None reads the Hugging Face hub; ``sample`` defaults to seed 0, every example, none held out;
+    ``from_scratch`` probes a randomly initialised encoder of the checkpoint's shape (seed :data:`SCRATCH_SEED`).
 
     Returns:
         Every probe's dev scores, the trivial baseline, the bag-of-words baseline (sentence tasks:
         :mod:`~bvr.evaluation.probe.bow`, fitted on each seed's subsample), and timings.
-
-    Raises:
-        BvrError: an unknown or unsupported task, an unknown feature kind, bad seeds or caps, or unreadable data.
     """
     start = time.perf_counter()
     sample, extraction = sample or ProbeSample(), extraction or Extraction()
@@ -269,9 +239,6 @@ def heldout_split(count: int, heldout: int | None, max_train: int | None) -> tup
     (3, 7, True)
     >>> heldout_split(4, None, None)
     ([], [0, 1, 2, 3])
-
-    Raises:
-        BvrError: fewer than 2 training examples would be left to train on, naming ``heldout_examples``.
     """
     if heldout is None:
         return [], list(range(count))

@@ -11,14 +11,8 @@ from dataclasses import dataclass
 import torch
 
 from bvr.errors import BvrError
-from bvr.evaluation.probe.features import (
-    ProbeSplit,
-)
-from bvr.evaluation.probe.fit import (
-    LinearProbe,
-    Standardised,
-    fit_probe,
-)
+from bvr.evaluation.probe.features import ProbeSplit
+from bvr.evaluation.probe.fit import LinearProbe, Standardised, fit_probe
 from bvr.tasks.glue_metrics import PLAIN_METRICS, UndefinedMetricWarning, main_score, majority_prediction
 from bvr.tasks.iob import OUTSIDE
 from bvr.tasks.ner_metric import entity_f1
@@ -50,12 +44,8 @@ def held_out_split(count: int) -> tuple[list[int], list[int]]:
 
 @dataclass
 class Selection:
-    """The L2 strength chosen on held-out data and the probe refitted with it on the whole subsample.
-
-    Attributes:
-        probe: the refitted probe.
-        held_out: per L2 strength tried, the held-out headline score.
-    """
+    """The probe refitted on the whole subsample with the L2 strength chosen on held-out data, and per L2 strength
+    tried the held-out headline score."""
 
     probe: LinearProbe
     held_out: dict[float, float]

@@ -60,11 +60,6 @@ Ordered hypotheses. A budget curve's budgets are ordered before any data is seen
 pretraining help?" is answered by the fixed-sequence procedure (:func:`fixed_sequences`): one-sided tests from the
 largest budget down, each at the full per-measure level, stopping at the first that does not reject. Its alpha is
 split over the measures only, never over the budgets, where Holm over the whole report splits it over every test.
-
-Modules: :mod:`~bvr.report.inference.seeds` (nested seeds), :mod:`~bvr.report.inference.compare` (one comparison),
-:mod:`~bvr.report.inference.multiplicity` (Holm, simultaneous intervals), :mod:`~bvr.report.inference.power`
-(power and units needed), :mod:`~bvr.report.inference.sequence` (the fixed-sequence procedure, one-sided p-values and
-bounds) and :mod:`~bvr.report.inference.checks`.
 """
 
 from bvr.report.inference.compare import (
@@ -87,13 +82,7 @@ from bvr.report.inference.power import (
     units_needed,
 )
 from bvr.report.inference.seeds import VarianceComponents, unit_values, variance_components
-from bvr.report.inference.sequence import (
-    FixedSequence,
-    fixed_sequence,
-    fixed_sequences,
-    one_sided_bound,
-    one_sided_p,
-)
+from bvr.report.inference.sequence import FixedSequence, fixed_sequence, fixed_sequences, one_sided_bound, one_sided_p
 
 __all__ = [
     "DEFAULT_POWER", "EXACT_PERMUTATION_LIMIT", "MIN_UNITS", "PERMUTATION_DRAWS", "PERMUTATION_SEED", "TOO_FEW_UNITS",

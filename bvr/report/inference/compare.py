@@ -42,11 +42,9 @@ class Comparison:
     ci_low: float
     """Lower end of the t interval of :attr:`estimate` at :attr:`confidence`."""
     ci_high: float
-    """Upper end of that interval."""
     confidence: float
     """Coverage of the interval: the level asked for, or the Bonferroni level after :func:`simultaneous`."""
     se: float
-    """Standard error of :attr:`estimate`."""
     df: float
     """Degrees of freedom: ``n - 1`` paired, Welch-Satterthwaite's otherwise."""
     t: float
@@ -58,9 +56,7 @@ class Comparison:
     n: int
     """Pairs (paired), or the smaller arm's units (Welch): the ``n`` of :func:`min_detectable_effect`."""
     n_a: int
-    """Units of arm a in the test."""
     n_b: int
-    """Units of arm b in the test."""
     paired: bool
     """Paired t test (True) or Welch's (False)."""
     higher_is_better: bool
@@ -104,20 +100,9 @@ def compare(
     """Test the difference ``a - b`` between two arms, one value per unit (pretraining seed).
 
     Paired on the units both arms have; units of one arm only are left out and counted. When ``paired`` is False,
-    or when the arms have no unit in common at all, Welch's t test compares the two sets of units instead.
-
-    Args:
-        a: arm a's value per unit (e.g. from :func:`unit_values`).
-        b: arm b's value per unit.
-        confidence: coverage of the t interval, in (0, 1).
-        higher_is_better: the metric's direction, carried for the report's decision; the test is two-sided.
-        paired: pair units by key.
-
-    Returns:
-        The :class:`Comparison`; with fewer than :data:`MIN_UNITS` units per arm it is not tested.
-
-    Raises:
-        ValueError: a value is NaN or infinite, or ``confidence`` is outside (0, 1).
+    or when the arms have no unit in common at all, Welch's t test compares the two sets of units instead. With fewer
+    than :data:`MIN_UNITS` units per arm it is not tested. ``higher_is_better`` is carried for the report's
+    decision; the test is two-sided.
     """
     check_level(confidence, "confidence")
     check_finite(a, "a")
@@ -136,14 +121,7 @@ def sign_flip_p(differences: Sequence[float] | np.ndarray, *, draws: int = PERMU
     Under the null that each difference is symmetric about 0, every one of the ``2**n`` sign patterns is equally
     likely; the p-value is the share of patterns whose ``|sum|`` is at least the observed one. All patterns are
     enumerated up to 16 differences; beyond, ``draws`` random patterns (seeded) give ``(1 + hits) / (1 + draws)``.
-
-    Args:
-        differences: paired differences.
-        draws: random patterns when there are more than 16 differences.
-        seed: seed of those draws.
-
-    Returns:
-        The p-value (NaN with no difference).
+    NaN with no difference.
 
     >>> sign_flip_p([1.0, 2.0, 3.0])
     0.25
@@ -163,7 +141,6 @@ def sign_flip_p(differences: Sequence[float] | np.ndarray, *, draws: int = PERMU
 
 def _paired(a: Mapping[int, float], b: Mapping[int, float], units: list[int], confidence: float,
             higher_is_better: bool) -> Comparison:
-    """The paired t test of :func:`compare`."""
     d = [float(a[u] - b[u]) for u in units]
     n = len(d)
     estimate, var = _mean_var(d)
@@ -183,7 +160,6 @@ def _paired(a: Mapping[int, float], b: Mapping[int, float], units: list[int], co
 
 def _welch(a: Mapping[int, float], b: Mapping[int, float], confidence: float, higher_is_better: bool,
            note: str) -> Comparison:
-    """Welch's t test of :func:`compare`."""
     xa, xb = [float(a[u]) for u in sorted(a)], [float(b[u]) for u in sorted(b)]
     na, nb = len(xa), len(xb)
     (mean_a, va), (mean_b, vb) = _mean_var(xa), _mean_var(xb)

@@ -19,15 +19,6 @@ def holm(pvalues: Sequence[float]) -> list[float]:
     p-values keep the order of the raw ones and never exceed 1. NaN entries (untested comparisons) stay NaN and
     do not count toward ``m``. Reject where the adjusted p-value is at most ``alpha``.
 
-    Args:
-        pvalues: raw p-values, one per comparison of the family.
-
-    Returns:
-        Adjusted p-values, in the input's order.
-
-    Raises:
-        ValueError: a p-value is outside [0, 1].
-
     >>> [round(q, 6) for q in holm([0.01, 0.04, 0.03, 0.005])]
     [0.03, 0.06, 0.06, 0.02]
     """
@@ -44,14 +35,8 @@ def holm(pvalues: Sequence[float]) -> list[float]:
 
 
 def adjusted_confidence(confidence: float, m: int) -> float:
-    """Bonferroni level at which ``m`` intervals hold simultaneously: ``1 - (1 - confidence) / m``.
-
-    Args:
-        confidence: the family's coverage (0.95: all ``m`` intervals cover with chance at least 95 %).
-        m: tested comparisons in the family; 0 or 1 leaves the level as it is.
-
-    Returns:
-        The per-interval confidence.
+    """Bonferroni level at which ``m`` intervals hold simultaneously: ``1 - (1 - confidence) / m`` (0 or 1 tested
+    comparisons leave the level as it is).
 
     >>> adjusted_confidence(0.95, 10)
     0.995

@@ -43,10 +43,7 @@ def power(effect: float, sd_diff: float, n: int, alpha: float, *, paired: bool =
     From the noncentral t distribution with ``df = n - 1`` and noncentrality ``effect / (sd / sqrt(n))`` when
     paired (``n`` pairs, ``sd`` of the differences); unpaired, ``n`` units per arm of common SD ``sd``,
     ``df = 2n - 2`` and noncentrality ``effect / (sd sqrt(2 / n))`` (Welch's test is close to this when the SDs
-    and sizes are similar).
-
-    Returns:
-        The power; NaN when ``n < 2`` or an input is NaN.
+    and sizes are similar). NaN when ``n < 2`` or an input is NaN.
 
     >>> round(power(0.0, 1.0, 5, 0.05), 3)
     0.05
@@ -71,16 +68,8 @@ def min_detectable_effect(sd_diff: float, n: int, alpha: float, power: float = D
 
     A "no difference detected" verdict means the true difference is probably smaller than this, not that it
     is 0. Use the level the verdicts use: ``alpha / m`` for a Holm family of ``m`` (its first, strictest step).
-
-    Args:
-        sd_diff: SD of the paired differences (unpaired: the common SD of one arm's units).
-        n: pairs (unpaired: units per arm).
-        alpha: significance level of the test.
-        power: chance of detection, in (alpha, 1).
-        paired: paired design (``df = n - 1``) or two independent arms (``df = 2n - 2``).
-
-    Returns:
-        The effect, in the units of ``sd_diff``; NaN when ``n < 2`` or ``sd_diff`` is NaN.
+    ``sd_diff`` is the SD of the paired differences over ``n`` pairs (unpaired: the common SD of one arm's units,
+    ``n`` per arm); the effect is in its units, NaN when ``n < 2`` or ``sd_diff`` is NaN.
 
     >>> round(min_detectable_effect(1.0, 10, 0.05), 3)
     0.996
@@ -98,18 +87,8 @@ def units_needed(effect: float, sd_diff: float, alpha: float, power: float = DEF
                  paired: bool = True, cap: int = UNITS_CAP) -> UnitsNeeded:
     """The fewest units whose test detects ``effect`` with chance ``power`` at level ``alpha``.
 
-    Never fewer than :data:`MIN_UNITS`, the fewest :func:`compare` tests.
-
-    Args:
-        effect: the true difference to detect.
-        sd_diff: SD of the paired differences (unpaired: the common SD of one arm's units).
-        alpha: significance level (``alpha / m`` for a family of ``m``).
-        power: chance of detection, in (alpha, 1).
-        paired: pairs, or units per arm of two independent arms.
-        cap: the largest number searched.
-
-    Returns:
-        The :class:`UnitsNeeded`.
+    Never fewer than :data:`MIN_UNITS`, the fewest :func:`compare` tests; ``sd_diff`` as for
+    :func:`min_detectable_effect`.
 
     >>> str(units_needed(1.0, 1.0, 0.05)), str(units_needed(0.001, 1.0, 0.05))
     ('10', 'more than 10,000')

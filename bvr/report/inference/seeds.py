@@ -30,7 +30,6 @@ class VarianceComponents:
     within_var: float
     """Variance between inner (fine-tuning or probe) seeds of one pretrained model; NaN when no unit has two."""
     n_units: int
-    """Pretraining seeds."""
     n_inner: tuple[int, ...]
     """Inner replicates of each unit, in ascending order of unit."""
     n0: float
@@ -44,12 +43,10 @@ class VarianceComponents:
 
     @property
     def between_sd(self) -> float:
-        """Standard deviation between pretraining seeds."""
         return math.sqrt(self.between_var)
 
     @property
     def within_sd(self) -> float:
-        """Standard deviation between inner seeds."""
         return math.sqrt(self.within_var)
 
 
@@ -57,16 +54,7 @@ def unit_values(values: Mapping[tuple[int, int], float]) -> dict[int, float]:
     """One value per pretraining seed: the mean over its inner (fine-tuning or probe) seeds.
 
     Units with more inner seeds are measured more precisely but count once each: the pretraining seed, not the
-    fine-tuning seed, is what replicates the ablated factor.
-
-    Args:
-        values: the metric per ``(pretraining_seed, inner_seed)``.
-
-    Returns:
-        The mean per pretraining seed, in ascending order of seed.
-
-    Raises:
-        ValueError: a value is NaN or infinite.
+    fine-tuning seed, is what replicates the ablated factor. ``values`` are keyed ``(pretraining_seed, inner_seed)``.
 
     >>> unit_values({(0, 0): 1.0, (0, 1): 3.0, (1, 0): 5.0})
     {0: 2.0, 1: 5.0}
@@ -75,16 +63,8 @@ def unit_values(values: Mapping[tuple[int, int], float]) -> dict[int, float]:
 
 
 def variance_components(values: Mapping[tuple[int, int], float]) -> VarianceComponents:
-    """Between-pretraining-seed and within (fine-tuning-seed) variance, one-way random-effects ANOVA.
-
-    Args:
-        values: the metric per ``(pretraining_seed, inner_seed)``; designs may be unbalanced.
-
-    Returns:
-        The :class:`VarianceComponents`; components that the design cannot estimate are NaN.
-
-    Raises:
-        ValueError: a value is NaN or infinite.
+    """Between-pretraining-seed and within (fine-tuning-seed) variance, one-way random-effects ANOVA; designs may be
+    unbalanced, and components that the design cannot estimate are NaN.
 
     >>> vc = variance_components({(0, 0): 1.0, (0, 1): 2.0, (0, 2): 3.0, (1, 0): 4.0, (1, 1): 5.0, (1, 2): 6.0})
     >>> vc.ms_between, vc.ms_within, round(vc.between_var, 4), vc.within_var, vc.n_inner

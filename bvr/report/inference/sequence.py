@@ -64,16 +64,8 @@ class FixedSequence:
 def fixed_sequence(pvalues: Sequence[float], alpha: float) -> FixedSequence:
     """Test hypotheses from the last to the first, each at ``alpha``, stopping at the first that does not reject.
 
-    Args:
-        pvalues: one-sided p-values in increasing order of the sequence (budgets, smallest first), so the last is
-            tested first. NaN (an untested budget) does not reject and so stops the sequence there.
-        alpha: the level of every test, and the family-wise error rate over the sequence.
-
-    Returns:
-        The :class:`FixedSequence`: which hypotheses reject (a suffix), and the turn.
-
-    Raises:
-        ValueError: ``alpha`` is outside (0, 1), or a p-value outside [0, 1].
+    ``pvalues`` are one-sided, budgets smallest first, so the last is tested first; NaN (an untested budget) does not
+    reject and so stops the sequence there. ``alpha`` is also the family-wise error rate over the sequence.
 
     >>> fixed_sequence([0.5, 0.03, math.nan, 0.001], 0.05).adjusted_p
     (nan, nan, nan, 0.001)
@@ -93,13 +85,7 @@ def fixed_sequence(pvalues: Sequence[float], alpha: float) -> FixedSequence:
 def fixed_sequences(pvalues: Mapping[str, Sequence[float]], alpha: float) -> dict[str, FixedSequence]:
     """:func:`fixed_sequence` per measure, ``alpha`` split over the measures only: each at ``alpha / k``.
 
-    Args:
-        pvalues: measure -> its one-sided p-values, budgets smallest first.
-        alpha: the family-wise error rate over every measure and budget.
-
-    Returns:
-        measure -> its sequence. ``k`` counts the measures with at least one tested p-value (as :func:`holm`
-        counts only tested comparisons).
+    ``k`` counts the measures with at least one tested p-value (as :func:`holm` counts only tested comparisons).
 
     >>> {key: s.turn for key, s in fixed_sequences({"blimp": [0.04, 0.001], "probe": [0.001, 0.04]}, 0.05).items()}
     {'blimp': 1, 'probe': None}
@@ -114,12 +100,7 @@ def one_sided_p(c: Comparison) -> float:
 
     Half the two-sided p-value when the estimate lies on ``a``'s side, one minus that half otherwise: the t
     distribution is symmetric, so this is the t test's own one-sided tail (an estimate of exactly 0 gives 0.5).
-
-    Args:
-        c: from :func:`~bvr.report.inference.compare`, ``a`` the arm hoped better (a budget), ``b`` the control.
-
-    Returns:
-        The p-value; NaN when ``c`` is not tested.
+    ``a`` is the arm hoped better (a budget), ``b`` the control; NaN when ``c`` is not tested.
 
     >>> from bvr.report.inference.compare import compare
     >>> round(one_sided_p(compare({0: 81.0, 1: 82.0, 2: 83.0}, {0: 80.0, 1: 80.0, 2: 80.0})), 4)
@@ -135,14 +116,8 @@ def one_sided_bound(c: Comparison, confidence: float) -> float:
     """The one-sided confidence bound on ``a - b`` at ``confidence``, on the side that would show ``a`` better.
 
     A lower bound when higher is better (``estimate - t_{df, confidence} se``), an upper bound otherwise. It
-    excludes 0 exactly when :func:`one_sided_p` is below ``1 - confidence``.
-
-    Args:
-        c: from :func:`~bvr.report.inference.compare`.
-        confidence: the bound's coverage, in (0, 1) (``1 - alpha / k`` beside :func:`fixed_sequences`).
-
-    Returns:
-        The bound; NaN when ``c`` is not tested.
+    excludes 0 exactly when :func:`one_sided_p` is below ``1 - confidence`` (``1 - alpha / k`` beside
+    :func:`fixed_sequences`). NaN when ``c`` is not tested.
 
     >>> from bvr.report.inference.compare import compare
     >>> round(one_sided_bound(compare({0: 81.0, 1: 82.0, 2: 83.0}, {0: 80.0, 1: 80.0, 2: 80.0}), 0.95), 3)

@@ -49,9 +49,7 @@ class FileFormat:
     """How a task of one format is read: a file of the data folder, or a split of the hub dataset."""
 
     read_file: ReadFile
-    """Reads one file of the task (``data_dir/spec.folder/split.file``)."""
     read_hub: ReadHub
-    """Reads hub split ``hub_split`` of ``spec.hub_id``."""
     fallback_to_dev: bool = False
     """Whether a missing training file means: train and evaluate on two article-disjoint parts of the dev file."""
 
@@ -103,14 +101,7 @@ READERS: dict[str, FileFormat] = {
 def read_task(spec: TaskSpec, data_dir: Path | None, settings: DataSettings) -> ReadResult:
     """Every split of ``spec``: from ``data_dir/spec.folder`` in the spec's format, or from the hub without one.
 
-    Args:
-        spec: the task.
-        data_dir: the data folder; None reads the hub.
-        settings: the article split's fraction and seed, for a ``squad-json`` task without a training file.
-
-    Raises:
-        BvrError: a file is missing or malformed, the training split of a classification or tagging task holds
-            fewer than two classes (:func:`check_classes`), or the hub cannot be reached without a data folder.
+    ``settings`` gives the article split's fraction and seed, for a ``squad-json`` task without a training file.
     """
     reader = READERS[spec.format]
     train_split, eval_split = spec.splits[0], spec.splits[1]
@@ -132,15 +123,8 @@ def read_task(spec: TaskSpec, data_dir: Path | None, settings: DataSettings) -> 
 
 def check_classes(spec: TaskSpec, examples: list[Any], source: str | Path) -> None:
     """Refuse a training split of a classification or tagging task that holds fewer than two classes (tags): a
-    model trained on it learns one answer, and its scores would be reported as if it had learned the task.
-
-    Args:
-        spec: the task; other kinds (regression, span) pass.
-        examples: the training split as read (:class:`Example` s or :class:`~bvr.tasks.readers.conll.Sentence` s).
-        source: the file (or hub split) they were read from, named in the error.
-
-    Raises:
-        BvrError: naming ``source``, the one class and how many examples (tokens) hold it.
+    model trained on it learns one answer, and its scores would be reported as if it had learned the task. The
+    error names ``source`` (the file or hub split), the one class and how many examples (tokens) hold it.
     """
     if spec.kind == "classification":
         names = spec.label_names or ()
@@ -160,36 +144,8 @@ def check_classes(spec: TaskSpec, examples: list[Any], source: str | Path) -> No
                        hint=hint)
 
 
-def load_task_split(spec: TaskSpec, split: str, data_dir: Path | None) -> tuple[list[Example], ReadReport]:
-    """Read split ``split`` of a sentence task (format ``tsv`` or ``jsonl``) from the data folder, or from the
-    Hugging Face hub when there is none.
-
-    Args:
-        spec: a classification or regression task.
-        split: one of the task's split names ('train', 'dev', 'dev_matched', ...).
-        data_dir: the data folder (``--data-dir`` / ``BVR_DATA_DIR``); the file is ``data_dir/folder/file``.
-
-    Returns:
-        The examples and the read report.
-
-    Raises:
-        BvrError: the split is unknown, the file cannot be read, or there is no data folder and the hub cannot be
-            reached.
-    """
-    if spec.kind not in ("classification", "regression") or spec.format not in SENTENCE_READERS:
-        raise BvrError(f"task {spec.name!r} is a {spec.kind} task, not a sentence task", where=spec.name)
-    split_spec = spec.split(split)
-    if data_dir is None:
-        return hub_sentences(spec, split_spec.hub_split)
-    return SENTENCE_READERS[spec.format](spec, task_file(spec, Path(data_dir), split_spec.file))
-
-
 def task_file(spec: TaskSpec, data_dir: Path, file: str) -> Path:
-    """``data_dir/spec.folder/file``, which must exist.
-
-    Raises:
-        BvrError: naming the path looked for and saying that the data folder lacks it.
-    """
+    """``data_dir/spec.folder/file``, which must exist."""
     path = data_dir / spec.folder / file
     if not path.is_file():
         top = spec.folder.split("/")[0]
@@ -199,5 +155,5 @@ def task_file(spec: TaskSpec, data_dir: Path, file: str) -> Path:
     return path
 
 
-__all__ = ["READERS", "SENTENCE_READERS", "FileFormat", "ReadResult", "check_classes", "load_task_split", "read_task",
+__all__ = ["READERS", "SENTENCE_READERS", "FileFormat", "ReadResult", "check_classes", "read_task",
            "task_file"]

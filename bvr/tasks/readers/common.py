@@ -55,14 +55,8 @@ def data_hint(spec: TaskSpec) -> str:
 
 @dataclass(frozen=True)
 class Example:
-    """One labelled example of a sentence or sentence-pair task.
-
-    Attributes:
-        text_a: the first (or only) text.
-        text_b: the second text of a pair task, else None.
-        label: class id for classification, the score for regression.
-        line: where it came from: the 1-based line in the file, or the 1-based row of a hub split.
-    """
+    """One labelled example of a sentence or sentence-pair task (``text_b`` None for a single sentence); ``label``
+    is a class id, or the score for regression; ``line`` the 1-based line in the file, or row of a hub split."""
 
     text_a: str
     text_b: str | None
@@ -72,18 +66,8 @@ class Example:
 
 @dataclass
 class ReadReport:
-    """What a read kept and what it skipped, for the caller to show; JSON-serialisable with ``asdict``.
-
-    Attributes:
-        source: the file (or ``hub_id/config:split``) read.
-        rows: data rows seen (header excluded).
-        read: examples kept.
-        skipped: rows skipped.
-        reasons: skipped rows per reason.
-        first_lines: the first few line numbers skipped for each reason.
-        empty: kept rows with an empty text field, per field.
-        first_empty: the first few line numbers of those rows, per field.
-    """
+    """What a read of a file (or ``hub_id/config:split``) kept and what it skipped, for the caller to show; rows
+    skipped per reason and kept rows with an empty text field per field, each with its first few line numbers."""
 
     source: str
     rows: int = 0
@@ -95,7 +79,6 @@ class ReadReport:
     first_empty: dict[str, list[int]] = field(default_factory=dict)
 
     def skip(self, reason: str, line: int) -> None:
-        """Count one skipped row."""
         self.skipped += 1
         self.reasons[reason] = self.reasons.get(reason, 0) + 1
         lines = self.first_lines.setdefault(reason, [])
@@ -236,10 +219,10 @@ class LabelParser:
             for index, known in enumerate(values):
                 if type(known) is type(value) and known == value:
                     return index
-            raise BvrError(f"unknown label {_json(value)} for task {self.spec.name!r}", where=where,
-                           hint=f"expected one of: {', '.join(map(_json, values))}")
+            raise BvrError(f"unknown label {json.dumps(value)} for task {self.spec.name!r}", where=where,
+                           hint=f"expected one of: {', '.join(map(json.dumps, values))}")
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            raise BvrError(f"unknown label {_json(value)} for task {self.spec.name!r}", where=where)
+            raise BvrError(f"unknown label {json.dumps(value)} for task {self.spec.name!r}", where=where)
         return self.parse(value if isinstance(value, str) else repr(value), where)
 
     def _score(self, raw: str, where: str) -> float:
@@ -252,8 +235,3 @@ class LabelParser:
         if not (math.isfinite(score) and low <= score <= high):
             raise BvrError(f"label {raw!r} is outside [{low:g}, {high:g}]", where=where)
         return score
-
-
-def _json(value: Any) -> str:
-    """``value`` as JSON writes it (``true``, ``"yes"``, ``1``)."""
-    return json.dumps(value)

@@ -21,13 +21,8 @@ CONLL_COLUMNS = 4
 
 
 class Sentence(NamedTuple):
-    """One sentence of a CoNLL file.
-
-    Attributes:
-        tokens: the words, as written.
-        tags: one entity tag per word (IOB2 after reading unless conversion was turned off).
-        document: index of the ``-DOCSTART-`` document it belongs to (0 when the file has none).
-    """
+    """One sentence of a CoNLL file: its words, one entity tag per word (IOB2 after reading unless conversion was
+    turned off), and the index of its ``-DOCSTART-`` document (0 when the file has none)."""
 
     tokens: list[str]
     tags: list[str]
@@ -39,14 +34,9 @@ class ConllReport:
     """What :func:`read_conll` read and what it skipped.
 
     Attributes:
-        path: the file read.
-        documents: ``-DOCSTART-`` lines.
-        sentences: sentences kept (at least one token).
-        tokens: tokens kept.
         bad_lines: 1-based numbers of lines with too few columns; they are skipped.
         untagged: how many of those have one column, a token and no tag.
         scheme: the tagging scheme found in the file ("IOB2", "IOB1" or "mixed"; see :func:`detect_scheme`).
-        converted: whether the tags were converted to IOB2.
     """
 
     path: str
@@ -158,23 +148,10 @@ def read_conll(
 ) -> tuple[list[Sentence], ConllReport]:
     """Read a CoNLL column file: one token per line, tag in the last column, blank lines between sentences.
 
-    ``-DOCSTART-`` lines are skipped and counted as documents; the last sentence needs no trailing blank line.
-
-    Args:
-        path: the file (UTF-8).
-        n_columns: columns per token line; lines with fewer are skipped and reported in
-            :attr:`ConllReport.bad_lines`.
-        convert_to_iob2: convert IOB1 (or mixed) tags to IOB2, the scheme models are trained on.
-        labels: the task's tags (as written, before conversion); another tag is refused at its line. None: any
-            IOB tag.
-
-    Returns:
-        The sentences and a report of the counts.
-
-    Raises:
-        BvrError: the file is missing or not UTF-8, a line has more than ``n_columns`` columns, more than half of
-            the token lines have fewer, a tag is not O, B-X or I-X or not one of ``labels`` (naming ``file:line``),
-            or the file holds no sentence.
+    ``-DOCSTART-`` lines are skipped and counted as documents; the last sentence needs no trailing blank line. Lines
+    with fewer than ``n_columns`` are skipped and reported (:attr:`ConllReport.bad_lines`), a line with more is
+    refused. ``labels`` are the task's tags (as written, before conversion): another tag is refused at its line.
+    IOB1 (or mixed) tags are converted to IOB2, the scheme models are trained on, unless ``convert_to_iob2`` is off.
     """
     path = Path(path)
     if not path.is_file():

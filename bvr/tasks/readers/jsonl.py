@@ -25,20 +25,8 @@ _FORMAT_HINT = "is this a JSON Lines file (one object per line) of the right tas
 def read_jsonl(
     spec: TaskSpec, path: Path, *, max_skipped_share: float = MAX_SKIPPED_SHARE
 ) -> tuple[list[Example], ReadReport]:
-    """Read one labelled JSONL file (train or dev) of task ``spec``.
-
-    Args:
-        spec: the task; gives the text and label fields and how labels map to ids.
-        path: the file.
-        max_skipped_share: fail when more than this share of the lines had to be skipped.
-
-    Returns:
-        The examples in file order (``line`` is the 1-based line number), and what was read and skipped.
-
-    Raises:
-        BvrError: the file is missing, empty or not UTF-8, a label is unknown (``file:line``), or more than
-            ``max_skipped_share`` of the lines cannot be parsed (naming the reasons and lines).
-    """
+    """Read one labelled JSONL file (train or dev) of task ``spec``: the examples in file order, and what was read
+    and skipped (failing past ``max_skipped_share``)."""
     parse = partial(_parse_line, spec=spec, labels=LabelParser(spec), path=path)
     return read_rows(path, read_lines(path, spec), 0, parse, max_skipped_share, _FORMAT_HINT, spec.text_fields)
 

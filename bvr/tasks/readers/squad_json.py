@@ -20,16 +20,8 @@ from bvr.tasks.readers.common import MAX_EMPTY_SHARE
 
 @dataclass(frozen=True)
 class SquadExample:
-    """One question.
-
-    Attributes:
-        id: the question id.
-        title: the article's title.
-        context: the paragraph.
-        question: the question text.
-        answers: reference answers as (text, answer_start); empty for an impossible question.
-        is_impossible: v2.0's flag: the paragraph does not answer the question.
-    """
+    """One question of an article's paragraph (``context``), with its reference answers as (text, answer_start);
+    none for a v2.0 question the paragraph does not answer (``is_impossible``)."""
 
     id: str
     title: str
@@ -46,17 +38,9 @@ class SquadExample:
 
 @dataclass
 class SquadReport:
-    """What :func:`read_squad` read.
+    """What :func:`read_squad` read: counts of articles, paragraphs, questions and answers.
 
     Attributes:
-        path: the file read.
-        version: "1.1" or "2.0".
-        articles: articles (titles).
-        paragraphs: paragraphs (contexts).
-        questions: questions.
-        answerable: questions with reference answers.
-        impossible: v2.0 questions marked ``is_impossible``.
-        reference_answers: reference answers over all questions.
         answers_per_question: how many questions have each number of reference answers.
         answer_mismatches: answers whose text differs from the context at ``answer_start``; kept as they are.
         empty_questions: questions whose text is empty or blank; kept up to
@@ -193,20 +177,13 @@ def _version(declared: Any, examples: Iterable[SquadExample]) -> str:
 
 
 def read_squad(path: str | Path) -> tuple[list[SquadExample], SquadReport]:
-    """Read a SQuAD v1.1 or v2.0 file in the official JSON layout.
+    """Read a SQuAD v1.1 or v2.0 file in the official JSON layout
+    (``{"version": ..., "data": [{"title", "paragraphs": [{"context", "qas": [...]}]}]}``): the questions in file
+    order, and a report of the counts.
 
-    Args:
-        path: the file, ``{"version": ..., "data": [{"title", "paragraphs": [{"context", "qas": [...]}]}]}``.
-
-    Returns:
-        The questions in file order, and a report of the counts.
-
-    Raises:
-        BvrError: the file is missing, not UTF-8 or not JSON, a field is missing or of the wrong type, an answer
-            does not fit its context, more than 1% of the questions are empty or more than 1% of the answers are
-            not at their ``answer_start``, an answerable
-            question has no answers (or an impossible one has some), or a question id repeats; the message names
-            the question id and the JSON path (``data[3].paragraphs[0].qas[7]``).
+    Refuses a file with more than 1% of its questions empty or 1% of its answers not at their ``answer_start``, an
+    answer that does not fit its context, an answerable question without answers (or an impossible one with some),
+    or a repeated question id; each message names the question id and the JSON path (``data[3].paragraphs[0].qas[7]``).
     """
     path = Path(path)
     content = _load_json(path)
@@ -239,10 +216,6 @@ def references(examples: Iterable[SquadExample]) -> dict[str, list[str]]:
 # --- article split -------------------------------------------------------------------------------------------
 
 
-def _article_rank(title: str, seed: int) -> str:
-    return hashlib.sha256(f"{seed}\x00{title}".encode()).hexdigest()
-
-
 def _side(titles: Sequence[str], examples: Sequence[SquadExample]) -> str:
     questions = sum(example.title in set(titles) for example in examples)
     return f"{len(titles)} articles, {questions:,} questions ({', '.join(titles)})"
@@ -256,17 +229,9 @@ def split_by_article(
     Articles are ranked by a hash of (seed, title) and the first ``round(fraction * articles)`` (at least one, and
     never all) go to eval; the split depends only on the titles and the seed, not on file order.
 
-    Args:
-        examples: questions of several articles.
-        fraction: share of the articles that goes to eval, strictly between 0 and 1.
-        seed: changes the hash and so the split.
-
     Returns:
         Train questions, eval questions (each in file order), and a description naming the articles and the
         number of questions on each side, to be shown with every result measured on the split.
-
-    Raises:
-        BvrError: ``fraction`` is not between 0 and 1, or there are fewer than two articles.
     """
     if not 0 < fraction < 1:
         raise BvrError(f"fraction {fraction} is not between 0 and 1", where="fraction")
@@ -274,7 +239,7 @@ def split_by_article(
     if len(titles) < 2:
         raise BvrError(f"{len(titles)} article(s) cannot be split by article", where="examples")
     n_eval = min(len(titles) - 1, max(1, round(fraction * len(titles))))
-    chosen = set(sorted(titles, key=lambda title: _article_rank(title, seed))[:n_eval])
+    chosen = set(sorted(titles, key=lambda title: hashlib.sha256(f"{seed}\x00{title}".encode()).hexdigest())[:n_eval])
     train = [example for example in examples if example.title not in chosen]
     evaluation = [example for example in examples if example.title in chosen]
     description = (

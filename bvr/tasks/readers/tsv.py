@@ -34,20 +34,8 @@ class _Layout:
 def read_tsv(
     spec: TaskSpec, path: Path, *, max_skipped_share: float = MAX_SKIPPED_SHARE
 ) -> tuple[list[Example], ReadReport]:
-    """Read one labelled GLUE TSV file (train or dev) of task ``spec``.
-
-    Args:
-        spec: the task; gives the text and label columns, label names, and column names for headerless files.
-        path: the TSV file.
-        max_skipped_share: fail when more than this share of the rows had to be skipped.
-
-    Returns:
-        The examples in file order, and what was read and skipped.
-
-    Raises:
-        BvrError: the file is missing, not UTF-8, lacks a needed column, has an unknown label (``file:line``), or
-            has too many rows that cannot be parsed or whose sentence is empty.
-    """
+    """Read one labelled GLUE TSV file (train or dev) of task ``spec``: the examples in file order, and what was
+    read and skipped (failing past ``max_skipped_share``)."""
     lines = read_lines(path, spec)
     header, first = _header(spec, lines)
     layout = _layout(spec, header, f"{path}:1")

@@ -23,16 +23,7 @@ MAX_ANSWER_LENGTH = 30
 
 @dataclass(frozen=True)
 class Candidate:
-    """A candidate answer span.
-
-    Attributes:
-        text: the context characters it covers.
-        start_char: its first character in the context.
-        end_char: one past its last character.
-        score: start_logit + end_logit.
-        start_logit: the start token's logit.
-        end_logit: the end token's logit.
-    """
+    """A candidate answer span: the context characters ``[start_char, end_char)``, scored start_logit + end_logit."""
 
     text: str
     start_char: int
@@ -58,17 +49,7 @@ def window_candidates(
     """Valid spans among the top ``n_best`` start tokens times the top ``n_best`` end tokens of one window.
 
     A span is valid when both ends are context tokens, end >= start and it is at most ``max_answer_length`` tokens.
-
-    Args:
-        start_logits: (seq,) start scores; may be longer than ``offsets`` (padding), which is ignored.
-        end_logits: (seq,) end scores.
-        offsets: the window's :data:`Offsets`.
-        context: the example's context.
-        n_best: starts and ends considered.
-        max_answer_length: longest span in tokens.
-
-    Returns:
-        The valid candidates, unsorted.
+    The logits are (seq,) and may be longer than ``offsets`` (padding, ignored). The candidates are unsorted.
     """
     starts = np.asarray(start_logits, dtype=np.float64)[: len(offsets)]
     ends = np.asarray(end_logits, dtype=np.float64)[: len(offsets)]
@@ -147,20 +128,9 @@ def decode_predictions(
 
     The best span over all windows maximises start_logit + end_logit (see :func:`window_candidates`). Under v2.0
     the null score is the smallest CLS score over the question's windows, and the answer is "" when
-    ``null score - best span score > threshold``.
-
-    Args:
-        examples: the questions ``features`` were made from.
-        features: :func:`~bvr.tasks.squad.windows.encode_squad`'s output (``example_index`` and ``offsets`` are used).
-        start_logits: per window, (seq,) start scores (rows of a padded array will do).
-        end_logits: per window, (seq,) end scores.
-        version_2: allow "no answer".
-        threshold: the null-score margin above which v2.0 answers "".
-        n_best: candidates kept per question, and starts and ends tried per window.
-        max_answer_length: longest span in tokens.
-
-    Returns:
-        The predictions, best spans, null-score differences, no-answer probabilities and candidates per question id.
+    ``null score - best span score > threshold``. ``features`` are :func:`~bvr.tasks.squad.windows.encode_squad`'s;
+    the logits are (seq,) per window (rows of a padded array will do); ``n_best`` candidates are kept per question,
+    and as many starts and ends tried per window.
     """
     decoded = SquadPredictions()
     for index, windows in _windows_by_example(features).items():

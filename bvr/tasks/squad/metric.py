@@ -1,8 +1,5 @@
-"""SQuAD's official metrics: exact match and F1 as the v1.1 and v2.0 evaluation scripts compute them, as
-functions (:func:`squad_scores`), a torchmetrics metric (:class:`SquadMetric`), the v2.0 script's whole output for a
-predictions file and a no-answer probability file (:func:`evaluate_v2`: HasAns/NoAns breakdown, ``best_exact`` and
-``best_f1`` with their thresholds) and its no-answer threshold search (:func:`find_best_thresh`,
-:func:`best_threshold`)."""
+"""SQuAD's official metrics: exact match and F1 as the v1.1 and v2.0 evaluation scripts compute them, with the v2.0
+script's HasAns/NoAns breakdown and no-answer threshold search."""
 
 from __future__ import annotations
 
@@ -66,12 +63,10 @@ def _token_f1(prediction: str, reference: str, version: str) -> float:
 
 
 def exact_match(prediction: str, references: Sequence[str], version: str = "2.0") -> float:
-    """1.0 when the normalised prediction equals a normalised reference, else 0.0.
+    """1.0 when the normalised prediction ("" for no answer) equals a normalised reference, else 0.0.
 
-    Args:
-        prediction: the answer given ("" for no answer).
-        references: reference texts; empty means the question has no answer (v2.0 only).
-        version: "1.1" or "2.0"; they differ only on references that normalise to nothing.
+    No references means the question has no answer (v2.0 only); the versions differ only on references that
+    normalise to nothing.
     """
     normal = normalize_answer(prediction)
     return float(any(normal == normalize_answer(text) for text in _gold(references, _check_version(version))))
@@ -82,25 +77,14 @@ def token_f1(prediction: str, references: Sequence[str], version: str = "2.0") -
 
     Under v2.0 an empty prediction or reference scores 1.0 only against an empty counterpart; under v1.1 it
     scores 0.0, as in that script.
-
-    Args:
-        prediction: the answer given ("" for no answer).
-        references: reference texts; empty means the question has no answer (v2.0 only).
-        version: "1.1" or "2.0".
     """
     return max(_token_f1(prediction, text, version) for text in _gold(references, _check_version(version)))
 
 
 @dataclass
 class ScoreSums:
-    """Sums of per-question scores, from which the reported percentages follow.
-
-    Attributes:
-        exact: sum of exact-match scores, overall, over answerable and over no-answer questions.
-        f1: sum of F1 scores, likewise.
-        total: questions counted, likewise.
-        missing: questions with no prediction (scored 0 under v1.1; left out under v2.0, as in each script).
-    """
+    """Sums of exact match, F1 and questions counted, each overall, over answerable and over no-answer questions;
+    ``missing`` counts questions with no prediction (scored 0 under v1.1; left out under v2.0, as in each script)."""
 
     exact: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
     f1: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
@@ -174,17 +158,8 @@ def summarise(sums: ScoreSums, version: str = "1.1") -> dict[str, float]:
 def squad_scores(
     predictions: Mapping[str, str], references: Mapping[str, Sequence[str]], version: str = "1.1"
 ) -> dict[str, float]:
-    """Exact match and F1 in percent, as the official evaluation script of ``version`` reports them.
-
-    Args:
-        predictions: question id -> answer ("" for no answer).
-        references: question id -> reference texts (see :func:`~bvr.tasks.readers.squad_json.references`); empty
-            means no answer (v2.0).
-        version: "1.1" or "2.0".
-
-    Returns:
-        See :func:`summarise`.
-    """
+    """Exact match and F1 in percent (:func:`summarise`), as the official evaluation script of ``version`` reports
+    them; references as :func:`~bvr.tasks.readers.squad_json.references` gives them (empty: no answer)."""
     return summarise(score_sums(predictions, references, version), version)
 
 
@@ -214,16 +189,8 @@ def find_best_thresh(
     score if answerable and taking a point off for a no-answer question given a non-empty answer; the best running
     total and the ``na_prob`` of the question where it was first reached are returned. Questions without a score
     are passed over. Between tied questions the running total may peak where no threshold can stop, as in the
-    script.
-
-    Args:
-        predictions: question id -> the answer given.
-        scores: question id -> its exact match or F1 (:func:`raw_scores`); the percentage is over these.
-        na_probs: question id -> probability of no answer.
-        has_answer: question id -> whether it has reference answers, for every question.
-
-    Returns:
-        (best score in percent, its threshold; 0.0 when answering nothing is best).
+    script. ``scores`` are :func:`raw_scores`' exact match or F1, and the percentage is over them; the threshold is
+    0.0 when answering nothing is best.
     """
     current = best = sum(not answerable for answerable in has_answer.values())
     thresh = 0.0
@@ -263,12 +230,6 @@ def evaluate_v2(
     probability) counts as answered "". The best scores sweep the threshold over the sorted ``na_probs`` with
     the answers given (:func:`find_best_thresh`).
 
-    Args:
-        predictions: question id -> answer ("" for no answer), as ``predictions.json``.
-        na_probs: question id -> probability of no answer, as ``na_probs.json``.
-        references: question id -> reference texts; empty means no answer.
-        na_prob_thresh: the script's threshold on ``na_probs``.
-
     Returns:
         ``exact``, ``f1``, ``total``, the ``HasAns_`` and ``NoAns_`` three (each group only when it has questions),
         ``missing`` (questions without a prediction, left out), ``best_exact``, ``best_exact_thresh``,
@@ -295,21 +256,9 @@ def best_threshold(
     predictions: Mapping[str, str], null_diffs: Mapping[str, float], references: Mapping[str, Sequence[str]]
 ) -> dict[str, float]:
     """The no-answer thresholds that maximise exact match and F1, searched as the official v2.0 script does
-    (:func:`find_best_thresh`), on the null-score differences themselves.
-
-    Args:
-        predictions: question id -> the best non-empty span
-            (:attr:`~bvr.tasks.squad.decode.SquadPredictions.best_spans`).
-        null_diffs: question id -> null score minus span score
-            (:attr:`~bvr.tasks.squad.decode.SquadPredictions.null_diffs`).
-        references: question id -> reference texts; empty means no answer.
-
-    Returns:
-        ``best_exact``, ``best_exact_thresh``, ``best_f1``, ``best_f1_thresh`` (scores in percent); answering ""
-        where the difference exceeds a threshold reproduces its score.
-
-    Raises:
-        ValueError: a question lacks a prediction or a difference.
+    (:func:`find_best_thresh`), on the null-score differences (:class:`~bvr.tasks.squad.decode.SquadPredictions`)
+    themselves: ``best_exact``, ``best_exact_thresh``, ``best_f1``, ``best_f1_thresh`` (scores in percent);
+    answering "" where the difference exceeds a threshold reproduces its score.
     """
     missing = [qid for qid in references if qid not in predictions or qid not in null_diffs]
     if missing:
@@ -323,10 +272,6 @@ class SquadMetric(Metric):
 
     The state is the sums of per-question scores and counts (overall, answerable, no-answer), summed across
     processes.
-
-    Args:
-        version: "1.1" or "2.0".
-        **kwargs: passed to ``torchmetrics.Metric``.
     """
 
     is_differentiable = False

@@ -47,17 +47,8 @@ def context_offsets(encoding: Encoding, context: str) -> Offsets:
 
 
 def answer_positions(offsets: Offsets, start_char: int, end_char: int) -> tuple[int, int]:
-    """The window's first and last token of the answer at characters ``[start_char, end_char)``.
-
-    Args:
-        offsets: the window's :func:`context_offsets`.
-        start_char: the answer's first character in the context.
-        end_char: one past its last character.
-
-    Returns:
-        (start token, end token), or (:data:`CLS_INDEX`, :data:`CLS_INDEX`) when the window does not hold the whole
-        answer.
-    """
+    """The window's first and last token of the answer at characters ``[start_char, end_char)``, or
+    (:data:`CLS_INDEX`, :data:`CLS_INDEX`) when the window does not hold the whole answer."""
     tokens = [i for i, offset in enumerate(offsets) if offset is not None and offset[1] > offset[0]]
     if not tokens or offsets[tokens[0]][0] > start_char or offsets[tokens[-1]][1] < end_char:
         return CLS_INDEX, CLS_INDEX
@@ -96,18 +87,8 @@ def _labelled_span(example: SquadExample, offsets: Offsets) -> tuple[int, int]:
     return answer_positions(offsets, *_trim(example.context, start, start + len(text)))
 
 
-_SQUAD_KEYS = (
-    "input_ids",
-    "attention_mask",
-    "token_type_ids",
-    "example_index",
-    "example_id",
-    "offsets",
-    "start_positions",
-    "end_positions",
-    "question_truncated",
-)
-"""The lists :func:`encode_squad` returns, one entry per window."""
+_SQUAD_KEYS = ("input_ids", "attention_mask", "token_type_ids", "example_index", "example_id", "offsets",
+               "start_positions", "end_positions", "question_truncated")
 
 
 def _add_window(features: dict[str, list], index: int, example: SquadExample, window: Encoding, cut: bool) -> None:
@@ -138,23 +119,14 @@ def encode_squad(
     context fills the rest of each window, consecutive windows sharing ``stride`` tokens, so every answer shorter
     than the overlap lies whole in some window. The family's pair template adds the specials (BERT:
     ``[CLS] q [SEP] c [SEP]``, token types 0 then 1; RoBERTa: ``<s> q </s></s> c </s>``). Works for both
-    families: byte-level offsets that start at the space before a word are trimmed to the word.
-
-    Args:
-        tokenizer: a trained tokenizer with its family's post-processor; its own truncation and padding are ignored.
-        examples: the questions.
-        max_length: tokens per window, specials included.
-        stride: tokens shared by consecutive windows (SQuAD's "document stride" of 128).
-        max_question_length: question tokens kept.
+    families: byte-level offsets that start at the space before a word are trimmed to the word. The tokenizer's own
+    truncation and padding are ignored.
 
     Returns:
         Per window: ``input_ids``, ``attention_mask``, ``token_type_ids``, ``example_index`` (into ``examples``),
         ``example_id``, ``offsets`` (:data:`Offsets`), ``start_positions`` and ``end_positions`` (the first
         reference answer's tokens, or :data:`CLS_INDEX` for both when the window lacks the whole answer or the
         question is impossible) and ``question_truncated``. No padding: the collator pads.
-
-    Raises:
-        BvrError: the window leaves no more context tokens than the stride.
     """
     _check_window_args(tokenizer, max_length, stride, max_question_length)
     windowed = plain_tokenizer(tokenizer)  # a copy: truncation is tokenizer state
