@@ -371,8 +371,9 @@ def test_cli_fill_mask_and_export(trained, tmp_path):
         torch.testing.assert_close(again.model.state_dict()[key], value, msg=key)
 
 
-def test_export_of_a_run_saved_with_data_nsp_writes_todays_keys(trained, tmp_path):
-    """A model folder whose bvr.yaml an older bvr wrote (data.nsp) still exports; the copy says sentence_objective."""
+def test_export_of_a_run_saved_with_data_nsp_is_refused_naming_the_line(trained, tmp_path):
+    """A model folder whose bvr.yaml an older bvr wrote (data.nsp) is refused, naming the file, the line and what to
+    write instead; nothing is exported."""
     import shutil
 
     import yaml
@@ -386,10 +387,12 @@ def test_export_of_a_run_saved_with_data_nsp_writes_todays_keys(trained, tmp_pat
     assert saved["data"].pop("sentence_objective") == "nsp"
     saved["data"]["nsp"] = True
     (old / "bvr.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
+    line = next(i for i, text in enumerate((old / "bvr.yaml").read_text().splitlines(), 1) if "nsp: true" in text)
     exported = CliRunner().invoke(app, ["export", str(old), str(tmp_path / "exported")])
-    assert exported.exit_code == 0, exported.output
-    data = yaml.safe_load((tmp_path / "exported" / "bvr.yaml").read_text())["data"]
-    assert data["sentence_objective"] == "nsp" and "nsp" not in data
+    assert exported.exit_code != 0
+    flat = " ".join(f"{exported.output} {exported.exception}".split())
+    assert f"bvr.yaml:{line}: data.nsp" in flat and "data.sentence_objective: nsp" in flat, exported.output
+    assert not (tmp_path / "exported").exists()
 
 
 def test_sop_pretraining_logs_sop_metrics_and_exports_its_head(data_dir, tmp_path, monkeypatch):

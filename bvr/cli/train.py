@@ -133,8 +133,9 @@ def export_cmd(
     from bvr.pretraining.export import export_folder
 
     pretrained = load_pretrained(checkpoint)
+    saved = _bvr_config(pretrained.folder)  # a config bvr cannot read is refused before OUT is made
     check_writable(out, "model folder (OUT)")
-    export_folder(pretrained.model, pretrained.folder, _bvr_config(pretrained.folder), out, force=force)
+    export_folder(pretrained.model, pretrained.folder, saved, out, force=force)
     console.print(f"wrote {out} (load with transformers.AutoModelForMaskedLM.from_pretrained)", markup=False,
                   highlight=False, soft_wrap=True)
 
