@@ -193,15 +193,15 @@ def build_once(target: Path, build: Callable[[Path], None], config: dict[str, An
 
 @dataclass(frozen=True)
 class Stage:
-    """One cached stage, declared: its folder is ``root/KIND-HASH``, HASH over ``parts`` and the bytes of its
-    ``content`` files; ``build(tmp, folder=FOLDER)`` writes it into ``tmp`` (``FOLDER``: where it will lie, whose name a
-    build may carry into what it writes).
+    """One cached stage, declared: its folder is ``root/KIND-HASH``, HASH over its :attr:`key` (``parts`` and the
+    bytes of its ``content`` files, written as the folder's ``config.yaml``); ``build(tmp, folder=...)`` writes it
+    into ``tmp``, told the folder it will become (a name a build may carry into what it writes: ``datasets``'
+    fingerprints).
 
     Args:
         root: the folder the stage's folder lies in.
         kind: the folder name's first part.
-        parts: what the stage is built from (settings, the names of the stages it reads), written as its
-            ``config.yaml``.
+        parts: what the stage is built from: settings, and the names of the stages it reads.
         build: writes the stage.
         content: input files by the key they enter under: each enters as its :func:`fingerprint`, None as None.
         check: what is wrong with a finished folder, or None (:func:`build_once`).
