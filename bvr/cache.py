@@ -12,6 +12,8 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
@@ -187,6 +189,46 @@ def build_once(target: Path, build: Callable[[Path], None], config: dict[str, An
     if built is not None:
         built.add(target.resolve())
     return target, True
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One cached stage, declared: its folder is ``root/KIND-HASH``, HASH over its :attr:`key` (``parts`` and the
+    bytes of its ``content`` files, written as the folder's ``config.yaml``); ``build(tmp, folder=...)`` writes it
+    into ``tmp``, told the folder it will become (a name a build may carry into what it writes: ``datasets``'
+    fingerprints).
+
+    Args:
+        root: the folder the stage's folder lies in.
+        kind: the folder name's first part.
+        parts: what the stage is built from: settings, and the names of the stages it reads.
+        build: writes the stage.
+        content: input files by the key they enter under: each enters as its :func:`fingerprint`, None as None.
+        check: what is wrong with a finished folder, or None (:func:`build_once`).
+    """
+
+    root: Path
+    kind: str
+    parts: dict[str, Any]
+    build: Callable[[Path, Path], None]
+    content: dict[str, str | Path | None] = field(default_factory=dict)
+    check: Callable[[Path], str | None] | None = None
+
+    @cached_property
+    def key(self) -> dict[str, Any]:
+        """``parts`` and the fingerprint of each ``content`` file: the folder's ``config.yaml``."""
+        return {**self.parts, **{name: fingerprint(path) if path is not None else None
+                                 for name, path in self.content.items()}}
+
+    @property
+    def folder(self) -> Path:
+        return cache_dir(self.root, self.kind, self.key)
+
+
+def build_stages(stages: list[Stage], *, built: set[Path] | None = None) -> list[Path]:
+    """Each stage's folder, in order, each built unless finished already (:func:`build_once`)."""
+    return [build_once(stage.folder, partial(stage.build, folder=stage.folder), stage.key, built=built,
+                       check=stage.check)[0] for stage in stages]
 
 
 @contextlib.contextmanager

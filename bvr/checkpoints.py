@@ -121,6 +121,27 @@ def check_checkpoint(path: Path) -> None:
                        hint=RESTART_HINT) from None
 
 
+def resume_point(last: Path, resume: bool, restart: bool) -> str | None:
+    """The checkpoint a run goes on from (checked readable), or None to start from the first step.
+
+    ``restart`` removes ``last`` first; without ``resume`` an unfinished run's ``last`` is refused rather than
+    trained over.
+
+    Raises:
+        BvrError: ``last`` exists and neither ``resume`` nor ``restart`` was given, or it cannot be read.
+    """
+    if restart and last.exists():
+        last.unlink()
+        return None
+    if last.exists() and not resume:
+        raise BvrError(f"an unfinished run of this configuration exists ({last})", where="pretrain",
+                       hint="pass --resume to continue it or --restart to start over")
+    if not resume or not last.exists():
+        return None  # nothing to resume: start, as a first run would
+    check_checkpoint(last)
+    return str(last)
+
+
 def _mapped(path: Path) -> Any:
     """The checkpoint at ``path`` read as weights only, its tensors memory-mapped (not read)."""
     with weights_only_load(path):

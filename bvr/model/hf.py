@@ -236,9 +236,9 @@ def export_hf(
     config = config or model.config
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    tensors = to_hf_state_dict(model.state_dict(), config)  # both made before either file is written
     data = hf_config_dict(config, model.sentence_head, bos_token_id, eos_token_id)
     write_text(out / CONFIG_FILE, json.dumps(data, indent=2) + "\n")
-    tensors = to_hf_state_dict(model.state_dict(), config)
     with atomic_path(out / SAFETENSORS_FILE) as tmp:
         save_file(tensors, str(tmp), metadata={"format": "pt"})  # HF checks the format tag
         readable_by_all(tmp)  # safetensors leaves 0600

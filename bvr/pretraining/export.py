@@ -76,7 +76,8 @@ def export_model(model: PretrainingModel, tokenizer_dir: Path, cfg: Config | dic
     config = model.config
     if not isinstance(cfg, dict):
         config = dataclasses.replace(config, dropout=cfg.model.dropout, attention_dropout=cfg.model.attention_dropout)
-    _refuse_links(Path(out_dir), export_names(tokenizer_dir))  # before anything is written
+    names = export_names(tokenizer_dir)
+    _refuse_links(Path(out_dir), names)  # before anything is written
     export_hf(model, config, out_dir)
     for name in TOKENIZER_FILES:
         source = Path(tokenizer_dir) / name
@@ -146,13 +147,13 @@ def export_again(cfg: Config, tokenizer_dir: Path, run_dir: Path, problem: str) 
     if checkpoint.get("global_step") != steps:
         raise BvrError(f"{problem}; and the run's last checkpoint is of step {checkpoint.get('global_step')}, not of "
                        f"its last step {steps}", where=run_dir, hint=hint)
+    model_dir = run_dir / "model"
+    tmp = temp_sibling(model_dir)  # written beside model/, then swapped in whole
+    shutil.rmtree(tmp, ignore_errors=True)  # left by a process of this PID that was killed
     tokenizer, family = load_tokenizer(tokenizer_dir)
     model = build_model(cfg, vocab_info(tokenizer, family))
     model.load_state_dict({key.removeprefix("model."): value for key, value in checkpoint["state_dict"].items()
                            if key.startswith("model.")})
-    model_dir = run_dir / "model"
-    tmp = temp_sibling(model_dir)
-    shutil.rmtree(tmp, ignore_errors=True)  # left by a process of this PID that was killed
     export_model(model, tokenizer_dir, cfg, tmp)
     if (run_dir / "config.yaml").is_file():  # the run's own record (its folders as they were when it trained)
         shutil.copy(run_dir / "config.yaml", tmp / "bvr.yaml")

@@ -1,7 +1,8 @@
 """``bvr data prepare``: corpus → documents → tokenizer → tokenized documents → pretraining instances.
 
-Each stage is cached under ``output_dir/cache/KIND-HASH`` where HASH covers the configuration of that stage and
-of every stage before it, so a second run with the same config reuses everything, and an arm that changes only
+Each stage is declared as a :class:`~bvr.cache.Stage` (``corpus_stage`` ... ``instances_stage``: its key, the input
+files whose bytes enter it, its builder) and cached under ``output_dir/cache/KIND-HASH`` by
+:func:`~bvr.cache.build_stages`, where HASH covers the configuration of that stage and of every stage before it, so a second run with the same config reuses everything, and an arm that changes only
 the input format reuses the corpus, the tokenizer and the tokenized documents. Masking is not a stage: masks are
 computed by the collator as a pure function of (seed, sequence index, copy or epoch), so static and dynamic
 masking share the prepared instances.
@@ -18,6 +19,7 @@ import random
 import sys
 import time
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +29,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from tokenizers import Tokenizer
 
-from bvr.cache import CACHE_VERSION, arrow_problem, build_once, cache_dir, fingerprint
+from bvr.cache import CACHE_VERSION, Stage, arrow_problem, build_stages
 from bvr.config import Config
 from bvr.corpus import HoldOut, SourceOptions, build_corpus, datasets_progress, load_corpus
 from bvr.errors import BvrError
-from bvr.pretraining.corpus_location import resolve_corpus
+from bvr.pretraining.corpus_location import CorpusLocation, resolve_corpus
 from bvr.pretraining.formats import create_instances
 from bvr.pretraining.instances import Template
 from bvr.tokenization import (
@@ -99,34 +101,35 @@ def cache_root(cfg: Config) -> Path:
 
 
 def prepare_corpus(cfg: Config, *, progress: bool = True, built: set[Path] | None = None) -> Path:
-    """Read the corpus into documents (Arrow, train/validation by document); reused when already built.
+    """The corpus stage alone (``bvr data corpus``, the runner's corpus unit); reused when already built.
 
     The first stage of every command that prepares data, so it first makes sure the output folder can be written.
     """
     check_writable(Path(cfg.output_dir), "output folder (--output-dir)")
-    location = resolve_corpus(cfg)
+    return build_stages([corpus_stage(cfg, resolve_corpus(cfg), progress)], built=built)[0]
+
+
+def corpus_stage(cfg: Config, location: CorpusLocation, progress: bool = True) -> Stage:
+    """The corpus read into documents (Arrow, train/validation by document). Local files enter the key by their
+    content, not by where they lie; a hub id by its name."""
     corpus, where = asdict(cfg.corpus), asdict(location)
-    content = fingerprint(location.path) if Path(location.path).exists() else None  # None: a hub id
-    stage: dict[str, Any] = {"version": CACHE_VERSION, "corpus": corpus, "location": where, "content": content}
-    if content is not None:  # local files enter by their content, not by where they lie
-        stage["corpus"] = {k: v for k, v in corpus.items() if k != "path"}
-        stage["location"] = {k: v for k, v in where.items() if k != "path"}
-    target = cache_dir(cache_root(cfg), "corpus", stage)
+    local = Path(location.path).exists()
+    if local:
+        corpus = {k: v for k, v in corpus.items() if k != "path"}
+        where = {k: v for k, v in where.items() if k != "path"}
+    return Stage(cache_root(cfg), "corpus", {"version": CACHE_VERSION, "corpus": corpus, "location": where},
+                 partial(_build_corpus, cfg, location, progress), content={"content": location.path if local else None},
+                 check=arrow_problem)
 
-    def build(tmp: Path) -> None:
-        if location.source != "hf":
-            _check_disk(tmp, "corpus", Path(location.path))
-        build_corpus(
-            location.source,
-            location.path,
-            tmp / "documents",
-            held_out=HoldOut(corpus["validation_fraction"], corpus["split_seed"], MIN_VALIDATION_DOCUMENTS),
-            max_documents=corpus["max_documents"],
-            reading=SourceOptions(text_column=corpus["text_column"], hf_config=location.hf_config),
-            progress=progress,
-        )
 
-    return build_once(target, build, stage, built=built, check=arrow_problem)[0]
+def _build_corpus(cfg: Config, location: CorpusLocation, progress: bool, tmp: Path, folder: Path) -> None:
+    if location.source != "hf":
+        _check_disk(tmp, "corpus", Path(location.path))
+    corpus = cfg.corpus
+    build_corpus(location.source, location.path, tmp / "documents",
+                 held_out=HoldOut(corpus.validation_fraction, corpus.split_seed, MIN_VALIDATION_DOCUMENTS),
+                 max_documents=corpus.max_documents,
+                 reading=SourceOptions(text_column=corpus.text_column, hf_config=location.hf_config), progress=progress)
 
 
 class SentenceBatches:
@@ -148,37 +151,43 @@ class SentenceBatches:
 
 def prepare_tokenizer(cfg: Config, corpus_dir: Path, *, progress: bool = True,
                       built: set[Path] | None = None) -> Path:
-    """Train the configured tokenizer on the training documents (or take ``tokenizer.path``); write its stats."""
+    """The tokenizer stage alone, on the documents of ``corpus_dir`` (built already)."""
+    return build_stages([tokenizer_stage(cfg, corpus_dir, progress)], built=built)[0]
+
+
+def tokenizer_stage(cfg: Config, corpus_dir: Path, progress: bool = True) -> Stage:
+    """The configured tokenizer trained on the training documents (or ``tokenizer.path``, which enters the key by
+    its content), with its stats."""
     tok_cfg = cfg.tokenizer
-    content = fingerprint(tok_cfg.path) if tok_cfg.path else None
-    stage = {"version": CACHE_VERSION, "corpus": corpus_dir.name, "tokenizer": asdict(tok_cfg),
-             "tokenizer_content": content}
-    target = cache_dir(cache_root(cfg), f"tokenizer-{tok_cfg.family}", stage)
+    return Stage(cache_root(cfg), f"tokenizer-{tok_cfg.family}",
+                 {"version": CACHE_VERSION, "corpus": corpus_dir.name, "tokenizer": asdict(tok_cfg)},
+                 partial(_build_tokenizer, cfg, corpus_dir, progress),
+                 content={"tokenizer_content": tok_cfg.path or None})
 
-    def build(tmp: Path) -> None:
-        docs = load_corpus(corpus_dir / "documents")
-        if tok_cfg.path:
-            tokenizer, family = load_tokenizer(Path(tok_cfg.path))
-            if family != tok_cfg.family:
-                raise BvrError(f"{tok_cfg.path} is a {family} tokenizer, not {tok_cfg.family}", where="tokenizer.path")
-        else:
-            train = training_sample(docs["train"], tok_cfg.train_documents)
-            if progress and train.num_rows < docs["train"].num_rows:
-                print(f"training the tokenizer on {train.num_rows:,} of the {docs['train'].num_rows:,} training "
-                      "documents, evenly spaced (tokenizer.train_documents)", file=sys.stderr)
-            start = time.perf_counter()
-            tokenizer, rule = _train(tok_cfg, SentenceBatches(train, tok_cfg.family), progress)
-            train_seconds = time.perf_counter() - start
-        save_tokenizer(tokenizer, tok_cfg.family, tmp, model_max_length=cfg.model.max_tokens)
-        held_out = (running_text(doc, tok_cfg.family) for doc in docs["validation"]["sentences"])
-        stats = tokenizer_stats(tokenizer, held_out)
-        stats.update(family=tok_cfg.family, vocab_size=tokenizer.get_vocab_size(), held_out="validation documents")
-        if not tok_cfg.path:
-            stats.update(train_seconds=round(train_seconds, 1), trained_on_documents=train.num_rows,
-                         training_documents=docs["train"].num_rows, **rule)
-        (tmp / "tokenizer_stats.json").write_text(json.dumps(stats, indent=2))
 
-    return build_once(target, build, stage, built=built)[0]
+def _build_tokenizer(cfg: Config, corpus_dir: Path, progress: bool, tmp: Path, folder: Path) -> None:
+    tok_cfg = cfg.tokenizer
+    docs = load_corpus(corpus_dir / "documents")
+    if tok_cfg.path:
+        tokenizer, family = load_tokenizer(Path(tok_cfg.path))
+        if family != tok_cfg.family:
+            raise BvrError(f"{tok_cfg.path} is a {family} tokenizer, not {tok_cfg.family}", where="tokenizer.path")
+    else:
+        train = training_sample(docs["train"], tok_cfg.train_documents)
+        if progress and train.num_rows < docs["train"].num_rows:
+            print(f"training the tokenizer on {train.num_rows:,} of the {docs['train'].num_rows:,} training "
+                  "documents, evenly spaced (tokenizer.train_documents)", file=sys.stderr)
+        start = time.perf_counter()
+        tokenizer, rule = _train(tok_cfg, SentenceBatches(train, tok_cfg.family), progress)
+        train_seconds = time.perf_counter() - start
+    save_tokenizer(tokenizer, tok_cfg.family, tmp, model_max_length=cfg.model.max_tokens)
+    held_out = (running_text(doc, tok_cfg.family) for doc in docs["validation"]["sentences"])
+    stats = tokenizer_stats(tokenizer, held_out)
+    stats.update(family=tok_cfg.family, vocab_size=tokenizer.get_vocab_size(), held_out="validation documents")
+    if not tok_cfg.path:
+        stats.update(train_seconds=round(train_seconds, 1), trained_on_documents=train.num_rows,
+                     training_documents=docs["train"].num_rows, **rule)
+    (tmp / "tokenizer_stats.json").write_text(json.dumps(stats, indent=2))
 
 
 def training_sample(train: datasets.Dataset, most: int | None) -> datasets.Dataset:
@@ -220,16 +229,19 @@ def _tokenize_batch(batch: dict[str, list], tokenizer, family: str) -> dict[str,
     return {"doc_id": batch["doc_id"], "token_ids": token_ids, "sentence_lengths": sentence_lengths}
 
 
-def prepare_tokenized(cfg: Config, corpus_dir: Path, tokenizer_dir: Path, *, built: set[Path] | None = None) -> Path:
-    """Tokenize every sentence once; documents keep their sentence boundaries."""
-    stage = {"version": CACHE_VERSION, "corpus": corpus_dir.name, "tokenizer": tokenizer_dir.name}
-    target = cache_dir(cache_root(cfg), "tokenized", stage)
+def tokenized_stage(cfg: Config, corpus_dir: Path, tokenizer_dir: Path, progress: bool = True) -> Stage:
+    """Every sentence tokenized once; documents keep their sentence boundaries."""
+    return Stage(cache_root(cfg), "tokenized",
+                 {"version": CACHE_VERSION, "corpus": corpus_dir.name, "tokenizer": tokenizer_dir.name},
+                 partial(_build_tokenized, corpus_dir, tokenizer_dir, progress), check=arrow_problem)
 
-    def build(tmp: Path) -> None:
-        _check_disk(tmp, "tokenized", corpus_dir)
-        tokenizer, family = load_tokenizer(tokenizer_dir)
+
+def _build_tokenized(corpus_dir: Path, tokenizer_dir: Path, progress: bool, tmp: Path, folder: Path) -> None:
+    _check_disk(tmp, "tokenized", corpus_dir)
+    tokenizer, family = load_tokenizer(tokenizer_dir)
+    out = {}
+    with datasets_progress(progress):  # the bars of datasets.map, silenced with progress=False (--no-progress)
         docs = load_corpus(corpus_dir / "documents")
-        out = {}
         for split, ds in docs.items():
             out[split] = ds.map(
                 _tokenize_batch,
@@ -239,14 +251,12 @@ def prepare_tokenized(cfg: Config, corpus_dir: Path, tokenizer_dir: Path, *, bui
                 remove_columns=ds.column_names,
                 features=TOKENIZED_FEATURES,
                 cache_file_name=str(tmp / f"map-{split}.arrow"),
-                new_fingerprint=f"{target.name}-{split}",
+                new_fingerprint=f"{folder.name}-{split}",
                 desc=f"tokenizing {split} documents",
             )
         _save(datasets.DatasetDict(out), tmp / "tokenized")
-        for stale in tmp.glob("map-*.arrow"):
-            stale.unlink()
-
-    return build_once(target, build, stage, built=built, check=arrow_problem)[0]
+    for stale in tmp.glob("map-*.arrow"):
+        stale.unlink()
 
 
 def _check_disk(tmp: Path, stage: str, source: Path) -> None:
@@ -325,20 +335,23 @@ def instance_stats(ds: datasets.Dataset, max_length: int, objective: str = "none
     return out
 
 
-def prepare_instances(cfg: Config, tokenized_dir: Path, tokenizer_dir: Path, *,
-                      built: set[Path] | None = None) -> Path:
-    """Turn tokenized documents into sequences of the configured input format."""
-    stage = {"version": CACHE_VERSION, "tokenized": tokenized_dir.name, "data": asdict(cfg.data)}
-    target = cache_dir(cache_root(cfg), f"data-{cfg.data.input_format}", stage)
+def instances_stage(cfg: Config, tokenized_dir: Path, tokenizer_dir: Path, progress: bool = True) -> Stage:
+    """The tokenized documents as sequences of the configured input format."""
+    return Stage(cache_root(cfg), f"data-{cfg.data.input_format}",
+                 {"version": CACHE_VERSION, "tokenized": tokenized_dir.name, "data": asdict(cfg.data)},
+                 partial(_build_instances, cfg, tokenized_dir, tokenizer_dir, progress), check=arrow_problem)
 
-    def build(tmp: Path) -> None:
-        _check_disk(tmp, "data", tokenized_dir)
-        tokenizer, family = load_tokenizer(tokenizer_dir)
-        vocab = vocab_info(tokenizer, family)
-        template = Template.for_family(family, vocab.cls_id, vocab.sep_id)
+
+def _build_instances(cfg: Config, tokenized_dir: Path, tokenizer_dir: Path, progress: bool, tmp: Path,
+                     folder: Path) -> None:
+    _check_disk(tmp, "data", tokenized_dir)
+    tokenizer, family = load_tokenizer(tokenizer_dir)
+    vocab = vocab_info(tokenizer, family)
+    template = Template.for_family(family, vocab.cls_id, vocab.sep_id)
+    start = time.perf_counter()
+    out, stats = {}, {}
+    with datasets_progress(progress):
         tokenized = datasets.load_from_disk(str(tokenized_dir / "tokenized"))
-        start = time.perf_counter()
-        out, stats = {}, {}
         for split, ds in tokenized.items():
             out[split] = ds.with_format("arrow").map(
                 _instances_batch,
@@ -349,7 +362,7 @@ def prepare_instances(cfg: Config, tokenized_dir: Path, tokenizer_dir: Path, *,
                 remove_columns=ds.column_names,
                 features=INSTANCE_FEATURES,
                 cache_file_name=str(tmp / f"map-{split}.arrow"),
-                new_fingerprint=f"{target.name}-{split}",
+                new_fingerprint=f"{folder.name}-{split}",
                 desc=f"{cfg.data.input_format} {split} sequences",
             ).with_format(None)
             stats[split] = instance_stats(out[split], cfg.data.max_length, cfg.data.sentence_objective)
@@ -358,27 +371,26 @@ def prepare_instances(cfg: Config, tokenized_dir: Path, tokenizer_dir: Path, *,
                                "document(s))", where=str(tokenized_dir),
                                hint="use a larger corpus, or a larger corpus.validation_fraction for validation")
         _save(datasets.DatasetDict(out), tmp / "instances")
-        for stale in tmp.glob("map-*.arrow"):
-            stale.unlink()
-        stats["seconds"] = round(time.perf_counter() - start, 1)
-        stats["input_format"], stats["sentence_objective"] = cfg.data.input_format, cfg.data.sentence_objective
-        (tmp / "data_stats.json").write_text(json.dumps(stats, indent=2))
-
-    return build_once(target, build, stage, built=built, check=arrow_problem)[0]
+    for stale in tmp.glob("map-*.arrow"):
+        stale.unlink()
+    stats["seconds"] = round(time.perf_counter() - start, 1)
+    stats["input_format"], stats["sentence_objective"] = cfg.data.input_format, cfg.data.sentence_objective
+    (tmp / "data_stats.json").write_text(json.dumps(stats, indent=2))
 
 
 def prepare(cfg: Config, *, progress: bool = True, built: set[Path] | None = None) -> Prepared:
-    """Run (or reuse) every stage for ``cfg`` (the corpus stage first checks that the output folder is writable).
+    """Run (or reuse) every stage for ``cfg``, in order: each declared with the folders of the stages it reads, then
+    all built by :func:`bvr.cache.build_stages` (each folder it builds rather than reuses joins ``built``).
 
-    Every stage function takes ``built``, a set that each folder it builds (rather than reuses) joins
-    (:func:`bvr.cache.build_once`).
+    The output folder is checked writable first, then the corpus found (:func:`resolve_corpus`).
     """
-    corpus_dir = prepare_corpus(cfg, progress=progress, built=built)
-    tokenizer_dir = prepare_tokenizer(cfg, corpus_dir, progress=progress, built=built)
-    with datasets_progress(progress):  # the bars of datasets.map, silenced with progress=False (--no-progress)
-        tokenized_dir = prepare_tokenized(cfg, corpus_dir, tokenizer_dir, built=built)
-        instances_dir = prepare_instances(cfg, tokenized_dir, tokenizer_dir, built=built)
-    return Prepared(corpus_dir, tokenizer_dir, tokenized_dir, instances_dir)
+    check_writable(Path(cfg.output_dir), "output folder (--output-dir)")
+    location = resolve_corpus(cfg)
+    corpus = corpus_stage(cfg, location, progress)
+    tokenizer = tokenizer_stage(cfg, corpus.folder, progress)
+    tokenized = tokenized_stage(cfg, corpus.folder, tokenizer.folder, progress)
+    instances = instances_stage(cfg, tokenized.folder, tokenizer.folder, progress)
+    return Prepared(*build_stages([corpus, tokenizer, tokenized, instances], built=built))
 
 
 def load_instances(prepared: Prepared) -> datasets.DatasetDict:

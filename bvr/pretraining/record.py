@@ -37,13 +37,13 @@ def open_record(cfg: Config, run_dir: Path, ckpt_path: str | None, context: RunC
              **budget.tags()}
     logger = training_logger(context, stage="pretrain", extra=extra, run_id=run_id)
     if run_id is None:
+        inputs, stats = _data_inputs(cfg, prepared), prepared.stats()
         write_text(run_id_file, logger.run_id)
         with closed_on_error(logger.experiment, logger.run_id):
             log_config(logger.experiment, logger.run_id, cfg.to_dict())
             log_artifact_dir(logger.experiment, logger.run_id, prepared.tokenizer, "tokenizer")
-            stats = prepared.stats()
             logger.experiment.log_dict(logger.run_id, stats, "data_stats.json")
-            log_inputs(logger.experiment, logger.run_id, _data_inputs(cfg, prepared))
+            log_inputs(logger.experiment, logger.run_id, inputs)
     return logger
 
 

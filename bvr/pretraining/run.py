@@ -26,9 +26,8 @@ import lightning as L
 import torch
 
 from bvr.cache import CACHE_VERSION, DONE, cache_dir, global_rank, is_done, target_lock
-from bvr.checkpoints import check_checkpoint, check_fits
+from bvr.checkpoints import check_fits, resume_point
 from bvr.config import Config, TrainingConfig, dump_config
-from bvr.errors import BvrError
 from bvr.fs import write_text
 from bvr.model import PretrainingModel, count_parameters
 from bvr.model.encoder import compile_layers
@@ -106,7 +105,7 @@ def pretrain(cfg: Config, *, context: RunContext | None = None, resume: bool = F
             if global_rank() == 0 and (problem := model_problem(run_dir / "model")):
                 export_again(cfg, prepared.tokenizer, run_dir, problem)
             return PretrainResult(run_dir, True, json.loads((run_dir / "metrics.json").read_text()))
-        ckpt_path = _resume_point(run_dir / "checkpoints" / "last.ckpt", resume, restart)
+        ckpt_path = resume_point(run_dir / "checkpoints" / "last.ckpt", resume, restart)
         # Model, the loop, export and record.
         built = _build(cfg, prepared, run_dir, ckpt_path, context)
         logger = open_record(cfg, run_dir, ckpt_path, context, built.params, prepared, built.threads)
@@ -137,19 +136,6 @@ def run_dir_for(cfg: Config, prepared: Prepared) -> Path:
         "reference_validation": validation_differs(cfg),  # validated on the reference masks, not on its own
     }
     return cache_dir(Path(cfg.output_dir) / "runs", f"pretrain-{cfg.name}", parts)
-
-
-def _resume_point(last: Path, resume: bool, restart: bool) -> str | None:
-    if restart and last.exists():
-        last.unlink()
-        return None
-    if last.exists() and not resume:
-        raise BvrError(f"an unfinished run of this configuration exists ({last})", where="pretrain",
-                       hint="pass --resume to continue it or --restart to start over")
-    if not resume or not last.exists():
-        return None  # nothing to resume: start, as a first run would
-    check_checkpoint(last)
-    return str(last)
 
 
 @dataclass(frozen=True)

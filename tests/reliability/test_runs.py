@@ -17,6 +17,7 @@ import pytest
 import torch
 from mlflow import MlflowClient
 
+from bvr import checkpoints
 from bvr.pretraining import run
 from bvr.tracking import find_runs, tracking_uri
 from tests.reliability.conftest import copy_task, error_line, start_bvr
@@ -163,7 +164,7 @@ def test_lightning_loads_a_resumed_checkpoint_as_weights_only_too(bvr, trapped, 
     them) and torch told to unpickle anything where the caller does not say (``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``, as
     torch before 2.6 did): nothing runs either."""
     args, last, marker = trapped
-    monkeypatch.setattr(run, "check_checkpoint", lambda path: None)
+    monkeypatch.setattr(checkpoints, "check_checkpoint", lambda path: None)  # resume_point's check
     monkeypatch.setattr(run, "check_fits", lambda path, expected: None)
     monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     code, _, err = bvr(*args)
