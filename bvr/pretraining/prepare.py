@@ -2,10 +2,10 @@
 
 Each stage is declared as a :class:`~bvr.cache.Stage` (``corpus_stage`` ... ``instances_stage``: its key, the input
 files whose bytes enter it, its builder) and cached under ``output_dir/cache/KIND-HASH`` by
-:func:`~bvr.cache.build_stages`, where HASH covers the configuration of that stage and of every stage before it, so a second run with the same config reuses everything, and an arm that changes only
-the input format reuses the corpus, the tokenizer and the tokenized documents. Masking is not a stage: masks are
-computed by the collator as a pure function of (seed, sequence index, copy or epoch), so static and dynamic
-masking share the prepared instances.
+:func:`~bvr.cache.build_stages`, where HASH covers the configuration of that stage and of every stage before it, so
+a second run with the same config reuses everything, and an arm that changes only the input format reuses the
+corpus, the tokenizer and the tokenized documents. Masking is not a stage: masks are computed by the collator as a
+pure function of (seed, sequence index, copy or epoch), so static and dynamic masking share the prepared instances.
 
 Every stage's key holds :data:`bvr.cache.CACHE_VERSION`; a stage whose folders another version of bvr made is
 built anew, in one line (:func:`bvr.cache.other_versions`). Where the corpus is found is in

@@ -19,7 +19,7 @@
 - :mod:`bvr.report.render`: ``reports/NAME/`` and ``reports/index.*``, and the report logged to MLflow.
 
 This package reads results and never imports training code (``bvr.pretraining``, the model's modules,
-``bvr.tasks.module`` or ``bvr.tasks.run``: of ``bvr.model``, only its plain-data config); :mod:`bvr.report.collect` reads MLflow through
-:mod:`bvr.tracking` (MLflow, not Lightning or torch). Nothing is imported here, so that ``import bvr.report.stats``
-stays as light as numpy.
+``bvr.tasks.module`` or ``bvr.tasks.run``: of ``bvr.model``, only its plain-data config); :mod:`bvr.report.collect`
+reads MLflow through :mod:`bvr.tracking` (MLflow, not Lightning or torch). Nothing is imported here, so that
+``import bvr.report.stats`` stays as light as numpy.
 """
