@@ -184,16 +184,9 @@ class LayerStack(nn.Module):
     def forward(
         self, x: torch.Tensor, attention_mask: torch.Tensor | None = None, selected: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """Run every layer on ``x`` (batch, seq, hidden).
-
-        Args:
-            x: the embeddings, (batch, seq, hidden).
-            attention_mask: (batch, seq), 1 at real tokens and 0 at padding; None means no padding.
-            selected: (batch, seq) boolean; given, only the last layer's states there are returned.
-
-        Returns:
-            The last layer's states, (batch, seq, hidden), or (n_selected, hidden) in row-major order.
-        """
+        """Run every layer on the embeddings ``x`` (batch, seq, hidden); ``attention_mask`` (batch, seq) 1 at real
+        tokens, 0 at padding. The last layer's states, (batch, seq, hidden), or with ``selected`` (batch, seq)
+        boolean only those there, (n_selected, hidden) in row-major order."""
         x = self.every_layer(x, attention_mask)[-1]  # (batch, seq, hidden)
         return x if selected is None else x[selected]  # (n_selected, hidden)
 

@@ -127,15 +127,9 @@ def linear_cross_entropy(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``F.cross_entropy(F.linear(x, weight, bias), targets)`` and the accuracy, in fewer vocabulary-sized passes.
 
-    Args:
-        x: (n, hidden) decoder inputs.
-        weight: (vocab, hidden) decoder weight (the tied word embedding).
-        bias: (vocab,) decoder bias.
-        targets: (n,) target ids.
-
-    Returns:
-        ``(loss, accuracy)``: the mean loss (differentiable) and the share of rows whose argmax is the target
-        (not differentiable). No rows give a zero loss still in the graph, not NaN.
+    ``x`` (n, hidden), ``weight`` (vocab, hidden) (the tied word embedding), ``bias`` (vocab,), ``targets`` (n,).
+    The accuracy (share of rows whose argmax is the target) is not differentiable. No rows give a zero loss still in
+    the graph, not NaN.
     """
     if targets.numel() == 0:
         zero = x.sum() * 0.0
