@@ -152,9 +152,9 @@ def jobs_from(environ: Mapping[str, str] = os.environ) -> int:
     try:
         jobs = int(raw)
     except ValueError:
-        raise BvrError(f"{JOBS_ENV}={raw!r} is not a number of jobs: give a whole number of at least 1") from None
+        jobs = 0
     if jobs < 1:
-        raise BvrError(f"{JOBS_ENV}={raw!r} is not a number of jobs: give a whole number of at least 1")
+        raise BvrError(f"{JOBS_ENV}={raw!r} is not a number of jobs: give a whole number of at least 1") from None
     return jobs
 
 

@@ -11,7 +11,7 @@ from tokenizers import Tokenizer
 from bvr.tokenization.families import added_special_ids
 
 
-def _count_ids(tokenizer: Tokenizer, sentences: list[str], counts: np.ndarray) -> None:
+def count_ids(tokenizer: Tokenizer, sentences: list[str], counts: np.ndarray) -> None:
     """Add each id's occurrences in ``sentences`` (encoded without specials) to ``counts``."""
     if not sentences:
         return
@@ -41,9 +41,9 @@ def tokenizer_stats(tokenizer: Tokenizer, documents: Iterable[list[str]], *, bat
         n_words += sum(len(sentence.split()) for sentence in document)
         batch.extend(document)
         if len(batch) >= batch_size:
-            _count_ids(tokenizer, batch, counts)
+            count_ids(tokenizer, batch, counts)
             batch = []
-    _count_ids(tokenizer, batch, counts)
+    count_ids(tokenizer, batch, counts)
     return _summarise(tokenizer, counts, n_documents, n_sentences, n_words)
 
 

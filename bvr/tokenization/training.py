@@ -11,6 +11,7 @@ from tokenizers import Tokenizer
 from bvr.errors import BvrError
 from bvr.progress import bars
 from bvr.tokenization.families import Texts, TokenizerFamily, family_spec
+from bvr.tokenization.stats import count_ids
 
 
 def _check_training_args(family: TokenizerFamily, vocab_size: int, min_frequency: int) -> None:
@@ -78,8 +79,7 @@ def token_counts(tokenizer: Tokenizer, texts: Texts) -> np.ndarray:
     """How often each id occurs in ``texts`` (strings or batches of strings), special tokens not added: (vocab,)."""
     counts = np.zeros(tokenizer.get_vocab_size(), dtype=np.int64)
     for batch in texts:
-        for encoding in tokenizer.encode_batch([batch] if isinstance(batch, str) else batch, add_special_tokens=False):
-            counts += np.bincount(encoding.ids, minlength=len(counts))
+        count_ids(tokenizer, [batch] if isinstance(batch, str) else list(batch), counts)
     return counts
 
 
