@@ -1,10 +1,7 @@
 """The encoder's layers as BERT computes them: the reference path, to read beside Hugging Face's ``modeling_bert.py``.
 
-Each class is the Hugging Face module of the same job, with its parameter names: :class:`Embeddings`
-(``BertEmbeddings``), :class:`SelfAttention` (``BertSelfAttention``), :class:`ResidualOutput` (``BertSelfOutput``
-and ``BertOutput``), :class:`Attention` (``BertAttention``), :class:`Intermediate` (``BertIntermediate``),
-:class:`Layer` (``BertLayer``) and :class:`LayerStack` (``BertEncoder``). Each ``forward`` is that module's eager
-computation, with ``nn.Dropout`` where BERT has it. Two additions: RoBERTa's position numbering
+Each class is the Hugging Face module of the same job (its docstring names it), with its parameter names; each
+``forward`` is that module's eager computation, with ``nn.Dropout`` where BERT has it. Two additions: RoBERTa's position numbering
 (:meth:`Embeddings.position_ids`) and pre-LayerNorm blocks (``EncoderConfig.norm='pre'``, the layout of Hugging
 Face's ``RobertaPreLayerNorm``).
 
