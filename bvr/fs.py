@@ -84,7 +84,7 @@ def atomic_path(path: Path, *, fsync: bool = False) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
         raise
     if fsync:
-        fsync_folder(path.parent)
+        _fsync(path.parent)  # the rename made durable: a crash right after must not bring the old file back
 
 
 @contextmanager
@@ -122,11 +122,6 @@ def write_text(path: Path, text: str) -> Path:
     with atomic_open(path) as file:
         file.write(text)
     return Path(path)
-
-
-def fsync_folder(folder: Path) -> None:
-    """Make a rename in ``folder`` durable (a crash right after it must not bring the old file back)."""
-    _fsync(folder)
 
 
 def _fsync(path: Path) -> None:
