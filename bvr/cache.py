@@ -148,19 +148,12 @@ def build_once(target: Path, build: Callable[[Path], None], config: dict[str, An
     ``.NAME.tmp-PID`` sibling, removed by the next build once that PID is gone. ``DONE`` is written last, so a
     target is never marked finished before its build is. The resolved ``config`` is written next to the output as
     ``config.yaml``; where it holds a ``version``, a build first names in one line the folders of its kind that
-    another version made (:func:`other_versions`).
+    another version made (:func:`other_versions`). Returns the folder and whether it was built now.
 
-    Args:
-        target: the cache folder.
-        build: writes the folder's content into the temporary folder it is given.
-        config: what the folder was built from, written as ``config.yaml``.
-        built: a set that ``target`` (resolved) joins when this call builds it: how a caller that runs several
-            stages (:func:`bvr.pretraining.prepare.prepare`) says which of them it built.
-        check: says what is wrong with a finished ``target`` (a damaged file), or None; a damaged target is named
-            in one line on stderr and built again.
-
-    Returns:
-        The target folder and whether it was built now (False: reused).
+    ``build`` writes the content into the temporary folder it is given. ``built`` is a set that ``target``
+    (resolved) joins when this call builds it: how a caller that runs several stages
+    (:func:`bvr.pretraining.prepare.prepare`) says which of them it built. ``check`` says what is wrong with a
+    finished ``target`` (a damaged file), or None; a damaged target is named in one line on stderr and built again.
     """
     target = Path(target)
     if is_done(target) and (check is None or not is_rank_zero()):
@@ -289,10 +282,8 @@ def check_distributed_env() -> None:
     A rank other than 0 waits for rank 0 to build each stage (:func:`build_once`); a ``RANK=1`` left in a shell after
     a torchrun session would wait for a rank 0 that nothing started. A non-zero ``RANK``, ``LOCAL_RANK`` or
     ``NODE_RANK`` therefore needs a ``WORLD_SIZE`` of 2 or more above it, and a non-zero ``SLURM_PROCID`` a
-    ``SLURM_NTASKS`` above it; each must be a whole number. Rank 0 alone waits on nobody and passes.
-
-    Raises:
-        BvrError: naming the variables as set, with the ``unset`` that runs bvr alone.
+    ``SLURM_NTASKS`` above it; each must be a whole number. Rank 0 alone waits on nobody and passes. The error names
+    the variables as set, with the ``unset`` that runs bvr alone.
     """
     env = {key: os.environ[key].strip() for key in RANK_VARIABLES if os.environ.get(key, "").strip()}
     shown = " ".join(f"{key}={value}" for key, value in env.items())
@@ -317,11 +308,7 @@ def check_distributed_env() -> None:
 
 
 def rank_wait() -> float:
-    """How long a rank waits for rank 0: :data:`RANK_WAIT_ENV` in seconds, else :data:`RANK_WAIT`.
-
-    Raises:
-        BvrError: the variable is not a number of seconds (0 or more).
-    """
+    """How long a rank waits for rank 0: :data:`RANK_WAIT_ENV` in seconds (0 or more), else :data:`RANK_WAIT`."""
     text = os.environ.get(RANK_WAIT_ENV, "").strip()
     try:
         seconds = float(text) if text else RANK_WAIT
@@ -336,14 +323,8 @@ def rank_wait() -> float:
 
 def _wait_for(target: Path, timeout: float | None = None, poll: float = 2.0) -> Path:
     """Wait until rank zero has finished ``target`` (stages are built once, on a shared file system): its ``DONE``
-    marker, said on stderr after :data:`RANK_NOTICE` seconds (half the wait, if shorter).
-
-    Args:
-        timeout: seconds (None: :func:`rank_wait`).
-
-    Raises:
-        BvrError: the marker did not appear within ``timeout``, naming it and rank 0.
-    """
+    marker, said on stderr after :data:`RANK_NOTICE` seconds (half the wait, if shorter). ``timeout`` in seconds
+    (None: :func:`rank_wait`)."""
     timeout = rank_wait() if timeout is None else timeout
     start = time.monotonic()
     marker, announced = Path(target) / DONE, False

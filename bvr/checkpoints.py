@@ -39,10 +39,8 @@ type that a checkpoint comes to hold goes here, or resuming refuses it."""
 @contextmanager
 def weights_only_load(path: str | Path) -> Iterator[None]:
     """Around a ``torch.load(path, weights_only=True)``: allow :data:`CHECKPOINT_GLOBALS`, and turn torch's refusal of
-    any other type (a pickle that would call ``os.system``, say) into a one-line error naming the file.
-
-    Raises:
-        BvrError: ``path`` holds a type bvr never writes; it is not loaded, and nothing in it ran.
+    any other type (a pickle that would call ``os.system``, say) into a one-line error naming the file: it is not
+    loaded, and nothing in it ran.
     """
     try:
         with torch.serialization.safe_globals(CHECKPOINT_GLOBALS):
@@ -89,10 +87,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     def load_checkpoint(self, path: str | Path, *args: Any, weights_only: bool | None = None,
                         **kwargs: Any) -> dict[str, Any]:
         """Lightning's loader (``trainer.fit(ckpt_path=...)``), as weights only whatever ``weights_only`` says (an old
-        torch, or ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``, would otherwise unpickle anything).
-
-        Raises:
-            BvrError: the file holds a type bvr never writes (see :func:`weights_only_load`).
+        torch, or ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``, would otherwise unpickle anything): :func:`weights_only_load`.
         """
         with weights_only_load(path):
             return super().load_checkpoint(path, *args, weights_only=True, **kwargs)
@@ -102,11 +97,8 @@ def check_checkpoint(path: Path) -> None:
     """Make sure ``path`` reads as a checkpoint before a run resumes from it.
 
     The tensors are memory-mapped, not read, so this costs little; a truncated file fails here because its zip
-    directory, at the end, is missing. It is read as weights only, so nothing in it runs.
-
-    Raises:
-        BvrError: the file cannot be read, or holds a type bvr never writes, naming it, with ``--restart`` as the way
-            out.
+    directory, at the end, is missing. It is read as weights only, so nothing in it runs. The error names
+    ``--restart`` as the way out.
     """
     try:
         checkpoint = _mapped(path)
@@ -153,15 +145,8 @@ def check_fits(path: Path, expected: Mapping[str, torch.Tensor]) -> None:
     from it: the same names, of the same shapes.
 
     A checkpoint of another model size (copied into this run's folder) would otherwise fail in Lightning's loader
-    with a traceback listing every size mismatch.
-
-    Args:
-        path: the checkpoint.
-        expected: the state dict of the module built from the configuration.
-
-    Raises:
-        BvrError: naming the checkpoint, the first weight that differs and how many do, with ``--restart`` as the
-            way out.
+    with a traceback listing every size mismatch. ``expected`` is the state dict of the module built from the
+    configuration; the error names the first weight that differs and how many do, with ``--restart`` as the way out.
     """
     saved = _mapped(path)["state_dict"]
     differ = [key for key in expected if key in saved and saved[key].shape != expected[key].shape]

@@ -10,13 +10,8 @@ from pathlib import Path
 
 
 class BvrError(Exception):
-    """A problem with the user's input, reported as one line: ``where: what. hint``.
-
-    Args:
-        message: what was wrong.
-        where: the file, ``file:line`` or config key it was found at.
-        hint: what to do next.
-    """
+    """A problem with the user's input, reported as one line: ``where: what. hint``; ``where`` is the file,
+    ``file:line`` or config key it was found at."""
 
     def __init__(self, message: str, *, where: str | Path | None = None, hint: str | None = None) -> None:
         self.message = message

@@ -21,13 +21,8 @@ UTF8_HINT = "convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)"
 
 
 def not_utf8(err: UnicodeDecodeError, path: Path, line: int, line_start: int = 0) -> BvrError:
-    """The one-line error of a byte that is not UTF-8, at its line and its byte in the line.
-
-    Args:
-        err: raised decoding bytes of ``path`` (one line, or the whole file).
-        line: the 1-based number of the line holding the byte.
-        line_start: where that line starts in the bytes decoded (0 for one line).
-    """
+    """The one-line error of a byte that is not UTF-8, at its (1-based) line and its byte in the line; ``err`` was
+    raised decoding one line or the whole file, ``line_start`` is where that line starts in the bytes decoded."""
     return BvrError(f"not UTF-8 ({err.reason} at byte {err.start - line_start + 1} of the line)",
                     where=f"{path}:{line}", hint=UTF8_HINT)
 
@@ -35,9 +30,6 @@ def not_utf8(err: UnicodeDecodeError, path: Path, line: int, line_start: int = 0
 def utf8_lines(path: Path) -> Iterator[tuple[int, str]]:
     """``(line number, line)`` of a UTF-8 text file, each line with its line end, decoded one at a time so that a
     byte that is not UTF-8 is reported at its line, not as a ``UnicodeDecodeError`` traceback.
-
-    Raises:
-        BvrError: naming ``path:line``, the byte and how to convert the file.
     """
     with Path(path).open("rb") as lines:
         for number, raw in enumerate(lines, start=1):
@@ -60,9 +52,6 @@ def temp_sibling(path: Path, tag: str = "tmp") -> Path:
 def refuse_link(path: Path) -> Path:
     """``path``, unless a symbolic link (dangling or not) sits at its name: bvr replaces the files it writes and never
     writes through a link or over one, so the file a link points to stays whole. Folders above ``path`` may be links.
-
-    Raises:
-        BvrError: naming ``path`` and the link's target.
     """
     path = Path(path)
     if path.is_symlink():
@@ -74,11 +63,9 @@ def refuse_link(path: Path) -> Path:
 @contextmanager
 def atomic_path(path: Path, *, fsync: bool = False) -> Iterator[Path]:
     """A new, empty temporary sibling of ``path`` for writers that take a file name (safetensors, matplotlib,
-    pandas); renamed over ``path`` when the block ends without error.
-
-    Args:
-        path: the file to write (its folder is created); a symbolic link there is refused (:func:`refuse_link`).
-        fsync: flush the file to disk before the rename and the folder after it, so the write survives a crash.
+    pandas); renamed over ``path`` when the block ends without error. A symbolic link at ``path`` is refused
+    (:func:`refuse_link`); ``fsync`` flushes the file to disk before the rename and the folder after it, so the write
+    survives a crash.
 
     An error inside the block removes the temporary file and leaves ``path`` as it was. The temporary file is always
     a new one, created without following a link: a link planted at its name is removed, never written through.
@@ -97,19 +84,14 @@ def atomic_path(path: Path, *, fsync: bool = False) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
         raise
     if fsync:
-        fsync_folder(path.parent)
+        _fsync(path.parent)  # the rename made durable: a crash right after must not bring the old file back
 
 
 @contextmanager
 def atomic_open(path: Path, mode: str = "w", *, fsync: bool = False, encoding: str | None = None) -> Iterator[IO[Any]]:
     """Open a temporary sibling of ``path`` for writing; rename it over ``path`` when the block ends without error
-    (:func:`atomic_path`, which refuses a symbolic link at ``path``).
-
-    Args:
-        path: the file to write (its folder is created).
-        mode: ``"w"`` for text (UTF-8 unless ``encoding`` says otherwise) or ``"wb"`` for bytes.
-        fsync: flush the file to disk before the rename and the folder after it, so the write survives a crash.
-        encoding: the text encoding.
+    (:func:`atomic_path`, which refuses a symbolic link at ``path``). ``mode`` ``"w"``: text, UTF-8 unless
+    ``encoding`` says otherwise; ``"wb"``: bytes.
     """
     if "b" not in mode:
         encoding = encoding or "utf-8"
@@ -140,11 +122,6 @@ def write_text(path: Path, text: str) -> Path:
     with atomic_open(path) as file:
         file.write(text)
     return Path(path)
-
-
-def fsync_folder(folder: Path) -> None:
-    """Make a rename in ``folder`` durable (a crash right after it must not bring the old file back)."""
-    _fsync(folder)
 
 
 def _fsync(path: Path) -> None:
@@ -199,12 +176,8 @@ def not_written_by_bvr(folder: Path) -> list[str]:
 
 def claim(folder: Path, names: list[str], by: str) -> None:
     """Record in ``folder``'s :data:`WRITTEN` (atomically, beside the names it lists already) that bvr writes
-    ``names`` there; called before writing them, so a write cut short leaves them bvr's.
-
-    Args:
-        folder: the folder (created).
-        names: the file names about to be written.
-        by: the command, for the file's first line (``"bvr export"``).
+    ``names`` there; called before writing them, so a write cut short leaves them bvr's. ``by`` names the command
+    on the file's first line (``"bvr export"``).
     """
     listed = sorted(written_by_bvr(folder) | set(names))
     write_text(Path(folder) / WRITTEN, f"# Files {by} wrote in this folder; it replaces only these without --force.\n"

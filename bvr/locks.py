@@ -51,12 +51,9 @@ def holder(path: Path) -> int | None:
 
 
 def open_lock_file(path: Path) -> int:
-    """Open the lock file ``path`` for reading and writing, creating it, without following a link.
-
-    Raises:
-        BvrError: naming ``path``, when it is a symbolic link, a hard link (a file of more than one name) or not a
-            plain file: bvr would write to and empty what it points to.
-    """
+    """Open the lock file ``path`` for reading and writing, creating it, without following a link. A symbolic link,
+    a hard link (a file of more than one name) or anything but a plain file is refused: bvr would write to and empty
+    what it points to."""
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     except OSError as err:
@@ -81,14 +78,7 @@ def _not_a_lock(path: Path, what: str) -> BvrError:
 @contextlib.contextmanager
 def file_lock(path: Path, *, on_wait: Callable[[int | None], None] | None = None) -> Iterator[None]:
     """Hold an exclusive lock on ``path`` (created if missing) for the block, waiting as long as another process has it.
-
-    Args:
-        path: the lock file (see :func:`lock_path`).
-        on_wait: called once, with the holder's PID when known, if the lock is taken and this process must wait.
-
-    Raises:
-        BvrError: ``path`` is a link or not a plain file (:func:`open_lock_file`).
-    """
+    ``on_wait`` is called once, with the holder's PID when known, if this process must wait."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = open_lock_file(path)

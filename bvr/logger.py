@@ -129,15 +129,8 @@ def make_logger(
 
     Only global rank zero touches the store; the run itself is created when Lightning first logs. Metric keys
     are kept as given (``train/mlm_loss``); checkpoints are not uploaded (``log_model=False``): they live in the
-    cache.
-
-    Args:
-        experiment: experiment name (created if missing, with the bvr artifact location).
-        run_name: name of the new run (:func:`run_name`).
-        tags: its tags (:func:`run_tags`).
-        parent_run_id: nest the run under this one (the ``mlflow.parentRunId`` tag).
-        workdir: folder of the default store.
-        run_id: log into this existing run instead (``--resume``); it is marked running again.
+    cache. The experiment is created if missing, with the bvr artifact location; ``run_id`` logs into that existing
+    run instead (``--resume``), marked running again.
     """
     uri = tracking_uri(workdir)
     tags = dict(tags)

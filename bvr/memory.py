@@ -39,12 +39,8 @@ def user_malloc_settings(environ: Mapping[str, str] = os.environ) -> bool:
 
 
 def keep_freed_memory() -> bool:
-    """Raise glibc's mmap and trim thresholds for this process (once; later calls return the first answer).
-
-    Returns:
-        True if the thresholds were set; False on another C library or platform, or when the environment sets them
-        itself (:func:`user_malloc_settings`).
-    """
+    """Raise glibc's mmap and trim thresholds for this process (once; later calls return the first answer). False
+    on another C library or platform, or when the environment sets them itself (:func:`user_malloc_settings`)."""
     global _applied
     if _applied is None:
         _applied = _apply()

@@ -38,16 +38,10 @@ def model_folder(path: Path) -> Path:
 
 
 def load_pretrained(path: Path, *, need_mlm_head: bool = True) -> Pretrained:
-    """Load weights and tokenizer, refusing a tokenizer that does not fit the model.
-
-    Args:
-        path: a bvr run folder, its ``model/`` folder, or a Hugging Face BERT/RoBERTa folder.
-        need_mlm_head: refuse an encoder-only folder (``BertModel``: no MLM head weights), as fill-mask, BLiMP
-            and export must; fine-tuning and probing pass False.
-
-    Raises:
-        BvrError: naming the folder, for a tokenizer with more ids than the model has embedding rows, one of the
-            other family, or one whose padding id is not the model's; and whatever :func:`load_hf` refuses.
+    """Load weights and tokenizer from a bvr run folder, its ``model/`` folder, or a Hugging Face BERT/RoBERTa
+    folder, refusing a tokenizer that does not fit the model (more ids than embedding rows, the other family,
+    another padding id). ``need_mlm_head`` refuses an encoder-only folder (``BertModel``), as fill-mask, BLiMP and
+    export must; fine-tuning and probing pass False.
     """
     folder = model_folder(path)
     model, config = load_hf(folder, need_mlm_head=need_mlm_head)
@@ -93,12 +87,7 @@ class Prediction:
 
 
 def fill_mask(pretrained: Pretrained, text: str, top_k: int = 5) -> list[list[Prediction]]:
-    """The ``top_k`` most likely tokens at each mask in ``text`` (written ``[MASK]`` or ``<mask>``).
-
-    Raises:
-        BvrError: the model has no trained MLM head, the text has no mask, or it is longer (in tokens, specials
-            included) than the model's positions allow.
-    """
+    """The ``top_k`` most likely tokens at each mask in ``text`` (written ``[MASK]`` or ``<mask>``)."""
     if not pretrained.model.has_mlm_head:
         raise BvrError("no MLM head: an encoder-only model cannot fill masks", where=pretrained.folder,
                        hint="use a masked-LM folder (BertForMaskedLM, RobertaForMaskedLM)")

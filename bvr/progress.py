@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import TypeVar
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -49,26 +49,21 @@ def track(items: Iterable[T], description: str, *, enabled: bool = True, total: 
     """``items`` with a bar over them when :func:`bars` says so (``total``: their number when ``len`` has none)."""
     if not bars(enabled):
         return items
-    return _tracked(items, description, total if total is not None else _length(items))
-
-
-def _length(items: Iterable[object]) -> int | None:
-    try:
-        return len(items)  # type: ignore[arg-type]
-    except TypeError:
-        return None
+    if total is None:
+        with suppress(TypeError):  # no len: a bar without a total
+            total = len(items)  # type: ignore[arg-type]
+    return _tracked(items, description, total)
 
 
 def _tracked(items: Iterable[T], description: str, total: int | None) -> Iterator[T]:
-    with Progress(*COLUMNS) as progress:
-        task = progress.add_task(description, total=total)
+    with counter(description, total) as advance:
         for item in items:
             yield item
-            progress.advance(task)
+            advance(1)
 
 
 @contextmanager
-def counter(description: str, total: int, *, enabled: bool = True) -> Iterator[Callable[[int], None] | None]:
+def counter(description: str, total: int | None, *, enabled: bool = True) -> Iterator[Callable[[int], None] | None]:
     """A bar of ``total`` things advanced by hand: yields its ``advance(n)``, or None when no bar is drawn."""
     if not bars(enabled):
         yield None

@@ -152,9 +152,9 @@ def jobs_from(environ: Mapping[str, str] = os.environ) -> int:
     try:
         jobs = int(raw)
     except ValueError:
-        raise BvrError(f"{JOBS_ENV}={raw!r} is not a number of jobs: give a whole number of at least 1") from None
+        jobs = 0
     if jobs < 1:
-        raise BvrError(f"{JOBS_ENV}={raw!r} is not a number of jobs: give a whole number of at least 1")
+        raise BvrError(f"{JOBS_ENV}={raw!r} is not a number of jobs: give a whole number of at least 1") from None
     return jobs
 
 
@@ -205,10 +205,7 @@ def use_threads(requested: int = 0) -> ThreadBudget:
 def quiet_waits(environ: MutableMapping[str, str] = os.environ) -> bool:
     """Have OpenMP workers sleep, not spin, while they wait (``OMP_WAIT_POLICY=PASSIVE``), unless the environment
     already sets OpenMP's waiting (:data:`WAIT_SETTINGS`) or says this job has the machine alone (``BVR_JOBS=1``,
-    ``bvr --jobs 1``). It takes effect only if torch is not loaded yet.
-
-    Returns:
-        True if bvr set the policy.
+    ``bvr --jobs 1``). It takes effect only if torch is not loaded yet. True if bvr set the policy.
 
     >>> env = {}; quiet_waits(env), env
     (True, {'OMP_WAIT_POLICY': 'PASSIVE'})

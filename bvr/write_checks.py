@@ -61,19 +61,8 @@ def tree_bytes(path: Path) -> int:
 
 
 def check_writable(folder: Path, what: str) -> Path:
-    """Make sure files can be created in ``folder`` (created if missing) before long work writes there.
-
-    Args:
-        folder: the folder.
-        what: what it is, for the message (``"output folder (--output-dir)"``).
-
-    Returns:
-        ``folder``.
-
-    Raises:
-        WriteError: it is read-only, not this user's to write, or its disk is full.
-        BvrError: it cannot be a folder (:func:`not_a_folder`).
-    """
+    """Make sure files can be created in ``folder`` (created if missing) before long work writes there; ``what``
+    names it in the message (``"output folder (--output-dir)"``)."""
     folder = Path(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -89,20 +78,9 @@ def check_writable(folder: Path, what: str) -> Path:
 
 
 def check_file_target(path: Path, what: str) -> Path:
-    """Make sure ``path`` can be written as a file (beside its name, then renamed into place) before work writes it.
-
-    Args:
-        path: the file; its folder exists.
-        what: what it is, for the message (``"pipeline file (--output)"``).
-
-    Returns:
-        ``path``.
-
-    Raises:
-        BvrError: a folder, device or pipe is at ``path`` (renaming a file over ``/dev/null`` would replace the
-            device), or its folder takes no new files (``/proc``).
-        WriteError: its folder is read-only, not this user's to write, or its disk is full.
-    """
+    """Make sure ``path`` (in a folder that exists) can be written as a file (beside its name, then renamed into
+    place) before work writes it. A folder, device or pipe at ``path`` is refused: renaming a file over ``/dev/null``
+    would replace the device."""
     path = Path(path)
     if path.exists() and not path.is_file():
         kind = "a folder" if path.is_dir() else "a device, pipe or socket, not a file"
@@ -137,12 +115,8 @@ def not_a_folder(err: OSError, folder: Path, what: str) -> BvrError | None:
 
     A file or device (``/dev/null``) is where the folder (or one above it) would be, a name is longer than
     :data:`NAME_MAX` bytes (or the whole path longer than the system allows), or the folder it would be made in
-    takes no new folders (``/proc``: "No such file or directory" for a folder that exists).
-
-    Args:
-        err: what ``mkdir`` raised.
-        folder: the folder asked for.
-        what: what it is, for the message (``"output folder (--output-dir)"``).
+    takes no new folders (``/proc``: "No such file or directory" for a folder that exists). ``err`` is what
+    ``mkdir`` raised.
     """
     if err.errno in (errno.EEXIST, errno.ENOTDIR):
         blocker = _existing(folder)
@@ -170,16 +144,8 @@ def name_too_long(path: Path) -> str | None:
 
 
 def check_free_space(folder: Path, needed: float, what: str) -> None:
-    """Refuse to start ``what`` when the disk of ``folder`` has less than ``needed`` bytes free.
-
-    Args:
-        folder: where it will write.
-        needed: an estimate of the bytes it writes (a lower bound: the check must not refuse what would fit).
-        what: the work, for the message (``"pretraining (checkpoint and exported model)"``).
-
-    Raises:
-        WriteError: naming the folder, the bytes needed and the bytes free.
-    """
+    """Refuse to start ``what`` when the disk of ``folder`` has less than ``needed`` bytes free (an estimate, a
+    lower bound: the check must not refuse what would fit)."""
     free = free_bytes(folder)
     if free < needed:
         raise WriteError(f"{what} needs about {size(needed)} of disk, but only {size(free)} is free there",
@@ -188,17 +154,10 @@ def check_free_space(folder: Path, needed: float, what: str) -> None:
 
 def write_error(err: BaseException, path: Path | None = None, *, what: str | None = None,
                 hint: str = RESUME_HINT) -> WriteError | None:
-    """The one-line error of a write that failed for want of space or permission, or None for any other error.
-
-    Args:
-        err: the exception (its causes and contexts are searched too).
-        path: what was being written, when the exception does not say (an ``OSError``'s ``filename`` wins).
-        what: what ``path`` is, for the message (``"output folder (--output-dir)"``).
-        hint: what to do about a full disk (default: :data:`RESUME_HINT`).
-
-    Returns:
-        The :class:`WriteError` (``err`` itself when it is one already), or None.
-    """
+    """The one-line error of a write that failed for want of space or permission (``err`` itself when it is a
+    :class:`WriteError` already), or None for any other error. ``err``'s causes and contexts are searched too;
+    ``path`` is what was being written, when the exception does not say (an ``OSError``'s ``filename`` wins);
+    ``hint`` is what to do about a full disk."""
     found = _find(err)
     if found is None:
         return None

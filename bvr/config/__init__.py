@@ -1,12 +1,5 @@
-"""All configuration of bvr: typed sections, THE YAML loader, the layering, presets and ``--set`` overrides.
-
-- :mod:`bvr.config.yaml`: the one YAML reader (data plus the ``file:line`` of every key; strict).
-- :mod:`bvr.config.layering`: layers merged into typed dataclasses, the ``--set a.b.c=VALUE`` grammar, error locations.
-- :mod:`bvr.config.pretraining`: the pretraining sections (corpus, tokenizer, data, masking, training); the ``model``
-  section is the encoder's own :class:`~bvr.model.encoder_config.ModelConfig`.
-- :mod:`bvr.config.finetune`: the ``finetune`` and ``evaluate`` sections.
-- :mod:`bvr.config.loading`: :class:`Config`, :func:`load_config`, :func:`resolve_finetune`, writing and hashing.
-"""
+"""All configuration of bvr: typed sections, THE YAML loader, the layering, presets and ``--set`` overrides. The
+``model`` section is the encoder's own :class:`~bvr.model.encoder_config.ModelConfig`."""
 
 from bvr.config.finetune import (
     HYPERPARAMETERS,
@@ -67,15 +60,12 @@ from bvr.config.yaml import node_lines, parse_yaml, read_yaml
 from bvr.model.encoder_config import FAMILIES, ModelConfig
 
 __all__ = [
-    "CORPUS_SOURCES", "FAMILIES", "HYPERPARAMETERS", "INPUT_FORMATS", "MASKING_MODES", "MASKING_SCHEMES",
-    "NOT_HASHED", "OLD_KEYS", "PAIR_FORMATS", "PRECISIONS", "PRESETS_DIR", "PROBE_KINDS", "SENTENCE_FEATURES",
-    "SENTENCE_OBJECTIVES",
+    "CORPUS_SOURCES", "FAMILIES", "HYPERPARAMETERS", "INPUT_FORMATS", "MASKING_MODES", "MASKING_SCHEMES", "NOT_HASHED",
+    "OLD_KEYS", "PAIR_FORMATS", "PRECISIONS", "PRESETS_DIR", "PROBE_KINDS", "SENTENCE_FEATURES", "SENTENCE_OBJECTIVES",
     "TOKEN_FEATURES", "BlimpConfig", "Config", "CorpusConfig", "DataConfig", "DataSettings", "EvaluateConfig",
     "FinetuneConfig", "FinetuneSection", "GridPoint", "Layer", "MaskingConfig", "ModelConfig", "ProbesConfig",
-    "TokenizerConfig",
-    "TrainingConfig", "at", "build_config", "build_dataclass", "build_layered", "check_task_block",
-    "check_task_names", "config_hash", "dump_config", "flatten", "load_config",
-    "locate_error",
-    "mapping", "merge_layer", "node_lines", "override_layer", "parse_override", "parse_yaml", "preset_names",
-    "preset_path", "read_yaml", "resolve_finetune", "sub_origins",
+    "TokenizerConfig", "TrainingConfig", "at", "build_config", "build_dataclass", "build_layered", "check_task_block",
+    "check_task_names", "config_hash", "dump_config", "flatten", "load_config", "locate_error", "mapping",
+    "merge_layer", "node_lines", "override_layer", "parse_override", "parse_yaml", "preset_names", "preset_path",
+    "read_yaml", "resolve_finetune", "sub_origins",
 ]

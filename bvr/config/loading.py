@@ -129,11 +129,7 @@ OLD_KEYS: dict[str, str] = {
 
 
 def preset_path(name: str) -> Path:
-    """``experiments/presets/NAME.yaml``.
-
-    Raises:
-        BvrError: no such preset (the message lists the shipped ones).
-    """
+    """``experiments/presets/NAME.yaml``; for no such preset, an error listing the shipped ones."""
     path = PRESETS_DIR / f"{name}.yaml"
     if not path.is_file():
         raise BvrError(f"unknown preset '{name}'", where="--preset", hint=f"known presets: {', '.join(preset_names())}")
@@ -152,17 +148,9 @@ def load_config(
     overrides: list[str] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> Config:
-    """Build the resolved :class:`Config` from defaults, a preset, a file and ``--set`` overrides.
-
-    Args:
-        config_file: a YAML file of config sections.
-        preset: name of a file in ``experiments/presets``.
-        overrides: ``section.key=value`` strings, applied last.
-        extra: values set by CLI options (such as ``data_dir``), applied after the file and before overrides.
-
-    Raises:
-        BvrError: naming the key and the file and line (or the ``--set``) of any bad value.
-    """
+    """Build the resolved :class:`Config` from defaults, a preset, a file, ``extra`` (values set by CLI options such
+    as ``data_dir``) and ``section.key=value`` overrides, in that order. An error names the key and the file and line
+    (or the ``--set``) of a bad value."""
     layers: list[Layer] = []
     if preset:
         layers.append(read_yaml(preset_path(preset)))
@@ -189,10 +177,7 @@ def resolve_finetune(cfg: Config, spec: Any) -> FinetuneConfig:
     mapping of the keys where the task differs), then every layer of ``cfg`` (preset, file, ``--set``): within a
     layer ``finetune.KEY``, then ``finetune.per_task.TASK.KEY``. A config built without layers (``Config()`` or
     :func:`~bvr.config.build_dataclass`) counts as one layer setting the keys that differ from the defaults.
-
-    Args:
-        cfg: the resolved configuration.
-        spec: the task (``name`` and ``finetune``, a :class:`~bvr.tasks.registry.TaskSpec`).
+    ``spec`` is a :class:`~bvr.tasks.registry.TaskSpec` (its ``name`` and ``finetune``).
     """
     section = cfg.finetune
     layers = getattr(section, "layers", None)

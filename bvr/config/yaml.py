@@ -25,13 +25,9 @@ laughs" file), which every walk of the data (key lines, validation, hashing) wou
 
 
 def parse_yaml(path: Path, what: str = "config file") -> tuple[Any, yaml.Node | None]:
-    """Parse a YAML file into data and its node tree (which knows the line of every key).
-
-    Raises:
-        BvrError: the file is missing (named as ``what``), not UTF-8, not valid YAML, gives a key twice in one
-            mapping, holds an alias loop or aliases that expand past :data:`MAX_VALUES` (each with the line), or
-            nests too deeply.
-    """
+    """Parse a YAML file into data and its node tree (which knows the line of every key). A missing file is named
+    as ``what``; a key given twice in one mapping, an alias loop, aliases that expand past :data:`MAX_VALUES` and
+    too deep a nesting are errors, each with its line."""
     path = Path(path)
     if not path.is_file():
         raise BvrError(f"{what} not found", where=path)
@@ -61,12 +57,8 @@ def _expanded_size(node: yaml.Node, path: Path, sizes: dict[int, int], open_node
     """How many values ``node`` holds with every alias expanded; each node is counted once, so this is quick
     whatever the aliases expand to.
 
-    Args:
-        sizes: the nodes counted so far (by ``id``), shared by the calls of one file.
-        open_nodes: the nodes being counted, whose values hold ``node``: meeting one again means a loop.
-
-    Raises:
-        BvrError: an alias inside the value it names, or more than :data:`MAX_VALUES` values (at that line).
+    ``sizes`` holds the nodes counted so far (by ``id``), shared by the calls of one file; ``open_nodes`` those
+    being counted, whose values hold ``node``: meeting one again means a loop.
     """
     key = id(node)
     if key in sizes:
@@ -119,11 +111,7 @@ def node_lines(node: yaml.Node, prefix: str = "") -> dict[str, int]:
 
 
 def read_yaml(path: Path, what: str = "config file") -> tuple[dict[str, Any], dict[str, str]]:
-    """Read a YAML mapping and the ``file:line`` of each of its dotted keys (an empty file is an empty mapping).
-
-    Raises:
-        BvrError: as :func:`parse_yaml`, or the top level is not a mapping.
-    """
+    """Read a YAML mapping and the ``file:line`` of each of its dotted keys (an empty file is an empty mapping)."""
     data, node = parse_yaml(path, what)
     if data is None:
         return {}, {}

@@ -22,11 +22,6 @@ Formats:
 
 Files may be gzip, bzip2 or xz compressed (by suffix). Bytes that are not valid UTF-8 become U+FFFD, one per
 byte, and are counted.
-
-Modules: :mod:`bvr.corpus.stats` (documents and their counts), :mod:`bvr.corpus.sentences` (sentence splitting,
-heading and markup filters), :mod:`bvr.corpus.readers` (the file readers), :mod:`bvr.corpus.hf_reader`
-(Hugging Face datasets), :mod:`bvr.corpus.sources` (each source name and its reader) and :mod:`bvr.corpus.store`
-(building, splitting and loading the corpus on disk).
 """
 
 from bvr.corpus.hf_reader import read_hf_dataset

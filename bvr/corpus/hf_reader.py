@@ -31,21 +31,9 @@ def read_hf_dataset(
     ``name_or_path`` is tried as, in order: a folder written by ``save_to_disk`` (``datasets.load_from_disk``),
     local ``.txt`` files (a file, or a folder of nothing else), read by the plain-text rule of
     :func:`read_plain_text` (same documents and ids as ``--source text``; only split ``train``), other local data
-    files (``datasets.load_dataset``, streamed), then a hub id (streamed).
-
-    Args:
-        name_or_path: local path or hub id.
-        stats: counts to update.
-        text_column: the column holding the text; newlines in it separate paragraphs.
-        split: the split to read.
-        config_name: the dataset configuration (hub datasets with several).
-
-    Yields:
-        ``{"doc_id", "title", "sentences"}``: doc_id from an ``id`` column if there is one, else
-        ``"SPLIT:ROW"``; title from a ``title`` column if there is one, else "".
-
-    Raises:
-        BvrError: a missing path, split or column, an unreadable file, or a hub that cannot be reached.
+    files (``datasets.load_dataset``, streamed), then a hub id (streamed). Newlines in ``text_column`` separate
+    paragraphs; doc_id comes from an ``id`` column if there is one, else ``"SPLIT:ROW"``; title from a ``title``
+    column, else "".
     """
     path = Path(name_or_path).expanduser()
     if _is_plain_text(path):

@@ -33,18 +33,8 @@ _ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
 
 
 def resolve_files(path: Path) -> list[Path]:
-    """The files to read: ``path`` itself, or every file under the folder ``path``.
-
-    Args:
-        path: a file or a folder (searched recursively).
-
-    Returns:
-        Files sorted by their path relative to ``path`` (so the order does not depend on the file system);
-        hidden files and anything inside hidden folders are skipped.
-
-    Raises:
-        BvrError: the path does not exist, or the folder holds no visible files.
-    """
+    """The files to read: ``path`` itself, or every file under the folder ``path`` but hidden ones (and those in
+    hidden folders), sorted by their path relative to ``path`` so the order does not depend on the file system."""
     path = Path(path).expanduser()
     if path.is_file():
         return [path]
@@ -157,21 +147,9 @@ class _OpenDoc:
 
 
 def read_wikiextractor(paths: Iterable[Path], stats: CorpusStats) -> Iterator[Document]:
-    """Read WikiExtractor output files into documents.
-
-    Args:
-        paths: files of ``<doc ...>`` ... ``</doc>`` blocks, read in order.
-        stats: counts to update (files, documents, empty documents, headings, bytes, ...).
-
-    Yields:
-        ``{"doc_id", "title", "sentences"}`` per document with at least one sentence; HTML entities such as
-        ``&amp;`` are unescaped, the title line and headings dropped. Empty documents are counted and skipped;
-        NUL bytes are dropped and counted (``nul_bytes_dropped``).
-
-    Raises:
-        BvrError: at ``file:line``, for text outside a ``<doc>`` block, a ``<doc>`` opened inside another, a
-            ``</doc>`` with no ``<doc>``, or a ``<doc>`` never closed.
-    """
+    """Read files of ``<doc ...>`` ... ``</doc>`` blocks into documents: HTML entities such as ``&amp;`` unescaped,
+    the title line and headings dropped; empty documents and NUL bytes dropped and counted. A broken block structure
+    is an error at ``file:line``."""
     for path in paths:
         yield from _wiki_file(Path(path), stats)
 
@@ -226,20 +204,10 @@ def read_plain_text(paths: Iterable[Path], stats: CorpusStats, *, root: Path | N
     """Read plain text files: one paragraph per line, one or more blank lines between documents.
 
     This is the one plain-text rule: ``--source text`` and local ``.txt`` files read with ``--source hf`` both
-    come here. A line holding only whitespace counts as blank; ``\\r\\n`` line ends are accepted.
-
-    Args:
-        paths: text files, read in order.
-        stats: counts to update.
-        root: folder the files were found under; document ids name files relative to it so that equal file
-            names in different folders stay distinct. Without it, ids use the bare file name.
-
-    Yields:
-        ``{"doc_id": "NAME:LINE", "title": "", "sentences"}``, LINE being the document's first line number.
-
-    Raises:
-        BvrError: at ``file:line``, for a NUL byte (a binary file, not text), or a first line that is a WikiText
-            title (``= Title =``), which ``--source wikitext`` reads as articles.
+    come here. A line holding only whitespace counts as blank; ``\\r\\n`` line ends are accepted. Document ids are
+    ``NAME:LINE`` (the document's first line), NAME relative to ``root`` when given so that equal file names in
+    different folders stay distinct. A NUL byte (a binary file) or a first line that is a WikiText title
+    (``= Title =``) is an error.
     """
     for path in paths:
         path = Path(path)
@@ -292,18 +260,8 @@ def read_wikitext(paths: Iterable[Path], stats: CorpusStats, *, root: Path | Non
     are dropped and counted in ``headings_dropped``; every other non-blank line is a paragraph. A heading is such a
     line with blank lines around it, as WikiText writes every heading (or the file's first line, which can be
     nothing else): a formula shaped ``= a = b =`` amid an article's text stays text. The text is kept as written
-    (WikiText's ``@-@`` and spaced punctuation included).
-
-    Args:
-        paths: WikiText files, read in order.
-        stats: counts to update; NUL bytes are dropped and counted (``nul_bytes_dropped``).
-        root: folder the files were found under; ids name files relative to it (see :func:`read_plain_text`).
-
-    Yields:
-        ``{"doc_id": "NAME:LINE", "title", "sentences"}``, LINE being the line of the article's title.
-
-    Raises:
-        BvrError: at ``file:line``, for text before the file's first ``= Title =`` line.
+    (WikiText's ``@-@`` and spaced punctuation included). NUL bytes are dropped and counted. Ids are
+    ``NAME:LINE`` as in :func:`read_plain_text`, LINE that of the title; text before the first title is an error.
     """
     for path in paths:
         path = Path(path)

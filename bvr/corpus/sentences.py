@@ -51,11 +51,7 @@ def split_sentences(text: str) -> list[str]:
       when the next word is a common sentence opener (``The``, ``He``, ``In``, ...).
     - A list enumerator (``11.``, ``IV.``, ``b.``) at the start of a sentence does not end it.
 
-    Args:
-        text: one paragraph; newlines count as spaces.
-
-    Returns:
-        The sentences, stripped, in order; an empty list for blank text.
+    Newlines count as spaces; the sentences come back stripped, none for blank text.
 
     >>> split_sentences('Dr. J. R. R. Tolkien earned 3.5 marks in the U.S. He said "No." Then he left...')
     ['Dr. J. R. R. Tolkien earned 3.5 marks in the U.S.', 'He said "No."', 'Then he left...']
@@ -132,14 +128,7 @@ def is_heading(line: str, *, first: bool = False) -> bool:
     document must have at most :data:`LEAD_HEADING_MAX_WORDS` words. On enwiki this drops
     "Career.", "Early life and education." and "Fort Lauderdale City Commissioner (2003–2006)." while keeping
     "He died in 1990." and "This species was described from Ghana."; a rare short sentence without such a word
-    ("Hayakawa played for Yomiuri Beleza.") is dropped too.
-
-    Args:
-        line: one stripped line of text.
-        first: whether it is the document's first line after the title.
-
-    Returns:
-        True for a heading.
+    ("Hayakawa played for Yomiuri Beleza.") is dropped too. ``first``: the document's first line after the title.
     """
     if not line.endswith("."):
         return False
@@ -154,17 +143,8 @@ _MARKUP = re.compile(r"[!|<]|\{\||https?://\S+$")
 
 
 def is_markup(line: str) -> bool:
-    """Whether a WikiExtractor line is leftover markup rather than prose.
-
-    A line is markup when it starts like a wiki table row or cell (``!``, ``|``, ``{|``) or an HTML tag (``<``),
-    or is nothing but a URL.
-
-    Args:
-        line: one stripped line of text.
-
-    Returns:
-        True for markup.
-    """
+    """Whether a stripped WikiExtractor line is leftover markup rather than prose: it starts like a wiki table row or
+    cell (``!``, ``|``, ``{|``) or an HTML tag (``<``), or is nothing but a URL."""
     return _MARKUP.match(line) is not None
 
 
@@ -178,11 +158,5 @@ def is_template_debris(sentence: str) -> bool:
     """Whether a WikiExtractor sentence holds leftovers of an unexpanded template (``}}{{``, ``{{``, ``#if:``).
 
     Such a sentence is cut wherever the template happened to end, so it is dropped whole rather than trained on.
-
-    Args:
-        sentence: one sentence of a paragraph.
-
-    Returns:
-        True for a sentence with template debris.
     """
     return _TEMPLATE_DEBRIS.search(sentence) is not None

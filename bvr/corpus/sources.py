@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,19 +23,19 @@ class SourceOptions:
     progress: bool = True
 
 
-def _wikiextractor_source(
-    path: str | Path, stats: CorpusStats, options: SourceOptions
-) -> Generator[Document, None, None]:
-    """Documents from WikiExtractor files, with a progress bar over files."""
-    files = track(resolve_files(Path(path)), "Reading files", enabled=options.progress)
-    yield from read_wikiextractor(files, stats)
+Source = Callable[[str | Path, CorpusStats, SourceOptions], Generator[Document, None, None]]
 
 
-def _text_source(path: str | Path, stats: CorpusStats, options: SourceOptions) -> Generator[Document, None, None]:
-    """Documents from plain text files, with a progress bar over files."""
-    path = Path(path).expanduser()
-    files = track(resolve_files(path), "Reading files", enabled=options.progress)
-    yield from read_plain_text(files, stats, root=id_root(path))
+def _file_source(read: Callable[..., Iterator[Document]]) -> Source:
+    """The source that reads the files under a path with ``read(files, stats, root=...)``, a progress bar over
+    files."""
+
+    def source(path: str | Path, stats: CorpusStats, options: SourceOptions) -> Generator[Document, None, None]:
+        path = Path(path).expanduser()
+        files = track(resolve_files(path), "Reading files", enabled=options.progress)
+        yield from read(files, stats, root=id_root(path))
+
+    return source
 
 
 def _hf_source(path: str | Path, stats: CorpusStats, options: SourceOptions) -> Generator[Document, None, None]:
@@ -46,18 +46,11 @@ def _hf_source(path: str | Path, stats: CorpusStats, options: SourceOptions) -> 
     yield from track(documents, "Reading documents", enabled=options.progress)
 
 
-def _wikitext_source(path: str | Path, stats: CorpusStats, options: SourceOptions) -> Generator[Document, None, None]:
-    """Articles from WikiText files, with a progress bar over files."""
-    path = Path(path).expanduser()
-    files = track(resolve_files(path), "Reading files", enabled=options.progress)
-    yield from read_wikitext(files, stats, root=id_root(path))
-
-
 # Each reader is a generator, so that closing it ends its progress bar and closes its open file.
-READERS: dict[str, Callable[[str | Path, CorpusStats, SourceOptions], Generator[Document, None, None]]] = {
-    "wikiextractor": _wikiextractor_source,
-    "text": _text_source,
+READERS: dict[str, Source] = {
+    "wikiextractor": _file_source(lambda files, stats, root: read_wikiextractor(files, stats)),
+    "text": _file_source(read_plain_text),
     "hf": _hf_source,
-    "wikitext": _wikitext_source,
+    "wikitext": _file_source(read_wikitext),
 }
 SOURCES = tuple(READERS)

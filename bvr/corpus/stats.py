@@ -10,31 +10,19 @@ Document = dict[str, Any]
 
 @dataclass
 class CorpusStats:
-    """What a corpus build read and what it skipped; JSON-serialisable with ``dataclasses.asdict``.
+    """What a corpus build read and what it skipped (documents, sentences, words and characters count what was kept,
+    words split on whitespace); JSON-serialisable with ``dataclasses.asdict``.
 
     Attributes:
-        source: the reader used ("wikiextractor", "text", "hf" or "wikitext").
-        path: the file, folder or dataset name read.
-        files: input files opened.
-        documents: documents kept (at least one sentence).
         empty_documents: documents skipped because nothing was left after dropping title, headings and markup.
-        paragraphs: paragraphs (lines of text) kept.
-        sentences: sentences kept.
-        words: whitespace-separated words in the kept sentences.
-        characters: characters in the kept sentences.
         undecodable_bytes: bytes that were not valid UTF-8, each replaced by U+FFFD.
         nul_bytes_dropped: NUL bytes removed from WikiExtractor and WikiText files (plain text with one is refused
             as binary).
-        headings_dropped: section-heading lines dropped: WikiExtractor's (see
-            :func:`~bvr.corpus.sentences.is_heading`) and WikiText's ``= = Section = =`` lines.
-        markup_lines_dropped: WikiExtractor lines of table or tag markup dropped
-            (see :func:`~bvr.corpus.sentences.is_markup`).
-        markup_sentences_dropped: WikiExtractor sentences with leftovers of unexpanded templates (``}}{{``,
-            ``#if:``) dropped (see :func:`~bvr.corpus.sentences.is_template_debris`).
-        train_documents: documents written to the train split.
-        validation_documents: documents written to the validation split.
-        validation_documents_from_train: of those, how many were moved from train to reach the minimum.
-        stopped_at_max_documents: True when ``max_documents`` ended the build before the input did.
+        headings_dropped: WikiExtractor's heading lines (:func:`~bvr.corpus.sentences.is_heading`) and WikiText's
+            ``= = Section = =`` lines.
+        markup_sentences_dropped: WikiExtractor sentences with leftovers of unexpanded templates (``}}{{``, ``#if:``).
+        validation_documents_from_train: of the validation documents, how many were moved from train to reach the
+            minimum.
     """
 
     source: str = ""

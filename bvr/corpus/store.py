@@ -39,15 +39,7 @@ def is_validation(doc_id: str, fraction: float, seed: int) -> bool:
 
     The choice is a stable hash of ``(seed, doc_id)`` (BLAKE2b, not ``hash()``, which changes per process), so it
     depends neither on reading order nor on the process, and a document's split never changes when the corpus
-    grows.
-
-    Args:
-        doc_id: the document's id.
-        fraction: the expected share of validation documents, in [0, 1].
-        seed: changes which documents are chosen.
-
-    Returns:
-        True for validation.
+    grows. ``fraction`` is the expected share of validation documents, in [0, 1].
     """
     return split_rank(doc_id, seed) < fraction * 2**64
 
@@ -60,19 +52,16 @@ def split_rank(doc_id: str, seed: int) -> int:
 
 @dataclass(frozen=True)
 class HoldOut:
-    """How :func:`build_corpus` holds documents out for validation.
-
-    Attributes:
-        fraction: expected share of documents in the validation split, in [0, 1).
-        seed: seed of the train/validation choice (see :func:`is_validation`).
-        min_documents: when the hash puts fewer documents in validation, move the training documents with the lowest
-            :func:`split_rank` (the nearest to being chosen) over until there are this many, so a small corpus still
-            has a validation split; a corpus that would then have no training document is an error.
-    """
+    """How :func:`build_corpus` holds documents out for validation."""
 
     fraction: float = 0.01
+    """Expected share of documents in the validation split, in [0, 1)."""
     seed: int = 0
+    """Seed of the train/validation choice (see :func:`is_validation`)."""
     min_documents: int = 0
+    """When the hash puts fewer documents in validation, the training documents with the lowest :func:`split_rank`
+    (the nearest to being chosen) move over until there are this many, so a small corpus still has a validation
+    split; a corpus that would then have no training document is an error."""
 
 
 def build_corpus(
@@ -89,24 +78,10 @@ def build_corpus(
 
     Documents stream from the reader into Arrow files one at a time, so memory does not grow with the corpus.
     The corpus is built in a hidden sibling folder and renamed into place at the end, so an interrupted run
-    leaves ``out_dir`` as it was.
-
-    Args:
-        source: one of :data:`SOURCES`.
-        path: the corpus file or folder, or (for "hf") a dataset path or hub id.
-        out_dir: where the corpus goes; an existing corpus there is replaced.
-        held_out: how documents are held out for validation (:class:`HoldOut`).
-        max_documents: stop after this many documents (for quick runs); None reads everything.
-        reading: the settings only some sources read (the "hf" source's column, split and configuration); None: the
-            defaults of :class:`~bvr.corpus.sources.SourceOptions`.
-        progress: show a progress bar.
-
-    Returns:
-        The counts, also written to ``out_dir/corpus_stats.json``.
-
-    Raises:
-        BvrError: an unknown source, a bad fraction, unreadable input, no documents at all (or too few for
-            ``held_out.min_documents``), or an ``out_dir`` that holds something other than a corpus.
+    leaves ``out_dir`` as it was; an ``out_dir`` holding something other than a corpus is refused. ``path`` is the
+    corpus file or folder, or (for "hf") a dataset path or hub id; ``reading`` holds the settings only some sources
+    read (None: :class:`~bvr.corpus.sources.SourceOptions`' defaults). Returns the counts, also written to
+    ``out_dir/corpus_stats.json``.
     """
     _check_build_args(source, held_out.fraction, max_documents)
     out_dir = Path(out_dir).expanduser()
@@ -240,17 +215,7 @@ def datasets_progress(enabled: bool) -> Iterator[None]:
 
 
 def load_corpus(out_dir: Path) -> datasets.DatasetDict:
-    """Open a corpus written by :func:`build_corpus`, memory-mapped.
-
-    Args:
-        out_dir: the folder given to :func:`build_corpus`.
-
-    Returns:
-        The ``DatasetDict`` with ``train`` and ``validation`` splits.
-
-    Raises:
-        BvrError: there is no corpus in ``out_dir``.
-    """
+    """Open a corpus written by :func:`build_corpus` (``train`` and ``validation``), memory-mapped."""
     out_dir = Path(out_dir).expanduser()
     if not (out_dir / "dataset_dict.json").exists():
         raise BvrError("no prepared corpus here", where=out_dir, hint="run `bvr data prepare`")

@@ -38,12 +38,10 @@ class Pooler(nn.Module):
 class Encoder(nn.Module):
     """The shared encoder (HF ``BertModel`` / ``RobertaModel`` names: embeddings, encoder.layer, pooler).
 
-    Args:
-        config: sizes and constants.
-        add_pooler: build the dense + tanh pooler over the first token (BERT's NSP and classification input).
-        fast: run the fast path (:mod:`bvr.model.fast`); False runs the reference modules of
-            :mod:`bvr.model.layers`, BERT as written, slower. Both compute the same function from the same
-            parameters (the same state dict).
+    ``add_pooler``: the dense + tanh pooler over the first token (BERT's NSP and classification input). ``fast``
+    False runs the reference modules of :mod:`bvr.model.layers`, BERT as written, slower; both paths compute the same
+    function from the same state dict. Each method reads ``input_ids`` (batch, seq); ``attention_mask`` (batch, seq),
+    1 at real tokens and 0 at padding, None for none; ``token_type_ids`` (batch, seq), None for all 0.
     """
 
     def __init__(self, config: EncoderConfig, add_pooler: bool = False, fast: bool = True) -> None:
@@ -62,18 +60,9 @@ class Encoder(nn.Module):
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Encode a batch.
-
-        Args:
-            input_ids: (batch, seq) token ids.
-            attention_mask: (batch, seq), 1 at real tokens and 0 at padding; None means no padding.
-            token_type_ids: (batch, seq) segment ids; None means all 0.
-
-        Returns:
-            The last layer's hidden states, (batch, seq, hidden). Positions under padding hold no one's state: zeros
-            or what their queries attended to (as in Hugging Face's models), depending on whether the batch ran
-            packed (:class:`~bvr.model.fast.Packing`: 5% or more of it padding). Read the real tokens only.
-        """
+        """The last layer's hidden states, (batch, seq, hidden). Positions under padding hold no one's state: zeros or
+        what their queries attended to (as in Hugging Face's models), depending on whether the batch ran packed
+        (:class:`~bvr.model.fast.Packing`: 5% or more of it padding). Read the real tokens only."""
         x = self.embeddings(input_ids, token_type_ids)  # (batch, seq, hidden)
         return self.final_norm(self.encoder(x, attention_mask))  # (batch, seq, hidden)
 
@@ -89,16 +78,8 @@ class Encoder(nn.Module):
         Every layer but the last needs all tokens (they are keys and values), but the last layer's output is read
         only where a loss looks: with 15% masking, computing its queries, attention and feed-forward at those tokens
         alone removes most of a layer's work (in the fast path; the reference path computes every position and
-        picks). Used by :meth:`PretrainingModel.pretraining_loss`.
-
-        Args:
-            input_ids: (batch, seq) token ids.
-            selected: (batch, seq) boolean, True where the output is wanted.
-            attention_mask: (batch, seq), 1 at real tokens, 0 at padding; None means no padding.
-            token_type_ids: (batch, seq) segment ids; None means all 0.
-
-        Returns:
-            (n_selected, hidden), rows in row-major (batch, seq) order.
+        picks). Used by :meth:`PretrainingModel.pretraining_loss`. ``selected``: (batch, seq) boolean; returns
+        (n_selected, hidden), rows in row-major (batch, seq) order.
         """
         x = self.embeddings(input_ids, token_type_ids)  # (batch, seq, hidden)
         return self.final_norm(self.encoder(x, attention_mask, selected))  # (n_selected, hidden)
@@ -109,17 +90,9 @@ class Encoder(nn.Module):
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
     ) -> list[torch.Tensor]:
-        """Every layer's hidden states, as Hugging Face's ``output_hidden_states``: for feature-based use (probes).
-
-        Args:
-            input_ids: (batch, seq) token ids.
-            attention_mask: (batch, seq), 1 at real tokens and 0 at padding; None means no padding.
-            token_type_ids: (batch, seq) segment ids; None means all 0.
-
-        Returns:
-            ``num_layers + 1`` tensors of (batch, seq, hidden): the embeddings' output, then each layer's output;
-            the last is what :meth:`forward` returns (padding as there; pre-LayerNorm, after the final LayerNorm).
-        """
+        """Every layer's hidden states, as Hugging Face's ``output_hidden_states``, for feature-based use (probes):
+        ``num_layers + 1`` tensors of (batch, seq, hidden), the embeddings' output, then each layer's; the last is
+        what :meth:`forward` returns (padding as there; pre-LayerNorm, after the final LayerNorm)."""
         x = self.embeddings(input_ids, token_type_ids)  # (batch, seq, hidden)
         *states, last = self.encoder.every_layer(x, attention_mask)  # (batch, seq, hidden) each
         return [x, *states, self.final_norm(last)]

@@ -106,14 +106,10 @@ class RobertaLMHead(nn.Module):
 def span_boundaries(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The tokens just outside each masked span: a span is a maximal run of positions whose label is not -100.
 
-    Args:
-        labels: (batch, seq) MLM targets, -100 where nothing is predicted.
-
-    Returns:
-        ``(left, right)``, (batch, seq) long: at a masked position, the position before its run and the position
-        after it; elsewhere the position itself. A run touching the row's first (or last) position has no token
-        there, so its boundary is clamped to that position; sequences start with CLS/BOS and end with SEP/EOS, which
-        are never masked, so this does not happen in training.
+    ``(left, right)``, (batch, seq) long like ``labels``: at a masked position, the position before its run and the
+    position after it; elsewhere the position itself. A run touching the row's first (or last) position has no token
+    there, so its boundary is clamped to that position; sequences start with CLS/BOS and end with SEP/EOS, which are
+    never masked, so this does not happen in training.
 
     >>> labels = torch.tensor([[-100, 5, 6, -100, 7, -100, -100]])
     >>> left, right = span_boundaries(labels)
@@ -133,11 +129,8 @@ def span_boundaries(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 class SpanBoundaryHead(nn.Module):
     """SpanBERT's span-boundary objective (Joshi et al., 2020, section 3.2): a masked token x_i of the span
     x_s..x_e is predicted from the encodings of x_(s-1) and x_(e+1) and a relative position embedding p_(i-s+1),
-    through two feed-forward layers with GeLU and LayerNorm, then the MLM's tied output embedding (own bias).
-
-    Args:
-        config: the encoder's sizes; the relative positions get ``max_position_embeddings`` embeddings.
-        embedding: the word embedding the decoder is tied to.
+    through two feed-forward layers with GeLU and LayerNorm, then the MLM's tied output embedding (own bias). The
+    relative positions get ``max_position_embeddings`` embeddings.
     """
 
     def __init__(self, config: EncoderConfig, embedding: nn.Embedding) -> None:

@@ -68,11 +68,6 @@ def stored_pooler(state_dict: dict[str, torch.Tensor], family: str) -> bool:
     return family == "bert" and any(key in state_dict for key in ("pooler.dense.weight", "bert.pooler.dense.weight"))
 
 
-def _expected_shapes(config: EncoderConfig, sentence_head: bool, pooler: bool) -> dict[str, torch.Size]:
-    """Parameter names and shapes of a :class:`PretrainingModel`, built on the meta device (no memory, no init)."""
-    return {key: value.shape for key, value in _meta_state(config, sentence_head, pooler).items()}
-
-
 def _meta_state(config: EncoderConfig, sentence_head: bool, pooler: bool) -> dict[str, torch.Tensor]:
     """The state dict of a :class:`PretrainingModel` on the meta device: names and shapes, no memory."""
     with torch.device("meta"):
@@ -107,23 +102,13 @@ def from_hf_state_dict(
     where: str | Path | None = None,
     pooler: bool | None = None,
 ) -> dict[str, torch.Tensor]:
-    """Convert a Hugging Face state dict into one :class:`PretrainingModel` loads with ``strict=True``.
+    """Convert a Hugging Face state dict (``BertForPreTraining``, ``BertForMaskedLM``, ``RobertaForMaskedLM`` or a
+    base model with those heads' keys, from any transformers version) into one :class:`PretrainingModel` loads with
+    ``strict=True``, tied aliases included (the same tensors as the embedding and bias). Keys that do not fit
+    ``config`` are one error listing them all.
 
-    Args:
-        state_dict: HF keys (``BertForPreTraining``, ``BertForMaskedLM``, ``RobertaForMaskedLM`` or a base model
-            with those heads' keys), as saved by any transformers version.
-        config: the encoder config the weights are for.
-        sentence_head: whether the target model has the sentence head (NSP's or SOP's); None: whenever the
-            checkpoint has one.
-        where: file named in errors.
-        pooler: whether the target model has a pooler without NSP; None: whenever the checkpoint stores a bert one
-            (:func:`stored_pooler`). A model with NSP always has one.
-
-    Returns:
-        Our state dict, tied aliases included (pointing at the same tensors as the embedding and bias).
-
-    Raises:
-        BvrError: listing missing or unexpected keys, or parameters whose shapes do not fit ``config``.
+    ``sentence_head`` (NSP's or SOP's) None: whenever the checkpoint has one. ``pooler`` (without NSP; a model with
+    NSP always has one) None: whenever the checkpoint stores a bert one (:func:`stored_pooler`).
     """
     family = config.family
     weights = {_rename_legacy(_from_hf_prefix(k)): v for k, v in state_dict.items() if not k.endswith(_BUFFER_SUFFIXES)}
@@ -139,7 +124,8 @@ def from_hf_state_dict(
         weights.pop(alias, None)  # tied: the model's decoder *is* the embedding and the head's bias
     unused = (() if sentence_head else ("cls.seq_relationship.",)) + (() if pooler else (f"{family}.pooler.",))
     weights = {k: v for k, v in weights.items() if not k.startswith(unused)}
-    _check_keys(weights, _expected_shapes(config, sentence_head, pooler), {decoder_weight, decoder_bias}, where)
+    expected = {key: value.shape for key, value in _meta_state(config, sentence_head, pooler).items()}
+    _check_keys(weights, expected, {decoder_weight, decoder_bias}, where)
     weights[decoder_weight] = weights[f"{family}.embeddings.word_embeddings.weight"]
     weights[decoder_bias] = weights[head_bias]
     return weights
@@ -189,10 +175,6 @@ def to_hf_state_dict(state_dict: dict[str, torch.Tensor], config: EncoderConfig)
     pretraining-only head HF has no class for; the encoder is what fine-tuning needs); every tensor is detached,
     contiguous and owns its storage, as ``safetensors`` requires (a tensor sharing storage with an earlier one is
     cloned).
-
-    Args:
-        state_dict: ``PretrainingModel.state_dict()``.
-        config: the model's encoder config.
     """
     aliases = set(_tied_aliases(config.family))
     out: dict[str, torch.Tensor] = {}
@@ -220,18 +202,9 @@ def export_hf(
     eos_token_id: int | None = None,
 ) -> Path:
     """Write ``config.json`` and ``model.safetensors`` that ``transformers.AutoModelForMaskedLM`` (or
-    ``BertForPreTraining`` for an NSP model) loads.
-
-    Args:
-        model: the model to export.
-        config: its encoder config (default: ``model.config``).
-        out_dir: folder to write (created if needed); each file is written beside its name and renamed into
-            place, a symbolic link there refused (:func:`bvr.fs.atomic_path`); tokenizer files are copied elsewhere.
-        bos_token_id: see :func:`hf_config_dict`.
-        eos_token_id: see :func:`hf_config_dict`.
-
-    Returns:
-        The folder.
+    ``BertForPreTraining`` for an NSP model) loads; returns the folder. Each file is written beside its name and
+    renamed into place, a symbolic link there refused (:func:`bvr.fs.atomic_path`); tokenizer files are copied
+    elsewhere. The token ids: see :func:`hf_config_dict`.
     """
     config = config or model.config
     out = Path(out_dir)
@@ -246,12 +219,9 @@ def export_hf(
 
 
 def read_hf_weights(folder: Path) -> tuple[dict[str, torch.Tensor], Path]:
-    """Load the state dict of a folder: ``model.safetensors``, its sharded index, or ``pytorch_model.bin``.
-
-    Raises:
-        BvrError: naming the file, when there is none or one cannot be read (truncated by an interrupted
-            download or copy, or not a weights file at all).
-    """
+    """Load the state dict of a folder: ``model.safetensors``, its sharded index, or ``pytorch_model.bin``, and the
+    file read. A file that cannot be read (truncated by an interrupted download, not weights at all) is a BvrError
+    naming it."""
     single, index, legacy = folder / SAFETENSORS_FILE, folder / SAFETENSORS_INDEX, folder / TORCH_FILE
     if single.is_file():
         return _read_weights_file(single), single
@@ -266,10 +236,8 @@ def read_hf_weights(folder: Path) -> tuple[dict[str, torch.Tensor], Path]:
 def shard_files(index: Path) -> list[Path]:
     """The shard files a sharded checkpoint's index (``model.safetensors.index.json``) names, in its folder.
 
-    Raises:
-        BvrError: naming the index, when it is not JSON with a ``weight_map`` of tensor names to file names, or a
-            shard lies outside the index's folder once ``..`` and links are resolved (``../../x.safetensors``, an
-            absolute path, a link out of the folder): a model folder reads only its own files.
+    A shard outside the index's folder once ``..`` and links are resolved (``../../x.safetensors``, an absolute path,
+    a link out of the folder) is an error naming the index: a model folder reads only its own files.
     """
     folder = index.parent.resolve()
     try:
@@ -317,22 +285,13 @@ def has_mlm_head(state_dict: dict[str, torch.Tensor], family: str) -> bool:
 def load_hf(
     folder: str | Path, sentence_head: bool | None = None, *, need_mlm_head: bool = True, pooler: bool | None = None
 ) -> tuple[PretrainingModel, EncoderConfig]:
-    """Load a bert-base-uncased / roberta-base style folder (or one :func:`export_hf` wrote).
+    """Load a bert-base-uncased / roberta-base style folder (or one :func:`export_hf` wrote), the model in eval mode
+    like ``from_pretrained``'s.
 
-    Args:
-        folder: holds ``config.json`` and ``model.safetensors`` (or ``pytorch_model.bin``).
-        sentence_head: build the sentence head (NSP's or SOP's); None: when the weights have one.
-        pooler: build the pooler without NSP; None: when the weights store a bert one (:func:`stored_pooler`),
-            which fine-tuning's sequence head then starts from, as ``BertForSequenceClassification`` does.
-        need_mlm_head: refuse an encoder-only folder (no MLM head weights at all). When False such a folder
-            loads with the head at its initialisation (:func:`has_mlm_head` tells the caller); a head with only
-            some of its weights is refused either way.
-
-    Returns:
-        ``(model, config)``, the model in eval mode like ``from_pretrained``'s.
-
-    Raises:
-        BvrError: naming the folder, file or key of what does not fit.
+    ``sentence_head`` None: when the weights have one. ``pooler`` None: when the weights store a bert one
+    (:func:`stored_pooler`), which fine-tuning's sequence head then starts from, as ``BertForSequenceClassification``
+    does. ``need_mlm_head`` False loads an encoder-only folder with the head at its initialisation
+    (:func:`has_mlm_head` tells the caller); a head with only some of its weights is refused either way.
     """
     folder = Path(folder)
     if not folder.is_dir():

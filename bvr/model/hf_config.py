@@ -84,15 +84,8 @@ def architecture(config: EncoderConfig, sentence_head: bool) -> str:
 def hf_config_dict(
     config: EncoderConfig, sentence_head: bool, bos_token_id: int | None = None, eos_token_id: int | None = None
 ) -> dict[str, Any]:
-    """The ``config.json`` of an exported model.
-
-    Args:
-        config: encoder config.
-        sentence_head: whether the model has the sentence head (BERT: ``BertForPreTraining`` rather than
-            ``BertForMaskedLM``).
-        bos_token_id: written when given; roberta defaults to 0 (``<s>``), as roberta-base.
-        eos_token_id: written when given; roberta defaults to 2 (``</s>``).
-    """
+    """The ``config.json`` of an exported model. ``bos_token_id`` and ``eos_token_id`` are written when given;
+    roberta's default to 0 (``<s>``) and 2 (``</s>``), as roberta-base's."""
     data: dict[str, Any] = {
         "architectures": [architecture(config, sentence_head)],
         "model_type": model_type(config),
@@ -132,13 +125,7 @@ def config_from_hf(data: dict[str, Any], where: str | Path = CONFIG_FILE) -> Enc
     """Build an :class:`EncoderConfig` from a parsed ``config.json``.
 
     Every key is type- and range-checked, and the model's size against this machine's memory, before anything is
-    allocated (:mod:`bvr.model.hf_limits`).
-
-    Raises:
-        BvrError: naming the file and key, for a model type other than bert/roberta, a missing key, a value of the
-            wrong type or outside its range (:data:`~bvr.model.hf_limits.SIZE_LIMITS`; heads dividing hidden), a
-            model too large for this machine's memory, or a setting this encoder does not implement (an
-            activation other than exact GELU, relative positions).
+    allocated (:mod:`bvr.model.hf_limits`). Errors name the file and the ``config.json`` key.
     """
     check_values(data, where)
     declared = data.get("model_type")

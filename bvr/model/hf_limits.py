@@ -51,16 +51,9 @@ def _kind(value: object) -> str:
 
 
 def check_values(data: dict[str, Any], where: str | Path) -> None:
-    """Refuse a ``config.json`` key of the wrong type or a size outside :data:`SIZE_LIMITS`.
-
-    Args:
-        data: the parsed ``config.json``.
-        where: the file, named in errors as ``FILE: KEY``.
-
-    Raises:
-        BvrError: ``FILE: KEY: VALUE is ...``, the value as written in the file. Keys that are absent, or null
-            where a default exists, are left to :func:`~bvr.model.hf_config.config_from_hf`.
-    """
+    """Refuse a ``config.json`` key of the wrong type or a size outside :data:`SIZE_LIMITS`, as ``FILE: KEY: VALUE
+    is ...``, the value as written in the file. Keys that are absent, or null where a default exists, are left to
+    :func:`~bvr.model.hf_config.config_from_hf`."""
     for key, value in data.items():
         if value is None and key not in REQUIRED_KEYS:
             continue
@@ -116,16 +109,8 @@ def _gib(count: int) -> str:
 
 def check_fits_memory(config: EncoderConfig, data: dict[str, Any], where: str | Path,
                       memory: int | None = None) -> None:
-    """Refuse a model whose parameters, as float32, would not fit in ``memory`` (default: :func:`machine_memory`).
-
-    Args:
-        config: the encoder the config describes (already range-checked).
-        data: the parsed ``config.json``, for the key named in the error: the size that contributes most.
-        where: the file, named in errors.
-        memory: bytes available; None asks the machine.
-
-    Raises:
-        BvrError: ``FILE: KEY: VALUE: N parameters, X GiB as float32, more than this machine's Y GiB of memory``.
+    """Refuse a model whose parameters, as float32, would not fit in ``memory`` bytes (default:
+    :func:`machine_memory`). The error names the key of ``data`` (the parsed ``config.json``) that contributes most.
     """
     memory = machine_memory() if memory is None else memory
     count = parameter_count(config)

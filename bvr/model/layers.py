@@ -1,10 +1,7 @@
 """The encoder's layers as BERT computes them: the reference path, to read beside Hugging Face's ``modeling_bert.py``.
 
-Each class is the Hugging Face module of the same job, with its parameter names: :class:`Embeddings`
-(``BertEmbeddings``), :class:`SelfAttention` (``BertSelfAttention``), :class:`ResidualOutput` (``BertSelfOutput``
-and ``BertOutput``), :class:`Attention` (``BertAttention``), :class:`Intermediate` (``BertIntermediate``),
-:class:`Layer` (``BertLayer``) and :class:`LayerStack` (``BertEncoder``). Each ``forward`` is that module's eager
-computation, with ``nn.Dropout`` where BERT has it. Two additions: RoBERTa's position numbering
+Each class is the Hugging Face module of the same job (its docstring names it), with its parameter names; each
+``forward`` is that module's eager computation, with ``nn.Dropout`` where BERT has it. Two additions: RoBERTa's position numbering
 (:meth:`Embeddings.position_ids`) and pre-LayerNorm blocks (``EncoderConfig.norm='pre'``, the layout of Hugging
 Face's ``RobertaPreLayerNorm``).
 
@@ -184,16 +181,9 @@ class LayerStack(nn.Module):
     def forward(
         self, x: torch.Tensor, attention_mask: torch.Tensor | None = None, selected: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """Run every layer on ``x`` (batch, seq, hidden).
-
-        Args:
-            x: the embeddings, (batch, seq, hidden).
-            attention_mask: (batch, seq), 1 at real tokens and 0 at padding; None means no padding.
-            selected: (batch, seq) boolean; given, only the last layer's states there are returned.
-
-        Returns:
-            The last layer's states, (batch, seq, hidden), or (n_selected, hidden) in row-major order.
-        """
+        """Run every layer on the embeddings ``x`` (batch, seq, hidden); ``attention_mask`` (batch, seq) 1 at real
+        tokens, 0 at padding. The last layer's states, (batch, seq, hidden), or with ``selected`` (batch, seq)
+        boolean only those there, (n_selected, hidden) in row-major order."""
         x = self.every_layer(x, attention_mask)[-1]  # (batch, seq, hidden)
         return x if selected is None else x[selected]  # (n_selected, hidden)
 

@@ -1,11 +1,7 @@
 """Losses shared by pretraining and fine-tuning: the ignored label, cross-entropy over labelled positions, accuracy.
 
-- :data:`IGNORE_INDEX`: the label of positions no loss reads (the masking collator's unmasked tokens, a tagger's
-  later sub-tokens and specials, a batch without NSP). One definition for the data, the model and the tasks.
-- :func:`cross_entropy` and :func:`accuracy`: mean cross-entropy and detached accuracy over the labelled targets,
-  a zero still in the graph (not NaN) when there are none.
-- :func:`linear_cross_entropy`: the sparse MLM head's cross-entropy of ``x @ weight.T + bias`` in fewer
-  vocabulary-sized passes.
+:data:`IGNORE_INDEX` labels the positions no loss reads (the masking collator's unmasked tokens, a tagger's later
+sub-tokens and specials, a batch without NSP): one definition for the data, the model and the tasks.
 """
 
 from __future__ import annotations
@@ -127,15 +123,9 @@ def linear_cross_entropy(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``F.cross_entropy(F.linear(x, weight, bias), targets)`` and the accuracy, in fewer vocabulary-sized passes.
 
-    Args:
-        x: (n, hidden) decoder inputs.
-        weight: (vocab, hidden) decoder weight (the tied word embedding).
-        bias: (vocab,) decoder bias.
-        targets: (n,) target ids.
-
-    Returns:
-        ``(loss, accuracy)``: the mean loss (differentiable) and the share of rows whose argmax is the target
-        (not differentiable). No rows give a zero loss still in the graph, not NaN.
+    ``x`` (n, hidden), ``weight`` (vocab, hidden) (the tied word embedding), ``bias`` (vocab,), ``targets`` (n,).
+    The accuracy (share of rows whose argmax is the target) is not differentiable. No rows give a zero loss still in
+    the graph, not NaN.
     """
     if targets.numel() == 0:
         zero = x.sum() * 0.0

@@ -79,14 +79,10 @@ class PretrainingLoss:
 class PretrainingModel(nn.Module):
     """Encoder + MLM head (+ pooler and NSP head, + span-boundary head), with HF's parameter names.
 
-    Args:
-        config: encoder sizes and constants; ``config.family`` names the encoder attribute (``bert``/``roberta``);
-            ``config.sbo`` adds SpanBERT's span-boundary head (under ``sbo``; not exported to Hugging Face folders).
-        sentence_head: build the pooler and the sentence head, the 2-way classifier of NSP or SOP on the pooled first
-            token (BERT's ``BertForPreTraining``).
-        fast: the encoder's fast path (the default) or its reference path (:class:`Encoder`'s ``fast``).
-        pooler: build the pooler without the NSP head too (a ``BertModel`` folder's stored pooler, loaded for
-            fine-tuning); ignored where ``sentence_head`` is set, which always has one.
+    ``config.family`` names the encoder attribute (``bert``/``roberta``); ``config.sbo`` adds SpanBERT's
+    span-boundary head (under ``sbo``; not exported to Hugging Face folders). ``sentence_head``: the pooler and the
+    2-way classifier of NSP or SOP on the pooled first token (BERT's ``BertForPreTraining``). ``pooler``: the pooler
+    without the NSP head (a ``BertModel`` folder's stored pooler, loaded for fine-tuning).
     """
 
     def __init__(self, config: EncoderConfig, sentence_head: bool = False, fast: bool = True,
@@ -121,15 +117,9 @@ class PretrainingModel(nn.Module):
         return self.cls.predictions if self.config.family == "bert" else self.lm_head
 
     def mlm_logits(self, hidden: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Logits at the labelled positions only (sparse prediction).
-
-        Args:
-            hidden: (batch, seq, hidden) encoder output.
-            labels: (batch, seq) target ids, ``-100`` where nothing is predicted.
-
-        Returns:
-            ``(logits, targets)``: (n_masked, vocab) and (n_masked,), rows in row-major (batch, seq) order.
-        """
+        """Logits at the labelled positions only (sparse prediction): (batch, seq, hidden) states and (batch, seq)
+        labels, ``-100`` where nothing is predicted -> (n_masked, vocab) logits and (n_masked,) targets, rows in
+        row-major (batch, seq) order."""
         selected = labels.ne(IGNORE_INDEX)  # (batch, seq)
         return self.mlm_head(hidden[selected]), labels[selected]  # (n_masked, vocab), (n_masked,)
 
@@ -184,15 +174,8 @@ class PretrainingModel(nn.Module):
         token_type_ids: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
     ) -> PretrainingOutput:
-        """Encode and apply the heads.
-
-        Args:
-            input_ids: (batch, seq) token ids.
-            attention_mask: (batch, seq), 1 at real tokens, 0 at padding; None means no padding.
-            token_type_ids: (batch, seq) segment ids; None means all 0.
-            labels: (batch, seq) MLM targets with -100 where nothing is predicted. Given, the MLM logits are
-                computed at the labelled positions only; None gives dense logits at every position.
-        """
+        """Encode and apply the heads (inputs as :meth:`Encoder.forward`'s). With ``labels`` (batch, seq) the MLM
+        logits are computed at the labelled positions only; None gives dense logits at every position."""
         hidden = self.encoder(input_ids, attention_mask, token_type_ids)  # (batch, seq, hidden)
         if labels is None:
             logits, targets = self.mlm_logits_all(hidden), None
@@ -243,9 +226,6 @@ def count_parameters(model: nn.Module) -> dict[str, int]:
     ``embedding`` is word + position + token-type embeddings; the tied decoder shares the word embedding and is
     not counted twice (nor is anything else shared). The MLM output bias (vocab_size numbers) counts as
     non-embedding. At the tiny size a 50K vocabulary is most of the model: the vocabulary ablation reports this.
-
-    Returns:
-        ``{"total": ..., "embedding": ..., "non_embedding": ...}``.
     """
     total = sum(p.numel() for p in model.parameters())  # parameters() yields shared tensors once
     embedding = sum(

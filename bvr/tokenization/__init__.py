@@ -1,10 +1,4 @@
-"""Train, save, load and describe the two tokenizer families: BERT's WordPiece and RoBERTa's byte-level BPE.
-
-Modules: :mod:`bvr.tokenization.families` (the two families: build, train, post-process), :mod:`~.training`
-(:func:`train_tokenizer`), :mod:`~.files` (:func:`save_tokenizer`, :func:`load_tokenizer`, :func:`plain_tokenizer`),
-:mod:`~.vocab` (:func:`vocab_info`, what the data path needs) and :mod:`~.stats` (:func:`tokenizer_stats` over a
-corpus).
-"""
+"""Train, save, load and describe the two tokenizer families: BERT's WordPiece and RoBERTa's byte-level BPE."""
 
 from bvr.tokenization.families import (
     DEFAULT_VOCAB_SIZE,

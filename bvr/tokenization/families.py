@@ -27,21 +27,15 @@ class TokenizerFamily:
     """How to build, train, post-process and save one tokenizer family.
 
     Attributes:
-        name: the registry key.
         model_type: the `tokenizers` model class ("WordPiece", "BPE"); names the family of a foreign tokenizer.json.
-        special_tokens: the special tokens in id order, so the first gets id 0.
+        special_tokens: in id order, so the first gets id 0.
         roles: transformers' special-token attributes to tokens ("pad_token" -> "[PAD]").
-        default_vocab_size: the vocabulary size when none is asked for.
-        min_vocab_size: the smallest vocabulary worth training: the specials plus any fixed alphabet (an alphabet
-            found in the text comes on top).
-        build: returns an untrained tokenizer with its model, normaliser, pre-tokenizer and decoder.
+        min_vocab_size: the specials plus any fixed alphabet (an alphabet found in the text comes on top).
         scans_texts: whether ``trainer`` reads the texts before training does, so they must be read twice.
-        trainer: (vocab_size, min_frequency, show_progress, texts) -> the `tokenizers` trainer. Special tokens it
-            adds beyond ``special_tokens`` only pin ids during training and are released afterwards.
-        post_processor: trained tokenizer -> the post-processor that adds the specials around one or two segments.
+        trainer: special tokens it adds beyond ``special_tokens`` only pin ids during training and are released
+            afterwards.
         hf_config: tokenizer_config.json keys naming the transformers class and the flags it rebuilds the
             normaliser and pre-tokenizer from (transformers 5 rebuilds them rather than reading tokenizer.json).
-        word_start: non-special token -> whether it begins a word.
         sentence_prefix: what stands before every sentence of a document but its first when sentences are encoded
             one at a time (:func:`running_text`): the space that precedes it in running text where the
             pre-tokenizer keeps spaces (byte-level BPE: " The" is ``ĠThe``, as in fine-tuning text), nothing where
@@ -270,16 +264,6 @@ def running_text(sentences: Sequence[str], family: str) -> list[str]:
     ``ĠThe`` whether the text is encoded whole or sentence by sentence, as it is in fine-tuning text, and
     whole-word masking sees it start a word. A document's first sentence stands like the start of a fine-tuning
     text, with no space. WordPiece sentences are returned as they are.
-
-    Args:
-        sentences: one document's sentences, in order.
-        family: a key of :data:`FAMILIES`.
-
-    Returns:
-        The sentences, each but the first behind the prefix.
-
-    Raises:
-        BvrError: an unknown family.
 
     >>> running_text(["He left.", "The cat sat."], "roberta"), running_text(["He left.", "The cat sat."], "bert")
     (['He left.', ' The cat sat.'], ['He left.', 'The cat sat.'])

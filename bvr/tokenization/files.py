@@ -50,19 +50,9 @@ def save_tokenizer(tokenizer: Tokenizer, family: str, out_dir: Path, *, model_ma
 
     The folder holds ``tokenizer.json``; ``tokenizer_config.json`` and ``special_tokens_map.json`` so that
     ``transformers.AutoTokenizer.from_pretrained(out_dir)`` builds a ``BertTokenizerFast`` or ``RobertaTokenizerFast``
-    with the right special tokens and flags; and ``bvr_tokenizer.json``, which records the family.
-
-    Args:
-        tokenizer: a tokenizer of ``family``.
-        family: a key of :data:`FAMILIES`.
-        out_dir: the folder, created when missing; files already there are replaced.
-        model_max_length: the longest input, in tokens, transformers expects (it warns beyond it).
-
-    Returns:
-        ``out_dir``.
-
-    Raises:
-        BvrError: the family is unknown or the tokenizer lacks one of its special tokens.
+    with the right special tokens and flags; and ``bvr_tokenizer.json``, which records the family. Files already
+    there are replaced; ``model_max_length`` is the longest input, in tokens, transformers expects (it warns beyond
+    it). A tokenizer without one of its family's special tokens is refused.
     """
     spec = family_spec(family)
     special_token_ids(tokenizer, spec)
@@ -93,17 +83,9 @@ def _read_family(folder: Path, tokenizer: Tokenizer) -> str:
 
 
 def load_tokenizer(path: Path) -> tuple[Tokenizer, str]:
-    """Load a tokenizer saved by :func:`save_tokenizer` (or a Hugging Face tokenizer.json).
-
-    Args:
-        path: the folder, or its ``tokenizer.json``.
-
-    Returns:
-        The tokenizer and its family. Without ``bvr_tokenizer.json`` the family follows the model type
-        (WordPiece -> "bert", BPE -> "roberta"), so a bert-base-uncased or roberta-base folder loads too.
-
-    Raises:
-        BvrError: the file is missing or cannot be read, or its model's vocabulary is empty.
+    """Load a tokenizer saved by :func:`save_tokenizer` (the folder or its ``tokenizer.json``, or a Hugging Face
+    one) and its family. Without ``bvr_tokenizer.json`` the family follows the model type (WordPiece -> "bert", BPE
+    -> "roberta"), so a bert-base-uncased or roberta-base folder loads too.
     """
     path = Path(path)
     file = path / TOKENIZER_FILE if path.is_dir() else path

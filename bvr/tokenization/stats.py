@@ -11,7 +11,7 @@ from tokenizers import Tokenizer
 from bvr.tokenization.families import added_special_ids
 
 
-def _count_ids(tokenizer: Tokenizer, sentences: list[str], counts: np.ndarray) -> None:
+def count_ids(tokenizer: Tokenizer, sentences: list[str], counts: np.ndarray) -> None:
     """Add each id's occurrences in ``sentences`` (encoded without specials) to ``counts``."""
     if not sentences:
         return
@@ -25,20 +25,12 @@ def _ratio(part: float, whole: float) -> float:
 
 
 def tokenizer_stats(tokenizer: Tokenizer, documents: Iterable[list[str]], *, batch_size: int = 8_192) -> dict:
-    """How a tokenizer cuts held-out text.
+    """How a tokenizer cuts held-out text (documents as lists of sentences).
 
     Words are whitespace-separated strings, the same for every tokenizer, so the figures compare across families.
-
-    Args:
-        tokenizer: any `tokenizers` tokenizer.
-        documents: documents as lists of sentences.
-        batch_size: sentences per ``encode_batch_fast`` call.
-
-    Returns:
-        ``documents``, ``sentences``, ``words``, ``tokens`` (specials not added), ``tokens_per_word``,
-        ``unk_tokens`` and ``unk_rate`` (their share of the tokens; 0 when the model has no unknown token),
-        ``vocab_size`` (specials included), ``vocab_used`` (distinct non-special ids seen) and
-        ``vocab_used_share`` (of the non-special ids). Ratios over nothing are 0.0.
+    ``tokens`` are counted without specials; ``unk_rate`` is 0 when the model has no unknown token; ``vocab_size``
+    counts the specials, ``vocab_used`` the distinct non-special ids seen and ``vocab_used_share`` is of the
+    non-special ids. Ratios over nothing are 0.0.
     """
     counts = np.zeros(tokenizer.get_vocab_size(with_added_tokens=True), dtype=np.int64)  # (vocab_size,)
     n_documents = n_sentences = n_words = 0
@@ -49,9 +41,9 @@ def tokenizer_stats(tokenizer: Tokenizer, documents: Iterable[list[str]], *, bat
         n_words += sum(len(sentence.split()) for sentence in document)
         batch.extend(document)
         if len(batch) >= batch_size:
-            _count_ids(tokenizer, batch, counts)
+            count_ids(tokenizer, batch, counts)
             batch = []
-    _count_ids(tokenizer, batch, counts)
+    count_ids(tokenizer, batch, counts)
     return _summarise(tokenizer, counts, n_documents, n_sentences, n_words)
 
 

@@ -11,6 +11,7 @@ from tokenizers import Tokenizer
 from bvr.errors import BvrError
 from bvr.progress import bars
 from bvr.tokenization.families import Texts, TokenizerFamily, family_spec
+from bvr.tokenization.stats import count_ids
 
 
 def _check_training_args(family: TokenizerFamily, vocab_size: int, min_frequency: int) -> None:
@@ -51,26 +52,16 @@ def train_tokenizer(
     show_progress: bool = True,
     length: int | None = None,
 ) -> Tokenizer:
-    """Train a tokenizer of one family from text; the same texts and settings give the same tokenizer.json.
+    """Train a tokenizer of one family from text; the same texts and settings give the same tokenizer.json. Its
+    post-processor is set, so ``encode(a, b)`` adds the specials.
 
-    Args:
-        family: a key of :data:`~bvr.tokenization.families.FAMILIES` ("bert" or "roberta").
-        texts: strings, or batches (lists) of strings; batches cut the Python-to-Rust overhead on large corpora.
-            "bert" reads them twice (the first pass fixes the alphabet): pass something that starts over when
-            iterated again (a list, a dataset); a one-shot iterator is first copied into memory.
-        vocab_size: ids in the result, specials included; the family's default when None. Training stops short of
-            it only when the text has no more pairs seen ``min_frequency`` times; the base alphabet is always
-            kept, so a size below it comes out larger.
-        min_frequency: how often a pair must occur to be merged.
-        show_progress: draw the `tokenizers` progress bars, on a terminal only (:func:`bvr.progress.bars`):
-            elsewhere they draw nothing but leave three blank lines in the output.
-        length: how many items ``texts`` holds, for the progress bar only.
-
-    Returns:
-        The trained tokenizer, with the family's post-processor set, so ``encode(a, b)`` adds the specials.
-
-    Raises:
-        BvrError: the family is unknown, the sizes are out of range, or ``texts`` is empty.
+    ``texts`` are strings, or batches (lists) of strings, which cut the Python-to-Rust overhead on large corpora.
+    "bert" reads them twice (the first pass fixes the alphabet): pass something that starts over when iterated
+    again (a list, a dataset); a one-shot iterator is first copied into memory. ``vocab_size`` counts the specials
+    (None: the family's default); training stops short of it only when the text has no more pairs seen
+    ``min_frequency`` times, and the base alphabet is always kept, so a size below it comes out larger.
+    ``show_progress`` draws on a terminal only (:func:`bvr.progress.bars`): elsewhere the `tokenizers` bars draw
+    nothing but leave three blank lines. ``length``, how many items ``texts`` holds, is for the bar only.
     """
     spec = family_spec(family)
     size = spec.default_vocab_size if vocab_size is None else vocab_size
@@ -88,8 +79,7 @@ def token_counts(tokenizer: Tokenizer, texts: Texts) -> np.ndarray:
     """How often each id occurs in ``texts`` (strings or batches of strings), special tokens not added: (vocab,)."""
     counts = np.zeros(tokenizer.get_vocab_size(), dtype=np.int64)
     for batch in texts:
-        for encoding in tokenizer.encode_batch([batch] if isinstance(batch, str) else batch, add_special_tokens=False):
-            counts += np.bincount(encoding.ids, minlength=len(counts))
+        count_ids(tokenizer, [batch] if isinstance(batch, str) else list(batch), counts)
     return counts
 
 
@@ -124,9 +114,7 @@ def size_by_frequency(
     vocabulary splits words into more frequent pieces, so the count at the percentile rises as the size falls.
 
     ``texts`` must start over when iterated again (a list, :class:`~bvr.pretraining.prepare.SentenceBatches`).
-
-    Returns:
-        The tokenizer and a record of the search: the size chosen, its count at the percentile, the tries.
+    Returns the tokenizer and a record of the search: the size chosen, its count at the percentile, the tries.
     """
     spec = family_spec(family)
     tries: dict[int, int] = {}

@@ -12,16 +12,11 @@ from bvr.tokenization.families import added_special_ids, family_spec, special_to
 
 @dataclass(frozen=True)
 class VocabInfo:
-    """What the data path needs to know about a trained tokenizer's vocabulary.
+    """What the data path needs to know about a trained tokenizer's vocabulary (:func:`vocab_info`).
 
     Attributes:
-        family: "bert" (WordPiece) or "roberta" (byte-level BPE).
         vocab_size: number of ids, specials included.
-        pad_id: padding id.
-        unk_id: unknown-token id.
-        cls_id: id that opens a sequence ([CLS] or <s>).
-        sep_id: id that closes a segment ([SEP] or </s>).
-        mask_id: the mask token's id ([MASK] or <mask>).
+        cls_id: id that opens a sequence ([CLS] or <s>); ``sep_id`` closes a segment ([SEP] or </s>).
         special_ids: every special token's id; masking never chooses them.
         word_start: (vocab_size,) bool, True where a token begins a word (for whole-word masking).
     """
@@ -45,16 +40,6 @@ def vocab_info(tokenizer: Tokenizer, family: str) -> VocabInfo:
     space) or ASCII punctuation, which the GPT-2 pre-tokenizer always splits off, so punctuation is its own word as
     it is under BertPreTokenizer. The vocabulary cannot tell a word opening a text (which has no ``Ġ``) from the
     rest of a word; such a token counts as a continuation, so callers wanting it should also mark position 0.
-
-    Args:
-        tokenizer: a tokenizer of ``family``.
-        family: a key of :data:`~bvr.tokenization.families.FAMILIES`.
-
-    Returns:
-        The vocabulary facts.
-
-    Raises:
-        BvrError: the family is unknown or the tokenizer lacks one of its special tokens.
     """
     spec = family_spec(family)
     ids = special_token_ids(tokenizer, spec)
