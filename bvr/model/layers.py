@@ -1,9 +1,9 @@
 """The encoder's layers as BERT computes them: the reference path, to read beside Hugging Face's ``modeling_bert.py``.
 
 Each class is the Hugging Face module of the same job (its docstring names it), with its parameter names; each
-``forward`` is that module's eager computation, with ``nn.Dropout`` where BERT has it. Two additions: RoBERTa's position numbering
-(:meth:`Embeddings.position_ids`) and pre-LayerNorm blocks (``EncoderConfig.norm='pre'``, the layout of Hugging
-Face's ``RobertaPreLayerNorm``).
+``forward`` is that module's eager computation, with ``nn.Dropout`` where BERT has it. Two additions: RoBERTa's
+position numbering (:meth:`Embeddings.position_ids`) and pre-LayerNorm blocks (``EncoderConfig.norm='pre'``, the
+layout of Hugging Face's ``RobertaPreLayerNorm``).
 
 An encoder runs :mod:`bvr.model.fast` by default: subclasses of these modules, with the same parameters, that
 compute the same function in fewer passes (``Encoder(config, fast=False)`` runs this file instead).
