@@ -53,7 +53,7 @@ def _print_pretrain(result) -> None:
     from bvr.formatting import literal, pretrain_summary
 
     console.print(f"{state}: [bold]{literal(result.run_dir)}[/]", highlight=False, soft_wrap=True)
-    console.print("  " + pretrain_summary(result.metrics), markup=False, highlight=False, soft_wrap=True)
+    console.plain("  " + pretrain_summary(result.metrics))
     console.print(f"next: bvr fill-mask {result.run_dir} \"Paris is the [MASK] of France.\"", markup=False)
 
 
@@ -96,7 +96,7 @@ def finetune_cmd(
                           config_file=config)
     result = finetune(checkpoint, task, seeds=seeds, setup=setup, from_scratch=from_scratch,
                       context=RunContext(experiment=experiment, label=arm), progress=True)
-    console.print(describe(result), markup=False, highlight=False)
+    console.plain(describe(result), wrap=True)
 
 
 def fill_mask_cmd(
@@ -114,7 +114,7 @@ def fill_mask_cmd(
     predictions = fill_mask(load_pretrained(checkpoint), text, top_k=top_k)
     for n, preds in enumerate(predictions, start=1):
         shown = "  ".join(f"{p.token} ({p.probability:.3f})" for p in preds)
-        console.print(f"mask {n}: {shown}", markup=False, highlight=False)
+        console.plain(f"mask {n}: {shown}", wrap=True)
 
 
 def export_cmd(
@@ -135,8 +135,7 @@ def export_cmd(
     pretrained = load_pretrained(checkpoint)
     check_writable(out, "model folder (OUT)")
     export_folder(pretrained.model, pretrained.folder, _bvr_config(pretrained.folder), out, force=force)
-    console.print(f"wrote {out} (load with transformers.AutoModelForMaskedLM.from_pretrained)", markup=False,
-                  highlight=False, soft_wrap=True)
+    console.plain(f"wrote {out} (load with transformers.AutoModelForMaskedLM.from_pretrained)")
 
 
 def _bvr_config(folder: Path) -> dict:
