@@ -33,7 +33,6 @@ os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "60")
 from bvr.tracking.params import (  # noqa: E402
     MAX_ENTITY_KEY_LENGTH,
     MAX_PARAM_VAL_LENGTH,
-    MAX_PARAMS_TAGS_PER_BATCH,
     TRUNCATION_MARKER,
     DataInput,
     flatten_params,
@@ -41,10 +40,8 @@ from bvr.tracking.params import (  # noqa: E402
     log_config,
     log_inputs,
     log_params_batched,
-    log_tags_batched,
 )
 from bvr.tracking.runs import (  # noqa: E402
-    TAG_ABLATION,
     TAG_ARM,
     TAG_CLOSED,
     TAG_COLLAPSED,
@@ -73,7 +70,6 @@ from bvr.tracking.runs import (  # noqa: E402
 )
 from bvr.tracking.server import server_failure  # noqa: E402
 from bvr.tracking.store import (  # noqa: E402
-    DEFAULT_ARTIFACTS,
     DEFAULT_DB,
     artifact_location,
     check_store,
@@ -95,13 +91,12 @@ from bvr.tracking.ui import (  # noqa: E402
 )
 
 __all__ = [
-    "CURVES_VIEW", "DEFAULT_ARTIFACTS", "DEFAULT_DB", "DEFAULT_UI", "DataInput", "EFFECTS_VIEW",
-    "MAX_ENTITY_KEY_LENGTH", "MAX_PARAMS_TAGS_PER_BATCH", "MAX_PARAM_VAL_LENGTH", "RunContext", "SAVED_VIEWS",
-    "SCORES_VIEW", "TAG_ABLATION", "TAG_ARM", "TAG_CLOSED", "TAG_COLLAPSED", "TAG_DECLARED_PREFIX", "TAG_GIT_COMMIT",
-    "TAG_HOST", "TAG_LABEL", "TAG_MEASURE", "TAG_PID", "TAG_PRETRAIN_SEED", "TAG_SEED", "TAG_STAGE", "TAG_TASK",
-    "TRUNCATION_MARKER", "artifact_location", "check_store", "client_for", "close_stale_runs", "closed_on_error",
-    "end_run", "end_status", "ensure_experiment", "find_runs", "flatten_params", "git_commit", "link_model",
-    "log_artifact_dir", "log_config", "log_inputs", "log_params_batched", "log_tags_batched", "parent_run",
+    "CURVES_VIEW", "DEFAULT_DB", "DEFAULT_UI", "DataInput", "EFFECTS_VIEW", "MAX_ENTITY_KEY_LENGTH",
+    "MAX_PARAM_VAL_LENGTH", "RunContext", "SAVED_VIEWS", "SCORES_VIEW", "TAG_ARM", "TAG_CLOSED", "TAG_COLLAPSED",
+    "TAG_DECLARED_PREFIX", "TAG_GIT_COMMIT", "TAG_HOST", "TAG_LABEL", "TAG_MEASURE", "TAG_PID", "TAG_PRETRAIN_SEED",
+    "TAG_SEED", "TAG_STAGE", "TAG_TASK", "TRUNCATION_MARKER", "artifact_location", "check_store", "client_for",
+    "close_stale_runs", "closed_on_error", "end_run", "end_status", "ensure_experiment", "find_runs", "flatten_params",
+    "git_commit", "link_model", "log_artifact_dir", "log_config", "log_inputs", "log_params_batched", "parent_run",
     "resume_run", "run_name", "run_tags", "server_failure", "store_client", "system_metrics", "tracking_uri",
     "ui_address", "ui_base", "view_url",
 ]
