@@ -118,8 +118,10 @@ def ablate_cmd(
         console.plain(joined.why_not or record_lock(Path.cwd(), plan.data_dir))
     ran, reused = len(result.ran), len(result.reused)
     console.plain(f"ablation {plan.name}: {ran} unit(s) run, {reused} reused, in {duration(result.seconds)}", wrap=True)
-    if result.report is not None:
-        _print_outcome(result.report, plan.experiment, ui_url, result.manifest.parent_run_id)
+    if result.report is not None:  # its headline, where it is, and the MLflow addresses (the effects first)
+        _print_headline(result.report)
+        console.plain(f"report: {result.report.html}{_partial(result.report)}")
+        print_views(plan.experiment, ui_url, result.manifest.parent_run_id)
     elif not only:  # the same --preset, --set and folders pick this invocation's manifest (a smoke run's, say)
         options = _plan_options(plan.preset, overrides.texts, data_dir, output_dir)
         console.plain("next: " + shlex.join(["bvr", "report", name, *options]))
@@ -134,13 +136,8 @@ def _data_dir_from(params: Path | None) -> Path | None:
     return folder_option(f"data folder (data_dir in {params})")(Path(value)) if value else None
 
 
-def _print_outcome(report: Any, experiment: str, ui_url: str | None, parent_run_id: str | None) -> None:
-    """The closing lines: the report's headline, where the report is, and the MLflow addresses (the effects, on the
-    page of the ablation's parent run ``parent_run_id``, first)."""
-    _print_headline(report)
-    state = "" if report.complete else f" (partial: {len(report.missing)} item(s) missing)"
-    console.plain(f"report: {report.html}{state}")
-    print_views(experiment, ui_url, parent_run_id)
+def _partial(report: Any) -> str:
+    return "" if report.complete else f" (partial: {len(report.missing)} item(s) missing)"
 
 
 def _plan_options(preset: str | None, overrides: list[str] | None, data_dir: str | Path | None,
@@ -225,8 +222,7 @@ def report_cmd(
         check_writable(out, REPORTS_FOLDER)
         result = render_report(Manifest.load(path), out / Path(name).stem, workdir=Path.cwd(), ui_url=ui_url,
                                write_views=write_report_views)
-        console.plain(f"wrote {result.html}" + ("" if result.complete else
-                                                 f" (partial: {len(result.missing)} item(s) missing)"))
+        console.plain(f"wrote {result.html}{_partial(result)}")
         for line in result.missing:
             console.plain(f"  missing: {line}", wrap=True)
         _print_headline(result)

@@ -40,18 +40,13 @@ def pretrain_cmd(
     Logs to MLflow (./mlflow.db and ./mlartifacts unless MLFLOW_TRACKING_URI is set; browse with
     `mlflow ui --backend-store-uri sqlite:///mlflow.db`). A finished run with the same configuration is reused.
     """
+    from bvr.formatting import literal, pretrain_summary
     from bvr.pretraining.run import pretrain
     from bvr.tracking import RunContext
 
     cfg = load(config, preset, set_, data_dir, output_dir)
     result = pretrain(cfg, context=RunContext(experiment=experiment), resume=resume, restart=restart)
-    _print_pretrain(result)
-
-
-def _print_pretrain(result) -> None:
     state = "reused the finished run" if result.reused else "finished"
-    from bvr.formatting import literal, pretrain_summary
-
     console.print(f"{state}: [bold]{literal(result.run_dir)}[/]", highlight=False, soft_wrap=True)
     console.plain("  " + pretrain_summary(result.metrics))
     console.print(f"next: bvr fill-mask {result.run_dir} \"Paris is the [MASK] of France.\"", markup=False)
