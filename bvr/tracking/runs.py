@@ -81,7 +81,6 @@ class RunContext:
 
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
-"""The folder of the bvr package."""
 
 
 def _git(repo: Path, *args: str) -> str | None:
