@@ -115,17 +115,16 @@ def ablate_cmd(
     result = run_ablation(plan, only=only, stage_dir=stage_dir or (joined and joined.stage_dir), report=report,
                           progress=progress, console=console, ui_url=ui_url)
     if joined is not None:
-        console.print(joined.why_not or record_lock(Path.cwd(), plan.data_dir), markup=False, highlight=False,
-                      soft_wrap=True)
+        console.plain(joined.why_not or record_lock(Path.cwd(), plan.data_dir))
     ran, reused = len(result.ran), len(result.reused)
-    console.print(f"ablation {plan.name}: {ran} unit(s) run, {reused} reused, in {duration(result.seconds)}",
-                  markup=False, highlight=False)
-    if result.report is not None:
-        _print_outcome(result.report, plan.experiment, ui_url, result.manifest.parent_run_id)
+    console.plain(f"ablation {plan.name}: {ran} unit(s) run, {reused} reused, in {duration(result.seconds)}", wrap=True)
+    if result.report is not None:  # its headline, where it is, and the MLflow addresses (the effects first)
+        _print_headline(result.report)
+        console.plain(f"report: {result.report.html}{_partial(result.report)}")
+        print_views(plan.experiment, ui_url, result.manifest.parent_run_id)
     elif not only:  # the same --preset, --set and folders pick this invocation's manifest (a smoke run's, say)
         options = _plan_options(plan.preset, overrides.texts, data_dir, output_dir)
-        console.print("next: " + shlex.join(["bvr", "report", name, *options]), markup=False, highlight=False,
-                      soft_wrap=True)
+        console.plain("next: " + shlex.join(["bvr", "report", name, *options]))
 
 
 def _data_dir_from(params: Path | None) -> Path | None:
@@ -137,13 +136,8 @@ def _data_dir_from(params: Path | None) -> Path | None:
     return folder_option(f"data folder (data_dir in {params})")(Path(value)) if value else None
 
 
-def _print_outcome(report: Any, experiment: str, ui_url: str | None, parent_run_id: str | None) -> None:
-    """The closing lines: the report's headline, where the report is, and the MLflow addresses (the effects, on the
-    page of the ablation's parent run ``parent_run_id``, first)."""
-    _print_headline(report)
-    state = "" if report.complete else f" (partial: {len(report.missing)} item(s) missing)"
-    console.print(f"report: {report.html}{state}", markup=False, highlight=False, soft_wrap=True)
-    print_views(experiment, ui_url, parent_run_id)
+def _partial(report: Any) -> str:
+    return "" if report.complete else f" (partial: {len(report.missing)} item(s) missing)"
 
 
 def _plan_options(preset: str | None, overrides: list[str] | None, data_dir: str | Path | None,
@@ -173,10 +167,10 @@ def _print_headline(report: Any) -> None:
     """The report's headline in a line per question, as its first screen has them, under the level of their
     intervals (the full sentences are the report's)."""
     if report.brief:
-        console.print(f"headline (Δ [{report.level} simultaneous interval]; verdicts: Holm, family-wise error 5%):",
-                      markup=False, highlight=False)
+        console.plain(f"headline (Δ [{report.level} simultaneous interval]; verdicts: Holm, family-wise error 5%):",
+                      wrap=True)
     for line in report.brief:
-        console.print(f"- {line}", markup=False, highlight=False, soft_wrap=True)
+        console.plain(f"- {line}")
 
 
 def report_cmd(
@@ -221,18 +215,16 @@ def report_cmd(
             found = made_elsewhere(plan, lambda other: _plan(name, preset, overrides, Path(other), outputs))
             if found is not None:
                 path = found.manifest
-                console.print(found.note(), markup=False, highlight=False)
+                console.plain(found.note(), wrap=True)
         if not path.is_file():
             raise BvrError(f"no runs of ablation '{name}' with these settings ({path})", where="report",
                            hint=f"run `bvr ablate {name}" + (f" --preset {preset}" if preset else "") + "` first")
         check_writable(out, REPORTS_FOLDER)
         result = render_report(Manifest.load(path), out / Path(name).stem, workdir=Path.cwd(), ui_url=ui_url,
                                write_views=write_report_views)
-        console.print(f"wrote {result.html}" + ("" if result.complete else
-                                                 f" (partial: {len(result.missing)} item(s) missing)"),
-                      markup=False, highlight=False, soft_wrap=True)
+        console.plain(f"wrote {result.html}{_partial(result)}")
         for line in result.missing:
-            console.print(f"  missing: {line}", markup=False, highlight=False)
+            console.plain(f"  missing: {line}", wrap=True)
         _print_headline(result)
         if browser_check is not None:
             _browser_check(Manifest.load(path), browser_check)
@@ -242,7 +234,7 @@ def report_cmd(
             raise BvrError(f"no ablation has runs under {outputs / 'ablations'}: nothing to summarise",
                            where="report --all", hint="run `bvr ablate NAME` first, or pass the --output-dir it used")
         summary = render_summary(manifests, check_writable(out, REPORTS_FOLDER), workdir=Path.cwd())
-        console.print(f"wrote {summary}", markup=False, highlight=False, soft_wrap=True)
+        console.plain(f"wrote {summary}")
 
 
 def _browser_check(manifest: Any, out: Path) -> None:
@@ -256,15 +248,14 @@ def _browser_check(manifest: Any, out: Path) -> None:
         raise BvrError("no Chromium found for --browser-check", where="--browser-check",
                        hint="install it (Debian: apt-get install chromium) or set BVR_CHROMIUM to its path")
     uri = tracking_uri(Path.cwd())
-    console.print(f"starting `mlflow ui` for {uri} and headless Chromium (about a minute)...", markup=False,
-                  highlight=False)
+    console.plain(f"starting `mlflow ui` for {uri} and headless Chromium (about a minute)...", wrap=True)
     with mlflow_ui(uri) as base:
         copy = render_report(manifest, out / "report", workdir=Path.cwd(), ui_url=base, log_to_mlflow=False)
         parent = manifest.parent_run_id
         experiment_id = store_client(uri).get_run(parent).info.experiment_id if parent else None
         check = check_in_browser(copy.html, base, out, experiment_id=experiment_id, parent_run_id=parent)
-    console.print(f"browser check: {check.images} image(s), {check.links} link(s) into MLflow; screenshots and "
-                  f"check.json in {out}", markup=False, highlight=False, soft_wrap=True)
+    console.plain(f"browser check: {check.images} image(s), {check.links} link(s) into MLflow; screenshots and "
+                  f"check.json in {out}")
     if check.problems:
         raise BvrError("; ".join(check.problems), where=str(check.report),
                        hint="see check.json and the screenshots beside it")
@@ -298,26 +289,23 @@ def status_cmd(
     running = running_now(manifest, Path.cwd())
     for run in running:
         where = f" {ui_address(base, run.experiment_id, run.run_id)}" if base else f" (run {run.run_id})"
-        console.print(f"running now: {run.name}, process {run.pid}, since {run.started}{where}", markup=False,
-                      highlight=False, soft_wrap=True)
+        console.plain(f"running now: {run.name}, process {run.pid}, since {run.started}{where}")
     queued = print_slurm_jobs(path.parent, manifest)
     lines = [f"failed: {line}" for line in errors(manifest)]
     lines += [f"{gap}: bvr ablate adds them, as missing" for gap in manifest.gaps()]
     for line in lines:
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+        console.plain(line)
     # Commands that run as printed: the experiment as bvr ablate takes it, every option of the plan hash, quoted.
     arguments = [_experiment_arg(name, manifest),
                  *_plan_options(manifest.preset, manifest.overrides, manifest.context.data_dir, output_dir)]
     if manifest.complete:
-        console.print("complete; the report: " + shlex.join(["bvr", "report", *arguments]), markup=False,
-                      highlight=False, soft_wrap=True)
+        console.plain("complete; the report: " + shlex.join(["bvr", "report", *arguments]))
     elif running or queued:
         console.print("in progress" + (f" ({queued} SLURM job(s) queued or running)" if queued else "") +
                       "; when it stops, the same command continues it", highlight=False)
     else:
         slurm = ["--launcher", "slurm"] if (path.parent / "jobs.json").is_file() else []
-        console.print("next: " + shlex.join(["bvr", "ablate", *arguments, *slurm]) + " (finished units are reused)",
-                      markup=False, highlight=False, soft_wrap=True)
+        console.plain("next: " + shlex.join(["bvr", "ablate", *arguments, *slurm]) + " (finished units are reused)")
 
 
 def pipeline_cmd(
@@ -346,8 +334,7 @@ def pipeline_cmd(
         sys.stdout.write(render_pipeline(plan, Path.cwd(), output="dvc.yaml"))
         return
     write_pipeline(plan, output, force=force)
-    console.print(f"wrote {output} and its plot templates in {output.parent / TEMPLATES_DIR}; run it with: dvc repro",
-                  markup=False, highlight=False, soft_wrap=True)
+    console.plain(f"wrote {output} and its plot templates in {output.parent / TEMPLATES_DIR}; run it with: dvc repro")
 
 
 def _check_pipeline_file(output: Path) -> None:

@@ -49,7 +49,7 @@ def config_show(
     else:
         cfg = load(config, preset, set_, data_dir, output_dir)
         text = yaml.safe_dump(cfg.to_dict(), sort_keys=False)
-    console.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+    console.plain(text, end="")
 
 
 def _ablation_arms(name: str, config: Path | None, preset: str | None, overrides: list[str] | None,
@@ -109,14 +109,14 @@ def tokenizer_stats_cmd(
     documents = load_corpus(corpus_dir / "documents")["validation"]["sentences"]
     stats = tokenizer_stats(tok, (running_text(doc, family) for doc in documents))  # as the data stage encodes
     stats.update(family=family, vocab_size=tok.get_vocab_size(), held_out="validation documents")
-    console.print(describe_stats(stats), markup=False, highlight=False)
+    console.plain(describe_stats(stats), wrap=True)
 
 
 def _print_tokenizer_stats(tokenizer_dir: Path) -> None:
     from bvr.tokenization import describe_stats
 
     stats = json.loads((tokenizer_dir / "tokenizer_stats.json").read_text())
-    console.print(describe_stats(stats), markup=False, highlight=False)
+    console.plain(describe_stats(stats), wrap=True)
 
 
 def data_prepare(config: ConfigOpt = None, preset: PresetOpt = None, set_: SetOpt = None,
@@ -183,4 +183,4 @@ def data_show(
     if epoch < 0:
         raise BvrError(f"must be at least 0 (the first epoch), got {epoch}", where="--epoch")
     cfg = load(config, preset, set_, data_dir, output_dir)
-    console.print(render_examples(cfg, prepare(cfg), count=count, epoch=epoch), markup=False, highlight=False)
+    console.plain(render_examples(cfg, prepare(cfg), count=count, epoch=epoch), wrap=True)

@@ -91,10 +91,10 @@ def probe_cmd(
                          probes.heldout_examples)
     result = run_probe(pretrained, task, data_dir=data_dir, sample=sample, features=kinds, from_scratch=from_scratch,
                        progress=progress)
-    console.print(describe(result), markup=False, highlight=False, soft_wrap=True)  # a table: never wrapped
+    console.plain(describe(result))  # a table: never wrapped
     if json_file is not None:
         write_text(json_file, json.dumps(result.to_dict(), indent=2) + "\n")
-        console.print(f"wrote {json_file}", markup=False, highlight=False)
+        console.plain(f"wrote {json_file}", wrap=True)
 
 
 def blimp_cmd(
@@ -146,21 +146,21 @@ def blimp_cmd(
     _print_blimp(result, model.resolve().name, per_paradigm, seed)
     if json_out is not None:
         write_text(json_out, json.dumps(result.to_dict(), indent=1) + "\n")
-        console.print(f"wrote {json_out}", markup=False, highlight=False)
+        console.plain(f"wrote {json_out}", wrap=True)
 
 
 def _print_blimp(result, name: str, per_paradigm: int | None, seed: int) -> None:
     sample = f"{per_paradigm} per paradigm, seed {seed}" if per_paradigm else "all pairs"
     rate = result.sentences / result.seconds if result.seconds else float("nan")
-    console.print(f"BLiMP: {len(result.pairs):,} pairs in {len(result.paradigm_accuracy)} paradigms ({sample}); "
+    console.plain(f"BLiMP: {len(result.pairs):,} pairs in {len(result.paradigm_accuracy)} paradigms ({sample}); "
                   f"{result.sentences:,} sentences scored in {duration(result.seconds)} ({rate:.0f} sentences/s)",
-                  markup=False, highlight=False)
+                  wrap=True)
     published = list(result.published.items())
     console.print(_blimp_macro_table(name, result.summary(), published))
     console.print(_blimp_term_table(result, published))
-    console.print(f"micro accuracy (over pairs) {result.micro_accuracy:.1%}"
+    console.plain(f"micro accuracy (over pairs) {result.micro_accuracy:.1%}"
                   + ("; published models: all 1,000 pairs of the same paradigms" if published else
-                     "; no models_summary.jsonl found, so no published figures"), markup=False, highlight=False)
+                     "; no models_summary.jsonl found, so no published figures"), wrap=True)
 
 
 def _blimp_macro_table(name: str, ours, published: list) -> Table:

@@ -31,9 +31,8 @@ def launch_local(plan: Any, invocation: Any, jobs: int, ui_url: str | None) -> N
     from bvr.ops.launch.launch import run_local
 
     result = run_local(plan, invocation, jobs, console, ui_url)
-    console.print(f"ablation {plan.name}: {len(result.ran)} unit(s) run by the local launcher ({jobs} at a time), "
-                  f"{len(result.failed)} failed, {len(result.skipped)} skipped, in {duration(result.seconds)}",
-                  markup=False, highlight=False, soft_wrap=True)
+    console.plain(f"ablation {plan.name}: {len(result.ran)} unit(s) run by the local launcher ({jobs} at a time), "
+                  f"{len(result.failed)} failed, {len(result.skipped)} skipped, in {duration(result.seconds)}")
     if (Path("reports") / plan.name / "report.html").is_file() and result.ran:  # its path: the report unit's line
         print_views(plan.experiment, ui_url)
     if result.failed:
@@ -48,18 +47,17 @@ def launch_slurm(plan: Any, invocation: Any, jobs: int, ui_url: str | None) -> N
 
     done = submit_slurm(plan, invocation, console, ui_url)
     for unit, job in done.submitted.items():
-        console.print(f"{unit}: submitted as SLURM job {job}", markup=False, highlight=False)
+        console.plain(f"{unit}: submitted as SLURM job {job}", wrap=True)
     status = shlex.join(["bvr", "status", plan.name, *(["--preset", plan.preset] if plan.preset else []),
                          *(["--output-dir", str(invocation.output_dir)]
                            if invocation.output_dir != Path("outputs") else [])])
     if not done.submitted and not done.queued:
-        console.print(f"ablation {plan.name}: every unit is finished; nothing submitted", markup=False,
-                      highlight=False)
+        console.plain(f"ablation {plan.name}: every unit is finished; nothing submitted", wrap=True)
         return
-    console.print(f"ablation {plan.name}: {len(done.submitted)} job(s) submitted, {len(done.queued)} already queued "
-                  f"or running; logs in {plan.folder / 'slurm'}", markup=False, highlight=False, soft_wrap=True)
-    console.print(f"follow: {status} (or squeue); the same bvr ablate command again submits only what is neither "
-                  "finished nor queued", markup=False, highlight=False, soft_wrap=True)
+    console.plain(f"ablation {plan.name}: {len(done.submitted)} job(s) submitted, {len(done.queued)} already queued "
+                  f"or running; logs in {plan.folder / 'slurm'}")
+    console.plain(f"follow: {status} (or squeue); the same bvr ablate command again submits only what is neither "
+                  "finished nor queued")
 
 
 def print_slurm_jobs(folder: Path, manifest: Any) -> int:
@@ -75,7 +73,7 @@ def print_slurm_jobs(folder: Path, manifest: Any) -> int:
         jobs = read_jobs(folder)
         states = slurm_states(sorted({entry["job"] for entry in jobs.values()}))
     except BvrError as err:  # the manifest's progress stands without them
-        console.print(f"SLURM jobs not shown: {err.one_line()}", markup=False, highlight=False, soft_wrap=True)
+        console.plain(f"SLURM jobs not shown: {err.one_line()}")
         return 0
     if not jobs:
         return 0
@@ -89,5 +87,5 @@ def print_slurm_jobs(folder: Path, manifest: Any) -> int:
             failed.append(f"{unit}: SLURM job {entry['job']} {state}; log {entry.get('log', '?')}")
     console.print(table)
     for line in failed:
-        console.print(f"job ended: {line}", markup=False, highlight=False, soft_wrap=True)
+        console.plain(f"job ended: {line}")
     return active

@@ -33,6 +33,10 @@ class LogConsole(Console):
         """Rich's print, soft-wrapped (no line breaks added) where no terminal is attached."""
         super().print(*objects, soft_wrap=not self.is_terminal if soft_wrap is None else soft_wrap, **options)
 
+    def plain(self, text: Any, *, wrap: bool = False, **options: Any) -> None:
+        """``text`` as it is (no markup, no highlighting), on one line even on a terminal unless ``wrap``."""
+        self.print(text, markup=False, highlight=False, soft_wrap=None if wrap else True, **options)
+
 
 console = LogConsole(emoji=False)  # ":100:" in a file:line stays text, not an emoji
 err_console = LogConsole(stderr=True, emoji=False)
@@ -68,15 +72,12 @@ FAMILIES_HELP = "|".join(FAMILIES)
 DATA_FOLDERS_HELP = ", ".join(["corpus/", *dict.fromkeys(spec.folder.split("/")[0] + "/" for spec in TASKS.values())])
 
 def folder_option(what: str) -> Callable[[Path | None], Path | None]:
-    """The callback of a folder option (``--data-dir``, ``--output-dir``), run on the value given or read from its
-    environment variable, before the command starts.
+    """The callback of a folder option (``what``: ``"output folder (--output-dir)"``), run on the value given or read
+    from its environment variable, before the command starts.
 
     ``~`` becomes the home folder: a shell leaves it as it is in ``--output-dir=~/runs`` and in quotes, and a
     literal ``~`` folder would be created in the working folder. A name longer than the file system allows is
     refused here, before any command stats the path.
-
-    Args:
-        what: the folder, for the message (``"output folder (--output-dir)"``).
     """
     def check(value: Path | None) -> Path | None:
         if value is None:
@@ -90,14 +91,9 @@ def folder_option(what: str) -> Callable[[Path | None], Path | None]:
 
 
 def label_option(option: str, what: str) -> Callable[[str | None], str | None]:
-    """The callback of an option that takes a label (``--arm``, ``--experiment``): held to the rule of run and
-    experiment names (:func:`~bvr.config.loading.is_name`), as an ablation's arms and experiments are, since a label
-    names MLflow runs and experiments as theirs do.
-
-    Args:
-        option: the option, for the message (``"--arm"``).
-        what: what the label names (``"an arm"``).
-    """
+    """The callback of an ``option`` that takes a label (``--arm``, ``--experiment``; ``what``: ``"an arm"``): held to
+    the rule of run and experiment names (:func:`~bvr.config.loading.is_name`), as an ablation's arms and experiments
+    are, since a label names MLflow runs and experiments as theirs do."""
     def check(value: str | None) -> str | None:
         if value is not None and not is_name(value):
             raise BvrError(f"{value!r} cannot name {what}", where=option, hint=NAME_RULE)
@@ -164,11 +160,7 @@ class Overrides:
 
     @classmethod
     def of(cls, config: Path | None, overrides: list[str] | None) -> Overrides:
-        """Read ``config`` (None: no file) and put ``overrides`` after it.
-
-        Raises:
-            BvrError: the file is missing or not a YAML mapping (naming it and the line).
-        """
+        """Read ``config`` (None: no file) and put ``overrides`` after it."""
         from bvr.config import flatten, read_yaml
 
         if config is None:

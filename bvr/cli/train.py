@@ -40,20 +40,15 @@ def pretrain_cmd(
     Logs to MLflow (./mlflow.db and ./mlartifacts unless MLFLOW_TRACKING_URI is set; browse with
     `mlflow ui --backend-store-uri sqlite:///mlflow.db`). A finished run with the same configuration is reused.
     """
+    from bvr.formatting import literal, pretrain_summary
     from bvr.pretraining.run import pretrain
     from bvr.tracking import RunContext
 
     cfg = load(config, preset, set_, data_dir, output_dir)
     result = pretrain(cfg, context=RunContext(experiment=experiment), resume=resume, restart=restart)
-    _print_pretrain(result)
-
-
-def _print_pretrain(result) -> None:
     state = "reused the finished run" if result.reused else "finished"
-    from bvr.formatting import literal, pretrain_summary
-
     console.print(f"{state}: [bold]{literal(result.run_dir)}[/]", highlight=False, soft_wrap=True)
-    console.print("  " + pretrain_summary(result.metrics), markup=False, highlight=False, soft_wrap=True)
+    console.plain("  " + pretrain_summary(result.metrics))
     console.print(f"next: bvr fill-mask {result.run_dir} \"Paris is the [MASK] of France.\"", markup=False)
 
 
@@ -96,7 +91,7 @@ def finetune_cmd(
                           config_file=config)
     result = finetune(checkpoint, task, seeds=seeds, setup=setup, from_scratch=from_scratch,
                       context=RunContext(experiment=experiment, label=arm), progress=True)
-    console.print(describe(result), markup=False, highlight=False)
+    console.plain(describe(result), wrap=True)
 
 
 def fill_mask_cmd(
@@ -114,7 +109,7 @@ def fill_mask_cmd(
     predictions = fill_mask(load_pretrained(checkpoint), text, top_k=top_k)
     for n, preds in enumerate(predictions, start=1):
         shown = "  ".join(f"{p.token} ({p.probability:.3f})" for p in preds)
-        console.print(f"mask {n}: {shown}", markup=False, highlight=False)
+        console.plain(f"mask {n}: {shown}", wrap=True)
 
 
 def export_cmd(
@@ -136,8 +131,7 @@ def export_cmd(
     saved = _bvr_config(pretrained.folder)  # a config bvr cannot read is refused before OUT is made
     check_writable(out, "model folder (OUT)")
     export_folder(pretrained.model, pretrained.folder, saved, out, force=force)
-    console.print(f"wrote {out} (load with transformers.AutoModelForMaskedLM.from_pretrained)", markup=False,
-                  highlight=False, soft_wrap=True)
+    console.plain(f"wrote {out} (load with transformers.AutoModelForMaskedLM.from_pretrained)")
 
 
 def _bvr_config(folder: Path) -> dict:

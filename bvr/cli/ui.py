@@ -13,6 +13,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -57,7 +58,7 @@ def ui_cmd(
     command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", ui_store(uri), "--host", host,
                "--port", str(port)]
     with tempfile.TemporaryFile(mode="w+") as log, served.running(command, log) as ui:  # its log: read if it fails
-        served.wait_until_up(ui, base, log, _say)
+        served.wait_until_up(ui, base, log, partial(err_console.plain, wrap=True))
         _print([*lines, f"  (the UI runs on {ui_store(uri)} until Ctrl-C)"])
         if open_browser:
             _open(lines[0].split(": ", 1)[1])
@@ -87,15 +88,11 @@ def _experiment(client: Any, name: str) -> Any:
 
 def _print(lines: list[str]) -> None:
     for line in lines:
-        console.print(line, highlight=False, markup=False, soft_wrap=True)
+        console.plain(line)
 
 
 def _open(url: str) -> None:
     import webbrowser
 
     if not webbrowser.open(url):
-        err_console.print(f"no browser to open here; open {url}", highlight=False, markup=False, soft_wrap=True)
-
-
-def _say(line: str) -> None:
-    err_console.print(line, highlight=False, markup=False)
+        err_console.plain(f"no browser to open here; open {url}")

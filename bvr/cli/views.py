@@ -21,7 +21,7 @@ def print_views(experiment: str, ui_url: str | None, parent_run_id: str | None =
         return
     base = ui_base(uri, ui_url)
     for line in view_lines(base or DEFAULT_UI, found, parent_run_id or newest_parent(client, found)):
-        console.print(line, highlight=False, markup=False, soft_wrap=True)
+        console.plain(line)
     if base is None:
-        console.print(f"  (start the UI first, in this folder: bvr ui {experiment}; or mlflow ui --backend-store-uri "
-                      f"{ui_store(uri)})", highlight=False, markup=False, soft_wrap=True)
+        console.plain(f"  (start the UI first, in this folder: bvr ui {experiment}; or mlflow ui --backend-store-uri "
+                      f"{ui_store(uri)})")

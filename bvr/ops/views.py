@@ -110,12 +110,8 @@ def fitted_range(values: Iterable[float], margin: float = 0.05) -> tuple[float, 
 
 
 def view_states(ranges: Mapping[str, tuple[float, float]] | None = None) -> dict[str, dict[str, Any]]:
-    """Each view's state, keyed by its share key, in the MLflow UI's JSON shape.
-
-    Args:
-        ranges: metric -> (low, high) of its chart's y axis (:func:`fitted_range`); a chart without one scales
-            itself.
-    """
+    """Each view's state, keyed by its share key, in the MLflow UI's JSON shape. ``ranges``: metric -> (low, high)
+    of its chart's y axis (:func:`fitted_range`); a chart without one scales itself."""
     ranges = ranges or {}
     name = _column("attributes", "Run Name")
     scores_columns = [name, *(_column("metrics", key) for key in SUMMARY_COLUMNS), _column("tags", TAG_UNIT)]
@@ -160,12 +156,7 @@ def view_states(ranges: Mapping[str, tuple[float, float]] | None = None) -> dict
 def write_views(client: MlflowClient, experiment_id: str,
                 ranges: Mapping[str, tuple[float, float]] | None = None) -> None:
     """Write (or refresh) bvr's saved views as tags of the experiment, listed under the UI's "Views"; idempotent.
-
-    Args:
-        client: the store.
-        experiment_id: the ablation's experiment.
-        ranges: the curves' y axes (:func:`view_states`).
-    """
+    ``ranges``: the curves' y axes (:func:`view_states`)."""
     now = int(time.time() * 1000)
     names = {view.key: view.name for view in SAVED_VIEWS}
     for key, state in view_states(ranges).items():
@@ -204,16 +195,14 @@ def _nested_runs(client: MlflowClient, experiment_id: str, parent_run_id: str, s
 
 
 def write_summaries(client: MlflowClient, experiment_id: str, parent_run_id: str, rows: list[ScoreRow]) -> list[str]:
-    """Write the scores view's rows as finished runs nested under ``parent_run_id``, one per arm and measure; a
-    row the parent has already is updated (a report rendered again), not doubled. Returns the run ids."""
+    """Write the scores view's rows, one run per arm and measure (:func:`_nested_runs`); returns the run ids."""
     return _nested_runs(client, experiment_id, parent_run_id, STAGE_SUMMARY, TAG_SUMMARY,
                         [(f"{row.arm}|{row.measure}", row.name, row.metrics(), {"bvr.arm": row.arm, TAG_UNIT: row.unit})
                          for row in rows])
 
 
 def write_effects(client: MlflowClient, experiment_id: str, parent_run_id: str, rows: list[EffectRow]) -> list[str]:
-    """Write the effects view's rows as finished runs nested under ``parent_run_id``, one per comparison, in the
-    order given; a row the parent has already is updated, not doubled. Returns the run ids."""
+    """Write the effects view's rows, one run per comparison in the order given (:func:`_nested_runs`)."""
     return _nested_runs(client, experiment_id, parent_run_id, STAGE_EFFECT, TAG_COMPARISON,
                         [(f"{row.arm_b}|{row.arm_a}|{row.measure}", row.name, row.metrics(),
                           {TAG_ORDER: f"{i:03d}", TAG_DIFFERENCE: row.text, TAG_VERDICT: row.verdict,
@@ -225,7 +214,6 @@ def set_run_colours(client: MlflowClient, colours: Mapping[str, str]) -> None:
     """Draw each run (id -> ``#rrggbb``) in its colour in the UI's charts and runs list."""
     for run_id, colour in colours.items():
         client.set_tag(run_id, RUN_COLOUR_TAG, colour)
-
 
 
 def write_report_views(client: MlflowClient, experiment_id: str, parent_run_id: str | None,

@@ -218,7 +218,7 @@ def _parent(runner: Runner, only: list[str] | None) -> Iterator[None]:
     (``--only``, a launcher's jobs) nest under it without reopening it. Runs left RUNNING by a killed invocation are
     closed first."""
     from bvr.ops.views import write_views
-    from bvr.tracking import RunContext, close_stale_runs, parent_run, run_tags, store_client, tracking_uri
+    from bvr.tracking import RunContext, client_for, close_stale_runs, parent_run, run_tags
 
     plan = runner.plan
     if runner.rank != 0:
@@ -242,7 +242,7 @@ def _parent(runner: Runner, only: list[str] | None) -> Iterator[None]:
             else:
                 run = stack.enter_context(parent_run(plan.experiment, name, workdir=Path.cwd(), tags=tags,
                                                      description=plan.ablation.description, resume_run_id=existing))
-                write_views(store_client(tracking_uri(Path.cwd())), run.info.experiment_id)
+                write_views(client_for(Path.cwd()), run.info.experiment_id)
                 runner.parent_run_id = runner.manifest.parent_run_id = run.info.run_id
                 runner.save()
                 stack.callback(_log_manifest, runner)
@@ -253,10 +253,8 @@ def _parent(runner: Runner, only: list[str] | None) -> Iterator[None]:
 def launcher_parent(plan: Plan, *, console: Console, ui_url: str | None = None) -> Iterator[Manifest]:
     """The manifest and the MLflow parent run that the processes of ``bvr ablate --launcher`` share, made before
     the first of them starts: each unit's process (``--only``) finds both and nests its runs under the parent. The
-    parent stays open for the block (its process is alive, so no unit's process closes it as left behind).
-
-    Raises:
-        BvrError: as :func:`run_ablation` does before its first unit (the store, the output folder).
+    parent stays open for the block (its process is alive, so no unit's process closes it as left behind). The store
+    and the output folder are checked as :func:`run_ablation` checks them.
     """
     from bvr.tracking import check_store
 
@@ -269,15 +267,10 @@ def launcher_parent(plan: Plan, *, console: Console, ui_url: str | None = None) 
 
 def _recorded_parent(runner: Runner) -> str | None:
     """The parent run the manifest on disk names (another invocation may have written it since this one read it),
-    if this store has it.
-
-    Raises:
-        BvrError: the manifest records finished units but this store lacks its parent run: the outputs were
-            copied or moved away from their store, or ``--output-dir`` names another folder's outputs (going on
-            would leave a report without their runs); or the store holds those units' runs, and the parent's id
-            was edited or its run deleted.
-    """
-    from bvr.tracking import store_client, tracking_uri
+    if this store has it. Refused where the manifest records finished units but this store lacks its parent run:
+    the outputs were copied or moved away from their store, or ``--output-dir`` names another folder's outputs
+    (going on would leave a report without their runs); or the parent's id was edited or its run deleted."""
+    from bvr.tracking import client_for, tracking_uri
     from bvr.tracking.placed import newest_run
 
     path, store = runner.plan.manifest_path, tracking_uri(Path.cwd())
@@ -300,17 +293,17 @@ def _recorded_parent(runner: Runner) -> str | None:
     # No parent recorded: where the manifest was deleted, its parent is found by the plan and the manifest's place,
     # and the runs reused under it rather than under a second one.
     plan = runner.plan
-    return recorded or newest_run(store_client(store), plan.experiment, f"tags.`bvr.stage` = 'ablation' and "
+    return recorded or newest_run(client_for(Path.cwd()), plan.experiment, f"tags.`bvr.stage` = 'ablation' and "
                                   f"tags.`bvr.plan` = '{plan.plan_hash}'", {"bvr.manifest": str(plan.manifest_path)})
 
 
 def _run_exists(run_id: str) -> bool:
     from mlflow.exceptions import MlflowException
 
-    from bvr.tracking import store_client, tracking_uri
+    from bvr.tracking import client_for
 
     try:
-        store_client(tracking_uri(Path.cwd())).get_run(run_id)
+        client_for(Path.cwd()).get_run(run_id)
     except MlflowException:
         return False
     return True
@@ -318,11 +311,11 @@ def _run_exists(run_id: str) -> bool:
 
 def _log_manifest(runner: Runner) -> None:
     """Save the manifest, and log it to the ablation's parent run (when there is one)."""
-    from bvr.tracking import store_client, tracking_uri
+    from bvr.tracking import client_for
 
     runner.save()
     if runner.parent_run_id:
-        store_client(tracking_uri(Path.cwd())).log_artifact(runner.parent_run_id, str(runner.plan.manifest_path))
+        client_for(Path.cwd()).log_artifact(runner.parent_run_id, str(runner.plan.manifest_path))
 
 
 def run_ablation(
@@ -338,22 +331,10 @@ def run_ablation(
     """Run every unit of ``plan`` (or the ``only`` ones), reusing finished units; render the report last.
 
     A unit that fails is recorded in the manifest and the run goes on with the units that do not need it; the
-    failures are raised together at the end, after the (partial) report.
-
-    Args:
-        plan: from :func:`bvr.ablation.plan.make_plan`.
-        only: run just these units (``pretrain:static``; :meth:`Plan.units` lists them), as a launcher's jobs do.
-        stage_dir: also write each unit's products here for DVC (``pipeline/NAME``).
-        report: render the report at the end of a full run.
-        progress: progress bars.
-        console: where to print (default: stdout).
-        ui_url: the MLflow UI the report's run ids link to (:func:`bvr.tracking.ui.ui_base`).
-
-    Raises:
-        BvrError: an unknown unit; any unit failed (each named with its error, and what to do); the tracking server
-            does not answer; the output or working folder cannot be written, or a write ran out of disk
-            (:class:`~bvr.write_checks.WriteError`, which stops the run at once).
-        KeyboardInterrupt: passed on after the manifest is saved; re-running continues.
+    failures are raised together at the end, after the (partial) report; a write that ran out of disk or permission
+    (:class:`~bvr.write_checks.WriteError`) stops the run at once. An interrupt is passed on after the manifest is
+    saved; re-running continues. ``only`` runs just these units (``pretrain:static``), as a launcher's jobs do;
+    ``stage_dir`` (``pipeline/NAME``) also gets each unit's products, for DVC.
     """
     from bvr.tracking import check_store
 

@@ -201,9 +201,6 @@ def find_model(ctx: UnitContext, label: str, *, what: str, where: str) -> Path:
     stage's copy, or the finished run the manifest records. Never trains: an arm whose pretraining has not finished
     is an error. The control is not trained at all: its initialisation (a random draw from ``training.seed``) is
     taken from its cache, or written there in seconds (:func:`bvr.pretraining.initialise.initialise`).
-
-    Raises:
-        BvrError: the arm's pretraining failed, or has not finished (or is not in the manifest).
     """
     from bvr.pretraining.initialise import initialise
 

@@ -13,14 +13,6 @@ Conventions:
 
 Every function takes the store from :func:`tracking_uri` and passes it explicitly: nothing here relies on
 MLflow's process-wide "current" tracking URI or active run.
-
-Modules: :mod:`bvr.tracking.store` (where runs are stored, reading them back), :mod:`bvr.tracking.locked` (a store
-another process holds locked), :mod:`bvr.tracking.moved` (a store that moved), :mod:`bvr.tracking.uri` (what a
-tracking URI names, checked before MLflow opens it), :mod:`bvr.tracking.params` (configs
-as params), :mod:`bvr.tracking.runs` (names, tags, parent runs), :mod:`bvr.tracking.ui` (addresses in the MLflow UI, and
-the names of bvr's saved views; :mod:`bvr.ops.views` writes the views),
-:mod:`bvr.tracking.placed` (a cached result's run in the experiment that asks for it) and
-:mod:`bvr.tracking.server` (a tracking server that stops answering).
 """
 
 import os
@@ -41,7 +33,6 @@ os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "60")
 from bvr.tracking.params import (  # noqa: E402
     MAX_ENTITY_KEY_LENGTH,
     MAX_PARAM_VAL_LENGTH,
-    MAX_PARAMS_TAGS_PER_BATCH,
     TRUNCATION_MARKER,
     DataInput,
     flatten_params,
@@ -49,10 +40,8 @@ from bvr.tracking.params import (  # noqa: E402
     log_config,
     log_inputs,
     log_params_batched,
-    log_tags_batched,
 )
 from bvr.tracking.runs import (  # noqa: E402
-    TAG_ABLATION,
     TAG_ARM,
     TAG_CLOSED,
     TAG_COLLAPSED,
@@ -81,7 +70,6 @@ from bvr.tracking.runs import (  # noqa: E402
 )
 from bvr.tracking.server import server_failure  # noqa: E402
 from bvr.tracking.store import (  # noqa: E402
-    DEFAULT_ARTIFACTS,
     DEFAULT_DB,
     artifact_location,
     check_store,
@@ -103,15 +91,12 @@ from bvr.tracking.ui import (  # noqa: E402
 )
 
 __all__ = [
-    "CURVES_VIEW", "DEFAULT_ARTIFACTS", "DEFAULT_DB", "DEFAULT_UI", "DataInput", "EFFECTS_VIEW",
-    "MAX_ENTITY_KEY_LENGTH", "RunContext",
-    "MAX_PARAMS_TAGS_PER_BATCH", "MAX_PARAM_VAL_LENGTH", "SAVED_VIEWS", "SCORES_VIEW", "TAG_ABLATION", "TAG_ARM",
-    "TAG_CLOSED", "TAG_COLLAPSED", "TAG_DECLARED_PREFIX", "TAG_GIT_COMMIT", "TAG_HOST", "TAG_LABEL", "TAG_MEASURE",
-    "TAG_PID",
-    "TAG_PRETRAIN_SEED", "TAG_SEED", "TAG_STAGE", "TAG_TASK", "TRUNCATION_MARKER", "artifact_location", "check_store",
-    "client_for", "close_stale_runs", "closed_on_error", "end_run", "end_status", "ensure_experiment", "find_runs",
-    "flatten_params", "git_commit", "link_model", "log_artifact_dir", "log_config", "log_inputs", "log_params_batched",
-    "log_tags_batched", "parent_run", "resume_run", "run_name", "run_tags", "server_failure", "store_client",
-    "system_metrics",
-    "tracking_uri", "ui_address", "ui_base", "view_url",
+    "CURVES_VIEW", "DEFAULT_DB", "DEFAULT_UI", "DataInput", "EFFECTS_VIEW", "MAX_ENTITY_KEY_LENGTH",
+    "MAX_PARAM_VAL_LENGTH", "RunContext", "SAVED_VIEWS", "SCORES_VIEW", "TAG_ARM", "TAG_CLOSED", "TAG_COLLAPSED",
+    "TAG_DECLARED_PREFIX", "TAG_GIT_COMMIT", "TAG_HOST", "TAG_LABEL", "TAG_MEASURE", "TAG_PID", "TAG_PRETRAIN_SEED",
+    "TAG_SEED", "TAG_STAGE", "TAG_TASK", "TRUNCATION_MARKER", "artifact_location", "check_store", "client_for",
+    "close_stale_runs", "closed_on_error", "end_run", "end_status", "ensure_experiment", "find_runs", "flatten_params",
+    "git_commit", "link_model", "log_artifact_dir", "log_config", "log_inputs", "log_params_batched", "parent_run",
+    "resume_run", "run_name", "run_tags", "server_failure", "store_client", "system_metrics", "tracking_uri",
+    "ui_address", "ui_base", "view_url",
 ]

@@ -25,11 +25,7 @@ STORE_NOTICE = 3.0
 
 
 def store_wait() -> float:
-    """How long to wait for a locked SQLite store: :data:`STORE_WAIT_ENV` in seconds, else :data:`STORE_WAIT`.
-
-    Raises:
-        BvrError: the variable is not a number of seconds (0 or more).
-    """
+    """How long to wait for a locked SQLite store: :data:`STORE_WAIT_ENV` in seconds, else :data:`STORE_WAIT`."""
     text = os.environ.get(STORE_WAIT_ENV, "").strip()
     if not text:
         return STORE_WAIT
@@ -70,11 +66,7 @@ def _command_name(pid: int) -> str:
 
 def locked_store_error(db: Path, waited: float, *, before_work: bool = True) -> BvrError:
     """The one line for a store that stayed locked: the store, who has it open if found, and what to do.
-
-    Args:
-        before_work: the check before any work (:func:`check_store`), so nothing was written; False: a call of the
-            running command (MLflow waits its own 20 s there).
-    """
+    ``before_work``: the check before any work, so nothing was written; False: a call of the running command."""
     holders = store_holders(db)
     who = f"it is open in {holders}" if holders else "no process of this user has it open: another user's or " \
         "another machine's may"
@@ -90,26 +82,25 @@ def locked_store_error(db: Path, waited: float, *, before_work: bool = True) -> 
                          "are reused")
 
 
-def _is_locked(err: BaseException | None) -> bool:
-    """Whether ``err`` (sqlite3's, SQLAlchemy's or MLflow's wrapping of either) says the database is locked."""
+def causes(err: BaseException | None) -> Iterator[BaseException]:
+    """``err``, then its causes and contexts, each once."""
     seen: set[int] = set()
     while err is not None and id(err) not in seen:
-        if "database is locked" in str(err):
-            return True
         seen.add(id(err))
+        yield err
         err = err.__cause__ or err.__context__
-    return False
 
 
 @contextlib.contextmanager
 def locked_as_error(db: Path | None) -> Iterator[None]:
-    """Turn "database is locked" from a call into the store ``db`` into :func:`locked_store_error` (MLflow has waited
-    its own 20 s by then); also a decorator."""
+    """Turn "database is locked" from a call into the store ``db`` (sqlite3's, SQLAlchemy's or MLflow's wrapping of
+    either) into :func:`locked_store_error` (MLflow has waited its own 20 s by then); also a decorator."""
     start = time.monotonic()
     try:
         yield
     except Exception as err:
-        if db is not None and not isinstance(err, BvrError) and _is_locked(err):
+        locked = any("database is locked" in str(cause) for cause in causes(err))
+        if db is not None and not isinstance(err, BvrError) and locked:
             raise locked_store_error(db, time.monotonic() - start, before_work=False) from err
         raise
 
@@ -146,11 +137,8 @@ def check_sqlite(db: Path, *, write: bool) -> None:
 
 
 def _sqlite_opens(db: Path, *, write: bool, timeout: float) -> bool:
-    """Whether ``db`` opened (and with ``write`` took a write) within ``timeout`` seconds; False: it is locked.
-
-    Raises:
-        BvrError: the file is not SQLite, or cannot be read or written (:data:`_SQLITE_FAULTS`).
-    """
+    """Whether ``db`` opened (and with ``write`` took a write) within ``timeout`` seconds; False: it is locked. A file
+    that is not SQLite, or cannot be read or written, is a BvrError (:data:`_SQLITE_FAULTS`)."""
     connection = sqlite3.connect(db, timeout=timeout, isolation_level=None)
     try:
         connection.execute("PRAGMA schema_version")  # reads the header

@@ -56,15 +56,10 @@ def flatten_params(config: Mapping[str, Any], prefix: str = "") -> dict[str, str
     than MLflow's limit are cut and end with :data:`TRUNCATION_MARKER`; characters MLflow refuses in keys
     become ``_``. A dataclass is accepted in place of a dict.
 
-    Args:
-        config: a (nested) mapping of config values.
-        prefix: a key to put in front of every key (joined with ``.``).
-
-    Example:
-        >>> flatten_params({"masking": {"mask_prob": 0.15, "split": [0.8, 0.1, 0.1]}, "path": None})
-        {'masking.mask_prob': '0.15', 'masking.split': '[0.8, 0.1, 0.1]', 'path': 'null'}
-        >>> flatten_params({"a b:c": True}, prefix="cfg")
-        {'cfg.a b_c': 'true'}
+    >>> flatten_params({"masking": {"mask_prob": 0.15, "split": [0.8, 0.1, 0.1]}, "path": None})
+    {'masking.mask_prob': '0.15', 'masking.split': '[0.8, 0.1, 0.1]', 'path': 'null'}
+    >>> flatten_params({"a b:c": True}, prefix="cfg")
+    {'cfg.a b_c': 'true'}
     """
     out: dict[str, str] = {}
     for key, value in _as_dict(config).items():
@@ -85,9 +80,14 @@ def log_params_batched(client: MlflowClient, run_id: str, params: Mapping[str, s
     Re-logging a param with the same value is accepted (a resumed run logs its config again); a different value
     for an existing key is refused by MLflow.
     """
-    items = [Param(key, str(value)) for key, value in params.items()]
-    for start in range(0, len(items), MAX_PARAMS_TAGS_PER_BATCH):
-        client.log_batch(run_id, params=items[start : start + MAX_PARAMS_TAGS_PER_BATCH])
+    log_batched(client, run_id, "params", [Param(key, str(value)) for key, value in params.items()])
+
+
+def log_batched(client: MlflowClient, run_id: str, kind: str, items: list[Any],
+                 size: int = MAX_PARAMS_TAGS_PER_BATCH) -> None:
+    """``client.log_batch`` of ``items`` as ``kind`` (``params``, ``tags``, ``metrics``), ``size`` at a time."""
+    for start in range(0, len(items), size):
+        client.log_batch(run_id, **{kind: items[start : start + size]})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,9 +114,7 @@ def log_inputs(client: MlflowClient, run_id: str, inputs: Sequence[DataInput]) -
 
 def log_tags_batched(client: MlflowClient, run_id: str, tags: Mapping[str, str]) -> None:
     """Set ``tags`` on a run in batches of at most MLflow's limit."""
-    items = [RunTag(key, str(value)) for key, value in tags.items()]
-    for start in range(0, len(items), MAX_PARAMS_TAGS_PER_BATCH):
-        client.log_batch(run_id, tags=items[start : start + MAX_PARAMS_TAGS_PER_BATCH])
+    log_batched(client, run_id, "tags", [RunTag(key, str(value)) for key, value in tags.items()])
 
 
 def _plain(config: Any) -> Any:
@@ -131,14 +129,8 @@ def log_config(
     *,
     artifact_name: str = "config.yaml",
 ) -> None:
-    """Log a resolved config as flattened params and as a YAML artifact.
-
-    Args:
-        logger_or_client: an MLFlowLogger (its run is used when ``run_id`` is None) or an MlflowClient.
-        run_id: the run to log to.
-        config: the resolved config (a mapping or a dataclass).
-        artifact_name: file name of the YAML artifact.
-    """
+    """Log a resolved config (a mapping or a dataclass) as flattened params and as a YAML artifact, to ``run_id`` or,
+    given a Lightning MLFlowLogger and None, the logger's run."""
     if not isinstance(logger_or_client, MlflowClient):  # a Lightning MLFlowLogger
         client, run_id = logger_or_client.experiment, run_id or logger_or_client.run_id
     else:

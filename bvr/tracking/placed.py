@@ -14,10 +14,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from mlflow.entities import Metric, Param, RunStatus
+from mlflow.entities import Metric, RunStatus
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+from bvr.tracking.params import log_batched, log_params_batched
 
 TAG_RESULT = "bvr.result"
 """The name of the cache entry a run was made from (an evaluation's result file, a fine-tuning seed's folder)."""
@@ -25,8 +27,7 @@ TAG_RESULT = "bvr.result"
 TAG_COPIED_FROM = "bvr.copied_from"
 """On a copy made by :func:`copy_run`: the run it copies (in another experiment)."""
 
-_METRICS_PER_BATCH = 1000  # MLflow's limits on one log_batch request
-_PARAMS_PER_BATCH = 100
+_METRICS_PER_BATCH = 1000  # MLflow's limit on one log_batch request
 
 
 def finished_in(client: MlflowClient, run_id: str | None, experiment_id: str) -> bool:
@@ -91,13 +92,10 @@ def copy_run(client: MlflowClient, run_id: str, experiment_id: str, *, parent_ru
         kept[MLFLOW_PARENT_RUN_ID] = parent_run_id
     copy = client.create_run(experiment_id, start_time=source.info.start_time, tags=kept,
                              run_name=source.info.run_name).info.run_id
-    params = [Param(key, value) for key, value in source.data.params.items()]
-    for start in range(0, len(params), _PARAMS_PER_BATCH):
-        client.log_batch(copy, params=params[start:start + _PARAMS_PER_BATCH])
+    log_params_batched(client, copy, source.data.params)
     metrics = [Metric(key, m.value, m.timestamp, m.step) for key in sorted(source.data.metrics)
                for m in client.get_metric_history(run_id, key)]
-    for start in range(0, len(metrics), _METRICS_PER_BATCH):
-        client.log_batch(copy, metrics=metrics[start:start + _METRICS_PER_BATCH])
+    log_batched(client, copy, "metrics", metrics, _METRICS_PER_BATCH)
     if source.inputs and source.inputs.dataset_inputs:
         client.log_inputs(copy, datasets=list(source.inputs.dataset_inputs))
     with tempfile.TemporaryDirectory(prefix="bvr-copy-") as folder:

@@ -81,7 +81,6 @@ class RunContext:
 
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
-"""The folder of the bvr package."""
 
 
 def _git(repo: Path, *args: str) -> str | None:
@@ -93,13 +92,8 @@ def _git(repo: Path, *args: str) -> str | None:
 
 
 def git_commit(repo: Path | None = None) -> str | None:
-    """The commit checked out at ``repo``, with ``-dirty`` if tracked files changed; None outside git.
-
-    Untracked files do not count (as with ``git describe --dirty``).
-
-    Args:
-        repo: any folder inside the work tree (None: the folder of the bvr package, i.e. the code that runs).
-    """
+    """The commit checked out at ``repo`` (any folder of the work tree; None: the code that runs), with ``-dirty`` if
+    tracked files changed (untracked ones do not count, as with ``git describe --dirty``); None outside git."""
     repo = Path(repo or _PACKAGE_DIR)
     commit = _git(repo, "rev-parse", "--verify", "HEAD")
     if not commit:
@@ -111,11 +105,8 @@ def git_commit(repo: Path | None = None) -> str | None:
 def run_name(arm: str, stage: str, task: str | None = None, seed: int | None = None) -> str:
     """The name of a nested run: ``ARM/STAGE[/TASK][/seedN]``.
 
-    Example:
-        >>> run_name("roberta", "pretrain")
-        'roberta/pretrain'
-        >>> run_name("bert", "finetune", "mnli", 3)
-        'bert/finetune/mnli/seed3'
+    >>> run_name("roberta", "pretrain"), run_name("bert", "finetune", "mnli", 3)
+    ('roberta/pretrain', 'bert/finetune/mnli/seed3')
     """
     parts = [arm, stage, *([task] if task else []), *([f"seed{seed}"] if seed is not None else [])]
     return "/".join(parts)
@@ -133,21 +124,12 @@ def run_tags(
     seed: int | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, str]:
-    """The ``bvr.*`` tags of a run, and the git commit where known.
+    """The ``bvr.*`` tags of a run, the git commit where known, and the host and process id that opened it
+    (:data:`TAG_HOST`, :data:`TAG_PID`).
 
     Tags whose value is None are left out, so that ``tags.bvr.task = 'mnli'`` filters only runs that have one.
-    Booleans are written ``true``/``false``.
-
-    Args:
-        context: the ablation (``bvr.ablation``) and label (``bvr.arm``, unless the context's tags name the arm)
-            of the run, and the tags of its model.
-        stage: ``pretrain``, ``finetune``, ...
-        task: the fine-tuning task.
-        seed: the fine-tuning seed.
-        extra: more tags (``{TAG_COLLAPSED: False}``); they win over the context's tags, which win over the
-            fields above.
-
-    Every run also carries the host and process id that opened it (:data:`TAG_HOST`, :data:`TAG_PID`).
+    Booleans are written ``true``/``false``. ``extra`` (``{TAG_COLLAPSED: False}``) wins over the context's tags,
+    which win over the context's ablation and label (``bvr.arm``) and the other arguments.
     """
     values = {TAG_ABLATION: context.ablation, TAG_ARM: context.label, TAG_STAGE: stage, TAG_TASK: task,
               TAG_SEED: seed, **_owner()}
@@ -175,10 +157,7 @@ def close_stale_runs(experiment: str, workdir: Path | None = None) -> list[str]:
     A killed process (SIGKILL, out of memory, a closed laptop) cannot end its runs, and MLflow would show them as
     running forever. Each run names its host and process (:data:`TAG_HOST`, :data:`TAG_PID`); a run of this host
     whose process is gone is closed with the tag :data:`TAG_CLOSED` saying why. Runs of other hosts, runs without
-    those tags (written by older versions) and runs of live processes are left alone.
-
-    Returns:
-        The ids of the runs closed.
+    those tags (written by older versions) and runs of live processes are left alone. Returns the ids closed.
     """
     client = client_for(workdir)
     found = client.get_experiment_by_name(experiment)
@@ -222,19 +201,9 @@ def parent_run(
     description: str | None = None,
     resume_run_id: str | None = None,
 ) -> Iterator[mlflow.entities.Run]:
-    """Start (or resume) the parent run of one invocation; end it FINISHED, FAILED or KILLED.
-
-    Args:
-        experiment: experiment name (created if missing).
-        name: run name.
-        workdir: folder of the default store.
-        tags: run tags (:func:`run_tags`); MLflow's own context tags (user, source) are added.
-        description: shown as the run's description in the UI (``mlflow.note.content``).
-        resume_run_id: continue this run instead of starting one; its tags are updated with ``tags``.
-
-    Yields:
-        The run as it was when started.
-    """
+    """Start (or resume, updating its tags) the parent run of one invocation in ``experiment`` (created if missing);
+    end it FINISHED, FAILED or KILLED. MLflow's own context tags (user, source) join ``tags``; ``description`` is the
+    run's description in the UI (``mlflow.note.content``). Yields the run as it was when started."""
     experiment_id = ensure_experiment(experiment, workdir)
     client = client_for(workdir)
     tags = dict(tags or {})
@@ -309,12 +278,8 @@ def end_run(client: MlflowClient, run_id: str, status: str) -> None:
 
 @contextlib.contextmanager
 def closed_on_error(client: MlflowClient, run_id: str | None) -> Iterator[None]:
-    """End the run ``run_id`` KILLED or FAILED (:func:`end_status`) when the block raises; the error goes on.
-
-    Args:
-        client: the run's store.
-        run_id: the run; None (a DDP rank other than zero, which has none) does nothing.
-    """
+    """End the run ``run_id`` KILLED or FAILED (:func:`end_status`) when the block raises; the error goes on. None (a
+    DDP rank other than zero, which has no run) does nothing."""
     try:
         yield
     except BaseException as err:
@@ -341,17 +306,12 @@ def link_model(client: MlflowClient, run_id: str, model_id: str, *, description:
                metrics: Mapping[str, float], step: int = 0, digits: int = 4) -> None:
     """Show a logged model as the run's output both ways in MLflow's UI: the run page lists it under "Logged
     models" (the run's outputs; ``source_run_id`` alone does not), and the model's page shows ``description`` and
-    ``metrics`` (rounded to ``digits`` decimals; non-finite values left out) beside its "Source run" link.
+    ``metrics`` (rounded to ``digits`` decimals; non-finite values left out; logged at ``step``, the run's last)
+    beside its "Source run" link. ``description`` is Markdown.
 
-    Args:
-        client: the store.
-        run_id: the run that made the model.
-        model_id: the logged model (``create_logged_model``).
-        description: Markdown for the model's page.
-        metrics: what to show on the model's page (``val/mlm_loss``), logged to the run under the model as
-            :func:`model_metric_key` names them: MLflow keeps a model's metrics in its run's history, and under the
-            run's own key a rounded copy would add a point to its curve and become its latest value.
-        step: the step they are logged at (the run's last).
+    The metrics go to the run under the names :func:`model_metric_key` gives: MLflow keeps a model's metrics in its
+    run's history, and under the run's own key a rounded copy would add a point to its curve and become its latest
+    value.
     """
     import math
     import time

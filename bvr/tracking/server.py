@@ -14,6 +14,7 @@ from pathlib import Path
 from mlflow.exceptions import MlflowException
 
 from bvr.errors import BvrError
+from bvr.tracking.locked import causes
 from bvr.tracking.store import tracking_uri
 
 _UNANSWERED = (("Connection refused", "connection refused"),
@@ -29,10 +30,7 @@ def server_failure(err: BaseException, workdir: Path | None = None) -> BvrError 
     uri = tracking_uri(workdir)
     if not uri.startswith(("http://", "https://")):
         return None
-    seen: set[int] = set()
-    cause: BaseException | None = err
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
+    for cause in causes(err):
         text = str(cause)
         reason = next((said for mark, said in _UNANSWERED if mark in text), None)
         if isinstance(cause, MlflowException) and "API request to" in text and reason:
@@ -41,5 +39,4 @@ def server_failure(err: BaseException, workdir: Path | None = None) -> BvrError 
                             f"{retries} {'retry' if retries == '1' else 'retries'})",
                             where="MLFLOW_TRACKING_URI", hint="start it again, then run the same command: finished "
                             "stages and checkpoints are reused (bvr pretrain: with --resume)")
-        cause = cause.__cause__ or cause.__context__
     return None

@@ -32,11 +32,8 @@ _OPENED: set[str] = set()
 
 
 def tracking_uri(workdir: Path | None = None) -> str:
-    """The store runs go to: ``MLFLOW_TRACKING_URI`` if set, else ``sqlite:///<abs workdir>/mlflow.db``.
-
-    Args:
-        workdir: folder of the default store (None: the current directory).
-    """
+    """The store runs go to: ``MLFLOW_TRACKING_URI`` if set, else ``sqlite:///<abs workdir>/mlflow.db`` (None: the
+    current directory)."""
     env = os.environ.get("MLFLOW_TRACKING_URI", "").strip()
     if env:
         return env
@@ -101,18 +98,9 @@ def check_store(workdir: Path | None = None, *, timeout: float = SERVER_TIMEOUT)
     """Before long work: the tracking server answers, or the local store's folder can be written; return the URI.
 
     MLflow's client retries an unreachable server for about four minutes, silently, and only once the data is
-    loaded; one short request up front says it in seconds.
-
-    Args:
-        workdir: folder of the default store.
-        timeout: seconds to wait for a server's answer.
-
-    Raises:
-        BvrError: the server does not answer (naming the URI, with what to do); the local store's folder cannot be
-            written (:func:`bvr.write_checks.check_writable`); its database is not SQLite, cannot be written or stays
-            locked (:func:`bvr.tracking.locked.check_sqlite`); the store cannot be opened
-            (:func:`bvr.tracking.uri.check_uri`: an unknown scheme, a database driver not installed, a folder at the
-            SQLite path, MLflow's file store).
+    loaded; one short request up front says it in seconds. Every refusal is a BvrError: the store cannot be opened
+    (:func:`bvr.tracking.uri.check_uri`), the local store's folder cannot be written, its database is not SQLite,
+    cannot be written or stays locked (:func:`bvr.tracking.locked.check_sqlite`).
     """
     uri = tracking_uri(workdir)
     check_uri(uri)
@@ -157,11 +145,7 @@ EXPERIMENT_KIND = "custom_model_development"
 
 def ensure_experiment(name: str, workdir: Path | None = None) -> str:
     """Get or create the experiment ``name``, tagged as model development (:data:`EXPERIMENT_KIND`); return its id.
-
-    Raises:
-        BvrError: if an experiment of that name was deleted (MLflow keeps the name until it is restored or
-            garbage-collected).
-    """
+    A deleted experiment of that name is refused: MLflow keeps the name until it is restored or garbage-collected."""
     client = client_for(workdir)
     experiment = client.get_experiment_by_name(name)
     if experiment is None:
@@ -200,12 +184,8 @@ def _run_row(run: mlflow.entities.Run) -> dict[str, Any]:
 def find_runs(experiment: str, *, filter_string: str = "", workdir: Path | None = None) -> pd.DataFrame:
     """The runs of an experiment as a DataFrame, in the layout of ``mlflow.search_runs`` (newest first).
 
-    Unlike ``mlflow.search_runs`` it reads the bvr store without changing MLflow's process-wide tracking URI.
-
-    Args:
-        experiment: experiment name; an unknown name gives an empty frame.
-        filter_string: an MLflow search filter (``"tags.`bvr.stage` = 'pretrain'"``).
-        workdir: folder of the default store.
+    Unlike ``mlflow.search_runs`` it reads the bvr store without changing MLflow's process-wide tracking URI. An
+    unknown experiment gives an empty frame.
     """
     client = client_for(workdir)
     found = client.get_experiment_by_name(experiment)

@@ -35,23 +35,14 @@ CURVES_SECTION = "Pretraining curves, one colour per arm"
 
 @dataclass(frozen=True)
 class SavedView:
-    """One of bvr's saved views, with the words each place that names it uses.
+    """One of bvr's saved views, with the words each place that names it uses."""
 
-    Attributes:
-        key: its share key (``viewStateShareKey``, the experiment tag's suffix).
-        name: how the UI's "Views" list names it.
-        link: the report's link to it (``effects between arms``).
-        line: the terminal's name for it (``MLflow, LINE: ADDRESS``).
-        page: the browser check's name for its page (``PAGE.png``).
-        marker: what the UI shows only with the view applied: a column of it, or its chart section.
-    """
-
-    key: str
-    name: str
-    link: str
-    line: str
-    page: str
-    marker: str
+    key: str  # its share key (viewStateShareKey, the experiment tag's suffix)
+    name: str  # how the UI's "Views" list names it
+    link: str  # the report's link to it (effects between arms)
+    line: str  # the terminal's name for it (MLflow, LINE: ADDRESS)
+    page: str  # the browser check's name for its page (PAGE.png)
+    marker: str  # what the UI shows only with the view applied: a column of it, or its chart section
 
 
 SAVED_VIEWS = (
@@ -69,10 +60,7 @@ def ui_base(tracking_uri: str, ui_url: str | None = None) -> str | None:
 
     In order: ``ui_url`` (``--ui-url``), the environment's :data:`UI_URL_ENV`, then the tracking URI itself when it
     is a server (``http(s)://``). A local store (a SQLite file) is shown by whatever ``mlflow ui`` a user starts,
-    on a host and port bvr cannot know, so no address is guessed.
-
-    Raises:
-        BvrError: ``ui_url`` (or the variable) is not an http(s) address.
+    on a host and port bvr cannot know, so no address is guessed. An address not http(s) is refused.
 
     >>> ui_base("sqlite:///mlflow.db", "http://127.0.0.1:8080/"), ui_base("https://mlflow.lab:443", None)
     ('http://127.0.0.1:8080', 'https://mlflow.lab:443')

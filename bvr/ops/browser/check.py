@@ -30,7 +30,7 @@ from urllib.parse import parse_qs
 
 from bvr.errors import BvrError
 from bvr.fs import write_text
-from bvr.ops.browser.chromium import UI_SETTLE_MS, UI_WINDOW, capture, dump_dom, http_get, screenshot
+from bvr.ops.browser.chromium import UI_SETTLE_MS, UI_WINDOW, capture, dump_dom, http_get
 
 REPORT_WIDTH = 1200
 
@@ -193,10 +193,7 @@ def check_in_browser(report_html: Path, base: str, out_dir: Path, *, experiment_
 
     Every MLflow page is opened in a fresh browser profile and read from the same render its screenshot shows:
     its mode, loading spinners and blank charts after the wait, numbers with more decimals than the report's, and
-    on the parent run's page whether the description is whole.
-
-    Returns:
-        The findings; ``check.json`` in ``out_dir`` holds the same.
+    on the parent run's page whether the description is whole. ``check.json`` in ``out_dir`` holds the findings too.
     """
     report_html, out_dir = Path(report_html).resolve(), Path(out_dir)  # a file URI is absolute: `--browser-check d/`
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -210,8 +207,8 @@ def check_in_browser(report_html: Path, base: str, out_dir: Path, *, experiment_
         why = resolve_link(base, href)
         if why:
             check.unresolved_links[href] = why
-    check.screenshots["report"] = str(screenshot(report_html.as_uri(), out_dir / "report.png",
-                                                 window=(width, 2400), settle_ms=3_000))
+    capture(report_html.as_uri(), out_dir / "report.png", window=(width, 2400), settle_ms=3_000)
+    check.screenshots["report"] = str(out_dir / "report.png")
     if experiment_id is not None:
         check_ui(check, base, experiment_id, parent_run_id, out_dir)
     write_text(out_dir / "check.json", json.dumps(check.to_dict(), indent=2) + "\n")

@@ -65,15 +65,10 @@ def _page_args(window: tuple[int, int], settle_ms: int) -> list[str]:
     return [f"--window-size={window[0]},{window[1]}", f"--virtual-time-budget={settle_ms}"]
 
 
-def screenshot(url: str, out: Path, *, window: tuple[int, int] = UI_WINDOW, settle_ms: int = UI_SETTLE_MS) -> Path:
-    """Save a PNG of ``url`` as Chromium renders it in a ``window`` (width, height) after ``settle_ms`` of page time."""
-    capture(url, out, window=window, settle_ms=settle_ms)
-    return out
-
-
 def capture(url: str, out: Path, *, window: tuple[int, int] = UI_WINDOW, settle_ms: int = UI_SETTLE_MS) -> str:
-    """Save a PNG of ``url`` to ``out`` and return the DOM of the same render: what the check reads is what the
-    screenshot shows (two renders of the MLflow UI can differ in what has loaded)."""
+    """Save a PNG of ``url`` to ``out``, as Chromium renders it in a ``window`` (width, height) after ``settle_ms`` of
+    page time, and return the DOM of the same render: what the check reads is what the screenshot shows (two renders
+    of the MLflow UI can differ in what has loaded)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     done = run_chromium([*_page_args(window, settle_ms), f"--screenshot={out}", "--dump-dom", url])
     if not out.is_file() or out.stat().st_size == 0:
@@ -104,11 +99,8 @@ def http_get(url: str, timeout: float = 10.0) -> tuple[int, bytes]:
 
 @contextlib.contextmanager
 def mlflow_ui(tracking_uri: str, *, port: int | None = None) -> Iterator[str]:
-    """Serve the store ``tracking_uri`` with ``mlflow ui`` on 127.0.0.1; yields its address; stops it after.
-
-    Raises:
-        BvrError: the server did not answer within :data:`SERVER_START_SECONDS` (its log's tail is in the message).
-    """
+    """Serve the store ``tracking_uri`` with ``mlflow ui`` on 127.0.0.1; yields its address; stops it after. A server
+    that does not answer within :data:`SERVER_START_SECONDS` is one line with its log's tail."""
     port = port or free_port()
     base = f"http://127.0.0.1:{port}"
     log_fd, log_name = tempfile.mkstemp(prefix="bvr-mlflow-ui-", suffix=".log")

@@ -14,8 +14,8 @@ units, then the report), and an interrupted ``dvc repro`` continues where it sto
   lie in it), so any change of them re-runs the stage; its ``params`` are only the keys ``dvc exp show`` should show:
   the arms' blocks and ``data_dir``. DVC shows every dependency and every listed param as a column and has no
   setting to hide one, so a stage per unit (a dependency each) or every key as a param would not fit a terminal.
-  The report's code and the published
-  figures (``reports/published.yaml``) are not dependencies, as no code is: ``bvr report NAME`` re-renders.
+  The report's code and the published figures (``reports/published.yaml``) are not dependencies, as no code is:
+  ``bvr report NAME`` re-renders.
 
 The file is generated rather than written by hand because the arms come from the experiment file; regenerate it after
 adding an arm. The data folder comes from ``params.yaml`` (``data_dir``; empty: the ``BVR_DATA_DIR`` environment
@@ -131,10 +131,6 @@ def _params_data_dir(root: Path) -> str:
 def read_data_dir(params: Path) -> str:
     """``data_dir`` in the params file ``params`` as it is written there, or '' where it is unset or empty: what the
     stages' ``bvr ablate --data-dir-from params.yaml`` reads, so that no character of it passes through a shell.
-
-    Raises:
-        BvrError: the file is missing or not a YAML mapping (:func:`~bvr.config.read_yaml`), or ``data_dir`` holds a
-            list or a mapping rather than a path.
     """
     value = read_yaml(params, "params file")[0].get("data_dir")
     if isinstance(value, dict | list):
@@ -145,13 +141,9 @@ def read_data_dir(params: Path) -> str:
 
 @dataclass(frozen=True)
 class Joined:
-    """How a full ``bvr ablate`` run joins the DVC pipeline of its folder (:func:`join_pipeline`).
-
-    Attributes:
-        stage_dir: where the run also writes each unit's products, as the stages would (``pipeline/NAME``); None
-            when the run cannot stand for the stages.
-        why_not: why the run cannot stand for the stages (then nothing is written for DVC), or None.
-    """
+    """How a full ``bvr ablate`` run joins the DVC pipeline of its folder (:func:`join_pipeline`): where it also writes
+    each unit's products, as the stages would (``pipeline/NAME``), or why it cannot stand for the stages (then
+    nothing is written for DVC)."""
 
     stage_dir: Path | None
     why_not: str | None = None
@@ -163,11 +155,8 @@ def join_pipeline(plan: Plan, root: Path = Path(".")) -> Joined | None:
     It can when ``dvc.yaml`` holds this ablation's stages as ``bvr pipeline`` writes them for ``plan`` and the run is
     the one those stages make: no ``--set``, the default output folder and, where ``params.yaml`` sets ``data_dir``,
     that data folder. The run then writes the stage folder and, once complete, :func:`record_lock`
-    records it in ``dvc.lock``, so ``dvc repro`` right after it runs nothing and ``dvc status`` is clean.
-
-    Returns:
-        None when ``dvc.yaml`` is missing or runs another ablation or preset; else a :class:`Joined`, with the
-        reason when the run differs from the stages.
+    records it in ``dvc.lock``, so ``dvc repro`` right after it runs nothing and ``dvc status`` is clean. None where
+    ``dvc.yaml`` is missing or runs another ablation or preset.
     """
     root = Path(root)
     file = root / "dvc.yaml"
@@ -233,12 +222,8 @@ HEADER = """\
 
 
 def render_pipeline(plan: Plan, root: Path = Path("."), output: str = "dvc.yaml") -> str:
-    """The text of ``dvc.yaml``: a header saying how it was made, then the stages.
-
-    Raises:
-        BvrError: the experiment file's path, ``output`` or the preset has a line break, which would end the header's
-            comment.
-    """
+    """The text of ``dvc.yaml``: a header saying how it was made, then the stages. A name with a line break (the
+    experiment file's, ``output``, the preset) is refused: it would end the header's comment."""
     source = _rel(plan.ablation.source, root)
     for text in (source, output, plan.preset or "-"):
         if text.splitlines() != [text]:
@@ -255,14 +240,9 @@ def render_pipeline(plan: Plan, root: Path = Path("."), output: str = "dvc.yaml"
 
 def write_pipeline(plan: Plan, output: Path, *, force: bool = False) -> None:
     """``bvr pipeline``: write ``output`` (:func:`render_pipeline`), the plot templates beside it and, where there is
-    none, ``params.yaml``; each file beside its name, then renamed into place.
-
-    Args:
-        force: replace an ``output`` that bvr did not write (one that does not open with bvr's header).
-
-    Raises:
-        BvrError: a symbolic link at a name it writes (checked before anything is written), or, without ``force``,
-            an ``output`` of the user's.
+    none, ``params.yaml``; each file beside its name, then renamed into place. A symbolic link at a name it writes is
+    refused before anything is written; so, without ``force``, is an ``output`` that bvr did not write (one that does
+    not open with bvr's header).
     """
     root = output.parent
     params = root / PARAMS_FILE

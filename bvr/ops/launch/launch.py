@@ -107,11 +107,9 @@ def unit_state(manifest: Manifest, unit_id: str) -> str:
 def to_run(plan: Plan, manifest: Manifest, settled: frozenset[str] = frozenset()) -> list[Unit]:
     """The units a launcher starts, in plan order: every unit the manifest does not record done, the units they
     need that are not done either (the data units and the control's initialisation, taken from their caches in
-    seconds when they were made before), and the report when anything else runs.
-
-    Args:
-        settled: ids of units left alone although the manifest does not record them done: queued or running
-            already, or (units without records) ended well in a job of an earlier submission.
+    seconds when they were made before), and the report when anything else runs. ``settled``: ids of units left
+    alone although the manifest does not record them done: queued or running already, or (units without records)
+    ended well in a job of an earlier submission.
     """
     units = plan.units()
     wanted = {unit for unit in units if unit.kind is not UnitKind.REPORT and manifest.records_of(unit)
@@ -151,11 +149,8 @@ def run_local(plan: Plan, invocation: Invocation, jobs: int, console: Console, u
               ) -> LocalResult:
     """Run the units :func:`to_run` picks, up to ``jobs`` at a time, each as its own ``bvr ablate --only``
     process with its log under the plan's folder; a unit whose needs failed is skipped, the report runs last
-    whatever failed (it renders what finished).
-
-    Raises:
-        KeyboardInterrupt: Ctrl-C, passed on to every running unit; raised once they have stopped (each saves what
-            it finished), as is :class:`~bvr.signals.Terminated` after SIGTERM (:mod:`bvr.ops.launch.processes`).
+    whatever failed (it renders what finished). Ctrl-C (SIGTERM) is passed on to every running unit, and raised
+    once they have stopped (each saves what it finished).
     """
     from bvr.runner.run import launcher_parent
 
@@ -236,11 +231,8 @@ def _run_logged(processes: UnitProcesses, command: list[str], log: Path, env: di
 
 
 def read_jobs(plan_folder: Path) -> dict[str, dict[str, str]]:
-    """The SLURM jobs submitted for a plan: unit id -> ``{"job": ID, "log": PATH}`` (empty when none).
-
-    Raises:
-        BvrError: the file cannot be read, or an entry is not of that layout (named), with what repairs it.
-    """
+    """The SLURM jobs submitted for a plan: unit id -> ``{"job": ID, "log": PATH}`` (empty when none); a file that
+    cannot be read, or an entry not of that layout, is one line with what repairs it."""
     path = plan_folder / JOBS_FILE
     hint = (f"run the bvr ablate command with --launcher slurm again: it sets the record aside as {JOBS_FILE}.damaged "
             "and submits every unit neither finished nor queued")
@@ -291,11 +283,8 @@ class Submitted:
 
 def submit_slurm(plan: Plan, invocation: Invocation, console: Console, ui_url: str | None = None) -> Submitted:
     """Submit one SLURM job per unit of :func:`to_run` not already queued, with ``afterok`` on the jobs of the
-    units it needs (the report: ``afterany``), and record them in ``jobs.json``.
-
-    Raises:
-        BvrError: submitit is not installed, the store cannot serve the cluster (:func:`check_store_for_slurm`),
-            or sbatch refused a job (its message).
+    units it needs (the report: ``afterany``), and record them in ``jobs.json``. A store that cannot serve the
+    cluster is refused first (:func:`check_store_for_slurm`).
     """
     try:
         import submitit

@@ -13,11 +13,7 @@ from bvr.errors import BvrError
 
 
 def slurm(*args: str) -> subprocess.CompletedProcess[str]:
-    """Run the SLURM command ``args`` and return what it printed, whatever its exit status.
-
-    Raises:
-        BvrError: the command is not on PATH: SLURM is not installed here, or not on PATH.
-    """
+    """Run the SLURM command ``args`` and return what it printed, whatever its exit status (not on PATH: one line)."""
     if shutil.which(args[0]) is None:
         raise BvrError(f"{args[0]}, a SLURM command, is not on PATH: SLURM is not installed here, or not on PATH",
                        hint="run this on the cluster's login node, or put SLURM's commands on PATH (`module load "
@@ -27,11 +23,7 @@ def slurm(*args: str) -> subprocess.CompletedProcess[str]:
 
 def slurm_states(job_ids: list[str]) -> dict[str, str]:
     """Each job's SLURM state (``PENDING``, ``RUNNING``, ``COMPLETED``, ``FAILED``, ``CANCELLED``, ...), from the
-    queue, else the accounting database, else slurmctld's memory of recent jobs; ``GONE`` when none knows it.
-
-    Raises:
-        BvrError: SLURM's commands are not on PATH (:func:`slurm`).
-    """
+    queue, else the accounting database, else slurmctld's memory of recent jobs; ``GONE`` when none knows it."""
     states: dict[str, str] = {}
     if not job_ids:
         return states
@@ -55,11 +47,7 @@ def slurm_states(job_ids: list[str]) -> dict[str, str]:
 
 
 def check_store_for_slurm(uri: str) -> None:
-    """Refuse a store on this machine's disk (SQLite, files) when SLURM may run jobs on other machines.
-
-    Raises:
-        BvrError: the store is local and SLURM has a node other than this host.
-    """
+    """Refuse a store on this machine's disk (SQLite, files) when SLURM has a node other than this host."""
     if not (uri.startswith("sqlite:") or uri.startswith("file:") or "://" not in uri):
         return
     listed = slurm("sinfo", "-h", "-N", "-o", "%N")
