@@ -33,7 +33,8 @@ from pathlib import Path
 from bvr.ablation.declare import Evaluations
 from bvr.config import load_config
 from bvr.evaluation.run import evaluate_model
-from bvr.pretraining.run import initialise, pretrain
+from bvr.pretraining.initialise import initialise
+from bvr.pretraining.run import pretrain
 from bvr.tasks.run import FinetuneSetup, finetune
 from bvr.tracking import RunContext
 
