@@ -15,17 +15,10 @@ class PretrainingCollator:
     """Pads a list of instances and masks them. Pure: output depends only on the examples.
 
     Each example is ``{"input_ids", "token_type_ids", "sentence_label", "index", "epoch"}``; its mask is a function of
-    the collator's seed and the example's index and epoch (through :func:`mask_copy`), so workers, processes and
-    resumed runs agree without sharing random state.
-
-    Args:
-        vocab: the tokenizer's vocabulary facts.
-        mode: "static" (BERT) or "dynamic" (RoBERTa).
-        seed: the run's masking seed.
-        dupe_factor: number of static copies (static mode only).
-        rule: what is masked and how (:class:`~bvr.pretraining.masking.MaskRule`; BERT's by default).
-        pad_to_multiple_of: round the padded length up to a multiple of this (tensor-core friendly); None for no
-            rounding.
+    the collator's ``seed`` (the run's masking seed) and the example's index and epoch (through :func:`mask_copy`:
+    ``mode`` static (BERT) or dynamic (RoBERTa), ``dupe_factor`` static copies), so workers, processes and resumed
+    runs agree without sharing random state. ``pad_to_multiple_of`` rounds the padded length up to a multiple of
+    itself (tensor-core friendly); None rounds nothing.
 
     Example:
         >>> from bvr.tokenization import VocabInfo
@@ -47,41 +40,23 @@ class PretrainingCollator:
         ([1, 0], [0, 1])
     """
 
-    def __init__(
-        self,
-        vocab: VocabInfo,
-        *,
-        mode: str,
-        seed: int,
-        dupe_factor: int = 10,
-        rule: MaskRule = MASK_RULE,
-        pad_to_multiple_of: int | None = 8,
-    ) -> None:
+    def __init__(self, vocab: VocabInfo, *, mode: str, seed: int, dupe_factor: int = 10, rule: MaskRule = MASK_RULE,
+                 pad_to_multiple_of: int | None = 8) -> None:
         # Validate here so a bad config fails at set-up, not in a DataLoader worker mid-epoch (the rule was checked
         # when it was made).
         check_mode(mode)
         check_dupe_factor(dupe_factor)
         if pad_to_multiple_of is not None and pad_to_multiple_of < 1:
-            raise BvrError(
-                f"pad_to_multiple_of must be at least 1, got {pad_to_multiple_of}",
-                where="masking.pad_to_multiple_of",
-                hint="use 8, or null for no rounding",
-            )
-        self.vocab = vocab
-        self.mode = mode
-        self.seed = seed
-        self.dupe_factor = dupe_factor
-        self.rule = rule
-        self.pad_to_multiple_of = pad_to_multiple_of
-
-    def _padded_length(self, longest: int) -> int:
-        multiple = self.pad_to_multiple_of or 1
-        return -(-longest // multiple) * multiple
+            raise BvrError(f"pad_to_multiple_of must be at least 1, got {pad_to_multiple_of}",
+                           where="masking.pad_to_multiple_of", hint="use 8, or null for no rounding")
+        self.vocab, self.mode, self.seed, self.dupe_factor = vocab, mode, seed, dupe_factor
+        self.rule, self.pad_to_multiple_of = rule, pad_to_multiple_of
 
     def _pad(self, examples: list[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(batch, seq) input ids, token types and attention mask, padded to the rounded longest length."""
         lengths = [len(example["input_ids"]) for example in examples]
-        shape = (len(examples), self._padded_length(max(lengths)))
+        multiple = self.pad_to_multiple_of or 1
+        shape = (len(examples), -(-max(lengths) // multiple) * multiple)
         input_ids = np.full(shape, self.vocab.pad_id, dtype=np.int64)
         token_types = np.zeros(shape, dtype=np.int64)
         for row, (example, length) in enumerate(zip(examples, lengths, strict=True)):
@@ -93,12 +68,8 @@ class PretrainingCollator:
         return input_ids, token_types, attention
 
     def __call__(self, examples: list[dict]) -> dict[str, torch.Tensor]:
-        """Pad and mask ``examples``.
-
-        Returns:
-            input_ids, token_type_ids, attention_mask and labels, (batch, seq) long; sentence_labels and indices,
-            (batch,) long. Labels are -100 except at the masked positions.
-        """
+        """Pad and mask ``examples``: input_ids, token_type_ids, attention_mask and labels, (batch, seq) long;
+        sentence_labels and indices, (batch,) long. Labels are -100 except at the masked positions."""
         if not examples:
             raise ValueError("cannot collate an empty batch")
         input_ids, token_types, attention = self._pad(examples)

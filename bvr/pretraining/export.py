@@ -91,15 +91,9 @@ def export_model(model: PretrainingModel, tokenizer_dir: Path, cfg: Config | dic
 def export_folder(model: PretrainingModel, tokenizer_dir: Path, cfg: dict[str, Any], out_dir: Path, *,
                   force: bool = False) -> Path:
     """``bvr export``: :func:`export_model` into a folder of the user's, named in its ``.bvr-written``
-    (:func:`bvr.fs.claim`) before the files are written.
-
-    Args:
-        force: write into a folder holding files bvr did not write (replacing those of the names bvr writes,
-            leaving the others).
-
-    Raises:
-        BvrError: a symbolic link at a name bvr writes, or (without ``force``) a file there bvr did not write.
-    """
+    (:func:`bvr.fs.claim`) before the files are written. A symbolic link at a name bvr writes is refused, and so,
+    without ``force``, is a file there that bvr did not write; with ``force`` bvr's files replace those of their
+    names and the others stay."""
     out_dir = Path(out_dir)
     names = _refuse_links(out_dir, export_names(tokenizer_dir))
     foreign = not_written_by_bvr(out_dir)
@@ -130,11 +124,8 @@ def export_again(cfg: Config, tokenizer_dir: Path, run_dir: Path, problem: str) 
     """Write ``run_dir/model`` again from ``run_dir/checkpoints/last.ckpt``, saying so in one line on stderr.
 
     The checkpoint holds the weights of the run's last step, which the folder held (the same bytes: caches keyed
-    on the folder's content are reused).
-
-    Raises:
-        BvrError: the checkpoint is missing, damaged, or of an earlier step than the run's last, so the model can
-            only be had by training the run again (the hint says how).
+    on the folder's content are reused). A checkpoint missing, damaged or of an earlier step than the run's last is
+    refused: the model can then only be had by training the run again (the hint says how).
     """
     last = run_dir / "checkpoints" / "last.ckpt"
     hint = f"remove {run_dir} to train this run again"

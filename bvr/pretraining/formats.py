@@ -75,40 +75,19 @@ OBJECTIVES = ("none", "nsp", "sop")
 _OBJECTIVE_NAMES = {"nsp": "next-sentence prediction", "sop": "sentence-order prediction"}
 
 
-def create_instances(
-    documents: Sequence[Sequence[np.ndarray]],
-    fmt: str,
-    *,
-    max_length: int,
-    objective: str,
-    template: Template,
-    rng: random.Random,
-    short_seq_prob: float = 0.1,
-) -> dict[str, list]:
-    """Turns a shard of tokenized documents into pretraining instances in one input format.
+def create_instances(documents: Sequence[Sequence[np.ndarray]], fmt: str, *, max_length: int, objective: str,
+                     template: Template, rng: random.Random, short_seq_prob: float = 0.1) -> dict[str, list]:
+    """Turns a shard of tokenized documents into pretraining instances in one input format (:data:`FORMATS`): the
+    columns the module docstring describes, one entry per instance.
 
-    Args:
-        documents: documents, each a sequence of sentences, each a 1-D array of token ids without specials.
-            Empty documents and empty sentences are ignored.
-        fmt: one of :data:`FORMATS`.
-        max_length: the longest sequence, specials included.
-        objective: the sentence-level objective, one of :data:`OBJECTIVES`: ``nsp`` samples NotNext pairs,
-            ``sop`` swaps consecutive segments; both need a pair format.
-        template: the family's specials.
-        rng: the only source of randomness; the same state gives the same output.
-        short_seq_prob: ``segment-pair`` only: the probability that a document's chunks aim at a random shorter
-            length (drawn once per document, as BERT).
-
-    Returns:
-        Columns ``input_ids`` (int32 arrays), ``token_type_ids`` (int8 arrays) and ``sentence_label``
-        (NSP: 0 IsNext, 1 NotNext; SOP: 0 in order, 1 swapped; -100 without an objective), one entry per instance.
-
-    Raises:
-        BvrError: for an unknown format or objective, NSP or SOP with a single-segment format, a ``max_length`` too
-            small for the specials, or a ``short_seq_prob`` outside [0, 1].
+    Empty documents and empty sentences are ignored; ``max_length`` counts the specials. ``objective``
+    (:data:`OBJECTIVES`): ``nsp`` samples NotNext pairs, ``sop`` swaps consecutive segments; both need a pair format.
+    ``rng`` is the only source of randomness: the same state gives the same output. ``short_seq_prob``
+    (``segment-pair`` only) is the probability that a document's chunks aim at a random shorter length (drawn once
+    per document, as BERT). An unknown format or objective, NSP or SOP with a single-segment format, a
+    ``max_length`` too small for the specials or a ``short_seq_prob`` outside [0, 1] is refused.
     """
-    _check_arguments(fmt, max_length=max_length, objective=objective, template=template,
-                     short_seq_prob=short_seq_prob)
+    _check_arguments(fmt, max_length=max_length, objective=objective, template=template, short_seq_prob=short_seq_prob)
     docs = _clean(documents)
     out = Columns(template)
     label = {"none": IGNORE_INDEX, "nsp": IS_NEXT, "sop": IN_ORDER}[objective]
@@ -122,30 +101,23 @@ def create_instances(
     return out.as_dict()
 
 
-def _check_arguments(
-    fmt: str, *, max_length: int, objective: str, template: Template, short_seq_prob: float
-) -> None:
+def _check_arguments(fmt: str, *, max_length: int, objective: str, template: Template, short_seq_prob: float) -> None:
     """Refuses settings that cannot make instances, naming the config key to change."""
     if fmt not in FORMATS:
-        raise BvrError(
-            f"unknown input format {fmt!r}", where="data.input_format", hint=f"choose one of {', '.join(FORMATS)}"
-        )
+        raise BvrError(f"unknown input format {fmt!r}", where="data.input_format",
+                       hint=f"choose one of {', '.join(FORMATS)}")
     if objective not in OBJECTIVES:
         raise BvrError(f"unknown sentence objective {objective!r}", where="data.sentence_objective",
                        hint=f"choose one of {', '.join(OBJECTIVES)}")
     if objective != "none" and fmt not in PAIR_FORMATS:
         raise BvrError(
             f"input format {fmt!r} has one segment per sequence and cannot carry {_OBJECTIVE_NAMES[objective]}",
-            where="data.sentence_objective",
-            hint=f"set it to none, or use a pair format ({', '.join(PAIR_FORMATS)})",
-        )
+            where="data.sentence_objective", hint=f"set it to none, or use a pair format ({', '.join(PAIR_FORMATS)})")
     overhead = template.pair_overhead if fmt in PAIR_FORMATS else template.single_overhead
     if max_length < overhead + 2:
         raise BvrError(
             f"max_length {max_length} leaves fewer than 2 tokens beside the {overhead} special tokens of {fmt!r}",
-            where="data.max_length",
-            hint=f"use at least {overhead + 2}",
-        )
+            where="data.max_length", hint=f"use at least {overhead + 2}")
     if not 0.0 <= short_seq_prob <= 1.0:
         raise BvrError(f"short_seq_prob {short_seq_prob} is not a probability", where="data.short_seq_prob")
 
@@ -188,9 +160,8 @@ def _pack(docs: list[list[np.ndarray]], budget: int, cross_documents: bool, doc_
         out.add_single(pieces)
 
 
-def _pack_sentence(
-    sentence: np.ndarray, pieces: list[np.ndarray], length: int, budget: int, out: Columns
-) -> tuple[list[np.ndarray], int]:
+def _pack_sentence(sentence: np.ndarray, pieces: list[np.ndarray], length: int, budget: int,
+                   out: Columns) -> tuple[list[np.ndarray], int]:
     """Adds a sentence to the open sequence, emitting full sequences as needed; returns the open sequence."""
     if length + len(sentence) <= budget:
         pieces.append(sentence)

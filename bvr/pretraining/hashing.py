@@ -39,17 +39,12 @@ def _as_uint64(key: np.ndarray | int) -> np.ndarray:
 
 
 def uniform(seed: int, *keys: np.ndarray | int) -> np.ndarray:
-    """Counter-based uniform random numbers: a pure hash of ``(seed, keys...)``.
+    """Counter-based uniform random numbers: a pure hash of ``(seed, keys...)``, float64 in [0, 1) with 53 random
+    bits each.
 
-    The keys are broadcast together; each element of the result depends only on the seed and on the keys at that
-    element, so any subset of a grid can be computed alone and agrees with the whole.
-
-    Args:
-        seed: any Python int (reduced modulo 2**64).
-        *keys: integer arrays (or ints), broadcast together.
-
-    Returns:
-        float64 array of the broadcast shape, in [0, 1), with 53 random bits each.
+    The keys (integer arrays or ints) are broadcast together; each element of the result depends only on the seed
+    (any Python int, reduced modulo 2**64) and on the keys at that element, so any subset of a grid can be computed
+    alone and agrees with the whole.
 
     Example:
         >>> u = uniform(7, np.arange(3)[:, None], np.arange(4)[None, :])

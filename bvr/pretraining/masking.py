@@ -66,28 +66,14 @@ def check_mode(mode: str) -> None:
 
 def check_dupe_factor(dupe_factor: int) -> None:
     if dupe_factor < 1:
-        raise BvrError(
-            f"dupe_factor must be at least 1, got {dupe_factor}",
-            where="masking.dupe_factor",
-            hint="BERT used 10 static copies",
-        )
+        raise BvrError(f"dupe_factor must be at least 1, got {dupe_factor}", where="masking.dupe_factor",
+                       hint="BERT used 10 static copies")
 
 
 def mask_copy(mode: str, epoch: int, dupe_factor: int) -> int:
-    """Which mask a sequence gets at ``epoch``.
-
-    Args:
-        mode: "static" (BERT: ``dupe_factor`` masks fixed before training, reused in turn) or "dynamic"
-            (RoBERTa: a fresh mask every time the sequence is fed).
-        epoch: zero-based epoch (pass over the data).
-        dupe_factor: number of static copies; ignored in dynamic mode.
-
-    Returns:
-        The copy number to pass to :func:`mask_batch`.
-
-    Raises:
-        BvrError: unknown mode, or ``dupe_factor`` below 1.
-    """
+    """Which mask a sequence gets at zero-based ``epoch``: the copy number to pass to :func:`mask_batch`. Static
+    (BERT) reuses ``dupe_factor`` masks fixed before training in turn; dynamic (RoBERTa) gives a fresh mask every
+    time the sequence is fed, and ignores ``dupe_factor``."""
     check_mode(mode)
     if mode == "dynamic":
         return epoch
@@ -96,20 +82,10 @@ def mask_copy(mode: str, epoch: int, dupe_factor: int) -> int:
 
 
 def mask_exposure(mode: str, epochs: int, dupe_factor: int) -> dict[str, int]:
-    """How many distinct masks each sequence sees over training, and how often each, for logging.
+    """How many distinct masks each sequence sees over ``epochs`` passes, and how often each, for logging.
 
-    Args:
-        mode: "static" or "dynamic".
-        epochs: number of passes over the data.
-        dupe_factor: number of static copies; ignored in dynamic mode.
-
-    Returns:
-        ``{"distinct_masks", "min_times_seen", "max_times_seen"}``; the last two range over the masks actually
-        used. Static, 40 epochs, 10 copies: 10 masks seen 4 times each (RoBERTa Table 1). Dynamic: ``epochs``
-        masks seen once each.
-
-    Raises:
-        BvrError: unknown mode, negative ``epochs`` or ``dupe_factor`` below 1.
+    ``min_times_seen`` and ``max_times_seen`` range over the masks actually used. Static, 40 epochs, 10 copies: 10
+    masks seen 4 times each (RoBERTa Table 1). Dynamic (``dupe_factor`` ignored): ``epochs`` masks seen once each.
     """
     check_mode(mode)
     if epochs < 0:
@@ -121,11 +97,7 @@ def mask_exposure(mode: str, epochs: int, dupe_factor: int) -> dict[str, int]:
         distinct = min(epochs, dupe_factor)
     if distinct == 0:
         return {"distinct_masks": 0, "min_times_seen": 0, "max_times_seen": 0}
-    return {
-        "distinct_masks": distinct,
-        "min_times_seen": epochs // distinct,
-        "max_times_seen": -(-epochs // distinct),
-    }
+    return {"distinct_masks": distinct, "min_times_seen": epochs // distinct, "max_times_seen": -(-epochs // distinct)}
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -135,32 +107,23 @@ def mask_exposure(mode: str, epochs: int, dupe_factor: int) -> dict[str, int]:
 
 def check_mask_options(mask_prob: float, split: tuple[float, float, float]) -> None:
     if not 0.0 < mask_prob < 1.0:
-        raise BvrError(
-            f"mask_prob must lie strictly between 0 and 1, got {mask_prob}",
-            where="masking.mask_prob",
-            hint="BERT and RoBERTa use 0.15",
-        )
+        raise BvrError(f"mask_prob must lie strictly between 0 and 1, got {mask_prob}", where="masking.mask_prob",
+                       hint="BERT and RoBERTa use 0.15")
     if len(split) != 3 or any(not share >= 0.0 for share in split) or abs(sum(split) - 1.0) > 1e-6:
         raise BvrError(
             f"split must be three non-negative shares ([MASK], random, unchanged) summing to 1, got {tuple(split)}",
-            where="masking.split",
-            hint="BERT uses (0.8, 0.1, 0.1)",
-        )
+            where="masking.split", hint="BERT uses (0.8, 0.1, 0.1)")
 
 
 def check_scheme(scheme: str, span_p: float = 0.2, span_max_words: int = 10) -> None:
     if scheme not in SCHEMES:
-        raise BvrError(
-            f"unknown masking scheme {scheme!r}", where="masking.scheme", hint=f"use one of {', '.join(SCHEMES)}"
-        )
+        raise BvrError(f"unknown masking scheme {scheme!r}", where="masking.scheme",
+                       hint=f"use one of {', '.join(SCHEMES)}")
     if not 0.0 < span_p <= 1.0:
         raise BvrError(f"span_p must lie in (0, 1], got {span_p}", where="masking.span_p", hint="SpanBERT uses 0.2")
     if span_max_words < 1:
-        raise BvrError(
-            f"span_max_words must be at least 1, got {span_max_words}",
-            where="masking.span_max_words",
-            hint="SpanBERT uses 10",
-        )
+        raise BvrError(f"span_max_words must be at least 1, got {span_max_words}", where="masking.span_max_words",
+                       hint="SpanBERT uses 10")
 
 
 @lru_cache(maxsize=8)
@@ -270,27 +233,18 @@ def _check_ids(input_ids: np.ndarray, vocab: VocabInfo) -> None:
     if input_ids.size and (input_ids.min() < 0 or input_ids.max() >= vocab.vocab_size):
         raise BvrError(
             f"token ids range over [{input_ids.min()}, {input_ids.max()}] but the vocabulary has {vocab.vocab_size}",
-            where="masking.input_ids",
-            hint="the instances were made with another tokenizer; prepare the data again",
-        )
+            where="masking.input_ids", hint="the instances were made with another tokenizer; prepare the data again")
 
 
 @dataclass(frozen=True)
 class MaskRule:
-    """What is masked and how, checked when made.
+    """What is masked and how, checked when made (a bad value is refused naming its ``masking.`` key).
 
-    Attributes:
-        mask_prob: share of candidate tokens to predict.
-        split: shares of the chosen tokens (of spans, in the span scheme) replaced by [MASK], by a random token, and
-            left unchanged.
-        scheme: "token" (exactly the budget of tokens), "whole-word" (whole words, ending within one word of the
-            budget) or "span" (SpanBERT's spans of whole words, exactly the budget, replaced per span).
-        span_p: the span scheme's geometric parameter for span lengths in words.
-        span_max_words: the span scheme's longest span in words.
-
-    Raises:
-        BvrError: ``mask_prob`` outside (0, 1), a bad ``split``, an unknown scheme, ``span_p`` outside (0, 1] or
-            ``span_max_words`` below 1, naming the ``masking.`` key.
+    ``mask_prob`` is the share of candidate tokens to predict; ``split`` the shares of the chosen tokens (of spans,
+    in the span scheme) replaced by [MASK], by a random token, and left unchanged. ``scheme`` is "token" (exactly the
+    budget of tokens), "whole-word" (whole words, ending within one word of the budget) or "span" (SpanBERT's spans
+    of whole words, exactly the budget, replaced per span; their lengths in words geometric with parameter
+    ``span_p``, at most ``span_max_words``).
     """
 
     mask_prob: float = 0.15
@@ -309,36 +263,18 @@ MASK_RULE = MaskRule()
 """BERT's: 15% of the tokens, 80% [MASK] / 10% random / 10% kept."""
 
 
-def mask_batch(
-    input_ids: np.ndarray,
-    indices: np.ndarray,
-    copies: np.ndarray,
-    vocab: VocabInfo,
-    *,
-    seed: int,
-    rule: MaskRule = MASK_RULE,
-) -> tuple[np.ndarray, np.ndarray]:
+def mask_batch(input_ids: np.ndarray, indices: np.ndarray, copies: np.ndarray, vocab: VocabInfo, *, seed: int,
+               rule: MaskRule = MASK_RULE) -> tuple[np.ndarray, np.ndarray]:
     """Mask a padded batch for masked-language modelling; a pure function of (seed, index, copy, position).
 
-    Candidates are the positions whose id is neither special nor padding. The budget is
-    ``max(1, round(n * rule.mask_prob))`` of a sequence's ``n`` candidates (none when ``n`` is 0); ``rule.scheme``
-    decides which positions spend it (see the module docstring). Each chosen token (``token``, ``whole-word``) or span
-    (``span``) then becomes ``vocab.mask_id``, a random non-special id or itself with probabilities ``rule.split``.
-
-    Args:
-        input_ids: (batch, seq) ids, padded with ``vocab.pad_id``.
-        indices: (batch,) each sequence's index in the dataset.
-        copies: (batch,) each sequence's copy number, from :func:`mask_copy`.
-        vocab: the tokenizer's vocabulary facts.
-        seed: the run's masking seed.
-        rule: what is masked and how (:class:`MaskRule`; BERT's by default).
-
-    Returns:
-        ``(masked_ids, labels)``, new (batch, seq) int64 arrays; labels hold the original id at chosen positions
-        and -100 elsewhere.
-
-    Raises:
-        BvrError: ids outside the vocabulary.
+    ``input_ids`` is (batch, seq), padded with ``vocab.pad_id`` (ids outside the vocabulary are refused); ``indices``
+    gives each sequence's index in the dataset and ``copies`` its copy number (:func:`mask_copy`), (batch,) each;
+    ``seed`` is the run's masking seed. Candidates are the positions whose id is neither special nor padding. The
+    budget is ``max(1, round(n * rule.mask_prob))`` of a sequence's ``n`` candidates (none when ``n`` is 0);
+    ``rule.scheme`` decides which positions spend it (see the module docstring). Each chosen token (``token``,
+    ``whole-word``) or span (``span``) then becomes ``vocab.mask_id``, a random non-special id or itself with
+    probabilities ``rule.split``. Returns new (batch, seq) int64 arrays ``(masked_ids, labels)``, the labels holding
+    the original id at chosen positions and -100 elsewhere.
     """
     input_ids = np.asarray(input_ids, dtype=np.int64)  # (batch, seq)
     _check_ids(input_ids, vocab)

@@ -21,21 +21,15 @@ class Pairing:
     swap: bool = False
 
 
-def segment_pairs(
-    docs: list[list[np.ndarray]],
-    budget: int,
-    pairing: Pairing,
-    rng: random.Random,
-    short_seq_prob: float,
-    out: Columns,
-) -> None:
+def segment_pairs(docs: list[list[np.ndarray]], budget: int, pairing: Pairing, rng: random.Random,
+                  short_seq_prob: float, out: Columns) -> None:
     """SEGMENT-PAIR: chunks of whole sentences up to a target length, cut into A and B.
 
     The target is drawn once per document and kept for all its chunks, as BERT's ``create_pretraining_data.py``
     sets ``target_seq_length`` once in ``create_instances_from_document``.
     """
     for d, doc in enumerate(docs):
-        target = _target_length(budget, short_seq_prob, rng)  # one per document, as BERT
+        target = rng.randint(2, budget) if rng.random() < short_seq_prob else budget  # one per document, as BERT
         start, length, i = 0, 0, 0
         while i < len(doc):
             length += len(doc[i])
@@ -47,21 +41,8 @@ def segment_pairs(
                 i += 1
 
 
-def _target_length(budget: int, short_seq_prob: float, rng: random.Random) -> int:
-    """The budget, or with probability ``short_seq_prob`` a uniform length in [2, budget]."""
-    return rng.randint(2, budget) if rng.random() < short_seq_prob else budget
-
-
-def _emit_segment_pair(
-    docs: list[list[np.ndarray]],
-    d: int,
-    chunk: list[np.ndarray],
-    target: int,
-    budget: int,
-    pairing: Pairing,
-    rng: random.Random,
-    out: Columns,
-) -> int:
+def _emit_segment_pair(docs: list[list[np.ndarray]], d: int, chunk: list[np.ndarray], target: int, budget: int,
+                       pairing: Pairing, rng: random.Random, out: Columns) -> int:
     """Makes one pair from ``chunk``, consecutive sentences of document ``d`` (a NotNext B is drawn from another
     document of ``docs``); returns how many of the sentences it used."""
     n_a = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
@@ -97,9 +78,8 @@ def _other_document(n_docs: int, d: int, rng: random.Random) -> int:
     return k + 1 if k >= d else k
 
 
-def sentence_pairs(
-    docs: list[list[np.ndarray]], budget: int, pairing: Pairing, rng: random.Random, out: Columns
-) -> None:
+def sentence_pairs(docs: list[list[np.ndarray]], budget: int, pairing: Pairing, rng: random.Random,
+                   out: Columns) -> None:
     """SENTENCE-PAIR: a sentence and the next one (IsNext, or SOP's pair in either order) or one from another
     document (NotNext)."""
     for d, doc in enumerate(docs):
@@ -126,9 +106,8 @@ def _add_split(unit: np.ndarray, pairing: Pairing, budget: int, rng: random.Rand
     _add_continuation(unit[:cut], unit[cut:], pairing, budget, rng, out)
 
 
-def _add_continuation(
-    a: np.ndarray, b: np.ndarray, pairing: Pairing, budget: int, rng: random.Random, out: Columns
-) -> None:
+def _add_continuation(a: np.ndarray, b: np.ndarray, pairing: Pairing, budget: int, rng: random.Random,
+                      out: Columns) -> None:
     """Adds B after A (``pairing.label``), or with SOP and a fair coin's heads A after B (``SWAPPED``).
 
     The coin is drawn only with SOP, so NSP and no-objective instances are those of a pairing without ``swap``.
@@ -148,15 +127,8 @@ def _add_truncated(a: np.ndarray, b: np.ndarray, label: int, budget: int, rng: r
 
 
 def truncated_lengths(len_a: int, len_b: int, budget: int) -> tuple[int, int]:
-    """Segment lengths after removing tokens one at a time from the longer segment (B on ties) until they fit.
-
-    Args:
-        len_a: length of A.
-        len_b: length of B.
-        budget: the most tokens A and B may hold together.
-
-    Returns:
-        The kept lengths of A and B.
+    """The kept lengths of A and B after removing tokens one at a time from the longer segment (B on ties) until
+    they fit ``budget`` together.
 
     >>> truncated_lengths(10, 3, 8), truncated_lengths(6, 6, 9), truncated_lengths(2, 2, 9)
     ((5, 3), (5, 4), (2, 2))

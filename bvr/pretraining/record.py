@@ -32,9 +32,8 @@ def open_record(cfg: Config, run_dir: Path, ckpt_path: str | None, context: RunC
     run_id_file = run_dir / "mlflow_run_id"
     run_id = run_id_file.read_text().strip() if ckpt_path and run_id_file.exists() else None
     extra = {"bvr.run_dir": str(run_dir), "bvr.tokenizer": prepared.tokenizer.name,
-             "bvr.instances": prepared.instances.name,
-             "bvr.params_total": params["total"], "bvr.params_non_embedding": params["non_embedding"],
-             **budget.tags()}
+             "bvr.instances": prepared.instances.name, "bvr.params_total": params["total"],
+             "bvr.params_non_embedding": params["non_embedding"], **budget.tags()}
     logger = training_logger(context, stage="pretrain", extra=extra, run_id=run_id)
     if run_id is None:
         inputs, stats = _data_inputs(cfg, prepared), prepared.stats()
@@ -85,8 +84,7 @@ def finish_record(cfg: Config, run_dir: Path, logger: Any, metrics: dict[str, fl
 ENCODER_MODEL_TYPE = "bvr-encoder"
 
 
-def _register_encoder(client: Any, run_id: str, cfg: Config, model_dir: Path,
-                      metrics: dict[str, float]) -> None:
+def _register_encoder(client: Any, run_id: str, cfg: Config, model_dir: Path, metrics: dict[str, float]) -> None:
     """List the exported encoder among the run's models in MLflow, as an external model (its files stay in
     ``model_dir``), with its path, shape and tokenizer, a description, the run's validation metrics, and the run
     linked to it both ways (:func:`bvr.tracking.link_model`)."""

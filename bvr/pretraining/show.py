@@ -12,10 +12,7 @@ from bvr.pretraining.masking import mask_copy, mask_exposure
 from bvr.pretraining.prepare import Prepared
 from bvr.tokenization import load_tokenizer, vocab_info
 
-LABEL_NAMES = {
-    "nsp": {IS_NEXT: "IsNext", NOT_NEXT: "NotNext"},
-    "sop": {IN_ORDER: "in order", SWAPPED: "swapped"},
-}
+LABEL_NAMES = {"nsp": {IS_NEXT: "IsNext", NOT_NEXT: "NotNext"}, "sop": {IN_ORDER: "in order", SWAPPED: "swapped"}}
 """The names of the sentence labels, by ``data.sentence_objective``."""
 
 

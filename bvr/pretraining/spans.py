@@ -18,15 +18,9 @@ SpanDraws = Callable[[int, int], tuple[np.ndarray, np.ndarray]]
 
 @lru_cache(maxsize=8)
 def span_length_cdf(span_p: float, span_max_words: int) -> np.ndarray:
-    """Cumulative distribution of span lengths in words: geometric with success probability ``span_p``, truncated
-    at ``span_max_words`` and renormalised.
-
-    Args:
-        span_p: the geometric law's parameter (SpanBERT: 0.2).
-        span_max_words: the longest span (SpanBERT: 10).
-
-    Returns:
-        (span_max_words,) read-only float64; entry ``l - 1`` is P(length <= l), the last exactly 1.
+    """Cumulative distribution of span lengths in words, (span_max_words,) read-only float64 whose entry ``l - 1`` is
+    P(length <= l), the last exactly 1: geometric with success probability ``span_p`` (SpanBERT: 0.2), truncated at
+    ``span_max_words`` (SpanBERT: 10) and renormalised.
 
     Example:
         >>> cdf = span_length_cdf(0.2, 10)
@@ -46,12 +40,9 @@ def _span_chunk(budget: int) -> int:
 
 
 def _word_segments(positions: np.ndarray, starts_word: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Where each word of a row begins and where its segment's words stop.
-
-    Returns:
-        ``bounds``, (n_words + 1,): word ``w`` covers candidates ``bounds[w]:bounds[w + 1]``; and ``segment_stop``,
-        (n_words,): one past the last word of the segment (run of candidates between special tokens) holding ``w``.
-    """
+    """Where each word of a row begins and where its segment's words stop: ``bounds``, (n_words + 1,), word ``w``
+    covering candidates ``bounds[w]:bounds[w + 1]``; and ``segment_stop``, (n_words,), one past the last word of the
+    segment (run of candidates between special tokens) holding ``w``."""
     gap = np.diff(positions, prepend=-2) != 1  # (n,) a special token (or the row start) comes before
     first = np.flatnonzero(starts_word | gap)  # (n_words,) the same word starts as _words
     segment = np.cumsum(gap)[first]  # (n_words,) non-decreasing
@@ -72,26 +63,13 @@ def span_draws(seed: int, index: int | np.ndarray, copy: int | np.ndarray) -> Sp
     return draws
 
 
-def choose_spans_row(
-    positions: np.ndarray,
-    starts_word: np.ndarray,
-    draws: SpanDraws,
-    budget: int,
-    length_cdf: np.ndarray,
-) -> list[tuple[int, int, int]]:
-    """SpanBERT's span sampler on one row's candidates.
-
-    Args:
-        positions: (n,) the row's candidate positions, increasing.
-        starts_word: (n,) whether each candidate's id starts a word.
-        draws: from :func:`span_draws`: (length, start) uniform draws of a range of attempts.
-        budget: tokens to choose.
-        length_cdf: from :func:`span_length_cdf`.
-
-    Returns:
-        The accepted spans in the order drawn, as ``(first, stop, length)``: candidates ``first:stop`` and the
-        length in words that was drawn (more than the span covers when a segment end or the budget cut it).
-    """
+def choose_spans_row(positions: np.ndarray, starts_word: np.ndarray, draws: SpanDraws, budget: int,
+                     length_cdf: np.ndarray) -> list[tuple[int, int, int]]:
+    """SpanBERT's span sampler on one row's candidates: ``positions``, (n,) increasing, and ``starts_word``, (n,)
+    whether each one's id starts a word; ``draws`` from :func:`span_draws`, ``length_cdf`` from
+    :func:`span_length_cdf`. The accepted spans in the order drawn, as ``(first, stop, length)``: candidates
+    ``first:stop`` and the length in words that was drawn (more than the span covers when a segment end or the
+    budget cut it)."""
     bounds, segment_stop = _word_segments(positions, starts_word)
     bounds, segment_stop = bounds.tolist(), segment_stop.tolist()
     n_words = len(segment_stop)
@@ -117,14 +95,8 @@ def choose_spans_row(
     return spans
 
 
-def choose_spans(
-    input_ids: np.ndarray,
-    candidates: np.ndarray,
-    budget: np.ndarray,
-    word_start: np.ndarray,
-    keys: tuple[int, np.ndarray, np.ndarray],
-    length_cdf: np.ndarray,
-) -> np.ndarray:
+def choose_spans(input_ids: np.ndarray, candidates: np.ndarray, budget: np.ndarray, word_start: np.ndarray,
+                 keys: tuple[int, np.ndarray, np.ndarray], length_cdf: np.ndarray) -> np.ndarray:
     """(batch, seq) bool: spans chosen per row; ``keys`` is (seed, (batch, 1) indices, (batch, 1) copies)."""
     seed, rows, copy = keys
     # Every row's first chunk of attempts in one go, (batch, width) each: the few rows that need more draw them alone.

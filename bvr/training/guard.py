@@ -15,17 +15,9 @@ class NonFiniteLoss(BvrError):
 
 def check_finite(loss: torch.Tensor, step: int, *, what: str, hint: str,
                  values: Callable[[], str] | None = None) -> None:
-    """Stop training when ``loss`` is NaN or infinite; call it before the backward pass, so no weight changes.
-
-    Args:
-        loss: the step's loss (a scalar tensor).
-        step: the optimiser step, for the message.
-        what: the loss's name in the message (``training loss``).
-        hint: what to do about it.
-        values: gives the loss's parts for the message (``mlm_loss=nan``); called only when the loss is bad.
-
-    Raises:
-        NonFiniteLoss: the loss is not finite.
+    """Stop training with :class:`NonFiniteLoss` when ``loss`` is NaN or infinite; call it before the backward pass,
+    so no weight changes. The message names the optimiser ``step``, the loss as ``what`` (``training loss``) and,
+    where ``values`` is given, the loss's parts it returns (``mlm_loss=nan``; called only when the loss is bad).
 
     >>> check_finite(torch.tensor(1.0), 3, what="training loss", hint="lower the learning rate")
     >>> try:

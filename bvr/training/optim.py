@@ -59,36 +59,18 @@ def linear_schedule(warmup_steps: int, max_steps: int) -> Callable[[int], float]
     return factor
 
 
-def adamw(
-    named: Iterable[tuple[str, nn.Parameter]],
-    *,
-    learning_rate: float,
-    weight_decay: float,
-    betas: Sequence[float],
-    eps: float,
-    warmup_steps: int,
-    max_steps: int,
-    fused: bool = True,
-) -> dict[str, Any]:
+def adamw(named: Iterable[tuple[str, nn.Parameter]], *, learning_rate: float, weight_decay: float,
+          betas: Sequence[float], eps: float, warmup_steps: int, max_steps: int, fused: bool = True) -> dict[str, Any]:
     """AdamW over :func:`parameter_groups` with the :func:`linear_schedule`, stepped per optimiser step.
 
-    The update runs as torch's fused kernel (one pass per parameter for the moments, the decay and the step) unless
-    ``fused`` is False. On CPU the default per-parameter loop takes ~6x as long: 46 ms against 7 ms a step for an
-    11M-parameter encoder on 2 cores, 4% of a tiny pretraining step. Lightning cannot clip gradients around a fused
-    optimiser under fp16's GradScaler (the optimiser unscales inside its step), so ``16-mixed`` passes False; under
-    ``bf16-mixed``, which scales nothing, the modules clip themselves (:func:`clip_unscaled`).
+    The update runs as torch's fused kernel (the same update in one pass per parameter for the moments, the decay and
+    the step) unless ``fused`` is False. On CPU the default per-parameter loop takes ~6x as long: 46 ms against 7 ms
+    a step for an 11M-parameter encoder on 2 cores, 4% of a tiny pretraining step. Lightning cannot clip gradients
+    around a fused optimiser under fp16's GradScaler (the optimiser unscales inside its step), so ``16-mixed`` passes
+    False; under ``bf16-mixed``, which scales nothing, the modules clip themselves (:func:`clip_unscaled`).
 
-    Args:
-        named: the model's ``named_parameters()``.
-        learning_rate: the peak learning rate.
-        weight_decay: decay of the weight matrices.
-        betas, eps: AdamW's.
-        warmup_steps, max_steps: the schedule's.
-        fused: use torch's fused AdamW kernel (same update, fewer passes).
-
-    Returns:
-        ``{"optimizer": ..., "lr_scheduler": {"scheduler": ..., "interval": "step"}}``, what Lightning's
-        ``configure_optimizers`` returns.
+    ``named`` is the model's ``named_parameters()``, ``learning_rate`` the peak. Returns what Lightning's
+    ``configure_optimizers`` returns: ``{"optimizer": ..., "lr_scheduler": {"scheduler": ..., "interval": "step"}}``.
     """
     optimizer = torch.optim.AdamW(parameter_groups(named, weight_decay), lr=learning_rate, betas=tuple(betas),
                                   eps=eps, fused=fused)

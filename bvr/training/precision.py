@@ -11,10 +11,8 @@ from bvr.errors import BvrError
 def resolve_precision(precision: str, *, where: str = "precision") -> str:
     """The precision to give Lightning: ``auto`` is bf16-mixed on a GPU that has bf16, else 32-true.
 
-    Any other accepted value is returned as it is.
-
-    Raises:
-        BvrError: ``precision`` is not one of :data:`PRECISIONS` (``where`` names the setting).
+    Any other value of :data:`PRECISIONS` is returned as it is; one not among them is refused, ``where`` naming the
+    setting.
 
     >>> resolve_precision("16-mixed")
     '16-mixed'

@@ -12,15 +12,8 @@ if TYPE_CHECKING:
     from bvr.tracking import RunContext
 
 
-def training_logger(
-    context: RunContext,
-    *,
-    stage: str,
-    task: str | None = None,
-    seed: int | None = None,
-    extra: Mapping[str, Any] | None = None,
-    run_id: str | None = None,
-) -> MLFlowLogger:
+def training_logger(context: RunContext, *, stage: str, task: str | None = None, seed: int | None = None,
+                    extra: Mapping[str, Any] | None = None, run_id: str | None = None) -> MLFlowLogger:
     """The Lightning logger of one training run in the working directory's store.
 
     The run goes to the context's experiment, nested under its parent run; it is named ``LABEL/STAGE[/TASK][/seedN]``

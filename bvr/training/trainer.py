@@ -144,16 +144,10 @@ def resolve_strategy(strategy: str, devices: int, num_nodes: int) -> str:
 
 
 def check_accelerator(accelerator: str, key: str = "training.accelerator") -> None:
-    """Refuse a GPU accelerator on a machine without one, in words rather than Lightning's traceback.
+    """Refuse a GPU accelerator on a machine without one (``gpu``/``cuda`` without a CUDA device, ``mps`` without an
+    Apple GPU), in words rather than Lightning's traceback, naming the config ``key`` that set it.
 
     Pretraining and fine-tuning call it before they read any data, so the refusal comes before any work.
-
-    Args:
-        accelerator: Lightning's accelerator (``auto``, ``cpu``, ``gpu``, ``cuda``, ``mps``).
-        key: the config key that set it, named in the error.
-
-    Raises:
-        BvrError: ``gpu``/``cuda`` without a CUDA device, or ``mps`` without an Apple GPU.
     """
     import torch
 
@@ -170,19 +164,12 @@ class TrainerSettings:
     """How a Trainer runs: on what (precision, accelerator, processes), for how long, with what clipping and
     accumulation, and how often it logs, validates and checkpoints.
 
-    Attributes:
-        precision: ``auto`` or a Lightning precision (:func:`resolve_precision`).
-        accelerator: Lightning's accelerator (``auto``, ``cpu``, ``gpu``).
-        grad_clip: the gradient norm to clip at; 0 clips nothing.
-        log_every_steps: Lightning's logging interval, in steps.
-        max_steps: stop after this many optimiser steps (-1: no limit).
-        max_epochs: stop after this many epochs (-1: no limit).
-        devices, num_nodes: processes per node, and nodes.
-        strategy: Lightning's strategy; ``auto`` is :func:`resolve_strategy`'s.
-        grad_accum: micro-batches per optimiser step.
-        val_every_steps: validate every this many optimiser steps; None validates after each epoch.
-        checkpoint_every_steps: write ``checkpoints/last.ckpt`` every this many optimiser steps (the resumable
-            state); None writes no checkpoint.
+    An ``auto`` precision is :func:`resolve_precision`'s and an ``auto`` strategy :func:`resolve_strategy`'s;
+    ``devices`` counts processes per node. ``grad_clip`` is the gradient norm to clip at (0 clips nothing),
+    ``grad_accum`` the micro-batches per optimiser step. ``max_steps`` counts optimiser steps; it and ``max_epochs``
+    are -1 for no limit. Lightning logs every ``log_every_steps`` steps; the run validates every ``val_every_steps``
+    optimiser steps (None: after each epoch) and writes ``checkpoints/last.ckpt``, the resumable state, every
+    ``checkpoint_every_steps`` (None: no checkpoint).
     """
 
     precision: str = "auto"
@@ -204,29 +191,16 @@ class TrainerSettings:
         return cls(**{f.name: getattr(training, f.name) for f in dataclasses.fields(cls) if f.name != "max_epochs"})
 
 
-def build_trainer(
-    root: Path,
-    settings: TrainerSettings,
-    logger: Any,
-    *,
-    progress: bool,
-    sampler_per_rank: bool = False,
-    step_progress_bar: bool = False,
-    callbacks: Sequence[L.Callback] = (),
-) -> L.Trainer:
-    """A Lightning Trainer writing under ``root``.
+def build_trainer(root: Path, settings: TrainerSettings, logger: Any, *, progress: bool,
+                  sampler_per_rank: bool = False, step_progress_bar: bool = False,
+                  callbacks: Sequence[L.Callback] = ()) -> L.Trainer:
+    """A Lightning Trainer writing under ``root``, its ``default_root_dir`` (checkpoints go to ``root/checkpoints``),
+    logging to ``logger`` (MLflow's, or False).
 
-    Args:
-        root: the Trainer's ``default_root_dir``; checkpoints go to ``root/checkpoints``.
-        settings: how it runs (:class:`TrainerSettings`).
-        logger: the Lightning logger (MLflow), or False.
-        progress: show a progress bar (only on a terminal, :func:`bvr.progress.bars`): a rich bar, of steps or
-            of epochs counted from 1 (:class:`TrainingBar`).
-        sampler_per_rank: the data's sampler strides over the ranks itself, so Lightning must not replace it
-            with a distributed one.
-        step_progress_bar: count the bar in optimizer steps up to ``max_steps`` (long step-counted runs) rather
-            than in epochs.
-        callbacks: more Lightning callbacks.
+    ``progress`` shows a progress bar, only on a terminal (:func:`bvr.progress.bars`): a rich bar
+    (:class:`TrainingBar`) counted in optimizer steps up to ``max_steps`` with ``step_progress_bar`` (long
+    step-counted runs), else in epochs counted from 1. ``sampler_per_rank``: the data's sampler strides over the
+    ranks itself, so Lightning must not replace it with a distributed one.
     """
     s = settings
     keep_freed_memory()  # steps reuse the heap instead of page-faulting it afresh (bvr.memory)
