@@ -83,9 +83,8 @@ class FeatureDataset(Dataset):
         return {"index": index, **{column: self.features[column][index] for column in self.columns}}
 
 
-def collate(
-    rows: Sequence[Mapping[str, Any]], pad_id: int, pad_values: Mapping[str, int | None] = PAD_VALUES
-) -> dict[str, torch.Tensor]:
+def collate(rows: Sequence[Mapping[str, Any]], pad_id: int,
+            pad_values: Mapping[str, int | None] = PAD_VALUES) -> dict[str, torch.Tensor]:
     """Stack rows into tensors, padding list-valued columns to the longest row with ``pad_values`` (a column it
     does not name, or names with None, is padded with ``pad_id``; see :data:`PAD_VALUES`).
 
@@ -108,4 +107,3 @@ def collate(
         else:
             batch[key] = torch.tensor(values, dtype=torch.float32 if isinstance(values[0], float) else torch.long)
     return batch
-

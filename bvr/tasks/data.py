@@ -51,10 +51,9 @@ def loader(data: TaskData, split: SplitData, batch_size: int, *, seed: int | Non
         sampler: Sampler[int] | list[int] = LengthGroupedSampler(lengths, batch_size, seed)
     else:
         sampler = np.argsort([-n for n in lengths], kind="stable").tolist()
-    return DataLoader(
-        FeatureDataset(split.features, kind.columns), batch_size=batch_size, sampler=sampler,
-        num_workers=num_workers, collate_fn=partial(collate, pad_id=data.pad_id, pad_values=kind.pad_values),
-    )
+    return DataLoader(FeatureDataset(split.features, kind.columns), batch_size=batch_size, sampler=sampler,
+                      num_workers=num_workers,
+                      collate_fn=partial(collate, pad_id=data.pad_id, pad_values=kind.pad_values))
 
 
 def task_files(spec: TaskSpec, data_dir: Path | None) -> list[Path]:
@@ -93,10 +92,8 @@ def _check_settings(settings: DataSettings) -> None:
             raise BvrError(f"must be at least 1, got {value}", where=key)
 
 
-def _encode_split(
-    spec: TaskSpec, name: str, examples: list, tokenizer: Tokenizer, family: str, settings: DataSettings,
-    reports: list[str],
-) -> SplitData:
+def _encode_split(spec: TaskSpec, name: str, examples: list, tokenizer: Tokenizer, family: str, settings: DataSettings,
+                  reports: list[str]) -> SplitData:
     """Cap and encode one split, adding a line to ``reports`` for a cap or a truncation."""
     # The selection split's size is its own key (selection_examples); the evaluation cap is for reported splits.
     cap = (settings.max_train_examples if name == spec.splits[0].name else
@@ -159,9 +156,8 @@ def _hold_out(spec: TaskSpec, splits: dict[str, tuple[list, str]], settings: Dat
             f"training (null_threshold_heldout {settings.null_threshold_heldout}, seed {settings.article_split_seed})")
 
 
-def load_task_data(
-    spec: TaskSpec, data_dir: Path | None, tokenizer: Tokenizer, family: str, pad_id: int, settings: DataSettings
-) -> TaskData:
+def load_task_data(spec: TaskSpec, data_dir: Path | None, tokenizer: Tokenizer, family: str, pad_id: int,
+                   settings: DataSettings) -> TaskData:
     """Read, cap and encode every split of ``spec`` for one tokenizer (from ``data_dir/spec.folder``, or the hub
     when ``data_dir`` is None), with the report lines to show."""
     _check_settings(settings)
@@ -170,10 +166,8 @@ def load_task_data(
     selected = _select_out(spec, splits, settings)
     held_out = _hold_out(spec, splits, settings)
     reports = list(dict.fromkeys(line for _, line in splits.values()))  # a shared file is reported once
-    encoded = {
-        name: _encode_split(spec, name, examples, tokenizer, family, settings, reports)
-        for name, (examples, _) in splits.items()
-    }
+    encoded = {name: _encode_split(spec, name, examples, tokenizer, family, settings, reports)
+               for name, (examples, _) in splits.items()}
     train = encoded.pop(spec.splits[0].name)
     evals = {name: encoded[name] for name in (*spec.eval_splits, *([HELDOUT] if held_out else []),
                                               *([SELECTION] if selected else []))}

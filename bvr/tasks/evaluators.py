@@ -44,7 +44,6 @@ class Evaluator:
         self.spec = spec
 
     def update(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> None:
-        """Take one batch's head output and its batch."""
         raise NotImplementedError
 
     def _compute(self) -> dict[str, float]:
@@ -191,10 +190,7 @@ class SpanEvaluator(Evaluator):
     def __init__(self, spec: TaskSpec, split: SplitData, version: str, threshold: float = 0.0,
                  threshold_from: SpanEvaluator | None = None) -> None:
         super().__init__(spec)
-        self.split = split
-        self.version = version
-        self.threshold = threshold
-        self.threshold_from = threshold_from
+        self.split, self.version, self.threshold, self.threshold_from = split, version, threshold, threshold_from
         self.starts: list[np.ndarray | None] = []
         self.ends: list[np.ndarray | None] = []
         self.reset()

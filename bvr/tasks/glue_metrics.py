@@ -183,25 +183,26 @@ class MatthewsCorrelation(BinaryMatthewsCorrCoef):
 class MulticlassMatthewsCorrelation(MulticlassMatthewsCorrCoef):
     """torchmetrics' multi-class Matthews correlation, finished with scikit-learn's definition."""
 
-    def compute(self) -> torch.Tensor:
-        return torch.tensor(_mcc_from_confusion(self.confmat.double().tolist()))
+    compute = MatthewsCorrelation.compute
 
 
-def _zero_if_undefined(value: torch.Tensor, name: str) -> torch.Tensor:
-    """0 in place of the nan torchmetrics returns for a constant input, with our warning."""
-    if torch.isnan(value).any():
-        _warn_undefined(f"{name} with a constant (or near-constant) input")
-        return torch.nan_to_num(value, nan=0.0)
-    return value
+def _zero_if_undefined(compute: Callable[[], torch.Tensor], name: str) -> torch.Tensor:
+    """torchmetrics' ``compute()``, its warning of a constant input silenced, with 0 in place of the nan it then
+    returns and our warning."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The variance of predictions or target is close to zero")
+        value = compute()
+        if torch.isnan(value).any():
+            _warn_undefined(f"{name} with a constant (or near-constant) input")
+            return torch.nan_to_num(value, nan=0.0)
+        return value
 
 
 class Pearson(PearsonCorrCoef):
     """torchmetrics' Pearson correlation, 0 (with an UndefinedMetricWarning) instead of nan for a constant input."""
 
     def compute(self) -> torch.Tensor:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="The variance of predictions or target is close to zero")
-            return _zero_if_undefined(super().compute(), "Pearson correlation")
+        return _zero_if_undefined(super().compute, "Pearson correlation")
 
 
 class Spearman(SpearmanCorrCoef):
@@ -214,9 +215,7 @@ class Spearman(SpearmanCorrCoef):
             super().__init__()
 
     def compute(self) -> torch.Tensor:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="The variance of predictions or target is close to zero")
-            return _zero_if_undefined(super().compute(), "Spearman correlation")
+        return _zero_if_undefined(super().compute, "Spearman correlation")
 
 
 def _accuracy(spec: TaskSpec) -> Metric:

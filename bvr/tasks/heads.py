@@ -79,4 +79,3 @@ def take_pooler(encoder: Encoder) -> Pooler | None:
     """Move the encoder's pooler (if any) out of it, for the sequence head to own; the encoder no longer pools."""
     pooler, encoder.pooler = encoder.pooler, None
     return pooler
-

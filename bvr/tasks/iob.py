@@ -15,7 +15,6 @@ Entity = tuple[str, int, int]
 
 
 def is_tag(tag: str) -> bool:
-    """Whether ``tag`` is O, B-TYPE or I-TYPE."""
     return tag == OUTSIDE or (tag[:2] in ("B-", "I-") and len(tag) > 2)
 
 
@@ -99,4 +98,3 @@ def extract_entities(tags: Sequence[str]) -> set[Entity]:
     if current is not None:
         entities.add((current, start, len(tags)))
     return entities
-

@@ -64,9 +64,8 @@ class Kind:
     pad_values: Mapping[str, int | None] = PAD_VALUES
     """How its list-valued columns are padded (see :func:`~bvr.tasks.batching.collate`)."""
 
-    def encode(
-        self, spec: TaskSpec, tokenizer: Tokenizer, family: str, examples: list, settings: DataSettings
-    ) -> dict[str, list]:
+    def encode(self, spec: TaskSpec, tokenizer: Tokenizer, family: str, examples: list,
+               settings: DataSettings) -> dict[str, list]:
         """One split's examples as feature columns, for a tokenizer of ``family`` ('bert' or 'roberta')."""
         raise NotImplementedError
 
@@ -78,11 +77,9 @@ class Kind:
         raise NotImplementedError
 
     def evaluator(self, data: TaskData, split: str) -> Evaluator:
-        """A fresh evaluator of evaluation split ``split``."""
         raise NotImplementedError
 
     def evaluators(self, data: TaskData) -> dict[str, Evaluator]:
-        """A fresh evaluator of every evaluation split, in order."""
         return {split: self.evaluator(data, split) for split in data.evals}
 
     def baseline(self, data: TaskData) -> dict[str, float]:
@@ -97,9 +94,8 @@ class Kind:
 class ClassificationKind(Kind):
     """One label per example, from the first token."""
 
-    def encode(
-        self, spec: TaskSpec, tokenizer: Tokenizer, family: str, examples: list, settings: DataSettings
-    ) -> dict[str, list]:
+    def encode(self, spec: TaskSpec, tokenizer: Tokenizer, family: str, examples: list,
+               settings: DataSettings) -> dict[str, list]:
         return encode_sentences(tokenizer, examples, settings.max_length)
 
     def head(self, encoder: Encoder, data: TaskData) -> nn.Module:
@@ -113,11 +109,8 @@ class ClassificationKind(Kind):
 
     def baseline(self, data: TaskData) -> dict[str, float]:
         train = data.train_labels()
-        return {
-            f"{name}/{metric}": value
-            for name, split in data.evals.items()
-            for metric, value in majority_baseline(data.spec, train, [ex.label for ex in split.examples]).items()
-        }
+        return {f"{name}/{metric}": value for name, split in data.evals.items()
+                for metric, value in majority_baseline(data.spec, train, [ex.label for ex in split.examples]).items()}
 
     def baseline_note(self, data: TaskData) -> str | None:
         return baseline_note(data.spec, data.train_labels())
@@ -138,9 +131,8 @@ class TaggingKind(Kind):
 
     pad_values = {**PAD_VALUES, "labels": IGNORE_INDEX}  # token labels: padding is never scored
 
-    def encode(
-        self, spec: TaskSpec, tokenizer: Tokenizer, family: str, examples: list, settings: DataSettings
-    ) -> dict[str, list]:
+    def encode(self, spec: TaskSpec, tokenizer: Tokenizer, family: str, examples: list,
+               settings: DataSettings) -> dict[str, list]:
         label_to_id = {label: index for index, label in enumerate(spec.label_names or ())}
         return encode_ner(tokenizer, family, examples, label_to_id, settings.max_length)
 
@@ -173,9 +165,8 @@ class SpanKind(Kind):
 
     columns = ("input_ids", "token_type_ids", "start_positions", "end_positions")
 
-    def encode(
-        self, spec: TaskSpec, tokenizer: Tokenizer, family: str, examples: list, settings: DataSettings
-    ) -> dict[str, list]:
+    def encode(self, spec: TaskSpec, tokenizer: Tokenizer, family: str, examples: list,
+               settings: DataSettings) -> dict[str, list]:
         return encode_squad(tokenizer, examples, max_length=settings.max_length, stride=settings.stride)
 
     def head(self, encoder: Encoder, data: TaskData) -> nn.Module:

@@ -36,11 +36,6 @@ def build_model(encoder: Encoder, data: TaskData, seed: int) -> FinetuneModel:
     return FinetuneModel(encoder, head)
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# The LightningModule
-# ---------------------------------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class OptimSettings:
     """AdamW and its schedule (BERT's fine-tuning recipe)."""
@@ -72,10 +67,7 @@ class FinetuneModule(L.LightningModule):
     def __init__(self, model: FinetuneModel, kind: Kind, evaluators: dict[str, Evaluator],
                  optim: OptimSettings) -> None:
         super().__init__()
-        self.model = model
-        self.kind = kind
-        self.evaluators = evaluators
-        self.optim = optim
+        self.model, self.kind, self.evaluators, self.optim = model, kind, evaluators, optim
         self.history: list[EpochScores] = []
         self.epochs_started = 0
 
@@ -108,12 +100,8 @@ class FinetuneModule(L.LightningModule):
             scores.update({f"{split}/{name}": value for name, value in evaluator.compute().items()})
         collapsed = {split: evaluator.collapsed() for split, evaluator in self.evaluators.items()}
         self.history.append(EpochScores(self.epochs_started, self.global_step, scores, collapsed))
-        self._log_scores(scores)
-
-    def _log_scores(self, scores: dict[str, float]) -> None:
-        """Log the scores to the run as the Python floats they are, which result.json keeps too: ``self.log`` would
-        make them float32 tensors, and a store read back would then differ (50.71813201904297 for
-        50.718132854578094)."""
+        # Logged as the Python floats they are, which result.json keeps too: self.log would make them float32
+        # tensors, and a store read back would then differ (50.71813201904297 for 50.718132854578094).
         for logger in self.loggers:
             logger.log_metrics(scores, step=self.global_step)
 
@@ -128,9 +116,9 @@ class FinetuneModule(L.LightningModule):
         if not clip_unscaled(self, gradient_clip_val, gradient_clip_algorithm):  # bf16-mixed with fused AdamW
             super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
+
 def make_module(encoder: Encoder, data: TaskData, optim: OptimSettings, seed: int) -> FinetuneModule:
     """The fine-tuning module of ``data``'s task around ``encoder``: a fresh head for fine-tuning seed ``seed``
     (:func:`build_model`) and one evaluator per split."""
     kind = KINDS[data.spec.kind]
     return FinetuneModule(build_model(encoder, data, seed), kind, kind.evaluators(data), optim)
-

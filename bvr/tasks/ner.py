@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from tokenizers import Encoding, Tokenizer
+from tokenizers import Tokenizer
 
 from bvr.errors import BvrError
 from bvr.model.losses import IGNORE_INDEX
@@ -52,19 +52,6 @@ def align_labels(word_ids: Sequence[int | None], word_labels: Sequence[int]) -> 
     return labels
 
 
-def _word_prefix(family: str) -> str:
-    if family not in _WORD_PREFIX:
-        raise BvrError(f"unknown tokenizer family {family!r}", where="family", hint=f"use one of {list(_WORD_PREFIX)}")
-    return _WORD_PREFIX[family]
-
-
-def _truncated(tokenizer: Tokenizer, encoding: Encoding, max_length: int) -> Encoding:
-    """``encoding`` (no specials yet) cut to fit ``max_length`` with the specials, which are then added."""
-    budget = max_length - tokenizer.num_special_tokens_to_add(is_pair=False)
-    encoding.truncate(budget)
-    return tokenizer.post_process(encoding)
-
-
 def _label_ids(tags: Sequence[str], label_to_id: Mapping[str, int]) -> list[int]:
     unknown = sorted(set(tags) - set(label_to_id))
     if unknown:
@@ -76,13 +63,8 @@ _NER_KEYS = ("input_ids", "attention_mask", "token_type_ids", "labels", "word_id
              "untokenized_words")
 
 
-def encode_ner(
-    tokenizer: Tokenizer,
-    family: str,
-    sentences: Iterable[Sentence | tuple[list[str], list[str]]],
-    label_to_id: Mapping[str, int],
-    max_length: int,
-) -> dict[str, list]:
+def encode_ner(tokenizer: Tokenizer, family: str, sentences: Iterable[Sentence | tuple[list[str], list[str]]],
+               label_to_id: Mapping[str, int], max_length: int) -> dict[str, list]:
     """Tokenize pre-split sentences and label the first sub-token of each word.
 
     Byte-level BPE words are encoded as `` word`` so every word, the first included, starts with the ``Ġ`` word-start
@@ -91,30 +73,30 @@ def encode_ner(
     into no token at all (WordPiece drops some control and zero-width characters) in ``untokenized_words``. No
     padding: the collator pads; the tokenizer's own truncation and padding settings are ignored.
 
-    Returns:
-        Per sentence: ``input_ids``, ``attention_mask``, ``token_type_ids``, ``labels`` (first sub-tokens carry the
-        word's id, the rest :data:`IGNORE_INDEX`), ``word_ids`` (None for specials), ``truncated_words`` and
-        ``untokenized_words`` (counts).
+    Per sentence: ``input_ids``, ``attention_mask``, ``token_type_ids``, ``labels`` (first sub-tokens carry the
+    word's id, the rest :data:`IGNORE_INDEX`), ``word_ids`` (None for specials), ``truncated_words`` and
+    ``untokenized_words`` (counts).
     """
-    prefix = _word_prefix(family)
+    if family not in _WORD_PREFIX:
+        raise BvrError(f"unknown tokenizer family {family!r}", where="family", hint=f"use one of {list(_WORD_PREFIX)}")
     tokenizer = plain_tokenizer(tokenizer)
-    if max_length <= tokenizer.num_special_tokens_to_add(is_pair=False):
+    specials = tokenizer.num_special_tokens_to_add(is_pair=False)
+    if max_length <= specials:
         raise BvrError(f"max_length {max_length} leaves no room for a token", where="max_length")
     sentences = [(list(tokens), list(tags)) for tokens, tags, *_ in sentences]
-    words = [[prefix + token for token in tokens] for tokens, _ in sentences]
+    words = [[_WORD_PREFIX[family] + token for token in tokens] for tokens, _ in sentences]
     encodings = tokenizer.encode_batch(words, is_pretokenized=True, add_special_tokens=False) if words else []
     features: dict[str, list] = {key: [] for key in _NER_KEYS}
     for (tokens, tags), encoding in zip(sentences, encodings, strict=True):
         tokenized = {i for i in encoding.word_ids if i is not None}
-        encoding = _truncated(tokenizer, encoding, max_length)
+        encoding.truncate(max_length - specials)  # then the specials are added: the whole fits max_length
+        encoding = tokenizer.post_process(encoding)
         kept = {i for i in encoding.word_ids if i is not None}
-        features["input_ids"].append(encoding.ids)
-        features["attention_mask"].append(encoding.attention_mask)
-        features["token_type_ids"].append(encoding.type_ids)
-        features["labels"].append(align_labels(encoding.word_ids, _label_ids(tags, label_to_id)))
-        features["word_ids"].append(encoding.word_ids)
-        features["truncated_words"].append(len(tokenized - kept))
-        features["untokenized_words"].append(len(tokens) - len(tokenized))
+        values = (encoding.ids, encoding.attention_mask, encoding.type_ids,
+                  align_labels(encoding.word_ids, _label_ids(tags, label_to_id)), encoding.word_ids,
+                  len(tokenized - kept), len(tokens) - len(tokenized))
+        for key, value in zip(_NER_KEYS, values, strict=True):
+            features[key].append(value)
     return features
 
 
@@ -133,9 +115,8 @@ def labels_to_tags(labels: Any, id_to_label: Sequence[str] | Mapping[int, str]) 
     return [[id_to_label[int(label)] for label in row[row != IGNORE_INDEX]] for row in rows]
 
 
-def predictions_to_tags(
-    logits: Any, labels_with_ignore: Any, id_to_label: Sequence[str] | Mapping[int, str]
-) -> list[list[str]]:
+def predictions_to_tags(logits: Any, labels_with_ignore: Any,
+                        id_to_label: Sequence[str] | Mapping[int, str]) -> list[list[str]]:
     """Predicted word tags from (batch, seq, num_labels) logits: the arg-max label at each word's first sub-token.
 
     Positions where the (batch, seq) gold labels hold :data:`IGNORE_INDEX` are skipped, so the predictions line up
@@ -145,5 +126,3 @@ def predictions_to_tags(
     labels = _as_numpy(labels_with_ignore)
     return [[id_to_label[int(label)] for label in row[gold != IGNORE_INDEX]]
             for row, gold in zip(predicted, labels, strict=True)]
-
-

@@ -103,8 +103,7 @@ class TaskSpec:
     def __post_init__(self) -> None:
         where = f"task {self.name!r}"
         _require(self.kind in TASK_KINDS, where, f"kind {self.kind!r} is not one of {', '.join(TASK_KINDS)}")
-        _require(self.format in TASK_FORMATS, where,
-                 f"format {self.format!r} is not one of {', '.join(TASK_FORMATS)}")
+        _require(self.format in TASK_FORMATS, where, f"format {self.format!r} is not one of {', '.join(TASK_FORMATS)}")
         _require(len(self.splits) >= 2 and self.splits[0].name == "train", where, "needs 'train' then eval splits")
         _require(bool(self.text_fields), where, "needs at least one text field")
         _require(set(self.main_metrics) <= set(self.metrics) and bool(self.main_metrics), where,
@@ -242,7 +241,6 @@ _SPECS: tuple[TaskSpec, ...] = (
 
 
 def _index(specs: tuple[TaskSpec, ...]) -> dict[str, TaskSpec]:
-    """Specs by name; a repeated name is a programming error."""
     tasks: dict[str, TaskSpec] = {}
     for spec in specs:
         if spec.name in tasks:

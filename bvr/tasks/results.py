@@ -19,14 +19,10 @@ from bvr.tasks.registry import get_task
 
 @dataclass
 class SeedResult:
-    """One seed's outcome (the seed draws the head's initialisation, dropout and data order).
-
-    Attributes:
-        scores: the final epoch's scores, ``split/metric``.
-        best_scores: the scores of the epoch (1-based ``best_epoch``) with the best headline score.
-        collapsed: the final epoch's predictions on the headline split are degenerate (one class, constant).
-        reused: found in the cache rather than trained now.
-    """
+    """One seed's outcome (the seed draws the head's initialisation, dropout and data order): ``scores``, the final
+    epoch's, ``split/metric``; ``best_scores``, those of the epoch (1-based ``best_epoch``) with the best headline
+    score; ``collapsed``, whether the final epoch's predictions on the headline split are degenerate (one class,
+    constant); ``reused``, found in the cache rather than trained now."""
 
     seed: int
     scores: dict[str, float]
@@ -51,14 +47,11 @@ class TaskInfo:
 
 @dataclass
 class FinetuneResult:
-    """All seeds of one (checkpoint, task), with the spread of the headline score.
-
-    Attributes:
-        from_scratch: the encoder was randomly initialised (the no-pretraining control).
-        parent_run_id: the MLflow parent run of this call (None when every seed was reused).
-        selection: a grid's choice (:meth:`bvr.tasks.selection.Selection.to_dict`): each point's selection scores
-            and the chosen point, whose seeds ``seeds`` are; None without a grid.
-    """
+    """All seeds of one (checkpoint, task), with the spread of the headline score: ``from_scratch``, whether the
+    encoder was randomly initialised (the no-pretraining control); ``parent_run_id``, the MLflow parent run of this
+    call (None when every seed was reused); ``selection``, a grid's choice
+    (:meth:`bvr.tasks.selection.Selection.to_dict`: each point's selection scores and the chosen point, whose seeds
+    ``seeds`` are), None without a grid."""
 
     task: str
     arm: str
@@ -89,8 +82,7 @@ def spread(values: Sequence[float]) -> dict[str, float]:
     {'median': 3.0, 'min': 1.0, 'max': 5.0, 'q1': 2.0, 'q3': 4.0, 'iqr': 2.0}
     """
     q1, median, q3 = (float(q) for q in np.percentile(np.asarray(values, dtype=np.float64), [25, 50, 75]))
-    return {"median": median, "min": float(min(values)), "max": float(max(values)), "q1": q1, "q3": q3,
-            "iqr": q3 - q1}
+    return {"median": median, "min": float(min(values)), "max": float(max(values)), "q1": q1, "q3": q3, "iqr": q3 - q1}
 
 
 def _seed_rows(result: FinetuneResult, scale: float) -> list[str]:

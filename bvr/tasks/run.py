@@ -81,16 +81,8 @@ class FinetuneSetup:
     config_file: str | Path | None = None
 
 
-def finetune(
-    checkpoint: str | Path,
-    task: str,
-    *,
-    seeds: int | Sequence[int] = 5,
-    setup: FinetuneSetup | None = None,
-    from_scratch: bool = False,
-    context: RunContext | None = None,
-    progress: bool = False,
-) -> FinetuneResult:
+def finetune(checkpoint: str | Path, task: str, *, seeds: int | Sequence[int] = 5, setup: FinetuneSetup | None = None,
+             from_scratch: bool = False, context: RunContext | None = None, progress: bool = False) -> FinetuneResult:
     """Fine-tune ``checkpoint`` on ``task`` once per seed, reusing seeds already finished with the same settings.
 
     ``checkpoint`` is a bvr run folder, its ``model/`` folder, or a Hugging Face BERT/RoBERTa folder; ``seeds`` how
@@ -284,11 +276,9 @@ def _train_seed(job: _Job, seed: int, out: Path, key: str) -> SeedResult:
         _fit(job, module, trainer, seed)
         main_key = job.recorder.main_key  # the best evaluation by it: the earliest among equals
         final, best = module.history[-1], max(module.history, key=lambda entry: (entry.scores[main_key], -entry.step))
-        result = SeedResult(
-            seed=seed, scores=final.scores, best_scores=best.scores, best_epoch=best.epoch,
-            collapsed=final.collapsed[job.spec.headline_split], seconds=time.perf_counter() - start,
-            history=[dataclasses.asdict(entry) for entry in module.history], run_id=logger.run_id,
-        )
+        result = SeedResult(seed=seed, scores=final.scores, best_scores=best.scores, best_epoch=best.epoch,
+                            collapsed=final.collapsed[job.spec.headline_split], seconds=time.perf_counter() - start,
+                            history=[dataclasses.asdict(entry) for entry in module.history], run_id=logger.run_id)
         record = module.evaluators[job.spec.headline_split].record()
         job.recorder.record_seed(result, job.info, record, _keep_files(record, out))
         if record.warning:

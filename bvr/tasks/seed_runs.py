@@ -79,8 +79,7 @@ def _restore(client: MlflowClient, experiment_id: str, folder: Path, problem: st
             if logged is not None and seed_result_problem(logged.parent, producer=folder.name) is None:
                 if folder.exists():
                     shutil.rmtree(folder)
-                build_once(folder, lambda out: shutil.copy2(logged, out / RESULT_FILE),
-                           {"read_back_from_run": run_id})
+                build_once(folder, lambda out: shutil.copy2(logged, out / RESULT_FILE), {"read_back_from_run": run_id})
                 restored = True
     if restored:
         print(f"{folder / RESULT_FILE}: {problem}; read back from its MLflow run {run_id}, not trained again",

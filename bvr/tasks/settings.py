@@ -12,10 +12,8 @@ from bvr.tasks.module import OptimSettings
 from bvr.tasks.registry import TASKS, TaskSpec
 
 
-def load_finetune_config(
-    spec: TaskSpec, *, config_file: Path | None = None, preset: str | None = None,
-    overrides: Sequence[str] | None = None,
-) -> FinetuneConfig:
+def load_finetune_config(spec: TaskSpec, *, config_file: Path | None = None, preset: str | None = None,
+                         overrides: Sequence[str] | None = None) -> FinetuneConfig:
     """The resolved hyperparameters of ``spec`` (:func:`bvr.config.resolve_finetune` over :func:`load_config`):
     the config file's and the preset's ``finetune:`` sections, then the ``--set`` overrides."""
     cfg = load_config(Path(config_file) if config_file else None, preset=preset, overrides=list(overrides or []))

@@ -28,13 +28,10 @@ class SplitData:
 
 @dataclass
 class TaskData:
-    """A task's splits, encoded for one tokenizer, with what the user should see about them.
-
-    Attributes:
-        reports: one line per file read (rows read and skipped), then one per cap or truncation.
-        split_note: how the training and evaluation parts were drawn from one file, and any held-out slice, or None.
-        settings: the data settings it was loaded with (SQuAD v2.0's null threshold among them).
-    """
+    """A task's splits, encoded for one tokenizer, with what the user should see about them: ``reports``, one line
+    per file read (rows read and skipped), then one per cap or truncation; ``split_note``, how the training and
+    evaluation parts were drawn from one file, and any held-out slice, or None; ``settings``, the data settings it
+    was loaded with (SQuAD v2.0's null threshold among them)."""
 
     spec: TaskSpec
     family: str

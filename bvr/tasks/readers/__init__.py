@@ -61,39 +61,20 @@ SENTENCE_READERS: dict[str, Callable[[TaskSpec, Path], tuple[list[Example], Read
 """Formats of sentence tasks (classification, regression) -> their file reader, which returns a full report."""
 
 
-def _sentences(read: Callable[[TaskSpec, Path], tuple[list[Example], ReadReport]]) -> ReadFile:
-    """A sentence reader whose report becomes its summary line."""
+def _one_line(read: Callable[[TaskSpec, Any], tuple[list[Any], Any]]) -> ReadFile:
+    """A reader whose report becomes its one line: a sentence report's ``summary()``, any other's ``describe()``."""
 
-    def read_file(spec: TaskSpec, path: Path) -> tuple[list[Example], str]:
-        examples, report = read(spec, path)
-        return examples, report.summary()
+    def read_file(spec: TaskSpec, where: Any) -> tuple[list[Any], str]:
+        examples, report = read(spec, where)
+        return examples, report.summary() if isinstance(report, ReadReport) else report.describe()
     return read_file
-
-
-def _hub_sentences(spec: TaskSpec, hub_split: str) -> tuple[list[Example], str]:
-    examples, report = hub_sentences(spec, hub_split)
-    return examples, report.summary()
-
-
-def _described(read: Callable[[Path], tuple[list[Any], Any]]) -> ReadFile:
-    """A reader of one path whose report has ``describe()``."""
-
-    def read_file(spec: TaskSpec, path: Path) -> tuple[list[Any], str]:
-        examples, report = read(path)
-        return examples, report.describe()
-    return read_file
-
-
-def _conll(spec: TaskSpec, path: Path) -> tuple[list[Any], str]:
-    """A CoNLL file of the task, any tag not among its labels refused at its line."""
-    sentences, report = read_conll(path, labels=spec.label_names)
-    return sentences, report.describe()
 
 
 READERS: dict[str, FileFormat] = {
-    **{name: FileFormat(_sentences(read), _hub_sentences) for name, read in SENTENCE_READERS.items()},
-    "conll": FileFormat(_conll, hub_conll),
-    "squad-json": FileFormat(_described(read_squad), hub_squad, fallback_to_dev=True),
+    **{name: FileFormat(_one_line(read), _one_line(hub_sentences)) for name, read in SENTENCE_READERS.items()},
+    # A tag not among the task's labels is refused at its line.
+    "conll": FileFormat(_one_line(lambda spec, path: read_conll(path, labels=spec.label_names)), hub_conll),
+    "squad-json": FileFormat(_one_line(lambda spec, path: read_squad(path)), hub_squad, fallback_to_dev=True),
 }
 """File format -> how to read it (every name in :data:`~bvr.tasks.registry.TASK_FORMATS`)."""
 
@@ -155,5 +136,4 @@ def task_file(spec: TaskSpec, data_dir: Path, file: str) -> Path:
     return path
 
 
-__all__ = ["READERS", "SENTENCE_READERS", "FileFormat", "ReadResult", "check_classes", "read_task",
-           "task_file"]
+__all__ = ["READERS", "SENTENCE_READERS", "FileFormat", "ReadResult", "check_classes", "read_task", "task_file"]

@@ -141,10 +141,8 @@ def read_lines(path: Path, spec: TaskSpec) -> list[str]:
     return lines
 
 
-def read_rows(
-    path: Path, lines: list[str], first: int, parse: Callable[[str, int, ReadReport], Example | None],
-    max_share: float, hint: str, text_fields: tuple[str, ...],
-) -> tuple[list[Example], ReadReport]:
+def read_rows(path: Path, lines: list[str], first: int, parse: Callable[[str, int, ReadReport], Example | None],
+              max_share: float, hint: str, text_fields: tuple[str, ...]) -> tuple[list[Example], ReadReport]:
     """Parse ``lines[first:]`` (1-based line numbers) with ``parse``, which returns None for a row it skipped and
     counted; then apply the skipped-share policy (:func:`check_skipped`) and the empty-text one
     (:func:`check_empty`, naming the fields ``text_fields``)."""
@@ -166,10 +164,8 @@ def check_skipped(report: ReadReport, max_share: float, hint: str) -> None:
     if report.read == 0:
         raise BvrError(f"no examples could be read ({report.summary()})", where=report.source)
     if report.skipped > max_share * report.rows:
-        raise BvrError(
-            f"{report.skipped:,} of {report.rows:,} rows could not be parsed, more than {max_share:.0%} "
-            f"({report.details()})", where=report.source, hint=hint,
-        )
+        raise BvrError(f"{report.skipped:,} of {report.rows:,} rows could not be parsed, more than {max_share:.0%} "
+                       f"({report.details()})", where=report.source, hint=hint)
 
 
 def check_empty(report: ReadReport, examples: list[Example], text_fields: tuple[str, ...]) -> None:
@@ -181,11 +177,9 @@ def check_empty(report: ReadReport, examples: list[Example], text_fields: tuple[
                 report.count_empty(name, example.line)
     for name, count in report.empty.items():
         if count > MAX_EMPTY_SHARE * report.rows:
-            raise BvrError(
-                f"{count:,} of {report.rows:,} rows have an empty {name} (the first at line "
-                f"{report.first_empty[name][0]}), more than {MAX_EMPTY_SHARE:.0%}", where=report.source,
-                hint="the file looks damaged: download the task's files again",
-            )
+            raise BvrError(f"{count:,} of {report.rows:,} rows have an empty {name} (the first at line "
+                           f"{report.first_empty[name][0]}), more than {MAX_EMPTY_SHARE:.0%}", where=report.source,
+                           hint="the file looks damaged: download the task's files again")
 
 
 class LabelParser:

@@ -31,13 +31,9 @@ class Sentence(NamedTuple):
 
 @dataclass
 class ConllReport:
-    """What :func:`read_conll` read and what it skipped.
-
-    Attributes:
-        bad_lines: 1-based numbers of lines with too few columns; they are skipped.
-        untagged: how many of those have one column, a token and no tag.
-        scheme: the tagging scheme found in the file ("IOB2", "IOB1" or "mixed"; see :func:`detect_scheme`).
-    """
+    """What :func:`read_conll` read and what it skipped: ``bad_lines``, the 1-based numbers of the lines with too few
+    columns (skipped), ``untagged``, how many of those hold one column (a token and no tag), and ``scheme``, the
+    tagging scheme found in the file ("IOB2", "IOB1" or "mixed"; see :func:`detect_scheme`)."""
 
     path: str
     documents: int = 0
@@ -50,10 +46,8 @@ class ConllReport:
 
     def describe(self) -> str:
         """One line for logs and the CLI."""
-        text = (
-            f"{self.path}: {self.documents:,} documents, {self.sentences:,} sentences, {self.tokens:,} tokens, "
-            f"scheme {self.scheme}{' (converted to IOB2)' if self.converted else ''}"
-        )
+        text = (f"{self.path}: {self.documents:,} documents, {self.sentences:,} sentences, {self.tokens:,} tokens, "
+                f"scheme {self.scheme}{' (converted to IOB2)' if self.converted else ''}")
         if self.bad_lines:
             shown = ", ".join(map(str, self.bad_lines[:10])) + (", ..." if len(self.bad_lines) > 10 else "")
             text += f"; {len(self.bad_lines)} lines with too few columns skipped (lines {shown})"
@@ -96,11 +90,8 @@ def _read_line(line: str, number: int, path: Path, n_columns: int, labels: Seque
     elif len(columns) > n_columns:
         # More columns than the format has means a different format (or tokens with spaces): reading on would
         # take the wrong column as the tag, so stop.
-        raise BvrError(
-            f"{len(columns)} columns where {n_columns} were expected",
-            where=f"{path}:{number}",
-            hint="CoNLL-2003 lines are 'token POS chunk NER'; pass n_columns for other layouts",
-        )
+        raise BvrError(f"{len(columns)} columns where {n_columns} were expected", where=f"{path}:{number}",
+                       hint="CoNLL-2003 lines are 'token POS chunk NER'; pass n_columns for other layouts")
     elif not is_tag(columns[-1]):
         raise BvrError(f"{columns[-1]!r} is not an IOB tag", where=f"{path}:{number}", hint="use O, B-TYPE or I-TYPE")
     elif labels is not None and columns[-1] not in labels:
@@ -126,11 +117,10 @@ def _check_enough_lines(report: ConllReport, path: Path, n_columns: int) -> None
                        hint="a CoNLL file holds 'token POS chunk NER' lines, the entity tag last: give the tagged "
                             "file")
     if bad and bad > MAX_BAD_SHARE * (bad + report.tokens):
-        raise BvrError(
-            f"{bad:,} of {bad + report.tokens:,} token lines have fewer than {n_columns} columns "
-            f"(first at line {report.bad_lines[0]})",
-            where=f"{path}:{report.bad_lines[0]}",
-            hint="CoNLL-2003 lines are 'token POS chunk NER', separated by spaces; pass n_columns for other layouts")
+        raise BvrError(f"{bad:,} of {bad + report.tokens:,} token lines have fewer than {n_columns} columns "
+                       f"(first at line {report.bad_lines[0]})", where=f"{path}:{report.bad_lines[0]}",
+                       hint="CoNLL-2003 lines are 'token POS chunk NER', separated by spaces; pass n_columns for "
+                            "other layouts")
 
 
 def _check_not_empty(report: ConllReport, path: Path) -> None:
@@ -142,10 +132,8 @@ def _check_not_empty(report: ConllReport, path: Path) -> None:
                             "download the task's files again")
 
 
-def read_conll(
-    path: str | Path, *, n_columns: int = CONLL_COLUMNS, convert_to_iob2: bool = True,
-    labels: Sequence[str] | None = None,
-) -> tuple[list[Sentence], ConllReport]:
+def read_conll(path: str | Path, *, n_columns: int = CONLL_COLUMNS, convert_to_iob2: bool = True,
+               labels: Sequence[str] | None = None) -> tuple[list[Sentence], ConllReport]:
     """Read a CoNLL column file: one token per line, tag in the last column, blank lines between sentences.
 
     ``-DOCSTART-`` lines are skipped and counted as documents; the last sentence needs no trailing blank line. Lines
@@ -169,4 +157,3 @@ def read_conll(
         sentences = [sentence._replace(tags=to_iob2(sentence.tags)) for sentence in sentences]
         report.converted = True
     return sentences, report
-

@@ -24,10 +24,8 @@ def load_hub(spec: TaskSpec, hub_split: str) -> Any:
     try:
         return datasets.load_dataset(spec.hub_id, spec.hub_config, split=hub_split)
     except (OSError, ValueError) as exc:  # ConnectionError (offline) and FileNotFoundError are OSErrors
-        raise BvrError(
-            f"no data folder was given and {spec.hub_id} ({spec.hub_config}) could not be loaded from the Hugging "
-            f"Face hub ({exc})", where=spec.name, hint=data_hint(spec),
-        ) from exc
+        raise BvrError(f"no data folder was given and {spec.hub_id} ({spec.hub_config}) could not be loaded from the "
+                       f"Hugging Face hub ({exc})", where=spec.name, hint=data_hint(spec)) from exc
 
 
 def hub_sentences(spec: TaskSpec, hub_split: str) -> tuple[list[Example], ReadReport]:
@@ -62,10 +60,7 @@ def hub_conll(spec: TaskSpec, hub_split: str) -> tuple[list[Sentence], str]:
 def hub_squad(spec: TaskSpec, hub_split: str) -> tuple[list[SquadExample], str]:
     """The split as SquadExamples (no reference answer means impossible); the report line counts them."""
     rows = load_hub(spec, hub_split)
-    examples = [
-        SquadExample(row["id"], row["title"], row["context"], row["question"],
-                     tuple(zip(row["answers"]["text"], row["answers"]["answer_start"], strict=True)),
-                     is_impossible=not row["answers"]["text"])
-        for row in rows
-    ]
+    examples = [SquadExample(row["id"], row["title"], row["context"], row["question"],
+                             tuple(zip(row["answers"]["text"], row["answers"]["answer_start"], strict=True)),
+                             is_impossible=not row["answers"]["text"]) for row in rows]
     return examples, f"{spec.hub_id}:{hub_split}: {len(examples):,} questions"

@@ -22,18 +22,16 @@ from bvr.tasks.registry import TaskSpec
 _FORMAT_HINT = "is this a JSON Lines file (one object per line) of the right task?"
 
 
-def read_jsonl(
-    spec: TaskSpec, path: Path, *, max_skipped_share: float = MAX_SKIPPED_SHARE
-) -> tuple[list[Example], ReadReport]:
+def read_jsonl(spec: TaskSpec, path: Path, *,
+               max_skipped_share: float = MAX_SKIPPED_SHARE) -> tuple[list[Example], ReadReport]:
     """Read one labelled JSONL file (train or dev) of task ``spec``: the examples in file order, and what was read
     and skipped (failing past ``max_skipped_share``)."""
     parse = partial(_parse_line, spec=spec, labels=LabelParser(spec), path=path)
     return read_rows(path, read_lines(path, spec), 0, parse, max_skipped_share, _FORMAT_HINT, spec.text_fields)
 
 
-def _parse_line(
-    line: str, number: int, report: ReadReport, *, spec: TaskSpec, labels: LabelParser, path: Path
-) -> Example | None:
+def _parse_line(line: str, number: int, report: ReadReport, *, spec: TaskSpec, labels: LabelParser,
+                path: Path) -> Example | None:
     """One line as an Example, or None (counted in ``report``) when it cannot be parsed."""
     if not line.strip():
         report.skip("blank line", number)

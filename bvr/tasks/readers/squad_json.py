@@ -38,15 +38,11 @@ class SquadExample:
 
 @dataclass
 class SquadReport:
-    """What :func:`read_squad` read: counts of articles, paragraphs, questions and answers.
-
-    Attributes:
-        answers_per_question: how many questions have each number of reference answers.
-        answer_mismatches: answers whose text differs from the context at ``answer_start``; kept as they are.
-        empty_questions: questions whose text is empty or blank; kept up to
-            :data:`~bvr.tasks.readers.common.MAX_EMPTY_SHARE` of them, as GLUE's empty texts.
-        first_empty: where the first of them is (``data[3].paragraphs[0].qas[7]``).
-    """
+    """What :func:`read_squad` read: counts of articles, paragraphs, questions and answers; ``answers_per_question``,
+    how many questions have each number of reference answers; ``answer_mismatches``, answers whose text differs from
+    the context at ``answer_start`` (kept as they are); ``empty_questions``, questions whose text is empty or blank
+    (kept up to :data:`~bvr.tasks.readers.common.MAX_EMPTY_SHARE` of them, as GLUE's empty texts), the first of them
+    at ``first_empty`` (``data[3].paragraphs[0].qas[7]``)."""
 
     path: str
     version: str = "1.1"
@@ -66,12 +62,10 @@ class SquadReport:
         spread = ", ".join(f"{n}: {count:,}" for n, count in sorted(self.answers_per_question.items()))
         empty = (f"; kept {self.empty_questions:,} empty questions (the first at {self.first_empty})"
                  if self.empty_questions else "")
-        return (
-            f"{self.path}: SQuAD v{self.version}, {self.articles:,} articles, {self.paragraphs:,} paragraphs, "
-            f"{self.questions:,} questions ({self.answerable:,} answerable, {self.impossible:,} impossible), "
-            f"{self.reference_answers:,} reference answers (questions by answer count {{{spread}}}), "
-            f"{self.answer_mismatches:,} answers not found at their answer_start{empty}"
-        )
+        return (f"{self.path}: SQuAD v{self.version}, {self.articles:,} articles, {self.paragraphs:,} paragraphs, "
+                f"{self.questions:,} questions ({self.answerable:,} answerable, {self.impossible:,} impossible), "
+                f"{self.reference_answers:,} reference answers (questions by answer count {{{spread}}}), "
+                f"{self.answer_mismatches:,} answers not found at their answer_start{empty}")
 
 
 _FORMAT_HINT = "is this the official SQuAD JSON?"
@@ -117,10 +111,8 @@ def _read_answers(qa: dict, context: str, where: str, what: str, report: SquadRe
         text = _field(answer, "text", str, f"{where}.answers[{n}]", what)
         start = _field(answer, "answer_start", int, f"{where}.answers[{n}]", what)
         if not text or start < 0 or start + len(text) > len(context):
-            raise BvrError(
-                f"{what}answer {text!r} at {start} does not fit the context of {len(context)} characters",
-                where=f"{where}.answers[{n}]",
-            )
+            raise BvrError(f"{what}answer {text!r} at {start} does not fit the context of {len(context)} characters",
+                           where=f"{where}.answers[{n}]")
         # Some SQuAD releases hold answers that differ from the context by a character; they stay, and are counted.
         report.answer_mismatches += context[start : start + len(text)] != text
         answers.append((text, start))
@@ -221,17 +213,14 @@ def _side(titles: Sequence[str], examples: Sequence[SquadExample]) -> str:
     return f"{len(titles)} articles, {questions:,} questions ({', '.join(titles)})"
 
 
-def split_by_article(
-    examples: Sequence[SquadExample], fraction: float, seed: int
-) -> tuple[list[SquadExample], list[SquadExample], str]:
+def split_by_article(examples: Sequence[SquadExample], fraction: float,
+                     seed: int) -> tuple[list[SquadExample], list[SquadExample], str]:
     """Split one file's questions into train and eval by article, so no paragraph is seen on both sides.
 
     Articles are ranked by a hash of (seed, title) and the first ``round(fraction * articles)`` (at least one, and
-    never all) go to eval; the split depends only on the titles and the seed, not on file order.
-
-    Returns:
-        Train questions, eval questions (each in file order), and a description naming the articles and the
-        number of questions on each side, to be shown with every result measured on the split.
+    never all) go to eval; the split depends only on the titles and the seed, not on file order. Returns the train
+    and the eval questions (each in file order), and a description naming the articles and the number of questions
+    on each side, to be shown with every result measured on the split.
     """
     if not 0 < fraction < 1:
         raise BvrError(f"fraction {fraction} is not between 0 and 1", where="fraction")
@@ -242,10 +231,7 @@ def split_by_article(
     chosen = set(sorted(titles, key=lambda title: hashlib.sha256(f"{seed}\x00{title}".encode()).hexdigest())[:n_eval])
     train = [example for example in examples if example.title not in chosen]
     evaluation = [example for example in examples if example.title in chosen]
-    description = (
-        f"SQuAD split by article (seed {seed}, eval fraction {fraction}): "
-        f"eval {_side([t for t in titles if t in chosen], evaluation)}; "
-        f"train {_side([t for t in titles if t not in chosen], train)}"
-    )
+    description = (f"SQuAD split by article (seed {seed}, eval fraction {fraction}): "
+                   f"eval {_side([t for t in titles if t in chosen], evaluation)}; "
+                   f"train {_side([t for t in titles if t not in chosen], train)}")
     return train, evaluation, description
-

@@ -31,9 +31,8 @@ class _Layout:
     width: int
 
 
-def read_tsv(
-    spec: TaskSpec, path: Path, *, max_skipped_share: float = MAX_SKIPPED_SHARE
-) -> tuple[list[Example], ReadReport]:
+def read_tsv(spec: TaskSpec, path: Path, *,
+             max_skipped_share: float = MAX_SKIPPED_SHARE) -> tuple[list[Example], ReadReport]:
     """Read one labelled GLUE TSV file (train or dev) of task ``spec``: the examples in file order, and what was
     read and skipped (failing past ``max_skipped_share``)."""
     lines = read_lines(path, spec)
@@ -55,10 +54,9 @@ def _layout(spec: TaskSpec, header: list[str], where: str) -> _Layout:
     """Find the task's text and label columns in ``header``."""
     missing = [name for name in (*spec.text_fields, spec.label_field) if name not in header]
     if missing:
-        raise BvrError(
-            f"no column {', '.join(map(repr, missing))} for task {spec.name!r} in the header ({', '.join(header)})",
-            where=where, hint="check that the file belongs to this task and is a labelled train or dev file",
-        )
+        raise BvrError(f"no column {', '.join(map(repr, missing))} for task {spec.name!r} in the header "
+                       f"({', '.join(header)})", where=where,
+                       hint="check that the file belongs to this task and is a labelled train or dev file")
     texts = tuple(header.index(name) for name in spec.text_fields)
     return _Layout(texts, header.index(spec.label_field), len(header))
 
@@ -71,9 +69,8 @@ def _label_missing(cells: list[str], layout: _Layout) -> bool:
     return len(cells) == layout.width - 1 and layout.label_column == layout.width - 1
 
 
-def _parse_row(
-    line: str, number: int, report: ReadReport, *, layout: _Layout, labels: LabelParser, path: Path
-) -> Example | None:
+def _parse_row(line: str, number: int, report: ReadReport, *, layout: _Layout, labels: LabelParser,
+               path: Path) -> Example | None:
     """One row as an Example, or None (counted in ``report``) when it cannot be parsed."""
     if not line.strip():
         report.skip("blank line", number)
@@ -88,5 +85,3 @@ def _parse_row(
     texts = [cells[column].strip() for column in layout.text_columns]
     label = labels.parse(cells[layout.label_column].strip(), f"{path}:{number}")
     return Example(texts[0], texts[1] if len(texts) > 1 else None, label, number)
-
-

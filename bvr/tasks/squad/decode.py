@@ -37,15 +37,8 @@ def _top(logits: np.ndarray, k: int) -> np.ndarray:
     return np.argsort(-logits, kind="stable")[:k]
 
 
-def window_candidates(
-    start_logits: Any,
-    end_logits: Any,
-    offsets: Offsets,
-    context: str,
-    *,
-    n_best: int = N_BEST,
-    max_answer_length: int = MAX_ANSWER_LENGTH,
-) -> list[Candidate]:
+def window_candidates(start_logits: Any, end_logits: Any, offsets: Offsets, context: str, *, n_best: int = N_BEST,
+                      max_answer_length: int = MAX_ANSWER_LENGTH) -> list[Candidate]:
     """Valid spans among the top ``n_best`` start tokens times the top ``n_best`` end tokens of one window.
 
     A span is valid when both ends are context tokens, end >= start and it is at most ``max_answer_length`` tokens.
@@ -60,9 +53,8 @@ def window_candidates(
                 continue
             first, last = offsets[start][0], offsets[end][1]
             start_logit, end_logit = float(starts[start]), float(ends[end])
-            candidates.append(
-                Candidate(context[first:last], first, last, start_logit + end_logit, start_logit, end_logit)
-            )
+            candidates.append(Candidate(context[first:last], first, last, start_logit + end_logit, start_logit,
+                                        end_logit))
     return candidates
 
 
@@ -73,17 +65,12 @@ def null_score(start_logits: Any, end_logits: Any) -> float:
 
 @dataclass
 class SquadPredictions:
-    """Decoded answers for a set of questions.
-
-    Attributes:
-        predictions: question id -> the answer given ("" for no answer under v2.0).
-        best_spans: question id -> the best non-empty span's text ("" when no window had a valid span).
-        null_diffs: question id -> null score minus the best span's score (``inf`` when there is no span); v2.0
-            answers "" when this exceeds the threshold.
-        candidates: question id -> the ``n_best`` best spans over all windows, best first.
-        na_probs: question id -> probability of no answer (:func:`~bvr.tasks.squad.metric.na_probability` of the
-            null-score difference), the official ``na_probs.json``.
-    """
+    """Decoded answers for a set of questions, each by question id: ``predictions``, the answer given ("" for no
+    answer under v2.0); ``best_spans``, the best non-empty span's text ("" when no window had a valid span);
+    ``null_diffs``, the null score minus the best span's score (``inf`` when there is no span; v2.0 answers "" when
+    this exceeds the threshold); ``candidates``, the ``n_best`` best spans over all windows, best first;
+    ``na_probs``, the probability of no answer (:func:`~bvr.tasks.squad.metric.na_probability` of the null-score
+    difference), the official ``na_probs.json``."""
 
     predictions: dict[str, str] = field(default_factory=dict)
     best_spans: dict[str, str] = field(default_factory=dict)
@@ -92,38 +79,18 @@ class SquadPredictions:
     na_probs: dict[str, float] = field(default_factory=dict)
 
 
-def _windows_by_example(features: Mapping[str, list]) -> dict[int, list[int]]:
-    windows: dict[int, list[int]] = {}
-    for window, index in enumerate(features["example_index"]):
-        windows.setdefault(index, []).append(window)
-    return windows
-
-
-def _best_candidates(
-    windows: Sequence[tuple[Any, Any, Offsets]], context: str, n_best: int, max_answer_length: int
-) -> list[Candidate]:
+def _best_candidates(windows: Sequence[tuple[Any, Any, Offsets]], context: str, n_best: int,
+                     max_answer_length: int) -> list[Candidate]:
     """The ``n_best`` best spans over all windows of one question, best first (ties keep window order)."""
-    candidates = [
-        candidate
-        for starts, ends, offsets in windows
-        for candidate in window_candidates(
-            starts, ends, offsets, context, n_best=n_best, max_answer_length=max_answer_length
-        )
-    ]
+    candidates = [candidate for starts, ends, offsets in windows
+                  for candidate in window_candidates(starts, ends, offsets, context, n_best=n_best,
+                                                     max_answer_length=max_answer_length)]
     return sorted(candidates, key=lambda candidate: -candidate.score)[:n_best]
 
 
-def decode_predictions(
-    examples: Sequence[SquadExample],
-    features: Mapping[str, list],
-    start_logits: Sequence[Any],
-    end_logits: Sequence[Any],
-    *,
-    version_2: bool = False,
-    threshold: float = 0.0,
-    n_best: int = N_BEST,
-    max_answer_length: int = MAX_ANSWER_LENGTH,
-) -> SquadPredictions:
+def decode_predictions(examples: Sequence[SquadExample], features: Mapping[str, list], start_logits: Sequence[Any],
+                       end_logits: Sequence[Any], *, version_2: bool = False, threshold: float = 0.0,
+                       n_best: int = N_BEST, max_answer_length: int = MAX_ANSWER_LENGTH) -> SquadPredictions:
     """The answer to each question from its windows' start and end logits.
 
     The best span over all windows maximises start_logit + end_logit (see :func:`window_candidates`). Under v2.0
@@ -132,8 +99,11 @@ def decode_predictions(
     the logits are (seq,) per window (rows of a padded array will do); ``n_best`` candidates are kept per question,
     and as many starts and ends tried per window.
     """
+    windows_by_example: dict[int, list[int]] = {}
+    for window, index in enumerate(features["example_index"]):
+        windows_by_example.setdefault(index, []).append(window)
     decoded = SquadPredictions()
-    for index, windows in _windows_by_example(features).items():
+    for index, windows in windows_by_example.items():
         example = examples[index]
         logits = [(start_logits[w], end_logits[w], features["offsets"][w]) for w in windows]
         candidates = _best_candidates(logits, example.context, n_best, max_answer_length)
@@ -147,4 +117,3 @@ def decode_predictions(
         no_answer = best is None or (version_2 and diff > threshold)
         decoded.predictions[example.id] = "" if no_answer else best.text
     return decoded
-

@@ -95,15 +95,10 @@ class ScoreSums:
 _GROUPS = ("", "HasAns_", "NoAns_")
 
 
-def raw_scores(
-    predictions: Mapping[str, str], references: Mapping[str, Sequence[str]], version: str = "2.0"
-) -> tuple[dict[str, float], dict[str, float]]:
-    """Exact match and F1 of every question with a prediction, as the v2.0 script's ``get_raw_scores``.
-
-    Returns:
-        (question id -> exact match, question id -> F1), in the order of ``references``; questions without a
-        prediction are left out.
-    """
+def raw_scores(predictions: Mapping[str, str], references: Mapping[str, Sequence[str]],
+               version: str = "2.0") -> tuple[dict[str, float], dict[str, float]]:
+    """Exact match and F1 of every question with a prediction, as the v2.0 script's ``get_raw_scores``: (question id
+    -> exact match, question id -> F1), in the order of ``references``; questions without a prediction left out."""
     _check_version(version)
     exact, f1 = {}, {}
     for qid, gold in references.items():
@@ -120,9 +115,8 @@ def _add(sums: ScoreSums, has_answer: bool, exact: float, f1: float) -> None:
         sums.total[group] += 1
 
 
-def score_sums(
-    predictions: Mapping[str, str], references: Mapping[str, Sequence[str]], version: str = "1.1"
-) -> ScoreSums:
+def score_sums(predictions: Mapping[str, str], references: Mapping[str, Sequence[str]],
+               version: str = "1.1") -> ScoreSums:
     """Add up exact match and F1 over the questions in ``references``."""
     exact, f1 = raw_scores(predictions, references, version)
     sums = ScoreSums(missing=len(references) - len(exact))
@@ -136,12 +130,9 @@ def score_sums(
 
 
 def summarise(sums: ScoreSums, version: str = "1.1") -> dict[str, float]:
-    """Percentages from score sums, keyed as the v2.0 script keys them.
-
-    Returns:
-        ``exact``, ``f1``, ``total`` and ``missing``; under v2.0 also ``HasAns_exact``, ``HasAns_f1``,
-        ``HasAns_total`` and the ``NoAns_`` three, each group only when it has questions (as in the script).
-    """
+    """Percentages from score sums, keyed as the v2.0 script keys them: ``exact``, ``f1``, ``total`` and ``missing``;
+    under v2.0 also ``HasAns_exact``, ``HasAns_f1``, ``HasAns_total`` and the ``NoAns_`` three, each group only when
+    it has questions (as in the script)."""
     result: dict[str, float] = {}
     groups = _GROUPS if version == "2.0" else _GROUPS[:1]
     for group, prefix in enumerate(groups):
@@ -155,9 +146,8 @@ def summarise(sums: ScoreSums, version: str = "1.1") -> dict[str, float]:
     return result
 
 
-def squad_scores(
-    predictions: Mapping[str, str], references: Mapping[str, Sequence[str]], version: str = "1.1"
-) -> dict[str, float]:
+def squad_scores(predictions: Mapping[str, str], references: Mapping[str, Sequence[str]],
+                 version: str = "1.1") -> dict[str, float]:
     """Exact match and F1 in percent (:func:`summarise`), as the official evaluation script of ``version`` reports
     them; references as :func:`~bvr.tasks.readers.squad_json.references` gives them (empty: no answer)."""
     return summarise(score_sums(predictions, references, version), version)
@@ -176,12 +166,8 @@ def na_probability(null_diff: float) -> float:
     return odds / (1.0 + odds)
 
 
-def find_best_thresh(
-    predictions: Mapping[str, str],
-    scores: Mapping[str, float],
-    na_probs: Mapping[str, float],
-    has_answer: Mapping[str, bool],
-) -> tuple[float, float]:
+def find_best_thresh(predictions: Mapping[str, str], scores: Mapping[str, float], na_probs: Mapping[str, float],
+                     has_answer: Mapping[str, bool]) -> tuple[float, float]:
     """The v2.0 script's ``find_best_thresh``: the best score over no-answer thresholds, and that threshold.
 
     Start from answering "" everywhere (every no-answer question right, every answerable one wrong), then walk the
@@ -206,10 +192,8 @@ def find_best_thresh(
     return 100.0 * best / len(scores) if scores else 0.0, thresh
 
 
-def _best_of(
-    predictions: Mapping[str, str], exact: Mapping[str, float], f1: Mapping[str, float],
-    na_probs: Mapping[str, float], references: Mapping[str, Sequence[str]],
-) -> dict[str, float]:
+def _best_of(predictions: Mapping[str, str], exact: Mapping[str, float], f1: Mapping[str, float],
+             na_probs: Mapping[str, float], references: Mapping[str, Sequence[str]]) -> dict[str, float]:
     has_answer = {qid: bool(gold) for qid, gold in references.items()}
     result = {}
     for name, scores in (("exact", exact), ("f1", f1)):
@@ -218,25 +202,16 @@ def _best_of(
     return result
 
 
-def evaluate_v2(
-    predictions: Mapping[str, str],
-    na_probs: Mapping[str, float],
-    references: Mapping[str, Sequence[str]],
-    na_prob_thresh: float = 1.0,
-) -> dict[str, float]:
+def evaluate_v2(predictions: Mapping[str, str], na_probs: Mapping[str, float], references: Mapping[str, Sequence[str]],
+                na_prob_thresh: float = 1.0) -> dict[str, float]:
     """What the official v2.0 script prints for a predictions file and a no-answer probability file.
 
     A question whose ``na_prob`` exceeds ``na_prob_thresh`` (the script's ``--na-prob-thresh``, 1.0: never for a
     probability) counts as answered "". The best scores sweep the threshold over the sorted ``na_probs`` with
-    the answers given (:func:`find_best_thresh`).
-
-    Returns:
-        ``exact``, ``f1``, ``total``, the ``HasAns_`` and ``NoAns_`` three (each group only when it has questions),
-        ``missing`` (questions without a prediction, left out), ``best_exact``, ``best_exact_thresh``,
-        ``best_f1`` and ``best_f1_thresh``; scores in percent.
-
-    Raises:
-        ValueError: a question with a prediction lacks a no-answer probability.
+    the answers given (:func:`find_best_thresh`). Returns ``exact``, ``f1``, ``total``, the ``HasAns_`` and ``NoAns_``
+    three (each group only when it has questions), ``missing`` (questions without a prediction, left out),
+    ``best_exact``, ``best_exact_thresh``, ``best_f1`` and ``best_f1_thresh``, scores in percent; a question with a
+    prediction but no no-answer probability is a ValueError.
     """
     exact, f1 = raw_scores(predictions, references, "2.0")
     lacking = [qid for qid in exact if qid not in na_probs]
@@ -252,9 +227,8 @@ def evaluate_v2(
     return summarise(sums, "2.0") | _best_of(predictions, exact, f1, na_probs, references)
 
 
-def best_threshold(
-    predictions: Mapping[str, str], null_diffs: Mapping[str, float], references: Mapping[str, Sequence[str]]
-) -> dict[str, float]:
+def best_threshold(predictions: Mapping[str, str], null_diffs: Mapping[str, float],
+                   references: Mapping[str, Sequence[str]]) -> dict[str, float]:
     """The no-answer thresholds that maximise exact match and F1, searched as the official v2.0 script does
     (:func:`find_best_thresh`), on the null-score differences (:class:`~bvr.tasks.squad.decode.SquadPredictions`)
     themselves: ``best_exact``, ``best_exact_thresh``, ``best_f1``, ``best_f1_thresh`` (scores in percent);

@@ -40,10 +40,8 @@ def _trim(context: str, start: int, end: int) -> tuple[int, int]:
 
 def context_offsets(encoding: Encoding, context: str) -> Offsets:
     """Per token of a (question, context) window, the context characters it covers, trimmed of whitespace."""
-    return [
-        _trim(context, *offset) if sequence == 1 else None
-        for offset, sequence in zip(encoding.offsets, encoding.sequence_ids, strict=True)
-    ]
+    return [_trim(context, *offset) if sequence == 1 else None
+            for offset, sequence in zip(encoding.offsets, encoding.sequence_ids, strict=True)]
 
 
 def answer_positions(offsets: Offsets, start_char: int, end_char: int) -> tuple[int, int]:
@@ -57,19 +55,8 @@ def answer_positions(offsets: Offsets, start_char: int, end_char: int) -> tuple[
     return start, end
 
 
-def _check_window_args(tokenizer: Tokenizer, max_length: int, stride: int, max_question_length: int) -> None:
-    room = max_length - tokenizer.num_special_tokens_to_add(is_pair=True) - max_question_length
-    if stride < 0 or room <= stride:
-        raise BvrError(
-            f"max_length {max_length} leaves {room} context tokens per window, not more than the stride {stride}",
-            where="max_length",
-            hint="raise max_length or lower the stride or max_question_length",
-        )
-
-
-def _cut_questions(
-    tokenizer: Tokenizer, questions: list[str], max_question_length: int
-) -> tuple[list[str], list[bool]]:
+def _cut_questions(tokenizer: Tokenizer, questions: list[str],
+                   max_question_length: int) -> tuple[list[str], list[bool]]:
     """Questions cut after their first ``max_question_length`` tokens, and which were cut."""
     encodings = tokenizer.encode_batch(questions, add_special_tokens=False) if questions else []
     cut, was_cut = [], []
@@ -91,28 +78,8 @@ _SQUAD_KEYS = ("input_ids", "attention_mask", "token_type_ids", "example_index",
                "start_positions", "end_positions", "question_truncated")
 
 
-def _add_window(features: dict[str, list], index: int, example: SquadExample, window: Encoding, cut: bool) -> None:
-    offsets = context_offsets(window, example.context)
-    start, end = _labelled_span(example, offsets)
-    features["input_ids"].append(window.ids)
-    features["attention_mask"].append(window.attention_mask)
-    features["token_type_ids"].append(window.type_ids)
-    features["example_index"].append(index)
-    features["example_id"].append(example.id)
-    features["offsets"].append(offsets)
-    features["start_positions"].append(start)
-    features["end_positions"].append(end)
-    features["question_truncated"].append(cut)
-
-
-def encode_squad(
-    tokenizer: Tokenizer,
-    examples: Sequence[SquadExample],
-    *,
-    max_length: int = MAX_LENGTH,
-    stride: int = DOC_STRIDE,
-    max_question_length: int = MAX_QUESTION_LENGTH,
-) -> dict[str, list]:
+def encode_squad(tokenizer: Tokenizer, examples: Sequence[SquadExample], *, max_length: int = MAX_LENGTH,
+                 stride: int = DOC_STRIDE, max_question_length: int = MAX_QUESTION_LENGTH) -> dict[str, list]:
     """Windows of (question, context) token pairs over each example's context, for training and evaluation alike.
 
     The question comes first, whitespace at its start removed and cut to ``max_question_length`` tokens; the
@@ -122,13 +89,16 @@ def encode_squad(
     families: byte-level offsets that start at the space before a word are trimmed to the word. The tokenizer's own
     truncation and padding are ignored.
 
-    Returns:
-        Per window: ``input_ids``, ``attention_mask``, ``token_type_ids``, ``example_index`` (into ``examples``),
-        ``example_id``, ``offsets`` (:data:`Offsets`), ``start_positions`` and ``end_positions`` (the first
-        reference answer's tokens, or :data:`CLS_INDEX` for both when the window lacks the whole answer or the
-        question is impossible) and ``question_truncated``. No padding: the collator pads.
+    Per window: ``input_ids``, ``attention_mask``, ``token_type_ids``, ``example_index`` (into ``examples``),
+    ``example_id``, ``offsets`` (:data:`Offsets`), ``start_positions`` and ``end_positions`` (the first reference
+    answer's tokens, or :data:`CLS_INDEX` for both when the window lacks the whole answer or the question is
+    impossible) and ``question_truncated``. No padding: the collator pads.
     """
-    _check_window_args(tokenizer, max_length, stride, max_question_length)
+    room = max_length - tokenizer.num_special_tokens_to_add(is_pair=True) - max_question_length
+    if stride < 0 or room <= stride:
+        raise BvrError(f"max_length {max_length} leaves {room} context tokens per window, not more than the stride "
+                       f"{stride}", where="max_length",
+                       hint="raise max_length or lower the stride or max_question_length")
     windowed = plain_tokenizer(tokenizer)  # a copy: truncation is tokenizer state
     questions = [example.question.lstrip() for example in examples]
     questions, cut = _cut_questions(windowed, questions, max_question_length)
@@ -138,5 +108,9 @@ def encode_squad(
     features: dict[str, list] = {key: [] for key in _SQUAD_KEYS}
     for index, (example, encoding) in enumerate(zip(examples, encodings, strict=True)):
         for window in [encoding, *encoding.overflowing]:
-            _add_window(features, index, example, window, cut[index])
+            offsets = context_offsets(window, example.context)
+            values = (window.ids, window.attention_mask, window.type_ids, index, example.id, offsets,
+                      *_labelled_span(example, offsets), cut[index])
+            for key, value in zip(_SQUAD_KEYS, values, strict=True):
+                features[key].append(value)
     return features
