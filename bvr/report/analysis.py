@@ -282,10 +282,8 @@ def _finish(raw: list[_Tested], comparable: dict[int, bool], published: dict[int
         alpha = ALPHA / max(m, 1)
         mde = test.mde(alpha) if test.tested else math.nan
         effect = published[i]
-        needed = (units_needed(effect, test.sd, alpha) if effect is not None and test.tested and effect != 0
-                  else None)
-        out.append(Comparison(family, measure, arm_a, arm_b, test, interval, p, m, mde, effect, needed,
-                              comparable[i]))
+        needed = units_needed(effect, test.sd, alpha) if effect is not None and test.tested and effect != 0 else None
+        out.append(Comparison(family, measure, arm_a, arm_b, test, interval, p, m, mde, effect, needed, comparable[i]))
     return out
 
 
@@ -319,20 +317,19 @@ def analyse(collected: Collected, published: pd.DataFrame) -> Analysis:
     tasks = list(dict.fromkeys([*collected.tasks, *sorted(set(frame["task"]) - set(collected.tasks))]))
     measures = [*evaluation_measures(collected), *finetune_measures(frame, tasks, collected)]
     mlm = mlm_measure(collected)
+    every = [*measures, *([mlm] if mlm else [])]
     arms, control = collected.pretrained_arms, collected.control
     raw: list[_Tested] = []
     if control:
         raw += [_tested(CONTROL_FAMILY, measure, control, arm) for measure in measures for arm in arms
                 if measure.units(arm) and measure.units(control)]
-    raw += [_tested(ABLATION_FAMILY, measure, arm_a, arm_b) for measure in [*measures, *([mlm] if mlm else [])]
-            for arm_a, arm_b in _pairs(arms, collected.manifest.kind)
-            if measure.units(arm_a) and measure.units(arm_b)]
+    raw += [_tested(ABLATION_FAMILY, measure, arm_a, arm_b) for measure in every
+            for arm_a, arm_b in _pairs(arms, collected.manifest.kind) if measure.units(arm_a) and measure.units(arm_b)]
     comparable = {i: r.measure.key != MLM or _same_tokenizer(collected.pretrain, r.arm_a, r.arm_b)
                   for i, r in enumerate(raw)}
     effects = {i: _published_effect(ours, key, r.arm_a, r.arm_b, r.measure) for i, r in enumerate(raw)}
     done = _finish(raw, comparable, effects)
     if not all(comparable.values()):
         notes.append("MLM loss is per token, so arms with different tokenizers are not compared on it")
-    return Analysis(collected, frame, scales, summaries, [*measures, *([mlm] if mlm else [])],
-                    [c for c in done if c.family == ABLATION_FAMILY], [c for c in done if c.family == CONTROL_FAMILY],
-                    ours, notes)
+    return Analysis(collected, frame, scales, summaries, every, [c for c in done if c.family == ABLATION_FAMILY],
+                    [c for c in done if c.family == CONTROL_FAMILY], ours, notes)

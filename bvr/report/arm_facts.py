@@ -53,10 +53,9 @@ def _configs_of(manifest: Manifest, arm: str) -> list[dict[str, Any]]:
 
 
 def settings_that_differ(manifest: Manifest, arms: list[str]) -> dict[str, dict[str, Any]]:
-    """Every dotted setting whose resolved value differs between ``arms``, with each arm's value, in the configs'
-    order. The config's ``name`` (the arm's or the run's) and a setting that differs between the pretraining seeds of
-    one arm (its seed) are left out: they are not differences between arms. Empty with fewer than two arms that have
-    a config.
+    """Every dotted setting whose resolved value differs between ``arms``, with each arm's value, in the configs' order.
+    The config's ``name`` (the arm's or the run's) and a setting that differs between the pretraining seeds of one arm
+    (its seed) are left out: they are not differences between arms. Empty with fewer than two arms that have a config.
     """
     configs = {arm: found for arm in arms if (found := _configs_of(manifest, arm))}
     if len(configs) < 2:

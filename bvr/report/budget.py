@@ -1,16 +1,15 @@
 """The budget curve: a budget experiment's arms (one recipe pretrained for increasing budgets, ``kind: budget``)
 each against the no-pretraining control, and where every other ablation's budget sits on it.
 
-A budget curve reuses the report's comparisons with the control (:attr:`bvr.report.analysis.Analysis.control`):
-each arm's ``arm − control`` per measure, in points, with its Bonferroni-simultaneous interval and Holm verdict.
+A budget curve reuses the report's comparisons with the control (:attr:`bvr.report.analysis.Analysis.control`): each
+arm's ``arm − control`` per measure, in points, with its Bonferroni-simultaneous interval and Holm verdict.
 :func:`budget_curve` orders the arms by the tokens their runs saw (the mean of their ``run/tokens_seen``), and
-:meth:`BudgetCurve.starts_to_help` finds per measure where pretraining starts to help ("pretraining starts to help at
-N tokens") with the fixed-sequence procedure (:mod:`bvr.report.inference.sequence`), which splits the report's 5 %
-over the measures only, never over the budgets, where the simultaneous intervals split it over every test of the
-report (24 for the shipped curve: at 3 seeds only a giant effect clears them). Beside them sit each budget's
-validation MLM loss and the unigram entropy of its validation tokens (``run/val_unigram_entropy``: the loss of
-predicting each token from its frequency alone), so a reader sees how far past frequency-only prediction each budget
-got.
+:meth:`BudgetCurve.starts_to_help` finds per measure where pretraining starts to help ("pretraining starts to help at N
+tokens") with the fixed-sequence procedure (:mod:`bvr.report.inference.sequence`), which splits the report's 5 % over
+the measures only, never over the budgets, where the simultaneous intervals split it over every test of the report (24
+for the shipped curve: at 3 seeds only a giant effect clears them). Beside them sit each budget's validation MLM loss
+and the unigram entropy of its validation tokens (``run/val_unigram_entropy``: the loss of predicting each token from
+its frequency alone), so a reader sees how far past frequency-only prediction each budget got.
 
 :func:`budget_payload` is the curve as ``metrics.json`` holds it (key ``budget_curve``); :func:`budget_context`
 reads that file from ``reports/budget/`` to say, in another ablation's report, where its budget sits on the curve.
@@ -142,7 +141,7 @@ class BudgetCurve:
     @property
     def largest(self) -> float:
         """The largest tokens per run among the budgets (NaN: none measured)."""
-        return max((p.tokens for p in self.points if not math.isnan(p.tokens)), default=math.nan)
+        return max((p.tokens for p in self.sequence_points), default=math.nan)
 
 
 def helps(c: Comparison) -> bool:
@@ -179,16 +178,6 @@ def budget_curve(analysis: Analysis) -> BudgetCurve | None:
                        analysis.level)
 
 
-def _sequence_fields(curve: BudgetCurve, key: str, arm: str) -> dict[str, Any]:
-    """One arm's fixed-sequence numbers on one measure: its one-sided p, the sequence's adjusted p (the largest
-    one-sided p at this budget and every larger one), whether it rejects, and its one-sided bound."""
-    place = curve.in_sequence(key, arm)
-    return {"one_sided_p": curve.one_sided_p(key, arm),
-            "sequence_p": place[0].adjusted_p[place[1]] if place is not None else None,
-            "sequence_rejects": curve.declared(key, arm),
-            "bound": curve.bound(key, arm)}
-
-
 def budget_payload(curve: BudgetCurve) -> dict[str, Any]:
     """The curve for ``metrics.json``: per arm (by increasing tokens) its tokens, losses and ``arm − control`` per
     measure, with the report's Holm numbers and, beside them, the fixed sequence's (``one_sided_p``,
@@ -199,11 +188,14 @@ def budget_payload(curve: BudgetCurve) -> dict[str, Any]:
         measures = {}
         for measure in curve.measures:
             c = curve.comparison(measure.key, p.arm)
-            if c is not None:
+            if c is not None:  # sequence_p: the largest one-sided p at this budget and every larger one
+                place = curve.in_sequence(measure.key, p.arm)
                 measures[measure.key.replace("/", "_")] = {
                     "mean": c.estimate, "ci_low": c.interval.ci_low, "ci_high": c.interval.ci_high, "n": c.test.n,
                     "holm_p": c.adjusted_p, "significant": c.significant, "helps": helps(c), "verdict": c.ours,
-                    **_sequence_fields(curve, measure.key, p.arm)}
+                    "one_sided_p": curve.one_sided_p(measure.key, p.arm),
+                    "sequence_p": place[0].adjusted_p[place[1]] if place is not None else None,
+                    "sequence_rejects": curve.declared(measure.key, p.arm), "bound": curve.bound(measure.key, p.arm)}
         arms[p.arm] = {"tokens_seen": p.tokens, "runs": p.runs, "val_mlm_loss": p.mlm_loss,
                        "val_unigram_entropy": p.unigram_entropy, "measures": measures}
     turns = {}
@@ -246,8 +238,7 @@ def _percent(level: float) -> str:
 
 
 def _split(curve: BudgetCurve) -> str:
-    """The fixed sequences' per-measure level in words: '1.25% (5% split over the 4 measures, not over the
-    budgets)'."""
+    """The fixed sequences' per-measure level in words: '1.25% (5% split over the 4 measures, not over the budgets)'."""
     if curve.turn_measures < 2:
         return f"{_percent(curve.turn_alpha)} (not split over the budgets)"
     return (f"{_percent(curve.turn_alpha)} ({_percent(ALPHA)} split over the {curve.turn_measures} measures, not over "
@@ -294,14 +285,13 @@ def budget_section(curve: BudgetCurve | None, figure: Figure | None = None) -> l
              f"control on every measure: where does pretraining start to help? Δ is arm − {curve.control} in points "
              f"over pretraining seeds, with {curve.level} simultaneous intervals; verdicts follow Holm over the "
              "report's tests.")
-    caption = ("Tokens per run: the mean of the arm's pretraining runs' run/tokens_seen. Where a measure starts "
-               "to help (below the table) is decided by one-sided t tests of arm − control in a fixed sequence, "
-               f"from the largest budget down, each at {_split(curve)}, stopping at the first budget that does not "
-               f"reject: it keeps the family-wise error rate at {_percent(ALPHA)} without splitting it over the "
-               "budgets, where the table's intervals and verdicts split it over every test of the report. "
-               "Validation MLM loss beside the unigram entropy of the "
-               "validation tokens (the loss of predicting each token from its frequency alone; means over the "
-               "runs): how far each budget got past frequency-only prediction.")
+    caption = ("Tokens per run: the mean of the arm's pretraining runs' run/tokens_seen. Where a measure starts to "
+               "help (below the table) is decided by one-sided t tests of arm − control in a fixed sequence, from the "
+               f"largest budget down, each at {_split(curve)}, stopping at the first budget that does not reject: it "
+               f"keeps the family-wise error rate at {_percent(ALPHA)} without splitting it over the budgets, where "
+               "the table's intervals and verdicts split it over every test of the report. Validation MLM loss beside "
+               "the unigram entropy of the validation tokens (the loss of predicting each token from its frequency "
+               "alone; means over the runs): how far each budget got past frequency-only prediction.")
     align = "Lr" + "rl" * len(curve.measures) + "rr"
     blocks: list[Block] = [Heading("Budget curve"), Paragraph(intro), Table(header, rows, align=align, caption=caption),
                            Bullets(tuple(turning_lines(curve)))]

@@ -15,9 +15,7 @@ from bvr.tracking.ui import SAVED_VIEWS, ui_address, ui_base, view_url
 
 def fmt(value: float | None, digits: int = 1) -> str:
     """A number with ``digits`` decimals; '—' for None or NaN."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "—"
-    return f"{value:.{digits}f}"
+    return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
 
 
 def signed(value: float | None, digits: int = 1) -> str:
@@ -75,13 +73,11 @@ class RunLinks:
         return self.base is not None and self.experiment_id is not None
 
     def run(self, run_id: str, text: str | None = None) -> Cell:
-        if not self.linked:
-            return text or run_id[:8]
-        return Link(text or run_id[:8], ui_address(self.base, self.experiment_id, run_id))
+        text = text or run_id[:8]
+        return Link(text, ui_address(self.base, self.experiment_id, run_id)) if self.linked else text
 
     def views(self) -> Cell:
-        """bvr's saved views of the experiment (:data:`bvr.tracking.ui.SAVED_VIEWS`): linked, or how to open
-        them."""
+        """bvr's saved views of the experiment (:data:`bvr.tracking.ui.SAVED_VIEWS`): linked, or how to open them."""
         if not self.linked:  # the path after the address `mlflow ui` prints: no host is guessed
             paths = ", ".join(f"{view_url('', self.experiment_id, view.key)} ({view.link})" for view in SAVED_VIEWS)
             return f"in `mlflow ui`, open its address followed by {paths}; pass --ui-url for links"
@@ -92,9 +88,7 @@ class RunLinks:
         return tuple(links)
 
     def experiment(self, name: str) -> Cell:
-        if not self.linked:
-            return name
-        return Link(name, ui_address(self.base, self.experiment_id))
+        return Link(name, ui_address(self.base, self.experiment_id)) if self.linked else name
 
 
 def relative_path(path: str | None) -> str:

@@ -148,25 +148,19 @@ def collect(manifest: Manifest, *, workdir: Path | None = None) -> Collected:
     missing: list[str] = []
     if found is None:
         missing.append(f"MLflow experiment '{experiment}' is not in {uri}")
-    finetune = [_finetune_row(unit, runs, missing) for unit in manifest.finetune]
-    pretrain = [_pretrain_row(unit, runs, missing) for unit in manifest.pretrain]
-    pretrain = [row for row in pretrain if row is not None]
+    finetune = [row for unit in manifest.finetune if (row := _finetune_row(unit, runs, missing)) is not None]
+    pretrain = [row for unit in manifest.pretrain if (row := _pretrain_row(unit, runs, missing)) is not None]
     history = [h for row in pretrain for h in _history(client, row)]
-    evaluations, details = [], []
-    for unit in manifest.evaluations:
-        found_row = _evaluation_row(unit, runs, missing)
-        if found_row is not None:
-            evaluations.append(found_row[0])
-            details += found_row[1]
+    evaluated = [got for unit in manifest.evaluations if (got := _evaluation_row(unit, runs, missing)) is not None]
     parent = _parent(client, manifest, missing)
     return Collected(
         manifest=manifest, experiment=experiment, experiment_id=found.experiment_id if found else None, uri=uri,
-        finetune=pd.DataFrame([r for r in finetune if r is not None], columns=list(FINETUNE_COLUMNS)),
+        finetune=pd.DataFrame(finetune, columns=list(FINETUNE_COLUMNS)),
         pretrain=pd.DataFrame(pretrain, columns=list(PRETRAIN_COLUMNS)),
         history=pd.DataFrame(history, columns=list(HISTORY_COLUMNS)),
         missing=_group_not_run(missing), parent_run_id=parent,
-        evaluations=pd.DataFrame(evaluations, columns=list(EVALUATION_COLUMNS)),
-        details=pd.DataFrame(details, columns=list(DETAIL_COLUMNS)),
+        evaluations=pd.DataFrame([row for row, _ in evaluated], columns=list(EVALUATION_COLUMNS)),
+        details=pd.DataFrame([d for _, details in evaluated for d in details], columns=list(DETAIL_COLUMNS)),
     )
 
 

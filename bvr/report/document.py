@@ -266,5 +266,5 @@ def to_html(blocks: Sequence[Block], title: str) -> str:
         parts.insert(first, contents)
     body = "\n".join(parts)
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f"<title>{html.escape(title)}</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n")
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>{html.escape(title)}'
+            f"</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n")

@@ -93,12 +93,6 @@ def _tokens_axis(history: pd.DataFrame, rows: pd.DataFrame) -> np.ndarray | None
     return np.interp(rows["step"], seen["step"], seen["value"])
 
 
-def _smoothed(values: np.ndarray) -> np.ndarray:
-    """A trailing mean over ~1/25 of the points, so a noisy training loss reads as a curve."""
-    window = max(1, len(values) // 25)
-    return pd.Series(values).rolling(window, min_periods=1).mean().to_numpy()
-
-
 _CURVE_TITLES = {"train/mlm_loss": "training MLM loss", "val/perplexity": "validation perplexity"}
 _CURVE_UNITS = {"train/mlm_loss": "MLM loss (nats per token)", "val/perplexity": "perplexity"}
 
@@ -114,11 +108,10 @@ def _curve_panel(ax: Axes, history: pd.DataFrame, key: str, colors: dict[str, st
         y = rows["value"].to_numpy()
         label = None if arm in labelled else arm
         labelled.add(arm)
-        if key.startswith("train/") and len(y) > 25:
+        if key.startswith("train/") and len(y) > 25:  # faint, under a trailing mean over ~1/25 of its points
             ax.plot(x, y, color=colors[arm], alpha=0.25, linewidth=0.8)
-            y = _smoothed(y)
-        ax.plot(x, y, color=colors[arm], linewidth=1.6, label=label, marker="o" if len(y) < 12 else None,
-                markersize=3)
+            y = pd.Series(y).rolling(max(1, len(y) // 25), min_periods=1).mean().to_numpy()
+        ax.plot(x, y, color=colors[arm], linewidth=1.6, label=label, marker="o" if len(y) < 12 else None, markersize=3)
     values = history.loc[history["key"] == key, "value"]
     unit = _CURVE_UNITS[key]
     if key == "val/perplexity" and values.min() > 0 and values.max() / values.min() > 10:
@@ -212,11 +205,6 @@ def parameters(analysis: Analysis, colors: dict[str, str], path: Path) -> Path |
 # Fine-tuning
 
 
-def _spread(n: int) -> np.ndarray:
-    """Fixed horizontal offsets for ``n`` seed points, so they do not sit on each other (no random jitter)."""
-    return np.linspace(-0.1, 0.1, n) if n > 1 else np.zeros(n)
-
-
 def _task_panel(ax: Axes, analysis: Analysis, task: str, colors: dict[str, str]) -> None:
     arms = analysis.collected.arms
     scores = analysis.scores[analysis.scores["task"] == task]
@@ -225,7 +213,8 @@ def _task_panel(ax: Axes, analysis: Analysis, task: str, colors: dict[str, str])
         rows = scores[scores["arm"] == arm].sort_values(["pretrain_seed", "seed"])
         if rows.empty:
             continue
-        offsets = x - 0.12 + _spread(len(rows))
+        n = len(rows)  # fixed offsets, so the seeds' points do not sit on each other (no random jitter)
+        offsets = x - 0.12 + (np.linspace(-0.1, 0.1, n) if n > 1 else np.zeros(n))
         ok = ~rows["collapsed"].to_numpy(dtype=bool)
         ax.scatter(offsets[ok], rows["points"].to_numpy()[ok], s=16, color=colors[arm], alpha=0.85, zorder=3)
         ax.scatter(offsets[~ok], rows["points"].to_numpy()[~ok], s=30, color=colors[arm], marker="x", zorder=3)
@@ -309,8 +298,8 @@ def differences_figure(analysis: Analysis) -> Figure | None:
 def _budget_panel(ax: Axes, curve: BudgetCurve, measure: Measure) -> None:
     """``arm − control`` against tokens per run, with the simultaneous intervals; green where the fixed sequence
     declares that pretraining helps, red where the interval puts the control ahead."""
-    points = [(p, c) for p in curve.points if not math.isnan(p.tokens)
-              and (c := curve.comparison(measure.key, p.arm)) is not None and c.test.n]
+    points = [(p, c) for p in curve.sequence_points
+              if (c := curve.comparison(measure.key, p.arm)) is not None and c.test.n]
     x = [p.tokens for p, _ in points]
     ax.plot(x, [c.estimate for _, c in points], color="#9aa4ad", linewidth=1, zorder=2)
     for p, c in points:
@@ -331,14 +320,13 @@ def _budget_panel(ax: Axes, curve: BudgetCurve, measure: Measure) -> None:
 
 def _loss_panel(ax: Axes, curve: BudgetCurve) -> None:
     """Validation MLM loss (mean and 95% t interval over pretraining seeds) and the unigram entropy, per budget."""
-    points = [p for p in curve.points if not math.isnan(p.tokens)]
-    losses = [p for p in points if not math.isnan(p.mlm_loss)]
+    losses = [p for p in curve.sequence_points if not math.isnan(p.mlm_loss)]
     if losses:
         low = [p.mlm_loss - p.mlm_low if not math.isnan(p.mlm_low) else 0.0 for p in losses]
         high = [p.mlm_high - p.mlm_loss if not math.isnan(p.mlm_high) else 0.0 for p in losses]
         ax.errorbar([p.tokens for p in losses], [p.mlm_loss for p in losses], yerr=[low, high], fmt="o-",
                     color=_PALETTE[0], markersize=5, capsize=3, linewidth=1.4, label="validation MLM loss")
-    entropy = [p for p in points if not math.isnan(p.unigram_entropy)]
+    entropy = [p for p in curve.sequence_points if not math.isnan(p.unigram_entropy)]
     if entropy:
         ax.plot([p.tokens for p in entropy], [p.unigram_entropy for p in entropy], "s--", color=_PALETTE[1],
                 markersize=4, linewidth=1.2, label="unigram entropy")
@@ -351,13 +339,13 @@ def budget_figure(curve: BudgetCurve | None, path: Path) -> Path | None:
     """One panel per measure of ``arm − control`` against tokens per run (log axis; intervals as error bars, green
     where they exclude zero in favour of pretraining, red against it), and a panel of validation MLM loss beside the
     unigram entropy; None when no budget has a finished run."""
-    if curve is None or not any(not math.isnan(p.tokens) for p in curve.points):
+    if curve is None or not curve.sequence_points:
         return None
     figure, axes = panel_grid(len(curve.measures) + 1, 3.6, 2.9)
     for ax, measure in zip(axes, curve.measures, strict=False):
         _budget_panel(ax, curve, measure)
     _loss_panel(axes[len(curve.measures)], curve)
-    ticks = sorted({p.tokens for p in curve.points if not math.isnan(p.tokens)})
+    ticks = sorted({p.tokens for p in curve.sequence_points})
     for ax in axes:
         ax.set_xscale("log")
         ax.set_xticks(ticks, [fmt_count(t) for t in ticks], rotation=30 if len(ticks) > 4 else 0)

@@ -29,14 +29,9 @@ def pretraining_helped(analysis: Analysis, hurt: bool = False) -> dict[str, list
 
 
 def _fmt_effect(c: Comparison) -> str:
-    """'+3.0 [-6.3, +12.3]': ``b − a`` and its simultaneous interval, signed."""
-    return f"{_signed(c)} {_interval(c)}"
-
-
-def _interval(c: Comparison) -> str:
-    """'[-0.131, -0.091]': the simultaneous interval of ``b − a``, signed, to the measure's digits."""
+    """'+3.0 [-6.3, +12.3]': ``b − a`` and its simultaneous interval, signed, to the measure's digits."""
     d = c.measure.digits
-    return f"[{c.interval.ci_low:+.{d}f}, {c.interval.ci_high:+.{d}f}]"
+    return f"{_signed(c)} [{c.interval.ci_low:+.{d}f}, {c.interval.ci_high:+.{d}f}]"
 
 
 def _holm(c: Comparison) -> str:
@@ -63,8 +58,7 @@ def found(c: Comparison) -> str:
 def _against_control(arm: str, control: str, wins: list[Comparison], helped: bool) -> str:
     """'Pretraining helped|hurt ARM: better|worse than the CONTROL control on MEASURE by SIZE (...), ...'."""
     verb, than = ("helped", "better") if helped else ("hurt", "worse")
-    return (f"Pretraining {verb} {arm}: {than} than the {control} control on "
-            + ", ".join(_lead(c) for c in wins))
+    return f"Pretraining {verb} {arm}: {than} than the {control} control on " + ", ".join(_lead(c) for c in wins)
 
 
 def _control_lines(analysis: Analysis, arm: str, wins: list[Comparison], losses: list[Comparison]) -> list[str]:
@@ -143,9 +137,8 @@ def _ablation_line(c: Comparison, blind: str) -> str:
         return (f"{c.measure.title}: {Outcome.SAME.value}: each of {c.test.n} pretraining seeds of {c.arm_b} gave "
                 f"{c.arm_a}'s value to the last digit, so this budget cannot answer the question{extra}.")
     if c.test.tested:
-        return (f"{c.measure.title}: no difference detected between {c.arm_a} and {c.arm_b} "
-                f"({c.name} = {_fmt_effect(c)}, n={c.test.n}); the design detects "
-                f"|Δ| ≥ {c.mde:.{c.measure.digits}f}{extra}.")
+        return (f"{c.measure.title}: no difference detected between {c.arm_a} and {c.arm_b} ({c.name} = "
+                f"{_fmt_effect(c)}, n={c.test.n}); the design detects |Δ| ≥ {c.mde:.{c.measure.digits}f}{extra}.")
     return (f"{c.measure.title}: {c.name} not tested ({c.test.n} pretraining seed(s); at least {MIN_UNITS} "
             f"needed){extra}.")
 
@@ -165,10 +158,7 @@ def _signed(c: Comparison) -> str:
 def _brief_pair(pair: list[Comparison]) -> str:
     """Two pretrained arms on every measure: each effect Holm finds with its simultaneous interval and who is
     better, then the measures where none was detected, with their estimates."""
-    first = pair[0]
-    parts = []
-    for c in (c for c in pair if c.significant):
-        parts.append(f"{c.measure.short_title} {_fmt_effect(c)} {c.measure.unit}, {c.ours}")
+    parts = [f"{c.measure.short_title} {_fmt_effect(c)} {c.measure.unit}, {c.ours}" for c in pair if c.significant]
     quiet = [c for c in pair if c.test.tested and not c.significant and not c.identical]
     if quiet:
         parts.append(", ".join(f"{c.measure.short_title} {_signed(c)}" for c in quiet) + ": no difference detected")
@@ -179,7 +169,7 @@ def _brief_pair(pair: list[Comparison]) -> str:
     untested = [c for c in pair if not c.test.tested]
     if untested:
         parts.append(", ".join(c.measure.short_title for c in untested) + ": not tested (too few pretraining seeds)")
-    return f"**{first.arm_b} − {first.arm_a}**: " + "; ".join(parts) + "."
+    return f"**{pair[0].arm_b} − {pair[0].arm_a}**: " + "; ".join(parts) + "."
 
 
 def _brief_control(analysis: Analysis) -> str | None:
@@ -202,22 +192,15 @@ def _brief_control(analysis: Analysis) -> str | None:
     return f"**pretraining − {analysis.collected.control}**: " + "; ".join(parts) + " (points)."
 
 
-def unseen_arms(analysis: Analysis) -> list[str]:
-    """The pretrained arms that beat the control on none of the measures they were tested on: at this budget their
-    measures cannot see pretraining (the full sentence is :func:`_control_lines`')."""
-    if not analysis.collected.control:
-        return []
-    helped = pretraining_helped(analysis)
-    return [arm for arm in analysis.collected.pretrained_arms
-            if not helped.get(arm) and any(c.arm_b == arm and c.test.tested for c in analysis.control)]
-
-
 def too_small(analysis: Analysis) -> str | None:
-    """The headline's line on arms whose measures cannot see pretraining at this budget, in short: the first thing
-    a reader must know, since no difference between such an arm and another can be read as the ablation's effect.
-    None when every tested arm beats the control somewhere."""
-    unseen = unseen_arms(analysis)
-    if not unseen:
+    """The headline's line on arms whose measures cannot see pretraining at this budget (they beat the control on
+    none of the measures they were tested on; the full sentence is :func:`_control_lines`'), in short: the first
+    thing a reader must know, since no difference between such an arm and another can be read as the ablation's
+    effect. None when every tested arm beats the control somewhere."""
+    helped = pretraining_helped(analysis)
+    unseen = [arm for arm in analysis.collected.pretrained_arms
+              if not helped.get(arm) and any(c.arm_b == arm and c.test.tested for c in analysis.control)]
+    if not (analysis.collected.control and unseen):
         return None
     control, budget_curve = analysis.collected.control, analysis.collected.manifest.kind == BUDGET_KIND
     if len(unseen) == len(analysis.collected.pretrained_arms):
@@ -261,12 +244,10 @@ def effect_rows(analysis: Analysis) -> list[EffectRow]:
         if not c.comparable:
             continue
         nan = math.nan
-        if not c.test.tested:
-            verdict, low, high = f"not tested ({c.test.n} pretraining seed(s); at least {MIN_UNITS} needed)", nan, nan
+        if c.test.tested:
+            verdict, low, high = f"{c.ours} ({_holm(c)})", c.interval.ci_low, c.interval.ci_high
         else:
-            verdict = f"{c.ours} ({_holm(c)})"
-            low, high = c.interval.ci_low, c.interval.ci_high
-        measure = c.measure
-        rows.append(EffectRow(c.arm_a, c.arm_b, measure.key, measure.short_title, measure.unit, measure.digits,
+            verdict, low, high = f"not tested ({c.test.n} pretraining seed(s); at least {MIN_UNITS} needed)", nan, nan
+        rows.append(EffectRow(c.arm_a, c.arm_b, c.measure.key, c.measure.short_title, c.measure.unit, c.measure.digits,
                               c.estimate, low, high, c.mde, analysis.level, verdict))
     return rows

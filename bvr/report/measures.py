@@ -148,11 +148,6 @@ def _bare(key: str) -> Measure:
     return Measure(key, key, "", None, True, {})
 
 
-def _probe_title(task: str, features: str, metric: str) -> str:
-    where = ", on held-out training examples" if "/heldout/" in metric else ""
-    return f"{task} probe ({features} features{where})"
-
-
 def _probe_bow(collected: Collected, task: str, metric: str) -> float | None:
     """The bag-of-words baseline of a probe's headline ``probe/TASK[/heldout]/METRIC``, ×100: the runs'
     ``probe/TASK/bow[/heldout]/METRIC`` (every model logs the same value; their mean), or None when none logged it."""
@@ -179,10 +174,10 @@ def evaluation_measures(collected: Collected) -> list[Measure]:
         if kind == "blimp":
             out.append(Measure("blimp", "BLiMP macro accuracy (zero-shot)", metric, "blimp", True, values, base))
         else:
-            out.append(Measure(f"probe/{task}", _probe_title(task, features, metric), metric, task, True, values, base,
-                               _probe_bow(collected, task, metric)))
-    order = {"blimp": 0}
-    return sorted(out, key=lambda measure: order.get(measure.key, 1))
+            where = ", on held-out training examples" if "/heldout/" in metric else ""
+            out.append(Measure(f"probe/{task}", f"{task} probe ({features} features{where})", metric, task, True,
+                               values, base, _probe_bow(collected, task, metric)))
+    return sorted(out, key=lambda measure: measure.key != "blimp")  # BLiMP first, the probes in their order
 
 
 def finetune_measures(frame: pd.DataFrame, tasks: list[str], collected: Collected) -> list[Measure]:

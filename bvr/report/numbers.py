@@ -8,11 +8,11 @@ from typing import Any
 
 import pandas as pd
 
-from bvr.report.analysis import Analysis, Comparison
+from bvr.report.analysis import Analysis
 from bvr.report.budget import budget_curve, budget_payload
-from bvr.report.pretrain_runs import pretrain_table
+from bvr.report.cells import mean_of
+from bvr.report.pretrain_runs import EXPORTED_COLUMNS, pretrain_table
 from bvr.report.shown import ScoreRow
-from bvr.report.stats import Summary
 
 
 def clean(value: Any) -> Any:
@@ -33,39 +33,26 @@ def clean(value: Any) -> Any:
     return None if math.isnan(number) else float(f"{number:.7g}")
 
 
-def _summary_json(s: Summary) -> dict[str, Any]:
-    """The spread of one arm's runs on a task (no interval: intervals are over pretraining seeds, in measures)."""
-    return {"median": s.median, "mean": s.mean, "q1": s.q1, "q3": s.q3, "iqr": s.iqr, "min": s.min, "max": s.max,
-            "n": s.n, "collapsed": s.n_collapsed}
-
-
-def _paired_json(c: Comparison) -> dict[str, Any]:
-    return {"mean": c.estimate, "ci_low": c.interval.ci_low, "ci_high": c.interval.ci_high, "n": c.test.n,
-            "p": c.test.p_value, "holm_p": c.adjusted_p, "detectable": c.mde, "significant": c.significant}
-
-
 def metrics_payload(analysis: Analysis) -> dict[str, Any]:
-    """The headline numbers, in points, nested (numbers and booleans only, but for a budget curve's
-    ``budget_curve``: :func:`~bvr.report.budget.budget_payload`, which names arms and says where each measure
-    turns)."""
-    scores: dict[str, dict] = {}
+    """The headline numbers, in points, nested (numbers and booleans only, but for a budget curve's ``budget_curve``:
+    :func:`~bvr.report.budget.budget_payload`, which names arms and says where each measure turns)."""
+    scores: dict[str, dict] = {}  # the spread of an arm's runs on a task; intervals are over pretraining seeds
     for (arm, task), s in analysis.summaries.items():
-        scores.setdefault(arm, {})[task] = _summary_json(s)
+        scores.setdefault(arm, {})[task] = {"median": s.median, "mean": s.mean, "q1": s.q1, "q3": s.q3, "iqr": s.iqr,
+                                            "min": s.min, "max": s.max, "n": s.n, "collapsed": s.n_collapsed}
     differences: dict[str, dict] = {}
     for c in [*analysis.comparisons, *analysis.control]:
-        differences.setdefault(f"{c.arm_b}_minus_{c.arm_a}", {})[c.key.replace("/", "_")] = _paired_json(c)
+        differences.setdefault(f"{c.arm_b}_minus_{c.arm_a}", {})[c.key.replace("/", "_")] = {
+            "mean": c.estimate, "ci_low": c.interval.ci_low, "ci_high": c.interval.ci_high, "n": c.test.n,
+            "p": c.test.p_value, "holm_p": c.adjusted_p, "detectable": c.mde, "significant": c.significant}
     measures: dict[str, dict] = {}
     for measure in analysis.measures:
         for arm in analysis.collected.arms:
             units = measure.units(arm)
             if units:
-                measures.setdefault(measure.key.replace("/", "_"), {})[arm] = {
-                    "mean": sum(units.values()) / len(units), "n": len(units)}
-    pretrain = {r["arm"]: {k.replace("/", "_"): r[k] for k in ("val/perplexity", "val/mlm_loss", "train/mlm_loss",
-                                                                "tokens_per_s", "wall_seconds", "tokens_seen",
-                                                                "tokens_per_step", "words_seen", "params_total",
-                                                                "params_embedding", "params_non_embedding",
-                                                                "id_occurrences_median", "id_rare_share")}
+                measures.setdefault(measure.key.replace("/", "_"), {})[arm] = {"mean": mean_of(units), "n": len(units)}
+    keys = ("val/perplexity", "val/mlm_loss", "train/mlm_loss", *EXPORTED_COLUMNS)
+    pretrain = {r["arm"]: {k.replace("/", "_"): r[k] for k in keys}
                 for r in pretrain_table(analysis).to_dict("records")}
     missing = analysis.collected.missing
     payload = {"complete": not missing, "missing": len(missing), "scores": scores, "measures": measures,
@@ -108,12 +95,11 @@ def effects_table(analysis: Analysis) -> pd.DataFrame:
 def effect_metrics(analysis: Analysis) -> dict[str, float]:
     """Every tested difference as metrics of the ablation's parent run, so the MLflow UI shows the answer.
 
-    ``effect/MEASURE/B-vs-A`` is the mean difference b - a over pretraining seeds in points (nats for MLM loss),
-    with ``/low`` and ``/high`` its simultaneous interval and ``/p_holm`` the Holm-adjusted p-value; MEASURE is
-    ``blimp``, ``probe/TASK``, ``finetune/TASK`` or ``mlm``. Untested comparisons (too few seeds) are left out. A
-    budget curve adds ``budget/MEASURE/starts_to_help_tokens``, the tokens per run of the budget at which pretraining
-    starts to help the measure by the fixed sequence (:meth:`bvr.report.budget.BudgetCurve.starts_to_help`; left out
-    where none does).
+    ``effect/MEASURE/B-vs-A`` is the mean difference b - a over pretraining seeds in points (nats for MLM loss), with
+    ``/low`` and ``/high`` its simultaneous interval and ``/p_holm`` the Holm-adjusted p-value; MEASURE is ``blimp``,
+    ``probe/TASK``, ``finetune/TASK`` or ``mlm``. Untested comparisons (too few seeds) are left out. A budget curve adds
+    ``budget/MEASURE/starts_to_help_tokens``, the tokens per run of the budget at which pretraining starts to help the
+    measure by the fixed sequence (:meth:`bvr.report.budget.BudgetCurve.starts_to_help`; left out where none does).
     """
     out: dict[str, float] = {}
     for c in [*analysis.control, *analysis.comparisons]:

@@ -8,7 +8,7 @@ move them)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pandas as pd
 
@@ -19,6 +19,9 @@ FACTS = ("wall_seconds", "tokens_seen", "epochs", "params_total", "params_embedd
 """The runs' ``run/*`` metrics the table gives as medians (:data:`bvr.report.collect.RUN_KEYS`)."""
 PRETRAIN_TABLE_COLUMNS = ("arm", "runs", "tokens_per_s", *FACTS, "steps", "tokens_per_step", "train/mlm_loss",
                           "val/mlm_loss", "val/perplexity", "val/nsp_acc", "val/sop_acc")
+EXPORTED_COLUMNS = ("tokens_per_s", "wall_seconds", "tokens_seen", "tokens_per_step", "words_seen", "params_total",
+                    "params_embedding", "params_non_embedding", "id_occurrences_median", "id_rare_share")
+"""The table's columns that ``metrics.json`` (under ``pretrain``) and ``plots/pretrain_runs.csv`` give per arm."""
 
 
 def _throughput(run: dict, history: pd.DataFrame) -> float:
@@ -60,29 +63,19 @@ def pretrain_table(analysis: Analysis) -> pd.DataFrame:
         if not runs:
             continue
         row: dict = {"arm": arm, "runs": [r["run_id"] for r in runs],
-                     "tokens_per_s": _median([_throughput(r, history) for r in runs])}
+                     "tokens_per_s": _over_seeds([_throughput(r, history) for r in runs], pd.Series.median)}
         for name in FACTS:
-            row[name] = _median([r[f"run/{name}"] for r in runs])
-        row["steps"] = _median([r["steps"] for r in runs])
-        row["tokens_per_step"] = _median([_per_step(r) for r in runs])
+            row[name] = _over_seeds([r[f"run/{name}"] for r in runs], pd.Series.median)
+        row["steps"] = _over_seeds([r["steps"] for r in runs], pd.Series.median)
+        row["tokens_per_step"] = _over_seeds([_per_step(r) for r in runs], pd.Series.median)
         for name in FINAL_METRICS:
-            row[name] = _mean([r[name] for r in runs])
+            row[name] = _over_seeds([r[name] for r in runs], pd.Series.mean)
         rows.append(row)
     return pd.DataFrame(rows, columns=list(PRETRAIN_TABLE_COLUMNS))
 
 
-def _kept(values: Sequence[float | None]) -> pd.Series:
-    """The values that are numbers (None and NaN left out)."""
-    return pd.Series([float(v) for v in values if v is not None and not pd.isna(v)], dtype=float)
-
-
-def _median(values: Sequence[float | None]) -> float:
-    """The median of the finite values; NaN when there is none."""
-    kept = _kept(values)
-    return float(kept.median()) if not kept.empty else math.nan
-
-
-def _mean(values: Sequence[float | None]) -> float:
-    """The mean of the finite values; NaN when there is none."""
-    kept = _kept(values)
-    return float(kept.mean()) if not kept.empty else math.nan
+def _over_seeds(values: Sequence[float | None], how: Callable[[pd.Series], float]) -> float:
+    """``how`` (``pd.Series.median`` or ``.mean``) of the values that are numbers (None and NaN left out); NaN when
+    there is none."""
+    kept = pd.Series([float(v) for v in values if _finite(v)], dtype=float)
+    return float(how(kept)) if not kept.empty else math.nan

@@ -69,7 +69,10 @@ def load_published(path: str | Path | None = None) -> pd.DataFrame:
     ``higher_is_better`` a nullable boolean. Every error names the file, the line and the key.
     """
     path = Path(path) if path is not None else DEFAULT_PATH
-    data, source = _read(path)
+    data, root = parse_yaml(path, "published-results file")  # refuses a key given twice, with its line
+    if root is None:
+        raise BvrError("the file is empty; expected a 'tables' list", where=path)
+    source = _Source(path, root)
     _check_keys(source, data, "", _TOP_KEYS)
     tables = data["tables"]
     if not isinstance(tables, list) or not tables:
@@ -89,10 +92,9 @@ def published_effect(df: pd.DataFrame, ablation: str, arm_a: str, arm_b: str, ta
     """The published difference ``b - a`` on one task and metric, or None where either value is not published.
 
     An effect is read within one table: an ablation may cite several (SpanBERT's masking-scheme table and its
-    auxiliary-objective table), and a row of one table is not comparable with a row of another (they differ in
-    setting). The first table, in file order, that prints both arms on the column gives the effect, in the paper's
-    units. ``task`` may be ``probe/TASK`` for a feature-based column; ``metric`` None matches the task's one
-    published metric.
+    auxiliary-objective table), and a row of one table is not comparable with a row of another (they differ in setting).
+    The first table, in file order, that prints both arms on the column gives the effect, in the paper's units. ``task``
+    may be ``probe/TASK`` for a feature-based column; ``metric`` None matches the task's one published metric.
 
     >>> df = load_published()
     >>> round(published_effect(df, "span-masking", "token", "span", "squad_v2", "dev/f1"), 6)  # Table 6
@@ -108,8 +110,7 @@ def published_effect(df: pd.DataFrame, ablation: str, arm_a: str, arm_b: str, ta
     for _, table in rows.groupby("source", sort=False):
         if table["metric"].nunique() != 1:
             continue  # several metrics for this task and none named: ambiguous
-        a = _published_value(table, arm_a)
-        b = _published_value(table, arm_b)
+        a, b = _published_value(table, arm_a), _published_value(table, arm_b)
         if a is not None and b is not None:
             return b - a
     return None
@@ -118,17 +119,7 @@ def published_effect(df: pd.DataFrame, ablation: str, arm_a: str, arm_b: str, ta
 def _published_value(table: pd.DataFrame, arm: str) -> float | None:
     """One arm's value in one table's column, or None when the arm is absent or the paper prints a dash."""
     hit = table.loc[table["arm"] == arm, "value"]
-    if hit.empty or math.isnan(hit.iloc[0]):
-        return None
-    return float(hit.iloc[0])
-
-
-def _read(path: Path) -> tuple[Any, _Source]:
-    """Parse the file, keeping its node tree for line numbers."""
-    data, root = parse_yaml(path, "published-results file")  # refuses a key given twice, with its line
-    if root is None:
-        raise BvrError("the file is empty; expected a 'tables' list", where=path)
-    return data, _Source(path, root)
+    return None if hit.empty or math.isnan(hit.iloc[0]) else float(hit.iloc[0])
 
 
 def _check_keys(source: _Source, data: Any, key: str, allowed: dict[str, bool]) -> None:

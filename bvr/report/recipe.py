@@ -21,7 +21,9 @@ def recipe_text(config: dict[str, Any]) -> str:
     def get(section: str, key: str) -> Any:
         return (config.get(section) or {}).get(key)
 
-    model = " ".join(str(v) for v in (get("model", "family"), _shape(config)) if v)
+    layers, hidden = get("model", "num_layers"), get("model", "hidden_size")
+    shape = f"{layers}x{hidden}" if layers and hidden else None
+    model = " ".join(str(v) for v in (get("model", "family"), shape) if v)
     parts = [model + (" pre-LayerNorm" if get("model", "norm") == "pre" else "")]
     layout = [text for key, bert_way, text in LAYOUT if get("model", key) not in (None, bert_way)]
     if layout:
@@ -47,9 +49,3 @@ def recipe_text(config: dict[str, Any]) -> str:
     if get("corpus", "max_documents"):
         parts.append(f"first {get('corpus', 'max_documents'):,} documents")
     return ", ".join(p for p in parts if p)
-
-
-def _shape(config: dict[str, Any]) -> str | None:
-    model = config.get("model") or {}
-    layers, hidden = model.get("num_layers"), model.get("hidden_size")
-    return f"{layers}x{hidden}" if layers and hidden else None

@@ -51,7 +51,7 @@ from bvr.report.document import Figure, to_html, to_markdown
 from bvr.report.headlines import brief, effect_rows
 from bvr.report.measures import MLM
 from bvr.report.numbers import dvc_metrics, effect_metrics, effects_table, metrics_payload, summary_rows
-from bvr.report.pretrain_runs import pretrain_table
+from bvr.report.pretrain_runs import EXPORTED_COLUMNS, pretrain_table
 from bvr.report.published import load_published
 from bvr.report.sections import report_blocks, summary_blocks
 from bvr.report.selection import selection_figure, selection_frame
@@ -127,11 +127,10 @@ def _draw(analysis: Analysis, folder: Path) -> dict[str, Figure]:
     curve = budget_curve(analysis)
     if curve is not None:
         steps.insert(0, ("budget", f"The budget curve: arm − {curve.control} per measure against tokens per "
-                                   f"pretraining run (log axis), with {analysis.level} simultaneous intervals "
-                                   "(green where the fixed sequence declares that pretraining helps, red where the "
-                                   "control is better), and validation MLM loss "
-                                   "(mean and 95% t interval over pretraining seeds) beside the unigram entropy of "
-                                   "the validation tokens.",
+                                   f"pretraining run (log axis), with {analysis.level} simultaneous intervals (green "
+                                   "where the fixed sequence declares that pretraining helps, red where the control is "
+                                   "better), and validation MLM loss (mean and 95% t interval over pretraining seeds) "
+                                   "beside the unigram entropy of the validation tokens.",
                      lambda p: fig.budget_figure(curve, p)))
     embeddings = analysis.collected.pretrain.drop_duplicates("arm")["run/params_embedding"].dropna()
     if embeddings.nunique() > 1 or analysis.collected.ablation == "vocab":
@@ -151,13 +150,6 @@ def _csv(frame: pd.DataFrame, path: Path) -> Path:
     return path
 
 
-def _difference_frame(analysis: Analysis) -> pd.DataFrame:
-    rows = [{"comparison": c.name, "measure": c.key, "pretrain_seed": unit, "difference": diff}
-            for c in [*analysis.comparisons, *analysis.control] if c.key != MLM
-            for unit, diff in zip(c.test.units, c.test.differences, strict=False)]
-    return pd.DataFrame(rows, columns=["comparison", "measure", "pretrain_seed", "difference"])
-
-
 def _write_plots(analysis: Analysis, folder: Path) -> list[Path]:
     """The data behind the figures as CSV, one row per point (the layout ``dvc.yaml``'s plot templates draw).
 
@@ -168,7 +160,11 @@ def _write_plots(analysis: Analysis, folder: Path) -> list[Path]:
     """
     scores = analysis.scores.rename(columns={"points": "score"})[
         ["arm", "task", "pretrain_seed", "seed", "score", "collapsed", "run_id"]]
-    paths = [_csv(scores, folder / "scores.csv"), _csv(_difference_frame(analysis), folder / "differences.csv")]
+    differences = pd.DataFrame([{"comparison": c.name, "measure": c.key, "pretrain_seed": unit, "difference": diff}
+                                for c in [*analysis.comparisons, *analysis.control] if c.key != MLM
+                                for unit, diff in zip(c.test.units, c.test.differences, strict=False)],
+                               columns=["comparison", "measure", "pretrain_seed", "difference"])
+    paths = [_csv(scores, folder / "scores.csv"), _csv(differences, folder / "differences.csv")]
     for task, rows in scores.groupby("task", sort=False):
         paths.append(_csv(rows[["arm", "pretrain_seed", "seed", "score"]], folder / f"scores_{task}.csv"))
     history = analysis.collected.history
@@ -181,10 +177,7 @@ def _write_plots(analysis: Analysis, folder: Path) -> list[Path]:
     curve = budget_curve(analysis)
     if curve is not None:
         paths.append(_csv(budget_frame(curve), folder / "budget.csv"))
-    table = pretrain_table(analysis).drop(columns=["runs"])
-    paths.append(_csv(table[["arm", "tokens_per_s", "wall_seconds", "tokens_seen", "tokens_per_step", "words_seen",
-                             "params_total", "params_embedding", "params_non_embedding", "id_occurrences_median",
-                             "id_rare_share"]], folder / "pretrain_runs.csv"))
+    paths.append(_csv(pretrain_table(analysis)[["arm", *EXPORTED_COLUMNS]], folder / "pretrain_runs.csv"))
     return paths
 
 
@@ -304,9 +297,8 @@ def artifact_root_error(client: MlflowClient, run_id: str, err: OSError) -> BvrE
     root = client.get_run(run_id).info.artifact_uri
     return BvrError(f"cannot write the report into the MLflow store's artifact folder {root}: "
                     f"{err.strerror or err}", where=err.filename or root,
-                    hint="the store records that folder from where it was made (a copied or moved store keeps "
-                         "the old path): make it writable, or run bvr where the store was made; the report's "
-                         "files are written")
+                    hint="the store records that folder from where it was made (a copied or moved store keeps the old "
+                         "path): make it writable, or run bvr where the store was made; the report's files are written")
 
 
 def render_report(manifest: Manifest, out_dir: Path | None = None, *, workdir: Path | None = None,

@@ -20,7 +20,6 @@ from bvr.report.document import Block, Bullets, Cell, Figure, Heading, Paragraph
 from bvr.report.measures import MLM, PRETRAIN_TASK, Measure, metric_label
 from bvr.report.pretrain_runs import pretrain_table
 from bvr.report.selection import selection_frame, selection_section
-from bvr.report.stats import Summary
 
 
 def _measure_runs(analysis: Analysis, links: RunLinks, measure: Measure, arm: str) -> Cell:
@@ -50,11 +49,10 @@ def measures_section(analysis: Analysis, links: RunLinks) -> list[Block]:
                 continue
             mean, low, high = measure.mean_interval(arm)
             d = measure.digits
-            interval = fmt_ci(low, high, d)
             comp = measure.components(arm)
             inner = max(comp.n_inner) if comp and comp.n_inner else 1
             rows.append([measure.title if first else "", arm, str(len(units)), str(inner), fmt(mean, d),
-                         interval, fmt(comp.between_sd if comp else None, d),
+                         fmt_ci(low, high, d), fmt(comp.between_sd if comp else None, d),
                          fmt(comp.within_sd if comp and inner > 1 else None, d),
                          fmt(measure.baseline, d) if first else "", fmt(measure.bow, d) if first else "",
                          _measure_runs(analysis, links, measure, arm)])
@@ -104,8 +102,8 @@ def blimp_section(analysis: Analysis) -> list[Block]:
                "; ours are means over pretraining seeds. Published models (BLiMP paper, errata-corrected) score "
                "all pairs with their own (left-to-right) log-probabilities, averaged here over the paradigms our "
                "runs scored. Chance is 50%.")
-    return [Heading("BLiMP beside the published models"), Table(header, rows, align="L" + "r" * (len(header) - 1),
-                                                               caption=caption)]
+    return [Heading("BLiMP beside the published models"),
+            Table(header, rows, align="L" + "r" * (len(header) - 1), caption=caption)]
 
 
 def _published_blimp(data_dir: str | None, paradigms: Sequence[str] = ()) -> dict[str, BlimpSummary]:
@@ -137,19 +135,13 @@ def _seed_links(analysis: Analysis, links: RunLinks, rows: pd.DataFrame) -> Cell
     return tuple(cells)
 
 
-def _summary_cells(s: Summary, digits: int = 1) -> list[str]:
-    collapsed = str(s.n_collapsed) if s.n_collapsed else "0"
-    return [str(s.n), collapsed, fmt(s.median, digits), f"{fmt(s.iqr, digits)} ({fmt(s.q1, digits)}–"
-            f"{fmt(s.q3, digits)})", f"{fmt(s.min, digits)}–{fmt(s.max, digits)}", fmt(s.mean, digits)]
-
-
 def scores_section(analysis: Analysis, links: RunLinks, figures: dict[str, Figure]) -> list[Block]:
     rows = []
     for task in analysis.tasks:
         first = True
         for arm in analysis.collected.arms:
-            summary = analysis.summaries.get((arm, task))
-            if summary is None:
+            s = analysis.summaries.get((arm, task))
+            if s is None:
                 continue
             scale = "×100" if analysis.scales.get(task) == 100 else "points"
             measure = analysis.measure(f"finetune/{task}")
@@ -158,7 +150,9 @@ def scores_section(analysis: Analysis, links: RunLinks, figures: dict[str, Figur
                      + (f" (majority/trivial baseline {fmt(baseline)})" if baseline is not None else "")
                      if first else "")
             seeds = analysis.scores[(analysis.scores["arm"] == arm) & (analysis.scores["task"] == task)]
-            rows.append([label, arm, *_summary_cells(summary), _seed_links(analysis, links, seeds)])
+            rows.append([label, arm, str(s.n), str(s.n_collapsed), fmt(s.median),
+                         f"{fmt(s.iqr)} ({fmt(s.q1)}–{fmt(s.q3)})", f"{fmt(s.min)}–{fmt(s.max)}", fmt(s.mean),
+                         _seed_links(analysis, links, seeds)])
             first = False
     blocks: list[Block] = [Heading("Fine-tuning scores")]
     if not rows:
@@ -256,10 +250,9 @@ def published_section(analysis: Analysis) -> list[Block]:
     for source, table in analysis.published.groupby("source", sort=False):
         pretraining = (" (pretraining metrics: means over pretraining seeds, as under Pretraining)"
                        if (table["task"] == PRETRAIN_TASK).any() else "")
-        blocks.append(Paragraph(f"{source}: {table['setting'].iloc[0]}. Paper values in points as printed; ours "
-                                f"are medians over all our runs{pretraining}, and our differences means over "
-                                "pretraining seeds with their simultaneous intervals, in points, at our far smaller "
-                                "scale."))
+        blocks.append(Paragraph(f"{source}: {table['setting'].iloc[0]}. Paper values in points as printed; ours are "
+                                f"medians over all our runs{pretraining}, and our differences means over pretraining "
+                                "seeds with their simultaneous intervals, in points, at our far smaller scale."))
         direction = _published_rows(analysis, table)
         if direction:
             header = ["paper column", "b − a", "paper a", "paper b", "paper Δ", "paper says",

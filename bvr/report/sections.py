@@ -1,12 +1,10 @@
-"""The sections of a report, as document blocks: what each table and paragraph says, and where its numbers
-come from.
+"""The sections of a report, as document blocks: what each table and paragraph says, and where its numbers come from.
 
 :func:`report_blocks` lays out one ablation's report: the headline (did pretraining help at this budget, then the
 ablation's effect), what is missing, the tests against the control and between arms, every measure per arm with its
-variance components, BLiMP beside the published models, the fine-tuning scores, the paper beside our runs,
-pretraining, the setup, and how to read it all. :func:`summary_blocks` lays out the index across ablations. Every
-number is taken from an :class:`~bvr.report.analysis.Analysis` (so from MLflow, in points); every run id links to the
-MLflow UI.
+variance components, BLiMP beside the published models, the fine-tuning scores, the paper beside our runs, pretraining,
+the setup, and how to read it all. :func:`summary_blocks` lays out the index across ablations. Every number is taken
+from an :class:`~bvr.report.analysis.Analysis` (so from MLflow, in points); every run id links to the MLflow UI.
 
 The result sections (measures, BLiMP, scores, the paper, pretraining) are in :mod:`bvr.report.results`, the cell
 formatting and run links in :mod:`bvr.report.cells`."""
@@ -63,9 +61,8 @@ def _budget(analysis: Analysis, cfg: dict[str, Any]) -> str:
     training, data = cfg.get("training") or {}, cfg.get("data") or {}
     steps = [(arm_config(analysis.collected.manifest, arm).get("training") or {}).get("max_steps")
              for arm in analysis.collected.pretrained_arms]
-    text = (f"{_in_arm_order(steps)} steps of {training.get('batch_size')} sequences of up to "
-            f"{data.get('max_length')} tokens ({data.get('input_format')}, sentence objective "
-            f"{data.get('sentence_objective') or 'nsp'})")
+    text = (f"{_in_arm_order(steps)} steps of {training.get('batch_size')} sequences of up to {data.get('max_length')} "
+            f"tokens ({data.get('input_format')}, sentence objective {data.get('sentence_objective') or 'nsp'})")
     table = pretrain_table(analysis)
     seen = table[table["tokens_seen"].notna()]
     if seen.empty:
@@ -103,8 +100,7 @@ def _effect_cells(c: Comparison) -> list[str]:
     d = c.measure.digits
     if not c.test.tested:
         return [signed(c.estimate, d), f"— (n={c.test.n})", "—", "—"]
-    return [signed(c.estimate, d), fmt_ci(c.interval.ci_low, c.interval.ci_high, d), fmt_p(c.adjusted_p),
-            fmt(c.mde, d)]
+    return [signed(c.estimate, d), fmt_ci(c.interval.ci_low, c.interval.ci_high, d), fmt_p(c.adjusted_p), fmt(c.mde, d)]
 
 
 def _headline(analysis: Analysis, budget_note: str | None = None) -> list[Block]:
@@ -123,15 +119,14 @@ def _headline(analysis: Analysis, budget_note: str | None = None) -> list[Block]
             Bullets(tuple(lines))]
 
 
-def _sanity(analysis: Analysis, links: RunLinks) -> list[Block]:
+def _sanity(analysis: Analysis) -> list[Block]:
     if not analysis.control:
         return []
     rows = []
     for c in analysis.control:
         arm_units, control_units = c.measure.units(c.arm_b), c.measure.units(c.arm_a)
         rows.append([c.measure.title, c.arm_b, f"{fmt(mean_of(arm_units))} (n={len(arm_units)})",
-                     f"{fmt(mean_of(control_units))} (n={len(control_units)})", *_effect_cells(c),
-                     c.ours])
+                     f"{fmt(mean_of(control_units))} (n={len(control_units)})", *_effect_cells(c), c.ours])
     header = ["measure", "arm", "arm mean", "control mean", "Δ arm − control", f"{analysis.level} CI", "Holm p",
               "detectable Δ", "verdict"]
     caption = ("Means over pretraining seeds (each seed's fine-tuning or probe seeds averaged first). Δ pairs arm "
@@ -141,18 +136,14 @@ def _sanity(analysis: Analysis, links: RunLinks) -> list[Block]:
                "the random one of its initialisation when the base config has a sentence objective); paired t over "
                "pretraining seeds; intervals Bonferroni-simultaneous over the report; detectable Δ: the smallest "
                "true difference found with 80% power at Holm's strictest level.")
-    return [Heading("Did pretraining help at this budget?"),
-            Table(header, rows, align="LLrrrrrrl", caption=caption)]
+    return [Heading("Did pretraining help at this budget?"), Table(header, rows, align="LLrrrrrrl", caption=caption)]
 
 
 def _ablation(analysis: Analysis) -> list[Block]:
     if not analysis.comparisons:
         return []
-    rows = []
-    for c in analysis.comparisons:
-        d = c.measure.digits
-        rows.append([c.measure.title, c.name, *_effect_cells(c), signed(c.published, d),
-                     str(c.needed) if c.needed is not None else "—", c.ours, c.agreement])
+    rows = [[c.measure.title, c.name, *_effect_cells(c), signed(c.published, c.measure.digits),
+             str(c.needed) if c.needed is not None else "—", c.ours, c.agreement] for c in analysis.comparisons]
     header = ["measure", "b − a", "Δ", f"{analysis.level} CI", "Holm p", "detectable Δ", "paper Δ",
               "seeds for the paper's Δ", "we see", "beside the paper"]
     caption = ("b − a over pretraining seeds (paired t), in the same family of tests as the section above. "
@@ -199,8 +190,7 @@ def _commits(analysis: Analysis) -> str:
     planned = analysis.collected.manifest.context.git_commit
     runs = pd.concat([analysis.collected.pretrain["git_commit"], analysis.collected.finetune["git_commit"]]).dropna()
     others = sorted(set(runs) - {planned})
-    text = planned or "unknown"
-    return text + (f" (runs also tagged with {', '.join(others)})" if others else "")
+    return (planned or "unknown") + (f" (runs also tagged with {', '.join(others)})" if others else "")
 
 
 def _context(analysis: Analysis, links: RunLinks, budget_note: str | None = None) -> list[Block]:
@@ -270,18 +260,13 @@ def _arms_table(analysis: Analysis, links: RunLinks) -> list[Block]:
     return [Table(header, rows, align="LlllLrrrrrl", caption=caption)]
 
 
-def _where_runs_are(links: RunLinks) -> str:
-    if links.linked:
-        return f"run ids link to the MLflow UI at {links.base}."
-    return ("run ids are plain text because the address of an MLflow UI is not known: start `mlflow ui` in the "
-            "folder of the store and render again with `bvr report NAME --ui-url ADDRESS` (the address it prints), "
-            "or set BVR_MLFLOW_UI.")
-
-
 def _methods(analysis: Analysis, links: RunLinks) -> list[Block]:
     return [Heading("How to read this report"), Bullets((
         "Every number is read from the MLflow run the manifest names for it, not from the manifest's copies; "
-        + _where_runs_are(links),
+        + (f"run ids link to the MLflow UI at {links.base}." if links.linked else
+           "run ids are plain text because the address of an MLflow UI is not known: start `mlflow ui` in the folder "
+           "of the store and render again with `bvr report NAME --ui-url ADDRESS` (the address it prints), or set "
+           "BVR_MLFLOW_UI."),
         "Scores are in points: BLiMP, probe, GLUE and CoNLL-2003 metrics are logged as fractions and multiplied by "
         "100; SQuAD is logged in points; MLM loss is in nats per token. metrics.json uses the same units.",
         "The unit of replication is the pretraining seed: each model's fine-tuning or probe seeds are averaged "
@@ -311,7 +296,7 @@ def report_blocks(analysis: Analysis, figures: dict[str, Figure], ui_url: str | 
     links = RunLinks(analysis.collected, ui_url)
     return [*_title(analysis), *_headline(analysis, budget_note), *_setup(analysis),
             *budget_section(budget_curve(analysis), figures.get("budget")), *_missing(analysis),
-            *_sanity(analysis, links), *_ablation(analysis),
+            *_sanity(analysis), *_ablation(analysis),
             *([figures["differences"]] if "differences" in figures else []), *measures_section(analysis, links),
             *blimp_section(analysis), *scores_section(analysis, links, figures), *published_section(analysis),
             *pretraining_section(analysis, links, figures), *_context(analysis, links, budget_note),

@@ -70,13 +70,12 @@ def selection_section(frame: pd.DataFrame, arms: list[str], scales: dict[str, fl
     if frame.empty:
         return []
     points = list(dict.fromkeys(frame["point"]))
-    text = (f"Every model (each arm at each pretraining seed, the control's initialisations too) was fine-tuned at "
-            f"each of {len(points)} grid points ({'; '.join(points)}) over the same fine-tuning seeds, on training "
-            "examples without the selection split. The point whose seeds score best (median) on the selection split "
-            "— training examples held out of training, never the reported split — was kept for that model, and the "
-            "fine-tuning scores in this report are that point's. The choice is per model, as BERT and RoBERTa chose "
-            "their fine-tuning learning rate per pretrained model and task; it keeps the pretraining seeds "
-            "independent.")
+    text = ("Every model (each arm at each pretraining seed, the control's initialisations too) was fine-tuned at each "
+            f"of {len(points)} grid points ({'; '.join(points)}) over the same fine-tuning seeds, on training examples "
+            "without the selection split. The point whose seeds score best (median) on the selection split — training "
+            "examples held out of training, never the reported split — was kept for that model, and the fine-tuning "
+            "scores in this report are that point's. The choice is per model, as BERT and RoBERTa chose their "
+            "fine-tuning learning rate per pretrained model and task; it keeps the pretraining seeds independent.")
     caption = ("chosen point: the grid point kept for each pretraining seed (pN). selection median: each point's "
                "median selection score over every pretraining and fine-tuning seed of the arm, in points. Each "
                "point's runs are in MLflow under the model's fine-tuning run, tagged bvr.grid_point; the chosen one "

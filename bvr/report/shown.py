@@ -20,19 +20,10 @@ CURVE_METRICS = ("val/mlm_loss", "train/mlm_loss")
 
 @dataclass(frozen=True)
 class ScoreRow:
-    """One row of the scores view: an arm's mean on a measure over its pretraining seeds.
-
-    Attributes:
-        arm: the arm.
-        measure: ``blimp``, ``probe/TASK``, ``finetune/TASK`` or ``mlm``.
-        title: the measure's short name (``sst2 fine-tuned``).
-        unit: ``points`` or ``nats``.
-        digits: decimals the report prints (the values are rounded to them).
-        mean: the mean over pretraining seeds.
-        low: the low end of its 95% t interval (NaN below two seeds: left out).
-        high: the high end.
-        n: pretraining seeds.
-    """
+    """One row of the scores view: an arm's mean on a measure (``blimp``, ``probe/TASK``, ``finetune/TASK`` or
+    ``mlm``; ``title``: its short name, ``sst2 fine-tuned``) over its ``n`` pretraining seeds, with its 95% t interval
+    (``low``, ``high``: NaN below :data:`~bvr.report.inference.MIN_UNITS` seeds, and left out), in ``unit``
+    (``points`` or ``nats``), rounded to the ``digits`` the report prints."""
 
     arm: str
     measure: str
@@ -58,19 +49,11 @@ class ScoreRow:
 class EffectRow:
     """One row of the effects view: ``b − a`` on a measure, as the report states it.
 
-    Attributes:
-        arm_a: the baseline arm ``a`` (the control; the paper's baseline arm first).
-        arm_b: the other arm, ``b``.
-        measure: ``blimp``, ``probe/TASK``, ``finetune/TASK`` or ``mlm``.
-        title: the measure's short name (``sst2 fine-tuned``).
-        unit: ``points`` or ``nats``.
-        digits: decimals the report prints (the values are rounded to them).
-        difference: the mean of ``b − a`` over pretraining seeds.
-        low: the low end of its simultaneous interval (NaN when not tested: left out).
-        high: the high end.
-        detectable: the smallest ``|b − a|`` the design detects with 80 % power (NaN when not tested).
-        level: the interval's level (``99.62%``), the report's.
-        verdict: in words, with the Holm-adjusted p (``dynamic better (Holm p = 0.009)``).
+    ``arm_a`` is the baseline arm (the control; the paper's baseline arm first); ``measure``, ``title``, ``unit`` and
+    ``digits`` are as in :class:`ScoreRow`. ``difference`` is the mean of ``b − a`` over pretraining seeds, ``low``
+    and ``high`` its simultaneous interval at the report's ``level`` (``99.62%``), ``detectable`` the smallest
+    ``|b − a|`` the design detects with 80 % power (these three NaN when not tested, and left out); ``verdict`` says
+    it in words, with the Holm-adjusted p (``dynamic better (Holm p = 0.009)``).
     """
 
     arm_a: str
@@ -104,15 +87,10 @@ class EffectRow:
 
 @dataclass(frozen=True)
 class ReportViews:
-    """What a report shows in the MLflow UI besides its files: the rows of its views, and the runs' colours.
-
-    Attributes:
-        effects: the effects view's rows, in the report's order.
-        scores: the scores view's rows.
-        colours: arm -> ``#rrggbb``, the report figures' colour for it.
-        pretrain_runs: pretraining run id -> its arm (drawn in the arm's colour).
-        curves: metric -> the values logged by the pretraining runs (:data:`CURVE_METRICS`: their y axes).
-    """
+    """What a report shows in the MLflow UI besides its files: the effects and scores views' rows (in the report's
+    order), ``colours`` (arm -> ``#rrggbb``, the figures' colour for it), ``pretrain_runs`` (pretraining run id -> its
+    arm, drawn in the arm's colour) and ``curves`` (metric -> the values the pretraining runs logged: the y axes of
+    :data:`CURVE_METRICS`' charts)."""
 
     effects: list[EffectRow] = field(default_factory=list)
     scores: list[ScoreRow] = field(default_factory=list)

@@ -5,9 +5,8 @@ reports (medians of five), the range and the mean, and how many runs collapsed; 
 Pure functions on numbers: no files, no MLflow, no pandas. They describe spread only: whether two arms differ is
 :mod:`bvr.report.inference`'s question (paired t over pretraining seeds, Holm across a report, detectable effects).
 
-Quartiles use numpy's linear interpolation (``method="linear"``, numpy's default and type 7 of Hyndman and Fan),
-passed explicitly so a change of numpy's default cannot move a report: the quartiles of ``[1, 2, 3, 4]`` are
-1.75 and 3.25.
+Quartiles use numpy's linear interpolation (``method="linear"``, numpy's default and type 7 of Hyndman and Fan), passed
+explicitly so a change of numpy's default cannot move a report: the quartiles of ``[1, 2, 3, 4]`` are 1.75 and 3.25.
 
 >>> s = summarize([84.0, 84.5, 83.5, 84.2, 84.1])
 >>> s.median, s.q1, s.q3
@@ -57,7 +56,10 @@ def summarize(values: Sequence[float] | np.ndarray, *, collapsed: Sequence[bool]
     Collapsed runs are counted and kept in every statistic.
     """
     x = np.asarray(values, dtype=float)
-    n_collapsed = int(_collapsed_flags(collapsed, x.size).sum())
+    flags = np.zeros(x.size, dtype=bool) if collapsed is None else np.asarray(collapsed, dtype=bool)
+    if flags.shape != (x.size,):
+        raise ValueError(f"collapsed has {flags.size} flags for {x.size} values")
+    n_collapsed = int(flags.sum())
     if not np.isfinite(x).all():
         raise ValueError(f"values must be finite, got {x.tolist()}: a run without a score is not summarised")
     if x.size == 0:
@@ -66,13 +68,3 @@ def summarize(values: Sequence[float] | np.ndarray, *, collapsed: Sequence[bool]
     q1, median, q3 = np.percentile(x, [25, 50, 75], method="linear")
     return Summary(n=int(x.size), median=float(median), q1=float(q1), q3=float(q3), iqr=float(q3 - q1),
                    min=float(x.min()), max=float(x.max()), mean=float(x.mean()), n_collapsed=n_collapsed)
-
-
-def _collapsed_flags(collapsed: Sequence[bool] | np.ndarray | None, n: int) -> np.ndarray:
-    """``collapsed`` as a boolean array of length ``n`` (all False when None)."""
-    if collapsed is None:
-        return np.zeros(n, dtype=bool)
-    flags = np.asarray(collapsed, dtype=bool)
-    if flags.shape != (n,):
-        raise ValueError(f"collapsed has {flags.size} flags for {n} values")
-    return flags

@@ -27,13 +27,12 @@ and 16 % at 5), whereas the t interval has its nominal coverage under normal dif
 5 % under normal differences and 3.5 to 4.4 % under Student t with 3 df and under a contaminated normal (heavy
 symmetric tails make the t test conservative).
 
-Limits. The level holds when the paired differences are symmetric about 0, as they are under the null that the
-two arms are interchangeable. Differences can be skewed with equal means only when the arms fail differently
-(one arm occasionally collapsing, say); the t test is then liberal (centred exponential differences gave false
-"better" verdicts 10 to 12 % of the time at 3 to 10 pairs), and the sign-flip test, which assumes symmetry too,
-does not rescue it; a report should show collapsed runs beside its verdicts for that reason. Welch's test is
-approximate: simulated at 3 to 10 units per arm, with one arm up to three times as noisy, its level was 3.3 to
-5.3 %.
+Limits. The level holds when the paired differences are symmetric about 0, as they are under the null that the two arms
+are interchangeable. Differences can be skewed with equal means only when the arms fail differently (one arm
+occasionally collapsing, say); the t test is then liberal (centred exponential differences gave false "better" verdicts
+10 to 12 % of the time at 3 to 10 pairs), and the sign-flip test, which assumes symmetry too, does not rescue it; a
+report should show collapsed runs beside its verdicts for that reason. Welch's test is approximate: simulated at 3 to 10
+units per arm, with one arm up to three times as noisy, its level was 3.3 to 5.3 %.
 
 Multiplicity. One report makes about 10 to 70 comparisons, and every verdict in it is a claim a reader will act
 on alone ("dynamic masking helps SST-2"). :func:`holm` therefore controls the family-wise error rate: the chance

@@ -89,14 +89,8 @@ class Comparison:
         return min_detectable_effect(self.sd, self.n, alpha, power=power, paired=self.paired)
 
 
-def compare(
-    a: Mapping[int, float],
-    b: Mapping[int, float],
-    *,
-    confidence: float = 0.95,
-    higher_is_better: bool = True,
-    paired: bool = True,
-) -> Comparison:
+def compare(a: Mapping[int, float], b: Mapping[int, float], *, confidence: float = 0.95, higher_is_better: bool = True,
+            paired: bool = True) -> Comparison:
     """Test the difference ``a - b`` between two arms, one value per unit (pretraining seed).
 
     Paired on the units both arms have; units of one arm only are left out and counted. When ``paired`` is False,
