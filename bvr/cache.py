@@ -56,7 +56,9 @@ def other_versions(target: Path, version: Any, stamp: Callable[[Path], Any], wha
     shape = re.compile(rf"{re.escape(kind)}-[0-9a-f]+{re.escape(suffix)}")
     found: dict[str, Any] = {}
     for sibling in sorted(target.parent.glob(f"{kind}-*{suffix}")):
-        if sibling != target and shape.fullmatch(sibling.name) and (stamped := stamp(sibling)) not in (None, version):
+        if sibling == target or not shape.fullmatch(sibling.name):
+            continue
+        if (stamped := _stamp(sibling, stamp)) not in (None, version):
             found[sibling.name] = stamped
     if not found:
         return None
@@ -65,6 +67,20 @@ def other_versions(target: Path, version: Any, stamp: Callable[[Path], Any], wha
     also = f" (and {more} more {kind} {what}{'s' * (more != 1)})" if more else ""
     return (f"{target.parent / first}{also}: made by another version of bvr ({what} version {versions}; this one "
             f"writes {version}), not reused: {target.name} is made anew")
+
+
+_STAMPS: dict[tuple[Path, Callable[[Path], Any]], Any] = {}
+"""The stamps read so far. A cache's name holds a hash over its key, version included, so a name found stamped
+keeps its stamp: a process that makes many caches of one kind (fine-tuning seeds) reads each sibling's stamp once,
+not once per cache it makes."""
+
+
+def _stamp(sibling: Path, stamp: Callable[[Path], Any]) -> Any:
+    if (sibling, stamp) not in _STAMPS:
+        if (value := stamp(sibling)) is None:  # unfinished, or no stamp: asked again next time
+            return None
+        _STAMPS[sibling, stamp] = value
+    return _STAMPS[sibling, stamp]
 
 
 def stamped_version(folder: Path) -> int | None:

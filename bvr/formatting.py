@@ -85,6 +85,6 @@ accuracy 61.3; 2 min 05 s; 1.20M parameters, 0.31M without embeddings; each mask
     if "params_total" in m:
         parts.append(f"{m['params_total'] / 1e6:.2f}M parameters" + (
             f", {m['params_non_embedding'] / 1e6:.2f}M without embeddings" if "params_non_embedding" in m else ""))
-    if "mask_max_times_seen" in m:
-        parts.append(f"each mask seen up to {m['mask_max_times_seen']:.0f} times")
+    if (times := round(m.get("mask_max_times_seen", 0))) > 0:  # once: dynamic masking, or a single pass
+        parts.append(f"each mask seen up to {times} times" if times > 1 else "each mask seen once")
     return "; ".join(parts)

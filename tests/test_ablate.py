@@ -131,7 +131,7 @@ def test_a_log_without_a_terminal_has_one_plain_line_per_unit_and_ends_with_the_
     lines = log.splitlines()
     # The opening describes the run being made (not the experiment file's words), and states the thread budget.
     assert lines[0] == ("ablation tiny-masking (preset default): 2 layers, hidden 32, 20 steps of 8 x 64 tokens, "
-                        "dupe factor 1")
+                        "static masks (dupe factor 1)/dynamic masks")
     assert lines[1] == "  experiment file: Static vs dynamic masking on a generated corpus, a few steps."
     assert any(line.startswith("  units to run or reuse: ") and "; threads " in line for line in lines[:8])
     for unit in plan.units():  # what it was, how it ended, how long it took

@@ -182,6 +182,27 @@ def test_a_cache_another_version_made_is_named_in_one_line_and_built_anew(tmp_pa
     assert make("tokenized-0123456789ab", None) and capsys.readouterr().err == ""  # a cache that stamps no version
 
 
+def test_a_process_making_many_caches_of_a_kind_reads_each_siblings_stamp_once(tmp_path: Path) -> None:
+    """Fine-tuning makes hundreds of seed folders of one kind: each one made looks at its siblings' versions, and a
+    finished sibling's stamp (fixed by its name's hash) is read once per process, not once per folder made."""
+    root = tmp_path / "runs"
+    for i in range(5):
+        (root / f"seed-{i:012x}").mkdir(parents=True)
+    (root / "seed-ffffffffffff").mkdir()  # unfinished: asked each time until it has a stamp
+    reads: list[str] = []
+
+    def stamp(folder: Path) -> int | None:
+        reads.append(folder.name)
+        return None if folder.name.endswith("f") else 1
+
+    lines = [cache.other_versions(root / f"seed-{n:012x}", 2, stamp) for n in range(100, 110)]
+    assert lines[0] == (f"{root / 'seed-000000000000'} (and 4 more seed caches): made by another version of bvr "
+                        "(cache version 1; this one writes 2), not reused: seed-000000000064 is made anew")
+    assert lines[-1] == lines[0].replace("seed-000000000064", "seed-00000000006d")
+    assert sorted(set(reads) - {"seed-ffffffffffff"}) == [f"seed-{i:012x}" for i in range(5)]
+    assert len(reads) == 5 + 10  # each finished sibling once; the unfinished one at each of the ten
+
+
 def test_an_evaluation_result_another_version_cached_is_named_when_evaluated_anew(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from bvr.evaluation.run import _Asked, _look_up

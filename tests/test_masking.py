@@ -480,7 +480,8 @@ def test_every_arm_is_validated_on_the_same_reference_masks():
     (same mask_prob and seed), so their validation losses score the same masked tokens; the default arm's
     validation masks are the ones it always had."""
     from bvr.config import load_config
-    from bvr.pretraining.data import fixed_validation_collator, training_collator, validation_differs
+    from bvr.pretraining.data import fixed_validation_collator, training_collator
+    from bvr.pretraining.run import validation_differs
 
     vocab = pieces_vocab()
     rows = make_batch(8, seq=64, min_len=40)

@@ -409,8 +409,9 @@ def test_tables_show_the_hand_worked_rows(report: ReportResult) -> None:
 
 def test_the_introduction_describes_the_run_made_before_the_papers_setting(store: Store) -> None:
     """The run's own values come first (below the headline), from its resolved config and its runs (tokens seen:
-    the fixture's run/tokens_seen, 153,600, over run/epochs 12); the experiment's description, which speaks of the
-    paper's dupe_factor 10, follows and says whose setting it is."""
+    the fixture's run/tokens_seen, 153,600, over run/epochs 12), each arm's where the arms differ (the fixture's
+    dynamic arm trains SOP); the experiment's description, which speaks of the paper's dupe_factor 10, follows and
+    says whose setting it is."""
     manifest = variant(store.manifest)
     manifest.description = ("Static masking (BERT: masks fixed at data creation, dupe_factor 10) against dynamic "
                             "masking. Everything else is BERT-base's setup, as in RoBERTa Table 1.")
@@ -421,7 +422,8 @@ def test_the_introduction_describes_the_run_made_before_the_papers_setting(store
     assert text.index("## Headline") < text.index("This run")  # the setup follows the headline
     assert (
         "\n\nThis run (preset tiny): 2 layers of hidden 64 and 2 heads; 300 steps of 8 sequences of up to 64 tokens "
-        "(segment-pair, sentence objective nsp), 153.6K tokens seen per pretraining run (12.0 epochs); the first 50 "
+        "(segment-pair, sentence objective nsp / segment-pair, sentence objective sop), 153.6K tokens seen per "
+        "pretraining run (12.0 epochs); the first 50 "
         "documents; a bert tokenizer of 1,000 ids; masking split [0.8, 0.1, 0.1], dupe_factor 3 where static; 3 "
         "pretraining seed(s) per arm.\n\n"
         "The ablation in its paper's setting (experiments/masking.yaml; the values of this run are those above): "
@@ -432,6 +434,16 @@ def test_the_introduction_describes_the_run_made_before_the_papers_setting(store
     budgets.configs["static-p0"]["training"]["max_steps"] = 900
     title = to_markdown(report_blocks(analyse(collect(budgets, workdir=store.workdir), load_published()), {}))
     assert "; 900 / 1800 steps of 8 sequences" in title  # in the arms' order, not sorted as text
+    recipes = variant(manifest)  # bert-vs-roberta: the arms differ in tokenizer, format, objective and step
+    for name, config in recipes.configs.items():
+        if name.startswith("dynamic"):
+            config["tokenizer"] = {"family": "roberta", "vocab_size": 2000}
+            config["data"].update(input_format="full-sentences", sentence_objective="none")
+            config["training"]["tokens_per_batch"] = 512
+    title = to_markdown(report_blocks(analyse(collect(recipes, workdir=store.workdir), load_published()), {}))
+    assert ("; 300 steps of 8 sequences of up to 64 tokens / 512 tokens in sequences of up to 64 tokens "
+            "(segment-pair, sentence objective nsp / full-sentences, sentence objective none), ") in title
+    assert "; a bert tokenizer of 1,000 ids / a roberta tokenizer of 2,000 ids; " in title
 
 
 def test_every_number_links_to_its_run(report: ReportResult, store: Store) -> None:

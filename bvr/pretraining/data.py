@@ -218,12 +218,6 @@ REFERENCE_SPLIT = (0.8, 0.1, 0.1)
 """Validation masks BERT's way whatever an arm trains with: single tokens, 80% [MASK] / 10% random / 10% kept."""
 
 
-def validation_differs(cfg: Config) -> bool:
-    """Whether the arm trains on other masks than it is validated on (another scheme or split): its validation loss
-    then measures the common reference task, not its own training task."""
-    return cfg.masking.scheme != REFERENCE_SCHEME or tuple(cfg.masking.split) != REFERENCE_SPLIT
-
-
 def fixed_validation_collator(vocab: VocabInfo, cfg: Config) -> PretrainingCollator:
     """Validation masks are one fixed copy (static copy 0 under the masking seed) of the reference masks
     (:data:`REFERENCE_SCHEME`, :data:`REFERENCE_SPLIT`, the arm's ``mask_prob``), the same for every arm and every

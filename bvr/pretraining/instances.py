@@ -9,8 +9,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+import datasets
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from bvr.errors import BvrError
 from bvr.ignore_index import IGNORE_INDEX
@@ -108,3 +112,36 @@ class Columns:
     def as_dict(self) -> dict[str, list]:
         return {"input_ids": self.input_ids, "token_type_ids": self.token_type_ids,
                 "sentence_label": self.sentence_label}
+
+
+def documents_of(table: pa.Table) -> list[list[np.ndarray]]:
+    """Rebuild a shard's documents as lists of sentence arrays, without a Python loop over tokens."""
+    ids = pc.list_flatten(table["token_ids"]).to_numpy()
+    lengths = table["sentence_lengths"].to_pylist()
+    sentence_counts = np.fromiter((len(doc) for doc in lengths), dtype=np.int64, count=len(lengths))
+    flat_lengths = np.fromiter((n for doc in lengths for n in doc), dtype=np.int64)
+    sentences = np.split(ids, np.cumsum(flat_lengths)[:-1]) if len(flat_lengths) else []
+    bounds = np.concatenate([[0], np.cumsum(sentence_counts)])
+    return [sentences[bounds[i] : bounds[i + 1]] for i in range(len(lengths))]
+
+
+def instance_stats(ds: datasets.Dataset, max_length: int, objective: str = "none") -> dict[str, Any]:
+    """Counts that matter for comparing formats, JSON-able: sequences, tokens, fill, and (``objective`` ``nsp`` or
+    ``sop``) the sentence labels' balance: ``OBJECTIVE_label_0``, ``OBJECTIVE_label_1`` (NotNext, or swapped) and
+    ``OBJECTIVE_label_1_share``."""
+    table = ds.data.table
+    lengths = pc.list_value_length(table["input_ids"]).to_numpy()
+    labels = table["sentence_label"].to_numpy()
+    out = {
+        "sequences": int(len(lengths)),
+        "tokens": int(lengths.sum()),
+        "mean_length": round(float(lengths.mean()), 2) if len(lengths) else 0.0,
+        "full_length_share": round(float((lengths == max_length).mean()), 4) if len(lengths) else 0.0,
+        "max_length": max_length,
+    }
+    if objective != "none":
+        ones = int((labels == 1).sum())
+        out[f"{objective}_label_0"] = int((labels == 0).sum())
+        out[f"{objective}_label_1"] = ones
+        out[f"{objective}_label_1_share"] = round(ones / len(labels), 4) if len(labels) else 0.0
+    return out

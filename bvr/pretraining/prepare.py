@@ -8,14 +8,16 @@ corpus, the tokenizer and the tokenized documents. Masking is not a stage: masks
 pure function of (seed, sequence index, copy or epoch), so static and dynamic masking share the prepared instances.
 
 Every stage's key holds :data:`bvr.cache.CACHE_VERSION`; a stage whose folders another version of bvr made is
-built anew, in one line (:func:`bvr.cache.other_versions`). Where the corpus is found is in
-:mod:`bvr.pretraining.corpus_location`.
+built anew, in one line (:func:`bvr.cache.other_versions`). Where the corpus is read from (:func:`resolve_corpus`):
+an absolute path, the data folder, the working directory, or the Hugging Face hub when it can be reached.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
+import socket
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -26,16 +28,14 @@ from typing import Any
 import datasets
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from tokenizers import Tokenizer
 
 from bvr.cache import CACHE_VERSION, Stage, arrow_problem, build_stages
 from bvr.config import Config
 from bvr.corpus import HoldOut, SourceOptions, build_corpus, datasets_progress, load_corpus
 from bvr.errors import BvrError
-from bvr.pretraining.corpus_location import CorpusLocation, resolve_corpus
 from bvr.pretraining.formats import create_instances
-from bvr.pretraining.instances import Template
+from bvr.pretraining.instances import Template, documents_of, instance_stats
 from bvr.tokenization import (
     load_tokenizer,
     running_text,
@@ -92,21 +92,64 @@ class Prepared:
         return {k: json.loads(p.read_text()) for k, p in files.items() if p.is_file()}
 
 
+@dataclass(frozen=True)
+class CorpusLocation:
+    """Where the corpus is read from, once the data folder and the network have been taken into account."""
+
+    source: str
+    path: str
+    hf_config: str | None = None
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false"):
+        return False
+    try:
+        socket.create_connection(("huggingface.co", 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def resolve_corpus(cfg: Config) -> CorpusLocation:
+    """Decide where the corpus comes from: an absolute path, the data folder, the working directory or the hub."""
+    corpus = cfg.corpus
+    path = Path(corpus.path).expanduser()
+    if path.is_absolute():
+        candidate = path
+    elif cfg.data_dir:
+        candidate = Path(cfg.data_dir).expanduser() / path
+    elif path.exists():
+        candidate = path
+    elif corpus.source == "hf":
+        return CorpusLocation("hf", corpus.path, corpus.hub_config)
+    elif _hub_reachable():
+        return CorpusLocation("hf", corpus.hub_id, corpus.hub_config)
+    else:
+        raise BvrError(
+            "no data folder is set and the Hugging Face hub cannot be reached",
+            where="data_dir",
+            hint="pass --data-dir PATH or set BVR_DATA_DIR to a folder holding "
+            f"{corpus.path}",
+        )
+    if not candidate.exists() and not (corpus.source == "hf" and not path.is_absolute() and not cfg.data_dir):
+        raise BvrError(f"{candidate} does not exist", where="corpus.path", hint="check --data-dir / BVR_DATA_DIR")
+    return CorpusLocation(corpus.source, str(candidate.resolve()), corpus.hub_config if corpus.source == "hf" else None)
+
+
 def cache_root(cfg: Config) -> Path:
     return Path(cfg.output_dir) / "cache"
 
 
-# ---------------------------------------------------------------------------------------------------------------
 # Stages
 
 
 def prepare_corpus(cfg: Config, *, progress: bool = True, built: set[Path] | None = None) -> Path:
-    """The corpus stage alone (``bvr data corpus``, the runner's corpus unit); reused when already built.
-
-    The first stage of every command that prepares data, so it first makes sure the output folder can be written.
-    """
+    """The corpus stage alone (``bvr data corpus``, the runner's corpus unit); reused when already built. The first
+    stage of every command that prepares data, so the output folder is checked writable before it is built."""
+    corpus = corpus_stage(cfg, resolve_corpus(cfg), progress)
     check_writable(Path(cfg.output_dir), "output folder (--output-dir)")
-    return build_stages([corpus_stage(cfg, resolve_corpus(cfg), progress)], built=built)[0]
+    return build_stages([corpus], built=built)[0]
 
 
 def corpus_stage(cfg: Config, location: CorpusLocation, progress: bool = True) -> Stage:
@@ -278,23 +321,12 @@ def _save(dataset: datasets.DatasetDict, path: Path) -> None:
             datasets.enable_progress_bars()
 
 
-def _documents_of(table: pa.Table) -> list[list[np.ndarray]]:
-    """Rebuild a shard's documents as lists of sentence arrays, without a Python loop over tokens."""
-    ids = pc.list_flatten(table["token_ids"]).to_numpy()
-    lengths = table["sentence_lengths"].to_pylist()
-    sentence_counts = np.fromiter((len(doc) for doc in lengths), dtype=np.int64, count=len(lengths))
-    flat_lengths = np.fromiter((n for doc in lengths for n in doc), dtype=np.int64)
-    sentences = np.split(ids, np.cumsum(flat_lengths)[:-1]) if len(flat_lengths) else []
-    bounds = np.concatenate([[0], np.cumsum(sentence_counts)])
-    return [sentences[bounds[i] : bounds[i + 1]] for i in range(len(lengths))]
-
-
 def _instances_batch(table: pa.Table, indices: list[int], cfg: Config, template: Template, split: str) -> dict:
     shard = indices[0] // cfg.data.shard_documents
     # A string seed is hashed with SHA-512 by `random`: stable across processes and Python versions.
     rng = random.Random(f"bvr-instances:{cfg.data.seed}:{split}:{shard}")
     return create_instances(
-        _documents_of(table),
+        documents_of(table),
         cfg.data.input_format,
         max_length=cfg.data.max_length,
         objective=cfg.data.sentence_objective,
@@ -302,37 +334,6 @@ def _instances_batch(table: pa.Table, indices: list[int], cfg: Config, template:
         rng=rng,
         short_seq_prob=cfg.data.short_seq_prob,
     )
-
-
-def instance_stats(ds: datasets.Dataset, max_length: int, objective: str = "none") -> dict[str, Any]:
-    """Counts that matter for comparing formats: sequences, tokens, fill, and the sentence labels' balance.
-
-    Args:
-        ds: one split of prepared instances.
-        max_length: the longest sequence allowed.
-        objective: ``data.sentence_objective``; with ``nsp`` or ``sop`` the counts of label 0 and label 1 (NotNext,
-            or swapped) and the share of label 1 are added as ``OBJECTIVE_label_0``, ``OBJECTIVE_label_1`` and
-            ``OBJECTIVE_label_1_share``.
-
-    Returns:
-        The statistics, JSON-able.
-    """
-    table = ds.data.table
-    lengths = pc.list_value_length(table["input_ids"]).to_numpy()
-    labels = table["sentence_label"].to_numpy()
-    out = {
-        "sequences": int(len(lengths)),
-        "tokens": int(lengths.sum()),
-        "mean_length": round(float(lengths.mean()), 2) if len(lengths) else 0.0,
-        "full_length_share": round(float((lengths == max_length).mean()), 4) if len(lengths) else 0.0,
-        "max_length": max_length,
-    }
-    if objective != "none":
-        ones = int((labels == 1).sum())
-        out[f"{objective}_label_0"] = int((labels == 0).sum())
-        out[f"{objective}_label_1"] = ones
-        out[f"{objective}_label_1_share"] = round(ones / len(labels), 4) if len(labels) else 0.0
-    return out
 
 
 def instances_stage(cfg: Config, tokenized_dir: Path, tokenizer_dir: Path, progress: bool = True) -> Stage:
@@ -382,14 +383,14 @@ def prepare(cfg: Config, *, progress: bool = True, built: set[Path] | None = Non
     """Run (or reuse) every stage for ``cfg``, in order: each declared with the folders of the stages it reads, then
     all built by :func:`bvr.cache.build_stages` (each folder it builds rather than reuses joins ``built``).
 
-    The output folder is checked writable first, then the corpus found (:func:`resolve_corpus`).
+    The corpus is found first (:func:`resolve_corpus`), and the output folder checked writable before anything is
+    built.
     """
-    check_writable(Path(cfg.output_dir), "output folder (--output-dir)")
-    location = resolve_corpus(cfg)
-    corpus = corpus_stage(cfg, location, progress)
+    corpus = corpus_stage(cfg, resolve_corpus(cfg), progress)
     tokenizer = tokenizer_stage(cfg, corpus.folder, progress)
     tokenized = tokenized_stage(cfg, corpus.folder, tokenizer.folder, progress)
     instances = instances_stage(cfg, tokenized.folder, tokenizer.folder, progress)
+    check_writable(Path(cfg.output_dir), "output folder (--output-dir)")
     return Prepared(*build_stages([corpus, tokenizer, tokenized, instances], built=built))
 
 

@@ -31,7 +31,7 @@ from bvr.config import Config, TrainingConfig, dump_config
 from bvr.fs import write_text
 from bvr.model import PretrainingModel, count_parameters
 from bvr.model.encoder import compile_layers
-from bvr.pretraining.data import PretrainingDataModule, check_batch_fits, validation_differs
+from bvr.pretraining.data import REFERENCE_SCHEME, REFERENCE_SPLIT, PretrainingDataModule, check_batch_fits
 from bvr.pretraining.export import build_model, export_again, export_model, model_problem, pretraining_bytes
 from bvr.pretraining.exposure import exposure, ids_per_word, unigram_entropy, vocabulary_exposure
 from bvr.pretraining.prepare import Prepared, load_instances, prepare
@@ -101,22 +101,23 @@ def pretrain(cfg: Config, *, context: RunContext | None = None, resume: bool = F
     check_batch_fits(cfg, load_instances(prepared)["train"])
     run_dir = run_dir_for(cfg, prepared)
     with target_lock(run_dir):  # a second process with the same config waits here, then reuses the result
-        if is_done(run_dir):
-            if global_rank() == 0 and (problem := model_problem(run_dir / "model")):
-                export_again(cfg, prepared.tokenizer, run_dir, problem)
-            return PretrainResult(run_dir, True, json.loads((run_dir / "metrics.json").read_text()))
-        ckpt_path = resume_point(run_dir / "checkpoints" / "last.ckpt", resume, restart)
-        # Model, the loop, export and record.
-        built = _build(cfg, prepared, run_dir, ckpt_path, context)
-        logger = open_record(cfg, run_dir, ckpt_path, context, built.params, prepared, built.threads)
-        with closed_on_error(logger.experiment, logger.run_id):  # FINISHED only once exported and marked done
-            metrics = _fit(cfg, built, run_dir, ckpt_path, logger, progress, callbacks or [])
-            if metrics is None:  # another DDP rank: rank zero exports and records
-                return PretrainResult(run_dir, False, {})
-            _export(cfg, run_dir, built.model, prepared, metrics)
-            finish_record(cfg, run_dir, logger, metrics)
-            write_text(run_dir / DONE, "")
-            return PretrainResult(run_dir, False, metrics)
+        if not is_done(run_dir):
+            ckpt_path = resume_point(run_dir / "checkpoints" / "last.ckpt", resume, restart)
+            # Model, the loop, export and record.
+            built = _build(cfg, prepared, run_dir, ckpt_path, context)
+            logger = open_record(cfg, run_dir, ckpt_path, context, built.params, prepared, built.threads)
+            with closed_on_error(logger.experiment, logger.run_id):  # FINISHED only once exported and marked done
+                metrics = _fit(cfg, built, run_dir, ckpt_path, logger, progress, callbacks or [])
+                if metrics is None:  # another DDP rank: rank zero exports and records
+                    return PretrainResult(run_dir, False, {})
+                _export(cfg, run_dir, built.model, prepared, metrics)
+                finish_record(cfg, run_dir, logger, metrics)
+                write_text(run_dir / DONE, "")
+                return PretrainResult(run_dir, False, metrics)
+        # Finished before: reused, its model written again from the last checkpoint if the folder was damaged since.
+        if global_rank() == 0 and (problem := model_problem(run_dir / "model")):
+            export_again(cfg, prepared.tokenizer, run_dir, problem)
+        return PretrainResult(run_dir, True, json.loads((run_dir / "metrics.json").read_text()))
 
 
 EXECUTION_KEYS = ("num_workers", "threads", "log_every_steps", "val_every_steps", "checkpoint_every_steps")
@@ -136,6 +137,13 @@ def run_dir_for(cfg: Config, prepared: Prepared) -> Path:
         "reference_validation": validation_differs(cfg),  # validated on the reference masks, not on its own
     }
     return cache_dir(Path(cfg.output_dir) / "runs", f"pretrain-{cfg.name}", parts)
+
+
+def validation_differs(cfg: Config) -> bool:
+    """Whether the arm trains on other masks than it is validated on (another scheme or split): its validation loss
+    then measures the common reference task (:func:`~bvr.pretraining.data.fixed_validation_collator`), not its own
+    training task."""
+    return cfg.masking.scheme != REFERENCE_SCHEME or tuple(cfg.masking.split) != REFERENCE_SPLIT
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ formatting and run links in :mod:`bvr.report.cells`."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -55,14 +55,32 @@ def _in_arm_order(values: Sequence[Any]) -> str:
     return " / ".join(dict.fromkeys(str(v) for v in values))
 
 
-def _budget(analysis: Analysis, cfg: dict[str, Any]) -> str:
-    """Steps, batch and sequence length from the arms' resolved configs, then the tokens each pretraining run saw
-    and the epochs that made (the runs' run/tokens_seen and run/epochs; medians over pretraining seeds)."""
-    training, data = cfg.get("training") or {}, cfg.get("data") or {}
-    steps = [(arm_config(analysis.collected.manifest, arm).get("training") or {}).get("max_steps")
-             for arm in analysis.collected.pretrained_arms]
-    text = (f"{_in_arm_order(steps)} steps of {training.get('batch_size')} sequences of up to {data.get('max_length')} "
-            f"tokens ({data.get('input_format')}, sentence objective {data.get('sentence_objective') or 'nsp'})")
+def _per_arm(analysis: Analysis, get: Callable[[dict[str, Any]], Any]) -> str:
+    """``get`` of each pretrained arm's resolved config, one value where the arms agree, else each in arm order."""
+    manifest = analysis.collected.manifest
+    return _in_arm_order([get(arm_config(manifest, arm)) for arm in analysis.collected.pretrained_arms])
+
+
+def _section(cfg: dict[str, Any], name: str) -> dict[str, Any]:
+    return cfg.get(name) or {}
+
+
+def _budget(analysis: Analysis) -> str:
+    """Steps, what a step holds (sequences, or tokens where ``training.tokens_per_batch`` fills it) and the input
+    format from the arms' resolved configs, then the tokens each pretraining run saw and the epochs that made (the
+    runs' run/tokens_seen and run/epochs; medians over pretraining seeds)."""
+    def step(cfg: dict[str, Any]) -> str:
+        training, data = _section(cfg, "training"), _section(cfg, "data")
+        if training.get("tokens_per_batch"):
+            return f"{training['tokens_per_batch']:,} tokens in sequences of up to {data.get('max_length')} tokens"
+        return f"{training.get('batch_size')} sequences of up to {data.get('max_length')} tokens"
+
+    def shape(cfg: dict[str, Any]) -> str:
+        data = _section(cfg, "data")
+        return f"{data.get('input_format')}, sentence objective {data.get('sentence_objective') or 'nsp'}"
+
+    text = (f"{_per_arm(analysis, lambda c: _section(c, 'training').get('max_steps'))} steps of "
+            f"{_per_arm(analysis, step)} ({_per_arm(analysis, shape)})")
     table = pretrain_table(analysis)
     seen = table[table["tokens_seen"].notna()]
     if seen.empty:
@@ -72,27 +90,33 @@ def _budget(analysis: Analysis, cfg: dict[str, Any]) -> str:
 
 
 def _this_run(analysis: Analysis) -> str:
-    """The run that was made, from the first pretrained arm's resolved config (the description gives the paper's
-    setting): preset, encoder, budget, corpus, tokenizer, masking and seeds."""
+    """The run that was made, from the pretrained arms' resolved configs (the description gives the paper's
+    setting): preset, encoder, budget, corpus, tokenizer, masking and seeds; budget, input format and tokenizer per
+    arm where the arms differ in them (the first arm's for the rest)."""
     arms = analysis.collected.pretrained_arms
     cfg = arm_config(analysis.collected.manifest, arms[0]) if arms else {}
     if not cfg:
         return ""
     model, training = cfg.get("model") or {}, cfg.get("training") or {}
-    corpus, tokenizer, masking = (cfg.get(name) or {} for name in ("corpus", "tokenizer", "masking"))
+    corpus, masking = (cfg.get(name) or {} for name in ("corpus", "masking"))
     seeds = len({r.pretrain_seed for r in analysis.collected.manifest.records() if r.arm in arms})
     recipe = [*(["pre-LayerNorm"] if model.get("norm") == "pre" else []),
               *(["no dropout while pretraining"] if training.get("dropout") is False else [])]
     parts = [f"{model.get('num_layers')} layers of hidden {model.get('hidden_size')} and {model.get('num_heads')} "
              "heads" + (f" ({', '.join(recipe)})" if recipe else ""),
-             _budget(analysis, cfg),
+             _budget(analysis),
              f"the first {corpus['max_documents']:,} documents" if corpus.get("max_documents") else "the whole corpus",
-             f"a {tokenizer.get('family')} tokenizer" + (f" of {tokenizer['vocab_size']:,} ids"
-                                                          if tokenizer.get("vocab_size") else ""),
+             _per_arm(analysis, _tokenizer),
              f"masking split {masking.get('split') or [0.8, 0.1, 0.1]}, dupe_factor {masking.get('dupe_factor')} "
              "where static",
              f"{seeds} pretraining seed(s) per arm"]
     return f"This run (preset {analysis.collected.manifest.preset or 'none'}): " + "; ".join(parts) + "."
+
+
+def _tokenizer(cfg: dict[str, Any]) -> str:
+    tokenizer = _section(cfg, "tokenizer")
+    return f"a {tokenizer.get('family')} tokenizer" + (f" of {tokenizer['vocab_size']:,} ids"
+                                                        if tokenizer.get("vocab_size") else "")
 
 
 def _effect_cells(c: Comparison) -> list[str]:

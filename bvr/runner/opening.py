@@ -10,19 +10,29 @@ from bvr.threads import ThreadBudget
 
 def run_shape(plan: Plan) -> str:
     """The run being made, from its arms' configurations (not the experiment file's words, which describe the
-    published setting): encoder size, steps, batch, sequence length, dupe factor; a value the arms differ in is
-    given per arm ("8/32").
+    published setting): encoder size, steps, what a step holds (sequences x length, or tokens where the arms fill
+    steps by ``training.tokens_per_batch``), and masking (a dupe factor only for static masks); a value the arms
+    differ in is given per arm ("8/32").
 
-    The opening line's first words, e.g. ``2 layers, hidden 128, 1,200 steps of 32 x 128 tokens, dupe factor 3``.
+    The opening line's first words, e.g. ``2 layers, hidden 128, 1,200 steps of 32 x 128 tokens, static masks (dupe
+    factor 3)/dynamic masks``.
     """
     def each(get) -> str:
         values = list(dict.fromkeys(get(arm.config) for arm in plan.arms if not arm.control)) or \
             list(dict.fromkeys(get(arm.config) for arm in plan.arms))
         return "/".join(f"{v:,}" if isinstance(v, int) else str(v) for v in values)
 
+    def step(c) -> str:
+        if c.training.tokens_per_batch:
+            return f"{c.training.tokens_per_batch:,} tokens"
+        return f"{c.training.batch_size:,} x {c.data.max_length:,} tokens"
+
+    def masks(c) -> str:
+        m = c.masking
+        return f"static masks (dupe factor {m.dupe_factor})" if m.mode == "static" else "dynamic masks"
+
     return (f"{each(lambda c: c.model.num_layers)} layers, hidden {each(lambda c: c.model.hidden_size)}, "
-            f"{each(lambda c: c.training.max_steps)} steps of {each(lambda c: c.training.batch_size)} x "
-            f"{each(lambda c: c.data.max_length)} tokens, dupe factor {each(lambda c: c.masking.dupe_factor)}")
+            f"{each(lambda c: c.training.max_steps)} steps of {each(step)}, {each(masks)}")
 
 
 def _finetune(plan: Plan) -> str:

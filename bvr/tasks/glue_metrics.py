@@ -183,7 +183,8 @@ class MatthewsCorrelation(BinaryMatthewsCorrCoef):
 class MulticlassMatthewsCorrelation(MulticlassMatthewsCorrCoef):
     """torchmetrics' multi-class Matthews correlation, finished with scikit-learn's definition."""
 
-    compute = MatthewsCorrelation.compute
+    def compute(self) -> torch.Tensor:
+        return torch.tensor(_mcc_from_confusion(self.confmat.double().tolist()))
 
 
 def _zero_if_undefined(compute: Callable[[], torch.Tensor], name: str) -> torch.Tensor:
