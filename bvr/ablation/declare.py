@@ -170,7 +170,7 @@ class Ablation:
 
     @property
     def is_budget(self) -> bool:
-            return self.kind == BUDGET_KIND
+        return self.kind == BUDGET_KIND
 
     @property
     def declared_keys(self) -> set[str]:
