@@ -752,7 +752,8 @@ def test_vocab_report_draws_parameter_counts_and_quotes_the_paper(store: Store, 
     assert "byte-level BPE, 50K: only slight differences" in text  # a finding stated in words, quoted
 
 
-def _pretrained_only(families: tuple[str, str], first: tuple[float, ...] = (4.0, 4.1, 3.9)) -> Collected:
+def _pretrained_only(families: tuple[str, str], first: tuple[float, ...] = (4.0, 4.1, 3.9),
+                     formats: tuple[str, str] = ("segment-pair", "segment-pair")) -> Collected:
     """A batch-size ablation pretrained at three seeds per arm and not evaluated yet, built without MLflow.
 
     Validation MLM loss: 256 at ``first`` (4.0, 4.1, 3.9) and 2k at 3.7 each, so 2k - 256 = -0.3, -0.4, -0.2: mean
@@ -761,15 +762,16 @@ def _pretrained_only(families: tuple[str, str], first: tuple[float, ...] = (4.0,
     """
     losses = {"256": first, "2k": (3.7, 3.7, 3.7)}
     rows = [{"arm": arm, "pretrain_seed": seed, "run_id": f"run-{arm}-{seed}", "val/mlm_loss": loss,
-             "val/perplexity": math.exp(loss), "tokenizer.family": family, "tokenizer.vocab_size": "30000"}
-            for (arm, values), family in zip(losses.items(), families, strict=True)
+             "val/perplexity": math.exp(loss), "tokenizer.family": family, "tokenizer.vocab_size": "30000",
+             "data.input_format": fmt}
+            for (arm, values), family, fmt in zip(losses.items(), families, formats, strict=True)
             for seed, loss in zip(PRETRAIN_SEEDS, values, strict=True)]
     manifest = Manifest(ablation="batch-size", arms=["256", "2k"], control_arm=None, published="batch-size", tasks=[])
     return Collected(manifest, "batch-size", None, "sqlite:///unused.db", pd.DataFrame(columns=FINETUNE_COLUMNS),
                      pd.DataFrame(rows, columns=PRETRAIN_COLUMNS), pd.DataFrame(columns=HISTORY_COLUMNS), [], None)
 
 
-def test_mlm_loss_is_compared_only_within_one_tokenizer() -> None:
+def test_mlm_loss_is_compared_only_between_arms_validated_on_the_same_sequences() -> None:
     same = analyse(_pretrained_only(("bert", "bert")), load_published())
     [c] = same.comparisons
     assert (c.key, c.comparable, c.test.n, same.m) == ("mlm", True, 3, 1)
@@ -787,6 +789,12 @@ def test_mlm_loss_is_compared_only_within_one_tokenizer() -> None:
     assert c.outcome is Outcome.NOT_COMPARABLE and c.winner is None
     assert any("different tokenizers" in note for note in mixed.notes)
     assert headlines(mixed) == []  # nothing to say about a loss counted in different units
+    # The nsp ablation: one tokenizer, but each arm validated on its own format's sequences (sentence pairs are
+    # short): its 'full-sentences better on validation MLM loss' compared two validation sets.
+    formats = analyse(_pretrained_only(("bert", "bert"), formats=("segment-pair", "full-sentences")), load_published())
+    [c] = formats.comparisons
+    assert (c.comparable, c.outcome, formats.m, headlines(formats)) == (False, Outcome.NOT_COMPARABLE, 0, [])
+    assert any("input formats are not compared" in note for note in formats.notes)
 
 
 def test_arms_that_gave_the_same_numbers_did_not_differ_rather_than_showed_no_difference() -> None:

@@ -146,10 +146,9 @@ def cache_root(cfg: Config) -> Path:
 
 def prepare_corpus(cfg: Config, *, progress: bool = True, built: set[Path] | None = None) -> Path:
     """The corpus stage alone (``bvr data corpus``, the runner's corpus unit); reused when already built. The first
-    stage of every command that prepares data, so the output folder is checked writable before it is built."""
-    corpus = corpus_stage(cfg, resolve_corpus(cfg), progress)
+    stage of every command that prepares data, so the output folder is checked writable first."""
     check_writable(Path(cfg.output_dir), "output folder (--output-dir)")
-    return build_stages([corpus], built=built)[0]
+    return build_stages([corpus_stage(cfg, resolve_corpus(cfg), progress)], built=built)[0]
 
 
 def corpus_stage(cfg: Config, location: CorpusLocation, progress: bool = True) -> Stage:
@@ -383,14 +382,14 @@ def prepare(cfg: Config, *, progress: bool = True, built: set[Path] | None = Non
     """Run (or reuse) every stage for ``cfg``, in order: each declared with the folders of the stages it reads, then
     all built by :func:`bvr.cache.build_stages` (each folder it builds rather than reuses joins ``built``).
 
-    The corpus is found first (:func:`resolve_corpus`), and the output folder checked writable before anything is
-    built.
+    The output folder is checked writable first (a folder that cannot be written is the first thing to say), then
+    the corpus found (:func:`resolve_corpus`).
     """
+    check_writable(Path(cfg.output_dir), "output folder (--output-dir)")
     corpus = corpus_stage(cfg, resolve_corpus(cfg), progress)
     tokenizer = tokenizer_stage(cfg, corpus.folder, progress)
     tokenized = tokenized_stage(cfg, corpus.folder, tokenizer.folder, progress)
     instances = instances_stage(cfg, tokenized.folder, tokenizer.folder, progress)
-    check_writable(Path(cfg.output_dir), "output folder (--output-dir)")
     return Prepared(*build_stages([corpus, tokenizer, tokenized, instances], built=built))
 
 

@@ -226,11 +226,18 @@ class Analysis:
         return next((measure for measure in self.measures if measure.key == key), None)
 
 
-def _same_tokenizer(pretrain: pd.DataFrame, arm_a: str, arm_b: str) -> bool:
-    def tokenizer(arm: str) -> tuple:
-        rows = pretrain[pretrain["arm"] == arm]
-        return tuple(rows[["tokenizer.family", "tokenizer.vocab_size"]].drop_duplicates().itertuples(index=False))
-    return tokenizer(arm_a) == tokenizer(arm_b)
+VALIDATION_KEYS = ("tokenizer.family", "tokenizer.vocab_size", "data.input_format", "data.max_length")
+"""What shapes an arm's validation sequences: arms that differ in one are validated on other tokens (another
+vocabulary) or other contexts (another input format: a sentence pair is about half as long as full sentences), so
+their MLM losses are not compared. Arms that differ only in the sentence objective are (its pairs swap or replace
+a segment, not the contexts' length: the sentence-objective ablation compares them)."""
+
+
+def _same_validation(pretrain: pd.DataFrame, arm_a: str, arm_b: str) -> bool:
+    def validated_on(arm: str) -> tuple:
+        rows = pretrain.loc[pretrain["arm"] == arm, list(VALIDATION_KEYS)].astype(str)
+        return tuple(rows.drop_duplicates().itertuples(index=False))
+    return validated_on(arm_a) == validated_on(arm_b)
 
 
 def _scored(collected: Collected) -> tuple[pd.DataFrame, dict[str, float]]:
@@ -325,11 +332,12 @@ def analyse(collected: Collected, published: pd.DataFrame) -> Analysis:
                 if measure.units(arm) and measure.units(control)]
     raw += [_tested(ABLATION_FAMILY, measure, arm_a, arm_b) for measure in every
             for arm_a, arm_b in _pairs(arms, collected.manifest.kind) if measure.units(arm_a) and measure.units(arm_b)]
-    comparable = {i: r.measure.key != MLM or _same_tokenizer(collected.pretrain, r.arm_a, r.arm_b)
+    comparable = {i: r.measure.key != MLM or _same_validation(collected.pretrain, r.arm_a, r.arm_b)
                   for i, r in enumerate(raw)}
     effects = {i: _published_effect(ours, key, r.arm_a, r.arm_b, r.measure) for i, r in enumerate(raw)}
     done = _finish(raw, comparable, effects)
     if not all(comparable.values()):
-        notes.append("MLM loss is per token, so arms with different tokenizers are not compared on it")
+        notes.append("MLM loss is per token of each arm's own validation sequences, so arms with different "
+                     "tokenizers or input formats are not compared on it")
     return Analysis(collected, frame, scales, summaries, every, [c for c in done if c.family == ABLATION_FAMILY],
                     [c for c in done if c.family == CONTROL_FAMILY], ours, notes)
