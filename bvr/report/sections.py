@@ -97,8 +97,7 @@ def _this_run(analysis: Analysis) -> str:
     cfg = arm_config(analysis.collected.manifest, arms[0]) if arms else {}
     if not cfg:
         return ""
-    model, training = cfg.get("model") or {}, cfg.get("training") or {}
-    corpus, masking = (cfg.get(name) or {} for name in ("corpus", "masking"))
+    model, training, corpus, masking = (_section(cfg, name) for name in ("model", "training", "corpus", "masking"))
     seeds = len({r.pretrain_seed for r in analysis.collected.manifest.records() if r.arm in arms})
     recipe = [*(["pre-LayerNorm"] if model.get("norm") == "pre" else []),
               *(["no dropout while pretraining"] if training.get("dropout") is False else [])]

@@ -62,11 +62,11 @@ SENTENCE_READERS: dict[str, Callable[[TaskSpec, Path], tuple[list[Example], Read
 
 
 def _one_line(read: Callable[[TaskSpec, Any], tuple[list[Any], Any]]) -> ReadFile:
-    """A reader whose report becomes its one line: a sentence report's ``summary()``, any other's ``describe()``."""
+    """A reader whose report becomes its one line (``describe()``)."""
 
     def read_file(spec: TaskSpec, where: Any) -> tuple[list[Any], str]:
         examples, report = read(spec, where)
-        return examples, report.summary() if isinstance(report, ReadReport) else report.describe()
+        return examples, report.describe()
     return read_file
 
 

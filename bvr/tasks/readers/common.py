@@ -103,6 +103,8 @@ class ReadReport:
             text += f"; kept {count:,} with an empty {name} ({_at_lines(self.first_empty[name], count)})"
         return text
 
+    describe = summary  # the one line every reader's report gives (CoNLL's and SQuAD's reports have their own)
+
     def count_empty(self, name: str, line: int) -> None:
         """Count one kept row whose text field ``name`` is empty."""
         self.empty[name] = self.empty.get(name, 0) + 1
