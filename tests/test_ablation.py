@@ -135,7 +135,7 @@ def test_batch_size_follows_table3():
     tiny = load_ablation("batch-size", preset="tiny").arms
     assert [c.training.batch_size for c in tiny.values()] == [32, 256, 1024]
     assert {c.training.batch_size * c.training.max_steps for c in tiny.values()} == {32 * 2400}  # same sequences
-    assert [c.training.learning_rate for c in tiny.values()] == [3e-3, 6e-3, 1.2e-2]  # tuned per size
+    assert [c.training.learning_rate for c in tiny.values()] == [1.5e-3, 3e-3, 6e-3]  # tuned per size
     assert tokens_per_step(tiny["2k"]) == 256 * 64
 
 

@@ -285,7 +285,7 @@ def test_the_shipped_budget_curve_loads_and_plans(tmp_path: Path) -> None:
     assert (cfg.model.norm, cfg.model.embedding_norm, cfg.model.token_type_init, cfg.model.head_transform) == (
         "pre", False, "zero", False)
     assert (cfg.training.dropout, cfg.training.learning_rate, cfg.data.max_length, cfg.tokenizer.vocab_size) == (
-        False, 3e-3, 64, 8192)
+        False, 1.5e-3, 64, 8192)
     assert cfg.corpus.max_documents == 40000 and ablation.finetune_tasks == ["sst2"]
     plan = make_plan("budget", preset="tiny", output_dir=tmp_path)  # arms of different tokens are not refused
     assert [arm.label for arm in plan.arms][:2] == ["steps-1200-p0", "steps-1200-p1"]
