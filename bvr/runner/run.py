@@ -2,39 +2,13 @@
 
 An ablation expands (:func:`bvr.ablation.plan.make_plan`) into *units*, each cached by the stage that runs it, so a
 second invocation with nothing changed runs nothing and an interrupted one continues where it stopped. Each kind
-of unit has one handler (:data:`bvr.runner.units.HANDLERS`):
+of unit has one handler (:data:`bvr.runner.units.HANDLERS`). Every arm is pretrained before any is evaluated or
+fine-tuned (under torchrun or SLURM only rank zero goes on); an evaluation or fine-tuning unit looks its model up
+(:func:`bvr.runner.units.find_model`) and never pretrains one.
 
-==========================  ============================================================================
-unit                        what it does
-==========================  ============================================================================
-``corpus``                  read the corpus (:func:`bvr.pretraining.prepare.prepare_corpus`)
-``tokenizer:FAMILY``        train each tokenizer the arms use
-``data:ARM``                the arm's input format (and every stage before it)
-``pretrain:ARM``            pretrain the arm (resumed from ``last.ckpt`` if a run was cut short); for the
-                            control, write its randomly initialised encoder
-                            (:func:`bvr.pretraining.initialise.initialise`)
-``blimp:ARM``               score BLiMP's minimal pairs zero-shot (where the data folder has ``blimp/``)
-``probe:ARM:TASK``          frozen-feature linear probes on the task, over every probe seed
-``finetune:ARM:TASK``       fine-tune the arm on the task over every fine-tuning seed
-``report``                  render ``reports/NAME/`` (:mod:`bvr.report.render`)
-==========================  ============================================================================
-
-Every arm is pretrained before any is evaluated or fine-tuned (under torchrun or SLURM only rank zero goes on).
-An evaluation or fine-tuning unit looks its model up (:func:`bvr.runner.units.find_model`) and never pretrains
-one: run alone (``--only``), it needs its arm's pretraining finished and recorded (the control, never trained,
-has its initialisation found or written in seconds).
-With several pretraining seeds each (arm, seed) is its own unit, labelled ``ARM-pSEED``; the control gets one
-random initialisation per pretraining seed, the very weights that arm seeds start from, so that "arm minus
-control" pairs by seed and measures what pretraining from that starting point did.
-
-MLflow: one experiment per ablation (its name), a parent run per invocation (``NAME (PRESET)``, tag
-``bvr.stage=ablation``), and under it the runs ``ARM/pretrain``, ``ARM/finetune/TASK`` and
-``ARM/finetune/TASK/seedN``. Units reused from the cache keep the runs that produced them.
-
-The *manifest* (:class:`bvr.ablation.manifest.Manifest`, ``output_dir/ablations/NAME-PRESET-HASH/manifest.json``,
-also logged to the parent run) is the plan and the index: every unit's status and MLflow run ids. The report
-reads it, then the numbers from MLflow. Its HASH covers everything that changes a result, so different presets or
-``--set`` values keep separate manifests.
+MLflow: one experiment per ablation, a parent run per ablation and settings (``NAME (PRESET)``, tag
+``bvr.stage=ablation``) and the units' runs under it. The manifest (:class:`bvr.ablation.manifest.Manifest`) is
+also logged to the parent run. docs/ablations.md describes units, seeds, the cache and the MLflow layout.
 
 ``dvc.yaml``'s one stage is this run with ``--stage-dir pipeline/NAME``: each unit then also writes its products
 under the stage folder for DVC to track (:mod:`bvr.ops.dvc.stage_folder`).
@@ -91,11 +65,8 @@ class AblationResult:
 
 
 class Runner:
-    """Runs units of one plan, keeping the manifest and the DVC stage folder up to date.
-
-    The runner's state is its own: a handler (:data:`~bvr.runner.units.HANDLERS`) reads a
-    :class:`~bvr.runner.units.UnitContext` and returns an :class:`~bvr.runner.units.Outcome`, which the runner
-    keeps (:meth:`keep`).
+    """Runs units of one plan, keeping the manifest and the DVC stage folder up to date: a handler reads a
+    :class:`~bvr.runner.units.UnitContext` and returns an :class:`~bvr.runner.units.Outcome`, which :meth:`keep` takes.
     """
 
     def __init__(self, plan: Plan, *, stage_dir: Path | None, progress: bool, console: Console,
@@ -129,8 +100,7 @@ class Runner:
             self.console.print(text, highlight=False, soft_wrap=True)  # a log's line is not cut at 80 columns
 
     def context(self, unit: Unit) -> UnitContext:
-        """What ``unit``'s handler reads (the models found so far, as they stand now, and the context of the runs
-        it opens)."""
+        """What ``unit``'s handler reads: the models found so far and the context of the runs it opens."""
         run = run_context(self.plan, self.manifest, unit, self.parent_run_id)
         return UnitContext(self.plan, self.manifest, MappingProxyType(dict(self.models)), run, self.stage_dir,
                            self.rank, self.progress, self.ui_url)
@@ -253,9 +223,7 @@ def _parent(runner: Runner, only: list[str] | None) -> Iterator[None]:
 def launcher_parent(plan: Plan, *, console: Console, ui_url: str | None = None) -> Iterator[Manifest]:
     """The manifest and the MLflow parent run that the processes of ``bvr ablate --launcher`` share, made before
     the first of them starts: each unit's process (``--only``) finds both and nests its runs under the parent. The
-    parent stays open for the block (its process is alive, so no unit's process closes it as left behind). The store
-    and the output folder are checked as :func:`run_ablation` checks them.
-    """
+    parent stays open for the block (its process is alive, so no unit's process closes it as left behind)."""
     from bvr.tracking import check_store
 
     check_store(Path.cwd())
@@ -318,23 +286,14 @@ def _log_manifest(runner: Runner) -> None:
         client_for(Path.cwd()).log_artifact(runner.parent_run_id, str(runner.plan.manifest_path))
 
 
-def run_ablation(
-    plan: Plan,
-    *,
-    only: list[str] | None = None,
-    stage_dir: Path | None = None,
-    report: bool = True,
-    progress: bool = True,
-    console: Console | None = None,
-    ui_url: str | None = None,
-) -> AblationResult:
+def run_ablation(plan: Plan, *, only: list[str] | None = None, stage_dir: Path | None = None, report: bool = True,
+                 progress: bool = True, console: Console | None = None, ui_url: str | None = None) -> AblationResult:
     """Run every unit of ``plan`` (or the ``only`` ones), reusing finished units; render the report last.
 
-    A unit that fails is recorded in the manifest and the run goes on with the units that do not need it; the
-    failures are raised together at the end, after the (partial) report; a write that ran out of disk or permission
-    (:class:`~bvr.write_checks.WriteError`) stops the run at once. An interrupt is passed on after the manifest is
-    saved; re-running continues. ``only`` runs just these units (``pretrain:static``), as a launcher's jobs do;
-    ``stage_dir`` (``pipeline/NAME``) also gets each unit's products, for DVC.
+    A unit that fails is recorded in the manifest and the run goes on; the failures are raised together at the end,
+    after the (partial) report. A write that ran out of disk or permission stops the run at once; an interrupt is
+    passed on after the manifest is saved. ``only`` runs just these units (``pretrain:static``), as a launcher's
+    jobs do; ``stage_dir`` (``pipeline/NAME``) also gets each unit's products, for DVC.
     """
     from bvr.tracking import check_store
 
