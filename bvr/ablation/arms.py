@@ -10,6 +10,7 @@ alone (:func:`sequence_tokens`, an upper bound), since nothing is prepared when 
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -26,13 +27,8 @@ SENTENCE_PAIR_TOKENS = 64
 def arm_differences(ablation: Ablation) -> dict[tuple[str, str], set[str]]:
     """For each pair of arms (in file order), the dotted config keys whose resolved values differ (``name`` aside)."""
     flat = {arm: flatten(cfg.to_dict()) for arm, cfg in ablation.arms.items()}
-    names = list(flat)
-    out: dict[tuple[str, str], set[str]] = {}
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            keys = set(flat[a]) | set(flat[b])
-            out[(a, b)] = {k for k in keys if k != "name" and flat[a].get(k) != flat[b].get(k)}
-    return out
+    return {(a, b): {k for k in set(flat[a]) | set(flat[b]) if k != "name" and flat[a].get(k) != flat[b].get(k)}
+            for a, b in itertools.combinations(flat, 2)}
 
 
 def check_arms(ablation: Ablation) -> None:

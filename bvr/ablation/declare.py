@@ -110,44 +110,26 @@ ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
 @dataclass
 class Ablation:
-    """One ablation, expanded for one preset: a resolved config per arm and what each arm declares.
+    """One ablation, expanded for one preset: a resolved config per arm and what each arm declares."""
 
-    Attributes:
-        name: the experiment name (the file's stem), also the MLflow experiment.
-        description: one paragraph from the file.
-        arms: arm name -> resolved config (``name`` is the arm name), in file order; the control arm is not here.
-        control: whether a ``no-pretraining`` control arm is fine-tuned too (see :meth:`control_config`).
-        pretrain_seeds: seeds of pretraining, each arm pretrained once per seed.
-        finetune_tasks: tasks every arm is fine-tuned on (``finetune.tasks``).
-        finetune_seeds: fine-tuning seeds per (arm, task) (``finetune.seeds``).
-        declared: arm name -> the dotted keys the arm's diff sets (what the arm is about).
-        source: the experiment file.
-        preset: the preset it was expanded for (None: dataclass defaults).
-        published: the published table it compares with (``{'ablation': NAME}``), or None.
-        optional_tasks: tasks fine-tuned too when their data files exist (``finetune.optional``).
-        finetune_hparams: ``KEY`` or ``per_task.TASK.KEY`` -> the value the file and ``--set`` give over the
-            preset's, in the order they apply.
-        control_base: the control's config (:meth:`control_config`), None without a control.
-        evaluations: the zero-shot and probe evaluations every model gets (``evaluate``).
-        kind: :data:`ABLATION_KIND`, or :data:`BUDGET_KIND` for a budget curve.
-    """
-
-    name: str
-    description: str
-    arms: dict[str, Config]
-    control: bool
-    pretrain_seeds: list[int]
-    finetune_tasks: list[str]
-    finetune_seeds: int
-    declared: dict[str, set[str]]
-    source: Path
-    preset: str | None = None
-    published: dict[str, Any] | None = None
-    optional_tasks: list[str] = field(default_factory=list)
+    name: str  # the experiment name (the file's stem), also the MLflow experiment
+    description: str  # one paragraph from the file
+    arms: dict[str, Config]  # arm name -> resolved config (``name`` is the arm name), in file order; not the control
+    control: bool  # whether a ``no-pretraining`` control arm is fine-tuned too (see :meth:`control_config`)
+    pretrain_seeds: list[int]  # each arm is pretrained once per seed
+    finetune_tasks: list[str]  # tasks every arm is fine-tuned on (``finetune.tasks``)
+    finetune_seeds: int  # fine-tuning seeds per (arm, task) (``finetune.seeds``)
+    declared: dict[str, set[str]]  # arm name -> the dotted keys the arm's diff sets (what the arm is about)
+    source: Path  # the experiment file
+    preset: str | None = None  # the preset it was expanded for (None: dataclass defaults)
+    published: dict[str, Any] | None = None  # the published table it compares with (``{'ablation': NAME}``), or None
+    optional_tasks: list[str] = field(default_factory=list)  # fine-tuned where their files exist (finetune.optional)
     finetune_hparams: dict[str, Any] = field(default_factory=dict)
-    control_base: Config | None = None
-    evaluations: Evaluations = field(default_factory=Evaluations)
-    kind: str = ABLATION_KIND
+    """``KEY`` or ``per_task.TASK.KEY`` -> the value the file and ``--set`` give over the preset's, in the order they
+    apply."""
+    control_base: Config | None = None  # the control's config (:meth:`control_config`), None without a control
+    evaluations: Evaluations = field(default_factory=Evaluations)  # what every model gets (``evaluate``)
+    kind: str = ABLATION_KIND  # or :data:`BUDGET_KIND` for a budget curve
 
     @property
     def is_budget(self) -> bool:

@@ -180,12 +180,9 @@ class Manifest:
     def load_for(cls, plan: Plan, hardware: dict[str, Any], *, write: bool = True) -> tuple[Manifest, str | None]:
         """The manifest `bvr ablate` continues: ``plan``'s on disk, with every unit of the plan, repaired, and the
         one line saying what was repaired or that plan folders another version of bvr made are not continued (None).
-
-        A damaged or unlisted unit entry is reset to missing (the unit runs again, reusing what it finished); a
-        manifest that cannot be used at all is set aside as ``manifest.json.damaged`` (only with ``write``: rank zero)
-        and started again from the plan. Either way the advice of :meth:`load`'s errors, to run `bvr ablate` again,
-        works.
-        """
+        A damaged or unlisted unit entry is reset to missing; a manifest that cannot be used at all is set aside as
+        ``manifest.json.damaged`` (only with ``write``: rank zero) and started again from the plan. Either way the
+        advice of :meth:`load`'s errors, to run `bvr ablate` again, works."""
         path = plan.manifest_path
         if not path.is_file():
             return cls.new(plan, hardware), other_versions(plan.folder, MANIFEST_VERSION,
@@ -224,11 +221,9 @@ class Manifest:
         return unlisted
 
     def save(self, path: Path, *, mine: set[tuple[str, tuple[Any, ...]]] | None = None) -> None:
-        """Write atomically (a run killed mid-write leaves the previous manifest), stamping ``context.updated``.
-
-        Given ``mine``, the records this process wrote (:meth:`mark`), the save takes every other record from the
-        file under its lock, so that processes running units of one plan side by side never undo each other's.
-        """
+        """Write atomically (a run killed mid-write leaves the previous manifest), stamping ``context.updated``. Given
+        ``mine``, the records this process wrote (:meth:`mark`), the save takes every other record from the file
+        under its lock, so that processes running units of one plan side by side never undo each other's."""
         lock = file_lock(path.with_name(f".{path.name}.save.lock")) if mine is not None else contextlib.nullcontext()
         with lock:
             if mine is not None and path.is_file():

@@ -49,28 +49,28 @@ PRETRAINING_KINDS = (UnitKind.CORPUS, UnitKind.TOKENIZER, UnitKind.DATA, UnitKin
 
 @dataclass
 class AblationResult:
-    """What one invocation did: units by id (``pretrain:static``)."""
+    """What one invocation that failed in no unit did: units by id (``pretrain:static``)."""
 
-    plan: Plan
     manifest: Manifest
     ran: list[str]
     reused: list[str]
-    failed: dict[str, str]
     seconds: float
     report: Any = None
 
-    @property
-    def complete(self) -> bool:
-        return self.manifest.complete
-
 
 class Runner:
-    """Runs units of one plan, keeping the manifest and the DVC stage folder up to date: a handler reads a
-    :class:`~bvr.runner.units.UnitContext` and returns an :class:`~bvr.runner.units.Outcome`, which :meth:`keep` takes.
-    """
+    """Runs units of one plan, once the MLflow store and the folders it writes are checked, keeping the manifest and
+    the DVC stage folder up to date: a handler reads a :class:`~bvr.runner.units.UnitContext` and returns an
+    :class:`~bvr.runner.units.Outcome`, which :meth:`keep` takes."""
 
     def __init__(self, plan: Plan, *, stage_dir: Path | None, progress: bool, console: Console,
                  ui_url: str | None = None) -> None:
+        from bvr.tracking import check_store
+
+        check_store(Path.cwd())
+        check_writable(plan.output_dir, "output folder (--output-dir)")
+        if stage_dir is not None:  # else every unit would fail on it, one after the other
+            check_writable(stage_dir, "DVC stage folder (--stage-dir)")
         self.plan = plan
         self.stage_dir = stage_dir
         self.progress = progress
@@ -224,10 +224,6 @@ def launcher_parent(plan: Plan, *, console: Console, ui_url: str | None = None) 
     """The manifest and the MLflow parent run that the processes of ``bvr ablate --launcher`` share, made before
     the first of them starts: each unit's process (``--only``) finds both and nests its runs under the parent. The
     parent stays open for the block (its process is alive, so no unit's process closes it as left behind)."""
-    from bvr.tracking import check_store
-
-    check_store(Path.cwd())
-    check_writable(plan.output_dir, "output folder (--output-dir)")
     runner = Runner(plan, stage_dir=None, progress=False, console=console, ui_url=ui_url)
     with _parent(runner, None):
         yield runner.manifest
@@ -288,22 +284,12 @@ def _log_manifest(runner: Runner) -> None:
 
 def run_ablation(plan: Plan, *, only: list[str] | None = None, stage_dir: Path | None = None, report: bool = True,
                  progress: bool = True, console: Console | None = None, ui_url: str | None = None) -> AblationResult:
-    """Run every unit of ``plan`` (or the ``only`` ones), reusing finished units; render the report last.
-
-    A unit that fails is recorded in the manifest and the run goes on; the failures are raised together at the end,
-    after the (partial) report. A write that ran out of disk or permission stops the run at once; an interrupt is
-    passed on after the manifest is saved. ``only`` runs just these units (``pretrain:static``), as a launcher's
-    jobs do; ``stage_dir`` (``pipeline/NAME``) also gets each unit's products, for DVC.
-    """
-    from bvr.tracking import check_store
-
+    """Run every unit of ``plan`` (or the ``only`` ones, ``pretrain:static``), reusing finished units; render the
+    report last. A failed unit is recorded and the run goes on; the failures are raised together at the end, after
+    the (partial) report. A write that ran out of disk or permission stops the run at once; an interrupt is passed
+    on after the manifest is saved. ``stage_dir`` (``pipeline/NAME``) also gets each unit's products, for DVC."""
     start = time.perf_counter()
-    check_store(Path.cwd())
-    check_writable(plan.output_dir, "output folder (--output-dir)")
-    if stage_dir is not None:  # else every unit would fail on it, one after the other
-        check_writable(stage_dir, "DVC stage folder (--stage-dir)")
-    console = console or Console()
-    runner = Runner(plan, stage_dir=stage_dir, progress=progress, console=console, ui_url=ui_url)
+    runner = Runner(plan, stage_dir=stage_dir, progress=progress, console=console or Console(), ui_url=ui_url)
     units = plan.select(only) if only else [u for u in plan.units() if report or u.kind is not UnitKind.REPORT]
     if runner.rank != 0:  # other DDP ranks take part in pretraining only
         units = [u for u in units if u.kind in PRETRAINING_KINDS]
@@ -322,10 +308,8 @@ def run_ablation(plan: Plan, *, only: list[str] | None = None, stage_dir: Path |
                 # (bvr report, or a run that reused every unit) shows the same wall time, byte for byte.
                 context.wall_seconds = earlier + time.perf_counter() - start
     runner.save()
-    result = AblationResult(plan, runner.manifest, runner.ran, runner.reused, runner.failed,
-                            time.perf_counter() - start, runner.report)
     if runner.failed:
         lines = "; ".join(f"{unit}: {message}" for unit, message in runner.failed.items())
         raise BvrError(f"{len(runner.failed)} unit(s) failed: {lines}", where=f"ablate {plan.name}",
                        hint="fix the cause and run the same command again: finished units are reused")
-    return result
+    return AblationResult(runner.manifest, runner.ran, runner.reused, time.perf_counter() - start, runner.report)
