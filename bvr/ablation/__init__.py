@@ -1,13 +1,6 @@
-"""Ablations declared: experiment files, the plan of units they expand into, and the manifest of what ran.
-
-- :mod:`bvr.ablation.declare`: ``experiments/NAME.yaml`` parsed into one config per arm (read by
-  :mod:`bvr.ablation.loading`, its arms checked by :mod:`bvr.ablation.arms`);
-- :mod:`bvr.ablation.plan`: the :class:`Plan` of an ablation at a preset and its :class:`Unit` s;
-- :mod:`bvr.ablation.manifest`: the :class:`Manifest` that records every unit's status and MLflow runs, in
-  :mod:`bvr.ablation.records`;
-- :mod:`bvr.ablation.status`: an ablation's progress per stage (``bvr status``).
-
-Nothing here runs a unit: running one is :mod:`bvr.runner`, a layer above the report, which reads manifests.
+"""Ablations declared: experiment files (:mod:`~bvr.ablation.declare`), the :class:`Plan` of units they expand into,
+and the :class:`Manifest` of what ran. Nothing here runs a unit: :mod:`bvr.runner` does, a layer above the report,
+which reads manifests.
 """
 
 from __future__ import annotations

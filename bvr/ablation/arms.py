@@ -1,22 +1,16 @@
 """Checks on an ablation's arms: they differ, and only where declared, and they see equal passes over the data.
 
-:func:`check_arms` refuses identical arms and arms that differ in anything no arm declares (every ablation
-:func:`bvr.ablation.loading.load_ablation` returns has passed it). :func:`equal_passes` refuses arms that do not
-see the same number of training tokens, as RoBERTa's comparisons hold the data seen fixed: the batch-size ablation
-(Table 3) trades batch size against steps at an equal number of sequences; the input-format ablation (section 4.2,
-Table 2) raises the batch size of ``sentence-pair``, whose pairs of single sentences are much shorter than
-``max_length``, "so that the total number of tokens remains similar", and that of ``doc-sentences`` dynamically
-to match ``full-sentences``' tokens. An arm with ``training.tokens_per_batch`` fills every step to that many tokens
-(to within one sequence, whatever its sequences' lengths), so its tokens per step are that budget; an arm without
-one sees ``batch_size`` sequences a step, whose tokens are estimated from the config alone (:func:`sequence_tokens`,
-an upper bound), since nothing is prepared when an ablation is planned.
-
-:func:`check_static_masks_repeat` refuses, once an arm's data is prepared and before any pretraining, a static
-masking arm that would never reuse a mask: its masks are then the dynamic stream's, and the arms cannot differ.
+:func:`equal_passes` holds the data seen fixed, as RoBERTa's comparisons do: the batch-size ablation (Table 3)
+trades batch size against steps at an equal number of sequences; the input-format ablation (section 4.2, Table 2)
+raises the batch size of ``sentence-pair``, whose pairs of single sentences are much shorter than ``max_length``,
+"so that the total number of tokens remains similar", and that of ``doc-sentences`` dynamically to match
+``full-sentences``' tokens. An arm without ``training.tokens_per_batch`` has its tokens estimated from the config
+alone (:func:`sequence_tokens`, an upper bound), since nothing is prepared when an ablation is planned.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -33,24 +27,13 @@ SENTENCE_PAIR_TOKENS = 64
 def arm_differences(ablation: Ablation) -> dict[tuple[str, str], set[str]]:
     """For each pair of arms (in file order), the dotted config keys whose resolved values differ (``name`` aside)."""
     flat = {arm: flatten(cfg.to_dict()) for arm, cfg in ablation.arms.items()}
-    names = list(flat)
-    out: dict[tuple[str, str], set[str]] = {}
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            keys = set(flat[a]) | set(flat[b])
-            out[(a, b)] = {k for k in keys if k != "name" and flat[a].get(k) != flat[b].get(k)}
-    return out
+    return {(a, b): {k for k in set(flat[a]) | set(flat[b]) if k != "name" and flat[a].get(k) != flat[b].get(k)}
+            for a, b in itertools.combinations(flat, 2)}
 
 
 def check_arms(ablation: Ablation) -> None:
-    """Refuse identical arms, and arms that differ in anything neither of them declares.
-
-    Two arms may differ only in keys one of them sets in its diff; an arm may declare a key and leave it as the
-    other arms have it, but two arms that resolve to the same configuration (for the preset loaded) would run one
-    model twice and report the noise between them as an effect.
-    """
-    if len(ablation.arms) < 2:
-        raise BvrError(f"an ablation needs at least two arms, found {len(ablation.arms)}", where=ablation.source)
+    """Refuse identical arms (they would run one model twice and report the noise between them as an effect), and
+    arms that differ in anything neither of them declares."""
     for (a, b), keys in arm_differences(ablation).items():
         if not keys:
             raise BvrError(f"arms '{a}' and '{b}' are identical: their configurations differ in nothing but the name",
@@ -119,10 +102,8 @@ def _tokens_detail(cfg: Config) -> str:
 
 
 def equal_passes(ablation: Ablation) -> None:
-    """Refuse arms that do not see the same number of tokens (:func:`tokens_seen`): equal sequences at equal
-    lengths, as RoBERTa Table 3, or steps filled to an equal token budget whatever the sequences' lengths, as its
-    Table 2 (``training.tokens_per_batch``). A budget curve's arms differ in tokens by design: it passes.
-    """
+    """Refuse arms that do not see the same number of tokens (:func:`tokens_seen`); a budget curve's arms differ in
+    tokens by design: it passes."""
     if ablation.is_budget:
         return
     seen = {arm: tokens_seen(cfg) for arm, cfg in ablation.arms.items()}

@@ -1,9 +1,5 @@
 """What a manifest read from disk is held to: every field of its JSON against the type its dataclass annotates
-(:func:`mismatch`), and the `bvr ablate` command that repairs one refused (:func:`ablate_command`).
-
-:mod:`bvr.ablation.records` finds a unit entry of the wrong type damaged (`bvr ablate` resets its unit to missing);
-:mod:`bvr.ablation.manifest` refuses a manifest field of the wrong type (`bvr ablate` sets the manifest aside);
-:mod:`bvr.ops.launch.launch` holds ``jobs.json`` to :func:`conforms` too.
+(:func:`mismatch`; ``jobs.json`` too), and the `bvr ablate` command that repairs one refused (:func:`ablate_command`).
 """
 
 from __future__ import annotations
@@ -82,8 +78,7 @@ def ablate_command(data: dict[str, Any], path: Path | None = None) -> str:
     experiment (a shipped one by name, also where the recorded file is gone), preset, ``--set`` values, data folder
     and output folder (where not ``./outputs``): the one the manifest lies in when its ``path`` is known (a store
     moved or copied since keeps its manifests' recorded folder, which is another store). A value of the wrong type
-    is left out: the command names what it can (the data folder from the arms' configs where the context has none).
-    """
+    is left out."""
     from bvr.ablation.declare import EXPERIMENTS_DIR
 
     def text(value: Any) -> str | None:

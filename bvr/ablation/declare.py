@@ -21,32 +21,16 @@ size, vocabulary) as small diffs over a shared base: an arm lists only what it c
     pretrain_seeds: [0, 1, 2]
     kind: ablation                      # or budget: the arms are one recipe at increasing budgets (see below)
 
-The ``finetune`` and ``evaluate`` sections of the configuration say which tasks and seeds every arm is fine-tuned
-on (with which hyperparameters: ``finetune.KEY``, ``finetune.per_task.TASK.KEY``) and which zero-shot and probe
-evaluations every model gets; they are shared by every arm, so an arm may not set them. An arm may carry its own
+``finetune`` and ``evaluate`` are shared by every arm, so an arm may not set them. An arm may carry its own
 ``presets: {NAME: {...}}`` block to scale its values to a preset (the batch-size ablation does); such a block may
-only touch keys the arm already declares in its main diff.
+only touch keys the arm already declares. Each arm's configuration is built in layers (docs/configuration.md lists
+them) with :mod:`bvr.config`'s merging, so that a bad key, type or value names the file, line and key.
 
-Each arm's configuration is built in layers, each over the one before, with :mod:`bvr.config`'s merging so that a
-bad key, type or value names the file, line and key:
+A budget curve (``kind: budget``) pretrains one recipe for increasing budgets: its arms may declare only
+:data:`BUDGET_KEYS`, list the budgets from the smallest up, and need the control, since each budget is measured
+against it; they see different numbers of tokens on purpose, so the equal-passes check does not apply.
 
-1. the dataclass defaults;
-2. the preset file ``experiments/presets/NAME.yaml``;
-3. the experiment's ``base``;
-4. the experiment's ``presets: NAME``;
-5. the arm's diff, then the arm's ``presets: NAME``;
-6. ``--set`` overrides (applied to every arm and the control; ``finetune`` and ``evaluate`` keys too, so a smoke
-   run can shrink the fine-tuning; ``--set pretrain_seeds=[...]`` replaces the file's pretraining seeds).
-
-A budget curve (``kind: budget``) is an ablation whose arms pretrain one recipe for increasing budgets: they may
-declare only :data:`BUDGET_KEYS`, list the budgets from the smallest up, and need the control, since each budget is
-measured against it (where pretraining starts to help each measure); they see different numbers of tokens on
-purpose, so the equal-passes check of other ablations does not apply.
-
-The arm's config ``name`` is the arm name. This module holds the types and finds the files;
-:func:`bvr.ablation.loading.load_ablation` reads one. Nothing there trains or fine-tunes: it only parses, expands and
-checks; the checks on the arms are in :mod:`bvr.ablation.arms` (:func:`~bvr.ablation.arms.check_arms`, run on
-every ablation loaded, refuses identical arms and arms that differ in anything no arm declares).
+:func:`bvr.ablation.loading.load_ablation` reads a file; :mod:`bvr.ablation.arms` checks the arms.
 """
 
 from __future__ import annotations
@@ -58,7 +42,7 @@ from typing import Any
 
 import yaml
 
-from bvr.config import PRESETS_DIR, Config, EvaluateConfig, build_dataclass
+from bvr.config import PRESETS_DIR, Config, EvaluateConfig
 from bvr.errors import BvrError
 from bvr.tasks.registry import get_task
 
@@ -94,11 +78,9 @@ the square of their count: 10,000 arms took minutes and gigabytes before any mes
 
 @dataclass(frozen=True)
 class Evaluations:
-    """Evaluations run on every pretrained model and every control without fine-tuning (sensitive at small scale):
-    the ``evaluate`` section of the arms' configuration (:class:`~bvr.config.EvaluateConfig`), flattened: ``blimp``
-    is ``evaluate.blimp.enabled``, ``blimp_X`` is ``evaluate.blimp.X`` and ``probe_X`` is ``evaluate.probes.X``, each
-    documented there.
-    """
+    """Evaluations run on every model without fine-tuning (sensitive at small scale): the ``evaluate`` section
+    (:class:`~bvr.config.EvaluateConfig`) flattened: ``blimp`` is ``evaluate.blimp.enabled``, ``blimp_X`` is
+    ``evaluate.blimp.X`` and ``probe_X`` is ``evaluate.probes.X``, each documented there."""
 
     blimp: bool = True
     blimp_per_paradigm: int | None = 100
@@ -128,45 +110,26 @@ ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
 @dataclass
 class Ablation:
-    """One ablation, expanded for one preset: a resolved config per arm and what each arm declares.
+    """One ablation, expanded for one preset: a resolved config per arm and what each arm declares."""
 
-    Attributes:
-        name: the experiment name (the file's stem), also the MLflow experiment.
-        description: one paragraph from the file.
-        arms: arm name -> resolved config (``name`` is the arm name), in file order; the control arm is not here.
-        control: whether a ``no-pretraining`` control arm is fine-tuned too (see :meth:`control_config`).
-        pretrain_seeds: seeds of pretraining, each arm pretrained once per seed.
-        finetune_tasks: tasks every arm is fine-tuned on (``finetune.tasks``).
-        finetune_seeds: fine-tuning seeds per (arm, task) (``finetune.seeds``).
-        declared: arm name -> the dotted keys the arm's diff sets (what the arm is about).
-        source: the experiment file.
-        preset: the preset it was expanded for (None: dataclass defaults).
-        published: the published table it compares with (``{'ablation': NAME}``), or None.
-        optional_tasks: tasks fine-tuned too when their data files exist (``finetune.optional``).
-        finetune_hparams: the fine-tuning hyperparameters the experiment file and ``--set`` give over the preset's
-            (``KEY`` or ``per_task.TASK.KEY`` -> value, in the order they apply).
-        control_base: the control's config: the shared layers (preset, base, the base's preset block, ``--set``)
-            without any arm's diff.
-        evaluations: the zero-shot and probe evaluations every model gets (``evaluate``).
-        kind: :data:`ABLATION_KIND`, or :data:`BUDGET_KIND` for a budget curve.
-    """
-
-    name: str
-    description: str
-    arms: dict[str, Config]
-    control: bool
-    pretrain_seeds: list[int]
-    finetune_tasks: list[str]
-    finetune_seeds: int
-    declared: dict[str, set[str]]
-    source: Path
-    preset: str | None = None
-    published: dict[str, Any] | None = None
-    optional_tasks: list[str] = field(default_factory=list)
+    name: str  # the experiment name (the file's stem), also the MLflow experiment
+    description: str  # one paragraph from the file
+    arms: dict[str, Config]  # arm name -> resolved config (``name`` is the arm name), in file order; not the control
+    control: bool  # whether a ``no-pretraining`` control arm is fine-tuned too (see :meth:`control_config`)
+    pretrain_seeds: list[int]  # each arm is pretrained once per seed
+    finetune_tasks: list[str]  # tasks every arm is fine-tuned on (``finetune.tasks``)
+    finetune_seeds: int  # fine-tuning seeds per (arm, task) (``finetune.seeds``)
+    declared: dict[str, set[str]]  # arm name -> the dotted keys the arm's diff sets (what the arm is about)
+    source: Path  # the experiment file
+    preset: str | None = None  # the preset it was expanded for (None: dataclass defaults)
+    published: dict[str, Any] | None = None  # the published table it compares with (``{'ablation': NAME}``), or None
+    optional_tasks: list[str] = field(default_factory=list)  # fine-tuned where their files exist (finetune.optional)
     finetune_hparams: dict[str, Any] = field(default_factory=dict)
-    control_base: Config | None = None
-    evaluations: Evaluations = field(default_factory=Evaluations)
-    kind: str = ABLATION_KIND
+    """``KEY`` or ``per_task.TASK.KEY`` -> the value the file and ``--set`` give over the preset's, in the order they
+    apply."""
+    control_base: Config | None = None  # the control's config (:meth:`control_config`), None without a control
+    evaluations: Evaluations = field(default_factory=Evaluations)  # what every model gets (``evaluate``)
+    kind: str = ABLATION_KIND  # or :data:`BUDGET_KIND` for a budget curve
 
     @property
     def is_budget(self) -> bool:
@@ -178,17 +141,10 @@ class Ablation:
         return set().union(*self.declared.values()) if self.declared else set()
 
     def control_config(self) -> Config | None:
-        """The control's config: the shared base with no arm's diff; it is never pretrained, only initialised.
-
-        The control depends on nothing an arm declares, so changing one arm leaves the control's runs in place.
-        Where arms differ in encoder shape or tokenizer (vocab, bert-vs-roberta), the control has the base's.
-        """
-        if not self.control:
-            return None
-        if self.control_base is not None:
-            return self.control_base
-        first = next(iter(self.arms.values()))
-        return build_dataclass(Config, {**first.to_dict(), "name": CONTROL_ARM}, "")
+        """The control's config: the shared layers (preset, base, the base's preset block, ``--set``) with no arm's
+        diff, never pretrained, only initialised. It depends on nothing an arm declares, so changing one arm leaves
+        the control's runs in place; where arms differ in encoder shape or tokenizer, the control has the base's."""
+        return self.control_base if self.control else None
 
     def finetune_overrides(self) -> list[str]:
         """:attr:`finetune_hparams` as ``finetune.KEY=VALUE`` strings for :func:`bvr.tasks.run.finetune`, which
@@ -202,6 +158,7 @@ def _yaml_scalar(value: Any) -> str:
 
 
 def list_experiments() -> list[str]:
+    """The names of the shipped experiments."""
     return sorted(p.stem for p in EXPERIMENTS_DIR.glob("*.yaml"))
 
 

@@ -72,18 +72,13 @@ def _check_top(data: dict[str, Any], lines: dict[str, str]) -> None:
                        where=at(lines, "pretrain_seeds"))
 
 
-def load_ablation(
-    name_or_path: str | Path, *, preset: str | None = None, overrides: list[str] | None = None
-) -> Ablation:
+def load_ablation(name_or_path: str | Path, *, preset: str | None = None,
+                  overrides: list[str] | None = None) -> Ablation:
     """Read an experiment file (a shipped experiment's name, or a YAML file) and resolve one config per arm, for
     ``preset`` (None: the dataclass defaults); :func:`~bvr.ablation.arms.check_arms` has passed on the result.
-
-    ``overrides`` (``section.key=value``) apply to every arm and the control, last: any config key but one some arm
-    declares, which is refused, since setting it for every arm would erase the ablation. The ``finetune`` and
-    ``evaluate`` keys among them set which tasks, seeds, caps and hyperparameters every model is fine-tuned and
-    evaluated with, as a preset's would (and so join the plan's hash). ``pretrain_seeds=[...]`` replaces the file's
-    pretraining seeds. Every error names the file, line and key.
-    """
+    ``overrides`` (``section.key=value``) apply to every arm and the control, last, as a preset's would: any config
+    key but one some arm declares, which is refused, since setting it for every arm would erase the ablation.
+    ``pretrain_seeds=[...]`` replaces the file's pretraining seeds. Every error names the file, line and key."""
     path = experiment_path(name_or_path)
     if not is_name(path.stem):  # it names the experiment's folders and goes into dvc.yaml's commands
         raise BvrError(f"the file's name '{path.stem}' cannot name an experiment", where=path,
@@ -204,8 +199,7 @@ def _arm_layers(arm: str, raw: Any, lines: dict[str, str], preset: str | None) -
             if dotted not in declared:
                 raise BvrError(f"arm '{arm}' changes '{dotted}' for preset '{name}' but does not declare it",
                                where=at(lines, f"{block_key}.{dotted}"),
-                               hint=f"set {dotted} in the arm's main diff too, or move it to the shared "
-                                    f"presets.{name}")
+                               hint=f"set {dotted} in the arm's main diff too, or move it to the shared presets.{name}")
         if name == preset:
             layers.append(_config_layer(block, block_key, lines))
     return declared, layers

@@ -1,12 +1,8 @@
 """Finding an ablation's runs when the data folder is named another way than when they were made.
 
-A plan's hash holds its data by content (:meth:`~bvr.ablation.plan.Plan.plan_hash`), so the same data under another
-path is the same plan. `bvr report NAME --preset tiny` run without a data folder (the data moved away, or never
-named) computes another plan than `bvr ablate` did, as does any command on a plan made before the data entered by
-content (its hash held the data folder's path): its manifest is not where that plan looks. :func:`made_elsewhere`
-finds the manifest of the same ablation, preset and settings made with another data folder: the plan rebuilt with
-that manifest's data folder must land on that very manifest. Where both folders exist, their content must agree (the
-corpus each arm reads and the task folders), or the one that differs is named.
+A plan's hash holds its data by content, but `bvr report NAME --preset tiny` run without a data folder (the data
+moved away, or never named) computes another plan than `bvr ablate` did, as does any command on a plan made before
+the data entered by content: its manifest is not where that plan looks. :func:`made_elsewhere` finds it.
 """
 
 from __future__ import annotations
@@ -40,9 +36,8 @@ class Elsewhere:
 
 def made_elsewhere(plan: Plan, rebuild: Callable[[str], Plan]) -> Elsewhere | None:
     """The most recent manifest of ``plan``'s ablation and preset that ``rebuild`` (the same command with another
-    data folder) reproduces exactly, when ``plan``'s own has none; None if there is none. Where both data folders
-    exist, a file the plan reads that differs is refused.
-    """
+    data folder) reproduces exactly; None if there is none. Where both data folders exist, a file the plan reads
+    (each arm's corpus, the task folders) that differs is refused."""
     for path in manifests_of(plan.name, plan.output_dir, plan.preset or "default"):
         data_dir = Manifest.load(path).context.data_dir
         if not data_dir or data_dir == str(plan.data_dir):

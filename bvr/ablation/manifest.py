@@ -1,9 +1,6 @@
-"""The manifest of an ablation: what each unit of its :class:`~bvr.ablation.plan.Plan` produced.
-
-The manifest (``output_dir/ablations/NAME-PRESET-HASH/manifest.json``) is the plan and the index: every unit's
-status and MLflow run ids, one :mod:`bvr.ablation.records` record per unit and seed. Its JSON layout is version
-:data:`MANIFEST_VERSION`, which the plan's hash includes (a new layout starts a new folder); :meth:`Manifest.load`
-refuses any other version, naming the file.
+"""The manifest of an ablation (``output_dir/ablations/NAME-PRESET-HASH/manifest.json``): the plan and the index,
+every unit's status and MLflow run ids, one :mod:`bvr.ablation.records` record per unit and seed. Its JSON layout is
+version :data:`MANIFEST_VERSION`; :meth:`Manifest.load` refuses any other, naming the file.
 """
 
 from __future__ import annotations
@@ -131,12 +128,9 @@ class Manifest:
 
     @classmethod
     def from_dict(cls, data: Any, *, damaged: list[str] | None = None, path: Path | None = None) -> Manifest:
-        """The manifest ``data`` (a parsed manifest.json, read from ``path``) holds.
-
-        Given ``damaged``, a unit that lacks a field or holds one of the wrong type is left out and named there
-        instead of refused (`bvr ablate` then resets it to missing: :meth:`load_for`). Errors name the `bvr ablate`
-        command that rewrites the file.
-        """
+        """The manifest ``data`` (a parsed manifest.json, read from ``path``) holds; errors name the `bvr ablate`
+        command that rewrites the file. Given ``damaged``, a unit that lacks a field or holds one of the wrong type is
+        left out and named there instead of refused (`bvr ablate` then resets it to missing: :meth:`load_for`)."""
         where = "ablation manifest"
         if not isinstance(data, dict):
             raise BvrError(f"expected a mapping, got {type(data).__name__}", where=where, hint=REWRITE)
@@ -184,19 +178,11 @@ class Manifest:
 
     @classmethod
     def load_for(cls, plan: Plan, hardware: dict[str, Any], *, write: bool = True) -> tuple[Manifest, str | None]:
-        """The manifest `bvr ablate` continues: ``plan``'s on disk, with every unit of the plan, repaired.
-
-        A unit entry that lacks a field or holds one of the wrong type, and a unit of the plan that the manifest does
-        not list, are reset to missing (the unit runs again, reusing what it finished); a manifest that cannot be
-        used at all (unreadable, a key missing or of the wrong type) is set aside as ``manifest.json.damaged`` (with
-        ``write``) and started again from the plan, as if it had been removed. Either way the manifest is no longer
-        refused, so the advice of :meth:`load`'s errors, to run `bvr ablate` again, works. Only rank zero sets a file
-        aside (``write``); the other ranks only read.
-
-        Returns:
-            The manifest (a new one when there is none) and the one line saying what was repaired, or that plan
-            folders of this ablation and preset that another version of bvr made are not continued (None: nothing).
-        """
+        """The manifest `bvr ablate` continues: ``plan``'s on disk, with every unit of the plan, repaired, and the
+        one line saying what was repaired or that plan folders another version of bvr made are not continued (None).
+        A damaged or unlisted unit entry is reset to missing; a manifest that cannot be used at all is set aside as
+        ``manifest.json.damaged`` (only with ``write``: rank zero) and started again from the plan. Either way the
+        advice of :meth:`load`'s errors, to run `bvr ablate` again, works."""
         path = plan.manifest_path
         if not path.is_file():
             return cls.new(plan, hardware), other_versions(plan.folder, MANIFEST_VERSION,
@@ -235,19 +221,12 @@ class Manifest:
         return unlisted
 
     def save(self, path: Path, *, mine: set[tuple[str, tuple[Any, ...]]] | None = None) -> None:
-        """Write atomically (a run killed mid-write leaves the previous manifest), stamping ``context.updated``.
-
-        Given ``mine``, the records this process wrote (:meth:`mark`), the save merges with the manifest on disk under
-        its lock, taking every other record from the file (and bringing this manifest up to date with it), so that
-        processes running units of one plan side by side (``--launcher``, two ``bvr ablate`` at once) never undo
-        each other's records.
-        """
-        if mine is None:
-            self.context.updated = now()
-            write_text(path, json.dumps(self.to_dict(), indent=2, default=str))
-            return
-        with file_lock(path.with_name(f".{path.name}.save.lock")):
-            if path.is_file():
+        """Write atomically (a run killed mid-write leaves the previous manifest), stamping ``context.updated``. Given
+        ``mine``, the records this process wrote (:meth:`mark`), the save takes every other record from the file
+        under its lock, so that processes running units of one plan side by side never undo each other's."""
+        lock = file_lock(path.with_name(f".{path.name}.save.lock")) if mine is not None else contextlib.nullcontext()
+        with lock:
+            if mine is not None and path.is_file():
                 with contextlib.suppress(BvrError):  # a damaged file: this process's view replaces it
                     self._take_others(Manifest.load(path), mine)
             self.context.updated = now()
@@ -292,8 +271,7 @@ class Manifest:
         return []
 
     def put(self, record: Record) -> None:
-        """Put ``record`` in place of the manifest's record of the same unit and seed (:attr:`Record.key`); a
-        KeyError where the plan has no such unit."""
+        """Put ``record`` in place of the manifest's record of the same unit and seed; a KeyError where none."""
         records: list[Any] = getattr(self, SECTION_OF[type(record)])
         for i, old in enumerate(records):
             if old.key == record.key:
@@ -343,8 +321,8 @@ def _declared(ablation: Ablation, arm: ArmSeed) -> dict[str, Any]:
 
 def find_manifest(name: str, output_dir: Path = Path("outputs"), *, preset: str | None = None,
                   command: str = "report") -> Path:
-    """The most recently updated manifest of ablation ``name`` exactly (for ``preset`` if given):
-    :func:`~bvr.ablation.folders.manifests_of`. ``command`` (``report``, ``status``) is named by the error."""
+    """The most recently updated manifest of ablation ``name`` (for ``preset`` if given); the error names
+    ``command`` (``report``, ``status``)."""
     stem = Path(name).stem
     found = manifests_of(stem, output_dir, preset)
     if not found:

@@ -2,10 +2,8 @@
 
 A plan is an experiment file (:mod:`bvr.ablation.declare`) expanded for one preset, data folder and output
 folder. Its units run in order (:meth:`Plan.units`): ``corpus``, ``tokenizer:FAMILY``, ``data:ARM``,
-``pretrain:ARM``, ``blimp:ARM``, ``probe:ARM:TASK``, ``finetune:ARM:TASK``, ``report``.
-
-What each unit produced is recorded in the plan's manifest (:mod:`bvr.ablation.manifest`); the plan hash
-includes the manifest's layout version, so a new layout starts a new folder.
+``pretrain:ARM``, ``blimp:ARM``, ``probe:ARM:TASK``, ``finetune:ARM:TASK``, ``report``; what each produced is
+recorded in the plan's manifest (:mod:`bvr.ablation.manifest`).
 """
 
 from __future__ import annotations
@@ -135,9 +133,8 @@ class Plan:
 
     @cached_property
     def plan_hash(self) -> str:
-        """A hash of everything that changes a result: the settings, and the data by content, not by where they lie
-        (the output folder aside), so the same data under another path is the same plan.
-        """
+        """A hash of everything that changes a result: the settings, and the data by content, not by where they lie,
+        so the same data under another path is the same plan."""
         return config_hash({"version": MANIFEST_VERSION, "tasks": self.tasks, "seeds": self.seeds,
                             "finetune": self.ablation.finetune_overrides(), "preset": self.preset,
                             "evaluations": self.evaluations.to_dict(), "blimp": self.blimp_dir is not None,
@@ -161,12 +158,9 @@ class Plan:
         content["blimp"] = fingerprint(self.blimp_dir) if self.blimp_dir is not None else None
         return content
 
-    def _folder_of(self, plan_hash: str) -> Path:
-        return self.output_dir / "ablations" / f"{self.name}-{self.preset or 'default'}-{plan_hash}"
-
     @property
     def folder(self) -> Path:
-        return self._folder_of(self.plan_hash)
+        return self.output_dir / "ablations" / f"{self.name}-{self.preset or 'default'}-{self.plan_hash}"
 
     @property
     def manifest_path(self) -> Path:
@@ -202,12 +196,8 @@ class Plan:
         return [*out, Unit(UnitKind.REPORT)]
 
     def needs(self, unit: Unit) -> list[Unit]:
-        """The units ``unit`` reads the products of, which must finish first (the graph a launcher submits).
-
-        The corpus needs nothing; a tokenizer the corpus; an arm's data its family's tokenizer; a pretraining run its
-        arm's data (the control's initialisation, its family's tokenizer); an evaluation or fine-tuning its model;
-        the report every other unit.
-        """
+        """The units ``unit`` reads the products of, which must finish first (the graph a launcher submits); the
+        control's initialisation needs only its family's tokenizer."""
         if unit.kind is UnitKind.CORPUS:
             return []
         if unit.kind is UnitKind.TOKENIZER:
@@ -223,8 +213,7 @@ class Plan:
 
     def select(self, only: list[str]) -> list[Unit]:
         """The plan's units that ``only`` names, in the order they run: a unit's id, or a bare kind for every unit
-        of that kind (``pretrain``: every arm's pretraining, the control's included).
-        """
+        of that kind (``pretrain``: every arm's pretraining, the control's included)."""
         units = self.units()
         ids = [unit.id for unit in units]
         kinds = [kind.value for kind in UnitKind]
@@ -237,8 +226,7 @@ class Plan:
 
 def make_plan(name_or_path: str | Path, *, preset: str | None = None, overrides: list[str] | None = None,
               data_dir: str | Path | None = None, output_dir: str | Path = "outputs") -> Plan:
-    """Load and check an ablation (:func:`bvr.ablation.arms.equal_passes` too), and lay out its arms, tasks and
-    seeds."""
+    """Load and check an ablation (:func:`bvr.ablation.arms.equal_passes` too); lay out its arms, tasks and seeds."""
     from bvr.tasks.registry import get_task
 
     ablation = load_ablation(name_or_path, preset=preset, overrides=overrides)

@@ -1,8 +1,5 @@
-"""What the manifest keeps of each unit of an ablation: :class:`PretrainRecord`, :class:`EvaluationRecord` and
-:class:`FinetuneRecord`, each a dataclass whose fields are in the order of its JSON object, and
-:func:`read_records`, which reads one section of a manifest, naming the first unit that lacks a key or holds a value
-of the wrong type (:func:`bvr.ablation.checked.mismatch`).
-"""
+"""What the manifest keeps of each unit of an ablation (:class:`Record`), and :func:`read_records`, which reads one
+section of a manifest."""
 
 from __future__ import annotations
 
@@ -17,10 +14,8 @@ Status = Literal["missing", "done", "failed"]
 
 
 class Record:
-    """What the manifest keeps of one unit's work: its status, MLflow run ids, timings and scores.
-
-    Subclasses are dataclasses whose fields are in the order of their JSON objects.
-    """
+    """What the manifest keeps of one unit's work: its status, MLflow run ids, timings and scores. Subclasses are
+    dataclasses whose fields are in the order of their JSON objects."""
 
     arm: str
     label: str
@@ -129,8 +124,8 @@ class FinetuneRecord(Record):
 
 def read_records(record: type[Record], items: Any, where: str, hint: str, damaged: list[str] | None) -> list[Any]:
     """The records of one manifest section, naming the first unit that lacks a key or holds a value of the wrong type
-    (or, given a ``damaged`` list, leaving out every such unit and adding ``KEY[I] (lacks ...)`` or ``KEY[I] ('FIELD'
-    must be TYPE, got VALUE)`` to the list)."""
+    (:func:`~bvr.ablation.checked.mismatch`); given a ``damaged`` list, every such unit is left out and named there
+    (``KEY[I] (lacks ...)``) instead."""
     key = where.rpartition(": ")[2]
     if not isinstance(items, list):
         raise BvrError(f"'{key}' must be a list of units", where=where, hint=hint)

@@ -1,10 +1,6 @@
-"""What an ablation has done, is doing and has left: ``bvr status NAME`` and the top of a partial report.
-
-Read from the manifest (what is done or failed, unit by unit) and from MLflow (what is running now: the runs of the
-ablation's experiment in state RUNNING whose process is alive on this host, :data:`bvr.tracking.TAG_PID`). One row
-per stage and measure (``pretrain``, ``blimp``, ``probe/TASK``, ``finetune/TASK``): how many of its planned units
-are done, failed and left, and which models are still missing.
-"""
+"""What an ablation has done, is doing and has left: ``bvr status NAME`` and the top of a partial report, one row
+per stage and measure (``pretrain``, ``blimp``, ``probe/TASK``, ``finetune/TASK``), read from the manifest, and the
+runs in progress, read from MLflow."""
 
 from __future__ import annotations
 
@@ -63,8 +59,8 @@ def progress_rows(manifest: Manifest) -> list[list[str]]:
     """:func:`progress` as table rows: stage, done / planned, failed, left, models not done yet."""
     rows = []
     for s in progress(manifest):
-        missing = ", ".join(s.missing_labels[:6]) + (f" and {len(s.missing_labels) - 6} more"
-                                                    if len(s.missing_labels) > 6 else "")
+        more = len(s.missing_labels) - 6
+        missing = ", ".join(s.missing_labels[:6]) + (f" and {more} more" if more > 0 else "")
         rows.append([s.stage, f"{s.done} / {s.planned}", str(s.failed), str(s.left), missing or "—"])
     return rows
 

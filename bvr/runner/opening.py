@@ -10,16 +10,10 @@ from bvr.threads import ThreadBudget
 
 def run_shape(plan: Plan) -> str:
     """The run being made, from its arms' configurations (not the experiment file's words, which describe the
-    published setting): encoder size, steps, what a step holds (sequences x length, or tokens where the arms fill
-    steps by ``training.tokens_per_batch``), and masking (a dupe factor only for static masks); a value the arms
-    differ in is given per arm ("8/32").
-
-    The opening line's first words, e.g. ``2 layers, hidden 128, 1,200 steps of 32 x 128 tokens, static masks (dupe
-    factor 3)/dynamic masks``.
-    """
+    published setting), a value the arms differ in given per arm: ``2 layers, hidden 128, 1,200 steps of 32 x 128
+    tokens, static masks (dupe factor 3)/dynamic masks``."""
     def each(get) -> str:
-        values = list(dict.fromkeys(get(arm.config) for arm in plan.arms if not arm.control)) or \
-            list(dict.fromkeys(get(arm.config) for arm in plan.arms))
+        values = list(dict.fromkeys(get(arm.config) for arm in plan.pretrained or plan.arms))
         return "/".join(f"{v:,}" if isinstance(v, int) else str(v) for v in values)
 
     def step(c) -> str:
@@ -57,8 +51,7 @@ def _finetune(plan: Plan) -> str:
 
 
 def _blimp(plan: Plan) -> str:
-    """``BLiMP 50 pairs per paradigm``, or why there is no BLiMP: turned off (``evaluate.blimp.enabled=false``), or
-    no ``blimp/`` in the data folder."""
+    """``BLiMP 50 pairs per paradigm``, or why there is no BLiMP."""
     ev = plan.evaluations
     if not ev.blimp:
         return "no BLiMP (evaluate.blimp.enabled=false)"
@@ -68,17 +61,14 @@ def _blimp(plan: Plan) -> str:
 
 
 def describe_plan(plan: Plan, units: list[Unit], budget: ThreadBudget) -> str:
-    ab = plan.ablation
-    arms = ", ".join(literal(a.label) for a in plan.arms)
-    ev = plan.evaluations
-    probes = (f"probes {literal(', '.join(ev.probe_tasks))} x {ev.probe_seeds} seeds" if ev.probe_tasks else
-              "no probes")
-    lines = [f"[bold]ablation {literal(plan.name)}[/bold] (preset {literal(plan.preset or 'default')}): "
-             f"{run_shape(plan)}",
-             f"  experiment file: {literal(ab.description)}",
-             f"  arms: {arms} ({len(ab.pretrain_seeds)} pretraining seed(s) each)",
-             f"  evaluations: {_blimp(plan)}; {probes}",
-             f"  fine-tuning: {_finetune(plan)}",
-             f"  manifest: {literal(plan.manifest_path)}",
-             f"  units to run or reuse: {len(units)}; {literal(budget.line())}"]
-    return "\n".join(lines)
+    """The lines `bvr ablate` opens with, as Rich markup."""
+    ab, ev = plan.ablation, plan.evaluations
+    probes = f"probes {literal(', '.join(ev.probe_tasks))} x {ev.probe_seeds} seeds" if ev.probe_tasks else "no probes"
+    return "\n".join([
+        f"[bold]ablation {literal(plan.name)}[/bold] (preset {literal(plan.preset or 'default')}): {run_shape(plan)}",
+        f"  experiment file: {literal(ab.description)}",
+        f"  arms: {', '.join(literal(a.label) for a in plan.arms)} ({len(ab.pretrain_seeds)} pretraining seed(s) each)",
+        f"  evaluations: {_blimp(plan)}; {probes}",
+        f"  fine-tuning: {_finetune(plan)}",
+        f"  manifest: {literal(plan.manifest_path)}",
+        f"  units to run or reuse: {len(units)}; {literal(budget.line())}"])

@@ -2,39 +2,13 @@
 
 An ablation expands (:func:`bvr.ablation.plan.make_plan`) into *units*, each cached by the stage that runs it, so a
 second invocation with nothing changed runs nothing and an interrupted one continues where it stopped. Each kind
-of unit has one handler (:data:`bvr.runner.units.HANDLERS`):
+of unit has one handler (:data:`bvr.runner.units.HANDLERS`). Every arm is pretrained before any is evaluated or
+fine-tuned (under torchrun or SLURM only rank zero goes on); an evaluation or fine-tuning unit looks its model up
+(:func:`bvr.runner.units.find_model`) and never pretrains one.
 
-==========================  ============================================================================
-unit                        what it does
-==========================  ============================================================================
-``corpus``                  read the corpus (:func:`bvr.pretraining.prepare.prepare_corpus`)
-``tokenizer:FAMILY``        train each tokenizer the arms use
-``data:ARM``                the arm's input format (and every stage before it)
-``pretrain:ARM``            pretrain the arm (resumed from ``last.ckpt`` if a run was cut short); for the
-                            control, write its randomly initialised encoder
-                            (:func:`bvr.pretraining.initialise.initialise`)
-``blimp:ARM``               score BLiMP's minimal pairs zero-shot (where the data folder has ``blimp/``)
-``probe:ARM:TASK``          frozen-feature linear probes on the task, over every probe seed
-``finetune:ARM:TASK``       fine-tune the arm on the task over every fine-tuning seed
-``report``                  render ``reports/NAME/`` (:mod:`bvr.report.render`)
-==========================  ============================================================================
-
-Every arm is pretrained before any is evaluated or fine-tuned (under torchrun or SLURM only rank zero goes on).
-An evaluation or fine-tuning unit looks its model up (:func:`bvr.runner.units.find_model`) and never pretrains
-one: run alone (``--only``), it needs its arm's pretraining finished and recorded (the control, never trained,
-has its initialisation found or written in seconds).
-With several pretraining seeds each (arm, seed) is its own unit, labelled ``ARM-pSEED``; the control gets one
-random initialisation per pretraining seed, the very weights that arm seeds start from, so that "arm minus
-control" pairs by seed and measures what pretraining from that starting point did.
-
-MLflow: one experiment per ablation (its name), a parent run per invocation (``NAME (PRESET)``, tag
-``bvr.stage=ablation``), and under it the runs ``ARM/pretrain``, ``ARM/finetune/TASK`` and
-``ARM/finetune/TASK/seedN``. Units reused from the cache keep the runs that produced them.
-
-The *manifest* (:class:`bvr.ablation.manifest.Manifest`, ``output_dir/ablations/NAME-PRESET-HASH/manifest.json``,
-also logged to the parent run) is the plan and the index: every unit's status and MLflow run ids. The report
-reads it, then the numbers from MLflow. Its HASH covers everything that changes a result, so different presets or
-``--set`` values keep separate manifests.
+MLflow: one experiment per ablation, a parent run per ablation and settings (``NAME (PRESET)``, tag
+``bvr.stage=ablation``) and the units' runs under it. The manifest (:class:`bvr.ablation.manifest.Manifest`) is
+also logged to the parent run. docs/ablations.md describes units, seeds, the cache and the MLflow layout.
 
 ``dvc.yaml``'s one stage is this run with ``--stage-dir pipeline/NAME``: each unit then also writes its products
 under the stage folder for DVC to track (:mod:`bvr.ops.dvc.stage_folder`).
@@ -75,31 +49,28 @@ PRETRAINING_KINDS = (UnitKind.CORPUS, UnitKind.TOKENIZER, UnitKind.DATA, UnitKin
 
 @dataclass
 class AblationResult:
-    """What one invocation did: units by id (``pretrain:static``)."""
+    """What one invocation that failed in no unit did: units by id (``pretrain:static``)."""
 
-    plan: Plan
     manifest: Manifest
     ran: list[str]
     reused: list[str]
-    failed: dict[str, str]
     seconds: float
     report: Any = None
 
-    @property
-    def complete(self) -> bool:
-        return self.manifest.complete
-
 
 class Runner:
-    """Runs units of one plan, keeping the manifest and the DVC stage folder up to date.
-
-    The runner's state is its own: a handler (:data:`~bvr.runner.units.HANDLERS`) reads a
-    :class:`~bvr.runner.units.UnitContext` and returns an :class:`~bvr.runner.units.Outcome`, which the runner
-    keeps (:meth:`keep`).
-    """
+    """Runs units of one plan, once the MLflow store and the folders it writes are checked, keeping the manifest and
+    the DVC stage folder up to date: a handler reads a :class:`~bvr.runner.units.UnitContext` and returns an
+    :class:`~bvr.runner.units.Outcome`, which :meth:`keep` takes."""
 
     def __init__(self, plan: Plan, *, stage_dir: Path | None, progress: bool, console: Console,
                  ui_url: str | None = None) -> None:
+        from bvr.tracking import check_store
+
+        check_store(Path.cwd())
+        check_writable(plan.output_dir, "output folder (--output-dir)")
+        if stage_dir is not None:  # else every unit would fail on it, one after the other
+            check_writable(stage_dir, "DVC stage folder (--stage-dir)")
         self.plan = plan
         self.stage_dir = stage_dir
         self.progress = progress
@@ -129,8 +100,7 @@ class Runner:
             self.console.print(text, highlight=False, soft_wrap=True)  # a log's line is not cut at 80 columns
 
     def context(self, unit: Unit) -> UnitContext:
-        """What ``unit``'s handler reads (the models found so far, as they stand now, and the context of the runs
-        it opens)."""
+        """What ``unit``'s handler reads: the models found so far and the context of the runs it opens."""
         run = run_context(self.plan, self.manifest, unit, self.parent_run_id)
         return UnitContext(self.plan, self.manifest, MappingProxyType(dict(self.models)), run, self.stage_dir,
                            self.rank, self.progress, self.ui_url)
@@ -253,13 +223,7 @@ def _parent(runner: Runner, only: list[str] | None) -> Iterator[None]:
 def launcher_parent(plan: Plan, *, console: Console, ui_url: str | None = None) -> Iterator[Manifest]:
     """The manifest and the MLflow parent run that the processes of ``bvr ablate --launcher`` share, made before
     the first of them starts: each unit's process (``--only``) finds both and nests its runs under the parent. The
-    parent stays open for the block (its process is alive, so no unit's process closes it as left behind). The store
-    and the output folder are checked as :func:`run_ablation` checks them.
-    """
-    from bvr.tracking import check_store
-
-    check_store(Path.cwd())
-    check_writable(plan.output_dir, "output folder (--output-dir)")
+    parent stays open for the block (its process is alive, so no unit's process closes it as left behind)."""
     runner = Runner(plan, stage_dir=None, progress=False, console=console, ui_url=ui_url)
     with _parent(runner, None):
         yield runner.manifest
@@ -318,33 +282,14 @@ def _log_manifest(runner: Runner) -> None:
         client_for(Path.cwd()).log_artifact(runner.parent_run_id, str(runner.plan.manifest_path))
 
 
-def run_ablation(
-    plan: Plan,
-    *,
-    only: list[str] | None = None,
-    stage_dir: Path | None = None,
-    report: bool = True,
-    progress: bool = True,
-    console: Console | None = None,
-    ui_url: str | None = None,
-) -> AblationResult:
-    """Run every unit of ``plan`` (or the ``only`` ones), reusing finished units; render the report last.
-
-    A unit that fails is recorded in the manifest and the run goes on with the units that do not need it; the
-    failures are raised together at the end, after the (partial) report; a write that ran out of disk or permission
-    (:class:`~bvr.write_checks.WriteError`) stops the run at once. An interrupt is passed on after the manifest is
-    saved; re-running continues. ``only`` runs just these units (``pretrain:static``), as a launcher's jobs do;
-    ``stage_dir`` (``pipeline/NAME``) also gets each unit's products, for DVC.
-    """
-    from bvr.tracking import check_store
-
+def run_ablation(plan: Plan, *, only: list[str] | None = None, stage_dir: Path | None = None, report: bool = True,
+                 progress: bool = True, console: Console | None = None, ui_url: str | None = None) -> AblationResult:
+    """Run every unit of ``plan`` (or the ``only`` ones, ``pretrain:static``), reusing finished units; render the
+    report last. A failed unit is recorded and the run goes on; the failures are raised together at the end, after
+    the (partial) report. A write that ran out of disk or permission stops the run at once; an interrupt is passed
+    on after the manifest is saved. ``stage_dir`` (``pipeline/NAME``) also gets each unit's products, for DVC."""
     start = time.perf_counter()
-    check_store(Path.cwd())
-    check_writable(plan.output_dir, "output folder (--output-dir)")
-    if stage_dir is not None:  # else every unit would fail on it, one after the other
-        check_writable(stage_dir, "DVC stage folder (--stage-dir)")
-    console = console or Console()
-    runner = Runner(plan, stage_dir=stage_dir, progress=progress, console=console, ui_url=ui_url)
+    runner = Runner(plan, stage_dir=stage_dir, progress=progress, console=console or Console(), ui_url=ui_url)
     units = plan.select(only) if only else [u for u in plan.units() if report or u.kind is not UnitKind.REPORT]
     if runner.rank != 0:  # other DDP ranks take part in pretraining only
         units = [u for u in units if u.kind in PRETRAINING_KINDS]
@@ -363,10 +308,8 @@ def run_ablation(
                 # (bvr report, or a run that reused every unit) shows the same wall time, byte for byte.
                 context.wall_seconds = earlier + time.perf_counter() - start
     runner.save()
-    result = AblationResult(plan, runner.manifest, runner.ran, runner.reused, runner.failed,
-                            time.perf_counter() - start, runner.report)
     if runner.failed:
         lines = "; ".join(f"{unit}: {message}" for unit, message in runner.failed.items())
         raise BvrError(f"{len(runner.failed)} unit(s) failed: {lines}", where=f"ablate {plan.name}",
                        hint="fix the cause and run the same command again: finished units are reused")
-    return result
+    return AblationResult(runner.manifest, runner.ran, runner.reused, time.perf_counter() - start, runner.report)

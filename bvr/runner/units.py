@@ -1,10 +1,8 @@
 """What each kind of unit does: one typed handler per :class:`~bvr.ablation.plan.UnitKind`, in :data:`HANDLERS`.
 
-A handler runs its unit through the stage caches (a finished unit is found rather than rebuilt) and returns an
-:class:`Outcome`: whether it built anything, the manifest records it filled, the files for the DVC stage folder,
-and the lines to show. It reads what it needs from a :class:`UnitContext` and changes nothing else: the runner
-(:mod:`bvr.runner.run`) puts the records in the manifest, writes the files under the stage folder
-(:mod:`bvr.ops.dvc.stage_folder`) and prints the lines.
+A handler runs its unit through the stage caches (a finished unit is found rather than rebuilt), reads what it
+needs from a :class:`UnitContext` and changes nothing else: it returns an :class:`Outcome`, which the runner
+(:mod:`bvr.runner.run`) puts in the manifest, the DVC stage folder and the log.
 """
 
 from __future__ import annotations
@@ -39,8 +37,7 @@ class UnitContext:
     models: Mapping[str, Path]
     """Label -> model folder of each arm pretrained (or initialised) by this invocation."""
     run: RunContext
-    """The context of every MLflow run the unit opens: the ablation's experiment and parent run (None on other DDP
-    ranks), the model's label and tags."""
+    """The context of every MLflow run the unit opens (:func:`run_context`; no parent run on other DDP ranks)."""
     stage_dir: Path | None
     """The DVC stage folder (``--stage-dir``), or None."""
     rank: int
@@ -82,9 +79,8 @@ Handler = Callable[[UnitContext, Unit], Outcome]
 
 def run_context(plan: Plan, manifest: Manifest, unit: Unit, parent_run_id: str | None) -> RunContext:
     """The context of every MLflow run ``unit`` opens: the ablation's experiment and parent run, and the model's
-    label and tags: its arm, label and pretraining seed, and each key its arm declares as ``bvr.declared.KEY``
-    (``bvr.declared.masking.mode = static``), so fine-tuning and evaluation runs show the ablated setting too (none
-    for the corpus, tokenizer and report units)."""
+    label and tags, each key its arm declares among them as ``bvr.declared.KEY`` (``bvr.declared.masking.mode =
+    static``), so fine-tuning and evaluation runs show the ablated setting too."""
     from bvr.tracking import TAG_ARM, TAG_DECLARED_PREFIX, TAG_LABEL, TAG_PRETRAIN_SEED, RunContext
 
     tags: dict[str, Any] = {}
@@ -171,8 +167,7 @@ def pretrain(ctx: UnitContext, unit: Unit) -> Outcome:
     lines: tuple[str, ...] = ()
     if not arm.control:
         run_id_file = result.run_dir / "mlflow_run_id"
-        run_id = _run_here(ctx, label, result.run_dir, run_id_file.read_text().strip() if run_id_file.is_file()
-                           else None)
+        run_id = _run_here(ctx, result.run_dir, run_id_file.read_text().strip() if run_id_file.is_file() else None)
         record = dataclasses.replace(
             ctx.manifest.pretrain_record(label), status="done", error=None, run_dir=str(result.run_dir),
             metrics=result.metrics, run_id=run_id)
@@ -183,10 +178,9 @@ def pretrain(ctx: UnitContext, unit: Unit) -> Outcome:
     return Outcome(not result.reused, records, products, lines, model=result.model_dir)
 
 
-def _run_here(ctx: UnitContext, label: str, run_dir: Path, run_id: str | None) -> str | None:
-    """The pretraining run in this ablation's experiment: a model another ablation pretrained with the same
-    settings (its run in that experiment) gets a copy of its run here, metrics and params without the artifacts,
-    which stay with the run the copy names (``bvr.copied_from``)."""
+def _run_here(ctx: UnitContext, run_dir: Path, run_id: str | None) -> str | None:
+    """The pretraining run in this ablation's experiment: a model another ablation pretrained gets a copy of its run
+    here, without the artifacts, which stay with the run the copy names (``bvr.copied_from``)."""
     from bvr.tracking import client_for, ensure_experiment, run_tags
     from bvr.tracking.placed import run_here
 
@@ -199,9 +193,7 @@ def _run_here(ctx: UnitContext, label: str, run_dir: Path, run_id: str | None) -
 def find_model(ctx: UnitContext, label: str, *, what: str, where: str) -> Path:
     """The model folder of arm ``label``, to ``what`` (``evaluate``, ``fine-tune``): this invocation's, the DVC
     stage's copy, or the finished run the manifest records. Never trains: an arm whose pretraining has not finished
-    is an error. The control is not trained at all: its initialisation (a random draw from ``training.seed``) is
-    taken from its cache, or written there in seconds (:func:`bvr.pretraining.initialise.initialise`).
-    """
+    is an error; the control's initialisation is found in its cache or written there in seconds."""
     from bvr.pretraining.initialise import initialise
 
     arm = ctx.plan.arm(label)
@@ -247,9 +239,8 @@ def finetune(ctx: UnitContext, unit: Unit) -> Outcome:
     from bvr.tasks.run import finetune as finetune_model
 
     label, task, plan = unit.name, unit.task, ctx.plan
-    # The control fine-tunes from its initialisation (the weights arm seed s started from), not from weights
-    # drawn per fine-tuning seed: fine-tuning seeds then nest inside the control's pretraining seed as they do
-    # inside every arm's.
+    # The control fine-tunes from its initialisation (the weights arm seed s started from), not from weights drawn
+    # per fine-tuning seed: fine-tuning seeds then nest inside the control's pretraining seed as in every arm's.
     model = find_model(ctx, label, what="fine-tune", where=unit.id)
     setup = FinetuneSetup(data_dir=plan.data_dir, output_dir=plan.output_dir, preset=plan.preset,
                           overrides=plan.ablation.finetune_overrides())
@@ -276,8 +267,7 @@ def finetune(ctx: UnitContext, unit: Unit) -> Outcome:
 
 
 def _seed_selection(selection: dict[str, Any] | None, index: int) -> list[dict[str, Any]] | None:
-    """The selection score of the seed at ``index`` (in the call's seeds) at every grid point; None without a
-    grid."""
+    """The selection score of the seed at ``index`` (in the call's seeds) at every grid point; None without a grid."""
     if selection is None:
         return None
     return [{"learning_rate": p["learning_rate"], "epochs": p["epochs"], "name": p["name"], "score": p["scores"][index]}
@@ -295,13 +285,6 @@ def report(ctx: UnitContext, unit: Unit) -> Outcome:
 
 
 HANDLERS: dict[UnitKind, Handler] = {
-    UnitKind.CORPUS: corpus,
-    UnitKind.TOKENIZER: tokenizer,
-    UnitKind.DATA: data,
-    UnitKind.PRETRAIN: pretrain,
-    UnitKind.BLIMP: evaluate,
-    UnitKind.PROBE: evaluate,
-    UnitKind.FINETUNE: finetune,
-    UnitKind.REPORT: report,
-}
+    UnitKind.CORPUS: corpus, UnitKind.TOKENIZER: tokenizer, UnitKind.DATA: data, UnitKind.PRETRAIN: pretrain,
+    UnitKind.BLIMP: evaluate, UnitKind.PROBE: evaluate, UnitKind.FINETUNE: finetune, UnitKind.REPORT: report}
 """The handler of each kind of unit."""
