@@ -1,14 +1,8 @@
-"""Evaluations of pretrained encoders without fine-tuning: what pretraining alone put in them.
+"""Evaluations of pretrained encoders without fine-tuning, what pretraining alone put in them: BLiMP by
+pseudo-log-likelihood (:mod:`bvr.evaluation.blimp`), linear probes on frozen features (:mod:`bvr.evaluation.probe`),
+and one of either inside an ablation, cached and logged (:mod:`bvr.evaluation.run`).
 
-- :mod:`bvr.evaluation.blimp`: BLiMP (Warstadt et al. 2020), 67 paradigms of English minimal pairs, scored by
-  pseudo-log-likelihood (Salazar et al. 2020): :func:`load_blimp`, :func:`pll_scores`, :func:`evaluate_blimp`,
-  :func:`published_blimp`.
-- :mod:`bvr.evaluation.probe`: linear probes on frozen features (BERT section 5.3), sentence, pair and token tasks.
-- :mod:`bvr.evaluation.run`: one evaluation of one model inside an ablation, cached by content under
-  ``outputs/evaluations/`` and logged as a nested MLflow run.
-
-The BLiMP names below load on first use (``bvr.evaluation.evaluate_blimp``), so importing this package loads no
-torch.
+The BLiMP names below load on first use, so importing this package loads no torch.
 """
 
 from importlib import import_module

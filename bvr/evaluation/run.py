@@ -1,29 +1,20 @@
 """Run one evaluation of one model for an ablation: cached by content, logged as a nested MLflow run.
 
-Two kinds, both sensitive where fine-tuning at a small budget is not (see :mod:`bvr.evaluation.blimp` and
-:mod:`bvr.evaluation.probe`):
-
-- ``blimp``: zero-shot BLiMP by pseudo-log-likelihood; one number per model, the macro-average over paradigms;
-- ``probe``: a linear probe on frozen features of one task, once per probe seed; the headline is the probe's
-  score on the chosen feature kind, averaged over the probe seeds (the seeds vary only the probe, so they are
-  nested inside the model and its pretraining seed).
+Two kinds: ``blimp``, zero-shot BLiMP, whose headline is the macro-average over paradigms; ``probe``, a linear probe
+on frozen features of one task, whose headline is the chosen feature kind's score averaged over the probe seeds (which
+vary only the probe, so they are nested inside the model and its pretraining seed).
 
 The result is written as JSON under ``OUTPUT_DIR/evaluations/``, named by a hash of the settings, of the model
-folder's bytes and of the data files' content, so a second call with nothing changed reads it back, and a retrained
-model or an edited data file is evaluated again. The name holds no path: a copy of the model (the DVC stage folder's,
-``pipeline/NAME/ARM/model``) finds the result its original got. Results of the same kind that another version of bvr
-cached are named in one line when one is evaluated anew (:func:`bvr.cache.other_versions`).
-
-A cached result is reused where its run is in the asking experiment. Cached by another experiment (two ablations in
-one output folder share the control), it is logged again in this one from the cache, not evaluated again. Missing or
-damaged, it is read back from this experiment's run of it (tagged ``bvr.result`` with the file's name), whose
-artifact it is.
+folder's bytes and of the data files' content: a retrained model or an edited data file is evaluated again, and a
+copy of the model (the DVC stage folder's) finds the result its original got. A cached result is reused where its
+run is in the asking experiment; cached by another experiment (two ablations in one output folder share the
+control), it is logged again in this one; missing or damaged, it is read back from this experiment's run of it
+(tagged ``bvr.result`` with the file's name).
 
 The MLflow run is ``LABEL/blimp`` or ``LABEL/probe/TASK``, tagged ``bvr.stage`` = the kind, with the headline and
-every per-feature mean as metrics (a probe's baselines too: ``probe/TASK/baseline/...``, the majority class, and
-``probe/TASK/bow/...``, the bag of words, the same for every model), each probe seed's headline as the history of
-the headline key (step = probe seed), and the JSON as an artifact. A result cached before the bag of words was
-logged still loads; it lacks those keys, and a report shows the baseline as absent.
+every per-feature mean as metrics (a probe's baselines too), each probe seed's headline as the history of the
+headline key (step = probe seed), and the JSON as an artifact. A result cached before the bag of words was logged
+still loads, without those keys.
 """
 
 from __future__ import annotations
@@ -60,12 +51,10 @@ class EvaluationResult:
 
     Attributes:
         main_key: the headline metric key (``blimp/macro_accuracy``, ``probe/sst2/accuracy``).
-        score: the headline, a fraction (the mean over probe seeds for a probe).
-        seeds: probe seed -> that seed's headline (BLiMP: ``{0: score}``).
+        score: the headline, a fraction; ``seeds``: probe seed -> that seed's headline (BLiMP: ``{0: score}``).
         metrics: every number logged (means over seeds for probes).
         baseline: the trivial baseline of the same metric (majority class; 0.5 for BLiMP), or None.
-        seconds: wall time of the evaluation when it ran (the cached value when reused).
-        detail: what else the evaluation returned (per-paradigm accuracies, per-feature scores), for the artifact.
+        seconds: wall time of the evaluation when it ran; ``detail``: what else it returned, for the artifact.
     """
 
     kind: str
@@ -178,22 +167,12 @@ def _read(path: Path, producer: str) -> tuple[EvaluationResult | None, str | Non
         return None, f"is not an evaluation result ({type(err).__name__}: {err})"
 
 
-def evaluate_model(
-    model_dir: Path,
-    kind: str,
-    task: str | None,
-    evaluations: Any,
-    *,
-    data_dir: Path | None,
-    output_dir: Path,
-    context: RunContext,
-    progress: bool = False,
-) -> EvaluationResult:
+def evaluate_model(model_dir: Path, kind: str, task: str | None, evaluations: Any, *, data_dir: Path | None,
+                   output_dir: Path, context: RunContext, progress: bool = False) -> EvaluationResult:
     """Evaluate ``model_dir`` once (``kind`` ``blimp`` or ``probe`` on ``task``), or read the cached result.
 
-    ``evaluations`` are :class:`bvr.ablation.declare.Evaluations`. ``context`` says where the MLflow run goes (the
-    ablation's experiment, else ``bvr-evaluate``), its label in the ablation (``static-p1``, the run's name prefix;
-    default: the model's run folder) and the model's tags (its pretraining seed, ``bvr.pretrain_seed``).
+    ``evaluations`` are :class:`bvr.ablation.declare.Evaluations`. ``context`` says where the MLflow run goes (else
+    ``bvr-evaluate``), its label (default: the model's run folder) and the model's tags.
     """
     path = result_path(model_dir, kind, task, evaluations, data_dir, output_dir)
     path.parent.mkdir(parents=True, exist_ok=True)  # the lock file lies beside the result
@@ -242,9 +221,8 @@ class _Cached:
 
 
 def _look_up(asked: _Asked, recorder: _Recorder) -> _Cached:
-    """The cached result with its run in this experiment; a result missing or damaged is read back from this
-    experiment's run of it. A result not reused as it is is named in one line on stderr, saying why, as are the
-    results another version of bvr cached where none is found."""
+    """The cached result with its run in this experiment, else read back from that run; a result not reused as it is
+    is named on stderr saying why, as are the results another version of bvr cached where none is found."""
     path = asked.path
     found = path if path.is_file() else None
     cached, why = _read(found, path.name) if found else (None, None)
@@ -290,8 +268,7 @@ def _write(asked: _Asked, result: EvaluationResult) -> None:
 
 
 class _Recorder:
-    """The MLflow record of one evaluation, in the context's experiment: finding the run of a cached result, reading a
-    result back from its run, and logging a result as a finished run nested as the context says."""
+    """The MLflow record of evaluations in the context's experiment: finding, reading back and logging runs."""
 
     def __init__(self, context: RunContext) -> None:
         from bvr.tracking import client_for, ensure_experiment

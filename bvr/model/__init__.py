@@ -1,23 +1,15 @@
-"""The encoder and its pretraining heads as plain ``torch.nn`` modules, with Hugging Face's parameter names: the
-reference layers as BERT computes them (:mod:`bvr.model.layers`) and the fast path that runs by default
-(:mod:`bvr.model.fast`), chosen by :class:`Encoder`'s ``fast=``.
-
-Nothing here imports Lightning, MLflow or ``transformers``. The names below load on first use
-(``bvr.model.PretrainingModel``), so that the configuration system reads the ``model`` section
-(:mod:`bvr.model.encoder_config`) without loading torch.
+"""The encoder and its pretraining heads as plain ``torch.nn`` modules with Hugging Face's parameter names: no
+Lightning, MLflow or ``transformers``. The names below load on first use, so that the configuration system reads the
+``model`` section (:mod:`bvr.model.encoder_config`) without loading torch.
 """
 
 from importlib import import_module
 from typing import Any
 
 _HOMES = {
-    "IGNORE_INDEX": "bvr.model.losses",
-    "Encoder": "bvr.model.encoder",
-    "EncoderConfig": "bvr.model.encoder_config",
-    "ModelConfig": "bvr.model.encoder_config",
-    "PretrainingLoss": "bvr.model.pretraining_model",
-    "PretrainingModel": "bvr.model.pretraining_model",
-    "PretrainingOutput": "bvr.model.pretraining_model",
+    "IGNORE_INDEX": "bvr.model.losses", "Encoder": "bvr.model.encoder", "EncoderConfig": "bvr.model.encoder_config",
+    "ModelConfig": "bvr.model.encoder_config", "PretrainingLoss": "bvr.model.pretraining_model",
+    "PretrainingModel": "bvr.model.pretraining_model", "PretrainingOutput": "bvr.model.pretraining_model",
     "count_parameters": "bvr.model.pretraining_model",
 }
 """Each name this package exports -> the module that defines it."""

@@ -1,10 +1,6 @@
 """What the CPU runs differently: dropout with a cheaper mask and its scale folded into weights, and the switch that
-sends every other device to torch's own kernels.
-
-The fast path (:mod:`bvr.model.fast`) calls these where the CPU can do the reference layers' arithmetic
-(:mod:`bvr.model.layers`, plain ``nn.Dropout``) in fewer passes. Off the CPU every function here is the plain
-``F.dropout``. The figures behind each choice
-are in docs/benchmarks.md ("What each change gave on its own").
+sends every other device to torch's own kernels (plain ``F.dropout`` there). Used by the fast path
+(:mod:`bvr.model.fast`); the figures behind each choice are in docs/benchmarks.md ("What each change gave on its own").
 """
 
 from __future__ import annotations
@@ -17,21 +13,13 @@ from torch import nn
 
 
 def cpu_kernels(x: torch.Tensor) -> bool:
-    """Whether dropout and attention take the paths written for the CPU (True for a CPU tensor).
-
-    On the CPU, the explicit forms below are faster than torch's generic kernels. On CUDA (and any other device)
-    torch's own kernels win: ``F.dropout``'s fused kernel, and SDPA with its dropout, whose flash and
-    memory-efficient kernels never materialise the (batch, heads, seq, seq) scores. Every branch between the two
-    asks this function, so tests can take the device path on a CPU by replacing it.
-    """
+    """Whether dropout and attention take the paths written for the CPU (True for a CPU tensor); elsewhere torch's
+    fused kernels win. Every branch between the two asks this, so tests can take the device path by replacing it."""
     return x.device.type == "cpu"
 
 
 def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """Inverted dropout, as ``F.dropout``, with a cheaper mask on CPU (:func:`drop_mask`).
-
-    Only the boolean mask is kept for the backward pass. Off the CPU (CUDA's fused kernel) ``F.dropout`` is used.
-    """
+    """Inverted dropout, as ``F.dropout``, with a cheaper mask on CPU (:func:`drop_mask`); only the mask is saved."""
     if not training or p == 0.0:
         return x
     if not cpu_kernels(x):
@@ -54,28 +42,21 @@ def drop_mask(shape: torch.Size | tuple[int, ...], p: float) -> torch.Tensor:
 
 
 def folded_scale(p: float, training: bool, x: torch.Tensor) -> float:
-    """The 1 / (1 - p) that a dropout after a linear map can fold into that map's weights (1.0 when it cannot).
-
-    Inverted dropout scales the kept elements by 1 / (1 - p). When its input is ``W x + b``, scaling ``W`` and ``b``
-    instead (a few hundred thousand numbers) saves a pass over the activation forward and another backward, and
-    :func:`drop` then only zeroes the dropped elements. On CPU only: elsewhere ``F.dropout`` scales.
-    """
+    """The 1 / (1 - p) that a dropout after a linear map can fold into that map's weights (1.0 when it cannot, off
+    the CPU): scaling ``W`` and ``b`` instead of the activation saves a pass each way; :func:`drop` then only zeroes."""
     return 1.0 / (1.0 - p) if training and p > 0.0 and cpu_kernels(x) else 1.0
 
 
-def fold_into(
-    p: float, training: bool, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
+def fold_into(p: float, training: bool, x: torch.Tensor, weight: torch.Tensor,
+              bias: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``weight`` and ``bias`` of the affine map a dropout of rate ``p`` follows, times :func:`folded_scale`."""
     scale = folded_scale(p, training, x)
     return (weight, bias) if scale == 1.0 else (weight * scale, bias * scale)
 
 
 def drop(y: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """Dropout of ``y``, whose map was already scaled by :func:`folded_scale`: on CPU the dropped elements are
-    zeroed and the kept ones left as they are (``torch.where`` with a scalar zero, faster than the scaled form or
-    ``masked_fill``); elsewhere
-    ``F.dropout``, scaling included, as :func:`folded_scale` gave 1.0 there."""
+    """Dropout of ``y``, whose map :func:`folded_scale` already scaled: on CPU the dropped elements are zeroed
+    (``torch.where`` with a scalar zero, faster than ``masked_fill``); elsewhere ``F.dropout``, scaling included."""
     if not training or p == 0.0:
         return y
     if not cpu_kernels(y):

@@ -1,17 +1,11 @@
-"""One transformer encoder for both families, as in the BERT and RoBERTa papers.
+"""One transformer encoder for both families, as in the BERT and RoBERTa papers: token + position (+ segment)
+embeddings, a LayerNorm, then post-LayerNorm layers of multi-head self-attention and an exact-erf GELU feed-forward
+(with ``norm='pre'``, LayerNorms before each sub-layer and one after the last). The families differ only in
+constants (:class:`EncoderConfig`) and in how positions are numbered (:meth:`Embeddings.position_ids`).
 
-BERT and RoBERTa share the architecture: token + position (+ segment) embeddings, a LayerNorm, then post-LayerNorm
-layers of multi-head self-attention and an exact-erf GELU feed-forward. The families differ only in constants
-(:class:`EncoderConfig`) and in how positions are numbered (:meth:`Embeddings.position_ids`). With ``norm='pre'``
-the layers normalise before each sub-layer and a final LayerNorm follows the last (small-budget recipes).
-
-Module and parameter names are those of Hugging Face's ``BertModel`` / ``RobertaModel`` (``embeddings.LayerNorm``,
-``encoder.layer.0.attention.self.query``, ...), so a state dict moves between the two with no renaming
-(:mod:`bvr.model.hf`). This module is plain torch: no Lightning, no files.
-
-:class:`~bvr.model.encoder_config.EncoderConfig` (in :mod:`bvr.model.encoder_config`) holds the shape; the embeddings
-and layers are in :mod:`bvr.model.layers` (as BERT computes them) and :mod:`bvr.model.fast` (what runs by
-default: the same function in fewer passes)."""
+Module and parameter names are those of Hugging Face's ``BertModel`` / ``RobertaModel``, so a state dict moves
+between the two with no renaming (:mod:`bvr.model.hf`). The layers are in :mod:`bvr.model.layers` (as BERT computes
+them) and :mod:`bvr.model.fast` (what runs by default: the same function in fewer passes)."""
 
 from __future__ import annotations
 
@@ -38,10 +32,9 @@ class Pooler(nn.Module):
 class Encoder(nn.Module):
     """The shared encoder (HF ``BertModel`` / ``RobertaModel`` names: embeddings, encoder.layer, pooler).
 
-    ``add_pooler``: the dense + tanh pooler over the first token (BERT's NSP and classification input). ``fast``
-    False runs the reference modules of :mod:`bvr.model.layers`, BERT as written, slower; both paths compute the same
-    function from the same state dict. Each method reads ``input_ids`` (batch, seq); ``attention_mask`` (batch, seq),
-    1 at real tokens and 0 at padding, None for none; ``token_type_ids`` (batch, seq), None for all 0.
+    ``add_pooler``: the dense + tanh pooler over the first token. ``fast`` False runs the reference modules of
+    :mod:`bvr.model.layers` (the same function, slower). Each method reads ``input_ids`` (batch, seq);
+    ``attention_mask`` (batch, seq), 1 at real tokens and 0 at padding, None for none; ``token_type_ids``, None for 0.
     """
 
     def __init__(self, config: EncoderConfig, add_pooler: bool = False, fast: bool = True) -> None:
@@ -54,42 +47,26 @@ class Encoder(nn.Module):
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.pre_norm else None
         self.pooler = Pooler(config) if add_pooler else None
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-    ) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
         """The last layer's hidden states, (batch, seq, hidden). Positions under padding hold no one's state: zeros or
         what their queries attended to (as in Hugging Face's models), depending on whether the batch ran packed
         (:class:`~bvr.model.fast.Packing`: 5% or more of it padding). Read the real tokens only."""
         x = self.embeddings(input_ids, token_type_ids)  # (batch, seq, hidden)
         return self.final_norm(self.encoder(x, attention_mask))  # (batch, seq, hidden)
 
-    def forward_selected(
-        self,
-        input_ids: torch.Tensor,
-        selected: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """Last hidden states at the ``selected`` positions only: ``forward(...)[selected]``, computed sparsely.
-
-        Every layer but the last needs all tokens (they are keys and values), but the last layer's output is read
-        only where a loss looks: with 15% masking, computing its queries, attention and feed-forward at those tokens
-        alone removes most of a layer's work (in the fast path; the reference path computes every position and
-        picks). Used by :meth:`PretrainingModel.pretraining_loss`. ``selected``: (batch, seq) boolean; returns
-        (n_selected, hidden), rows in row-major (batch, seq) order.
-        """
+    def forward_selected(self, input_ids: torch.Tensor, selected: torch.Tensor,
+                         attention_mask: torch.Tensor | None = None,
+                         token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Last hidden states at the ``selected`` (batch, seq) boolean positions only: ``forward(...)[selected]``,
+        (n_selected, hidden) in row-major order. Every layer but the last needs all tokens (keys and values), but with
+        15% masking the last layer's work at the selected tokens alone is a fraction of it (in the fast path; the
+        reference path computes every position and picks)."""
         x = self.embeddings(input_ids, token_type_ids)  # (batch, seq, hidden)
         return self.final_norm(self.encoder(x, attention_mask, selected))  # (n_selected, hidden)
 
-    def hidden_states(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-    ) -> list[torch.Tensor]:
+    def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                      token_type_ids: torch.Tensor | None = None) -> list[torch.Tensor]:
         """Every layer's hidden states, as Hugging Face's ``output_hidden_states``, for feature-based use (probes):
         ``num_layers + 1`` tensors of (batch, seq, hidden), the embeddings' output, then each layer's; the last is
         what :meth:`forward` returns (padding as there; pre-LayerNorm, after the final LayerNorm)."""
@@ -103,12 +80,11 @@ class Encoder(nn.Module):
 
 
 def compile_layers(encoder: Encoder) -> None:
-    """Compile every layer but the last with ``torch.compile`` (inductor), in place.
+    """Compile every layer but the last with ``torch.compile`` (inductor), in place; state dicts are unchanged.
 
     Training calls :meth:`PretrainingModel.pretraining_loss`, not ``forward``, so compiling the whole model would
-    compile nothing that runs. A full layer has static shapes (batch, seq, hidden): inductor fuses its bias adds,
-    GELU, dropout, residual adds and LayerNorms around the matmuls. The last layer runs only at the selected
-    tokens, whose number changes every batch, and stays eager. Parameter names and state dicts are unchanged.
+    compile nothing that runs. A full layer has static shapes, so inductor fuses its elementwise work around the
+    matmuls; the last layer runs only at the selected tokens, whose number changes every batch, and stays eager.
     """
     for layer in encoder.encoder.layer[:-1]:
         layer.compile(dynamic=False)
@@ -116,12 +92,8 @@ def compile_layers(encoder: Encoder) -> None:
 
 @torch.no_grad()
 def initialize(module: nn.Module, config: EncoderConfig) -> None:
-    """Initialise ``module`` (an encoder, or a model holding one) as ``config`` says, in place.
-
-    BERT's initialisation (:func:`init_weights`) everywhere, then, with ``token_type_init='zero'``, the token-type
-    embeddings at zero. With BERT's setting (``'normal'``) this is :func:`init_weights` alone and draws the same
-    numbers; 'zero' changes no draw either, only the token-type tables' values.
-    """
+    """Initialise ``module`` (an encoder, or a model holding one) in place: BERT's :func:`init_weights` everywhere,
+    then with ``token_type_init='zero'`` the token-type embeddings at zero (the same draws, other values)."""
     module.apply(lambda m: init_weights(m, config.initializer_range))
     if config.token_type_init == "zero":
         for embeddings in (m for m in module.modules() if isinstance(m, Embeddings)):
@@ -130,11 +102,8 @@ def initialize(module: nn.Module, config: EncoderConfig) -> None:
 
 @torch.no_grad()
 def init_weights(module: nn.Module, initializer_range: float) -> None:
-    """BERT's initialisation, applied to every submodule (``model.apply``).
-
-    Linear and embedding weights ~ N(0, initializer_range), biases 0, LayerNorm 1 and 0, and the padding row of
-    every embedding that has one (word embeddings; roberta's position embeddings) set to 0, as HF does.
-    """
+    """BERT's initialisation of one submodule (``model.apply``): Linear and embedding weights ~ N(0, initializer_range),
+    biases 0, LayerNorm 1 and 0, and every embedding's padding row (if any) 0, as HF does."""
     if isinstance(module, (nn.Linear, nn.Embedding)):
         module.weight.normal_(mean=0.0, std=initializer_range)
     if isinstance(module, nn.Linear) and module.bias is not None:

@@ -1,11 +1,6 @@
-"""The encoder's one config: :class:`ModelConfig`, every knob of the ``model`` section, and :class:`EncoderConfig`,
-the same knobs with what the tokenizer and the family fix (vocabulary size, padding id, token types, LayerNorm
-epsilon), which the modules are built from.
-
-Each knob is declared, documented and checked here once. The configuration system (:mod:`bvr.config`) reads the
-``model`` section of a preset, a file or ``--set`` into a :class:`ModelConfig`; a run builds its model from
-``EncoderConfig.from_model(cfg.model, vocab_size, pad_token_id)``; a Hugging Face folder's ``config.json`` is read
-into an :class:`EncoderConfig` (:mod:`bvr.model.hf_config`). This module imports no torch and nothing of
+"""The encoder's one config, each knob declared, documented and checked here once: :class:`ModelConfig`, the
+``model`` section, and :class:`EncoderConfig`, the same knobs with what the tokenizer and the family fix, which the
+modules (and a Hugging Face ``config.json``, :mod:`bvr.model.hf_config`) are built from. No torch, nothing of
 :mod:`bvr.config`: it sits below both (ARCHITECTURE.md).
 
 >>> section = ModelConfig(family="roberta")
@@ -37,9 +32,8 @@ _FAMILY_DEFAULTS: dict[str, dict[str, float | int]] = {
 
 
 def position_offset(family: str, pad_token_id: int) -> int:
-    """Position id of the first token: 0 for bert; pad_token_id + 1 for roberta, whose positions are numbered
-    after the padding id (fairseq's numbering, which Hugging Face's RoBERTa keeps), so that a sequence of
-    ``max_position_embeddings - position_offset`` tokens fills the position table.
+    """Position id of the first token: 0 for bert; pad_token_id + 1 for roberta, whose positions are numbered after
+    the padding id (fairseq's numbering, kept by Hugging Face).
 
     >>> position_offset("bert", 0), position_offset("roberta", 1), position_offset("roberta", 0)
     (0, 2, 1)
@@ -68,18 +62,16 @@ class ModelConfig:
     attention_dropout: float = 0.1
     """Dropout on attention probabilities (training only)."""
     norm: str = "post"
-    """'post' (BERT: LayerNorm after each residual add) or 'pre' (LayerNorm before attention and before the
-    feed-forward, one more after the last layer: trains stably at higher learning rates; Hugging Face's
-    RobertaPreLayerNorm for roberta, no Hugging Face class for bert)."""
+    """'post' (BERT: LayerNorm after each residual add) or 'pre' (before attention and the feed-forward, one more
+    after the last layer: trains stably at higher learning rates; Hugging Face's RobertaPreLayerNorm for roberta)."""
     token_type_init: str = "normal"
-    """'normal' (BERT: drawn like the word and position embeddings) or 'zero'. Drawn at random, the type-0 vector is
-    one offset shared by every token, as large as each token's own embedding: attention cannot tell positions apart
-    through it, and a small pre-LayerNorm encoder stays on the unigram plateau (docs/recipes.md)."""
+    """'normal' (BERT: drawn like the other embeddings) or 'zero'. Drawn, the type-0 vector is one offset shared by
+    every token, as large as its own embedding: a small pre-LayerNorm encoder stays on the unigram plateau
+    (docs/recipes.md)."""
     embedding_norm: bool = True
     """A LayerNorm on the sum of the embeddings (BERT, RoBERTa). With model.norm=pre, false feeds the sum to the
-    first layer as it is (GPT-2's layout): at BERT's initialisation it is then about as small as what each layer
-    adds, so what attention brings from the context is not drowned by each token's own embedding, normalised to
-    unit scale (docs/recipes.md)."""
+    first layer as it is (GPT-2's layout): then about as small as what each layer adds, so what attention brings
+    from the context is not drowned by each token's own embedding at unit scale (docs/recipes.md)."""
     head_transform: bool = True
     """The MLM head's dense + GELU + LayerNorm before the tied decoder (BERT, RoBERTa). With model.norm=pre, false
     lets the decoder read the encoder's last LayerNorm directly (docs/recipes.md)."""
@@ -112,8 +104,8 @@ class ModelConfig:
 
     @property
     def position_offset(self) -> int:
-        """Position id of the first token (:func:`position_offset`), for the family's own padding id
-        (:data:`PAD_TOKEN_IDS`): the tokenizer is not known yet."""
+        """Position id of the first token (:func:`position_offset`) for the family's own padding id (no tokenizer
+        yet)."""
         return position_offset(self.family, PAD_TOKEN_IDS[self.family])
 
     @property
@@ -124,8 +116,7 @@ class ModelConfig:
 
 @dataclass(kw_only=True)
 class EncoderConfig(ModelConfig):
-    """A :class:`ModelConfig` with what its tokenizer and family fix: what the encoder's modules are built from.
-    ``None`` fields take their family's value."""
+    """A :class:`ModelConfig` with what its tokenizer and family fix (``None`` fields: the family's value)."""
 
     vocab_size: int
     """Rows of the word embedding (and columns of the tied MLM decoder): the tokenizer's."""
@@ -141,13 +132,9 @@ class EncoderConfig(ModelConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        defaults = _FAMILY_DEFAULTS[self.family]
-        if self.pad_token_id is None:
-            self.pad_token_id = PAD_TOKEN_IDS[self.family]
-        if self.type_vocab_size is None:
-            self.type_vocab_size = int(defaults["type_vocab_size"])
-        if self.layer_norm_eps is None:
-            self.layer_norm_eps = float(defaults["layer_norm_eps"])
+        for key, value in {"pad_token_id": PAD_TOKEN_IDS[self.family], **_FAMILY_DEFAULTS[self.family]}.items():
+            if getattr(self, key) is None:
+                setattr(self, key, value)
         for key in ("vocab_size", "type_vocab_size"):
             check(getattr(self, key) > 0, f"model.{key}", f"must be positive, got {getattr(self, key)}")
         check(0 <= self.pad_token_id < self.vocab_size, "model.pad_token_id",

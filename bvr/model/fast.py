@@ -1,25 +1,14 @@
 """The fast path: the reference layers' function (:mod:`bvr.model.layers`) computed in fewer passes.
 
-This is the one seam between what BERT computes and how bvr computes it. ``Encoder(config)`` builds
-:class:`FastEmbeddings` and :class:`FastLayerStack` (of :class:`FastLayer`), subclasses of the reference modules
-with the same parameters and the same state dict whose ``forward`` methods take the shortcuts below;
-``Encoder(config, fast=False)`` builds the reference modules themselves. tests/test_fast.py holds the two paths
-equal: forward and gradients without dropout (padding, packing and selection included), and with dropout under
-the same random masks. What each shortcut gives is measured in docs/benchmarks.md ("What each change gave on its
-own").
+``Encoder(config)`` builds :class:`FastEmbeddings` and :class:`FastLayerStack` (of :class:`FastLayer`), subclasses
+of the reference modules with the same state dict whose ``forward`` methods take these shortcuts (each measured in
+docs/benchmarks.md, "What each change gave on its own"; tests/test_fast.py holds the two paths equal):
 
-- **Fused projections.** q, k and v run as one GEMM (:func:`fused_qkv`), 1/sqrt(head_dim) folded into the
-  query's weights instead of scaling the scores.
-- **SDPA.** Attention goes through ``F.scaled_dot_product_attention`` (flash and memory-efficient kernels off the
-  CPU, with their own dropout), except for CPU training with attention dropout, where the explicit form of
-  :func:`attend` takes fewer passes.
-- **Dropout on the CPU** (:mod:`bvr.model.cpu`): a bit-mask draw four times as cheap as torch's, and the
-  1 / (1 - p) scale folded into the weights of the map before it (:func:`~bvr.model.cpu.fold_into`), so the
-  dropout only zeroes.
-- **Packing** (:class:`Packing`): with 5% or more of a batch padding, every position-wise op runs on the real
-  tokens alone; only attention sees the padded grid.
-- **Selection** (:class:`Selection`): the last layer computes queries, attention and feed-forward only where a
-  loss reads its output (the masked tokens); every other layer still runs at every position, as keys and values.
+- q, k and v as one GEMM, the query pre-scaled (:func:`fused_qkv`);
+- SDPA, but for CPU training with attention dropout (:func:`attend`);
+- a cheaper dropout on the CPU, its scale folded into the map before it (:mod:`bvr.model.cpu`);
+- with 5% or more of a batch padding, position-wise ops on the real tokens alone (:class:`Packing`);
+- the last layer only where a loss reads its output (:class:`Selection`).
 """
 
 from __future__ import annotations
@@ -35,11 +24,8 @@ from bvr.model.layers import Embeddings, Layer, LayerStack, ResidualOutput, Self
 
 
 class Selection(NamedTuple):
-    """Positions whose last-layer output is wanted, in row-major (batch, seq) order.
-
-    Built by :meth:`Selection.from_mask`; ``slots`` places each selected token in a (batch, width) grid of queries so
-    that attention stays batched although rows select different numbers of tokens.
-    """
+    """Positions whose last-layer output is wanted, in row-major (batch, seq) order (:meth:`Selection.from_mask`).
+    ``slots`` places each in a (batch, width) grid of queries, so attention stays batched."""
 
     rows: torch.Tensor
     """(n,) batch index of each selected token."""
@@ -71,10 +57,8 @@ around attention cost about what packing saves on CPU (docs/benchmarks.md, "What
 def packed_length(count: int) -> int:
     """``count`` real tokens rounded up to one of a few lengths per octave: a multiple of 2**(bits - 4), at least 64.
 
-    Packed tensors then come in a few dozen sizes, which the C allocator reuses from step to step; with the exact
-    count every batch's tensors have new sizes and glibc's heap fragments (a tiny pretraining's resident peak grew
-    by half: docs/benchmarks.md). The rounding computes at most 1/8 more tokens, padding positions whose states are
-    never read.
+    Packed tensors then come in a few dozen sizes, which the C allocator reuses; with the exact count glibc's heap
+    fragments (a tiny pretraining's resident peak grew by half: docs/benchmarks.md). At most 1/8 more tokens run.
 
     >>> [packed_length(n) for n in (1, 64, 65, 700, 768, 3700)]
     [64, 64, 128, 704, 768, 3840]
@@ -84,14 +68,10 @@ def packed_length(count: int) -> int:
 
 
 class Packing(NamedTuple):
-    """The real tokens of a padded batch, so that position-wise work runs on them alone.
-
-    A layer's projections, feed-forward, LayerNorms and dropouts act on each position by itself, so they can run on
-    the (n, hidden) real tokens instead of the (batch, seq, hidden) padded grid: with 60% padding (dynamic padding
-    of SST-2 or CoNLL-2003 batches) that skips 60% of their GEMMs. Only attention needs the grid: its q, k and v are
-    scattered into it (zeros at padding, which the mask hides) and its output gathered back. Built by
-    :meth:`Packing.from_mask`; :class:`FastLayerStack` packs and unpacks.
-    """
+    """The real tokens of a padded batch, so that position-wise work (projections, feed-forward, LayerNorms,
+    dropouts) runs on the (n, hidden) real tokens alone: with 60% padding (SST-2 or CoNLL-2003 batches) that skips
+    60% of their GEMMs. Only attention needs the grid: q, k and v are scattered into it (zeros at padding, which the
+    mask hides) and its output gathered back."""
 
     index: torch.Tensor
     """(n,) flat positions of the real tokens in the (batch * seq) grid, row-major."""
@@ -140,10 +120,10 @@ class Packing(NamedTuple):
 def fused_qkv(attention: SelfAttention, value_scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
     """Weight (3 * hidden, hidden) and bias (3 * hidden,) of q, k and v in one, the query pre-scaled.
 
-    Concatenating per call costs a few hundred KB and keeps HF's separate parameters, while the projection runs as
-    one wide GEMM. Folding 1/sqrt(head_dim) into the query's weights scales (hidden, hidden) numbers instead of a
-    (batch, heads, seq, seq) activation; ``value_scale`` folds attention dropout's 1 / (1 - p) into the values the
-    same way (``dropout(probs) @ v == drop(probs) @ (v / (1 - p))``).
+    Concatenating per call keeps HF's separate parameters while the projection runs as one wide GEMM. Folding
+    1/sqrt(head_dim) into the query's weights scales (hidden, hidden) numbers instead of a (batch, heads, seq, seq)
+    activation; ``value_scale`` folds attention dropout's 1 / (1 - p) into the values the same way
+    (``dropout(probs) @ v == drop(probs) @ (v / (1 - p))``).
     """
     scale = attention.head_dim**-0.5
     value_weight, value_bias = attention.value.weight, attention.value.bias
@@ -154,21 +134,13 @@ def fused_qkv(attention: SelfAttention, value_scale: float = 1.0) -> tuple[torch
     return weight, bias
 
 
-def attend(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | None,
-    dropout_p: float,
-    values_scaled: bool = False,
-) -> torch.Tensor:
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout_p: float,
+           values_scaled: bool = False) -> torch.Tensor:
     """Softmax attention of pre-scaled queries (batch, heads, q_len, head_dim) over keys and values.
 
-    SDPA, its dropout included, everywhere but in CPU training: off the CPU its flash and memory-efficient kernels
-    apply (``mask`` is None where nothing is padded, as flash requires). With attention dropout on CPU, SDPA falls
-    back to a generic path that also scans for fully masked rows; the explicit form below does the same arithmetic
-    in fewer passes. With ``values_scaled`` (CPU only) the kept probabilities are not scaled: the caller folded
-    1 / (1 - p) into ``v`` (:func:`~bvr.model.cpu.folded_scale`).
+    SDPA, its dropout included, but in CPU training with attention dropout, where SDPA's generic path also scans for
+    fully masked rows and the explicit form below takes fewer passes. With ``values_scaled`` (CPU only) the kept
+    probabilities are not scaled: the caller folded 1 / (1 - p) into ``v`` (:func:`~bvr.model.cpu.folded_scale`).
     """
     if dropout_p == 0.0 or not cpu.cpu_kernels(q):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=1.0)
@@ -180,18 +152,10 @@ def attend(
     return (drop if values_scaled else cpu.dropout)(probs, dropout_p, True) @ v  # (batch, heads, q_len, head_dim)
 
 
-def self_attention(
-    attention: SelfAttention,
-    x: torch.Tensor,
-    mask: torch.Tensor | None,
-    selection: Selection | None = None,
-    packing: Packing | None = None,
-) -> torch.Tensor:
-    """:meth:`SelfAttention.forward` of ``x`` (batch, seq, hidden), fused and pre-scaled.
-
-    Returns (batch, seq, hidden), or (n, hidden) for the queries of ``selection`` only. With a ``packing``, ``x``
-    and the result are its (n, hidden) real tokens.
-    """
+def self_attention(attention: SelfAttention, x: torch.Tensor, mask: torch.Tensor | None,
+                   selection: Selection | None = None, packing: Packing | None = None) -> torch.Tensor:
+    """:meth:`SelfAttention.forward` of ``x`` (batch, seq, hidden), fused and pre-scaled: (batch, seq, hidden), or
+    (n, hidden) for the queries of ``selection`` only. With a ``packing``, ``x`` and the result are its real tokens."""
     hidden = x.shape[-1]
     dropout_p = attention.dropout.p if attention.training else 0.0
     value_scale = folded_scale(dropout_p, attention.training, x)
@@ -244,20 +208,12 @@ class FastEmbeddings(Embeddings):
 
 
 class FastLayer(Layer):
-    """:class:`Layer` through :func:`self_attention` and :func:`residual_output`.
+    """:class:`Layer` through :func:`self_attention` and :func:`residual_output`. Given a :class:`Selection`, only the
+    selected tokens are carried past the keys and values, (n, hidden); given a :class:`Packing`, the input and output
+    are its (n, hidden) real tokens."""
 
-    Given a :class:`Selection`, only the selected tokens are carried past the keys and values: their queries,
-    attention output and feed-forward, (n, hidden). Given a :class:`Packing`, the input and output are its
-    (n, hidden) real tokens and only attention sees the padded grid.
-    """
-
-    def forward(
-        self,
-        x: torch.Tensor,
-        mask: torch.Tensor | None,
-        selection: Selection | None = None,
-        packing: Packing | None = None,
-    ) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, selection: Selection | None = None,
+                packing: Packing | None = None) -> torch.Tensor:
         attention = self.attention
         residual = x if selection is None else selection.gather(x)  # (batch, seq, hidden), or (n, hidden)
         normed = x if attention.LayerNorm is None else attention.LayerNorm(x)  # keys and values from every position
@@ -271,9 +227,8 @@ class FastLayerStack(LayerStack):
 
     layer_class = FastLayer
 
-    def forward(
-        self, x: torch.Tensor, attention_mask: torch.Tensor | None = None, selected: torch.Tensor | None = None
-    ) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                selected: torch.Tensor | None = None) -> torch.Tensor:
         """As :meth:`LayerStack.forward`. Packed, the states at the padding left out of the packing are zeros:
         unpacked layers would give the states of queries no one reads there."""
         mask, packing = key_mask(attention_mask), Packing.from_mask(attention_mask)

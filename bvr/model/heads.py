@@ -1,10 +1,6 @@
-"""The pretraining heads, with Hugging Face's module names: BERT's MLM head and NSP head, RoBERTa's MLM head, and
-SpanBERT's span-boundary head; :class:`~bvr.model.pretraining_model.PretrainingModel` joins them to the encoder.
-
-Every MLM decoder is :class:`TiedDecoder`, tied to the word embeddings. The span-boundary head
-(:class:`SpanBoundaryHead`) predicts each masked token again from the two tokens just outside its span and its
-position in the span; it has no Hugging Face counterpart and is left out of exported folders
-(:func:`bvr.model.hf.to_hf_state_dict`).
+"""The pretraining heads, with Hugging Face's module names: BERT's MLM and NSP heads, RoBERTa's MLM head, and
+SpanBERT's span-boundary head (no Hugging Face counterpart: left out of exported folders). Every decoder is a
+:class:`TiedDecoder`; :class:`~bvr.model.pretraining_model.PretrainingModel` joins the heads to the encoder.
 """
 
 from __future__ import annotations
@@ -20,9 +16,8 @@ from bvr.model.losses import IGNORE_INDEX
 class TiedDecoder(nn.Module):
     """The MLM output projection: its ``weight`` *is* the word embedding and its ``bias`` the head's ``bias``.
 
-    The parameters are shared objects (same storage, as HF ties them), so they appear under both names in
-    ``state_dict()`` like in HF's models, are counted once by ``parameters()``, and are left alone by
-    :func:`init_weights` (not an ``nn.Linear``), so the embedding keeps its own initialisation.
+    Shared objects, as HF ties them: under both names in ``state_dict()``, once in ``parameters()``, and left alone
+    by :func:`init_weights` (not an ``nn.Linear``), so the embedding keeps its own initialisation.
     """
 
     def __init__(self, embedding: nn.Embedding, bias: nn.Parameter) -> None:
@@ -104,12 +99,11 @@ class RobertaLMHead(nn.Module):
 
 
 def span_boundaries(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The tokens just outside each masked span: a span is a maximal run of positions whose label is not -100.
+    """The tokens just outside each masked span (a maximal run of positions whose label is not -100).
 
-    ``(left, right)``, (batch, seq) long like ``labels``: at a masked position, the position before its run and the
-    position after it; elsewhere the position itself. A run touching the row's first (or last) position has no token
-    there, so its boundary is clamped to that position; sequences start with CLS/BOS and end with SEP/EOS, which are
-    never masked, so this does not happen in training.
+    ``(left, right)``, (batch, seq) long: at a masked position, the positions before and after its run; elsewhere
+    the position itself. A run touching the row's edge is clamped to it (never in training: CLS/BOS and SEP/EOS are
+    never masked).
 
     >>> labels = torch.tensor([[-100, 5, 6, -100, 7, -100, -100]])
     >>> left, right = span_boundaries(labels)

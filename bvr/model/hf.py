@@ -1,21 +1,16 @@
-"""Weights to and from Hugging Face folders (``config.json`` + ``model.safetensors``); the config in
-:mod:`bvr.model.hf_config`.
+"""Weights to and from Hugging Face folders (``config.json`` + ``model.safetensors``; the config in
+:mod:`bvr.model.hf_config`), read and written without ``transformers``.
 
 :class:`~bvr.model.pretraining_model.PretrainingModel` already uses Hugging Face's parameter names, so converting is
 mostly the identity. What differs is what a checkpoint may carry besides the parameters:
 
-- the MLM decoder is tied to the word embedding (and its bias to the head's ``bias``): HF's ``save_pretrained``
-  writes neither alias, older checkpoints write both; we drop them on import and never write them;
-- old checkpoints name LayerNorm parameters ``gamma``/``beta`` and store ``position_ids`` buffers;
-- a checkpoint may carry heads the model does not use: without NSP the NSP head is dropped, and so is a roberta
-  folder's pooler (``roberta-base`` has one; ``RobertaForSequenceClassification`` draws its own dense + tanh), as
-  HF does; a bert folder's pooler is kept wherever it is stored (``BertModel``, ``BertForPreTraining``), since
-  ``BertForSequenceClassification`` classifies through it;
-- an encoder-only folder (``BertModel``, ``RobertaModel``: no MLM head at all) loads only where the caller says the
-  head is not needed (fine-tuning, probing); the head is then left at its initialisation.
+- the tied decoder's aliases (older checkpoints write them; we do not), LayerNorm ``gamma``/``beta``, buffers;
+- heads the model does not use: the NSP head without NSP, and a roberta folder's pooler, are dropped as HF does; a
+  bert folder's pooler is kept, since ``BertForSequenceClassification`` classifies through it;
+- no MLM head at all (``BertModel``, ``RobertaModel``): loaded only where the caller needs none, left at its
+  initialisation.
 
-Anything else missing or unexpected is an error that lists the keys. ``transformers`` is never imported here: the
-files are read and written with ``json`` and ``safetensors``.
+Anything else missing or unexpected is an error that lists the keys.
 """
 
 from __future__ import annotations
@@ -95,20 +90,13 @@ def _add_base_prefix(state_dict: dict[str, torch.Tensor], family: str) -> dict[s
 # State dicts
 
 
-def from_hf_state_dict(
-    state_dict: dict[str, torch.Tensor],
-    config: EncoderConfig,
-    sentence_head: bool | None = None,
-    where: str | Path | None = None,
-    pooler: bool | None = None,
-) -> dict[str, torch.Tensor]:
-    """Convert a Hugging Face state dict (``BertForPreTraining``, ``BertForMaskedLM``, ``RobertaForMaskedLM`` or a
-    base model with those heads' keys, from any transformers version) into one :class:`PretrainingModel` loads with
-    ``strict=True``, tied aliases included (the same tensors as the embedding and bias). Keys that do not fit
-    ``config`` are one error listing them all.
+def from_hf_state_dict(state_dict: dict[str, torch.Tensor], config: EncoderConfig, sentence_head: bool | None = None,
+                       where: str | Path | None = None, pooler: bool | None = None) -> dict[str, torch.Tensor]:
+    """Convert a Hugging Face state dict (of any transformers version) into one :class:`PretrainingModel` loads with
+    ``strict=True``, tied aliases included; keys that do not fit ``config`` are one error listing them all.
 
-    ``sentence_head`` (NSP's or SOP's) None: whenever the checkpoint has one. ``pooler`` (without NSP; a model with
-    NSP always has one) None: whenever the checkpoint stores a bert one (:func:`stored_pooler`).
+    ``sentence_head`` None: whenever the checkpoint has one. ``pooler`` (a model with NSP always has one) None:
+    whenever the checkpoint stores a bert one (:func:`stored_pooler`).
     """
     family = config.family
     weights = {_rename_legacy(_from_hf_prefix(k)): v for k, v in state_dict.items() if not k.endswith(_BUFFER_SUFFIXES)}
@@ -143,39 +131,26 @@ def _to_hf_prefix(key: str, config: EncoderConfig) -> str:
     return key
 
 
-def _check_keys(
-    weights: dict[str, torch.Tensor], expected: dict[str, torch.Size], aliases: set[str], where: str | Path | None
-) -> None:
+def _check_keys(weights: dict[str, torch.Tensor], expected: dict[str, torch.Size], aliases: set[str],
+                where: str | Path | None) -> None:
     """Raise one BvrError listing every missing, unexpected and misshapen parameter."""
     wanted = {k: v for k, v in expected.items() if k not in aliases}
     missing = sorted(set(wanted) - set(weights))
     unexpected = sorted(set(weights) - set(wanted))
-    misshapen = sorted(
-        f"{k} {tuple(weights[k].shape)} (expected {tuple(wanted[k])})"
-        for k in set(wanted) & set(weights)
-        if weights[k].shape != wanted[k]
-    )
-    problems = [
-        f"{label} {len(keys)}: {', '.join(keys)}"
-        for label, keys in (("missing", missing), ("unexpected", unexpected), ("wrong shape", misshapen))
-        if keys
-    ]
+    misshapen = sorted(f"{k} {tuple(weights[k].shape)} (expected {tuple(wanted[k])})"
+                       for k in set(wanted) & set(weights) if weights[k].shape != wanted[k])
+    found = (("missing", missing), ("unexpected", unexpected), ("wrong shape", misshapen))
+    problems = [f"{label} {len(keys)}: {', '.join(keys)}" for label, keys in found if keys]
     if problems:
-        raise BvrError(
-            "weights do not fit the model (" + "; ".join(problems) + ")",
-            where=where,
-            hint="check that config.json describes these weights and that the folder holds a BERT/RoBERTa MLM model",
-        )
+        raise BvrError("weights do not fit the model (" + "; ".join(problems) + ")", where=where,
+                       hint="check that config.json describes these weights and that the folder holds a BERT/RoBERTa "
+                       "MLM model")
 
 
 def to_hf_state_dict(state_dict: dict[str, torch.Tensor], config: EncoderConfig) -> dict[str, torch.Tensor]:
-    """Convert our state dict into what HF's ``save_pretrained`` would write for the same model.
-
-    The tied decoder aliases are left out (HF ties them again on load), and so is the span-boundary head (a
-    pretraining-only head HF has no class for; the encoder is what fine-tuning needs); every tensor is detached,
-    contiguous and owns its storage, as ``safetensors`` requires (a tensor sharing storage with an earlier one is
-    cloned).
-    """
+    """Convert our state dict into what HF's ``save_pretrained`` would write for the same model: without the tied
+    decoder aliases (HF ties them again on load) and the span-boundary head (HF has no class for it), every tensor
+    detached, contiguous and owning its storage, as ``safetensors`` requires."""
     aliases = set(_tied_aliases(config.family))
     out: dict[str, torch.Tensor] = {}
     seen: set[int] = set()
@@ -193,18 +168,11 @@ def to_hf_state_dict(state_dict: dict[str, torch.Tensor], config: EncoderConfig)
 # Folders
 
 
-def export_hf(
-    model: PretrainingModel,
-    config: EncoderConfig | None,
-    out_dir: str | Path,
-    *,
-    bos_token_id: int | None = None,
-    eos_token_id: int | None = None,
-) -> Path:
+def export_hf(model: PretrainingModel, config: EncoderConfig | None, out_dir: str | Path, *,
+              bos_token_id: int | None = None, eos_token_id: int | None = None) -> Path:
     """Write ``config.json`` and ``model.safetensors`` that ``transformers.AutoModelForMaskedLM`` (or
-    ``BertForPreTraining`` for an NSP model) loads; returns the folder. Each file is written beside its name and
-    renamed into place, a symbolic link there refused (:func:`bvr.fs.atomic_path`); tokenizer files are copied
-    elsewhere. The token ids: see :func:`hf_config_dict`.
+    ``BertForPreTraining`` for an NSP model) loads, each renamed into place (:func:`bvr.fs.atomic_path`); returns the
+    folder. Tokenizer files are copied elsewhere; the token ids: see :func:`hf_config_dict`.
     """
     config = config or model.config
     out = Path(out_dir)
@@ -219,9 +187,8 @@ def export_hf(
 
 
 def read_hf_weights(folder: Path) -> tuple[dict[str, torch.Tensor], Path]:
-    """Load the state dict of a folder: ``model.safetensors``, its sharded index, or ``pytorch_model.bin``, and the
-    file read. A file that cannot be read (truncated by an interrupted download, not weights at all) is a BvrError
-    naming it."""
+    """The state dict of a folder (``model.safetensors``, its sharded index, or ``pytorch_model.bin``) and the file
+    read; a file that cannot be read is a BvrError naming it."""
     single, index, legacy = folder / SAFETENSORS_FILE, folder / SAFETENSORS_INDEX, folder / TORCH_FILE
     if single.is_file():
         return _read_weights_file(single), single
@@ -234,11 +201,8 @@ def read_hf_weights(folder: Path) -> tuple[dict[str, torch.Tensor], Path]:
 
 
 def shard_files(index: Path) -> list[Path]:
-    """The shard files a sharded checkpoint's index (``model.safetensors.index.json``) names, in its folder.
-
-    A shard outside the index's folder once ``..`` and links are resolved (``../../x.safetensors``, an absolute path,
-    a link out of the folder) is an error naming the index: a model folder reads only its own files.
-    """
+    """The shard files a sharded checkpoint's index (``model.safetensors.index.json``) names, in its folder. A shard
+    outside it once ``..`` and links are resolved is an error naming the index: a model folder reads only its own."""
     folder = index.parent.resolve()
     try:
         names = set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
@@ -282,16 +246,13 @@ def has_mlm_head(state_dict: dict[str, torch.Tensor], family: str) -> bool:
     return any(key.startswith(head) for key in state_dict)
 
 
-def load_hf(
-    folder: str | Path, sentence_head: bool | None = None, *, need_mlm_head: bool = True, pooler: bool | None = None
-) -> tuple[PretrainingModel, EncoderConfig]:
-    """Load a bert-base-uncased / roberta-base style folder (or one :func:`export_hf` wrote), the model in eval mode
-    like ``from_pretrained``'s.
+def load_hf(folder: str | Path, sentence_head: bool | None = None, *, need_mlm_head: bool = True,
+            pooler: bool | None = None) -> tuple[PretrainingModel, EncoderConfig]:
+    """Load a bert-base-uncased / roberta-base style folder (or one :func:`export_hf` wrote), in eval mode.
 
     ``sentence_head`` None: when the weights have one. ``pooler`` None: when the weights store a bert one
-    (:func:`stored_pooler`), which fine-tuning's sequence head then starts from, as ``BertForSequenceClassification``
-    does. ``need_mlm_head`` False loads an encoder-only folder with the head at its initialisation
-    (:func:`has_mlm_head` tells the caller); a head with only some of its weights is refused either way.
+    (:func:`stored_pooler`), which fine-tuning's sequence head then starts from. ``need_mlm_head`` False loads an
+    encoder-only folder with the head at its initialisation; a head with only some of its weights is refused.
     """
     folder = Path(folder)
     if not folder.is_dir():

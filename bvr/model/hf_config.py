@@ -18,28 +18,17 @@ CONFIG_FILE = "config.json"
 _ROBERTA_SPECIAL_DEFAULTS = {"bos_token_id": 0, "eos_token_id": 2}
 
 # config.json key -> EncoderConfig field; the first group is required, the second optional.
-_REQUIRED_KEYS = {
-    "vocab_size": "vocab_size",
-    "hidden_size": "hidden_size",
-    "num_hidden_layers": "num_layers",
-    "num_attention_heads": "num_heads",
-    "intermediate_size": "intermediate_size",
-    "max_position_embeddings": "max_position_embeddings",
-}
-_OPTIONAL_KEYS = {
-    "hidden_dropout_prob": "dropout",
-    "attention_probs_dropout_prob": "attention_dropout",
-    "pad_token_id": "pad_token_id",
-    "type_vocab_size": "type_vocab_size",
-    "layer_norm_eps": "layer_norm_eps",
-    "initializer_range": "initializer_range",
-}
+_REQUIRED_KEYS = {"vocab_size": "vocab_size", "hidden_size": "hidden_size", "num_hidden_layers": "num_layers",
+                  "num_attention_heads": "num_heads", "intermediate_size": "intermediate_size",
+                  "max_position_embeddings": "max_position_embeddings"}
+_OPTIONAL_KEYS = {"hidden_dropout_prob": "dropout", "attention_probs_dropout_prob": "attention_dropout",
+                  "pad_token_id": "pad_token_id", "type_vocab_size": "type_vocab_size",
+                  "layer_norm_eps": "layer_norm_eps", "initializer_range": "initializer_range"}
 _BVR_KEYS = {"bvr_token_type_init": "token_type_init", "bvr_embedding_norm": "embedding_norm",
              "bvr_head_transform": "head_transform"}
 """bvr's own ``config.json`` keys, written only where the encoder departs from BERT's: how it was initialised (so
-that a control, the same encoder never trained, starts where the pretrained one did) and the small-budget layout
-(no embedding LayerNorm, no MLM head transform). transformers keeps unknown keys as attributes and ignores them; a
-folder with a layout it has no class for gets a model type of bvr's own (:data:`BVR_MODEL_TYPES`)."""
+that a control, the same encoder never trained, starts where the pretrained one did) and the small-budget layout.
+transformers ignores unknown keys; a layout it has no class for gets a model type of bvr's own."""
 _HF_KEY_OF_FIELD = {field: key for key, field in {**_REQUIRED_KEYS, **_OPTIONAL_KEYS, **_BVR_KEYS}.items()}
 
 PRE_NORM_MODEL_TYPES = {"roberta": "roberta-prelayernorm", "bert": "bvr-bert-prelayernorm"}
@@ -47,9 +36,8 @@ PRE_NORM_MODEL_TYPES = {"roberta": "roberta-prelayernorm", "bert": "bvr-bert-pre
 weights under ``roberta_prelayernorm.``); it has no pre-LayerNorm BERT, so that folder's type is bvr's own and
 transformers refuses it by name instead of loading it as a post-LayerNorm BERT."""
 BVR_MODEL_TYPES = {"roberta": "bvr-roberta-prelayernorm", "bert": "bvr-bert-prelayernorm"}
-"""``model_type`` of a pre-LayerNorm encoder without the embeddings' LayerNorm or the MLM head transform
-(``model.embedding_norm=false``, ``model.head_transform=false``): no Hugging Face class computes it, so transformers
-refuses the folder by name rather than load it with freshly drawn LayerNorms."""
+"""``model_type`` of a pre-LayerNorm encoder without the embeddings' LayerNorm or the MLM head transform: no Hugging
+Face class computes it, so transformers refuses the folder by name rather than load it with fresh LayerNorms."""
 BVR_LAYOUT_NOTE = ("pre-LayerNorm encoder without the embeddings' LayerNorm and/or the MLM head transform (bvr's "
                    "small-budget recipe): Hugging Face has no class for it; bvr loads this folder, transformers "
                    "does not.")
@@ -81,29 +69,18 @@ def architecture(config: EncoderConfig, sentence_head: bool) -> str:
     return "RobertaPreLayerNormForMaskedLM" if config.pre_norm else "RobertaForMaskedLM"
 
 
-def hf_config_dict(
-    config: EncoderConfig, sentence_head: bool, bos_token_id: int | None = None, eos_token_id: int | None = None
-) -> dict[str, Any]:
+def hf_config_dict(config: EncoderConfig, sentence_head: bool, bos_token_id: int | None = None,
+                   eos_token_id: int | None = None) -> dict[str, Any]:
     """The ``config.json`` of an exported model. ``bos_token_id`` and ``eos_token_id`` are written when given;
     roberta's default to 0 (``<s>``) and 2 (``</s>``), as roberta-base's."""
     data: dict[str, Any] = {
-        "architectures": [architecture(config, sentence_head)],
-        "model_type": model_type(config),
-        "vocab_size": config.vocab_size,
-        "hidden_size": config.hidden_size,
-        "num_hidden_layers": config.num_layers,
-        "num_attention_heads": config.num_heads,
-        "intermediate_size": config.intermediate_size,
-        "hidden_act": "gelu",
-        "hidden_dropout_prob": config.dropout,
-        "attention_probs_dropout_prob": config.attention_dropout,
-        "max_position_embeddings": config.max_position_embeddings,
-        "type_vocab_size": config.type_vocab_size,
-        "layer_norm_eps": config.layer_norm_eps,
-        "initializer_range": config.initializer_range,
-        "pad_token_id": config.pad_token_id,
-        "position_embedding_type": "absolute",
-        "tie_word_embeddings": True,
+        "architectures": [architecture(config, sentence_head)], "model_type": model_type(config),
+        "vocab_size": config.vocab_size, "hidden_size": config.hidden_size, "num_hidden_layers": config.num_layers,
+        "num_attention_heads": config.num_heads, "intermediate_size": config.intermediate_size, "hidden_act": "gelu",
+        "hidden_dropout_prob": config.dropout, "attention_probs_dropout_prob": config.attention_dropout,
+        "max_position_embeddings": config.max_position_embeddings, "type_vocab_size": config.type_vocab_size,
+        "layer_norm_eps": config.layer_norm_eps, "initializer_range": config.initializer_range,
+        "pad_token_id": config.pad_token_id, "position_embedding_type": "absolute", "tie_word_embeddings": True,
     }
     if bvr_layout(config):
         data["bvr_note"] = BVR_LAYOUT_NOTE
@@ -122,11 +99,8 @@ def hf_config_dict(
 
 
 def config_from_hf(data: dict[str, Any], where: str | Path = CONFIG_FILE) -> EncoderConfig:
-    """Build an :class:`EncoderConfig` from a parsed ``config.json``.
-
-    Every key is type- and range-checked, and the model's size against this machine's memory, before anything is
-    allocated (:mod:`bvr.model.hf_limits`). Errors name the file and the ``config.json`` key.
-    """
+    """Build an :class:`EncoderConfig` from a parsed ``config.json``, every key and the model's size checked before
+    anything is allocated (:mod:`bvr.model.hf_limits`); errors name the file and the ``config.json`` key."""
     check_values(data, where)
     declared = data.get("model_type")
     pre_norm = {v: k for types in (PRE_NORM_MODEL_TYPES, BVR_MODEL_TYPES) for k, v in types.items()}

@@ -1,11 +1,7 @@
-"""The limits a model folder's ``config.json`` is held to before any tensor is allocated.
-
-A folder's config is input, checked as ``--set`` values are: each key of :mod:`bvr.model.hf_config` has a type
-(integers for sizes and ids, finite numbers for rates, true/false for switches) and sizes have a range
-(:data:`SIZE_LIMITS`, past any BERT or RoBERTa encoder); then the whole model, its parameters as float32 counted
-from the config alone (:func:`parameter_count`), must fit in this machine's memory (:func:`machine_memory`). A value
-outside them is one :class:`~bvr.errors.BvrError` naming the file, the key and the value, where it would otherwise
-be minutes of allocation and a traceback from ``torch.empty``.
+"""The limits a model folder's ``config.json`` is held to before any tensor is allocated: each key's type, each
+size's range (:data:`SIZE_LIMITS`), and the whole model, counted from the config alone, within this machine's memory.
+A value outside them is one :class:`~bvr.errors.BvrError` naming the file, the key and the value, where it would
+otherwise be minutes of allocation and a traceback from ``torch.empty``.
 """
 
 from __future__ import annotations
@@ -19,15 +15,9 @@ from typing import Any
 from bvr.errors import BvrError
 from bvr.model.encoder_config import EncoderConfig
 
-SIZE_LIMITS = {
-    "num_hidden_layers": 512,
-    "hidden_size": 65_536,
-    "num_attention_heads": 65_536,
-    "intermediate_size": 262_144,
-    "vocab_size": 16_777_216,
-    "max_position_embeddings": 1_048_576,
-    "type_vocab_size": 1_024,
-}
+SIZE_LIMITS = {"num_hidden_layers": 512, "hidden_size": 65_536, "num_attention_heads": 65_536,
+               "intermediate_size": 262_144, "vocab_size": 16_777_216, "max_position_embeddings": 1_048_576,
+               "type_vocab_size": 1_024}
 """The largest value bvr loads for each size in ``config.json`` (each at least 1): 512 layers, hidden 65,536,
 feed-forward 262,144, 2^24 tokens, 2^20 positions, 1,024 token types; BERT-large has 24 layers, hidden 1,024,
 4,096, 30,522 tokens, 512 positions and 2 types."""
@@ -110,8 +100,7 @@ def _gib(count: int) -> str:
 def check_fits_memory(config: EncoderConfig, data: dict[str, Any], where: str | Path,
                       memory: int | None = None) -> None:
     """Refuse a model whose parameters, as float32, would not fit in ``memory`` bytes (default:
-    :func:`machine_memory`). The error names the key of ``data`` (the parsed ``config.json``) that contributes most.
-    """
+    :func:`machine_memory`), naming the key of ``data`` (the parsed ``config.json``) that contributes most."""
     memory = machine_memory() if memory is None else memory
     count = parameter_count(config)
     needed = count * BYTES_PER_PARAMETER

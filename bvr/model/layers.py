@@ -1,13 +1,9 @@
 """The encoder's layers as BERT computes them: the reference path, to read beside Hugging Face's ``modeling_bert.py``.
 
-Each class is the Hugging Face module of the same job (its docstring names it), with its parameter names; each
-``forward`` is that module's eager computation, with ``nn.Dropout`` where BERT has it. Two additions: RoBERTa's
-position numbering (:meth:`Embeddings.position_ids`) and pre-LayerNorm blocks (``EncoderConfig.norm='pre'``, the
-layout of Hugging Face's ``RobertaPreLayerNorm``).
-
-An encoder runs :mod:`bvr.model.fast` by default: subclasses of these modules, with the same parameters, that
-compute the same function in fewer passes (``Encoder(config, fast=False)`` runs this file instead).
-tests/test_fast.py holds the two paths equal, forward and gradients.
+Each class is the Hugging Face module its docstring names, with its parameter names and eager computation, plus
+RoBERTa's position numbering (:meth:`Embeddings.position_ids`) and pre-LayerNorm blocks (the layout of Hugging Face's
+``RobertaPreLayerNorm``). :mod:`bvr.model.fast` subclasses these modules to compute the same function in fewer passes
+(what runs by default; ``Encoder(config, fast=False)`` runs this file); tests/test_fast.py holds the two paths equal.
 """
 
 from __future__ import annotations
@@ -27,10 +23,8 @@ def layer_norm(config: EncoderConfig) -> nn.LayerNorm:
 
 def key_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
     """A (batch, seq) 1/0 padding mask as attention's boolean (batch, 1, 1, seq), True at keys to attend to; None
-    where nothing is padded (SDPA's unmasked kernel, the fastest, needs None).
-
-    Padding *queries* still attend to the real tokens, as in Hugging Face's models, so no softmax row is empty.
-    """
+    where nothing is padded (SDPA's fastest, unmasked kernel needs None). Padding *queries* still attend to the real
+    tokens, as in Hugging Face's models, so no softmax row is empty."""
     if attention_mask is None or bool(attention_mask.all()):
         return None
     return attention_mask.bool()[:, None, None, :]
@@ -53,11 +47,8 @@ class Embeddings(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
 
     def position_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """Position of each token: ``(1, seq)`` from 0 for bert; ``(batch, seq)`` for roberta.
-
-        RoBERTa (fairseq) counts only non-pad tokens and starts at ``pad + 1``; pad tokens get ``pad`` itself, whose
-        embedding row is the (zero-initialised, frozen) padding row.
-        """
+        """Position of each token: ``(1, seq)`` from 0 for bert; ``(batch, seq)`` for roberta, which (as fairseq) counts
+        only non-pad tokens from ``pad + 1`` and gives pad tokens ``pad`` itself, the zero, frozen padding row."""
         if self.family == "bert":
             return torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
         not_pad = input_ids.ne(self.pad_token_id).long()  # (batch, seq)
@@ -105,11 +96,8 @@ class SelfAttention(nn.Module):
 
 
 class ResidualOutput(nn.Module):
-    """Projection, dropout, residual add and, post-LayerNorm, the LayerNorm (HF ``BertSelfOutput``, ``BertOutput``).
-
-    Pre-LayerNorm blocks have no LayerNorm here: it sits before the sub-layer (``Attention.LayerNorm``,
-    ``Intermediate.LayerNorm``), as in Hugging Face's ``RobertaPreLayerNorm``.
-    """
+    """Projection, dropout, residual add and, post-LayerNorm, the LayerNorm (HF ``BertSelfOutput``, ``BertOutput``);
+    a pre-LayerNorm block's sits before the sub-layer instead (``Attention.LayerNorm``, ``Intermediate.LayerNorm``)."""
 
     def __init__(self, in_size: int, config: EncoderConfig) -> None:
         super().__init__()
@@ -178,12 +166,10 @@ class LayerStack(nn.Module):
         super().__init__()
         self.layer = nn.ModuleList(self.layer_class(config) for _ in range(config.num_layers))
 
-    def forward(
-        self, x: torch.Tensor, attention_mask: torch.Tensor | None = None, selected: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        """Run every layer on the embeddings ``x`` (batch, seq, hidden); ``attention_mask`` (batch, seq) 1 at real
-        tokens, 0 at padding. The last layer's states, (batch, seq, hidden), or with ``selected`` (batch, seq)
-        boolean only those there, (n_selected, hidden) in row-major order."""
+    def forward(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                selected: torch.Tensor | None = None) -> torch.Tensor:
+        """The last layer's states of the embeddings ``x``, (batch, seq, hidden), or with ``selected`` (batch, seq)
+        boolean only those there, (n_selected, hidden) in row-major order; ``attention_mask`` 1 at real tokens."""
         x = self.every_layer(x, attention_mask)[-1]  # (batch, seq, hidden)
         return x if selected is None else x[selected]  # (n_selected, hidden)
 

@@ -57,18 +57,15 @@ def _chunk_targets(targets: torch.Tensor, lo: int, hi: int) -> tuple[torch.Tenso
 class _LinearCrossEntropy(torch.autograd.Function):
     """Mean cross-entropy of ``x @ weight.T + bias``, computed a slice of the vocabulary at a time.
 
-    ``F.cross_entropy(F.linear(...))`` writes the logits, their log-softmax, a zero-filled gradient and the
-    log-softmax gradient: four (n, vocab) tensors, each one more pass over memory. Here the vocabulary is cut into
-    :data:`VOCAB_CHUNK`-row slices; each slice's logits are written by one GEMM and, while they are still in cache,
-    turned in place into exponentials (against the slice's own row maxima) and summed. The slices' maxima and sums
-    are then combined as in an online softmax, and the backward pass turns each slice's exponentials into its
-    gradient in place. Slices also stay under the C allocator's large-block threshold (32 MB), so they are reused
-    from step to step instead of being mapped and page-faulted afresh.
+    ``F.cross_entropy(F.linear(...))`` writes four (n, vocab) tensors, each one more pass over memory. Here each
+    :data:`VOCAB_CHUNK`-row slice's logits are written by one GEMM and, still in cache, turned in place into
+    exponentials (against the slice's own row maxima) and summed; the slices are combined as in an online softmax,
+    and the backward pass turns each slice's exponentials into its gradient in place. Slices also stay under the C
+    allocator's large-block threshold (32 MB), so they are reused instead of mapped and page-faulted afresh.
 
-    Each slice is laid out (rows, n), the logits' transpose: on CPU the GEMM ``weight @ x.T`` runs ~20% faster than
-    ``x @ weight.T`` for a vocabulary-sized output over a short inner dimension (hidden), and the weight gradient
-    ``grad @ x`` lands in the weight's own layout. Accuracy counts a row as right when its target's logit is the
-    largest; it differs from ``argmax == target`` only where another word ties the target's logit exactly.
+    Each slice is laid out (rows, n), the logits' transpose: on CPU ``weight @ x.T`` runs ~20% faster than
+    ``x @ weight.T`` here, and the weight gradient ``grad @ x`` lands in the weight's own layout. A row is right when
+    its target's logit is the largest (unlike ``argmax == target`` only on an exact tie).
     """
 
     @staticmethod
@@ -118,14 +115,12 @@ class _LinearCrossEntropy(torch.autograd.Function):
         return grad_x.to(x.dtype), grad_weight, grad_bias, None
 
 
-def linear_cross_entropy(
-    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, targets: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
+def linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+                         targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``F.cross_entropy(F.linear(x, weight, bias), targets)`` and the accuracy, in fewer vocabulary-sized passes.
 
     ``x`` (n, hidden), ``weight`` (vocab, hidden) (the tied word embedding), ``bias`` (vocab,), ``targets`` (n,).
-    The accuracy (share of rows whose argmax is the target) is not differentiable. No rows give a zero loss still in
-    the graph, not NaN.
+    The accuracy is not differentiable. No rows give a zero loss still in the graph, not NaN.
     """
     if targets.numel() == 0:
         zero = x.sum() * 0.0

@@ -1,13 +1,9 @@
 """The model pretraining trains: the encoder joined to its heads (:mod:`bvr.model.heads`), and its losses.
 
-:class:`PretrainingModel` is laid out like Hugging Face's ``BertForPreTraining`` (``sentence_head=True``),
-``BertForMaskedLM`` and ``RobertaForMaskedLM``: the encoder under ``bert`` or ``roberta``, BERT's heads under ``cls``
-and RoBERTa's under ``lm_head``, the MLM decoder tied to the word embeddings. Its ``state_dict()`` keys are therefore
-HF's keys. With ``config.sbo`` it also has SpanBERT's span-boundary head, under ``sbo``.
-
-The MLM head predicts only where it is asked to (*sparse prediction*): :meth:`PretrainingModel.mlm_logits` gathers
-the masked positions first, so the vocabulary-sized projection, softmax and their gradients cost ~15% of the dense
-version. :meth:`PretrainingModel.mlm_logits_all` is the dense form, for fill-mask and parity tests.
+:class:`PretrainingModel` is laid out like Hugging Face's ``BertForPreTraining``, ``BertForMaskedLM`` and
+``RobertaForMaskedLM`` (the encoder under ``bert`` or ``roberta``, heads under ``cls`` or ``lm_head``), so its
+``state_dict()`` keys are HF's. The MLM head predicts only at the masked positions (*sparse prediction*): the
+vocabulary-sized projection, softmax and their gradients cost ~15% of the dense version.
 """
 
 from __future__ import annotations
@@ -79,10 +75,9 @@ class PretrainingLoss:
 class PretrainingModel(nn.Module):
     """Encoder + MLM head (+ pooler and NSP head, + span-boundary head), with HF's parameter names.
 
-    ``config.family`` names the encoder attribute (``bert``/``roberta``); ``config.sbo`` adds SpanBERT's
-    span-boundary head (under ``sbo``; not exported to Hugging Face folders). ``sentence_head``: the pooler and the
-    2-way classifier of NSP or SOP on the pooled first token (BERT's ``BertForPreTraining``). ``pooler``: the pooler
-    without the NSP head (a ``BertModel`` folder's stored pooler, loaded for fine-tuning).
+    ``config.sbo`` adds SpanBERT's span-boundary head (under ``sbo``). ``sentence_head``: the pooler and the 2-way
+    classifier of NSP or SOP on the pooled first token. ``pooler``: the pooler without the NSP head (a ``BertModel``
+    folder's stored pooler, loaded for fine-tuning).
     """
 
     def __init__(self, config: EncoderConfig, sentence_head: bool = False, fast: bool = True,
@@ -137,13 +132,8 @@ class PretrainingModel(nn.Module):
             raise RuntimeError("this model was built without a sentence head (sentence_head=False)")
         return self.cls.seq_relationship(self.encoder.pooler(first))
 
-    def _sparse_states(
-        self,
-        input_ids: torch.Tensor,
-        labels: torch.Tensor,
-        attention_mask: torch.Tensor | None,
-        token_type_ids: torch.Tensor | None,
-    ) -> _Sparse:
+    def _sparse_states(self, input_ids: torch.Tensor, labels: torch.Tensor, attention_mask: torch.Tensor | None,
+                       token_type_ids: torch.Tensor | None) -> _Sparse:
         """Last-layer states where a loss reads them: the masked tokens, the first token (NSP/SOP) and the span
         boundaries (SBO); the last layer runs only there."""
         masked = labels.ne(IGNORE_INDEX)  # (batch, seq)
@@ -167,13 +157,8 @@ class PretrainingModel(nn.Module):
             boundaries = (states[where[rows, left]], states[where[rows, right]], columns - left - 1)
         return _Sparse(states[where[masked]], labels[masked], sentence_logits, boundaries)
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-    ) -> PretrainingOutput:
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None) -> PretrainingOutput:
         """Encode and apply the heads (inputs as :meth:`Encoder.forward`'s). With ``labels`` (batch, seq) the MLM
         logits are computed at the labelled positions only; None gives dense logits at every position."""
         hidden = self.encoder(input_ids, attention_mask, token_type_ids)  # (batch, seq, hidden)
@@ -184,20 +169,11 @@ class PretrainingModel(nn.Module):
         sentence = self.sentence_logits(hidden) if self.sentence_head else None
         return PretrainingOutput(hidden=hidden, mlm_logits=logits, mlm_targets=targets, sentence_logits=sentence)
 
-    def pretraining_loss(
-        self,
-        input_ids: torch.Tensor,
-        labels: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        sentence_labels: torch.Tensor | None = None,
-    ) -> PretrainingLoss:
-        """MLM (+ NSP or SOP, + SBO) losses of a collated batch; ``sentence_labels`` (batch,) is needed iff the model
-        has a sentence head.
-
-        The arguments are the collator's batch keys, so ``model.pretraining_loss(**batch_without_indices)`` works;
-        ``sentence_labels`` is ignored by a model without one.
-        """
+    def pretraining_loss(self, input_ids: torch.Tensor, labels: torch.Tensor,
+                         attention_mask: torch.Tensor | None = None, token_type_ids: torch.Tensor | None = None,
+                         sentence_labels: torch.Tensor | None = None) -> PretrainingLoss:
+        """MLM (+ NSP or SOP, + SBO) losses of a collated batch (the arguments are the collator's batch keys);
+        ``sentence_labels`` (batch,) is needed iff the model has a sentence head, and ignored otherwise."""
         if self.sentence_head and sentence_labels is None:
             raise ValueError("the model has a sentence head: pretraining_loss needs sentence_labels")
         sparse = self._sparse_states(input_ids, labels, attention_mask, token_type_ids)
@@ -221,12 +197,8 @@ class PretrainingModel(nn.Module):
 
 
 def count_parameters(model: nn.Module) -> dict[str, int]:
-    """Parameters of a model, split into embeddings and the rest.
-
-    ``embedding`` is word + position + token-type embeddings; the tied decoder shares the word embedding and is
-    not counted twice (nor is anything else shared). The MLM output bias (vocab_size numbers) counts as
-    non-embedding. At the tiny size a 50K vocabulary is most of the model: the vocabulary ablation reports this.
-    """
+    """Parameters of a model, split into embeddings (word + position + token-type) and the rest; shared tensors (the
+    tied decoder) count once, the MLM output bias as non-embedding. At the tiny size the vocabulary is most of it."""
     total = sum(p.numel() for p in model.parameters())  # parameters() yields shared tensors once
     embedding = sum(
         table.weight.numel()

@@ -1,23 +1,15 @@
 """Zero-shot BLiMP by pseudo-log-likelihood: does the encoder prefer the grammatical sentence of each minimal pair?
 
 BLiMP (Warstadt et al. 2020) has 67 paradigms of 1,000 minimal pairs, one file each (``data/PARADIGM.jsonl``): a
-grammatical ``sentence_good`` and an ungrammatical ``sentence_bad`` that differ in one place. A model is right on a
-pair when it scores the good sentence higher. A masked language model has no left-to-right probability, so each
-sentence is scored by its pseudo-log-likelihood (PLL, Salazar et al. 2020, "Masked Language Model Scoring"): mask
-each token in turn and sum the log-probabilities of the true tokens.
+grammatical ``sentence_good`` and an ungrammatical ``sentence_bad`` that differ in one place. A masked language model
+has no left-to-right probability, so each sentence is scored by its pseudo-log-likelihood (PLL, Salazar et al. 2020):
+mask each token in turn and sum the log-probabilities of the true tokens. :func:`load_blimp` reads the pairs,
+:func:`pll_scores` scores sentences, :func:`score_pairs` turns the scores into accuracies, :func:`evaluate_blimp`
+does all three, and :func:`published_blimp` reads the paper's accuracies of its four language models.
 
-- :func:`load_blimp` reads the paradigm files, optionally a fixed subsample of each paradigm;
-- :func:`pll_scores` scores sentences, batching the masked copies of many sentences;
-- :func:`score_pairs` turns the scores into accuracies (per paradigm, linguistic term and field; macro and micro);
-- :func:`evaluate_blimp` does all three for a :class:`~bvr.pretrained.Pretrained` model;
-- :func:`published_blimp` reads the paper's per-paradigm accuracies of its four language models.
-
-Accuracies are fractions in [0, 1], like every bvr metric. The macro accuracy (the mean over paradigms) is the
-paper's headline figure; the accuracy of a linguistic term or field is likewise the mean over its paradigms, which is
-how the paper's ``overall`` rows are computed.
-
-Importing the package loads no torch: the scorer's names (:func:`pll_scores`, :func:`evaluate_blimp`,
-``DEFAULT_TOKENS_PER_BATCH``) load on first use, so reports can read the published models' accuracies.
+Accuracies are fractions in [0, 1]; the macro accuracy (the mean over paradigms) is the paper's headline figure, and a
+linguistic term's or field's is likewise the mean over its paradigms. Importing the package loads no torch: the
+scorer's names load on first use, so reports can read the published models' accuracies.
 """
 
 from importlib import import_module

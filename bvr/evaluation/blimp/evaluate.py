@@ -18,12 +18,8 @@ if TYPE_CHECKING:
 
 def evaluate_blimp(pretrained: Pretrained, folder: Path, per_paradigm: int | None = None, seed: int = 0,
                    progress: bool = False, *, max_tokens_per_batch: int = DEFAULT_TOKENS_PER_BATCH) -> BlimpResult:
-    """Zero-shot BLiMP accuracy of a pretrained encoder, by pseudo-log-likelihood, on ``per_paradigm`` pairs of
-    each paradigm (:func:`load_blimp`; None: all).
-
-    A pair is correct when the good sentence's PLL is strictly higher than the bad one's; ties count as wrong. The
-    folder's ``models_summary.jsonl``, when there, fills :attr:`BlimpResult.published` over the same paradigms.
-    """
+    """Zero-shot BLiMP accuracy of a pretrained encoder on ``per_paradigm`` pairs of each paradigm (None: all). The
+    folder's ``models_summary.jsonl``, when there, fills :attr:`BlimpResult.published` over the same paradigms."""
     pairs = load_blimp(folder, per_paradigm, seed)
     summary = summary_file(paradigm_files(folder)[0].parent)
     sentences = [pair.good for pair in pairs] + [pair.bad for pair in pairs]

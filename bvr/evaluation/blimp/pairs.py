@@ -40,9 +40,8 @@ class BlimpPair:
 
 
 def paradigm_files(folder: Path) -> list[Path]:
-    """The paradigm files (``*.jsonl`` but ``models_summary.jsonl``) of a BLiMP folder, sorted by name: the folder
-    of the paradigm files, the BLiMP release's folder (which holds them in ``data/``), or a data folder that holds
-    ``blimp/``."""
+    """The paradigm files (``*.jsonl`` but ``models_summary.jsonl``), sorted by name, of a BLiMP folder: theirs, the
+    release's (``data/``), or a data folder that holds ``blimp/``."""
     folder = Path(folder)
     if not folder.is_dir():
         raise BvrError("no such folder", where=folder, hint="pass the data folder that holds blimp/")
@@ -106,11 +105,8 @@ def _read_paradigm(path: Path, seen: dict[tuple[str, str], str]) -> list[BlimpPa
 
 
 def _subsample(pairs: list[BlimpPair], n: int, seed: int) -> list[BlimpPair]:
-    """The ``n`` pairs with the smallest hashes of (seed, paradigm, pairID), in their original order.
-
-    A hash of the pair's identity rather than a random permutation: the choice does not depend on the order of the
-    lines or on numpy's generator, and a larger ``n`` keeps every pair a smaller one chose.
-    """
+    """The ``n`` pairs with the smallest hashes of (seed, paradigm, pairID), in their original order: the choice
+    depends on neither the lines' order nor a generator, and a larger ``n`` keeps every pair a smaller one chose."""
     if n >= len(pairs):
         return pairs
 
@@ -123,12 +119,8 @@ def _subsample(pairs: list[BlimpPair], n: int, seed: int) -> list[BlimpPair]:
 
 
 def load_blimp(folder: Path, per_paradigm: int | None = None, seed: int = 0) -> list[BlimpPair]:
-    """Read every BLiMP paradigm file (:func:`paradigm_files`), optionally ``per_paradigm`` pairs of each: file by
-    file (files sorted by name), in file order within a file.
-
-    The pairs kept are a function of ``seed`` and the pairs' identities only, so every model evaluated with the same
-    ``seed`` sees the same pairs, and paired comparisons between models are possible.
-    """
+    """Read every BLiMP paradigm file (:func:`paradigm_files`) in order, optionally ``per_paradigm`` pairs of each,
+    chosen by ``seed`` and the pairs' identities only: every model sees the same pairs, for paired comparisons."""
     if per_paradigm is not None and per_paradigm < 1:
         raise BvrError(f"must be at least 1, got {per_paradigm}", where="per_paradigm",
                        hint="leave it out to score every pair")

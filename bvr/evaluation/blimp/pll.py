@@ -16,10 +16,9 @@ from bvr.model import PretrainingModel
 from bvr.tokenization import plain_tokenizer, vocab_info
 
 DEFAULT_TOKENS_PER_BATCH = 16_384
-"""Tokens (masked copies x length) per forward pass. On 2 CPU cores shared with other jobs, a 4-layer, 256-wide encoder
-took 148, 118, 89, 67 and 72 s for the same 1,340 sentences with 2,048, 4,096, 8,192, 16,384 and 32,768 (fewer, larger
-batches cut the per-operation cost; the time is otherwise matrix products). The largest activation is then
-16,384 x intermediate_size floats (64 MB for the tiny preset, 200 MB for base)."""
+"""Tokens (masked copies x length) per forward pass. On 2 busy CPU cores a 4-layer, 256-wide encoder took 148, 118,
+89, 67 and 72 s for the same 1,340 sentences with 2,048, 4,096, 8,192, 16,384 and 32,768; the largest activation is
+then 16,384 x intermediate_size floats (64 MB for the tiny preset, 200 MB for base)."""
 
 _LOGITS_PER_CHUNK = 2**24
 """Most (rows x vocabulary) logits held at once (64 MB in float32): with a 50K vocabulary and a batch of very short
@@ -51,12 +50,8 @@ def _check_lengths(encodings: Sequence[Encoding], sentences: Sequence[str], max_
 
 
 def _masked_batches(encodings: Sequence[Encoding], mask_id: int, tokens_per_batch: int) -> Iterator[_Batch]:
-    """Every masked copy of every sentence, in batches of one length (so no padding) of about ``tokens_per_batch``.
-
-    Sentences are grouped by tokenized length and each group's copies are cut into batches of
-    ``tokens_per_batch // length`` rows; a sentence's copies may straddle two batches. Copies are built batch by
-    batch, so memory stays that of one batch however many sentences there are.
-    """
+    """Every masked copy of every sentence, in batches of one length (so no padding) of about ``tokens_per_batch``;
+    a sentence's copies may straddle two batches. Built batch by batch: memory stays that of one batch."""
     lengths = np.array([len(e.ids) for e in encodings])  # (sentences,)
     for length in np.unique(lengths):
         owners = np.flatnonzero(lengths == length)  # (m,) sentences of this length
@@ -77,11 +72,8 @@ def _masked_batches(encodings: Sequence[Encoding], mask_id: int, tokens_per_batc
 
 
 def _target_log_probs(model: PretrainingModel, batch: _Batch, device: torch.device) -> np.ndarray:
-    """log p(true token | its masked copy) of each row, (copies,) float64.
-
-    The last layer runs only at the masked position and the vocabulary-sized head only there too. No attention mask
-    (a batch has one length) and no token types (a single segment is type 0 in both families).
-    """
+    """log p(true token | its masked copy) of each row, (copies,) float64, the last layer and the head run only at
+    the mask. No attention mask (a batch has one length) and no token types (one segment is type 0 in both families)."""
     ids = batch.input_ids.to(device)  # (copies, length)
     rows = torch.arange(ids.shape[0], device=device)
     selected = torch.zeros(ids.shape, dtype=torch.bool, device=device)
@@ -111,19 +103,13 @@ def _evaluating(model: torch.nn.Module) -> Iterator[None]:
 def pll_scores(model: PretrainingModel, tokenizer: Tokenizer, family: str, sentences: Sequence[str], *,
                max_tokens_per_batch: int = DEFAULT_TOKENS_PER_BATCH,
                on_progress: Callable[[int], None] | None = None) -> np.ndarray:
-    """Pseudo-log-likelihood of each sentence (Salazar et al. 2020).
+    """Pseudo-log-likelihood of each sentence (Salazar et al. 2020): ``sum_t log p(s_t | s with s_t masked)`` over
+    every token but the special ones the post-processor adds.
 
-    Each sentence is encoded with its special tokens; every other token is masked in turn, and the log-probability
-    the model gives the true token at the mask is summed: ``PLL(s) = sum_t log p(s_t | s with s_t masked)``. A
-    sentence of n scored tokens costs n forward passes of its length, so all the masked copies of all the
-    sentences are batched: copies of equally long sentences fill batches of about ``max_tokens_per_batch`` tokens
-    (no padding), the last layer and the MLM head run only at the masked position, under
-    ``torch.inference_mode()``, on the model's device, with dropout off. The tokenizer's post-processor adds
-    [CLS]/[SEP] or <s>/</s>; its own padding and truncation settings are ignored, and a sentence longer than the
-    model's positions is refused, not truncated. ``on_progress`` gets the sentences finished after each batch.
-
-    Returns:
-        (len(sentences),) float64 PLLs, natural log; 0 for a sentence with no token to score.
+    A sentence of n scored tokens costs n forward passes, so the masked copies of all the sentences are batched
+    (:func:`_masked_batches`), with dropout off. The tokenizer's own padding and truncation are ignored, and a
+    sentence longer than the model's positions is refused. ``on_progress`` gets the sentences finished per batch.
+    Returns (len(sentences),) float64 PLLs, natural log; 0 for a sentence with no token to score.
     """
     sentences = list(sentences)
     mask_id = vocab_info(tokenizer, family).mask_id

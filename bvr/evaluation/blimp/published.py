@@ -1,8 +1,6 @@
 """The BLiMP paper's per-paradigm accuracies of its four language models (5-gram, LSTM, Transformer-XL, GPT-2),
-read from the release's ``models_summary.jsonl`` and averaged over the paradigms a result has.
-
-Torch-free (numpy and the standard library), so that reports can set the published models beside an ablation's
-scores without importing the scorer.
+read from the release's ``models_summary.jsonl`` and averaged over the paradigms a result has. Torch-free, for
+reports.
 """
 
 from __future__ import annotations
@@ -53,12 +51,9 @@ def _paradigm_rows(folder: Path) -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def published_blimp(folder: Path) -> dict[str, dict[str, float]]:
-    """The paper's per-paradigm accuracies of its four models, from ``models_summary.jsonl``.
-
-    Rows whose ``UID`` is ``overall`` are the paper's summaries and are skipped; :func:`macro_accuracy` of a model's
-    paradigms gives its headline figure (5-gram 0.612, LSTM 0.698, Transformer-XL 0.696, GPT-2 0.830).
-    Returns model name (``5-gram``, ``LSTM``, ``Transformer-XL``, ``GPT-2``) -> paradigm -> accuracy in [0, 1].
-    """
+    """The paper's per-paradigm accuracies of its four models: model name (``5-gram``, ``LSTM``, ``Transformer-XL``,
+    ``GPT-2``) -> paradigm -> accuracy in [0, 1]. :func:`macro_accuracy` of a model's paradigms gives its headline
+    figure (5-gram 0.612, LSTM 0.698, Transformer-XL 0.696, GPT-2 0.830)."""
     published: dict[str, dict[str, float]] = {name: {} for name in PUBLISHED_MODELS.values()}
     for where, row in _paradigm_rows(folder):
         for column, name in PUBLISHED_MODELS.items():
@@ -75,11 +70,8 @@ def published_terms(folder: Path) -> dict[str, str]:
 
 def published_summaries(published: Mapping[str, Mapping[str, float]],
                         paradigm_terms: Mapping[str, str]) -> dict[str, BlimpSummary]:
-    """Each published model's macro and per-term accuracies over the paradigms of ``paradigm_terms``.
-
-    Restricting to the paradigms a result has keeps the comparison fair when only some were scored. A model with
-    none of them is left out. ``paradigm_terms`` is :attr:`BlimpResult.paradigm_terms`.
-    """
+    """Each published model's macro and per-term accuracies over the paradigms of ``paradigm_terms``
+    (:attr:`BlimpResult.paradigm_terms`: a fair comparison when only some were scored); one with none is left out."""
     out = {}
     for name, accuracies in published.items():
         shared = {uid: accuracies[uid] for uid in paradigm_terms if uid in accuracies}

@@ -1,6 +1,4 @@
-"""BLiMP accuracies: per paradigm, linguistic term and field, macro and micro, from the PLL scores of the pairs.
-
-The paper's accuracies of its own models are read by :mod:`bvr.evaluation.blimp.published`."""
+"""BLiMP accuracies: per paradigm, linguistic term and field, macro and micro, from the PLL scores of the pairs."""
 
 from __future__ import annotations
 
@@ -38,11 +36,8 @@ def group_means(values: Mapping[str, float], group_of: Mapping[str, str]) -> dic
 
 @dataclass
 class BlimpResult:
-    """Scores and accuracies of one model on BLiMP; build it with :func:`score_pairs`.
-
-    Accuracies are fractions in [0, 1]. A pair is correct when the good sentence's PLL is strictly higher than the
-    bad one's; a tie counts as wrong (the release has 7 pairs whose two sentences are identical, always wrong).
-    """
+    """Scores and accuracies (fractions in [0, 1]) of one model on BLiMP; build it with :func:`score_pairs`. A tie
+    counts as wrong (the release has 7 pairs whose two sentences are identical, always wrong)."""
 
     pairs: list[BlimpPair]
     good_pll: np.ndarray  # (pairs,)
@@ -108,13 +103,9 @@ class BlimpResult:
         }
 
 
-def score_pairs(
-    pairs: Sequence[BlimpPair], good_pll: Sequence[float], bad_pll: Sequence[float], *, seconds: float | None = None
-) -> BlimpResult:
+def score_pairs(pairs: Sequence[BlimpPair], good_pll: Sequence[float], bad_pll: Sequence[float], *,
+                seconds: float | None = None) -> BlimpResult:
     """Accuracies from the scores of each pair's good and bad sentence (any scores where higher means likelier).
-
-    Ties count as wrong. Paradigm accuracy is the share of its pairs correct; a term's or field's is the mean of its
-    paradigms' accuracies (as the paper's summary rows); macro is the mean over paradigms, micro over pairs.
 
     Example:
         >>> pairs = [BlimpPair("p", "0", "syntax", "t", "good", "bad"), BlimpPair("p", "1", "syntax", "t", "a", "b"),
@@ -134,16 +125,11 @@ def score_pairs(
     for index, pair in enumerate(pairs):
         members[pair.uid].append(index)
     accuracy = {uid: float(correct[members[uid]].mean()) for uid in sorted(members)}
-    return BlimpResult(
-        pairs=pairs, good_pll=good, bad_pll=bad, correct=correct,
-        paradigm_accuracy=accuracy,
-        paradigm_pairs={uid: len(members[uid]) for uid in accuracy},
-        term_accuracy=group_means(accuracy, {p.uid: p.term for p in pairs}),
-        field_accuracy=group_means(accuracy, {p.uid: p.field for p in pairs}),
-        macro_accuracy=macro_accuracy(accuracy),
-        micro_accuracy=float(correct.mean()),
-        seconds=seconds,
-    )
+    return BlimpResult(pairs=pairs, good_pll=good, bad_pll=bad, correct=correct, paradigm_accuracy=accuracy,
+                       paradigm_pairs={uid: len(members[uid]) for uid in accuracy},
+                       term_accuracy=group_means(accuracy, {p.uid: p.term for p in pairs}),
+                       field_accuracy=group_means(accuracy, {p.uid: p.field for p in pairs}),
+                       macro_accuracy=macro_accuracy(accuracy), micro_accuracy=float(correct.mean()), seconds=seconds)
 
 
 def macro_accuracy(by_paradigm: Mapping[str, float]) -> float:

@@ -1,16 +1,10 @@
-"""The bag-of-words baseline beside the probes: a linear model on word counts, fitted on exactly the training
-examples each probe seed draws and scored on the same dev and held-out examples, so a reader sees how far frozen
-features are from what counting words gives.
+"""The bag-of-words baseline beside the probes: the probe's own model (:func:`train_probe`) on word counts, fitted
+on exactly the training examples each probe seed draws and scored on the same examples, so a reader sees how far
+frozen features are from what counting words gives.
 
-A text's words are its lowercase whitespace tokens; a pair task's second text contributes its words marked with
-:data:`SECOND_TEXT` (``b:dog``), so the two sides stay apart. The vocabulary is the words seen at least
-:data:`MIN_COUNT` times in the union of the seeds' training examples, the :data:`MAX_WORDS` most frequent (ties broken
-by the word), so it depends only on the data and the seeds' draws, never on a model. Each seed's model is the
-probe's own (:func:`~bvr.evaluation.probe.selection.train_probe`: logistic regression, ridge for regression tasks,
-on standardised counts, its L2 strength chosen on the same held-out part of the subsample). The counts are held
-sparse, scaled but not centred, and the fit preconditioned by their second moments only (words are nearly
-uncorrelated): a dense eigendecomposition of thousands of columns would cost far more than the fits. Tagging tasks
-get none: their labels are per word, not per example.
+A pair's second text contributes its words marked with :data:`SECOND_TEXT`, so the two sides stay apart. The
+vocabulary depends only on the data and the seeds' draws, never on a model. The counts are held sparse
+(:meth:`~bvr.evaluation.probe.fit.Standardised.of`). Tagging tasks get none: their labels are per word.
 """
 
 from __future__ import annotations
@@ -103,12 +97,9 @@ def evaluate(spec: TaskSpec, probe: LinearProbe, columns: Mapping[str, int], exa
 
 def bag_of_words(spec: TaskSpec, train: Sequence[Any], picks: Mapping[int, Sequence[int]], dev: list[Any],
                  held: list[Any] | None = None) -> BagOfWords | None:
-    """Fit the baseline on each seed's training examples and score it on ``dev`` (and ``held``, when given).
-
-    The result depends on the examples alone, so it is kept (:data:`MEMO_SIZE` of them per process): every model
-    probed on the same examples, as every model of an ablation is, gets a copy of the first one's. ``picks`` maps
-    each seed to the indices into ``train`` it draws (the probe's subsample). None for a tagging task.
-    """
+    """Fit the baseline on each seed's training examples (``picks``: seed -> indices into ``train``) and score it on
+    ``dev`` (and ``held``, when given); None for a tagging task. The result depends on the examples alone, so it is
+    kept (:data:`MEMO_SIZE` per process): every model of an ablation gets a copy of the first one's."""
     if spec.kind == "tagging":
         return None
     union = sorted(set().union(*picks.values()))

@@ -31,9 +31,8 @@ def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (hidden * weights).sum(dim=1) / weights.sum(dim=1)
 
 
-def sentence_vectors(
-    layers: Sequence[torch.Tensor], mask: torch.Tensor, kinds: Sequence[str]
-) -> dict[str, torch.Tensor]:
+def sentence_vectors(layers: Sequence[torch.Tensor], mask: torch.Tensor,
+                     kinds: Sequence[str]) -> dict[str, torch.Tensor]:
     """Sentence features of one batch from each layer's (batch, seq, hidden) output, embeddings excluded:
     kind -> (batch, dim), ``hidden`` for cls and mean, ``hidden * min(4, layers)`` for last4."""
     builders = {
@@ -44,9 +43,8 @@ def sentence_vectors(
     return {kind: builders[kind]() for kind in kinds}
 
 
-def word_vectors(
-    layers: Sequence[torch.Tensor], rows: torch.Tensor, cols: torch.Tensor, kinds: Sequence[str]
-) -> dict[str, torch.Tensor]:
+def word_vectors(layers: Sequence[torch.Tensor], rows: torch.Tensor, cols: torch.Tensor,
+                 kinds: Sequence[str]) -> dict[str, torch.Tensor]:
     """Features at the tokens (rows, cols), each (n,): kind -> (n, dim), for kinds among :data:`TOKEN_FEATURES`."""
     builders = {
         "last": lambda: layers[-1][rows, cols],
@@ -112,9 +110,8 @@ class FeatureExtractor:
         return track(batches, description, enabled=self.progress)
 
 
-def extract_sentences(
-    extractor: FeatureExtractor, encoded: Mapping[str, list], kinds: Sequence[str], description: str = "features"
-) -> dict[str, torch.Tensor]:
+def extract_sentences(extractor: FeatureExtractor, encoded: Mapping[str, list], kinds: Sequence[str],
+                      description: str = "features") -> dict[str, torch.Tensor]:
     """One feature row per encoded example, in example order: kind -> (examples, dim), float32 on the CPU."""
     config = extractor.encoder.config
     n = len(encoded["input_ids"])
@@ -129,10 +126,8 @@ def extract_sentences(
     return out
 
 
-def extract_words(
-    extractor: FeatureExtractor, encoded: Mapping[str, list], firsts: Sequence[Sequence[tuple[int, int]]],
-    kinds: Sequence[str], description: str = "features",
-) -> dict[str, torch.Tensor]:
+def extract_words(extractor: FeatureExtractor, encoded: Mapping[str, list], firsts: Sequence[Sequence[tuple[int, int]]],
+                  kinds: Sequence[str], description: str = "features") -> dict[str, torch.Tensor]:
     """One row per word that kept a token, sentence after sentence: kind -> (words, dim), float32 on the CPU.
     ``firsts`` holds per sentence the :func:`first_subwords` of :func:`~bvr.tasks.ner.encode_ner`'s ``word_ids``."""
     config = extractor.encoder.config
@@ -152,7 +147,6 @@ def extract_words(
 
 # ---------------------------------------------------------------------------------------------------------------
 # A split's features
-# ---------------------------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -186,10 +180,8 @@ def sentence_split(spec: TaskSpec, examples: list[Any], features: dict[str, torc
     return ProbeSplit(examples, features, labels, list(range(len(examples) + 1)))
 
 
-def featurise(
-    spec: TaskSpec, examples: list[Any], pretrained: Pretrained, extractor: FeatureExtractor, kinds: Sequence[str],
-    max_length: int, description: str,
-) -> ProbeSplit:
+def featurise(spec: TaskSpec, examples: list[Any], pretrained: Pretrained, extractor: FeatureExtractor,
+              kinds: Sequence[str], max_length: int, description: str) -> ProbeSplit:
     """Encode ``examples`` with the task's own encoder (:data:`bvr.tasks.kinds.KINDS`) and extract features."""
     settings = DataSettings(max_length=max_length)
     encoded = KINDS[spec.kind].encode(spec, pretrained.tokenizer, pretrained.family, examples, settings)

@@ -72,10 +72,9 @@ class Standardised:
     def of(cls, x: torch.Tensor, sparse: bool = False) -> Standardised:
         """Standardise (rows, dim) features and diagonalise their covariance (once for every L2 strength).
 
-        ``sparse``: for wide, mostly zero and nearly uncorrelated features (word counts), whose eigendecomposition
-        (cubic in ``dim``) and dense products would cost far more than the fits need. They are scaled but not
-        centred, so the zeros stay zeros, held as a sparse CSR matrix, and preconditioned by ``z^T z``'s diagonal
-        only. The optimum is the centred one's (the unpenalised bias absorbs the means); only the path changes.
+        ``sparse``: for wide, mostly zero, nearly uncorrelated features (word counts), whose eigendecomposition would
+        cost far more than the fits: scaled but not centred (a sparse CSR matrix), preconditioned by ``z^T z``'s
+        diagonal only. The optimum is the centred one's (the unpenalised bias absorbs the means).
         """
         mean, scale = standardisation(x)
         if sparse:
@@ -110,9 +109,8 @@ def fit_logistic(
     :data:`GRAD_TOLERANCE` applies to the gradient in these coordinates. The gradient is written out: ``(P - Y)^T Z``
     reads ``Z`` row by row, where autograd's ``Z^T (P - Y)`` runs several times slower on a CPU.
 
-    ``start`` is a weight (dim, classes) and bias (classes,) to start from (a neighbouring L2 strength's solution;
-    None: zeros). Returns the weight, the bias, the iterations run, and whether a tolerance (not
-    :data:`MAX_ITERATIONS`) stopped them.
+    ``start``: weight (dim, classes) and bias (classes,) to start from (None: zeros). Returns the weight, the bias,
+    the iterations run, and whether a tolerance (not :data:`MAX_ITERATIONS`) stopped them.
     """
     z, (n, dim) = data.z, data.z.shape
     p = (CURVATURE * data.eigenvalues + l2).rsqrt()  # (dim,)
@@ -139,12 +137,9 @@ def fit_logistic(
 
 
 def fit_ridge(z: torch.Tensor, y: torch.Tensor, l2: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Ridge regression, exactly: minimise mean squared error / 2 + ``l2 / 2 * ||w||^2`` (the bias is free).
-
-    The bias absorbs the means, so ``w`` solves the normal equations of the centred data,
-    ``(Zc^T Zc / n + l2 I) w = Zc^T (y - mean y) / n``, and ``b = mean y - mean z . w``. Returns weight (dim, 1) and
-    bias (1,), float64.
-    """
+    """Ridge regression, exactly: minimise mean squared error / 2 + ``l2 / 2 * ||w||^2`` (the bias is free), so
+    ``(Zc^T Zc / n + l2 I) w = Zc^T (y - mean y) / n`` on the centred data and ``b = mean y - mean z . w``. Returns
+    weight (dim, 1) and bias (1,), float64."""
     z, y = z.double(), y.double()
     z_mean, y_mean = z.mean(dim=0), y.mean()
     centred = z - z_mean
@@ -154,13 +149,10 @@ def fit_ridge(z: torch.Tensor, y: torch.Tensor, l2: float) -> tuple[torch.Tensor
     return weight[:, None], (y_mean - z_mean @ weight)[None]
 
 
-def fit_probe(
-    x: torch.Tensor | Standardised, y: torch.Tensor, spec: TaskSpec, l2: float, start: LinearProbe | None = None
-) -> LinearProbe:
-    """Fit the task's probe with penalty ``l2`` on (rows, dim) features, standardised here unless they already are.
-
-    ``start`` (logistic probes only) warm-starts L-BFGS from another probe's weights: the same optimum, fewer steps.
-    """
+def fit_probe(x: torch.Tensor | Standardised, y: torch.Tensor, spec: TaskSpec, l2: float,
+              start: LinearProbe | None = None) -> LinearProbe:
+    """Fit the task's probe with penalty ``l2`` on (rows, dim) features, standardised here unless they already are;
+    ``start`` (logistic probes only) warm-starts L-BFGS from another probe's weights: the same optimum, fewer steps."""
     data = x if isinstance(x, Standardised) else Standardised.of(x)
     if spec.kind == "regression":
         weight, bias = fit_ridge(data.z.to_dense() if data.z.is_sparse_csr else data.z, y, l2)  # it centres z

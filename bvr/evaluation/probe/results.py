@@ -35,7 +35,7 @@ class SeedProbe:
 
 @dataclass
 class ProbeResult:
-    """Probes of every feature kind over every seed, with the trivial baseline.
+    """Probes of every feature kind over every seed, with the baselines.
 
     Attributes:
         from_scratch: the encoder was randomly initialised (the no-pretraining control).
@@ -43,13 +43,12 @@ class ProbeResult:
         probes: feature kind -> seed -> :class:`SeedProbe`.
         baseline: seed -> the trivial baseline's dev scores (its majority comes from the seed's subsample).
         subsamples: seed -> indices (0-based, file order) of the training examples it drew.
-        train_size: examples (sentences) in the training file.
-        eval_size: dev examples probed; eval_total: dev examples in the file.
-        heldout_size: training examples set aside, never trained on, and scored as a second test set (0: none).
+        train_size: examples (sentences) in the training file; eval_size, eval_total: dev examples probed, in the file.
+        heldout_size: training examples set aside and scored as a second test set (0: none).
         heldout_baseline: seed -> the trivial baseline's scores on them.
         seconds: 'extract' (features), 'probe' (every fit), 'bow' (the bag-of-words baseline) and 'total'.
         reports: what was read, one line per file, then the caps.
-        bow: seed -> the bag-of-words baseline's dev scores (:mod:`~bvr.evaluation.probe.bow`; empty for tagging).
+        bow: seed -> the bag-of-words baseline's dev scores (empty for tagging).
     """
 
     task: str
@@ -79,17 +78,13 @@ class ProbeResult:
         the baselines') on the held-out training examples, if any."""
         if seed not in self.baseline:
             raise BvrError(f"no probe with seed {seed}", where="seed", hint=f"seeds run: {self.seeds}")
-        flat = {f"probe/{self.task}/{kind}/{name}": value
-                for kind in self.features for name, value in self.probes[kind][seed].scores.items()}
-        flat.update({f"probe/{self.task}/baseline/{name}": value for name, value in self.baseline[seed].items()})
-        flat.update({f"probe/{self.task}/{kind}/heldout/{name}": value
-                     for kind in self.features for name, value in self.probes[kind][seed].heldout_scores.items()})
-        flat.update({f"probe/{self.task}/baseline/heldout/{name}": value
-                     for name, value in self.heldout_baseline.get(seed, {}).items()})
-        flat.update({f"probe/{self.task}/{BOW}/{name}": value for name, value in self.bow.get(seed, {}).items()})
-        flat.update({f"probe/{self.task}/{BOW}/heldout/{name}": value
-                     for name, value in self.heldout_bow.get(seed, {}).items()})
-        return flat
+        groups = [(f"{kind}/", self.probes[kind][seed].scores) for kind in self.features]
+        groups.append(("baseline/", self.baseline[seed]))
+        groups += [(f"{kind}/heldout/", self.probes[kind][seed].heldout_scores) for kind in self.features]
+        groups += [("baseline/heldout/", self.heldout_baseline.get(seed, {})), (f"{BOW}/", self.bow.get(seed, {})),
+                   (f"{BOW}/heldout/", self.heldout_bow.get(seed, {}))]
+        return {f"probe/{self.task}/{prefix}{name}": value
+                for prefix, scores in groups for name, value in scores.items()}
 
     def headline(self, kind: str) -> list[float]:
         """The headline dev score of feature kind ``kind``, per seed in order."""
@@ -109,7 +104,6 @@ class ProbeResult:
 
 # ---------------------------------------------------------------------------------------------------------------
 # Printing
-# ---------------------------------------------------------------------------------------------------------------
 
 
 def _row(name: str, values: list[float], note: str = "") -> str:

@@ -36,7 +36,6 @@ SCRATCH_SEED = 0
 
 # ---------------------------------------------------------------------------------------------------------------
 # Options
-# ---------------------------------------------------------------------------------------------------------------
 
 
 def probe_task(task: str) -> TaskSpec:
@@ -98,25 +97,21 @@ class Extraction:
 
 
 def _check_options(sample: ProbeSample) -> list[int]:
-    seeds, max_train, max_eval, heldout = (sample.seeds, sample.max_train_examples, sample.max_eval_examples,
-                                           sample.heldout_examples)
+    seeds = sample.seeds
     if not seeds:
         raise BvrError("give at least one seed", where="seeds")
     if len(set(seeds)) != len(seeds):
         raise BvrError(f"seeds repeat: {list(seeds)}", where="seeds")
-    # Choosing the L2 strength needs a held-out example and at least one to train on.
-    if max_train is not None and max_train < 2:
-        raise BvrError(f"must be at least 2, got {max_train}", where="max_train_examples")
-    if max_eval is not None and max_eval < 1:
-        raise BvrError(f"must be at least 1, got {max_eval}", where="max_eval_examples")
-    if heldout is not None and heldout < 1:
-        raise BvrError(f"must be at least 1, got {heldout}", where="heldout_examples")
+    # Choosing the L2 strength needs a held-out example and at least one to train on: 2 training examples.
+    for key, least in (("max_train_examples", 2), ("max_eval_examples", 1), ("heldout_examples", 1)):
+        value = getattr(sample, key)
+        if value is not None and value < least:
+            raise BvrError(f"must be at least {least}, got {value}", where=key)
     return list(seeds)
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Running
-# ---------------------------------------------------------------------------------------------------------------
 
 
 def frozen_encoder(pretrained: Pretrained, from_scratch: bool, device: torch.device) -> Encoder:
@@ -146,25 +141,14 @@ def _read(spec: TaskSpec, data_dir: Path | None) -> tuple[list[Any], list[Any], 
     return train, dev, list(dict.fromkeys([train_line, dev_line]))
 
 
-def run_probe(
-    pretrained: Pretrained,
-    task: str,
-    *,
-    data_dir: Path | None,
-    sample: ProbeSample | None = None,
-    features: Sequence[str] | None = None,
-    from_scratch: bool = False,
-    extraction: Extraction | None = None,
-    progress: bool = False,
-) -> ProbeResult:
-    """Train linear probes on frozen features of ``pretrained`` and score them on the task's dev split.
+def run_probe(pretrained: Pretrained, task: str, *, data_dir: Path | None, sample: ProbeSample | None = None,
+              features: Sequence[str] | None = None, from_scratch: bool = False, extraction: Extraction | None = None,
+              progress: bool = False) -> ProbeResult:
+    """Train linear probes on frozen features of ``pretrained`` and score them on the task's dev split, beside the
+    trivial and bag-of-words baselines.
 
     ``data_dir`` None reads the Hugging Face hub; ``sample`` defaults to seed 0, every example, none held out;
     ``from_scratch`` probes a randomly initialised encoder of the checkpoint's shape (seed :data:`SCRATCH_SEED`).
-
-    Returns:
-        Every probe's dev scores, the trivial baseline, the bag-of-words baseline (sentence tasks:
-        :mod:`~bvr.evaluation.probe.bow`, fitted on each seed's subsample), and timings.
     """
     start = time.perf_counter()
     sample, extraction = sample or ProbeSample(), extraction or Extraction()
@@ -229,10 +213,8 @@ def _probe_one(spec: TaskSpec, train: ProbeSplit, picked: list[int], dev: ProbeS
 
 
 def heldout_split(count: int, heldout: int | None, max_train: int | None) -> tuple[list[int], list[int]]:
-    """Training-file positions ``0..count-1`` split into (held out, pool the seeds draw from), both in file order.
-
-    The held-out draw (seed :data:`SET_ASIDE_SEED`) depends only on ``count`` and ``heldout``, so every model and seed
-    is scored on the same examples.
+    """Training-file positions ``0..count-1`` split into (held out, pool the seeds draw from), both in file order;
+    the held-out draw depends only on ``count`` and ``heldout``.
 
     >>> held, pool = heldout_split(10, 3, None)
     >>> len(held), len(pool), sorted(held + pool) == list(range(10))

@@ -44,8 +44,7 @@ def held_out_split(count: int) -> tuple[list[int], list[int]]:
 
 @dataclass
 class Selection:
-    """The probe refitted on the whole subsample with the L2 strength chosen on held-out data, and per L2 strength
-    tried the held-out headline score."""
+    """The probe refitted with the L2 strength chosen, and the held-out headline score of each strength tried."""
 
     probe: LinearProbe
     held_out: dict[float, float]
@@ -55,9 +54,8 @@ def train_probe(spec: TaskSpec, split: ProbeSplit, picked: Sequence[int], kind: 
                 sparse: bool = False) -> Selection:
     """Choose the L2 strength on a held-out part of the examples ``picked``, then refit on all of them.
 
-    The grid is walked from the strongest penalty to the weakest, each fit starting from the previous solution,
-    and the refit starts from the chosen strength's; ties in the held-out headline score go to the stronger penalty
-    (the simpler model). ``sparse``: the features are word counts or the like (:meth:`Standardised.of`).
+    The grid is walked from the strongest penalty to the weakest, each fit warm-started from the previous one; ties
+    go to the stronger penalty (the simpler model). ``sparse``: word counts or the like (:meth:`Standardised.of`).
     """
     fit, held = held_out_split(len(picked))
     fit_examples, held_examples = [picked[i] for i in fit], [picked[i] for i in held]
@@ -79,16 +77,11 @@ def train_probe(spec: TaskSpec, split: ProbeSplit, picked: Sequence[int], kind: 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Scores
-# ---------------------------------------------------------------------------------------------------------------
 
 
 def score(spec: TaskSpec, split: ProbeSplit, picked: Sequence[int], predictions: torch.Tensor) -> dict[str, float]:
-    """Every metric of the task, and its headline, for predictions on the rows of the examples ``picked``.
-
-    Sentence tasks: the task's metrics (:data:`bvr.tasks.glue_metrics.PLAIN_METRICS`). Tagging: entity-level precision,
-    recall and F1 (:func:`bvr.tasks.ner_metric.entity_f1`) and ``accuracy`` over words; a word without a row is
-    predicted O.
-    """
+    """Every metric of the task, and its headline, for predictions on the rows of the examples ``picked``. Tagging:
+    entity-level precision, recall and F1 and ``accuracy`` over words; a word without a row is predicted O."""
     if spec.kind == "tagging":
         return _tagging_scores(spec, split, picked, predictions.tolist())
     targets = [split.examples[i].label for i in picked]
