@@ -28,12 +28,8 @@ from bvr.threads import JOBS_ENV, jobs_from, quiet_waits
 from bvr.write_checks import PRETRAIN_RESUME_HINT, RESUME_HINT, write_error
 
 app = typer.Typer(
-    name="bvr",
-    help="BERT vs RoBERTa: pretrain encoders under controlled ablations, fine-tune them, and compare with the papers.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
-)
+    name="bvr", no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode="rich",
+    help="BERT vs RoBERTa: pretrain encoders under controlled ablations, fine-tune them, and compare with the papers.")
 config_app = typer.Typer(help="Show and check configurations.", no_args_is_help=True)
 tokenizer_app = typer.Typer(help="Train and describe the WordPiece (BERT) and byte-level BPE (RoBERTa) tokenizers.",
                             no_args_is_help=True)
