@@ -40,15 +40,13 @@ AblationSetOpt = Annotated[list[str] | None, typer.Option("--set", "-s", help="O
                                                           "and the control, e.g. --set training.devices=8, --set "
                                                           "finetune.seeds=1 or --set pretrain_seeds=[0] (not a key "
                                                           "the arms differ in).")]
-AblationConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML file of config sections laid "
-                                                        "over every arm and the control, as one --set per key "
-                                                        "(before the --set options; not a key the arms differ "
-                                                        "in).")]
-UiUrlOpt = Annotated[str | None, typer.Option("--ui-url", help="Address of the MLflow UI "
-                                              "that run ids in the report link to, as `mlflow ui` prints it (e.g. "
-                                              "http://127.0.0.1:5000). Default: BVR_MLFLOW_UI, else the tracking "
-                                              "server when MLFLOW_TRACKING_URI is one; otherwise run ids stay plain "
-                                              "text.")]
+AblationConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML file of config sections laid over "
+                                                        "every arm and the control, as one --set per key (before the "
+                                                        "--set options; not a key the arms differ in).")]
+UiUrlOpt = Annotated[str | None, typer.Option("--ui-url", help="Address of the MLflow UI that run ids in the report "
+                                              "link to, as `mlflow ui` prints it (e.g. http://127.0.0.1:5000). "
+                                              "Default: BVR_MLFLOW_UI, else the tracking server when "
+                                              "MLFLOW_TRACKING_URI is one; otherwise run ids stay plain text.")]
 
 
 def ablate_cmd(
@@ -72,11 +70,10 @@ def ablate_cmd(
                                                        "passes through a shell); where it is empty: --data-dir, "
                                                        "else BVR_DATA_DIR.")] = None,
     output_dir: OutputDirOpt = None,
-    launcher: Annotated[Launcher, typer.Option("--launcher", help="Where the "
-                                          "units run: inline (one after another in this process), local (each "
-                                          "its own process, --jobs at a time, on this machine) or slurm (one "
-                                          "SLURM job per unit, resources from the launcher config section; "
-                                          "returns once they are queued).")] = Launcher.INLINE,
+    launcher: Annotated[Launcher, typer.Option("--launcher", help="Where the units run: inline (one after another in "
+                                          "this process), local (each its own process, --jobs at a time, on this "
+                                          "machine) or slurm (one SLURM job per unit, resources from the launcher "
+                                          "config section; returns once they are queued).")] = Launcher.INLINE,
     jobs: Annotated[int | None, typer.Option("--jobs", "-j", min=1, help="With --launcher local: units at a "
                                              "time, each with its share of the CPU threads (default 2).")] = None,
 ) -> None:
