@@ -28,12 +28,8 @@ from bvr.threads import JOBS_ENV, jobs_from, quiet_waits
 from bvr.write_checks import PRETRAIN_RESUME_HINT, RESUME_HINT, write_error
 
 app = typer.Typer(
-    name="bvr",
-    help="BERT vs RoBERTa: pretrain encoders under controlled ablations, fine-tune them, and compare with the papers.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
-)
+    name="bvr", no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode="rich",
+    help="BERT vs RoBERTa: pretrain encoders under controlled ablations, fine-tune them, and compare with the papers.")
 config_app = typer.Typer(help="Show and check configurations.", no_args_is_help=True)
 tokenizer_app = typer.Typer(help="Train and describe the WordPiece (BERT) and byte-level BPE (RoBERTa) tokenizers.",
                             no_args_is_help=True)
@@ -77,18 +73,16 @@ units): run again after an interrupt, they continue from there. The others have 
 @app.callback()
 def _main(
     ctx: typer.Context,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also show Lightning's and MLflow's "
-                                          "informational messages (hidden by default: they repeat for every "
-                                          "run).")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also show Lightning's and MLflow's informational "
+                                          "messages (hidden by default: they repeat for every run).")] = False,
     debug: Annotated[bool, typer.Option("--debug", help="Show the full traceback of an error; implies "
                                         "--verbose.")] = False,
-    jobs: Annotated[int | None, typer.Option("--jobs", min=1, metavar="N", help="How many jobs share this "
-                                             "machine's CPUs (this one included): each gets its share of threads "
+    jobs: Annotated[int | None, typer.Option("--jobs", min=1, metavar="N", help="How many jobs share this machine's "
+                                             "CPUs (this one included): each gets its share of threads "
                                              "(training.threads sets a count outright), and OpenMP's workers sleep "
                                              "while they wait. --jobs 1: this job has the machine alone, and its "
-                                             "workers spin instead (faster alone, ruinous beside other work). "
-                                             "Default: the BVR_JOBS variable, else all threads, sleeping "
-                                             "workers.")] = None,
+                                             "workers spin instead (faster alone, ruinous beside other work). Default: "
+                                             "the BVR_JOBS variable, else all threads, sleeping workers.")] = None,
 ) -> None:
     state["debug"] = debug
     if jobs is not None:

@@ -16,8 +16,8 @@ from bvr.cli.options import (
     DataDirOpt,
     OutputDirOpt,
     Overrides,
+    ablation_plan,
     console,
-    data_dir_or_env,
     folder_option,
     one_of,
 )
@@ -40,27 +40,13 @@ AblationSetOpt = Annotated[list[str] | None, typer.Option("--set", "-s", help="O
                                                           "and the control, e.g. --set training.devices=8, --set "
                                                           "finetune.seeds=1 or --set pretrain_seeds=[0] (not a key "
                                                           "the arms differ in).")]
-
-
-AblationConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML file of config sections laid "
-                                                        "over every arm and the control, as one --set per key "
-                                                        "(before the --set options; not a key the arms differ "
-                                                        "in).")]
-
-
-UiUrlOpt = Annotated[str | None, typer.Option("--ui-url", help="Address of the MLflow UI "
-                                              "that run ids in the report link to, as `mlflow ui` prints it (e.g. "
-                                              "http://127.0.0.1:5000). Default: BVR_MLFLOW_UI, else the tracking "
-                                              "server when MLFLOW_TRACKING_URI is one; otherwise run ids stay plain "
-                                              "text.")]
-
-
-def _plan(name: str, preset: str | None, overrides: Overrides, data_dir: Path | None, output_dir: Path | None):
-    from bvr.ablation.plan import make_plan
-
-    with overrides.located():
-        return make_plan(name, preset=preset, overrides=overrides.texts, data_dir=data_dir_or_env(data_dir),
-                         output_dir=output_dir or Path("outputs"))
+AblationConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML file of config sections laid over "
+                                                        "every arm and the control, as one --set per key (before the "
+                                                        "--set options; not a key the arms differ in).")]
+UiUrlOpt = Annotated[str | None, typer.Option("--ui-url", help="Address of the MLflow UI that run ids in the report "
+                                              "link to, as `mlflow ui` prints it (e.g. http://127.0.0.1:5000). "
+                                              "Default: BVR_MLFLOW_UI, else the tracking server when "
+                                              "MLFLOW_TRACKING_URI is one; otherwise run ids stay plain text.")]
 
 
 def ablate_cmd(
@@ -84,11 +70,10 @@ def ablate_cmd(
                                                        "passes through a shell); where it is empty: --data-dir, "
                                                        "else BVR_DATA_DIR.")] = None,
     output_dir: OutputDirOpt = None,
-    launcher: Annotated[Launcher, typer.Option("--launcher", help="Where the "
-                                          "units run: inline (one after another in this process), local (each "
-                                          "its own process, --jobs at a time, on this machine) or slurm (one "
-                                          "SLURM job per unit, resources from the launcher config section; "
-                                          "returns once they are queued).")] = Launcher.INLINE,
+    launcher: Annotated[Launcher, typer.Option("--launcher", help="Where the units run: inline (one after another in "
+                                          "this process), local (each its own process, --jobs at a time, on this "
+                                          "machine) or slurm (one SLURM job per unit, resources from the launcher "
+                                          "config section; returns once they are queued).")] = Launcher.INLINE,
     jobs: Annotated[int | None, typer.Option("--jobs", "-j", min=1, help="With --launcher local: units at a "
                                              "time, each with its share of the CPU threads (default 2).")] = None,
 ) -> None:
@@ -104,7 +89,7 @@ def ablate_cmd(
     overrides = Overrides.of(config, set_)
     data_dir = _data_dir_from(data_dir_from) or data_dir
     check_launcher(launcher.value, jobs, only, stage_dir)
-    plan = _plan(name, preset, overrides, data_dir, output_dir)
+    plan = ablation_plan(name, preset, overrides, data_dir, output_dir)
     if launcher is not Launcher.INLINE:
         from bvr.ops.launch.launch import Invocation
 
@@ -207,12 +192,13 @@ def report_cmd(
                        hint="e.g. bvr report masking --preset tiny")
     overrides = Overrides.of(config, set_)
     if name is not None:
-        plan = _plan(name, preset, overrides, data_dir, outputs) if preset is not None or overrides.texts else None
+        plan = (ablation_plan(name, preset, overrides, data_dir, outputs)
+                if preset is not None or overrides.texts else None)
         path = plan.manifest_path if plan is not None else find_manifest(name, outputs)
         if plan is not None and not path.is_file():  # made with the data folder named another way?
             from bvr.ablation.locate import made_elsewhere
 
-            found = made_elsewhere(plan, lambda other: _plan(name, preset, overrides, Path(other), outputs))
+            found = made_elsewhere(plan, lambda other: ablation_plan(name, preset, overrides, Path(other), outputs))
             if found is not None:
                 path = found.manifest
                 console.plain(found.note(), wrap=True)
@@ -329,7 +315,7 @@ def pipeline_cmd(
 
     if str(output) != "-":
         _check_pipeline_file(output)
-    plan = _plan(name, preset, Overrides(), None, None)
+    plan = ablation_plan(name, preset, Overrides(), None, None)
     if str(output) == "-":
         sys.stdout.write(render_pipeline(plan, Path.cwd(), output="dvc.yaml"))
         return

@@ -20,8 +20,8 @@ from bvr.cli.options import (
     Overrides,
     PresetOpt,
     SetOpt,
+    ablation_plan,
     console,
-    data_dir_or_env,
     load,
 )
 from bvr.errors import BvrError
@@ -56,12 +56,7 @@ def _ablation_arms(name: str, config: Path | None, preset: str | None, overrides
                    data_dir: Path | None, output_dir: Path | None) -> dict:
     """An ablation's plan as YAML data: its name, preset, pretraining seeds and models, then each arm's resolved
     configuration (at the first pretraining seed; the others differ only in training.seed)."""
-    from bvr.ablation.plan import make_plan
-
-    layered = Overrides.of(config, overrides)
-    with layered.located():
-        plan = make_plan(name, preset=preset, overrides=layered.texts, data_dir=data_dir_or_env(data_dir),
-                         output_dir=output_dir or Path("outputs"))
+    plan = ablation_plan(name, preset, Overrides.of(config, overrides), data_dir, output_dir)
     arms: dict[str, dict] = {}
     for arm in plan.arms:
         arms.setdefault(arm.arm, arm.config.to_dict())  # at the first pretraining seed

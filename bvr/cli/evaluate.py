@@ -78,7 +78,6 @@ def probe_cmd(
     from bvr.threads import use_threads
 
     use_threads()  # the usable CPUs, shared among `bvr --jobs N`
-
     kinds = [kind.strip() for value in features for kind in value.split(",") if kind.strip()] if features else None
     flags = shorthands({"--seeds": ("evaluate.probes.seeds", seeds),
                         "--max-train-examples": ("evaluate.probes.max_train_examples", max_train_examples),
@@ -129,13 +128,11 @@ def blimp_cmd(
     from bvr.threads import use_threads
 
     use_threads()  # the usable CPUs, shared among `bvr --jobs N`
-
     flags = shorthands({"--per-paradigm": ("evaluate.blimp.per_paradigm", per_paradigm),
                         "--seed": ("evaluate.blimp.seed", seed)})
     with flags.located():
         blimp = load(config, preset, [*flags.texts, *(set_ or [])], None, None).evaluate.blimp
     per_paradigm, seed = blimp.per_paradigm, blimp.seed
-
     folder = data_dir_or_env(data_dir)
     if folder is None:
         raise BvrError("no data folder: BLiMP is read from DATA_DIR/blimp/data/*.jsonl", where="--data-dir",

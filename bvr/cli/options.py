@@ -128,11 +128,8 @@ def load(config: Path | None, preset: str | None, overrides: list[str] | None, d
     """The resolved :class:`~bvr.config.Config` of a command's configuration options."""
     from bvr.config import load_config
 
-    extra: dict[str, str] = {}
-    if data_dir is not None:
-        extra["data_dir"] = str(data_dir)
-    if output_dir is not None:
-        extra["output_dir"] = str(output_dir)
+    extra = {key: str(value) for key, value in (("data_dir", data_dir), ("output_dir", output_dir))
+             if value is not None}
     return load_config(config, preset=preset, overrides=overrides, extra=extra)
 
 
@@ -142,6 +139,17 @@ def data_dir_or_env(value: Path | None) -> Path | None:
         return value
     env = os.environ.get("BVR_DATA_DIR")
     return folder_option("data folder (BVR_DATA_DIR)")(Path(env)) if env else None
+
+
+def ablation_plan(name: str, preset: str | None, overrides: Overrides, data_dir: Path | None,
+                  output_dir: Path | None):
+    """The plan of ablation ``name`` with these options, an error in one of ``overrides`` located (``bvr ablate``,
+    ``bvr report``, ``bvr config show NAME``)."""
+    from bvr.ablation.plan import make_plan
+
+    with overrides.located():
+        return make_plan(name, preset=preset, overrides=overrides.texts, data_dir=data_dir_or_env(data_dir),
+                         output_dir=output_dir or Path("outputs"))
 
 
 @dataclass

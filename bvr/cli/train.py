@@ -124,19 +124,13 @@ def export_cmd(
     needs --force. Each file is written beside its name and renamed into place; a symbolic link at one of the
     names is refused (the file it points to stays whole).
     """
+    from bvr.config import load_config
     from bvr.pretrained import load_pretrained
     from bvr.pretraining.export import export_folder
 
     pretrained = load_pretrained(checkpoint)
-    saved = _bvr_config(pretrained.folder)  # a config bvr cannot read is refused before OUT is made
+    path = pretrained.folder / "bvr.yaml"  # the run's config: one bvr cannot read is refused before OUT is made
+    saved = load_config(path).to_dict() if path.is_file() else {}
     check_writable(out, "model folder (OUT)")
     export_folder(pretrained.model, pretrained.folder, saved, out, force=force)
     console.plain(f"wrote {out} (load with transformers.AutoModelForMaskedLM.from_pretrained)")
-
-
-def _bvr_config(folder: Path) -> dict:
-    """The run's saved config, or an empty mapping when there is none."""
-    from bvr.config import load_config
-
-    path = folder / "bvr.yaml"
-    return load_config(path).to_dict() if path.is_file() else {}

@@ -22,6 +22,7 @@ import typer
 from bvr.cli.options import console, err_console
 from bvr.errors import BvrError
 from bvr.ops import ui as served
+from bvr.ops.ui import newest_parent, ui_store, view_lines
 from bvr.signals import Terminated
 
 
@@ -37,7 +38,6 @@ def ui_cmd(
     """Start the MLflow UI on the store bvr logs to and print where an ablation's runs are: its effects with their
     intervals and verdicts, scores by arm and pretraining curves by arm, in model-training mode. Runs until
     Ctrl-C."""
-    from bvr.ops.ui import newest_parent, ui_store, view_lines
     from bvr.tracking import store_client, tracking_uri
 
     uri = tracking_uri(Path.cwd())

@@ -3,11 +3,8 @@
 ``finetune`` holds the fine-tuning hyperparameters of every task at its top level (the fields of
 :class:`FinetuneConfig`, its :class:`DataSettings` included), the values of one task under ``per_task.TASK``, and
 which tasks and how many seeds an ablation fine-tunes (``tasks``, ``seeds``, ``optional``). ``evaluate`` says which
-zero-shot and probe evaluations an ablation runs on every model (``blimp``, ``probes``).
-
-One task's effective hyperparameters are resolved by :func:`bvr.config.resolve_finetune`, in this order: the
-:class:`FinetuneConfig` defaults, the task's own defaults (``TaskSpec.finetune``), then each layer (preset, config
-file, ``--set``), within a layer ``finetune.KEY`` and then ``finetune.per_task.TASK.KEY``.
+zero-shot and probe evaluations an ablation runs on every model (``blimp``, ``probes``). One task's effective
+hyperparameters are resolved by :func:`bvr.config.resolve_finetune`.
 """
 
 from __future__ import annotations
@@ -121,8 +118,8 @@ class FinetuneConfig(DataSettings):
         check(self.selection_examples >= 0, "finetune.selection_examples", "must be non-negative")
         check(0.0 < self.selection_share < 1.0, "finetune.selection_share", "must be in (0, 1)")
         for key in ("max_train_examples", "max_eval_examples", "max_steps"):
-            check(getattr(self, key) is None or getattr(self, key) >= 1, f"finetune.{key}",
-                  "must be at least 1 (or null)")
+            value = getattr(self, key)
+            check(value is None or value >= 1, f"finetune.{key}", "must be at least 1 (or null)")
         check(0.0 <= self.warmup_fraction < 1.0, "finetune.warmup_fraction", "must be in [0, 1)")
         check(self.max_length >= 8, "finetune.max_length", "must be at least 8")
         check(self.stride >= 0, "finetune.stride", "must be non-negative")

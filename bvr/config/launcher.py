@@ -54,5 +54,4 @@ class LauncherConfig:
         for key, value in self.sbatch.items():
             check(bool(_SBATCH_OPTION.fullmatch(str(key))), f"launcher.sbatch.{key}",
                   "an sbatch option's long name without the dashes, in lower case (account, qos, constraint)")
-            check("\n" not in value, f"launcher.sbatch.{key}",
-                  f"{value!r} must be one line of text")
+            check("\n" not in value, f"launcher.sbatch.{key}", f"{value!r} must be one line of text")

@@ -117,9 +117,8 @@ def build_dataclass(cls: type, data: dict[str, Any], prefix: str, old_keys: Mapp
     return cls(**kwargs)
 
 
-def merge_layer(
-    base: dict, extra: dict, origins: dict[str, str], extra_origins: dict[str, str], prefix: str = ""
-) -> None:
+def merge_layer(base: dict, extra: dict, origins: dict[str, str], extra_origins: dict[str, str],
+                prefix: str = "") -> None:
     """Deep-merge ``extra`` into ``base`` in place, keeping where each key came from."""
     for key, value in extra.items():
         path = f"{prefix}{key}"

@@ -141,13 +141,8 @@ def preset_names() -> list[str]:
     return sorted(p.stem for p in PRESETS_DIR.glob("*.yaml"))
 
 
-def load_config(
-    config_file: Path | None = None,
-    *,
-    preset: str | None = None,
-    overrides: list[str] | None = None,
-    extra: dict[str, Any] | None = None,
-) -> Config:
+def load_config(config_file: Path | None = None, *, preset: str | None = None, overrides: list[str] | None = None,
+                extra: dict[str, Any] | None = None) -> Config:
     """Build the resolved :class:`Config` from defaults, a preset, a file, ``extra`` (values set by CLI options such
     as ``data_dir``) and ``section.key=value`` overrides, in that order. An error names the key and the file and line
     (or the ``--set``) of a bad value."""
@@ -190,10 +185,6 @@ def resolve_finetune(cfg: Config, spec: Any) -> FinetuneConfig:
         values.update({k: v for k, v in layer.items() if k in HYPERPARAMETERS})
         values.update((layer.get("per_task") or {}).get(spec.name) or {})
     return build_dataclass(FinetuneConfig, values, "finetune.")
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Writing and hashing
 
 
 def dump_config(cfg: Config | dict[str, Any], path: Path) -> Path:

@@ -231,9 +231,8 @@ class TrainingConfig:
         check(self.max_tokens is None or self.max_tokens > 0, "training.max_tokens", "must be positive")
         check(self.tokens_per_batch is None or self.tokens_per_batch >= 1, "training.tokens_per_batch",
               "must be positive (or null for batch_size sequences per step)")
-        for key in ("val_every_steps", "checkpoint_every_steps", "log_every_steps", "devices", "num_nodes"):
-            check(getattr(self, key) >= 1, f"training.{key}", "must be at least 1")
-        for key in ("batch_size", "grad_accum", "max_steps"):
+        for key in ("val_every_steps", "checkpoint_every_steps", "log_every_steps", "devices", "num_nodes",
+                    "batch_size", "grad_accum", "max_steps"):
             check(getattr(self, key) >= 1, f"training.{key}", "must be at least 1")
         check(self.batch_size % self.grad_accum == 0, "training.grad_accum",
                f"{self.grad_accum} does not divide batch_size {self.batch_size}")

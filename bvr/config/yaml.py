@@ -54,12 +54,8 @@ def parse_yaml(path: Path, what: str = "config file") -> tuple[Any, yaml.Node | 
 
 
 def _expanded_size(node: yaml.Node, path: Path, sizes: dict[int, int], open_nodes: set[int]) -> int:
-    """How many values ``node`` holds with every alias expanded; each node is counted once, so this is quick
-    whatever the aliases expand to.
-
-    ``sizes`` holds the nodes counted so far (by ``id``), shared by the calls of one file; ``open_nodes`` those
-    being counted, whose values hold ``node``: meeting one again means a loop.
-    """
+    """How many values ``node`` holds with every alias expanded, each node counted once (``sizes``, by ``id``) so
+    this is quick whatever the aliases expand to; meeting one of ``open_nodes``, those being counted, means a loop."""
     key = id(node)
     if key in sizes:
         return sizes[key]

@@ -5,20 +5,11 @@ and what it skipped in a :class:`CorpusStats`. :func:`build_corpus` streams thos
 ``datasets.DatasetDict`` (``train`` and ``validation``) on disk, one document at a time, so a corpus larger than
 memory works; :func:`load_corpus` memory-maps it back.
 
-Formats:
-
-- ``wikiextractor``: ``<doc id=".." url=".." title="..">`` ... ``</doc>`` blocks. The first line inside a block
-  repeats the title and is dropped; every other non-blank line is a paragraph. Section headings (see
-  :func:`is_heading`), leftover table markup (:func:`is_markup`) and sentences with template debris
-  (:func:`is_template_debris`) are dropped and counted, because BERT pretrained on text passages only. NUL bytes
-  are dropped and counted.
-- ``wikitext``: WikiText files (wikitext-103 ``wiki.*.raw``): an article starts at a ``= Title =`` line and keeps
-  all its sections; ``= = Section = =`` headings are dropped and counted. NUL bytes are dropped and counted.
-- ``text``: one paragraph per line; one or more blank lines end a document. A NUL byte is refused (a binary file),
-  and so is a file opening with a WikiText title.
-- ``hf``: a Hugging Face dataset (a folder saved with ``save_to_disk``, local data files, or a hub id); each row
-  is a document whose text column holds paragraphs separated by newlines. Local ``.txt`` files are read by the
-  ``text`` rule, so both sources give the same documents.
+Formats (each reader's docstring has the details): ``wikiextractor`` (``<doc ...>`` blocks, :func:`read_wikiextractor`;
+headings, table markup and template debris are dropped and counted, because BERT pretrained on text passages only),
+``wikitext`` (an article per ``= Title =`` line, :func:`read_wikitext`), ``text`` (a paragraph per line, a blank line
+between documents, :func:`read_plain_text`) and ``hf`` (a Hugging Face dataset, a document per row,
+:func:`read_hf_dataset`; local ``.txt`` files are read by the ``text`` rule).
 
 Files may be gzip, bzip2 or xz compressed (by suffix). Bytes that are not valid UTF-8 become U+FFFD, one per
 byte, and are counted.
@@ -42,9 +33,8 @@ from bvr.corpus.store import (
 )
 
 __all__ = [
-    "FEATURES", "READERS", "SOURCES", "SPLITS", "STATS_FILE", "CorpusStats", "Document", "HoldOut",
-    "SourceOptions", "build_corpus",
-    "datasets_progress", "is_heading", "is_markup", "is_template_debris", "is_validation", "load_corpus",
-    "read_hf_dataset", "read_plain_text", "read_wikiextractor", "read_wikitext", "resolve_files", "split_rank",
-    "split_sentences",
+    "FEATURES", "READERS", "SOURCES", "SPLITS", "STATS_FILE", "CorpusStats", "Document", "HoldOut", "SourceOptions",
+    "build_corpus", "datasets_progress", "is_heading", "is_markup", "is_template_debris", "is_validation",
+    "load_corpus", "read_hf_dataset", "read_plain_text", "read_wikiextractor", "read_wikitext", "resolve_files",
+    "split_rank", "split_sentences",
 ]

@@ -18,14 +18,8 @@ _HF_BUILDERS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "p
 _HF_HINT = "pass a local path: a data file or folder, or a folder written by Dataset.save_to_disk"
 
 
-def read_hf_dataset(
-    name_or_path: str,
-    stats: CorpusStats,
-    *,
-    text_column: str = "text",
-    split: str = "train",
-    config_name: str | None = None,
-) -> Iterator[Document]:
+def read_hf_dataset(name_or_path: str, stats: CorpusStats, *, text_column: str = "text", split: str = "train",
+                    config_name: str | None = None) -> Iterator[Document]:
     """Read a Hugging Face dataset, one document per row.
 
     ``name_or_path`` is tried as, in order: a folder written by ``save_to_disk`` (``datasets.load_from_disk``),
@@ -58,16 +52,14 @@ def _is_plain_text(path: Path) -> bool:
         return path.suffix == ".txt"
     if not path.is_dir() or (path / "dataset_dict.json").exists() or (path / "state.json").exists():
         return False
-    files = resolve_files(path)
-    return {file.suffix for file in files} == {".txt"}
+    return {file.suffix for file in resolve_files(path)} == {".txt"}
 
 
 def _check_text_column(row: dict[str, Any], text_column: str, where: str) -> None:
     """Refuse a first row that lacks the text column or holds something other than text in it."""
     if text_column not in row:
-        raise BvrError(
-            f"no column {text_column!r}; the columns are {sorted(row)}", where=where, hint="pass --text-column"
-        )
+        raise BvrError(f"no column {text_column!r}; the columns are {sorted(row)}", where=where,
+                       hint="pass --text-column")
     if not isinstance(row[text_column], str | None):
         kind = type(row[text_column]).__name__
         raise BvrError(f"column {text_column!r} holds {kind}, not text", where=where, hint="pass --text-column")

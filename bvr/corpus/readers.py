@@ -1,10 +1,6 @@
-"""The corpus readers of files: WikiExtractor output, WikiText and plain text → documents (Hugging Face datasets:
-:mod:`bvr.corpus.hf_reader`; the source table: :mod:`bvr.corpus.sources`).
-
-Each reader yields :data:`~bvr.corpus.stats.Document` dicts and counts what it read and skipped in a
-:class:`~bvr.corpus.stats.CorpusStats`; :data:`READERS` maps each source name to its reader. Plain text has one
-reading rule (:func:`read_plain_text`), whether it comes as ``--source text`` or as local ``.txt`` files of
-``--source hf``."""
+"""The corpus readers of files: WikiExtractor output, WikiText and plain text → documents, counted in a
+:class:`~bvr.corpus.stats.CorpusStats` (Hugging Face datasets: :mod:`bvr.corpus.hf_reader`; the source table,
+:data:`~bvr.corpus.sources.READERS`: :mod:`bvr.corpus.sources`)."""
 
 from __future__ import annotations
 
@@ -22,9 +18,7 @@ from bvr.corpus.sentences import is_heading, is_markup, is_template_debris, spli
 from bvr.corpus.stats import CorpusStats, Document
 from bvr.errors import BvrError
 
-# ---------------------------------------------------------------------------------------------------------------
-# Files
-# ---------------------------------------------------------------------------------------------------------------
+# --- Files ------------------------------------------------------------------------------------------------------------
 
 _OPEN_COMPRESSED: dict[str, Callable[..., BinaryIO]] = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
 # Bytes that are not UTF-8 come back from "surrogateescape" as lone surrogates U+DC80..U+DCFF, one per byte;
@@ -40,11 +34,8 @@ def resolve_files(path: Path) -> list[Path]:
         return [path]
     if not path.is_dir():
         raise BvrError("no such file or folder", where=path, hint="check the corpus path")
-    files = [
-        file
-        for file in path.rglob("*")
-        if file.is_file() and not any(part.startswith(".") for part in file.relative_to(path).parts)
-    ]
+    files = [file for file in path.rglob("*")
+             if file.is_file() and not any(part.startswith(".") for part in file.relative_to(path).parts)]
     if not files:
         raise BvrError("the folder holds no (non-hidden) files", where=path, hint="check the corpus path")
     return sorted(files, key=lambda file: file.relative_to(path).as_posix())
@@ -52,10 +43,8 @@ def resolve_files(path: Path) -> list[Path]:
 
 def _read_lines(path: Path, stats: CorpusStats, *, drop_nul: bool = False) -> Iterator[tuple[int, str]]:
     """Yield ``(line number, text)`` for each line of ``path``, newline stripped; bad bytes replaced and counted.
-
-    ``drop_nul`` removes NUL bytes and counts them (in formats whose structure is checked, a stray NUL is damage
-    to skip; a binary file fails that check anyway).
-    """
+    ``drop_nul`` removes and counts NUL bytes (in formats whose structure is checked, a stray NUL is damage to skip;
+    a binary file fails that check anyway)."""
     stats.files += 1
     opener = _OPEN_COMPRESSED.get(path.suffix, open)
     with opener(path, "rb") as handle:
@@ -93,16 +82,8 @@ def _drop_wiki_line(line: str, index: int, stats: CorpusStats) -> bool:
     return False
 
 
-def _drop_template_debris(sentences: list[str], stats: CorpusStats) -> list[str]:
-    """The sentences without template debris (:func:`~bvr.corpus.sentences.is_template_debris`); counts the rest."""
-    kept = [sentence for sentence in sentences if not is_template_debris(sentence)]
-    stats.markup_sentences_dropped += len(sentences) - len(kept)
-    return kept
-
-
-def make_document(
-    doc_id: str, title: str, paragraphs: Iterable[str], stats: CorpusStats, *, drop_wiki_lines: bool
-) -> Document | None:
+def make_document(doc_id: str, title: str, paragraphs: Iterable[str], stats: CorpusStats, *,
+                  drop_wiki_lines: bool) -> Document | None:
     """Split paragraphs into sentences and count them; None (counted as empty) when nothing is left.
 
     ``drop_wiki_lines`` drops WikiExtractor headings and markup lines first, then sentences with template debris.
@@ -115,8 +96,10 @@ def make_document(
         if drop_wiki_lines and _drop_wiki_line(paragraph, index, stats):
             continue
         kept = split_sentences(paragraph)
-        if drop_wiki_lines:
-            kept = _drop_template_debris(kept, stats)
+        if drop_wiki_lines:  # sentences with template debris (is_template_debris), counted
+            clean = [sentence for sentence in kept if not is_template_debris(sentence)]
+            stats.markup_sentences_dropped += len(kept) - len(clean)
+            kept = clean
         if kept:
             stats.paragraphs += 1
             sentences.extend(kept)
@@ -127,9 +110,7 @@ def make_document(
     return {"doc_id": doc_id, "title": title, "sentences": sentences}
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# WikiExtractor
-# ---------------------------------------------------------------------------------------------------------------
+# --- WikiExtractor ----------------------------------------------------------------------------------------------------
 
 _DOC_OPEN = re.compile(r"<doc(?:\s[^>]*)?>")
 _ATTRIBUTE = re.compile(r'(\w+)="([^"]*)"')
@@ -195,9 +176,7 @@ def _close_doc(doc: _OpenDoc, stats: CorpusStats) -> Document | None:
     return make_document(doc.doc_id, doc.title, lines, stats, drop_wiki_lines=True)
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Plain text
-# ---------------------------------------------------------------------------------------------------------------
+# --- Plain text -------------------------------------------------------------------------------------------------------
 
 
 def read_plain_text(paths: Iterable[Path], stats: CorpusStats, *, root: Path | None = None) -> Iterator[Document]:
@@ -235,9 +214,7 @@ def _text_file(path: Path, name: str, stats: CorpusStats) -> Iterator[Document]:
         yield from optional_document(make_document(f"{name}:{first}", "", block, stats, drop_wiki_lines=False))
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# WikiText
-# ---------------------------------------------------------------------------------------------------------------
+# --- WikiText ---------------------------------------------------------------------------------------------------------
 
 # "= Title =", "= = Section = =", "= = = Subsection = = =": as many "= " before the text as " =" after it.
 _WIKITEXT_HEADING = re.compile(r"((?:= )+)(.*?\S)((?: =)+)")

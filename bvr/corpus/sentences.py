@@ -5,21 +5,15 @@ from __future__ import annotations
 
 import re
 
-
-def _word_set(words: str) -> frozenset[str]:
-    """The set of the space-separated words in ``words`` (long word lists read better as one string)."""
-    return frozenset(words.split())
-
-
 # A candidate stop: a run of terminal punctuation, any closing quotes or brackets, then whitespace.
 _STOP = re.compile(r"([.!?…]+)([\"'”’»)\]]*)\s+")
 _OPENERS = "\"'“‘«([{"
 # Words that are usually abbreviations before a ".". Case matters: "Art." is one, "art." is the word.
-_ABBREVIATIONS = _word_set(
+_ABBREVIATIONS = frozenset(
     "Mr Mrs Ms Mx Dr Prof Sr Jr St Mt Ft Gen Col Lt Capt Cpt Sgt Maj Adm Cmdr Rev Fr Hon Gov Pres Sen Rep "
     "Rt Esq Messrs No Nos Vol Vols Fig Figs Eq Ch Sec Art Ed Eds Op pp p ch sec vol fig eq ed "
     "b d fl r c ca cf approx est vs v viz al etc Inc Ltd Co Corp Bros Ave Rd Blvd Dept Univ Assn "
-    "Jan Feb Mar Apr Jun Jul Aug Sep Sept Oct Nov Dec"
+    "Jan Feb Mar Apr Jun Jul Aug Sep Sept Oct Nov Dec".split()
 )
 # Dotted acronyms and degrees: "U.S", "e.g", "i.e", "a.m", "Ph.D", "B.Sc" (the final "." is the stop itself).
 _DOTTED = re.compile(r"(?:[A-Za-z]{1,2}\.)+[A-Za-z]{1,2}")
@@ -29,11 +23,11 @@ _WINDOW = 24
 _ENUMERATOR = re.compile(r"\(?(?:\d{1,3}|[IVXLC]{1,6}|[A-Za-z])")
 # After an abbreviation, acronym or initial, a new sentence is assumed only before one of these common openers
 # ("... in the U.S. The ..." splits; "U.S. Army" and "J. R. R. Tolkien" do not).
-_SENTENCE_STARTERS = _word_set(
+_SENTENCE_STARTERS = frozenset(
     "The A An This That These Those There It Its He She His Her They Their We Our In On At As By For From To "
     "With After Before During Since Although Though While When Where However Following Despite According "
     "Many Most Some Several Both All Each Other Such One Today Later Then Thus Also But And If Because Unlike "
-    "Upon Under Between Within Over Of"
+    "Upon Under Between Within Over Of".split()
 )
 
 
@@ -112,9 +106,9 @@ HEADING_MAX_WORDS = 8
 # Nepal."), so there only very short lines ("Results.", "Early life.") count as headings.
 LEAD_HEADING_MAX_WORDS = 2
 # One-line paragraphs that are real sentences almost always hold one of these ("He died in 1990.").
-_SENTENCE_WORDS = _word_set(
+_SENTENCE_WORDS = frozenset(
     "is was are were be been being am has have had will would can could may might shall should must do does did "
-    "he she it they we i you there"
+    "he she it they we i you there".split()
 )
 _INNER_STOP = re.compile(r"[.!?]\s")
 

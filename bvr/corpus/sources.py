@@ -40,9 +40,8 @@ def _file_source(read: Callable[..., Iterator[Document]]) -> Source:
 
 def _hf_source(path: str | Path, stats: CorpusStats, options: SourceOptions) -> Generator[Document, None, None]:
     """Documents from a Hugging Face dataset, with a progress bar over documents (the file count is unknown)."""
-    documents = read_hf_dataset(
-        str(path), stats, text_column=options.text_column, split=options.hf_split, config_name=options.hf_config
-    )
+    documents = read_hf_dataset(str(path), stats, text_column=options.text_column, split=options.hf_split,
+                                config_name=options.hf_config)
     yield from track(documents, "Reading documents", enabled=options.progress)
 
 

@@ -25,22 +25,14 @@ from bvr.fs import replace_dir, write_text
 
 SPLITS = ("train", "validation")
 STATS_FILE = "corpus_stats.json"
-FEATURES = datasets.Features(
-    {
-        "doc_id": datasets.Value("string"),
-        "title": datasets.Value("string"),
-        "sentences": datasets.Sequence(datasets.Value("string")),
-    }
-)
+FEATURES = datasets.Features({"doc_id": datasets.Value("string"), "title": datasets.Value("string"),
+                              "sentences": datasets.Sequence(datasets.Value("string"))})
 
 
 def is_validation(doc_id: str, fraction: float, seed: int) -> bool:
-    """Whether a document belongs to the validation split.
-
-    The choice is a stable hash of ``(seed, doc_id)`` (BLAKE2b, not ``hash()``, which changes per process), so it
-    depends neither on reading order nor on the process, and a document's split never changes when the corpus
-    grows. ``fraction`` is the expected share of validation documents, in [0, 1].
-    """
+    """Whether a document belongs to the validation split (``fraction``: the expected share, in [0, 1]), by
+    :func:`split_rank` (not ``hash()``, which changes per process): it depends neither on reading order nor on the
+    process, and a document's split never changes when the corpus grows."""
     return split_rank(doc_id, seed) < fraction * 2**64
 
 
@@ -64,16 +56,9 @@ class HoldOut:
     split; a corpus that would then have no training document is an error."""
 
 
-def build_corpus(
-    source: str,
-    path: str | Path,
-    out_dir: Path,
-    *,
-    held_out: HoldOut = HoldOut(),
-    max_documents: int | None = None,
-    reading: SourceOptions | None = None,
-    progress: bool = True,
-) -> CorpusStats:
+def build_corpus(source: str, path: str | Path, out_dir: Path, *, held_out: HoldOut = HoldOut(),
+                 max_documents: int | None = None, reading: SourceOptions | None = None,
+                 progress: bool = True) -> CorpusStats:
     """Read a corpus and write it to ``out_dir`` as a ``DatasetDict`` (train, validation) plus ``corpus_stats.json``.
 
     Documents stream from the reader into Arrow files one at a time, so memory does not grow with the corpus.
@@ -139,19 +124,12 @@ def _check_build_args(source: str, validation_fraction: float, max_documents: in
 def _check_replaceable(out_dir: Path) -> None:
     """Refuse to replace a folder that holds anything but a corpus: it is deleted when the new one lands."""
     if out_dir.exists() and any(out_dir.iterdir()) and not (out_dir / STATS_FILE).exists():
-        raise BvrError(
-            "exists and is not a corpus written by bvr", where=out_dir, hint="choose an empty or new output folder"
-        )
+        raise BvrError("exists and is not a corpus written by bvr", where=out_dir,
+                       hint="choose an empty or new output folder")
 
 
-def _write_arrow(
-    documents: Iterable[Document],
-    folder: Path,
-    stats: CorpusStats,
-    fraction: float,
-    seed: int,
-    max_documents: int | None,
-) -> None:
+def _write_arrow(documents: Iterable[Document], folder: Path, stats: CorpusStats, fraction: float, seed: int,
+                 max_documents: int | None) -> None:
     """Stream documents into ``folder/{train,validation}.arrow``, choosing each one's split by its id."""
     folder.mkdir(parents=True)
     writers = {split: ArrowWriter(features=FEATURES, path=str(folder / f"{split}.arrow")) for split in SPLITS}
@@ -175,9 +153,8 @@ def _save_corpus(stream: Path, folder: Path, stats: CorpusStats, min_validation:
                  progress: bool) -> None:
     """Turn the streamed Arrow files into a ``save_to_disk`` folder, memory-mapped so nothing is loaded; top the
     validation split up to ``min_validation`` documents from train first."""
-    corpus = datasets.DatasetDict(
-        {split: datasets.Dataset.from_file(str(stream / f"{split}.arrow"), split=split) for split in SPLITS}
-    )
+    corpus = datasets.DatasetDict({split: datasets.Dataset.from_file(str(stream / f"{split}.arrow"), split=split)
+                                   for split in SPLITS})
     missing = min_validation - len(corpus["validation"])
     if missing > 0:
         corpus = _move_to_validation(corpus, missing, seed)

@@ -13,11 +13,9 @@ from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre
 from bvr.errors import BvrError
 
 WORDPIECE_ALPHABET_LIMIT = 1_000
-"""Most frequent characters WordPiece keeps as its alphabet; rarer ones become [UNK].
-
-Without a limit, every character seen once in Wikipedia (thousands of CJK and symbol characters) would take a
-vocabulary slot, and a second one for its `##` form.
-"""
+"""Most frequent characters WordPiece keeps as its alphabet; rarer ones become [UNK]. Without a limit, every
+character seen once in Wikipedia (thousands of CJK and symbol characters) would take a vocabulary slot, and a
+second one for its `##` form."""
 
 Texts = Iterable[str] | Iterable[list[str]]
 
@@ -113,14 +111,9 @@ def _bert_trainer(vocab_size: int, min_frequency: int, show_progress: bool, text
     alphabet = _bert_alphabet(texts)
     continuations = [f"##{char}" for char in alphabet if _can_continue_word(char)]
     return trainers.WordPieceTrainer(
-        vocab_size=vocab_size,
-        min_frequency=min_frequency,
-        show_progress=show_progress,
-        special_tokens=[*_BERT_SPECIALS, *continuations],
-        initial_alphabet=alphabet,
-        limit_alphabet=len(alphabet),
-        continuing_subword_prefix="##",
-    )
+        vocab_size=vocab_size, min_frequency=min_frequency, show_progress=show_progress,
+        special_tokens=[*_BERT_SPECIALS, *continuations], initial_alphabet=alphabet, limit_alphabet=len(alphabet),
+        continuing_subword_prefix="##")
 
 
 def _bert_post_processor(tokenizer: Tokenizer) -> processors.PostProcessor:
@@ -130,10 +123,6 @@ def _bert_post_processor(tokenizer: Tokenizer) -> processors.PostProcessor:
         pair=f"{cls} $A {sep} $B:1 {sep}:1",
         special_tokens=[(cls, tokenizer.token_to_id(cls)), (sep, tokenizer.token_to_id(sep))],
     )
-
-
-def _wordpiece_word_start(token: str) -> bool:
-    return not token.startswith("##")
 
 
 # --- RoBERTa: byte-level BPE ------------------------------------------------------------------------------------
@@ -153,13 +142,9 @@ def _roberta_build() -> Tokenizer:
 
 def _roberta_trainer(vocab_size: int, min_frequency: int, show_progress: bool, texts: Texts) -> trainers.Trainer:
     del texts  # the alphabet is all 256 bytes, whatever the text
-    return trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        min_frequency=min_frequency,
-        show_progress=show_progress,
-        special_tokens=list(_ROBERTA_SPECIALS),
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
+    return trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, show_progress=show_progress,
+                               special_tokens=list(_ROBERTA_SPECIALS),
+                               initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
 
 
 def _roberta_post_processor(tokenizer: Tokenizer) -> processors.PostProcessor:
@@ -180,41 +165,25 @@ FAMILIES: dict[str, TokenizerFamily] = {
         name="bert",
         model_type="WordPiece",
         special_tokens=_BERT_SPECIALS,
-        roles={
-            "pad_token": "[PAD]",
-            "unk_token": "[UNK]",
-            "cls_token": "[CLS]",
-            "sep_token": "[SEP]",
-            "mask_token": "[MASK]",
-        },
+        roles={"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",
+               "mask_token": "[MASK]"},
         default_vocab_size=30_000,
         min_vocab_size=len(_BERT_SPECIALS) + 1,
         build=_bert_build,
         scans_texts=True,
         trainer=_bert_trainer,
         post_processor=_bert_post_processor,
-        hf_config={
-            "tokenizer_class": "BertTokenizerFast",
-            "do_lower_case": True,
-            "strip_accents": True,
-            "tokenize_chinese_chars": True,
-        },
-        word_start=_wordpiece_word_start,
+        hf_config={"tokenizer_class": "BertTokenizerFast", "do_lower_case": True, "strip_accents": True,
+                   "tokenize_chinese_chars": True},
+        word_start=lambda token: not token.startswith("##"),
         sentence_prefix="",
     ),
     "roberta": TokenizerFamily(
         name="roberta",
         model_type="BPE",
         special_tokens=_ROBERTA_SPECIALS,
-        roles={
-            "bos_token": "<s>",
-            "eos_token": "</s>",
-            "pad_token": "<pad>",
-            "unk_token": "<unk>",
-            "cls_token": "<s>",
-            "sep_token": "</s>",
-            "mask_token": "<mask>",
-        },
+        roles={"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>", "unk_token": "<unk>", "cls_token": "<s>",
+               "sep_token": "</s>", "mask_token": "<mask>"},
         # The RoBERTa paper's "50K subword units"; the released roberta-base vocabulary has 50,265 ids.
         default_vocab_size=50_000,
         min_vocab_size=len(_ROBERTA_SPECIALS) + 256,
@@ -222,12 +191,8 @@ FAMILIES: dict[str, TokenizerFamily] = {
         scans_texts=False,
         trainer=_roberta_trainer,
         post_processor=_roberta_post_processor,
-        hf_config={
-            "tokenizer_class": "RobertaTokenizerFast",
-            "add_prefix_space": False,
-            "trim_offsets": True,
-            "errors": "replace",
-        },
+        hf_config={"tokenizer_class": "RobertaTokenizerFast", "add_prefix_space": False, "trim_offsets": True,
+                   "errors": "replace"},
         word_start=_byte_level_word_start,
         sentence_prefix=" ",
     ),
@@ -251,8 +216,7 @@ DEFAULT_VOCAB_SIZE: dict[str, int] = {name: family.default_vocab_size for name, 
 def family_spec(name: str, where: str | Path = "family") -> TokenizerFamily:
     """The family called ``name``; ``where`` names the setting or file it came from in the error for an unknown one."""
     if name not in FAMILIES:
-        known = ", ".join(FAMILIES)
-        raise BvrError(f"unknown tokenizer family {name!r}", where=where, hint=f"choose one of: {known}")
+        raise BvrError(f"unknown tokenizer family {name!r}", where=where, hint=f"choose one of: {', '.join(FAMILIES)}")
     return FAMILIES[name]
 
 
@@ -280,11 +244,8 @@ def special_token_ids(tokenizer: Tokenizer, family: TokenizerFamily) -> dict[str
     for token in map(str, family.special_tokens):
         ids[token] = tokenizer.token_to_id(token)
         if ids[token] is None:
-            raise BvrError(
-                f"the tokenizer has no {token} token, so it is not a {family.name} tokenizer",
-                where="family",
-                hint="name the family it was trained as",
-            )
+            raise BvrError(f"the tokenizer has no {token} token, so it is not a {family.name} tokenizer",
+                           where="family", hint="name the family it was trained as")
     return ids
 
 

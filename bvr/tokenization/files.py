@@ -28,10 +28,8 @@ def _write_json(path: Path, content: Mapping[str, object]) -> None:
 def _added_tokens_decoder(tokenizer: Tokenizer) -> dict[str, dict[str, object]]:
     # transformers 5 rebuilds the model from the vocabulary and takes added tokens' flags (lstrip of <mask>) from here.
     fields = ("content", "lstrip", "normalized", "rstrip", "single_word", "special")
-    return {
-        str(i): {name: getattr(token, name) for name in fields}
-        for i, token in sorted(tokenizer.get_added_tokens_decoder().items())
-    }
+    return {str(i): {name: getattr(token, name) for name in fields}
+            for i, token in sorted(tokenizer.get_added_tokens_decoder().items())}
 
 
 def _hf_tokenizer_config(tokenizer: Tokenizer, family: TokenizerFamily, model_max_length: int) -> dict[str, object]:

@@ -44,10 +44,6 @@ def tokenizer_stats(tokenizer: Tokenizer, documents: Iterable[list[str]], *, bat
             count_ids(tokenizer, batch, counts)
             batch = []
     count_ids(tokenizer, batch, counts)
-    return _summarise(tokenizer, counts, n_documents, n_sentences, n_words)
-
-
-def _summarise(tokenizer: Tokenizer, counts: np.ndarray, documents: int, sentences: int, words: int) -> dict:
     unk_token = getattr(tokenizer.model, "unk_token", None)
     unk_id = tokenizer.token_to_id(unk_token) if unk_token else None
     unk_tokens = int(counts[unk_id]) if unk_id is not None else 0
@@ -55,28 +51,18 @@ def _summarise(tokenizer: Tokenizer, counts: np.ndarray, documents: int, sentenc
     regular = np.ones(len(counts), dtype=bool)
     regular[list(added_special_ids(tokenizer))] = False
     used = int(np.count_nonzero(counts[regular]))
-    return {
-        "documents": documents,
-        "sentences": sentences,
-        "words": words,
-        "tokens": tokens,
-        "tokens_per_word": _ratio(tokens, words),
-        "unk_tokens": unk_tokens,
-        "unk_rate": _ratio(unk_tokens, tokens),
-        "vocab_size": len(counts),
-        "vocab_used": used,
-        "vocab_used_share": _ratio(used, int(regular.sum())),
-    }
+    return {"documents": n_documents, "sentences": n_sentences, "words": n_words, "tokens": tokens,
+            "tokens_per_word": _ratio(tokens, n_words), "unk_tokens": unk_tokens,
+            "unk_rate": _ratio(unk_tokens, tokens), "vocab_size": len(counts), "vocab_used": used,
+            "vocab_used_share": _ratio(used, int(regular.sum()))}
 
 
 def describe_stats(stats: dict) -> str:
     """A few readable lines from :func:`tokenizer_stats`, for the CLI."""
-    return "\n".join(
-        [
-            f"documents {stats['documents']:,}, sentences {stats['sentences']:,}, words {stats['words']:,}",
-            f"tokens {stats['tokens']:,} ({stats['tokens_per_word']:.3f} per word)",
-            f"unknown tokens {stats['unk_tokens']:,} ({stats['unk_rate']:.3%} of tokens)",
-            f"vocabulary used {stats['vocab_used']:,} of {stats['vocab_size']:,} ids "
-            f"({stats['vocab_used_share']:.1%} of the non-special ids)",
-        ]
-    )
+    return "\n".join([
+        f"documents {stats['documents']:,}, sentences {stats['sentences']:,}, words {stats['words']:,}",
+        f"tokens {stats['tokens']:,} ({stats['tokens_per_word']:.3f} per word)",
+        f"unknown tokens {stats['unk_tokens']:,} ({stats['unk_rate']:.3%} of tokens)",
+        f"vocabulary used {stats['vocab_used']:,} of {stats['vocab_size']:,} ids "
+        f"({stats['vocab_used_share']:.1%} of the non-special ids)",
+    ])

@@ -16,11 +16,8 @@ from bvr.tokenization.stats import count_ids
 
 def _check_training_args(family: TokenizerFamily, vocab_size: int, min_frequency: int) -> None:
     if vocab_size < family.min_vocab_size:
-        raise BvrError(
-            f"vocab_size {vocab_size} is too small for {family.name}",
-            where="vocab_size",
-            hint=f"use at least {family.min_vocab_size} (the special tokens plus the base alphabet)",
-        )
+        raise BvrError(f"vocab_size {vocab_size} is too small for {family.name}", where="vocab_size",
+                       hint=f"use at least {family.min_vocab_size} (the special tokens plus the base alphabet)")
     if min_frequency < 1:
         raise BvrError(f"min_frequency {min_frequency} is below 1", where="min_frequency", hint="use 1 or more")
 
@@ -43,15 +40,8 @@ def _release_pins(tokenizer: Tokenizer, family: TokenizerFamily) -> Tokenizer:
     return Tokenizer.from_str(json.dumps(data))
 
 
-def train_tokenizer(
-    family: str,
-    texts: Texts,
-    *,
-    vocab_size: int | None = None,
-    min_frequency: int = 2,
-    show_progress: bool = True,
-    length: int | None = None,
-) -> Tokenizer:
+def train_tokenizer(family: str, texts: Texts, *, vocab_size: int | None = None, min_frequency: int = 2,
+                    show_progress: bool = True, length: int | None = None) -> Tokenizer:
     """Train a tokenizer of one family from text; the same texts and settings give the same tokenizer.json. Its
     post-processor is set, so ``encode(a, b)`` adds the specials.
 
@@ -97,16 +87,8 @@ def count_at_percentile(counts: np.ndarray, percentile: float) -> int:
     return int(ranked[min(len(ranked) - 1, int(np.searchsorted(covered, percentile - 1e-12)))])
 
 
-def size_by_frequency(
-    family: str,
-    texts: Texts,
-    *,
-    max_size: int,
-    min_count: int,
-    percentile: float = 0.95,
-    min_frequency: int = 2,
-    granularity: int = 128,
-) -> tuple[Tokenizer, dict[str, float]]:
+def size_by_frequency(family: str, texts: Texts, *, max_size: int, min_count: int, percentile: float = 0.95,
+                      min_frequency: int = 2, granularity: int = 128) -> tuple[Tokenizer, dict[str, float]]:
     """The tokenizer of the largest vocabulary (up to ``max_size``, a multiple of ``granularity``) in which the
     tokens that make up ``percentile`` of ``texts`` each occur at least ``min_count`` times
     (:func:`count_at_percentile`, special tokens left out; ELC-BERT's rule: the 95th-percentile token seen about

@@ -50,14 +50,6 @@ def vocab_info(tokenizer: Tokenizer, family: str) -> VocabInfo:
     special_ids = tuple(sorted(set(ids.values()) | added_special_ids(tokenizer)))
     word_start[list(special_ids)] = True
     role = {name: ids[token] for name, token in spec.roles.items()}
-    return VocabInfo(
-        family=spec.name,
-        vocab_size=size,
-        pad_id=role["pad_token"],
-        unk_id=role["unk_token"],
-        cls_id=role["cls_token"],
-        sep_id=role["sep_token"],
-        mask_id=role["mask_token"],
-        special_ids=special_ids,
-        word_start=word_start,
-    )
+    return VocabInfo(family=spec.name, vocab_size=size, pad_id=role["pad_token"], unk_id=role["unk_token"],
+                     cls_id=role["cls_token"], sep_id=role["sep_token"], mask_id=role["mask_token"],
+                     special_ids=special_ids, word_start=word_start)
