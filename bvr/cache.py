@@ -306,7 +306,7 @@ def check_distributed_env() -> None:
                         "run bvr alone; to run distributed, start bvr through torchrun or srun, which set them all")
 
 
-def _wait_for(target: Path, poll: float = 2.0) -> Path:
+def _wait_for(target: Path) -> Path:
     """Wait until rank zero has finished ``target`` (stages are built once, on a shared file system): its ``DONE``
     marker, said on stderr after :data:`RANK_NOTICE` seconds (half the wait, if shorter)."""
     timeout = env_seconds(RANK_WAIT_ENV, RANK_WAIT, "a rank waits for rank 0 to build a stage")
@@ -324,5 +324,5 @@ def _wait_for(target: Path, poll: float = 2.0) -> Path:
             print(f"rank {global_rank()}: waiting for rank 0 to build {target} (its {DONE} marker; up to "
                   f"{timeout:.0f} s, {RANK_WAIT_ENV} sets how long)", file=sys.stderr, flush=True)
             announced = True
-        time.sleep(min(poll, max((timeout if announced else notice) - waited, 0.01)))
+        time.sleep(min(2.0, max((timeout if announced else notice) - waited, 0.01)))
     return target

@@ -122,10 +122,9 @@ _PACKAGE = Path(__file__).resolve().parents[2]  # bvr/
 
 
 def page_template(package: Path = _PACKAGE) -> str:
-    """The page template: DVC's page layout (its ``{scripts}``, ``{plot_divs}`` and ``{refresh_tag}`` placeholders)
-    with a note in place of each Vega plot when Vega cannot be loaded. Its one text is the checkout's committed
-    ``.dvc/plots/bvr-page.html`` when ``package`` lies in a checkout, else the copy an install of the package carries
-    as ``bvr/_dvc_plots/`` (``setup.py`` puts it there when a wheel is built).
+    """The page template: DVC's page layout with a note in place of each Vega plot when Vega cannot be loaded. Its
+    one text is the checkout's committed ``.dvc/plots/bvr-page.html`` when ``package`` lies in a checkout, else the
+    copy an install of the package carries as ``bvr/_dvc_plots/`` (``setup.py`` puts it there when a wheel is built).
     """
     checkout = package.parent / TEMPLATES_DIR / PAGE_TEMPLATE
     if (package.parent / "pyproject.toml").is_file() and checkout.is_file():
