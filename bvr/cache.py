@@ -20,7 +20,7 @@ from typing import Any
 from bvr.config import config_hash, dump_config
 from bvr.errors import BvrError
 from bvr.fs import replace_dir, temp_sibling
-from bvr.locks import file_lock, lock_path, process_alive
+from bvr.locks import env_seconds, file_lock, lock_path, process_alive
 
 DONE = "DONE"
 CACHE_VERSION = 1
@@ -39,14 +39,14 @@ def cache_dir(root: Path, kind: str, *parts: Any) -> Path:
 
 
 def is_done(path: Path) -> bool:
+    """Whether the cache folder ``path`` was finished (its ``DONE`` marker)."""
     return (Path(path) / DONE).is_file()
 
 
 def other_versions(target: Path, version: Any, stamp: Callable[[Path], Any], what: str = "cache") -> str | None:
-    """One line naming the caches of ``target``'s kind beside it (``KIND-HASH``, ``KIND-HASH.json``) that another
-    version of bvr made, or None: those whose ``stamp`` is a version other than ``version`` (None: no stamp, or not
-    finished; never counted). Called only when ``target`` is about to be made, so a reused cache costs nothing.
-    ``what``: the kind of cache, as the line names it and its version (``cache``, ``plan``).
+    """One line naming the caches of ``target``'s kind beside it (``KIND-HASH``, ``KIND-HASH.json``) whose ``stamp``
+    is a version other than ``version`` (None: no stamp, or not finished), or None. Called only when ``target`` is
+    about to be made, so a reused cache costs nothing. ``what``: ``cache``, ``plan``.
 
     >>> other_versions(Path("/nonexistent/corpus-0a1b"), 1, lambda folder: 3) is None
     True
@@ -116,7 +116,7 @@ def fingerprint(*paths: str | Path) -> str:
 
 
 def _file_hash(path: Path) -> str:
-    """SHA-256 of one file's bytes, read in 1 MiB blocks; remembered by the file's path, size, times and inode."""
+    """SHA-256 of one file's bytes, remembered by the file's path, size, times and inode."""
     stat = path.stat()
     key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
     if key not in _FILE_HASHES:
@@ -136,8 +136,7 @@ ARROW_END = b"\xff\xff\xff\xff\x00\x00\x00\x00"
 def arrow_problem(folder: Path) -> str | None:
     """What is wrong with the ``datasets`` folders under ``folder``, or None: a data file its ``state.json`` lists
     is missing, or an Arrow file stops before its end-of-stream marker (cut short by a full disk or a bad copy).
-
-    Reads each file's last 8 bytes only, so a cache of any size is checked in milliseconds."""
+    Reads each file's last 8 bytes only."""
     for state in sorted(Path(folder).rglob("state.json")):
         try:
             files = [entry["filename"] for entry in json.loads(state.read_text())["_data_files"]]
@@ -159,17 +158,14 @@ def build_once(target: Path, build: Callable[[Path], None], config: dict[str, An
                built: set[Path] | None = None, check: Callable[[Path], str | None] | None = None) -> tuple[Path, bool]:
     """Run ``build(tmp)`` unless ``target`` is finished already; move the result into place atomically.
 
-    One process builds a target at a time (:func:`target_lock`): a second one asking for it meanwhile waits, then
-    reuses what the first built. A build that raises leaves nothing behind; one killed half-way leaves a hidden
-    ``.NAME.tmp-PID`` sibling, removed by the next build once that PID is gone. ``DONE`` is written last, so a
-    target is never marked finished before its build is. The resolved ``config`` is written next to the output as
-    ``config.yaml``; where it holds a ``version``, a build first names in one line the folders of its kind that
-    another version made (:func:`other_versions`). Returns the folder and whether it was built now.
+    One process builds a target at a time (:func:`target_lock`): a second one waits, then reuses what the first
+    built. A build that raises leaves nothing behind; one killed half-way leaves a hidden ``.NAME.tmp-PID`` sibling,
+    removed by the next build once that PID is gone. ``DONE`` is written last. ``config`` is written beside the
+    output as ``config.yaml``; where it holds a ``version``, the folders another version made are named first
+    (:func:`other_versions`). Returns the folder and whether it was built now.
 
-    ``build`` writes the content into the temporary folder it is given. ``built`` is a set that ``target``
-    (resolved) joins when this call builds it: how a caller that runs several stages
-    (:func:`bvr.pretraining.prepare.prepare`) says which of them it built. ``check`` says what is wrong with a
-    finished ``target`` (a damaged file), or None; a damaged target is named in one line on stderr and built again.
+    ``built``: a set that ``target`` (resolved) joins when this call builds it. ``check``: what is wrong with a
+    finished ``target`` (a damaged file), or None; a damaged target is named on stderr and built again.
     """
     target = Path(target)
     if is_done(target) and (check is None or not is_rank_zero()):
@@ -205,23 +201,14 @@ class Stage:
     """One cached stage, declared: its folder is ``root/KIND-HASH``, HASH over its :attr:`key` (``parts`` and the
     bytes of its ``content`` files, written as the folder's ``config.yaml``); ``build(tmp, folder=...)`` writes it
     into ``tmp``, told the folder it will become (a name a build may carry into what it writes: ``datasets``'
-    fingerprints).
-
-    Args:
-        root: the folder the stage's folder lies in.
-        kind: the folder name's first part.
-        parts: what the stage is built from: settings, and the names of the stages it reads.
-        build: writes the stage.
-        content: input files by the key they enter under: each enters as its :func:`fingerprint`, None as None.
-        check: what is wrong with a finished folder, or None (:func:`build_once`).
-    """
+    fingerprints)."""
 
     root: Path
-    kind: str
-    parts: dict[str, Any]
+    kind: str  # the folder name's first part
+    parts: dict[str, Any]  # settings, and the names of the stages it reads
     build: Callable[[Path, Path], None]
-    content: dict[str, str | Path | None] = field(default_factory=dict)
-    check: Callable[[Path], str | None] | None = None
+    content: dict[str, str | Path | None] = field(default_factory=dict)  # input files: each enters as its fingerprint
+    check: Callable[[Path], str | None] | None = None  # what is wrong with a finished folder (build_once)
 
     @cached_property
     def key(self) -> dict[str, Any]:
@@ -242,11 +229,8 @@ def build_stages(stages: list[Stage], *, built: set[Path] | None = None) -> list
 
 @contextlib.contextmanager
 def target_lock(target: Path) -> Iterator[None]:
-    """Hold ``target``'s lock (a hidden ``.NAME.lock`` beside it) while building or training into it.
-
-    If another process holds it, say so on stderr and wait: it is making the same thing. Only rank zero of a
-    distributed job locks; the other ranks follow it.
-    """
+    """Hold ``target``'s lock (``.NAME.lock`` beside it) while building or training into it; if another process holds
+    it, say so on stderr and wait. Only rank zero of a distributed job locks; the other ranks follow it."""
     target = Path(target)
     if not is_rank_zero():
         yield
@@ -298,8 +282,7 @@ def check_distributed_env() -> None:
     A rank other than 0 waits for rank 0 to build each stage (:func:`build_once`); a ``RANK=1`` left in a shell after
     a torchrun session would wait for a rank 0 that nothing started. A non-zero ``RANK``, ``LOCAL_RANK`` or
     ``NODE_RANK`` therefore needs a ``WORLD_SIZE`` of 2 or more above it, and a non-zero ``SLURM_PROCID`` a
-    ``SLURM_NTASKS`` above it; each must be a whole number. Rank 0 alone waits on nobody and passes. The error names
-    the variables as set, with the ``unset`` that runs bvr alone.
+    ``SLURM_NTASKS`` above it; each must be a whole number.
     """
     env = {key: os.environ[key].strip() for key in RANK_VARIABLES if os.environ.get(key, "").strip()}
     shown = " ".join(f"{key}={value}" for key, value in env.items())
@@ -323,25 +306,10 @@ def check_distributed_env() -> None:
                         "run bvr alone; to run distributed, start bvr through torchrun or srun, which set them all")
 
 
-def rank_wait() -> float:
-    """How long a rank waits for rank 0: :data:`RANK_WAIT_ENV` in seconds (0 or more), else :data:`RANK_WAIT`."""
-    text = os.environ.get(RANK_WAIT_ENV, "").strip()
-    try:
-        seconds = float(text) if text else RANK_WAIT
-    except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds < float("inf"):
-        raise BvrError(f"'{text}' is not a number of seconds (0 or more)", where=RANK_WAIT_ENV,
-                       hint=f"set it to how long a rank waits for rank 0 to build a stage, or unset it "
-                            f"({RANK_WAIT:.0f} s)")
-    return seconds
-
-
-def _wait_for(target: Path, timeout: float | None = None, poll: float = 2.0) -> Path:
+def _wait_for(target: Path) -> Path:
     """Wait until rank zero has finished ``target`` (stages are built once, on a shared file system): its ``DONE``
-    marker, said on stderr after :data:`RANK_NOTICE` seconds (half the wait, if shorter). ``timeout`` in seconds
-    (None: :func:`rank_wait`)."""
-    timeout = rank_wait() if timeout is None else timeout
+    marker, said on stderr after :data:`RANK_NOTICE` seconds (half the wait, if shorter)."""
+    timeout = env_seconds(RANK_WAIT_ENV, RANK_WAIT, "a rank waits for rank 0 to build a stage")
     start = time.monotonic()
     marker, announced = Path(target) / DONE, False
     while not is_done(target):
@@ -356,5 +324,5 @@ def _wait_for(target: Path, timeout: float | None = None, poll: float = 2.0) -> 
             print(f"rank {global_rank()}: waiting for rank 0 to build {target} (its {DONE} marker; up to "
                   f"{timeout:.0f} s, {RANK_WAIT_ENV} sets how long)", file=sys.stderr, flush=True)
             announced = True
-        time.sleep(min(poll, max((timeout if announced else notice) - waited, 0.01)))
+        time.sleep(min(2.0, max((timeout if announced else notice) - waited, 0.01)))
     return target

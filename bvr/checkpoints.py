@@ -64,12 +64,10 @@ def _foreign_globals(path: str | Path) -> list[str]:
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """Saves each checkpoint to a temporary file in its own folder, fsyncs it, then renames it over the old one.
-
-    Until the rename the previous checkpoint is untouched, so a write that fails (a full disk) or is interrupted
-    leaves the last good checkpoint to resume from, and no partial file; a full disk or read-only folder is
-    reported as a :class:`~bvr.write_checks.WriteError` that says so (:data:`CHECKPOINT_HINT`). Ctrl-C and SIGTERM
-    wait for the write to end (:func:`bvr.signals.signals_deferred`).
+    """Saves each checkpoint to a temporary file in its own folder, fsyncs it, then renames it over the old one: a
+    write that fails or is interrupted leaves the last good checkpoint and no partial file. A full disk or read-only
+    folder is a :class:`~bvr.write_checks.WriteError` (:data:`CHECKPOINT_HINT`); Ctrl-C and SIGTERM wait for the
+    write to end (:func:`bvr.signals.signals_deferred`).
     """
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any | None = None) -> None:
@@ -87,19 +85,14 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     def load_checkpoint(self, path: str | Path, *args: Any, weights_only: bool | None = None,
                         **kwargs: Any) -> dict[str, Any]:
         """Lightning's loader (``trainer.fit(ckpt_path=...)``), as weights only whatever ``weights_only`` says (an old
-        torch, or ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``, would otherwise unpickle anything): :func:`weights_only_load`.
-        """
+        torch, or ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``, would otherwise unpickle anything)."""
         with weights_only_load(path):
             return super().load_checkpoint(path, *args, weights_only=True, **kwargs)
 
 
 def check_checkpoint(path: Path) -> None:
-    """Make sure ``path`` reads as a checkpoint before a run resumes from it.
-
-    The tensors are memory-mapped, not read, so this costs little; a truncated file fails here because its zip
-    directory, at the end, is missing. It is read as weights only, so nothing in it runs. The error names
-    ``--restart`` as the way out.
-    """
+    """Make sure ``path`` reads as a checkpoint before a run resumes from it. The tensors are memory-mapped, not
+    read, so this costs little; a truncated file fails here because its zip directory, at the end, is missing."""
     try:
         checkpoint = _mapped(path)
         if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
@@ -114,14 +107,8 @@ def check_checkpoint(path: Path) -> None:
 
 
 def resume_point(last: Path, resume: bool, restart: bool) -> str | None:
-    """The checkpoint a run goes on from (checked readable), or None to start from the first step.
-
-    ``restart`` removes ``last`` first; without ``resume`` an unfinished run's ``last`` is refused rather than
-    trained over.
-
-    Raises:
-        BvrError: ``last`` exists and neither ``resume`` nor ``restart`` was given, or it cannot be read.
-    """
+    """The checkpoint a run goes on from (checked readable), or None to start from the first step. ``restart``
+    removes ``last`` first; without ``resume`` an unfinished run's ``last`` is refused rather than trained over."""
     if restart and last.exists():
         last.unlink()
         return None
@@ -141,13 +128,9 @@ def _mapped(path: Path) -> Any:
 
 
 def check_fits(path: Path, expected: Mapping[str, torch.Tensor]) -> None:
-    """Make sure a checkpoint that :func:`check_checkpoint` passed holds the weights of the model about to resume
-    from it: the same names, of the same shapes.
-
-    A checkpoint of another model size (copied into this run's folder) would otherwise fail in Lightning's loader
-    with a traceback listing every size mismatch. ``expected`` is the state dict of the module built from the
-    configuration; the error names the first weight that differs and how many do, with ``--restart`` as the way out.
-    """
+    """Make sure a checkpoint that :func:`check_checkpoint` passed holds the weights (names and shapes) of
+    ``expected``, the state dict of the module built from the configuration: a checkpoint of another model size
+    would otherwise fail in Lightning's loader with a traceback listing every size mismatch."""
     saved = _mapped(path)["state_dict"]
     differ = [key for key in expected if key in saved and saved[key].shape != expected[key].shape]
     missing = [key for key in expected if key not in saved]

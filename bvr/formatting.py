@@ -7,9 +7,9 @@ import math
 
 
 def literal(value: object) -> str:
-    r"""``value`` (a path, a name, a description, a score: anything a user wrote or named) as Rich markup that prints
-    as itself: its square brackets escaped, so that ``out[/]x`` or ``exp[red]y`` is shown as written, never read as
-    markup (a line with no markup of its own is printed with ``markup=False`` instead).
+    r"""``value`` (anything a user wrote or named) as Rich markup that prints as itself: its square brackets escaped,
+    so that ``out[/]x`` or ``exp[red]y`` is shown as written (a line with no markup of its own is printed with
+    ``markup=False`` instead).
 
     >>> literal("out[/]x"), literal("exp[red]y"), literal("[MASK]"), literal(3)
     ('out\\[/]x', 'exp\\[red]y', '[MASK]', '3')

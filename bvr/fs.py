@@ -29,8 +29,7 @@ def not_utf8(err: UnicodeDecodeError, path: Path, line: int, line_start: int = 0
 
 def utf8_lines(path: Path) -> Iterator[tuple[int, str]]:
     """``(line number, line)`` of a UTF-8 text file, each line with its line end, decoded one at a time so that a
-    byte that is not UTF-8 is reported at its line, not as a ``UnicodeDecodeError`` traceback.
-    """
+    byte that is not UTF-8 is reported at its line, not as a ``UnicodeDecodeError`` traceback."""
     with Path(path).open("rb") as lines:
         for number, raw in enumerate(lines, start=1):
             try:
@@ -63,12 +62,10 @@ def refuse_link(path: Path) -> Path:
 @contextmanager
 def atomic_path(path: Path, *, fsync: bool = False) -> Iterator[Path]:
     """A new, empty temporary sibling of ``path`` for writers that take a file name (safetensors, matplotlib,
-    pandas); renamed over ``path`` when the block ends without error. A symbolic link at ``path`` is refused
-    (:func:`refuse_link`); ``fsync`` flushes the file to disk before the rename and the folder after it, so the write
-    survives a crash.
-
-    An error inside the block removes the temporary file and leaves ``path`` as it was. The temporary file is always
-    a new one, created without following a link: a link planted at its name is removed, never written through.
+    pandas); renamed over ``path`` when the block ends without error (an error removes it and leaves ``path`` as it
+    was). A symbolic link at ``path`` is refused (:func:`refuse_link`); ``fsync`` flushes the file to disk before
+    the rename and the folder after it, so the write survives a crash. The temporary file is created without
+    following a link: a link planted at its name is removed, never written through.
     """
     path = refuse_link(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -90,9 +87,7 @@ def atomic_path(path: Path, *, fsync: bool = False) -> Iterator[Path]:
 @contextmanager
 def atomic_open(path: Path, mode: str = "w", *, fsync: bool = False, encoding: str | None = None) -> Iterator[IO[Any]]:
     """Open a temporary sibling of ``path`` for writing; rename it over ``path`` when the block ends without error
-    (:func:`atomic_path`, which refuses a symbolic link at ``path``). ``mode`` ``"w"``: text, UTF-8 unless
-    ``encoding`` says otherwise; ``"wb"``: bytes.
-    """
+    (:func:`atomic_path`). ``mode`` ``"w"``: text, UTF-8 unless ``encoding`` says otherwise; ``"wb"``: bytes."""
     if "b" not in mode:
         encoding = encoding or "utf-8"
     with (atomic_path(path, fsync=fsync) as tmp,
@@ -102,8 +97,7 @@ def atomic_open(path: Path, mode: str = "w", *, fsync: bool = False, encoding: s
 
 def readable_by_all(path: Path) -> Path:
     """Give ``path`` the mode a plain ``open`` would have (0666 less the umask): writers that go through a private
-    temporary file (safetensors' ``save_file``) leave 0600, which other users of a shared model folder cannot read.
-    """
+    temporary file (safetensors' ``save_file``) leave 0600, which other users of a shared model folder cannot read."""
     mask = os.umask(0)
     os.umask(mask)
     os.chmod(path, 0o666 & ~mask)
@@ -134,12 +128,9 @@ def _fsync(path: Path) -> None:
 
 
 def replace_dir(built: Path, target: Path) -> None:
-    """Move the finished folder ``built`` to ``target``, replacing what is there with two renames.
-
-    The old ``target`` is first renamed to a hidden ``.NAME.old-XXXXXXXX`` sibling and removed once ``built`` is in
-    place, so there is never a half-written ``target``; such siblings left by a replace that was killed between its
-    renames are removed too. A symbolic link at ``target`` is refused (:func:`refuse_link`).
-    """
+    """Move the finished folder ``built`` to ``target``, replacing what is there with two renames: the old ``target``
+    goes to a hidden ``.NAME.old-XXXXXXXX`` sibling, removed once ``built`` is in place (as are such siblings left by
+    a replace killed between its renames). A symbolic link at ``target`` is refused (:func:`refuse_link`)."""
     built, target = Path(built), refuse_link(target)
     for stale in target.parent.glob(f".{target.name}.old-*"):
         shutil.rmtree(stale, ignore_errors=True)
@@ -175,10 +166,8 @@ def not_written_by_bvr(folder: Path) -> list[str]:
 
 
 def claim(folder: Path, names: list[str], by: str) -> None:
-    """Record in ``folder``'s :data:`WRITTEN` (atomically, beside the names it lists already) that bvr writes
-    ``names`` there; called before writing them, so a write cut short leaves them bvr's. ``by`` names the command
-    on the file's first line (``"bvr export"``).
-    """
+    """Record in ``folder``'s :data:`WRITTEN` that bvr writes ``names`` there; called before writing them, so a
+    write cut short leaves them bvr's. ``by`` names the command on the file's first line (``"bvr export"``)."""
     listed = sorted(written_by_bvr(folder) | set(names))
     write_text(Path(folder) / WRITTEN, f"# Files {by} wrote in this folder; it replaces only these without --force.\n"
                + "".join(f"{name}\n" for name in listed))

@@ -35,6 +35,20 @@ def process_alive(pid: int) -> bool:
     return True
 
 
+def env_seconds(name: str, default: float, what: str) -> float:
+    """A wait in seconds (0 or more) from the environment variable ``name``, else ``default``; ``what`` says in the
+    error's hint what the wait is for."""
+    text = os.environ.get(name, "").strip()
+    try:
+        seconds = float(text) if text else default
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise BvrError(f"'{text}' is not a number of seconds (0 or more)", where=name,
+                       hint=f"set it to how long {what}, or unset it ({default:.0f} s)")
+    return seconds
+
+
 def lock_path(target: Path) -> Path:
     """The lock file of ``target``: ``.NAME.lock`` beside it (hidden, so globs over the folder do not see it)."""
     target = Path(target)

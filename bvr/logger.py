@@ -35,11 +35,8 @@ from bvr.tracking import (
 
 @contextlib.contextmanager
 def _mlflow_globals_kept() -> Iterator[None]:
-    """Undo what ``mlflow.set_tracking_uri`` does to the process: its global URI and ``MLFLOW_TRACKING_URI``.
-
-    Lightning's logger calls it when it starts its run. Left in place, the environment variable would make every
-    later :func:`tracking_uri` in the process (another workdir, the next test) return this store.
-    """
+    """Undo what ``mlflow.set_tracking_uri`` (called by Lightning's logger as it starts its run) does to the process:
+    left in place, ``MLFLOW_TRACKING_URI`` would make every later :func:`tracking_uri` return this store."""
     env = os.environ.get("MLFLOW_TRACKING_URI")
     # Private, but the only way to tell "never set" from "set"; if it moves, "never set" is the usual case.
     service = getattr(getattr(mlflow.tracking, "_tracking_service", None), "utils", None)
@@ -116,33 +113,18 @@ def _prepare_rank_zero(experiment: str, workdir: Path | None, run_id: str | None
         resume_run(client_for(workdir), run_id, experiment)
 
 
-def make_logger(
-    experiment: str,
-    *,
-    run_name: str,
-    tags: Mapping[str, str],
-    parent_run_id: str | None = None,
-    workdir: Path | None = None,
-    run_id: str | None = None,
-) -> MLFlowLogger:
+def make_logger(experiment: str, *, run_name: str, tags: Mapping[str, str], parent_run_id: str | None = None,
+                workdir: Path | None = None, run_id: str | None = None) -> MLFlowLogger:
     """A Lightning logger writing one (nested) run to the bvr store.
 
     Only global rank zero touches the store; the run itself is created when Lightning first logs. Metric keys
     are kept as given (``train/mlm_loss``); checkpoints are not uploaded (``log_model=False``): they live in the
-    cache. The experiment is created if missing, with the bvr artifact location; ``run_id`` logs into that existing
-    run instead (``--resume``), marked running again.
+    cache. ``run_id`` logs into that existing run instead (``--resume``), marked running again.
     """
     uri = tracking_uri(workdir)
     tags = dict(tags)
     if parent_run_id:
         tags[MLFLOW_PARENT_RUN_ID] = parent_run_id
     _prepare_rank_zero(experiment, workdir, run_id)
-    return BvrMLFlowLogger(
-        experiment_name=experiment,
-        run_name=run_name,
-        tracking_uri=uri,
-        tags=tags,
-        log_model=False,
-        artifact_location=artifact_location(experiment, uri),
-        run_id=run_id,
-    )
+    return BvrMLFlowLogger(experiment_name=experiment, run_name=run_name, tracking_uri=uri, tags=tags, log_model=False,
+                           artifact_location=artifact_location(experiment, uri), run_id=run_id)

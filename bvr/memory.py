@@ -20,10 +20,8 @@ import os
 import sys
 from collections.abc import Mapping
 
-M_TRIM_THRESHOLD = -1
-"""``mallopt`` parameter: free memory at the heap's top beyond which glibc returns it to the kernel."""
+M_TRIM_THRESHOLD = -1  # mallopt's parameters (malloc.h)
 M_MMAP_THRESHOLD = -3
-"""``mallopt`` parameter: allocations of at least this size get their own ``mmap``, unmapped when freed."""
 MMAP_THRESHOLD = 32 * 1024 * 1024
 """glibc's largest mmap threshold on 64-bit systems: blocks under 32 MB come from the heap and are reused."""
 TRIM_THRESHOLD = 1024 * 1024 * 1024

@@ -23,15 +23,11 @@ T = TypeVar("T")
 
 COLUMNS = (TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
            TextColumn("left"), TimeRemainingColumn())
-"""The columns of every bar bvr draws itself."""
 
 
 def on_terminal() -> bool:
-    """Whether standard output is a terminal that can redraw a line (not a file, a pipe or ``TERM=dumb``).
-
-    Every bar is drawn on standard output, so a bar is never written into a file or a pipe, whatever standard
-    error is.
-    """
+    """Whether standard output, where every bar is drawn, is a terminal that can redraw a line (not a file, a pipe
+    or ``TERM=dumb``)."""
     isatty = getattr(sys.stdout, "isatty", None)
     return bool(isatty and isatty()) and os.environ.get("TERM", "") != "dumb"
 
@@ -79,9 +75,7 @@ libraries read them when first imported."""
 
 
 def silence_other_bars() -> None:
-    """Keep the other libraries' bars off (:data:`OTHER_BARS`), unless the environment already says otherwise.
-
-    Called by the command line before anything imports those libraries.
-    """
+    """Keep the other libraries' bars off (:data:`OTHER_BARS`), unless the environment already says otherwise; the
+    command line calls it before anything imports those libraries."""
     for name, value in OTHER_BARS.items():
         os.environ.setdefault(name, value)

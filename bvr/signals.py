@@ -73,8 +73,7 @@ def handle_sigterm() -> Iterator[None]:
 
 def is_sigterm_exit(err: BaseException | None) -> bool:
     """Whether ``err`` is Lightning's stop on SIGTERM (``SIGTERMException``, a ``SystemExit`` with status 0, so a
-    terminated run would look finished). Lightning is imported only by code that trains; without it loaded this
-    is no SIGTERM of Lightning's."""
+    terminated run would look finished); without Lightning loaded it is not."""
     exceptions = sys.modules.get("lightning.pytorch.utilities.exceptions")
     return exceptions is not None and isinstance(err, exceptions.SIGTERMException)
 
@@ -92,13 +91,9 @@ def is_interrupt(err: BaseException | None) -> bool:
 
 @contextmanager
 def terminated_stop() -> Iterator[None]:
-    """Around a Lightning ``fit``/``validate``: its exits on an interrupt come out as the interrupt itself.
-
-    Lightning answers Ctrl-C with its clean-up and ``sys.exit(1)``, and SIGTERM with ``SIGTERMException`` (exit
-    status 0); both come out here as :class:`KeyboardInterrupt` / :class:`Terminated`, so that the callers'
-    clean-up and the CLI's exit status see an interrupt. A SIGTERM that came during the loop's last batch, which
-    the loop finished, is raised when the block ends.
-    """
+    """Around a Lightning ``fit``/``validate``: Lightning's ``sys.exit(1)`` after Ctrl-C and its ``SIGTERMException``
+    (exit status 0) come out as :class:`KeyboardInterrupt` / :class:`Terminated`, so that the callers' clean-up and
+    the CLI's exit status see an interrupt. A SIGTERM during the loop's last batch is raised when the block ends."""
     try:
         yield
     except SystemExit as exit_:
@@ -113,14 +108,10 @@ def terminated_stop() -> Iterator[None]:
 
 @contextmanager
 def signals_deferred(signums: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[None]:
-    """Hold Ctrl-C and SIGTERM while the block runs, then deliver them to their own handlers.
-
-    For blocks that must not be cut in the middle: ``torch.save`` into a Python file writes through a C++ zip writer
-    that calls back into Python, and a handler raising inside such a callback aborts the process (``terminate
-    called after throwing an instance of 'pybind11::error_already_set'``); a call to an SQLite store cut in the
-    middle loses its write or leaves the store locked. Python runs signal handlers in the main thread only, so off
-    it this does nothing. Nested blocks deliver at the end of the outermost.
-    """
+    """Hold Ctrl-C and SIGTERM while the block runs, then deliver them to their own handlers (the module says which
+    blocks must not be cut: a handler raising in ``torch.save``'s C++ callback aborts with ``terminate called after
+    throwing an instance of 'pybind11::error_already_set'``). Python runs signal handlers in the main thread only,
+    so off it this does nothing. Nested blocks deliver at the end of the outermost."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -144,7 +135,3 @@ def deferring(fn: Callable[..., Any]) -> Callable[..., Any]:
         with signals_deferred():
             return fn(*args, **kwargs)
     return call
-
-
-__all__ = ["Terminated", "deferring", "handle_sigterm", "is_interrupt", "is_sigterm_exit", "sigterm_received",
-           "signals_deferred", "terminated_stop"]

@@ -13,11 +13,9 @@ workers spin in turn. Two tiny pretraining runs on 2 cores each ran 20x slower t
   ``OMP_NUM_THREADS``).
 - **Workers that sleep when they wait** (:func:`quiet_waits`): ``OMP_WAIT_POLICY=PASSIVE`` in the environment
   before torch (and its OpenMP runtime) is loaded; the CLI sets it first thing. A user's own
-  ``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT`` or ``KMP_BLOCKTIME`` is left as it is. Shorter spins do not do: two tiny
-  runs at once kept 31% of their alone tokens/s each at GNU's 300,000 spins, 18% at 30,000, 33% at 10,000, 70% at
-  1,000 and 78% sleeping at once. The price is paid alone by steps of many small operators: the tiny preset's
-  run is about a quarter slower alone than when spinning, the 4-layer step of ``benchmarks/pretrain_throughput.py``
-  about 4%. A user alone on the machine gets spinning back with ``bvr --jobs 1`` (docs/benchmarks.md has the
+  ``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT`` or ``KMP_BLOCKTIME`` is left as it is. Shorter spins do not do, and the
+  price is paid alone by steps of many small operators (the tiny preset's run is about a quarter slower alone than
+  when spinning); a user alone on the machine gets spinning back with ``bvr --jobs 1`` (docs/benchmarks.md has the
   figures).
 
 The thread count is chosen from configuration and the machine, never from the load of the moment: a reduction
@@ -66,8 +64,8 @@ class Usable:
 
 
 def cgroup_quota(root: Path = CGROUP_ROOT) -> float | None:
-    """The cgroup's CPU quota in CPUs (quota / period), from cgroup v2's ``cpu.max`` or v1's ``cpu.cfs_quota_us``
-    and ``cpu.cfs_period_us``; None when there is none or it cannot be read.
+    """The cgroup's CPU quota in CPUs (quota / period), from cgroup v2's ``cpu.max`` or v1's ``cpu.cfs_*_us``; None
+    when there is none or it cannot be read.
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as d:
@@ -190,8 +188,8 @@ def wait_policy(environ: Mapping[str, str] = os.environ) -> str:
 
 
 def use_threads(requested: int = 0) -> ThreadBudget:
-    """Decide the budget (:func:`thread_budget`) and give torch its ``threads`` intra-op threads, and as many
-    inter-op threads where torch still allows it (only before its first inter-op work)."""
+    """Give torch the :func:`thread_budget`'s intra-op threads, and as many inter-op threads where torch still allows
+    it (only before its first inter-op work)."""
     import torch
 
     budget = thread_budget(requested)

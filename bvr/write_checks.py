@@ -1,15 +1,11 @@
 """Writes that cannot succeed (a full disk, a read-only or forbidden folder), refused in one line, not a traceback.
 
-Two halves:
-
-- up-front checks before long work: :func:`check_writable` (the output and working folders) and
-  :func:`check_free_space` (before a stage that writes much, against an estimate of what it needs);
-- :func:`write_error`, which recognises a failed write in any exception and turns it into a :class:`WriteError`
-  naming the path, what is free and what to do. An ``OSError`` says so by its ``errno`` (ENOSPC, EDQUOT, EFBIG,
-  EROFS, EACCES, EPERM); torch, safetensors, tokenizers and SQLite wrap it in their own exceptions and only say it
-  in words (``No space left on device (os error 28)``, ``database or disk is full``), so the words count too,
-  anywhere in the chain of causes. The CLI applies it to every exception that reaches it; the ablation runner
-  stops on one instead of failing unit after unit.
+Up-front checks before long work (:func:`check_writable`, :func:`check_free_space`), and :func:`write_error`, which
+recognises a failed write in any exception and turns it into a :class:`WriteError` naming the path, what is free and
+what to do. An ``OSError`` says so by its ``errno``; torch, safetensors, tokenizers and SQLite wrap it in their own
+exceptions and only say it in words (``No space left on device (os error 28)``, ``database or disk is full``), so
+the words count too, anywhere in the chain of causes. The CLI applies it to every exception that reaches it; the
+ablation runner stops on one instead of failing unit after unit.
 """
 
 from __future__ import annotations
@@ -24,10 +20,9 @@ from pathlib import Path
 from bvr.errors import BvrError
 from bvr.formatting import size
 
-DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
-TOO_LARGE = frozenset({errno.EFBIG})
-READ_ONLY = frozenset({errno.EROFS})
-FORBIDDEN = frozenset({errno.EACCES, errno.EPERM})
+_CODES = (("full", {errno.ENOSPC, errno.EDQUOT}), ("too_large", {errno.EFBIG}), ("read_only", {errno.EROFS}),
+          ("forbidden", {errno.EACCES, errno.EPERM}))
+"""Each kind of write failure and the ``errno`` values that say it, in the order they are looked for."""
 _WORDS = {
     "full": re.compile(r"no space left on device|disk quota exceeded|database or disk is full|os error (28|122)\b",
                        re.IGNORECASE),
@@ -111,13 +106,9 @@ NAME_MAX = 255
 
 
 def not_a_folder(err: OSError, folder: Path, what: str) -> BvrError | None:
-    """The one-line error of a path that cannot be made a folder, or None for any other error.
-
-    A file or device (``/dev/null``) is where the folder (or one above it) would be, a name is longer than
-    :data:`NAME_MAX` bytes (or the whole path longer than the system allows), or the folder it would be made in
-    takes no new folders (``/proc``: "No such file or directory" for a folder that exists). ``err`` is what
-    ``mkdir`` raised.
-    """
+    """The one-line error of a path that ``mkdir`` could not make a folder (``err``), or None for any other error: a
+    file or device where the folder (or one above it) would be, a name too long, or a parent that takes no new
+    folders (``/proc``: "No such file or directory" for a folder that exists)."""
     if err.errno in (errno.EEXIST, errno.ENOTDIR):
         blocker = _existing(folder)
         found = "it exists" if blocker == folder.absolute() else f"{blocker} exists"
@@ -155,9 +146,8 @@ def check_free_space(folder: Path, needed: float, what: str) -> None:
 def write_error(err: BaseException, path: Path | None = None, *, what: str | None = None,
                 hint: str = RESUME_HINT) -> WriteError | None:
     """The one-line error of a write that failed for want of space or permission (``err`` itself when it is a
-    :class:`WriteError` already), or None for any other error. ``err``'s causes and contexts are searched too;
-    ``path`` is what was being written, when the exception does not say (an ``OSError``'s ``filename`` wins);
-    ``hint`` is what to do about a full disk."""
+    :class:`WriteError` already), or None for any other error; ``err``'s causes and contexts are searched too.
+    ``path``: what was being written, when the exception does not say; ``hint``: what to do about a full disk."""
     found = _find(err)
     if found is None:
         return None
@@ -184,15 +174,14 @@ def write_error(err: BaseException, path: Path | None = None, *, what: str | Non
 
 
 def _find(err: BaseException) -> tuple[str, BaseException] | None:
-    """The kind of write failure (``full``, ``too_large``, ``read_only``, ``forbidden``) found in ``err``, its causes
-    and contexts, with the exception that says it; an ``errno`` counts before words."""
+    """The kind of write failure found in ``err``, its causes and contexts, with the exception that says it; an
+    ``errno`` counts before words."""
     chain = _chain(err)
     for current in chain:
         if isinstance(current, WriteError):
             return "written", current
         if isinstance(current, OSError) and current.errno is not None:
-            for kind, codes in (("full", DISK_FULL), ("too_large", TOO_LARGE), ("read_only", READ_ONLY),
-                                ("forbidden", FORBIDDEN)):
+            for kind, codes in _CODES:
                 if current.errno in codes:
                     return kind, current
     for current in chain:

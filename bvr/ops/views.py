@@ -3,30 +3,23 @@
 MLflow's UI (3.17) lists an experiment's saved views under "Views" and opens one when its address ends in
 ``?viewStateShareKey=KEY``: both read the experiment tag ``mlflow.sharedViewState.KEY``, an envelope
 ``{"name", "createdAt", "updatedAt", "state"}`` whose ``state`` is the view (search filter, sort, columns and their
-widths, charts) as JSON. bvr writes three (:func:`write_views`):
+widths, charts) as JSON. bvr writes three (:func:`write_views`, :data:`bvr.tracking.ui.SAVED_VIEWS`):
 
-- ``bvr-effects`` (:data:`~bvr.tracking.ui.EFFECTS_VIEW`): the answer, one row per comparison, the effect runs the
-  report writes (:func:`write_effects`, tagged ``bvr.stage = effect``), in the report's order (the ablation's pairs,
-  then each arm against the control): ``B − A · MEASURE``, the difference ``b − a`` with its simultaneous interval and
-  unit as the report prints them (``-0.111 [-0.131, -0.091] nats``), the verdict (``dynamic better (Holm p < 0.001)``),
-  the interval's level (the report's), then the same numbers as metrics to sort by, with the smallest difference the
-  design detects. The first columns fit beside the UI's assistant panel; ``bvr ablate`` prints the address first;
-- ``bvr-scores`` (:data:`~bvr.tracking.ui.SCORES_VIEW`): one row per arm and measure, the summary runs the report writes
-  (:func:`write_summaries`, tagged ``bvr.stage = summary``): the mean over the arm's pretraining seeds and its 95% t
-  interval (``ci95_low``, ``ci95_high``: per arm, as the report's "Every measure, per arm"; differences between arms,
-  with the report's simultaneous intervals, are the effects view's), rounded as the report prints them (points to 1
-  decimal, the validation MLM loss in nats to 3), the number of seeds and the unit; the validation MLM loss is one of
-  the measures. Rows are named ``ARM · MEASURE`` (``static · sst2 fine-tuned``) in a column wide enough for them;
-- ``bvr-curves`` (:data:`~bvr.tracking.ui.CURVES_VIEW`): the pretraining runs in the chart view, two charts to a row,
-  the validation and training MLM loss first, each on a y axis fitted to the data when the report knows it (``ranges``),
-  every run drawn in its arm's colour (:func:`set_run_colours`, the report figures' colours; the UI's own colour for a
-  group is a hash of its name and gives two arms near-identical reds).
+- ``bvr-effects``: the answer, one row per comparison in the report's order, the effect runs the report writes
+  (:func:`write_effects`): ``B − A · MEASURE``, the difference with its simultaneous interval and unit as the report
+  prints them, the verdict, the interval's level, then the same numbers as metrics to sort by. The first columns fit
+  beside the UI's assistant panel; ``bvr ablate`` prints the address first;
+- ``bvr-scores``: one row per arm and measure, the summary runs the report writes (:func:`write_summaries`): the
+  mean over the arm's pretraining seeds and its 95% t interval, rounded as the report prints them, the number of
+  seeds and the unit;
+- ``bvr-curves``: the pretraining runs in the chart view, the validation and training MLM loss first, each on a y
+  axis fitted to the data when the report knows it, every run in its arm's colour (:func:`set_run_colours`, the
+  report figures' colours; the UI's own colour for a group is a hash of its name and gives two arms near-identical
+  reds).
 
-The three are :data:`bvr.tracking.ui.SAVED_VIEWS`, the one list the report's links, the terminal's addresses and the
-browser check read, with their addresses; :func:`write_report_views` writes them with the runs they show (the rows and
-colours the report computes, :class:`bvr.report.shown.ReportViews`), when the caller of
-:func:`bvr.report.render.render_report` hands it this function. A UI that does not read a key ignores it, and a view it
-cannot read leaves the default runs table.
+:func:`write_report_views` writes them with the runs they show (:class:`bvr.report.shown.ReportViews`), when the
+caller of :func:`bvr.report.render.render_report` hands it this function. A UI that does not read a key ignores it,
+and a view it cannot read leaves the default runs table.
 """
 
 from __future__ import annotations
@@ -52,11 +45,8 @@ RUN_COLOUR_TAG = "mlflow.runColor"
 TAG_SUMMARY = "bvr.summary"
 """Tag on a summary run: ``ARM|MEASURE``, what it summarises (one run per arm and measure under a parent run)."""
 TAG_UNIT = "bvr.unit"
-STAGE_SUMMARY = "summary"
-"""The ``bvr.stage`` of the report's summary runs."""
-
-STAGE_EFFECT = "effect"
-"""The ``bvr.stage`` of the report's effect runs."""
+STAGE_SUMMARY, STAGE_EFFECT = "summary", "effect"
+"""The ``bvr.stage`` of the report's summary runs and of its effect runs."""
 TAG_COMPARISON = "bvr.comparison"
 """Tag on an effect run: ``B|A|MEASURE``, the comparison it holds (one run per comparison under a parent run)."""
 TAG_DIFFERENCE = "bvr.difference"
@@ -115,41 +105,24 @@ def view_states(ranges: Mapping[str, tuple[float, float]] | None = None) -> dict
     ranges = ranges or {}
     name = _column("attributes", "Run Name")
     scores_columns = [name, *(_column("metrics", key) for key in SUMMARY_COLUMNS), _column("tags", TAG_UNIT)]
-    scores = {
-        "searchFilter": f"tags.`bvr.stage` = '{STAGE_SUMMARY}'",
-        "orderByKey": "tags.`mlflow.runName`",
-        "orderByAsc": True,
-        "startTime": "ALL",
-        "lifecycleFilter": "Active",
-        "selectedColumns": scores_columns,
-        "columnOrder": scores_columns,
-        "columnWidths": {name: NAME_WIDTH, **{column: 90 for column in scores_columns[1:]}},
-        "runsHiddenMode": "SHOW_ALL",
-        "groupBy": None,
-    }
+    common = {"orderByKey": "tags.`mlflow.runName`", "orderByAsc": True, "startTime": "ALL",
+              "lifecycleFilter": "Active", "runsHiddenMode": "SHOW_ALL", "groupBy": None}
+    scores = {**common, "searchFilter": f"tags.`bvr.stage` = '{STAGE_SUMMARY}'", "selectedColumns": scores_columns,
+              "columnOrder": scores_columns,
+              "columnWidths": {name: NAME_WIDTH, **{column: 90 for column in scores_columns[1:]}}}
     texts = [_column("tags", key) for key in (TAG_DIFFERENCE, TAG_VERDICT, TAG_INTERVAL)]
     effects_columns = [name, *texts, *(_column("metrics", key) for key in EFFECT_COLUMNS)]
     effects = {**scores, "searchFilter": f"tags.`bvr.stage` = '{STAGE_EFFECT}'", "orderByKey": f"tags.`{TAG_ORDER}`",
                "selectedColumns": effects_columns, "columnOrder": effects_columns,
                "columnWidths": {name: 240, **dict(zip(texts, (185, 265, 150), strict=True)),
                                 **{column: 80 for column in effects_columns[4:]}}}
-    curves = {
-        "searchFilter": "tags.`bvr.stage` = 'pretrain'",
-        "orderByKey": "tags.`mlflow.runName`",
-        "orderByAsc": True,
-        "startTime": "ALL",
-        "lifecycleFilter": "Active",
-        "selectedColumns": [name],
-        "runsHiddenMode": "SHOW_ALL",
-        "groupBy": None,
-        "useGroupedValuesInCharts": False,
-        "hideEmptyCharts": True,
-        "compareRunSections": [{"uuid": "bvr-pretraining", "name": CURVES_SECTION, "display": True,
-                                "isReordered": False, "columns": 2, "cardHeight": 400},
-                               *({"uuid": f"bvr-folded-{i}", "name": name, "display": False, "isReordered": False}
-                                 for i, name in enumerate(FOLDED_SECTIONS))],
-        "compareRunCharts": [_line_chart(metric, i, ranges.get(metric)) for i, metric in enumerate(CURVE_METRICS)],
-    }
+    sections = [{"uuid": "bvr-pretraining", "name": CURVES_SECTION, "display": True, "isReordered": False,
+                 "columns": 2, "cardHeight": 400},
+                *({"uuid": f"bvr-folded-{i}", "name": section, "display": False, "isReordered": False}
+                  for i, section in enumerate(FOLDED_SECTIONS))]
+    curves = {**common, "searchFilter": "tags.`bvr.stage` = 'pretrain'", "selectedColumns": [name],
+              "useGroupedValuesInCharts": False, "hideEmptyCharts": True, "compareRunSections": sections,
+              "compareRunCharts": [_line_chart(key, i, ranges.get(key)) for i, key in enumerate(CURVE_METRICS)]}
     return {EFFECTS_VIEW: effects, SCORES_VIEW: scores, CURVES_VIEW: curves}
 
 

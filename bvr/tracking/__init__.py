@@ -17,15 +17,13 @@ MLflow's process-wide "current" tracking URI or active run.
 
 import os
 
-# Must precede `import mlflow` (in the modules below): MLflow 3 decides at import time whether to start its telemetry
-# client (which writes an installation id under ~/.config and posts usage events). bvr runs offline; a user can opt
-# back in by setting the variable to "false".
+# Before `import mlflow` (in the modules below), and only where unset: MLflow 3 decides at import time whether to
+# start its telemetry client (an installation id under ~/.config, usage events posted), and bvr runs offline; a
+# cached result read back from its run is one line of bvr's, not a progress bar per file; a tracking server that stops
+# answering is retried 4 times (14 s of back-off, 60 s for one answer), not MLflow's silent four minutes, then said in
+# one line (bvr.tracking.server.server_failure).
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-# A cached result read back from its run is one line of bvr's, not a progress bar per file.
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-# A tracking server that stops answering: MLflow's client retries each request 7 times with back-off (about four
-# minutes, silent). bvr's bound: 4 retries, 14 s of back-off in all, 60 s for one answer; then one line
-# (bvr.tracking.server.server_failure). The variables set otherwise win.
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "4")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "60")

@@ -1,4 +1,4 @@
-"""A store another process holds locked: how long bvr waits for it (:func:`store_wait`), who holds it
+"""A store another process holds locked: how long bvr waits for it (:data:`STORE_WAIT`), who holds it
 (:func:`store_holders`), and the one line when it stays locked (:func:`locked_store_error`), before any work
 (:func:`check_sqlite`, which also refuses a file that is not SQLite or cannot be written) or during a call
 (:func:`locked_as_error`). :mod:`bvr.tracking.store` opens every store through them.
@@ -15,28 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from bvr.errors import BvrError
-from bvr.locks import holder, lock_path
+from bvr.locks import env_seconds, holder, lock_path
 
 STORE_WAIT_ENV = "BVR_STORE_WAIT"
 STORE_WAIT = 30.0
 """Seconds bvr waits for an SQLite store another process holds locked (:data:`STORE_WAIT_ENV` sets another)."""
 STORE_NOTICE = 3.0
 """Seconds after which a wait on a locked store is said on stderr."""
-
-
-def store_wait() -> float:
-    """How long to wait for a locked SQLite store: :data:`STORE_WAIT_ENV` in seconds, else :data:`STORE_WAIT`."""
-    text = os.environ.get(STORE_WAIT_ENV, "").strip()
-    if not text:
-        return STORE_WAIT
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds < float("inf"):
-        raise BvrError(f"'{text}' is not a number of seconds (0 or more)", where=STORE_WAIT_ENV,
-                       hint=f"set it to how long bvr waits for a locked MLflow store, or unset it ({STORE_WAIT:.0f} s)")
-    return seconds
 
 
 def store_holders(db: Path) -> str:
@@ -116,14 +101,11 @@ _SQLITE_FAULTS = {
 
 def check_sqlite(db: Path, *, write: bool) -> None:
     """Open an existing store file as SQLite, and with ``write`` make a write (undone) in it, so that a file that is
-    not SQLite or cannot be written is one line before any work, not MLflow's traceback in the middle of a run.
-
-    A store another process holds locked is waited for :func:`store_wait` seconds (said on stderr after
-    :data:`STORE_NOTICE`), then refused in one line (:func:`locked_store_error`) before anything is written.
-    """
+    not SQLite or cannot be written is one line before any work, not MLflow's traceback in the middle of a run. A
+    locked store is waited for (:data:`STORE_WAIT`), then refused in one line before anything is written."""
     if not db.is_file() or db.stat().st_size == 0:  # SQLite starts an empty or missing file as a new database
         return
-    wait = store_wait()
+    wait = env_seconds(STORE_WAIT_ENV, STORE_WAIT, "bvr waits for a locked MLflow store")
     start = time.monotonic()
     if _sqlite_opens(db, write=write, timeout=min(STORE_NOTICE, wait)):
         return

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from mlflow.entities import Param, RunTag
+from mlflow.entities import Dataset, DatasetInput, InputTag, Param, RunTag
 from mlflow.tracking import MlflowClient
 
 from bvr.errors import BvrError
@@ -75,11 +75,8 @@ def flatten_params(config: Mapping[str, Any], prefix: str = "") -> dict[str, str
 
 
 def log_params_batched(client: MlflowClient, run_id: str, params: Mapping[str, str]) -> None:
-    """Log params in batches of MLflow's per-call limit (100).
-
-    Re-logging a param with the same value is accepted (a resumed run logs its config again); a different value
-    for an existing key is refused by MLflow.
-    """
+    """Log params in batches of MLflow's per-call limit (100); MLflow accepts a param logged again with the same value
+    (a resumed run logs its config again), and refuses another value for an existing key."""
     log_batched(client, run_id, "params", [Param(key, str(value)) for key, value in params.items()])
 
 
@@ -103,8 +100,6 @@ class DataInput:
 
 def log_inputs(client: MlflowClient, run_id: str, inputs: Sequence[DataInput]) -> None:
     """Log ``inputs`` as the run's datasets (``mlflow.log_input`` for a run we do not hold as active)."""
-    from mlflow.entities import Dataset, DatasetInput, InputTag
-
     client.log_inputs(run_id, datasets=[
         DatasetInput(Dataset(name=i.name, digest=i.digest[:36], source_type="local",
                              source=json.dumps({"uri": i.source})),
@@ -117,18 +112,8 @@ def log_tags_batched(client: MlflowClient, run_id: str, tags: Mapping[str, str])
     log_batched(client, run_id, "tags", [RunTag(key, str(value)) for key, value in tags.items()])
 
 
-def _plain(config: Any) -> Any:
-    """The config as plain YAML-safe data (tuples become lists, paths strings)."""
-    return json.loads(json.dumps(_as_dict(config), default=str))
-
-
-def log_config(
-    logger_or_client: Any,
-    run_id: str | None,
-    config: Mapping[str, Any],
-    *,
-    artifact_name: str = "config.yaml",
-) -> None:
+def log_config(logger_or_client: Any, run_id: str | None, config: Mapping[str, Any], *,
+               artifact_name: str = "config.yaml") -> None:
     """Log a resolved config (a mapping or a dataclass) as flattened params and as a YAML artifact, to ``run_id`` or,
     given a Lightning MLFlowLogger and None, the logger's run."""
     if not isinstance(logger_or_client, MlflowClient):  # a Lightning MLFlowLogger
@@ -138,7 +123,8 @@ def log_config(
     if run_id is None:
         raise ValueError("log_config needs a run_id when given an MlflowClient")
     log_params_batched(client, run_id, flatten_params(config))
-    client.log_text(run_id, yaml.safe_dump(_plain(config), sort_keys=False), artifact_name)
+    plain = json.loads(json.dumps(_as_dict(config), default=str))  # YAML-safe: tuples become lists, paths strings
+    client.log_text(run_id, yaml.safe_dump(plain, sort_keys=False), artifact_name)
 
 
 def log_artifact_dir(client: MlflowClient, run_id: str, path: Path, artifact_path: str) -> None:

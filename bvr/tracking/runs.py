@@ -6,16 +6,19 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
+import math
 import os
 import socket
 import subprocess
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import mlflow
-from mlflow.entities import RunStatus
+from mlflow.entities import LoggedModelOutput, Metric, RunStatus
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from mlflow.tracking.context.registry import resolve_tags
@@ -63,13 +66,11 @@ class RunContext:
 
     experiment: str | None = None
     """The MLflow experiment; None: the ablation's name, else the command's default (:meth:`with_defaults`)."""
-    ablation: str | None = None
-    """The ablation the run is part of (``bvr.ablation``); None: a lone command."""
+    ablation: str | None = None  # bvr.ablation; None: a lone command
     label: str | None = None
     """The model the run belongs to, the first part of its name (``static-p0/pretrain``); None: the command's
     default (the config's name, the checkpoint's run)."""
-    parent_run_id: str | None = None
-    """The MLflow run to nest under (the ablation's parent run)."""
+    parent_run_id: str | None = None  # the ablation's parent run, to nest under
     tags: Mapping[str, Any] = field(default_factory=dict)
     """The model's tags, on every run of it: its arm (``bvr.arm``), label, pretraining seed and each key its arm
     declares (``bvr.declared.masking.mode``); they win over the tags :func:`run_tags` derives from the fields."""
@@ -116,20 +117,12 @@ def _tag_value(value: Any) -> str:
     return json.dumps(value) if isinstance(value, bool) else str(value)
 
 
-def run_tags(
-    context: RunContext,
-    *,
-    stage: str,
-    task: str | None = None,
-    seed: int | None = None,
-    extra: Mapping[str, Any] | None = None,
-) -> dict[str, str]:
-    """The ``bvr.*`` tags of a run, the git commit where known, and the host and process id that opened it
-    (:data:`TAG_HOST`, :data:`TAG_PID`).
+def run_tags(context: RunContext, *, stage: str, task: str | None = None, seed: int | None = None,
+             extra: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """The ``bvr.*`` tags of a run, the git commit where known, and the host and process id that opened it.
 
     Tags whose value is None are left out, so that ``tags.bvr.task = 'mnli'`` filters only runs that have one.
-    Booleans are written ``true``/``false``. ``extra`` (``{TAG_COLLAPSED: False}``) wins over the context's tags,
-    which win over the context's ablation and label (``bvr.arm``) and the other arguments.
+    Booleans are written ``true``/``false``. ``extra`` wins over the context's tags, which win over the rest.
     """
     values = {TAG_ABLATION: context.ablation, TAG_ARM: context.label, TAG_STAGE: stage, TAG_TASK: task,
               TAG_SEED: seed, **_owner()}
@@ -143,21 +136,15 @@ def run_tags(
     return tags
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Runs
-
-
 def _owner() -> dict[str, Any]:
     return {TAG_HOST: socket.gethostname(), TAG_PID: os.getpid()}
 
 
 def close_stale_runs(experiment: str, workdir: Path | None = None) -> list[str]:
-    """Mark KILLED the runs of ``experiment`` left RUNNING by a process of this machine that no longer exists.
-
-    A killed process (SIGKILL, out of memory, a closed laptop) cannot end its runs, and MLflow would show them as
-    running forever. Each run names its host and process (:data:`TAG_HOST`, :data:`TAG_PID`); a run of this host
-    whose process is gone is closed with the tag :data:`TAG_CLOSED` saying why. Runs of other hosts, runs without
-    those tags (written by older versions) and runs of live processes are left alone. Returns the ids closed.
+    """Mark KILLED the runs of ``experiment`` left RUNNING by a process of this machine that no longer exists (killed,
+    out of memory, a closed laptop: MLflow would show them as running forever), with :data:`TAG_CLOSED` saying why.
+    Runs of other hosts, without :data:`TAG_HOST` and :data:`TAG_PID`, or of live processes are left alone. Returns
+    the ids closed.
     """
     client = client_for(workdir)
     found = client.get_experiment_by_name(experiment)
@@ -192,15 +179,8 @@ def resume_run(client: MlflowClient, run_id: str, experiment: str) -> None:
 
 
 @contextlib.contextmanager
-def parent_run(
-    experiment: str,
-    name: str,
-    *,
-    workdir: Path | None = None,
-    tags: Mapping[str, str] | None = None,
-    description: str | None = None,
-    resume_run_id: str | None = None,
-) -> Iterator[mlflow.entities.Run]:
+def parent_run(experiment: str, name: str, *, workdir: Path | None = None, tags: Mapping[str, str] | None = None,
+               description: str | None = None, resume_run_id: str | None = None) -> Iterator[mlflow.entities.Run]:
     """Start (or resume, updating its tags) the parent run of one invocation in ``experiment`` (created if missing);
     end it FINISHED, FAILED or KILLED. MLflow's own context tags (user, source) join ``tags``; ``description`` is the
     run's description in the UI (``mlflow.note.content``). Yields the run as it was when started."""
@@ -226,23 +206,17 @@ SYSTEM_METRICS_SECONDS = 10.0
 
 @contextlib.contextmanager
 def system_metrics(run_id: str | None, uri: str, *, resume: bool = False) -> Iterator[None]:
-    """Log the machine's load to ``run_id`` while the block runs: MLflow's ``system/*`` metrics (CPU and memory
-    use, disk, network, GPU when there is one), every :data:`SYSTEM_METRICS_SECONDS`.
-
-    They say what else the machine was doing while a run was timed. ``resume`` continues the step count of an
-    earlier invocation of the run. Nothing is logged when ``run_id`` is None (a rank other than 0) or psutil is
-    missing; MLflow's own "started/stopped monitoring" notices are kept off the terminal.
+    """Log the machine's load to ``run_id`` while the block runs (MLflow's ``system/*`` metrics: what else the machine
+    was doing while a run was timed), every :data:`SYSTEM_METRICS_SECONDS`. ``resume`` continues the step count of
+    an earlier invocation. Nothing is logged when ``run_id`` is None (a rank other than 0) or psutil is missing.
     """
     try:
         from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
-    except ImportError:  # psutil is an optional dependency of MLflow
-        yield
-        return
+    except ImportError:  # psutil is an optional dependency of MLflow: nothing is logged
+        run_id = None
     if run_id is None:
         yield
         return
-    import logging
-
     logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)
     monitor = SystemMetricsMonitor(run_id, sampling_interval=SYSTEM_METRICS_SECONDS, resume_logging=resume,
                                    tracking_uri=uri)
@@ -305,19 +279,13 @@ def model_metric_key(key: str) -> str:
 def link_model(client: MlflowClient, run_id: str, model_id: str, *, description: str,
                metrics: Mapping[str, float], step: int = 0, digits: int = 4) -> None:
     """Show a logged model as the run's output both ways in MLflow's UI: the run page lists it under "Logged
-    models" (the run's outputs; ``source_run_id`` alone does not), and the model's page shows ``description`` and
-    ``metrics`` (rounded to ``digits`` decimals; non-finite values left out; logged at ``step``, the run's last)
-    beside its "Source run" link. ``description`` is Markdown.
+    models" (``source_run_id`` alone does not), and the model's page shows ``description`` (Markdown) and
+    ``metrics`` (rounded to ``digits`` decimals, non-finite ones left out, logged at ``step``).
 
     The metrics go to the run under the names :func:`model_metric_key` gives: MLflow keeps a model's metrics in its
     run's history, and under the run's own key a rounded copy would add a point to its curve and become its latest
     value.
     """
-    import math
-    import time
-
-    from mlflow.entities import LoggedModelOutput, Metric
-
     client.log_outputs(run_id, [LoggedModelOutput(model_id, 0)])
     client.set_logged_model_tags(model_id, {MLFLOW_RUN_NOTE: description})
     now = int(time.time() * 1000)

@@ -26,7 +26,6 @@ from bvr.tracking.uri import check_uri, sqlite_file
 from bvr.write_checks import check_writable
 
 DEFAULT_DB = "mlflow.db"
-DEFAULT_ARTIFACTS = ARTIFACTS
 _OPENED: set[str] = set()
 """The SQLite stores this process has opened (see :func:`store_client`)."""
 
@@ -41,13 +40,10 @@ def tracking_uri(workdir: Path | None = None) -> str:
 
 
 class SQLiteClient(MlflowClient):
-    """A client of an SQLite store whose calls run to their end before Ctrl-C or SIGTERM is raised.
-
-    A handler raising in the middle of a call loses the call's write, or can leave the store locked, so that the
-    clean-up on the exception's way up, ending the run KILLED, waits on it. Each public method runs under
-    :func:`bvr.signals.signals_deferred`, which raises the signal when the call returns. A server store is left as
-    MLflow's client has it: a request cut short locks nothing, and its client retries an unreachable server for
-    minutes, which Ctrl-C must be able to cut.
+    """A client of an SQLite store whose public methods run under :func:`bvr.signals.signals_deferred`: a handler
+    raising in the middle of a call loses its write, or can leave the store locked for the clean-up that ends the run
+    KILLED. A server store keeps MLflow's client: a request cut short locks nothing, and its client retries an
+    unreachable server for minutes, which Ctrl-C must be able to cut.
     """
 
     def __init__(self, tracking_uri: str) -> None:
@@ -67,8 +63,7 @@ def store_client(uri: str) -> MlflowClient:
 
     MLflow creates and migrates an SQLite store's tables when a process first opens it; several processes doing
     that at once on a new store crash, and can leave it broken. The first opening in each process therefore holds
-    a file lock beside the database (``.mlflow.db.lock``); MLflow keeps the opened store for the process after that.
-    An SQLite store's client is a :class:`SQLiteClient`.
+    a file lock beside the database (``.mlflow.db.lock``).
     """
     check_uri(uri)  # an unknown scheme, a driver not installed, a folder at mlflow.db: one line, not MLflow's
     db = sqlite_file(uri)
@@ -95,12 +90,9 @@ SERVER_TIMEOUT = 3.0
 
 
 def check_store(workdir: Path | None = None, *, timeout: float = SERVER_TIMEOUT) -> str:
-    """Before long work: the tracking server answers, or the local store's folder can be written; return the URI.
-
-    MLflow's client retries an unreachable server for about four minutes, silently, and only once the data is
-    loaded; one short request up front says it in seconds. Every refusal is a BvrError: the store cannot be opened
-    (:func:`bvr.tracking.uri.check_uri`), the local store's folder cannot be written, its database is not SQLite,
-    cannot be written or stays locked (:func:`bvr.tracking.locked.check_sqlite`).
+    """Before long work: the tracking server answers, or the local store's folder and database can be written
+    (:func:`bvr.tracking.locked.check_sqlite`); return the URI. MLflow's client retries an unreachable server for
+    about four minutes, silently, and only once the data is loaded; one short request up front says it in seconds.
     """
     uri = tracking_uri(workdir)
     check_uri(uri)
@@ -129,13 +121,10 @@ def _slug(name: str) -> str:
 
 
 def artifact_location(experiment: str, uri: str) -> str | None:
-    """Where a new experiment keeps its artifacts: ``mlartifacts/<name>`` beside an SQLite store.
-
-    The folder is named after the experiment, not its id, because the location must be given before MLflow
-    assigns the id. For any other store (a server, a file store) None lets the store choose.
-    """
+    """Where a new experiment keeps its artifacts: ``mlartifacts/<name>`` beside an SQLite store (named after the
+    experiment: the location is given before MLflow assigns the id); None lets any other store choose."""
     db = sqlite_file(uri)
-    return (db.parent / DEFAULT_ARTIFACTS / _slug(experiment)).as_uri() if db else None
+    return (db.parent / ARTIFACTS / _slug(experiment)).as_uri() if db else None
 
 
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
@@ -165,28 +154,21 @@ def ensure_experiment(name: str, workdir: Path | None = None) -> str:
     return experiment.experiment_id
 
 
+_INFO_COLUMNS = ["run_id", "experiment_id", "status", "artifact_uri", "start_time", "end_time"]
+
+
 def _run_row(run: mlflow.entities.Run) -> dict[str, Any]:
     """One row in the layout of ``mlflow.search_runs``: info columns, then metrics.*, params.*, tags.*."""
-    info = run.info
-    row: dict[str, Any] = {
-        "run_id": info.run_id,
-        "experiment_id": info.experiment_id,
-        "status": info.status,
-        "artifact_uri": info.artifact_uri,
-        "start_time": pd.to_datetime(info.start_time, unit="ms", utc=True),
-        "end_time": pd.to_datetime(info.end_time, unit="ms", utc=True),
-    }
+    row: dict[str, Any] = {key: getattr(run.info, key) for key in _INFO_COLUMNS}
+    row.update({key: pd.to_datetime(row[key], unit="ms", utc=True) for key in ("start_time", "end_time")})
     for kind in ("metrics", "params", "tags"):
         row.update({f"{kind}.{key}": value for key, value in getattr(run.data, kind).items()})
     return row
 
 
 def find_runs(experiment: str, *, filter_string: str = "", workdir: Path | None = None) -> pd.DataFrame:
-    """The runs of an experiment as a DataFrame, in the layout of ``mlflow.search_runs`` (newest first).
-
-    Unlike ``mlflow.search_runs`` it reads the bvr store without changing MLflow's process-wide tracking URI. An
-    unknown experiment gives an empty frame.
-    """
+    """The runs of an experiment as a DataFrame, in the layout of ``mlflow.search_runs`` (newest first), read without
+    changing MLflow's process-wide tracking URI; an unknown experiment gives an empty frame."""
     client = client_for(workdir)
     found = client.get_experiment_by_name(experiment)
     runs: list[mlflow.entities.Run] = []
@@ -197,7 +179,6 @@ def find_runs(experiment: str, *, filter_string: str = "", workdir: Path | None 
         token = page.token
         if not token:
             break
-    columns = ["run_id", "experiment_id", "status", "artifact_uri", "start_time", "end_time"]
-    frame = pd.DataFrame([_run_row(run) for run in runs], columns=None if runs else columns)
-    rest = sorted(c for c in frame.columns if c not in columns)
-    return frame[columns + rest]
+    frame = pd.DataFrame([_run_row(run) for run in runs], columns=None if runs else _INFO_COLUMNS)
+    rest = sorted(c for c in frame.columns if c not in _INFO_COLUMNS)
+    return frame[_INFO_COLUMNS + rest]

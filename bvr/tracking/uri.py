@@ -29,9 +29,7 @@ UNSET = "or unset MLFLOW_TRACKING_URI to log to ./mlflow.db"
 
 def check_uri(uri: str) -> None:
     """Refuse, in one line, a store MLflow cannot open: an unknown scheme, a database whose driver is not
-    installed, a folder (or device) where an SQLite store's file would be, or MLflow's file store. The line names
-    the URI (its password hidden) or the SQLite path, and what to do.
-    """
+    installed, a folder (or device) where an SQLite store's file would be, or MLflow's file store."""
     scheme = urllib.parse.urlsplit(uri).scheme
     db = sqlite_file(uri)
     if db is not None:

@@ -1,28 +1,24 @@
-"""A report and its MLflow views, looked at in a real browser: headless Chromium, no browser-driver library.
+"""A report and its MLflow views, looked at in a real browser (``bvr report NAME --browser-check DIR``).
 
-:func:`check_in_browser` starts ``mlflow ui`` on a free loopback port for the store in use, renders the report
-with its links pointing there, and then:
+With the report's links pointing at an ``mlflow ui`` for the store in use, :func:`check_in_browser`:
 
 - opens ``report.html`` at 1,200 px wide in headless Chromium with a small script added to a copy of the page,
   which lists every image that did not load and every table wider than the text column (or the page wider than
   the window); Chromium's ``--dump-dom`` hands the script's findings back;
-- resolves every link into the MLflow UI: a run link through the server's REST API (the run exists, in the
-  linked experiment), a saved view (:mod:`bvr.ops.views`) through its experiment tag;
-- opens bvr's saved views (:data:`bvr.tracking.ui.SAVED_VIEWS`) and the parent run's page as a person
-  would, each in a fresh profile, and reads each from the render its screenshot shows (:func:`check_ui`): the
-  UI's mode, whether the view opened as saved, spinners and blank charts after the wait, numbers with more
-  decimals than the report prints, and whether the parent's description is whole.
-
-``bvr report NAME --browser-check DIR`` runs it and writes the screenshots and ``check.json`` to DIR. Chromium and
-the ``mlflow ui`` server are driven by :mod:`bvr.ops.browser.chromium`.
+- resolves every link into the MLflow UI through the server's REST API (:func:`resolve_link`);
+- opens bvr's saved views (:data:`bvr.tracking.ui.SAVED_VIEWS`) and the parent run's page as a person would, each
+  in a fresh profile, and reads each from the render its screenshot shows (:func:`check_ui`): the UI's mode, whether
+  the view opened as saved, spinners and blank charts after the wait, numbers with more decimals than the report
+  prints, and whether the parent's description is whole.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -109,10 +105,6 @@ def resolve_link(base: str, href: str) -> str | None:
     return None if saved_view(tags, key) is not None else f"no saved view {key!r} on the experiment"
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# The check
-
-
 @dataclass
 class BrowserCheck:
     """What the browser found; :attr:`problems` is empty when the report passes."""
@@ -162,13 +154,7 @@ class BrowserCheck:
         return found
 
     def to_dict(self) -> dict[str, Any]:
-        return {"report": str(self.report), "width": self.width, "images": self.images,
-                "broken_images": self.broken_images, "overflowing_tables": self.overflowing_tables,
-                "page_width": self.page_width, "links": self.links, "unresolved_links": self.unresolved_links,
-                "run_page_shows_run": self.run_page_shows_run, "ui_modes": self.ui_modes,
-                "views_applied": self.views_applied, "loading": self.loading, "blank_charts": self.blank_charts,
-                "long_numbers": self.long_numbers, "description": self.description, "screenshots": self.screenshots,
-                "problems": self.problems}
+        return {**asdict(self), "report": str(self.report), "problems": self.problems}
 
 
 def check_layout(report_html: Path, width: int = REPORT_WIDTH) -> dict[str, Any]:
@@ -182,19 +168,13 @@ def check_layout(report_html: Path, width: int = REPORT_WIDTH) -> dict[str, Any]
     if found is None:
         raise BvrError("the layout check did not run in Chromium", where=report_html,
                        hint="open the report in a browser and look for script errors")
-    import html as html_module
-
-    return json.loads(html_module.unescape(found.group(1)))
+    return json.loads(html.unescape(found.group(1)))
 
 
 def check_in_browser(report_html: Path, base: str, out_dir: Path, *, experiment_id: str | None,
                      parent_run_id: str | None, width: int = REPORT_WIDTH) -> BrowserCheck:
-    """Check ``report_html`` (rendered with links to the UI at ``base``) and take the screenshots into ``out_dir``.
-
-    Every MLflow page is opened in a fresh browser profile and read from the same render its screenshot shows:
-    its mode, loading spinners and blank charts after the wait, numbers with more decimals than the report's, and
-    on the parent run's page whether the description is whole. ``check.json`` in ``out_dir`` holds the findings too.
-    """
+    """Check ``report_html`` (rendered with links to the UI at ``base``) as the module says, and write the
+    screenshots and ``check.json`` (the findings) into ``out_dir``."""
     report_html, out_dir = Path(report_html).resolve(), Path(out_dir)  # a file URI is absolute: `--browser-check d/`
     out_dir.mkdir(parents=True, exist_ok=True)
     check = BrowserCheck(report_html, width)
@@ -221,14 +201,12 @@ RETRIES = 2
 
 def check_ui(check: BrowserCheck, base: str, experiment_id: str, parent_run_id: str | None, out_dir: Path, *,
              retries: int = RETRIES) -> None:
-    """Open bvr's saved views (:data:`bvr.tracking.ui.SAVED_VIEWS`) and the parent run's page in the MLflow UI at
-    ``base``; record in ``check`` what each shows (:func:`_read_ui_page`), whether each view applied, and whether the
-    parent's description is whole.
+    """Open bvr's saved views and the parent run's page in the MLflow UI at ``base``; record in ``check`` what each
+    shows (:func:`_read_ui_page`), whether each view applied, and whether the parent's description is whole.
 
-    A view applied when the UI names it in its "Views" button and shows the view's own marker (the effects'
-    ``bvr.verdict`` column, the scores' ``mean`` column, the curves' section). A page still loading, or a
-    description the UI measured while the page was still laid out, is opened again with twice the wait
-    (``retries`` times) before it counts.
+    A view applied when the UI names it in its "Views" button and shows the view's own marker
+    (:attr:`bvr.tracking.ui.SavedView.marker`). A page still loading, or a description the UI measured while the
+    page was still laid out, is opened again with twice the wait (``retries`` times) before it counts.
     """
     from bvr.tracking.ui import SAVED_VIEWS, ui_address, view_url
 
@@ -315,10 +293,8 @@ def description_state(words: list[str]) -> str | None:
 
 def page_words(dom: str) -> list[str]:
     """The visible text of a DOM dump, one entry per text node (scripts and styles left out)."""
-    import html as html_module
-
     text = re.sub(r"<script.*?</script>|<style.*?</style>", " ", dom, flags=re.S)
-    return [piece.strip() for piece in html_module.unescape(re.sub(r"<[^>]+>", "\n", text)).split("\n")
+    return [piece.strip() for piece in html.unescape(re.sub(r"<[^>]+>", "\n", text)).split("\n")
             if piece.strip()]
 
 

@@ -47,8 +47,7 @@ def _require_chromium() -> str:
 
 
 def run_chromium(args: list[str], *, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
-    """Run headless Chromium once in a fresh profile (a person's first visit: no stored UI mode, view or colour),
-    removed after; its own logging (D-Bus, GPU) goes to a discarded stderr."""
+    """Run headless Chromium once in a fresh profile, removed after; its own logging (D-Bus, GPU) is discarded."""
     with tempfile.TemporaryDirectory(prefix="bvr-chromium-") as profile:
         command = [_require_chromium(), "--headless", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
                    "--disable-extensions", f"--user-data-dir={profile}"]

@@ -5,17 +5,14 @@ the same runs and report. bvr's runner, not DVC, decides which units run: a unit
 from ``outputs/``, so after any change ``dvc repro`` trains only what the change touched (an arm's block: that arm's
 units, then the report), and an interrupted ``dvc repro`` continues where it stopped.
 
-- **Outputs**: ``pipeline/NAME/`` (each unit's products, written by ``--stage-dir``: every model, the data
-  statistics, per-task scores), and the report (``reports/NAME/``). Every output is in DVC's cache.
-- **Metrics**: ``reports/NAME/metrics/``, one small file per arm-vs-arm comparison (``B-minus-A.json``: the paired
-  difference per measure, rounded as the report prints it). **Plots**: the report's ``plots/`` CSVs, drawn by the
-  templates of :mod:`bvr.ops.dvc.plots` (``.dvc/plots/``, written beside ``dvc.yaml``).
+- **Outputs**: ``pipeline/NAME/`` (each unit's products, written by ``--stage-dir``) and the report
+  (``reports/NAME/``); **metrics**: ``reports/NAME/metrics/``, one ``B-minus-A.json`` per arm-vs-arm comparison;
+  **plots**: the report's ``plots/`` CSVs, drawn by the templates of :mod:`bvr.ops.dvc.plots`.
 - **Dependencies and params**: the experiment file and its preset are dependencies (their folder, as one, where both
   lie in it), so any change of them re-runs the stage; its ``params`` are only the keys ``dvc exp show`` should show:
   the arms' blocks and ``data_dir``. DVC shows every dependency and every listed param as a column and has no
   setting to hide one, so a stage per unit (a dependency each) or every key as a param would not fit a terminal.
-  The report's code and the published figures (``reports/published.yaml``) are not dependencies, as no code is:
-  ``bvr report NAME`` re-renders.
+  No code is a dependency: ``bvr report NAME`` re-renders.
 
 The file is generated rather than written by hand because the arms come from the experiment file; regenerate it after
 adding an arm. The data folder comes from ``params.yaml`` (``data_dir``; empty: the ``BVR_DATA_DIR`` environment
@@ -75,11 +72,8 @@ def _params(file: Path, keys: list[str], root: Path) -> dict[str, list[str]] | N
 
 
 def _display_params(plan: Plan, exp: Path, root: Path) -> list[dict[str, list[str]]]:
-    """The keys ``dvc exp show`` shows as the ablation's params: ``data_dir`` and each pretrained arm's block
-    (``arms.ARM``: what the arms differ in, one column per key). Only these are listed: DVC shows every listed key
-    (and every dependency, with its hash) as a column, has no setting to hide one, and cuts what does not fit the
-    terminal to ``…``. The experiment file is a dependency besides, so a change of any other key re-runs the stage
-    too."""
+    """The keys ``dvc exp show`` shows as the ablation's params (only these: see the module's docstring):
+    ``data_dir`` and each pretrained arm's block (``arms.ARM``: what the arms differ in, one column per key)."""
     arms = list(dict.fromkeys(f"arms.{a.arm}" for a in plan.pretrained))  # an arm's seeds share its block
     shown = _params(exp, arms, root)
     return [{PARAMS_FILE: ["data_dir"]}, *([shown] if shown else [])]
@@ -150,13 +144,11 @@ class Joined:
 
 
 def join_pipeline(plan: Plan, root: Path = Path(".")) -> Joined | None:
-    """Whether ``bvr ablate`` run in ``root`` can record itself as ``dvc repro`` of ``root/dvc.yaml`` would have.
-
-    It can when ``dvc.yaml`` holds this ablation's stages as ``bvr pipeline`` writes them for ``plan`` and the run is
-    the one those stages make: no ``--set``, the default output folder and, where ``params.yaml`` sets ``data_dir``,
-    that data folder. The run then writes the stage folder and, once complete, :func:`record_lock`
-    records it in ``dvc.lock``, so ``dvc repro`` right after it runs nothing and ``dvc status`` is clean. None where
-    ``dvc.yaml`` is missing or runs another ablation or preset.
+    """Whether ``bvr ablate`` run in ``root`` can record itself as ``dvc repro`` of ``root/dvc.yaml`` would have: when
+    ``dvc.yaml`` holds this ablation's stages as ``bvr pipeline`` writes them for ``plan`` and the run is the one
+    those stages make (no ``--set``, the default output folder, ``params.yaml``'s data folder). The run then writes
+    the stage folder and, once complete, :func:`record_lock` records it in ``dvc.lock``. None where ``dvc.yaml`` is
+    missing or runs another ablation or preset.
     """
     root = Path(root)
     file = root / "dvc.yaml"
@@ -240,10 +232,8 @@ def render_pipeline(plan: Plan, root: Path = Path("."), output: str = "dvc.yaml"
 
 def write_pipeline(plan: Plan, output: Path, *, force: bool = False) -> None:
     """``bvr pipeline``: write ``output`` (:func:`render_pipeline`), the plot templates beside it and, where there is
-    none, ``params.yaml``; each file beside its name, then renamed into place. A symbolic link at a name it writes is
-    refused before anything is written; so, without ``force``, is an ``output`` that bvr did not write (one that does
-    not open with bvr's header).
-    """
+    none, ``params.yaml``. A symbolic link at a name it writes is refused before anything is written; so, without
+    ``force``, is an ``output`` that does not open with bvr's header."""
     root = output.parent
     params = root / PARAMS_FILE
     templates = [root / TEMPLATES_DIR / name for name in [*plot_templates(), PAGE_TEMPLATE]]

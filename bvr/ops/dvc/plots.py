@@ -25,7 +25,6 @@ def plots_spec(plan: Plan, report_dir: str) -> list[Any]:
     from bvr.report.render import FIGURES_DIR, PLOTS_DIR
 
     plots = f"{report_dir}/{PLOTS_DIR}"
-    # The report's figures: images, drawn with no network (the Vega plots need a CDN; DVC puts them first).
     out: list[Any] = [f"{report_dir}/{FIGURES_DIR}"]
     curves = [("pretrain_train_mlm_loss", "training MLM loss", "MLM loss (nats)"),
               ("pretrain_val_perplexity", "validation perplexity", "perplexity")]
@@ -119,15 +118,13 @@ def plot_templates() -> dict[str, str]:
 PAGE_TEMPLATE = "bvr-page.html"
 """The page ``dvc plots show`` writes, in :data:`TEMPLATES_DIR` (named in ``.dvc/config``: ``plots.html_template``)."""
 
-_PACKAGE = Path(__file__).resolve().parents[2]
-"""The bvr package's folder."""
+_PACKAGE = Path(__file__).resolve().parents[2]  # bvr/
 
 
 def page_template(package: Path = _PACKAGE) -> str:
-    """The page template: DVC's page layout (its ``{scripts}``, ``{plot_divs}`` and ``{refresh_tag}`` placeholders)
-    with a note in place of each Vega plot when Vega cannot be loaded. Its one text is the checkout's committed
-    ``.dvc/plots/bvr-page.html`` when ``package`` lies in a checkout, else the copy an install of the package carries
-    as ``bvr/_dvc_plots/`` (``setup.py`` puts it there when a wheel is built).
+    """The page template: DVC's page layout with a note in place of each Vega plot when Vega cannot be loaded. Its
+    one text is the checkout's committed ``.dvc/plots/bvr-page.html`` when ``package`` lies in a checkout, else the
+    copy an install of the package carries as ``bvr/_dvc_plots/`` (``setup.py`` puts it there when a wheel is built).
     """
     checkout = package.parent / TEMPLATES_DIR / PAGE_TEMPLATE
     if (package.parent / "pyproject.toml").is_file() and checkout.is_file():

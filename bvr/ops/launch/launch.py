@@ -5,15 +5,13 @@ run. The launcher decides only *when* and *where*, following the plan's graph
 (:meth:`~bvr.ablation.plan.Plan.needs`):
 
 - ``local``: up to ``--jobs N`` ready units at a time on this machine, each told of the others (``BVR_JOBS=N``) so
-  that its torch threads are its share of the cores (:mod:`bvr.threads`); it returns when every unit has ended.
-  SIGTERM or Ctrl-C sent to it goes on to the running units, which save what they finished; it then exits 143 or
-  130 (:mod:`bvr.ops.launch.processes`), and the same command again resumes.
+  that its torch threads are its share of the cores (:mod:`bvr.threads`). SIGTERM or Ctrl-C sent to it goes on to
+  the running units (:mod:`bvr.ops.launch.processes`), and the same command again resumes.
 - ``slurm``: one SLURM job per unit, submitted through submitit with ``afterok`` dependencies (the report
-  ``afterany``: it renders what finished), resources from the ``launcher`` config section
-  (:class:`~bvr.config.launcher.LauncherConfig`); it returns once they are queued. The jobs are remembered in
-  ``jobs.json`` beside the manifest, so that ``bvr status`` shows each unit's SLURM state and running the same
-  command again submits only what is neither finished nor queued. A job cancelled, out of time or preempted
-  leaves its unit to be resubmitted; the unit resumes from what it saved (a pretraining run from ``last.ckpt``).
+  ``afterany``: it renders what finished), resources from the ``launcher`` config section; it returns once they are
+  queued. The jobs are remembered in ``jobs.json`` beside the manifest, so that ``bvr status`` shows each unit's
+  SLURM state and the same command again submits only what is neither finished nor queued (a unit resubmitted
+  resumes from what it saved).
 
 Before the first unit starts, this process writes the manifest and opens the ablation's MLflow parent run
 (:func:`~bvr.runner.run.launcher_parent`); the units' processes merge their records into the manifest under its
@@ -91,8 +89,7 @@ def finished(manifest: Manifest, unit: Unit) -> bool:
 
 def unit_state(manifest: Manifest, unit_id: str) -> str:
     """What the manifest says of the unit ``unit_id``: ``done``, ``failed``, ``missing``, ``N / M done`` for a unit of
-    several seeds part done, or ``—`` for a unit it keeps no record of (the data units, the control's
-    initialisation, the report)."""
+    several seeds part done, or ``—`` for a unit it keeps no record of (the data units, the report)."""
     kind, _, rest = unit_id.partition(":")
     name, _, task = rest.partition(":")
     records = manifest.records_of(Unit(UnitKind(kind), name or None, task or None))
@@ -106,10 +103,9 @@ def unit_state(manifest: Manifest, unit_id: str) -> str:
 
 def to_run(plan: Plan, manifest: Manifest, settled: frozenset[str] = frozenset()) -> list[Unit]:
     """The units a launcher starts, in plan order: every unit the manifest does not record done, the units they
-    need that are not done either (the data units and the control's initialisation, taken from their caches in
-    seconds when they were made before), and the report when anything else runs. ``settled``: ids of units left
-    alone although the manifest does not record them done: queued or running already, or (units without records)
-    ended well in a job of an earlier submission.
+    need that are not done either (taken from their caches in seconds when they were made before), and the report
+    when anything else runs. ``settled``: ids of units left alone although the manifest does not record them done
+    (queued or running already, or ended well in a job of an earlier submission).
     """
     units = plan.units()
     wanted = {unit for unit in units if unit.kind is not UnitKind.REPORT and manifest.records_of(unit)
@@ -147,11 +143,9 @@ class LocalResult:
 
 def run_local(plan: Plan, invocation: Invocation, jobs: int, console: Console, ui_url: str | None = None
               ) -> LocalResult:
-    """Run the units :func:`to_run` picks, up to ``jobs`` at a time, each as its own ``bvr ablate --only``
-    process with its log under the plan's folder; a unit whose needs failed is skipped, the report runs last
-    whatever failed (it renders what finished). Ctrl-C (SIGTERM) is passed on to every running unit, and raised
-    once they have stopped (each saves what it finished).
-    """
+    """Run the units :func:`to_run` picks, up to ``jobs`` at a time, each as its own ``bvr ablate --only`` process
+    with its log under the plan's folder; a unit whose needs failed is skipped, the report runs last whatever failed
+    (it renders what finished). Ctrl-C (SIGTERM) is passed on to the running units, and raised once they stopped."""
     from bvr.runner.run import launcher_parent
 
     start = time.perf_counter()
@@ -206,11 +200,10 @@ def run_local(plan: Plan, invocation: Invocation, jobs: int, console: Console, u
     return LocalResult([u.id for u in units if u in ok], failed, skipped, time.perf_counter() - start)
 
 
-def _run_logged(processes: UnitProcesses, command: list[str], log: Path, env: dict[str, str], workdir: Path
-                ) -> tuple[int, list[str]]:
+def _run_logged(processes: UnitProcesses, command: list[str], log: Path, env: dict[str, str],
+                workdir: Path) -> tuple[int, list[str]]:
     """Run ``command`` with its output in ``log`` as one of ``processes``; return its exit status and the lines worth
-    showing: the unit's own closing line, or on failure its last lines and where the log is (for a unit not started,
-    the launcher stopping: status 1, nothing)."""
+    showing: the unit's own closing line, or on failure its last lines and where the log is (not started: 1, none)."""
     with log.open("w", encoding="utf-8") as out:
         out.write("$ " + shlex.join(command) + "\n")
         out.flush()
@@ -283,9 +276,8 @@ class Submitted:
 
 def submit_slurm(plan: Plan, invocation: Invocation, console: Console, ui_url: str | None = None) -> Submitted:
     """Submit one SLURM job per unit of :func:`to_run` not already queued, with ``afterok`` on the jobs of the
-    units it needs (the report: ``afterany``), and record them in ``jobs.json``. A store that cannot serve the
-    cluster is refused first (:func:`check_store_for_slurm`).
-    """
+    units it needs (the report: ``afterany``), and record them in ``jobs.json``; a store on this machine's disk is
+    refused first (:func:`check_store_for_slurm`)."""
     try:
         import submitit
     except ImportError:
@@ -337,7 +329,6 @@ def submit_slurm(plan: Plan, invocation: Invocation, console: Console, ui_url: s
         recorded[unit.id] = {"job": job.job_id, "log": str(job.paths.stdout)}
         _save_jobs(plan.folder, recorded)  # after each job: a submission cut short still knows what it queued
     return Submitted(submitted, queued)
-
 
 
 def _save_jobs(plan_folder: Path, jobs: dict[str, dict[str, str]]) -> None:

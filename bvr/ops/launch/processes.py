@@ -25,7 +25,6 @@ from rich.console import Console
 from bvr.signals import Terminated
 
 STOPPING = (signal.SIGTERM, signal.SIGINT)
-"""The signals the launcher passes on to its units."""
 
 
 class UnitProcesses:
