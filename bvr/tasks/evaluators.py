@@ -154,12 +154,9 @@ class TaggingEvaluator(Evaluator):
         self.predicted += torch.bincount(preds, minlength=len(self.names))
 
     def _compute(self) -> dict[str, float]:
-        true_positives, predicted, gold = (int(getattr(self.metric, name).sum())
-                                           for name in ("true_positives", "predicted", "gold"))
-        self.entities_predicted = predicted
-        return {"f1": float(self.metric.compute()),
-                "precision": true_positives / predicted if predicted else 0.0,
-                "recall": true_positives / gold if gold else 0.0}
+        scores = self.metric.report()
+        self.entities_predicted = scores["predicted"]
+        return {name: scores[name] for name in ("f1", "precision", "recall")}
 
     def reset(self) -> None:
         self.metric.reset()
