@@ -24,7 +24,7 @@ from bvr.tasks.readers.squad_json import references
 from bvr.tasks.registry import TaskSpec
 from bvr.tasks.splits import SplitData
 from bvr.tasks.squad.decode import SquadPredictions, decode_predictions
-from bvr.tasks.squad.metric import SquadMetric, best_threshold, evaluate_v2
+from bvr.tasks.squad.metric import best_threshold, evaluate_v2, squad_scores
 
 COLLAPSE_STD_RATIO = 1e-2
 """A regression run has collapsed when its predictions' standard deviation is below this share of the gold
@@ -234,10 +234,8 @@ class SpanEvaluator(Evaluator):
             extra = {key: float(value) for key, value in scores.items() if key not in ("exact", "f1", "missing")}
             return {"exact_match": scores["exact"], "f1": scores["f1"], **extra,
                     "null_threshold": self.null_threshold(), "empty_share": self.empty_share()}
-        metric = SquadMetric(self.version)
-        metric.update(decoded.predictions, refs)
-        scores = metric.compute()
-        return {"exact_match": float(scores["exact"]), "f1": float(scores["f1"])}
+        scores = squad_scores(decoded.predictions, refs, self.version)
+        return {"exact_match": scores["exact"], "f1": scores["f1"]}
 
     def reset(self) -> None:
         self.starts = [None] * len(self.split)

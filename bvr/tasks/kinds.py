@@ -10,7 +10,7 @@ kind                      head                                          loss    
 classification            first token: dense + tanh, dropout, linear    cross-entropy                make_metrics
 regression (STS-B)        the same, one output                          mean squared error           make_metrics
 tagging (CoNLL-2003)      per token: dropout, linear                    cross-entropy, -100 skipped  EntityF1
-span (SQuAD)              per token: linear to start and end scores     mean of start and end CE     SquadMetric
+span (SQuAD)              per token: linear to start and end scores     mean of start and end CE     squad_scores
 ========================  ============================================  ===========================  ==================
 
 Encoding: sentences and pairs with the tokenizer's own template (:func:`~bvr.tasks.sentence_encoding.encode_sentences`),
