@@ -105,9 +105,7 @@ def finetune(checkpoint: str | Path, task: str, *, seeds: int | Sequence[int] = 
                           recorder.parent_run_id, selection.to_dict() if selection else None)
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# The steps of a call
-# ---------------------------------------------------------------------------------------------------------------
+# --- The steps of a call ---------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -248,9 +246,7 @@ def _train_missing(job: _Job, dirs: dict[int, Path], results: dict[int, SeedResu
         results[seed] = dataclasses.replace(read_seed_result(folder)[0], reused=not built)
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# One seed
-# ---------------------------------------------------------------------------------------------------------------
+# --- One seed --------------------------------------------------------------------------------------------------
 
 
 def _train_seed(job: _Job, seed: int, out: Path, key: str) -> SeedResult:
@@ -306,9 +302,7 @@ def _data_inputs(spec: TaskSpec, data_dir: Path | None) -> list[DataInput]:
             for split, path in zip(spec.splits, paths, strict=False) if path.is_file()]
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Checks, data and cache folders
-# ---------------------------------------------------------------------------------------------------------------
+# --- Checks, data and cache folders ----------------------------------------------------------------------------
 
 
 def _seed_list(seeds: int | Sequence[int]) -> list[int]:

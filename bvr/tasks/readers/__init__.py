@@ -1,18 +1,10 @@
 """Readers by file format: one :class:`FileFormat` per format in :data:`READERS`, and :func:`read_task`.
 
 A task's spec names its format (:attr:`~bvr.tasks.registry.TaskSpec.format`); the format says how one file of it
-is read, and how the same split is read from the task's Hugging Face hub dataset when no data folder is given:
-
-- ``tsv`` (GLUE's layout): :func:`~bvr.tasks.readers.tsv.read_tsv`, giving
-  :class:`~bvr.tasks.readers.common.Example` s;
-- ``jsonl`` (one JSON object per line, SuperGLUE's layout): :func:`~bvr.tasks.readers.jsonl.read_jsonl`, giving
-  :class:`~bvr.tasks.readers.common.Example` s;
-- ``conll`` (CoNLL columns): :func:`~bvr.tasks.readers.conll.read_conll`, giving
-  :class:`~bvr.tasks.readers.conll.Sentence` s;
-- ``squad-json`` (SQuAD's JSON): :func:`~bvr.tasks.readers.squad_json.read_squad`, giving
-  :class:`~bvr.tasks.readers.squad_json.SquadExample` s.
-
-The hub readers are in :mod:`bvr.tasks.readers.hub`. A training split of a classification or tagging task must hold
+is read, and how the same split is read from the task's Hugging Face hub dataset (:mod:`bvr.tasks.readers.hub`) when
+no data folder is given: ``tsv`` (GLUE) and ``jsonl`` (SuperGLUE) as :class:`~bvr.tasks.readers.common.Example` s,
+``conll`` as :class:`~bvr.tasks.readers.conll.Sentence` s, ``squad-json`` as
+:class:`~bvr.tasks.readers.squad_json.SquadExample` s. A training split of a classification or tagging task must hold
 at least two classes (:func:`check_classes`), wherever it was read from.
 
 Offline, SQuAD often has only its dev file. When a ``squad-json`` task's training file is missing, the dev file is
