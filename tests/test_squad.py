@@ -16,7 +16,6 @@ from bvr.errors import BvrError
 from bvr.tasks.readers.squad_json import SquadExample, read_squad, references, split_by_article
 from bvr.tasks.squad.decode import decode_predictions, window_candidates
 from bvr.tasks.squad.metric import (
-    SquadMetric,
     best_threshold,
     evaluate_v2,
     exact_match,
@@ -216,29 +215,6 @@ def test_missing_predictions_follow_each_script():
     assert "NoAns_total" not in v2 and "HasAns_total" not in v1
     with pytest.raises(BvrError, match="unknown SQuAD version"):
         squad_scores({}, {}, version="3")
-
-
-@pytest.mark.parametrize("version", ["1.1", "2.0"])
-def test_squad_metric_equals_the_function_over_batches(version):
-    rng = random.Random(5)
-    words = ["denver", "broncos", "the", "paris", "city", "of", "rome", "a"]
-    refs = {}
-    preds = {}
-    for i in range(50):
-        answerable = version == "1.1" or rng.random() < 0.6
-        refs[f"q{i}"] = [" ".join(rng.choices(words, k=rng.randint(1, 3))) for _ in range(3)] if answerable else []
-        preds[f"q{i}"] = " ".join(rng.choices(words, k=rng.randint(0, 3)))
-    del preds["q7"]
-    metric = SquadMetric(version)
-    ids = list(refs)
-    for start in range(0, len(ids), 8):
-        batch = ids[start : start + 8]
-        metric.update({q: preds[q] for q in batch if q in preds}, {q: refs[q] for q in batch})
-    expected = squad_scores(preds, refs, version)
-    result = metric.compute()
-    assert set(result) == set(expected)
-    for key, value in expected.items():
-        assert result[key].item() == pytest.approx(value, rel=1e-12, abs=1e-12)
 
 
 # --- windows -------------------------------------------------------------------------------------------------

@@ -5,18 +5,12 @@
 examples and one report line per file (rows read and skipped) for the user to see, then encodes each split with
 the task's kind (:data:`bvr.tasks.kinds.KINDS`) into features, one list per column.
 
-Offline, SQuAD often has only its dev file; its reader then splits the dev file by article, and the split's
-description travels with the data (:attr:`TaskData.split_note`) so that every result can say what it was measured on.
-
 ``max_train_examples`` and ``max_eval_examples`` cap a split at a random subset drawn with ``subset_seed``, the same
 for every fine-tuning seed and arm, kept in file order. Batching is :mod:`bvr.tasks.batching`.
 
-A fine-tuning grid's points (``selection_examples`` above 0) keep a random part of the training examples out of
-training as the evaluation split :data:`SELECTION`, drawn before the training cap: each point is scored there, and
-the point chosen on it is reported on the task's own evaluation splits.
-
-SQuAD v2.0 with ``null_threshold_heldout`` keeps a share of the training side's articles out of training as the
-evaluation split :data:`HELDOUT`, on which the no-answer threshold is chosen (:mod:`bvr.tasks.evaluators`).
+Before the caps, a fine-tuning grid's points keep training examples out of training as the evaluation split
+:data:`SELECTION` to be chosen on, and SQuAD v2.0 a share of its training articles as :data:`HELDOUT` to choose the
+no-answer threshold on (:mod:`bvr.tasks.evaluators`).
 """
 
 from __future__ import annotations

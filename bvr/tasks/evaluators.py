@@ -24,7 +24,7 @@ from bvr.tasks.readers.squad_json import references
 from bvr.tasks.registry import TaskSpec
 from bvr.tasks.splits import SplitData
 from bvr.tasks.squad.decode import SquadPredictions, decode_predictions
-from bvr.tasks.squad.metric import SquadMetric, best_threshold, evaluate_v2
+from bvr.tasks.squad.metric import best_threshold, evaluate_v2, squad_scores
 
 COLLAPSE_STD_RATIO = 1e-2
 """A regression run has collapsed when its predictions' standard deviation is below this share of the gold
@@ -154,12 +154,9 @@ class TaggingEvaluator(Evaluator):
         self.predicted += torch.bincount(preds, minlength=len(self.names))
 
     def _compute(self) -> dict[str, float]:
-        true_positives, predicted, gold = (int(getattr(self.metric, name).sum())
-                                           for name in ("true_positives", "predicted", "gold"))
-        self.entities_predicted = predicted
-        return {"f1": float(self.metric.compute()),
-                "precision": true_positives / predicted if predicted else 0.0,
-                "recall": true_positives / gold if gold else 0.0}
+        scores = self.metric.report()
+        self.entities_predicted = scores["predicted"]
+        return {name: scores[name] for name in ("f1", "precision", "recall")}
 
     def reset(self) -> None:
         self.metric.reset()
@@ -237,10 +234,8 @@ class SpanEvaluator(Evaluator):
             extra = {key: float(value) for key, value in scores.items() if key not in ("exact", "f1", "missing")}
             return {"exact_match": scores["exact"], "f1": scores["f1"], **extra,
                     "null_threshold": self.null_threshold(), "empty_share": self.empty_share()}
-        metric = SquadMetric(self.version)
-        metric.update(decoded.predictions, refs)
-        scores = metric.compute()
-        return {"exact_match": float(scores["exact"]), "f1": float(scores["f1"])}
+        scores = squad_scores(decoded.predictions, refs, self.version)
+        return {"exact_match": scores["exact"], "f1": scores["f1"]}
 
     def reset(self) -> None:
         self.starts = [None] * len(self.split)

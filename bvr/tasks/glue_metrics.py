@@ -41,9 +41,7 @@ class UndefinedMetricWarning(UserWarning):
     """A metric was undefined for its inputs (a constant prediction, no positives) and is reported as 0."""
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Plain definitions
-# ---------------------------------------------------------------------------------------------------------------
+# --- Plain definitions -----------------------------------------------------------------------------------------
 
 
 def _check_lengths(preds: Numbers, targets: Numbers) -> None:
@@ -168,9 +166,7 @@ PLAIN_METRICS: dict[str, Callable[[Numbers, Numbers], float]] = {
 """Metric name (as in TaskSpec.metrics) to its plain definition, called as ``fn(preds, targets)``."""
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# torchmetrics objects
-# ---------------------------------------------------------------------------------------------------------------
+# --- torchmetrics objects --------------------------------------------------------------------------------------
 
 
 class MatthewsCorrelation(BinaryMatthewsCorrCoef):
@@ -263,9 +259,7 @@ def main_score(spec: TaskSpec, values: Mapping[str, float]) -> float:
     return math.fsum(float(values[name]) for name in spec.main_metrics) / len(spec.main_metrics)
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# The trivial baseline
-# ---------------------------------------------------------------------------------------------------------------
+# --- The trivial baseline --------------------------------------------------------------------------------------
 
 
 def majority_prediction(spec: TaskSpec, train_labels: Numbers) -> int | float:

@@ -41,26 +41,16 @@ class SequenceHead(nn.Module):
 
 
 class TokenHead(nn.Module):
-    """Dropout and a linear layer at every token: (batch, seq, hidden) to (batch, seq, labels)."""
+    """Dropout and a linear layer at every token: (batch, seq, hidden) to (batch, seq, outputs); without dropout and
+    with two outputs, start and end scores, it is BERT's SQuAD head."""
 
-    def __init__(self, config: EncoderConfig, num_labels: int) -> None:
+    def __init__(self, config: EncoderConfig, num_outputs: int, dropout: bool = True) -> None:
         super().__init__()
-        self.dropout = Dropout(config.dropout)
-        self.out = _fresh(nn.Linear(config.hidden_size, num_labels), config)
+        self.dropout = Dropout(config.dropout) if dropout else nn.Identity()
+        self.out = _fresh(nn.Linear(config.hidden_size, num_outputs), config)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.out(self.dropout(hidden))
-
-
-class SpanHead(nn.Module):
-    """Start and end scores at every token (BERT's SQuAD head): (batch, seq, hidden) to (batch, seq, 2)."""
-
-    def __init__(self, config: EncoderConfig) -> None:
-        super().__init__()
-        self.out = _fresh(nn.Linear(config.hidden_size, 2), config)
-
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.out(hidden)
 
 
 class FinetuneModel(nn.Module):

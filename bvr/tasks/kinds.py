@@ -10,7 +10,7 @@ kind                      head                                          loss    
 classification            first token: dense + tanh, dropout, linear    cross-entropy                make_metrics
 regression (STS-B)        the same, one output                          mean squared error           make_metrics
 tagging (CoNLL-2003)      per token: dropout, linear                    cross-entropy, -100 skipped  EntityF1
-span (SQuAD)              per token: linear to start and end scores     mean of start and end CE     SquadMetric
+span (SQuAD)              per token: linear to start and end scores     mean of start and end CE     squad_scores
 ========================  ============================================  ===========================  ==================
 
 Encoding: sentences and pairs with the tokenizer's own template (:func:`~bvr.tasks.sentence_encoding.encode_sentences`),
@@ -39,9 +39,9 @@ from bvr.tasks.evaluators import (
     TaggingEvaluator,
 )
 from bvr.tasks.glue_metrics import baseline_note, majority_baseline
-from bvr.tasks.heads import SequenceHead, SpanHead, TokenHead, take_pooler
+from bvr.tasks.heads import SequenceHead, TokenHead, take_pooler
 from bvr.tasks.ner import encode_ner
-from bvr.tasks.readers.squad_json import references
+from bvr.tasks.readers.squad_json import references, squad_version
 from bvr.tasks.registry import TaskSpec
 from bvr.tasks.sentence_encoding import encode_sentences
 from bvr.tasks.splits import TaskData
@@ -59,10 +59,9 @@ SELECTION = "selection"
 class Kind:
     """What one task kind adds to the shared encoder and fine-tuning loop (see the module docstring)."""
 
+    # Feature columns its batches carry (the attention mask is rebuilt from the lengths).
     columns: tuple[str, ...] = ("input_ids", "token_type_ids", "labels")
-    """Feature columns its batches carry (the attention mask is rebuilt from the lengths)."""
-    pad_values: Mapping[str, int | None] = PAD_VALUES
-    """How its list-valued columns are padded (see :func:`~bvr.tasks.batching.collate`)."""
+    pad_values: Mapping[str, int | None] = PAD_VALUES  # how its list-valued columns are padded (see collate)
 
     def encode(self, spec: TaskSpec, tokenizer: Tokenizer, family: str, examples: list,
                settings: DataSettings) -> dict[str, list]:
@@ -153,11 +152,9 @@ class TaggingKind(Kind):
         return "tags every word 'O' (the majority tag), so it finds no entity"
 
 
-def squad_version(data: TaskData) -> str:
-    """'2.0' when any question of the task is unanswerable, else '1.1' (the rule
-    :func:`~bvr.tasks.readers.squad_json.read_squad` applies)."""
-    splits = [data.train, *data.evals.values()]
-    return "2.0" if any(example.is_impossible for split in splits for example in split.examples) else "1.1"
+def _version(data: TaskData) -> str:
+    """The task's SQuAD version, by the rule the reader applies to a file."""
+    return squad_version(example for split in (data.train, *data.evals.values()) for example in split.examples)
 
 
 class SpanKind(Kind):
@@ -170,14 +167,14 @@ class SpanKind(Kind):
         return encode_squad(tokenizer, examples, max_length=settings.max_length, stride=settings.stride)
 
     def head(self, encoder: Encoder, data: TaskData) -> nn.Module:
-        return SpanHead(encoder.config)
+        return TokenHead(encoder.config, 2, dropout=False)  # start and end scores
 
     def loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         start, end = logits.float().unbind(-1)  # (batch, seq) each
         return (F.cross_entropy(start, batch["start_positions"]) + F.cross_entropy(end, batch["end_positions"])) / 2
 
     def evaluator(self, data: TaskData, split: str) -> Evaluator:
-        return SpanEvaluator(data.spec, data.evals[split], squad_version(data), data.settings.null_threshold)
+        return SpanEvaluator(data.spec, data.evals[split], _version(data), data.settings.null_threshold)
 
     def evaluators(self, data: TaskData) -> dict[str, Evaluator]:
         """Every split's evaluator; with a held-out split, the others take their null threshold from its."""
@@ -190,7 +187,7 @@ class SpanKind(Kind):
 
     def baseline(self, data: TaskData) -> dict[str, float]:
         # Answering nothing: 0 on v1.1; on v2.0 it scores the share of unanswerable questions.
-        version, out = squad_version(data), {}
+        version, out = _version(data), {}
         for split, encoded in data.evals.items():
             refs = references(encoded.examples)
             scores = squad_scores({qid: "" for qid in refs}, refs, version)

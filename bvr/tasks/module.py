@@ -40,12 +40,9 @@ def build_model(encoder: Encoder, data: TaskData, seed: int) -> FinetuneModel:
 class OptimSettings:
     """AdamW and its schedule (BERT's fine-tuning recipe)."""
 
-    learning_rate: float
-    """Peak learning rate."""
-    weight_decay: float = 0.01
-    """Decay of weight matrices (not biases or LayerNorm)."""
-    warmup_fraction: float = 0.1
-    """Share of the optimiser steps spent warming up linearly; then linear decay to 0."""
+    learning_rate: float  # peak
+    weight_decay: float = 0.01  # of weight matrices (not biases or LayerNorm)
+    warmup_fraction: float = 0.1  # share of the optimiser steps spent warming up linearly; then linear decay to 0
     adam_betas: tuple[float, float] = (0.9, 0.999)
     adam_eps: float = 1e-6
 

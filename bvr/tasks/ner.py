@@ -67,11 +67,10 @@ def encode_ner(tokenizer: Tokenizer, family: str, sentences: Iterable[Sentence |
                label_to_id: Mapping[str, int], max_length: int) -> dict[str, list]:
     """Tokenize pre-split sentences and label the first sub-token of each word.
 
-    Byte-level BPE words are encoded as `` word`` so every word, the first included, starts with the ``Ġ`` word-start
-    marker, as RoBERTa's ``add_prefix_space=True`` does for pre-split input. Sequences longer than ``max_length`` are
-    cut; the words that lose all their tokens are counted in ``truncated_words``, and words the tokenizer turns
-    into no token at all (WordPiece drops some control and zero-width characters) in ``untokenized_words``. No
-    padding: the collator pads; the tokenizer's own truncation and padding settings are ignored.
+    Each word is encoded as a word start (:data:`_WORD_PREFIX`). Sequences longer than ``max_length`` are cut; the
+    words that lose all their tokens are counted in ``truncated_words``, and words the tokenizer turns into no token
+    at all (WordPiece drops some control and zero-width characters) in ``untokenized_words``. No padding: the
+    collator pads; the tokenizer's own truncation and padding settings are ignored.
 
     Per sentence: ``input_ids``, ``attention_mask``, ``token_type_ids``, ``labels`` (first sub-tokens carry the
     word's id, the rest :data:`IGNORE_INDEX`), ``word_ids`` (None for specials), ``truncated_words`` and

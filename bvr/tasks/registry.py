@@ -34,12 +34,9 @@ Without a data folder every format is read from the task's Hugging Face hub data
 class SplitSpec:
     """One split of a task: its file in the data folder and its name on the Hugging Face hub."""
 
-    name: str
-    """bvr's name for the split ('train', 'dev', 'dev_matched', ...); metric keys start with it."""
-    file: str
-    """File name inside the task's folder."""
-    hub_split: str
-    """The same split's name in the hub dataset ('validation', 'validation_matched', ...)."""
+    name: str  # bvr's name for the split ('train', 'dev', 'dev_matched', ...); metric keys start with it
+    file: str  # file name inside the task's folder
+    hub_split: str  # the same split's name in the hub dataset ('validation', 'validation_matched', ...)
 
 
 def glue_splits(*eval_names: str) -> tuple[SplitSpec, ...]:
@@ -57,48 +54,36 @@ def glue_splits(*eval_names: str) -> tuple[SplitSpec, ...]:
 class TaskSpec:
     """What bvr knows about one task; see the module docstring."""
 
-    name: str
-    """Registry key, lower case ('cola', 'mnli', 'conll2003')."""
+    name: str  # registry key, lower case ('cola', 'mnli', 'conll2003')
+    # 'classification' (one label per example), 'regression' (one number), 'tagging' (a label per word) or 'span'
+    # (an answer span in a context)
     kind: TaskKind
-    """'classification' (one label per example), 'regression' (one number), 'tagging' (a label per word) or
-    'span' (an answer span in a context)."""
-    format: TaskFormat
-    """Format of the files in ``folder`` (see :data:`TASK_FORMATS`); picks the reader."""
-    folder: str
-    """Folder of the task's files, relative to the data folder ('glue/CoLA')."""
-    splits: tuple[SplitSpec, ...]
-    """Training split first, then the evaluation splits."""
-    hub_id: str
-    """Hugging Face dataset read when no data folder is given ('nyu-mll/glue')."""
-    hub_config: str | None
-    """Configuration of ``hub_id`` ('cola'), or None."""
-    text_fields: tuple[str, ...]
-    """Columns holding the text, in the order the model sees them (one or two for GLUE)."""
-    label_field: str
-    """Column holding the label."""
+    format: TaskFormat  # format of the files in ``folder`` (see TASK_FORMATS); picks the reader
+    folder: str  # folder of the task's files, relative to the data folder ('glue/CoLA')
+    splits: tuple[SplitSpec, ...]  # the training split first, then the evaluation splits
+    hub_id: str  # Hugging Face dataset read when no data folder is given ('nyu-mll/glue')
+    hub_config: str | None  # configuration of ``hub_id`` ('cola'), or None
+    text_fields: tuple[str, ...]  # columns holding the text, in the order the model sees them (one or two for GLUE)
+    label_field: str  # column holding the label
+    # Label words in id order (the hub's order, so hub ids need no mapping); None for regression (and span).
     label_names: tuple[str, ...] | None
-    """Label words in id order (the hub's order, so hub ids need no mapping); None for regression (and span)."""
-    metrics: tuple[str, ...]
-    """Metric names reported on every evaluation split."""
+    metrics: tuple[str, ...]  # metric names reported on every evaluation split
+    # The metrics whose mean is the headline score, as the GLUE leaderboard averages F1 and accuracy for MRPC and QQP
+    # and Pearson and Spearman for STS-B; a single metric for most tasks.
     main_metrics: tuple[str, ...]
-    """The metrics whose mean is the headline score, as the GLUE leaderboard averages F1 and accuracy for MRPC and
-    QQP and Pearson and Spearman for STS-B; a single metric for most tasks."""
+    # Text columns on the hub when they differ from ``text_fields`` (MNLI: premise, hypothesis).
     hub_text_fields: tuple[str, ...] | None = None
-    """Text columns on the hub when they differ from ``text_fields`` (MNLI: premise, hypothesis)."""
-    hub_label_field: str | None = None
-    """Label column on the hub when it differs from ``label_field``."""
+    hub_label_field: str | None = None  # label column on the hub when it differs from ``label_field``
+    # Column names of files that have no header row (CoLA); None when the first line names the columns.
     columns: tuple[str, ...] | None = None
-    """Column names of files that have no header row (CoLA); None when the first line names the columns."""
+    # JSON label values in id order when they are not the label names or ids (BoolQ: false, true); the JSONL reader
+    # maps a value to its position here, matching type as well (``true`` is not ``1``).
     label_values: tuple[Any, ...] | None = None
-    """JSON label values in id order when they are not the label names or ids (BoolQ: false, true); the JSONL
-    reader maps a value to its position here, matching type as well (``true`` is not ``1``)."""
-    label_range: tuple[float, float] | None = None
-    """Closed interval a regression label must lie in (STS-B: 0 to 5)."""
-    main_split: str | None = None
-    """Evaluation split of the headline score; None: the first evaluation split (MNLI: 'dev_matched')."""
+    label_range: tuple[float, float] | None = None  # closed interval a regression label must lie in (STS-B: 0 to 5)
+    main_split: str | None = None  # evaluation split of the headline score; None: the first (MNLI: 'dev_matched')
+    # Fine-tuning hyperparameters where this task differs from :class:`~bvr.config.FinetuneConfig`'s defaults (the
+    # task's own layer, under every preset, config file and ``--set``: see :func:`bvr.config.resolve_finetune`).
     finetune: Mapping[str, Any] = field(default_factory=dict, hash=False)
-    """Fine-tuning hyperparameters where this task differs from :class:`~bvr.config.FinetuneConfig`'s defaults
-    (the task's own layer, under every preset, config file and ``--set``: see :func:`bvr.config.resolve_finetune`)."""
 
     def __post_init__(self) -> None:
         where = f"task {self.name!r}"
@@ -144,14 +129,6 @@ class TaskSpec:
     def num_labels(self) -> int:
         """Output size of the task's head: the number of labels, or 1 for regression."""
         return len(self.label_names) if self.label_names is not None else 1
-
-    def split(self, name: str) -> SplitSpec:
-        """The split called ``name``; an unknown name is a :class:`BvrError` listing the task's splits."""
-        for split in self.splits:
-            if split.name == name:
-                return split
-        names = ", ".join(split.name for split in self.splits)
-        raise BvrError(f"task {self.name!r} has no split {name!r}", hint=f"choose one of: {names}")
 
 
 def _require(ok: bool, where: str, message: str) -> None:

@@ -71,13 +71,10 @@ class FinetuneSetup:
     """Where a fine-tuning call reads its data and hyperparameters and caches its seeds: an ablation's plan, or the
     command's options, gives them together."""
 
-    data_dir: str | Path | None = None
-    """The folder holding ``glue/``, ``conll2003/``, ``squad/``; None reads the Hugging Face hub."""
-    output_dir: str | Path = "outputs"
-    """Where finished seeds are cached (``output_dir/finetune/``)."""
+    data_dir: str | Path | None = None  # the folder holding ``glue/``, ``conll2003/``, ``squad/``; None: the hub
+    output_dir: str | Path = "outputs"  # where finished seeds are cached (``output_dir/finetune/``)
     preset: str | None = None
-    overrides: Sequence[str] = ()
-    """``--set`` strings (``finetune.epochs=2``, ``finetune.per_task.squad.stride=64``)."""
+    overrides: Sequence[str] = ()  # ``--set`` strings (``finetune.epochs=2``, ``finetune.per_task.squad.stride=64``)
     config_file: str | Path | None = None
 
 
@@ -108,9 +105,7 @@ def finetune(checkpoint: str | Path, task: str, *, seeds: int | Sequence[int] = 
                           recorder.parent_run_id, selection.to_dict() if selection else None)
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# The steps of a call
-# ---------------------------------------------------------------------------------------------------------------
+# --- The steps of a call ---------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -133,8 +128,7 @@ class _Call:
     data_dir: Path | None
     points: list[_Point]
     from_scratch: bool
-    context: RunContext
-    """The call's context, its experiment and label filled in."""
+    context: RunContext  # the call's context, its experiment and label filled in
 
 
 def _prepare(checkpoint: str | Path, task: str, seeds: int | Sequence[int], setup: FinetuneSetup, from_scratch: bool,
@@ -230,8 +224,7 @@ class _Job:
     info: TaskInfo
     recorder: TaskRecorder
     progress: bool
-    inputs: list[DataInput] = field(default_factory=list)
-    """The task's files, logged as each seed run's datasets."""
+    inputs: list[DataInput] = field(default_factory=list)  # the task's files, logged as each seed run's datasets
 
 
 def _train_missing(job: _Job, dirs: dict[int, Path], results: dict[int, SeedResult]) -> None:
@@ -253,9 +246,7 @@ def _train_missing(job: _Job, dirs: dict[int, Path], results: dict[int, SeedResu
         results[seed] = dataclasses.replace(read_seed_result(folder)[0], reused=not built)
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# One seed
-# ---------------------------------------------------------------------------------------------------------------
+# --- One seed --------------------------------------------------------------------------------------------------
 
 
 def _train_seed(job: _Job, seed: int, out: Path, key: str) -> SeedResult:
@@ -305,16 +296,13 @@ def _keep_files(record: EvalRecord, out: Path) -> list[Path]:
 
 def _data_inputs(spec: TaskSpec, data_dir: Path | None) -> list[DataInput]:
     """The task's files as MLflow datasets, each with its content fingerprint (none when read from the hub)."""
-    if data_dir is None:
-        return []
-    files = {split.name: data_dir / spec.folder / split.file for split in spec.splits}
-    return [DataInput(f"{spec.name} {name}", fingerprint(path), str(path), "train" if name == "train" else "eval")
-            for name, path in files.items() if path.is_file()]
+    paths = task_files(spec, data_dir)
+    return [DataInput(f"{spec.name} {split.name}", fingerprint(path), str(path),
+                      "train" if split.name == "train" else "eval")
+            for split, path in zip(spec.splits, paths, strict=False) if path.is_file()]
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Checks, data and cache folders
-# ---------------------------------------------------------------------------------------------------------------
+# --- Checks, data and cache folders ----------------------------------------------------------------------------
 
 
 def _seed_list(seeds: int | Sequence[int]) -> list[int]:

@@ -33,10 +33,10 @@ RESULT_FILE = "result.json"
 class Placed:
     """The cached seeds of one call, by where their runs are."""
 
+    # Cached, with a FINISHED run in this experiment (the seed's ``run_id`` is that run).
     here: dict[int, tuple[SeedResult, TaskInfo]] = field(default_factory=dict)
-    """Cached, with a FINISHED run in this experiment (the seed's ``run_id`` is that run)."""
+    # Cached, with its run in another experiment of the store: to copy here.
     elsewhere: dict[int, tuple[SeedResult, TaskInfo]] = field(default_factory=dict)
-    """Cached, with its run in another experiment of the store: to copy here."""
 
     @property
     def cached(self) -> dict[int, tuple[SeedResult, TaskInfo]]:
@@ -98,8 +98,8 @@ class TaskParent:
     def __init__(self, stack: contextlib.ExitStack, experiment: str, name: str, tags: dict[str, str],
                  nest_under: Callable[[], str] | None = None) -> None:
         self.stack, self.experiment, self.name, self.tags = stack, experiment, name, tags
+        # The id of the run to nest under, asked for when this run starts (it starts that one in turn).
         self.nest_under = nest_under
-        """The id of the run to nest under, asked for when this run starts (it starts that one in turn)."""
         self.run_id: str | None = None
 
     @property

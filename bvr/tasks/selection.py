@@ -4,7 +4,7 @@ A grid (``finetune.learning_rate`` or ``finetune.epochs`` a list) fine-tunes one
 seeds. Each seed is scored after its last epoch on the split :data:`~bvr.tasks.kinds.SELECTION`, training examples
 held out of training; the point whose seeds have the best median there is chosen (the earliest in grid order among
 equals), and its seeds' scores on the task's own evaluation split are the ones reported. The choice reads nothing
-but the selection split's scores (:func:`selection_scores`), so the reported split never decides it.
+but the selection split's scores (:func:`select`), so the reported split never decides it.
 
 The choice is made per model: in an ablation, per arm and pretraining seed. That is the papers' practice (BERT and
 RoBERTa choose the learning rate for each pretrained model and task) and it keeps the pretraining seeds, the report's
@@ -22,21 +22,6 @@ import numpy as np
 from bvr.config import GridPoint
 from bvr.tasks.kinds import SELECTION
 from bvr.tasks.results import SeedResult
-
-
-def selection_key(metric: str) -> str:
-    """The key of ``metric`` on the selection split.
-
-    >>> selection_key("accuracy")
-    'selection/accuracy'
-    """
-    return f"{SELECTION}/{metric}"
-
-
-def selection_scores(seeds: Sequence[SeedResult], metric: str) -> list[float]:
-    """Each seed's final-epoch score on the selection split, and nothing else of it."""
-    key = selection_key(metric)
-    return [seed.scores[key] for seed in seeds]
 
 
 def choose(scores: Sequence[Sequence[float]]) -> int:
@@ -61,14 +46,12 @@ class PointResult:
 class Selection:
     """What a grid's choice records: each point's selection scores and the chosen one."""
 
-    metric: str
-    """The selection split's key, ``selection/accuracy``."""
+    metric: str  # the selection split's key, ``selection/accuracy``
+    # Per point, in grid order: ``learning_rate``, ``epochs``, ``name``, ``scores`` (per seed, in the seeds' order)
+    # and their ``median``.
     points: list[dict[str, Any]]
-    """Per point, in grid order: ``learning_rate``, ``epochs``, ``name``, ``scores`` (per seed, in the seeds'
-    order) and their ``median``."""
     chosen: int
-    note: str | None
-    """How the selection split was drawn (its size, share and seed)."""
+    note: str | None  # how the selection split was drawn (its size, share and seed)
 
     @property
     def chosen_point(self) -> dict[str, Any]:
@@ -79,8 +62,10 @@ class Selection:
 
 
 def select(results: Sequence[PointResult], metric: str, note: str | None) -> Selection:
-    """Choose among ``results`` by :func:`choose` over their :func:`selection_scores`."""
-    scores = [selection_scores(result.seeds, metric) for result in results]
+    """Choose among ``results`` by :func:`choose` over each seed's final-epoch score on the selection split, and
+    nothing else of it."""
+    key = f"{SELECTION}/{metric}"
+    scores = [[seed.scores[key] for seed in result.seeds] for result in results]
     points = [{**result.point.to_dict(), "name": result.point.name, "scores": values,
                "median": float(np.median(values))} for result, values in zip(results, scores, strict=True)]
-    return Selection(selection_key(metric), points, choose(scores), note)
+    return Selection(key, points, choose(scores), note)

@@ -1,18 +1,10 @@
 """Readers by file format: one :class:`FileFormat` per format in :data:`READERS`, and :func:`read_task`.
 
 A task's spec names its format (:attr:`~bvr.tasks.registry.TaskSpec.format`); the format says how one file of it
-is read, and how the same split is read from the task's Hugging Face hub dataset when no data folder is given:
-
-- ``tsv`` (GLUE's layout): :func:`~bvr.tasks.readers.tsv.read_tsv`, giving
-  :class:`~bvr.tasks.readers.common.Example` s;
-- ``jsonl`` (one JSON object per line, SuperGLUE's layout): :func:`~bvr.tasks.readers.jsonl.read_jsonl`, giving
-  :class:`~bvr.tasks.readers.common.Example` s;
-- ``conll`` (CoNLL columns): :func:`~bvr.tasks.readers.conll.read_conll`, giving
-  :class:`~bvr.tasks.readers.conll.Sentence` s;
-- ``squad-json`` (SQuAD's JSON): :func:`~bvr.tasks.readers.squad_json.read_squad`, giving
-  :class:`~bvr.tasks.readers.squad_json.SquadExample` s.
-
-The hub readers are in :mod:`bvr.tasks.readers.hub`. A training split of a classification or tagging task must hold
+is read, and how the same split is read from the task's Hugging Face hub dataset (:mod:`bvr.tasks.readers.hub`) when
+no data folder is given: ``tsv`` (GLUE) and ``jsonl`` (SuperGLUE) as :class:`~bvr.tasks.readers.common.Example` s,
+``conll`` as :class:`~bvr.tasks.readers.conll.Sentence` s, ``squad-json`` as
+:class:`~bvr.tasks.readers.squad_json.SquadExample` s. A training split of a classification or tagging task must hold
 at least two classes (:func:`check_classes`), wherever it was read from.
 
 Offline, SQuAD often has only its dev file. When a ``squad-json`` task's training file is missing, the dev file is
@@ -30,7 +22,7 @@ from typing import Any
 
 from bvr.config import DataSettings
 from bvr.errors import BvrError
-from bvr.tasks.readers.common import Example, ReadReport, ReadResult
+from bvr.tasks.readers.common import ReadResult
 from bvr.tasks.readers.conll import read_conll
 from bvr.tasks.readers.hub import hub_conll, hub_sentences, hub_squad
 from bvr.tasks.readers.jsonl import read_jsonl
@@ -54,13 +46,6 @@ class FileFormat:
     """Whether a missing training file means: train and evaluate on two article-disjoint parts of the dev file."""
 
 
-SENTENCE_READERS: dict[str, Callable[[TaskSpec, Path], tuple[list[Example], ReadReport]]] = {
-    "tsv": read_tsv,
-    "jsonl": read_jsonl,
-}
-"""Formats of sentence tasks (classification, regression) -> their file reader, which returns a full report."""
-
-
 def _one_line(read: Callable[[TaskSpec, Any], tuple[list[Any], Any]]) -> ReadFile:
     """A reader whose report becomes its one line (``describe()``)."""
 
@@ -71,7 +56,8 @@ def _one_line(read: Callable[[TaskSpec, Any], tuple[list[Any], Any]]) -> ReadFil
 
 
 READERS: dict[str, FileFormat] = {
-    **{name: FileFormat(_one_line(read), _one_line(hub_sentences)) for name, read in SENTENCE_READERS.items()},
+    "tsv": FileFormat(_one_line(read_tsv), _one_line(hub_sentences)),
+    "jsonl": FileFormat(_one_line(read_jsonl), _one_line(hub_sentences)),
     # A tag not among the task's labels is refused at its line.
     "conll": FileFormat(_one_line(lambda spec, path: read_conll(path, labels=spec.label_names)), hub_conll),
     "squad-json": FileFormat(_one_line(lambda spec, path: read_squad(path)), hub_squad, fallback_to_dev=True),
@@ -136,4 +122,4 @@ def task_file(spec: TaskSpec, data_dir: Path, file: str) -> Path:
     return path
 
 
-__all__ = ["READERS", "SENTENCE_READERS", "FileFormat", "ReadResult", "check_classes", "read_task", "task_file"]
+__all__ = ["READERS", "FileFormat", "ReadResult", "check_classes", "read_task", "task_file"]

@@ -80,10 +80,7 @@ class ReadReport:
 
     def skip(self, reason: str, line: int) -> None:
         self.skipped += 1
-        self.reasons[reason] = self.reasons.get(reason, 0) + 1
-        lines = self.first_lines.setdefault(reason, [])
-        if len(lines) < FIRST_LINES_KEPT:
-            lines.append(line)
+        _tally(self.reasons, self.first_lines, reason, line)
 
     def skip_unlabelled(self, line: int) -> None:
         """Count one skipped row that has its text but no label (reason :data:`NO_LABEL`)."""
@@ -107,15 +104,20 @@ class ReadReport:
 
     def count_empty(self, name: str, line: int) -> None:
         """Count one kept row whose text field ``name`` is empty."""
-        self.empty[name] = self.empty.get(name, 0) + 1
-        lines = self.first_empty.setdefault(name, [])
-        if len(lines) < FIRST_LINES_KEPT:
-            lines.append(line)
+        _tally(self.empty, self.first_empty, name, line)
 
     def details(self) -> str:
         """Each skip reason with its count and first line numbers, '; '-separated."""
         return "; ".join(f"{reason}: {count:,} at {_at_lines(self.first_lines[reason], count)}"
                          for reason, count in self.reasons.items())
+
+
+def _tally(counts: dict[str, int], first_lines: dict[str, list[int]], key: str, line: int) -> None:
+    """One more row under ``key``, its line kept among the first :data:`FIRST_LINES_KEPT`."""
+    counts[key] = counts.get(key, 0) + 1
+    lines = first_lines.setdefault(key, [])
+    if len(lines) < FIRST_LINES_KEPT:
+        lines.append(line)
 
 
 def _at_lines(lines: list[int], count: int) -> str:
@@ -146,14 +148,15 @@ def read_lines(path: Path, spec: TaskSpec) -> list[str]:
 def read_rows(path: Path, lines: list[str], first: int, parse: Callable[[str, int, ReadReport], Example | None],
               max_share: float, hint: str, text_fields: tuple[str, ...]) -> tuple[list[Example], ReadReport]:
     """Parse ``lines[first:]`` (1-based line numbers) with ``parse``, which returns None for a row it skipped and
-    counted; then apply the skipped-share policy (:func:`check_skipped`) and the empty-text one
-    (:func:`check_empty`, naming the fields ``text_fields``)."""
+    counted (blank lines are skipped before it); then apply the skipped-share policy (:func:`check_skipped`) and the
+    empty-text one (:func:`check_empty`, naming the fields ``text_fields``)."""
     report = ReadReport(str(path))
     examples: list[Example] = []
     for number, line in enumerate(lines[first:], start=first + 1):
         report.rows += 1
-        example = parse(line, number, report)
-        if example is not None:
+        if not line.strip():
+            report.skip("blank line", number)
+        elif (example := parse(line, number, report)) is not None:
             examples.append(example)
     report.read = len(examples)
     check_skipped(report, max_share, hint)

@@ -1,8 +1,5 @@
-"""Read CoNLL column files (format ``conll``) into :class:`Sentence` s, converting IOB1 tags to IOB2.
-
-:func:`read_conll` reads ``token POS chunk NER`` lines into sentences and a :class:`ConllReport`; the scheme is
-found by :func:`~bvr.tasks.iob.detect_scheme` and converted by :func:`~bvr.tasks.iob.to_iob2`.
-"""
+"""Read CoNLL column files (format ``conll``) into :class:`Sentence` s and a :class:`ConllReport` (:func:`read_conll`),
+converting IOB1 tags to IOB2 (:func:`~bvr.tasks.iob.detect_scheme`, :func:`~bvr.tasks.iob.to_iob2`)."""
 
 from __future__ import annotations
 

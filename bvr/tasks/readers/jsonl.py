@@ -33,9 +33,6 @@ def read_jsonl(spec: TaskSpec, path: Path, *,
 def _parse_line(line: str, number: int, report: ReadReport, *, spec: TaskSpec, labels: LabelParser,
                 path: Path) -> Example | None:
     """One line as an Example, or None (counted in ``report``) when it cannot be parsed."""
-    if not line.strip():
-        report.skip("blank line", number)
-        return None
     try:
         record: Any = json.loads(line)
     except json.JSONDecodeError:

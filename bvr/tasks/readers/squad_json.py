@@ -161,8 +161,8 @@ def _read_article(article: Any, where: str, report: SquadReport) -> list[SquadEx
     return examples
 
 
-def _version(declared: Any, examples: Iterable[SquadExample]) -> str:
-    # v2.0 files say "v2.0"; a file without the field is v2.0 when it holds impossible questions.
+def squad_version(examples: Iterable[SquadExample], declared: Any = None) -> str:
+    """'2.0' when ``declared`` says so (v2.0 files say "v2.0") or any question is unanswerable, else '1.1'."""
     if str(declared).lstrip("v").startswith("2") or any(example.is_impossible for example in examples):
         return "2.0"
     return "1.1"
@@ -186,7 +186,7 @@ def read_squad(path: str | Path) -> tuple[list[SquadExample], SquadReport]:
     repeated = [qid for qid, n in Counter(example.id for example in examples).items() if n > 1]
     if repeated:
         raise BvrError(f"question ids {repeated[:5]} occur more than once", where=path)
-    report.version = _version(content.get("version"), examples)
+    report.version = squad_version(examples, content.get("version"))
     if report.empty_questions > MAX_EMPTY_SHARE * report.questions:
         raise BvrError(f"{report.empty_questions:,} of {report.questions:,} questions are empty (the first at "
                        f"{report.first_empty}), more than {MAX_EMPTY_SHARE:.0%}", where=path,

@@ -72,9 +72,6 @@ def _label_missing(cells: list[str], layout: _Layout) -> bool:
 def _parse_row(line: str, number: int, report: ReadReport, *, layout: _Layout, labels: LabelParser,
                path: Path) -> Example | None:
     """One row as an Example, or None (counted in ``report``) when it cannot be parsed."""
-    if not line.strip():
-        report.skip("blank line", number)
-        return None
     cells = line.split("\t")
     if _label_missing(cells, layout):
         report.skip_unlabelled(number)

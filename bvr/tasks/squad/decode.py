@@ -1,7 +1,5 @@
-"""SQuAD decoding: the best answer span of each question from its windows' start and end scores.
-
-:func:`decode_predictions` picks the best span over all windows of a question, and for v2.0 decides between that
-span and no answer (the threshold that scores best is :func:`~bvr.tasks.squad.metric.best_threshold`).
+"""SQuAD decoding: the best answer span of each question from its windows' start and end scores, or under v2.0 no
+answer (:func:`decode_predictions`; the threshold that scores best is :func:`~bvr.tasks.squad.metric.best_threshold`).
 """
 
 from __future__ import annotations

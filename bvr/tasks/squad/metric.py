@@ -9,10 +9,6 @@ import string
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import torch
-from torchmetrics import Metric
 
 from bvr.errors import BvrError
 
@@ -239,42 +235,3 @@ def best_threshold(predictions: Mapping[str, str], null_diffs: Mapping[str, floa
         raise ValueError(f"{len(missing)} questions lack a prediction or a null-score difference, e.g. {missing[0]}")
     exact, f1 = raw_scores(predictions, references, "2.0")
     return _best_of(predictions, exact, f1, null_diffs, references)
-
-
-class SquadMetric(Metric):
-    """Exact match and F1 accumulated over batches; equal to :func:`squad_scores` on all of them.
-
-    The state is the sums of per-question scores and counts (overall, answerable, no-answer), summed across
-    processes.
-    """
-
-    is_differentiable = False
-    higher_is_better = True
-    full_state_update = False
-
-    exact: torch.Tensor
-    f1: torch.Tensor
-    total: torch.Tensor
-    missing: torch.Tensor
-
-    def __init__(self, version: str = "1.1", **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.version = _check_version(version)
-        # float64: per-question F1 values are fractions, and their sum over 10,000 questions should not drift.
-        self.add_state("exact", default=torch.zeros(3, dtype=torch.float64), dist_reduce_fx="sum")
-        self.add_state("f1", default=torch.zeros(3, dtype=torch.float64), dist_reduce_fx="sum")
-        self.add_state("total", default=torch.zeros(3, dtype=torch.long), dist_reduce_fx="sum")
-        self.add_state("missing", default=torch.zeros((), dtype=torch.long), dist_reduce_fx="sum")
-
-    def update(self, predictions: Mapping[str, str], references: Mapping[str, Sequence[str]]) -> None:
-        """Score a batch: question id -> answer, and question id -> reference texts for the same questions."""
-        sums = score_sums(predictions, references, self.version)
-        self.exact += torch.tensor(sums.exact, dtype=torch.float64, device=self.exact.device)
-        self.f1 += torch.tensor(sums.f1, dtype=torch.float64, device=self.f1.device)
-        self.total += torch.tensor(sums.total, dtype=torch.long, device=self.total.device)
-        self.missing += sums.missing
-
-    def compute(self) -> dict[str, torch.Tensor]:
-        """The :func:`squad_scores` figures, each a float64 scalar tensor."""
-        sums = ScoreSums(self.exact.tolist(), self.f1.tolist(), self.total.tolist(), int(self.missing))
-        return {key: torch.tensor(value, dtype=torch.float64) for key, value in summarise(sums, self.version).items()}

@@ -1,11 +1,5 @@
-"""SQuAD windows: questions and contexts encoded as overlapping (question, context) token windows.
-
-:func:`encode_squad` puts the question first and the context second (each family's pair template), slides windows
-of ``max_length`` tokens over the context with ``stride`` tokens of overlap, maps every context token to its
-characters and marks the answer's start and end token in each window (the CLS index 0 where the answer is not
-wholly inside, and for impossible questions). Reading is :mod:`bvr.tasks.readers.squad_json`, decoding the
-model's scores :mod:`bvr.tasks.squad.decode`, and the official metrics :mod:`bvr.tasks.squad.metric`.
-"""
+"""SQuAD windows: questions and contexts encoded as overlapping (question, context) token windows, each with its
+tokens' context characters and the answer's start and end token (:func:`encode_squad`)."""
 
 from __future__ import annotations
 
