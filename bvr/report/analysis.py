@@ -32,6 +32,7 @@ from bvr.report.measures import (
     display_scale,
     evaluation_measures,
     finetune_measures,
+    metric_label,
     mlm_measure,
 )
 from bvr.report.published import published_effect
@@ -172,6 +173,10 @@ class Analysis:
         """The headline key of fine-tuning ``task`` as logged by its runs (or the registry's)."""
         rows = self.scores.loc[self.scores["task"] == task, "metric"]
         return str(rows.iloc[0]) if not rows.empty else main_key(task)
+
+    def task_title(self, task: str) -> str:
+        """How a table and a figure name fine-tuning ``task``: 'sst2: dev accuracy, ×100' ('points' when logged so)."""
+        return f"{task}: {metric_label(self.metric(task))}, {'×100' if self.scales.get(task) == 100 else 'points'}"
 
     @property
     def m(self) -> int:

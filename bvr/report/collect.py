@@ -237,8 +237,7 @@ def _usable_run(unit: Record, runs: dict[str, dict], missing: list[str], label: 
 
 def _finetune_row(unit: FinetuneRecord, runs: dict[str, dict], missing: list[str]) -> dict | None:
     label = _label(unit)
-    run = _usable_run(unit, runs, missing, label)
-    if run is None:
+    if (run := _usable_run(unit, runs, missing, label)) is None:
         return None
     key = unit.main_key or main_key(str(unit.task))
     value = _number(run.get(f"metrics.{key}"))
@@ -261,8 +260,7 @@ def _finetune_row(unit: FinetuneRecord, runs: dict[str, dict], missing: list[str
 
 def _pretrain_row(unit: PretrainRecord, runs: dict[str, dict], missing: list[str]) -> dict | None:
     label = _label(unit)
-    run = _usable_run(unit, runs, missing, label)
-    if run is None:
+    if (run := _usable_run(unit, runs, missing, label)) is None:
         return None
     row: dict[str, Any] = {"arm": str(unit.arm), "pretrain_seed": int(unit.pretrain_seed),
                            "run_id": run["run_id"], "git_commit": _text(run.get(f"tags.{TAG_GIT_COMMIT}"))}
@@ -282,8 +280,7 @@ def _evaluation_row(unit: EvaluationRecord, runs: dict[str, dict],
                     missing: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
     """An evaluation's headline (from its run) and per-seed values (from the manifest), and its other metrics."""
     label = _label(unit)
-    run = _usable_run(unit, runs, missing, label)
-    if run is None:
+    if (run := _usable_run(unit, runs, missing, label)) is None:
         return None
     key = unit.main_key
     value = _number(run.get(f"metrics.{key}")) if key else None

@@ -232,8 +232,7 @@ def _task_panel(ax: Axes, analysis: Analysis, task: str, colors: dict[str, str])
                     ha="right", va="bottom")
     ax.set_xticks(range(len(arms)), arms, fontsize=8, rotation=20 if max(map(len, arms)) > 8 else 0)
     ax.set_xlim(-0.6, len(arms) - 0.4)
-    scale = "×100" if analysis.scales.get(task) == 100 else "points"
-    ax.set_title(f"{task}: {metric_label(analysis.metric(task))}, {scale}", fontsize=9)
+    ax.set_title(analysis.task_title(task), fontsize=9)
     ax.set_ylabel(f"{metric_label(analysis.metric(task))} (points)", fontsize=8)
     style_axes(ax)
 
