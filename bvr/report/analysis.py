@@ -1,34 +1,23 @@
 """From collected runs to the numbers a report prints: measures, tests that hold their level, the paper.
 
-Measures. Every model (each arm at each pretraining seed, and the control's initialisation at each seed) is
-measured zero-shot on BLiMP, by frozen-feature probes, by fine-tuning over fine-tuning seeds, and (pretrained arms
-only) by validation MLM loss. Values are in points: BLiMP, probes, GLUE and CoNLL-2003 are logged as fractions and
-multiplied by 100, SQuAD is logged in points (:func:`~bvr.report.measures.display_scale`), so a difference can be
-read beside a published one. MLM loss stays in nats per token.
+Every model (each arm at each pretraining seed, and the control's initialisation at each seed) is measured zero-shot on
+BLiMP, by frozen-feature probes, by fine-tuning and (pretrained arms only) by validation MLM loss, in points (MLM loss
+in nats per token; :mod:`bvr.report.measures`). The pretraining seed is the unit of replication: each model's inner
+(fine-tuning or probe) seeds are averaged to one value per pretraining seed before any test.
 
-Units. The pretraining seed is the unit of replication for an ablated pretraining choice: fine-tuning and probe
-seeds nest inside it, so each model's inner seeds are averaged to one value per pretraining seed before any test
-(:func:`bvr.report.inference.unit_values`), and their spread is reported as a variance component instead.
-
-Tests. Each pretrained arm is compared with the no-pretraining control on every measure but MLM loss ("did
-pretraining help at this budget?"), and the pretrained arms two at a time, ``b - a`` with ``a`` the earlier arm (the
-paper's baseline first; a budget curve's each budget and the next only), on every measure. Arms pair by pretraining
-seed: arm seed s and the control seed s start from the same initial weights, and within a model fine-tuning seed t
-gives every arm and the control the same data order and the same initial task-head output layer (the sequence head's
-pooler is the checkpoint's where it has one: trained after NSP or SOP, the control's random initialisation when the
-base config has a sentence objective). Each difference gets a paired t test (:func:`bvr.report.inference.compare`);
-every tested comparison of the report forms one Holm family at a family-wise error of 5 %, the verdict words follow
-the adjusted p, intervals are Bonferroni-simultaneous, and each comparison carries the smallest effect it could
-detect with 80 % power at Holm's strictest step. Collapsed fine-tuning runs are kept in every statistic and counted.
-
-The measures themselves (:class:`~bvr.report.measures.Measure`) are built in :mod:`bvr.report.measures`."""
+Each pretrained arm is compared with the no-pretraining control on every measure but MLM loss ("did pretraining help
+at this budget?"), and the pretrained arms two at a time, ``b - a`` with ``a`` the earlier arm (the paper's baseline
+first; a budget curve's each budget and the next only), on every measure. Arms pair by pretraining seed (seed s of
+every arm starts from the same initial weights); each difference gets a paired t test
+(:func:`bvr.report.inference.compare`), every tested comparison of the report forms one Holm family at a family-wise
+error of 5 %, intervals are Bonferroni-simultaneous, and each comparison carries the smallest effect it could detect
+with 80 % power at Holm's strictest step."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import NamedTuple
 
 import pandas as pd
 
@@ -43,19 +32,15 @@ from bvr.report.measures import (
     display_scale,
     evaluation_measures,
     finetune_measures,
+    metric_label,
     mlm_measure,
 )
 from bvr.report.published import published_effect
 from bvr.report.stats import Summary, summarize
 
-CONTROL_FAMILY = "pretraining"
-"""Comparisons of each pretrained arm with the no-pretraining control: did pretraining help at this budget?"""
-
-ABLATION_FAMILY = "ablation"
-"""Comparisons of pretrained arms with each other: the ablation's question."""
-
-ALPHA = 0.05
-"""Family-wise error rate of every report: the chance that any verdict in it is false."""
+CONTROL_FAMILY = "pretraining"  # each pretrained arm against the control: did pretraining help at this budget?
+ABLATION_FAMILY = "ablation"  # pretrained arms against each other: the ablation's question
+ALPHA = 0.05  # family-wise error rate of every report: the chance that any verdict in it is false
 
 
 class Outcome(Enum):
@@ -74,31 +59,20 @@ class Outcome(Enum):
 @dataclass(frozen=True)
 class Comparison:
     """Arm ``b`` against arm ``a`` (the control, or the paper's baseline arm) on one measure: ``b - a`` over
-    pretraining seeds, tested and adjusted.
-
-    Attributes:
-        test: the t test of ``b - a`` at 95 % (nominal, unadjusted).
-        interval: the same test with its interval at the report's Bonferroni level (simultaneous).
-        adjusted_p: Holm-adjusted p over every tested comparison of the report (NaN when not tested).
-        m: tested comparisons in the report (the family's size).
-        mde: smallest true ``|b - a|`` the design detects with 80 % power at ``ALPHA / m``.
-        published: the paper's ``b - a`` in the measure's units, or None.
-        needed: pretraining seeds the paper's effect would need at this noise (None: no published effect).
-        comparable: False when the measure means different things in the two arms (MLM loss across tokenizers).
-    """
+    pretraining seeds, tested and adjusted."""
 
     family: str
     measure: Measure
     arm_a: str
     arm_b: str
-    test: InferenceComparison
-    interval: InferenceComparison
-    adjusted_p: float
-    m: int
-    mde: float
-    published: float | None = None
-    needed: UnitsNeeded | None = None
-    comparable: bool = True
+    test: InferenceComparison  # the t test of ``b - a`` at 95 % (nominal, unadjusted)
+    interval: InferenceComparison  # the same test with its interval at the report's (simultaneous) Bonferroni level
+    adjusted_p: float  # Holm-adjusted p over every tested comparison of the report (NaN when not tested)
+    m: int  # tested comparisons in the report (the family's size)
+    mde: float  # smallest true ``|b - a|`` the design detects with 80 % power at ``ALPHA / m``
+    published: float | None = None  # the paper's ``b - a`` in the measure's units
+    needed: UnitsNeeded | None = None  # pretraining seeds the paper's effect would need at this noise
+    comparable: bool = True  # False where the measure differs between the arms (MLM loss across tokenizers)
 
     @property
     def key(self) -> str:
@@ -145,13 +119,11 @@ class Comparison:
         return Outcome.B_BETTER if (self.estimate > 0) == self.higher_is_better else Outcome.A_BETTER
 
     @property
-    def winner(self) -> str | None:
-        """The better arm where Holm found a difference, else None."""
+    def winner(self) -> str | None:  # the better arm where Holm found a difference
         return {Outcome.B_BETTER: self.arm_b, Outcome.A_BETTER: self.arm_a}.get(self.outcome)
 
     @property
     def loser(self) -> str | None:
-        """The worse arm where Holm found a difference, else None."""
         return {Outcome.B_BETTER: self.arm_a, Outcome.A_BETTER: self.arm_b}.get(self.outcome)
 
     @property
@@ -179,25 +151,16 @@ class Comparison:
 
 @dataclass
 class Analysis:
-    """Everything a report prints, in points (see the module docstring).
-
-    Attributes:
-        scores: the fine-tuning runs with a ``points`` column (value times the task's scale in ``scales``).
-        summaries: (arm, task) -> the summary over that arm's fine-tuning runs on the task (all seeds).
-        measures: every measure, in report order: BLiMP, probes, fine-tuning tasks, MLM loss.
-        comparisons: pretrained arms two at a time on every measure (the ablation family); ``control``: each
-            pretrained arm against the control on every measure but MLM loss.
-        published: this ablation's rows of ``reports/published.yaml`` (empty when there are none).
-    """
+    """Everything a report prints, in points (see the module docstring)."""
 
     collected: Collected
-    scores: pd.DataFrame
+    scores: pd.DataFrame  # the fine-tuning runs with a ``points`` column (value times the task's scale in ``scales``)
     scales: dict[str, float]
-    summaries: dict[tuple[str, str], Summary]
-    measures: list[Measure]
-    comparisons: list[Comparison]
-    control: list[Comparison]
-    published: pd.DataFrame
+    summaries: dict[tuple[str, str], Summary]  # (arm, task) -> over that arm's fine-tuning runs on the task
+    measures: list[Measure]  # in report order: BLiMP, probes, fine-tuning tasks, MLM loss
+    comparisons: list[Comparison]  # pretrained arms two at a time on every measure (the ablation family)
+    control: list[Comparison]  # each pretrained arm against the control on every measure but MLM loss
+    published: pd.DataFrame  # this ablation's rows of ``reports/published.yaml`` (empty when there are none)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -210,6 +173,10 @@ class Analysis:
         """The headline key of fine-tuning ``task`` as logged by its runs (or the registry's)."""
         rows = self.scores.loc[self.scores["task"] == task, "metric"]
         return str(rows.iloc[0]) if not rows.empty else main_key(task)
+
+    def task_title(self, task: str) -> str:
+        """How a table and a figure name fine-tuning ``task``: 'sst2: dev accuracy, ×100' ('points' when logged so)."""
+        return f"{task}: {metric_label(self.metric(task))}, {'×100' if self.scales.get(task) == 100 else 'points'}"
 
     @property
     def m(self) -> int:
@@ -261,36 +228,18 @@ def _published_effect(published: pd.DataFrame, ablation: str | None, arm_a: str,
     return None
 
 
-class _Tested(NamedTuple):
-    """One comparison ``b - a`` tested alone, before Holm and the simultaneous intervals (:func:`_finish`)."""
-
-    family: str
-    measure: Measure
-    arm_a: str
-    arm_b: str
-    test: InferenceComparison
-
-
-def _tested(family: str, measure: Measure, arm_a: str, arm_b: str) -> _Tested:
-    test = compare(measure.units(arm_b), measure.units(arm_a), higher_is_better=measure.higher_is_better)
-    return _Tested(family, measure, arm_a, arm_b, test)
-
-
-def _finish(raw: list[_Tested], comparable: dict[int, bool], published: dict[int, float | None]) -> list[Comparison]:
-    """Holm over every tested comparison, simultaneous intervals, detectable effects and verdicts."""
-    tested = [i for i, r in enumerate(raw) if r.test.tested and comparable[i]]
+def _finish(raw: list[Comparison]) -> list[Comparison]:
+    """Holm over every tested comparison, simultaneous intervals, detectable effects and the seeds the paper's needs."""
+    tested = [i for i, c in enumerate(raw) if c.test.tested and c.comparable]
     m = len(tested)
     adjusted = dict(zip(tested, holm([raw[i].test.p_value for i in tested]), strict=True))
-    level = adjusted_confidence(0.95, m)
+    level, alpha = adjusted_confidence(0.95, m), ALPHA / max(m, 1)
     out = []
-    for i, (family, measure, arm_a, arm_b, test) in enumerate(raw):
-        interval = with_confidence(test, level)
-        p = adjusted.get(i, math.nan)
-        alpha = ALPHA / max(m, 1)
-        mde = test.mde(alpha) if test.tested else math.nan
-        effect = published[i]
+    for i, c in enumerate(raw):
+        test, effect = c.test, c.published
         needed = units_needed(effect, test.sd, alpha) if effect is not None and test.tested and effect != 0 else None
-        out.append(Comparison(family, measure, arm_a, arm_b, test, interval, p, m, mde, effect, needed, comparable[i]))
+        out.append(replace(c, interval=with_confidence(test, level), adjusted_p=adjusted.get(i, math.nan), m=m,
+                           mde=test.mde(alpha) if test.tested else math.nan, needed=needed))
     return out
 
 
@@ -325,18 +274,20 @@ def analyse(collected: Collected, published: pd.DataFrame) -> Analysis:
     measures = [*evaluation_measures(collected), *finetune_measures(frame, tasks, collected)]
     mlm = mlm_measure(collected)
     every = [*measures, *([mlm] if mlm else [])]
+
+    def tested(family: str, measure: Measure, arm_a: str, arm_b: str) -> Comparison:  # alone, before _finish
+        test = compare(measure.units(arm_b), measure.units(arm_a), higher_is_better=measure.higher_is_better)
+        comparable = measure.key != MLM or _same_validation(collected.pretrain, arm_a, arm_b)
+        return Comparison(family, measure, arm_a, arm_b, test, test, math.nan, 0, math.nan,
+                          _published_effect(ours, key, arm_a, arm_b, measure), comparable=comparable)
+
     arms, control = collected.pretrained_arms, collected.control
-    raw: list[_Tested] = []
-    if control:
-        raw += [_tested(CONTROL_FAMILY, measure, control, arm) for measure in measures for arm in arms
-                if measure.units(arm) and measure.units(control)]
-    raw += [_tested(ABLATION_FAMILY, measure, arm_a, arm_b) for measure in every
+    raw = [tested(CONTROL_FAMILY, measure, control, arm) for measure in measures for arm in arms
+           if control and measure.units(arm) and measure.units(control)]
+    raw += [tested(ABLATION_FAMILY, measure, arm_a, arm_b) for measure in every
             for arm_a, arm_b in _pairs(arms, collected.manifest.kind) if measure.units(arm_a) and measure.units(arm_b)]
-    comparable = {i: r.measure.key != MLM or _same_validation(collected.pretrain, r.arm_a, r.arm_b)
-                  for i, r in enumerate(raw)}
-    effects = {i: _published_effect(ours, key, r.arm_a, r.arm_b, r.measure) for i, r in enumerate(raw)}
-    done = _finish(raw, comparable, effects)
-    if not all(comparable.values()):
+    done = _finish(raw)
+    if not all(c.comparable for c in done):
         notes.append("MLM loss is per token of each arm's own validation sequences, so arms with different "
                      "tokenizers or input formats are not compared on it")
     return Analysis(collected, frame, scales, summaries, every, [c for c in done if c.family == ABLATION_FAMILY],

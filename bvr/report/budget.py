@@ -1,19 +1,15 @@
 """The budget curve: a budget experiment's arms (one recipe pretrained for increasing budgets, ``kind: budget``)
 each against the no-pretraining control, and where every other ablation's budget sits on it.
 
-A budget curve reuses the report's comparisons with the control (:attr:`bvr.report.analysis.Analysis.control`): each
-arm's ``arm − control`` per measure, in points, with its Bonferroni-simultaneous interval and Holm verdict.
-:func:`budget_curve` orders the arms by the tokens their runs saw (the mean of their ``run/tokens_seen``), and
-:meth:`BudgetCurve.starts_to_help` finds per measure where pretraining starts to help ("pretraining starts to help at N
-tokens") with the fixed-sequence procedure (:mod:`bvr.report.inference.sequence`), which splits the report's 5 % over
-the measures only, never over the budgets, where the simultaneous intervals split it over every test of the report (24
-for the shipped curve: at 3 seeds only a giant effect clears them). Beside them sit each budget's validation MLM loss
-and the unigram entropy of its validation tokens (``run/val_unigram_entropy``: the loss of predicting each token from
-its frequency alone), so a reader sees how far past frequency-only prediction each budget got.
+A budget curve reuses the report's comparisons with the control (:attr:`bvr.report.analysis.Analysis.control`),
+orders the arms by the tokens their runs saw, and finds per measure where pretraining starts to help with the
+fixed-sequence procedure (:mod:`bvr.report.inference.sequence`), which splits the report's 5 % over the measures only,
+never over the budgets (the simultaneous intervals split it over every test of the report: 24 for the shipped curve,
+where at 3 seeds only a giant effect clears them). Beside them sit each budget's validation MLM loss and the unigram
+entropy of its validation tokens (the loss of predicting each token from its frequency alone).
 
-:func:`budget_payload` is the curve as ``metrics.json`` holds it (key ``budget_curve``); :func:`budget_context`
-reads that file from ``reports/budget/`` to say, in another ablation's report, where its budget sits on the curve.
-The section's blocks are :func:`budget_section`; the figure is :func:`bvr.report.figures.budget_figure`.
+:func:`budget_payload` is the curve as ``metrics.json`` holds it; :func:`budget_context` reads that file from
+``reports/budget/`` to say, in another ablation's report, where its budget sits on the curve.
 """
 
 from __future__ import annotations
@@ -35,13 +31,9 @@ from bvr.report.inference import FixedSequence, fixed_sequences, one_sided_bound
 from bvr.report.measures import Measure
 from bvr.report.recipe import recipe_text
 
-BUDGET_EXPERIMENT = "budget"
-"""The shipped budget curve (``experiments/budget.yaml``), whose report every other report looks for beside it."""
-
+BUDGET_EXPERIMENT = "budget"  # the shipped curve (experiments/budget.yaml), whose report the others look for
 METRICS_FILE = "metrics.json"
-
-NEAR = 0.05
-"""A budget within this fraction of a curve point's tokens is "at" that point."""
+NEAR = 0.05  # a budget within this fraction of a curve point's tokens is "at" that point
 
 TURN_PROCEDURE = ("fixed sequence: one-sided t tests of arm − control (H0: the budget is not better than the "
                   "control), from the largest budget down, each at alpha split over the measures only (Bonferroni), "
@@ -51,39 +43,28 @@ TURN_PROCEDURE = ("fixed sequence: one-sided t tests of arm − control (H0: the
 
 @dataclass(frozen=True)
 class BudgetPoint:
-    """One budget: an arm's finished pretraining runs (the arm's name carries the budget, as ``steps-900``).
-
-    ``tokens`` is the mean of the runs' ``run/tokens_seen``; ``mlm_loss`` the mean of their final validation MLM loss
-    in nats per token, with its 95% t interval over pretraining seeds (NaN under 3 seeds); ``unigram_entropy`` the
-    mean of their ``run/val_unigram_entropy``, nats per token. NaN where no run gave the number.
-    """
+    """One budget: an arm's finished pretraining runs (the arm's name carries the budget, as ``steps-900``); means
+    over the runs, NaN where no run gave the number."""
 
     arm: str
-    tokens: float
+    tokens: float  # run/tokens_seen
     runs: int
-    mlm_loss: float
-    mlm_low: float
+    mlm_loss: float  # the final validation MLM loss in nats per token ...
+    mlm_low: float  # ... with its 95% t interval over pretraining seeds (NaN under 3 seeds)
     mlm_high: float
-    unigram_entropy: float
+    unigram_entropy: float  # run/val_unigram_entropy, nats per token
 
 
 @dataclass(frozen=True)
 class BudgetCurve:
-    """The budgets in increasing tokens, and each one's comparisons with the control.
+    """The budgets in increasing tokens, and each one's comparisons with the control."""
 
-    Attributes:
-        points: one per pretrained arm, by increasing tokens (arms with no finished run last, in file order).
-        comparisons: (measure key, arm) -> the report's ``arm − control`` comparison.
-        recipe: the shared recipe in words (the control's planned config: the base without any arm's diff).
-        level: the simultaneous intervals' level ("99.6%").
-    """
-
-    points: list[BudgetPoint]
+    points: list[BudgetPoint]  # one per pretrained arm, by tokens (arms without a finished run last, in file order)
     measures: list[Measure]
-    comparisons: dict[tuple[str, str], Comparison]
+    comparisons: dict[tuple[str, str], Comparison]  # (measure key, arm) -> the report's ``arm − control``
     control: str
-    recipe: str
-    level: str
+    recipe: str  # the shared recipe in words (the control's planned config: the base without any arm's diff)
+    level: str  # the simultaneous intervals' level ("99.6%")
 
     def comparison(self, key: str, arm: str) -> Comparison | None:
         return self.comparisons.get((key, arm))

@@ -40,10 +40,7 @@ from bvr.tracking import (
 )
 
 HISTORY_KEYS = ("train/mlm_loss", "val/mlm_loss", "val/perplexity", "train/tokens_per_s", "train/tokens_seen")
-"""Metric histories read from every pretraining run, for the curves."""
-
-FINAL_KEYS = ("train/mlm_loss", "val/mlm_loss", "val/perplexity", "val/nsp_acc", "val/sop_acc")
-"""Pretraining metrics whose last logged value a report prints."""
+FINAL_KEYS = ("train/mlm_loss", "val/mlm_loss", "val/perplexity", "val/nsp_acc", "val/sop_acc")  # their last values
 
 RUN_KEYS = ("wall_seconds", "tokens_seen", "steps", "params_total", "params_embedding", "params_non_embedding",
             "epochs", "mask_distinct_per_sequence", "mask_max_times_seen", "val_unigram_entropy", "words_seen",
@@ -72,32 +69,25 @@ DETAIL_COLUMNS = ("arm", "pretrain_seed", "kind", "task", "key", "value")
 
 @dataclass
 class Collected:
-    """What the store holds for one ablation, and what it lacks.
+    """What the store holds for one ablation, and what it lacks; each frame holds the columns of its ``*_COLUMNS``.
 
-    Attributes:
-        experiment_id: the MLflow experiment's id (None when the store has no such experiment).
-        finetune: one row per fine-tuning seed run found, :data:`FINETUNE_COLUMNS`; ``value`` is the headline
-            score as logged (GLUE and CoNLL as fractions, SQuAD in points).
-        pretrain: one row per pretraining run found, :data:`PRETRAIN_COLUMNS` (NaN where a run did not log it).
-        history: the pretraining runs' metric histories, long format, :data:`HISTORY_COLUMNS`.
-        evaluations: one row per (model, evaluation) found, :data:`EVALUATION_COLUMNS`: the headline ``value`` as
-            logged (a fraction; a probe's mean over its seeds) and ``seeds``, probe seed -> headline.
-        details: every other metric of the evaluation runs (BLiMP per paradigm and term, probe feature kinds),
-            long format, :data:`DETAIL_COLUMNS`.
-        missing: one human-readable line per planned unit the report cannot use, and per disagreement.
+    ``finetune``'s ``value`` is the headline score as logged (GLUE and CoNLL as fractions, SQuAD in points);
+    ``evaluations``' the headline as logged (a fraction; a probe's mean over its seeds), with ``seeds``, probe seed ->
+    headline; ``details`` holds every other metric of the evaluation runs (BLiMP per paradigm and term, probe feature
+    kinds).
     """
 
     manifest: Manifest
     experiment: str
-    experiment_id: str | None
+    experiment_id: str | None  # None when the store has no such experiment
     uri: str
-    finetune: pd.DataFrame
-    pretrain: pd.DataFrame
-    history: pd.DataFrame
-    missing: list[str]
+    finetune: pd.DataFrame  # a row per fine-tuning seed run found
+    pretrain: pd.DataFrame  # a row per pretraining run found (NaN where a run did not log a value)
+    history: pd.DataFrame  # the pretraining runs' metric histories, long
+    missing: list[str]  # a line per planned unit the report cannot use, and per disagreement
     parent_run_id: str | None
-    evaluations: pd.DataFrame = None  # type: ignore[assignment]
-    details: pd.DataFrame = None  # type: ignore[assignment]
+    evaluations: pd.DataFrame = None  # type: ignore[assignment]  # a row per (model, evaluation) found
+    details: pd.DataFrame = None  # type: ignore[assignment]  # long
 
     def __post_init__(self) -> None:
         if self.evaluations is None:
@@ -247,8 +237,7 @@ def _usable_run(unit: Record, runs: dict[str, dict], missing: list[str], label: 
 
 def _finetune_row(unit: FinetuneRecord, runs: dict[str, dict], missing: list[str]) -> dict | None:
     label = _label(unit)
-    run = _usable_run(unit, runs, missing, label)
-    if run is None:
+    if (run := _usable_run(unit, runs, missing, label)) is None:
         return None
     key = unit.main_key or main_key(str(unit.task))
     value = _number(run.get(f"metrics.{key}"))
@@ -271,8 +260,7 @@ def _finetune_row(unit: FinetuneRecord, runs: dict[str, dict], missing: list[str
 
 def _pretrain_row(unit: PretrainRecord, runs: dict[str, dict], missing: list[str]) -> dict | None:
     label = _label(unit)
-    run = _usable_run(unit, runs, missing, label)
-    if run is None:
+    if (run := _usable_run(unit, runs, missing, label)) is None:
         return None
     row: dict[str, Any] = {"arm": str(unit.arm), "pretrain_seed": int(unit.pretrain_seed),
                            "run_id": run["run_id"], "git_commit": _text(run.get(f"tags.{TAG_GIT_COMMIT}"))}
@@ -292,8 +280,7 @@ def _evaluation_row(unit: EvaluationRecord, runs: dict[str, dict],
                     missing: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
     """An evaluation's headline (from its run) and per-seed values (from the manifest), and its other metrics."""
     label = _label(unit)
-    run = _usable_run(unit, runs, missing, label)
-    if run is None:
+    if (run := _usable_run(unit, runs, missing, label)) is None:
         return None
     key = unit.main_key
     value = _number(run.get(f"metrics.{key}")) if key else None

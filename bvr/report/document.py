@@ -20,7 +20,7 @@ from __future__ import annotations
 import base64
 import html
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,10 +33,8 @@ class Link:
     href: str
 
 
-Inline = str | Link
-"""A piece of running text: plain (escaped on output) or a link."""
-Cell = Inline | tuple[Inline, ...]
-"""A table cell: one piece or several side by side (the runs of one arm, each linked)."""
+Inline = str | Link  # a piece of running text: plain (escaped on output) or a link
+Cell = Inline | tuple[Inline, ...]  # one piece or several side by side (the runs of one arm, each linked)
 
 
 @dataclass(frozen=True)
@@ -80,8 +78,7 @@ class Table:
     header: Sequence[str]
     rows: Sequence[Sequence[Cell]]
     align: str = ""
-    caption: str = ""
-    """Shown under the table: units, what the columns mean."""
+    caption: str = ""  # shown under the table: units, what the columns mean
 
 
 @dataclass(frozen=True)
@@ -90,8 +87,7 @@ class Figure:
 
     path: Path
     caption: str
-    relative: str
-    """The path Markdown uses, relative to the report (``figures/scores.png``)."""
+    relative: str  # the path Markdown uses, relative to the report (``figures/scores.png``)
 
 
 Block = Heading | Paragraph | Bullets | Notice | Table | Figure
@@ -106,12 +102,15 @@ def _md_text(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _md_inline(piece: Cell) -> str:
+def _inline(piece: Cell, text: Callable[[str], str], link: Callable[[Link], str]) -> str:
+    """A piece (or pieces, a space between them) written with ``text`` for plain text and ``link`` for links."""
     if isinstance(piece, tuple):
-        return " ".join(_md_inline(p) for p in piece)
-    if isinstance(piece, Link):
-        return f"[{_md_text(piece.text)}]({piece.href})"
-    return _md_text(piece)
+        return " ".join(_inline(p, text, link) for p in piece)
+    return link(piece) if isinstance(piece, Link) else text(piece)
+
+
+def _md_inline(piece: Cell) -> str:
+    return _inline(piece, _md_text, lambda link: f"[{_md_text(link.text)}]({link.href})")
 
 
 def _md_table(table: Table) -> list[str]:
@@ -187,11 +186,7 @@ def slug(text: str) -> str:
 
 
 def _html_inline(piece: Cell) -> str:
-    if isinstance(piece, tuple):
-        return " ".join(_html_inline(p) for p in piece)
-    if isinstance(piece, Link):
-        return f'<a href="{html.escape(piece.href)}">{html.escape(piece.text)}</a>'
-    return html.escape(piece)
+    return _inline(piece, html.escape, lambda link: f'<a href="{html.escape(link.href)}">{html.escape(link.text)}</a>')
 
 
 _HYPHENATED = re.compile(r"\S*(?:[^\W\d_][-–][^\W_]|[^\W_][-–][^\W\d_])\S*")

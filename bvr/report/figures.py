@@ -1,7 +1,7 @@
 """The figures of a report, drawn with matplotlib's object-oriented API onto the Agg canvas.
 
-Nothing here touches ``pyplot`` or a display: each function builds a :class:`~matplotlib.figure.Figure`, saves it
-as PNG and returns the path, or returns None when there is nothing to draw (an ablation with no finished run yet).
+Nothing here touches ``pyplot`` or a display: each function builds a :class:`~matplotlib.figure.Figure` (None when
+there is nothing to draw, as for an ablation with no finished run yet), which :func:`save_figure` writes as PNG.
 Arms keep one colour across every figure (:func:`arm_colors`); the no-pretraining control is grey.
 """
 
@@ -142,7 +142,7 @@ def curves_figure(history: pd.DataFrame, colors: dict[str, str]) -> Figure | Non
     return figure
 
 
-def throughput(analysis: Analysis, colors: dict[str, str], path: Path) -> Path | None:
+def throughput(analysis: Analysis, colors: dict[str, str]) -> Figure | None:
     """Training tokens per second and wall time per pretrained arm, as bars."""
     table = pretrain_table(analysis)
     if table.empty:
@@ -161,7 +161,7 @@ def throughput(analysis: Analysis, colors: dict[str, str], path: Path) -> Path |
         ax.margins(y=0.18)
         style_axes(ax)
         ax.tick_params(axis="x", rotation=15 if max(map(len, arms)) > 8 else 0)
-    return save_figure(figure, path)
+    return figure
 
 
 def _short(value: float) -> str:
@@ -177,7 +177,7 @@ def _short(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
 
 
-def parameters(analysis: Analysis, colors: dict[str, str], path: Path) -> Path | None:
+def parameters(analysis: Analysis, colors: dict[str, str]) -> Figure | None:
     """Parameters per arm in millions, split into embeddings and the rest (what a vocabulary changes)."""
     pretrain = analysis.collected.pretrain.drop_duplicates("arm")
     pretrain = pretrain[pretrain["run/params_total"].notna()]
@@ -198,7 +198,7 @@ def parameters(analysis: Analysis, colors: dict[str, str], path: Path) -> Path |
     ax.margins(x=0.45)
     figure.legend(fontsize=8, frameon=False, loc="outside upper center", ncols=2)
     style_axes(ax)
-    return save_figure(figure, path)
+    return figure
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -232,13 +232,12 @@ def _task_panel(ax: Axes, analysis: Analysis, task: str, colors: dict[str, str])
                     ha="right", va="bottom")
     ax.set_xticks(range(len(arms)), arms, fontsize=8, rotation=20 if max(map(len, arms)) > 8 else 0)
     ax.set_xlim(-0.6, len(arms) - 0.4)
-    scale = "×100" if analysis.scales.get(task) == 100 else "points"
-    ax.set_title(f"{task}: {metric_label(analysis.metric(task))}, {scale}", fontsize=9)
+    ax.set_title(analysis.task_title(task), fontsize=9)
     ax.set_ylabel(f"{metric_label(analysis.metric(task))} (points)", fontsize=8)
     style_axes(ax)
 
 
-def task_scores(analysis: Analysis, colors: dict[str, str], path: Path) -> Path | None:
+def task_scores(analysis: Analysis, colors: dict[str, str]) -> Figure | None:
     """One panel per task: every run as a point (× when collapsed), their median as a dash, and the mean over
     pretraining seeds with its 95% t interval."""
     tasks = [t for t in analysis.tasks if (analysis.scores["task"] == t).any()]
@@ -247,7 +246,7 @@ def task_scores(analysis: Analysis, colors: dict[str, str], path: Path) -> Path 
     figure, axes = panel_grid(len(tasks), 3.5, 2.8)
     for ax, task in zip(axes, tasks, strict=True):
         _task_panel(ax, analysis, task, colors)
-    return save_figure(figure, path)
+    return figure
 
 
 def _forest(ax: Axes, comparisons: list[Comparison], title: str, unit: str) -> None:
@@ -335,7 +334,7 @@ def _loss_panel(ax: Axes, curve: BudgetCurve) -> None:
     ax.legend(fontsize=7, frameon=False)
 
 
-def budget_figure(curve: BudgetCurve | None, path: Path) -> Path | None:
+def budget_figure(curve: BudgetCurve | None) -> Figure | None:
     """One panel per measure of ``arm − control`` against tokens per run (log axis; intervals as error bars, green
     where they exclude zero in favour of pretraining, red against it), and a panel of validation MLM loss beside the
     unigram entropy; None when no budget has a finished run."""
@@ -353,4 +352,4 @@ def budget_figure(curve: BudgetCurve | None, path: Path) -> Path | None:
         ax.set_xlabel("tokens per pretraining run", fontsize=8)
         ax.margins(x=0.15)
         style_axes(ax)
-    return save_figure(figure, path)
+    return figure

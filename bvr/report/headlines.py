@@ -13,7 +13,7 @@ import math
 
 from bvr.ablation.declare import BUDGET_KIND
 from bvr.report.analysis import Analysis, Comparison, Outcome
-from bvr.report.cells import fmt_p
+from bvr.report.cells import fmt_p, signed
 from bvr.report.inference import MIN_UNITS
 from bvr.report.shown import EffectRow
 
@@ -31,7 +31,7 @@ def pretraining_helped(analysis: Analysis, hurt: bool = False) -> dict[str, list
 def _fmt_effect(c: Comparison) -> str:
     """'+3.0 [-6.3, +12.3]': ``b − a`` and its simultaneous interval, signed, to the measure's digits."""
     d = c.measure.digits
-    return f"{_signed(c)} [{c.interval.ci_low:+.{d}f}, {c.interval.ci_high:+.{d}f}]"
+    return f"{signed(c.estimate, d)} [{c.interval.ci_low:+.{d}f}, {c.interval.ci_high:+.{d}f}]"
 
 
 def _holm(c: Comparison) -> str:
@@ -150,18 +150,14 @@ def headlines(analysis: Analysis) -> list[str]:
             *_sanity(analysis)]
 
 
-def _signed(c: Comparison) -> str:
-    """'+0.1' (points) or '-0.111' (nats): ``b − a`` as the report rounds it."""
-    return f"{c.estimate:+.{c.measure.digits}f}"
-
-
 def _brief_pair(pair: list[Comparison]) -> str:
     """Two pretrained arms on every measure: each effect Holm finds with its simultaneous interval and who is
     better, then the measures where none was detected, with their estimates."""
     parts = [f"{c.measure.short_title} {_fmt_effect(c)} {c.measure.unit}, {c.ours}" for c in pair if c.significant]
     quiet = [c for c in pair if c.test.tested and not c.significant and not c.identical]
     if quiet:
-        parts.append(", ".join(f"{c.measure.short_title} {_signed(c)}" for c in quiet) + ": no difference detected")
+        estimates = ", ".join(f"{c.measure.short_title} {signed(c.estimate, c.measure.digits)}" for c in quiet)
+        parts.append(f"{estimates}: no difference detected")
     same = [c for c in pair if c.identical]
     if same:
         parts.append(", ".join(c.measure.short_title for c in same) + f": {Outcome.SAME.value} (every seed gave the "
@@ -183,7 +179,7 @@ def _brief_control(analysis: Analysis) -> str | None:
     for c in tried:
         if c.significant:
             side = helped if c.outcome is Outcome.B_BETTER else hurt
-            side.setdefault(c.measure.short_title, []).append(f"{c.arm_b} {_signed(c)}")
+            side.setdefault(c.measure.short_title, []).append(f"{c.arm_b} {signed(c.estimate, c.measure.digits)}")
     neither = [c.measure.short_title for c in tried if c.measure.short_title not in helped | hurt]
     parts = [f"{verb} " + ", ".join(f"{measure} ({', '.join(leads)})" for measure, leads in side.items())
              for verb, side in (("helped", helped), ("hurt", hurt)) if side]

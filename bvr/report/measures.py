@@ -15,11 +15,8 @@ from bvr.report.inference import VarianceComponents, compare, unit_values, varia
 from bvr.report.stats import is_higher_better
 from bvr.tasks.registry import TASKS
 
-PRETRAIN_TASK = "pretrain"
-"""The task name published tables (and comparisons) use for the pretraining stage."""
-
-MLM = "mlm"
-"""The key of the validation MLM loss measure: the one measure in nats per token (the rest are in points)."""
+PRETRAIN_TASK = "pretrain"  # the task name published tables (and comparisons) use for the pretraining stage
+MLM = "mlm"  # the key of the validation MLM loss measure: the one in nats per token (the rest are in points)
 
 
 def display_scale(task: str, values: Sequence[float] = ()) -> float:
@@ -67,25 +64,18 @@ def direction(delta: float | None, a: str, b: str, *, higher_is_better: bool) ->
 class Measure:
     """One evaluation's values across models, in points (loss for the MLM measure).
 
-    Attributes:
-        key: ``blimp``, ``probe/TASK``, ``finetune/TASK`` or ``mlm``.
-        title: how tables name it ("BLiMP macro accuracy, zero-shot").
-        metric: the logged key (``blimp/macro_accuracy``, ``dev/accuracy``, ``val/mlm_loss``).
-        task: the task a published table names it by (``sst2`` for fine-tuning; ``pretrain`` for MLM loss).
-        values: arm -> (pretraining seed, inner seed) -> value; the inner seed is the fine-tuning or probe seed
-            (0 where a model gives one number).
-        baseline: the trivial baseline in the same units (majority class, chance), or None.
-        bow: probes of sentence tasks: the bag-of-words baseline on the same examples, in points (the same for
-            every model); None where none was logged (tagging, or evaluations cached before it existed).
+    ``values`` is arm -> (pretraining seed, inner seed) -> value, the inner seed the fine-tuning or probe seed (0 where
+    a model gives one number). ``bow``, for probes of sentence tasks, is the bag-of-words baseline on the same examples
+    in points (the same for every model); None where none was logged (tagging, or evaluations cached before it existed).
     """
 
-    key: str
-    title: str
-    metric: str
-    task: str | None
+    key: str  # ``blimp``, ``probe/TASK``, ``finetune/TASK`` or ``mlm``
+    title: str  # how tables name it ("BLiMP macro accuracy, zero-shot")
+    metric: str  # the logged key (``blimp/macro_accuracy``, ``dev/accuracy``, ``val/mlm_loss``)
+    task: str | None  # as a published table names it (``sst2`` for fine-tuning; ``pretrain`` for MLM loss)
     higher_is_better: bool
     values: dict[str, dict[tuple[int, int], float]]
-    baseline: float | None = None
+    baseline: float | None = None  # the trivial baseline in the same units (majority class, chance)
     bow: float | None = None
 
     @property

@@ -13,12 +13,12 @@ from collections.abc import Callable, Sequence
 import pandas as pd
 
 from bvr.report.analysis import Analysis
+from bvr.report.collect import FINAL_KEYS
 
 FACTS = ("wall_seconds", "tokens_seen", "epochs", "params_total", "params_embedding", "params_non_embedding",
          "words_seen", "ids_per_word", "id_occurrences_median", "id_rare_share")
 """The runs' ``run/*`` metrics the table gives as medians (:data:`bvr.report.collect.RUN_KEYS`)."""
-PRETRAIN_TABLE_COLUMNS = ("arm", "runs", "tokens_per_s", *FACTS, "steps", "tokens_per_step", "train/mlm_loss",
-                          "val/mlm_loss", "val/perplexity", "val/nsp_acc", "val/sop_acc")
+PRETRAIN_TABLE_COLUMNS = ("arm", "runs", "tokens_per_s", *FACTS, "steps", "tokens_per_step", *FINAL_KEYS)
 EXPORTED_COLUMNS = ("tokens_per_s", "wall_seconds", "tokens_seen", "tokens_per_step", "words_seen", "params_total",
                     "params_embedding", "params_non_embedding", "id_occurrences_median", "id_rare_share")
 """The table's columns that ``metrics.json`` (under ``pretrain``) and ``plots/pretrain_runs.csv`` give per arm."""
@@ -46,14 +46,10 @@ def _finite(value: float | None) -> bool:
     return value is not None and not pd.isna(value)
 
 
-FINAL_METRICS = ("train/mlm_loss", "val/mlm_loss", "val/perplexity", "val/nsp_acc", "val/sop_acc")
-"""The runs' last logged values the table gives as means over pretraining seeds."""
-
-
 def pretrain_table(analysis: Analysis) -> pd.DataFrame:
     """One row per pretrained arm with a finished run: throughput, time, tokens, size and final losses.
 
-    :data:`FINAL_METRICS` are means over the arm's pretraining seeds, the rest medians (one seed: that run's value);
+    :data:`FINAL_KEYS` are means over the arm's pretraining seeds, the rest medians (one seed: that run's value);
     ``runs`` lists the run ids.
     """
     pretrain, history = analysis.collected.pretrain, analysis.collected.history
@@ -68,7 +64,7 @@ def pretrain_table(analysis: Analysis) -> pd.DataFrame:
             row[name] = _over_seeds([r[f"run/{name}"] for r in runs], pd.Series.median)
         row["steps"] = _over_seeds([r["steps"] for r in runs], pd.Series.median)
         row["tokens_per_step"] = _over_seeds([_per_step(r) for r in runs], pd.Series.median)
-        for name in FINAL_METRICS:
+        for name in FINAL_KEYS:
             row[name] = _over_seeds([r[name] for r in runs], pd.Series.mean)
         rows.append(row)
     return pd.DataFrame(rows, columns=list(PRETRAIN_TABLE_COLUMNS))

@@ -1,26 +1,12 @@
 """``bvr report NAME``: one ablation's runs, read from MLflow, written as ``reports/NAME/``.
 
-:func:`render_report` writes, for the ablation a manifest describes:
-
-- ``report.md`` and ``report.html`` (self-contained: inline CSS, figures embedded as base64 PNG);
-- ``metrics.json``: every headline number, nested (spreads, tests, pretraining figures; a budget curve's points
-  and where each measure turns under ``budget_curve``), written by :mod:`bvr.report.numbers`;
-- ``metrics/``: the few numbers ``dvc metrics show`` lists, one small JSON file per row (DVC lays out a file as one
-  row, its keys as columns): ``ARM/finetune_TASK.json`` the median of the arm's runs, ``B-minus-A/MEASURE.json`` a
-  paired difference with its simultaneous interval;
-- ``figures/*.png``: pretraining curves, scores per task, paired differences, throughput, parameter counts, and a
-  budget curve's ``budget.png`` (:mod:`bvr.report.budget`);
-- ``plots/*.csv``: the data behind the figures, long (one row per point), for ``dvc plots show``.
-
-Every file is written into a staging folder first and moved into place only when all of them are done, so a crash
-leaves the previous report whole; ``figures/``, ``plots/`` and ``metrics/`` are replaced as folders, so no stale file
-survives a new render. The report is then logged to the ablation's parent MLflow run under ``report/`` and the run's
-description points to it. Another ablation's setup says where its budget sits on the budget curve rendered beside
-it (``reports/budget/``; :func:`bvr.report.budget.budget_context`). :func:`render_summary` writes
-``reports/index.md`` and ``index.html``: each ablation's headline verdicts side by side.
-
-Numbers come from the MLflow runs the manifest names (:mod:`bvr.report.collect`), in points
-(:mod:`bvr.report.analysis`); :mod:`bvr.report.sections` lays them out and links every run they came from.
+:func:`render_report` writes ``report.md`` and ``report.html`` (self-contained: inline CSS, figures embedded as base64
+PNG), ``metrics.json`` (:func:`bvr.report.numbers.metrics_payload`), ``metrics/`` (the rows of ``dvc metrics show``,
+:func:`bvr.report.numbers.dvc_metrics`), ``figures/*.png`` and ``plots/*.csv`` (the data behind the figures, one row
+per point, for ``dvc plots show``). Every file is staged and moved into place only when all are done, so a crash leaves
+the previous report whole and no stale file survives (:func:`_swap_in`); the report is then logged to the ablation's
+parent MLflow run under ``report/``. :func:`render_summary` writes ``reports/index.md`` and ``index.html``: each
+ablation's headline verdicts side by side.
 """
 
 from __future__ import annotations
@@ -30,7 +16,6 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,18 +47,15 @@ REPORTS_DIR = Path("reports")
 REPORT_MD = "report.md"
 REPORT_HTML = "report.html"
 METRICS_JSON = "metrics.json"
-DVC_METRICS_DIR = "metrics"
-"""The folder of ``dvc metrics show``'s rows (:func:`dvc_metrics`)."""
+DVC_METRICS_DIR = "metrics"  # the rows of ``dvc metrics show`` (:func:`dvc_metrics`)
 FIGURES_DIR = "figures"
 PLOTS_DIR = "plots"
 INDEX_MD = "index.md"
 INDEX_HTML = "index.html"
-ARTIFACT_PATH = "report"
-"""Where the report goes among the parent run's artifacts."""
+ARTIFACT_PATH = "report"  # where the report goes among the parent run's artifacts
 EFFECTS_CSV = "effects.csv"
 EFFECTS_PNG = "effects.png"
-TAG_REPORT = "bvr.report"
-"""Tag on the parent run holding the path of ``report.html``."""
+TAG_REPORT = "bvr.report"  # tag on the parent run holding the path of ``report.html``
 
 
 @dataclass
@@ -87,14 +69,10 @@ class ReportResult:
     dvc_metrics: list[Path] = field(default_factory=list)
     plots: list[Path] = field(default_factory=list)
     figures: list[Path] = field(default_factory=list)
-    missing: list[str] = field(default_factory=list)
-    """One line per planned unit the report could not use, and per disagreement between manifest and store."""
-    complete: bool = True
-    """Every planned unit is done and found in MLflow, and nothing disagrees."""
-    brief: list[str] = field(default_factory=list)
-    """The headline in a line per question (:func:`bvr.report.headlines.brief`), which the command prints."""
-    level: str = "95%"
-    """The level of the headline's simultaneous intervals (:attr:`bvr.report.analysis.Analysis.level`)."""
+    missing: list[str] = field(default_factory=list)  # a line per planned unit not usable, and per disagreement
+    complete: bool = True  # every planned unit is done and found in MLflow, and nothing disagrees
+    brief: list[str] = field(default_factory=list)  # the headline the command prints (:func:`headlines.brief`)
+    level: str = "95%"  # of the headline's simultaneous intervals (:attr:`bvr.report.analysis.Analysis.level`)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -103,42 +81,39 @@ class ReportResult:
 
 def _draw(analysis: Analysis, folder: Path) -> dict[str, Figure]:
     colours = fig.arm_colors(analysis.collected.arms, analysis.collected.control)
-    steps: list[tuple[str, str, Callable[[Path], Path | None]]] = [
+    curve, grid = budget_curve(analysis), selection_frame(analysis.collected.manifest)
+    embeddings = analysis.collected.pretrain.drop_duplicates("arm")["run/params_embedding"].dropna()
+    steps = [
+        *([("budget", f"The budget curve: arm − {curve.control} per measure against tokens per pretraining run (log "
+                      f"axis), with {analysis.level} simultaneous intervals (green where the fixed sequence declares "
+                      "that pretraining helps, red where the control is better), and validation MLM loss (mean and 95% "
+                      "t interval over pretraining seeds) beside the unigram entropy of the validation tokens.",
+            lambda: fig.budget_figure(curve))] if curve is not None else []),
         ("scores", "Fine-tuning scores per arm and task: a point per run (× collapsed), dash = median of the runs, "
                    "black = mean over pretraining seeds with its 95% t interval.",
-         lambda p: fig.task_scores(analysis, colours, p)),
+         lambda: fig.task_scores(analysis, colours)),
+        ("selection", "The fine-tuning grid: each model's score on the selection split (training examples held out of "
+                      "training) against the learning rate; a line per arm through the median of its seeds, shaded "
+                      "from the lowest seed to the highest. Each model kept its best point.",
+         lambda: selection_figure(grid, colours, analysis.scales)),
         ("differences", f"Paired differences b − a per measure, in points (validation MLM loss in nats, in a panel "
                         f"of its own): grey points per pretraining seed, coloured point and bar = mean and "
                         f"{analysis.level} simultaneous interval (green where b is better, red where a is, when Holm "
                         "finds a difference; grey where it does not).",
-         lambda p: fig.save_figure(fig.differences_figure(analysis), p)),
+         lambda: fig.differences_figure(analysis)),
         ("curves", "Pretraining: training MLM loss in nats per token (smoothed over the faint raw curve) and "
                    "validation perplexity, one curve per pretraining run, coloured by arm.",
-         lambda p: fig.save_figure(fig.curves_figure(analysis.collected.history, colours), p)),
+         lambda: fig.curves_figure(analysis.collected.history, colours)),
         ("throughput", "Training throughput and wall time per pretrained arm (the last invocation of each run, "
                        "under whatever else ran on the machine: see the table's note).",
-         lambda p: fig.throughput(analysis, colours, p)),
+         lambda: fig.throughput(analysis, colours)),
+        *([("parameters", "Parameters per arm, with and without the embeddings.",
+            lambda: fig.parameters(analysis, colours))]
+          if embeddings.nunique() > 1 or analysis.collected.ablation == "vocab" else []),
     ]
-    grid = selection_frame(analysis.collected.manifest)
-    steps.insert(1, ("selection", "The fine-tuning grid: each model's score on the selection split (training examples "
-                                  "held out of training) against the learning rate; a line per arm through the median "
-                                  "of its seeds, shaded from the lowest seed to the highest. Each model kept its best "
-                                  "point.", lambda p: selection_figure(grid, colours, analysis.scales, p)))
-    curve = budget_curve(analysis)
-    if curve is not None:
-        steps.insert(0, ("budget", f"The budget curve: arm − {curve.control} per measure against tokens per "
-                                   f"pretraining run (log axis), with {analysis.level} simultaneous intervals (green "
-                                   "where the fixed sequence declares that pretraining helps, red where the control is "
-                                   "better), and validation MLM loss (mean and 95% t interval over pretraining seeds) "
-                                   "beside the unigram entropy of the validation tokens.",
-                     lambda p: fig.budget_figure(curve, p)))
-    embeddings = analysis.collected.pretrain.drop_duplicates("arm")["run/params_embedding"].dropna()
-    if embeddings.nunique() > 1 or analysis.collected.ablation == "vocab":
-        steps.append(("parameters", "Parameters per arm, with and without the embeddings.",
-                      lambda p: fig.parameters(analysis, colours, p)))
     drawn = {}
     for name, caption, draw in steps:
-        path = draw(folder / f"{name}.png")
+        path = fig.save_figure(draw(), folder / f"{name}.png")
         if path is not None:
             drawn[name] = Figure(path, caption, f"{FIGURES_DIR}/{path.name}")
     return drawn

@@ -17,7 +17,7 @@ from bvr.formatting import duration
 from bvr.report.analysis import Analysis
 from bvr.report.cells import RunLinks, fmt, fmt_ci, fmt_count, fmt_rate, mean_of, metric_digits, signed
 from bvr.report.document import Block, Bullets, Cell, Figure, Heading, Paragraph, Table
-from bvr.report.measures import MLM, PRETRAIN_TASK, Measure, metric_label
+from bvr.report.measures import MLM, PRETRAIN_TASK, Measure
 from bvr.report.pretrain_runs import pretrain_table
 from bvr.report.selection import selection_frame, selection_section
 
@@ -108,13 +108,8 @@ def blimp_section(analysis: Analysis) -> list[Block]:
 
 def _published_blimp(data_dir: str | None, paradigms: Sequence[str] = ()) -> dict[str, BlimpSummary]:
     """The published models' BLiMP accuracies (fractions) averaged over ``paradigms``, the ones our runs scored (all
-    of the file's when empty), so the columns compare like with like.
-
-    Read from the release's ``models_summary.jsonl`` in ``DATA_DIR/blimp`` or ``DATA_DIR``
-    (:mod:`bvr.evaluation.blimp.published`): the data folder the ablation recorded, else the one ``BVR_DATA_DIR``
-    names (the data moved since). Empty when neither holds the file or it is refused: the report renders without
-    the published columns.
-    """
+    of the file's when empty), read from ``DATA_DIR/blimp`` (:mod:`bvr.evaluation.blimp.published`) of the data folder
+    the ablation recorded, else of ``BVR_DATA_DIR`` (the data moved since); empty when neither holds a readable one."""
     for candidate in dict.fromkeys(d for d in (data_dir, os.environ.get("BVR_DATA_DIR")) if d):
         folder = Path(candidate) / "blimp"
         try:
@@ -138,22 +133,19 @@ def _seed_links(analysis: Analysis, links: RunLinks, rows: pd.DataFrame) -> Cell
 def scores_section(analysis: Analysis, links: RunLinks, figures: dict[str, Figure]) -> list[Block]:
     rows = []
     for task in analysis.tasks:
-        first = True
+        measure = analysis.measure(f"finetune/{task}")
+        baseline = measure.baseline if measure is not None else None
+        label = analysis.task_title(task) + (f" (majority/trivial baseline {fmt(baseline)})"
+                                             if baseline is not None else "")
         for arm in analysis.collected.arms:
             s = analysis.summaries.get((arm, task))
             if s is None:
                 continue
-            scale = "×100" if analysis.scales.get(task) == 100 else "points"
-            measure = analysis.measure(f"finetune/{task}")
-            baseline = measure.baseline if measure is not None else None
-            label = (f"{task}: {metric_label(analysis.metric(task))}, {scale}"
-                     + (f" (majority/trivial baseline {fmt(baseline)})" if baseline is not None else "")
-                     if first else "")
             seeds = analysis.scores[(analysis.scores["arm"] == arm) & (analysis.scores["task"] == task)]
             rows.append([label, arm, str(s.n), str(s.n_collapsed), fmt(s.median),
                          f"{fmt(s.iqr)} ({fmt(s.q1)}–{fmt(s.q3)})", f"{fmt(s.min)}–{fmt(s.max)}", fmt(s.mean),
                          _seed_links(analysis, links, seeds)])
-            first = False
+            label = ""  # the task's first row names it
     blocks: list[Block] = [Heading("Fine-tuning scores")]
     if not rows:
         return [*blocks, Paragraph("No finished fine-tuning run was found.")]

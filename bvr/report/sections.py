@@ -1,13 +1,6 @@
-"""The sections of a report, as document blocks: what each table and paragraph says, and where its numbers come from.
-
-:func:`report_blocks` lays out one ablation's report: the headline (did pretraining help at this budget, then the
-ablation's effect), what is missing, the tests against the control and between arms, every measure per arm with its
-variance components, BLiMP beside the published models, the fine-tuning scores, the paper beside our runs, pretraining,
-the setup, and how to read it all. :func:`summary_blocks` lays out the index across ablations. Every number is taken
-from an :class:`~bvr.report.analysis.Analysis` (so from MLflow, in points); every run id links to the MLflow UI.
-
-The result sections (measures, BLiMP, scores, the paper, pretraining) are in :mod:`bvr.report.results`, the cell
-formatting and run links in :mod:`bvr.report.cells`."""
+"""The sections of a report, as document blocks: :func:`report_blocks` lays out one ablation's report (its result
+sections are in :mod:`bvr.report.results`), :func:`summary_blocks` the index across ablations. Every number is taken
+from an :class:`~bvr.report.analysis.Analysis` (so from MLflow, in points); every run id links to the MLflow UI."""
 
 from __future__ import annotations
 

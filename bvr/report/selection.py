@@ -10,15 +10,14 @@ selection scores against the learning rate (:func:`selection_figure`), one line 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 from bvr.ablation.manifest import Manifest
 from bvr.report.document import Block, Heading, Paragraph, Table
-from bvr.report.figures import panel_grid, save_figure, style_axes
+from bvr.report.figures import panel_grid, style_axes
 
 COLUMNS = ("arm", "pretrain_seed", "task", "seed", "point", "learning_rate", "epochs", "score", "chosen")
 
@@ -107,7 +106,7 @@ def _curve_panel(ax: Axes, frame: pd.DataFrame, task: str, colors: dict[str, str
     style_axes(ax)
 
 
-def selection_figure(frame: pd.DataFrame, colors: dict[str, str], scales: dict[str, float], path: Path) -> Path | None:
+def selection_figure(frame: pd.DataFrame, colors: dict[str, str], scales: dict[str, float]) -> Figure | None:
     """One panel per task: the median selection score against the learning rate, a line per arm, shaded between
     the lowest and highest seed; None without a grid over several learning rates."""
     tasks = [t for t in dict.fromkeys(frame["task"]) if frame[frame["task"] == t]["learning_rate"].nunique() > 1]
@@ -116,4 +115,4 @@ def selection_figure(frame: pd.DataFrame, colors: dict[str, str], scales: dict[s
     figure, axes = panel_grid(len(tasks), 4.2, 3.0)
     for ax, task in zip(axes, tasks, strict=True):
         _curve_panel(ax, frame, str(task), colors, scales.get(str(task), 1.0))
-    return save_figure(figure, path)
+    return figure

@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
 
-CURVE_METRICS = ("val/mlm_loss", "train/mlm_loss")
-"""Pretraining metrics charted first in the curves view (:data:`bvr.tracking.ui.CURVES_VIEW`), one chart each."""
+CURVE_METRICS = ("val/mlm_loss", "train/mlm_loss")  # charted first in the curves view (bvr.tracking.ui.CURVES_VIEW)
 
 
 @dataclass(frozen=True)
@@ -87,17 +86,14 @@ class EffectRow:
 
 @dataclass(frozen=True)
 class ReportViews:
-    """What a report shows in the MLflow UI besides its files: the effects and scores views' rows (in the report's
-    order), ``colours`` (arm -> ``#rrggbb``, the figures' colour for it), ``pretrain_runs`` (pretraining run id -> its
-    arm, drawn in the arm's colour) and ``curves`` (metric -> the values the pretraining runs logged: the y axes of
-    :data:`CURVE_METRICS`' charts)."""
+    """What a report shows in the MLflow UI besides its files: the effects and scores views' rows, in the report's
+    order, and how to draw the pretraining runs."""
 
     effects: list[EffectRow] = field(default_factory=list)
     scores: list[ScoreRow] = field(default_factory=list)
-    colours: Mapping[str, str] = field(default_factory=dict)
-    pretrain_runs: Mapping[str, str] = field(default_factory=dict)
-    curves: Mapping[str, Iterable[float]] = field(default_factory=dict)
+    colours: Mapping[str, str] = field(default_factory=dict)  # arm -> ``#rrggbb``, the figures' colour for it
+    pretrain_runs: Mapping[str, str] = field(default_factory=dict)  # run id -> its arm, drawn in the arm's colour
+    curves: Mapping[str, Iterable[float]] = field(default_factory=dict)  # metric -> values: CURVE_METRICS' y axes
 
 
-ViewWriter = Callable[["MlflowClient", str, "str | None", ReportViews], None]
-"""What writes a report's views into its experiment: ``(client, experiment id, parent run id, views)``."""
+ViewWriter = Callable[["MlflowClient", str, "str | None", ReportViews], None]  # (client, experiment, parent run, views)

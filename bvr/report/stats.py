@@ -35,8 +35,7 @@ class Summary:
     min: float
     max: float
     mean: float
-    n_collapsed: int = 0
-    """Runs flagged as collapsed among the values."""
+    n_collapsed: int = 0  # runs flagged as collapsed among the values
 
 
 def is_higher_better(metric: str) -> bool:

@@ -15,18 +15,10 @@ from scipy import special
 from bvr.report.inference.checks import check_finite, check_level
 from bvr.report.inference.power import DEFAULT_POWER, MIN_UNITS, min_detectable_effect
 
-EXACT_PERMUTATION_LIMIT = 2**16
-"""Permutation tests enumerate every arrangement up to this many (sign flips of up to 16 pairs)."""
-
-PERMUTATION_DRAWS = 100_000
-"""Random arrangements drawn beyond that limit: the p-value's Monte Carlo error is about 0.0007 at p = 0.05."""
-
-PERMUTATION_SEED = 0
-"""Seed of those draws, so a report's permutation p-values are the same every time."""
-
-
-TOO_FEW_UNITS = "too few units"
-""":attr:`Comparison.reason` when a side has fewer than :data:`MIN_UNITS` units."""
+EXACT_PERMUTATION_LIMIT = 2**16  # permutation tests enumerate up to this many arrangements (sign flips of 16 pairs)
+PERMUTATION_DRAWS = 100_000  # random arrangements beyond it: a Monte Carlo error of about 0.0007 at p = 0.05
+PERMUTATION_SEED = 0  # of those draws, so a report's permutation p-values are the same every time
+TOO_FEW_UNITS = "too few units"  # :attr:`Comparison.reason` when a side has fewer than :data:`MIN_UNITS` units
 
 
 @dataclass(frozen=True)
@@ -37,47 +29,29 @@ class Comparison:
     when the comparison is not tested (:attr:`reason` says why).
     """
 
-    estimate: float
-    """Mean of the paired differences ``a - b`` (paired), or ``mean(a) - mean(b)`` (Welch); NaN with no unit."""
-    ci_low: float
-    """Lower end of the t interval of :attr:`estimate` at :attr:`confidence`."""
+    estimate: float  # mean of the paired differences ``a - b``, or ``mean(a) - mean(b)`` (Welch); NaN with no unit
+    ci_low: float  # the t interval of :attr:`estimate` at :attr:`confidence`
     ci_high: float
-    confidence: float
-    """Coverage of the interval: the level asked for, or the Bonferroni level after :func:`simultaneous`."""
+    confidence: float  # the level asked for, or the Bonferroni level after :func:`simultaneous`
     se: float
-    df: float
-    """Degrees of freedom: ``n - 1`` paired, Welch-Satterthwaite's otherwise."""
-    t: float
-    """``estimate / se`` (infinite when every difference is the same non-zero number)."""
-    p_value: float
-    """Two-sided p-value of the t test, before any multiplicity adjustment."""
-    sd: float
-    """Spread that sets the power: SD of the paired differences, or the root mean square of the two arms' SDs."""
-    n: int
-    """Pairs (paired), or the smaller arm's units (Welch): the ``n`` of :func:`min_detectable_effect`."""
+    df: float  # ``n - 1`` paired, Welch-Satterthwaite's otherwise
+    t: float  # ``estimate / se`` (infinite when every difference is the same non-zero number)
+    p_value: float  # two-sided, of the t test, before any multiplicity adjustment
+    sd: float  # what sets the power: SD of the paired differences, or the root mean square of the two arms' SDs
+    n: int  # pairs (paired), or the smaller arm's units (Welch): the ``n`` of :func:`min_detectable_effect`
     n_a: int
     n_b: int
-    paired: bool
-    """Paired t test (True) or Welch's (False)."""
+    paired: bool  # paired t test (True) or Welch's (False)
     higher_is_better: bool
-    units: tuple[int, ...]
-    """The paired units, ascending (empty when unpaired)."""
-    only_a: tuple[int, ...]
-    """Units of arm a without a partner in b, left out of a paired test (empty when unpaired)."""
-    only_b: tuple[int, ...]
-    """Units of arm b without a partner in a, left out of a paired test."""
-    differences: tuple[float, ...]
-    """``a - b`` per paired unit, in the order of :attr:`units` (empty when unpaired)."""
-    permutation_p: float
-    """Two-sided permutation p-value: sign flips of the differences (paired) or relabellings of units (Welch)."""
-    permutation_min_p: float
-    """Smallest permutation p-value this design can give (``2 / 2**n`` paired): above ``alpha`` it cannot reject."""
-    permutation_exact: bool
-    """Every arrangement was enumerated (else :data:`PERMUTATION_DRAWS` random ones, seeded)."""
-    reason: str = ""
-    """Why no test was made ("too few units"), or "" when tested."""
-    note: str = ""
-    """Anything else the reader must know, e.g. that pairing was asked for but no unit was in common."""
+    units: tuple[int, ...]  # the paired units, ascending (empty when unpaired)
+    only_a: tuple[int, ...]  # units of arm a without a partner in b, left out of a paired test (empty when unpaired)
+    only_b: tuple[int, ...]  # units of arm b without a partner in a, left out of a paired test
+    differences: tuple[float, ...]  # ``a - b`` per paired unit, in the order of :attr:`units` (empty when unpaired)
+    permutation_p: float  # two-sided: sign flips of the differences (paired) or relabellings of units (Welch)
+    permutation_min_p: float  # the smallest this design can give (``2 / 2**n`` paired): above alpha, no rejection
+    permutation_exact: bool  # every arrangement was enumerated (else :data:`PERMUTATION_DRAWS` random ones, seeded)
+    reason: str = ""  # why no test was made ("too few units"), or "" when tested
+    note: str = ""  # anything else the reader must know, e.g. that pairing was asked for but no unit was in common
 
     @property
     def tested(self) -> bool:

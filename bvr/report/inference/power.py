@@ -11,25 +11,17 @@ from scipy import integrate, optimize, special, stats
 
 from bvr.report.inference.checks import check_level, check_power
 
-MIN_UNITS = 3
-"""Fewest units (pretraining seeds) per arm for a test: below it a comparison says "too few units"."""
-
-
-DEFAULT_POWER = 0.8
-"""Power at which detectable effects and needed units are quoted."""
-
-UNITS_CAP = 10_000
-"""Largest number of units :func:`units_needed` searches; beyond it the answer is "more than" this."""
+MIN_UNITS = 3  # fewest units (pretraining seeds) per arm for a test: below it a comparison says "too few units"
+DEFAULT_POWER = 0.8  # at which detectable effects and needed units are quoted
+UNITS_CAP = 10_000  # the most units :func:`units_needed` searches; beyond it the answer is "more than" this
 
 
 @dataclass(frozen=True)
 class UnitsNeeded:
     """How many units (pairs, or units per arm) a design needs for a given power."""
 
-    n: int | None
-    """The smallest sufficient number, or the cap when more are needed; None when unknown (NaN inputs)."""
-    more_than_cap: bool = False
-    """Even :attr:`n` units (the cap) do not reach the power."""
+    n: int | None  # the smallest sufficient number, or the cap when more are needed; None when unknown (NaN inputs)
+    more_than_cap: bool = False  # even :attr:`n` units (the cap) do not reach the power
 
     def __str__(self) -> str:
         if self.n is None:

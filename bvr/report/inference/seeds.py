@@ -20,24 +20,18 @@ class VarianceComponents:
     Estimates are ANOVA method of moments, valid for unbalanced designs: ``within_var`` is the within-unit mean
     square, ``between_var = (ms_between - ms_within) / n0`` truncated at 0, where ``n0`` is the effective number
     of inner replicates per unit (their common number when balanced). A negative untruncated value means the
-    units agree more than the inner noise predicts, so 0 is the best estimate of ``between_var``.
+    units agree more than the inner noise predicts, so 0 is the best estimate of ``between_var``. When no unit has two
+    inner replicates (``within_var`` is NaN), ``between_var`` is the plain variance of the unit values, which contains
+    the within variance: the two cannot be separated.
     """
 
-    between_var: float
-    """Variance between pretraining seeds. When no unit has two inner replicates (``within_var`` is NaN) this is
-    the plain variance of the unit values, which contains the within variance: the two cannot be separated.
-    NaN with fewer than two units."""
-    within_var: float
-    """Variance between inner (fine-tuning or probe) seeds of one pretrained model; NaN when no unit has two."""
+    between_var: float  # between pretraining seeds; NaN with fewer than two units
+    within_var: float  # between inner (fine-tuning or probe) seeds of one model; NaN when no unit has two
     n_units: int
-    n_inner: tuple[int, ...]
-    """Inner replicates of each unit, in ascending order of unit."""
-    n0: float
-    """Effective inner replicates per unit (``(N - sum n_i^2 / N) / (k - 1)``); NaN with fewer than two units."""
-    ms_between: float
-    """Between-unit mean square, ``sum n_i (mean_i - mean)^2 / (k - 1)``."""
-    ms_within: float
-    """Within-unit mean square, ``sum (y - mean_i)^2 / (N - k)``."""
+    n_inner: tuple[int, ...]  # inner replicates of each unit, in ascending order of unit
+    n0: float  # effective inner replicates per unit (``(N - sum n_i^2 / N) / (k - 1)``); NaN with fewer than 2 units
+    ms_between: float  # ``sum n_i (mean_i - mean)^2 / (k - 1)``
+    ms_within: float  # ``sum (y - mean_i)^2 / (N - k)``
     df_between: int
     df_within: int
 

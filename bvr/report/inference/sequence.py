@@ -40,20 +40,14 @@ from bvr.report.inference.compare import Comparison
 
 @dataclass(frozen=True)
 class FixedSequence:
-    """The fixed-sequence procedure's result over hypotheses in increasing order (budgets, smallest first).
+    """The fixed-sequence procedure's result over hypotheses in increasing order (budgets, smallest first);
+    ``adjusted_p`` is, per hypothesis, the largest p-value at it and at every later one (NaN when any of those is NaN):
+    it is rejected exactly when this is at most ``alpha``."""
 
-    Attributes:
-        alpha: the level each hypothesis was tested at (the per-measure level, after any split over measures).
-        pvalues: the one-sided p-values given, in the input's order (NaN: not tested).
-        adjusted_p: per hypothesis, the largest p-value at it and at every later one (NaN when any of those is NaN):
-            it is rejected exactly when this is at most :attr:`alpha`.
-        rejected: per hypothesis, whether it is rejected; the True ones are a suffix of the list.
-    """
-
-    alpha: float
-    pvalues: tuple[float, ...]
+    alpha: float  # the level each hypothesis was tested at (per measure, after any split over measures)
+    pvalues: tuple[float, ...]  # the one-sided p-values given, in the input's order (NaN: not tested)
     adjusted_p: tuple[float, ...]
-    rejected: tuple[bool, ...]
+    rejected: tuple[bool, ...]  # the True ones are a suffix of the list
 
     @property
     def turn(self) -> int | None:
