@@ -299,7 +299,8 @@ def _methods(analysis: Analysis, links: RunLinks) -> list[Block]:
         "plots/*.csv hold the data behind the figures for `dvc plots show`, one row per point: scores.csv (every "
         "run), scores_TASK.csv (one task), differences.csv (each pretraining seed's paired difference) and the "
         "pretrain_*.csv curves (the mean over an arm's pretraining seeds). metrics/ holds what `dvc metrics show` "
-        "lists: each arm's median per task and each paired difference with its simultaneous interval.",
+        "lists: one file per comparison, B-minus-A.json, with the mean paired difference per measure (the "
+        "intervals are in metrics.json).",
     ))]
 
 
