@@ -18,7 +18,6 @@ import dataclasses
 import itertools
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import datasets
@@ -31,6 +30,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from bvr.config import Config
 from bvr.errors import BvrError
 from bvr.pretraining.collator import PretrainingCollator
+from bvr.pretraining.instances import count_tokens
 from bvr.pretraining.masking import MaskRule
 from bvr.tokenization import VocabInfo
 
@@ -61,22 +61,18 @@ class EpochSampler(Sampler[tuple[int, int]]):
     def __len__(self) -> int:
         return math.ceil(self.num_samples / self.world_size)
 
-    def order(self, epoch: int) -> np.ndarray:
-        """All ranks' sequence indices for ``epoch``, before striding."""
-        order = epoch_order(self.num_samples, self.seed, epoch) if self.shuffle else np.arange(self.num_samples)
-        padded = len(self) * self.world_size
-        return np.resize(order, padded)  # wraps around when padding is needed
-
     def __iter__(self) -> Iterator[tuple[int, int]]:
-        mine = self.order(self.epoch)[self.rank :: self.world_size]
+        order = epoch_order(self.num_samples, self.seed, self.epoch, self.shuffle)
+        mine = np.resize(order, len(self) * self.world_size)[self.rank :: self.world_size]  # wrapped around to pad
         start, self.skip = self.skip, 0
         epoch = self.epoch
         return ((int(i), epoch) for i in mine[start:])
 
 
-def epoch_order(num_samples: int, seed: int, epoch: int) -> np.ndarray:
-    """The seeded permutation of ``num_samples`` sequences for ``epoch`` (both samplers read the data in it)."""
-    return np.random.default_rng([seed, epoch]).permutation(num_samples)
+def epoch_order(num_samples: int, seed: int, epoch: int, shuffle: bool) -> np.ndarray:
+    """The seeded permutation of ``num_samples`` sequences for ``epoch`` (both samplers read the data in it), or
+    their own order without ``shuffle``."""
+    return np.random.default_rng([seed, epoch]).permutation(num_samples) if shuffle else np.arange(num_samples)
 
 
 class TokenBudgetSampler(Sampler[list[tuple[int, int]]]):
@@ -115,8 +111,7 @@ class TokenBudgetSampler(Sampler[list[tuple[int, int]]]):
         batch: list[tuple[int, int]] = []
         total = 0
         for epoch in itertools.count():
-            n = len(self.lengths)
-            order = epoch_order(n, self.seed, epoch) if self.shuffle else np.arange(n)
+            order = epoch_order(len(self.lengths), self.seed, epoch, self.shuffle)
             for index, tokens in zip(order.tolist(), self.lengths[order].tolist(), strict=True):
                 if batch and total + tokens > self.budget:
                     yield batch
@@ -157,42 +152,13 @@ class InstanceDataset(Dataset):
         ]
 
 
-@dataclass(frozen=True)
-class BatchPlan:
-    """How the configured batch (sequences per optimiser step) is split over devices and accumulation."""
-
-    batch_size: int
-    world_size: int
-    grad_accum: int
-
-    @property
-    def micro_batch(self) -> int:
-        return self.batch_size // (self.world_size * self.grad_accum)
-
-    @classmethod
-    def of(cls, batch_size: int, grad_accum: int, world_size: int) -> BatchPlan:
-        if batch_size % (world_size * grad_accum):
-            raise BvrError(
-                f"batch_size {batch_size} is not divisible by devices x grad_accum = {world_size} x {grad_accum}",
-                where="training.batch_size",
-                hint="pick a batch size that splits evenly over devices and accumulation steps",
-            )
-        return cls(batch_size, world_size, grad_accum)
-
-
 def check_batch_fits(cfg: Config, train: datasets.Dataset) -> None:
-    """Refuse an optimiser step larger than the training data, before training.
+    """Refuse an optimiser step larger than the training data, before training, naming the key, its value and how
+    many sequences (or tokens) the data holds.
 
     The samplers would fill such a step with one pass over the data (``training.batch_size``) or with the same
     sequences several times (``training.tokens_per_batch``): the run would train on other batches than asked for,
     and its metrics would count an epoch per step.
-
-    Args:
-        cfg: the resolved configuration.
-        train: the prepared training sequences.
-
-    Raises:
-        BvrError: naming the key, its value and how many sequences (or tokens) the data holds.
     """
     t, sequences = cfg.training, train.num_rows
     if t.tokens_per_batch is None and t.batch_size > sequences:
@@ -200,7 +166,7 @@ def check_batch_fits(cfg: Config, train: datasets.Dataset) -> None:
                        "training sequences", where="training.batch_size",
                        hint=f"set it to at most {sequences:,}, or pretrain on a larger corpus")
     if t.tokens_per_batch is not None:
-        tokens = int(pc.sum(pc.list_value_length(train.data.table["input_ids"])).as_py() or 0)
+        tokens = count_tokens(train)
         if t.tokens_per_batch > tokens:
             raise BvrError(f"{t.tokens_per_batch:,} tokens per optimiser step, but the prepared data holds only "
                            f"{tokens:,} training tokens", where="training.tokens_per_batch",
@@ -255,8 +221,15 @@ class PretrainingDataModule(L.LightningDataModule):
         trainer = self.trainer
         return (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
 
-    def plan(self) -> BatchPlan:
-        return BatchPlan.of(self.cfg.training.batch_size, self.cfg.training.grad_accum, self._world()[1])
+    def micro_batch(self) -> int:
+        """Sequences per micro-batch: the configured batch (sequences per optimiser step) split over devices and
+        accumulation."""
+        t, world = self.cfg.training, self._world()[1]
+        if t.batch_size % (world * t.grad_accum):
+            raise BvrError(f"batch_size {t.batch_size} is not divisible by devices x grad_accum = {world} x "
+                           f"{t.grad_accum}", where="training.batch_size",
+                           hint="pick a batch size that splits evenly over devices and accumulation steps")
+        return t.batch_size // (world * t.grad_accum)
 
     def token_budget(self) -> int | None:
         """Tokens per micro-batch with ``training.tokens_per_batch``: its share of one device and one accumulation
@@ -291,7 +264,7 @@ class PretrainingDataModule(L.LightningDataModule):
         if self._resume_skip is not None:
             self.train_sampler.set_epoch(self._resume_skip["epoch"])
             self.train_sampler.skip = self._resume_skip["sequences"]
-            batches = self.train_sampler.skip // self.plan().micro_batch
+            batches = self.train_sampler.skip // self.micro_batch()
             self.taken, self._resume_skip = (self._resume_skip["epoch"], batches), None
         return self._loader(train, self.train_sampler, collator)
 
@@ -305,7 +278,7 @@ class PretrainingDataModule(L.LightningDataModule):
                 batch_sampler: TokenBudgetSampler | None = None) -> DataLoader:
         workers = self.cfg.training.num_workers
         sampling = {"batch_sampler": batch_sampler} if batch_sampler is not None else {
-            "batch_size": self.plan().micro_batch, "sampler": sampler}
+            "batch_size": self.micro_batch(), "sampler": sampler}
         return DataLoader(
             InstanceDataset(split),
             **sampling,
@@ -333,7 +306,7 @@ class PretrainingDataModule(L.LightningDataModule):
         epoch, batches = self.taken  # a checkpoint written after a step counts that step's batch
         if isinstance(self.train_sampler, TokenBudgetSampler):
             return {"epoch": epoch, "batches": batches}
-        return {"epoch": epoch, "sequences": batches * self.plan().micro_batch}
+        return {"epoch": epoch, "sequences": batches * self.micro_batch()}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         if state_dict:

@@ -34,10 +34,8 @@ def build_model(cfg: Config, vocab) -> PretrainingModel:
     return PretrainingModel(encoder_cfg, sentence_head=cfg.data.sentence_objective != "none")
 
 
-CHECKPOINT_BYTES_PER_PARAMETER = 12
-"""A checkpoint holds each parameter three times in float32: the weight and AdamW's two moments."""
-EXPORT_BYTES_PER_PARAMETER = 4
-"""The exported model holds the float32 weights."""
+CHECKPOINT_BYTES_PER_PARAMETER = 12  # each parameter three times in float32: the weight and AdamW's two moments
+EXPORT_BYTES_PER_PARAMETER = 4  # the exported model holds the float32 weights
 
 
 def pretraining_bytes(parameters: int, checkpoints: bool) -> int:
@@ -141,8 +139,7 @@ def export_again(cfg: Config, tokenizer_dir: Path, run_dir: Path, problem: str) 
     model_dir = run_dir / "model"
     tmp = temp_sibling(model_dir)  # written beside model/, then swapped in whole
     shutil.rmtree(tmp, ignore_errors=True)  # left by a process of this PID that was killed
-    tokenizer, family = load_tokenizer(tokenizer_dir)
-    model = build_model(cfg, vocab_info(tokenizer, family))
+    model = build_model(cfg, vocab_info(*load_tokenizer(tokenizer_dir)))
     model.load_state_dict({key.removeprefix("model."): value for key, value in checkpoint["state_dict"].items()
                            if key.startswith("model.")})
     export_model(model, tokenizer_dir, cfg, tmp)

@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 
 from bvr.config import Config
 from bvr.corpus import STATS_FILE
+from bvr.pretraining.instances import count_tokens
 from bvr.pretraining.masking import mask_exposure
 
 RARE_OCCURRENCES = 10
@@ -30,7 +31,7 @@ def exposure(cfg: Config, steps: int, train: datasets.Dataset, tokens_seen: int)
     if cfg.training.tokens_per_batch is None:
         epochs = steps * cfg.training.batch_size / train.num_rows
     else:
-        epochs = tokens_seen / int(pc.sum(pc.list_value_length(train.data.table["input_ids"])).as_py())
+        epochs = tokens_seen / count_tokens(train)
     started = math.ceil(epochs)
     seen = mask_exposure(cfg.masking.mode, started, cfg.masking.dupe_factor)
     return {"epochs": epochs, "mask_distinct_per_sequence": float(seen["distinct_masks"]),
@@ -102,6 +103,5 @@ def ids_per_word(corpus_dir: Path, tokenized_dir: Path) -> float | None:
     if not words:
         return None
     tokenized = datasets.load_from_disk(str(tokenized_dir / "tokenized"))
-    ids = sum(int(pc.sum(pc.list_value_length(split.data.table["token_ids"])).as_py() or 0)
-              for split in tokenized.values())
+    ids = sum(count_tokens(split, "token_ids") for split in tokenized.values())
     return ids / words

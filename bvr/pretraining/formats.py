@@ -84,8 +84,7 @@ def create_instances(documents: Sequence[Sequence[np.ndarray]], fmt: str, *, max
     (:data:`OBJECTIVES`): ``nsp`` samples NotNext pairs, ``sop`` swaps consecutive segments; both need a pair format.
     ``rng`` is the only source of randomness: the same state gives the same output. ``short_seq_prob``
     (``segment-pair`` only) is the probability that a document's chunks aim at a random shorter length (drawn once
-    per document, as BERT). An unknown format or objective, NSP or SOP with a single-segment format, a
-    ``max_length`` too small for the specials or a ``short_seq_prob`` outside [0, 1] is refused.
+    per document, as BERT). Settings that cannot make instances are refused (:func:`_check_arguments`).
     """
     _check_arguments(fmt, max_length=max_length, objective=objective, template=template, short_seq_prob=short_seq_prob)
     docs = _clean(documents)

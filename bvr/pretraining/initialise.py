@@ -30,8 +30,7 @@ def initialise(cfg: Config, *, progress: bool = True) -> PretrainResult:
     run_dir = cache_dir(runs, f"init-{cfg.name}", parts)
 
     def build(tmp: Path) -> None:
-        tokenizer, family = load_tokenizer(tokenizer_dir)
-        model = build_model(cfg, vocab_info(tokenizer, family))
+        model = build_model(cfg, vocab_info(*load_tokenizer(tokenizer_dir)))
         export_model(model, tokenizer_dir, cfg, tmp / "model")
         params = {f"params_{k}": float(v) for k, v in count_parameters(model).items()}
         (tmp / "metrics.json").write_text(json.dumps({**params, "steps": 0.0, "tokens_seen": 0.0}, indent=2))

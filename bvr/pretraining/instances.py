@@ -31,38 +31,19 @@ _FAMILY_LAYOUT: dict[str, tuple[int, bool]] = {"bert": (1, True), "roberta": (2,
 
 @dataclass(frozen=True)
 class Template:
-    """How a family wraps segments.
+    """How a family wraps segments."""
 
-    Attributes:
-        cls_id: id that opens every sequence ([CLS] or <s>).
-        sep_id: id that closes every sequence ([SEP] or </s>).
-        pair_middle: ids between A and B: BERT ``(sep,)`` gives ``[CLS] A [SEP] B [SEP]``, RoBERTa
-            ``(sep, sep)`` gives ``<s> A </s></s> B </s>``.
-        doc_sep_id: separator between two documents inside one ``full-sentences`` sequence.
-        pair_token_types: True when B and its closing separator get token type 1 (BERT); else all types are 0.
-    """
-
-    cls_id: int
-    sep_id: int
+    cls_id: int  # opens every sequence ([CLS] or <s>)
+    sep_id: int  # closes every sequence ([SEP] or </s>)
+    # Ids between A and B: BERT's (sep,) gives [CLS] A [SEP] B [SEP], RoBERTa's (sep, sep) <s> A </s></s> B </s>.
     pair_middle: tuple[int, ...]
-    doc_sep_id: int
-    pair_token_types: bool
+    doc_sep_id: int  # separator between two documents inside one full-sentences sequence
+    pair_token_types: bool  # B and its closing separator get token type 1 (BERT); else all types are 0
 
     @classmethod
     def for_family(cls, family: str, cls_id: int, sep_id: int) -> Template:
-        """The template of a tokenizer family.
-
-        Args:
-            family: "bert" or "roberta".
-            cls_id: the family's opening token id.
-            sep_id: the family's separator token id.
-
-        Returns:
-            The family's template.
-
-        Raises:
-            BvrError: for an unknown family.
-        """
+        """The template of a tokenizer family ("bert" or "roberta", another refused) with its opening and separator
+        token ids."""
         if family not in _FAMILY_LAYOUT:
             raise BvrError(f"unknown tokenizer family {family!r}", hint=f"choose one of {', '.join(_FAMILY_LAYOUT)}")
         n_middle, token_types = _FAMILY_LAYOUT[family]
@@ -123,6 +104,11 @@ def documents_of(table: pa.Table) -> list[list[np.ndarray]]:
     sentences = np.split(ids, np.cumsum(flat_lengths)[:-1]) if len(flat_lengths) else []
     bounds = np.concatenate([[0], np.cumsum(sentence_counts)])
     return [sentences[bounds[i] : bounds[i + 1]] for i in range(len(lengths))]
+
+
+def count_tokens(ds: datasets.Dataset, column: str = "input_ids") -> int:
+    """The ids in a column of id lists, summed over its rows."""
+    return int(pc.sum(pc.list_value_length(ds.data.table[column])).as_py() or 0)
 
 
 def instance_stats(ds: datasets.Dataset, max_length: int, objective: str = "none") -> dict[str, Any]:

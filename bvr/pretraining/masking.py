@@ -238,20 +238,14 @@ def _check_ids(input_ids: np.ndarray, vocab: VocabInfo) -> None:
 
 @dataclass(frozen=True)
 class MaskRule:
-    """What is masked and how, checked when made (a bad value is refused naming its ``masking.`` key).
+    """What is masked and how (the module docstring), checked when made (a bad value is refused naming its
+    ``masking.`` key)."""
 
-    ``mask_prob`` is the share of candidate tokens to predict; ``split`` the shares of the chosen tokens (of spans,
-    in the span scheme) replaced by [MASK], by a random token, and left unchanged. ``scheme`` is "token" (exactly the
-    budget of tokens), "whole-word" (whole words, ending within one word of the budget) or "span" (SpanBERT's spans
-    of whole words, exactly the budget, replaced per span; their lengths in words geometric with parameter
-    ``span_p``, at most ``span_max_words``).
-    """
-
-    mask_prob: float = 0.15
-    split: tuple[float, float, float] = (0.8, 0.1, 0.1)
-    scheme: str = "token"
-    span_p: float = 0.2
-    span_max_words: int = 10
+    mask_prob: float = 0.15  # the share of candidate tokens to predict
+    split: tuple[float, float, float] = (0.8, 0.1, 0.1)  # chosen tokens (spans) to [MASK], random, left unchanged
+    scheme: str = "token"  # one of SCHEMES
+    span_p: float = 0.2  # the span scheme's lengths in words: geometric with this parameter,
+    span_max_words: int = 10  # and at most this long
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "split", tuple(self.split))
@@ -269,12 +263,9 @@ def mask_batch(input_ids: np.ndarray, indices: np.ndarray, copies: np.ndarray, v
 
     ``input_ids`` is (batch, seq), padded with ``vocab.pad_id`` (ids outside the vocabulary are refused); ``indices``
     gives each sequence's index in the dataset and ``copies`` its copy number (:func:`mask_copy`), (batch,) each;
-    ``seed`` is the run's masking seed. Candidates are the positions whose id is neither special nor padding. The
-    budget is ``max(1, round(n * rule.mask_prob))`` of a sequence's ``n`` candidates (none when ``n`` is 0);
-    ``rule.scheme`` decides which positions spend it (see the module docstring). Each chosen token (``token``,
-    ``whole-word``) or span (``span``) then becomes ``vocab.mask_id``, a random non-special id or itself with
-    probabilities ``rule.split``. Returns new (batch, seq) int64 arrays ``(masked_ids, labels)``, the labels holding
-    the original id at chosen positions and -100 elsewhere.
+    ``seed`` is the run's masking seed; ``rule`` decides how many candidates (non-special, non-padding positions) are
+    chosen, which, and what they become (the module docstring). Returns new (batch, seq) int64 arrays
+    ``(masked_ids, labels)``, the labels holding the original id at chosen positions and -100 elsewhere.
     """
     input_ids = np.asarray(input_ids, dtype=np.int64)  # (batch, seq)
     _check_ids(input_ids, vocab)

@@ -257,9 +257,8 @@ def _train(tok_cfg, texts: SentenceBatches, progress: bool) -> tuple[Tokenizer, 
 
 
 def _tokenize_batch(batch: dict[str, list], tokenizer, family: str) -> dict[str, list]:
-    """Encode every sentence of a batch of documents as it stands in running text (a byte-level BPE sentence after
-    a document's first with its leading space, :func:`~bvr.tokenization.running_text`); keep each document's
-    sentence lengths."""
+    """Encode every sentence of a batch of documents as it stands in running text (as :class:`SentenceBatches`);
+    keep each document's sentence lengths."""
     flat = [sentence for doc in batch["sentences"] for sentence in running_text(doc, family)]
     encodings = tokenizer.encode_batch_fast(flat, add_special_tokens=False)
     token_ids, sentence_lengths, cursor = [], [], 0
@@ -297,8 +296,6 @@ def _build_tokenized(corpus_dir: Path, tokenizer_dir: Path, progress: bool, tmp:
                 desc=f"tokenizing {split} documents",
             )
         _save(datasets.DatasetDict(out), tmp / "tokenized")
-    for stale in tmp.glob("map-*.arrow"):
-        stale.unlink()
 
 
 def _check_disk(tmp: Path, stage: str, source: Path) -> None:
@@ -307,7 +304,8 @@ def _check_disk(tmp: Path, stage: str, source: Path) -> None:
 
 
 def _save(dataset: datasets.DatasetDict, path: Path) -> None:
-    """save_to_disk without its progress bars (the copy is fast; the map bars before it show the real work).
+    """save_to_disk without its progress bars (the copy is fast; the map bars before it show the real work), then
+    the maps' files beside ``path`` removed.
 
     An empty split is written as one empty shard: by default datasets writes none, and then cannot load it back.
     """
@@ -318,6 +316,8 @@ def _save(dataset: datasets.DatasetDict, path: Path) -> None:
     finally:
         if was_enabled:
             datasets.enable_progress_bars()
+    for stale in path.parent.glob("map-*.arrow"):
+        stale.unlink()
 
 
 def _instances_batch(table: pa.Table, indices: list[int], cfg: Config, template: Template, split: str) -> dict:
@@ -371,8 +371,6 @@ def _build_instances(cfg: Config, tokenized_dir: Path, tokenizer_dir: Path, prog
                                "document(s))", where=str(tokenized_dir),
                                hint="use a larger corpus, or a larger corpus.validation_fraction for validation")
         _save(datasets.DatasetDict(out), tmp / "instances")
-    for stale in tmp.glob("map-*.arrow"):
-        stale.unlink()
     stats["seconds"] = round(time.perf_counter() - start, 1)
     stats["input_format"], stats["sentence_objective"] = cfg.data.input_format, cfg.data.sentence_objective
     (tmp / "data_stats.json").write_text(json.dumps(stats, indent=2))

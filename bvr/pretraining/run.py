@@ -39,15 +39,8 @@ from bvr.pretraining.record import finish_record, last_training_metrics, open_re
 from bvr.threads import ThreadBudget, use_threads
 from bvr.tokenization import VocabInfo, load_tokenizer, vocab_info
 from bvr.tracking import RunContext, check_store, close_stale_runs, closed_on_error, system_metrics, tracking_uri
-from bvr.training import (
-    TrainerSettings,
-    adamw,
-    build_trainer,
-    check_accelerator,
-    check_finite,
-    clip_unscaled,
-    quiet_fit,
-)
+from bvr.training import TrainerSettings, build_trainer, check_accelerator, quiet_fit
+from bvr.training.optim import adamw, check_finite, clip_unscaled
 from bvr.write_checks import check_free_space
 
 DEFAULT_EXPERIMENT = "bvr-pretrain"
@@ -237,13 +230,8 @@ class PretrainingModule(L.LightningModule):
     sentence-order prediction), ``train/sbo_loss`` and ``train/sbo_acc`` (``model.sbo``), and every
     ``log_every_steps`` steps ``lr``, ``train/tokens_seen`` and ``train/tokens_per_s``; on held-out documents
     ``val/mlm_loss`` (token-weighted over one fixed mask), ``val/perplexity``, ``val/nsp_acc`` and ``val/sbo_loss``.
-
-    Args:
-        model: the encoder and heads.
-        training: optimiser, schedule and budget settings.
-        failed_checkpoint_hint: where the last good checkpoint lives, for the non-finite-loss message.
-        sentence_objective: ``data.sentence_objective`` (``nsp`` or ``sop``), the name of the sentence head's
-            metrics when the model has one.
+    ``failed_checkpoint_hint`` names the last good checkpoint in the non-finite-loss message; ``sentence_objective``
+    (``data.sentence_objective``) names the sentence head's metrics.
     """
 
     def __init__(self, model: PretrainingModel, training: TrainingConfig, failed_checkpoint_hint: str = "",

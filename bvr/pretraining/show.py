@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import datasets
-
 from bvr.config import Config
 from bvr.model.losses import IGNORE_INDEX
 from bvr.pretraining.data import training_collator
 from bvr.pretraining.instances import IN_ORDER, IS_NEXT, NOT_NEXT, SWAPPED
 from bvr.pretraining.masking import mask_copy, mask_exposure
-from bvr.pretraining.prepare import Prepared
+from bvr.pretraining.prepare import Prepared, load_instances
 from bvr.tokenization import load_tokenizer, vocab_info
 
 LABEL_NAMES = {"nsp": {IS_NEXT: "IsNext", NOT_NEXT: "NotNext"}, "sop": {IN_ORDER: "in order", SWAPPED: "swapped"}}
@@ -22,7 +20,7 @@ def render_examples(cfg: Config, prepared: Prepared, *, count: int = 3, epoch: i
     consecutive marks of one kind."""
     tokenizer, family = load_tokenizer(prepared.tokenizer)
     vocab = vocab_info(tokenizer, family)
-    train = datasets.load_from_disk(str(prepared.instances / "instances"))["train"]
+    train = load_instances(prepared)["train"]
     rows = [dict(train[i], index=i, epoch=epoch) for i in range(min(count, train.num_rows))]
     batch = training_collator(vocab, cfg)(rows)
     copy = mask_copy(cfg.masking.mode, epoch, cfg.masking.dupe_factor)

@@ -1,11 +1,6 @@
-"""AdamW with BERT's parameter groups and its learning-rate schedule: one implementation for every training loop.
-
-- :func:`no_decay` and :func:`parameter_groups`: weight decay on weight matrices only, none on biases, LayerNorm
-  weights or other 1-D parameters (BERT's and RoBERTa's recipe).
-- :func:`linear_schedule`: linear warm-up to the peak learning rate, then linear decay to zero at ``max_steps``.
-- :func:`adamw`: both, in the form a LightningModule's ``configure_optimizers`` returns (the schedule steps once
-  per optimiser step).
-"""
+"""AdamW with BERT's parameter groups and learning-rate schedule, one implementation for every training loop
+(:func:`adamw`), the clipping bf16-mixed needs (:func:`clip_unscaled`), and the stop on a non-finite loss
+(:func:`check_finite`)."""
 
 from __future__ import annotations
 
@@ -17,6 +12,8 @@ import torch
 from lightning.pytorch.plugins.precision import MixedPrecision
 from lightning.pytorch.utilities import GradClipAlgorithmType
 from torch import nn
+
+from bvr.errors import BvrError
 
 
 def no_decay(name: str, param: nn.Parameter) -> bool:
@@ -97,3 +94,30 @@ def clip_unscaled(module: L.LightningModule, clip_val: float | None, algorithm: 
     else:
         torch.nn.utils.clip_grad_value_(parameters, clip_val)
     return True
+
+
+class NonFiniteLoss(BvrError):
+    """The training loss became NaN or infinite."""
+
+
+def check_finite(loss: torch.Tensor, step: int, *, what: str, hint: str,
+                 values: Callable[[], str] | None = None) -> None:
+    """Stop training with :class:`NonFiniteLoss` when ``loss`` is NaN or infinite; call it before the backward pass,
+    so no weight changes. The message names the optimiser ``step``, the loss as ``what`` (``training loss``) and,
+    where ``values`` is given, the loss's parts it returns (``mlm_loss=nan``; called only when the loss is bad).
+
+    >>> check_finite(torch.tensor(1.0), 3, what="training loss", hint="lower the learning rate")
+    >>> try:
+    ...     check_finite(torch.tensor(float("nan")), 3, what="training loss", hint="lower the learning rate")
+    ... except NonFiniteLoss as error:
+    ...     print(error.message)
+    the training loss is not finite at step 3; training stopped before this step changed any weight
+    """
+    if torch.isfinite(loss):
+        return
+    detail = f" ({values()})" if values is not None else ""
+    raise NonFiniteLoss(
+        f"the {what} is not finite at step {step}{detail}; training stopped before this step changed any weight",
+        where="training",
+        hint=hint,
+    )

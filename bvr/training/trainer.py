@@ -1,33 +1,38 @@
 """The one Lightning Trainer factory: pretraining and fine-tuning differ only in the arguments they pass.
 
 Every Trainer here writes checkpoints whole or not at all (:class:`~bvr.checkpoints.AtomicCheckpointIO`), resolves
-``auto`` precision for the machine (:func:`~bvr.training.precision.resolve_precision`), skips the sanity
-validation and the model summary, and clips gradients by norm when ``grad_clip`` is not 0.
+``auto`` precision for the machine (:func:`resolve_precision`), skips the sanity validation and the model summary,
+and clips gradients by norm when ``grad_clip`` is not 0; :func:`training_logger` names its MLflow run, the same way
+for pretraining and fine-tuning.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import lightning as L
+import torch
 from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
 from rich.progress import Progress, TaskID, TextColumn
 
 from bvr.checkpoints import AtomicCheckpointIO
+from bvr.config import PRECISIONS
 from bvr.errors import BvrError
 from bvr.memory import keep_freed_memory
 from bvr.progress import COLUMNS, bars
 from bvr.signals import terminated_stop
-from bvr.training.precision import resolve_precision
 
 if TYPE_CHECKING:
+    from lightning.pytorch.loggers import MLFlowLogger
+
     from bvr.config import TrainingConfig
+    from bvr.tracking import RunContext
 
 LIGHTNING_NOISE = (
     ".*does not have many workers.*",  # a choice (num_workers), made for reproducibility on small CPU machines
@@ -149,8 +154,6 @@ def check_accelerator(accelerator: str, key: str = "training.accelerator") -> No
 
     Pretraining and fine-tuning call it before they read any data, so the refusal comes before any work.
     """
-    import torch
-
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
         raise BvrError(f"accelerator '{accelerator}' asked for, but this machine has no CUDA GPU",
                        where=key, hint="use auto (the GPU when there is one) or cpu")
@@ -159,31 +162,41 @@ def check_accelerator(accelerator: str, key: str = "training.accelerator") -> No
                        hint="use auto or cpu")
 
 
+def resolve_precision(precision: str, *, where: str = "precision") -> str:
+    """The precision to give Lightning: ``auto`` is bf16-mixed on a GPU that has bf16, else 32-true.
+
+    Any other value of :data:`PRECISIONS` is returned as it is; one not among them is refused, ``where`` naming the
+    setting.
+
+    >>> resolve_precision("16-mixed")
+    '16-mixed'
+    >>> resolve_precision("auto") in ("bf16-mixed", "32-true")
+    True
+    """
+    if precision not in PRECISIONS:
+        raise BvrError(f"'{precision}' is not one of auto, 32-true, bf16-mixed, 16-mixed", where=where)
+    if precision != "auto":
+        return precision
+    return "bf16-mixed" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "32-true"
+
+
 @dataclass(frozen=True)
 class TrainerSettings:
     """How a Trainer runs: on what (precision, accelerator, processes), for how long, with what clipping and
-    accumulation, and how often it logs, validates and checkpoints.
+    accumulation, and how often it logs, validates and checkpoints."""
 
-    An ``auto`` precision is :func:`resolve_precision`'s and an ``auto`` strategy :func:`resolve_strategy`'s;
-    ``devices`` counts processes per node. ``grad_clip`` is the gradient norm to clip at (0 clips nothing),
-    ``grad_accum`` the micro-batches per optimiser step. ``max_steps`` counts optimiser steps; it and ``max_epochs``
-    are -1 for no limit. Lightning logs every ``log_every_steps`` steps; the run validates every ``val_every_steps``
-    optimiser steps (None: after each epoch) and writes ``checkpoints/last.ckpt``, the resumable state, every
-    ``checkpoint_every_steps`` (None: no checkpoint).
-    """
-
-    precision: str = "auto"
+    precision: str = "auto"  # auto: resolve_precision's
     accelerator: str = "auto"
-    grad_clip: float = 0.0
-    log_every_steps: int = 50
-    max_steps: int = -1
-    max_epochs: int = -1
-    devices: int = 1
+    grad_clip: float = 0.0  # the gradient norm to clip at (0 clips nothing)
+    log_every_steps: int = 50  # Lightning logs every so many steps
+    max_steps: int = -1  # optimiser steps (-1: no limit)
+    max_epochs: int = -1  # -1: no limit
+    devices: int = 1  # processes per node
     num_nodes: int = 1
-    strategy: str = "auto"
-    grad_accum: int = 1
-    val_every_steps: int | None = None
-    checkpoint_every_steps: int | None = None
+    strategy: str = "auto"  # auto: resolve_strategy's
+    grad_accum: int = 1  # micro-batches per optimiser step
+    val_every_steps: int | None = None  # validate every so many optimiser steps (None: after each epoch)
+    checkpoint_every_steps: int | None = None  # write checkpoints/last.ckpt, the resumable state (None: never)
 
     @classmethod
     def of(cls, training: TrainingConfig) -> TrainerSettings:
@@ -242,3 +255,23 @@ def build_trainer(root: Path, settings: TrainerSettings, logger: Any, *, progres
             plugins=[AtomicCheckpointIO()],
         )
     return trainer
+
+
+def training_logger(context: RunContext, *, stage: str, task: str | None = None, seed: int | None = None,
+                    extra: Mapping[str, Any] | None = None, run_id: str | None = None) -> MLFlowLogger:
+    """The Lightning logger of one training run in the working directory's store.
+
+    The run goes to the context's experiment, nested under its parent run; it is named ``LABEL/STAGE[/TASK][/seedN]``
+    (:func:`bvr.tracking.run_name`) and tagged with the same parts, the context's tags and ``extra``
+    (:func:`bvr.tracking.run_tags`); ``run_id`` reopens a resumed run (:func:`bvr.logger.make_logger`). The context
+    comes with its experiment and label filled in (:meth:`bvr.tracking.RunContext.with_defaults`).
+    """
+    # Imported here: MLflow is needed to log, not to train, so the model and Trainer code import without it (the
+    # GPU check runs on machines that have torch and Lightning only).
+    from bvr.logger import make_logger
+    from bvr.tracking import run_name, run_tags
+
+    assert context.experiment and context.label, "training_logger needs a context with its defaults filled in"
+    return make_logger(context.experiment, run_name=run_name(context.label, stage, task, seed),
+                       tags=run_tags(context, stage=stage, task=task, seed=seed, extra=extra),
+                       parent_run_id=context.parent_run_id, workdir=Path.cwd(), run_id=run_id)
