@@ -1,17 +1,11 @@
-"""From collected runs to the numbers a report prints: measures, tests that hold their level, the paper.
-
-Every model (each arm at each pretraining seed, and the control's initialisation at each seed) is measured zero-shot on
-BLiMP, by frozen-feature probes, by fine-tuning and (pretrained arms only) by validation MLM loss, in points (MLM loss
-in nats per token; :mod:`bvr.report.measures`). The pretraining seed is the unit of replication: each model's inner
-(fine-tuning or probe) seeds are averaged to one value per pretraining seed before any test.
+"""From collected runs to the numbers a report prints: measures (:mod:`bvr.report.measures`), tests that hold their
+level, the paper.
 
 Each pretrained arm is compared with the no-pretraining control on every measure but MLM loss ("did pretraining help
-at this budget?"), and the pretrained arms two at a time, ``b - a`` with ``a`` the earlier arm (the paper's baseline
-first; a budget curve's each budget and the next only), on every measure. Arms pair by pretraining seed (seed s of
-every arm starts from the same initial weights); each difference gets a paired t test
-(:func:`bvr.report.inference.compare`), every tested comparison of the report forms one Holm family at a family-wise
-error of 5 %, intervals are Bonferroni-simultaneous, and each comparison carries the smallest effect it could detect
-with 80 % power at Holm's strictest step."""
+at this budget?"), and the pretrained arms with each other, ``b - a`` with ``a`` the earlier arm, on every measure.
+Arms pair by pretraining seed (seed s of every arm starts from the same weights) in a paired t test
+(:func:`bvr.report.inference.compare`); every tested comparison forms one Holm family at a family-wise error of 5 %,
+intervals are Bonferroni-simultaneous, and each comparison carries the smallest effect it detects with 80 % power."""
 
 from __future__ import annotations
 
@@ -80,14 +74,6 @@ class Comparison:
         return self.measure.key
 
     @property
-    def metric(self) -> str:
-        return self.measure.metric
-
-    @property
-    def higher_is_better(self) -> bool:
-        return self.measure.higher_is_better
-
-    @property
     def name(self) -> str:
         return f"{self.arm_b} − {self.arm_a}"
 
@@ -116,7 +102,7 @@ class Comparison:
             return Outcome.SAME
         if not self.significant:
             return Outcome.NO_DIFFERENCE
-        return Outcome.B_BETTER if (self.estimate > 0) == self.higher_is_better else Outcome.A_BETTER
+        return Outcome.B_BETTER if (self.estimate > 0) == self.measure.higher_is_better else Outcome.A_BETTER
 
     @property
     def winner(self) -> str | None:  # the better arm where Holm found a difference
@@ -135,7 +121,7 @@ class Comparison:
     @property
     def paper(self) -> str:
         """The paper's direction, or 'n/a'."""
-        return direction(self.published, self.arm_a, self.arm_b, higher_is_better=self.higher_is_better)
+        return direction(self.published, self.arm_a, self.arm_b, higher_is_better=self.measure.higher_is_better)
 
     @property
     def agreement(self) -> str:
@@ -256,11 +242,8 @@ def _pairs(arms: list[str], kind: str) -> list[tuple[str, str]]:
 
 
 def analyse(collected: Collected, published: pd.DataFrame) -> Analysis:
-    """Measures, tests and the published rows (the manifest's ``published`` table) of one ablation.
-
-    Every pretrained arm is compared with the control on every measure but MLM loss (the control was never
-    trained), and the pretrained arms with each other on every measure; all of these form one Holm family.
-    """
+    """Measures, tests (one Holm family; see the module docstring) and the published rows (the manifest's
+    ``published`` table) of one ablation."""
     frame, scales = _scored(collected)
     key = collected.manifest.published
     ours = published[published["ablation"] == key] if key else published.iloc[0:0]

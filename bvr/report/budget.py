@@ -1,15 +1,12 @@
 """The budget curve: a budget experiment's arms (one recipe pretrained for increasing budgets, ``kind: budget``)
 each against the no-pretraining control, and where every other ablation's budget sits on it.
 
-A budget curve reuses the report's comparisons with the control (:attr:`bvr.report.analysis.Analysis.control`),
-orders the arms by the tokens their runs saw, and finds per measure where pretraining starts to help with the
-fixed-sequence procedure (:mod:`bvr.report.inference.sequence`), which splits the report's 5 % over the measures only,
-never over the budgets (the simultaneous intervals split it over every test of the report: 24 for the shipped curve,
-where at 3 seeds only a giant effect clears them). Beside them sit each budget's validation MLM loss and the unigram
-entropy of its validation tokens (the loss of predicting each token from its frequency alone).
-
-:func:`budget_payload` is the curve as ``metrics.json`` holds it; :func:`budget_context` reads that file from
-``reports/budget/`` to say, in another ablation's report, where its budget sits on the curve.
+The arms are ordered by the tokens their runs saw; per measure, the fixed-sequence procedure
+(:mod:`bvr.report.inference.sequence`) finds where pretraining starts to help, splitting the report's 5 % over the
+measures only, never over the budgets (the report's simultaneous intervals split it over every test: 24 for the
+shipped curve, where at 3 seeds only a giant effect clears them). :func:`budget_payload` is the curve as
+``metrics.json`` holds it; :func:`budget_context` reads that file from ``reports/budget/`` for another ablation's
+report; :func:`recipe_text` puts the shared recipe in a line.
 """
 
 from __future__ import annotations
@@ -29,7 +26,6 @@ from bvr.report.cells import arm_config, fmt, fmt_ci, fmt_count, relative_path, 
 from bvr.report.document import Block, Bullets, Figure, Heading, Paragraph, Table
 from bvr.report.inference import FixedSequence, fixed_sequences, one_sided_bound, one_sided_p
 from bvr.report.measures import Measure
-from bvr.report.recipe import recipe_text
 
 BUDGET_EXPERIMENT = "budget"  # the shipped curve (experiments/budget.yaml), whose report the others look for
 METRICS_FILE = "metrics.json"
@@ -39,6 +35,51 @@ TURN_PROCEDURE = ("fixed sequence: one-sided t tests of arm − control (H0: the
                   "control), from the largest budget down, each at alpha split over the measures only (Bonferroni), "
                   "stopping at the first budget that does not reject; the smallest rejected budget is the turn")
 """How :meth:`BudgetCurve.starts_to_help` decides, as ``metrics.json`` states it."""
+
+LAYOUT = (("embedding_norm", True, "no embedding LayerNorm"), ("token_type_init", "normal", "zero token types"),
+          ("head_transform", True, "no head transform"))
+"""The model's departures from BERT's layout (``model`` key, BERT's value, the words for the other)."""
+
+
+def recipe_text(config: dict[str, Any]) -> str:
+    """A planned config's recipe in a line: encoder, vocabulary, inputs, masking, optimisation, corpus.
+
+    >>> recipe_text({"model": {"family": "bert", "norm": "pre", "num_layers": 2, "hidden_size": 128},
+    ...              "data": {"input_format": "segment-pair", "sentence_objective": "nsp", "max_length": 128},
+    ...              "masking": {"mode": "dynamic", "split": [1.0, 0.0, 0.0]}, "training": {"dropout": False}})
+    'bert 2x128 pre-LayerNorm, segment-pair x 128 + nsp, dynamic masking 100/0/0, no dropout'
+    """
+    def get(section: str, key: str) -> Any:
+        return (config.get(section) or {}).get(key)
+
+    layers, hidden = get("model", "num_layers"), get("model", "hidden_size")
+    shape = f"{layers}x{hidden}" if layers and hidden else None
+    model = " ".join(str(v) for v in (get("model", "family"), shape) if v)
+    parts = [model + (" pre-LayerNorm" if get("model", "norm") == "pre" else "")]
+    layout = [text for key, bert_way, text in LAYOUT if get("model", key) not in (None, bert_way)]
+    if layout:
+        parts[0] += " (" + ", ".join(layout) + ")"
+    tokenizer = get("tokenizer", "family")
+    if tokenizer:
+        size = (f"vocabulary sized by min_count {get('tokenizer', 'min_count')}" if get("tokenizer", "min_count")
+                else f"vocabulary {get('tokenizer', 'vocab_size') or 'default'}")
+        parts.append(f"{tokenizer} {size}")
+    if get("data", "input_format"):
+        objective = get("data", "sentence_objective")
+        parts.append(f"{get('data', 'input_format')} x {get('data', 'max_length')}"
+                     + (f" + {objective}" if objective and objective != "none" else ""))
+    split = get("masking", "split")
+    if get("masking", "mode"):
+        parts.append(f"{get('masking', 'mode')} masking"
+                     + (" " + "/".join(f"{100 * v:.0f}" for v in split) if isinstance(split, list) else ""))
+    if get("training", "dropout") is False:
+        parts.append("no dropout")
+    for key, text in (("learning_rate", "peak lr {:g}"), ("batch_size", "batch {}")):
+        if get("training", key) is not None:
+            parts.append(text.format(get("training", key)))
+    if get("corpus", "max_documents"):
+        parts.append(f"first {get('corpus', 'max_documents'):,} documents")
+    return ", ".join(p for p in parts if p)
 
 
 @dataclass(frozen=True)
@@ -129,7 +170,7 @@ def helps(c: Comparison) -> bool:
     """``c``'s simultaneous interval excludes zero on the side of the pretrained arm ``b``."""
     if not (c.test.tested and c.comparable):
         return False
-    return c.interval.ci_low > 0 if c.higher_is_better else c.interval.ci_high < 0
+    return c.interval.ci_low > 0 if c.measure.higher_is_better else c.interval.ci_high < 0
 
 
 def _mean(rows: pd.DataFrame, key: str) -> float:

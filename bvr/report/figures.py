@@ -1,8 +1,6 @@
-"""The figures of a report, drawn with matplotlib's object-oriented API onto the Agg canvas.
-
-Nothing here touches ``pyplot`` or a display: each function builds a :class:`~matplotlib.figure.Figure` (None when
-there is nothing to draw, as for an ablation with no finished run yet), which :func:`save_figure` writes as PNG.
-Arms keep one colour across every figure (:func:`arm_colors`); the no-pretraining control is grey.
+"""The figures of a report, drawn with matplotlib's object-oriented API onto the Agg canvas (no ``pyplot``, no
+display): each function builds a :class:`~matplotlib.figure.Figure`, None when there is nothing to draw, which
+:func:`save_figure` writes as PNG. Arms keep one colour across every figure (:func:`arm_colors`), the control grey.
 """
 
 from __future__ import annotations
@@ -39,14 +37,8 @@ def arm_colors(arms: Sequence[str], control: str | None) -> dict[str, str]:
     >>> arm_colors(["static", "dynamic", "no-pretraining"], "no-pretraining")["no-pretraining"]
     '#8a8a8a'
     """
-    colours, i = {}, 0
-    for arm in arms:
-        if arm == control:
-            colours[arm] = _CONTROL
-        else:
-            colours[arm] = _PALETTE[i % len(_PALETTE)]
-            i += 1
-    return colours
+    pretrained = [arm for arm in arms if arm != control]
+    return {arm: _CONTROL if arm == control else _PALETTE[pretrained.index(arm) % len(_PALETTE)] for arm in arms}
 
 
 def new_figure(width: float, height: float) -> Figure:

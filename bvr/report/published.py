@@ -1,9 +1,8 @@
 """The papers' numbers, read from ``reports/published.yaml`` into one row per (ablation, arm, task, metric).
 
-The file keeps each published table in the paper's own layout (columns, then one line of values per row) so a
-reader can check it against the page; :func:`load_published` checks every key and flattens it into a DataFrame
-with the columns in :data:`COLUMNS`. Values stay as printed in the papers (points, perplexity as is); bvr logs
-GLUE scores as fractions, so a report scales before it compares. :func:`published_effect` gives the published
+The file keeps each published table in the paper's layout (columns, then a line of values per row) so a reader can
+check it against the page; :func:`load_published` checks every key and flattens it into :data:`COLUMNS`, values as
+printed (points; a report scales bvr's fractions before it compares). :func:`published_effect` gives the published
 ``b - a`` that a comparison's ``agreement`` (:mod:`bvr.report.analysis`) sets against a measured one.
 
 >>> df = load_published()
@@ -63,11 +62,9 @@ class _Source:
 
 
 def load_published(path: str | Path | None = None) -> pd.DataFrame:
-    """Read the published numbers (default :data:`DEFAULT_PATH`), one row per (ablation, arm, task, metric).
-
-    ``value`` is a float (NaN where the paper prints a dash, or for a finding stated in words) and
-    ``higher_is_better`` a nullable boolean. Every error names the file, the line and the key.
-    """
+    """Read the published numbers (default :data:`DEFAULT_PATH`), one row per (ablation, arm, task, metric):
+    ``value`` NaN where the paper prints a dash or states a finding in words, ``higher_is_better`` a nullable
+    boolean. Every error names the file, the line and the key."""
     path = Path(path) if path is not None else DEFAULT_PATH
     data, root = parse_yaml(path, "published-results file")  # refuses a key given twice, with its line
     if root is None:
@@ -78,9 +75,16 @@ def load_published(path: str | Path | None = None) -> pd.DataFrame:
     if not isinstance(tables, list) or not tables:
         source.fail("tables", "'tables' must be a non-empty list of published tables")
     rows: list[dict[str, Any]] = []
+    seen: set[tuple] = set()  # one row per (ablation, table, arm, task, metric), or a published effect is ambiguous
     for i, table in enumerate(tables):
-        rows += _table_rows(source, table, f"tables[{i}]")
-        _check_unique(source, rows, f"tables[{i}]")
+        key = f"tables[{i}]"
+        for row in _table_rows(source, table, key):
+            ident = (row["ablation"], row["source"], row["arm"], row["task"], row["metric"])
+            if ident in seen:
+                source.fail(key, f"'{key}' repeats arm '{row['arm']}' of ablation '{row['ablation']}' "
+                                 f"({row['source']}) on task '{row['task']}', metric '{row['metric']}'")
+            seen.add(ident)
+            rows.append(row)
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
     frame["value"] = frame["value"].astype(float)
     frame["higher_is_better"] = frame["higher_is_better"].astype("boolean")
@@ -91,10 +95,9 @@ def published_effect(df: pd.DataFrame, ablation: str, arm_a: str, arm_b: str, ta
                      metric: str | None) -> float | None:
     """The published difference ``b - a`` on one task and metric, or None where either value is not published.
 
-    An effect is read within one table: an ablation may cite several (SpanBERT's masking-scheme table and its
-    auxiliary-objective table), and a row of one table is not comparable with a row of another (they differ in setting).
-    The first table, in file order, that prints both arms on the column gives the effect, in the paper's units. ``task``
-    may be ``probe/TASK`` for a feature-based column; ``metric`` None matches the task's one published metric.
+    An effect is read within one table (rows of two tables differ in setting, as SpanBERT's masking-scheme and
+    auxiliary-objective tables): the first, in file order, that prints both arms on the column, in the paper's units.
+    ``task`` may be ``probe/TASK`` for a feature-based column; ``metric`` None matches the task's one published metric.
 
     >>> df = load_published()
     >>> round(published_effect(df, "span-masking", "token", "span", "squad_v2", "dev/f1"), 6)  # Table 6
@@ -202,16 +205,3 @@ def _values(source: _Source, values: Any, key: str, n: int) -> list[float]:
             source.fail(key, f"'{key}' holds {value!r}, which is not a number (write null for a dash)")
     return [math.nan if value is None else float(value) for value in values]
 
-
-def _check_unique(source: _Source, rows: list[dict[str, Any]], key: str) -> None:
-    """Refuse a second row for one (ablation, table, arm, task, metric): a published effect would be ambiguous.
-
-    Called after each table is added, so ``key`` is the table that brought the repeat.
-    """
-    seen: set[tuple] = set()
-    for row in rows:
-        ident = (row["ablation"], row["source"], row["arm"], row["task"], row["metric"])
-        if ident in seen:
-            source.fail(key, f"'{key}' repeats arm '{row['arm']}' of ablation '{row['ablation']}' ({row['source']}) "
-                             f"on task '{row['task']}', metric '{row['metric']}'")
-        seen.add(ident)

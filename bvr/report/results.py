@@ -167,7 +167,7 @@ def _column(table: pd.DataFrame, c) -> pd.DataFrame:
     key (``probe/TASK``) for a feature-based column, whose metric we log under another name."""
     if c.measure.key.startswith("probe/"):
         return table[table["task"] == c.measure.key]
-    return table[(table["task"] == c.measure.task) & (table["metric"] == c.metric)]
+    return table[(table["task"] == c.measure.task) & (table["metric"] == c.measure.metric)]
 
 
 def _published_rows(analysis: Analysis, table: pd.DataFrame) -> list[list[Cell]]:
@@ -180,7 +180,7 @@ def _published_rows(analysis: Analysis, table: pd.DataFrame) -> list[list[Cell]]
         value = {arm: column.loc[column["arm"] == arm, "value"] for arm in (c.arm_a, c.arm_b)}
         if any(v.empty or pd.isna(v.iloc[0]) for v in value.values()):
             continue  # the effect is printed in another of the ablation's tables
-        d = metric_digits(c.metric)
+        d = metric_digits(c.measure.metric)
         label = column["metric_label"].dropna()
         paper_a, paper_b = float(value[c.arm_a].iloc[0]), float(value[c.arm_b].iloc[0])
         rows.append([label.iloc[0] if not label.empty else c.key, c.name, fmt(paper_a, d), fmt(paper_b, d),

@@ -1,53 +1,30 @@
-"""Comparisons of arms that hold their nominal level: paired t over pretraining seeds, Holm, and power.
-
-Pure functions on numbers (numpy and scipy): no files, no MLflow, no pandas.
+"""Comparisons of arms that hold their nominal level: paired t over pretraining seeds, Holm, and power. Pure
+functions on numbers (numpy and scipy): no files, no MLflow, no pandas.
 
 Design. Each arm (``static``, ``dynamic``, the no-pretraining ``control``) is pretrained at several pretraining
-seeds, and each pretrained model is evaluated (one number, or one per probe seed) and fine-tuned over fine-tuning
-seeds nested inside the pretraining seed. The pretraining seed is the unit of replication for the ablated factor:
-fine-tuning seeds measure one pretrained model more precisely but are not new draws of the pretraining run, so
-treating them as independent replicates would overstate the evidence. Hence:
+seeds, and each model is evaluated and fine-tuned over inner (probe or fine-tuning) seeds. The pretraining seed is
+the unit of replication for the ablated factor: inner seeds measure one model more precisely but are not new draws
+of the pretraining run, and counting them as replicates would overstate the evidence. Hence :func:`unit_values`
+averages the inner seeds first (:func:`variance_components` splits the spread between the two kinds of seed), and
+:func:`compare` tests ``a - b`` over the units: a paired t test with its t interval (arms share seed ``s``'s
+initialisation), Welch's when unpaired, no test below :data:`MIN_UNITS` units (with two pairs its verdict would
+turn on one spread estimate). An exact permutation p-value is reported beside it; with ``n`` pairs it never goes
+below ``2 / 2**n`` (0.0625 at ``n = 5``), so the verdict rests on the t test. A percentile bootstrap over 2 to 5
+pairs is far too narrow (a true null said "better" 50 % of the time at 2 pairs, 16 % at 5).
+``tests/test_inference.py`` simulates the claims: at 3, 5 and 10 pairs false "better" verdicts run at 5 % under
+normal differences, 3.5 to 4.4 % under heavy symmetric tails.
 
-- :func:`unit_values` averages the inner (fine-tuning or probe) seeds to one value per pretraining seed, and
-  :func:`variance_components` says how the spread splits between pretraining seeds and fine-tuning seeds;
-- :func:`compare` tests ``a - b`` over the units. Arms share pretraining seed ``s``'s initialisation, so units pair
-  by pretraining seed and the test is a paired t test on the per-unit differences, with a t interval. Without
-  pairing (asked for, or no unit in common) it is Welch's t test. An exact permutation p-value is reported beside
-  it: sign flips of the paired differences (exact under symmetric differences, assuming nothing else), or
-  relabelling of units between arms when unpaired. With ``n`` pairs it can never go below ``2 / 2**n``, 0.0625 at
-  ``n = 5``, which is why the verdict rests on the t test and the permutation p-value is there to be read beside
-  it: when the two disagree, the t verdict leans on its assumption that the differences are roughly normal.
-- Fewer than :data:`MIN_UNITS` units on either side gives no test at all (``reason == "too few units"``): with two
-  pairs the t test has one degree of freedom and its verdict turns on a single spread estimate.
+Limits. The level holds when the paired differences are symmetric about 0, as under the null that the arms are
+interchangeable. Skewed differences with equal means (one arm occasionally collapsing) make the t test liberal (10
+to 12 % at 3 to 10 pairs), the sign-flip test too: hence a report shows collapsed runs beside its verdicts. Welch's
+test is approximate (3.3 to 5.3 % at 3 to 10 units per arm, one arm up to three times as noisy).
 
-Why not the percentile bootstrap the report used: with 2 to 5 paired seeds its "95 %" interval is far too narrow
-(simulated with normal differences, a true null gave a "better" verdict 50 % of the time at 2 pairs, 25 % at 3
-and 16 % at 5), whereas the t interval has its nominal coverage under normal differences at any ``n``.
-``tests/test_inference.py`` simulates the claims: at 3, 5 and 10 pairs the rate of false "better" verdicts is
-5 % under normal differences and 3.5 to 4.4 % under Student t with 3 df and under a contaminated normal (heavy
-symmetric tails make the t test conservative).
-
-Limits. The level holds when the paired differences are symmetric about 0, as they are under the null that the two arms
-are interchangeable. Differences can be skewed with equal means only when the arms fail differently (one arm
-occasionally collapsing, say); the t test is then liberal (centred exponential differences gave false "better" verdicts
-10 to 12 % of the time at 3 to 10 pairs), and the sign-flip test, which assumes symmetry too, does not rescue it; a
-report should show collapsed runs beside its verdicts for that reason. Welch's test is approximate: simulated at 3 to 10
-units per arm, with one arm up to three times as noisy, its level was 3.3 to 5.3 %.
-
-Multiplicity. One report makes about 10 to 70 comparisons, and every verdict in it is a claim a reader will act
-on alone ("dynamic masking helps SST-2"). :func:`holm` therefore controls the family-wise error rate: the chance
-that *any* verdict in the report is false stays at ``alpha``. Benjamini-Hochberg would control only the expected
-share of false verdicts among the positive ones, which is too weak when each comparison is read as a finding on
-its own. Holm rejects everything Bonferroni rejects, sometimes more, and holds under any dependence between
-comparisons (they share arms and seeds). Intervals are made simultaneous with Bonferroni
-(:func:`adjusted_confidence`, :func:`simultaneous`): each at ``1 - alpha / m``. Those intervals are conservative,
-and agree with Holm in one direction only: a Bonferroni interval that excludes 0 implies Holm rejects (its raw p
-is below ``alpha / m``), but Holm may reject a comparison whose Bonferroni interval still covers 0.
-
-Power. :func:`min_detectable_effect` is the smallest true difference the design would declare 80 % of the time
-at the level used (``alpha / m`` for a family of ``m``, Holm's first and strictest step), from the noncentral
-t distribution; a "no difference detected" verdict quotes it so that "no difference" is not read as "the same".
-:func:`units_needed` answers the converse: how many pretraining seeds a given effect would need.
+Multiplicity. A report makes 10 to 70 comparisons, each read as a finding on its own, so :func:`holm` controls the
+family-wise error (the chance that *any* verdict is false) under any dependence, not the weaker false discovery
+rate. Bonferroni-simultaneous intervals (:func:`adjusted_confidence`, :func:`simultaneous`), each at
+``1 - alpha / m``: one that excludes 0 implies Holm rejects, not the converse. :func:`min_detectable_effect` is the
+smallest true difference detected 80 % of the time at ``alpha / m`` (Holm's strictest step), so that "no difference
+detected" is not read as "the same"; :func:`units_needed` the pretraining seeds an effect would need.
 
 >>> c = compare({0: 81.0, 1: 82.0, 2: 83.0}, {0: 80.0, 1: 80.0, 2: 80.0})
 >>> c.estimate, c.sd, c.n, c.df, round(c.t, 3), round(c.p_value, 4), c.permutation_p
@@ -55,10 +32,8 @@ t distribution; a "no difference detected" verdict quotes it so that "no differe
 >>> round(holm([c.p_value])[0], 4), round(c.mde(0.05), 2)  # Holm p of a family of one; |d| detectable at 80 %
 (0.0742, 3.26)
 
-Ordered hypotheses. A budget curve's budgets are ordered before any data is seen, so "from which budget on does
-pretraining help?" is answered by the fixed-sequence procedure (:func:`fixed_sequences`): one-sided tests from the
-largest budget down, each at the full per-measure level, stopping at the first that does not reject. Its alpha is
-split over the measures only, never over the budgets, where Holm over the whole report splits it over every test.
+Ordered hypotheses. "From which budget on does pretraining help?" is answered by the fixed-sequence procedure
+(:func:`fixed_sequences`), whose alpha is split over the measures only, never over the budgets.
 """
 
 from bvr.report.inference.compare import (
@@ -67,10 +42,13 @@ from bvr.report.inference.compare import (
     PERMUTATION_SEED,
     TOO_FEW_UNITS,
     Comparison,
+    adjusted_confidence,
     compare,
+    holm,
     sign_flip_p,
+    simultaneous,
+    with_confidence,
 )
-from bvr.report.inference.multiplicity import adjusted_confidence, holm, simultaneous, with_confidence
 from bvr.report.inference.power import (
     DEFAULT_POWER,
     MIN_UNITS,

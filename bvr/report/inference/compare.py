@@ -1,19 +1,19 @@
 """Comparing two arms over their units: a paired t test (Welch's when unpaired) with its t interval, and an exact or
-Monte Carlo permutation p-value beside it."""
+Monte Carlo permutation p-value beside it; and many comparisons at once: Holm's step-down adjustment and
+Bonferroni-simultaneous intervals (a report's verdict from them is :attr:`bvr.report.analysis.Comparison.outcome`)."""
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
 from scipy import special
 
-from bvr.report.inference.checks import check_finite, check_level
-from bvr.report.inference.power import DEFAULT_POWER, MIN_UNITS, min_detectable_effect
+from bvr.report.inference.power import DEFAULT_POWER, MIN_UNITS, check_finite, check_level, min_detectable_effect
 
 EXACT_PERMUTATION_LIMIT = 2**16  # permutation tests enumerate up to this many arrangements (sign flips of 16 pairs)
 PERMUTATION_DRAWS = 100_000  # random arrangements beyond it: a Monte Carlo error of about 0.0007 at p = 0.05
@@ -23,11 +23,8 @@ TOO_FEW_UNITS = "too few units"  # :attr:`Comparison.reason` when a side has few
 
 @dataclass(frozen=True)
 class Comparison:
-    """The difference ``a - b`` between two arms over units (pretraining seeds), with its test.
-
-    Inferential fields (``se``, ``df``, ``t``, ``p_value``, the interval and the permutation p-values) are NaN
-    when the comparison is not tested (:attr:`reason` says why).
-    """
+    """The difference ``a - b`` between two arms over units (pretraining seeds), with its test; the inferential
+    fields (``se``, ``df``, ``t``, the p-values, the interval) are NaN when it is not tested (:attr:`reason`)."""
 
     estimate: float  # mean of the paired differences ``a - b``, or ``mean(a) - mean(b)`` (Welch); NaN with no unit
     ci_low: float  # the t interval of :attr:`estimate` at :attr:`confidence`
@@ -65,12 +62,11 @@ class Comparison:
 
 def compare(a: Mapping[int, float], b: Mapping[int, float], *, confidence: float = 0.95, higher_is_better: bool = True,
             paired: bool = True) -> Comparison:
-    """Test the difference ``a - b`` between two arms, one value per unit (pretraining seed).
+    """Test the difference ``a - b`` between two arms, one value per unit (pretraining seed), two-sided.
 
-    Paired on the units both arms have; units of one arm only are left out and counted. When ``paired`` is False,
-    or when the arms have no unit in common at all, Welch's t test compares the two sets of units instead. With fewer
-    than :data:`MIN_UNITS` units per arm it is not tested. ``higher_is_better`` is carried for the report's
-    decision; the test is two-sided.
+    Paired on the units both arms have (those of one arm only are left out and counted); Welch's t test when
+    ``paired`` is False or no unit is in common; not tested below :data:`MIN_UNITS` units per arm.
+    ``higher_is_better`` is carried for the report's decision.
     """
     check_level(confidence, "confidence")
     check_finite(a, "a")
@@ -82,14 +78,12 @@ def compare(a: Mapping[int, float], b: Mapping[int, float], *, confidence: float
     return _welch(a, b, confidence, higher_is_better, note)
 
 
-def sign_flip_p(differences: Sequence[float] | np.ndarray, *, draws: int = PERMUTATION_DRAWS,
-                seed: int = PERMUTATION_SEED) -> float:
-    """Two-sided sign-flip permutation p-value of the mean of paired differences.
+def sign_flip_p(differences: Sequence[float] | np.ndarray) -> float:
+    """Two-sided sign-flip permutation p-value of the mean of paired differences; NaN with none.
 
-    Under the null that each difference is symmetric about 0, every one of the ``2**n`` sign patterns is equally
-    likely; the p-value is the share of patterns whose ``|sum|`` is at least the observed one. All patterns are
-    enumerated up to 16 differences; beyond, ``draws`` random patterns (seeded) give ``(1 + hits) / (1 + draws)``.
-    NaN with no difference.
+    Under the null that each difference is symmetric about 0, all ``2**n`` sign patterns are equally likely; the
+    p-value is the share whose ``|sum|`` is at least the observed one, every pattern enumerated up to 16 differences,
+    :data:`PERMUTATION_DRAWS` seeded random ones beyond (:func:`_monte_carlo_p`).
 
     >>> sign_flip_p([1.0, 2.0, 3.0])
     0.25
@@ -100,11 +94,8 @@ def sign_flip_p(differences: Sequence[float] | np.ndarray, *, draws: int = PERMU
     observed, tol = abs(d.sum()), _tolerance(d)
     if 2**d.size <= EXACT_PERMUTATION_LIMIT:
         return int(np.count_nonzero(np.abs(_sign_patterns(d.size) @ d) >= observed - tol)) / 2**d.size
-    rng, hits = np.random.default_rng(seed), 0
-    for size in _chunks(draws):
-        signs = rng.integers(0, 2, size=(size, d.size)) * 2 - 1
-        hits += int((np.abs(signs @ d) >= observed - tol).sum())
-    return (1 + hits) / (1 + draws)
+    return _monte_carlo_p(lambda rng, size: np.abs((rng.integers(0, 2, size=(size, d.size)) * 2 - 1) @ d),
+                          observed - tol)
 
 
 def _paired(a: Mapping[int, float], b: Mapping[int, float], units: list[int], confidence: float,
@@ -192,11 +183,11 @@ def _relabel_p(xa: np.ndarray, xb: np.ndarray) -> tuple[float, bool]:
     observed, tol = float(stat(np.array(xa.sum()))), _tolerance(pooled)
     if math.comb(pooled.size, na) <= EXACT_PERMUTATION_LIMIT:
         return float((stat(pooled[_labellings(pooled.size, na)].sum(axis=1)) >= observed - tol).mean()), True
-    rng, hits = np.random.default_rng(PERMUTATION_SEED), 0
-    for size in _chunks(PERMUTATION_DRAWS):
-        chosen = rng.random((size, pooled.size)).argsort(axis=1)[:, :na]
-        hits += int((stat(pooled[chosen].sum(axis=1)) >= observed - tol).sum())
-    return (1 + hits) / (1 + PERMUTATION_DRAWS), False
+
+    def relabelled(rng: np.random.Generator, size: int) -> np.ndarray:  # ``size`` random choices of a's units
+        return stat(pooled[rng.random((size, pooled.size)).argsort(axis=1)[:, :na]].sum(axis=1))
+
+    return _monte_carlo_p(relabelled, observed - tol), False
 
 
 @lru_cache(maxsize=32)
@@ -218,6 +209,61 @@ def _tolerance(x: np.ndarray) -> float:
     return 1e-9 * float(np.abs(x).sum())
 
 
-def _chunks(total: int, size: int = 10_000) -> list[int]:
-    """``total`` split into batches of at most ``size``, to bound memory."""
-    return [min(size, total - start) for start in range(0, total, size)]
+def _monte_carlo_p(draw: Callable[[np.random.Generator, int], np.ndarray], threshold: float) -> float:
+    """``(1 + hits) / (1 + draws)``: the share of :data:`PERMUTATION_DRAWS` random arrangements (seeded, drawn in
+    batches of 10,000 to bound memory) whose statistic, ``draw(rng, batch)``, reaches ``threshold``."""
+    rng, hits = np.random.default_rng(PERMUTATION_SEED), 0
+    for start in range(0, PERMUTATION_DRAWS, 10_000):
+        hits += int((draw(rng, min(10_000, PERMUTATION_DRAWS - start)) >= threshold).sum())
+    return (1 + hits) / (1 + PERMUTATION_DRAWS)
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values: family-wise error control under any dependence.
+
+    The ``i``-th smallest of ``m`` p-values becomes ``max_{j <= i} min(1, (m - j + 1) p_(j))``, so adjusted
+    p-values keep the order of the raw ones and never exceed 1. NaN entries (untested comparisons) stay NaN and
+    do not count toward ``m``. Reject where the adjusted p-value is at most ``alpha``.
+
+    >>> [round(q, 6) for q in holm([0.01, 0.04, 0.03, 0.005])]
+    [0.03, 0.06, 0.06, 0.02]
+    """
+    p = np.asarray(pvalues, dtype=float)
+    if ((p < 0) | (p > 1)).any():
+        raise ValueError(f"p-values must lie in [0, 1], got {p.tolist()}")
+    tested = np.flatnonzero(~np.isnan(p))
+    m = tested.size
+    order = tested[np.argsort(p[tested], kind="stable")]
+    steps = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+    adjusted = p.copy()
+    adjusted[order] = steps
+    return [float(v) for v in adjusted]
+
+
+def adjusted_confidence(confidence: float, m: int) -> float:
+    """Bonferroni level at which ``m`` intervals hold simultaneously: ``1 - (1 - confidence) / m`` (0 or 1 tested
+    comparisons leave the level as it is).
+
+    >>> adjusted_confidence(0.95, 10)
+    0.995
+    """
+    check_level(confidence, "confidence")
+    if m < 0:
+        raise ValueError(f"m must be at least 0, got {m}")
+    return 1 - (1 - confidence) / max(m, 1)
+
+
+def with_confidence(comparison: Comparison, confidence: float) -> Comparison:
+    """The same comparison with its t interval recomputed at ``confidence``."""
+    check_level(confidence, "confidence")
+    if not comparison.tested:
+        return replace(comparison, confidence=confidence)
+    low, high = t_interval(comparison.estimate, comparison.se, comparison.df, confidence)
+    return replace(comparison, ci_low=low, ci_high=high, confidence=confidence)
+
+
+def simultaneous(comparisons: Sequence[Comparison], confidence: float = 0.95) -> list[Comparison]:
+    """Bonferroni intervals for a family, each at ``1 - (1 - confidence) / m`` (``m`` the tested comparisons): they
+    cover all at once with chance at least ``confidence`` (see :mod:`bvr.report.inference` for how they meet Holm)."""
+    level = adjusted_confidence(confidence, sum(c.tested for c in comparisons))
+    return [with_confidence(c, level) for c in comparisons]

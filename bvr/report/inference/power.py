@@ -1,19 +1,38 @@
 """Power of the paired (or Welch) t test from the noncentral t distribution: the smallest effect a design detects,
-and the pretraining seeds an effect needs."""
+and the pretraining seeds an effect needs; and the argument checks every inference function shares."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
 from scipy import integrate, optimize, special, stats
 
-from bvr.report.inference.checks import check_level, check_power
-
 MIN_UNITS = 3  # fewest units (pretraining seeds) per arm for a test: below it a comparison says "too few units"
 DEFAULT_POWER = 0.8  # at which detectable effects and needed units are quoted
 UNITS_CAP = 10_000  # the most units :func:`units_needed` searches; beyond it the answer is "more than" this
+
+
+def check_finite(values: Mapping, name: str) -> None:
+    """Refuse NaN and infinite values: a broken run must be left out before statistics, and visibly."""
+    bad = [key for key, value in values.items() if not math.isfinite(value)]
+    if bad:
+        raise ValueError(f"{name} must be finite; {sorted(bad)} are not")
+
+
+def check_level(level: float, name: str) -> None:
+    """Refuse a level (alpha, confidence, power) outside (0, 1); ``name`` names it in the error."""
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"{name} must be in (0, 1), got {level}")
+
+
+def check_power(alpha: float, power: float) -> None:
+    """Refuse an ``alpha`` outside (0, 1) or a ``power`` outside (alpha, 1)."""
+    check_level(alpha, "alpha")
+    if not alpha < power < 1.0:
+        raise ValueError(f"power must be in (alpha, 1) = ({alpha}, 1), got {power}")
 
 
 @dataclass(frozen=True)
@@ -30,12 +49,10 @@ class UnitsNeeded:
 
 
 def power(effect: float, sd_diff: float, n: int, alpha: float, *, paired: bool = True) -> float:
-    """Chance that the two-sided t test at level ``alpha`` rejects when the true difference is ``effect``.
-
-    From the noncentral t distribution with ``df = n - 1`` and noncentrality ``effect / (sd / sqrt(n))`` when
-    paired (``n`` pairs, ``sd`` of the differences); unpaired, ``n`` units per arm of common SD ``sd``,
-    ``df = 2n - 2`` and noncentrality ``effect / (sd sqrt(2 / n))`` (Welch's test is close to this when the SDs
-    and sizes are similar). NaN when ``n < 2`` or an input is NaN.
+    """Chance that the two-sided t test at level ``alpha`` rejects when the true difference is ``effect``, from the
+    noncentral t: paired, ``n`` pairs of differences of SD ``sd_diff`` (``df = n - 1``); unpaired, ``n`` units per
+    arm of common SD ``sd_diff`` (``df = 2n - 2``, close to Welch's with similar SDs and sizes). NaN when ``n < 2``
+    or an input is NaN.
 
     >>> round(power(0.0, 1.0, 5, 0.05), 3)
     0.05
@@ -56,12 +73,10 @@ def _power(effect: float, sd_diff: float, n: int, alpha: float, paired: bool) ->
 
 def min_detectable_effect(sd_diff: float, n: int, alpha: float, power: float = DEFAULT_POWER, *,
                           paired: bool = True) -> float:
-    """The smallest true difference the design detects with chance ``power`` (two-sided t test at ``alpha``).
-
-    A "no difference detected" verdict means the true difference is probably smaller than this, not that it
-    is 0. Use the level the verdicts use: ``alpha / m`` for a Holm family of ``m`` (its first, strictest step).
-    ``sd_diff`` is the SD of the paired differences over ``n`` pairs (unpaired: the common SD of one arm's units,
-    ``n`` per arm); the effect is in its units, NaN when ``n < 2`` or ``sd_diff`` is NaN.
+    """The smallest true difference the design detects with chance ``power`` (two-sided t test at ``alpha``, which
+    should be the verdicts' level: ``alpha / m`` for a Holm family of ``m``), in the units of ``sd_diff`` (as for
+    :func:`power`); NaN when ``n < 2`` or ``sd_diff`` is NaN. "No difference detected" means the true difference is
+    probably smaller than this, not that it is 0.
 
     >>> round(min_detectable_effect(1.0, 10, 0.05), 3)
     0.996

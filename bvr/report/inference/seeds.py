@@ -9,20 +9,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bvr.report.inference.checks import check_finite
+from bvr.report.inference.power import check_finite
 
 
 @dataclass(frozen=True)
 class VarianceComponents:
-    """One-way random-effects split of a metric's variance: between pretraining seeds and within them.
-
-    Model: value = mean + u_unit + e_unit,inner with independent u ~ (0, between_var), e ~ (0, within_var).
-    Estimates are ANOVA method of moments, valid for unbalanced designs: ``within_var`` is the within-unit mean
-    square, ``between_var = (ms_between - ms_within) / n0`` truncated at 0, where ``n0`` is the effective number
-    of inner replicates per unit (their common number when balanced). A negative untruncated value means the
-    units agree more than the inner noise predicts, so 0 is the best estimate of ``between_var``. When no unit has two
-    inner replicates (``within_var`` is NaN), ``between_var`` is the plain variance of the unit values, which contains
-    the within variance: the two cannot be separated.
+    """One-way random-effects split of a metric's variance (value = mean + u_unit + e_unit,inner, u ~ (0, between_var),
+    e ~ (0, within_var)), by ANOVA method of moments, valid unbalanced: ``within_var`` is the within-unit mean square,
+    ``between_var = (ms_between - ms_within) / n0`` truncated at 0 (units that agree more than the inner noise
+    predicts). With no unit of two inner replicates (``within_var`` NaN), ``between_var`` is the plain variance of the
+    unit values, which holds the within variance too: the two cannot be separated.
     """
 
     between_var: float  # between pretraining seeds; NaN with fewer than two units
@@ -45,10 +41,8 @@ class VarianceComponents:
 
 
 def unit_values(values: Mapping[tuple[int, int], float]) -> dict[int, float]:
-    """One value per pretraining seed: the mean over its inner (fine-tuning or probe) seeds.
-
-    Units with more inner seeds are measured more precisely but count once each: the pretraining seed, not the
-    fine-tuning seed, is what replicates the ablated factor. ``values`` are keyed ``(pretraining_seed, inner_seed)``.
+    """One value per pretraining seed: the mean over its inner (fine-tuning or probe) seeds, ``values`` being keyed
+    ``(pretraining_seed, inner_seed)``. Each unit counts once: the pretraining seed replicates the ablated factor.
 
     >>> unit_values({(0, 0): 1.0, (0, 1): 3.0, (1, 0): 5.0})
     {0: 2.0, 1: 5.0}
@@ -57,8 +51,8 @@ def unit_values(values: Mapping[tuple[int, int], float]) -> dict[int, float]:
 
 
 def variance_components(values: Mapping[tuple[int, int], float]) -> VarianceComponents:
-    """Between-pretraining-seed and within (fine-tuning-seed) variance, one-way random-effects ANOVA; designs may be
-    unbalanced, and components that the design cannot estimate are NaN.
+    """Between-pretraining-seed and within (inner-seed) variance (:class:`VarianceComponents`); NaN where the design
+    cannot estimate a component.
 
     >>> vc = variance_components({(0, 0): 1.0, (0, 1): 2.0, (0, 2): 3.0, (1, 0): 4.0, (1, 1): 5.0, (1, 2): 6.0})
     >>> vc.ms_between, vc.ms_within, round(vc.between_var, 4), vc.within_var, vc.n_inner

@@ -1,23 +1,14 @@
 """Hypotheses in a fixed order: the fixed-sequence procedure over a budget curve's budgets, one-sided.
 
-A budget curve asks, per measure, from which budget on pretraining helps. Its budgets are ordered before any data is
-seen (from the smallest up), and a larger budget is expected to help at least as much as a smaller one. The
-fixed-sequence procedure uses that order: test the largest budget at the full level ``alpha`` (one-sided: H0 "this
-budget is not better than the control"); if it rejects, test the next smaller one at ``alpha`` again, and so on,
-stopping at the first budget that does not reject. The rejected budgets are a suffix of the list (from some budget
-up to the largest), and its smallest member is the "turn". The family-wise error rate over the budgets stays at
-``alpha`` with no split over budgets: the first true null met on the way down is tested at ``alpha``, and nothing
-below it can be rejected unless it is (the closed-testing argument; Maurer, Hothorn and Lehmacher 1995). The price
-is that a budget below a non-rejection is never declared, however clear its own evidence: "helps at 900 steps but
-not at 1,800" is not something this procedure can say.
-
-Several measures (BLiMP, a probe, a fine-tuned task) are several sequences; :func:`fixed_sequences` splits
-``alpha`` over the measures only (Bonferroni: each at ``alpha / k``), so the family-wise error rate over every
-budget and measure stays at ``alpha`` under any dependence between measures.
-
-The one-sided p-values come from the report's own two-sided t tests (:func:`one_sided_p`), and
-:func:`one_sided_bound` gives each budget's bound at the same level. A bound lies above zero exactly when its own
-one-sided test rejects at that level; the bounds hold each on its own, not simultaneously over the budgets.
+A budget curve's budgets are ordered before any data is seen, and a larger budget is expected to help at least as
+much as a smaller one. The procedure tests the largest budget at the full level ``alpha`` (one-sided H0: "this budget
+is not better than the control"), then the next smaller one at ``alpha`` again, stopping at the first that does not
+reject: the rejected budgets are a suffix of the list, and its smallest member is the "turn". The family-wise error
+over the budgets stays at ``alpha`` with no split (closed testing; Maurer, Hothorn and Lehmacher 1995); the price is
+that a budget below a non-rejection is never declared, however clear its own evidence. :func:`fixed_sequences`
+splits ``alpha`` over several measures (Bonferroni) only. The one-sided p-values and bounds come from the report's
+own t tests (:func:`one_sided_p`, :func:`one_sided_bound`); a bound lies above zero exactly when its own test
+rejects, and the bounds hold each on its own, not simultaneously over the budgets.
 
 >>> s = fixed_sequence([0.30, 0.01, 0.002, 0.04], 0.05)
 >>> s.rejected, s.turn
@@ -34,8 +25,8 @@ from dataclasses import dataclass
 
 from scipy import special
 
-from bvr.report.inference.checks import check_level
 from bvr.report.inference.compare import Comparison
+from bvr.report.inference.power import check_level
 
 
 @dataclass(frozen=True)
@@ -56,10 +47,8 @@ class FixedSequence:
 
 
 def fixed_sequence(pvalues: Sequence[float], alpha: float) -> FixedSequence:
-    """Test hypotheses from the last to the first, each at ``alpha``, stopping at the first that does not reject.
-
-    ``pvalues`` are one-sided, budgets smallest first, so the last is tested first; NaN (an untested budget) does not
-    reject and so stops the sequence there. ``alpha`` is also the family-wise error rate over the sequence.
+    """Test one-sided ``pvalues`` (budgets smallest first) from the last to the first, each at ``alpha`` (the
+    family-wise error over the sequence), stopping at the first that does not reject; NaN (untested) stops it too.
 
     >>> fixed_sequence([0.5, 0.03, math.nan, 0.001], 0.05).adjusted_p
     (nan, nan, nan, 0.001)
@@ -90,11 +79,9 @@ def fixed_sequences(pvalues: Mapping[str, Sequence[float]], alpha: float) -> dic
 
 
 def one_sided_p(c: Comparison) -> float:
-    """The one-sided p-value of ``c``'s t test for H0 "``a`` is not better than ``b``" (by ``c.higher_is_better``).
-
-    Half the two-sided p-value when the estimate lies on ``a``'s side, one minus that half otherwise: the t
-    distribution is symmetric, so this is the t test's own one-sided tail (an estimate of exactly 0 gives 0.5).
-    ``a`` is the arm hoped better (a budget), ``b`` the control; NaN when ``c`` is not tested.
+    """The one-sided p-value of ``c``'s t test for H0 "``a`` (a budget) is not better than ``b``" (the control), by
+    ``c.higher_is_better``: half the two-sided p when the estimate lies on ``a``'s side, one minus that half otherwise
+    (the t distribution is symmetric; an estimate of 0 gives 0.5). NaN when ``c`` is not tested.
 
     >>> from bvr.report.inference.compare import compare
     >>> round(one_sided_p(compare({0: 81.0, 1: 82.0, 2: 83.0}, {0: 80.0, 1: 80.0, 2: 80.0})), 4)
@@ -107,11 +94,9 @@ def one_sided_p(c: Comparison) -> float:
 
 
 def one_sided_bound(c: Comparison, confidence: float) -> float:
-    """The one-sided confidence bound on ``a - b`` at ``confidence``, on the side that would show ``a`` better.
-
-    A lower bound when higher is better (``estimate - t_{df, confidence} se``), an upper bound otherwise. It
-    excludes 0 exactly when :func:`one_sided_p` is below ``1 - confidence`` (``1 - alpha / k`` beside
-    :func:`fixed_sequences`). NaN when ``c`` is not tested.
+    """The one-sided bound on ``a - b`` at ``confidence`` on the side that would show ``a`` better (a lower bound,
+    ``estimate - t_{df, confidence} se``, when higher is better): it excludes 0 exactly when :func:`one_sided_p` is
+    below ``1 - confidence``. NaN when ``c`` is not tested.
 
     >>> from bvr.report.inference.compare import compare
     >>> round(one_sided_bound(compare({0: 81.0, 1: 82.0, 2: 83.0}, {0: 80.0, 1: 80.0, 2: 80.0}), 0.95), 3)
