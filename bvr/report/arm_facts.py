@@ -1,13 +1,7 @@
-"""Whether the arms compare fairly, in the report's setup: what each arm saw and how large it was, and every setting
-in which the arms differ.
-
-:func:`arm_facts` gives the table of what each pretrained arm's runs measured (tokens per step, tokens seen in ids
-and in words, epochs, parameters in and outside the embeddings and, where the tokenizers differ, how often the
-median id of each vocabulary occurs in its training sequences: the run's ``run/*`` metrics, medians over pretraining
-seeds, '—' for runs logged before a metric existed), a sentence on the learning rate where the batch size differs
-(RoBERTa's Table 3 sets one per size), and the table of every setting that differs between the arms' resolved
-configurations (:func:`settings_that_differ`): what an arm declares and what it takes from its preset alike, so a
-recipe comparison such as BERT against RoBERTa lists each of its differences.
+"""Whether the arms compare fairly, in the report's setup (:func:`arm_facts`): what each pretrained arm's runs saw
+and how large it was, the learning rate where the batch size differs (RoBERTa's Table 3 sets one per size), and every
+setting in which the arms' resolved configurations differ (:func:`settings_that_differ`), declared or taken from the
+preset alike, so a recipe comparison such as BERT against RoBERTa lists each of its differences.
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
 """Read an ablation's runs back from MLflow, guided by the runner's manifest.
 
-The manifest (:class:`bvr.ablation.manifest.Manifest`) is the plan and the index: which arms, tasks and seeds there
-should be, and the MLflow run id of each unit of work. Every number a report prints comes from the
-run named by that id, read from the store with :func:`bvr.tracking.find_runs` (the layout of
-``mlflow.search_runs``: ``metrics.*``, ``params.*``, ``tags.*``) and, for curves, ``MlflowClient.get_metric_history``.
-
-Nothing here raises for an unfinished ablation. A unit whose status is not ``done``, a run id the store does not
-hold, a run that is not FINISHED, a run tagged for another arm, task or seed, or a score the manifest copied
-differently is written as one line in :attr:`Collected.missing`, and the unit is left out (a copied score that
-differs is only reported: the run's own value is used).
+The manifest (:class:`bvr.ablation.manifest.Manifest`) says which arms, tasks and seeds there should be and the MLflow
+run id of each unit; every number a report prints comes from that run, read with :func:`bvr.tracking.find_runs`
+(``metrics.*``, ``params.*``, ``tags.*``) and, for curves, ``MlflowClient.get_metric_history``. Nothing here raises
+for an unfinished ablation: a unit that is not ``done``, a run the store lacks, one not FINISHED or tagged for another
+arm, task or seed is left out with a line in :attr:`Collected.missing` (a score the manifest copied differently is
+only reported there: the run's own value is used).
 """
 
 from __future__ import annotations
@@ -70,12 +67,8 @@ DETAIL_COLUMNS = ("arm", "pretrain_seed", "kind", "task", "key", "value")
 @dataclass
 class Collected:
     """What the store holds for one ablation, and what it lacks; each frame holds the columns of its ``*_COLUMNS``.
-
-    ``finetune``'s ``value`` is the headline score as logged (GLUE and CoNLL as fractions, SQuAD in points);
-    ``evaluations``' the headline as logged (a fraction; a probe's mean over its seeds), with ``seeds``, probe seed ->
-    headline; ``details`` holds every other metric of the evaluation runs (BLiMP per paradigm and term, probe feature
-    kinds).
-    """
+    ``value`` is the headline as logged (fractions; SQuAD in points; a probe's mean over its ``seeds``); ``details``
+    holds every other metric of the evaluation runs (BLiMP per paradigm and term, probe feature kinds)."""
 
     manifest: Manifest
     experiment: str

@@ -1,11 +1,8 @@
-"""What a report says first: the ablation's effect on each measure, then whether pretraining helped (or hurt) each arm
-against the no-pretraining control, from the Holm-adjusted comparisons of :mod:`.analysis`: a line per question
-(:func:`brief`, what the terminal and the report's first screen show), then one sentence per finding
-(:func:`headlines`).
-
-Every Holm-significant comparison, in either direction, is stated as found, in one form: who is better than whom,
-on what, by how much (the lead of the better side with its simultaneous interval) and at which Holm-adjusted p
-(:func:`found`). A measure is never listed both as one pretraining did not help and as a significant effect."""
+"""What a report says first, from the Holm-adjusted comparisons of :mod:`.analysis`: the ablation's effect on each
+measure, then whether pretraining helped (or hurt) each arm against the control; a line per question (:func:`brief`)
+and a sentence per finding (:func:`headlines`). A significant comparison, in either direction, is stated in one form:
+who beats whom, on what, by how much (with its simultaneous interval) and at which Holm p (:func:`found`). A measure
+is never listed both as one pretraining did not help and as a significant effect."""
 
 from __future__ import annotations
 
@@ -189,10 +186,9 @@ def _brief_control(analysis: Analysis) -> str | None:
 
 
 def too_small(analysis: Analysis) -> str | None:
-    """The headline's line on arms whose measures cannot see pretraining at this budget (they beat the control on
-    none of the measures they were tested on; the full sentence is :func:`_control_lines`'), in short: the first
-    thing a reader must know, since no difference between such an arm and another can be read as the ablation's
-    effect. None when every tested arm beats the control somewhere."""
+    """The headline's line on arms that beat the control on none of the measures they were tested on (in full:
+    :func:`_control_lines`), the first thing a reader must know: no difference involving such an arm can be read as
+    the ablation's effect. None when every tested arm beats the control somewhere."""
     helped = pretraining_helped(analysis)
     unseen = [arm for arm in analysis.collected.pretrained_arms
               if not helped.get(arm) and any(c.arm_b == arm and c.test.tested for c in analysis.control)]
@@ -213,13 +209,10 @@ def too_small(analysis: Analysis) -> str | None:
 
 
 def brief(analysis: Analysis, *, bold: bool = True) -> list[str]:
-    """The headline in a line per question, every finding kept: each pair of pretrained arms (the ablation), then
-    pretraining against the control: effects Holm finds with their simultaneous intervals, the rest as estimates;
-    first of all, where an arm beats the control nowhere, that the budget is too small to judge (:func:`too_small`).
-    It is what the terminal prints at the end of a run, what the report's first screen and MLflow's view of the
-    parent run's description (100 px, without a click) show; ``bold`` marks each line's subject in Markdown.
-
-    The full sentences follow in the report's headline (:func:`headlines`)."""
+    """The headline in a line per question, every finding kept (the full sentences are :func:`headlines`): first,
+    where an arm beats the control nowhere, that the budget is too small to judge (:func:`too_small`); each pair of
+    pretrained arms; then pretraining against the control. What the terminal, the report's first screen and the
+    parent run's description in MLflow (100 px) show; ``bold`` marks each line's subject in Markdown."""
     pairs: dict[tuple[str, str], list[Comparison]] = {}
     for c in analysis.comparisons:
         if c.comparable:
@@ -231,10 +224,9 @@ def brief(analysis: Analysis, *, bold: bool = True) -> list[str]:
 
 
 def effect_rows(analysis: Analysis) -> list[EffectRow]:
-    """Every comparison as a row of MLflow's effects view (:func:`bvr.ops.views.write_effects`), the ablation's
-    pairs first, then each arm against the control: ``b − a``, the measure, the difference with its simultaneous
-    interval (the report's level) and unit, the verdict (``dynamic better (Holm p < 0.001)``, ``no difference
-    detected (Holm p = 0.140)``, or why it was not tested) and the smallest difference the design detects."""
+    """Every comparable comparison as a row of MLflow's effects view (:func:`bvr.ops.views.write_effects`), the
+    ablation's pairs first, then each arm against the control, its verdict as ``dynamic better (Holm p < 0.001)``
+    or why it was not tested."""
     rows = []
     for c in [*analysis.comparisons, *analysis.control]:
         if not c.comparable:

@@ -62,21 +62,16 @@ def direction(delta: float | None, a: str, b: str, *, higher_is_better: bool) ->
 
 @dataclass(frozen=True)
 class Measure:
-    """One evaluation's values across models, in points (loss for the MLM measure).
-
-    ``values`` is arm -> (pretraining seed, inner seed) -> value, the inner seed the fine-tuning or probe seed (0 where
-    a model gives one number). ``bow``, for probes of sentence tasks, is the bag-of-words baseline on the same examples
-    in points (the same for every model); None where none was logged (tagging, or evaluations cached before it existed).
-    """
+    """One evaluation's values across models, in points (loss for the MLM measure)."""
 
     key: str  # ``blimp``, ``probe/TASK``, ``finetune/TASK`` or ``mlm``
     title: str  # how tables name it ("BLiMP macro accuracy, zero-shot")
     metric: str  # the logged key (``blimp/macro_accuracy``, ``dev/accuracy``, ``val/mlm_loss``)
     task: str | None  # as a published table names it (``sst2`` for fine-tuning; ``pretrain`` for MLM loss)
     higher_is_better: bool
-    values: dict[str, dict[tuple[int, int], float]]
+    values: dict[str, dict[tuple[int, int], float]]  # arm -> (pretraining seed, inner seed; 0 for one number) -> value
     baseline: float | None = None  # the trivial baseline in the same units (majority class, chance)
-    bow: float | None = None
+    bow: float | None = None  # a sentence probe's bag-of-words baseline on the same examples, in points (or None)
 
     @property
     def kind(self) -> str:
@@ -118,10 +113,8 @@ class Measure:
         return unit_values(self.values.get(arm, {})) if self.values.get(arm) else {}
 
     def mean_interval(self, arm: str, confidence: float = 0.95) -> tuple[float, float, float]:
-        """The arm's mean over pretraining seeds and its t interval: (mean, low, high).
-
-        The ends are NaN below :data:`~bvr.report.inference.MIN_UNITS` pretraining seeds, all three with none.
-        """
+        """The arm's mean over pretraining seeds and its t interval, (mean, low, high): the ends NaN below
+        :data:`~bvr.report.inference.MIN_UNITS` pretraining seeds, all three with none."""
         units = self.units(arm)
         if not units:
             return math.nan, math.nan, math.nan

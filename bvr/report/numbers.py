@@ -64,16 +64,12 @@ def metrics_payload(analysis: Analysis) -> dict[str, Any]:
 
 
 def dvc_metrics(analysis: Analysis) -> dict[str, dict[str, float]]:
-    """The DVC metrics: one small file per arm-vs-arm comparison, ``B-minus-A.json``, holding the paired difference
-    ``b - a`` per measure (``mlm``, ``blimp``, ``probe_TASK``, ``finetune_TASK``), rounded as the report prints it
-    (points to 1 decimal, nats to 3); the comparisons with the control where no two arms are compared.
-
-    DVC shows a metrics file as a row of ``dvc metrics show`` and each key as a column of ``dvc exp show``, where
-    keys that two files share are spelled with the file's path; so the keys are the measures and, for the usual one
-    comparison, few and short. The intervals, medians and the comparisons with the control are the report's
-    ``metrics.json`` and the parent run's ``report/effects.csv``. A difference that cannot be worked out is left out,
-    so DVC shows ``-``. Returns ``{file name under metrics/: {measure: difference}}``, in the report's order.
-    """
+    """``{file name under metrics/: {measure: difference}}``, in the report's order: one small file per arm-vs-arm
+    comparison, ``B-minus-A.json``, holding the paired ``b - a`` per measure (``mlm``, ``blimp``, ``probe_TASK``,
+    ``finetune_TASK``) rounded as the report prints it; the comparisons with the control where no two arms are
+    compared. DVC shows each file as a row of ``dvc metrics show`` and each key as a column of ``dvc exp show``, so
+    the keys are few and short; intervals are in ``metrics.json``. A difference that cannot be worked out is left
+    out (DVC shows ``-``)."""
     rows: dict[str, dict[str, float]] = {}
     for c in analysis.comparisons or analysis.control:
         row = rows.setdefault(f"{c.arm_b}-minus-{c.arm_a}.json", {})
@@ -93,14 +89,10 @@ def effects_table(analysis: Analysis) -> pd.DataFrame:
 
 
 def effect_metrics(analysis: Analysis) -> dict[str, float]:
-    """Every tested difference as metrics of the ablation's parent run, so the MLflow UI shows the answer.
-
-    ``effect/MEASURE/B-vs-A`` is the mean difference b - a over pretraining seeds in points (nats for MLM loss), with
-    ``/low`` and ``/high`` its simultaneous interval and ``/p_holm`` the Holm-adjusted p-value; MEASURE is ``blimp``,
-    ``probe/TASK``, ``finetune/TASK`` or ``mlm``. Untested comparisons (too few seeds) are left out. A budget curve adds
-    ``budget/MEASURE/starts_to_help_tokens``, the tokens per run of the budget at which pretraining starts to help the
-    measure by the fixed sequence (:meth:`bvr.report.budget.BudgetCurve.starts_to_help`; left out where none does).
-    """
+    """Every tested difference as metrics of the ablation's parent run: ``effect/MEASURE/B-vs-A``, the mean b - a over
+    pretraining seeds in points (nats for ``mlm``), with ``/low``, ``/high`` (its simultaneous interval) and
+    ``/p_holm``. A budget curve adds ``budget/MEASURE/starts_to_help_tokens``, the tokens per run from which on
+    pretraining helps by the fixed sequence (:meth:`bvr.report.budget.BudgetCurve.starts_to_help`; absent if none)."""
     out: dict[str, float] = {}
     for c in [*analysis.control, *analysis.comparisons]:
         if not (c.test.tested and c.comparable):

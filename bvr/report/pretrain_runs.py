@@ -1,9 +1,6 @@
 """The pretraining table of a report: per pretrained arm, throughput, time, tokens, model size and final losses.
-
-Final losses, perplexity and accuracies are means over the arm's pretraining seeds, as every measure of the report
-(:meth:`~bvr.report.measures.Measure.mean_interval`), so validation MLM loss reads the same here and under 'Every
-measure, per arm'; throughput, time, tokens, size and steps are medians (one run slowed by a busy machine does not
-move them)."""
+Final losses are means over pretraining seeds, as every measure of the report, so validation MLM loss reads the same
+here and under 'Every measure, per arm'; the rest are medians (one run slowed by a busy machine does not move them)."""
 
 from __future__ import annotations
 
@@ -47,11 +44,8 @@ def _finite(value: float | None) -> bool:
 
 
 def pretrain_table(analysis: Analysis) -> pd.DataFrame:
-    """One row per pretrained arm with a finished run: throughput, time, tokens, size and final losses.
-
-    :data:`FINAL_KEYS` are means over the arm's pretraining seeds, the rest medians (one seed: that run's value);
-    ``runs`` lists the run ids.
-    """
+    """One row per pretrained arm with a finished run: throughput, time, tokens, size and final losses
+    (:data:`FINAL_KEYS` means over pretraining seeds, the rest medians); ``runs`` lists the run ids."""
     pretrain, history = analysis.collected.pretrain, analysis.collected.history
     rows = []
     for arm in analysis.collected.pretrained_arms:

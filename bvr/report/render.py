@@ -1,12 +1,10 @@
 """``bvr report NAME``: one ablation's runs, read from MLflow, written as ``reports/NAME/``.
 
-:func:`render_report` writes ``report.md`` and ``report.html`` (self-contained: inline CSS, figures embedded as base64
-PNG), ``metrics.json`` (:func:`bvr.report.numbers.metrics_payload`), ``metrics/`` (the rows of ``dvc metrics show``,
-:func:`bvr.report.numbers.dvc_metrics`), ``figures/*.png`` and ``plots/*.csv`` (the data behind the figures, one row
-per point, for ``dvc plots show``). Every file is staged and moved into place only when all are done, so a crash leaves
-the previous report whole and no stale file survives (:func:`_swap_in`); the report is then logged to the ablation's
-parent MLflow run under ``report/``. :func:`render_summary` writes ``reports/index.md`` and ``index.html``: each
-ablation's headline verdicts side by side.
+:func:`render_report` writes ``report.md``, a self-contained ``report.html``, ``metrics.json``, ``metrics/`` (the rows
+of ``dvc metrics show``), ``figures/*.png`` and ``plots/*.csv`` (the data behind the figures, for ``dvc plots show``),
+staged and moved into place only when all are done, so a crash leaves the previous report whole (:func:`_swap_in`);
+then logs the report to the ablation's parent MLflow run under ``report/``. :func:`render_summary` writes
+``reports/index.md`` and ``index.html``: each ablation's headline verdicts side by side.
 """
 
 from __future__ import annotations
@@ -126,13 +124,10 @@ def _csv(frame: pd.DataFrame, path: Path) -> Path:
 
 
 def _write_plots(analysis: Analysis, folder: Path) -> list[Path]:
-    """The data behind the figures as CSV, one row per point (the layout ``dvc.yaml``'s plot templates draw).
-
-    ``scores.csv`` holds every run, ``scores_TASK.csv`` one task's runs (``arm``, ``pretrain_seed``, ``seed``,
-    ``score``), ``differences.csv`` each pretraining seed's paired difference per comparison and measure, and the
-    ``pretrain_*.csv`` curves ``arm``, ``step``, ``value`` (the mean over the arm's pretraining seeds); a budget
-    curve's ``budget.csv`` holds each budget's ``arm − control`` per measure (:func:`bvr.report.budget.budget_frame`).
-    """
+    """The data behind the figures as CSV, one row per point (as ``dvc.yaml``'s plot templates draw it): every run
+    (``scores.csv``) and each task's (``scores_TASK.csv``), each pretraining seed's paired differences, the
+    ``pretrain_*.csv`` curves (means over an arm's pretraining seeds), a budget curve's ``budget.csv`` and the
+    pretraining table."""
     scores = analysis.scores.rename(columns={"points": "score"})[
         ["arm", "task", "pretrain_seed", "seed", "score", "collapsed", "run_id"]]
     differences = pd.DataFrame([{"comparison": c.name, "measure": c.key, "pretrain_seed": unit, "difference": diff}
@@ -195,9 +190,7 @@ def parent_params(manifest: Manifest) -> dict[str, str]:
 
 def _description(analysis: Analysis, result: ReportResult) -> str:
     """The parent run's description, short enough for the UI to show whole (100 px, without a click): a partial
-    report's note, then the headline in brief (:func:`bvr.report.headlines.brief`). Every effect with its interval
-    and verdict is the effects view's (:data:`bvr.tracking.ui.EFFECTS_VIEW`), and ``report/effects.csv`` and
-    ``report/effects.png`` on the same page."""
+    report's note, then the headline in brief (:func:`bvr.report.headlines.brief`)."""
     partial = [f"Partial: {len(result.missing)} item(s) missing (listed in the report)."] if not result.complete else []
     return "\n".join([*partial, *(f"- {line}" for line in brief(analysis))])
 
@@ -280,12 +273,9 @@ def render_report(manifest: Manifest, out_dir: Path | None = None, *, workdir: P
                   log_to_mlflow: bool = True, ui_url: str | None = None,
                   write_views: ViewWriter | None = None) -> ReportResult:
     """Render one ablation's report from its MLflow runs (the store in ``workdir``) into ``out_dir`` (default
-    ``reports/NAME``); an unfinished ablation renders a partial report.
-
-    ``ui_url`` is the MLflow UI run ids link to (default: ``BVR_MLFLOW_UI``, else the tracking server; plain ids when
-    neither is known). ``write_views`` writes the report's MLflow views (:func:`bvr.ops.views.write_report_views`);
-    None writes none. Logging to MLflow fails only after the files are written.
-    """
+    ``reports/NAME``), partial for an unfinished ablation; logging to MLflow fails only after the files are written.
+    ``ui_url`` is the MLflow UI run ids link to (:func:`bvr.tracking.ui.ui_base`); ``write_views`` writes the report's
+    MLflow views (:func:`bvr.ops.views.write_report_views`; None: none)."""
     check_store(workdir)
     collected = collect(manifest, workdir=workdir)
     ui_base(collected.uri, ui_url)  # a bad address fails before anything is drawn

@@ -1,11 +1,9 @@
 """A fine-tuning grid in the report: each arm's chosen point and the selection curve.
 
 Where ``finetune.learning_rate`` (or ``epochs``) is a grid, every model was fine-tuned at each point and the point
-with the best median score on the held-out selection split was kept (:mod:`bvr.tasks.selection`); the fine-tuning
-scores elsewhere in the report are the chosen point's. This module reads what the manifest's fine-tuning records
-hold of the choice (each seed's selection score at every point, and the point chosen for its model) into one frame
-(:func:`selection_frame`), and from it the table of chosen points (:func:`chosen_table`) and the figure of the
-selection scores against the learning rate (:func:`selection_figure`), one line per arm with the seeds' spread.
+with the best median score on the held-out selection split was kept (:mod:`bvr.tasks.selection`); the report's other
+fine-tuning scores are the chosen point's. The manifest's fine-tuning records hold each seed's selection score at
+every point (:func:`selection_frame`), shown as a table of chosen points and a figure against the learning rate.
 """
 
 from __future__ import annotations

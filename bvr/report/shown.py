@@ -1,8 +1,6 @@
-"""What a report shows in the MLflow UI besides its files: the rows of its views, and the runs' colours.
-
-The report computes them (:func:`bvr.report.headlines.effect_rows`, :func:`bvr.report.numbers.summary_rows`);
-:func:`bvr.ops.views.write_report_views`, which a caller hands :func:`bvr.report.render.render_report`, writes them.
-"""
+"""What a report shows in the MLflow UI besides its files: the rows of its views (computed by
+:func:`bvr.report.headlines.effect_rows` and :func:`bvr.report.numbers.summary_rows`), and the runs' colours;
+:func:`bvr.ops.views.write_report_views`, handed to :func:`bvr.report.render.render_report`, writes them."""
 
 from __future__ import annotations
 
@@ -46,14 +44,10 @@ class ScoreRow:
 
 @dataclass(frozen=True)
 class EffectRow:
-    """One row of the effects view: ``b − a`` on a measure, as the report states it.
-
-    ``arm_a`` is the baseline arm (the control; the paper's baseline arm first); ``measure``, ``title``, ``unit`` and
-    ``digits`` are as in :class:`ScoreRow`. ``difference`` is the mean of ``b − a`` over pretraining seeds, ``low``
-    and ``high`` its simultaneous interval at the report's ``level`` (``99.62%``), ``detectable`` the smallest
-    ``|b − a|`` the design detects with 80 % power (these three NaN when not tested, and left out); ``verdict`` says
-    it in words, with the Holm-adjusted p (``dynamic better (Holm p = 0.009)``).
-    """
+    """One row of the effects view: ``b − a`` on a measure as the report states it (``arm_a`` the control, or the
+    paper's baseline arm; the rest as in :class:`ScoreRow`). ``difference`` is its mean over pretraining seeds,
+    ``low`` and ``high`` its simultaneous interval at the report's ``level`` (``99.62%``), ``detectable`` the smallest
+    ``|b − a|`` detected with 80 % power (these three NaN when not tested, and left out); ``verdict`` in words."""
 
     arm_a: str
     arm_b: str

@@ -1,12 +1,8 @@
-"""Descriptive statistics of one arm across fine-tuning seeds (:func:`summarize`): the median and quartiles RoBERTa
-reports (medians of five), the range and the mean, and how many runs collapsed; and which way a metric is better
-(:func:`is_higher_better`).
-
-Pure functions on numbers: no files, no MLflow, no pandas. They describe spread only: whether two arms differ is
-:mod:`bvr.report.inference`'s question (paired t over pretraining seeds, Holm across a report, detectable effects).
-
-Quartiles use numpy's linear interpolation (``method="linear"``, numpy's default and type 7 of Hyndman and Fan), passed
-explicitly so a change of numpy's default cannot move a report: the quartiles of ``[1, 2, 3, 4]`` are 1.75 and 3.25.
+"""Descriptive statistics of one arm across fine-tuning seeds (:func:`summarize`: the median and quartiles RoBERTa
+reports, the range, the mean and the collapsed runs) and which way a metric is better (:func:`is_higher_better`).
+Pure functions on numbers; they describe spread only, whether arms differ is :mod:`bvr.report.inference`'s question.
+Quartiles use numpy's ``method="linear"`` (type 7), passed explicitly so a change of numpy's default cannot move a
+report: the quartiles of ``[1, 2, 3, 4]`` are 1.75 and 3.25.
 
 >>> s = summarize([84.0, 84.5, 83.5, 84.2, 84.1])
 >>> s.median, s.q1, s.q3
@@ -49,11 +45,8 @@ def is_higher_better(metric: str) -> bool:
 
 
 def summarize(values: Sequence[float] | np.ndarray, *, collapsed: Sequence[bool] | np.ndarray | None = None) -> Summary:
-    """Summarise one arm's values (one per run) across fine-tuning seeds.
-
-    ``collapsed`` flags the runs stuck at the majority class (``bvr.collapsed``), parallel to ``values``; None: none.
-    Collapsed runs are counted and kept in every statistic.
-    """
+    """Summarise one arm's values (one per run) across fine-tuning seeds; ``collapsed`` flags, parallel to
+    ``values`` (None: none), the runs stuck at the majority class (``bvr.collapsed``), counted and kept."""
     x = np.asarray(values, dtype=float)
     flags = np.zeros(x.size, dtype=bool) if collapsed is None else np.asarray(collapsed, dtype=bool)
     if flags.shape != (x.size,):
