@@ -36,18 +36,13 @@ def read_tsv(spec: TaskSpec, path: Path, *,
     """Read one labelled GLUE TSV file (train or dev) of task ``spec``: the examples in file order, and what was
     read and skipped (failing past ``max_skipped_share``)."""
     lines = read_lines(path, spec)
-    header, first = _header(spec, lines)
+    # The column names and the first data line: CoLA's files have no header, the spec names their columns.
+    header, first = ((list(spec.columns), 0) if spec.columns is not None else
+                     ([name.strip() for name in lines[0].split("\t")], 1))
     layout = _layout(spec, header, f"{path}:1")
     labels = LabelParser(spec)
     parse = partial(_parse_row, layout=layout, labels=labels, path=path)
     return read_rows(path, lines, first, parse, max_skipped_share, _FORMAT_HINT, spec.text_fields)
-
-
-def _header(spec: TaskSpec, lines: list[str]) -> tuple[list[str], int]:
-    """The column names and the index of the first data line."""
-    if spec.columns is not None:
-        return list(spec.columns), 0
-    return [name.strip() for name in lines[0].split("\t")], 1
 
 
 def _layout(spec: TaskSpec, header: list[str], where: str) -> _Layout:
