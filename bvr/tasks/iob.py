@@ -1,7 +1,6 @@
-"""IOB tags: the two schemes (IOB1, IOB2), converting between them, and chunking tags into entities.
-
-Plain Python over tag strings, shared by the CoNLL reader (:mod:`bvr.tasks.readers.conll`), which converts IOB1
-files to IOB2, and entity scoring (:mod:`bvr.tasks.ner_metric`), which chunks tags as conlleval does.
+"""IOB tags: the two schemes (IOB1, IOB2), converting between them, and chunking tags into entities, for the CoNLL
+reader (:mod:`bvr.tasks.readers.conll`, which converts IOB1 files to IOB2) and entity scoring
+(:mod:`bvr.tasks.ner_metric`, which chunks tags as conlleval does).
 """
 
 from __future__ import annotations
@@ -16,15 +15,6 @@ Entity = tuple[str, int, int]
 
 def is_tag(tag: str) -> bool:
     return tag == OUTSIDE or (tag[:2] in ("B-", "I-") and len(tag) > 2)
-
-
-def split_tag(tag: str) -> tuple[str, str]:
-    """("O", "") for outside, ("B", type) or ("I", type) otherwise."""
-    if tag == OUTSIDE:
-        return OUTSIDE, ""
-    if not is_tag(tag):
-        raise ValueError(f"{tag!r} is not an IOB tag (O, B-TYPE or I-TYPE)")
-    return tag[0], tag[2:]
 
 
 def _continues(previous: str, tag: str) -> bool:
@@ -89,7 +79,9 @@ def extract_entities(tags: Sequence[str]) -> set[Entity]:
     entities: set[Entity] = set()
     current, start = None, 0
     for position, tag in enumerate(tags):
-        prefix, kind = split_tag(tag)
+        if not is_tag(tag):
+            raise ValueError(f"{tag!r} is not an IOB tag (O, B-TYPE or I-TYPE)")
+        prefix, kind = (OUTSIDE, "") if tag == OUTSIDE else (tag[0], tag[2:])
         if current is not None and (prefix != "I" or kind != current):
             entities.add((current, start, position))
             current = None
