@@ -1,8 +1,6 @@
-"""Batching encoded features: padded collation, length-grouped shuffling, and the dataset rows they come from.
-
-Batches are padded to their longest row by :func:`collate`. Training batches group examples of similar length
-(:class:`LengthGroupedSampler`, seeded, so a seed still gives the same run) and evaluation runs longest first, so
-that little of a batch is padding.
+"""Batching encoded features: padded collation (:func:`collate`, to each batch's longest row), the dataset rows it
+collates, and length-grouped shuffling for training (:class:`LengthGroupedSampler`, seeded, so a seed still gives
+the same run; evaluation runs longest first), so that little of a batch is padding.
 """
 
 from __future__ import annotations

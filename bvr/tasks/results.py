@@ -145,7 +145,7 @@ def write_seed_result(out: Path, result: SeedResult, info: TaskInfo, folder: Pat
 
 
 def read_seed_result(folder: Path) -> tuple[SeedResult, TaskInfo]:
-    """The seed's cached result (checked by :func:`trusted_seed_result` when it is first found)."""
+    """The seed's cached result (checked by :func:`seed_result_problem` when it is first found)."""
     payload = json.loads((folder / "result.json").read_text(encoding="utf-8"))
     result = SeedResult(**payload["seed"])
     result.reused = True
