@@ -22,9 +22,8 @@ columns (tagging: token labels, padded with the ignored label)."""
 
 
 class LengthGroupedSampler(Sampler[int]):
-    """A seeded shuffle whose batches hold examples of similar length, so that padding to the longest costs little.
-
-    Each epoch the examples are shuffled (by ``seed`` and the epoch), cut into groups of ``group`` batches, each
+    """A seeded shuffle whose batches hold examples of similar length, so that padding to the longest costs little:
+    each epoch the examples are shuffled (by ``seed`` and the epoch), cut into groups of ``group`` batches, each
     group sorted by length (longest first) and cut into batches, and the batches of all groups shuffled again (a
     short last batch stays last; give the DataLoader the same ``batch_size``). Every example comes once per epoch;
     which examples share a batch stays random beyond their length; the same seed and epoch give the same order

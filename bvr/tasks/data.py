@@ -36,10 +36,8 @@ def loader(data: TaskData, split: SplitData, batch_size: int, *, seed: int | Non
     (training), else longest first (evaluation, whose metrics do not depend on the order)."""
     kind = KINDS[data.spec.kind]
     lengths = [len(ids) for ids in split.features["input_ids"]]
-    if seed is not None:
-        sampler: Sampler[int] | list[int] = LengthGroupedSampler(lengths, batch_size, seed)
-    else:
-        sampler = np.argsort([-n for n in lengths], kind="stable").tolist()
+    sampler: Sampler[int] | list[int] = (LengthGroupedSampler(lengths, batch_size, seed) if seed is not None else
+                                         np.argsort([-n for n in lengths], kind="stable").tolist())
     return DataLoader(FeatureDataset(split.features, kind.columns), batch_size=batch_size, sampler=sampler,
                       num_workers=num_workers,
                       collate_fn=partial(collate, pad_id=data.pad_id, pad_values=kind.pad_values))

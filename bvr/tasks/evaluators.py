@@ -178,15 +178,15 @@ class SpanEvaluator(Evaluator):
     """Start and end scores of every window, decoded into answers and scored as the official script does.
 
     Under v2.0 the answer is "" where the null score exceeds the best span's by more than the threshold: the one
-    with the best F1 on ``threshold_from``'s split (held out of training) when given, else ``threshold``. The
-    scores are :func:`~bvr.tasks.squad.metric.evaluate_v2`'s of the predictions and no-answer probabilities
-    :meth:`record` saves, so re-scoring those files gives the logged numbers.
+    with the best F1 on ``threshold_from``'s split (held out of training; set by the span kind) when there is one,
+    else ``threshold``. The scores are :func:`~bvr.tasks.squad.metric.evaluate_v2`'s of the predictions and
+    no-answer probabilities :meth:`record` saves, so re-scoring those files gives the logged numbers.
     """
 
-    def __init__(self, spec: TaskSpec, split: SplitData, version: str, threshold: float = 0.0,
-                 threshold_from: SpanEvaluator | None = None) -> None:
+    def __init__(self, spec: TaskSpec, split: SplitData, version: str, threshold: float = 0.0) -> None:
         super().__init__(spec)
-        self.split, self.version, self.threshold, self.threshold_from = split, version, threshold, threshold_from
+        self.split, self.version, self.threshold = split, version, threshold
+        self.threshold_from: SpanEvaluator | None = None
         self.reset()
 
     def update(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> None:

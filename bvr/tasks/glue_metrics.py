@@ -227,12 +227,9 @@ METRIC_BUILDERS: dict[str, Callable[[TaskSpec], Metric]] = {
 
 
 def make_metrics(spec: TaskSpec, prefix: str = "") -> MetricCollection:
-    """The torchmetrics collection of a classification or regression task's metrics, for one split.
-
-    Update it with ``(preds, targets)``: predicted class ids and label ids (both ``(batch,)`` integers) for
-    classification; predicted and gold scores (both ``(batch,)`` floats) for regression. ``prefix`` (``"dev/"``)
-    goes before every key. Tagging and span tasks compute their metrics in their own modules.
-    """
+    """The torchmetrics collection of a classification or regression task's metrics for one split, each key after
+    ``prefix`` (``"dev/"``). Update it with ``(preds, targets)``: predicted class ids and label ids (both ``(batch,)``
+    integers) for classification; predicted and gold scores (both ``(batch,)`` floats) for regression."""
     unknown = [name for name in spec.metrics if name not in METRIC_BUILDERS]
     if unknown:
         raise ValueError(f"task {spec.name!r}: no torchmetrics object for {unknown}; known: {list(METRIC_BUILDERS)}")

@@ -23,12 +23,10 @@ def _continues(previous: str, tag: str) -> bool:
 
 
 def detect_scheme(tag_sequences: Iterable[Sequence[str]]) -> str:
-    """The IOB variant that tag sequences are written in.
-
-    IOB2 opens every entity with B-. IOB1 opens entities with I- and uses B- only for an entity that directly
-    follows another of the same type. "IOB2" when no I- tag opens an entity (so also for text with no entities,
-    where the two agree); "IOB1" when some I- tag opens an entity and every B- follows a tag of its type; "mixed"
-    when both rules are broken.
+    """The IOB variant that tag sequences are written in. IOB2 opens every entity with B-; IOB1 opens entities with
+    I- and uses B- only for an entity that directly follows another of the same type. "IOB2" when no I- tag opens an
+    entity (so also for text with no entities, where the two agree); "IOB1" when some I- tag opens an entity and every
+    B- follows a tag of its type; "mixed" when both rules are broken.
     """
     opening_i = opening_b = False
     for tags in tag_sequences:
@@ -45,10 +43,8 @@ def detect_scheme(tag_sequences: Iterable[Sequence[str]]) -> str:
 
 
 def to_iob2(tags: Sequence[str]) -> list[str]:
-    """Rewrite IOB1 tags as IOB2: an I- tag that opens an entity becomes B-.
-
-    An I- tag opens an entity after O, at the start, or after a tag of another type (the conlleval rule), so the
-    entities are unchanged; IOB2 input comes back as it was.
+    """Rewrite IOB1 tags as IOB2: an I- tag that opens an entity (after O, at the start, or after a tag of another
+    type: the conlleval rule) becomes B-, so the entities are unchanged; IOB2 input comes back as it was.
 
     >>> to_iob2(["I-PER", "I-PER", "B-PER", "O", "I-LOC", "I-ORG"])
     ['B-PER', 'I-PER', 'B-PER', 'O', 'B-LOC', 'B-ORG']

@@ -18,11 +18,9 @@ from bvr.tasks.readers.conll import Sentence
 from bvr.tokenization import plain_tokenizer
 
 _WORD_PREFIX = {"bert": "", "roberta": " "}
-"""What each family's words need in front so that every word is encoded as a word start.
-
-Byte-level BPE marks a word start by the space before it (``Ġ``); RoBERTa's ``add_prefix_space=True`` for pre-split
-input gives every word, the first included, that space. WordPiece marks continuations instead and needs nothing.
-"""
+"""What each family's words need in front so that every word is encoded as a word start: byte-level BPE marks a word
+start by the space before it (``Ġ``; RoBERTa's ``add_prefix_space=True`` for pre-split input gives every word, the
+first included, that space); WordPiece marks continuations instead and needs nothing."""
 
 
 # --- sub-token alignment -------------------------------------------------------------------------------------

@@ -58,20 +58,15 @@ def scores_from_counts(counts: EntityCounts) -> dict[str, Any]:
 
 
 def entity_f1(gold_sequences: Iterable[Sequence[str]], pred_sequences: Iterable[Sequence[str]]) -> dict[str, Any]:
-    """Entity-level precision, recall and F1 as seqeval computes them by default.
-
-    An entity counts as found only when type, start and end all match. Overall figures are micro averages: totals
-    over all types, not a mean of per-type scores. A score is 0 when its denominator is.
-    """
+    """Entity-level precision, recall and F1 as seqeval computes them by default: an entity is found only when type,
+    start and end all match; overall figures are micro averages (totals over all types, not a mean of per-type
+    scores); a score is 0 when its denominator is."""
     return scores_from_counts(count_entities(gold_sequences, pred_sequences))
 
 
 class EntityF1(Metric):
     """Entity-level micro F1 (seqeval's default) accumulated over batches; equal to :func:`entity_f1` on all of them.
-
-    The state is three count vectors over a fixed list of entity types (:func:`entity_types`), summed across
-    processes.
-    """
+    The state is three count vectors over a fixed list of entity types, summed across processes."""
 
     is_differentiable = False
     higher_is_better = True

@@ -56,10 +56,8 @@ _MAX_TAG = 5000
 
 
 class TaskRecorder(contextlib.ExitStack):
-    """The MLflow runs of one fine-tuning call: a context manager that ends the call's parent run on leaving.
-
-    Each seed's run nests under the call's run, which nests under the context's parent run.
-    """
+    """The MLflow runs of one fine-tuning call: a context manager that ends the call's run on leaving. Each seed's
+    run nests under the call's run, which nests under the context's parent run."""
 
     def __init__(self, context: RunContext, spec: TaskSpec, checkpoint: str, from_scratch: bool, *,
                  point: GridPoint | None = None, outer: TaskRecorder | None = None) -> None:

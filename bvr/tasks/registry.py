@@ -1,10 +1,9 @@
 """Every fine-tuning task as data: one :class:`TaskSpec` per task, in one registry.
 
 A spec says where a task's files are and in which format (:data:`TASK_FORMATS`), which fields hold its text and
-label, what the labels are, which metrics it reports and which of them is its headline, and the fine-tuning
-hyperparameters it starts from. The readers (:data:`bvr.tasks.readers.READERS`, one per file format), the task
-kinds (:data:`bvr.tasks.kinds.KINDS`: encoding, head, loss, evaluation) and the report look everything up here, so
-adding a task whose format and kind exist is adding one ``TaskSpec(...)`` to ``_SPECS`` below.
+label, what the labels are, which metrics it reports (its headline among them) and the fine-tuning hyperparameters
+it starts from. The readers, the task kinds and the report look everything up here, so adding a task whose format
+and kind exist is adding one ``TaskSpec(...)`` to ``_SPECS`` below.
 
 >>> get_task("mrpc").main_metric
 'accuracy_f1'

@@ -1,10 +1,9 @@
 """Each cached fine-tuning seed's MLflow run, in the experiment that asks for it (see :mod:`bvr.tracking.placed`).
 
-A seed's cache folder is keyed by content, so a second ablation in the same output folder (the shared
-no-pretraining control) finds seeds whose runs live in the first ablation's experiment: those runs are copied into
-this one under this call's parent run, never left out of its report. A seed folder deleted or damaged since is read
-back from the run that logged it here (its ``result.json`` is an artifact of the seed's run) instead of being trained
-and logged twice; a cached seed whose run was deleted from the store is trained again.
+A seed's cache folder is keyed by content, so a second ablation in the same output folder (the shared control)
+finds seeds whose runs live in the first one's experiment: those runs are copied into this one, never left out of
+its report. A seed folder deleted or damaged since is read back from the ``result.json`` its run logged here, not
+trained and logged twice; a cached seed whose run was deleted from the store is trained again.
 """
 
 from __future__ import annotations
@@ -28,11 +27,10 @@ Cached = dict[int, tuple[SeedResult, TaskInfo]]
 
 
 def place_seeds(client: MlflowClient, experiment_id: str, dirs: dict[int, Path]) -> tuple[Cached, Cached]:
-    """The seeds whose results are cached in ``dirs``, by where their runs are: with a FINISHED run in this
-    experiment (the seed's ``run_id`` is that run), and with one in another experiment of the store (to copy here).
-    A missing or damaged folder is rebuilt from this experiment's run of it; a folder whose run is gone is removed,
-    so that the seed is trained again. Each folder not reused as it was is named in one line on stderr, saying what
-    happens to it."""
+    """The seeds whose results are cached in ``dirs``, by where their runs are: FINISHED in this experiment (the
+    seed's ``run_id`` is that run), or in another experiment of the store (to copy here). A missing or damaged folder
+    is rebuilt from this experiment's run of it; one whose run is gone is removed, so that the seed is trained again;
+    each folder not reused as it was is named in one line on stderr, saying what happens to it."""
     here: Cached = {}
     elsewhere: Cached = {}
     for seed, folder in dirs.items():

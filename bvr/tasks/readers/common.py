@@ -96,10 +96,6 @@ class ReadReport:
 
     describe = summary  # the one line every reader's report gives (CoNLL's and SQuAD's reports have their own)
 
-    def count_empty(self, name: str, line: int) -> None:
-        """Count one kept row whose text field ``name`` is empty."""
-        _tally(self.empty, self.first_empty, name, line)
-
     def details(self) -> str:
         """Each skip reason with its count and first line numbers, '; '-separated."""
         return "; ".join(f"{reason}: {count:,} at {_at_lines(self.first_lines[reason], count)}"
@@ -158,7 +154,7 @@ def read_rows(path: Path, lines: list[str], first: int, parse: Callable[[str, in
     for example in examples:
         for name, text in zip(text_fields, (example.text_a, example.text_b), strict=False):
             if not text:
-                report.count_empty(name, example.line)
+                _tally(report.empty, report.first_empty, name, example.line)
     for name, count in report.empty.items():
         if count > MAX_EMPTY_SHARE * report.rows:
             raise BvrError(f"{count:,} of {report.rows:,} rows have an empty {name} (the first at line "
@@ -187,8 +183,15 @@ class LabelParser:
 
     def parse(self, raw: str, where: str) -> int | float:
         """The label in ``raw``; anything else is a BvrError at ``where``."""
-        if self.spec.label_names is None:
-            return self._score(raw, where)
+        if self.spec.label_names is None:  # regression: a finite number inside the task's range
+            try:
+                score = float(raw)
+            except ValueError:
+                raise BvrError(f"label {raw!r} is not a number", where=where) from None
+            low, high = self.spec.label_range or (-math.inf, math.inf)
+            if not (math.isfinite(score) and low <= score <= high):
+                raise BvrError(f"label {raw!r} is outside [{low:g}, {high:g}]", where=where)
+            return score
         if raw not in self.ids:
             names = ", ".join(self.spec.label_names)
             raise BvrError(f"unknown label {raw!r} for task {self.spec.name!r}", where=where,
@@ -212,14 +215,3 @@ class LabelParser:
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise BvrError(f"unknown label {json.dumps(value)} for task {self.spec.name!r}", where=where)
         return self.parse(value if isinstance(value, str) else repr(value), where)
-
-    def _score(self, raw: str, where: str) -> float:
-        """A regression label: a finite number inside the task's range."""
-        try:
-            score = float(raw)
-        except ValueError:
-            raise BvrError(f"label {raw!r} is not a number", where=where) from None
-        low, high = self.spec.label_range or (-math.inf, math.inf)
-        if not (math.isfinite(score) and low <= score <= high):
-            raise BvrError(f"label {raw!r} is outside [{low:g}, {high:g}]", where=where)
-        return score

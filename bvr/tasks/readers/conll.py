@@ -98,11 +98,9 @@ def read_conll(path: str | Path, *, n_columns: int = CONLL_COLUMNS, convert_to_i
 
     for number, line in utf8_lines(path):
         columns = line.split()
-        if not columns:
+        if not columns or columns[0] == DOCSTART:
             close()
-        elif columns[0] == DOCSTART:
-            close()
-            report.documents += 1
+            report.documents += bool(columns)  # a -DOCSTART- line opens a document
         elif len(columns) < n_columns:
             report.bad_lines.append(number)
             report.untagged += int(len(columns) == 1)

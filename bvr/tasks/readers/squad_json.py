@@ -165,11 +165,10 @@ def squad_version(examples: Iterable[SquadExample], declared: Any = None) -> str
 def read_squad(path: str | Path) -> tuple[list[SquadExample], SquadReport]:
     """Read a SQuAD v1.1 or v2.0 file in the official JSON layout
     (``{"version": ..., "data": [{"title", "paragraphs": [{"context", "qas": [...]}]}]}``): the questions in file
-    order, and a report of the counts.
-
-    Refuses a file with more than 1% of its questions empty or 1% of its answers not at their ``answer_start``, an
-    answer that does not fit its context, an answerable question without answers (or an impossible one with some),
-    or a repeated question id; each message names the question id and the JSON path (``data[3].paragraphs[0].qas[7]``).
+    order, and a report of the counts. Refuses a file with more than 1% of its questions empty or 1% of its answers
+    not at their ``answer_start``, an answer that does not fit its context, an answerable question without answers
+    (or an impossible one with some), or a repeated question id; each message names the question id and the JSON
+    path (``data[3].paragraphs[0].qas[7]``).
     """
     path = Path(path)
     content = _load_json(path)

@@ -1,12 +1,11 @@
 """Read GLUE's TSV files (format ``tsv``) into :class:`~bvr.tasks.readers.common.Example` lists.
 
-The files are parsed by splitting each line on tabs, never with CSV quoting: MRPC, QQP and MNLI have fields
-with unbalanced double quotes that a CSV reader would run together. Columns are found by header name, except in
-CoLA's headerless train and dev files, whose names come from the task spec. A leading UTF-8 byte-order mark
-(MRPC), a missing final newline (CoLA dev), Windows line ends and spaces around fields (SST-2) are tolerated.
-Unparsable rows and rows without a label (a blank label cell, or a row that ends where its last-column label
-would start) are skipped and counted, and rows with an empty sentence kept and counted, under the shared policies
-of :mod:`bvr.tasks.readers.common`.
+Lines are split on tabs, never with CSV quoting: MRPC, QQP and MNLI have fields with unbalanced double quotes that a
+CSV reader would run together. Columns are found by header name (in CoLA's headerless files, by the spec's names).
+A UTF-8 byte-order mark (MRPC), a missing final newline (CoLA dev), Windows line ends and spaces around fields
+(SST-2) are tolerated. Unparsable rows and rows without a label (a blank label cell, or a row that ends where its
+last-column label would start) are skipped and counted, and rows with an empty sentence kept and counted, under the
+shared policies of :mod:`bvr.tasks.readers.common`.
 """
 
 from __future__ import annotations

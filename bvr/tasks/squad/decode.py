@@ -33,11 +33,9 @@ class Candidate:
 
 def window_candidates(start_logits: Any, end_logits: Any, offsets: Offsets, context: str, *, n_best: int = N_BEST,
                       max_answer_length: int = MAX_ANSWER_LENGTH) -> list[Candidate]:
-    """Valid spans among the top ``n_best`` start tokens times the top ``n_best`` end tokens of one window.
-
-    A span is valid when both ends are context tokens, end >= start and it is at most ``max_answer_length`` tokens.
-    The logits are (seq,) and may be longer than ``offsets`` (padding, ignored). The candidates are unsorted.
-    """
+    """Valid spans, unsorted, among the top ``n_best`` start tokens times the top ``n_best`` end tokens of one window:
+    both ends context tokens, end >= start, at most ``max_answer_length`` tokens. The logits are (seq,) and may be
+    longer than ``offsets`` (padding, ignored)."""
     starts = np.asarray(start_logits, dtype=np.float64)[: len(offsets)]
     ends = np.asarray(end_logits, dtype=np.float64)[: len(offsets)]
     candidates = []
@@ -71,13 +69,11 @@ class SquadPredictions:
 def decode_predictions(examples: Sequence[SquadExample], features: Mapping[str, list], start_logits: Sequence[Any],
                        end_logits: Sequence[Any], *, version_2: bool = False, threshold: float = 0.0,
                        n_best: int = N_BEST, max_answer_length: int = MAX_ANSWER_LENGTH) -> SquadPredictions:
-    """The answer to each question from its windows' start and end logits.
-
-    The best span over all windows maximises start_logit + end_logit (see :func:`window_candidates`). Under v2.0
-    the null score is the smallest CLS score over the question's windows, and the answer is "" when
-    ``null score - best span score > threshold``. ``features`` are :func:`~bvr.tasks.squad.windows.encode_squad`'s;
-    the logits are (seq,) per window (rows of a padded array will do); ``n_best`` candidates are kept per question,
-    and as many starts and ends tried per window.
+    """The answer to each question from its windows' start and end logits: the best span over all windows
+    maximises start_logit + end_logit (see :func:`window_candidates`). Under v2.0 the null score is the smallest CLS
+    score over the question's windows, and the answer is "" when ``null score - best span score > threshold``.
+    ``features`` are :func:`~bvr.tasks.squad.windows.encode_squad`'s; the logits are (seq,) per window (rows of a
+    padded array will do); ``n_best`` candidates are kept per question, and as many starts and ends tried per window.
     """
     windows_by_example: dict[int, list[int]] = {}
     for window, index in enumerate(features["example_index"]):
