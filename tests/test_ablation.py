@@ -22,7 +22,7 @@ from bvr.ablation.plan import make_plan
 from bvr.config import PRESETS_DIR, flatten, resolve_finetune
 from bvr.errors import BvrError
 from bvr.tasks.registry import get_task
-from bvr.tasks.settings import load_finetune_config
+from bvr.tasks.run import load_finetune_config
 
 PRESETS = sorted(p.stem for p in PRESETS_DIR.glob("*.yaml"))
 SHIPPED = ("masking", "nsp", "batch-size", "vocab", "bert-vs-roberta")

@@ -28,8 +28,7 @@ from bvr.tasks.readers import READERS
 from bvr.tasks.readers.squad_json import read_squad, references
 from bvr.tasks.registry import TASK_FORMATS, TASK_KINDS, TASKS, get_task
 from bvr.tasks.results import describe, spread
-from bvr.tasks.run import FinetuneSetup, finetune
-from bvr.tasks.settings import load_finetune_config
+from bvr.tasks.run import FinetuneSetup, finetune, load_finetune_config
 from bvr.tasks.source import EncoderSource
 from bvr.tasks.splits import TaskData
 from bvr.tasks.squad.metric import evaluate_v2, squad_scores

@@ -17,9 +17,8 @@ from bvr.tasks.data import load_task_data
 from bvr.tasks.kinds import SELECTION
 from bvr.tasks.registry import get_task
 from bvr.tasks.results import SeedResult, describe
-from bvr.tasks.run import FinetuneSetup, _seed_dirs, finetune
+from bvr.tasks.run import FinetuneSetup, _seed_dirs, finetune, load_finetune_config
 from bvr.tasks.selection import PointResult, choose, select
-from bvr.tasks.settings import load_finetune_config
 from bvr.tokenization import vocab_info
 from bvr.tracking import RunContext, tracking_uri
 from tests.test_finetune import make_checkpoint

@@ -46,11 +46,11 @@ from bvr.pretrained import load_pretrained
 from bvr.pretraining.export import export_model
 from bvr.sealed import seal
 from bvr.tasks.data import subset
+from bvr.tasks.kinds import encode_sentences
 from bvr.tasks.readers import read_task
 from bvr.tasks.readers.common import Example
 from bvr.tasks.readers.conll import read_conll
 from bvr.tasks.registry import get_task
-from bvr.tasks.sentence_encoding import encode_sentences
 from bvr.tokenization import save_tokenizer, train_tokenizer, vocab_info
 
 FIXTURES = Path(__file__).parent / "fixtures"

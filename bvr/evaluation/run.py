@@ -87,7 +87,6 @@ def result_path(model_dir: Path, kind: str, task: str | None, evaluations: Any, 
     from bvr.cache import fingerprint
     from bvr.tasks.data import task_files
     from bvr.tasks.registry import get_task
-    from bvr.tasks.source import checkpoint_identity
 
     settings = _settings(kind, task, evaluations)
     name = f"{kind}-{task}" if task else kind
@@ -95,7 +94,7 @@ def result_path(model_dir: Path, kind: str, task: str | None, evaluations: Any, 
         inputs = [Path(data_dir) / "blimp"] if data_dir else []
     else:
         inputs = task_files(get_task(task), data_dir)
-    content = (checkpoint_identity(model_dir), fingerprint(*inputs))  # the data's content, not where they lie
+    content = (fingerprint(model_dir), fingerprint(*inputs))  # the data's content, not where they lie
     return Path(output_dir) / EVALUATIONS_DIR / f"{name}-{config_hash(settings, *content)}.json"
 
 

@@ -1,8 +1,6 @@
-"""Batching encoded features: padded collation, length-grouped shuffling, and the dataset rows they come from.
-
-Batches are padded to their longest row by :func:`collate`. Training batches group examples of similar length
-(:class:`LengthGroupedSampler`, seeded, so a seed still gives the same run) and evaluation runs longest first, so
-that little of a batch is padding.
+"""Batching encoded features: padded collation (:func:`collate`, to each batch's longest row), the dataset rows it
+collates, and length-grouped shuffling for training (:class:`LengthGroupedSampler`, seeded, so a seed still gives
+the same run; evaluation runs longest first), so that little of a batch is padding.
 """
 
 from __future__ import annotations
@@ -24,9 +22,8 @@ columns (tagging: token labels, padded with the ignored label)."""
 
 
 class LengthGroupedSampler(Sampler[int]):
-    """A seeded shuffle whose batches hold examples of similar length, so that padding to the longest costs little.
-
-    Each epoch the examples are shuffled (by ``seed`` and the epoch), cut into groups of ``group`` batches, each
+    """A seeded shuffle whose batches hold examples of similar length, so that padding to the longest costs little:
+    each epoch the examples are shuffled (by ``seed`` and the epoch), cut into groups of ``group`` batches, each
     group sorted by length (longest first) and cut into batches, and the batches of all groups shuffled again (a
     short last batch stays last; give the DataLoader the same ``batch_size``). Every example comes once per epoch;
     which examples share a batch stays random beyond their length; the same seed and epoch give the same order

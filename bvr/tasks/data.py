@@ -1,22 +1,17 @@
-"""Fine-tuning data for every task: read the splits, cap them, encode them, and batch them.
+"""Fine-tuning data for every task: read the splits, cap them, encode them, and batch them (:func:`loader`).
 
-:func:`load_task_data` is the one entry point. It reads every split with the reader of the task's file format
-(:func:`bvr.tasks.readers.read_task`: from the data folder, or the Hugging Face hub when there is none), giving
-examples and one report line per file (rows read and skipped) for the user to see, then encodes each split with
-the task's kind (:data:`bvr.tasks.kinds.KINDS`) into features, one list per column.
-
-``max_train_examples`` and ``max_eval_examples`` cap a split at a random subset drawn with ``subset_seed``, the same
-for every fine-tuning seed and arm, kept in file order. Batching is :mod:`bvr.tasks.batching`.
-
-Before the caps, a fine-tuning grid's points keep training examples out of training as the evaluation split
-:data:`SELECTION` to be chosen on, and SQuAD v2.0 a share of its training articles as :data:`HELDOUT` to choose the
-no-answer threshold on (:mod:`bvr.tasks.evaluators`).
+:func:`load_task_data` reads every split with its format's reader (:func:`bvr.tasks.readers.read_task`: the data
+folder, or the Hugging Face hub without one), one report line per file for the user to see. A grid's points then
+hold training examples out of training as the split :data:`SELECTION` to be chosen on, and SQuAD v2.0 training
+articles as :data:`HELDOUT` to choose the no-answer threshold on. ``max_train_examples`` and ``max_eval_examples``
+cap a split at a random subset drawn with ``subset_seed`` (the same for every seed and arm), kept in file order; the
+task's kind (:data:`bvr.tasks.kinds.KINDS`) encodes each split into feature columns.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -41,10 +36,8 @@ def loader(data: TaskData, split: SplitData, batch_size: int, *, seed: int | Non
     (training), else longest first (evaluation, whose metrics do not depend on the order)."""
     kind = KINDS[data.spec.kind]
     lengths = [len(ids) for ids in split.features["input_ids"]]
-    if seed is not None:
-        sampler: Sampler[int] | list[int] = LengthGroupedSampler(lengths, batch_size, seed)
-    else:
-        sampler = np.argsort([-n for n in lengths], kind="stable").tolist()
+    sampler: Sampler[int] | list[int] = (LengthGroupedSampler(lengths, batch_size, seed) if seed is not None else
+                                         np.argsort([-n for n in lengths], kind="stable").tolist())
     return DataLoader(FeatureDataset(split.features, kind.columns), batch_size=batch_size, sampler=sampler,
                       num_workers=num_workers,
                       collate_fn=partial(collate, pad_id=data.pad_id, pad_values=kind.pad_values))
@@ -53,16 +46,6 @@ def loader(data: TaskData, split: SplitData, batch_size: int, *, seed: int | Non
 def task_files(spec: TaskSpec, data_dir: Path | None) -> list[Path]:
     """The files the readers take ``spec``'s splits from in ``data_dir`` (some may be missing); none for the hub."""
     return [Path(data_dir) / spec.folder / split.file for split in spec.splits] if data_dir is not None else []
-
-
-def _encoding_note(split: str, features: Mapping[str, list], max_length: int) -> str | None:
-    """A line for the user when encoding lost something: truncated examples, or words cut off (tagging)."""
-    if "truncated" in features and any(features["truncated"]):
-        cut, total = sum(features["truncated"]), len(features["truncated"])
-        return f"{split}: {cut:,} of {total:,} examples cut to {max_length} tokens"
-    if "truncated_words" in features and sum(features["truncated_words"]):
-        return f"{split}: {sum(features['truncated_words']):,} words beyond {max_length} tokens lost their label"
-    return None
 
 
 def subset(examples: Sequence[Any], cap: int | None, seed: int) -> list[Any]:
@@ -96,8 +79,10 @@ def _encode_split(spec: TaskSpec, name: str, examples: list, tokenizer: Tokenize
     if len(kept) < len(examples):
         reports.append(f"{name}: a random {len(kept):,} of {len(examples):,} examples (seed {settings.subset_seed})")
     features = KINDS[spec.kind].encode(spec, tokenizer, family, kept, settings)
-    note = _encoding_note(name, features, settings.max_length)
-    reports.extend([note] if note else [])
+    if "truncated" in features and any(cut := features["truncated"]):
+        reports.append(f"{name}: {sum(cut):,} of {len(cut):,} examples cut to {settings.max_length} tokens")
+    elif "truncated_words" in features and (lost := sum(features["truncated_words"])):  # tagging: words cut off
+        reports.append(f"{name}: {lost:,} words beyond {settings.max_length} tokens lost their label")
     return SplitData(name, kept, features)
 
 

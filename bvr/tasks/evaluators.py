@@ -1,10 +1,10 @@
 """Evaluators: one per evaluation split and task kind, updated batch by batch, computed at the end of the epoch.
 
-Each evaluation also says whether the run *collapsed*: a classifier that predicts one class for every example, a
-regressor whose predictions barely vary, a tagger that gives every word the same tag or predicts no entity at all
-(every word O), or a span model whose every answer is empty or the same string (under SQuAD v2.0, nearly every
-answer empty). Collapse is a known failure of BERT fine-tuning on small tasks (the BERT paper, section 4.1; Mosbach
-et al. 2021), and such a seed scores like the majority baseline.
+Each also says whether the run *collapsed*, a known failure of BERT fine-tuning on small tasks (the BERT paper,
+section 4.1; Mosbach et al. 2021) that scores like the majority baseline: a classifier that predicts one class for
+every example, a regressor whose predictions barely vary, a tagger that gives every word the same tag or predicts no
+entity at all, or a span model whose every answer is empty or the same string (under SQuAD v2.0, nearly every one
+empty).
 """
 
 from __future__ import annotations
@@ -112,14 +112,13 @@ class RegressionEvaluator(Evaluator):
         self.metrics = make_metrics(spec)
         self.sums = torch.zeros(5, dtype=torch.float64)  # n, sum and sum of squares of predictions, then of gold
 
+    _compute = ClassificationEvaluator._compute
+
     def update(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> None:
         preds, gold = _cpu(logits).double(), _cpu(batch["labels"]).double()
         self.metrics.update(preds.float(), gold.float())
         self.sums += torch.stack([torch.tensor(float(len(preds)), dtype=torch.float64), preds.sum(),
                                   preds.square().sum(), gold.sum(), gold.square().sum()])
-
-    def _compute(self) -> dict[str, float]:
-        return {name: float(value) for name, value in self.metrics.compute().items()}
 
     def reset(self) -> None:
         self.metrics.reset()
@@ -179,17 +178,15 @@ class SpanEvaluator(Evaluator):
     """Start and end scores of every window, decoded into answers and scored as the official script does.
 
     Under v2.0 the answer is "" where the null score exceeds the best span's by more than the threshold: the one
-    with the best F1 on ``threshold_from``'s split (held out of training) when given, else ``threshold``. The
-    scores are :func:`~bvr.tasks.squad.metric.evaluate_v2`'s of the predictions and no-answer probabilities
-    :meth:`record` saves, so re-scoring those files gives the logged numbers.
+    with the best F1 on ``threshold_from``'s split (held out of training; set by the span kind) when there is one,
+    else ``threshold``. The scores are :func:`~bvr.tasks.squad.metric.evaluate_v2`'s of the predictions and
+    no-answer probabilities :meth:`record` saves, so re-scoring those files gives the logged numbers.
     """
 
-    def __init__(self, spec: TaskSpec, split: SplitData, version: str, threshold: float = 0.0,
-                 threshold_from: SpanEvaluator | None = None) -> None:
+    def __init__(self, spec: TaskSpec, split: SplitData, version: str, threshold: float = 0.0) -> None:
         super().__init__(spec)
-        self.split, self.version, self.threshold, self.threshold_from = split, version, threshold, threshold_from
-        self.starts: list[np.ndarray | None] = []
-        self.ends: list[np.ndarray | None] = []
+        self.split, self.version, self.threshold = split, version, threshold
+        self.threshold_from: SpanEvaluator | None = None
         self.reset()
 
     def update(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> None:
@@ -238,8 +235,8 @@ class SpanEvaluator(Evaluator):
         return {"exact_match": scores["exact"], "f1": scores["f1"]}
 
     def reset(self) -> None:
-        self.starts = [None] * len(self.split)
-        self.ends = [None] * len(self.split)
+        self.starts: list[np.ndarray | None] = [None] * len(self.split)
+        self.ends: list[np.ndarray | None] = [None] * len(self.split)
         self.answers: list[str] | None = None
         self.decoded: SquadPredictions | None = None
 

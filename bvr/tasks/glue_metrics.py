@@ -1,16 +1,12 @@
 """GLUE's metrics: accuracy, F1 of the positive class, Matthews correlation, Pearson and Spearman correlation.
 
-Two forms of each. :func:`make_metrics` builds the torchmetrics objects the fine-tuning loop updates batch by
-batch (one collection per split). The plain functions (:func:`accuracy`, :func:`f1`, :func:`matthews_corrcoef`,
-:func:`pearson`, :func:`spearman`) compute the official definitions in float64 from lists; the tests hold the
-torchmetrics objects to them, and :func:`majority_baseline` uses them.
-
-Undefined values follow scikit-learn: F1 with no positive label or prediction, and Matthews correlation with a
-constant prediction or target, are 0. A Pearson or Spearman correlation with a constant input is undefined (scipy
-returns nan); here it is 0 with an :class:`UndefinedMetricWarning`, so a collapsed model scores as a constant
-predictor and checkpoint selection never meets a nan. torchmetrics' own Matthews correlation departs from
-scikit-learn in the degenerate cases (a constant prediction scores 1 or about 0.41 where scikit-learn gives 0), so
-:class:`MatthewsCorrelation` replaces its last step.
+Two forms of each: the torchmetrics objects the fine-tuning loop updates batch by batch (:func:`make_metrics`), and
+plain float64 definitions over lists (:data:`PLAIN_METRICS`), which the baseline uses and the tests hold the objects
+to. Undefined values follow scikit-learn: F1 with no positive label or prediction, and Matthews correlation with a
+constant prediction or target, are 0 (torchmetrics' own Matthews correlation scores a constant prediction 1 or
+about 0.41, so :class:`MatthewsCorrelation` replaces its last step). A Pearson or Spearman correlation with a
+constant input (nan in scipy) is 0 with an :class:`UndefinedMetricWarning`, so a collapsed model scores as a
+constant predictor and checkpoint selection never meets a nan.
 """
 
 from __future__ import annotations
@@ -179,8 +175,7 @@ class MatthewsCorrelation(BinaryMatthewsCorrCoef):
 class MulticlassMatthewsCorrelation(MulticlassMatthewsCorrCoef):
     """torchmetrics' multi-class Matthews correlation, finished with scikit-learn's definition."""
 
-    def compute(self) -> torch.Tensor:
-        return torch.tensor(_mcc_from_confusion(self.confmat.double().tolist()))
+    compute = MatthewsCorrelation.compute
 
 
 def _zero_if_undefined(compute: Callable[[], torch.Tensor], name: str) -> torch.Tensor:
@@ -215,32 +210,26 @@ class Spearman(SpearmanCorrCoef):
         return _zero_if_undefined(super().compute, "Spearman correlation")
 
 
-def _accuracy(spec: TaskSpec) -> Metric:
-    return BinaryAccuracy() if spec.num_labels == 2 else MulticlassAccuracy(spec.num_labels, average="micro")
-
-
 def _f1(spec: TaskSpec) -> Metric:
     if spec.num_labels != 2:
         raise ValueError(f"task {spec.name!r}: positive-class F1 needs two labels, not {spec.num_labels}")
     return BinaryF1Score()
 
 
-def _mcc(spec: TaskSpec) -> Metric:
-    return MatthewsCorrelation() if spec.num_labels == 2 else MulticlassMatthewsCorrelation(spec.num_labels)
-
-
 METRIC_BUILDERS: dict[str, Callable[[TaskSpec], Metric]] = {
-    "accuracy": _accuracy, "f1": _f1, "mcc": _mcc, "pearson": lambda _: Pearson(), "spearman": lambda _: Spearman()}
+    "accuracy": lambda spec: (BinaryAccuracy() if spec.num_labels == 2 else
+                              MulticlassAccuracy(spec.num_labels, average="micro")),
+    "f1": _f1,
+    "mcc": lambda spec: (MatthewsCorrelation() if spec.num_labels == 2 else
+                         MulticlassMatthewsCorrelation(spec.num_labels)),
+    "pearson": lambda _: Pearson(), "spearman": lambda _: Spearman()}
 """Metric name to a builder of its torchmetrics object for a task."""
 
 
 def make_metrics(spec: TaskSpec, prefix: str = "") -> MetricCollection:
-    """The torchmetrics collection of a classification or regression task's metrics, for one split.
-
-    Update it with ``(preds, targets)``: predicted class ids and label ids (both ``(batch,)`` integers) for
-    classification; predicted and gold scores (both ``(batch,)`` floats) for regression. ``prefix`` (``"dev/"``)
-    goes before every key. Tagging and span tasks compute their metrics in their own modules.
-    """
+    """The torchmetrics collection of a classification or regression task's metrics for one split, each key after
+    ``prefix`` (``"dev/"``). Update it with ``(preds, targets)``: predicted class ids and label ids (both ``(batch,)``
+    integers) for classification; predicted and gold scores (both ``(batch,)`` floats) for regression."""
     unknown = [name for name in spec.metrics if name not in METRIC_BUILDERS]
     if unknown:
         raise ValueError(f"task {spec.name!r}: no torchmetrics object for {unknown}; known: {list(METRIC_BUILDERS)}")

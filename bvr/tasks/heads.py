@@ -1,9 +1,8 @@
 """Task heads on the shared encoder, and the fine-tuned model (encoder + head), as plain ``nn.Module`` s.
 
-The dense + tanh of the sequence head is the checkpoint's pooler where it has one (BERT trained with NSP;
-bert-base-uncased; a BertModel folder, which stores a pooler without the NSP head), else a fresh one. Hugging Face
-RoBERTa folders carry an unused pooler that loading drops, so they get a fresh one too, as
-``RobertaClassificationHead`` does.
+The sequence head's dense + tanh is the checkpoint's pooler where it has one (BERT trained with NSP, or a BertModel
+folder, which stores a pooler without the NSP head), else a fresh one: Hugging Face RoBERTa folders carry an unused
+pooler that loading drops, so they get a fresh one, as ``RobertaClassificationHead`` does.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""IOB tags: the two schemes (IOB1, IOB2), converting between them, and chunking tags into entities.
-
-Plain Python over tag strings, shared by the CoNLL reader (:mod:`bvr.tasks.readers.conll`), which converts IOB1
-files to IOB2, and entity scoring (:mod:`bvr.tasks.ner_metric`), which chunks tags as conlleval does.
+"""IOB tags: the two schemes (IOB1, IOB2), converting between them, and chunking tags into entities, for the CoNLL
+reader (:mod:`bvr.tasks.readers.conll`, which converts IOB1 files to IOB2) and entity scoring
+(:mod:`bvr.tasks.ner_metric`, which chunks tags as conlleval does).
 """
 
 from __future__ import annotations
@@ -18,27 +17,16 @@ def is_tag(tag: str) -> bool:
     return tag == OUTSIDE or (tag[:2] in ("B-", "I-") and len(tag) > 2)
 
 
-def split_tag(tag: str) -> tuple[str, str]:
-    """("O", "") for outside, ("B", type) or ("I", type) otherwise."""
-    if tag == OUTSIDE:
-        return OUTSIDE, ""
-    if not is_tag(tag):
-        raise ValueError(f"{tag!r} is not an IOB tag (O, B-TYPE or I-TYPE)")
-    return tag[0], tag[2:]
-
-
 def _continues(previous: str, tag: str) -> bool:
     """Whether ``tag`` (B- or I-) follows a tag of its own entity type."""
     return previous != OUTSIDE and previous[2:] == tag[2:]
 
 
 def detect_scheme(tag_sequences: Iterable[Sequence[str]]) -> str:
-    """The IOB variant that tag sequences are written in.
-
-    IOB2 opens every entity with B-. IOB1 opens entities with I- and uses B- only for an entity that directly
-    follows another of the same type. "IOB2" when no I- tag opens an entity (so also for text with no entities,
-    where the two agree); "IOB1" when some I- tag opens an entity and every B- follows a tag of its type; "mixed"
-    when both rules are broken.
+    """The IOB variant that tag sequences are written in. IOB2 opens every entity with B-; IOB1 opens entities with
+    I- and uses B- only for an entity that directly follows another of the same type. "IOB2" when no I- tag opens an
+    entity (so also for text with no entities, where the two agree); "IOB1" when some I- tag opens an entity and every
+    B- follows a tag of its type; "mixed" when both rules are broken.
     """
     opening_i = opening_b = False
     for tags in tag_sequences:
@@ -55,10 +43,8 @@ def detect_scheme(tag_sequences: Iterable[Sequence[str]]) -> str:
 
 
 def to_iob2(tags: Sequence[str]) -> list[str]:
-    """Rewrite IOB1 tags as IOB2: an I- tag that opens an entity becomes B-.
-
-    An I- tag opens an entity after O, at the start, or after a tag of another type (the conlleval rule), so the
-    entities are unchanged; IOB2 input comes back as it was.
+    """Rewrite IOB1 tags as IOB2: an I- tag that opens an entity (after O, at the start, or after a tag of another
+    type: the conlleval rule) becomes B-, so the entities are unchanged; IOB2 input comes back as it was.
 
     >>> to_iob2(["I-PER", "I-PER", "B-PER", "O", "I-LOC", "I-ORG"])
     ['B-PER', 'I-PER', 'B-PER', 'O', 'B-LOC', 'B-ORG']
@@ -89,7 +75,9 @@ def extract_entities(tags: Sequence[str]) -> set[Entity]:
     entities: set[Entity] = set()
     current, start = None, 0
     for position, tag in enumerate(tags):
-        prefix, kind = split_tag(tag)
+        if not is_tag(tag):
+            raise ValueError(f"{tag!r} is not an IOB tag (O, B-TYPE or I-TYPE)")
+        prefix, kind = (OUTSIDE, "") if tag == OUTSIDE else (tag[0], tag[2:])
         if current is not None and (prefix != "I" or kind != current):
             entities.add((current, start, position))
             current = None

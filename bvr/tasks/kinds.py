@@ -12,15 +12,11 @@ regression (STS-B)        the same, one output                          mean squ
 tagging (CoNLL-2003)      per token: dropout, linear                    cross-entropy, -100 skipped  EntityF1
 span (SQuAD)              per token: linear to start and end scores     mean of start and end CE     squad_scores
 ========================  ============================================  ===========================  ==================
-
-Encoding: sentences and pairs with the tokenizer's own template (:func:`~bvr.tasks.sentence_encoding.encode_sentences`),
-CoNLL sentences with :func:`~bvr.tasks.ner.encode_ner`, SQuAD questions as windows with
-:func:`~bvr.tasks.squad.windows.encode_squad`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -41,12 +37,13 @@ from bvr.tasks.evaluators import (
 from bvr.tasks.glue_metrics import baseline_note, majority_baseline
 from bvr.tasks.heads import SequenceHead, TokenHead, take_pooler
 from bvr.tasks.ner import encode_ner
+from bvr.tasks.readers.common import Example
 from bvr.tasks.readers.squad_json import references, squad_version
 from bvr.tasks.registry import TaskSpec
-from bvr.tasks.sentence_encoding import encode_sentences
 from bvr.tasks.splits import TaskData
 from bvr.tasks.squad.metric import squad_scores
 from bvr.tasks.squad.windows import encode_squad
+from bvr.tokenization import plain_tokenizer
 
 HELDOUT = "heldout"
 """The evaluation split held out of SQuAD v2.0's training side to choose the null threshold on
@@ -62,6 +59,7 @@ class Kind:
     # Feature columns its batches carry (the attention mask is rebuilt from the lengths).
     columns: tuple[str, ...] = ("input_ids", "token_type_ids", "labels")
     pad_values: Mapping[str, int | None] = PAD_VALUES  # how its list-valued columns are padded (see collate)
+    evaluator_type: type[Evaluator]  # scores one split, built from the task's spec (the span kind builds its own)
 
     def encode(self, spec: TaskSpec, tokenizer: Tokenizer, family: str, examples: list,
                settings: DataSettings) -> dict[str, list]:
@@ -76,7 +74,7 @@ class Kind:
         raise NotImplementedError
 
     def evaluator(self, data: TaskData, split: str) -> Evaluator:
-        raise NotImplementedError
+        return self.evaluator_type(data.spec)
 
     def evaluators(self, data: TaskData) -> dict[str, Evaluator]:
         return {split: self.evaluator(data, split) for split in data.evals}
@@ -90,8 +88,25 @@ class Kind:
         return None
 
 
+def encode_sentences(tokenizer: Tokenizer, examples: Sequence[Example], max_length: int) -> dict[str, list]:
+    """Encode GLUE sentences or pairs with the tokenizer's own template (BERT ``[CLS] a [SEP] b [SEP]`` with token
+    types 0 then 1; RoBERTa ``<s> a </s></s> b </s>``), cutting the longer text first to fit ``max_length``: per
+    example ``input_ids``, ``token_type_ids``, ``labels`` (class ids or scores) and ``truncated`` (bool).
+    """
+    truncating = plain_tokenizer(tokenizer)  # a copy: truncation is tokenizer state; it never pads
+    truncating.enable_truncation(max_length, strategy="longest_first")
+    inputs = [(ex.text_a, ex.text_b) if ex.text_b is not None else ex.text_a for ex in examples]
+    encodings = truncating.encode_batch(inputs) if inputs else []
+    return {"input_ids": [encoding.ids for encoding in encodings],
+            "token_type_ids": [encoding.type_ids for encoding in encodings],
+            "labels": [example.label for example in examples],
+            "truncated": [bool(encoding.overflowing) for encoding in encodings]}
+
+
 class ClassificationKind(Kind):
     """One label per example, from the first token."""
+
+    evaluator_type = ClassificationEvaluator
 
     def encode(self, spec: TaskSpec, tokenizer: Tokenizer, family: str, examples: list,
                settings: DataSettings) -> dict[str, list]:
@@ -102,9 +117,6 @@ class ClassificationKind(Kind):
 
     def loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return F.cross_entropy(logits.float(), batch["labels"])
-
-    def evaluator(self, data: TaskData, split: str) -> Evaluator:
-        return ClassificationEvaluator(data.spec)
 
     def baseline(self, data: TaskData) -> dict[str, float]:
         train = data.train_labels()
@@ -118,17 +130,17 @@ class ClassificationKind(Kind):
 class RegressionKind(ClassificationKind):
     """One score per example (STS-B), from the first token; the baseline predicts the training mean."""
 
+    evaluator_type = RegressionEvaluator
+
     def loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return F.mse_loss(logits.float(), batch["labels"].float())
-
-    def evaluator(self, data: TaskData, split: str) -> Evaluator:
-        return RegressionEvaluator(data.spec)
 
 
 class TaggingKind(Kind):
     """One label per word, read at each word's first sub-token."""
 
     pad_values = {**PAD_VALUES, "labels": IGNORE_INDEX}  # token labels: padding is never scored
+    evaluator_type = TaggingEvaluator
 
     def encode(self, spec: TaskSpec, tokenizer: Tokenizer, family: str, examples: list,
                settings: DataSettings) -> dict[str, list]:
@@ -140,9 +152,6 @@ class TaggingKind(Kind):
 
     def loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return cross_entropy(logits.flatten(0, 1).float(), batch["labels"].flatten())
-
-    def evaluator(self, data: TaskData, split: str) -> Evaluator:
-        return TaggingEvaluator(data.spec)
 
     def baseline(self, data: TaskData) -> dict[str, float]:
         # Tagging every word "O" (the majority tag) finds no entity: precision, recall and F1 are all 0.
@@ -179,10 +188,9 @@ class SpanKind(Kind):
     def evaluators(self, data: TaskData) -> dict[str, Evaluator]:
         """Every split's evaluator; with a held-out split, the others take their null threshold from its."""
         evaluators = super().evaluators(data)
-        heldout = evaluators.get(HELDOUT)
         for split, evaluator in evaluators.items():
-            if heldout is not None and split != HELDOUT:
-                evaluator.threshold_from = heldout
+            if HELDOUT in evaluators and split != HELDOUT:
+                evaluator.threshold_from = evaluators[HELDOUT]
         return evaluators
 
     def baseline(self, data: TaskData) -> dict[str, float]:

@@ -1,7 +1,6 @@
-"""One fine-tuning LightningModule for every task kind; the kinds differ only in their :class:`~bvr.tasks.kinds.Kind`.
-
-The model (:class:`~bvr.tasks.heads.FinetuneModel`: encoder + head) is a plain ``nn.Module``; :class:`FinetuneModule`
-adds AdamW (no decay on biases and LayerNorm), linear warm-up and decay, the kind's loss, and evaluation of every
+"""One fine-tuning LightningModule for every task kind, which differ only in their :class:`~bvr.tasks.kinds.Kind`:
+:class:`FinetuneModule` trains a :class:`~bvr.tasks.heads.FinetuneModel` (encoder + head, a plain ``nn.Module``)
+with AdamW (no decay on biases and LayerNorm), linear warm-up and decay and the kind's loss, and evaluates every
 evaluation split after each epoch (:mod:`bvr.tasks.evaluators`), kept in :attr:`FinetuneModule.history` and logged
 as ``split/metric`` (``dev/accuracy``) with whether each split collapsed.
 """
@@ -24,13 +23,10 @@ from bvr.training import adamw, check_finite, clip_unscaled
 
 
 def build_model(encoder: Encoder, data: TaskData, seed: int) -> FinetuneModel:
-    """The encoder with a fresh head for ``data``'s task, drawn for fine-tuning seed ``seed``.
-
-    The head is drawn in its own generator seeded by ``seed`` (:func:`~bvr.tasks.source.seeded`), so its initial
-    weights are the same for every encoder of the same shape (every arm and the no-pretraining control) and the
-    global generator is left alone. A sequence head's output layer is identical whether its pooler is the
-    checkpoint's or fresh; a fresh pooler is identical wherever there is one.
-    """
+    """The encoder with a fresh head for ``data``'s task, drawn in a generator of its own seeded by ``seed``
+    (:func:`~bvr.tasks.source.seeded`): its initial weights are the same for every encoder of the same shape (every
+    arm and the control), a sequence head's output layer whether its pooler is the checkpoint's or fresh, and the
+    global generator is left alone."""
     with seeded("head", seed):
         head = KINDS[data.spec.kind].head(encoder, data)
     return FinetuneModel(encoder, head)

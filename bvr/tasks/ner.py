@@ -1,11 +1,6 @@
-"""CoNLL-2003 named-entity recognition between reading and scoring: label lists, sub-token labels, and back.
-
-The CoNLL reader is :mod:`bvr.tasks.readers.conll`, the IOB schemes :mod:`bvr.tasks.iob`, and entity-level F1
-:mod:`bvr.tasks.ner_metric`. Here:
-
-- :func:`encode_ner` tokenizes pre-split words for either tokenizer family and labels the first sub-token of each
-  word (:func:`align_labels`).
-- :func:`predictions_to_tags` and :func:`labels_to_tags` turn a model's output back into word tags.
+"""CoNLL-2003 named-entity recognition between reading (:mod:`bvr.tasks.readers.conll`) and scoring
+(:mod:`bvr.tasks.ner_metric`): :func:`encode_ner` labels the first sub-token of each pre-split word for either
+tokenizer family, and :func:`predictions_to_tags` and :func:`labels_to_tags` turn a model's output back into tags.
 """
 
 from __future__ import annotations
@@ -23,11 +18,9 @@ from bvr.tasks.readers.conll import Sentence
 from bvr.tokenization import plain_tokenizer
 
 _WORD_PREFIX = {"bert": "", "roberta": " "}
-"""What each family's words need in front so that every word is encoded as a word start.
-
-Byte-level BPE marks a word start by the space before it (``Ġ``); RoBERTa's ``add_prefix_space=True`` for pre-split
-input gives every word, the first included, that space. WordPiece marks continuations instead and needs nothing.
-"""
+"""What each family's words need in front so that every word is encoded as a word start: byte-level BPE marks a word
+start by the space before it (``Ġ``; RoBERTa's ``add_prefix_space=True`` for pre-split input gives every word, the
+first included, that space); WordPiece marks continuations instead and needs nothing."""
 
 
 # --- sub-token alignment -------------------------------------------------------------------------------------
@@ -52,13 +45,6 @@ def align_labels(word_ids: Sequence[int | None], word_labels: Sequence[int]) -> 
     return labels
 
 
-def _label_ids(tags: Sequence[str], label_to_id: Mapping[str, int]) -> list[int]:
-    unknown = sorted(set(tags) - set(label_to_id))
-    if unknown:
-        raise BvrError(f"tags {unknown} are not in the label list", where="labels", hint="build it from all splits")
-    return [label_to_id[tag] for tag in tags]
-
-
 _NER_KEYS = ("input_ids", "attention_mask", "token_type_ids", "labels", "word_ids", "truncated_words",
              "untokenized_words")
 
@@ -69,12 +55,10 @@ def encode_ner(tokenizer: Tokenizer, family: str, sentences: Iterable[Sentence |
 
     Each word is encoded as a word start (:data:`_WORD_PREFIX`). Sequences longer than ``max_length`` are cut; the
     words that lose all their tokens are counted in ``truncated_words``, and words the tokenizer turns into no token
-    at all (WordPiece drops some control and zero-width characters) in ``untokenized_words``. No padding: the
-    collator pads; the tokenizer's own truncation and padding settings are ignored.
-
-    Per sentence: ``input_ids``, ``attention_mask``, ``token_type_ids``, ``labels`` (first sub-tokens carry the
-    word's id, the rest :data:`IGNORE_INDEX`), ``word_ids`` (None for specials), ``truncated_words`` and
-    ``untokenized_words`` (counts).
+    at all (WordPiece drops some control and zero-width characters) in ``untokenized_words``. Nothing is padded; the
+    tokenizer's own truncation and padding settings are ignored. Per sentence: ``input_ids``, ``attention_mask``,
+    ``token_type_ids``, ``labels`` (first sub-tokens carry the word's id, the rest :data:`IGNORE_INDEX`),
+    ``word_ids`` (None for specials), ``truncated_words`` and ``untokenized_words`` (counts).
     """
     if family not in _WORD_PREFIX:
         raise BvrError(f"unknown tokenizer family {family!r}", where="family", hint=f"use one of {list(_WORD_PREFIX)}")
@@ -87,12 +71,14 @@ def encode_ner(tokenizer: Tokenizer, family: str, sentences: Iterable[Sentence |
     encodings = tokenizer.encode_batch(words, is_pretokenized=True, add_special_tokens=False) if words else []
     features: dict[str, list] = {key: [] for key in _NER_KEYS}
     for (tokens, tags), encoding in zip(sentences, encodings, strict=True):
+        if unknown := sorted(set(tags) - set(label_to_id)):
+            raise BvrError(f"tags {unknown} are not in the label list", where="labels", hint="build it from all splits")
         tokenized = {i for i in encoding.word_ids if i is not None}
         encoding.truncate(max_length - specials)  # then the specials are added: the whole fits max_length
         encoding = tokenizer.post_process(encoding)
         kept = {i for i in encoding.word_ids if i is not None}
         values = (encoding.ids, encoding.attention_mask, encoding.type_ids,
-                  align_labels(encoding.word_ids, _label_ids(tags, label_to_id)), encoding.word_ids,
+                  align_labels(encoding.word_ids, [label_to_id[tag] for tag in tags]), encoding.word_ids,
                   len(tokenized - kept), len(tokens) - len(tokenized))
         for key, value in zip(_NER_KEYS, values, strict=True):
             features[key].append(value)

@@ -24,20 +24,17 @@ class EntityCounts:
     predicted: Counter[str] = field(default_factory=Counter)
     gold: Counter[str] = field(default_factory=Counter)
 
-    def add(self, gold_tags: Sequence[str], predicted_tags: Sequence[str]) -> None:
-        if len(gold_tags) != len(predicted_tags):
-            raise ValueError(f"{len(gold_tags)} gold tags but {len(predicted_tags)} predicted tags")
-        gold, predicted = extract_entities(gold_tags), extract_entities(predicted_tags)
-        self.true_positives.update(kind for kind, _, _ in gold & predicted)
-        self.predicted.update(kind for kind, _, _ in predicted)
-        self.gold.update(kind for kind, _, _ in gold)
-
 
 def count_entities(gold_sequences: Iterable[Sequence[str]], pred_sequences: Iterable[Sequence[str]]) -> EntityCounts:
     """Entity counts per type over sentence pairs (gold, predicted) of equal length."""
     counts = EntityCounts()
-    for gold, predicted in zip(gold_sequences, pred_sequences, strict=True):
-        counts.add(gold, predicted)
+    for gold_tags, predicted_tags in zip(gold_sequences, pred_sequences, strict=True):
+        if len(gold_tags) != len(predicted_tags):
+            raise ValueError(f"{len(gold_tags)} gold tags but {len(predicted_tags)} predicted tags")
+        gold, predicted = extract_entities(gold_tags), extract_entities(predicted_tags)
+        counts.true_positives.update(kind for kind, _, _ in gold & predicted)
+        counts.predicted.update(kind for kind, _, _ in predicted)
+        counts.gold.update(kind for kind, _, _ in gold)
     return counts
 
 
@@ -61,20 +58,15 @@ def scores_from_counts(counts: EntityCounts) -> dict[str, Any]:
 
 
 def entity_f1(gold_sequences: Iterable[Sequence[str]], pred_sequences: Iterable[Sequence[str]]) -> dict[str, Any]:
-    """Entity-level precision, recall and F1 as seqeval computes them by default.
-
-    An entity counts as found only when type, start and end all match. Overall figures are micro averages: totals
-    over all types, not a mean of per-type scores. A score is 0 when its denominator is.
-    """
+    """Entity-level precision, recall and F1 as seqeval computes them by default: an entity is found only when type,
+    start and end all match; overall figures are micro averages (totals over all types, not a mean of per-type
+    scores); a score is 0 when its denominator is."""
     return scores_from_counts(count_entities(gold_sequences, pred_sequences))
 
 
 class EntityF1(Metric):
     """Entity-level micro F1 (seqeval's default) accumulated over batches; equal to :func:`entity_f1` on all of them.
-
-    The state is three count vectors over a fixed list of entity types (:func:`entity_types`), summed across
-    processes.
-    """
+    The state is three count vectors over a fixed list of entity types, summed across processes."""
 
     is_differentiable = False
     higher_is_better = True
@@ -108,10 +100,8 @@ class EntityF1(Metric):
         self.gold += self._as_tensor(counts.gold)
 
     def _counts(self) -> EntityCounts:
-        def counter(values: torch.Tensor) -> Counter[str]:
-            return Counter({kind: int(n) for kind, n in zip(self.types, values.tolist(), strict=True) if n})
-
-        return EntityCounts(counter(self.true_positives), counter(self.predicted), counter(self.gold))
+        return EntityCounts(*(Counter({kind: int(n) for kind, n in zip(self.types, values.tolist(), strict=True) if n})
+                              for values in (self.true_positives, self.predicted, self.gold)))
 
     def compute(self) -> torch.Tensor:
         """Overall (micro) entity F1, as a float64 scalar so it equals :func:`entity_f1`'s float exactly."""

@@ -1,18 +1,14 @@
 """The MLflow record of one :func:`bvr.tasks.run.finetune` call, kept in one place (:class:`TaskRecorder`).
 
-The call's parent run ``ARM/finetune/TASK`` (started with the first seed this process logs), and under it one run
-``ARM/finetune/TASK/seedN`` per seed: opened for its Trainer (:meth:`TaskRecorder.open_seed`, tagged ``bvr.task``,
-``bvr.seed``, ``bvr.arm``, ``bvr.stage=finetune``, ``bvr.checkpoint``, ``bvr.from_scratch`` and ``bvr.result``, its
-config and the task's files logged), then given its outcome (:meth:`TaskRecorder.record_seed`: ``best/*``,
-``baseline/*``, ``best/epoch``, ``run/wall_seconds``, ``score``, ``bvr.collapsed``, ``data.txt``, the headline
-split's files, params and metrics) and its ``result.json`` (:meth:`TaskRecorder.record_result_file`). A seed cached
-by another experiment gets a copy of its run here (:meth:`TaskRecorder.copy_seeds`); the parent ends with the spread
-of the headline score over the seeds (:meth:`TaskRecorder.record_spread`).
-
-A grid (:meth:`bvr.config.FinetuneConfig.grid`) puts a run per point under the call's run,
-``ARM/finetune/TASK/lr 1e-03, 2 epochs`` (:meth:`TaskRecorder.for_point`, tagged ``bvr.grid_point``), each point's seeds
-under it; once chosen (:meth:`TaskRecorder.record_choice`) each point's run is tagged ``bvr.chosen`` true or false
-and holds the median of its seeds' selection scores, and the call's run names the chosen point.
+The call's run ``ARM/finetune/TASK`` (started with the first seed this process logs) holds one run
+``ARM/finetune/TASK/seedN`` per seed, tagged ``bvr.task``, ``bvr.seed``, ``bvr.arm``, ``bvr.stage=finetune``,
+``bvr.checkpoint``, ``bvr.from_scratch`` and ``bvr.result`` (:meth:`TaskRecorder.open_seed`), then given its
+outcome (:meth:`TaskRecorder.record_seed`) and its ``result.json``; a seed cached by another experiment gets a copy
+of its run here (:meth:`TaskRecorder.copy_seeds`). The call's run ends with the spread of the headline score over
+the seeds (:meth:`TaskRecorder.record_spread`). A grid puts a run per point between them,
+``ARM/finetune/TASK/lr 1e-03, 2 epochs`` tagged ``bvr.grid_point`` (:meth:`TaskRecorder.for_point`); once chosen
+(:meth:`TaskRecorder.record_choice`) each is tagged ``bvr.chosen`` true or false and holds its seeds' median
+selection score, and the call's run names the chosen point.
 """
 
 from __future__ import annotations
@@ -30,7 +26,6 @@ from bvr.config import FinetuneConfig, GridPoint
 from bvr.tasks.evaluators import EvalRecord
 from bvr.tasks.registry import TaskSpec
 from bvr.tasks.results import SeedResult, TaskInfo, spread
-from bvr.tasks.seed_runs import TaskParent
 from bvr.tasks.selection import Selection
 from bvr.tracking import (
     TAG_COLLAPSED,
@@ -42,6 +37,7 @@ from bvr.tracking import (
     log_config,
     log_inputs,
     log_params_batched,
+    parent_run,
     run_name,
     run_tags,
 )
@@ -59,35 +55,36 @@ task's run), so that MLflow's runs table grouped by ``bvr.arm`` shows one compar
 _MAX_TAG = 5000
 
 
-class TaskRecorder:
-    """The MLflow runs of one fine-tuning call: a context manager that ends the call's parent run on leaving.
-
-    Each seed's run nests under the call's run, which nests under the context's parent run.
-    """
+class TaskRecorder(contextlib.ExitStack):
+    """The MLflow runs of one fine-tuning call: a context manager that ends the call's run on leaving. Each seed's
+    run nests under the call's run, which nests under the context's parent run."""
 
     def __init__(self, context: RunContext, spec: TaskSpec, checkpoint: str, from_scratch: bool, *,
                  point: GridPoint | None = None, outer: TaskRecorder | None = None) -> None:
+        super().__init__()
         self.context, self.spec, self.checkpoint, self.from_scratch = context, spec, checkpoint, from_scratch
         self.point = point
         self.main_key = f"{spec.headline_split}/{spec.main_metric}"
         self.client = client_for(Path.cwd())
         self.experiment_id = ensure_experiment(context.experiment, Path.cwd())
-        self._stack = contextlib.ExitStack()
+        self._outer = outer
         parent_id = context.parent_run_id
         extra = {TAG_CHECKPOINT: checkpoint, TAG_FROM_SCRATCH: from_scratch, TAG_MEASURE: f"finetune/{spec.name}",
                  **({MLFLOW_PARENT_RUN_ID: parent_id} if parent_id and outer is None else {}),
                  **({TAG_GRID_POINT: point.name} if point else {})}
-        name = run_name(context.label, "finetune", spec.name) + (f"/{point.name}" if point else "")
-        self.parent = TaskParent(self._stack, context.experiment, name,
-                                 run_tags(context, stage="finetune", task=spec.name, extra=extra),
-                                 nest_under=outer.parent.id if outer else None)
+        self._name = run_name(context.label, "finetune", spec.name) + (f"/{point.name}" if point else "")
+        self._tags = run_tags(context, stage="finetune", task=spec.name, extra=extra)
+        self.parent_run_id: str | None = None  # None while this process has logged no seed (every one reused)
 
-    def __enter__(self) -> TaskRecorder:
-        self._stack.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> bool | None:
-        return self._stack.__exit__(*exc)
+    def parent_id(self) -> str:
+        """The call's run ``ARM/finetune/TASK`` (a grid point's run, under it), started with the first seed this
+        process logs (trains or copies): where another process trained every seed meanwhile (twin invocations wait
+        on each seed's lock), none is started, so each seed is logged once."""
+        if self.parent_run_id is None:
+            tags = {**self._tags, **({MLFLOW_PARENT_RUN_ID: self._outer.parent_id()} if self._outer else {})}
+            run = self.enter_context(parent_run(self.context.experiment, self._name, workdir=Path.cwd(), tags=tags))
+            self.parent_run_id = run.info.run_id
+        return self.parent_run_id
 
     def for_point(self, point: GridPoint) -> TaskRecorder:
         """The recorder of one grid point: its run nests under this call's run, its seeds under it."""
@@ -97,19 +94,14 @@ class TaskRecorder:
         """The grid's choice: each point's run (where this process started it) tagged chosen or not, with its
         seeds' median selection score; the call's run names the chosen point and holds each point's median."""
         for i, (recorder, summary) in enumerate(zip(points, selection.points, strict=True)):
-            if recorder.parent.started:
-                run_id = recorder.parent.id()
+            if recorder.parent_run_id is not None:
+                run_id = recorder.parent_run_id
                 self.client.set_tag(run_id, TAG_CHOSEN, json.dumps(i == selection.chosen))
                 self.client.log_metric(run_id, f"{selection.metric}_median", summary["median"])
-        if self.parent.started:
-            run_id = self.parent.id()
+        if self.parent_run_id is not None:
+            run_id = self.parent_run_id
             self.client.set_tag(run_id, TAG_GRID_POINT, selection.chosen_point["name"])
             self.client.log_text(run_id, json.dumps(selection.to_dict(), indent=2) + "\n", "selection.json")
-
-    @property
-    def parent_run_id(self) -> str | None:
-        """The call's parent run, or None where this process logged no seed (every seed was reused as it was)."""
-        return self.parent.run_id
 
     def copy_seeds(self, elsewhere: dict[int, tuple[SeedResult, TaskInfo]],
                    dirs: dict[int, Path]) -> dict[int, SeedResult]:
@@ -119,7 +111,7 @@ class TaskRecorder:
             tags = run_tags(self.context, stage="finetune", task=self.spec.name, seed=seed,
                             extra={TAG_RESULT: dirs[seed].name})
             copied[seed] = dataclasses.replace(cached, run_id=copy_run(
-                self.client, str(cached.run_id), self.experiment_id, parent_run_id=self.parent.id(), tags=tags))
+                self.client, str(cached.run_id), self.experiment_id, parent_run_id=self.parent_id(), tags=tags))
         return copied
 
     def open_seed(self, seed: int, key: str, cfg: FinetuneConfig, info: TaskInfo, inputs: list[DataInput]) -> Any:
@@ -130,7 +122,7 @@ class TaskRecorder:
                  "bvr.threads": str(torch.get_num_threads())}  # the budget the command or ablation set (bvr.threads)
         if info.split_note:
             extra[TAG_DATA_SPLIT] = info.split_note[:_MAX_TAG]
-        logger = training_logger(dataclasses.replace(self.context, parent_run_id=self.parent.id()), stage="finetune",
+        logger = training_logger(dataclasses.replace(self.context, parent_run_id=self.parent_id()), stage="finetune",
                                  task=self.spec.name, seed=seed, extra=extra)
         log_config(logger, None, {"task": self.spec.name, "seed": seed, "checkpoint": self.checkpoint,
                                   "from_scratch": self.from_scratch, "finetune": cfg.as_dict()})
@@ -163,9 +155,9 @@ class TaskRecorder:
     def record_spread(self, info: TaskInfo | None, seeds: list[SeedResult]) -> None:
         """The spread of the headline score over ``seeds`` (``_median``, ``_min``, ..., ``score`` in points), the
         baseline and the collapsed seeds, on the call's run where this process started it."""
-        if not self.parent.started:
+        if self.parent_run_id is None:
             return
-        run_id, key = self.parent.id(), self.main_key
+        run_id, key = self.parent_run_id, self.main_key
         for name, value in spread([seed.scores[key] for seed in seeds]).items():
             self.client.log_metric(run_id, f"{key}_{name}", value)
             if name == "median":

@@ -1,10 +1,9 @@
 """Every fine-tuning task as data: one :class:`TaskSpec` per task, in one registry.
 
 A spec says where a task's files are and in which format (:data:`TASK_FORMATS`), which fields hold its text and
-label, what the labels are, which metrics it reports and which of them is its headline, and the fine-tuning
-hyperparameters it starts from. The readers (:data:`bvr.tasks.readers.READERS`, one per file format), the task
-kinds (:data:`bvr.tasks.kinds.KINDS`: encoding, head, loss, evaluation) and the report look everything up here, so
-adding a task whose format and kind exist is adding one ``TaskSpec(...)`` to ``_SPECS`` below.
+label, what the labels are, which metrics it reports (its headline among them) and the fine-tuning hyperparameters
+it starts from. The readers, the task kinds and the report look everything up here, so adding a task whose format
+and kind exist is adding one ``TaskSpec(...)`` to ``_SPECS`` below.
 
 >>> get_task("mrpc").main_metric
 'accuracy_f1'
@@ -151,21 +150,16 @@ _ENTAILMENT = ("entailment", "not_entailment")
 # CoNLL-2003's tags in the hub dataset's ClassLabel order, so hub ids need no mapping.
 CONLL_TAGS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")
 
-# SQuAD's learning rate and epochs are the google-research/bert repository README's recipe (its run_squad.py
-# commands: 3e-5, 2 epochs, 384-token windows with stride 128; batch 12 for BERT-Base on SQuAD 1.1, 24 for
-# BERT-Large on 2.0), not the BERT paper's: section 4.2 fine-tunes 3 epochs at 5e-5 with batch 32. The batch here
-# is the shared default, 32. We keep the README's values because they are the ones the released script is run
-# with, and every cached SQuAD result and the tests that pin resolved fine-tuning values were made with them; the
-# paper's recipe is one override away (finetune.per_task.squad.learning_rate=5e-5, .epochs=3).
+# SQuAD's learning rate and epochs are the google-research/bert README's run_squad.py recipe (3e-5, 2 epochs,
+# 384-token windows with stride 128; the batch is the shared default, 32), kept because the released script runs it
+# and every cached SQuAD result was made with it. The BERT paper's (section 4.2: 3 epochs at 5e-5) is one override
+# away (finetune.per_task.squad.learning_rate=5e-5, .epochs=3).
 SPAN_FINETUNE = {"learning_rate": 3e-5, "epochs": 2, "max_length": 384}
 
 
 def _squad(name: str, version: str, hub_id: str) -> TaskSpec:
-    """SQuAD ``version`` under ``squad/vVERSION``: ``train-vVERSION.json`` and ``dev-vVERSION.json``.
-
-    Offline often only the dev file exists; :func:`bvr.tasks.readers.read_task` then trains and evaluates on two
-    parts of it, split by article.
-    """
+    """SQuAD ``version`` under ``squad/vVERSION``: ``train-vVERSION.json`` and ``dev-vVERSION.json`` (offline often
+    only the dev file exists: :func:`bvr.tasks.readers.read_task` then splits it by article)."""
     splits = (SplitSpec("train", f"train-v{version}.json", "train"),
               SplitSpec("dev", f"dev-v{version}.json", "validation"))
     return TaskSpec(name=name, kind="span", format="squad-json", folder=f"squad/v{version}", splits=splits,

@@ -48,10 +48,9 @@ class TaskInfo:
 @dataclass
 class FinetuneResult:
     """All seeds of one (checkpoint, task), with the spread of the headline score: ``from_scratch``, whether the
-    encoder was randomly initialised (the no-pretraining control); ``parent_run_id``, the MLflow parent run of this
-    call (None when every seed was reused); ``selection``, a grid's choice
-    (:meth:`bvr.tasks.selection.Selection.to_dict`: each point's selection scores and the chosen point, whose seeds
-    ``seeds`` are), None without a grid."""
+    encoder was randomly initialised (the no-pretraining control); ``parent_run_id``, the MLflow run of this call
+    (None when every seed was reused); ``selection``, a grid's choice (:meth:`bvr.tasks.selection.Selection.to_dict`:
+    each point's selection scores and the chosen point, whose seeds ``seeds`` are), None without a grid."""
 
     task: str
     arm: str
@@ -111,8 +110,7 @@ def _grid_rows(result: FinetuneResult, scale: float) -> list[str]:
 
 
 def describe(result: FinetuneResult) -> str:
-    """A few lines for the CLI: the seeds' scores in points, their median and spread, the baseline, collapses and
-    time."""
+    """A few lines for the CLI: the seeds' scores in points, their spread, the baseline, collapses and time."""
     key, stats = result.main_key, result.summary()
     scale = get_task(result.task).points_scale
     pts = {name: points(value, scale) for name, value in stats.items()}
@@ -145,7 +143,7 @@ def write_seed_result(out: Path, result: SeedResult, info: TaskInfo, folder: Pat
 
 
 def read_seed_result(folder: Path) -> tuple[SeedResult, TaskInfo]:
-    """The seed's cached result (checked by :func:`trusted_seed_result` when it is first found)."""
+    """The seed's cached result (checked by :func:`seed_result_problem` when it is first found)."""
     payload = json.loads((folder / "result.json").read_text(encoding="utf-8"))
     result = SeedResult(**payload["seed"])
     result.reused = True

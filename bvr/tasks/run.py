@@ -1,33 +1,22 @@
 """``bvr finetune``: fine-tune one checkpoint on one task over several seeds, track every seed, summarise the spread.
 
-For each seed a Lightning Trainer trains a fresh head on the checkpoint's encoder (or, for the ``from_scratch``
-control arm, on a randomly initialised encoder of the same shape) and evaluates every evaluation split after each
-epoch. A seed reports its final epoch's scores and, labelled ``best/``, those of its best epoch by the headline
-score (choosing the best epoch on the evaluation split itself flatters the score; the final epoch is the honest one).
+Each seed trains a fresh head on the checkpoint's encoder (the ``from_scratch`` control: a random encoder of the
+same shape) and evaluates every evaluation split after each epoch. It reports its final epoch's scores and, as
+``best/``, those of its best epoch by the headline score (chosen on the evaluation split itself: optimistic).
 
-MLflow: a parent run ``ARM/finetune/TASK`` per invocation (nested under ``parent_run_id`` when given), and under it
-one run ``ARM/finetune/TASK/seedN`` per seed (:mod:`bvr.tasks.recorder` lists their tags, metrics and artifacts); a
-span task's seed also keeps its final ``predictions.json`` (and SQuAD v2.0's ``na_probs.json``) in its folder.
+MLflow: :mod:`bvr.tasks.recorder`. A finished seed is cached in ``output_dir/finetune/TASK-seedN-HASH/``, HASH over
+the checkpoint's files, the task, the resolved hyperparameters, the content of the task's files, the seed and the
+from-scratch flag: a second call trains only the missing seeds, two processes asking for one seed train it once,
+and a data file edited in place is trained on again. Its ``result.json`` is also an artifact of the seed's run: a
+folder deleted or damaged since is read back from it, and a seed cached by another experiment's call gets a copy of
+its run in this one (:mod:`bvr.tasks.seed_runs`). A span task's seed also keeps its final ``predictions.json`` (and
+SQuAD v2.0's ``na_probs.json``) in its folder.
 
-Every finished seed is cached in ``output_dir/finetune/TASK-seedN-HASH/result.json``; HASH covers the checkpoint's
-files, the task, the resolved hyperparameters, the data folder and the content of the task's files in it, the seed
-and the from-scratch flag, so a second call reuses finished seeds and trains only the missing ones, and a data file
-edited in place is trained on again. Two processes asking for the same seed at once train it once: the second waits
-for the first and reuses its result. The result.json is also an artifact of the seed's run, tagged ``bvr.result``
-with the folder's name: a folder deleted or damaged since is read back from it, and a seed cached by another
-experiment's call gets a copy of its run in this one (:mod:`bvr.tasks.seed_runs`).
-
-Hyperparameters are the ``finetune`` section of the configuration, resolved per task by
-:func:`bvr.config.resolve_finetune`: :class:`~bvr.config.FinetuneConfig`'s defaults, the task's own
-(``TaskSpec.finetune``), then the preset, the config file and ``--set finetune.KEY=VALUE``, each layer's
-``finetune.KEY`` before its ``finetune.per_task.TASK.KEY`` (:func:`bvr.tasks.settings.load_finetune_config`).
-Where ``learning_rate`` or ``epochs`` is a list, each point of the grid is fine-tuned over the same seeds, with
-``selection_examples`` training examples held out of training, and the point chosen on them
-(:mod:`bvr.tasks.selection`) gives the call's seeds; every point has its own cache folders and a run under the
-call's. A grid of one point is the call without a grid.
-
-This module is the seed loop and its cache; the MLflow record is :mod:`bvr.tasks.recorder`, the results it returns
-and their printing :mod:`bvr.tasks.results`, the checkpoint's identity and fresh encoders :mod:`bvr.tasks.source`.
+Hyperparameters: :func:`load_finetune_config` (:class:`~bvr.config.FinetuneConfig`'s defaults, the task's own
+``TaskSpec.finetune``, the preset, the config file, then ``--set``; each layer's ``finetune.KEY`` before its
+``finetune.per_task.TASK.KEY``). Where ``learning_rate`` or ``epochs`` is a list, every point of the grid is
+fine-tuned over the same seeds, each with its own cache folders and run, and the point chosen on held-out training
+examples (:mod:`bvr.tasks.selection`) gives the call's seeds.
 """
 
 from __future__ import annotations
@@ -42,21 +31,19 @@ from pathlib import Path
 import lightning as L
 
 from bvr.cache import CACHE_VERSION, build_once, cache_dir, fingerprint
-from bvr.config import FinetuneConfig, GridPoint
+from bvr.config import FinetuneConfig, GridPoint, check_task_names, load_config, resolve_finetune
 from bvr.errors import BvrError
 from bvr.fs import write_text
 from bvr.pretrained import Pretrained, load_pretrained
 from bvr.tasks.data import load_task_data, loader, task_files
-from bvr.tasks.evaluators import EvalRecord
 from bvr.tasks.kinds import KINDS
-from bvr.tasks.module import FinetuneModule, make_module
+from bvr.tasks.module import FinetuneModule, OptimSettings, make_module
 from bvr.tasks.recorder import TaskRecorder
-from bvr.tasks.registry import TaskSpec, get_task
+from bvr.tasks.registry import TASKS, TaskSpec, get_task
 from bvr.tasks.results import FinetuneResult, SeedResult, TaskInfo, read_seed_result, write_seed_result
 from bvr.tasks.seed_runs import RESULT_FILE, place_seeds
 from bvr.tasks.selection import PointResult, Selection, select
-from bvr.tasks.settings import load_finetune_config, optim_settings
-from bvr.tasks.source import EncoderSource, checkpoint_identity, default_arm
+from bvr.tasks.source import EncoderSource, default_arm
 from bvr.tasks.splits import TaskData
 from bvr.tokenization import vocab_info
 from bvr.tracking import DataInput, RunContext, check_store, close_stale_runs, closed_on_error
@@ -146,9 +133,11 @@ def _prepare(checkpoint: str | Path, task: str, seeds: int | Sequence[int], setu
     if context.ablation is None:  # a lone run closes what a killed one left (an ablation does it for all its runs)
         close_stale_runs(context.experiment or DEFAULT_EXPERIMENT, Path.cwd())
     pretrained = load_pretrained(Path(checkpoint), need_mlm_head=False)  # the encoder is what fine-tuning needs
-    _check_fits(cfg, pretrained)
+    if cfg.max_length > (positions := pretrained.model.config.max_tokens):
+        raise BvrError(f"max_length {cfg.max_length} exceeds the model's {positions} positions", where="max_length",
+                       hint=f"use --set finetune.max_length={positions} or less")
     data_dir = Path(setup.data_dir) if setup.data_dir is not None else None
-    identity = checkpoint_identity(pretrained.folder)
+    identity = fingerprint(pretrained.folder)  # the model folder's files (weights, config, tokenizer), not its place
     points = [_Point(point, _seed_dirs(Path(setup.output_dir) / "finetune", spec, point.config, identity, data_dir,
                                        from_scratch, seed_list)) for point in cfg.grid()]
     context = context.with_defaults(DEFAULT_EXPERIMENT, default_arm(pretrained, from_scratch))
@@ -206,10 +195,11 @@ def _fit_grid(call: _Call, recorder: TaskRecorder, data: _Data) -> tuple[list[Se
 def _reuse(dirs: dict[int, Path], recorder: TaskRecorder) -> tuple[dict[int, SeedResult], TaskInfo | None]:
     """The cached seeds, those whose runs another experiment sharing this cache logged copied into this one, and the
     task's information they hold (None: no seed is cached)."""
-    placed = place_seeds(recorder.client, recorder.experiment_id, dirs)
-    results = {seed: result for seed, (result, _) in placed.cached.items()}
-    info = next(iter(placed.cached.values()))[1] if placed.cached else None
-    results.update(recorder.copy_seeds(placed.elsewhere, dirs))
+    here, elsewhere = place_seeds(recorder.client, recorder.experiment_id, dirs)
+    cached = {**here, **elsewhere}
+    results = {seed: result for seed, (result, _) in cached.items()}
+    info = next(iter(cached.values()))[1] if cached else None
+    results.update(recorder.copy_seeds(elsewhere, dirs))
     return results, info
 
 
@@ -253,12 +243,14 @@ def _train_seed(job: _Job, seed: int, out: Path, key: str) -> SeedResult:
     """Train and evaluate one seed into ``out``; record it under the call's run, tagged as made for the cache folder
     named ``key``."""
     L.seed_everything(seed, workers=True, verbose=False)
+    cfg = job.cfg
     # Encoder and head are drawn in generators of their own (bvr.tasks.source.seeded), so the head's initial
     # weights, the data order and dropout at seed s are the same for every arm and the control.
-    module = make_module(job.source.build(seed), job.data, optim_settings(job.cfg), seed)
-    logger = job.recorder.open_seed(seed, key, job.cfg, job.info, job.inputs)
+    optim = OptimSettings(cfg.learning_rate, cfg.weight_decay, cfg.warmup_fraction,
+                          (cfg.adam_betas[0], cfg.adam_betas[1]), cfg.adam_eps)
+    module = make_module(job.source.build(seed), job.data, optim, seed)
+    logger = job.recorder.open_seed(seed, key, cfg, job.info, job.inputs)
     with closed_on_error(logger.experiment, logger.run_id):  # Lightning ends it FINISHED before record_seed
-        cfg = job.cfg
         settings = TrainerSettings(precision=cfg.precision, accelerator=cfg.accelerator, grad_clip=cfg.grad_clip,
                                    log_every_steps=cfg.log_every_steps, max_steps=cfg.max_steps or -1,
                                    max_epochs=cfg.epochs)
@@ -271,7 +263,9 @@ def _train_seed(job: _Job, seed: int, out: Path, key: str) -> SeedResult:
                             collapsed=final.collapsed[job.spec.headline_split], seconds=time.perf_counter() - start,
                             history=[dataclasses.asdict(entry) for entry in module.history], run_id=logger.run_id)
         record = module.evaluators[job.spec.headline_split].record()
-        job.recorder.record_seed(result, job.info, record, _keep_files(record, out))
+        for name, text in record.files.items():  # predictions, SQuAD v2.0's na_probs.json: kept in the seed's folder
+            write_text(out / name, text)
+        job.recorder.record_seed(result, job.info, record, [out / name for name in record.files])
         if record.warning:
             print(f"{job.spec.name} seed {seed}: {record.warning}", file=sys.stderr, flush=True)
         return result
@@ -287,13 +281,6 @@ def _fit(job: _Job, module: FinetuneModule, trainer: L.Trainer, seed: int) -> No
             trainer.validate(module, dataloaders=evals, verbose=False)  # max_steps ended the run inside an epoch
 
 
-def _keep_files(record: EvalRecord, out: Path) -> list[Path]:
-    """The headline split's files (predictions, SQuAD v2.0's ``na_probs.json``) written into the seed's folder."""
-    for name, text in record.files.items():
-        write_text(out / name, text)
-    return [out / name for name in record.files]
-
-
 def _data_inputs(spec: TaskSpec, data_dir: Path | None) -> list[DataInput]:
     """The task's files as MLflow datasets, each with its content fingerprint (none when read from the hub)."""
     paths = task_files(spec, data_dir)
@@ -305,6 +292,15 @@ def _data_inputs(spec: TaskSpec, data_dir: Path | None) -> list[DataInput]:
 # --- Checks, data and cache folders ----------------------------------------------------------------------------
 
 
+def load_finetune_config(spec: TaskSpec, *, config_file: Path | None = None, preset: str | None = None,
+                         overrides: Sequence[str] | None = None) -> FinetuneConfig:
+    """The resolved hyperparameters of ``spec`` (:func:`bvr.config.resolve_finetune` over :func:`load_config`):
+    the config file's and the preset's ``finetune:`` sections, then the ``--set`` overrides."""
+    cfg = load_config(Path(config_file) if config_file else None, preset=preset, overrides=list(overrides or []))
+    check_task_names(list(cfg.finetune.per_task), list(TASKS), "finetune.per_task")
+    return resolve_finetune(cfg, spec)
+
+
 def _seed_list(seeds: int | Sequence[int]) -> list[int]:
     if isinstance(seeds, int):
         if seeds < 1:
@@ -313,13 +309,6 @@ def _seed_list(seeds: int | Sequence[int]) -> list[int]:
     if not seeds or len(set(seeds)) != len(seeds):
         raise BvrError(f"seeds must be distinct and not empty, got {list(seeds)}", where="--seeds")
     return list(seeds)
-
-
-def _check_fits(cfg: FinetuneConfig, pretrained: Pretrained) -> None:
-    positions = pretrained.model.config.max_tokens
-    if cfg.max_length > positions:
-        raise BvrError(f"max_length {cfg.max_length} exceeds the model's {positions} positions", where="max_length",
-                       hint=f"use --set finetune.max_length={positions} or less")
 
 
 def _seed_dirs(root: Path, spec: TaskSpec, cfg: FinetuneConfig, identity: str, data_dir: Path | None,

@@ -1,14 +1,11 @@
 """Choosing a fine-tuning grid's point on the held-out selection split, and what the choice records.
 
-A grid (``finetune.learning_rate`` or ``finetune.epochs`` a list) fine-tunes one model at every point over the same
-seeds. Each seed is scored after its last epoch on the split :data:`~bvr.tasks.kinds.SELECTION`, training examples
-held out of training; the point whose seeds have the best median there is chosen (the earliest in grid order among
-equals), and its seeds' scores on the task's own evaluation split are the ones reported. The choice reads nothing
-but the selection split's scores (:func:`select`), so the reported split never decides it.
-
-The choice is made per model: in an ablation, per arm and pretraining seed. That is the papers' practice (BERT and
-RoBERTa choose the learning rate for each pretrained model and task) and it keeps the pretraining seeds, the report's
-unit of replication, independent of one another: a choice pooled over an arm's seeds would tie them together.
+A grid (``finetune.learning_rate`` or ``finetune.epochs`` a list) fine-tunes every point over the same seeds, each
+scored after its last epoch on :data:`~bvr.tasks.kinds.SELECTION` (training examples held out of training). The
+point whose seeds have the best median there is chosen (the earliest among equals) and its seeds' scores on the
+task's evaluation split are reported: :func:`select` reads nothing else, so the reported split never decides. The
+choice is made per model (in an ablation, per arm and pretraining seed), as BERT and RoBERTa choose the learning rate
+per model and task; it keeps the pretraining seeds, the report's unit of replication, independent of one another.
 """
 
 from __future__ import annotations

@@ -1,18 +1,15 @@
-"""The checkpoint a task is fine-tuned from: its identity (:func:`checkpoint_identity`, part of every seed's cache
-key), its arm name (:func:`default_arm`) and a fresh encoder per seed (:class:`EncoderSource`), and the seeded
-generators fine-tuning draws its initial weights from (:func:`seeded`)."""
+"""The checkpoint a task is fine-tuned from: its arm name (:func:`default_arm`) and a fresh encoder per seed
+(:class:`EncoderSource`), and the seeded generators fine-tuning draws its initial weights from (:func:`seeded`)."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
 from collections.abc import Iterator
-from pathlib import Path
 
 import torch
 import yaml
 
-from bvr.cache import fingerprint
 from bvr.model import Encoder
 from bvr.model.encoder import initialize
 from bvr.pretrained import Pretrained
@@ -39,11 +36,6 @@ def seeded(stream: str, seed: int) -> Iterator[None]:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int.from_bytes(digest[:8], "little"))
         yield
-
-
-def checkpoint_identity(folder: Path) -> str:
-    """A hash of the files of a model folder (weights, config, tokenizer): the same bytes, the same identity."""
-    return fingerprint(folder)
 
 
 def default_arm(pretrained: Pretrained, from_scratch: bool) -> str:

@@ -1,7 +1,6 @@
-"""A task's splits, read and encoded: :class:`SplitData` and :class:`TaskData`.
-
-What every task kind (:mod:`bvr.tasks.kinds`) and evaluator (:mod:`bvr.tasks.evaluators`) reads, kept apart from
-:mod:`bvr.tasks.data`, which loads them with those kinds: the kinds then import these types without a circle.
+"""A task's splits, read and encoded (:class:`SplitData`, :class:`TaskData`): what every task kind and evaluator
+reads, kept apart from :mod:`bvr.tasks.data`, which loads them with the kinds, so that the kinds import these types
+without a circle.
 """
 
 from __future__ import annotations

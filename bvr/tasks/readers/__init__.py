@@ -1,15 +1,12 @@
 """Readers by file format: one :class:`FileFormat` per format in :data:`READERS`, and :func:`read_task`.
 
-A task's spec names its format (:attr:`~bvr.tasks.registry.TaskSpec.format`); the format says how one file of it
-is read, and how the same split is read from the task's Hugging Face hub dataset (:mod:`bvr.tasks.readers.hub`) when
-no data folder is given: ``tsv`` (GLUE) and ``jsonl`` (SuperGLUE) as :class:`~bvr.tasks.readers.common.Example` s,
-``conll`` as :class:`~bvr.tasks.readers.conll.Sentence` s, ``squad-json`` as
-:class:`~bvr.tasks.readers.squad_json.SquadExample` s. A training split of a classification or tagging task must hold
-at least two classes (:func:`check_classes`), wherever it was read from.
-
-Offline, SQuAD often has only its dev file. When a ``squad-json`` task's training file is missing, the dev file is
-split by article (:func:`~bvr.tasks.readers.squad_json.split_by_article`) into a training part and an evaluation
-part, and the split's description travels with the result (:attr:`~bvr.tasks.readers.common.ReadResult.note`).
+A format says how one file of it is read, and how the same split is read from the task's Hugging Face hub dataset
+(:mod:`bvr.tasks.readers.hub`) without a data folder: ``tsv`` (GLUE) and ``jsonl`` (SuperGLUE) as
+:class:`~bvr.tasks.readers.common.Example` s, ``conll`` as :class:`~bvr.tasks.readers.conll.Sentence` s,
+``squad-json`` as :class:`~bvr.tasks.readers.squad_json.SquadExample` s. Offline, SQuAD often has only its dev file:
+without a training file, the dev file is split by article into a training and an evaluation part
+(:func:`~bvr.tasks.readers.squad_json.split_by_article`). A training split of a classification or tagging task must
+hold two classes (:func:`check_classes`).
 """
 
 from __future__ import annotations
@@ -30,23 +27,19 @@ from bvr.tasks.readers.squad_json import read_squad, split_by_article
 from bvr.tasks.readers.tsv import read_tsv
 from bvr.tasks.registry import TaskSpec
 
-ReadFile = Callable[[TaskSpec, Path], tuple[list[Any], str]]
-"""(spec, path) -> (examples, one line saying what was read)."""
-ReadHub = Callable[[TaskSpec, str], tuple[list[Any], str]]
-"""(spec, hub split) -> (examples, one line saying what was read)."""
-
 
 @dataclass(frozen=True)
 class FileFormat:
-    """How a task of one format is read: a file of the data folder, or a split of the hub dataset."""
+    """How a task of one format is read: a file of the data folder, ``(spec, path)``, or a split of the hub dataset,
+    ``(spec, hub split)``; either gives the examples and one line saying what was read."""
 
-    read_file: ReadFile
-    read_hub: ReadHub
+    read_file: Callable[[TaskSpec, Path], tuple[list[Any], str]]
+    read_hub: Callable[[TaskSpec, str], tuple[list[Any], str]]
     fallback_to_dev: bool = False
     """Whether a missing training file means: train and evaluate on two article-disjoint parts of the dev file."""
 
 
-def _one_line(read: Callable[[TaskSpec, Any], tuple[list[Any], Any]]) -> ReadFile:
+def _one_line(read: Callable[[TaskSpec, Any], tuple[list[Any], Any]]) -> Callable[..., tuple[list[Any], str]]:
     """A reader whose report becomes its one line (``describe()``)."""
 
     def read_file(spec: TaskSpec, where: Any) -> tuple[list[Any], str]:

@@ -1,11 +1,7 @@
 """What every reader shares: the sentence :class:`Example`, the :class:`ReadReport` of rows read and skipped, the
-skipped-share policy, label parsing, and the :class:`ReadResult` a task's splits are read into.
-
-Rows that cannot be parsed (blank, too few or too many columns, malformed JSON) and rows without a label are
-skipped and counted in a :class:`ReadReport` with the first few line numbers; more than ``max_skipped_share`` of
-them fails the read. Rows whose text field is empty are kept and counted; more than :data:`MAX_EMPTY_SHARE` of them
-fails the read. A label that is not one of the task's labels always fails, naming the file and line: it means a
-wrong file or task.
+skipped-row and empty-text policies (:func:`read_rows`), label parsing (:class:`LabelParser`: a label that is not one
+of the task's always fails, naming the file and line, as it means a wrong file or task) and a task's
+:class:`ReadResult`.
 """
 
 from __future__ import annotations
@@ -36,15 +32,13 @@ never dropped without a word."""
 FIRST_LINES_KEPT = 5
 """Line numbers kept per skip reason, for the report."""
 
-RawSplits = dict[str, tuple[list[Any], str]]
-"""Split name -> (examples, one line saying what was read)."""
-
 
 @dataclass
 class ReadResult:
-    """Every split of a task as read, and how its parts were drawn when they share a file."""
+    """Every split of a task as read (split name -> examples and one line saying what was read), and how its parts
+    were drawn when they share a file."""
 
-    splits: RawSplits
+    splits: dict[str, tuple[list[Any], str]]
     note: str | None = None
 
 
@@ -102,10 +96,6 @@ class ReadReport:
 
     describe = summary  # the one line every reader's report gives (CoNLL's and SQuAD's reports have their own)
 
-    def count_empty(self, name: str, line: int) -> None:
-        """Count one kept row whose text field ``name`` is empty."""
-        _tally(self.empty, self.first_empty, name, line)
-
     def details(self) -> str:
         """Each skip reason with its count and first line numbers, '; '-separated."""
         return "; ".join(f"{reason}: {count:,} at {_at_lines(self.first_lines[reason], count)}"
@@ -148,8 +138,9 @@ def read_lines(path: Path, spec: TaskSpec) -> list[str]:
 def read_rows(path: Path, lines: list[str], first: int, parse: Callable[[str, int, ReadReport], Example | None],
               max_share: float, hint: str, text_fields: tuple[str, ...]) -> tuple[list[Example], ReadReport]:
     """Parse ``lines[first:]`` (1-based line numbers) with ``parse``, which returns None for a row it skipped and
-    counted (blank lines are skipped before it); then apply the skipped-share policy (:func:`check_skipped`) and the
-    empty-text one (:func:`check_empty`, naming the fields ``text_fields``)."""
+    counted (blank lines are skipped before it); then apply the skipped-share policy (:func:`check_skipped`) and
+    count the kept rows with an empty text (``text_fields`` names ``text_a`` and ``text_b``), failing when more than
+    :data:`MAX_EMPTY_SHARE` of the rows have one."""
     report = ReadReport(str(path))
     examples: list[Example] = []
     for number, line in enumerate(lines[first:], start=first + 1):
@@ -160,7 +151,15 @@ def read_rows(path: Path, lines: list[str], first: int, parse: Callable[[str, in
             examples.append(example)
     report.read = len(examples)
     check_skipped(report, max_share, hint)
-    check_empty(report, examples, text_fields)
+    for example in examples:
+        for name, text in zip(text_fields, (example.text_a, example.text_b), strict=False):
+            if not text:
+                _tally(report.empty, report.first_empty, name, example.line)
+    for name, count in report.empty.items():
+        if count > MAX_EMPTY_SHARE * report.rows:
+            raise BvrError(f"{count:,} of {report.rows:,} rows have an empty {name} (the first at line "
+                           f"{report.first_empty[name][0]}), more than {MAX_EMPTY_SHARE:.0%}", where=report.source,
+                           hint="the file looks damaged: download the task's files again")
     return examples, report
 
 
@@ -171,20 +170,6 @@ def check_skipped(report: ReadReport, max_share: float, hint: str) -> None:
     if report.skipped > max_share * report.rows:
         raise BvrError(f"{report.skipped:,} of {report.rows:,} rows could not be parsed, more than {max_share:.0%} "
                        f"({report.details()})", where=report.source, hint=hint)
-
-
-def check_empty(report: ReadReport, examples: list[Example], text_fields: tuple[str, ...]) -> None:
-    """Count the examples with an empty text (``text_fields`` names ``text_a`` and ``text_b``) in ``report``; fail
-    when more than :data:`MAX_EMPTY_SHARE` of the rows have one, naming the field, the count and the first line."""
-    for example in examples:
-        for name, text in zip(text_fields, (example.text_a, example.text_b), strict=False):
-            if not text:
-                report.count_empty(name, example.line)
-    for name, count in report.empty.items():
-        if count > MAX_EMPTY_SHARE * report.rows:
-            raise BvrError(f"{count:,} of {report.rows:,} rows have an empty {name} (the first at line "
-                           f"{report.first_empty[name][0]}), more than {MAX_EMPTY_SHARE:.0%}", where=report.source,
-                           hint="the file looks damaged: download the task's files again")
 
 
 class LabelParser:
@@ -198,8 +183,15 @@ class LabelParser:
 
     def parse(self, raw: str, where: str) -> int | float:
         """The label in ``raw``; anything else is a BvrError at ``where``."""
-        if self.spec.label_names is None:
-            return self._score(raw, where)
+        if self.spec.label_names is None:  # regression: a finite number inside the task's range
+            try:
+                score = float(raw)
+            except ValueError:
+                raise BvrError(f"label {raw!r} is not a number", where=where) from None
+            low, high = self.spec.label_range or (-math.inf, math.inf)
+            if not (math.isfinite(score) and low <= score <= high):
+                raise BvrError(f"label {raw!r} is outside [{low:g}, {high:g}]", where=where)
+            return score
         if raw not in self.ids:
             names = ", ".join(self.spec.label_names)
             raise BvrError(f"unknown label {raw!r} for task {self.spec.name!r}", where=where,
@@ -223,14 +215,3 @@ class LabelParser:
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise BvrError(f"unknown label {json.dumps(value)} for task {self.spec.name!r}", where=where)
         return self.parse(value if isinstance(value, str) else repr(value), where)
-
-    def _score(self, raw: str, where: str) -> float:
-        """A regression label: a finite number inside the task's range."""
-        try:
-            score = float(raw)
-        except ValueError:
-            raise BvrError(f"label {raw!r} is not a number", where=where) from None
-        low, high = self.spec.label_range or (-math.inf, math.inf)
-        if not (math.isfinite(score) and low <= score <= high):
-            raise BvrError(f"label {raw!r} is outside [{low:g}, {high:g}]", where=where)
-        return score

@@ -51,54 +51,6 @@ class ConllReport:
         return text
 
 
-class _SentenceBuilder:
-    """Collects the token lines of one file into sentences, closing one at a blank or ``-DOCSTART-`` line."""
-
-    def __init__(self, report: ConllReport) -> None:
-        self.report = report
-        self.sentences: list[Sentence] = []
-        self.tokens: list[str] = []
-        self.tags: list[str] = []
-
-    def add(self, token: str, tag: str) -> None:
-        self.tokens.append(token)
-        self.tags.append(tag)
-
-    def close(self) -> None:
-        if self.tokens:
-            document = max(self.report.documents - 1, 0)
-            self.sentences.append(Sentence(self.tokens, self.tags, document))
-            self.report.sentences += 1
-            self.report.tokens += len(self.tokens)
-        self.tokens, self.tags = [], []
-
-
-def _read_line(line: str, number: int, path: Path, n_columns: int, labels: Sequence[str] | None,
-               builder: _SentenceBuilder) -> None:
-    columns = line.split()
-    if not columns:
-        builder.close()
-    elif columns[0] == DOCSTART:
-        builder.close()
-        builder.report.documents += 1
-    elif len(columns) < n_columns:
-        builder.report.bad_lines.append(number)
-        builder.report.untagged += int(len(columns) == 1)
-    elif len(columns) > n_columns:
-        # More columns than the format has means a different format (or tokens with spaces): reading on would
-        # take the wrong column as the tag, so stop.
-        raise BvrError(f"{len(columns)} columns where {n_columns} were expected", where=f"{path}:{number}",
-                       hint="CoNLL-2003 lines are 'token POS chunk NER'; pass n_columns for other layouts")
-    elif not is_tag(columns[-1]):
-        raise BvrError(f"{columns[-1]!r} is not an IOB tag", where=f"{path}:{number}", hint="use O, B-TYPE or I-TYPE")
-    elif labels is not None and columns[-1] not in labels:
-        # Refused where it is, in every split: found only when encoding, a dev sample without it passed.
-        raise BvrError(f"unknown tag {columns[-1]!r}", where=f"{path}:{number}",
-                       hint=f"expected one of: {', '.join(labels)}")
-    else:
-        builder.add(columns[0], columns[-1])
-
-
 MAX_BAD_SHARE = 0.5
 """Token lines with too few columns are skipped and reported (:meth:`ConllReport.describe`) up to this share of
 the token lines; beyond it the file is another layout (a 2-column file, say) and is refused."""
@@ -120,15 +72,6 @@ def _check_enough_lines(report: ConllReport, path: Path, n_columns: int) -> None
                             "other layouts")
 
 
-def _check_not_empty(report: ConllReport, path: Path) -> None:
-    """Refuse a file without a sentence (only ``-DOCSTART-`` lines, say), as a GLUE file without a row is: a model
-    trained or scored on it would report an F1 of nothing."""
-    if report.sentences == 0:
-        raise BvrError(f"no sentences could be read ({report.describe()})", where=path,
-                       hint="a CoNLL file holds 'token POS chunk NER' lines, a blank line after each sentence; "
-                            "download the task's files again")
-
-
 def read_conll(path: str | Path, *, n_columns: int = CONLL_COLUMNS, convert_to_iob2: bool = True,
                labels: Sequence[str] | None = None) -> tuple[list[Sentence], ConllReport]:
     """Read a CoNLL column file: one token per line, tag in the last column, blank lines between sentences.
@@ -142,13 +85,45 @@ def read_conll(path: str | Path, *, n_columns: int = CONLL_COLUMNS, convert_to_i
     if not path.is_file():
         raise BvrError("no such CoNLL file", where=path, hint="check the task's data paths")
     report = ConllReport(path=str(path))
-    builder = _SentenceBuilder(report)
+    sentences: list[Sentence] = []
+    words: list[tuple[str, str]] = []  # (token, tag) of the sentence being read
+
+    def close() -> None:  # at a blank or -DOCSTART- line and at the end of the file
+        if words:
+            sentences.append(Sentence([token for token, _ in words], [tag for _, tag in words],
+                                      max(report.documents - 1, 0)))
+            report.sentences += 1
+            report.tokens += len(words)
+            words.clear()
+
     for number, line in utf8_lines(path):
-        _read_line(line, number, path, n_columns, labels, builder)
-    builder.close()
+        columns = line.split()
+        if not columns or columns[0] == DOCSTART:
+            close()
+            report.documents += bool(columns)  # a -DOCSTART- line opens a document
+        elif len(columns) < n_columns:
+            report.bad_lines.append(number)
+            report.untagged += int(len(columns) == 1)
+        elif len(columns) > n_columns:
+            # More columns than the format has means a different format (or tokens with spaces): reading on would
+            # take the wrong column as the tag, so stop.
+            raise BvrError(f"{len(columns)} columns where {n_columns} were expected", where=f"{path}:{number}",
+                           hint="CoNLL-2003 lines are 'token POS chunk NER'; pass n_columns for other layouts")
+        elif not is_tag(columns[-1]):
+            raise BvrError(f"{columns[-1]!r} is not an IOB tag", where=f"{path}:{number}",
+                           hint="use O, B-TYPE or I-TYPE")
+        elif labels is not None and columns[-1] not in labels:
+            # Refused where it is, in every split: found only when encoding, a dev sample without it passed.
+            raise BvrError(f"unknown tag {columns[-1]!r}", where=f"{path}:{number}",
+                           hint=f"expected one of: {', '.join(labels)}")
+        else:
+            words.append((columns[0], columns[-1]))
+    close()
     _check_enough_lines(report, path, n_columns)
-    _check_not_empty(report, path)
-    sentences = builder.sentences
+    if report.sentences == 0:  # only -DOCSTART- lines, say: a model trained or scored on it would report nothing
+        raise BvrError(f"no sentences could be read ({report.describe()})", where=path,
+                       hint="a CoNLL file holds 'token POS chunk NER' lines, a blank line after each sentence; "
+                            "download the task's files again")
     report.scheme = detect_scheme(sentence.tags for sentence in sentences)
     if convert_to_iob2 and report.scheme != "IOB2":
         sentences = [sentence._replace(tags=to_iob2(sentence.tags)) for sentence in sentences]

@@ -1,8 +1,7 @@
-"""Read a task from its Hugging Face hub dataset (``spec.hub_id``), for when no data folder is given.
-
-The hub's rows become the same examples the file readers return: :class:`~bvr.tasks.readers.common.Example` for
-sentence tasks (formats ``tsv`` and ``jsonl``), :class:`~bvr.tasks.readers.conll.Sentence` for ``conll`` and
-:class:`~bvr.tasks.readers.squad_json.SquadExample` for ``squad-json``.
+"""Read a task from its Hugging Face hub dataset (``spec.hub_id``), for when no data folder is given, into the
+examples the file readers return: :class:`~bvr.tasks.readers.common.Example` for ``tsv`` and ``jsonl``,
+:class:`~bvr.tasks.readers.conll.Sentence` for ``conll``, :class:`~bvr.tasks.readers.squad_json.SquadExample` for
+``squad-json``.
 """
 
 from __future__ import annotations

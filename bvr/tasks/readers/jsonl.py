@@ -1,12 +1,10 @@
 """Read JSON Lines files (format ``jsonl``: one JSON object per line, as SuperGLUE ships them) into
 :class:`~bvr.tasks.readers.common.Example` lists.
 
-The spec names the fields: ``text_fields`` (one text or a pair) and ``label_field``; a label is mapped by the
-spec's ``label_values`` (BoolQ: ``false``/``true`` -> 0/1), else read as a label name, id or score as in TSV files.
-Other fields (``idx``) are ignored. Lines that cannot be parsed (blank, malformed JSON, not an object, a missing or
-non-text field, no label field) are skipped and counted, and fail the read past the shared skipped share
-(:data:`~bvr.tasks.readers.common.MAX_SKIPPED_SHARE`), with the reason and the first line numbers; an unknown label
-always fails at its ``file:line``.
+The spec names the fields (``text_fields``, ``label_field``; others, such as ``idx``, are ignored); a label is mapped
+by the spec's ``label_values`` (BoolQ: ``false``/``true`` -> 0/1), else read as in TSV files. Lines that cannot be
+parsed (blank, malformed JSON, not an object, a missing or non-text field, no label field) are skipped and counted
+under the shared policy of :mod:`bvr.tasks.readers.common`; an unknown label always fails at its ``file:line``.
 """
 
 from __future__ import annotations

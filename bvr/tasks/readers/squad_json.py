@@ -1,7 +1,6 @@
-"""Read SQuAD v1.1 and v2.0 files (format ``squad-json``, the official JSON) into :class:`SquadExample` s.
-
-:func:`read_squad` reads a file into questions and a :class:`SquadReport`; :func:`split_by_article` makes a
-train/eval split from one file with no article on both sides, for when only the dev file is at hand.
+"""Read SQuAD v1.1 and v2.0 files (format ``squad-json``, the official JSON) into :class:`SquadExample` s
+(:func:`read_squad`); :func:`split_by_article` makes a train/eval split from one file with no article on both sides,
+for when only the dev file is at hand.
 """
 
 from __future__ import annotations
@@ -120,6 +119,7 @@ def _read_answers(qa: dict, context: str, where: str, what: str, report: SquadRe
 
 
 def _read_question(qa: Any, title: str, context: str, where: str, report: SquadReport) -> SquadExample:
+    """The question at ``where`` (``path:data[3].paragraphs[0].qas[7]``), checked and counted in ``report``."""
     qid = _field(qa, "id", str, where)
     what = f"question {qid!r}: "
     question = _field(qa, "question", str, where, what)
@@ -131,19 +131,15 @@ def _read_question(qa: Any, title: str, context: str, where: str, report: SquadR
         raise BvrError(f"{what}marked is_impossible but has answers", where=where, hint="v2.0 keeps those apart")
     if not impossible and not answers:
         raise BvrError(f"{what}no answers and not marked is_impossible", where=where)
-    return SquadExample(qid, title, context, question, answers, impossible)
-
-
-def _count(report: SquadReport, example: SquadExample, place: str) -> None:
-    """Count ``example``, found at ``place`` (``data[3].paragraphs[0].qas[7]``), in ``report``."""
-    if not example.question.strip():
+    if not question.strip():
         report.empty_questions += 1
-        report.first_empty = report.first_empty or place
+        report.first_empty = report.first_empty or where.rsplit(":", 1)[-1]
     report.questions += 1
-    report.impossible += example.is_impossible
-    report.answerable += not example.is_impossible
-    report.reference_answers += len(example.answers)
-    report.answers_per_question[len(example.answers)] = report.answers_per_question.get(len(example.answers), 0) + 1
+    report.impossible += impossible
+    report.answerable += not impossible
+    report.reference_answers += len(answers)
+    report.answers_per_question[len(answers)] = report.answers_per_question.get(len(answers), 0) + 1
+    return SquadExample(qid, title, context, question, answers, impossible)
 
 
 def _read_article(article: Any, where: str, report: SquadReport) -> list[SquadExample]:
@@ -153,9 +149,7 @@ def _read_article(article: Any, where: str, report: SquadReport) -> list[SquadEx
         place = f"{where}.paragraphs[{j}]"
         context = _field(paragraph, "context", str, place)
         for k, qa in enumerate(_field(paragraph, "qas", list, place)):
-            example = _read_question(qa, title, context, f"{place}.qas[{k}]", report)
-            _count(report, example, f"{place}.qas[{k}]".rsplit(":", 1)[-1])
-            examples.append(example)
+            examples.append(_read_question(qa, title, context, f"{place}.qas[{k}]", report))
         report.paragraphs += 1
     report.articles += 1
     return examples
@@ -171,11 +165,10 @@ def squad_version(examples: Iterable[SquadExample], declared: Any = None) -> str
 def read_squad(path: str | Path) -> tuple[list[SquadExample], SquadReport]:
     """Read a SQuAD v1.1 or v2.0 file in the official JSON layout
     (``{"version": ..., "data": [{"title", "paragraphs": [{"context", "qas": [...]}]}]}``): the questions in file
-    order, and a report of the counts.
-
-    Refuses a file with more than 1% of its questions empty or 1% of its answers not at their ``answer_start``, an
-    answer that does not fit its context, an answerable question without answers (or an impossible one with some),
-    or a repeated question id; each message names the question id and the JSON path (``data[3].paragraphs[0].qas[7]``).
+    order, and a report of the counts. Refuses a file with more than 1% of its questions empty or 1% of its answers
+    not at their ``answer_start``, an answer that does not fit its context, an answerable question without answers
+    (or an impossible one with some), or a repeated question id; each message names the question id and the JSON
+    path (``data[3].paragraphs[0].qas[7]``).
     """
     path = Path(path)
     content = _load_json(path)

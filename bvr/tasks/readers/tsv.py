@@ -1,12 +1,11 @@
 """Read GLUE's TSV files (format ``tsv``) into :class:`~bvr.tasks.readers.common.Example` lists.
 
-The files are parsed by splitting each line on tabs, never with CSV quoting: MRPC, QQP and MNLI have fields
-with unbalanced double quotes that a CSV reader would run together. Columns are found by header name, except in
-CoLA's headerless train and dev files, whose names come from the task spec. A leading UTF-8 byte-order mark
-(MRPC), a missing final newline (CoLA dev), Windows line ends and spaces around fields (SST-2) are tolerated.
-Unparsable rows and rows without a label (a blank label cell, or a row that ends where its last-column label
-would start) are skipped and counted, and rows with an empty sentence kept and counted, under the shared policies
-of :mod:`bvr.tasks.readers.common`.
+Lines are split on tabs, never with CSV quoting: MRPC, QQP and MNLI have fields with unbalanced double quotes that a
+CSV reader would run together. Columns are found by header name (in CoLA's headerless files, by the spec's names).
+A UTF-8 byte-order mark (MRPC), a missing final newline (CoLA dev), Windows line ends and spaces around fields
+(SST-2) are tolerated. Unparsable rows and rows without a label (a blank label cell, or a row that ends where its
+last-column label would start) are skipped and counted, and rows with an empty sentence kept and counted, under the
+shared policies of :mod:`bvr.tasks.readers.common`.
 """
 
 from __future__ import annotations
@@ -36,18 +35,13 @@ def read_tsv(spec: TaskSpec, path: Path, *,
     """Read one labelled GLUE TSV file (train or dev) of task ``spec``: the examples in file order, and what was
     read and skipped (failing past ``max_skipped_share``)."""
     lines = read_lines(path, spec)
-    header, first = _header(spec, lines)
+    # The column names and the first data line: CoLA's files have no header, the spec names their columns.
+    header, first = ((list(spec.columns), 0) if spec.columns is not None else
+                     ([name.strip() for name in lines[0].split("\t")], 1))
     layout = _layout(spec, header, f"{path}:1")
     labels = LabelParser(spec)
     parse = partial(_parse_row, layout=layout, labels=labels, path=path)
     return read_rows(path, lines, first, parse, max_skipped_share, _FORMAT_HINT, spec.text_fields)
-
-
-def _header(spec: TaskSpec, lines: list[str]) -> tuple[list[str], int]:
-    """The column names and the index of the first data line."""
-    if spec.columns is not None:
-        return list(spec.columns), 0
-    return [name.strip() for name in lines[0].split("\t")], 1
 
 
 def _layout(spec: TaskSpec, header: list[str], where: str) -> _Layout:

@@ -31,22 +31,16 @@ class Candidate:
     end_logit: float
 
 
-def _top(logits: np.ndarray, k: int) -> np.ndarray:
-    return np.argsort(-logits, kind="stable")[:k]
-
-
 def window_candidates(start_logits: Any, end_logits: Any, offsets: Offsets, context: str, *, n_best: int = N_BEST,
                       max_answer_length: int = MAX_ANSWER_LENGTH) -> list[Candidate]:
-    """Valid spans among the top ``n_best`` start tokens times the top ``n_best`` end tokens of one window.
-
-    A span is valid when both ends are context tokens, end >= start and it is at most ``max_answer_length`` tokens.
-    The logits are (seq,) and may be longer than ``offsets`` (padding, ignored). The candidates are unsorted.
-    """
+    """Valid spans, unsorted, among the top ``n_best`` start tokens times the top ``n_best`` end tokens of one window:
+    both ends context tokens, end >= start, at most ``max_answer_length`` tokens. The logits are (seq,) and may be
+    longer than ``offsets`` (padding, ignored)."""
     starts = np.asarray(start_logits, dtype=np.float64)[: len(offsets)]
     ends = np.asarray(end_logits, dtype=np.float64)[: len(offsets)]
     candidates = []
-    for start in _top(starts, n_best):
-        for end in _top(ends, n_best):
+    for start in np.argsort(-starts, kind="stable")[:n_best]:
+        for end in np.argsort(-ends, kind="stable")[:n_best]:
             if offsets[start] is None or offsets[end] is None or end < start or end - start + 1 > max_answer_length:
                 continue
             first, last = offsets[start][0], offsets[end][1]
@@ -54,11 +48,6 @@ def window_candidates(start_logits: Any, end_logits: Any, offsets: Offsets, cont
             candidates.append(Candidate(context[first:last], first, last, start_logit + end_logit, start_logit,
                                         end_logit))
     return candidates
-
-
-def null_score(start_logits: Any, end_logits: Any) -> float:
-    """A window's score for "no answer": start and end logits at the CLS token."""
-    return float(np.float64(start_logits[CLS_INDEX]) + np.float64(end_logits[CLS_INDEX]))
 
 
 @dataclass
@@ -77,25 +66,14 @@ class SquadPredictions:
     na_probs: dict[str, float] = field(default_factory=dict)
 
 
-def _best_candidates(windows: Sequence[tuple[Any, Any, Offsets]], context: str, n_best: int,
-                     max_answer_length: int) -> list[Candidate]:
-    """The ``n_best`` best spans over all windows of one question, best first (ties keep window order)."""
-    candidates = [candidate for starts, ends, offsets in windows
-                  for candidate in window_candidates(starts, ends, offsets, context, n_best=n_best,
-                                                     max_answer_length=max_answer_length)]
-    return sorted(candidates, key=lambda candidate: -candidate.score)[:n_best]
-
-
 def decode_predictions(examples: Sequence[SquadExample], features: Mapping[str, list], start_logits: Sequence[Any],
                        end_logits: Sequence[Any], *, version_2: bool = False, threshold: float = 0.0,
                        n_best: int = N_BEST, max_answer_length: int = MAX_ANSWER_LENGTH) -> SquadPredictions:
-    """The answer to each question from its windows' start and end logits.
-
-    The best span over all windows maximises start_logit + end_logit (see :func:`window_candidates`). Under v2.0
-    the null score is the smallest CLS score over the question's windows, and the answer is "" when
-    ``null score - best span score > threshold``. ``features`` are :func:`~bvr.tasks.squad.windows.encode_squad`'s;
-    the logits are (seq,) per window (rows of a padded array will do); ``n_best`` candidates are kept per question,
-    and as many starts and ends tried per window.
+    """The answer to each question from its windows' start and end logits: the best span over all windows
+    maximises start_logit + end_logit (see :func:`window_candidates`). Under v2.0 the null score is the smallest CLS
+    score over the question's windows, and the answer is "" when ``null score - best span score > threshold``.
+    ``features`` are :func:`~bvr.tasks.squad.windows.encode_squad`'s; the logits are (seq,) per window (rows of a
+    padded array will do); ``n_best`` candidates are kept per question, and as many starts and ends tried per window.
     """
     windows_by_example: dict[int, list[int]] = {}
     for window, index in enumerate(features["example_index"]):
@@ -104,9 +82,13 @@ def decode_predictions(examples: Sequence[SquadExample], features: Mapping[str, 
     for index, windows in windows_by_example.items():
         example = examples[index]
         logits = [(start_logits[w], end_logits[w], features["offsets"][w]) for w in windows]
-        candidates = _best_candidates(logits, example.context, n_best, max_answer_length)
+        spans = [candidate for starts, ends, offsets in logits for candidate in
+                 window_candidates(starts, ends, offsets, example.context, n_best=n_best,
+                                   max_answer_length=max_answer_length)]
+        candidates = sorted(spans, key=lambda candidate: -candidate.score)[:n_best]  # ties keep window order
         best = candidates[0] if candidates else None
-        null = min(null_score(starts, ends) for starts, ends, _ in logits)
+        # A window's score for "no answer": its start and end logits at the CLS token.
+        null = min(float(np.float64(starts[CLS_INDEX]) + np.float64(ends[CLS_INDEX])) for starts, ends, _ in logits)
         diff = null - best.score if best else math.inf
         decoded.candidates[example.id] = candidates
         decoded.best_spans[example.id] = best.text if best else ""

@@ -111,9 +111,10 @@ def _add(sums: ScoreSums, has_answer: bool, exact: float, f1: float) -> None:
         sums.total[group] += 1
 
 
-def score_sums(predictions: Mapping[str, str], references: Mapping[str, Sequence[str]],
-               version: str = "1.1") -> ScoreSums:
-    """Add up exact match and F1 over the questions in ``references``."""
+def squad_scores(predictions: Mapping[str, str], references: Mapping[str, Sequence[str]],
+                 version: str = "1.1") -> dict[str, float]:
+    """Exact match and F1 in percent (:func:`summarise`), as the official evaluation script of ``version`` reports
+    them; references as :func:`~bvr.tasks.readers.squad_json.references` gives them (empty: no answer)."""
     exact, f1 = raw_scores(predictions, references, version)
     sums = ScoreSums(missing=len(references) - len(exact))
     for qid, gold in references.items():
@@ -122,7 +123,7 @@ def score_sums(predictions: Mapping[str, str], references: Mapping[str, Sequence
         elif version == "1.1":
             _add(sums, bool(gold), 0.0, 0.0)  # the v1.1 script scores a missing prediction 0
         # the v2.0 script leaves unanswered questions out of every total
-    return sums
+    return summarise(sums, version)
 
 
 def summarise(sums: ScoreSums, version: str = "1.1") -> dict[str, float]:
@@ -142,13 +143,6 @@ def summarise(sums: ScoreSums, version: str = "1.1") -> dict[str, float]:
     return result
 
 
-def squad_scores(predictions: Mapping[str, str], references: Mapping[str, Sequence[str]],
-                 version: str = "1.1") -> dict[str, float]:
-    """Exact match and F1 in percent (:func:`summarise`), as the official evaluation script of ``version`` reports
-    them; references as :func:`~bvr.tasks.readers.squad_json.references` gives them (empty: no answer)."""
-    return summarise(score_sums(predictions, references, version), version)
-
-
 def na_probability(null_diff: float) -> float:
     """The probability of "no answer" from a question's null score minus its best span score: a softmax over the
     two, ``1 / (1 + exp(-null_diff))`` (1.0 when no span was valid, ``null_diff`` infinite).
@@ -166,13 +160,11 @@ def find_best_thresh(predictions: Mapping[str, str], scores: Mapping[str, float]
                      has_answer: Mapping[str, bool]) -> tuple[float, float]:
     """The v2.0 script's ``find_best_thresh``: the best score over no-answer thresholds, and that threshold.
 
-    Start from answering "" everywhere (every no-answer question right, every answerable one wrong), then walk the
-    questions in increasing order of ``na_probs`` (ties in the order of ``na_probs``' keys), adding each one's
-    score if answerable and taking a point off for a no-answer question given a non-empty answer; the best running
-    total and the ``na_prob`` of the question where it was first reached are returned. Questions without a score
-    are passed over. Between tied questions the running total may peak where no threshold can stop, as in the
-    script. ``scores`` are :func:`raw_scores`' exact match or F1, and the percentage is over them; the threshold is
-    0.0 when answering nothing is best.
+    Start from answering "" everywhere, then walk the questions with a score (:func:`raw_scores`' exact match or
+    F1) in increasing order of ``na_probs`` (ties in the order of its keys), adding each one's score if answerable
+    and taking a point off for a no-answer question given a non-empty answer: the best running total, in percent of
+    the questions scored, and the ``na_prob`` where it was first reached (0.0 when answering nothing is best).
+    Between tied questions the total may peak where no threshold can stop, as in the script.
     """
     current = best = sum(not answerable for answerable in has_answer.values())
     thresh = 0.0
@@ -203,9 +195,7 @@ def evaluate_v2(predictions: Mapping[str, str], na_probs: Mapping[str, float], r
     """What the official v2.0 script prints for a predictions file and a no-answer probability file.
 
     A question whose ``na_prob`` exceeds ``na_prob_thresh`` (the script's ``--na-prob-thresh``, 1.0: never for a
-    probability) counts as answered "". The best scores sweep the threshold over the sorted ``na_probs`` with
-    the answers given (:func:`find_best_thresh`). Returns ``exact``, ``f1``, ``total``, the ``HasAns_`` and ``NoAns_``
-    three (each group only when it has questions), ``missing`` (questions without a prediction, left out),
+    probability) counts as answered "". Returns :func:`summarise`'s keys and :func:`find_best_thresh`'s
     ``best_exact``, ``best_exact_thresh``, ``best_f1`` and ``best_f1_thresh``, scores in percent; a question with a
     prediction but no no-answer probability is a ValueError.
     """

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tokenizers import Encoding, Tokenizer
+from tokenizers import Tokenizer
 
 from bvr.errors import BvrError
 from bvr.tasks.readers.squad_json import SquadExample
@@ -32,23 +32,6 @@ def _trim(context: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-def context_offsets(encoding: Encoding, context: str) -> Offsets:
-    """Per token of a (question, context) window, the context characters it covers, trimmed of whitespace."""
-    return [_trim(context, *offset) if sequence == 1 else None
-            for offset, sequence in zip(encoding.offsets, encoding.sequence_ids, strict=True)]
-
-
-def answer_positions(offsets: Offsets, start_char: int, end_char: int) -> tuple[int, int]:
-    """The window's first and last token of the answer at characters ``[start_char, end_char)``, or
-    (:data:`CLS_INDEX`, :data:`CLS_INDEX`) when the window does not hold the whole answer."""
-    tokens = [i for i, offset in enumerate(offsets) if offset is not None and offset[1] > offset[0]]
-    if not tokens or offsets[tokens[0]][0] > start_char or offsets[tokens[-1]][1] < end_char:
-        return CLS_INDEX, CLS_INDEX
-    start = next(i for i in tokens if offsets[i][1] > start_char)
-    end = next(i for i in reversed(tokens) if offsets[i][0] < end_char)
-    return start, end
-
-
 def _cut_questions(tokenizer: Tokenizer, questions: list[str],
                    max_question_length: int) -> tuple[list[str], list[bool]]:
     """Questions cut after their first ``max_question_length`` tokens, and which were cut."""
@@ -62,10 +45,17 @@ def _cut_questions(tokenizer: Tokenizer, questions: list[str],
 
 
 def _labelled_span(example: SquadExample, offsets: Offsets) -> tuple[int, int]:
+    """The window's first and last token of the first reference answer (the one training uses), or
+    (:data:`CLS_INDEX`, :data:`CLS_INDEX`) when the question is impossible or the window lacks the whole answer."""
     if example.is_impossible or not example.answers:
         return CLS_INDEX, CLS_INDEX
-    text, start = example.answers[0]  # training uses the first reference answer
-    return answer_positions(offsets, *_trim(example.context, start, start + len(text)))
+    text, start = example.answers[0]
+    start_char, end_char = _trim(example.context, start, start + len(text))
+    tokens = [i for i, offset in enumerate(offsets) if offset is not None and offset[1] > offset[0]]
+    if not tokens or offsets[tokens[0]][0] > start_char or offsets[tokens[-1]][1] < end_char:
+        return CLS_INDEX, CLS_INDEX
+    return (next(i for i in tokens if offsets[i][1] > start_char),
+            next(i for i in reversed(tokens) if offsets[i][0] < end_char))
 
 
 _SQUAD_KEYS = ("input_ids", "attention_mask", "token_type_ids", "example_index", "example_id", "offsets",
@@ -79,14 +69,11 @@ def encode_squad(tokenizer: Tokenizer, examples: Sequence[SquadExample], *, max_
     The question comes first, whitespace at its start removed and cut to ``max_question_length`` tokens; the
     context fills the rest of each window, consecutive windows sharing ``stride`` tokens, so every answer shorter
     than the overlap lies whole in some window. The family's pair template adds the specials (BERT:
-    ``[CLS] q [SEP] c [SEP]``, token types 0 then 1; RoBERTa: ``<s> q </s></s> c </s>``). Works for both
-    families: byte-level offsets that start at the space before a word are trimmed to the word. The tokenizer's own
-    truncation and padding are ignored.
-
-    Per window: ``input_ids``, ``attention_mask``, ``token_type_ids``, ``example_index`` (into ``examples``),
-    ``example_id``, ``offsets`` (:data:`Offsets`), ``start_positions`` and ``end_positions`` (the first reference
-    answer's tokens, or :data:`CLS_INDEX` for both when the window lacks the whole answer or the question is
-    impossible) and ``question_truncated``. No padding: the collator pads.
+    ``[CLS] q [SEP] c [SEP]``, token types 0 then 1; RoBERTa: ``<s> q </s></s> c </s>``); byte-level offsets that
+    start at the space before a word are trimmed to the word. The tokenizer's own truncation and padding are ignored,
+    and nothing is padded. Per window: ``input_ids``, ``attention_mask``, ``token_type_ids``, ``example_index`` (into
+    ``examples``), ``example_id``, ``offsets`` (:data:`Offsets`), ``start_positions`` and ``end_positions``
+    (:func:`_labelled_span`) and ``question_truncated``.
     """
     room = max_length - tokenizer.num_special_tokens_to_add(is_pair=True) - max_question_length
     if stride < 0 or room <= stride:
@@ -102,7 +89,8 @@ def encode_squad(tokenizer: Tokenizer, examples: Sequence[SquadExample], *, max_
     features: dict[str, list] = {key: [] for key in _SQUAD_KEYS}
     for index, (example, encoding) in enumerate(zip(examples, encodings, strict=True)):
         for window in [encoding, *encoding.overflowing]:
-            offsets = context_offsets(window, example.context)
+            offsets = [_trim(example.context, *offset) if sequence == 1 else None  # context tokens only
+                       for offset, sequence in zip(window.offsets, window.sequence_ids, strict=True)]
             values = (window.ids, window.attention_mask, window.type_ids, index, example.id, offsets,
                       *_labelled_span(example, offsets), cut[index])
             for key, value in zip(_SQUAD_KEYS, values, strict=True):
