@@ -240,12 +240,6 @@ def _read_weights_file(path: Path) -> dict[str, torch.Tensor]:
                        hint="download or copy the model folder again") from None
 
 
-def has_mlm_head(state_dict: dict[str, torch.Tensor], family: str) -> bool:
-    """Whether a checkpoint's weights hold any of the MLM head (``cls.predictions.*`` or ``lm_head.*``)."""
-    head = _head_prefix(family) + "."
-    return any(key.startswith(head) for key in state_dict)
-
-
 def load_hf(folder: str | Path, sentence_head: bool | None = None, *, need_mlm_head: bool = True,
             pooler: bool | None = None) -> tuple[PretrainingModel, EncoderConfig]:
     """Load a bert-base-uncased / roberta-base style folder (or one :func:`export_hf` wrote), in eval mode.
@@ -262,13 +256,15 @@ def load_hf(folder: str | Path, sentence_head: bool | None = None, *, need_mlm_h
     if sentence_head is None:
         sentence_head = any(key.endswith("seq_relationship.weight") for key in state_dict)
     pooler = stored_pooler(state_dict, config.family) if pooler is None else pooler
-    head = has_mlm_head(state_dict, config.family)
+    prefix = _head_prefix(config.family) + "."  # cls.predictions.* or lm_head.*
+    head = any(key.startswith(prefix) for key in state_dict)
     if not head and need_mlm_head:
-        raise BvrError(f"no MLM head: an encoder-only model (no {_head_prefix(config.family)}.* weights)",
+        raise BvrError(f"no MLM head: an encoder-only model (no {prefix}* weights)",
                        where=folder, hint="fill-mask, BLiMP and export need a masked-LM folder "
                        "(BertForMaskedLM, RobertaForMaskedLM); fine-tuning and probing accept this one")
-    if not head:  # the head starts at its initialisation: its shapes stand in for it until the model is built
-        state_dict = {**state_dict, **_head_shapes(config, sentence_head, pooler)}
+    if not head:  # the head starts at its initialisation: its shapes (meta tensors) stand in until the model is built
+        meta = _meta_state(config, sentence_head, pooler)
+        state_dict = {**state_dict, **{key: value for key, value in meta.items() if key.startswith(prefix)}}
     # Every shape is checked before the model is built: a config.json whose sizes are not its weights'
     # (vocab_size 16,000,000 beside 300 rows) is refused before gigabytes are allocated for it.
     weights = from_hf_state_dict(state_dict, config, sentence_head=sentence_head, where=path, pooler=pooler)
@@ -277,9 +273,3 @@ def load_hf(folder: str | Path, sentence_head: bool | None = None, *, need_mlm_h
     built = model.state_dict()
     model.load_state_dict({key: built[key] if value.is_meta else value for key, value in weights.items()}, strict=True)
     return model.eval(), config
-
-
-def _head_shapes(config: EncoderConfig, sentence_head: bool, pooler: bool) -> dict[str, torch.Tensor]:
-    """The MLM head's parameters as tensors on the meta device: their names and shapes, no memory."""
-    head = _head_prefix(config.family) + "."
-    return {key: value for key, value in _meta_state(config, sentence_head, pooler).items() if key.startswith(head)}

@@ -259,26 +259,25 @@ class PretrainingDataModule(L.LightningDataModule):
             if self._resume_skip is not None:
                 self.train_sampler.skip = self._resume_skip["batches"]
                 self.taken, self._resume_skip = (self._resume_skip["epoch"], self.train_sampler.skip), None
-            return self._loader(train, None, collator, batch_sampler=self.train_sampler)
+            return self._loader(train, collator, batch_sampler=self.train_sampler)
         self.train_sampler = EpochSampler(train.num_rows, seed=t.seed, rank=rank, world_size=world)
         if self._resume_skip is not None:
             self.train_sampler.set_epoch(self._resume_skip["epoch"])
             self.train_sampler.skip = self._resume_skip["sequences"]
             batches = self.train_sampler.skip // self.micro_batch()
             self.taken, self._resume_skip = (self._resume_skip["epoch"], batches), None
-        return self._loader(train, self.train_sampler, collator)
+        return self._loader(train, collator, batch_size=self.micro_batch(), sampler=self.train_sampler)
 
     def val_dataloader(self) -> DataLoader:
         rank, world = self._world()
         # Unpadded strides: every validation sequence counted exactly once over all ranks.
         sampler = [(int(i), 0) for i in range(rank, self.instances["validation"].num_rows, world)]
-        return self._loader(self.instances["validation"], sampler, fixed_validation_collator(self.vocab, self.cfg))
+        return self._loader(self.instances["validation"], fixed_validation_collator(self.vocab, self.cfg),
+                            batch_size=self.micro_batch(), sampler=sampler)
 
-    def _loader(self, split: datasets.Dataset, sampler, collator: PretrainingCollator,
-                batch_sampler: TokenBudgetSampler | None = None) -> DataLoader:
+    def _loader(self, split: datasets.Dataset, collator: PretrainingCollator, **sampling: Any) -> DataLoader:
+        """A loader of ``split`` batched by ``sampling`` (a ``batch_sampler``, or a ``batch_size`` and ``sampler``)."""
         workers = self.cfg.training.num_workers
-        sampling = {"batch_sampler": batch_sampler} if batch_sampler is not None else {
-            "batch_size": self.micro_batch(), "sampler": sampler}
         return DataLoader(
             InstanceDataset(split),
             **sampling,
