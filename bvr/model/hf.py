@@ -69,8 +69,11 @@ def _meta_state(config: EncoderConfig, sentence_head: bool, pooler: bool) -> dic
         return PretrainingModel(config, sentence_head=sentence_head, pooler=pooler).state_dict()
 
 
-def _rename_legacy(key: str) -> str:
-    """``...LayerNorm.gamma`` -> ``...LayerNorm.weight`` and ``beta`` -> ``bias`` (TF-converted checkpoints)."""
+def _our_name(key: str) -> str:
+    """A Hugging Face key as ours: ``roberta_prelayernorm.*`` (Hugging Face's RobertaPreLayerNorm) -> ``roberta.*``,
+    and ``...LayerNorm.gamma`` -> ``...LayerNorm.weight``, ``beta`` -> ``bias`` (TF-converted checkpoints)."""
+    if key.startswith(_PRE_NORM_PREFIX):
+        key = "roberta." + key.removeprefix(_PRE_NORM_PREFIX)
     if "LayerNorm" in key or "layer_norm" in key:
         for old, new in _LEGACY_SUFFIXES.items():
             if key.endswith(old):
@@ -99,7 +102,7 @@ def from_hf_state_dict(state_dict: dict[str, torch.Tensor], config: EncoderConfi
     whenever the checkpoint stores a bert one (:func:`stored_pooler`).
     """
     family = config.family
-    weights = {_rename_legacy(_from_hf_prefix(k)): v for k, v in state_dict.items() if not k.endswith(_BUFFER_SUFFIXES)}
+    weights = {_our_name(k): v for k, v in state_dict.items() if not k.endswith(_BUFFER_SUFFIXES)}
     weights = _add_base_prefix(weights, family)
     if sentence_head is None:
         sentence_head = "cls.seq_relationship.weight" in weights
@@ -117,18 +120,6 @@ def from_hf_state_dict(state_dict: dict[str, torch.Tensor], config: EncoderConfi
     weights[decoder_weight] = weights[f"{family}.embeddings.word_embeddings.weight"]
     weights[decoder_bias] = weights[head_bias]
     return weights
-
-
-def _from_hf_prefix(key: str) -> str:
-    """``roberta_prelayernorm.*`` (Hugging Face's RobertaPreLayerNorm) -> ``roberta.*``; other keys unchanged."""
-    return "roberta." + key.removeprefix(_PRE_NORM_PREFIX) if key.startswith(_PRE_NORM_PREFIX) else key
-
-
-def _to_hf_prefix(key: str, config: EncoderConfig) -> str:
-    """``roberta.*`` -> ``roberta_prelayernorm.*`` for a pre-LayerNorm roberta encoder; other keys unchanged."""
-    if config.pre_norm and config.family == "roberta" and key.startswith("roberta."):
-        return _PRE_NORM_PREFIX + key.removeprefix("roberta.")
-    return key
 
 
 def _check_keys(weights: dict[str, torch.Tensor], expected: dict[str, torch.Size], aliases: set[str],
@@ -152,6 +143,7 @@ def to_hf_state_dict(state_dict: dict[str, torch.Tensor], config: EncoderConfig)
     decoder aliases (HF ties them again on load) and the span-boundary head (HF has no class for it), every tensor
     detached, contiguous and owning its storage, as ``safetensors`` requires."""
     aliases = set(_tied_aliases(config.family))
+    pre_norm_roberta = config.pre_norm and config.family == "roberta"  # under roberta_prelayernorm.*, as HF's
     out: dict[str, torch.Tensor] = {}
     seen: set[int] = set()
     for key, value in state_dict.items():
@@ -159,7 +151,9 @@ def to_hf_state_dict(state_dict: dict[str, torch.Tensor], config: EncoderConfig)
             continue
         tensor = value.detach().contiguous()
         storage = tensor.untyped_storage().data_ptr()
-        out[_to_hf_prefix(key, config)] = tensor.clone() if storage in seen else tensor
+        if pre_norm_roberta and key.startswith("roberta."):
+            key = _PRE_NORM_PREFIX + key.removeprefix("roberta.")
+        out[key] = tensor.clone() if storage in seen else tensor
         seen.add(storage)
     return out
 

@@ -8,8 +8,7 @@ the current epoch were consumed (:meth:`PretrainingDataModule.state_dict`), and 
 sequences with the masks a single process would give them.
 
 With ``training.tokens_per_batch`` the batches are filled up to a token budget instead (:class:`TokenBudgetSampler`,
-RoBERTa's dynamic batch size): the same seeded order, cut where the next sequence would overflow the budget, each
-rank taking every ``world_size``-th batch; resuming skips the batches consumed.
+RoBERTa's dynamic batch size), in the same seeded order.
 """
 
 from __future__ import annotations

@@ -105,26 +105,21 @@ def mask_exposure(mode: str, epochs: int, dupe_factor: int) -> dict[str, int]:
 # --------------------------------------------------------------------------------------------------------------
 
 
+def _specials(vocab: VocabInfo) -> tuple[np.ndarray, np.ndarray]:
+    """(vocab_size,) bool, True at special ids, and the ids a random replacement may take (every other id)."""
+    # pad and mask are added in case a hand-built VocabInfo leaves them out of special_ids.
+    return _special_tables(vocab.vocab_size, tuple(sorted(set(vocab.special_ids) | {vocab.pad_id, vocab.mask_id})))
+
+
 @lru_cache(maxsize=8)
-def _special_table(vocab_size: int, special_ids: tuple[int, ...]) -> np.ndarray:
-    """(vocab_size,) bool, True at special ids; cached because the collator asks for it every batch."""
+def _special_tables(vocab_size: int, special_ids: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_specials`, read-only; cached because the collator asks for them every batch."""
     table = np.zeros(vocab_size, dtype=bool)
     table[list(special_ids)] = True
+    pool = np.flatnonzero(~table)
     table.setflags(write=False)
-    return table
-
-
-def _specials(vocab: VocabInfo) -> tuple[int, ...]:
-    # pad and mask are added in case a hand-built VocabInfo leaves them out of special_ids.
-    return tuple(sorted(set(vocab.special_ids) | {vocab.pad_id, vocab.mask_id}))
-
-
-@lru_cache(maxsize=8)
-def _replacement_ids(vocab_size: int, special_ids: tuple[int, ...]) -> np.ndarray:
-    """Ids a random replacement may take: every non-special id."""
-    ids = np.flatnonzero(~_special_table(vocab_size, special_ids))
-    ids.setflags(write=False)
-    return ids
+    pool.setflags(write=False)
+    return table, pool
 
 
 def _budget(n_candidates: np.ndarray, mask_prob: float) -> np.ndarray:
@@ -154,11 +149,8 @@ def _words(positions: np.ndarray, starts_word: np.ndarray) -> np.ndarray:
 def _choose_words(
     input_ids: np.ndarray, keys: np.ndarray, candidates: np.ndarray, budget: np.ndarray, word_start: np.ndarray
 ) -> np.ndarray:
-    """(batch, seq) bool: whole words chosen per row (a Python loop per row; only this mode needs one).
-
-    Words are taken in the key order of their first token; a word that would overshoot the budget is skipped and
-    the next tried, as in BERT's whole-word masking, so the count ends within one word of the budget.
-    """
+    """(batch, seq) bool: whole words chosen per row, as the module docstring says (a Python loop per row; only this
+    mode needs one)."""
     chosen = np.zeros_like(candidates)
     for row in range(input_ids.shape[0]):
         positions = np.flatnonzero(candidates[row])
@@ -188,7 +180,7 @@ def _replace(
     to_mask, to_random, to_keep = split
     below_mask = to_mask if to_random + to_keep > 0 else np.inf
     below_random = to_mask + to_random if to_keep > 0 else np.inf
-    pool = _replacement_ids(vocab.vocab_size, _specials(vocab))  # (n_pool,)
+    pool = _specials(vocab)[1]  # (n_pool,)
     random_ids = pool[np.minimum((token_draw * len(pool)).astype(np.int64), len(pool) - 1)]  # (batch, seq)
     masked = input_ids.copy()
     to_mask = chosen & (class_draw < below_mask)
@@ -253,7 +245,7 @@ def mask_batch(input_ids: np.ndarray, indices: np.ndarray, copies: np.ndarray, v
     copy = np.asarray(copies, dtype=np.int64)[:, None]  # (batch, 1)
     cols = np.arange(input_ids.shape[1])[None, :]  # (1, seq)
 
-    candidates = ~_special_table(vocab.vocab_size, _specials(vocab))[input_ids]  # (batch, seq)
+    candidates = ~_specials(vocab)[0][input_ids]  # (batch, seq)
     budget = _budget(candidates.sum(axis=1), rule.mask_prob)  # (batch,)
     word_start = np.asarray(vocab.word_start, dtype=bool)  # (vocab_size,)
     if rule.scheme == "span":

@@ -132,7 +132,7 @@ def resolve_corpus(cfg: Config) -> CorpusLocation:
             hint="pass --data-dir PATH or set BVR_DATA_DIR to a folder holding "
             f"{corpus.path}",
         )
-    if not candidate.exists() and not (corpus.source == "hf" and not path.is_absolute() and not cfg.data_dir):
+    if not candidate.exists():
         raise BvrError(f"{candidate} does not exist", where="corpus.path", hint="check --data-dir / BVR_DATA_DIR")
     return CorpusLocation(corpus.source, str(candidate.resolve()), corpus.hub_config if corpus.source == "hf" else None)
 
