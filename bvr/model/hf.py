@@ -162,17 +162,15 @@ def to_hf_state_dict(state_dict: dict[str, torch.Tensor], config: EncoderConfig)
 # Folders
 
 
-def export_hf(model: PretrainingModel, config: EncoderConfig | None, out_dir: str | Path, *,
-              bos_token_id: int | None = None, eos_token_id: int | None = None) -> Path:
-    """Write ``config.json`` and ``model.safetensors`` that ``transformers.AutoModelForMaskedLM`` (or
-    ``BertForPreTraining`` for an NSP model) loads, each renamed into place (:func:`bvr.fs.atomic_path`); returns the
-    folder. Tokenizer files are copied elsewhere; the token ids: see :func:`hf_config_dict`.
-    """
+def export_hf(model: PretrainingModel, config: EncoderConfig | None, out_dir: str | Path) -> Path:
+    """Write ``config.json`` (:func:`hf_config_dict`) and ``model.safetensors`` that
+    ``transformers.AutoModelForMaskedLM`` (or ``BertForPreTraining`` for an NSP model) loads, each renamed into place
+    (:func:`bvr.fs.atomic_path`); returns the folder. Tokenizer files are copied elsewhere."""
     config = config or model.config
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tensors = to_hf_state_dict(model.state_dict(), config)  # both made before either file is written
-    data = hf_config_dict(config, model.sentence_head, bos_token_id, eos_token_id)
+    data = hf_config_dict(config, model.sentence_head)
     write_text(out / CONFIG_FILE, json.dumps(data, indent=2) + "\n")
     with atomic_path(out / SAFETENSORS_FILE) as tmp:
         save_file(tensors, str(tmp), metadata={"format": "pt"})  # HF checks the format tag

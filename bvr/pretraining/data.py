@@ -200,13 +200,8 @@ def training_collator(vocab: VocabInfo, cfg: Config) -> PretrainingCollator:
 
 
 class PretrainingDataModule(L.LightningDataModule):
-    """Serves the prepared sequences of one configuration to a Lightning Trainer.
-
-    Args:
-        cfg: the resolved configuration.
-        instances: the prepared train and validation sequences.
-        vocab: the tokenizer's vocabulary facts (for masking).
-    """
+    """Serves the prepared train and validation sequences of one configuration to a Lightning Trainer, masked for
+    the tokenizer's ``vocab``."""
 
     def __init__(self, cfg: Config, instances: datasets.DatasetDict, vocab: VocabInfo) -> None:
         super().__init__()
