@@ -122,13 +122,6 @@ def _special_tables(vocab_size: int, special_ids: tuple[int, ...]) -> tuple[np.n
     return table, pool
 
 
-def _budget(n_candidates: np.ndarray, mask_prob: float) -> np.ndarray:
-    """(batch,) tokens to mask: max(1, round(n * p)), or 0 with no candidates. np.rint rounds half to even, as
-    Python's round in BERT's create_pretraining_data.py does."""
-    k = np.maximum(1, np.rint(n_candidates * mask_prob)).astype(np.int64)
-    return np.where(n_candidates > 0, k, 0)
-
-
 def _choose_tokens(keys: np.ndarray, candidates: np.ndarray, budget: np.ndarray) -> np.ndarray:
     """(batch, seq) bool: per row, the ``budget`` candidates with the smallest keys."""
     keys = np.where(candidates, keys, np.inf)  # (batch, seq); non-candidates sort last
@@ -246,7 +239,9 @@ def mask_batch(input_ids: np.ndarray, indices: np.ndarray, copies: np.ndarray, v
     cols = np.arange(input_ids.shape[1])[None, :]  # (1, seq)
 
     candidates = ~_specials(vocab)[0][input_ids]  # (batch, seq)
-    budget = _budget(candidates.sum(axis=1), rule.mask_prob)  # (batch,)
+    n = candidates.sum(axis=1)  # (batch,)
+    # max(1, round(n * p)), or 0 with no candidates; np.rint rounds half to even, as Python's round in BERT's code.
+    budget = np.where(n > 0, np.maximum(1, np.rint(n * rule.mask_prob)).astype(np.int64), 0)  # (batch,)
     word_start = np.asarray(vocab.word_start, dtype=bool)  # (vocab_size,)
     if rule.scheme == "span":
         cdf = span_length_cdf(float(rule.span_p), int(rule.span_max_words))
