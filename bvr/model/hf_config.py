@@ -145,6 +145,7 @@ def read_hf_config(folder: Path) -> EncoderConfig:
     return config_from_hf(data, where=path)
 
 
+# The limits config_from_hf holds a config.json to (the module docstring), before anything is allocated.
 SIZE_LIMITS = {"num_hidden_layers": 512, "hidden_size": 65_536, "num_attention_heads": 65_536,
                "intermediate_size": 262_144, "vocab_size": 16_777_216, "max_position_embeddings": 1_048_576,
                "type_vocab_size": 1_024}
