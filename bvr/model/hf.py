@@ -69,8 +69,11 @@ def _meta_state(config: EncoderConfig, sentence_head: bool, pooler: bool) -> dic
         return PretrainingModel(config, sentence_head=sentence_head, pooler=pooler).state_dict()
 
 
-def _rename_legacy(key: str) -> str:
-    """``...LayerNorm.gamma`` -> ``...LayerNorm.weight`` and ``beta`` -> ``bias`` (TF-converted checkpoints)."""
+def _our_name(key: str) -> str:
+    """A Hugging Face key as ours: ``roberta_prelayernorm.*`` (Hugging Face's RobertaPreLayerNorm) -> ``roberta.*``,
+    and ``...LayerNorm.gamma`` -> ``...LayerNorm.weight``, ``beta`` -> ``bias`` (TF-converted checkpoints)."""
+    if key.startswith(_PRE_NORM_PREFIX):
+        key = "roberta." + key.removeprefix(_PRE_NORM_PREFIX)
     if "LayerNorm" in key or "layer_norm" in key:
         for old, new in _LEGACY_SUFFIXES.items():
             if key.endswith(old):
@@ -99,7 +102,7 @@ def from_hf_state_dict(state_dict: dict[str, torch.Tensor], config: EncoderConfi
     whenever the checkpoint stores a bert one (:func:`stored_pooler`).
     """
     family = config.family
-    weights = {_rename_legacy(_from_hf_prefix(k)): v for k, v in state_dict.items() if not k.endswith(_BUFFER_SUFFIXES)}
+    weights = {_our_name(k): v for k, v in state_dict.items() if not k.endswith(_BUFFER_SUFFIXES)}
     weights = _add_base_prefix(weights, family)
     if sentence_head is None:
         sentence_head = "cls.seq_relationship.weight" in weights
@@ -117,18 +120,6 @@ def from_hf_state_dict(state_dict: dict[str, torch.Tensor], config: EncoderConfi
     weights[decoder_weight] = weights[f"{family}.embeddings.word_embeddings.weight"]
     weights[decoder_bias] = weights[head_bias]
     return weights
-
-
-def _from_hf_prefix(key: str) -> str:
-    """``roberta_prelayernorm.*`` (Hugging Face's RobertaPreLayerNorm) -> ``roberta.*``; other keys unchanged."""
-    return "roberta." + key.removeprefix(_PRE_NORM_PREFIX) if key.startswith(_PRE_NORM_PREFIX) else key
-
-
-def _to_hf_prefix(key: str, config: EncoderConfig) -> str:
-    """``roberta.*`` -> ``roberta_prelayernorm.*`` for a pre-LayerNorm roberta encoder; other keys unchanged."""
-    if config.pre_norm and config.family == "roberta" and key.startswith("roberta."):
-        return _PRE_NORM_PREFIX + key.removeprefix("roberta.")
-    return key
 
 
 def _check_keys(weights: dict[str, torch.Tensor], expected: dict[str, torch.Size], aliases: set[str],
@@ -152,6 +143,7 @@ def to_hf_state_dict(state_dict: dict[str, torch.Tensor], config: EncoderConfig)
     decoder aliases (HF ties them again on load) and the span-boundary head (HF has no class for it), every tensor
     detached, contiguous and owning its storage, as ``safetensors`` requires."""
     aliases = set(_tied_aliases(config.family))
+    pre_norm_roberta = config.pre_norm and config.family == "roberta"  # under roberta_prelayernorm.*, as HF's
     out: dict[str, torch.Tensor] = {}
     seen: set[int] = set()
     for key, value in state_dict.items():
@@ -159,7 +151,9 @@ def to_hf_state_dict(state_dict: dict[str, torch.Tensor], config: EncoderConfig)
             continue
         tensor = value.detach().contiguous()
         storage = tensor.untyped_storage().data_ptr()
-        out[_to_hf_prefix(key, config)] = tensor.clone() if storage in seen else tensor
+        if pre_norm_roberta and key.startswith("roberta."):
+            key = _PRE_NORM_PREFIX + key.removeprefix("roberta.")
+        out[key] = tensor.clone() if storage in seen else tensor
         seen.add(storage)
     return out
 
@@ -168,17 +162,15 @@ def to_hf_state_dict(state_dict: dict[str, torch.Tensor], config: EncoderConfig)
 # Folders
 
 
-def export_hf(model: PretrainingModel, config: EncoderConfig | None, out_dir: str | Path, *,
-              bos_token_id: int | None = None, eos_token_id: int | None = None) -> Path:
-    """Write ``config.json`` and ``model.safetensors`` that ``transformers.AutoModelForMaskedLM`` (or
-    ``BertForPreTraining`` for an NSP model) loads, each renamed into place (:func:`bvr.fs.atomic_path`); returns the
-    folder. Tokenizer files are copied elsewhere; the token ids: see :func:`hf_config_dict`.
-    """
+def export_hf(model: PretrainingModel, config: EncoderConfig | None, out_dir: str | Path) -> Path:
+    """Write ``config.json`` (:func:`hf_config_dict`) and ``model.safetensors`` that
+    ``transformers.AutoModelForMaskedLM`` (or ``BertForPreTraining`` for an NSP model) loads, each renamed into place
+    (:func:`bvr.fs.atomic_path`); returns the folder. Tokenizer files are copied elsewhere."""
     config = config or model.config
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tensors = to_hf_state_dict(model.state_dict(), config)  # both made before either file is written
-    data = hf_config_dict(config, model.sentence_head, bos_token_id, eos_token_id)
+    data = hf_config_dict(config, model.sentence_head)
     write_text(out / CONFIG_FILE, json.dumps(data, indent=2) + "\n")
     with atomic_path(out / SAFETENSORS_FILE) as tmp:
         save_file(tensors, str(tmp), metadata={"format": "pt"})  # HF checks the format tag
@@ -240,12 +232,6 @@ def _read_weights_file(path: Path) -> dict[str, torch.Tensor]:
                        hint="download or copy the model folder again") from None
 
 
-def has_mlm_head(state_dict: dict[str, torch.Tensor], family: str) -> bool:
-    """Whether a checkpoint's weights hold any of the MLM head (``cls.predictions.*`` or ``lm_head.*``)."""
-    head = _head_prefix(family) + "."
-    return any(key.startswith(head) for key in state_dict)
-
-
 def load_hf(folder: str | Path, sentence_head: bool | None = None, *, need_mlm_head: bool = True,
             pooler: bool | None = None) -> tuple[PretrainingModel, EncoderConfig]:
     """Load a bert-base-uncased / roberta-base style folder (or one :func:`export_hf` wrote), in eval mode.
@@ -262,13 +248,15 @@ def load_hf(folder: str | Path, sentence_head: bool | None = None, *, need_mlm_h
     if sentence_head is None:
         sentence_head = any(key.endswith("seq_relationship.weight") for key in state_dict)
     pooler = stored_pooler(state_dict, config.family) if pooler is None else pooler
-    head = has_mlm_head(state_dict, config.family)
+    prefix = _head_prefix(config.family) + "."  # cls.predictions.* or lm_head.*
+    head = any(key.startswith(prefix) for key in state_dict)
     if not head and need_mlm_head:
-        raise BvrError(f"no MLM head: an encoder-only model (no {_head_prefix(config.family)}.* weights)",
+        raise BvrError(f"no MLM head: an encoder-only model (no {prefix}* weights)",
                        where=folder, hint="fill-mask, BLiMP and export need a masked-LM folder "
                        "(BertForMaskedLM, RobertaForMaskedLM); fine-tuning and probing accept this one")
-    if not head:  # the head starts at its initialisation: its shapes stand in for it until the model is built
-        state_dict = {**state_dict, **_head_shapes(config, sentence_head, pooler)}
+    if not head:  # the head starts at its initialisation: its shapes (meta tensors) stand in until the model is built
+        meta = _meta_state(config, sentence_head, pooler)
+        state_dict = {**state_dict, **{key: value for key, value in meta.items() if key.startswith(prefix)}}
     # Every shape is checked before the model is built: a config.json whose sizes are not its weights'
     # (vocab_size 16,000,000 beside 300 rows) is refused before gigabytes are allocated for it.
     weights = from_hf_state_dict(state_dict, config, sentence_head=sentence_head, where=path, pooler=pooler)
@@ -277,9 +265,3 @@ def load_hf(folder: str | Path, sentence_head: bool | None = None, *, need_mlm_h
     built = model.state_dict()
     model.load_state_dict({key: built[key] if value.is_meta else value for key, value in weights.items()}, strict=True)
     return model.eval(), config
-
-
-def _head_shapes(config: EncoderConfig, sentence_head: bool, pooler: bool) -> dict[str, torch.Tensor]:
-    """The MLM head's parameters as tensors on the meta device: their names and shapes, no memory."""
-    head = _head_prefix(config.family) + "."
-    return {key: value for key, value in _meta_state(config, sentence_head, pooler).items() if key.startswith(head)}

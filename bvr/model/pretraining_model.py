@@ -111,20 +111,9 @@ class PretrainingModel(nn.Module):
         """The MLM head: ``cls.predictions`` (bert) or ``lm_head`` (roberta); maps (..., hidden) to (..., vocab)."""
         return self.cls.predictions if self.config.family == "bert" else self.lm_head
 
-    def mlm_logits(self, hidden: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Logits at the labelled positions only (sparse prediction): (batch, seq, hidden) states and (batch, seq)
-        labels, ``-100`` where nothing is predicted -> (n_masked, vocab) logits and (n_masked,) targets, rows in
-        row-major (batch, seq) order."""
-        selected = labels.ne(IGNORE_INDEX)  # (batch, seq)
-        return self.mlm_head(hidden[selected]), labels[selected]  # (n_masked, vocab), (n_masked,)
-
     def mlm_logits_all(self, hidden: torch.Tensor) -> torch.Tensor:
         """Logits at every position, (batch, seq, vocab): for fill-mask and parity, not for training."""
         return self.mlm_head(hidden)
-
-    def sentence_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Next-sentence logits (batch, 2) from the pooled first token of (batch, seq, hidden)."""
-        return self._sentence_from_first(hidden[:, 0])
 
     def _sentence_from_first(self, first: torch.Tensor) -> torch.Tensor:
         """(batch, hidden) first-token states -> (batch, 2) next-sentence logits."""
@@ -159,14 +148,16 @@ class PretrainingModel(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None) -> PretrainingOutput:
-        """Encode and apply the heads (inputs as :meth:`Encoder.forward`'s). With ``labels`` (batch, seq) the MLM
-        logits are computed at the labelled positions only; None gives dense logits at every position."""
+        """Encode and apply the heads (inputs as :meth:`Encoder.forward`'s). With ``labels`` (batch, seq), ``-100``
+        where nothing is predicted, the MLM logits are computed at the labelled positions only (sparse prediction,
+        rows in row-major order); None gives dense logits at every position."""
         hidden = self.encoder(input_ids, attention_mask, token_type_ids)  # (batch, seq, hidden)
         if labels is None:
             logits, targets = self.mlm_logits_all(hidden), None
         else:
-            logits, targets = self.mlm_logits(hidden, labels)
-        sentence = self.sentence_logits(hidden) if self.sentence_head else None
+            selected = labels.ne(IGNORE_INDEX)  # (batch, seq)
+            logits, targets = self.mlm_head(hidden[selected]), labels[selected]  # (n_masked, vocab), (n_masked,)
+        sentence = self._sentence_from_first(hidden[:, 0]) if self.sentence_head else None  # (batch, 2)
         return PretrainingOutput(hidden=hidden, mlm_logits=logits, mlm_targets=targets, sentence_logits=sentence)
 
     def pretraining_loss(self, input_ids: torch.Tensor, labels: torch.Tensor,

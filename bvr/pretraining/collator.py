@@ -52,11 +52,14 @@ class PretrainingCollator:
         self.vocab, self.mode, self.seed, self.dupe_factor = vocab, mode, seed, dupe_factor
         self.rule, self.pad_to_multiple_of = rule, pad_to_multiple_of
 
-    def _pad(self, examples: list[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(batch, seq) input ids, token types and attention mask, padded to the rounded longest length."""
+    def __call__(self, examples: list[dict]) -> dict[str, torch.Tensor]:
+        """Pad and mask ``examples``: input_ids, token_type_ids, attention_mask and labels, (batch, seq) long;
+        sentence_labels and indices, (batch,) long. Labels are -100 except at the masked positions."""
+        if not examples:
+            raise ValueError("cannot collate an empty batch")
         lengths = [len(example["input_ids"]) for example in examples]
         multiple = self.pad_to_multiple_of or 1
-        shape = (len(examples), -(-max(lengths) // multiple) * multiple)
+        shape = (len(examples), -(-max(lengths) // multiple) * multiple)  # the longest, rounded up
         input_ids = np.full(shape, self.vocab.pad_id, dtype=np.int64)
         token_types = np.zeros(shape, dtype=np.int64)
         for row, (example, length) in enumerate(zip(examples, lengths, strict=True)):
@@ -65,14 +68,6 @@ class PretrainingCollator:
             input_ids[row, :length] = example["input_ids"]
             token_types[row, :length] = example["token_type_ids"]
         attention = (np.arange(shape[1])[None, :] < np.asarray(lengths)[:, None]).astype(np.int64)
-        return input_ids, token_types, attention
-
-    def __call__(self, examples: list[dict]) -> dict[str, torch.Tensor]:
-        """Pad and mask ``examples``: input_ids, token_type_ids, attention_mask and labels, (batch, seq) long;
-        sentence_labels and indices, (batch,) long. Labels are -100 except at the masked positions."""
-        if not examples:
-            raise ValueError("cannot collate an empty batch")
-        input_ids, token_types, attention = self._pad(examples)
         indices = np.array([example["index"] for example in examples], dtype=np.int64)  # (batch,)
         copies = np.array([mask_copy(self.mode, example["epoch"], self.dupe_factor) for example in examples])
         masked, labels = mask_batch(input_ids, indices, copies, self.vocab, seed=self.seed, rule=self.rule)

@@ -8,8 +8,7 @@ the current epoch were consumed (:meth:`PretrainingDataModule.state_dict`), and 
 sequences with the masks a single process would give them.
 
 With ``training.tokens_per_batch`` the batches are filled up to a token budget instead (:class:`TokenBudgetSampler`,
-RoBERTa's dynamic batch size): the same seeded order, cut where the next sequence would overflow the budget, each
-rank taking every ``world_size``-th batch; resuming skips the batches consumed.
+RoBERTa's dynamic batch size), in the same seeded order.
 """
 
 from __future__ import annotations
@@ -201,13 +200,8 @@ def training_collator(vocab: VocabInfo, cfg: Config) -> PretrainingCollator:
 
 
 class PretrainingDataModule(L.LightningDataModule):
-    """Serves the prepared sequences of one configuration to a Lightning Trainer.
-
-    Args:
-        cfg: the resolved configuration.
-        instances: the prepared train and validation sequences.
-        vocab: the tokenizer's vocabulary facts (for masking).
-    """
+    """Serves the prepared train and validation sequences of one configuration to a Lightning Trainer, masked for
+    the tokenizer's ``vocab``."""
 
     def __init__(self, cfg: Config, instances: datasets.DatasetDict, vocab: VocabInfo) -> None:
         super().__init__()
@@ -259,26 +253,25 @@ class PretrainingDataModule(L.LightningDataModule):
             if self._resume_skip is not None:
                 self.train_sampler.skip = self._resume_skip["batches"]
                 self.taken, self._resume_skip = (self._resume_skip["epoch"], self.train_sampler.skip), None
-            return self._loader(train, None, collator, batch_sampler=self.train_sampler)
+            return self._loader(train, collator, batch_sampler=self.train_sampler)
         self.train_sampler = EpochSampler(train.num_rows, seed=t.seed, rank=rank, world_size=world)
         if self._resume_skip is not None:
             self.train_sampler.set_epoch(self._resume_skip["epoch"])
             self.train_sampler.skip = self._resume_skip["sequences"]
             batches = self.train_sampler.skip // self.micro_batch()
             self.taken, self._resume_skip = (self._resume_skip["epoch"], batches), None
-        return self._loader(train, self.train_sampler, collator)
+        return self._loader(train, collator, batch_size=self.micro_batch(), sampler=self.train_sampler)
 
     def val_dataloader(self) -> DataLoader:
         rank, world = self._world()
         # Unpadded strides: every validation sequence counted exactly once over all ranks.
         sampler = [(int(i), 0) for i in range(rank, self.instances["validation"].num_rows, world)]
-        return self._loader(self.instances["validation"], sampler, fixed_validation_collator(self.vocab, self.cfg))
+        return self._loader(self.instances["validation"], fixed_validation_collator(self.vocab, self.cfg),
+                            batch_size=self.micro_batch(), sampler=sampler)
 
-    def _loader(self, split: datasets.Dataset, sampler, collator: PretrainingCollator,
-                batch_sampler: TokenBudgetSampler | None = None) -> DataLoader:
+    def _loader(self, split: datasets.Dataset, collator: PretrainingCollator, **sampling: Any) -> DataLoader:
+        """A loader of ``split`` batched by ``sampling`` (a ``batch_sampler``, or a ``batch_size`` and ``sampler``)."""
         workers = self.cfg.training.num_workers
-        sampling = {"batch_sampler": batch_sampler} if batch_sampler is not None else {
-            "batch_size": self.micro_batch(), "sampler": sampler}
         return DataLoader(
             InstanceDataset(split),
             **sampling,

@@ -4,21 +4,20 @@ A shard is a sequence of documents; a document is a sequence of sentences; a sen
 ids without specials. :func:`create_instances` turns a shard into columns ``input_ids`` (int32 arrays),
 ``token_type_ids`` (int8 arrays) and ``sentence_label``, the sentence label of the objective (NSP: 0 = IsNext,
 1 = NotNext; SOP: 0 = in order, 1 = swapped; -100 = none, ignored by the loss), every sequence at most
-``max_length`` long with the family's specials around it (:class:`Template`).
-
-The formats:
+``max_length`` long with the family's specials around it (:class:`Template`). The pair formats are in
+:mod:`bvr.pretraining.pairs`, the packed ones here.
 
 - ``segment-pair`` (BERT's): whole sentences accumulate into a chunk until it reaches a target length (the pair
-  budget, or with probability ``short_seq_prob`` a random shorter one, as BERT does so that pretraining also sees
-  short inputs). The target is drawn once per document and shared by all its chunks, as BERT's
-  ``create_pretraining_data.py`` does (``target_seq_length`` is set once per document), so ``short_seq_prob`` is
-  the share of documents, not of chunks, whose pairs aim short. The chunk is cut at a random sentence boundary
-  into A and B. With NSP, half the time B is replaced by a span starting at a random sentence of another document
-  and the chunk's unused sentences go back to be read again (NotNext). With SOP (ALBERT, Lan et al. 2020, section
-  4.1.2), half the time A and B swap places (label 1); B is never taken from another document.
+  budget, or with probability ``short_seq_prob`` a random shorter one, so that pretraining also sees short
+  inputs). The target is drawn once per document, as BERT's ``create_pretraining_data.py`` sets
+  ``target_seq_length``, so ``short_seq_prob`` is the share of documents, not of chunks, whose pairs aim short.
+  The chunk is cut at a random sentence boundary into A and B. With NSP, half the time B is replaced by a span
+  starting at a random sentence of another document and the chunk's unused sentences are read again (NotNext).
+  With SOP (ALBERT, Lan et al. 2020, section 4.1.2), half the time A and B swap places (label 1), B never from
+  another document.
 - ``sentence-pair``: A is one sentence; B is the next sentence (IsNext) or, with NSP and probability 0.5, a
-  random sentence of another document (NotNext, and the unused next sentence is read again as the next A). With
-  SOP the two consecutive sentences are swapped half the time.
+  random sentence of another document (NotNext, the unused next sentence read again as the next A). With SOP the
+  two consecutive sentences are swapped half the time.
 - ``full-sentences``: whole sentences packed contiguously up to the budget, crossing document boundaries with
   ``Template.doc_sep_id`` between documents (it counts toward the length).
 - ``doc-sentences``: the same, but a sequence never crosses a document boundary.
@@ -26,36 +25,27 @@ The formats:
 Decisions worth knowing:
 
 - Truncation. A pair longer than its budget loses tokens from the longer segment, one at a time, each from the
-  front or the back by a fair coin (BERT's rule). It is computed in closed form: the final lengths directly, and
-  the count taken from the front as the number of heads among the coins. An IsNext pair truncated at A's back
-  or B's front is still in order but no longer adjacent. SOP swaps before truncating, so the first segment keeps
-  the larger half whatever the label (no length cue to the order).
-- Lone units. A pair needs two non-empty segments. When a chunk of one sentence (``segment-pair``) or a
-  document's last sentence (``sentence-pair``) is to get its true continuation (NSP off, or NSP's coin said
-  IsNext), it is cut at a random token into A and B, so both are still true continuations; a lone one-token
-  unit cannot make a pair and is left out. BERT's script instead always gives such a unit a NotNext B, which on
-  our Wikipedia extract (short documents) made 57% of the pairs NotNext; deciding the label first keeps 50/50.
-  With SOP such a cut unit is swapped or not by the same coin as any other pair.
+  front or the back by a fair coin (BERT's rule), computed in closed form. An IsNext pair truncated at A's back or
+  B's front is still in order but no longer adjacent. SOP swaps before truncating, so the first segment keeps the
+  larger half whatever the label (no length cue to the order).
+- Lone units. A pair needs two non-empty segments. A chunk of one sentence (``segment-pair``) or a document's last
+  sentence (``sentence-pair``) that is to get its true continuation (NSP off, or NSP's coin said IsNext) is cut at
+  a random token into A and B; a lone one-token unit is left out. BERT's script instead always gives such a unit a
+  NotNext B, which on our Wikipedia extract (short documents) made 57% of the pairs NotNext; deciding the label
+  first keeps 50/50. With SOP a cut unit is swapped or not by the same coin as any other pair.
 - Single-document shards. NotNext segments must come from another document, so a shard with one document
-  (typically the tail shard of a split) makes only IsNext pairs, labelled 0, as if NSP were on but never drew
-  NotNext; a lone unit is then cut inside as above. Refusing would stop a whole run over one short shard; the
-  label counts of the prepared data show the imbalance, and a split with a single document in total should be
-  refused (or the tail shard folded into the previous one) by whoever shards the corpus.
+  (typically a split's tail shard) makes only IsNext pairs rather than stop a whole run; the label counts of the
+  prepared data show the imbalance.
 - Long sentences. In the packed formats a sentence longer than the budget starts a new sequence and is split
   across as many sequences as it needs; its last piece is packed with what follows. Nothing is dropped.
-- Document ends (``doc-sentences``). The last sequence of a document is usually short. It is kept as it is:
-  never dropped (that would bias the data against document endings) and never padded here (the collator pads
-  a batch). Short sequences mean fewer tokens per step than ``full-sentences`` at the same batch size (mean
-  length 96.7 against 112.0 at max_length 128 on 3,000 Wikipedia documents), which RoBERTa corrected by
-  "dynamically increasing the batch size". ``training.tokens_per_batch`` does that: each step takes sequences
-  until the next would overflow the budget (:class:`bvr.pretraining.data.TokenBudgetSampler`). The shipped
-  input-format ablation (``experiments/nsp.yaml``) gives every arm the same budget, so each sees the same tokens
-  per step to within one sequence, and :func:`bvr.ablation.arms.equal_passes` checks budget x steps, in tokens.
-
-Lower layer: numpy and the standard library only, plus ``IGNORE_INDEX`` from :mod:`bvr.ignore_index` (no torch).
-
-Modules: :mod:`bvr.pretraining.instances` (templates and columns), :mod:`bvr.pretraining.pairs` (the pair formats);
-the packed formats are here."""
+- Document ends (``doc-sentences``). A document's last sequence, usually short, is neither dropped (that would
+  bias the data against document endings) nor padded here (the collator pads a batch). Short sequences mean fewer
+  tokens per step than ``full-sentences`` at the same batch size (mean length 96.7 against 112.0 at max_length 128
+  on 3,000 Wikipedia documents), which RoBERTa corrected by "dynamically increasing the batch size":
+  ``training.tokens_per_batch`` (:class:`bvr.pretraining.data.TokenBudgetSampler`). The shipped input-format
+  ablation (``experiments/nsp.yaml``) gives every arm the same budget, and :func:`bvr.ablation.arms.equal_passes`
+  checks budget x steps, in tokens.
+"""
 
 from __future__ import annotations
 

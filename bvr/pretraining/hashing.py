@@ -30,14 +30,6 @@ def _fmix64(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> np.uint64(31))
 
 
-def _as_uint64(key: np.ndarray | int) -> np.ndarray:
-    key = np.asarray(key)
-    if not (np.issubdtype(key.dtype, np.integer) or key.dtype == np.bool_):
-        raise TypeError(f"hash keys must be integers, got dtype {key.dtype}")
-    # Negative int64 keys wrap to distinct uint64 values, which is all a hash needs.
-    return key.astype(np.uint64)
-
-
 def uniform(seed: int, *keys: np.ndarray | int) -> np.ndarray:
     """Counter-based uniform random numbers: a pure hash of ``(seed, keys...)``, float64 in [0, 1) with 53 random
     bits each.
@@ -56,7 +48,10 @@ def uniform(seed: int, *keys: np.ndarray | int) -> np.ndarray:
     # uint64 products are meant to wrap; numpy warns on scalar overflow, so silence it here only.
     with np.errstate(over="ignore"):
         state = _fmix64(np.asarray(np.uint64(seed & _MASK64) + _GAMMA))
-        for key in keys:
-            # Mixing the key before combining spreads small counters (0, 1, 2, ...) over all 64 bits.
-            state = _fmix64(state ^ _fmix64(_as_uint64(key) + _GAMMA))
+        for key in map(np.asarray, keys):
+            if not (np.issubdtype(key.dtype, np.integer) or key.dtype == np.bool_):
+                raise TypeError(f"hash keys must be integers, got dtype {key.dtype}")
+            # Negative int64 keys wrap to distinct uint64 values; mixing the key before combining spreads small
+            # counters (0, 1, 2, ...) over all 64 bits.
+            state = _fmix64(state ^ _fmix64(key.astype(np.uint64) + _GAMMA))
     return np.asarray((state >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53)))

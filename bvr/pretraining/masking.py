@@ -105,54 +105,21 @@ def mask_exposure(mode: str, epochs: int, dupe_factor: int) -> dict[str, int]:
 # --------------------------------------------------------------------------------------------------------------
 
 
-def check_mask_options(mask_prob: float, split: tuple[float, float, float]) -> None:
-    if not 0.0 < mask_prob < 1.0:
-        raise BvrError(f"mask_prob must lie strictly between 0 and 1, got {mask_prob}", where="masking.mask_prob",
-                       hint="BERT and RoBERTa use 0.15")
-    if len(split) != 3 or any(not share >= 0.0 for share in split) or abs(sum(split) - 1.0) > 1e-6:
-        raise BvrError(
-            f"split must be three non-negative shares ([MASK], random, unchanged) summing to 1, got {tuple(split)}",
-            where="masking.split", hint="BERT uses (0.8, 0.1, 0.1)")
-
-
-def check_scheme(scheme: str, span_p: float = 0.2, span_max_words: int = 10) -> None:
-    if scheme not in SCHEMES:
-        raise BvrError(f"unknown masking scheme {scheme!r}", where="masking.scheme",
-                       hint=f"use one of {', '.join(SCHEMES)}")
-    if not 0.0 < span_p <= 1.0:
-        raise BvrError(f"span_p must lie in (0, 1], got {span_p}", where="masking.span_p", hint="SpanBERT uses 0.2")
-    if span_max_words < 1:
-        raise BvrError(f"span_max_words must be at least 1, got {span_max_words}", where="masking.span_max_words",
-                       hint="SpanBERT uses 10")
+def _specials(vocab: VocabInfo) -> tuple[np.ndarray, np.ndarray]:
+    """(vocab_size,) bool, True at special ids, and the ids a random replacement may take (every other id)."""
+    # pad and mask are added in case a hand-built VocabInfo leaves them out of special_ids.
+    return _special_tables(vocab.vocab_size, tuple(sorted(set(vocab.special_ids) | {vocab.pad_id, vocab.mask_id})))
 
 
 @lru_cache(maxsize=8)
-def _special_table(vocab_size: int, special_ids: tuple[int, ...]) -> np.ndarray:
-    """(vocab_size,) bool, True at special ids; cached because the collator asks for it every batch."""
+def _special_tables(vocab_size: int, special_ids: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_specials`, read-only; cached because the collator asks for them every batch."""
     table = np.zeros(vocab_size, dtype=bool)
     table[list(special_ids)] = True
+    pool = np.flatnonzero(~table)
     table.setflags(write=False)
-    return table
-
-
-def _specials(vocab: VocabInfo) -> tuple[int, ...]:
-    # pad and mask are added in case a hand-built VocabInfo leaves them out of special_ids.
-    return tuple(sorted(set(vocab.special_ids) | {vocab.pad_id, vocab.mask_id}))
-
-
-@lru_cache(maxsize=8)
-def _replacement_ids(vocab_size: int, special_ids: tuple[int, ...]) -> np.ndarray:
-    """Ids a random replacement may take: every non-special id."""
-    ids = np.flatnonzero(~_special_table(vocab_size, special_ids))
-    ids.setflags(write=False)
-    return ids
-
-
-def _budget(n_candidates: np.ndarray, mask_prob: float) -> np.ndarray:
-    """(batch,) tokens to mask: max(1, round(n * p)), or 0 with no candidates. np.rint rounds half to even, as
-    Python's round in BERT's create_pretraining_data.py does."""
-    k = np.maximum(1, np.rint(n_candidates * mask_prob)).astype(np.int64)
-    return np.where(n_candidates > 0, k, 0)
+    pool.setflags(write=False)
+    return table, pool
 
 
 def _choose_tokens(keys: np.ndarray, candidates: np.ndarray, budget: np.ndarray) -> np.ndarray:
@@ -172,45 +139,29 @@ def _words(positions: np.ndarray, starts_word: np.ndarray) -> np.ndarray:
     return np.cumsum(starts_word | gap) - 1  # (n,)
 
 
-def _choose_words_row(positions: np.ndarray, starts_word: np.ndarray, keys: np.ndarray, budget: int) -> np.ndarray:
-    """Chosen candidate positions of one row in whole-word mode.
-
-    Words are taken in the key order of their first token; a word that would overshoot the budget is skipped and
-    the next tried, as in BERT's whole-word masking, so the count ends within one word of the budget.
-    """
-    word = _words(positions, starts_word)  # (n,)
-    first = np.flatnonzero(np.diff(word, prepend=-1))  # (n_words,) index of each word's first token
-    lengths = np.diff(np.append(first, len(word)))  # (n_words,)
-    taken = np.zeros(len(first), dtype=bool)
-    total = 0
-    for w in np.argsort(keys[positions[first]], kind="stable"):
-        if total + lengths[w] <= budget:
-            taken[w] = True
-            total += lengths[w]
-            if total == budget:
-                break
-    return positions[taken[word]]
-
-
 def _choose_words(
     input_ids: np.ndarray, keys: np.ndarray, candidates: np.ndarray, budget: np.ndarray, word_start: np.ndarray
 ) -> np.ndarray:
-    """(batch, seq) bool: whole words chosen per row (a Python loop per row; only this mode needs one)."""
+    """(batch, seq) bool: whole words chosen per row, as the module docstring says (a Python loop per row; only this
+    mode needs one)."""
     chosen = np.zeros_like(candidates)
     for row in range(input_ids.shape[0]):
         positions = np.flatnonzero(candidates[row])
-        if len(positions):
-            chosen[row, _choose_words_row(positions, word_start[input_ids[row, positions]], keys[row], budget[row])] = 1
+        if not len(positions):
+            continue
+        word = _words(positions, word_start[input_ids[row, positions]])  # (n,)
+        first = np.flatnonzero(np.diff(word, prepend=-1))  # (n_words,) index of each word's first token
+        lengths = np.diff(np.append(first, len(word)))  # (n_words,)
+        taken = np.zeros(len(first), dtype=bool)
+        total = 0
+        for w in np.argsort(keys[row, positions[first]], kind="stable"):
+            if total + lengths[w] <= budget[row]:
+                taken[w] = True
+                total += lengths[w]
+                if total == budget[row]:
+                    break
+        chosen[row, positions[taken[word]]] = 1
     return chosen
-
-
-def _split_thresholds(split: tuple[float, float, float]) -> tuple[float, float]:
-    """Cumulative thresholds on a uniform draw for [MASK] and random; a zero share is never drawn, even when
-    the shares sum to 1 only within rounding."""
-    to_mask, to_random, to_keep = split
-    below_mask = to_mask if to_random + to_keep > 0 else np.inf
-    below_random = to_mask + to_random if to_keep > 0 else np.inf
-    return below_mask, below_random
 
 
 def _replace(
@@ -218,8 +169,11 @@ def _replace(
 ) -> np.ndarray:
     """Masked copy of ``input_ids``: chosen positions become [MASK], a random non-special id, or stay."""
     class_draw, token_draw = draws  # (batch, seq) each
-    below_mask, below_random = _split_thresholds(split)
-    pool = _replacement_ids(vocab.vocab_size, _specials(vocab))  # (n_pool,)
+    # Thresholds on the class draw; a zero share is never drawn, even when the shares sum to 1 only within rounding.
+    to_mask, to_random, to_keep = split
+    below_mask = to_mask if to_random + to_keep > 0 else np.inf
+    below_random = to_mask + to_random if to_keep > 0 else np.inf
+    pool = _specials(vocab)[1]  # (n_pool,)
     random_ids = pool[np.minimum((token_draw * len(pool)).astype(np.int64), len(pool) - 1)]  # (batch, seq)
     masked = input_ids.copy()
     to_mask = chosen & (class_draw < below_mask)
@@ -227,13 +181,6 @@ def _replace(
     masked[to_mask] = vocab.mask_id
     masked[to_random] = random_ids[to_random]
     return masked
-
-
-def _check_ids(input_ids: np.ndarray, vocab: VocabInfo) -> None:
-    if input_ids.size and (input_ids.min() < 0 or input_ids.max() >= vocab.vocab_size):
-        raise BvrError(
-            f"token ids range over [{input_ids.min()}, {input_ids.max()}] but the vocabulary has {vocab.vocab_size}",
-            where="masking.input_ids", hint="the instances were made with another tokenizer; prepare the data again")
 
 
 @dataclass(frozen=True)
@@ -248,9 +195,24 @@ class MaskRule:
     span_max_words: int = 10  # and at most this long
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "split", tuple(self.split))
-        check_mask_options(self.mask_prob, self.split)
-        check_scheme(self.scheme, self.span_p, self.span_max_words)
+        split = tuple(self.split)
+        object.__setattr__(self, "split", split)
+        if not 0.0 < self.mask_prob < 1.0:
+            raise BvrError(f"mask_prob must lie strictly between 0 and 1, got {self.mask_prob}",
+                           where="masking.mask_prob", hint="BERT and RoBERTa use 0.15")
+        if len(split) != 3 or any(not share >= 0.0 for share in split) or abs(sum(split) - 1.0) > 1e-6:
+            raise BvrError(
+                f"split must be three non-negative shares ([MASK], random, unchanged) summing to 1, got {split}",
+                where="masking.split", hint="BERT uses (0.8, 0.1, 0.1)")
+        if self.scheme not in SCHEMES:
+            raise BvrError(f"unknown masking scheme {self.scheme!r}", where="masking.scheme",
+                           hint=f"use one of {', '.join(SCHEMES)}")
+        if not 0.0 < self.span_p <= 1.0:
+            raise BvrError(f"span_p must lie in (0, 1], got {self.span_p}", where="masking.span_p",
+                           hint="SpanBERT uses 0.2")
+        if self.span_max_words < 1:
+            raise BvrError(f"span_max_words must be at least 1, got {self.span_max_words}",
+                           where="masking.span_max_words", hint="SpanBERT uses 10")
 
 
 MASK_RULE = MaskRule()
@@ -268,13 +230,18 @@ def mask_batch(input_ids: np.ndarray, indices: np.ndarray, copies: np.ndarray, v
     ``(masked_ids, labels)``, the labels holding the original id at chosen positions and -100 elsewhere.
     """
     input_ids = np.asarray(input_ids, dtype=np.int64)  # (batch, seq)
-    _check_ids(input_ids, vocab)
+    if input_ids.size and (input_ids.min() < 0 or input_ids.max() >= vocab.vocab_size):
+        raise BvrError(
+            f"token ids range over [{input_ids.min()}, {input_ids.max()}] but the vocabulary has {vocab.vocab_size}",
+            where="masking.input_ids", hint="the instances were made with another tokenizer; prepare the data again")
     rows = np.asarray(indices, dtype=np.int64)[:, None]  # (batch, 1)
     copy = np.asarray(copies, dtype=np.int64)[:, None]  # (batch, 1)
     cols = np.arange(input_ids.shape[1])[None, :]  # (1, seq)
 
-    candidates = ~_special_table(vocab.vocab_size, _specials(vocab))[input_ids]  # (batch, seq)
-    budget = _budget(candidates.sum(axis=1), rule.mask_prob)  # (batch,)
+    candidates = ~_specials(vocab)[0][input_ids]  # (batch, seq)
+    n = candidates.sum(axis=1)  # (batch,)
+    # max(1, round(n * p)), or 0 with no candidates; np.rint rounds half to even, as Python's round in BERT's code.
+    budget = np.where(n > 0, np.maximum(1, np.rint(n * rule.mask_prob)).astype(np.int64), 0)  # (batch,)
     word_start = np.asarray(vocab.word_start, dtype=bool)  # (vocab_size,)
     if rule.scheme == "span":
         cdf = span_length_cdf(float(rule.span_p), int(rule.span_max_words))

@@ -23,11 +23,7 @@ class Pairing:
 
 def segment_pairs(docs: list[list[np.ndarray]], budget: int, pairing: Pairing, rng: random.Random,
                   short_seq_prob: float, out: Columns) -> None:
-    """SEGMENT-PAIR: chunks of whole sentences up to a target length, cut into A and B.
-
-    The target is drawn once per document and kept for all its chunks, as BERT's ``create_pretraining_data.py``
-    sets ``target_seq_length`` once in ``create_instances_from_document``.
-    """
+    """SEGMENT-PAIR: chunks of whole sentences up to a target length (one per document), cut into A and B."""
     for d, doc in enumerate(docs):
         target = rng.randint(2, budget) if rng.random() < short_seq_prob else budget  # one per document, as BERT
         start, length, i = 0, 0, 0
@@ -47,9 +43,7 @@ def _emit_segment_pair(docs: list[list[np.ndarray]], d: int, chunk: list[np.ndar
     document of ``docs``); returns how many of the sentences it used."""
     n_a = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
     a = np.concatenate(chunk[:n_a])
-    # The coin decides first, so IsNext and NotNext stay 50/50 even where documents are short: a chunk of one
-    # sentence that draws IsNext is cut inside the sentence (a true continuation) instead of being forced to
-    # NotNext, as BERT's script does (which gave 57% NotNext on our Wikipedia extract).
+    # The coin decides first, so a one-sentence chunk that draws IsNext is cut inside (formats: "Lone units").
     if pairing.not_next and rng.random() < 0.5:
         b = _random_span(docs, d, target - len(a), rng)
         _add_truncated(a, b, NOT_NEXT, budget, rng, out)

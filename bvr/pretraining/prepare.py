@@ -132,7 +132,7 @@ def resolve_corpus(cfg: Config) -> CorpusLocation:
             hint="pass --data-dir PATH or set BVR_DATA_DIR to a folder holding "
             f"{corpus.path}",
         )
-    if not candidate.exists() and not (corpus.source == "hf" and not path.is_absolute() and not cfg.data_dir):
+    if not candidate.exists():
         raise BvrError(f"{candidate} does not exist", where="corpus.path", hint="check --data-dir / BVR_DATA_DIR")
     return CorpusLocation(corpus.source, str(candidate.resolve()), corpus.hub_config if corpus.source == "hf" else None)
 
@@ -284,23 +284,21 @@ def _build_tokenized(corpus_dir: Path, tokenizer_dir: Path, progress: bool, tmp:
     with datasets_progress(progress):  # the bars of datasets.map, silenced with progress=False (--no-progress)
         docs = load_corpus(corpus_dir / "documents")
         for split, ds in docs.items():
-            out[split] = ds.map(
-                _tokenize_batch,
-                batched=True,
-                batch_size=1000,
-                fn_kwargs={"tokenizer": tokenizer, "family": family},
-                remove_columns=ds.column_names,
-                features=TOKENIZED_FEATURES,
-                cache_file_name=str(tmp / f"map-{split}.arrow"),
-                new_fingerprint=f"{folder.name}-{split}",
-                desc=f"tokenizing {split} documents",
-            )
+            out[split] = _map(ds, split, tmp, folder, _tokenize_batch, batch_size=1000, features=TOKENIZED_FEATURES,
+                              fn_kwargs={"tokenizer": tokenizer, "family": family},
+                              desc=f"tokenizing {split} documents")
         _save(datasets.DatasetDict(out), tmp / "tokenized")
 
 
 def _check_disk(tmp: Path, stage: str, source: Path) -> None:
     """Refuse to build ``stage`` into ``tmp`` when its disk has less free than :data:`STAGE_DISK` says it needs."""
     check_free_space(tmp, STAGE_DISK[stage] * tree_bytes(source), f"the {stage} stage (from {source})")
+
+
+def _map(ds: datasets.Dataset, split: str, tmp: Path, folder: Path, function, **options: Any) -> datasets.Dataset:
+    """``ds.map(function)`` in batches into ``tmp``, its columns replaced, fingerprinted by the stage's folder."""
+    return ds.map(function, batched=True, remove_columns=ds.column_names,
+                  cache_file_name=str(tmp / f"map-{split}.arrow"), new_fingerprint=f"{folder.name}-{split}", **options)
 
 
 def _save(dataset: datasets.DatasetDict, path: Path) -> None:
@@ -353,18 +351,10 @@ def _build_instances(cfg: Config, tokenized_dir: Path, tokenizer_dir: Path, prog
     with datasets_progress(progress):
         tokenized = datasets.load_from_disk(str(tokenized_dir / "tokenized"))
         for split, ds in tokenized.items():
-            out[split] = ds.with_format("arrow").map(
-                _instances_batch,
-                batched=True,
-                batch_size=cfg.data.shard_documents,
-                with_indices=True,
-                fn_kwargs={"cfg": cfg, "template": template, "split": split},
-                remove_columns=ds.column_names,
-                features=INSTANCE_FEATURES,
-                cache_file_name=str(tmp / f"map-{split}.arrow"),
-                new_fingerprint=f"{folder.name}-{split}",
-                desc=f"{cfg.data.input_format} {split} sequences",
-            ).with_format(None)
+            out[split] = _map(ds.with_format("arrow"), split, tmp, folder, _instances_batch,
+                              batch_size=cfg.data.shard_documents, with_indices=True, features=INSTANCE_FEATURES,
+                              fn_kwargs={"cfg": cfg, "template": template, "split": split},
+                              desc=f"{cfg.data.input_format} {split} sequences").with_format(None)
             stats[split] = instance_stats(out[split], cfg.data.max_length, cfg.data.sentence_objective)
             if not stats[split]["sequences"]:
                 raise BvrError(f"the {split} split makes no {cfg.data.input_format} sequences (from {ds.num_rows} "

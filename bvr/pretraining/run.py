@@ -259,7 +259,10 @@ class PretrainingModule(L.LightningModule):
         check_finite(out.loss, self.global_step, what="training loss", values=lambda: self.loss_values(out),
                      hint=f"the last good checkpoint is {self.failed_checkpoint_hint or 'the last one written'}; "
                      "lower training.learning_rate or raise training.warmup_steps, then run again with --resume")
-        self.tokens_seen += self.global_tokens(batch)
+        tokens = batch["attention_mask"].sum()
+        if self.trainer.world_size > 1:  # every rank's micro-batch
+            tokens = self.trainer.strategy.reduce(tokens.float(), reduce_op="sum")
+        self.tokens_seen += int(tokens)
         self.log("train/mlm_loss", out.mlm_loss, prog_bar=True)
         self.log("train/mlm_acc", out.mlm_accuracy)
         if out.sentence_loss is not None:
@@ -269,12 +272,6 @@ class PretrainingModule(L.LightningModule):
             self.log("train/sbo_loss", out.sbo_loss)
             self.log("train/sbo_acc", out.sbo_accuracy)
         return out.loss  # the Trainer divides it by grad_accum, runs backward and, at a step, AdamW
-
-    def global_tokens(self, batch: dict[str, torch.Tensor]) -> int:
-        tokens = batch["attention_mask"].sum()
-        if self.trainer is not None and self.trainer.world_size > 1:
-            tokens = self.trainer.strategy.reduce(tokens.float(), reduce_op="sum")
-        return int(tokens)
 
     def loss_values(self, out) -> str:
         objective, loss = self.sentence_objective, out.sentence_loss

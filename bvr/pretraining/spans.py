@@ -39,16 +39,6 @@ def _span_chunk(budget: int) -> int:
     return budget + 8
 
 
-def _word_segments(positions: np.ndarray, starts_word: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Where each word of a row begins and where its segment's words stop: ``bounds``, (n_words + 1,), word ``w``
-    covering candidates ``bounds[w]:bounds[w + 1]``; and ``segment_stop``, (n_words,), one past the last word of the
-    segment (run of candidates between special tokens) holding ``w``."""
-    gap = np.diff(positions, prepend=-2) != 1  # (n,) a special token (or the row start) comes before
-    first = np.flatnonzero(starts_word | gap)  # (n_words,) the same word starts as _words
-    segment = np.cumsum(gap)[first]  # (n_words,) non-decreasing
-    return np.append(first, len(positions)), np.searchsorted(segment, segment, side="right")
-
-
 def span_draws(seed: int, index: int | np.ndarray, copy: int | np.ndarray) -> SpanDraws:
     """The span sampler's draws for one sequence: ``draws(lo, hi)`` gives the (length, start) uniform draws of
     attempts ``lo`` to ``hi - 1``; (batch, 1) ``index`` and ``copy`` give them for every row at once."""
@@ -70,8 +60,11 @@ def choose_spans_row(positions: np.ndarray, starts_word: np.ndarray, draws: Span
     :func:`span_length_cdf`. The accepted spans in the order drawn, as ``(first, stop, length)``: candidates
     ``first:stop`` and the length in words that was drawn (more than the span covers when a segment end or the
     budget cut it)."""
-    bounds, segment_stop = _word_segments(positions, starts_word)
-    bounds, segment_stop = bounds.tolist(), segment_stop.tolist()
+    gap = np.diff(positions, prepend=-2) != 1  # (n,) a special token (or the row start) comes before
+    first = np.flatnonzero(starts_word | gap)  # (n_words,) the same word starts as masking._words
+    segment = np.cumsum(gap)[first]  # (n_words,) segment (run of candidates between specials) of each word
+    bounds = np.append(first, len(positions)).tolist()  # word w covers candidates bounds[w]:bounds[w + 1]
+    segment_stop = np.searchsorted(segment, segment, side="right").tolist()  # one past the last word of w's segment
     n_words = len(segment_stop)
     taken = bytearray(n_words)  # whole words are taken, except in the last span, after which the loop ends
     spans: list[tuple[int, int, int]] = []

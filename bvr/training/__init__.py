@@ -1,14 +1,8 @@
-"""What pretraining and fine-tuning share around Lightning.
-
-- :mod:`bvr.training.trainer`: :func:`build_trainer`, the one Trainer factory, its :class:`TrainingBar`,
-  :func:`quiet_fit`, :func:`check_accelerator`, :func:`resolve_precision` (``auto`` -> bf16-mixed on a GPU that has
-  it, else 32-true) and :func:`training_logger`, the MLflow run of a training job.
-- :mod:`bvr.training.optim`: :func:`adamw` over :func:`parameter_groups` (no decay on biases and LayerNorm) with
-  the :func:`linear_schedule` (warm-up, then linear decay to 0), :func:`clip_unscaled` (clipping that bf16-mixed
-  with a fused optimiser needs), and :func:`check_finite`, the non-finite-loss stop.
-
-The losses themselves (``IGNORE_INDEX``, cross-entropy) are in :mod:`bvr.model.losses`, where the model's heads use
-them too. Nothing here imports :mod:`bvr.pretraining` or :mod:`bvr.tasks`, which both build on this.
+"""What pretraining and fine-tuning share around Lightning: the one Trainer factory, its progress bar, the
+precision and accelerator checks and the MLflow logger of a training job (:mod:`bvr.training.trainer`); AdamW with
+BERT's parameter groups and schedule, the clipping bf16-mixed needs and the non-finite-loss stop
+(:mod:`bvr.training.optim`). The losses are in :mod:`bvr.model.losses`, beside the heads that use them. Nothing here
+imports :mod:`bvr.pretraining` or :mod:`bvr.tasks`, which both build on this.
 """
 
 from bvr.training.optim import NonFiniteLoss, adamw, check_finite, clip_unscaled, linear_schedule, parameter_groups

@@ -43,7 +43,8 @@ LIGHTNING_NOISE = (
 """Warnings Lightning prints on every fit that say nothing about this run (messages as regular expressions)."""
 
 SRUN_NOTICE = ".*The `srun` command is available on your system but is not used.*"
-"""Lightning's notice at every Trainer made on a machine where SLURM is installed, outside a SLURM job step."""
+"""Lightning's notice at every Trainer made on a machine where SLURM is installed, outside a SLURM job step: bvr runs
+on SLURM through its own launcher (``bvr ablate --launcher slurm``), where it is."""
 
 
 @contextmanager
@@ -227,8 +228,6 @@ def build_trainer(root: Path, settings: TrainerSettings, logger: Any, *, progres
     if progress:
         extra.append(TrainingBar(steps=step_progress_bar))
     with warnings.catch_warnings():
-        # On a machine with SLURM installed, Lightning says at every Trainer that `srun` is "available but not
-        # used": bvr runs on SLURM through its own launcher (bvr ablate --launcher slurm), where it is.
         warnings.filterwarnings("ignore", message=SRUN_NOTICE)
         trainer = L.Trainer(
             max_steps=s.max_steps,

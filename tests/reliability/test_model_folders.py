@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from bvr.model import EncoderConfig, PretrainingModel
-from bvr.model.hf_limits import check_fits_memory, machine_memory, parameter_count
+from bvr.model.hf_config import check_fits_memory, machine_memory, parameter_count
 from tests.reliability.conftest import error_line
 
 HINT = "config.json must describe the weights beside it"
