@@ -118,17 +118,9 @@ class ArmsCannotDiffer(BvrError):
     """Arms the prepared data shows to be one arm: the whole ablation stops before any pretraining."""
 
 
-def planned_passes(cfg: Config, train: dict[str, Any]) -> float:
-    """The passes a run of ``cfg`` will make over its prepared training split (``data_stats.json``'s ``train``):
-    sequences fed over sequences held, or with ``training.tokens_per_batch`` tokens fed over tokens held."""
-    training = cfg.training
-    if training.tokens_per_batch is None:
-        return training.max_steps * training.batch_size / train["sequences"]
-    return training.max_steps * training.tokens_per_batch / train["tokens"]
-
-
 def check_static_masks_repeat(arm: str, cfg: Config, other_modes: set[str], train: dict[str, Any]) -> None:
-    """Refuse a static arm compared with a dynamic one whose run ends before it reuses a mask.
+    """Refuse a static arm compared with a dynamic one whose run ends before it reuses a mask (``train``:
+    ``data_stats.json``'s ``train``, the prepared training split).
 
     Static masking gives epoch ``e`` the copy ``e % dupe_factor``, dynamic masking the copy ``e``
     (:func:`bvr.pretraining.masking.mask_copy`): while the epochs started stay within ``dupe_factor`` the two are the
@@ -144,7 +136,9 @@ def check_static_masks_repeat(arm: str, cfg: Config, other_modes: set[str], trai
     """
     if cfg.masking.mode != "static" or "dynamic" not in other_modes:
         return
-    epochs, dupe = planned_passes(cfg, train), cfg.masking.dupe_factor
+    training, dupe = cfg.training, cfg.masking.dupe_factor  # passes: sequences (or tokens) fed over those held
+    epochs = (training.max_steps * training.batch_size / train["sequences"] if training.tokens_per_batch is None
+              else training.max_steps * training.tokens_per_batch / train["tokens"])
     if math.ceil(epochs) > dupe:
         return
     steps = math.floor(cfg.training.max_steps * dupe / epochs)  # the last step count at which it still never repeats

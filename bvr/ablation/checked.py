@@ -63,6 +63,11 @@ def _hints(cls: type) -> dict[str, Any]:
     return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
 
 
+def known_fields(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    """The items of ``data`` that are fields of the dataclass ``cls``."""
+    return {key: value for key, value in data.items() if key in _hints(cls)}
+
+
 def mismatch(cls: type, data: dict[str, Any], *, skip: tuple[str, ...] = ()) -> str | None:
     """The first key of ``data`` that is a field of the dataclass ``cls`` and not of its type, as ``'KEY' must be
     TYPE, got VALUE``; None where every one is. Keys ``cls`` has no field for, and those in ``skip``, pass."""

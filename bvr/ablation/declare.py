@@ -135,11 +135,6 @@ class Ablation:
     def is_budget(self) -> bool:
         return self.kind == BUDGET_KIND
 
-    @property
-    def declared_keys(self) -> set[str]:
-        """Every key some arm declares: the only keys arms may differ in."""
-        return set().union(*self.declared.values()) if self.declared else set()
-
     def control_config(self) -> Config | None:
         """The control's config: the shared layers (preset, base, the base's preset block, ``--set``) with no arm's
         diff, never pretrained, only initialised. It depends on nothing an arm declares, so changing one arm leaves

@@ -137,7 +137,9 @@ def load_ablation(name_or_path: str | Path, *, preset: str | None = None,
 
     experiment_layers = [*(shared[1:] if preset else shared), *override_layers]  # the preset file's finetune aside
     tasks = _task_names(base.finetune.tasks, "finetune.tasks", experiment_layers)
-    _check_per_task(base, [*shared, *override_layers])
+    for task in base.finetune.per_task:  # a block of a task the registry does not have would never apply
+        check_task_names([task], list(TASKS), "finetune.per_task",
+                         _located(f"finetune.per_task.{task}", [*shared, *override_layers]))
     _task_names(base.evaluate.probes.tasks, "evaluate.probes.tasks", experiment_layers)
     ablation = Ablation(
         name=path.stem, description=description.strip(), arms=arms, control=control,
@@ -148,9 +150,10 @@ def load_ablation(name_or_path: str | Path, *, preset: str | None = None,
         finetune_hparams=_finetune_hparams(experiment_layers), control_base=base if control else None,
         evaluations=Evaluations.from_config(base.evaluate), kind=kind,
     )
+    declared_keys = set().union(*declared.values())  # the only keys arms may differ in
     for _nested, where in override_layers:
         (text,) = where  # the dotted key of the --set
-        if text in ablation.declared_keys or any(k.startswith(f"{text}.") for k in ablation.declared_keys):
+        if text in declared_keys or any(k.startswith(f"{text}.") for k in declared_keys):
             raise BvrError("this key is what the arms differ in; setting it for every arm would erase the ablation",
                            where=f"--set {text}")
     if kind == BUDGET_KIND:
@@ -266,12 +269,3 @@ def _task_names(names: list[str], key: str, layers: list[Layer]) -> list[str]:
         except BvrError as err:
             raise BvrError(err.message, where=_located(key, layers), hint=err.hint) from None
     return resolved
-
-
-def _check_per_task(cfg: Config, layers: list[Layer]) -> None:
-    """Refuse a ``finetune.per_task`` block of a task the registry does not have (it would never apply)."""
-    for task in cfg.finetune.per_task:
-        try:
-            check_task_names([task], list(TASKS), "finetune.per_task")
-        except BvrError as err:
-            raise BvrError(err.message, where=_located(f"finetune.per_task.{task}", layers), hint=err.hint) from None

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bvr.ablation.checked import ablate_command, mismatch, shown
+from bvr.ablation.checked import ablate_command, known_fields, mismatch, shown
 from bvr.ablation.declare import ABLATION_KIND, CONTROL_ARM, Ablation
 from bvr.ablation.folders import manifest_version, manifests_of, with_runs
 from bvr.ablation.plan import MANIFEST_VERSION, ArmSeed, Plan, Unit, UnitKind
@@ -39,14 +39,6 @@ class RunContext:
     """Summed over invocations."""
     hardware: dict[str, Any] = field(default_factory=dict)
     """:func:`bvr.runner.hardware.hardware`: what the numbers were measured on."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunContext:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
 
 
 RECORD_SECTIONS = ("pretrain", "evaluations", "finetune")
@@ -148,20 +140,15 @@ class Manifest:
         wrong = mismatch(cls, data, skip=(*RECORD_SECTIONS, "context")) or _context_mismatch(data.get("context"))
         if wrong or (absent := [key for key in RECORD_SECTIONS if key not in data]):
             raise BvrError(wrong or f"missing key '{absent[0]}'", where=where, hint=hint)
-        known = {f.name for f in dataclasses.fields(cls)}
-        values = {key: value for key, value in data.items() if key in known}
+        values = known_fields(cls, data)
         for record, key in SECTION_OF.items():
             values[key] = read_records(record, data[key], f"{where}: {key}", hint, damaged)
-        values["context"] = RunContext.from_dict(data.get("context") or {})
+        values["context"] = RunContext(**known_fields(RunContext, data.get("context") or {}))
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON layout of manifest.json (version :data:`MANIFEST_VERSION`)."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        for key in RECORD_SECTIONS:
-            out[key] = [record.to_dict() for record in out[key]]
-        out["context"] = self.context.to_dict()
-        return json.loads(json.dumps(out, default=str))
+        return json.loads(json.dumps(dataclasses.asdict(self), default=str))
 
     @classmethod
     def load(cls, path: Path, *, damaged: list[str] | None = None) -> Manifest:

@@ -40,15 +40,6 @@ def _identity(config: dict) -> dict:
     return kept
 
 
-def _local_corpus(path: str, data_dir: Path | None) -> Path | None:
-    """The corpus files a plan reads, as the corpus stage finds them (an absolute path, else under the data folder,
-    else under the working directory), or None where there are none here (the hub)."""
-    place = Path(path).expanduser()
-    if not place.is_absolute():
-        place = data_dir / place if data_dir else place
-    return place if place.exists() else None
-
-
 class UnitKind(str, Enum):
     """What a unit does, in the order the kinds run."""
 
@@ -149,10 +140,11 @@ class Plan:
         from bvr.tasks.registry import get_task
 
         content: dict[str, str | None] = {}
-        for arm in self.arms:
+        for arm in self.arms:  # each corpus where its stage finds it; None where it is not here (the hub)
             corpus = arm.config.corpus
-            place = _local_corpus(corpus.path, self.data_dir)
-            content[f"corpus {corpus.source} {corpus.path}"] = fingerprint(place) if place else None
+            place = Path(corpus.path).expanduser()  # absolute, else under the data folder, else the working directory
+            place = self.data_dir / place if self.data_dir else place
+            content[f"corpus {corpus.source} {corpus.path}"] = fingerprint(place) if place.exists() else None
         for task in dict.fromkeys([*self.tasks, *self.evaluations.probe_tasks]):
             content[f"task {task}"] = fingerprint(*task_files(get_task(task), self.data_dir)) if self.data_dir else None
         content["blimp"] = fingerprint(self.blimp_dir) if self.blimp_dir is not None else None

@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from bvr.ablation.checked import mismatch
+from bvr.ablation.checked import known_fields, mismatch
 from bvr.errors import BvrError
 
 Status = Literal["missing", "done", "failed"]
@@ -47,10 +47,7 @@ class Record:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Record:
         """The record a manifest's JSON object holds (``label`` defaults to the arm, ``pretrain_seed`` to 0)."""
-        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        values = {**{k: v for k, v in cls._DEFAULTS.items() if k in names}, "label": data["arm"],
-                  **{k: v for k, v in data.items() if k in names}}
-        return cls(**values)
+        return cls(**known_fields(cls, {**cls._DEFAULTS, "label": data["arm"], **data}))
 
 
 @dataclass

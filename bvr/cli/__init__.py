@@ -156,7 +156,11 @@ def main() -> None:
             _interrupted(exit_.__context__.__cause__)  # typer turns Ctrl-C into a silent exit 130
         raise
     except Exception as err:
-        error = write_error(err) or _server_failure(err)
+        error = write_error(err)
+        if error is None and "mlflow" in sys.modules:  # else not MLflow's error: no need to import it to say so
+            from bvr.tracking import server_failure
+
+            error = server_failure(err)
         if error is None or _debug():
             raise
         _user_error(_continued(error))
@@ -168,14 +172,6 @@ def _continued(err: BvrError) -> BvrError:
     if state["command"] == "pretrain" and err.hint == RESUME_HINT:
         err.hint = PRETRAIN_RESUME_HINT
     return err
-
-
-def _server_failure(err: Exception) -> BvrError | None:
-    if "mlflow" not in sys.modules:  # not MLflow's error: no need to import it to say so
-        return None
-    from bvr.tracking import server_failure
-
-    return server_failure(err)
 
 
 def _debug() -> bool:

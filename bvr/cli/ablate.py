@@ -21,7 +21,7 @@ from bvr.cli.options import (
     folder_option,
     one_of,
 )
-from bvr.cli.views import print_views
+from bvr.cli.ui import print_views
 from bvr.config import preset_names
 from bvr.errors import BvrError
 from bvr.formatting import duration, literal

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from bvr.cli.options import console
-from bvr.cli.views import print_views
+from bvr.cli.ui import print_views
 from bvr.errors import BvrError
 from bvr.formatting import duration, literal
 from bvr.ops.launch.launch import ACTIVE

@@ -1,4 +1,5 @@
-"""``bvr ui``: the MLflow UI on this folder's store, and the address of an ablation's runs in it.
+"""``bvr ui``: the MLflow UI on this folder's store, and the address of an ablation's runs in it, which `bvr ablate`
+and `bvr report` print too (:func:`print_views`).
 
 ``mlflow ui`` started by hand lands on its experiment list, in GenAI mode, and bvr cannot know its host and port; so
 the addresses bvr prints (the saved views of :mod:`bvr.ops.views`) had to be pasted in by the user. ``bvr ui
@@ -10,7 +11,6 @@ to start: the addresses are printed at once.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import tempfile
 from functools import partial
@@ -50,30 +50,19 @@ def ui_cmd(
     base = uri.rstrip("/") if server else f"http://{host}:{port}"
     lines = view_lines(base, experiment, newest_parent(client, experiment)) if experiment else [f"MLflow UI: {base}"]
     if server:
-        _print(lines)
-        if open_browser:
-            _open(lines[0].split(": ", 1)[1])
+        _show(lines, open_browser)
         return
     served.check_port(host, port)
     command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", ui_store(uri), "--host", host,
                "--port", str(port)]
     with tempfile.TemporaryFile(mode="w+") as log, served.running(command, log) as ui:  # its log: read if it fails
         served.wait_until_up(ui, base, log, partial(err_console.plain, wrap=True))
-        _print([*lines, f"  (the UI runs on {ui_store(uri)} until Ctrl-C)"])
-        if open_browser:
-            _open(lines[0].split(": ", 1)[1])
-        _wait_for_ctrl_c(ui)
-
-
-def _wait_for_ctrl_c(ui: subprocess.Popen) -> None:
-    """Until the UI exits or Ctrl-C, which ends ``bvr ui`` as asked (status 0); SIGTERM is passed on as the stop it
-    is (:class:`~bvr.signals.Terminated`: status 143)."""
-    try:
-        ui.wait()
-    except Terminated:
-        raise
-    except KeyboardInterrupt:
-        pass
+        _show([*lines, f"  (the UI runs on {ui_store(uri)} until Ctrl-C)"], open_browser)
+        try:  # until the UI exits or Ctrl-C, which ends bvr ui as asked (status 0)
+            ui.wait()
+        except KeyboardInterrupt as stop:
+            if isinstance(stop, Terminated):  # SIGTERM: the stop it is (status 143)
+                raise
 
 
 def _experiment(client: Any, name: str) -> Any:
@@ -86,13 +75,30 @@ def _experiment(client: Any, name: str) -> Any:
     return found
 
 
-def _print(lines: list[str]) -> None:
-    for line in lines:
-        console.plain(line)
-
-
-def _open(url: str) -> None:
+def _show(lines: list[str], open_browser: bool) -> None:
+    """Print ``lines``; with ``open_browser``, open the address of the first in a browser."""
     import webbrowser
 
-    if not webbrowser.open(url):
+    for line in lines:
+        console.plain(line)
+    if open_browser and not webbrowser.open(url := lines[0].split(": ", 1)[1]):
         err_console.plain(f"no browser to open here; open {url}")
+
+
+def print_views(experiment: str, ui_url: str | None, parent_run_id: str | None = None) -> None:
+    """Where to read the comparison in the MLflow UI: the saved views' addresses, the effects first, then the
+    ablation's parent run (``parent_run_id`` or else its newest), and how to start the UI when none is running at a
+    known address."""
+    from bvr.tracking import DEFAULT_UI, store_client, tracking_uri, ui_base
+
+    uri = tracking_uri(Path.cwd())
+    client = store_client(uri)
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return
+    base = ui_base(uri, ui_url)
+    for line in view_lines(base or DEFAULT_UI, found, parent_run_id or newest_parent(client, found)):
+        console.plain(line)
+    if base is None:
+        console.plain(f"  (start the UI first, in this folder: bvr ui {experiment}; or mlflow ui --backend-store-uri "
+                      f"{ui_store(uri)})")

@@ -17,19 +17,7 @@ from bvr.config.finetune import (
     check_task_block,
     check_task_names,
 )
-from bvr.config.layering import (
-    Layer,
-    at,
-    build_dataclass,
-    build_layered,
-    flatten,
-    locate_error,
-    mapping,
-    merge_layer,
-    override_layer,
-    parse_override,
-    sub_origins,
-)
+from bvr.config.layering import Layer, at, flatten, mapping, override_layer, parse_override, sub_origins
 from bvr.config.loading import (
     OLD_KEYS,
     PRESETS_DIR,
@@ -64,8 +52,7 @@ __all__ = [
     "OLD_KEYS", "PAIR_FORMATS", "PRECISIONS", "PRESETS_DIR", "PROBE_KINDS", "SENTENCE_FEATURES", "SENTENCE_OBJECTIVES",
     "TOKEN_FEATURES", "BlimpConfig", "Config", "CorpusConfig", "DataConfig", "DataSettings", "EvaluateConfig",
     "FinetuneConfig", "FinetuneSection", "GridPoint", "Layer", "MaskingConfig", "ModelConfig", "ProbesConfig",
-    "TokenizerConfig", "TrainingConfig", "at", "build_config", "build_dataclass", "build_layered", "check_task_block",
-    "check_task_names", "config_hash", "dump_config", "flatten", "load_config", "locate_error", "mapping",
-    "merge_layer", "node_lines", "override_layer", "parse_override", "parse_yaml", "preset_names", "preset_path",
-    "read_yaml", "resolve_finetune", "sub_origins",
+    "TokenizerConfig", "TrainingConfig", "at", "build_config", "check_task_block", "check_task_names", "config_hash",
+    "dump_config", "flatten", "load_config", "mapping", "node_lines", "override_layer", "parse_override", "parse_yaml",
+    "preset_names", "preset_path", "read_yaml", "resolve_finetune", "sub_origins",
 ]

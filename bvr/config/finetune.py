@@ -251,12 +251,12 @@ def check_task_block(block: Any, prefix: str) -> dict[str, Any]:
     return {key: getattr(built, key) for key in block}
 
 
-def check_task_names(names: list[str], known: list[str], key: str) -> None:
-    """Refuse a task name not in ``known`` (the registry's), suggesting the closest one."""
+def check_task_names(names: list[str], known: list[str], key: str, where: str | None = None) -> None:
+    """Refuse a task name not in ``known`` (the registry's) at ``where`` (default: ``key``), suggesting the closest."""
     for name in names:
         if name not in known:
             err = unknown_key(f"{key}.{name}", name, known, "")
-            raise BvrError(f"unknown task '{name}'", where=key, hint=err.hint)
+            raise BvrError(f"unknown task '{name}'", where=where or key, hint=err.hint)
 
 
 @dataclass

@@ -14,7 +14,6 @@ set the key (:func:`locate_error`).
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import difflib
 import math
@@ -152,22 +151,6 @@ def override_layer(text: str) -> Layer:
     """One ``--set`` as a layer located at itself."""
     nested, key = parse_override(text)
     return nested, {key: f"--set {text}"}
-
-
-def build_layered(cls: type, layers: list[Layer], base: dict[str, Any] | None = None,
-                  old_keys: Mapping[str, str] | None = None) -> Any:
-    """Merge ``layers`` in order over ``base`` and build ``cls``; an error names the layer that set the bad key.
-
-    Layers are merged as copies, so one layer may be shared by several builds (the arms of an ablation).
-    """
-    merged: dict[str, Any] = copy.deepcopy(base) if base else {}
-    origins: dict[str, str] = {}
-    for data, where in layers:
-        merge_layer(merged, copy.deepcopy(data), origins, where)
-    try:
-        return build_dataclass(cls, merged, "", old_keys)
-    except BvrError as err:
-        raise locate_error(err, origins) from None
 
 
 def locate_error(err: BvrError, origins: dict[str, str]) -> BvrError:

@@ -1,20 +1,14 @@
-"""The :class:`Config` of every command, built in layers by :func:`load_config`; writing and hashing it.
-
-A configuration is built in layers, each overriding the one before:
-
-1. the dataclass defaults (every field documented in place);
-2. a preset, ``experiments/presets/NAME.yaml`` (``--preset tiny``);
-3. a config file (``--config FILE``);
-4. ``--set section.key=value`` overrides, values parsed as YAML (``--set masking.split=[0.8,0.2,0]``).
-
-Every key is checked before any work starts: an unknown key, a value of the wrong type or an impossible value
-raises :class:`~bvr.errors.BvrError` naming the key and the file and line it came from (or the ``--set`` that
-gave it); a key that was renamed or moved says what to write instead. The resolved configuration is written next
-to every output (:func:`dump_config`).
+"""The :class:`Config` of every command, built by :func:`load_config` in layers, each over the one before: the
+dataclass defaults, a preset (``--preset tiny``: ``experiments/presets/tiny.yaml``), a config file (``--config``)
+and ``--set section.key=value`` (values parsed as YAML). Every key is checked before any work starts: an unknown
+key, a wrong type or an impossible value raises :class:`~bvr.errors.BvrError` naming the key and the file and line
+(or the ``--set``) it came from, and a renamed or moved key says what to write instead (:data:`OLD_KEYS`). The
+resolved configuration is written next to every output (:func:`dump_config`).
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
@@ -28,7 +22,7 @@ import yaml
 
 from bvr.config.finetune import HYPERPARAMETERS, EvaluateConfig, FinetuneConfig, FinetuneSection
 from bvr.config.launcher import LauncherConfig
-from bvr.config.layering import Layer, build_dataclass, build_layered, check, override_layer
+from bvr.config.layering import Layer, build_dataclass, check, locate_error, merge_layer, override_layer
 from bvr.config.pretraining import CorpusConfig, DataConfig, MaskingConfig, TokenizerConfig, TrainingConfig
 from bvr.config.yaml import read_yaml
 from bvr.errors import BvrError
@@ -143,9 +137,8 @@ def preset_names() -> list[str]:
 
 def load_config(config_file: Path | None = None, *, preset: str | None = None, overrides: list[str] | None = None,
                 extra: dict[str, Any] | None = None) -> Config:
-    """Build the resolved :class:`Config` from defaults, a preset, a file, ``extra`` (values set by CLI options such
-    as ``data_dir``) and ``section.key=value`` overrides, in that order. An error names the key and the file and line
-    (or the ``--set``) of a bad value."""
+    """The resolved :class:`Config` of defaults, a preset, a file, ``extra`` (values set by CLI options such as
+    ``data_dir``) and ``section.key=value`` overrides, in that order."""
     layers: list[Layer] = []
     if preset:
         layers.append(read_yaml(preset_path(preset)))
@@ -158,9 +151,17 @@ def load_config(config_file: Path | None = None, *, preset: str | None = None, o
 
 
 def build_config(layers: list[Layer]) -> Config:
-    """Merge ``layers`` into a :class:`Config`, remembering each layer's ``finetune`` block for
-    :func:`resolve_finetune` (a later layer's ``finetune.KEY`` overrides an earlier ``finetune.per_task``)."""
-    cfg = build_layered(Config, layers, old_keys=OLD_KEYS)
+    """Merge ``layers`` in order into a :class:`Config` (as copies: the arms of an ablation share layers); an error
+    names the layer that set the bad key. Each layer's ``finetune`` block is kept for :func:`resolve_finetune` (a
+    later layer's ``finetune.KEY`` overrides an earlier ``finetune.per_task``)."""
+    merged: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    for data, where in layers:
+        merge_layer(merged, copy.deepcopy(data), origins, where)
+    try:
+        cfg = build_dataclass(Config, merged, "", OLD_KEYS)
+    except BvrError as err:
+        raise locate_error(err, origins) from None
     cfg.finetune.layers = [data["finetune"] for data, _ in layers if isinstance(data.get("finetune"), dict)]
     return cfg
 
@@ -171,7 +172,7 @@ def resolve_finetune(cfg: Config, spec: Any) -> FinetuneConfig:
     In order, each over the one before: the :class:`FinetuneConfig` defaults, the task's own (``spec.finetune``, a
     mapping of the keys where the task differs), then every layer of ``cfg`` (preset, file, ``--set``): within a
     layer ``finetune.KEY``, then ``finetune.per_task.TASK.KEY``. A config built without layers (``Config()`` or
-    :func:`~bvr.config.build_dataclass`) counts as one layer setting the keys that differ from the defaults.
+    :func:`~bvr.config.layering.build_dataclass`) counts as one layer setting the keys that differ from the defaults.
     ``spec`` is a :class:`~bvr.tasks.registry.TaskSpec` (its ``name`` and ``finetune``).
     """
     section = cfg.finetune

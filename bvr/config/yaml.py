@@ -42,7 +42,7 @@ def parse_yaml(path: Path, what: str = "config file") -> tuple[Any, yaml.Node | 
         if node is None:
             return None, None
         _expanded_size(node, path, {}, set())  # before anything walks the values as a tree
-        _refuse_repeated_keys(node, path)
+        node_lines(node, path=path)  # refuses a key given twice
         return yaml.safe_load(text), node
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
@@ -77,32 +77,22 @@ def _expanded_size(node: yaml.Node, path: Path, sizes: dict[int, int], open_node
     return total
 
 
-def _refuse_repeated_keys(node: yaml.Node, path: Path, prefix: str = "") -> None:
-    """Refuse a key given twice in one mapping."""
+def node_lines(node: yaml.Node, prefix: str = "", path: Path | None = None) -> dict[str, int]:
+    """Map each key path (``tables[1].arms.static.values``; ``''`` is the top) to its 1-based line; given the file's
+    ``path``, a key given twice in one mapping is refused (PyYAML would keep the later value silently)."""
+    lines = {prefix: node.start_mark.line + 1}
     if isinstance(node, yaml.MappingNode):
         seen: set[str] = set()
         for key_node, value_node in node.value:
             key = f"{prefix}.{key_node.value}" if prefix else str(key_node.value)
-            if key in seen:
+            if path is not None and key in seen:
                 raise BvrError(f"key '{key}' is given twice", where=f"{path}:{key_node.start_mark.line + 1}")
             seen.add(key)
-            _refuse_repeated_keys(value_node, path, key)
+            lines.update(node_lines(value_node, key, path))
+            lines[key] = key_node.start_mark.line + 1  # the key's line, where a block value starts below it
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            _refuse_repeated_keys(item, path, f"{prefix}[{i}]")
-
-
-def node_lines(node: yaml.Node, prefix: str = "") -> dict[str, int]:
-    """Map each key path (``tables[1].arms.static.values``; ``''`` is the top) to its 1-based line."""
-    lines = {prefix: node.start_mark.line + 1}
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            path = f"{prefix}.{key_node.value}" if prefix else str(key_node.value)
-            lines.update(node_lines(value_node, path))
-            lines[path] = key_node.start_mark.line + 1  # the key's line, where a block value starts below it
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            lines.update(node_lines(item, f"{prefix}[{i}]"))
+            lines.update(node_lines(item, f"{prefix}[{i}]", path))
     return lines
 
 
