@@ -235,14 +235,14 @@ def _recorded_parent(runner: Runner) -> str | None:
     the outputs were copied or moved away from their store, or ``--output-dir`` names another folder's outputs
     (going on would leave a report without their runs); or the parent's id was edited or its run deleted."""
     from bvr.tracking import client_for, tracking_uri
-    from bvr.tracking.placed import newest_run
+    from bvr.tracking.placed import newest_run, stored_run
 
-    path, store = runner.plan.manifest_path, tracking_uri(Path.cwd())
+    path, store, client = runner.plan.manifest_path, tracking_uri(Path.cwd()), client_for(Path.cwd())
     on_disk = Manifest.load(path) if path.is_file() else runner.manifest
     recorded = on_disk.parent_run_id
-    if recorded and not _run_exists(recorded):
+    if recorded and not stored_run(client, recorded):
         done = [record.run_id for record in on_disk.records() if record.status == "done"]
-        if any(run_id and _run_exists(run_id) for run_id in done):  # they are here: the parent's id is not
+        if any(stored_run(client, run_id) for run_id in done):  # they are here: the parent's id is not
             raise BvrError(f"its parent run {recorded} is not in {store}, which holds its finished runs: "
                            "parent_run_id was edited, or that run deleted", where=str(path),
                            hint="write the ablation's run id back (bvr ui NAME prints it), or write "
@@ -257,20 +257,8 @@ def _recorded_parent(runner: Runner) -> str | None:
     # No parent recorded: where the manifest was deleted, its parent is found by the plan and the manifest's place,
     # and the runs reused under it rather than under a second one.
     plan = runner.plan
-    return recorded or newest_run(client_for(Path.cwd()), plan.experiment, f"tags.`bvr.stage` = 'ablation' and "
+    return recorded or newest_run(client, plan.experiment, f"tags.`bvr.stage` = 'ablation' and "
                                   f"tags.`bvr.plan` = '{plan.plan_hash}'", {"bvr.manifest": str(plan.manifest_path)})
-
-
-def _run_exists(run_id: str) -> bool:
-    from mlflow.exceptions import MlflowException
-
-    from bvr.tracking import client_for
-
-    try:
-        client_for(Path.cwd()).get_run(run_id)
-    except MlflowException:
-        return False
-    return True
 
 
 def _log_manifest(runner: Runner) -> None:

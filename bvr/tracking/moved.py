@@ -1,11 +1,9 @@
 """A local store that moved: its artifact folders re-rooted beside it, so that a moved or copied clone still works.
 
-MLflow records each experiment's artifact folder, and each run's and logged model's, as absolute ``file://`` URIs
-in the database. bvr puts them beside the store (``mlartifacts/<experiment>``,
-:func:`bvr.tracking.store.artifact_location`); after ``mv`` or ``cp -r`` of the folder they still name the old
-place, where ``bvr report`` would then log its report (or fail to, when the old place is gone or read-only), and
-the MLflow UI would look for every artifact. :func:`reroot_artifacts` rewrites them to the store's folder the
-first time a process opens the store (:func:`bvr.tracking.store.store_client`).
+MLflow records the artifact folders of experiments, runs and logged models as absolute ``file://`` URIs; after
+``mv`` or ``cp -r`` of the folder they name the old place, where ``bvr report`` would log (or fail to) and the UI
+would look. :func:`reroot_artifacts` rewrites them the first time a process opens the store
+(:func:`bvr.tracking.store.store_client`).
 """
 
 from __future__ import annotations
