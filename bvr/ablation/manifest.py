@@ -38,7 +38,7 @@ class RunContext:
     wall_seconds: float = 0.0
     """Summed over invocations."""
     hardware: dict[str, Any] = field(default_factory=dict)
-    """:func:`bvr.runner.hardware.hardware`: what the numbers were measured on."""
+    """:func:`bvr.runner.run.hardware`: what the numbers were measured on."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -1,25 +1,20 @@
 """Saved views of an ablation's experiment in the MLflow UI: the answer, without configuring a column.
 
-MLflow's UI (3.17) lists an experiment's saved views under "Views" and opens one when its address ends in
-``?viewStateShareKey=KEY``: both read the experiment tag ``mlflow.sharedViewState.KEY``, an envelope
-``{"name", "createdAt", "updatedAt", "state"}`` whose ``state`` is the view (search filter, sort, columns and their
-widths, charts) as JSON. bvr writes three (:func:`write_views`, :data:`bvr.tracking.ui.SAVED_VIEWS`):
+MLflow's UI (3.17) lists an experiment's saved views under "Views" and opens one at ``?viewStateShareKey=KEY``,
+both from the experiment tag ``mlflow.sharedViewState.KEY``: ``{"name", "createdAt", "updatedAt", "state"}``, the
+``state`` (filter, sort, columns, widths, charts) as JSON. bvr writes three (:data:`bvr.tracking.ui.SAVED_VIEWS`):
 
-- ``bvr-effects``: the answer, one row per comparison in the report's order, the effect runs the report writes
-  (:func:`write_effects`): ``B − A · MEASURE``, the difference with its simultaneous interval and unit as the report
-  prints them, the verdict, the interval's level, then the same numbers as metrics to sort by. The first columns fit
-  beside the UI's assistant panel; ``bvr ablate`` prints the address first;
-- ``bvr-scores``: one row per arm and measure, the summary runs the report writes (:func:`write_summaries`): the
-  mean over the arm's pretraining seeds and its 95% t interval, rounded as the report prints them, the number of
-  seeds and the unit;
-- ``bvr-curves``: the pretraining runs in the chart view, the validation and training MLM loss first, each on a y
-  axis fitted to the data when the report knows it, every run in its arm's colour (:func:`set_run_colours`, the
-  report figures' colours; the UI's own colour for a group is a hash of its name and gives two arms near-identical
+- ``bvr-effects``: the answer, one effect run per comparison in the report's order (:func:`write_effects`): the
+  difference with its simultaneous interval and unit as the report prints them, the verdict, the interval's level,
+  then the same numbers as metrics to sort by;
+- ``bvr-scores``: one summary run per arm and measure (:func:`write_summaries`): the mean over pretraining seeds,
+  its 95% t interval, the number of seeds and the unit;
+- ``bvr-curves``: the pretraining runs' MLM loss charts, y axes fitted to the data, every run in its arm's colour
+  from the report's figures (:func:`set_run_colours`; the UI's own colour per group gives two arms near-identical
   reds).
 
-:func:`write_report_views` writes them with the runs they show (:class:`bvr.report.shown.ReportViews`), when the
-caller of :func:`bvr.report.render.render_report` hands it this function. A UI that does not read a key ignores it,
-and a view it cannot read leaves the default runs table.
+:func:`write_report_views` writes them with the runs they show, when handed to
+:func:`bvr.report.render.render_report`. A view the UI cannot read leaves its default runs table.
 """
 
 from __future__ import annotations

@@ -1,23 +1,19 @@
 """``bvr ablate NAME``: run an ablation declared in ``experiments/NAME.yaml`` from data to report.
 
 An ablation expands (:func:`bvr.ablation.plan.make_plan`) into *units*, each cached by the stage that runs it, so a
-second invocation with nothing changed runs nothing and an interrupted one continues where it stopped. Each kind
-of unit has one handler (:data:`bvr.runner.units.HANDLERS`). Every arm is pretrained before any is evaluated or
-fine-tuned (under torchrun or SLURM only rank zero goes on); an evaluation or fine-tuning unit looks its model up
-(:func:`bvr.runner.units.find_model`) and never pretrains one.
-
-MLflow: one experiment per ablation, a parent run per ablation and settings (``NAME (PRESET)``, tag
-``bvr.stage=ablation``) and the units' runs under it. The manifest (:class:`bvr.ablation.manifest.Manifest`) is
-also logged to the parent run. docs/ablations.md describes units, seeds, the cache and the MLflow layout.
-
-``dvc.yaml``'s one stage is this run with ``--stage-dir pipeline/NAME``: each unit then also writes its products
-under the stage folder for DVC to track (:mod:`bvr.ops.dvc.stage_folder`).
+second invocation runs only what changed or was interrupted. Each kind of unit has one handler
+(:data:`bvr.runner.units.HANDLERS`). Every arm is pretrained before any is evaluated or fine-tuned (under torchrun
+or SLURM only rank zero goes on). MLflow: one experiment per ablation, a parent run per ablation and settings
+(``NAME (PRESET)``, tag ``bvr.stage=ablation``, the manifest logged to it) with the units' runs under it
+(docs/ablations.md). With ``--stage-dir pipeline/NAME`` (``dvc.yaml``'s one stage) each unit also writes its
+products under the stage folder for DVC (:mod:`bvr.ops.dvc.stage_folder`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import time
 import traceback
 from collections.abc import Iterator
@@ -37,14 +33,30 @@ from bvr.formatting import duration, literal
 from bvr.fs import write_text
 from bvr.ops.dvc.stage_folder import copy_tree
 from bvr.progress import on_terminal
-from bvr.runner.hardware import hardware
 from bvr.runner.opening import describe_plan
-from bvr.runner.units import HANDLERS, Outcome, Product, UnitContext, run_context
+from bvr.runner.units import HANDLERS, Outcome, UnitContext, run_context
 from bvr.threads import use_threads
 from bvr.write_checks import check_writable, write_error
 
 PRETRAINING_KINDS = (UnitKind.CORPUS, UnitKind.TOKENIZER, UnitKind.DATA, UnitKind.PRETRAIN)
 """The units every DDP rank takes part in; the others run on rank zero only."""
+
+
+def hardware() -> dict[str, Any]:
+    """What the numbers were measured on, for the manifest's context: the platform, Python and torch versions, CPU
+    model and count, and GPU model and count."""
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return {"platform": platform.platform(), "python": platform.python_version(), "torch": torch.__version__,
+            "cpu": cpu, "cpu_count": os.cpu_count(), "gpu": torch.cuda.get_device_name(0) if gpus else None,
+            "gpu_count": gpus}
 
 
 @dataclass
@@ -59,8 +71,8 @@ class AblationResult:
 
 
 class Runner:
-    """Runs units of one plan, once the MLflow store and the folders it writes are checked, keeping the manifest and
-    the DVC stage folder up to date: a handler reads a :class:`~bvr.runner.units.UnitContext` and returns an
+    """Runs units of one plan once the MLflow store and its folders are checked, keeping the manifest and the DVC
+    stage folder up to date: a handler reads a :class:`~bvr.runner.units.UnitContext` and returns an
     :class:`~bvr.runner.units.Outcome`, which :meth:`keep` takes."""
 
     def __init__(self, plan: Plan, *, stage_dir: Path | None, progress: bool, console: Console,
@@ -117,9 +129,15 @@ class Runner:
             self.models[unit.name] = outcome.model
         if outcome.report is not None:
             self.report = outcome.report
-        if self.stage_dir is not None:
-            for product in outcome.products:
-                write_product(self.stage_dir, product)
+        if self.stage_dir is None:
+            return
+        for product in outcome.products:
+            path = self.stage_dir.joinpath(*product.path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if product.tree is not None:
+                copy_tree(product.tree, path)
+            else:
+                write_text(path, product.text or "")
 
     def run_unit(self, unit: Unit) -> None:
         """Run one unit through its kind's handler; a failure is recorded, not raised (but an interrupt is, and a
@@ -161,16 +179,6 @@ class Runner:
         self.save()
 
 
-def write_product(stage_dir: Path, product: Product) -> None:
-    """Write one of a unit's products under the DVC stage folder (its folder made first)."""
-    path = stage_dir.joinpath(*product.path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if product.tree is not None:
-        copy_tree(product.tree, path)
-    else:
-        write_text(path, product.text or "")
-
-
 def unit_line(unit: Unit, outcome: str, seconds: float, notes: list[str]) -> str:
     """The one line a finished unit prints, as Rich markup: what it was, how it ended (``outcome``, markup) and how
     long it took, then its key numbers (the unit and the notes as text, :func:`~bvr.formatting.literal`).
@@ -183,10 +191,9 @@ def unit_line(unit: Unit, outcome: str, seconds: float, notes: list[str]) -> str
 
 @contextlib.contextmanager
 def _parent(runner: Runner, only: list[str] | None) -> Iterator[None]:
-    """The ablation's MLflow parent run: one per ablation and settings (the manifest's), reopened by every later
-    invocation (a resumed run, a re-render), so every run of the ablation hangs under one parent. Chosen units
-    (``--only``, a launcher's jobs) nest under it without reopening it. Runs left RUNNING by a killed invocation are
-    closed first."""
+    """The ablation's MLflow parent run, one per ablation and settings, reopened by every later invocation so that
+    every run of the ablation hangs under it; chosen units (``--only``, a launcher's jobs) nest under it without
+    reopening it. Runs left RUNNING by a killed invocation are closed first."""
     from bvr.ops.views import write_views
     from bvr.tracking import RunContext, client_for, close_stale_runs, parent_run, run_tags
 
@@ -221,19 +228,18 @@ def _parent(runner: Runner, only: list[str] | None) -> Iterator[None]:
 
 @contextlib.contextmanager
 def launcher_parent(plan: Plan, *, console: Console, ui_url: str | None = None) -> Iterator[Manifest]:
-    """The manifest and the MLflow parent run that the processes of ``bvr ablate --launcher`` share, made before
-    the first of them starts: each unit's process (``--only``) finds both and nests its runs under the parent. The
-    parent stays open for the block (its process is alive, so no unit's process closes it as left behind)."""
+    """The manifest and the MLflow parent run that the units' processes of ``bvr ablate --launcher`` (``--only``)
+    find and nest under, made before the first starts; the parent stays open for the block (its process is alive,
+    so no unit's process closes it as left behind)."""
     runner = Runner(plan, stage_dir=None, progress=False, console=console, ui_url=ui_url)
     with _parent(runner, None):
         yield runner.manifest
 
 
 def _recorded_parent(runner: Runner) -> str | None:
-    """The parent run the manifest on disk names (another invocation may have written it since this one read it),
-    if this store has it. Refused where the manifest records finished units but this store lacks its parent run:
-    the outputs were copied or moved away from their store, or ``--output-dir`` names another folder's outputs
-    (going on would leave a report without their runs); or the parent's id was edited or its run deleted."""
+    """The parent run the manifest on disk names (another invocation may have written it since), if this store has
+    it. Refused where the manifest records finished units but this store lacks its parent: the outputs were moved
+    away from their store, ``--output-dir`` names another folder's, or the id was edited or its run deleted."""
     from bvr.tracking import client_for, tracking_uri
     from bvr.tracking.placed import newest_run, stored_run
 
@@ -273,9 +279,9 @@ def _log_manifest(runner: Runner) -> None:
 def run_ablation(plan: Plan, *, only: list[str] | None = None, stage_dir: Path | None = None, report: bool = True,
                  progress: bool = True, console: Console | None = None, ui_url: str | None = None) -> AblationResult:
     """Run every unit of ``plan`` (or the ``only`` ones, ``pretrain:static``), reusing finished units; render the
-    report last. A failed unit is recorded and the run goes on; the failures are raised together at the end, after
-    the (partial) report. A write that ran out of disk or permission stops the run at once; an interrupt is passed
-    on after the manifest is saved. ``stage_dir`` (``pipeline/NAME``) also gets each unit's products, for DVC."""
+    report last. A failed unit is recorded and the run goes on; the failures are raised together after the (partial)
+    report. A write that ran out of disk or permission stops the run at once; an interrupt is passed on after the
+    manifest is saved. ``stage_dir`` (``pipeline/NAME``) also gets each unit's products, for DVC."""
     start = time.perf_counter()
     runner = Runner(plan, stage_dir=stage_dir, progress=progress, console=console or Console(), ui_url=ui_url)
     units = plan.select(only) if only else [u for u in plan.units() if report or u.kind is not UnitKind.REPORT]

@@ -1,8 +1,6 @@
-"""What each kind of unit does: one typed handler per :class:`~bvr.ablation.plan.UnitKind`, in :data:`HANDLERS`.
-
-A handler runs its unit through the stage caches (a finished unit is found rather than rebuilt), reads what it
-needs from a :class:`UnitContext` and changes nothing else: it returns an :class:`Outcome`, which the runner
-(:mod:`bvr.runner.run`) puts in the manifest, the DVC stage folder and the log.
+"""What each kind of unit does: one handler per :class:`~bvr.ablation.plan.UnitKind`, in :data:`HANDLERS`. A handler
+runs its unit through the stage caches, reads a :class:`UnitContext` and changes nothing else: it returns an
+:class:`Outcome`, which the runner (:mod:`bvr.runner.run`) puts in the manifest, the DVC stage folder and the log.
 """
 
 from __future__ import annotations
@@ -71,10 +69,6 @@ class Outcome:
     """The model folder a ``pretrain`` unit made or found."""
     report: Any = None
     """The ``report`` unit's :class:`~bvr.report.render.RenderResult`."""
-
-
-Handler = Callable[[UnitContext, Unit], Outcome]
-"""Runs one unit and says what it did."""
 
 
 def run_context(plan: Plan, manifest: Manifest, unit: Unit, parent_run_id: str | None) -> RunContext:
@@ -180,7 +174,7 @@ def pretrain(ctx: UnitContext, unit: Unit) -> Outcome:
 
 def _run_here(ctx: UnitContext, run_dir: Path, run_id: str | None) -> str | None:
     """The pretraining run in this ablation's experiment: a model another ablation pretrained gets a copy of its run
-    here, without the artifacts, which stay with the run the copy names (``bvr.copied_from``)."""
+    here, without the artifacts (they stay with the run the copy names, ``bvr.copied_from``)."""
     from bvr.tracking import client_for, ensure_experiment, run_tags
     from bvr.tracking.placed import run_here
 
@@ -284,7 +278,7 @@ def report(ctx: UnitContext, unit: Unit) -> Outcome:
     return Outcome(True, lines=(line,), report=result)
 
 
-HANDLERS: dict[UnitKind, Handler] = {
+HANDLERS: dict[UnitKind, Callable[[UnitContext, Unit], Outcome]] = {
     UnitKind.CORPUS: corpus, UnitKind.TOKENIZER: tokenizer, UnitKind.DATA: data, UnitKind.PRETRAIN: pretrain,
     UnitKind.BLIMP: evaluate, UnitKind.PROBE: evaluate, UnitKind.FINETUNE: finetune, UnitKind.REPORT: report}
-"""The handler of each kind of unit."""
+"""The handler of each kind of unit: it runs the unit and says what it did."""

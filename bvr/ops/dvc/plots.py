@@ -1,9 +1,7 @@
 """The DVC plots of an ablation's pipeline: what ``dvc.yaml`` lists under ``plots``, bvr's Vega-Lite templates
-(``.dvc/plots/bvr-*.json``) and the page ``dvc plots show`` writes.
-
-The report's figures are listed first, as images: they render with no network. The Vega-Lite plots over the
-report's long CSVs (``reports/NAME/plots/``) are the interactive ones, and compare revisions under ``dvc plots
-diff``; DVC's page loads Vega from a CDN, so bvr's page says in place of each of them when it did not load.
+(``.dvc/plots/bvr-*.json``) and the page ``dvc plots show`` writes. The report's figures come first, as images that
+render with no network; the Vega-Lite plots over the report's CSVs are interactive and compare revisions under
+``dvc plots diff``, and as DVC's page loads Vega from a CDN, bvr's page says in their place when it did not load.
 """
 
 from __future__ import annotations
@@ -132,17 +130,14 @@ def page_template(package: Path = _PACKAGE) -> str:
     return (package / "_dvc_plots" / PAGE_TEMPLATE).read_text(encoding="utf-8")
 
 
-def write_plot_templates(root: Path) -> list[Path]:
+def write_plot_templates(root: Path) -> None:
     """Write :func:`plot_templates` and the page template into ``root/.dvc/plots/`` (the folder ``dvc.yaml`` sits
-    in) and name the page in ``root/.dvc/config`` unless a page is named there already; returns the files."""
+    in) and name the page in ``root/.dvc/config`` unless a page is named there already."""
     folder = Path(root) / TEMPLATES_DIR
     folder.mkdir(parents=True, exist_ok=True)
-    paths = []
     for name, text in {**plot_templates(), PAGE_TEMPLATE: page_template()}.items():
         write_text(folder / name, text)
-        paths.append(folder / name)
     _name_page(Path(root) / ".dvc" / "config")
-    return paths
 
 
 def _name_page(config: Path) -> None:
