@@ -6,7 +6,7 @@ second invocation runs only what changed or was interrupted. Each kind of unit h
 or SLURM only rank zero goes on). MLflow: one experiment per ablation, a parent run per ablation and settings
 (``NAME (PRESET)``, tag ``bvr.stage=ablation``, the manifest logged to it) with the units' runs under it
 (docs/ablations.md). With ``--stage-dir pipeline/NAME`` (``dvc.yaml``'s one stage) each unit also writes its
-products under the stage folder for DVC (:mod:`bvr.ops.dvc.stage_folder`).
+products under the stage folder for DVC (:mod:`bvr.ops.dvc.stage_folder`). What it says first: :func:`describe_plan`.
 """
 
 from __future__ import annotations
@@ -33,9 +33,8 @@ from bvr.formatting import duration, literal
 from bvr.fs import write_text
 from bvr.ops.dvc.stage_folder import copy_tree
 from bvr.progress import on_terminal
-from bvr.runner.opening import describe_plan
 from bvr.runner.units import HANDLERS, Outcome, UnitContext, run_context
-from bvr.threads import use_threads
+from bvr.threads import ThreadBudget, use_threads
 from bvr.write_checks import check_writable, write_error
 
 PRETRAINING_KINDS = (UnitKind.CORPUS, UnitKind.TOKENIZER, UnitKind.DATA, UnitKind.PRETRAIN)
@@ -59,6 +58,71 @@ def hardware() -> dict[str, Any]:
             "gpu_count": gpus}
 
 
+def run_shape(plan: Plan) -> str:
+    """The run being made, from its arms' configurations (not the experiment file's words, which describe the
+    published setting), a value the arms differ in given per arm: ``2 layers, hidden 128, 1,200 steps of 32 x 128
+    tokens, static masks (dupe factor 3)/dynamic masks``."""
+    def each(get) -> str:
+        values = list(dict.fromkeys(get(arm.config) for arm in plan.pretrained or plan.arms))
+        return "/".join(f"{v:,}" if isinstance(v, int) else str(v) for v in values)
+
+    def step(c) -> str:
+        if c.training.tokens_per_batch:
+            return f"{c.training.tokens_per_batch:,} tokens"
+        return f"{c.training.batch_size:,} x {c.data.max_length:,} tokens"
+
+    def masks(c) -> str:
+        m = c.masking
+        return f"static masks (dupe factor {m.dupe_factor})" if m.mode == "static" else "dynamic masks"
+
+    return (f"{each(lambda c: c.model.num_layers)} layers, hidden {each(lambda c: c.model.hidden_size)}, "
+            f"{each(lambda c: c.training.max_steps)} steps of {each(step)}, {each(masks)}")
+
+
+def _finetune(plan: Plan) -> str:
+    """``sst2 x 2 seeds``, and for a grid its points and the split they are chosen on: ``sst2 x 2 seeds at each of 3
+    points (lr 3e-04 to 3e-03), chosen per model on 2,000 held-out training examples``."""
+    from bvr.config import resolve_finetune
+    from bvr.tasks.registry import get_task
+
+    parts = []
+    for task in plan.tasks:
+        cfg = resolve_finetune(plan.arms[0].config, get_task(task))
+        text = f"{task} x {len(plan.seeds)} seeds"
+        if cfg.is_grid:
+            grid = cfg.grid()
+            rates = sorted({p.learning_rate for p in grid})
+            text += (f" at each of {len(grid)} points (lr {rates[0]:.0e}" +
+                     (f" to {rates[-1]:.0e})" if len(rates) > 1 else ")") +
+                     f", chosen per model on {cfg.selection_examples:,} held-out training examples")
+        parts.append(text)
+    return literal("; ".join(parts))
+
+
+def _blimp(plan: Plan) -> str:
+    """``BLiMP 50 pairs per paradigm``, or why there is no BLiMP."""
+    ev = plan.evaluations
+    if not ev.blimp:
+        return "no BLiMP (evaluate.blimp.enabled=false)"
+    if plan.blimp_dir is None:
+        return "no BLiMP (no blimp/ in the data folder)"
+    return "BLiMP " + (f"{ev.blimp_per_paradigm} pairs per paradigm" if ev.blimp_per_paradigm else "all pairs")
+
+
+def describe_plan(plan: Plan, units: list[Unit], budget: ThreadBudget) -> str:
+    """The lines `bvr ablate` opens with, as Rich markup."""
+    ab, ev = plan.ablation, plan.evaluations
+    probes = f"probes {literal(', '.join(ev.probe_tasks))} x {ev.probe_seeds} seeds" if ev.probe_tasks else "no probes"
+    return "\n".join([
+        f"[bold]ablation {literal(plan.name)}[/bold] (preset {literal(plan.preset or 'default')}): {run_shape(plan)}",
+        f"  experiment file: {literal(ab.description)}",
+        f"  arms: {', '.join(literal(a.label) for a in plan.arms)} ({len(ab.pretrain_seeds)} pretraining seed(s) each)",
+        f"  evaluations: {_blimp(plan)}; {probes}",
+        f"  fine-tuning: {_finetune(plan)}",
+        f"  manifest: {literal(plan.manifest_path)}",
+        f"  units to run or reuse: {len(units)}; {literal(budget.line())}"])
+
+
 @dataclass
 class AblationResult:
     """What one invocation that failed in no unit did: units by id (``pretrain:static``)."""
@@ -72,8 +136,7 @@ class AblationResult:
 
 class Runner:
     """Runs units of one plan once the MLflow store and its folders are checked, keeping the manifest and the DVC
-    stage folder up to date: a handler reads a :class:`~bvr.runner.units.UnitContext` and returns an
-    :class:`~bvr.runner.units.Outcome`, which :meth:`keep` takes."""
+    stage folder up to date from each handler's :class:`~bvr.runner.units.Outcome` (:meth:`keep`)."""
 
     def __init__(self, plan: Plan, *, stage_dir: Path | None, progress: bool, console: Console,
                  ui_url: str | None = None) -> None:
@@ -210,8 +273,7 @@ def _parent(runner: Runner, only: list[str] | None) -> Iterator[None]:
                            "bvr.manifest": str(plan.manifest_path), "bvr.kind": plan.ablation.kind})
     name = f"{plan.name} ({plan.preset or 'default'}{', chosen units' if only else ''})"
     with contextlib.ExitStack() as stack:
-        # Chosen under the manifest's lock: two invocations started at once share one parent, the second finding
-        # the first's in the manifest instead of starting its own.
+        # Under the manifest's lock: of two invocations started at once, the second finds the first's parent there.
         with target_lock(plan.manifest_path):
             existing = _recorded_parent(runner)
             if only and existing:
@@ -228,9 +290,8 @@ def _parent(runner: Runner, only: list[str] | None) -> Iterator[None]:
 
 @contextlib.contextmanager
 def launcher_parent(plan: Plan, *, console: Console, ui_url: str | None = None) -> Iterator[Manifest]:
-    """The manifest and the MLflow parent run that the units' processes of ``bvr ablate --launcher`` (``--only``)
-    find and nest under, made before the first starts; the parent stays open for the block (its process is alive,
-    so no unit's process closes it as left behind)."""
+    """The manifest and the MLflow parent run that the units' processes of ``bvr ablate --launcher`` nest under,
+    made before the first starts and open for the block (alive, so no unit's process closes it as left behind)."""
     runner = Runner(plan, stage_dir=None, progress=False, console=console, ui_url=ui_url)
     with _parent(runner, None):
         yield runner.manifest
@@ -260,8 +321,7 @@ def _recorded_parent(runner: Runner) -> str | None:
                                 "to run the ablation again into this store, pass another --output-dir")
         recorded = None  # nothing finished yet (or the run was deleted before any unit ran): start a new parent
     runner.manifest.store = store
-    # No parent recorded: where the manifest was deleted, its parent is found by the plan and the manifest's place,
-    # and the runs reused under it rather than under a second one.
+    # None recorded (the manifest was deleted): its parent is found by the plan and the manifest's place.
     plan = runner.plan
     return recorded or newest_run(client, plan.experiment, f"tags.`bvr.stage` = 'ablation' and "
                                   f"tags.`bvr.plan` = '{plan.plan_hash}'", {"bvr.manifest": str(plan.manifest_path)})
@@ -278,10 +338,10 @@ def _log_manifest(runner: Runner) -> None:
 
 def run_ablation(plan: Plan, *, only: list[str] | None = None, stage_dir: Path | None = None, report: bool = True,
                  progress: bool = True, console: Console | None = None, ui_url: str | None = None) -> AblationResult:
-    """Run every unit of ``plan`` (or the ``only`` ones, ``pretrain:static``), reusing finished units; render the
-    report last. A failed unit is recorded and the run goes on; the failures are raised together after the (partial)
-    report. A write that ran out of disk or permission stops the run at once; an interrupt is passed on after the
-    manifest is saved. ``stage_dir`` (``pipeline/NAME``) also gets each unit's products, for DVC."""
+    """Run every unit of ``plan`` (or the ``only`` ones, ``pretrain:static``), reusing finished units, and the report
+    last; ``stage_dir`` (``pipeline/NAME``) also gets each unit's products, for DVC. Failed units are recorded and
+    raised together after the (partial) report; a write that ran out of disk or permission stops the run at once; an
+    interrupt is passed on after the manifest is saved."""
     start = time.perf_counter()
     runner = Runner(plan, stage_dir=stage_dir, progress=progress, console=console or Console(), ui_url=ui_url)
     units = plan.select(only) if only else [u for u in plan.units() if report or u.kind is not UnitKind.REPORT]

@@ -80,8 +80,7 @@ def run_context(plan: Plan, manifest: Manifest, unit: Unit, parent_run_id: str |
     tags: dict[str, Any] = {}
     if unit.kind not in (UnitKind.CORPUS, UnitKind.TOKENIZER, UnitKind.REPORT) and unit.name is not None:
         arm = plan.arm(unit.name)
-        declared = manifest.declared.get(arm.arm) or {}
-        declared = {f"{TAG_DECLARED_PREFIX}{key}": value for key, value in declared.items()}
+        declared = {f"{TAG_DECLARED_PREFIX}{key}": v for key, v in (manifest.declared.get(arm.arm) or {}).items()}
         tags = {TAG_ARM: arm.arm, TAG_LABEL: arm.label, TAG_PRETRAIN_SEED: arm.pretrain_seed, **declared}
     return RunContext(experiment=plan.experiment, ablation=plan.name, label=unit.name, parent_run_id=parent_run_id,
                       tags=tags)
@@ -262,10 +261,9 @@ def finetune(ctx: UnitContext, unit: Unit) -> Outcome:
 
 def _seed_selection(selection: dict[str, Any] | None, index: int) -> list[dict[str, Any]] | None:
     """The selection score of the seed at ``index`` (in the call's seeds) at every grid point; None without a grid."""
-    if selection is None:
-        return None
-    return [{"learning_rate": p["learning_rate"], "epochs": p["epochs"], "name": p["name"], "score": p["scores"][index]}
-            for p in selection["points"]]
+    return None if selection is None else [
+        {"learning_rate": p["learning_rate"], "epochs": p["epochs"], "name": p["name"], "score": p["scores"][index]}
+        for p in selection["points"]]
 
 
 def report(ctx: UnitContext, unit: Unit) -> Outcome:

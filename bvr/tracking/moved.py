@@ -33,10 +33,9 @@ def artifact_root(location: str) -> str | None:
 
 
 def reroot_artifacts(db: Path) -> int:
-    """Rewrite the artifact URIs of a moved SQLite store to its folder's ``mlartifacts/``; return the rows changed.
-    Only the experiments bvr laid out (:func:`artifact_root`) move, with their runs and logged models, and only when
-    the store's folder has an ``mlartifacts/`` of its own. A store that cannot be written, or that another process
-    holds locked, is left for the next opening."""
+    """Rewrite the artifact URIs of a moved SQLite store to its folder's ``mlartifacts/`` (which must exist); return
+    the rows changed. Only the experiments bvr laid out (:func:`artifact_root`) move, with their runs and logged
+    models. A store that cannot be written, or is locked, is left for the next opening."""
     folder = db.resolve().parent
     if not (folder / ARTIFACTS).is_dir() or not db.is_file():
         return 0

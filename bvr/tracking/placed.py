@@ -96,8 +96,7 @@ def copy_run(client: MlflowClient, run_id: str, experiment_id: str, *, parent_ru
 def run_here(client: MlflowClient, experiment_id: str, run_id: str | None, key: str, *, parent_run_id: str | None,
              tags: dict[str, Any], artifacts: bool = True) -> str | None:
     """The run of cache entry ``key`` in experiment ``experiment_id``: ``run_id`` where it is there, else the run
-    this experiment logged from that entry before, else a copy of ``run_id`` made here (:func:`copy_run`, tagged
-    with ``key``); None where ``run_id`` is not a finished run of this store."""
+    logged here from that entry before, else a copy of a finished ``run_id`` (:func:`copy_run`); else None."""
     if finished(client, run_id, experiment_id):
         return run_id
     found = logged_run(client, experiment_id, key)

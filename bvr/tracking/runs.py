@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
-from mlflow.entities import LoggedModelOutput, Metric, RunStatus
+from mlflow.entities import LoggedModelOutput, Metric, RunStatus, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from mlflow.tracking.context.registry import resolve_tags
@@ -27,7 +27,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_GIT_COMMIT, MLFLOW_RUN_NOTE
 from bvr.errors import BvrError
 from bvr.locks import process_alive
 from bvr.signals import is_interrupt
-from bvr.tracking.params import log_tags_batched
+from bvr.tracking.params import log_batched
 from bvr.tracking.store import client_for, ensure_experiment
 
 TAG_ABLATION = "bvr.ablation"
@@ -40,8 +40,7 @@ TAG_COLLAPSED = "bvr.collapsed"
 TAG_GIT_COMMIT = "bvr.git_commit"
 TAG_HOST = "bvr.host"
 TAG_PID = "bvr.pid"
-"""The machine and process that last opened the run, so a later invocation can tell a run whose process died
-(killed, out of memory, power cut) from one still running, and close it (:func:`close_stale_runs`)."""
+"""The machine and process that last opened the run: a run whose process died is closed (:func:`close_stale_runs`)."""
 TAG_CLOSED = "bvr.closed"
 TAG_LABEL = "bvr.label"
 """The model a run belongs to in an ablation, ``ARM-pSEED`` (``bvr.arm`` is then the arm alone)."""
@@ -53,8 +52,7 @@ TAG_MEASURE = "bvr.measure"
 
 @dataclass(frozen=True)
 class RunContext:
-    """What a run belongs to, for its MLflow record: built once by the ablation runner (per unit) or by a command, and
-    passed down to the code that opens the run.
+    """What a run belongs to, for its MLflow record: built by the ablation runner (per unit) or by a command.
 
     >>> context = RunContext(ablation="masking", label="static-p0", tags={"bvr.arm": "static"})
     >>> tags = run_tags(context, stage="pretrain")
@@ -72,8 +70,8 @@ class RunContext:
     default (the config's name, the checkpoint's run)."""
     parent_run_id: str | None = None  # the ablation's parent run, to nest under
     tags: Mapping[str, Any] = field(default_factory=dict)
-    """The model's tags, on every run of it: its arm (``bvr.arm``), label, pretraining seed and each key its arm
-    declares (``bvr.declared.masking.mode``); they win over the tags :func:`run_tags` derives from the fields."""
+    """The model's tags on every run of it (arm, label, pretraining seed, ``bvr.declared.KEY``); they win over the tags
+    :func:`run_tags` derives from the fields."""
 
     def with_defaults(self, experiment: str, label: str) -> RunContext:
         """The context with its experiment (the ablation's, else ``experiment``) and label filled in."""
@@ -171,7 +169,7 @@ def resume_run(client: MlflowClient, run_id: str, experiment: str) -> None:
     if found != experiment:
         raise BvrError(f"MLflow run '{run_id}' belongs to experiment '{found}', not '{experiment}'", where="--resume")
     client.update_run(run_id, status=RunStatus.to_string(RunStatus.RUNNING))
-    log_tags_batched(client, run_id, {key: str(value) for key, value in _owner().items()})
+    log_batched(client, run_id, "tags", [RunTag(key, str(value)) for key, value in _owner().items()])
 
 
 @contextlib.contextmanager
@@ -187,7 +185,7 @@ def parent_run(experiment: str, name: str, *, workdir: Path | None = None, tags:
         tags[MLFLOW_RUN_NOTE] = description
     if resume_run_id:
         resume_run(client, resume_run_id, experiment)
-        log_tags_batched(client, resume_run_id, tags)
+        log_batched(client, resume_run_id, "tags", [RunTag(key, str(value)) for key, value in tags.items()])
         run_id = resume_run_id
     else:
         run_id = client.create_run(experiment_id, run_name=name, tags=resolve_tags(tags)).info.run_id

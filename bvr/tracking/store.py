@@ -43,8 +43,7 @@ def tracking_uri(workdir: Path | None = None) -> str:
 class SQLiteClient(MlflowClient):
     """A client of an SQLite store whose public methods run under :func:`bvr.signals.signals_deferred`: a signal
     handler raising mid-call would lose the write, or leave the store locked for the clean-up that ends the run
-    KILLED. A server store keeps MLflow's client: a request cut short locks nothing, and Ctrl-C must cut its retries.
-    """
+    KILLED. A server store keeps MLflow's client: a request cut short locks nothing."""
 
     def __init__(self, tracking_uri: str) -> None:
         self._db = sqlite_file(tracking_uri)
@@ -118,9 +117,8 @@ _UNANSWERED = (("Connection refused", "connection refused"),
 
 
 def server_failure(err: BaseException) -> BvrError | None:
-    """The one line for a request to the tracking server that failed after its retries (the server stopped, hangs
-    or drops the connection; the retries are bounded in :mod:`bvr.tracking`), or None for any other error (its
-    causes and contexts are searched too)."""
+    """The one line for a request to the tracking server that failed after its retries (bounded in
+    :mod:`bvr.tracking`), or None for any other error (its causes and contexts are searched too)."""
     uri = tracking_uri()
     if not uri.startswith(("http://", "https://")):
         return None
@@ -136,17 +134,14 @@ def server_failure(err: BaseException) -> BvrError | None:
     return None
 
 
-def _slug(name: str) -> str:
-    """A folder name for ``name``; a hash keeps names that differ only in odd characters apart."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "experiment"
-    return slug if slug == name else f"{slug}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
-
-
 def artifact_location(experiment: str, uri: str) -> str | None:
     """Where a new experiment keeps its artifacts: ``mlartifacts/<name>`` beside an SQLite store (by name: it is given
-    before MLflow assigns the id); None lets any other store choose."""
+    before MLflow assigns the id; a hash keeps names that differ only in odd characters apart); None lets any other
+    store choose."""
     db = sqlite_file(uri)
-    return (db.parent / ARTIFACTS / _slug(experiment)).as_uri() if db else None
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", experiment).strip("-.") or "experiment"
+    slug = slug if slug == experiment else f"{slug}-{hashlib.sha1(experiment.encode()).hexdigest()[:8]}"
+    return (db.parent / ARTIFACTS / slug).as_uri() if db else None
 
 
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"

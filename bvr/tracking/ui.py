@@ -11,9 +11,8 @@ from urllib.parse import urlencode
 from bvr.errors import BvrError
 
 MODEL_TRAINING = {"workflowType": "machine_learning"}
-"""The query that opens MLflow's UI (3.x) in its model-training mode. The UI takes its mode from the address, else
-from the browser's storage, where a fresh profile holds the GenAI mode: its sidebar then offers traces, judges and
-agent versions, and an experiment's address lands on an empty traces overview."""
+"""The query that opens MLflow's UI (3.x) in its model-training mode: else a fresh browser profile holds the GenAI
+mode, and an experiment's address lands on an empty traces overview."""
 DEFAULT_UI = "http://127.0.0.1:5000"
 """Where ``mlflow ui`` serves by default: the address bvr prints when it knows of no other."""
 UI_URL_ENV = "BVR_MLFLOW_UI"

@@ -197,9 +197,9 @@ RETRIES = 2
 def check_ui(check: BrowserCheck, base: str, experiment_id: str, parent_run_id: str | None, out_dir: Path, *,
              retries: int = RETRIES) -> None:
     """Open bvr's saved views and the parent run's page in the MLflow UI at ``base``; record in ``check`` what each
-    shows (:func:`_read_ui_page`), whether each view applied (the UI names it in its "Views" button and shows its
-    :attr:`~bvr.tracking.ui.SavedView.marker`), and whether the parent's description is whole. A page still loading,
-    or a description measured mid-layout, is opened again with twice the wait (``retries`` times)."""
+    shows, whether each view applied (the UI names it in "Views" and shows its
+    :attr:`~bvr.tracking.ui.SavedView.marker`) and whether the parent's description is whole; a page still loading
+    is opened again (:func:`_settled`)."""
     from bvr.tracking.ui import SAVED_VIEWS, ui_address, view_url
 
     for view in SAVED_VIEWS:
@@ -212,7 +212,9 @@ def check_ui(check: BrowserCheck, base: str, experiment_id: str, parent_run_id: 
     dom = _settled(ui_address(base, experiment_id, parent_run_id), out_dir / "parent-run.png", height=1800,
                    retries=retries)
     check.screenshots["parent-run"] = str(out_dir / "parent-run.png")
-    check.run_page_shows_run = parent_run_id in dom or _run_name(base, parent_run_id) in dom
+    status, body = http_get(f"{base}/api/2.0/mlflow/runs/get?run_id={parent_run_id}")  # the page may show its name
+    name = json.loads(body)["run"]["info"].get("run_name", parent_run_id) if status == 200 else parent_run_id
+    check.run_page_shows_run = parent_run_id in dom or name in dom
     check.description = description_state(_read_ui_page(check, "parent-run", dom))
 
 
@@ -291,17 +293,11 @@ def page_words(dom: str) -> list[str]:
 
 
 def ui_mode(words: list[str]) -> str | None:
-    """The MLflow UI's mode on a page, read from its sidebar: ``model training`` (Runs, Models, Model registry) or
-    ``genai`` (Traces, Sessions, Judges, Agent versions, ...); None when neither sidebar is there (the page did not
-    load)."""
+    """The MLflow UI's mode on a page, read from its sidebar: ``model training`` or ``genai``; None when neither
+    sidebar is there (the page did not load)."""
     if "Model registry" in words:
         return "model training"
     if "Judges" in words or "Agent versions" in words:
         return "genai"
     return None
-
-
-def _run_name(base: str, run_id: str) -> str:
-    status, body = http_get(f"{base}/api/2.0/mlflow/runs/get?run_id={run_id}")
-    return json.loads(body)["run"]["info"].get("run_name", run_id) if status == 200 else run_id
 

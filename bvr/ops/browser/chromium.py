@@ -60,9 +60,8 @@ def _page_args(window: tuple[int, int], settle_ms: int) -> list[str]:
 
 
 def capture(url: str, out: Path, *, window: tuple[int, int] = UI_WINDOW, settle_ms: int = UI_SETTLE_MS) -> str:
-    """Save a PNG of ``url`` to ``out``, as Chromium renders it in a ``window`` (width, height) after ``settle_ms`` of
-    page time, and return the DOM of the same render: what the check reads is what the screenshot shows (two renders
-    of the MLflow UI can differ in what has loaded)."""
+    """Save a PNG of ``url`` to ``out`` as Chromium renders it in a ``window`` (width, height) after ``settle_ms`` of
+    page time, and return the DOM of the same render: two renders of the MLflow UI can differ in what has loaded."""
     out.parent.mkdir(parents=True, exist_ok=True)
     done = run_chromium([*_page_args(window, settle_ms), f"--screenshot={out}", "--dump-dom", url])
     if not out.is_file() or out.stat().st_size == 0:

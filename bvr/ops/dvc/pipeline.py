@@ -99,9 +99,8 @@ def _params_data_dir(root: Path) -> str:
 
 
 def read_data_dir(params: Path) -> str:
-    """``data_dir`` in the params file ``params`` as it is written there, or '' where it is unset or empty: what the
-    stages' ``bvr ablate --data-dir-from params.yaml`` reads, so that no character of it passes through a shell.
-    """
+    """``data_dir`` in the params file ``params`` as written, or '' where unset or empty: what the stages'
+    ``bvr ablate --data-dir-from params.yaml`` reads, so that no character of it passes through a shell."""
     value = read_yaml(params, "params file")[0].get("data_dir")
     if isinstance(value, dict | list):
         raise BvrError(f"data_dir is a {type(value).__name__}, not a folder's path", where=params,
@@ -111,21 +110,18 @@ def read_data_dir(params: Path) -> str:
 
 @dataclass(frozen=True)
 class Joined:
-    """How a full ``bvr ablate`` run joins the DVC pipeline of its folder (:func:`join_pipeline`): where it also writes
-    each unit's products, as the stages would (``pipeline/NAME``), or why it cannot stand for the stages (then
-    nothing is written for DVC)."""
+    """How a full ``bvr ablate`` run joins the DVC pipeline of its folder: where it also writes each unit's products
+    (``pipeline/NAME``), or why it cannot stand for the stages (then nothing is written for DVC)."""
 
     stage_dir: Path | None
     why_not: str | None = None
 
 
 def join_pipeline(plan: Plan, root: Path = Path(".")) -> Joined | None:
-    """Whether ``bvr ablate`` run in ``root`` can record itself as ``dvc repro`` of ``root/dvc.yaml`` would have: when
-    ``dvc.yaml`` holds this ablation's stages as ``bvr pipeline`` writes them for ``plan`` and the run is the one
-    those stages make (no ``--set``, the default output folder, ``params.yaml``'s data folder). The run then writes
-    the stage folder and, once complete, :func:`record_lock` records it in ``dvc.lock``. None where ``dvc.yaml`` is
-    missing or runs another ablation or preset.
-    """
+    """Whether ``bvr ablate`` run in ``root`` can record itself as ``dvc repro`` of ``root/dvc.yaml`` would have:
+    ``dvc.yaml`` holds ``plan``'s stages as ``bvr pipeline`` writes them and the run is theirs (no ``--set``, the
+    default output folder, ``params.yaml``'s data folder). The run then writes the stage folder and, once complete,
+    :func:`record_lock` records it. None where ``dvc.yaml`` is missing or runs another ablation or preset."""
     root = Path(root)
     file = root / "dvc.yaml"
     if not file.is_file():
@@ -152,9 +148,8 @@ def join_pipeline(plan: Plan, root: Path = Path(".")) -> Joined | None:
 
 
 def record_lock(root: Path, data_dir: Path | None) -> str:
-    """Record the workspace in ``root/dvc.lock`` (``dvc commit --force``: every stage's dependencies, params and
-    outputs as they are now; the outputs go into DVC's cache); returns what to tell the user, naming the data
-    folder the run read (``data_dir``) and where ``dvc repro`` will take it from."""
+    """Record the workspace in ``root/dvc.lock`` (``dvc commit --force``; the outputs go into DVC's cache); returns
+    what to tell the user, naming the data folder the run read and where ``dvc repro`` will take it from."""
     from dvc.repo import Repo
 
     dvc_log = logging.getLogger("dvc")

@@ -15,9 +15,8 @@ from bvr.fs import write_text
 
 
 def plots_spec(plan: Plan, report_dir: str) -> list[Any]:
-    """Top-level DVC plots: the report's figures (images), then plots over the report's long CSVs, each drawn by one of
-    :data:`PLOT_TEMPLATES`: the pretraining curves per arm, every run's score per task by pretraining seed, and the
-    paired differences."""
+    """Top-level DVC plots: the report's figures (images), then over its CSVs (:data:`PLOT_TEMPLATES`) the pretraining
+    curves per arm, every run's score per task by pretraining seed, and the paired differences."""
     # Here, not at the top: bvr.report.render draws with matplotlib, which each `bvr ablate --only UNIT` stage would
     # otherwise import (two of a data stage's eleven seconds) to read two folder names.
     from bvr.report.render import FIGURES_DIR, PLOTS_DIR
@@ -99,8 +98,7 @@ PLOT_TEMPLATES: dict[str, dict[str, Any]] = {
     },
 }
 """DVC plot templates (Vega-Lite) for ``.dvc/plots/NAME.json``: coloured by arm (DVC's own colour only the
-revision), seeds as categories, y not forced from zero; the differences one panel per comparison with zero marked.
-The HTML of ``dvc plots show`` loads Vega from a CDN; ``dvc plots show --json`` gives these specs filled, offline."""
+revision), seeds as categories, y not forced from zero; the differences one panel per comparison with zero marked."""
 
 
 TEMPLATES_DIR = Path(".dvc") / "plots"
@@ -120,10 +118,8 @@ _PACKAGE = Path(__file__).resolve().parents[2]  # bvr/
 
 
 def page_template(package: Path = _PACKAGE) -> str:
-    """The page template: DVC's page layout with a note in place of each Vega plot when Vega cannot be loaded. Its
-    one text is the checkout's committed ``.dvc/plots/bvr-page.html`` when ``package`` lies in a checkout, else the
-    copy an install of the package carries as ``bvr/_dvc_plots/`` (``setup.py`` puts it there when a wheel is built).
-    """
+    """DVC's page layout with a note in place of each Vega plot when Vega cannot be loaded: the checkout's committed
+    ``.dvc/plots/bvr-page.html``, else the copy an installed package carries in ``bvr/_dvc_plots/`` (``setup.py``)."""
     checkout = package.parent / TEMPLATES_DIR / PAGE_TEMPLATE
     if (package.parent / "pyproject.toml").is_file() and checkout.is_file():
         return checkout.read_text(encoding="utf-8")

@@ -100,10 +100,8 @@ def unit_state(manifest: Manifest, unit_id: str) -> str:
 
 def to_run(plan: Plan, manifest: Manifest, settled: frozenset[str] = frozenset()) -> list[Unit]:
     """The units a launcher starts, in plan order: every unit the manifest does not record done, the units they
-    need that are not done either (taken from their caches in seconds when they were made before), and the report
-    when anything else runs. ``settled``: ids of units left alone although the manifest does not record them done
-    (queued or running already, or ended well in a job of an earlier submission).
-    """
+    need that are not done either (cached ones take seconds), and the report when anything else runs. ``settled``:
+    ids of units left alone although not recorded done (queued, running, or ended well in an earlier submission)."""
     units = plan.units()
     wanted = {unit for unit in units if unit.kind is not UnitKind.REPORT and manifest.records_of(unit)
               and not finished(manifest, unit) and unit.id not in settled}

@@ -1,10 +1,9 @@
 """The processes of ``bvr ablate --launcher local``'s units, and Ctrl-C and SIGTERM passed on to them.
 
-Each unit runs in a process group of its own, so that only the launcher passes a signal on, to a unit's whole
-group. While :func:`forwarding` holds, SIGTERM or Ctrl-C sent to the launcher goes on to every running unit: each
-stops as a single ``bvr`` process does (:mod:`bvr.signals`), the launcher starts nothing more, waits for them, and
-raises the signal as :class:`~bvr.signals.Terminated` (exit status 143) or ``KeyboardInterrupt`` (130). A second
-signal is passed on too (a unit then ends at once).
+Each unit runs in a process group of its own, which only the launcher signals. While :func:`forwarding` holds,
+SIGTERM or Ctrl-C sent to the launcher goes on to every running unit: each stops as a single ``bvr`` process does
+(:mod:`bvr.signals`), the launcher starts nothing more, waits, and raises the signal as :class:`~bvr.signals.Terminated`
+(exit status 143) or ``KeyboardInterrupt`` (130). A second signal goes on too (a unit then ends at once).
 """
 
 from __future__ import annotations
