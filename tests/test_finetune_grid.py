@@ -232,7 +232,7 @@ def test_a_one_value_grid_keeps_the_cache_folders_of_the_code_before_grids():
 
 def test_the_opening_line_names_the_grid_and_the_split_it_is_chosen_on(tmp_path):
     from bvr.ablation.plan import make_plan
-    from bvr.runner.opening import _finetune
+    from bvr.runner.run import _finetune
 
     plan = make_plan("masking", preset="tiny", output_dir=tmp_path)
     assert _finetune(plan) == ("sst2 x 2 seeds at each of 4 points (lr 3e-04 to 1e-02), chosen per model on 2,000 "

@@ -38,7 +38,7 @@ class RunContext:
     wall_seconds: float = 0.0
     """Summed over invocations."""
     hardware: dict[str, Any] = field(default_factory=dict)
-    """:func:`bvr.runner.hardware.hardware`: what the numbers were measured on."""
+    """:func:`bvr.runner.run.hardware`: what the numbers were measured on."""
 
 
 RECORD_SECTIONS = ("pretrain", "evaluations", "finetune")

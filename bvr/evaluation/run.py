@@ -279,10 +279,10 @@ class _Recorder:
     def run_of(self, cached: EvaluationResult | None, name: str) -> str | None:
         """The finished run of ``cached`` in this experiment, else the run here that logged the result file
         ``name`` (logged here by a cache since rebuilt); None: neither."""
-        from bvr.tracking.placed import finished_in, logged_run
+        from bvr.tracking.placed import finished, logged_run
 
-        run_id = cached.run_id if cached is not None and finished_in(self.client, cached.run_id,
-                                                                      self.experiment_id) else None
+        run_id = cached.run_id if cached is not None and finished(self.client, cached.run_id,
+                                                                   self.experiment_id) else None
         return run_id or logged_run(self.client, self.experiment_id, name)
 
     def read_back(self, run_id: str, path: Path) -> EvaluationResult | None:

@@ -1,6 +1,5 @@
-"""The MLflow UI for a person: where to read an ablation in it (the saved views' addresses, :func:`view_lines`), the
-store as ``mlflow ui`` takes it (:func:`ui_store`), and ``mlflow ui`` started and waited for (:func:`running`,
-:func:`check_port`, :func:`wait_until_up`), as ``bvr ui`` and ``bvr ablate`` use them."""
+"""The MLflow UI for a person (``bvr ui``, ``bvr ablate``): the saved views' addresses (:func:`view_lines`), the store
+as ``mlflow ui`` takes it (:func:`ui_store`), and ``mlflow ui`` started and waited for (:func:`wait_until_up`)."""
 
 from __future__ import annotations
 
@@ -19,8 +18,7 @@ from bvr.errors import BvrError
 
 def view_lines(base: str, experiment: Any, parent_run_id: str | None = None) -> list[str]:
     """The addresses of ``experiment`` (an MLflow experiment) in the UI at ``base``: the saved views
-    (:data:`bvr.tracking.ui.SAVED_VIEWS`; the effects first, a row per difference, its interval and verdict), then
-    the ablation's parent run ``parent_run_id`` (the headline in brief, the report attached)."""
+    (:data:`bvr.tracking.ui.SAVED_VIEWS`, the effects first), then the ablation's parent run ``parent_run_id``."""
     from bvr.tracking import SAVED_VIEWS, ui_address, view_url
 
     lines = [f"MLflow, {view.line}: {view_url(base, experiment.experiment_id, view.key)}" for view in SAVED_VIEWS]

@@ -1,25 +1,19 @@
 """Saved views of an ablation's experiment in the MLflow UI: the answer, without configuring a column.
 
-MLflow's UI (3.17) lists an experiment's saved views under "Views" and opens one when its address ends in
-``?viewStateShareKey=KEY``: both read the experiment tag ``mlflow.sharedViewState.KEY``, an envelope
-``{"name", "createdAt", "updatedAt", "state"}`` whose ``state`` is the view (search filter, sort, columns and their
-widths, charts) as JSON. bvr writes three (:func:`write_views`, :data:`bvr.tracking.ui.SAVED_VIEWS`):
+MLflow's UI (3.17) lists an experiment's saved views under "Views" and opens one at ``?viewStateShareKey=KEY``,
+both from the experiment tag ``mlflow.sharedViewState.KEY``: ``{"name", "createdAt", "updatedAt", "state"}``, the
+``state`` (filter, sort, columns, widths, charts) as JSON. bvr writes three (:data:`bvr.tracking.ui.SAVED_VIEWS`):
 
-- ``bvr-effects``: the answer, one row per comparison in the report's order, the effect runs the report writes
-  (:func:`write_effects`): ``B − A · MEASURE``, the difference with its simultaneous interval and unit as the report
-  prints them, the verdict, the interval's level, then the same numbers as metrics to sort by. The first columns fit
-  beside the UI's assistant panel; ``bvr ablate`` prints the address first;
-- ``bvr-scores``: one row per arm and measure, the summary runs the report writes (:func:`write_summaries`): the
-  mean over the arm's pretraining seeds and its 95% t interval, rounded as the report prints them, the number of
-  seeds and the unit;
-- ``bvr-curves``: the pretraining runs in the chart view, the validation and training MLM loss first, each on a y
-  axis fitted to the data when the report knows it, every run in its arm's colour (:func:`set_run_colours`, the
-  report figures' colours; the UI's own colour for a group is a hash of its name and gives two arms near-identical
-  reds).
+- ``bvr-effects``: the answer, one effect run per comparison in the report's order (:func:`write_effects`): the
+  difference with its simultaneous interval and unit as the report prints them, the verdict, the interval's level,
+  then the same numbers as metrics to sort by;
+- ``bvr-scores``: one summary run per arm and measure (:func:`write_summaries`): the mean over pretraining seeds,
+  its 95% t interval, the number of seeds and the unit;
+- ``bvr-curves``: the pretraining runs' MLM loss charts, y axes fitted to the data, every run in its arm's colour
+  from the report's figures (:func:`set_run_colours`; the UI's own colour per group makes two arms near-identical).
 
-:func:`write_report_views` writes them with the runs they show (:class:`bvr.report.shown.ReportViews`), when the
-caller of :func:`bvr.report.render.render_report` hands it this function. A UI that does not read a key ignores it,
-and a view it cannot read leaves the default runs table.
+:func:`write_report_views` writes them with the runs they show, when handed to
+:func:`bvr.report.render.render_report`. A view the UI cannot read leaves its default runs table.
 """
 
 from __future__ import annotations
@@ -57,8 +51,8 @@ TAG_INTERVAL = "bvr.interval"
 """Tag on an effect run: the level of its interval (``99.62% simultaneous``)."""
 
 FOLDED_SECTIONS = ("train", "val", "run", MODEL_METRIC_SECTION, "Model metrics", "System metrics")
-"""The chart sections the UI makes of every other metric (by the prefix before ``/``), folded: a chart loads only
-when its section is open, and 40 more charts loading at once keep the two that matter spinning."""
+"""The chart sections the UI makes of every other metric, folded: 40 more charts loading at once would keep the two
+that matter spinning."""
 SUMMARY_COLUMNS = ("mean", "ci95_low", "ci95_high", "n")
 """The metrics of a summary run, in the order the scores view shows them."""
 NAME_WIDTH = 300
@@ -149,9 +143,8 @@ def saved_view(tags: Mapping[str, str], key: str) -> dict[str, Any] | None:
 
 def _nested_runs(client: MlflowClient, experiment_id: str, parent_run_id: str, stage: str, key_tag: str,
                  rows: list[tuple[str, str, dict[str, float], dict[str, str]]]) -> list[str]:
-    """Write ``rows`` (key, run name, metrics, tags) as finished runs of ``stage`` nested under ``parent_run_id``,
-    one per key (the tag ``key_tag``); a key the parent has already is updated (a report rendered again), not
-    doubled. Returns the run ids."""
+    """Write ``rows`` (key, run name, metrics, tags) as finished runs of ``stage`` under ``parent_run_id``, one per key
+    (tag ``key_tag``), updating a key's run when a report is rendered again; returns the run ids."""
     query = f"tags.`bvr.stage` = '{stage}' and tags.`{MLFLOW_PARENT_RUN_ID}` = '{parent_run_id}'"
     existing = {run.data.tags.get(key_tag): run.info.run_id
                 for run in client.search_runs([experiment_id], query, max_results=10_000)}
@@ -191,9 +184,8 @@ def set_run_colours(client: MlflowClient, colours: Mapping[str, str]) -> None:
 
 def write_report_views(client: MlflowClient, experiment_id: str, parent_run_id: str | None,
                        views: ReportViews) -> None:
-    """Write a report's views into its experiment: the effects and scores views' rows as runs nested under the
-    ablation's parent run (none without one), each pretraining and summary run in its arm's colour, and the saved
-    views (:func:`write_views`) with the curves' y axes fitted to the values (:func:`fitted_range`)."""
+    """Write a report's views into its experiment: the effects and scores rows as runs under the ablation's parent
+    run (if any), runs in their arms' colours, and the saved views with the curves' y axes fitted to the values."""
     runs = dict(views.pretrain_runs)
     if parent_run_id is not None:
         write_effects(client, experiment_id, parent_run_id, views.effects)

@@ -186,7 +186,7 @@ def _missing(analysis: Analysis) -> list[Block]:
 
 
 def _hardware(hw: dict[str, Any]) -> str:
-    """The machine the manifest's context records (:func:`bvr.runner.hardware.hardware`)."""
+    """The machine the manifest's context records (:func:`bvr.runner.run.hardware`)."""
     cpu = f"{hw.get('cpu') or 'CPU'} × {hw.get('cpu_count') or '?'}"
     gpu = f"; {hw['gpu']} × {hw.get('gpu_count') or 1}" if hw.get("gpu") else "; no GPU"
     soft = ", ".join(f"{k} {hw[k]}" for k in ("python", "torch") if hw.get(k))

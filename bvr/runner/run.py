@@ -1,23 +1,19 @@
 """``bvr ablate NAME``: run an ablation declared in ``experiments/NAME.yaml`` from data to report.
 
 An ablation expands (:func:`bvr.ablation.plan.make_plan`) into *units*, each cached by the stage that runs it, so a
-second invocation with nothing changed runs nothing and an interrupted one continues where it stopped. Each kind
-of unit has one handler (:data:`bvr.runner.units.HANDLERS`). Every arm is pretrained before any is evaluated or
-fine-tuned (under torchrun or SLURM only rank zero goes on); an evaluation or fine-tuning unit looks its model up
-(:func:`bvr.runner.units.find_model`) and never pretrains one.
-
-MLflow: one experiment per ablation, a parent run per ablation and settings (``NAME (PRESET)``, tag
-``bvr.stage=ablation``) and the units' runs under it. The manifest (:class:`bvr.ablation.manifest.Manifest`) is
-also logged to the parent run. docs/ablations.md describes units, seeds, the cache and the MLflow layout.
-
-``dvc.yaml``'s one stage is this run with ``--stage-dir pipeline/NAME``: each unit then also writes its products
-under the stage folder for DVC to track (:mod:`bvr.ops.dvc.stage_folder`).
+second invocation runs only what changed or was interrupted. Each kind of unit has one handler
+(:data:`bvr.runner.units.HANDLERS`). Every arm is pretrained before any is evaluated or fine-tuned (under torchrun
+or SLURM only rank zero goes on). MLflow: one experiment per ablation, a parent run per ablation and settings
+(``NAME (PRESET)``, tag ``bvr.stage=ablation``, the manifest logged to it) with the units' runs under it
+(docs/ablations.md). With ``--stage-dir pipeline/NAME`` (``dvc.yaml``'s one stage) each unit also writes its
+products under the stage folder for DVC (:mod:`bvr.ops.dvc.stage_folder`). What it says first: :func:`describe_plan`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import time
 import traceback
 from collections.abc import Iterator
@@ -37,14 +33,94 @@ from bvr.formatting import duration, literal
 from bvr.fs import write_text
 from bvr.ops.dvc.stage_folder import copy_tree
 from bvr.progress import on_terminal
-from bvr.runner.hardware import hardware
-from bvr.runner.opening import describe_plan
-from bvr.runner.units import HANDLERS, Outcome, Product, UnitContext, run_context
-from bvr.threads import use_threads
+from bvr.runner.units import HANDLERS, Outcome, UnitContext, run_context
+from bvr.threads import ThreadBudget, use_threads
 from bvr.write_checks import check_writable, write_error
 
 PRETRAINING_KINDS = (UnitKind.CORPUS, UnitKind.TOKENIZER, UnitKind.DATA, UnitKind.PRETRAIN)
 """The units every DDP rank takes part in; the others run on rank zero only."""
+
+
+def hardware() -> dict[str, Any]:
+    """What the numbers were measured on, for the manifest's context: the platform, Python and torch versions, CPU
+    model and count, and GPU model and count."""
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return {"platform": platform.platform(), "python": platform.python_version(), "torch": torch.__version__,
+            "cpu": cpu, "cpu_count": os.cpu_count(), "gpu": torch.cuda.get_device_name(0) if gpus else None,
+            "gpu_count": gpus}
+
+
+def run_shape(plan: Plan) -> str:
+    """The run being made, from its arms' configurations (not the experiment file's words, which describe the
+    published setting), a value the arms differ in given per arm: ``2 layers, hidden 128, 1,200 steps of 32 x 128
+    tokens, static masks (dupe factor 3)/dynamic masks``."""
+    def each(get) -> str:
+        values = list(dict.fromkeys(get(arm.config) for arm in plan.pretrained or plan.arms))
+        return "/".join(f"{v:,}" if isinstance(v, int) else str(v) for v in values)
+
+    def step(c) -> str:
+        if c.training.tokens_per_batch:
+            return f"{c.training.tokens_per_batch:,} tokens"
+        return f"{c.training.batch_size:,} x {c.data.max_length:,} tokens"
+
+    def masks(c) -> str:
+        m = c.masking
+        return f"static masks (dupe factor {m.dupe_factor})" if m.mode == "static" else "dynamic masks"
+
+    return (f"{each(lambda c: c.model.num_layers)} layers, hidden {each(lambda c: c.model.hidden_size)}, "
+            f"{each(lambda c: c.training.max_steps)} steps of {each(step)}, {each(masks)}")
+
+
+def _finetune(plan: Plan) -> str:
+    """``sst2 x 2 seeds``, and for a grid its points and the split they are chosen on: ``sst2 x 2 seeds at each of 3
+    points (lr 3e-04 to 3e-03), chosen per model on 2,000 held-out training examples``."""
+    from bvr.config import resolve_finetune
+    from bvr.tasks.registry import get_task
+
+    parts = []
+    for task in plan.tasks:
+        cfg = resolve_finetune(plan.arms[0].config, get_task(task))
+        text = f"{task} x {len(plan.seeds)} seeds"
+        if cfg.is_grid:
+            grid = cfg.grid()
+            rates = sorted({p.learning_rate for p in grid})
+            text += (f" at each of {len(grid)} points (lr {rates[0]:.0e}" +
+                     (f" to {rates[-1]:.0e})" if len(rates) > 1 else ")") +
+                     f", chosen per model on {cfg.selection_examples:,} held-out training examples")
+        parts.append(text)
+    return literal("; ".join(parts))
+
+
+def _blimp(plan: Plan) -> str:
+    """``BLiMP 50 pairs per paradigm``, or why there is no BLiMP."""
+    ev = plan.evaluations
+    if not ev.blimp:
+        return "no BLiMP (evaluate.blimp.enabled=false)"
+    if plan.blimp_dir is None:
+        return "no BLiMP (no blimp/ in the data folder)"
+    return "BLiMP " + (f"{ev.blimp_per_paradigm} pairs per paradigm" if ev.blimp_per_paradigm else "all pairs")
+
+
+def describe_plan(plan: Plan, units: list[Unit], budget: ThreadBudget) -> str:
+    """The lines `bvr ablate` opens with, as Rich markup."""
+    ab, ev = plan.ablation, plan.evaluations
+    probes = f"probes {literal(', '.join(ev.probe_tasks))} x {ev.probe_seeds} seeds" if ev.probe_tasks else "no probes"
+    return "\n".join([
+        f"[bold]ablation {literal(plan.name)}[/bold] (preset {literal(plan.preset or 'default')}): {run_shape(plan)}",
+        f"  experiment file: {literal(ab.description)}",
+        f"  arms: {', '.join(literal(a.label) for a in plan.arms)} ({len(ab.pretrain_seeds)} pretraining seed(s) each)",
+        f"  evaluations: {_blimp(plan)}; {probes}",
+        f"  fine-tuning: {_finetune(plan)}",
+        f"  manifest: {literal(plan.manifest_path)}",
+        f"  units to run or reuse: {len(units)}; {literal(budget.line())}"])
 
 
 @dataclass
@@ -59,9 +135,8 @@ class AblationResult:
 
 
 class Runner:
-    """Runs units of one plan, once the MLflow store and the folders it writes are checked, keeping the manifest and
-    the DVC stage folder up to date: a handler reads a :class:`~bvr.runner.units.UnitContext` and returns an
-    :class:`~bvr.runner.units.Outcome`, which :meth:`keep` takes."""
+    """Runs units of one plan once the MLflow store and its folders are checked, keeping the manifest and the DVC
+    stage folder up to date from each handler's :class:`~bvr.runner.units.Outcome` (:meth:`keep`)."""
 
     def __init__(self, plan: Plan, *, stage_dir: Path | None, progress: bool, console: Console,
                  ui_url: str | None = None) -> None:
@@ -117,9 +192,15 @@ class Runner:
             self.models[unit.name] = outcome.model
         if outcome.report is not None:
             self.report = outcome.report
-        if self.stage_dir is not None:
-            for product in outcome.products:
-                write_product(self.stage_dir, product)
+        if self.stage_dir is None:
+            return
+        for product in outcome.products:
+            path = self.stage_dir.joinpath(*product.path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if product.tree is not None:
+                copy_tree(product.tree, path)
+            else:
+                write_text(path, product.text or "")
 
     def run_unit(self, unit: Unit) -> None:
         """Run one unit through its kind's handler; a failure is recorded, not raised (but an interrupt is, and a
@@ -161,16 +242,6 @@ class Runner:
         self.save()
 
 
-def write_product(stage_dir: Path, product: Product) -> None:
-    """Write one of a unit's products under the DVC stage folder (its folder made first)."""
-    path = stage_dir.joinpath(*product.path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if product.tree is not None:
-        copy_tree(product.tree, path)
-    else:
-        write_text(path, product.text or "")
-
-
 def unit_line(unit: Unit, outcome: str, seconds: float, notes: list[str]) -> str:
     """The one line a finished unit prints, as Rich markup: what it was, how it ended (``outcome``, markup) and how
     long it took, then its key numbers (the unit and the notes as text, :func:`~bvr.formatting.literal`).
@@ -183,10 +254,9 @@ def unit_line(unit: Unit, outcome: str, seconds: float, notes: list[str]) -> str
 
 @contextlib.contextmanager
 def _parent(runner: Runner, only: list[str] | None) -> Iterator[None]:
-    """The ablation's MLflow parent run: one per ablation and settings (the manifest's), reopened by every later
-    invocation (a resumed run, a re-render), so every run of the ablation hangs under one parent. Chosen units
-    (``--only``, a launcher's jobs) nest under it without reopening it. Runs left RUNNING by a killed invocation are
-    closed first."""
+    """The ablation's MLflow parent run, one per ablation and settings, reopened by every later invocation so that
+    every run of the ablation hangs under it; chosen units (``--only``, a launcher's jobs) nest under it without
+    reopening it. Runs left RUNNING by a killed invocation are closed first."""
     from bvr.ops.views import write_views
     from bvr.tracking import RunContext, client_for, close_stale_runs, parent_run, run_tags
 
@@ -203,8 +273,7 @@ def _parent(runner: Runner, only: list[str] | None) -> Iterator[None]:
                            "bvr.manifest": str(plan.manifest_path), "bvr.kind": plan.ablation.kind})
     name = f"{plan.name} ({plan.preset or 'default'}{', chosen units' if only else ''})"
     with contextlib.ExitStack() as stack:
-        # Chosen under the manifest's lock: two invocations started at once share one parent, the second finding
-        # the first's in the manifest instead of starting its own.
+        # Under the manifest's lock: of two invocations started at once, the second finds the first's parent there.
         with target_lock(plan.manifest_path):
             existing = _recorded_parent(runner)
             if only and existing:
@@ -221,28 +290,26 @@ def _parent(runner: Runner, only: list[str] | None) -> Iterator[None]:
 
 @contextlib.contextmanager
 def launcher_parent(plan: Plan, *, console: Console, ui_url: str | None = None) -> Iterator[Manifest]:
-    """The manifest and the MLflow parent run that the processes of ``bvr ablate --launcher`` share, made before
-    the first of them starts: each unit's process (``--only``) finds both and nests its runs under the parent. The
-    parent stays open for the block (its process is alive, so no unit's process closes it as left behind)."""
+    """The manifest and the MLflow parent run that the units' processes of ``bvr ablate --launcher`` nest under,
+    made before the first starts and open for the block (alive, so no unit's process closes it as left behind)."""
     runner = Runner(plan, stage_dir=None, progress=False, console=console, ui_url=ui_url)
     with _parent(runner, None):
         yield runner.manifest
 
 
 def _recorded_parent(runner: Runner) -> str | None:
-    """The parent run the manifest on disk names (another invocation may have written it since this one read it),
-    if this store has it. Refused where the manifest records finished units but this store lacks its parent run:
-    the outputs were copied or moved away from their store, or ``--output-dir`` names another folder's outputs
-    (going on would leave a report without their runs); or the parent's id was edited or its run deleted."""
+    """The parent run the manifest on disk names (another invocation may have written it since), if this store has
+    it. Refused where the manifest records finished units but this store lacks its parent: the outputs were moved
+    away from their store, ``--output-dir`` names another folder's, or the id was edited or its run deleted."""
     from bvr.tracking import client_for, tracking_uri
-    from bvr.tracking.placed import newest_run
+    from bvr.tracking.placed import newest_run, stored_run
 
-    path, store = runner.plan.manifest_path, tracking_uri(Path.cwd())
+    path, store, client = runner.plan.manifest_path, tracking_uri(Path.cwd()), client_for(Path.cwd())
     on_disk = Manifest.load(path) if path.is_file() else runner.manifest
     recorded = on_disk.parent_run_id
-    if recorded and not _run_exists(recorded):
+    if recorded and not stored_run(client, recorded):
         done = [record.run_id for record in on_disk.records() if record.status == "done"]
-        if any(run_id and _run_exists(run_id) for run_id in done):  # they are here: the parent's id is not
+        if any(stored_run(client, run_id) for run_id in done):  # they are here: the parent's id is not
             raise BvrError(f"its parent run {recorded} is not in {store}, which holds its finished runs: "
                            "parent_run_id was edited, or that run deleted", where=str(path),
                            hint="write the ablation's run id back (bvr ui NAME prints it), or write "
@@ -254,23 +321,10 @@ def _recorded_parent(runner: Runner) -> str | None:
                                 "to run the ablation again into this store, pass another --output-dir")
         recorded = None  # nothing finished yet (or the run was deleted before any unit ran): start a new parent
     runner.manifest.store = store
-    # No parent recorded: where the manifest was deleted, its parent is found by the plan and the manifest's place,
-    # and the runs reused under it rather than under a second one.
+    # None recorded (the manifest was deleted): its parent is found by the plan and the manifest's place.
     plan = runner.plan
-    return recorded or newest_run(client_for(Path.cwd()), plan.experiment, f"tags.`bvr.stage` = 'ablation' and "
+    return recorded or newest_run(client, plan.experiment, f"tags.`bvr.stage` = 'ablation' and "
                                   f"tags.`bvr.plan` = '{plan.plan_hash}'", {"bvr.manifest": str(plan.manifest_path)})
-
-
-def _run_exists(run_id: str) -> bool:
-    from mlflow.exceptions import MlflowException
-
-    from bvr.tracking import client_for
-
-    try:
-        client_for(Path.cwd()).get_run(run_id)
-    except MlflowException:
-        return False
-    return True
 
 
 def _log_manifest(runner: Runner) -> None:
@@ -284,10 +338,10 @@ def _log_manifest(runner: Runner) -> None:
 
 def run_ablation(plan: Plan, *, only: list[str] | None = None, stage_dir: Path | None = None, report: bool = True,
                  progress: bool = True, console: Console | None = None, ui_url: str | None = None) -> AblationResult:
-    """Run every unit of ``plan`` (or the ``only`` ones, ``pretrain:static``), reusing finished units; render the
-    report last. A failed unit is recorded and the run goes on; the failures are raised together at the end, after
-    the (partial) report. A write that ran out of disk or permission stops the run at once; an interrupt is passed
-    on after the manifest is saved. ``stage_dir`` (``pipeline/NAME``) also gets each unit's products, for DVC."""
+    """Run every unit of ``plan`` (or the ``only`` ones, ``pretrain:static``), reusing finished units, and the report
+    last; ``stage_dir`` (``pipeline/NAME``) also gets each unit's products, for DVC. Failed units are recorded and
+    raised together after the (partial) report; a write that ran out of disk or permission stops the run at once; an
+    interrupt is passed on after the manifest is saved."""
     start = time.perf_counter()
     runner = Runner(plan, stage_dir=stage_dir, progress=progress, console=console or Console(), ui_url=ui_url)
     units = plan.select(only) if only else [u for u in plan.units() if report or u.kind is not UnitKind.REPORT]

@@ -1,8 +1,6 @@
-"""What each kind of unit does: one typed handler per :class:`~bvr.ablation.plan.UnitKind`, in :data:`HANDLERS`.
-
-A handler runs its unit through the stage caches (a finished unit is found rather than rebuilt), reads what it
-needs from a :class:`UnitContext` and changes nothing else: it returns an :class:`Outcome`, which the runner
-(:mod:`bvr.runner.run`) puts in the manifest, the DVC stage folder and the log.
+"""What each kind of unit does: one handler per :class:`~bvr.ablation.plan.UnitKind`, in :data:`HANDLERS`. A handler
+runs its unit through the stage caches, reads a :class:`UnitContext` and changes nothing else: it returns an
+:class:`Outcome`, which the runner (:mod:`bvr.runner.run`) puts in the manifest, the DVC stage folder and the log.
 """
 
 from __future__ import annotations
@@ -73,10 +71,6 @@ class Outcome:
     """The ``report`` unit's :class:`~bvr.report.render.RenderResult`."""
 
 
-Handler = Callable[[UnitContext, Unit], Outcome]
-"""Runs one unit and says what it did."""
-
-
 def run_context(plan: Plan, manifest: Manifest, unit: Unit, parent_run_id: str | None) -> RunContext:
     """The context of every MLflow run ``unit`` opens: the ablation's experiment and parent run, and the model's
     label and tags, each key its arm declares among them as ``bvr.declared.KEY`` (``bvr.declared.masking.mode =
@@ -86,8 +80,7 @@ def run_context(plan: Plan, manifest: Manifest, unit: Unit, parent_run_id: str |
     tags: dict[str, Any] = {}
     if unit.kind not in (UnitKind.CORPUS, UnitKind.TOKENIZER, UnitKind.REPORT) and unit.name is not None:
         arm = plan.arm(unit.name)
-        declared = manifest.declared.get(arm.arm) or {}
-        declared = {f"{TAG_DECLARED_PREFIX}{key}": value for key, value in declared.items()}
+        declared = {f"{TAG_DECLARED_PREFIX}{key}": v for key, v in (manifest.declared.get(arm.arm) or {}).items()}
         tags = {TAG_ARM: arm.arm, TAG_LABEL: arm.label, TAG_PRETRAIN_SEED: arm.pretrain_seed, **declared}
     return RunContext(experiment=plan.experiment, ablation=plan.name, label=unit.name, parent_run_id=parent_run_id,
                       tags=tags)
@@ -180,7 +173,7 @@ def pretrain(ctx: UnitContext, unit: Unit) -> Outcome:
 
 def _run_here(ctx: UnitContext, run_dir: Path, run_id: str | None) -> str | None:
     """The pretraining run in this ablation's experiment: a model another ablation pretrained gets a copy of its run
-    here, without the artifacts, which stay with the run the copy names (``bvr.copied_from``)."""
+    here, without the artifacts (they stay with the run the copy names, ``bvr.copied_from``)."""
     from bvr.tracking import client_for, ensure_experiment, run_tags
     from bvr.tracking.placed import run_here
 
@@ -268,10 +261,9 @@ def finetune(ctx: UnitContext, unit: Unit) -> Outcome:
 
 def _seed_selection(selection: dict[str, Any] | None, index: int) -> list[dict[str, Any]] | None:
     """The selection score of the seed at ``index`` (in the call's seeds) at every grid point; None without a grid."""
-    if selection is None:
-        return None
-    return [{"learning_rate": p["learning_rate"], "epochs": p["epochs"], "name": p["name"], "score": p["scores"][index]}
-            for p in selection["points"]]
+    return None if selection is None else [
+        {"learning_rate": p["learning_rate"], "epochs": p["epochs"], "name": p["name"], "score": p["scores"][index]}
+        for p in selection["points"]]
 
 
 def report(ctx: UnitContext, unit: Unit) -> Outcome:
@@ -284,7 +276,7 @@ def report(ctx: UnitContext, unit: Unit) -> Outcome:
     return Outcome(True, lines=(line,), report=result)
 
 
-HANDLERS: dict[UnitKind, Handler] = {
+HANDLERS: dict[UnitKind, Callable[[UnitContext, Unit], Outcome]] = {
     UnitKind.CORPUS: corpus, UnitKind.TOKENIZER: tokenizer, UnitKind.DATA: data, UnitKind.PRETRAIN: pretrain,
     UnitKind.BLIMP: evaluate, UnitKind.PROBE: evaluate, UnitKind.FINETUNE: finetune, UnitKind.REPORT: report}
-"""The handler of each kind of unit."""
+"""The handler of each kind of unit: it runs the unit and says what it did."""

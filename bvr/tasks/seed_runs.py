@@ -18,7 +18,7 @@ from mlflow.tracking import MlflowClient
 
 from bvr.cache import build_once, is_done
 from bvr.tasks.results import SeedResult, TaskInfo, read_seed_result, seed_result_problem
-from bvr.tracking.placed import download, finished, finished_in, logged_run
+from bvr.tracking.placed import download, finished, logged_run
 
 RESULT_FILE = "result.json"
 
@@ -40,7 +40,7 @@ def place_seeds(client: MlflowClient, experiment_id: str, dirs: dict[int, Path])
         if not is_done(folder):
             continue  # never finished (a killed build): trained now
         result, info = read_seed_result(folder)
-        if finished_in(client, result.run_id, experiment_id):
+        if finished(client, result.run_id, experiment_id):
             here[seed] = (result, info)
         elif found := logged_run(client, experiment_id, folder.name):
             here[seed] = (dataclasses.replace(result, run_id=found), info)

@@ -1,27 +1,17 @@
-"""MLflow bookkeeping: where runs are stored, how they are named, tagged and nested, and how configs are logged.
-
-Conventions:
-
-- one experiment per ablation, or per command for lone runs (``bvr-pretrain``);
-- a parent run per invocation (:func:`parent_run`), and under it one nested run per arm and stage, named
-  ``ARM/STAGE[/TASK/seedN]`` (:func:`run_name`) and tagged ``bvr.*`` (:func:`run_tags`);
-- metric keys ``split/metric`` (``train/mlm_loss``, ``val/perplexity``), logged through a Lightning
-  :class:`~lightning.pytorch.loggers.MLFlowLogger` (:func:`bvr.logger.make_logger`, kept apart so that
-  reading runs needs no Lightning);
-- the default store is ``mlflow.db`` (SQLite) with artifacts in ``mlartifacts/``, both in the working directory,
-  so ``mlflow ui`` run there browses it with no server. ``MLFLOW_TRACKING_URI`` selects another store.
-
-Every function takes the store from :func:`tracking_uri` and passes it explicitly: nothing here relies on
-MLflow's process-wide "current" tracking URI or active run.
+"""MLflow bookkeeping. One experiment per ablation (or per command for lone runs, ``bvr-pretrain``); a parent run
+per invocation (:func:`parent_run`) with one nested run per arm and stage, named ``ARM/STAGE[/TASK/seedN]``
+(:func:`run_name`) and tagged ``bvr.*`` (:func:`run_tags`); metric keys ``split/metric`` (``val/perplexity``), logged
+through :func:`bvr.logger.make_logger` (apart, so that reading runs needs no Lightning). The default store is
+``mlflow.db`` with artifacts in ``mlartifacts/`` in the working directory (``mlflow ui`` run there browses it);
+``MLFLOW_TRACKING_URI`` selects another. Every function passes the store (:func:`tracking_uri`) explicitly: nothing
+relies on MLflow's process-wide tracking URI or active run.
 """
 
 import os
 
-# Before `import mlflow` (in the modules below), and only where unset: MLflow 3 decides at import time whether to
-# start its telemetry client (an installation id under ~/.config, usage events posted), and bvr runs offline; a
-# cached result read back from its run is one line of bvr's, not a progress bar per file; a tracking server that stops
-# answering is retried 4 times (14 s of back-off, 60 s for one answer), not MLflow's silent four minutes, then said in
-# one line (bvr.tracking.server.server_failure).
+# Before `import mlflow`, only where unset: no telemetry (MLflow 3 decides at import; bvr runs offline), no progress
+# bar per artifact file, and a tracking server that stops answering retried 4 times (14 s of back-off, 60 s for one
+# answer), not MLflow's silent four minutes, then said in one line (bvr.tracking.store.server_failure).
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "4")
@@ -66,7 +56,6 @@ from bvr.tracking.runs import (  # noqa: E402
     run_tags,
     system_metrics,
 )
-from bvr.tracking.server import server_failure  # noqa: E402
 from bvr.tracking.store import (  # noqa: E402
     DEFAULT_DB,
     artifact_location,
@@ -74,6 +63,7 @@ from bvr.tracking.store import (  # noqa: E402
     client_for,
     ensure_experiment,
     find_runs,
+    server_failure,
     store_client,
     tracking_uri,
 )

@@ -1,7 +1,6 @@
-"""A store another process holds locked: how long bvr waits for it (:data:`STORE_WAIT`), who holds it
-(:func:`store_holders`), and the one line when it stays locked (:func:`locked_store_error`), before any work
-(:func:`check_sqlite`, which also refuses a file that is not SQLite or cannot be written) or during a call
-(:func:`locked_as_error`). :mod:`bvr.tracking.store` opens every store through them.
+"""A store another process holds locked: how long bvr waits (:data:`STORE_WAIT`), who holds it, and the one line
+when it stays locked, before any work (:func:`check_sqlite`, which also refuses a file that is not SQLite or cannot
+be written) or during a call (:func:`locked_as_error`). :mod:`bvr.tracking.store` opens every store through them.
 """
 
 from __future__ import annotations
@@ -25,9 +24,8 @@ STORE_NOTICE = 3.0
 
 
 def store_holders(db: Path) -> str:
-    """Who may hold ``db`` locked, found cheaply: the process named in bvr's lock file beside it, and the other
-    processes of this user that have the file open (``/proc/PID/fd``); empty when none is found (another user's, or
-    another machine's on a shared file system)."""
+    """Who may hold ``db`` locked: the process in bvr's lock file beside it and this user's other processes that have
+    it open (``/proc/PID/fd``); empty when none is found (another user's, or another machine's)."""
     pids = {pid for pid in [holder(lock_path(db))] if pid is not None and pid != os.getpid()}
     target = str(Path(db).resolve())
     proc = Path("/proc")
@@ -43,10 +41,9 @@ def store_holders(db: Path) -> str:
 
 
 def _command_name(pid: int) -> str:
-    try:
+    with contextlib.suppress(OSError):
         return (Path("/proc") / str(pid) / "comm").read_text().strip() or "?"
-    except OSError:
-        return "?"
+    return "?"
 
 
 def locked_store_error(db: Path, waited: float, *, before_work: bool = True) -> BvrError:
@@ -100,9 +97,9 @@ _SQLITE_FAULTS = {
 
 
 def check_sqlite(db: Path, *, write: bool) -> None:
-    """Open an existing store file as SQLite, and with ``write`` make a write (undone) in it, so that a file that is
-    not SQLite or cannot be written is one line before any work, not MLflow's traceback in the middle of a run. A
-    locked store is waited for (:data:`STORE_WAIT`), then refused in one line before anything is written."""
+    """Open an existing store file as SQLite and, with ``write``, make a write (undone) in it: a file that is not
+    SQLite or cannot be written is one line before any work, not MLflow's traceback mid-run. A locked store is waited
+    for (:data:`STORE_WAIT`), then refused in one line."""
     if not db.is_file() or db.stat().st_size == 0:  # SQLite starts an empty or missing file as a new database
         return
     wait = env_seconds(STORE_WAIT_ENV, STORE_WAIT, "bvr waits for a locked MLflow store")

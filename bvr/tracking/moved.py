@@ -1,11 +1,9 @@
 """A local store that moved: its artifact folders re-rooted beside it, so that a moved or copied clone still works.
 
-MLflow records each experiment's artifact folder, and each run's and logged model's, as absolute ``file://`` URIs
-in the database. bvr puts them beside the store (``mlartifacts/<experiment>``,
-:func:`bvr.tracking.store.artifact_location`); after ``mv`` or ``cp -r`` of the folder they still name the old
-place, where ``bvr report`` would then log its report (or fail to, when the old place is gone or read-only), and
-the MLflow UI would look for every artifact. :func:`reroot_artifacts` rewrites them to the store's folder the
-first time a process opens the store (:func:`bvr.tracking.store.store_client`).
+MLflow records the artifact folders of experiments, runs and logged models as absolute ``file://`` URIs; after
+``mv`` or ``cp -r`` of the folder they name the old place, where ``bvr report`` would log (or fail to) and the UI
+would look. :func:`reroot_artifacts` rewrites them the first time a process opens the store
+(:func:`bvr.tracking.store.store_client`).
 """
 
 from __future__ import annotations
@@ -35,10 +33,9 @@ def artifact_root(location: str) -> str | None:
 
 
 def reroot_artifacts(db: Path) -> int:
-    """Rewrite the artifact URIs of a moved SQLite store to its folder's ``mlartifacts/``; return the rows changed.
-    Only the experiments bvr laid out (:func:`artifact_root`) move, with their runs and logged models, and only when
-    the store's folder has an ``mlartifacts/`` of its own. A store that cannot be written, or that another process
-    holds locked, is left for the next opening."""
+    """Rewrite the artifact URIs of a moved SQLite store to its folder's ``mlartifacts/`` (which must exist); return
+    the rows changed. Only the experiments bvr laid out (:func:`artifact_root`) move, with their runs and logged
+    models. A store that cannot be written, or is locked, is left for the next opening."""
     folder = db.resolve().parent
     if not (folder / ARTIFACTS).is_dir() or not db.is_file():
         return 0

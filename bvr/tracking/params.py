@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from mlflow.entities import Dataset, DatasetInput, InputTag, Param, RunTag
+from mlflow.entities import Dataset, DatasetInput, InputTag, Param
 from mlflow.tracking import MlflowClient
 
 from bvr.errors import BvrError
@@ -50,11 +50,9 @@ def _as_dict(config: Any) -> dict[str, Any]:
 
 
 def flatten_params(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
-    """Flatten a nested config into MLflow params with dotted keys.
-
-    Strings are kept as they are; everything else is written as JSON (lists, ``true``, ``null``). Values longer
-    than MLflow's limit are cut and end with :data:`TRUNCATION_MARKER`; characters MLflow refuses in keys
-    become ``_``. A dataclass is accepted in place of a dict.
+    """Flatten a nested config (dicts or dataclasses) into MLflow params with dotted keys: strings as they are, the
+    rest as JSON; values over MLflow's limit are cut and end with :data:`TRUNCATION_MARKER`; characters MLflow
+    refuses in keys become ``_``.
 
     >>> flatten_params({"masking": {"mask_prob": 0.15, "split": [0.8, 0.1, 0.1]}, "path": None})
     {'masking.mask_prob': '0.15', 'masking.split': '[0.8, 0.1, 0.1]', 'path': 'null'}
@@ -107,15 +105,9 @@ def log_inputs(client: MlflowClient, run_id: str, inputs: Sequence[DataInput]) -
         for i in inputs])
 
 
-def log_tags_batched(client: MlflowClient, run_id: str, tags: Mapping[str, str]) -> None:
-    """Set ``tags`` on a run in batches of at most MLflow's limit."""
-    log_batched(client, run_id, "tags", [RunTag(key, str(value)) for key, value in tags.items()])
-
-
-def log_config(logger_or_client: Any, run_id: str | None, config: Mapping[str, Any], *,
-               artifact_name: str = "config.yaml") -> None:
-    """Log a resolved config (a mapping or a dataclass) as flattened params and as a YAML artifact, to ``run_id`` or,
-    given a Lightning MLFlowLogger and None, the logger's run."""
+def log_config(logger_or_client: Any, run_id: str | None, config: Mapping[str, Any]) -> None:
+    """Log a resolved config (a mapping or a dataclass) as flattened params and as the artifact ``config.yaml``, to
+    ``run_id`` or, given a Lightning MLFlowLogger and None, the logger's run."""
     if not isinstance(logger_or_client, MlflowClient):  # a Lightning MLFlowLogger
         client, run_id = logger_or_client.experiment, run_id or logger_or_client.run_id
     else:
@@ -124,7 +116,7 @@ def log_config(logger_or_client: Any, run_id: str | None, config: Mapping[str, A
         raise ValueError("log_config needs a run_id when given an MlflowClient")
     log_params_batched(client, run_id, flatten_params(config))
     plain = json.loads(json.dumps(_as_dict(config), default=str))  # YAML-safe: tuples become lists, paths strings
-    client.log_text(run_id, yaml.safe_dump(plain, sort_keys=False), artifact_name)
+    client.log_text(run_id, yaml.safe_dump(plain, sort_keys=False), "config.yaml")
 
 
 def log_artifact_dir(client: MlflowClient, run_id: str, path: Path, artifact_path: str) -> None:

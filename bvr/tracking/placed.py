@@ -1,11 +1,7 @@
-"""A cached result's MLflow run, in the experiment that asks for it.
-
-The caches under an output folder are keyed by content, so two ablations sharing a folder share results: the
-no-pretraining control of ``masking`` and of ``sentence-objective`` is one model, scored and fine-tuned once. Its
-runs, though, live in the experiment that first logged them, and a report reads its own experiment only. So each run
-made from a cache entry carries the entry's name (:data:`TAG_RESULT`): another experiment gets its own copy of the
-run (:func:`copy_run`), and a cache entry rebuilt after it was deleted or damaged finds the run it had
-(:func:`logged_run`) instead of logging the same result twice.
+"""A cached result's MLflow run, in the experiment that asks for it. Caches are keyed by content, so two ablations
+sharing an output folder share results (one control model, scored once), but a report reads its own experiment
+only. So each run made from a cache entry carries the entry's name (:data:`TAG_RESULT`): another experiment gets its
+own copy of the run (:func:`copy_run`), and a rebuilt cache entry finds the run it had (:func:`logged_run`).
 """
 
 from __future__ import annotations
@@ -30,27 +26,19 @@ TAG_COPIED_FROM = "bvr.copied_from"
 _METRICS_PER_BATCH = 1000  # MLflow's limit on one log_batch request
 
 
-def finished_in(client: MlflowClient, run_id: str | None, experiment_id: str) -> bool:
-    """Whether ``run_id`` is a FINISHED run of experiment ``experiment_id``, not deleted."""
-    run = _finished_run(client, run_id)
-    return run is not None and run.info.experiment_id == experiment_id
-
-
-def finished(client: MlflowClient, run_id: str | None) -> bool:
-    """Whether ``run_id`` is a FINISHED run of this store (in any experiment), not deleted."""
-    return _finished_run(client, run_id) is not None
-
-
-def _finished_run(client: MlflowClient, run_id: str | None) -> Any:
-    """The run ``run_id`` when it is FINISHED and not deleted, else None."""
-    if not run_id:
-        return None
+def stored_run(client: MlflowClient, run_id: str | None) -> Any:
+    """The run ``run_id`` of this store, or None where it has none."""
     try:
-        run = client.get_run(run_id)
+        return client.get_run(run_id) if run_id else None
     except MlflowException:
         return None
-    return run if run.info.status == "FINISHED" and run.info.lifecycle_stage == "active" else None
 
+
+def finished(client: MlflowClient, run_id: str | None, experiment_id: str | None = None) -> bool:
+    """Whether ``run_id`` is a FINISHED run, not deleted, of experiment ``experiment_id`` (None: of any)."""
+    run = stored_run(client, run_id)
+    return (run is not None and run.info.status == "FINISHED" and run.info.lifecycle_stage == "active"
+            and experiment_id in (None, run.info.experiment_id))
 
 def logged_run(client: MlflowClient, experiment_id: str, key: str) -> str | None:
     """The newest FINISHED run of the experiment made from cache entry ``key``, or None."""
@@ -108,9 +96,8 @@ def copy_run(client: MlflowClient, run_id: str, experiment_id: str, *, parent_ru
 def run_here(client: MlflowClient, experiment_id: str, run_id: str | None, key: str, *, parent_run_id: str | None,
              tags: dict[str, Any], artifacts: bool = True) -> str | None:
     """The run of cache entry ``key`` in experiment ``experiment_id``: ``run_id`` where it is there, else the run
-    this experiment logged from that entry before, else a copy of ``run_id`` made here (:func:`copy_run`, tagged
-    with ``key``); None where ``run_id`` is not a finished run of this store."""
-    if finished_in(client, run_id, experiment_id):
+    logged here from that entry before, else a copy of a finished ``run_id`` (:func:`copy_run`); else None."""
+    if finished(client, run_id, experiment_id):
         return run_id
     found = logged_run(client, experiment_id, key)
     if found or not finished(client, run_id):

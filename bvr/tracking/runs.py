@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
-from mlflow.entities import LoggedModelOutput, Metric, RunStatus
+from mlflow.entities import LoggedModelOutput, Metric, RunStatus, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from mlflow.tracking.context.registry import resolve_tags
@@ -27,7 +27,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_GIT_COMMIT, MLFLOW_RUN_NOTE
 from bvr.errors import BvrError
 from bvr.locks import process_alive
 from bvr.signals import is_interrupt
-from bvr.tracking.params import log_tags_batched
+from bvr.tracking.params import log_batched
 from bvr.tracking.store import client_for, ensure_experiment
 
 TAG_ABLATION = "bvr.ablation"
@@ -40,8 +40,7 @@ TAG_COLLAPSED = "bvr.collapsed"
 TAG_GIT_COMMIT = "bvr.git_commit"
 TAG_HOST = "bvr.host"
 TAG_PID = "bvr.pid"
-"""The machine and process that last opened the run, so a later invocation can tell a run whose process died
-(killed, out of memory, power cut) from one still running, and close it (:func:`close_stale_runs`)."""
+"""The machine and process that last opened the run: a run whose process died is closed (:func:`close_stale_runs`)."""
 TAG_CLOSED = "bvr.closed"
 TAG_LABEL = "bvr.label"
 """The model a run belongs to in an ablation, ``ARM-pSEED`` (``bvr.arm`` is then the arm alone)."""
@@ -53,8 +52,7 @@ TAG_MEASURE = "bvr.measure"
 
 @dataclass(frozen=True)
 class RunContext:
-    """What a run belongs to, for its MLflow record: built once by the ablation runner (per unit) or by a command, and
-    passed down to the code that opens the run.
+    """What a run belongs to, for its MLflow record: built by the ablation runner (per unit) or by a command.
 
     >>> context = RunContext(ablation="masking", label="static-p0", tags={"bvr.arm": "static"})
     >>> tags = run_tags(context, stage="pretrain")
@@ -72,8 +70,8 @@ class RunContext:
     default (the config's name, the checkpoint's run)."""
     parent_run_id: str | None = None  # the ablation's parent run, to nest under
     tags: Mapping[str, Any] = field(default_factory=dict)
-    """The model's tags, on every run of it: its arm (``bvr.arm``), label, pretraining seed and each key its arm
-    declares (``bvr.declared.masking.mode``); they win over the tags :func:`run_tags` derives from the fields."""
+    """The model's tags on every run of it (arm, label, pretraining seed, ``bvr.declared.KEY``); they win over the tags
+    :func:`run_tags` derives from the fields."""
 
     def with_defaults(self, experiment: str, label: str) -> RunContext:
         """The context with its experiment (the ablation's, else ``experiment``) and label filled in."""
@@ -119,11 +117,9 @@ def _tag_value(value: Any) -> str:
 
 def run_tags(context: RunContext, *, stage: str, task: str | None = None, seed: int | None = None,
              extra: Mapping[str, Any] | None = None) -> dict[str, str]:
-    """The ``bvr.*`` tags of a run, the git commit where known, and the host and process id that opened it.
-
-    Tags whose value is None are left out, so that ``tags.bvr.task = 'mnli'`` filters only runs that have one.
-    Booleans are written ``true``/``false``. ``extra`` wins over the context's tags, which win over the rest.
-    """
+    """The ``bvr.*`` tags of a run, the git commit where known, and the host and process id that opened it. Tags
+    whose value is None are left out (``tags.bvr.task = 'mnli'`` then filters only runs that have one); booleans are
+    ``true``/``false``. ``extra`` wins over the context's tags, which win over the rest."""
     values = {TAG_ABLATION: context.ablation, TAG_ARM: context.label, TAG_STAGE: stage, TAG_TASK: task,
               TAG_SEED: seed, **_owner()}
     tags = {key: _tag_value(value) for key, value in values.items() if value is not None}
@@ -141,11 +137,9 @@ def _owner() -> dict[str, Any]:
 
 
 def close_stale_runs(experiment: str, workdir: Path | None = None) -> list[str]:
-    """Mark KILLED the runs of ``experiment`` left RUNNING by a process of this machine that no longer exists (killed,
-    out of memory, a closed laptop: MLflow would show them as running forever), with :data:`TAG_CLOSED` saying why.
-    Runs of other hosts, without :data:`TAG_HOST` and :data:`TAG_PID`, or of live processes are left alone. Returns
-    the ids closed.
-    """
+    """Mark KILLED, with :data:`TAG_CLOSED` saying why, the runs of ``experiment`` left RUNNING by a process of this
+    machine that no longer exists (MLflow would show them running forever); return their ids. Runs of other hosts,
+    without :data:`TAG_HOST` and :data:`TAG_PID`, or of live processes are left alone."""
     client = client_for(workdir)
     found = client.get_experiment_by_name(experiment)
     if found is None:
@@ -175,7 +169,7 @@ def resume_run(client: MlflowClient, run_id: str, experiment: str) -> None:
     if found != experiment:
         raise BvrError(f"MLflow run '{run_id}' belongs to experiment '{found}', not '{experiment}'", where="--resume")
     client.update_run(run_id, status=RunStatus.to_string(RunStatus.RUNNING))
-    log_tags_batched(client, run_id, {key: str(value) for key, value in _owner().items()})
+    log_batched(client, run_id, "tags", [RunTag(key, str(value)) for key, value in _owner().items()])
 
 
 @contextlib.contextmanager
@@ -191,7 +185,7 @@ def parent_run(experiment: str, name: str, *, workdir: Path | None = None, tags:
         tags[MLFLOW_RUN_NOTE] = description
     if resume_run_id:
         resume_run(client, resume_run_id, experiment)
-        log_tags_batched(client, resume_run_id, tags)
+        log_batched(client, resume_run_id, "tags", [RunTag(key, str(value)) for key, value in tags.items()])
         run_id = resume_run_id
     else:
         run_id = client.create_run(experiment_id, run_name=name, tags=resolve_tags(tags)).info.run_id
@@ -206,10 +200,9 @@ SYSTEM_METRICS_SECONDS = 10.0
 
 @contextlib.contextmanager
 def system_metrics(run_id: str | None, uri: str, *, resume: bool = False) -> Iterator[None]:
-    """Log the machine's load to ``run_id`` while the block runs (MLflow's ``system/*`` metrics: what else the machine
-    was doing while a run was timed), every :data:`SYSTEM_METRICS_SECONDS`. ``resume`` continues the step count of
-    an earlier invocation. Nothing is logged when ``run_id`` is None (a rank other than 0) or psutil is missing.
-    """
+    """Log the machine's load (MLflow's ``system/*`` metrics) to ``run_id`` every :data:`SYSTEM_METRICS_SECONDS`
+    while the block runs; ``resume`` continues an earlier invocation's step count. None (a rank other than 0), or
+    psutil missing: nothing is logged."""
     try:
         from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
     except ImportError:  # psutil is an optional dependency of MLflow: nothing is logged
@@ -233,9 +226,8 @@ def system_metrics(run_id: str | None, uri: str, *, resume: bool = False) -> Ite
 
 
 def end_status(err: BaseException | None) -> str:
-    """The status a run ends with when ``err`` stops it: KILLED for an interrupt (Ctrl-C; SIGTERM, which the CLI
-    raises as a KeyboardInterrupt and Lightning's loop stops for; Lightning's exit after either:
-    :func:`bvr.signals.is_interrupt`), FAILED for anything else.
+    """The status a run ends with when ``err`` stops it: KILLED for an interrupt (Ctrl-C, SIGTERM, Lightning's exit
+    after either: :func:`bvr.signals.is_interrupt`), FAILED for anything else.
 
     >>> end_status(KeyboardInterrupt()), end_status(ValueError("bad"))
     ('KILLED', 'FAILED')
@@ -266,30 +258,20 @@ MODEL_METRIC_SECTION = "encoder"
 """The chart section of a logged model's metrics in its run (:func:`link_model`)."""
 
 
-def model_metric_key(key: str) -> str:
-    """The name a logged model's metric ``key`` gets in its run: one chart section, as the UI makes a section of
-    everything before a key's last ``/``.
-
-    >>> model_metric_key("val/mlm_loss")
-    'encoder/val_mlm_loss'
-    """
-    return f"{MODEL_METRIC_SECTION}/{key.replace('/', '_')}"
-
-
 def link_model(client: MlflowClient, run_id: str, model_id: str, *, description: str,
                metrics: Mapping[str, float], step: int = 0, digits: int = 4) -> None:
     """Show a logged model as the run's output both ways in MLflow's UI: the run page lists it under "Logged
     models" (``source_run_id`` alone does not), and the model's page shows ``description`` (Markdown) and
     ``metrics`` (rounded to ``digits`` decimals, non-finite ones left out, logged at ``step``).
 
-    The metrics go to the run under the names :func:`model_metric_key` gives: MLflow keeps a model's metrics in its
-    run's history, and under the run's own key a rounded copy would add a point to its curve and become its latest
-    value.
+    MLflow keeps a model's metrics in its run's history, where under the run's own key a rounded copy would add a
+    point to its curve; so ``val/mlm_loss`` goes in as ``encoder/val_mlm_loss``, one chart section (the UI makes a
+    section of everything before a key's last ``/``).
     """
     client.log_outputs(run_id, [LoggedModelOutput(model_id, 0)])
     client.set_logged_model_tags(model_id, {MLFLOW_RUN_NOTE: description})
     now = int(time.time() * 1000)
-    values = [Metric(model_metric_key(key), round(float(v), digits), now, step, model_id=model_id, run_id=run_id)
-              for key, v in metrics.items() if math.isfinite(float(v))]
+    values = [Metric(f"{MODEL_METRIC_SECTION}/{key.replace('/', '_')}", round(float(v), digits), now, step,
+                     model_id=model_id, run_id=run_id) for key, v in metrics.items() if math.isfinite(float(v))]
     if values:
         client.log_batch(run_id, metrics=values)

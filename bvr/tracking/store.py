@@ -1,5 +1,6 @@
-"""Where runs are stored (:func:`tracking_uri`, one client per store, experiments and their artifact folders), and
-reading runs back into a table (:func:`find_runs`)."""
+"""Where runs are stored (:func:`tracking_uri`, one client per store, experiments and their artifact folders), a
+tracking server that does not answer (:func:`check_store`, :func:`server_failure`), and reading runs back into a
+table (:func:`find_runs`)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from mlflow.tracking import MlflowClient
 from bvr.errors import BvrError
 from bvr.locks import file_lock, lock_path
 from bvr.signals import deferring
-from bvr.tracking.locked import check_sqlite, locked_as_error
+from bvr.tracking.locked import causes, check_sqlite, locked_as_error
 from bvr.tracking.moved import ARTIFACTS, reroot_artifacts
 from bvr.tracking.uri import check_uri, sqlite_file
 from bvr.write_checks import check_writable
@@ -40,11 +41,9 @@ def tracking_uri(workdir: Path | None = None) -> str:
 
 
 class SQLiteClient(MlflowClient):
-    """A client of an SQLite store whose public methods run under :func:`bvr.signals.signals_deferred`: a handler
-    raising in the middle of a call loses its write, or can leave the store locked for the clean-up that ends the run
-    KILLED. A server store keeps MLflow's client: a request cut short locks nothing, and its client retries an
-    unreachable server for minutes, which Ctrl-C must be able to cut.
-    """
+    """A client of an SQLite store whose public methods run under :func:`bvr.signals.signals_deferred`: a signal
+    handler raising mid-call would lose the write, or leave the store locked for the clean-up that ends the run
+    KILLED. A server store keeps MLflow's client: a request cut short locks nothing."""
 
     def __init__(self, tracking_uri: str) -> None:
         self._db = sqlite_file(tracking_uri)
@@ -59,12 +58,9 @@ class SQLiteClient(MlflowClient):
 
 
 def store_client(uri: str) -> MlflowClient:
-    """A client of the store ``uri``: every bvr use of a store starts here, so that its first use is serialised.
-
-    MLflow creates and migrates an SQLite store's tables when a process first opens it; several processes doing
-    that at once on a new store crash, and can leave it broken. The first opening in each process therefore holds
-    a file lock beside the database (``.mlflow.db.lock``).
-    """
+    """A client of the store ``uri``; every bvr use of a store starts here. MLflow creates and migrates an SQLite
+    store's tables when a process first opens it, and several processes doing that at once crash and can break it,
+    so the first opening in each process holds a file lock beside the database (``.mlflow.db.lock``)."""
     check_uri(uri)  # an unknown scheme, a driver not installed, a folder at mlflow.db: one line, not MLflow's
     db = sqlite_file(uri)
     if db is None:
@@ -86,14 +82,13 @@ def client_for(workdir: Path | None) -> MlflowClient:
 
 
 SERVER_TIMEOUT = 3.0
-"""Seconds :func:`check_store` waits for a tracking server: MLflow's own client retries for minutes."""
+"""Seconds :func:`check_store` waits for a tracking server."""
 
 
-def check_store(workdir: Path | None = None, *, timeout: float = SERVER_TIMEOUT) -> str:
+def check_store(workdir: Path | None = None) -> str:
     """Before long work: the tracking server answers, or the local store's folder and database can be written
     (:func:`bvr.tracking.locked.check_sqlite`); return the URI. MLflow's client retries an unreachable server for
-    about four minutes, silently, and only once the data is loaded; one short request up front says it in seconds.
-    """
+    about four minutes, silently, once the data is loaded; one short request up front says it in seconds."""
     uri = tracking_uri(workdir)
     check_uri(uri)
     db = sqlite_file(uri)
@@ -103,7 +98,7 @@ def check_store(workdir: Path | None = None, *, timeout: float = SERVER_TIMEOUT)
         return uri
     if uri.startswith(("http://", "https://")):
         try:
-            urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=timeout).close()
+            urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=SERVER_TIMEOUT).close()
         except urllib.error.HTTPError:
             pass  # it answered
         except (urllib.error.URLError, OSError) as err:
@@ -114,17 +109,39 @@ def check_store(workdir: Path | None = None, *, timeout: float = SERVER_TIMEOUT)
     return uri
 
 
-def _slug(name: str) -> str:
-    """A folder name for ``name``; a hash keeps names that differ only in odd characters apart."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "experiment"
-    return slug if slug == name else f"{slug}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
+_UNANSWERED = (("Connection refused", "connection refused"),
+               ("RemoteDisconnected", "connection closed without an answer"),
+               ("timed out", "no answer in time"), ("Connection aborted", "connection aborted"),
+               ("Max retries exceeded", "no answer"))
+"""What a failed request's message holds, most telling first, and how bvr says it."""
+
+
+def server_failure(err: BaseException) -> BvrError | None:
+    """The one line for a request to the tracking server that failed after its retries (bounded in
+    :mod:`bvr.tracking`), or None for any other error (its causes and contexts are searched too)."""
+    uri = tracking_uri()
+    if not uri.startswith(("http://", "https://")):
+        return None
+    for cause in causes(err):
+        text = str(cause)
+        reason = next((said for mark, said in _UNANSWERED if mark in text), None)
+        if isinstance(cause, MlflowException) and "API request to" in text and reason:
+            retries = os.environ.get("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "7")
+            return BvrError(f"the MLflow tracking server {uri} stopped answering ({reason}; "
+                            f"{retries} {'retry' if retries == '1' else 'retries'})",
+                            where="MLFLOW_TRACKING_URI", hint="start it again, then run the same command: finished "
+                            "stages and checkpoints are reused (bvr pretrain: with --resume)")
+    return None
 
 
 def artifact_location(experiment: str, uri: str) -> str | None:
-    """Where a new experiment keeps its artifacts: ``mlartifacts/<name>`` beside an SQLite store (named after the
-    experiment: the location is given before MLflow assigns the id); None lets any other store choose."""
+    """Where a new experiment keeps its artifacts: ``mlartifacts/<name>`` beside an SQLite store (by name: it is given
+    before MLflow assigns the id; a hash keeps names that differ only in odd characters apart); None lets any other
+    store choose."""
     db = sqlite_file(uri)
-    return (db.parent / ARTIFACTS / _slug(experiment)).as_uri() if db else None
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", experiment).strip("-.") or "experiment"
+    slug = slug if slug == experiment else f"{slug}-{hashlib.sha1(experiment.encode()).hexdigest()[:8]}"
+    return (db.parent / ARTIFACTS / slug).as_uri() if db else None
 
 
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"

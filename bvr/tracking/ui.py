@@ -1,10 +1,6 @@
-"""Addresses in the MLflow UI: where it is (:func:`ui_base`), an experiment's runs or one run (:func:`ui_address`),
-and bvr's saved views (:data:`SAVED_VIEWS`, :func:`view_url`; :mod:`bvr.ops.views` writes them).
-
-Every address carries :data:`MODEL_TRAINING`. The UI's address is known from ``--ui-url``, ``BVR_MLFLOW_UI`` or a
-tracking server; a local store is shown by whatever ``mlflow ui`` a user starts, and bvr then prints
-:data:`DEFAULT_UI` (the terminal) or the path after the address (the report).
-"""
+"""Addresses in the MLflow UI, each in model-training mode (:data:`MODEL_TRAINING`): where it is (:func:`ui_base`),
+an experiment's runs or one run (:func:`ui_address`), and bvr's saved views (:data:`SAVED_VIEWS`, :func:`view_url`;
+:mod:`bvr.ops.views` writes them)."""
 
 from __future__ import annotations
 
@@ -15,9 +11,8 @@ from urllib.parse import urlencode
 from bvr.errors import BvrError
 
 MODEL_TRAINING = {"workflowType": "machine_learning"}
-"""The query that opens MLflow's UI (3.x) in its model-training mode. The UI takes its mode from the address, else
-from the browser's storage, where a fresh profile holds the GenAI mode: its sidebar then offers traces, judges and
-agent versions, and an experiment's address lands on an empty traces overview."""
+"""The query that opens MLflow's UI (3.x) in its model-training mode: else a fresh browser profile holds the GenAI
+mode, and an experiment's address lands on an empty traces overview."""
 DEFAULT_UI = "http://127.0.0.1:5000"
 """Where ``mlflow ui`` serves by default: the address bvr prints when it knows of no other."""
 UI_URL_ENV = "BVR_MLFLOW_UI"
@@ -56,11 +51,9 @@ SAVED_VIEWS = (
 
 
 def ui_base(tracking_uri: str, ui_url: str | None = None) -> str | None:
-    """The address of the MLflow UI that shows the runs, or None when it is not known.
-
-    In order: ``ui_url`` (``--ui-url``), the environment's :data:`UI_URL_ENV`, then the tracking URI itself when it
-    is a server (``http(s)://``). A local store (a SQLite file) is shown by whatever ``mlflow ui`` a user starts,
-    on a host and port bvr cannot know, so no address is guessed. An address not http(s) is refused.
+    """The address of the MLflow UI that shows the runs: ``ui_url`` (``--ui-url``), else :data:`UI_URL_ENV`, else the
+    tracking URI when it is a server; None for a local store, whose ``mlflow ui`` runs on a host and port bvr cannot
+    know. An address not http(s) is refused.
 
     >>> ui_base("sqlite:///mlflow.db", "http://127.0.0.1:8080/"), ui_base("https://mlflow.lab:443", None)
     ('http://127.0.0.1:8080', 'https://mlflow.lab:443')

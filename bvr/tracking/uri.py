@@ -1,9 +1,7 @@
-"""What a tracking URI names, checked before MLflow opens it: a store MLflow knows, with its database driver
-installed, and at an SQLite path a file, not a folder.
-
-MLflow says none of these in a line: an unknown scheme is a traceback from its store registry, a missing driver
-(``psycopg`` for ``postgresql://``) a ``ModuleNotFoundError`` from SQLAlchemy, and a folder at ``mlflow.db`` two
-minutes of retries before SQLAlchemy's traceback. :func:`check_uri` says each in one line, at once.
+"""What a tracking URI names, checked before MLflow opens it (:func:`check_uri`): a store MLflow knows, with its
+database driver installed, and at an SQLite path a file. MLflow says none of these in a line: an unknown scheme is a
+traceback from its store registry, a missing driver a ``ModuleNotFoundError`` from SQLAlchemy, and a folder at
+``mlflow.db`` two minutes of retries before SQLAlchemy's traceback.
 """
 
 from __future__ import annotations
@@ -29,28 +27,28 @@ UNSET = "or unset MLFLOW_TRACKING_URI to log to ./mlflow.db"
 
 def check_uri(uri: str) -> None:
     """Refuse, in one line, a store MLflow cannot open: an unknown scheme, a database whose driver is not
-    installed, a folder (or device) where an SQLite store's file would be, or MLflow's file store."""
+    installed, a folder (or device) where an SQLite store's file would be, or a path, which MLflow 3 reads as its
+    file store and refuses ("maintenance mode") unless ``MLFLOW_ALLOW_FILE_STORE`` says to use it anyway."""
     scheme = urllib.parse.urlsplit(uri).scheme
     db = sqlite_file(uri)
-    if db is not None:
-        _check_file(db)
-    elif scheme in ("", "file"):
-        check_not_file_store(uri)
+    if db is not None and db.exists() and not db.is_file():
+        kind = "a folder" if db.is_dir() else "a device, pipe or socket"
+        raise BvrError(f"the MLflow store is {kind}, not an SQLite database file", where=db,
+                       hint="move it away (bvr then starts a new store there) or set MLFLOW_TRACKING_URI to the store "
+                            "you mean (sqlite:////ABSOLUTE/PATH/mlflow.db)")
+    if scheme in ("", "file"):
+        if not MLFLOW_ALLOW_FILE_STORE.get():
+            raise BvrError(f"{uri} is a path, which MLflow reads as its file store (a folder of runs) and no longer "
+                           "writes to (it is in maintenance mode)", where=WHERE,
+                           hint="set it to an SQLite store (sqlite:////ABSOLUTE/PATH/mlflow.db) or a tracking server "
+                                "(http://HOST:PORT), or unset it to log to ./mlflow.db; `mlflow migrate-filestore` "
+                                "moves the folder's runs into an SQLite store")
     elif scheme.split("+", 1)[0] not in SCHEMES:
         raise BvrError(f"'{shown(uri)}' is not a store MLflow can log to (scheme '{scheme}')", where=WHERE,
                        hint="set it to sqlite:////ABSOLUTE/PATH/mlflow.db, a tracking server (http://HOST:PORT) or a "
                             f"database (postgresql://, mysql://, mssql://), {UNSET}")
     elif scheme.split("+", 1)[0] in DATABASES:
         _check_driver(uri)
-
-
-def _check_file(db: Path) -> None:
-    """Refuse a folder or device at an SQLite store's path: MLflow would retry it for two minutes."""
-    if db.exists() and not db.is_file():
-        kind = "a folder" if db.is_dir() else "a device, pipe or socket"
-        raise BvrError(f"the MLflow store is {kind}, not an SQLite database file", where=db,
-                       hint="move it away (bvr then starts a new store there) or set MLFLOW_TRACKING_URI to the store "
-                            "you mean (sqlite:////ABSOLUTE/PATH/mlflow.db)")
 
 
 def _check_driver(uri: str) -> None:
@@ -83,17 +81,6 @@ def shown(uri: str) -> str:
         return uri
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
     return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
-
-
-def check_not_file_store(uri: str) -> None:
-    """Refuse a folder as the store: MLflow 3 raises on its file store ("maintenance mode") unless
-    ``MLFLOW_ALLOW_FILE_STORE`` says to use it anyway."""
-    if urllib.parse.urlparse(uri).scheme in ("", "file") and not MLFLOW_ALLOW_FILE_STORE.get():
-        raise BvrError(f"{uri} is a path, which MLflow reads as its file store (a folder of runs) and no longer "
-                       "writes to (it is in maintenance mode)", where=WHERE,
-                       hint="set it to an SQLite store (sqlite:////ABSOLUTE/PATH/mlflow.db) or a tracking server "
-                            "(http://HOST:PORT), or unset it to log to ./mlflow.db; `mlflow migrate-filestore` moves "
-                            "the folder's runs into an SQLite store")
 
 
 def sqlite_file(uri: str) -> Path | None:

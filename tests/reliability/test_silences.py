@@ -23,8 +23,7 @@ from bvr import tracking
 from bvr.ablation.plan import make_plan
 from bvr.model import hf
 from bvr.ops import ui as served
-from bvr.runner.opening import describe_plan
-from bvr.runner.run import Runner
+from bvr.runner.run import Runner, describe_plan
 from bvr.threads import ThreadBudget, Usable
 from tests.reliability.conftest import FIXTURES, REPO, error_line, start_bvr
 from tests.test_ablate import EXPERIMENT

@@ -1,15 +1,10 @@
 """A report and its MLflow views, looked at in a real browser (``bvr report NAME --browser-check DIR``).
 
-With the report's links pointing at an ``mlflow ui`` for the store in use, :func:`check_in_browser`:
-
-- opens ``report.html`` at 1,200 px wide in headless Chromium with a small script added to a copy of the page,
-  which lists every image that did not load and every table wider than the text column (or the page wider than
-  the window); Chromium's ``--dump-dom`` hands the script's findings back;
-- resolves every link into the MLflow UI through the server's REST API (:func:`resolve_link`);
-- opens bvr's saved views (:data:`bvr.tracking.ui.SAVED_VIEWS`) and the parent run's page as a person would, each
-  in a fresh profile, and reads each from the render its screenshot shows (:func:`check_ui`): the UI's mode, whether
-  the view opened as saved, spinners and blank charts after the wait, numbers with more decimals than the report
-  prints, and whether the parent's description is whole.
+With the report's links pointing at an ``mlflow ui`` for the store in use, :func:`check_in_browser` opens a copy
+of ``report.html`` at 1,200 px in headless Chromium with a script that lists images that did not load and tables
+wider than the text column (:func:`check_layout`); resolves every link into the UI through its REST API
+(:func:`resolve_link`); and opens bvr's saved views and the parent run's page, each in a fresh profile, reading each
+from the render its screenshot shows (:func:`check_ui`).
 """
 
 from __future__ import annotations
@@ -202,12 +197,9 @@ RETRIES = 2
 def check_ui(check: BrowserCheck, base: str, experiment_id: str, parent_run_id: str | None, out_dir: Path, *,
              retries: int = RETRIES) -> None:
     """Open bvr's saved views and the parent run's page in the MLflow UI at ``base``; record in ``check`` what each
-    shows (:func:`_read_ui_page`), whether each view applied, and whether the parent's description is whole.
-
-    A view applied when the UI names it in its "Views" button and shows the view's own marker
-    (:attr:`bvr.tracking.ui.SavedView.marker`). A page still loading, or a description the UI measured while the
-    page was still laid out, is opened again with twice the wait (``retries`` times) before it counts.
-    """
+    shows, whether each view applied (the UI names it in "Views" and shows its
+    :attr:`~bvr.tracking.ui.SavedView.marker`) and whether the parent's description is whole; a page still loading
+    is opened again (:func:`_settled`)."""
     from bvr.tracking.ui import SAVED_VIEWS, ui_address, view_url
 
     for view in SAVED_VIEWS:
@@ -220,7 +212,9 @@ def check_ui(check: BrowserCheck, base: str, experiment_id: str, parent_run_id: 
     dom = _settled(ui_address(base, experiment_id, parent_run_id), out_dir / "parent-run.png", height=1800,
                    retries=retries)
     check.screenshots["parent-run"] = str(out_dir / "parent-run.png")
-    check.run_page_shows_run = parent_run_id in dom or _run_name(base, parent_run_id) in dom
+    status, body = http_get(f"{base}/api/2.0/mlflow/runs/get?run_id={parent_run_id}")  # the page may show its name
+    name = json.loads(body)["run"]["info"].get("run_name", parent_run_id) if status == 200 else parent_run_id
+    check.run_page_shows_run = parent_run_id in dom or name in dom
     check.description = description_state(_read_ui_page(check, "parent-run", dom))
 
 
@@ -299,17 +293,11 @@ def page_words(dom: str) -> list[str]:
 
 
 def ui_mode(words: list[str]) -> str | None:
-    """The MLflow UI's mode on a page, read from its sidebar: ``model training`` (Runs, Models, Model registry) or
-    ``genai`` (Traces, Sessions, Judges, Agent versions, ...); None when neither sidebar is there (the page did not
-    load)."""
+    """The MLflow UI's mode on a page, read from its sidebar: ``model training`` or ``genai``; None when neither
+    sidebar is there (the page did not load)."""
     if "Model registry" in words:
         return "model training"
     if "Judges" in words or "Agent versions" in words:
         return "genai"
     return None
-
-
-def _run_name(base: str, run_id: str) -> str:
-    status, body = http_get(f"{base}/api/2.0/mlflow/runs/get?run_id={run_id}")
-    return json.loads(body)["run"]["info"].get("run_name", run_id) if status == 200 else run_id
 

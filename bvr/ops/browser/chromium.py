@@ -1,9 +1,8 @@
 """Headless Chromium, driven with no browser-driver library, and ``mlflow ui`` served for it to open.
 
 Each Chromium run starts in a fresh profile (a person's first visit: no stored UI mode, view or colour), removed
-after. Pages that run scripts get a virtual time budget (``--virtual-time-budget``): the MLflow UI loads its runs
-asynchronously, and the budget lets it settle before the screenshot. Chromium is found on ``PATH`` (``chromium``,
-``chromium-browser``, ``google-chrome``) or at ``BVR_CHROMIUM``; Debian's package is ``chromium``.
+after, with a virtual time budget (``--virtual-time-budget``) that lets the MLflow UI load its runs before the
+screenshot. Chromium is found on ``PATH`` or at ``BVR_CHROMIUM`` (:func:`find_chromium`).
 """
 
 from __future__ import annotations
@@ -38,18 +37,14 @@ def find_chromium() -> str | None:
     return next((found for name in CHROMIUM_NAMES if (found := shutil.which(name))), None)
 
 
-def _require_chromium() -> str:
-    found = find_chromium()
-    if found is None:
-        raise BvrError("no Chromium found for the browser check", where=CHROMIUM_ENV,
-                       hint="install it (Debian: apt-get install chromium) or set BVR_CHROMIUM to its path")
-    return found
-
-
 def run_chromium(args: list[str], *, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
     """Run headless Chromium once in a fresh profile, removed after; its own logging (D-Bus, GPU) is discarded."""
+    chromium = find_chromium()
+    if chromium is None:
+        raise BvrError("no Chromium found for the browser check", where=CHROMIUM_ENV,
+                       hint="install it (Debian: apt-get install chromium) or set BVR_CHROMIUM to its path")
     with tempfile.TemporaryDirectory(prefix="bvr-chromium-") as profile:
-        command = [_require_chromium(), "--headless", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
+        command = [chromium, "--headless", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
                    "--disable-extensions", f"--user-data-dir={profile}"]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             command.append("--no-sandbox")  # Chromium refuses to start its sandbox as root
@@ -65,9 +60,8 @@ def _page_args(window: tuple[int, int], settle_ms: int) -> list[str]:
 
 
 def capture(url: str, out: Path, *, window: tuple[int, int] = UI_WINDOW, settle_ms: int = UI_SETTLE_MS) -> str:
-    """Save a PNG of ``url`` to ``out``, as Chromium renders it in a ``window`` (width, height) after ``settle_ms`` of
-    page time, and return the DOM of the same render: what the check reads is what the screenshot shows (two renders
-    of the MLflow UI can differ in what has loaded)."""
+    """Save a PNG of ``url`` to ``out`` as Chromium renders it in a ``window`` (width, height) after ``settle_ms`` of
+    page time, and return the DOM of the same render: two renders of the MLflow UI can differ in what has loaded."""
     out.parent.mkdir(parents=True, exist_ok=True)
     done = run_chromium([*_page_args(window, settle_ms), f"--screenshot={out}", "--dump-dom", url])
     if not out.is_file() or out.stat().st_size == 0:
@@ -78,12 +72,6 @@ def capture(url: str, out: Path, *, window: tuple[int, int] = UI_WINDOW, settle_
 def dump_dom(url: str, *, window: tuple[int, int] = UI_WINDOW, settle_ms: int = UI_SETTLE_MS) -> str:
     """The page's DOM after its scripts ran, as Chromium serialises it."""
     return run_chromium([*_page_args(window, settle_ms), "--dump-dom", url]).stdout
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def http_get(url: str, timeout: float = 10.0) -> tuple[int, bytes]:
@@ -97,10 +85,12 @@ def http_get(url: str, timeout: float = 10.0) -> tuple[int, bytes]:
 
 
 @contextlib.contextmanager
-def mlflow_ui(tracking_uri: str, *, port: int | None = None) -> Iterator[str]:
-    """Serve the store ``tracking_uri`` with ``mlflow ui`` on 127.0.0.1; yields its address; stops it after. A server
-    that does not answer within :data:`SERVER_START_SECONDS` is one line with its log's tail."""
-    port = port or free_port()
+def mlflow_ui(tracking_uri: str) -> Iterator[str]:
+    """Serve the store ``tracking_uri`` with ``mlflow ui`` on a free port of 127.0.0.1; yields its address; stops it
+    after. A server that does not answer within :data:`SERVER_START_SECONDS` is one line with its log's tail."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
     base = f"http://127.0.0.1:{port}"
     log_fd, log_name = tempfile.mkstemp(prefix="bvr-mlflow-ui-", suffix=".log")
     command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", tracking_uri, "--host", "127.0.0.1",

@@ -1,34 +1,24 @@
 """``bvr pipeline NAME``: write the DVC pipeline (``dvc.yaml``) that runs an ablation.
 
-One stage, ``ablate``: ``bvr ablate NAME`` itself, so ``dvc repro`` and ``bvr ablate`` share every cache and produce
-the same runs and report. bvr's runner, not DVC, decides which units run: a unit whose inputs did not change is reused
-from ``outputs/``, so after any change ``dvc repro`` trains only what the change touched (an arm's block: that arm's
-units, then the report), and an interrupted ``dvc repro`` continues where it stopped.
+One stage, ``ablate``: ``bvr ablate NAME`` itself, so ``dvc repro`` and ``bvr ablate`` share every cache, runs and
+report. bvr's runner, not DVC, decides which units run: after any change ``dvc repro`` trains only what it touched,
+and an interrupted one continues where it stopped. Outputs: ``pipeline/NAME/`` (``--stage-dir``) and
+``reports/NAME/``; metrics: ``reports/NAME/metrics/``; plots: the report's ``plots/`` CSVs (:mod:`bvr.ops.dvc.plots`).
 
-- **Outputs**: ``pipeline/NAME/`` (each unit's products, written by ``--stage-dir``) and the report
-  (``reports/NAME/``); **metrics**: ``reports/NAME/metrics/``, one ``B-minus-A.json`` per arm-vs-arm comparison;
-  **plots**: the report's ``plots/`` CSVs, drawn by the templates of :mod:`bvr.ops.dvc.plots`.
-- **Dependencies and params**: the experiment file and its preset are dependencies (their folder, as one, where both
-  lie in it), so any change of them re-runs the stage; its ``params`` are only the keys ``dvc exp show`` should show:
-  the arms' blocks and ``data_dir``. DVC shows every dependency and every listed param as a column and has no
-  setting to hide one, so a stage per unit (a dependency each) or every key as a param would not fit a terminal.
-  No code is a dependency: ``bvr report NAME`` re-renders.
+The experiment file and its preset are the dependencies (their folder, as one, where both lie in it); the
+``params`` are only the arms' blocks and ``data_dir``: DVC shows every dependency and listed param as a column of
+``dvc exp show``, with no setting to hide one. No code is a dependency: ``bvr report NAME`` re-renders. The file is
+generated because the arms come from the experiment file; regenerate it after adding an arm.
 
-The file is generated rather than written by hand because the arms come from the experiment file; regenerate it after
-adding an arm. The data folder comes from ``params.yaml`` (``data_dir``; empty: the ``BVR_DATA_DIR`` environment
-variable).
-
-DVC runs ``cmd`` through a shell, so every value written into it is shell-quoted (:func:`shlex.quote`): a path with
-``$(...)`` or ``;`` in it stays one word and runs nothing. No value of ``params.yaml`` is substituted at all: DVC would
-paste it into the command before the shell reads it, and no quoting survives a value holding the quote. The stage
-passes ``--data-dir-from params.yaml`` and bvr reads ``data_dir`` there itself (:func:`read_data_dir`); the stage
-still lists ``params.yaml: [data_dir]``, so DVC re-runs it when it changes.
+DVC runs ``cmd`` through a shell, so every value in it is shell-quoted (:func:`shlex.quote`). No value of
+``params.yaml`` is substituted: DVC would paste it in before the shell reads it, and no quoting survives a value
+holding the quote. The stage passes ``--data-dir-from params.yaml`` and bvr reads ``data_dir`` (empty: the
+``BVR_DATA_DIR`` variable) there itself (:func:`read_data_dir`); listed as a param, it still re-runs the stage.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,19 +54,12 @@ def _has(data: dict[str, Any], dotted: str) -> bool:
     return True
 
 
-def _params(file: Path, keys: list[str], root: Path) -> dict[str, list[str]] | None:
-    """``{file: [keys that exist]}``; None when no key exists (DVC refuses a missing key)."""
-    data, _ = read_yaml(file)
-    present = [k for k in keys if _has(data, k)]
-    return {_rel(file, root): present} if present else None
-
-
 def _display_params(plan: Plan, exp: Path, root: Path) -> list[dict[str, list[str]]]:
     """The keys ``dvc exp show`` shows as the ablation's params (only these: see the module's docstring):
-    ``data_dir`` and each pretrained arm's block (``arms.ARM``: what the arms differ in, one column per key)."""
-    arms = list(dict.fromkeys(f"arms.{a.arm}" for a in plan.pretrained))  # an arm's seeds share its block
-    shown = _params(exp, arms, root)
-    return [{PARAMS_FILE: ["data_dir"]}, *([shown] if shown else [])]
+    ``data_dir`` and each pretrained arm's block that the file holds (DVC refuses a missing key)."""
+    data, _ = read_yaml(exp)
+    arms = [key for key in dict.fromkeys(f"arms.{a.arm}" for a in plan.pretrained) if _has(data, key)]
+    return [{PARAMS_FILE: ["data_dir"]}, *([{_rel(exp, root): arms}] if arms else [])]
 
 
 def _config_deps(plan: Plan, exp: Path, root: Path) -> list[str]:
@@ -108,13 +91,6 @@ def pipeline_spec(plan: Plan, root: Path = Path(".")) -> dict[str, Any]:
     return {"stages": {"ablate": stage}, "plots": plots_spec(plan, report_dir)}
 
 
-def pipeline_data_dir(root: Path) -> Path | None:
-    """The data folder dvc.yaml's stages pass to bvr: ``data_dir`` in ``params.yaml`` (relative to ``root``, where
-    DVC runs them), or the ``BVR_DATA_DIR`` variable where that is empty; None when neither is set."""
-    value = _params_data_dir(root) or os.environ.get("BVR_DATA_DIR", "")
-    return (Path(root) / Path(value).expanduser()).resolve() if value else None
-
-
 def _params_data_dir(root: Path) -> str:
     """``data_dir`` in ``root/params.yaml``, or '' (unset: the stages read ``BVR_DATA_DIR``, which DVC does not
     track, so a run with any data folder stands for them)."""
@@ -123,9 +99,8 @@ def _params_data_dir(root: Path) -> str:
 
 
 def read_data_dir(params: Path) -> str:
-    """``data_dir`` in the params file ``params`` as it is written there, or '' where it is unset or empty: what the
-    stages' ``bvr ablate --data-dir-from params.yaml`` reads, so that no character of it passes through a shell.
-    """
+    """``data_dir`` in the params file ``params`` as written, or '' where unset or empty: what the stages'
+    ``bvr ablate --data-dir-from params.yaml`` reads, so that no character of it passes through a shell."""
     value = read_yaml(params, "params file")[0].get("data_dir")
     if isinstance(value, dict | list):
         raise BvrError(f"data_dir is a {type(value).__name__}, not a folder's path", where=params,
@@ -135,21 +110,18 @@ def read_data_dir(params: Path) -> str:
 
 @dataclass(frozen=True)
 class Joined:
-    """How a full ``bvr ablate`` run joins the DVC pipeline of its folder (:func:`join_pipeline`): where it also writes
-    each unit's products, as the stages would (``pipeline/NAME``), or why it cannot stand for the stages (then
-    nothing is written for DVC)."""
+    """How a full ``bvr ablate`` run joins the DVC pipeline of its folder: where it also writes each unit's products
+    (``pipeline/NAME``), or why it cannot stand for the stages (then nothing is written for DVC)."""
 
     stage_dir: Path | None
     why_not: str | None = None
 
 
 def join_pipeline(plan: Plan, root: Path = Path(".")) -> Joined | None:
-    """Whether ``bvr ablate`` run in ``root`` can record itself as ``dvc repro`` of ``root/dvc.yaml`` would have: when
-    ``dvc.yaml`` holds this ablation's stages as ``bvr pipeline`` writes them for ``plan`` and the run is the one
-    those stages make (no ``--set``, the default output folder, ``params.yaml``'s data folder). The run then writes
-    the stage folder and, once complete, :func:`record_lock` records it in ``dvc.lock``. None where ``dvc.yaml`` is
-    missing or runs another ablation or preset.
-    """
+    """Whether ``bvr ablate`` run in ``root`` can record itself as ``dvc repro`` of ``root/dvc.yaml`` would have:
+    ``dvc.yaml`` holds ``plan``'s stages as ``bvr pipeline`` writes them and the run is theirs (no ``--set``, the
+    default output folder, ``params.yaml``'s data folder). The run then writes the stage folder and, once complete,
+    :func:`record_lock` records it. None where ``dvc.yaml`` is missing or runs another ablation or preset."""
     root = Path(root)
     file = root / "dvc.yaml"
     if not file.is_file():
@@ -160,14 +132,15 @@ def join_pipeline(plan: Plan, root: Path = Path(".")) -> Joined | None:
         return None
     if stages != pipeline_spec(plan, root)["stages"]:
         return None
-    wanted = pipeline_data_dir(root)
+    set_in_params = _params_data_dir(root)  # relative to root, where DVC runs the stages
+    wanted = (root / Path(set_in_params).expanduser()).resolve()
     if not (root / ".dvc").is_dir():
         why = "no .dvc folder (run `dvc init`)"
     elif plan.overrides:
         why = f"--set {' '.join(plan.overrides)} is not in the stages"
     elif Path(plan.output_dir).resolve() != (root / "outputs").resolve():
         why = f"the output folder {plan.output_dir} is not the stages' ({root / 'outputs'})"
-    elif (set_in_params := _params_data_dir(root)) and (plan.data_dir and Path(plan.data_dir).resolve()) != wanted:
+    elif set_in_params and (plan.data_dir and Path(plan.data_dir).resolve()) != wanted:
         why = f"the data folder {plan.data_dir or '(none)'} is not data_dir in {PARAMS_FILE} ({set_in_params})"
     else:
         return Joined(root / "pipeline" / plan.name)
@@ -175,9 +148,8 @@ def join_pipeline(plan: Plan, root: Path = Path(".")) -> Joined | None:
 
 
 def record_lock(root: Path, data_dir: Path | None) -> str:
-    """Record the workspace in ``root/dvc.lock`` (``dvc commit --force``: every stage's dependencies, params and
-    outputs as they are now; the outputs go into DVC's cache); returns what to tell the user, naming the data
-    folder the run read (``data_dir``) and where ``dvc repro`` will take it from."""
+    """Record the workspace in ``root/dvc.lock`` (``dvc commit --force``; the outputs go into DVC's cache); returns
+    what to tell the user, naming the data folder the run read and where ``dvc repro`` will take it from."""
     from dvc.repo import Repo
 
     dvc_log = logging.getLogger("dvc")
@@ -239,7 +211,8 @@ def write_pipeline(plan: Plan, output: Path, *, force: bool = False) -> None:
     templates = [root / TEMPLATES_DIR / name for name in [*plot_templates(), PAGE_TEMPLATE]]
     for path in [output, *templates, *([] if params.exists() else [params])]:
         refuse_link(path)
-    if output.exists() and not force and not _written_by_bvr(output):
+    ours = HEADER.split("'", 1)[0]  # how bvr's header opens
+    if output.exists() and not force and not output.read_text(encoding="utf-8", errors="replace").startswith(ours):
         raise BvrError("a file bvr pipeline did not write (its first line is not bvr's header); bvr does not replace "
                        "it", where=output, hint="pass --force to replace it, or --output another file")
     write_text(output, render_pipeline(plan, Path.cwd(), output=str(output)))
@@ -247,8 +220,3 @@ def write_pipeline(plan: Plan, output: Path, *, force: bool = False) -> None:
     if not params.exists():
         write_text(params, PARAMS_TEXT)
 
-
-def _written_by_bvr(pipeline: Path) -> bool:
-    """Whether ``pipeline`` opens with the first line of :data:`HEADER`."""
-    with pipeline.open(encoding="utf-8", errors="replace") as file:
-        return file.readline().startswith(HEADER.split("'", 1)[0])

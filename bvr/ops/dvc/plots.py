@@ -1,9 +1,7 @@
 """The DVC plots of an ablation's pipeline: what ``dvc.yaml`` lists under ``plots``, bvr's Vega-Lite templates
-(``.dvc/plots/bvr-*.json``) and the page ``dvc plots show`` writes.
-
-The report's figures are listed first, as images: they render with no network. The Vega-Lite plots over the
-report's long CSVs (``reports/NAME/plots/``) are the interactive ones, and compare revisions under ``dvc plots
-diff``; DVC's page loads Vega from a CDN, so bvr's page says in place of each of them when it did not load.
+(``.dvc/plots/bvr-*.json``) and the page ``dvc plots show`` writes. The report's figures come first, as images that
+render with no network; the Vega-Lite plots over the report's CSVs are interactive and compare revisions under
+``dvc plots diff``, and as DVC's page loads Vega from a CDN, bvr's page says in their place when it did not load.
 """
 
 from __future__ import annotations
@@ -17,9 +15,8 @@ from bvr.fs import write_text
 
 
 def plots_spec(plan: Plan, report_dir: str) -> list[Any]:
-    """Top-level DVC plots: the report's figures (images), then plots over the report's long CSVs, each drawn by one of
-    :data:`PLOT_TEMPLATES`: the pretraining curves per arm, every run's score per task by pretraining seed, and the
-    paired differences."""
+    """Top-level DVC plots: the report's figures (images), then over its CSVs (:data:`PLOT_TEMPLATES`) the pretraining
+    curves per arm, every run's score per task by pretraining seed, and the paired differences."""
     # Here, not at the top: bvr.report.render draws with matplotlib, which each `bvr ablate --only UNIT` stage would
     # otherwise import (two of a data stage's eleven seconds) to read two folder names.
     from bvr.report.render import FIGURES_DIR, PLOTS_DIR
@@ -101,8 +98,7 @@ PLOT_TEMPLATES: dict[str, dict[str, Any]] = {
     },
 }
 """DVC plot templates (Vega-Lite) for ``.dvc/plots/NAME.json``: coloured by arm (DVC's own colour only the
-revision), seeds as categories, y not forced from zero; the differences one panel per comparison with zero marked.
-The HTML of ``dvc plots show`` loads Vega from a CDN; ``dvc plots show --json`` gives these specs filled, offline."""
+revision), seeds as categories, y not forced from zero; the differences one panel per comparison with zero marked."""
 
 
 TEMPLATES_DIR = Path(".dvc") / "plots"
@@ -122,27 +118,22 @@ _PACKAGE = Path(__file__).resolve().parents[2]  # bvr/
 
 
 def page_template(package: Path = _PACKAGE) -> str:
-    """The page template: DVC's page layout with a note in place of each Vega plot when Vega cannot be loaded. Its
-    one text is the checkout's committed ``.dvc/plots/bvr-page.html`` when ``package`` lies in a checkout, else the
-    copy an install of the package carries as ``bvr/_dvc_plots/`` (``setup.py`` puts it there when a wheel is built).
-    """
+    """DVC's page layout with a note in place of each Vega plot when Vega cannot be loaded: the checkout's committed
+    ``.dvc/plots/bvr-page.html``, else the copy an installed package carries in ``bvr/_dvc_plots/`` (``setup.py``)."""
     checkout = package.parent / TEMPLATES_DIR / PAGE_TEMPLATE
     if (package.parent / "pyproject.toml").is_file() and checkout.is_file():
         return checkout.read_text(encoding="utf-8")
     return (package / "_dvc_plots" / PAGE_TEMPLATE).read_text(encoding="utf-8")
 
 
-def write_plot_templates(root: Path) -> list[Path]:
+def write_plot_templates(root: Path) -> None:
     """Write :func:`plot_templates` and the page template into ``root/.dvc/plots/`` (the folder ``dvc.yaml`` sits
-    in) and name the page in ``root/.dvc/config`` unless a page is named there already; returns the files."""
+    in) and name the page in ``root/.dvc/config`` unless a page is named there already."""
     folder = Path(root) / TEMPLATES_DIR
     folder.mkdir(parents=True, exist_ok=True)
-    paths = []
     for name, text in {**plot_templates(), PAGE_TEMPLATE: page_template()}.items():
         write_text(folder / name, text)
-        paths.append(folder / name)
     _name_page(Path(root) / ".dvc" / "config")
-    return paths
 
 
 def _name_page(config: Path) -> None:

@@ -1,8 +1,6 @@
-"""What one SLURM job of ``bvr ablate --launcher slurm`` runs: one unit's ``bvr ablate ... --only UNIT``.
-
-Kept apart from :mod:`bvr.ops.launch.launch` so that the job, which unpickles it, imports nothing but submitit. A job
-stopped at its time limit or preempted is requeued by submitit (:meth:`UnitJob.checkpoint`); a unit run again
-resumes from what it saved, as the same command run by hand does (a pretraining run from its ``last.ckpt``).
+"""What one SLURM job of ``bvr ablate --launcher slurm`` runs: one unit's ``bvr ablate ... --only UNIT``. Apart
+from :mod:`bvr.ops.launch.launch` so that the job, which unpickles it, imports nothing but submitit. A job stopped
+at its time limit or preempted is requeued by submitit (:meth:`UnitJob.checkpoint`) and resumes from what it saved.
 """
 
 from __future__ import annotations

@@ -1,21 +1,18 @@
 """``bvr ablate NAME --launcher local|slurm``: the plan's units side by side, each as its own process.
 
-Every unit runs as ``bvr ablate NAME ... --only UNIT``: the same caches and locks, the same MLflow runs as an inline
-run. The launcher decides only *when* and *where*, following the plan's graph
-(:meth:`~bvr.ablation.plan.Plan.needs`):
+Every unit runs as ``bvr ablate NAME ... --only UNIT``: the same caches, locks and MLflow runs as an inline run; the
+launcher decides only *when* and *where*, following the plan's graph (:meth:`~bvr.ablation.plan.Plan.needs`):
 
-- ``local``: up to ``--jobs N`` ready units at a time on this machine, each told of the others (``BVR_JOBS=N``) so
-  that its torch threads are its share of the cores (:mod:`bvr.threads`). SIGTERM or Ctrl-C sent to it goes on to
-  the running units (:mod:`bvr.ops.launch.processes`), and the same command again resumes.
-- ``slurm``: one SLURM job per unit, submitted through submitit with ``afterok`` dependencies (the report
-  ``afterany``: it renders what finished), resources from the ``launcher`` config section; it returns once they are
-  queued. The jobs are remembered in ``jobs.json`` beside the manifest, so that ``bvr status`` shows each unit's
-  SLURM state and the same command again submits only what is neither finished nor queued (a unit resubmitted
-  resumes from what it saved).
+- ``local``: up to ``--jobs N`` ready units at a time, each told of the others (``BVR_JOBS=N``) so that its torch
+  threads are its share of the cores. SIGTERM or Ctrl-C goes on to the running units
+  (:mod:`bvr.ops.launch.processes`); the same command again resumes.
+- ``slurm``: one job per unit through submitit, with ``afterok`` dependencies (the report ``afterany``: it renders
+  what finished) and the ``launcher`` config section's resources. The jobs are remembered in ``jobs.json`` beside the
+  manifest, so that ``bvr status`` shows their states and the same command again submits only what is neither
+  finished nor queued.
 
-Before the first unit starts, this process writes the manifest and opens the ablation's MLflow parent run
-(:func:`~bvr.runner.run.launcher_parent`); the units' processes merge their records into the manifest under its
-lock (:meth:`~bvr.ablation.manifest.Manifest.save`).
+This process first writes the manifest and opens the parent run (:func:`~bvr.runner.run.launcher_parent`); the
+units' processes merge their records into the manifest under its lock.
 """
 
 from __future__ import annotations
@@ -103,10 +100,8 @@ def unit_state(manifest: Manifest, unit_id: str) -> str:
 
 def to_run(plan: Plan, manifest: Manifest, settled: frozenset[str] = frozenset()) -> list[Unit]:
     """The units a launcher starts, in plan order: every unit the manifest does not record done, the units they
-    need that are not done either (taken from their caches in seconds when they were made before), and the report
-    when anything else runs. ``settled``: ids of units left alone although the manifest does not record them done
-    (queued or running already, or ended well in a job of an earlier submission).
-    """
+    need that are not done either (cached ones take seconds), and the report when anything else runs. ``settled``:
+    ids of units left alone although not recorded done (queued, running, or ended well in an earlier submission)."""
     units = plan.units()
     wanted = {unit for unit in units if unit.kind is not UnitKind.REPORT and manifest.records_of(unit)
               and not finished(manifest, unit) and unit.id not in settled}
@@ -119,13 +114,9 @@ def to_run(plan: Plan, manifest: Manifest, settled: frozenset[str] = frozenset()
     return [unit for unit in units if unit in wanted]
 
 
-def resources_of(unit: Unit) -> str:
-    """Which of the launcher section's resources a unit gets: ``pretrain``, ``evaluate`` or ``data``."""
-    if unit.kind is UnitKind.PRETRAIN:
-        return "pretrain"
-    if unit.kind in (UnitKind.BLIMP, UnitKind.PROBE, UnitKind.FINETUNE):
-        return "evaluate"
-    return "data"
+RESOURCES = {UnitKind.PRETRAIN: "pretrain", UnitKind.BLIMP: "evaluate", UnitKind.PROBE: "evaluate",
+             UnitKind.FINETUNE: "evaluate"}
+"""Which of the launcher section's resources a kind of unit gets: ``pretrain``, ``evaluate``, else ``data``."""
 
 
 # --- on this machine ------------------------------------------------------------------------------------------
@@ -306,7 +297,7 @@ def submit_slurm(plan: Plan, invocation: Invocation, console: Console, ui_url: s
     for unit in units:
         needs = [need.id for need in plan.needs(unit)]
         after = [job for uid in needs if (job := queued.get(uid) or submitted.get(uid))]
-        share = getattr(launcher, resources_of(unit))
+        share = getattr(launcher, RESOURCES.get(unit.kind, "data"))
         extra: dict[str, Any] = {**launcher.sbatch}
         if after:
             extra["dependency"] = f"{'afterany' if unit.kind is UnitKind.REPORT else 'afterok'}:{':'.join(after)}"

@@ -1,12 +1,9 @@
 """The processes of ``bvr ablate --launcher local``'s units, and Ctrl-C and SIGTERM passed on to them.
 
-Each unit runs in its own process group (a session of its own), so that a signal meant for the launcher does not
-reach the units behind its back and one meant for the units reaches a unit's whole group. While
-:func:`forwarding` holds, SIGTERM or Ctrl-C sent to the launcher (``kill PID``, a terminal's Ctrl-C) goes on to
-every running unit's group: each stops as a single ``bvr`` process does (:mod:`bvr.signals`: a pretraining run after
-its batch, saving its checkpoint), the launcher starts nothing more, waits for them, and then raises the signal as
-:class:`~bvr.signals.Terminated` (exit status 143) or ``KeyboardInterrupt`` (130). A second signal is passed on too
-(a unit then ends at once).
+Each unit runs in a process group of its own, which only the launcher signals. While :func:`forwarding` holds,
+SIGTERM or Ctrl-C sent to the launcher goes on to every running unit: each stops as a single ``bvr`` process does
+(:mod:`bvr.signals`), the launcher starts nothing more, waits, and raises the signal as :class:`~bvr.signals.Terminated`
+(exit status 143) or ``KeyboardInterrupt`` (130). A second signal goes on too (a unit then ends at once).
 """
 
 from __future__ import annotations
@@ -23,8 +20,6 @@ from typing import IO, Any
 from rich.console import Console
 
 from bvr.signals import Terminated
-
-STOPPING = (signal.SIGTERM, signal.SIGINT)
 
 
 class UnitProcesses:
@@ -82,7 +77,7 @@ def forwarding(units: UnitProcesses) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {signum: signal.signal(signum, units.forward) for signum in STOPPING}
+    previous = {signum: signal.signal(signum, units.forward) for signum in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
