@@ -14,14 +14,6 @@ from bvr.tokenization.families import Texts, TokenizerFamily, family_spec
 from bvr.tokenization.stats import count_ids
 
 
-def _check_training_args(family: TokenizerFamily, vocab_size: int, min_frequency: int) -> None:
-    if vocab_size < family.min_vocab_size:
-        raise BvrError(f"vocab_size {vocab_size} is too small for {family.name}", where="vocab_size",
-                       hint=f"use at least {family.min_vocab_size} (the special tokens plus the base alphabet)")
-    if min_frequency < 1:
-        raise BvrError(f"min_frequency {min_frequency} is below 1", where="min_frequency", hint="use 1 or more")
-
-
 def _non_empty(texts: Texts, replay: bool) -> Texts:
     """``texts``, refused when empty; held in a list when it must be read twice but can be read only once."""
     if replay and iter(texts) is texts:
@@ -55,7 +47,11 @@ def train_tokenizer(family: str, texts: Texts, *, vocab_size: int | None = None,
     """
     spec = family_spec(family)
     size = spec.default_vocab_size if vocab_size is None else vocab_size
-    _check_training_args(spec, size, min_frequency)
+    if size < spec.min_vocab_size:
+        raise BvrError(f"vocab_size {size} is too small for {spec.name}", where="vocab_size",
+                       hint=f"use at least {spec.min_vocab_size} (the special tokens plus the base alphabet)")
+    if min_frequency < 1:
+        raise BvrError(f"min_frequency {min_frequency} is below 1", where="min_frequency", hint="use 1 or more")
     texts = _non_empty(texts, replay=spec.scans_texts)
     trainer = spec.trainer(size, min_frequency, bars(show_progress), texts)
     tokenizer = spec.build()
