@@ -30,10 +30,8 @@ RESTART_HINT = "pass --restart to discard it and train this run again from the s
 CHECKPOINT_GLOBALS: list[Any] = []
 """The types beyond torch's weights-only defaults (tensors, dicts, lists, tuples, numbers, strings, None) that bvr's
 checkpoints hold, allowed when one is read; anything else is refused. None so far:
-``torch.serialization.get_unsafe_globals_in_checkpoint`` finds nothing else in a ``bvr pretrain`` ``last.ckpt`` (the
-model's and AdamW's state, the LR schedule, Lightning's loops and ModelCheckpoint state, the data module's position,
-bvr's token count and RNG states), with static or dynamic masking, a token budget, NSP, SOP or SBO, on the CPU. A
-type that a checkpoint comes to hold goes here, or resuming refuses it."""
+``torch.serialization.get_unsafe_globals_in_checkpoint`` finds nothing else in a ``bvr pretrain`` ``last.ckpt`` of
+any objective. A type that a checkpoint comes to hold goes here, or resuming refuses it."""
 
 
 @contextmanager

@@ -38,14 +38,14 @@ def utf8_lines(path: Path) -> Iterator[tuple[int, str]]:
                 raise not_utf8(err, path, number) from None
 
 
-def temp_sibling(path: Path, tag: str = "tmp") -> Path:
-    """The hidden sibling ``.NAME.TAG-PID`` of ``path``, on the same file system so a rename onto ``path`` is atomic.
+def temp_sibling(path: Path) -> Path:
+    """The hidden sibling ``.NAME.tmp-PID`` of ``path``, on the same file system so a rename onto ``path`` is atomic.
 
     >>> temp_sibling(Path("out/metrics.json")).name == f".metrics.json.tmp-{os.getpid()}"
     True
     """
     path = Path(path)
-    return path.with_name(f".{path.name}.{tag}-{os.getpid()}")
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
 
 
 def refuse_link(path: Path) -> Path:
@@ -85,11 +85,10 @@ def atomic_path(path: Path, *, fsync: bool = False) -> Iterator[Path]:
 
 
 @contextmanager
-def atomic_open(path: Path, mode: str = "w", *, fsync: bool = False, encoding: str | None = None) -> Iterator[IO[Any]]:
+def atomic_open(path: Path, mode: str = "w", *, fsync: bool = False) -> Iterator[IO[Any]]:
     """Open a temporary sibling of ``path`` for writing; rename it over ``path`` when the block ends without error
-    (:func:`atomic_path`). ``mode`` ``"w"``: text, UTF-8 unless ``encoding`` says otherwise; ``"wb"``: bytes."""
-    if "b" not in mode:
-        encoding = encoding or "utf-8"
+    (:func:`atomic_path`). ``mode`` ``"w"``: UTF-8 text; ``"wb"``: bytes."""
+    encoding = None if "b" in mode else "utf-8"
     with (atomic_path(path, fsync=fsync) as tmp,
           os.fdopen(os.open(tmp, os.O_WRONLY | os.O_NOFOLLOW), mode, encoding=encoding) as file):
         yield file

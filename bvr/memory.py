@@ -16,6 +16,7 @@ as they are. No torch import: the CLI calls this before anything allocates.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import sys
 from collections.abc import Mapping
@@ -28,24 +29,16 @@ TRIM_THRESHOLD = 1024 * 1024 * 1024
 """Up to 1 GB free at the heap's top is kept for the next step instead of being given back."""
 USER_SETTINGS = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_")
 
-_applied: bool | None = None
-
 
 def user_malloc_settings(environ: Mapping[str, str] = os.environ) -> bool:
     """Whether the environment already tells glibc's malloc its thresholds (then bvr leaves them alone)."""
     return any(name in environ for name in USER_SETTINGS) or "glibc.malloc" in environ.get("GLIBC_TUNABLES", "")
 
 
+@functools.cache
 def keep_freed_memory() -> bool:
     """Raise glibc's mmap and trim thresholds for this process (once; later calls return the first answer). False
     on another C library or platform, or when the environment sets them itself (:func:`user_malloc_settings`)."""
-    global _applied
-    if _applied is None:
-        _applied = _apply()
-    return _applied
-
-
-def _apply() -> bool:
     if not sys.platform.startswith("linux") or user_malloc_settings():
         return False
     try:

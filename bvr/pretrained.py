@@ -64,20 +64,14 @@ def _check_tokenizer_fits(tokenizer: Tokenizer, family: str, config: EncoderConf
     if pad != config.pad_token_id and family != config.family:
         specials = ", ".join(f"{token}={tokenizer.token_to_id(str(token))}"
                              for token in FAMILIES[family].special_tokens)
-        expected = ", ".join(f"{token}={_id_or_missing(tokenizer, str(token))}"
-                             for token in FAMILIES[config.family].special_tokens)
+        ids = {str(token): tokenizer.token_to_id(str(token)) for token in FAMILIES[config.family].special_tokens}
+        expected = ", ".join(f"{token}={'missing' if i is None else i}" for token, i in ids.items())
         raise BvrError(f"a {family} tokenizer ({specials}) in a {config.family} model folder whose padding id is "
                        f"{config.pad_token_id}: the model's special tokens map to other ids ({expected})",
                        where=folder, hint=hint)
     if pad != config.pad_token_id:
         raise BvrError(f"the tokenizer's padding token is id {pad} but config.json says pad_token_id "
                        f"{config.pad_token_id}", where=folder, hint=hint)
-
-
-def _id_or_missing(tokenizer: Tokenizer, token: str) -> str:
-    """The token's id as text, or 'missing'."""
-    found = tokenizer.token_to_id(token)
-    return "missing" if found is None else str(found)
 
 
 @dataclass(frozen=True)

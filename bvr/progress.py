@@ -1,12 +1,10 @@
 """Progress bars: one style (rich's), and only on a terminal.
 
 Without a terminal (``bvr ablate ... > log 2>&1``, a pipe, CI), bvr draws no bar at all: a bar redrawn in a file is
-carriage returns and cursor codes, thousands of them in a long run's log. The commands say what they finished in
-plain lines instead (one per ablation unit, :mod:`bvr.ablation.run`). On a terminal every bar is a rich bar with
-the same columns (:data:`COLUMNS`): a description, the bar, done of total, time elapsed and left; Lightning's bars
-(:mod:`bvr.training.trainer`) are rich bars too, and the ``datasets`` library's own tqdm bars are never drawn.
-
-Only light imports here (rich): the data side uses it too.
+carriage returns and cursor codes, thousands of them in a long run's log, so the commands say what they finished in
+plain lines instead. On a terminal every bar is a rich bar with the same columns (:data:`COLUMNS`), Lightning's
+(:mod:`bvr.training.trainer`) included; the ``datasets`` library's own tqdm bars are never drawn. Only light
+imports here (rich): the data side uses it too.
 """
 
 from __future__ import annotations
@@ -41,13 +39,13 @@ def bars(requested: bool = True) -> bool:
     return requested and on_terminal()
 
 
-def track(items: Iterable[T], description: str, *, enabled: bool = True, total: int | None = None) -> Iterable[T]:
-    """``items`` with a bar over them when :func:`bars` says so (``total``: their number when ``len`` has none)."""
+def track(items: Iterable[T], description: str, *, enabled: bool = True) -> Iterable[T]:
+    """``items`` with a bar over them when :func:`bars` says so."""
     if not bars(enabled):
         return items
-    if total is None:
-        with suppress(TypeError):  # no len: a bar without a total
-            total = len(items)  # type: ignore[arg-type]
+    total = None
+    with suppress(TypeError):  # no len: a bar without a total
+        total = len(items)  # type: ignore[arg-type]
     return _tracked(items, description, total)
 
 

@@ -1,9 +1,8 @@
 """Ctrl-C and SIGTERM: where they may stop a run, and how a stop is told apart from a failure.
 
 A signal handler that raises does so wherever the main thread is. Two places must not be cut: a C++ writer calling
-back into Python (``torch.save``: the process aborts), and a call to an SQLite MLflow store. Cut there, the call's
-write is lost, or, as seen once in about twenty SIGTERMs sent to a pretraining run, the store stays locked and the
-clean-up that ends the run KILLED waits on it (a process hung past a minute instead of exiting 143).
+back into Python (``torch.save``: the process aborts), and a call to an SQLite MLflow store (its write is lost, or
+the store stays locked and the clean-up that ends the run KILLED hangs on it instead of exiting 143).
 :func:`signals_deferred` holds both signals over such a block.
 
 Inside a Lightning loop SIGTERM does not raise at all: Lightning's own handler has marked the trainer, and its loop
@@ -40,17 +39,13 @@ def _on_sigterm(signum: int, frame: object) -> None:
         signal.raise_signal(signal.SIGTERM)
         return
     _state["received"] = True
-    if _lightning_stops(signal.getsignal(signal.SIGTERM)):
+    # Lightning's handler (a fit or validate is running) has already marked its trainer, whose loop then raises
+    # SIGTERMException after the current batch.
+    handlers = getattr(signal.getsignal(signal.SIGTERM), "signal_handlers", ())
+    if any(getattr(getattr(h, "__self__", None), "received_sigterm", False) for h in handlers):
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # until Lightning puts ours back, a second one kills
         return
     raise Terminated
-
-
-def _lightning_stops(handler: Any) -> bool:
-    """Whether ``handler`` is Lightning's (a ``fit`` or ``validate`` is running) and has already marked its trainer,
-    whose loop then raises ``SIGTERMException`` after the current batch."""
-    handlers = getattr(handler, "signal_handlers", ())
-    return any(getattr(getattr(h, "__self__", None), "received_sigterm", False) for h in handlers)
 
 
 def sigterm_received() -> bool:
@@ -107,7 +102,7 @@ def terminated_stop() -> Iterator[None]:
 
 
 @contextmanager
-def signals_deferred(signums: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[None]:
+def signals_deferred() -> Iterator[None]:
     """Hold Ctrl-C and SIGTERM while the block runs, then deliver them to their own handlers (the module says which
     blocks must not be cut: a handler raising in ``torch.save``'s C++ callback aborts with ``terminate called after
     throwing an instance of 'pybind11::error_already_set'``). Python runs signal handlers in the main thread only,
@@ -118,7 +113,7 @@ def signals_deferred(signums: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM))
     received: list[int] = []
     previous: dict[int, Any] = {}
     try:
-        for signum in signums:
+        for signum in (signal.SIGINT, signal.SIGTERM):
             previous[signum] = signal.signal(signum, lambda signum, _frame: received.append(signum))
         yield
     finally:

@@ -1,28 +1,21 @@
 """How many threads bvr's torch work uses, and how its OpenMP workers wait: a budget that shares cores.
 
-torch runs each operator's loops on an OpenMP pool of one worker a CPU of the process's affinity, and its GNU
-OpenMP runtime lets a worker that finished its share *spin* (up to 300,000 checks, ``GOMP_SPINCOUNT``) before it
-sleeps. Alone on the machine that is the fastest way to wait. Beside another CPU-bound process it is the slowest:
-a worker spins on a core while the partner it waits for has been descheduled by the other process, whose own
-workers spin in turn. Two tiny pretraining runs on 2 cores each ran 20x slower than one alone
-(``benchmarks/contention.py`` measures it). Two things fix it:
+torch runs each operator on an OpenMP pool of one worker per CPU of the process's affinity, and GNU OpenMP lets a
+worker that finished its share *spin* (up to 300,000 checks, ``GOMP_SPINCOUNT``) before it sleeps: the fastest wait
+alone on the machine, the slowest beside another CPU-bound process, whose workers spin in turn while the partner each
+waits for is descheduled (two tiny pretraining runs on 2 cores each ran 20x slower than one alone;
+``benchmarks/contention.py`` measures it). Two things fix it:
 
-- **Threads from the CPUs this process may use** (:func:`usable_cpus`): the affinity mask *and* a cgroup CPU
-  quota (a container limited to 2 CPUs on a 64-core host would otherwise start 64 workers), divided among the
-  jobs told to share them (:func:`thread_budget`: ``training.threads``, ``bvr --jobs N``, or the user's own
-  ``OMP_NUM_THREADS``).
-- **Workers that sleep when they wait** (:func:`quiet_waits`): ``OMP_WAIT_POLICY=PASSIVE`` in the environment
-  before torch (and its OpenMP runtime) is loaded; the CLI sets it first thing. A user's own
-  ``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT`` or ``KMP_BLOCKTIME`` is left as it is. Shorter spins do not do, and the
-  price is paid alone by steps of many small operators (the tiny preset's run is about a quarter slower alone than
-  when spinning); a user alone on the machine gets spinning back with ``bvr --jobs 1`` (docs/benchmarks.md has the
-  figures).
+- threads from the CPUs this process may use (:func:`usable_cpus`: the affinity mask *and* a cgroup CPU quota),
+  divided among the jobs told to share them (:func:`thread_budget`: ``training.threads``, ``bvr --jobs N``, or the
+  user's own ``OMP_NUM_THREADS``);
+- workers that sleep when they wait (:func:`quiet_waits`: ``OMP_WAIT_POLICY=PASSIVE`` before torch is loaded, unless
+  the user sets OpenMP's waiting). Shorter spins do not do; the tiny preset's run is about a quarter slower alone than
+  when spinning, which ``bvr --jobs 1`` gets back (docs/benchmarks.md has the figures).
 
-The thread count is chosen from configuration and the machine, never from the load of the moment: a reduction
-split over another number of threads sums in another order, so the same config and seed would no longer give
-the same weights. The count is stated in the run's opening line and tagged in MLflow (:meth:`ThreadBudget.tags`).
-How workers wait changes speed only, never a result.
-
+The count comes from configuration and the machine, never from the load of the moment: a reduction split over
+another number of threads sums in another order, so the same config and seed would give other weights. It is stated
+in the run's opening line and tagged in MLflow (:meth:`ThreadBudget.tags`); how workers wait changes speed only.
 No torch import at the top: the CLI calls :func:`quiet_waits` before torch is loaded.
 """
 

@@ -176,7 +176,13 @@ def write_error(err: BaseException, path: Path | None = None, *, what: str | Non
 def _find(err: BaseException) -> tuple[str, BaseException] | None:
     """The kind of write failure found in ``err``, its causes and contexts, with the exception that says it; an
     ``errno`` counts before words."""
-    chain = _chain(err)
+    chain: list[BaseException] = []  # err and the exceptions it was raised from or while handling, nearest first
+    todo: list[BaseException | None] = [err]
+    while todo and len(chain) < 20:
+        current = todo.pop(0)
+        if current is not None and all(current is not seen for seen in chain):
+            chain.append(current)
+            todo.extend([current.__cause__, current.__context__])
     for current in chain:
         if isinstance(current, WriteError):
             return "written", current
@@ -189,18 +195,6 @@ def _find(err: BaseException) -> tuple[str, BaseException] | None:
             if words.search(str(current)):
                 return kind, current
     return None
-
-
-def _chain(err: BaseException) -> list[BaseException]:
-    """``err`` and the exceptions it was raised from or while handling, nearest first."""
-    out: list[BaseException] = []
-    todo: list[BaseException | None] = [err]
-    while todo and len(out) < 20:
-        current = todo.pop(0)
-        if current is not None and all(current is not seen for seen in out):
-            out.append(current)
-            todo.extend([current.__cause__, current.__context__])
-    return out
 
 
 def _existing(path: Path) -> Path:

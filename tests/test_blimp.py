@@ -30,7 +30,7 @@ from bvr.evaluation.blimp import (
     published_summaries,
     score_pairs,
 )
-from bvr.evaluation.blimp import evaluate as blimp_evaluate
+from bvr.evaluation.blimp import pll as blimp_pll
 from bvr.evaluation.blimp.published import published_terms
 from bvr.model import EncoderConfig, PretrainingModel
 from bvr.pretrained import load_pretrained
@@ -210,7 +210,7 @@ def test_evaluate_blimp_with_a_stub_scorer(monkeypatch, folder):
         assert on_progress is None  # the tests' output is no terminal: no bar to advance
         return -np.array([len(s) for s in sentences], dtype=float)
 
-    monkeypatch.setattr(blimp_evaluate, "pll_scores", by_length)
+    monkeypatch.setattr(blimp_pll, "pll_scores", by_length)
     result = evaluate_blimp(load_pretrained(folder), FIXTURE, progress=True)
     expected = [len(p.good) < len(p.bad) for p in load_blimp(FIXTURE)]
     assert result.correct.tolist() == expected

@@ -218,7 +218,7 @@ def test_an_evaluation_result_another_version_cached_is_named_when_evaluated_ane
             return None
 
     asked = _Asked(tmp_path / "model", "blimp", None, None, None, folder / "blimp-aaaaaaaaaaaa.json")
-    assert _look_up(asked, NoRuns()).result is None  # type: ignore[arg-type]
+    assert _look_up(asked, NoRuns())[0] is None  # type: ignore[arg-type]
     assert capsys.readouterr().err == (
         f"{folder / 'blimp-0123456789ab.json'}: made by another version of bvr (cache version 2; this one writes "
         f"{cache.CACHE_VERSION}), not reused: blimp-aaaaaaaaaaaa.json is made anew\n")

@@ -29,7 +29,7 @@ from bvr.evaluation.probe import (
     bag_of_words,
     count_matrix,
     describe,
-    extract_sentences,
+    extract_features,
     featurise,
     fit_probe,
     heldout_split,
@@ -157,9 +157,9 @@ def test_mean_pooling_ignores_padding(family, request):
                 Example("the plot was very dull and the story was quite boring and weak", None, 0, 2),
                 Example("a truly lovely and charming story", "the film was fine", 1, 3)]
     encoded = encode_sentences(pretrained.tokenizer, examples, 64)
-    alone = {i: extract_sentences(_extractor(pretrained, 1), {k: v[i:i + 1] for k, v in encoded.items()},
-                                  ("cls", "mean", "last4")) for i in range(3)}
-    batched = extract_sentences(_extractor(pretrained, 3), encoded, ("cls", "mean", "last4"))
+    alone = {i: extract_features(_extractor(pretrained, 1), {k: v[i:i + 1] for k, v in encoded.items()},
+                                 ("cls", "mean", "last4")) for i in range(3)}
+    batched = extract_features(_extractor(pretrained, 3), encoded, ("cls", "mean", "last4"))
     assert batched["last4"].shape == (3, 2 * 32)  # two layers only: last4 concatenates what there is
     for i in range(3):
         for kind in ("cls", "mean", "last4"):
@@ -169,7 +169,7 @@ def test_mean_pooling_ignores_padding(family, request):
 def test_mean_is_the_average_of_real_tokens(bert):
     pretrained = load_pretrained(bert)
     encoded = encode_sentences(pretrained.tokenizer, [Example("a truly lovely story", None, 1, 1)], 64)
-    features = extract_sentences(_extractor(pretrained), encoded, ("cls", "mean"))
+    features = extract_features(_extractor(pretrained), encoded, ("cls", "mean"))
     with torch.inference_mode():
         last = pretrained.model.encoder(torch.tensor(encoded["input_ids"]))[0]  # (seq, hidden)
     torch.testing.assert_close(features["mean"][0], last.mean(dim=0), atol=1e-6, rtol=0)

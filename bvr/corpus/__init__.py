@@ -17,24 +17,13 @@ byte, and are counted.
 
 from bvr.corpus.hf_reader import read_hf_dataset
 from bvr.corpus.readers import read_plain_text, read_wikiextractor, read_wikitext, resolve_files
-from bvr.corpus.sentences import is_heading, is_markup, is_template_debris, split_sentences
+from bvr.corpus.sentences import is_heading, is_markup, split_sentences
 from bvr.corpus.sources import READERS, SOURCES, SourceOptions
-from bvr.corpus.stats import CorpusStats, Document
-from bvr.corpus.store import (
-    FEATURES,
-    SPLITS,
-    STATS_FILE,
-    HoldOut,
-    build_corpus,
-    datasets_progress,
-    is_validation,
-    load_corpus,
-    split_rank,
-)
+from bvr.corpus.stats import CorpusStats
+from bvr.corpus.store import STATS_FILE, HoldOut, build_corpus, datasets_progress, is_validation, load_corpus
 
 __all__ = [
-    "FEATURES", "READERS", "SOURCES", "SPLITS", "STATS_FILE", "CorpusStats", "Document", "HoldOut", "SourceOptions",
-    "build_corpus", "datasets_progress", "is_heading", "is_markup", "is_template_debris", "is_validation",
-    "load_corpus", "read_hf_dataset", "read_plain_text", "read_wikiextractor", "read_wikitext", "resolve_files",
-    "split_rank", "split_sentences",
+    "READERS", "SOURCES", "STATS_FILE", "CorpusStats", "HoldOut", "SourceOptions", "build_corpus", "datasets_progress",
+    "is_heading", "is_markup", "is_validation", "load_corpus", "read_hf_dataset", "read_plain_text",
+    "read_wikiextractor", "read_wikitext", "resolve_files", "split_sentences",
 ]

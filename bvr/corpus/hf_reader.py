@@ -9,7 +9,7 @@ from typing import Any
 
 import datasets
 
-from bvr.corpus.readers import id_root, make_document, optional_document, read_plain_text, resolve_files
+from bvr.corpus.readers import document_of, id_root, read_plain_text, resolve_files
 from bvr.corpus.stats import CorpusStats, Document
 from bvr.errors import BvrError
 
@@ -38,58 +38,58 @@ def read_hf_dataset(name_or_path: str, stats: CorpusStats, *, text_column: str =
         return
     rows = _open_hf(name_or_path, split, config_name, stats)
     for index, row in enumerate(rows):
-        if index == 0:
-            _check_text_column(row, text_column, name_or_path)
+        if index == 0 and text_column not in row:
+            raise BvrError(f"no column {text_column!r}; the columns are {sorted(row)}", where=name_or_path,
+                           hint="pass --text-column")
+        if index == 0 and not isinstance(row[text_column], str | None):
+            raise BvrError(f"column {text_column!r} holds {type(row[text_column]).__name__}, not text",
+                           where=name_or_path, hint="pass --text-column")
         doc_id = str(row["id"]) if row.get("id") is not None else f"{split}:{index}"
         paragraphs = (row[text_column] or "").splitlines()
         title = str(row.get("title") or "")
-        yield from optional_document(make_document(doc_id, title, paragraphs, stats, drop_wiki_lines=False))
+        yield from document_of(doc_id, title, paragraphs, stats)
+
+
+def _saved_to_disk(path: Path) -> bool:
+    return (path / "dataset_dict.json").exists() or (path / "state.json").exists()
 
 
 def _is_plain_text(path: Path) -> bool:
     """Whether ``path`` is a ``.txt`` file, or a folder (not one ``save_to_disk`` wrote) holding only ``.txt`` files."""
     if path.is_file():
         return path.suffix == ".txt"
-    if not path.is_dir() or (path / "dataset_dict.json").exists() or (path / "state.json").exists():
+    if not path.is_dir() or _saved_to_disk(path):
         return False
     return {file.suffix for file in resolve_files(path)} == {".txt"}
 
 
-def _check_text_column(row: dict[str, Any], text_column: str, where: str) -> None:
-    """Refuse a first row that lacks the text column or holds something other than text in it."""
-    if text_column not in row:
-        raise BvrError(f"no column {text_column!r}; the columns are {sorted(row)}", where=where,
-                       hint="pass --text-column")
-    if not isinstance(row[text_column], str | None):
-        kind = type(row[text_column]).__name__
-        raise BvrError(f"column {text_column!r} holds {kind}, not text", where=where, hint="pass --text-column")
-
-
 def _open_hf(name_or_path: str, split: str, config_name: str | None, stats: CorpusStats) -> Iterable[dict[str, Any]]:
-    """The rows of the dataset named by ``name_or_path`` (see :func:`read_hf_dataset`)."""
+    """The rows of the dataset named by ``name_or_path`` (see :func:`read_hf_dataset`): a ``save_to_disk`` folder
+    (the split chosen from a ``DatasetDict``), local data files, or a hub dataset; the last two streamed, so
+    nothing is cached or held in memory."""
     path = Path(name_or_path).expanduser()
+    if _saved_to_disk(path):
+        loaded = datasets.load_from_disk(str(path))
+        if isinstance(loaded, datasets.DatasetDict):
+            if split not in loaded:
+                raise BvrError(f"no split {split!r}; the splits are {sorted(loaded)}", where=path,
+                               hint="pass --hf-split")
+            loaded = loaded[split]
+        stats.files += len(loaded.cache_files)
+        return loaded
     if path.exists():
-        if (path / "dataset_dict.json").exists() or (path / "state.json").exists():
-            return _hf_from_disk(path, split, stats)
         return _hf_from_files(path, split, stats)
     if name_or_path.startswith((".", "/", "~")) or path.suffix in _HF_BUILDERS:
         raise BvrError("no such file or folder", where=name_or_path, hint="check the path")
-    return _hf_from_hub(name_or_path, split, config_name)
-
-
-def _hf_from_disk(path: Path, split: str, stats: CorpusStats) -> datasets.Dataset:
-    """A dataset folder written by ``save_to_disk``; the split is chosen from a ``DatasetDict``."""
-    loaded = datasets.load_from_disk(str(path))
-    if isinstance(loaded, datasets.DatasetDict):
-        if split not in loaded:
-            raise BvrError(f"no split {split!r}; the splits are {sorted(loaded)}", where=path, hint="pass --hf-split")
-        loaded = loaded[split]
-    stats.files += len(loaded.cache_files)
-    return loaded
+    try:
+        return datasets.load_dataset(name_or_path, config_name, split=split, streaming=True)
+    except (ConnectionError, OSError, ValueError) as exc:
+        raise BvrError(f"cannot load {name_or_path!r} from the Hugging Face hub ({exc})", where=name_or_path,
+                       hint=_HF_HINT) from exc
 
 
 def _hf_from_files(path: Path, split: str, stats: CorpusStats) -> datasets.IterableDataset:
-    """Local data files (a file or a folder of them), streamed so nothing is cached or held in memory."""
+    """Local data files (a file or a folder of them)."""
     files = resolve_files(path)
     kwargs: dict[str, Any] = {}
     if path.is_file():
@@ -104,11 +104,3 @@ def _hf_from_files(path: Path, split: str, stats: CorpusStats) -> datasets.Itera
         raise BvrError(f"cannot read these data files ({exc})", where=path, hint="check the files, --hf-split") from exc
     stats.files += len(files)
     return rows
-
-
-def _hf_from_hub(name: str, split: str, config_name: str | None) -> datasets.IterableDataset:
-    """A hub dataset, streamed; any failure to reach it becomes a :class:`BvrError`."""
-    try:
-        return datasets.load_dataset(name, config_name, split=split, streaming=True)
-    except (ConnectionError, OSError, ValueError) as exc:
-        raise BvrError(f"cannot load {name!r} from the Hugging Face hub ({exc})", where=name, hint=_HF_HINT) from exc

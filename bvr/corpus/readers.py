@@ -52,7 +52,12 @@ def _read_lines(path: Path, stats: CorpusStats, *, drop_nul: bool = False) -> It
             if drop_nul and b"\0" in raw:
                 stats.nul_bytes_dropped += raw.count(b"\0")
                 raw = raw.replace(b"\0", b"")
-            yield number, _decode(raw, stats).rstrip("\r\n")
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:  # each undecodable byte becomes U+FFFD, counted
+                text, replaced = _ESCAPED_BYTE.subn("\ufffd", raw.decode("utf-8", "surrogateescape"))
+                stats.undecodable_bytes += replaced
+            yield number, text.rstrip("\r\n")
 
 
 def _file_name(path: Path, root: Path | None) -> str:
@@ -60,40 +65,24 @@ def _file_name(path: Path, root: Path | None) -> str:
     return path.relative_to(root).as_posix() if root is not None and path != root else path.name
 
 
-def _decode(raw: bytes, stats: CorpusStats) -> str:
-    """Decode one line as UTF-8, replacing each undecodable byte by U+FFFD and counting it."""
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        text = raw.decode("utf-8", "surrogateescape")
-        text, replaced = _ESCAPED_BYTE.subn("\ufffd", text)
-        stats.undecodable_bytes += replaced
-        return text
+def document_of(doc_id: str, title: str, paragraphs: Iterable[str], stats: CorpusStats, *,
+                drop_wiki_lines: bool = False) -> Iterator[Document]:
+    """Yield the paragraphs split into sentences as one document, counted; nothing (counted as empty) when nothing
+    is left.
 
-
-def _drop_wiki_line(line: str, index: int, stats: CorpusStats) -> bool:
-    """Whether a WikiExtractor line is a heading or table markup; counts it if so."""
-    if is_heading(line, first=index == 0):
-        stats.headings_dropped += 1
-        return True
-    if is_markup(line):
-        stats.markup_lines_dropped += 1
-        return True
-    return False
-
-
-def make_document(doc_id: str, title: str, paragraphs: Iterable[str], stats: CorpusStats, *,
-                  drop_wiki_lines: bool) -> Document | None:
-    """Split paragraphs into sentences and count them; None (counted as empty) when nothing is left.
-
-    ``drop_wiki_lines`` drops WikiExtractor headings and markup lines first, then sentences with template debris.
+    ``drop_wiki_lines`` drops WikiExtractor headings and markup lines first (counted), then sentences with template
+    debris.
     """
     sentences: list[str] = []
     for index, paragraph in enumerate(paragraphs):
         paragraph = paragraph.strip()
         if not paragraph:
             continue
-        if drop_wiki_lines and _drop_wiki_line(paragraph, index, stats):
+        if drop_wiki_lines and is_heading(paragraph, first=index == 0):
+            stats.headings_dropped += 1
+            continue
+        if drop_wiki_lines and is_markup(paragraph):
+            stats.markup_lines_dropped += 1
             continue
         kept = split_sentences(paragraph)
         if drop_wiki_lines:  # sentences with template debris (is_template_debris), counted
@@ -105,9 +94,9 @@ def make_document(doc_id: str, title: str, paragraphs: Iterable[str], stats: Cor
             sentences.extend(kept)
     if not sentences:
         stats.empty_documents += 1
-        return None
+        return
     stats.add_document(sentences)
-    return {"doc_id": doc_id, "title": title, "sentences": sentences}
+    yield {"doc_id": doc_id, "title": title, "sentences": sentences}
 
 
 # --- WikiExtractor ----------------------------------------------------------------------------------------------------
@@ -131,49 +120,32 @@ def read_wikiextractor(paths: Iterable[Path], stats: CorpusStats) -> Iterator[Do
     """Read files of ``<doc ...>`` ... ``</doc>`` blocks into documents: HTML entities such as ``&amp;`` unescaped,
     the title line and headings dropped; empty documents and NUL bytes dropped and counted. A broken block structure
     is an error at ``file:line``."""
-    for path in paths:
-        yield from _wiki_file(Path(path), stats)
-
-
-def _wiki_file(path: Path, stats: CorpusStats) -> Iterator[Document]:
-    """Documents of one WikiExtractor file (see :func:`read_wikiextractor`)."""
-    doc: _OpenDoc | None = None
-    for number, line in _read_lines(path, stats, drop_nul=True):
-        where = f"{path}:{number}"
-        if _DOC_OPEN.match(line):
-            if doc is not None:
-                raise BvrError(f"<doc> opened inside the <doc> of line {doc.line}", where=where, hint=_WIKI_HINT)
-            doc = _open_doc(line, path, number)
-        elif line.strip() == "</doc>":
-            if doc is None:
-                raise BvrError("</doc> without an opening <doc>", where=where, hint=_WIKI_HINT)
-            document = _close_doc(doc, stats)
-            if document is not None:
-                yield document
-            doc = None
-        elif doc is not None:
-            doc.lines.append(line)
-        elif line.strip():
-            raise BvrError("text outside a <doc ...> block", where=where, hint=_WIKI_HINT)
-    if doc is not None:
-        raise BvrError("<doc> never closed by </doc>", where=f"{path}:{doc.line}", hint=_WIKI_HINT)
-
-
-def _open_doc(line: str, path: Path, number: int) -> _OpenDoc:
-    """Start a document from its ``<doc id=".." title="..">`` line; a missing id falls back to ``file:line``."""
-    attributes = {key: html.unescape(value) for key, value in _ATTRIBUTE.findall(line)}
-    doc_id = attributes.get("id") or f"{path.name}:{number}"
-    return _OpenDoc(doc_id=doc_id, title=attributes.get("title", ""), line=number, lines=[])
-
-
-def _close_doc(doc: _OpenDoc, stats: CorpusStats) -> Document | None:
-    """Turn a finished block into a document, dropping the line that repeats the title."""
-    # Entities are unescaped first: the title attribute is, and the title line must compare equal to it.
-    lines = [html.unescape(line).strip() if "&" in line else line.strip() for line in doc.lines]
-    lines = [line for line in lines if line]
-    if lines and lines[0] == doc.title.strip():
-        lines = lines[1:]
-    return make_document(doc.doc_id, doc.title, lines, stats, drop_wiki_lines=True)
+    for path in map(Path, paths):
+        doc: _OpenDoc | None = None
+        for number, line in _read_lines(path, stats, drop_nul=True):
+            where = f"{path}:{number}"
+            if _DOC_OPEN.match(line):
+                if doc is not None:
+                    raise BvrError(f"<doc> opened inside the <doc> of line {doc.line}", where=where, hint=_WIKI_HINT)
+                attributes = {key: html.unescape(value) for key, value in _ATTRIBUTE.findall(line)}
+                doc_id = attributes.get("id") or f"{path.name}:{number}"  # a missing id falls back to file:line
+                doc = _OpenDoc(doc_id=doc_id, title=attributes.get("title", ""), line=number, lines=[])
+            elif line.strip() == "</doc>":
+                if doc is None:
+                    raise BvrError("</doc> without an opening <doc>", where=where, hint=_WIKI_HINT)
+                # Entities are unescaped first: the title attribute is, and the title line must compare equal to it.
+                lines = [html.unescape(text).strip() if "&" in text else text.strip() for text in doc.lines]
+                lines = [text for text in lines if text]
+                if lines and lines[0] == doc.title.strip():
+                    lines = lines[1:]  # the line that repeats the title
+                yield from document_of(doc.doc_id, doc.title, lines, stats, drop_wiki_lines=True)
+                doc = None
+            elif doc is not None:
+                doc.lines.append(line)
+            elif line.strip():
+                raise BvrError("text outside a <doc ...> block", where=where, hint=_WIKI_HINT)
+        if doc is not None:
+            raise BvrError("<doc> never closed by </doc>", where=f"{path}:{doc.line}", hint=_WIKI_HINT)
 
 
 # --- Plain text -------------------------------------------------------------------------------------------------------
@@ -188,30 +160,25 @@ def read_plain_text(paths: Iterable[Path], stats: CorpusStats, *, root: Path | N
     different folders stay distinct. A NUL byte (a binary file) or a first line that is a WikiText title
     (``= Title =``) is an error.
     """
-    for path in paths:
-        path = Path(path)
-        yield from _text_file(path, _file_name(path, root), stats)
-
-
-def _text_file(path: Path, name: str, stats: CorpusStats) -> Iterator[Document]:
-    """Documents of one plain text file (see :func:`read_plain_text`)."""
-    first, block, seen_text = 0, [], False
-    for number, line in _read_lines(path, stats):
-        if "\0" in line:
-            raise BvrError("NUL byte: this is a binary file, not text", where=f"{path}:{number}")
-        if line.strip():
-            if not seen_text and _wikitext_level(line) == 1:
-                raise BvrError("this looks like WikiText: its first line is a '= Title =' heading, and as plain "
-                               "text every section would become a document", where=f"{path}:{number}",
-                               hint="read it with corpus.source=wikitext")
-            seen_text = True
-            first = first if block else number
-            block.append(line)
-        elif block:
-            yield from optional_document(make_document(f"{name}:{first}", "", block, stats, drop_wiki_lines=False))
-            block = []
-    if block:
-        yield from optional_document(make_document(f"{name}:{first}", "", block, stats, drop_wiki_lines=False))
+    for path in map(Path, paths):
+        name = _file_name(path, root)
+        first, block, seen_text = 0, [], False
+        for number, line in _read_lines(path, stats):
+            if "\0" in line:
+                raise BvrError("NUL byte: this is a binary file, not text", where=f"{path}:{number}")
+            if line.strip():
+                if not seen_text and _wikitext_level(line) == 1:
+                    raise BvrError("this looks like WikiText: its first line is a '= Title =' heading, and as plain "
+                                   "text every section would become a document", where=f"{path}:{number}",
+                                   hint="read it with corpus.source=wikitext")
+                seen_text = True
+                first = first if block else number
+                block.append(line)
+            elif block:
+                yield from document_of(f"{name}:{first}", "", block, stats)
+                block = []
+        if block:
+            yield from document_of(f"{name}:{first}", "", block, stats)
 
 
 # --- WikiText ---------------------------------------------------------------------------------------------------------
@@ -240,29 +207,25 @@ def read_wikitext(paths: Iterable[Path], stats: CorpusStats, *, root: Path | Non
     (WikiText's ``@-@`` and spaced punctuation included). NUL bytes are dropped and counted. Ids are
     ``NAME:LINE`` as in :func:`read_plain_text`, LINE that of the title; text before the first title is an error.
     """
-    for path in paths:
-        path = Path(path)
-        yield from _wikitext_file(path, _file_name(path, root), stats)
-
-
-def _wikitext_file(path: Path, name: str, stats: CorpusStats) -> Iterator[Document]:
-    """Articles of one WikiText file (see :func:`read_wikitext`)."""
-    article: _OpenDoc | None = None
-    for number, text, framed in _framed_lines(_read_lines(path, stats, drop_nul=True)):
-        level = _wikitext_level(text) if framed or article is None else 0
-        if level == 1:
-            if article is not None:
-                yield from optional_document(_close_article(article, stats))
-            title = _WIKITEXT_HEADING.fullmatch(text).group(2)  # type: ignore[union-attr]
-            article = _OpenDoc(doc_id=f"{name}:{number}", title=title, line=number, lines=[])
-        elif article is None:
-            raise BvrError("text before the first '= Title =' line", where=f"{path}:{number}", hint=_WIKITEXT_HINT)
-        elif level > 1:
-            stats.headings_dropped += 1
-        else:
-            article.lines.append(text)
-    if article is not None:
-        yield from optional_document(_close_article(article, stats))
+    for path in map(Path, paths):
+        name = _file_name(path, root)
+        article: _OpenDoc | None = None
+        for number, text, framed in _framed_lines(_read_lines(path, stats, drop_nul=True)):
+            level = _wikitext_level(text) if framed or article is None else 0
+            if level == 1:
+                if article is not None:
+                    yield from document_of(article.doc_id, article.title, article.lines, stats)
+                title = _WIKITEXT_HEADING.fullmatch(text).group(2)  # type: ignore[union-attr]
+                article = _OpenDoc(doc_id=f"{name}:{number}", title=title, line=number, lines=[])
+            elif article is None:
+                raise BvrError("text before the first '= Title =' line", where=f"{path}:{number}",
+                               hint=_WIKITEXT_HINT)
+            elif level > 1:
+                stats.headings_dropped += 1
+            else:
+                article.lines.append(text)
+        if article is not None:
+            yield from document_of(article.doc_id, article.title, article.lines, stats)
 
 
 def _framed_lines(lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str, bool]]:
@@ -280,17 +243,6 @@ def _framed_lines(lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str, 
         blank_before = not text
     if held is not None:
         yield held
-
-
-def _close_article(article: _OpenDoc, stats: CorpusStats) -> Document | None:
-    """A finished WikiText article as a document (None, counted as empty, when it has no text)."""
-    return make_document(article.doc_id, article.title, article.lines, stats, drop_wiki_lines=False)
-
-
-def optional_document(document: Document | None) -> Iterator[Document]:
-    """Yield the document unless it is None."""
-    if document is not None:
-        yield document
 
 
 def id_root(path: Path) -> Path:

@@ -65,22 +65,19 @@ def split_sentences(text: str) -> list[str]:
 
 def _ends_sentence(text: str, match: re.Match[str]) -> bool:
     """Whether the candidate stop ``match`` in ``text`` ends a sentence (see :func:`split_sentences`)."""
-    following = _next_word(text, match.end())
+    words = text[match.end() : match.end() + _WINDOW].split(maxsplit=1)  # only the next word's start matters
+    following = words[0] if words else ""
     first = following.lstrip(_OPENERS)[:1]
     if not (first.isupper() or first.isdigit()):
         return False
     if match.group(1) != ".":
         return True
-    if _is_abbreviation(_word_before(text, match.start()).lstrip(_OPENERS)):
-        # Trailing "," or ";" still marks a full word; a trailing "." ("A. A. Milne") marks another initial.
+    before = _word_before(text, match.start()).lstrip(_OPENERS)
+    if before in _ABBREVIATIONS or (len(before) == 1 and before.isupper()) or _DOTTED.fullmatch(before):
+        # An abbreviation, dotted acronym or capital initial. Trailing "," or ";" still marks a full word; a
+        # trailing "." ("A. A. Milne") marks another initial.
         return following.rstrip(",;:") in _SENTENCE_STARTERS
     return True
-
-
-def _next_word(text: str, index: int) -> str:
-    """The word starting at ``index`` (only its first :data:`_WINDOW` characters matter)."""
-    words = text[index : index + _WINDOW].split(maxsplit=1)
-    return words[0] if words else ""
 
 
 def _word_before(text: str, end: int) -> str:
@@ -91,13 +88,6 @@ def _word_before(text: str, end: int) -> str:
     if not words or (end > _WINDOW and len(words[-1]) == len(window)):
         return ""
     return words[-1]
-
-
-def _is_abbreviation(word: str) -> bool:
-    """Whether ``word`` (the text before a ".") is an abbreviation, dotted acronym or capital initial."""
-    if word in _ABBREVIATIONS or (len(word) == 1 and word.isupper()):
-        return True
-    return _DOTTED.fullmatch(word) is not None
 
 
 # Section headings in WikiExtractor output are short lines ending in "." ("Early life and education.").

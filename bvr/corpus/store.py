@@ -68,9 +68,8 @@ def build_corpus(source: str, path: str | Path, out_dir: Path, *, held_out: Hold
     read (None: :class:`~bvr.corpus.sources.SourceOptions`' defaults). Returns the counts, also written to
     ``out_dir/corpus_stats.json``.
     """
-    _check_build_args(source, held_out.fraction, max_documents)
     out_dir = Path(out_dir).expanduser()
-    _check_replaceable(out_dir)
+    _check_build_args(source, held_out.fraction, max_documents, out_dir)
     stats = CorpusStats(source=source, path=str(path))
     options = dataclasses.replace(reading or SourceOptions(), progress=progress)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -111,18 +110,15 @@ def _warn_if_not_words(stats: CorpusStats, path: str | Path) -> None:
               file=sys.stderr, flush=True)
 
 
-def _check_build_args(source: str, validation_fraction: float, max_documents: int | None) -> None:
-    """Refuse an unknown source, a fraction outside [0, 1) or a non-positive document limit."""
+def _check_build_args(source: str, validation_fraction: float, max_documents: int | None, out_dir: Path) -> None:
+    """Refuse an unknown source, a fraction outside [0, 1), a non-positive document limit, or an ``out_dir`` that
+    holds anything but a corpus (it is deleted when the new one lands)."""
     if source not in READERS:
         raise BvrError(f"unknown corpus source {source!r}", where="source", hint=f"use one of {', '.join(SOURCES)}")
     if not 0 <= validation_fraction < 1:
         raise BvrError(f"{validation_fraction} is not in [0, 1)", where="validation_fraction")
     if max_documents is not None and max_documents < 1:
         raise BvrError(f"{max_documents} is not a positive number", where="max_documents")
-
-
-def _check_replaceable(out_dir: Path) -> None:
-    """Refuse to replace a folder that holds anything but a corpus: it is deleted when the new one lands."""
     if out_dir.exists() and any(out_dir.iterdir()) and not (out_dir / STATS_FILE).exists():
         raise BvrError("exists and is not a corpus written by bvr", where=out_dir,
                        hint="choose an empty or new output folder")

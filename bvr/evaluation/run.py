@@ -4,17 +4,15 @@ Two kinds: ``blimp``, zero-shot BLiMP, whose headline is the macro-average over 
 on frozen features of one task, whose headline is the chosen feature kind's score averaged over the probe seeds (which
 vary only the probe, so they are nested inside the model and its pretraining seed).
 
-The result is written as JSON under ``OUTPUT_DIR/evaluations/``, named by a hash of the settings, of the model
-folder's bytes and of the data files' content: a retrained model or an edited data file is evaluated again, and a
-copy of the model (the DVC stage folder's) finds the result its original got. A cached result is reused where its
-run is in the asking experiment; cached by another experiment (two ablations in one output folder share the
+The result is cached as JSON by content (:func:`result_path`): a retrained model or an edited data file is evaluated
+again, and a copy of the model (the DVC stage folder's) finds the result its original got. A cached result is reused
+where its run is in the asking experiment; cached by another experiment (two ablations in one output folder share the
 control), it is logged again in this one; missing or damaged, it is read back from this experiment's run of it
 (tagged ``bvr.result`` with the file's name).
 
 The MLflow run is ``LABEL/blimp`` or ``LABEL/probe/TASK``, tagged ``bvr.stage`` = the kind, with the headline and
 every per-feature mean as metrics (a probe's baselines too), each probe seed's headline as the history of the
-headline key (step = probe seed), and the JSON as an artifact. A result cached before the bag of words was logged
-still loads, without those keys.
+headline key (step = probe seed), and the JSON as an artifact.
 """
 
 from __future__ import annotations
@@ -143,10 +141,7 @@ def probe_feature(task: str, kind: str) -> str:
     pooling, so ``mean`` and ``cls`` mean the last layer's first sub-token there (``last``)."""
     from bvr.evaluation.probe import feature_kinds, probe_task
 
-    available = feature_kinds(probe_task(task))
-    if kind in available:
-        return kind
-    return "last4" if kind == "last4" and "last4" in available else "last"
+    return kind if kind in feature_kinds(probe_task(task)) else "last"
 
 
 def _read(path: Path, producer: str) -> tuple[EvaluationResult | None, str | None]:
@@ -178,12 +173,15 @@ def evaluate_model(model_dir: Path, kind: str, task: str | None, evaluations: An
     with target_lock(path):  # a twin invocation waits here, then finds this one's result and its run
         asked = _Asked(Path(model_dir), kind, task, evaluations, data_dir, path)
         recorder = _Recorder(context.with_defaults(DEFAULT_EXPERIMENT, Path(model_dir).parent.name))
-        cached = _look_up(asked, recorder)
-        if cached.logged:
-            return _reuse(asked, cached)
+        cached, run_id, moved = _look_up(asked, recorder)
+        if cached is not None and run_id:  # with its run in this experiment: written again where either differs
+            if moved or cached.run_id != run_id:
+                cached.run_id = run_id
+                _write(asked, cached)
+            return cached
         # Computed now, or cached but not logged in this experiment (another ablation in the same output folder
         # logged it, or its run was deleted): logged here.
-        result = cached.result or _compute(asked.model_dir, kind, task, evaluations, data_dir, progress)
+        result = cached or _compute(asked.model_dir, kind, task, evaluations, data_dir, progress)
         _write(asked, dataclasses.replace(result, run_id=None))
         result.run_id = recorder.record(result, asked)
         _write(asked, result)
@@ -202,26 +200,11 @@ class _Asked:
     path: Path
 
 
-@dataclass(frozen=True)
-class _Cached:
-    """What the cache holds for an evaluation."""
-
-    result: EvaluationResult | None
-    """The cached result (None: none, or none that is this evaluation's)."""
-    run_id: str | None
-    """Its finished run in this experiment, or the run there that logged the file's name."""
-    moved: bool
-    """Not read from the result's own file (read back from its run)."""
-
-    @property
-    def logged(self) -> bool:
-        """A cached result with its run in this experiment: nothing to compute or log."""
-        return self.result is not None and bool(self.run_id)
-
-
-def _look_up(asked: _Asked, recorder: _Recorder) -> _Cached:
-    """The cached result with its run in this experiment, else read back from that run; a result not reused as it is
-    is named on stderr saying why, as are the results another version of bvr cached where none is found."""
+def _look_up(asked: _Asked, recorder: _Recorder) -> tuple[EvaluationResult | None, str | None, bool]:
+    """The cached result (None: none that is this evaluation's), else the one read back from its run; its finished
+    run in this experiment, or the run there that logged the file's name; and whether it was not read from its own
+    file. A result not reused as it is is named on stderr saying why, as are the results another version of bvr
+    cached where none is found."""
     path = asked.path
     found = path if path.is_file() else None
     cached, why = _read(found, path.name) if found else (None, None)
@@ -236,7 +219,7 @@ def _look_up(asked: _Asked, recorder: _Recorder) -> _Cached:
         print(f"{found}: {why}; evaluated again", file=sys.stderr, flush=True)
     if cached is None and (line := other_versions(path, CACHE_VERSION, _stamped_version)):
         print(line, file=sys.stderr, flush=True)
-    return _Cached(cached, run_id, found != path)
+    return cached, run_id, found != path
 
 
 def _stamped_version(path: Path) -> int | None:
@@ -246,16 +229,6 @@ def _stamped_version(path: Path) -> int | None:
     except (OSError, ValueError, AttributeError):
         return None
     return settings.get("version") if isinstance(settings, dict) else None
-
-
-def _reuse(asked: _Asked, cached: _Cached) -> EvaluationResult:
-    """The cached result, written again at its place with its run in this experiment where either differs."""
-    result = cached.result
-    assert result is not None
-    if cached.moved or result.run_id != cached.run_id:
-        result.run_id = cached.run_id
-        _write(asked, result)
-    return result
 
 
 def _write(asked: _Asked, result: EvaluationResult) -> None:

@@ -25,21 +25,17 @@ def _write_json(path: Path, content: Mapping[str, object]) -> None:
     write_text(path, json.dumps(content, indent=2, ensure_ascii=False) + "\n")
 
 
-def _added_tokens_decoder(tokenizer: Tokenizer) -> dict[str, dict[str, object]]:
-    # transformers 5 rebuilds the model from the vocabulary and takes added tokens' flags (lstrip of <mask>) from here.
-    fields = ("content", "lstrip", "normalized", "rstrip", "single_word", "special")
-    return {str(i): {name: getattr(token, name) for name in fields}
-            for i, token in sorted(tokenizer.get_added_tokens_decoder().items())}
-
-
 def _hf_tokenizer_config(tokenizer: Tokenizer, family: TokenizerFamily, model_max_length: int) -> dict[str, object]:
+    fields = ("content", "lstrip", "normalized", "rstrip", "single_word", "special")
     return {
         **family.hf_config,
         **family.roles,
         "model_max_length": model_max_length,
         # Our decoders already produce the text; transformers' extra clean-up would break byte-level round trips.
         "clean_up_tokenization_spaces": False,
-        "added_tokens_decoder": _added_tokens_decoder(tokenizer),
+        # transformers 5 rebuilds the model from the vocabulary and takes added tokens' flags (lstrip of <mask>) here.
+        "added_tokens_decoder": {str(i): {name: getattr(token, name) for name in fields}
+                                 for i, token in sorted(tokenizer.get_added_tokens_decoder().items())},
     }
 
 

@@ -13,8 +13,6 @@ from bvr.tokenization.families import added_special_ids
 
 def count_ids(tokenizer: Tokenizer, sentences: list[str], counts: np.ndarray) -> None:
     """Add each id's occurrences in ``sentences`` (encoded without specials) to ``counts``."""
-    if not sentences:
-        return
     encodings = tokenizer.encode_batch_fast(sentences, add_special_tokens=False)
     ids = np.fromiter(itertools.chain.from_iterable(e.ids for e in encodings), dtype=np.int64)
     counts += np.bincount(ids, minlength=len(counts))

@@ -10,16 +10,8 @@ from tokenizers import Tokenizer
 
 from bvr.errors import BvrError
 from bvr.progress import bars
-from bvr.tokenization.families import Texts, TokenizerFamily, family_spec
+from bvr.tokenization.families import Texts, family_spec
 from bvr.tokenization.stats import count_ids
-
-
-def _check_training_args(family: TokenizerFamily, vocab_size: int, min_frequency: int) -> None:
-    if vocab_size < family.min_vocab_size:
-        raise BvrError(f"vocab_size {vocab_size} is too small for {family.name}", where="vocab_size",
-                       hint=f"use at least {family.min_vocab_size} (the special tokens plus the base alphabet)")
-    if min_frequency < 1:
-        raise BvrError(f"min_frequency {min_frequency} is below 1", where="min_frequency", hint="use 1 or more")
 
 
 def _non_empty(texts: Texts, replay: bool) -> Texts:
@@ -32,16 +24,8 @@ def _non_empty(texts: Texts, replay: bool) -> Texts:
     return texts if items is not texts else itertools.chain([first], items)
 
 
-def _release_pins(tokenizer: Tokenizer, family: TokenizerFamily) -> Tokenizer:
-    """Keep only the family's special tokens as added tokens; pinned ones stay ordinary vocabulary entries."""
-    keep = set(map(str, family.special_tokens))
-    data = json.loads(tokenizer.to_str())
-    data["added_tokens"] = [token for token in data["added_tokens"] if token["content"] in keep]
-    return Tokenizer.from_str(json.dumps(data))
-
-
 def train_tokenizer(family: str, texts: Texts, *, vocab_size: int | None = None, min_frequency: int = 2,
-                    show_progress: bool = True, length: int | None = None) -> Tokenizer:
+                    show_progress: bool = True) -> Tokenizer:
     """Train a tokenizer of one family from text; the same texts and settings give the same tokenizer.json. Its
     post-processor is set, so ``encode(a, b)`` adds the specials.
 
@@ -51,16 +35,23 @@ def train_tokenizer(family: str, texts: Texts, *, vocab_size: int | None = None,
     (None: the family's default); training stops short of it only when the text has no more pairs seen
     ``min_frequency`` times, and the base alphabet is always kept, so a size below it comes out larger.
     ``show_progress`` draws on a terminal only (:func:`bvr.progress.bars`): elsewhere the `tokenizers` bars draw
-    nothing but leave three blank lines. ``length``, how many items ``texts`` holds, is for the bar only.
+    nothing but leave three blank lines.
     """
     spec = family_spec(family)
     size = spec.default_vocab_size if vocab_size is None else vocab_size
-    _check_training_args(spec, size, min_frequency)
+    if size < spec.min_vocab_size:
+        raise BvrError(f"vocab_size {size} is too small for {spec.name}", where="vocab_size",
+                       hint=f"use at least {spec.min_vocab_size} (the special tokens plus the base alphabet)")
+    if min_frequency < 1:
+        raise BvrError(f"min_frequency {min_frequency} is below 1", where="min_frequency", hint="use 1 or more")
     texts = _non_empty(texts, replay=spec.scans_texts)
     trainer = spec.trainer(size, min_frequency, bars(show_progress), texts)
     tokenizer = spec.build()
-    tokenizer.train_from_iterator(texts, trainer=trainer, length=length)
-    tokenizer = _release_pins(tokenizer, spec)
+    tokenizer.train_from_iterator(texts, trainer=trainer)
+    # Only the family's special tokens stay added tokens; the pinned ones stay ordinary vocabulary entries.
+    keep, data = set(map(str, spec.special_tokens)), json.loads(tokenizer.to_str())
+    data["added_tokens"] = [token for token in data["added_tokens"] if token["content"] in keep]
+    tokenizer = Tokenizer.from_str(json.dumps(data))
     tokenizer.post_processor = spec.post_processor(tokenizer)
     return tokenizer
 

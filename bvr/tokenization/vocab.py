@@ -33,7 +33,7 @@ class VocabInfo:
 
 
 def vocab_info(tokenizer: Tokenizer, family: str) -> VocabInfo:
-    """What the data path needs to know about a tokenizer's vocabulary.
+    """The :class:`VocabInfo` of a tokenizer of ``family``.
 
     ``word_start`` marks the tokens that begin a word, for whole-word masking. Specials always do. WordPiece: every
     token not starting with ``##``. Byte-level BPE: a token whose first byte is whitespace (``Ġ`` is the byte-level

@@ -15,21 +15,15 @@ scorer's names load on first use, so reports can read the published models' accu
 from importlib import import_module
 from typing import Any
 
-from bvr.evaluation.blimp.pairs import REQUIRED_KEYS, SUMMARY_FILE, BlimpPair, load_blimp, paradigm_files
-from bvr.evaluation.blimp.published import PUBLISHED_MODELS, published_blimp, published_summaries, summary_file
-from bvr.evaluation.blimp.scores import CHANCE, BlimpResult, BlimpSummary, macro_accuracy, score_pairs
+from bvr.evaluation.blimp.pairs import BlimpPair, load_blimp
+from bvr.evaluation.blimp.published import published_blimp, published_summaries
+from bvr.evaluation.blimp.scores import CHANCE, score_pairs
 
-_LAZY = {"evaluate_blimp": "bvr.evaluation.blimp.evaluate", "pll_scores": "bvr.evaluation.blimp.pll",
-         "DEFAULT_TOKENS_PER_BATCH": "bvr.evaluation.blimp.pll"}
-
-__all__ = [
-    "CHANCE", "DEFAULT_TOKENS_PER_BATCH", "PUBLISHED_MODELS", "REQUIRED_KEYS", "SUMMARY_FILE", "BlimpPair",
-    "BlimpResult", "BlimpSummary", "evaluate_blimp", "load_blimp", "macro_accuracy", "paradigm_files", "pll_scores",
-    "published_blimp", "published_summaries", "score_pairs", "summary_file",
-]
+__all__ = ["CHANCE", "BlimpPair", "evaluate_blimp", "load_blimp", "pll_scores", "published_blimp",
+           "published_summaries", "score_pairs"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(import_module(_LAZY[name]), name)
+    if name in ("evaluate_blimp", "pll_scores"):  # in bvr.evaluation.blimp.pll, which loads torch
+        return getattr(import_module("bvr.evaluation.blimp.pll"), name)
     raise AttributeError(f"module 'bvr.evaluation.blimp' has no attribute '{name}'")

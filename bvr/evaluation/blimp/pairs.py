@@ -87,23 +87,6 @@ def _pair(row: dict[str, Any], where: str) -> BlimpPair:
                      term=row["linguistics_term"], good=row["sentence_good"], bad=row["sentence_bad"])
 
 
-def _read_paradigm(path: Path, seen: dict[tuple[str, str], str]) -> list[BlimpPair]:
-    """The pairs of one file; a (paradigm, pairID) already in ``seen`` (key -> ``file:line``) is an error."""
-    pairs = []
-    for number, row in json_lines(path):
-        where = f"{path}:{number}"
-        pair = _pair(row, where)
-        key = (pair.uid, pair.pair_id)
-        if key in seen:
-            raise BvrError(f"pair {pair.pair_id} of paradigm {pair.uid} was already read at {seen[key]}", where=where,
-                           hint="remove the duplicate file or line")
-        seen[key] = where
-        pairs.append(pair)
-    if not pairs:
-        raise BvrError("no pairs in this paradigm file", where=path, hint=_HINT)
-    return pairs
-
-
 def _subsample(pairs: list[BlimpPair], n: int, seed: int) -> list[BlimpPair]:
     """The ``n`` pairs with the smallest hashes of (seed, paradigm, pairID), in their original order: the choice
     depends on neither the lines' order nor a generator, and a larger ``n`` keeps every pair a smaller one chose."""
@@ -124,11 +107,21 @@ def load_blimp(folder: Path, per_paradigm: int | None = None, seed: int = 0) -> 
     if per_paradigm is not None and per_paradigm < 1:
         raise BvrError(f"must be at least 1, got {per_paradigm}", where="per_paradigm",
                        hint="leave it out to score every pair")
-    seen: dict[tuple[str, str], str] = {}
+    seen: dict[tuple[str, str], str] = {}  # (paradigm, pairID) -> the file:line it was read at
     by_paradigm: dict[str, list[BlimpPair]] = defaultdict(list)
     for path in paradigm_files(folder):
-        for pair in _read_paradigm(path, seen):
+        pairs = 0
+        for number, row in json_lines(path):
+            where = f"{path}:{number}"
+            pair = _pair(row, where)
+            if (key := (pair.uid, pair.pair_id)) in seen:
+                raise BvrError(f"pair {pair.pair_id} of paradigm {pair.uid} was already read at {seen[key]}",
+                               where=where, hint="remove the duplicate file or line")
+            seen[key] = where
             by_paradigm[pair.uid].append(pair)
+            pairs += 1
+        if not pairs:
+            raise BvrError("no pairs in this paradigm file", where=path, hint=_HINT)
     if per_paradigm is None:
         return [pair for pairs in by_paradigm.values() for pair in pairs]
     return [pair for pairs in by_paradigm.values() for pair in _subsample(pairs, per_paradigm, seed)]

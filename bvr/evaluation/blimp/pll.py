@@ -1,19 +1,28 @@
 """Pseudo-log-likelihood scores (Salazar et al. 2020): each token masked in turn, the log-probabilities of the true
-tokens summed, with the masked copies of many sentences batched together."""
+tokens summed, with the masked copies of many sentences batched together; and one BLiMP evaluation of a pretrained
+model (:func:`evaluate_blimp`)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from typing import NamedTuple
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import torch
 from tokenizers import Encoding, Tokenizer
 
 from bvr.errors import BvrError
+from bvr.evaluation.blimp.pairs import load_blimp, paradigm_files
+from bvr.evaluation.blimp.published import published_blimp, published_summaries, summary_file
+from bvr.evaluation.blimp.scores import BlimpResult, score_pairs
 from bvr.model import PretrainingModel
+from bvr.progress import counter
 from bvr.tokenization import plain_tokenizer, vocab_info
+
+if TYPE_CHECKING:
+    from bvr.pretrained import Pretrained
 
 DEFAULT_TOKENS_PER_BATCH = 16_384
 """Tokens (masked copies x length) per forward pass. On 2 busy CPU cores a 4-layer, 256-wide encoder took 148, 118,
@@ -28,25 +37,11 @@ sentences, the head's output would otherwise be the largest tensor of the pass."
 class _Batch(NamedTuple):
     """Masked copies of equally long sentences: one copy per scored token, that token replaced by the mask."""
 
-    input_ids: torch.Tensor
-    """(copies, length) token ids, one mask in each row."""
-    positions: torch.Tensor
-    """(copies,) where each row's mask is."""
-    targets: torch.Tensor
-    """(copies,) the true token under each mask."""
-    owners: np.ndarray
-    """(copies,) index of each copy's sentence."""
-    finished: int
-    """Sentences whose last copy is in this batch (for progress)."""
-
-
-def _check_lengths(encodings: Sequence[Encoding], sentences: Sequence[str], max_tokens: int) -> None:
-    for index, (encoding, sentence) in enumerate(zip(encodings, sentences, strict=True)):
-        if len(encoding.ids) > max_tokens:
-            shown = sentence if len(sentence) <= 80 else sentence[:77] + "..."
-            raise BvrError(f"{len(encoding.ids)} tokens, more than the model's {max_tokens} positions: {shown!r}",
-                           where=f"sentence {index}",
-                           hint="pseudo-log-likelihood scores whole sentences and does not truncate; shorten it")
+    input_ids: torch.Tensor  # (copies, length) token ids, one mask in each row
+    positions: torch.Tensor  # (copies,) where each row's mask is
+    targets: torch.Tensor  # (copies,) the true token under each mask
+    owners: np.ndarray  # (copies,) index of each copy's sentence
+    finished: int  # sentences whose last copy is in this batch (for progress)
 
 
 def _masked_batches(encodings: Sequence[Encoding], mask_id: int, tokens_per_batch: int) -> Iterator[_Batch]:
@@ -89,17 +84,6 @@ def _target_log_probs(model: PretrainingModel, batch: _Batch, device: torch.devi
     return torch.cat(out).double().cpu().numpy()
 
 
-@contextmanager
-def _evaluating(model: torch.nn.Module) -> Iterator[None]:
-    """Dropout off while scoring; the model's mode is restored afterwards."""
-    was_training = model.training
-    model.eval()
-    try:
-        yield
-    finally:
-        model.train(was_training)
-
-
 def pll_scores(model: PretrainingModel, tokenizer: Tokenizer, family: str, sentences: Sequence[str], *,
                max_tokens_per_batch: int = DEFAULT_TOKENS_PER_BATCH,
                on_progress: Callable[[int], None] | None = None) -> np.ndarray:
@@ -115,14 +99,42 @@ def pll_scores(model: PretrainingModel, tokenizer: Tokenizer, family: str, sente
     mask_id = vocab_info(tokenizer, family).mask_id
     # Whole sentences, unpadded: a tokenizer.json that pads or truncates would change every score and hide length.
     encodings = plain_tokenizer(tokenizer).encode_batch_fast(sentences)  # with the special tokens
-    _check_lengths(encodings, sentences, model.config.max_tokens)
+    max_tokens = model.config.max_tokens
+    for index, (encoding, sentence) in enumerate(zip(encodings, sentences, strict=True)):
+        if len(encoding.ids) > max_tokens:
+            shown = sentence if len(sentence) <= 80 else sentence[:77] + "..."
+            raise BvrError(f"{len(encoding.ids)} tokens, more than the model's {max_tokens} positions: {shown!r}",
+                           where=f"sentence {index}",
+                           hint="pseudo-log-likelihood scores whole sentences and does not truncate; shorten it")
     scores = np.zeros(len(sentences))  # (sentences,)
     device = next(model.parameters()).device
     if on_progress is not None:
         on_progress(sum(1 for e in encodings if 0 not in e.special_tokens_mask))  # nothing to score: done
-    with _evaluating(model), torch.inference_mode():
-        for batch in _masked_batches(encodings, mask_id, max_tokens_per_batch):
-            np.add.at(scores, batch.owners, _target_log_probs(model, batch, device))
-            if on_progress is not None:
-                on_progress(batch.finished)
+    was_training = model.training
+    model.eval()  # dropout off while scoring; the model's mode is restored afterwards
+    try:
+        with torch.inference_mode():
+            for batch in _masked_batches(encodings, mask_id, max_tokens_per_batch):
+                np.add.at(scores, batch.owners, _target_log_probs(model, batch, device))
+                if on_progress is not None:
+                    on_progress(batch.finished)
+    finally:
+        model.train(was_training)
     return scores
+
+
+def evaluate_blimp(pretrained: Pretrained, folder: Path, per_paradigm: int | None = None, seed: int = 0,
+                   progress: bool = False, *, max_tokens_per_batch: int = DEFAULT_TOKENS_PER_BATCH) -> BlimpResult:
+    """Zero-shot BLiMP accuracy of a pretrained encoder on ``per_paradigm`` pairs of each paradigm (None: all). The
+    folder's ``models_summary.jsonl``, when there, fills :attr:`BlimpResult.published` over the same paradigms."""
+    pairs = load_blimp(folder, per_paradigm, seed)
+    summary = summary_file(paradigm_files(folder)[0].parent)
+    sentences = [pair.good for pair in pairs] + [pair.bad for pair in pairs]
+    start = time.perf_counter()
+    with counter("BLiMP sentences", len(sentences), enabled=progress) as advance:
+        scores = pll_scores(pretrained.model, pretrained.tokenizer, pretrained.family, sentences,
+                            max_tokens_per_batch=max_tokens_per_batch, on_progress=advance)
+    result = score_pairs(pairs, scores[:len(pairs)], scores[len(pairs):], seconds=time.perf_counter() - start)
+    if summary is not None:
+        result.published = published_summaries(published_blimp(summary.parent), result.paradigm_terms)
+    return result

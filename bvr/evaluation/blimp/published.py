@@ -27,14 +27,6 @@ def summary_file(folder: Path) -> Path | None:
     return None
 
 
-def _accuracy(row: dict[str, Any], column: str, where: str) -> float:
-    value = row.get(column)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
-        raise BvrError(f"{column} must be an accuracy in [0, 1], got {json.dumps(value)}", where=where,
-                       hint=f"use the BLiMP release's {SUMMARY_FILE}")
-    return float(value)
-
-
 def _paradigm_rows(folder: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     """``("file:line", row)`` for each per-paradigm row of :func:`summary_file` (the ``overall`` summary rows
     skipped)."""
@@ -57,7 +49,11 @@ def published_blimp(folder: Path) -> dict[str, dict[str, float]]:
     published: dict[str, dict[str, float]] = {name: {} for name in PUBLISHED_MODELS.values()}
     for where, row in _paradigm_rows(folder):
         for column, name in PUBLISHED_MODELS.items():
-            published[name][row["UID"]] = _accuracy(row, column, where)
+            value = row.get(column)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+                raise BvrError(f"{column} must be an accuracy in [0, 1], got {json.dumps(value)}", where=where,
+                               hint=f"use the BLiMP release's {SUMMARY_FILE}")
+            published[name][row["UID"]] = float(value)
     if not published["GPT-2"]:
         raise BvrError("no per-paradigm rows (only 'overall' summaries or nothing)", where=summary_file(folder))
     return published

@@ -65,10 +65,6 @@ class BlimpResult:
         return {pair.uid: pair.term for pair in self.pairs}
 
     @property
-    def paradigm_fields(self) -> dict[str, str]:
-        return {pair.uid: pair.field for pair in self.pairs}
-
-    @property
     def sentences(self) -> int:
         return 2 * len(self.pairs)
 
@@ -88,7 +84,7 @@ class BlimpResult:
 
     def to_dict(self) -> dict[str, Any]:
         """Everything as JSON-ready values: the metrics, each paradigm, the published models, and every pair."""
-        terms, fields = self.paradigm_terms, self.paradigm_fields
+        terms, fields = self.paradigm_terms, {pair.uid: pair.field for pair in self.pairs}
         return {
             "metrics": self.metrics(),
             "seconds": self.seconds,

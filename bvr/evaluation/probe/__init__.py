@@ -20,33 +20,15 @@ more seeds cost only probe fits. Beside the trivial baseline (the majority class
 pair tasks get a bag-of-words baseline (:mod:`~bvr.evaluation.probe.bow`), identical for every model.
 """
 
-from bvr.evaluation.probe.bow import BagOfWords, bag_of_words, count_matrix, vocabulary, words
-from bvr.evaluation.probe.features import (
-    BATCH_SIZE,
-    LAST_LAYERS,
-    FeatureExtractor,
-    ProbeSplit,
-    extract_sentences,
-    extract_words,
-    featurise,
-)
-from bvr.evaluation.probe.fit import GRAD_TOLERANCE, MAX_ITERATIONS, LinearProbe, fit_logistic, fit_probe, fit_ridge
-from bvr.evaluation.probe.results import ProbeResult, SeedProbe, describe
-from bvr.evaluation.probe.run import (
-    Extraction,
-    ProbeSample,
-    check_features,
-    feature_kinds,
-    heldout_split,
-    probe_task,
-    run_probe,
-)
-from bvr.evaluation.probe.selection import L2_GRID, Selection, baseline_scores, score, train_probe
+from bvr.evaluation.probe.bow import bag_of_words, count_matrix, vocabulary, words
+from bvr.evaluation.probe.features import FeatureExtractor, ProbeSplit, extract_features, featurise
+from bvr.evaluation.probe.fit import GRAD_TOLERANCE, fit_probe
+from bvr.evaluation.probe.results import describe
+from bvr.evaluation.probe.run import ProbeSample, feature_kinds, heldout_split, probe_task, run_probe
+from bvr.evaluation.probe.selection import L2_GRID, train_probe
 
 __all__ = [
-    "BATCH_SIZE", "GRAD_TOLERANCE", "L2_GRID", "LAST_LAYERS", "MAX_ITERATIONS", "BagOfWords", "Extraction",
-    "FeatureExtractor", "LinearProbe", "ProbeResult", "ProbeSample", "ProbeSplit", "SeedProbe", "Selection",
-    "bag_of_words", "baseline_scores", "check_features", "count_matrix", "describe", "extract_sentences",
-    "extract_words", "feature_kinds", "featurise", "fit_logistic", "fit_probe", "fit_ridge", "heldout_split",
-    "probe_task", "run_probe", "score", "train_probe", "vocabulary", "words",
+    "GRAD_TOLERANCE", "L2_GRID", "FeatureExtractor", "ProbeSample", "ProbeSplit", "bag_of_words", "count_matrix",
+    "describe", "extract_features", "feature_kinds", "featurise", "fit_probe", "heldout_split", "probe_task",
+    "run_probe", "train_probe", "vocabulary", "words",
 ]

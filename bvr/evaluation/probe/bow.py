@@ -12,8 +12,7 @@ from __future__ import annotations
 import copy
 import functools
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,15 +48,15 @@ def words(example: Any) -> list[str]:
     return example.text_a.lower().split() + [SECOND_TEXT + word for word in second]
 
 
-def vocabulary(texts: Iterable[Sequence[str]], min_count: int = MIN_COUNT, size: int = MAX_WORDS) -> dict[str, int]:
-    """Word -> column: the words seen at least ``min_count`` times, most frequent first (ties by the word), at most
-    ``size`` of them.
+def vocabulary(texts: Iterable[Sequence[str]], size: int = MAX_WORDS) -> dict[str, int]:
+    """Word -> column: the words seen at least :data:`MIN_COUNT` times, most frequent first (ties by the word), at
+    most ``size`` of them.
 
     >>> vocabulary([["b", "a", "c"], ["a", "b", "d"], ["a"]], size=2)
     {'a': 0, 'b': 1}
     """
     counts = Counter(word for text in texts for word in text)
-    kept = sorted((word for word, count in counts.items() if count >= min_count), key=lambda w: (-counts[w], w))
+    kept = sorted((word for word, count in counts.items() if count >= MIN_COUNT), key=lambda w: (-counts[w], w))
     return {word: column for column, word in enumerate(kept[:size])}
 
 
@@ -108,18 +107,6 @@ def bag_of_words(spec: TaskSpec, train: Sequence[Any], picks: Mapping[int, Seque
     return copy.deepcopy(found)
 
 
-@contextmanager
-def one_thread() -> Iterator[None]:
-    """Run torch on one thread inside: the fits' products are small and sparse, so a second thread only adds
-    synchronisation (several times slower on two busy cores)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 @functools.lru_cache(maxsize=MEMO_SIZE)
 def _fit_and_score(task: str, picks: tuple[tuple[int, tuple[int, ...]], ...], chosen: tuple[tuple[int, Any], ...],
                    dev: tuple[Any, ...], held: tuple[Any, ...]) -> BagOfWords:
@@ -127,7 +114,11 @@ def _fit_and_score(task: str, picks: tuple[tuple[int, tuple[int, ...]], ...], ch
     spec, train = get_task(task), dict(chosen)
     columns = vocabulary(words(example) for example in train.values())
     scores, heldout, l2 = {}, {}, {}
-    with one_thread():
+    # One torch thread: the fits' products are small and sparse, so a second thread only adds synchronisation
+    # (several times slower on two busy cores).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
         for seed, indices in picks:
             examples = [train[i] for i in indices]
             split = sentence_split(spec, examples, {KIND: count_matrix([words(x) for x in examples], columns)})
@@ -135,4 +126,6 @@ def _fit_and_score(task: str, picks: tuple[tuple[int, tuple[int, ...]], ...], ch
             scores[seed], l2[seed] = evaluate(spec, probe, columns, list(dev)), probe.l2
             if held:
                 heldout[seed] = evaluate(spec, probe, columns, list(held))
+    finally:
+        torch.set_num_threads(threads)
     return BagOfWords(len(columns), scores, heldout, l2)

@@ -17,7 +17,6 @@ from bvr.progress import track
 from bvr.tasks.batching import collate
 from bvr.tasks.kinds import KINDS
 from bvr.tasks.registry import TaskSpec
-from bvr.tokenization import vocab_info
 
 LAST_LAYERS = 4
 """Layers concatenated by ``last4`` (BERT's best feature-based choice in Table 7 concatenates the last four)."""
@@ -92,12 +91,6 @@ class FeatureExtractor:
     batch_size: int
     progress: bool
 
-    @classmethod
-    def of(cls, encoder: Encoder, pretrained: Pretrained, batch_size: int, progress: bool) -> FeatureExtractor:
-        """An extractor running ``encoder`` where its weights are, padding with ``pretrained``'s tokenizer's pad id."""
-        pad_id = vocab_info(pretrained.tokenizer, pretrained.family).pad_id
-        return cls(encoder, pad_id, next(encoder.parameters()).device, batch_size, progress)
-
     def layers(self, encoded: Mapping[str, list], batch: list[int]) -> tuple[list[torch.Tensor], torch.Tensor]:
         """Every layer's output for a batch of rows (embeddings excluded), and its (batch, seq) mask."""
         rows = [{"input_ids": encoded["input_ids"][i], "token_type_ids": encoded["token_type_ids"][i]} for i in batch]
@@ -105,40 +98,28 @@ class FeatureExtractor:
         states = self.encoder.hidden_states(tensors["input_ids"], tensors["attention_mask"], tensors["token_type_ids"])
         return states[1:], tensors["attention_mask"]
 
-    def batches(self, encoded: Mapping[str, list], description: str) -> Any:
-        batches = length_batches([len(ids) for ids in encoded["input_ids"]], self.batch_size)
-        return track(batches, description, enabled=self.progress)
 
-
-def extract_sentences(extractor: FeatureExtractor, encoded: Mapping[str, list], kinds: Sequence[str],
-                      description: str = "features") -> dict[str, torch.Tensor]:
-    """One feature row per encoded example, in example order: kind -> (examples, dim), float32 on the CPU."""
-    config = extractor.encoder.config
+def extract_features(extractor: FeatureExtractor, encoded: Mapping[str, list], kinds: Sequence[str],
+                     description: str = "features",
+                     firsts: Sequence[Sequence[tuple[int, int]]] | None = None) -> dict[str, torch.Tensor]:
+    """Features of the encoded examples, float32 on the CPU: kind -> (rows, dim). Without ``firsts``, one row per
+    example (:func:`sentence_vectors`), in example order; with them (per sentence, the :func:`first_subwords` of
+    :func:`~bvr.tasks.ner.encode_ner`'s ``word_ids``), one row per word that kept a token (:func:`word_vectors`),
+    sentence after sentence."""
+    config, device = extractor.encoder.config, extractor.device
     n = len(encoded["input_ids"])
-    out = {kind: torch.empty(n, feature_dim(config, kind)) for kind in kinds}
-    for batch in extractor.batches(encoded, description):
+    offsets = range(n + 1) if firsts is None else np.cumsum([0, *map(len, firsts)]).tolist()  # example i's rows
+    out = {kind: torch.empty(offsets[-1], feature_dim(config, kind)) for kind in kinds}
+    batches = length_batches([len(ids) for ids in encoded["input_ids"]], extractor.batch_size)
+    for batch in track(batches, description, enabled=extractor.progress):
         with torch.inference_mode():
             layers, mask = extractor.layers(encoded, batch)
-            vectors = sentence_vectors(layers, mask, kinds)
-        index = torch.tensor(batch)
-        for kind in kinds:
-            out[kind][index] = vectors[kind].float().cpu()
-    return out
-
-
-def extract_words(extractor: FeatureExtractor, encoded: Mapping[str, list], firsts: Sequence[Sequence[tuple[int, int]]],
-                  kinds: Sequence[str], description: str = "features") -> dict[str, torch.Tensor]:
-    """One row per word that kept a token, sentence after sentence: kind -> (words, dim), float32 on the CPU.
-    ``firsts`` holds per sentence the :func:`first_subwords` of :func:`~bvr.tasks.ner.encode_ner`'s ``word_ids``."""
-    config = extractor.encoder.config
-    offsets = np.cumsum([0, *map(len, firsts)]).tolist()
-    out = {kind: torch.empty(offsets[-1], feature_dim(config, kind)) for kind in kinds}
-    for batch in extractor.batches(encoded, description):
-        rows = torch.tensor([r for r, i in enumerate(batch) for _ in firsts[i]], dtype=torch.long)
-        cols = torch.tensor([position for i in batch for position, _ in firsts[i]], dtype=torch.long)
-        with torch.inference_mode():
-            layers, _ = extractor.layers(encoded, batch)
-            vectors = word_vectors(layers, rows.to(extractor.device), cols.to(extractor.device), kinds)
+            if firsts is None:
+                vectors = sentence_vectors(layers, mask, kinds)
+            else:
+                rows = torch.tensor([r for r, i in enumerate(batch) for _ in firsts[i]], dtype=torch.long)
+                cols = torch.tensor([position for i in batch for position, _ in firsts[i]], dtype=torch.long)
+                vectors = word_vectors(layers, rows.to(device), cols.to(device), kinds)
         index = torch.tensor([j for i in batch for j in range(offsets[i], offsets[i + 1])], dtype=torch.long)
         for kind in kinds:
             out[kind][index] = vectors[kind].float().cpu()
@@ -186,9 +167,9 @@ def featurise(spec: TaskSpec, examples: list[Any], pretrained: Pretrained, extra
     settings = DataSettings(max_length=max_length)
     encoded = KINDS[spec.kind].encode(spec, pretrained.tokenizer, pretrained.family, examples, settings)
     if spec.kind != "tagging":
-        return sentence_split(spec, examples, extract_sentences(extractor, encoded, kinds, description))
+        return sentence_split(spec, examples, extract_features(extractor, encoded, kinds, description))
     firsts = [first_subwords(word_ids) for word_ids in encoded["word_ids"]]
-    features = extract_words(extractor, encoded, firsts, kinds, description)
+    features = extract_features(extractor, encoded, kinds, description, firsts)
     labels = torch.tensor([encoded["labels"][i][position] for i, first in enumerate(firsts) for position, _ in first],
                           dtype=torch.long)
     offsets = np.cumsum([0, *map(len, firsts)]).tolist()

@@ -50,14 +50,6 @@ class LinearProbe:
         return scores[:, 0] if regression else scores.argmax(dim=-1)
 
 
-def standardisation(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean and (population) standard deviation of each column of (rows, dim), float64; a constant column gets 1."""
-    x = x.double()
-    mean = x.mean(dim=0)
-    scale = x.std(dim=0, correction=0)
-    return mean, torch.where(scale > 1e-12, scale, torch.ones_like(scale))
-
-
 @dataclass
 class Standardised:
     """Training features standardised, with the eigenbasis of their covariance (L-BFGS's preconditioner)."""
@@ -76,13 +68,15 @@ class Standardised:
         cost far more than the fits: scaled but not centred (a sparse CSR matrix), preconditioned by ``z^T z``'s
         diagonal only. The optimum is the centred one's (the unpenalised bias absorbs the means).
         """
-        mean, scale = standardisation(x)
+        x = x.double()
+        mean, scale = x.mean(dim=0), x.std(dim=0, correction=0)  # (dim,) each
+        scale = torch.where(scale > 1e-12, scale, torch.ones_like(scale))  # a constant column gets 1
         if sparse:
-            z = x.double() / scale
+            z = x / scale
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
                 return cls(z.to_sparse_csr(), torch.zeros_like(mean), scale, z.pow(2).mean(dim=0), None)
-        z = (x.double() - mean) / scale
+        z = (x - mean) / scale
         eigenvalues, eigenvectors = torch.linalg.eigh(z.T @ z / len(z))
         return cls(z, mean, scale, eigenvalues.clamp(min=0.0), eigenvectors)
 

@@ -90,14 +90,11 @@ class ProbeResult:
         """The headline dev score of feature kind ``kind``, per seed in order."""
         return [self.probes[kind][seed].scores[self.main_metric] for seed in self.seeds]
 
-    def median(self, kind: str) -> float:
-        return float(np.median(self.headline(kind)))
-
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: everything but the subsample indices (their sizes instead), and every seed's flat metrics."""
         data = dataclasses.asdict(self)
         data["subsamples"] = {seed: len(indices) for seed, indices in self.subsamples.items()}
-        data["median"] = {kind: self.median(kind) for kind in self.features}
+        data["median"] = {kind: float(np.median(self.headline(kind))) for kind in self.features}
         data["metrics"] = {seed: self.metrics(seed) for seed in self.seeds}
         return data
 

@@ -9,7 +9,6 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -24,6 +23,7 @@ from bvr.pretrained import Pretrained
 from bvr.tasks.data import subset
 from bvr.tasks.readers import read_task
 from bvr.tasks.registry import TaskSpec, get_task
+from bvr.tokenization import vocab_info
 
 EVAL_SUBSET_SEED = 0
 """Seed of the dev cap (``max_eval_examples``): the same dev examples for every model and seed."""
@@ -84,18 +84,6 @@ class ProbeSample:
     comparisons between encoders see smaller differences."""
 
 
-@dataclass(frozen=True)
-class Extraction:
-    """How the frozen encoder reads the examples."""
-
-    max_length: int | None = None
-    """Tokens per sequence, specials included; None: the task's fine-tuning length (128), capped by the model's
-    positions."""
-    batch_size: int = BATCH_SIZE
-    device: str | torch.device | None = None
-    """Where the encoder runs; None: CUDA when available, else the CPU (probes always fit on the CPU)."""
-
-
 def _check_options(sample: ProbeSample) -> list[int]:
     seeds = sample.seeds
     if not seeds:
@@ -127,36 +115,26 @@ def frozen_encoder(pretrained: Pretrained, from_scratch: bool, device: torch.dev
     return encoder.to(device).eval()
 
 
-def _device(device: str | torch.device | None) -> torch.device:
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
-
-
-def _read(spec: TaskSpec, data_dir: Path | None) -> tuple[list[Any], list[Any], list[str]]:
-    """The training examples and the headline split's, with the readers' report lines."""
-    read = read_task(spec, data_dir, DataSettings())
-    train, train_line = read.splits[spec.splits[0].name]
-    dev, dev_line = read.splits[spec.headline_split]
-    return train, dev, list(dict.fromkeys([train_line, dev_line]))
-
-
 def run_probe(pretrained: Pretrained, task: str, *, data_dir: Path | None, sample: ProbeSample | None = None,
-              features: Sequence[str] | None = None, from_scratch: bool = False, extraction: Extraction | None = None,
-              progress: bool = False) -> ProbeResult:
+              features: Sequence[str] | None = None, from_scratch: bool = False, progress: bool = False) -> ProbeResult:
     """Train linear probes on frozen features of ``pretrained`` and score them on the task's dev split, beside the
     trivial and bag-of-words baselines.
 
     ``data_dir`` None reads the Hugging Face hub; ``sample`` defaults to seed 0, every example, none held out;
     ``from_scratch`` probes a randomly initialised encoder of the checkpoint's shape (seed :data:`SCRATCH_SEED`).
+    The encoder runs on CUDA when available (the probes always fit on the CPU), on sequences of the task's
+    fine-tuning length (128, specials included) capped by the model's positions.
     """
     start = time.perf_counter()
-    sample, extraction = sample or ProbeSample(), extraction or Extraction()
+    sample = sample or ProbeSample()
     max_train_examples = sample.max_train_examples
     spec = probe_task(task)
     kinds = check_features(spec, features)
     seeds = _check_options(sample)
-    train_examples, dev_examples, reports = _read(spec, data_dir)
+    read = read_task(spec, data_dir, DataSettings())
+    train_examples, train_line = read.splits[spec.splits[0].name]
+    dev_examples, dev_line = read.splits[spec.headline_split]
+    reports = list(dict.fromkeys([train_line, dev_line]))  # the readers' report lines
     held, pool = heldout_split(len(train_examples), sample.heldout_examples, max_train_examples)
     picks = {seed: [pool[i] for i in subset(range(len(pool)), max_train_examples, seed)] for seed in seeds}
     union = sorted(set().union(*picks.values()))
@@ -165,10 +143,10 @@ def run_probe(pretrained: Pretrained, task: str, *, data_dir: Path | None, sampl
     if held:
         reports.append(f"held out: {len(held):,} of {len(train_examples):,} training examples (seed {SET_ASIDE_SEED}),"
                        " never trained on, scored as a second test set")
-    extractor = FeatureExtractor.of(frozen_encoder(pretrained, from_scratch, _device(extraction.device)), pretrained,
-                                    extraction.batch_size, progress)
-    default_length = spec.finetune.get("max_length", DataSettings.max_length)  # the task's fine-tuning length
-    length = min(extraction.max_length or default_length, extractor.encoder.config.max_tokens)
+    encoder = frozen_encoder(pretrained, from_scratch, torch.device("cuda" if torch.cuda.is_available() else "cpu"))
+    extractor = FeatureExtractor(encoder, vocab_info(pretrained.tokenizer, pretrained.family).pad_id,
+                                 next(encoder.parameters()).device, BATCH_SIZE, progress)
+    length = min(spec.finetune.get("max_length", DataSettings.max_length), encoder.config.max_tokens)
     train = featurise(spec, [train_examples[i] for i in union], pretrained, extractor, kinds, length,
                       f"{spec.name} train features")
     dev_split = featurise(spec, dev, pretrained, extractor, kinds, length,

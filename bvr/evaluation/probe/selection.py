@@ -3,7 +3,6 @@ with the task's metrics (and the trivial baseline's)."""
 
 from __future__ import annotations
 
-import random
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ import torch
 from bvr.errors import BvrError
 from bvr.evaluation.probe.features import ProbeSplit
 from bvr.evaluation.probe.fit import LinearProbe, Standardised, fit_probe
+from bvr.tasks.data import subset
 from bvr.tasks.glue_metrics import PLAIN_METRICS, UndefinedMetricWarning, main_score, majority_prediction
 from bvr.tasks.iob import OUTSIDE
 from bvr.tasks.ner_metric import entity_f1
@@ -36,8 +36,7 @@ def held_out_split(count: int) -> tuple[list[int], list[int]]:
     if count < 2:
         raise BvrError(f"choosing the L2 strength needs at least 2 training examples, got {count}",
                        where="max_train_examples")
-    size = max(1, round(HELD_OUT_FRACTION * count))
-    held = sorted(random.Random(HELD_OUT_SEED).sample(range(count), size))
+    held = subset(range(count), max(1, round(HELD_OUT_FRACTION * count)), HELD_OUT_SEED)  # fewer than count
     chosen = set(held)
     return [i for i in range(count) if i not in chosen], held
 
@@ -82,22 +81,18 @@ def train_probe(spec: TaskSpec, split: ProbeSplit, picked: Sequence[int], kind: 
 def score(spec: TaskSpec, split: ProbeSplit, picked: Sequence[int], predictions: torch.Tensor) -> dict[str, float]:
     """Every metric of the task, and its headline, for predictions on the rows of the examples ``picked``. Tagging:
     entity-level precision, recall and F1 and ``accuracy`` over words; a word without a row is predicted O."""
-    if spec.kind == "tagging":
-        return _tagging_scores(spec, split, picked, predictions.tolist())
-    targets = [split.examples[i].label for i in picked]
-    values = {name: PLAIN_METRICS[name](predictions.tolist(), targets) for name in spec.metrics}
-    values[spec.main_metric] = main_score(spec, values)
-    return values
-
-
-def _tagging_scores(spec: TaskSpec, split: ProbeSplit, picked: Sequence[int], predictions: list[int]) -> dict:
-    names = spec.label_names or ()
+    if spec.kind != "tagging":
+        targets = [split.examples[i].label for i in picked]
+        values = {name: PLAIN_METRICS[name](predictions.tolist(), targets) for name in spec.metrics}
+        values[spec.main_metric] = main_score(spec, values)
+        return values
+    names, predicted_ids = spec.label_names or (), predictions.tolist()
     gold = [list(split.examples[i].tags) for i in picked]
     predicted = [[OUTSIDE] * len(tags) for tags in gold]
     row = 0
     for sentence, i in zip(predicted, picked, strict=True):
         for word in split.words[i]:
-            sentence[word] = names[predictions[row]]
+            sentence[word] = names[predicted_ids[row]]
             row += 1
     entities = entity_f1(gold, predicted)
     words = [(g, p) for tags, guesses in zip(gold, predicted, strict=True) for g, p in zip(tags, guesses, strict=True)]
