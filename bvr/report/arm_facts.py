@@ -14,7 +14,7 @@ from bvr.config import flatten
 from bvr.report.analysis import Analysis
 from bvr.report.cells import fmt, fmt_count
 from bvr.report.document import Block, Paragraph, Table
-from bvr.report.pretrain_runs import pretrain_table
+from bvr.report.numbers import pretrain_table
 
 BATCH_KEYS = ("training.batch_size", "training.tokens_per_batch")
 """The settings that make an arm's batch: sequences a step, or tokens a step where set."""

@@ -20,7 +20,7 @@ from bvr.report.analysis import Analysis, Comparison, Outcome
 from bvr.report.budget import BudgetCurve, helps
 from bvr.report.cells import fmt_count
 from bvr.report.measures import MLM, Measure, metric_label
-from bvr.report.pretrain_runs import pretrain_table
+from bvr.report.numbers import pretrain_table
 
 DPI = 110
 """Resolution of the PNG files; at the sizes below a figure is at most ~1100 pixels wide."""

@@ -33,8 +33,15 @@ from bvr.report.collect import collect
 from bvr.report.document import Figure, to_html, to_markdown
 from bvr.report.headlines import brief, effect_rows
 from bvr.report.measures import MLM
-from bvr.report.numbers import dvc_metrics, effect_metrics, effects_table, metrics_payload, summary_rows
-from bvr.report.pretrain_runs import EXPORTED_COLUMNS, pretrain_table
+from bvr.report.numbers import (
+    EXPORTED_COLUMNS,
+    dvc_metrics,
+    effect_metrics,
+    effects_table,
+    metrics_payload,
+    pretrain_table,
+    summary_rows,
+)
 from bvr.report.published import load_published
 from bvr.report.sections import report_blocks, summary_blocks
 from bvr.report.selection import selection_figure, selection_frame

@@ -18,7 +18,7 @@ from bvr.report.analysis import Analysis
 from bvr.report.cells import RunLinks, fmt, fmt_ci, fmt_count, fmt_rate, mean_of, metric_digits, signed
 from bvr.report.document import Block, Bullets, Cell, Figure, Heading, Paragraph, Table
 from bvr.report.measures import MLM, PRETRAIN_TASK, Measure
-from bvr.report.pretrain_runs import pretrain_table
+from bvr.report.numbers import pretrain_table
 from bvr.report.selection import selection_frame, selection_section
 
 

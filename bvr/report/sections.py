@@ -17,7 +17,7 @@ from bvr.report.budget import budget_curve, budget_section
 from bvr.report.cells import RunLinks, arm_config, fmt, fmt_ci, fmt_count, fmt_p, mean_of, relative_path, signed
 from bvr.report.document import Block, Bullets, Cell, Figure, Heading, Link, Notice, Paragraph, Table
 from bvr.report.headlines import brief, headlines, too_small
-from bvr.report.pretrain_runs import pretrain_table
+from bvr.report.numbers import pretrain_table
 from bvr.report.results import blimp_section, measures_section, pretraining_section, published_section, scores_section
 
 

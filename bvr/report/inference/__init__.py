@@ -42,11 +42,14 @@ from bvr.report.inference.compare import (
     PERMUTATION_SEED,
     TOO_FEW_UNITS,
     Comparison,
+    VarianceComponents,
     adjusted_confidence,
     compare,
     holm,
     sign_flip_p,
     simultaneous,
+    unit_values,
+    variance_components,
     with_confidence,
 )
 from bvr.report.inference.power import (
@@ -58,7 +61,6 @@ from bvr.report.inference.power import (
     power,
     units_needed,
 )
-from bvr.report.inference.seeds import VarianceComponents, unit_values, variance_components
 from bvr.report.inference.sequence import FixedSequence, fixed_sequence, fixed_sequences, one_sided_bound, one_sided_p
 
 __all__ = [
