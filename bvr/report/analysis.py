@@ -52,8 +52,7 @@ class Outcome(Enum):
 
 @dataclass(frozen=True)
 class Comparison:
-    """Arm ``b`` against arm ``a`` (the control, or the paper's baseline arm) on one measure: ``b - a`` over
-    pretraining seeds, tested and adjusted."""
+    """Arm ``b`` against arm ``a`` (the control, or the paper's baseline arm) on one measure, tested and adjusted."""
 
     family: str
     measure: Measure
@@ -114,8 +113,7 @@ class Comparison:
 
     @property
     def ours(self) -> str:
-        """The outcome in the tables' words: 'dynamic better', 'no difference detected', 'too few units' or 'not
-        comparable'."""
+        """The outcome in the tables' words: an :class:`Outcome` with the arms filled in ('dynamic better')."""
         return self.outcome.value.format(a=self.arm_a, b=self.arm_b)
 
     @property
@@ -242,8 +240,7 @@ def _pairs(arms: list[str], kind: str) -> list[tuple[str, str]]:
 
 
 def analyse(collected: Collected, published: pd.DataFrame) -> Analysis:
-    """Measures, tests (one Holm family; see the module docstring) and the published rows (the manifest's
-    ``published`` table) of one ablation."""
+    """One ablation's measures, tests (one Holm family) and published rows (its manifest's ``published`` table)."""
     frame, scales = _scored(collected)
     key = collected.manifest.published
     ours = published[published["ablation"] == key] if key else published.iloc[0:0]

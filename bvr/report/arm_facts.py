@@ -123,8 +123,7 @@ def _facts(analysis: Analysis, vocabulary: bool) -> list[Block]:
 
 
 def arm_facts(analysis: Analysis) -> list[Block]:
-    """The setup's blocks on whether the arms compare fairly: what each saw, the learning rate per batch, and every
-    setting in which they differ."""
+    """The setup's blocks on whether the arms compare fairly: what each saw, learning rate per batch, differences."""
     arms = analysis.collected.pretrained_arms
     differ = settings_that_differ(analysis.collected.manifest, arms)
     vocabulary = any(key.startswith("tokenizer.") for key in differ)

@@ -230,8 +230,7 @@ def _task_panel(ax: Axes, analysis: Analysis, task: str, colors: dict[str, str])
 
 
 def task_scores(analysis: Analysis, colors: dict[str, str]) -> Figure | None:
-    """One panel per task: every run as a point (× when collapsed), their median as a dash, and the mean over
-    pretraining seeds with its 95% t interval."""
+    """One panel per task: every run a point (× collapsed), their median a dash, the seeds' mean and 95% t interval."""
     tasks = [t for t in analysis.tasks if (analysis.scores["task"] == t).any()]
     if not tasks:
         return None

@@ -122,8 +122,7 @@ def _blind(analysis: Analysis) -> dict[str, str]:
 
 
 def _ablation_line(c: Comparison, blind: str) -> str:
-    """One measure's comparison of two pretrained arms: found, not detected (with what could have been), or not
-    tested; then the paper's effect beside it."""
+    """One measure's comparison of two pretrained arms: found, not detected or not tested; then the paper's effect."""
     extra = f"; the paper: {c.published:+.1f} ({c.paper})" if c.published is not None else ""
     if c.needed is not None:
         extra += f", which would need {c.needed} pretraining seeds per arm at this noise"
@@ -155,13 +154,10 @@ def _brief_pair(pair: list[Comparison]) -> str:
     if quiet:
         estimates = ", ".join(f"{c.measure.short_title} {signed(c.estimate, c.measure.digits)}" for c in quiet)
         parts.append(f"{estimates}: no difference detected")
-    same = [c for c in pair if c.identical]
-    if same:
-        parts.append(", ".join(c.measure.short_title for c in same) + f": {Outcome.SAME.value} (every seed gave the "
-                     "same numbers)")
-    untested = [c for c in pair if not c.test.tested]
-    if untested:
-        parts.append(", ".join(c.measure.short_title for c in untested) + ": not tested (too few pretraining seeds)")
+    for kept, why in (([c for c in pair if c.identical], f"{Outcome.SAME.value} (every seed gave the same numbers)"),
+                      ([c for c in pair if not c.test.tested], "not tested (too few pretraining seeds)")):
+        if kept:
+            parts.append(", ".join(c.measure.short_title for c in kept) + f": {why}")
     return f"**{pair[0].arm_b} − {pair[0].arm_a}**: " + "; ".join(parts) + "."
 
 

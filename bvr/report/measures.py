@@ -110,7 +110,7 @@ class Measure:
 
     def units(self, arm: str) -> dict[int, float]:
         """The arm's value per pretraining seed (the mean over inner seeds)."""
-        return unit_values(self.values.get(arm, {})) if self.values.get(arm) else {}
+        return unit_values(self.values.get(arm, {}))
 
     def mean_interval(self, arm: str, confidence: float = 0.95) -> tuple[float, float, float]:
         """The arm's mean over pretraining seeds and its t interval, (mean, low, high): the ends NaN below

@@ -71,8 +71,7 @@ def pretrain_table(analysis: Analysis) -> pd.DataFrame:
 
 
 def _over_seeds(values: Sequence[float | None], how: Callable[[pd.Series], float]) -> float:
-    """``how`` (``pd.Series.median`` or ``.mean``) of the values that are numbers (None and NaN left out); NaN when
-    there is none."""
+    """``how`` (``pd.Series.median`` or ``.mean``) of the values that are numbers; NaN when there is none."""
     kept = pd.Series([float(v) for v in values if _finite(v)], dtype=float)
     return float(how(kept)) if not kept.empty else math.nan
 

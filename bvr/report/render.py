@@ -183,8 +183,7 @@ def _swap_in(staging: Path, out_dir: Path) -> None:
 
 
 def parent_params(manifest: Manifest) -> dict[str, str]:
-    """What the ablation's parent run shows as parameters: the ablation, preset and plan hash, the arms and the keys
-    each declares, the control, the pretraining seeds and the tasks."""
+    """The parent run's parameters: ablation, preset, plan hash, arms and their declared keys, control, seeds, tasks."""
     params = {"ablation": manifest.ablation, "preset": manifest.preset or "default",
               "plan_hash": manifest.plan_hash or "-", "arms": ", ".join(manifest.arms),
               "control": manifest.control_arm or "none",
@@ -210,8 +209,7 @@ def _effect_estimates(analysis: Analysis) -> list[Metric]:
 
 
 def _log_files(client: MlflowClient, run_id: str, analysis: Analysis, result: ReportResult) -> None:
-    """The report's files under ``report/`` of the parent run, with ``effects.csv`` and the differences figure as
-    ``effects.png`` (one chart with intervals)."""
+    """The report's files under ``report/`` of the parent run, and ``effects.csv`` and ``effects.png`` (differences)."""
     for path in (result.markdown, result.html, result.metrics):
         client.log_artifact(run_id, str(path), ARTIFACT_PATH)
     for name in (FIGURES_DIR, PLOTS_DIR, DVC_METRICS_DIR):

@@ -190,8 +190,7 @@ def _published_rows(analysis: Analysis, table: pd.DataFrame) -> list[list[Cell]]
 
 
 def _ours(analysis: Analysis, arm: str, task: str, metric: str, pretrained: pd.DataFrame) -> float:
-    """Our value for one published column: a pretraining metric we log (the Pretraining table's mean over
-    pretraining seeds), or the median of a probe's or a fine-tuning task's runs."""
+    """Our value for one published column: a pretraining metric's mean over pretraining seeds, else the runs' median."""
     if task == PRETRAIN_TASK:
         return pretrained[metric].get(arm, math.nan) if metric in pretrained else math.nan
     if task.startswith("probe/"):

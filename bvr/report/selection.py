@@ -34,8 +34,7 @@ def selection_frame(manifest: Manifest) -> pd.DataFrame:
 
 
 def _chosen_cell(rows: pd.DataFrame) -> str:
-    """``lr 1e-03, 2 epochs (p0, p2); lr 3e-04, 2 epochs (p1)``: each chosen point with the pretraining seeds it was
-    chosen for."""
+    """``lr 1e-03, 2 epochs (p0, p2); lr 3e-04, 2 epochs (p1)``: each chosen point with its pretraining seeds."""
     chosen = rows[rows["chosen"]].drop_duplicates(["pretrain_seed", "point"]).sort_values(
         ["learning_rate", "epochs", "pretrain_seed"])
     parts = []
