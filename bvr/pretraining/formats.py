@@ -77,7 +77,13 @@ def create_instances(documents: Sequence[Sequence[np.ndarray]], fmt: str, *, max
     per document, as BERT). Settings that cannot make instances are refused (:func:`_check_arguments`).
     """
     _check_arguments(fmt, max_length=max_length, objective=objective, template=template, short_seq_prob=short_seq_prob)
-    docs = _clean(documents)
+    docs = []  # as int32 sentence arrays, without empty sentences or empty documents
+    for doc in documents:
+        sentences = [np.asarray(s, dtype=np.int32) for s in doc if len(s) > 0]
+        if any(s.ndim != 1 for s in sentences):
+            raise ValueError("every sentence must be a 1-D array of token ids")
+        if sentences:
+            docs.append(sentences)
     out = Columns(template)
     label = {"none": IGNORE_INDEX, "nsp": IS_NEXT, "sop": IN_ORDER}[objective]
     pairing = Pairing(label=label, not_next=objective == "nsp" and len(docs) >= 2, swap=objective == "sop")
@@ -109,18 +115,6 @@ def _check_arguments(fmt: str, *, max_length: int, objective: str, template: Tem
             where="data.max_length", hint=f"use at least {overhead + 2}")
     if not 0.0 <= short_seq_prob <= 1.0:
         raise BvrError(f"short_seq_prob {short_seq_prob} is not a probability", where="data.short_seq_prob")
-
-
-def _clean(documents: Sequence[Sequence[np.ndarray]]) -> list[list[np.ndarray]]:
-    """The documents as int32 sentence arrays, without empty sentences or empty documents."""
-    docs = []
-    for doc in documents:
-        sentences = [np.asarray(s, dtype=np.int32) for s in doc if len(s) > 0]
-        if any(s.ndim != 1 for s in sentences):
-            raise ValueError("every sentence must be a 1-D array of token ids")
-        if sentences:
-            docs.append(sentences)
-    return docs
 
 
 # -------------------------------------------------------------------------------------------- packed formats
