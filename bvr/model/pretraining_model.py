@@ -97,10 +97,6 @@ class PretrainingModel(nn.Module):
         """The MLM head: ``cls.predictions`` (bert) or ``lm_head`` (roberta); maps (..., hidden) to (..., vocab)."""
         return self.cls.predictions if self.config.family == "bert" else self.lm_head
 
-    def mlm_logits_all(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Logits at every position, (batch, seq, vocab): for fill-mask and parity, not for training."""
-        return self.mlm_head(hidden)
-
     def _sentence_from_first(self, first: torch.Tensor) -> torch.Tensor:
         """(batch, hidden) first-token states -> (batch, 2) next-sentence logits."""
         if not self.sentence_head:
@@ -141,7 +137,7 @@ class PretrainingModel(nn.Module):
         rows in row-major order); None gives dense logits at every position."""
         hidden = self.encoder(input_ids, attention_mask, token_type_ids)  # (batch, seq, hidden)
         if labels is None:
-            logits, targets = self.mlm_logits_all(hidden), None
+            logits, targets = self.mlm_head(hidden), None
         else:
             selected = labels.ne(IGNORE_INDEX)  # (batch, seq)
             logits, targets = self.mlm_head(hidden[selected]), labels[selected]  # (n_masked, vocab), (n_masked,)

@@ -2,9 +2,8 @@
 :class:`Columns`, which collects wrapped instances (``input_ids``, ``token_type_ids``, ``sentence_label``).
 
 ``sentence_label`` is the label of the configured ``data.sentence_objective``: NSP's :data:`IS_NEXT` /
-:data:`NOT_NEXT`, SOP's
-:data:`IN_ORDER` / :data:`SWAPPED` (as Hugging Face's ``AlbertForPreTraining`` ``sentence_order_label``), or
-``IGNORE_INDEX`` without one."""
+:data:`NOT_NEXT`, SOP's :data:`IN_ORDER` / :data:`SWAPPED` (as Hugging Face's ``AlbertForPreTraining``
+``sentence_order_label``), or ``IGNORE_INDEX`` without one."""
 
 from __future__ import annotations
 

@@ -118,8 +118,7 @@ EXECUTION_KEYS = ("num_workers", "threads", "log_every_steps", "val_every_steps"
 
 
 def run_dir_for(cfg: Config, prepared: Prepared) -> Path:
-    """The run folder: named by the data, tokenizer, model, masking and training settings (not by how the run is
-    carried out and logged, :data:`EXECUTION_KEYS`)."""
+    """The run folder, named by everything that changes the result (not by :data:`EXECUTION_KEYS`)."""
     parts = {
         "version": CACHE_VERSION,
         "instances": prepared.instances.name,

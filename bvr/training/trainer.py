@@ -229,7 +229,7 @@ def build_trainer(root: Path, settings: TrainerSettings, logger: Any, *, progres
         extra.append(TrainingBar(steps=step_progress_bar))
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=SRUN_NOTICE)
-        trainer = L.Trainer(
+        return L.Trainer(
             max_steps=s.max_steps,
             max_epochs=s.max_epochs,
             accumulate_grad_batches=s.grad_accum,
@@ -253,7 +253,6 @@ def build_trainer(root: Path, settings: TrainerSettings, logger: Any, *, progres
             default_root_dir=str(root),
             plugins=[AtomicCheckpointIO()],
         )
-    return trainer
 
 
 def training_logger(context: RunContext, *, stage: str, task: str | None = None, seed: int | None = None,
