@@ -42,9 +42,7 @@ Decisions worth knowing:
   bias the data against document endings) nor padded here (the collator pads a batch). Short sequences mean fewer
   tokens per step than ``full-sentences`` at the same batch size (mean length 96.7 against 112.0 at max_length 128
   on 3,000 Wikipedia documents), which RoBERTa corrected by "dynamically increasing the batch size":
-  ``training.tokens_per_batch`` (:class:`bvr.pretraining.data.TokenBudgetSampler`). The shipped input-format
-  ablation (``experiments/nsp.yaml``) gives every arm the same budget, and :func:`bvr.ablation.arms.equal_passes`
-  checks budget x steps, in tokens.
+  ``training.tokens_per_batch`` (:class:`bvr.pretraining.data.TokenBudgetSampler`; docs/pretraining.md).
 """
 
 from __future__ import annotations
@@ -135,25 +133,20 @@ def _pack(docs: list[list[np.ndarray]], budget: int, cross_documents: bool, doc_
                 out.add_single(pieces)
                 pieces, length = [], 0
         for sentence in doc:
-            pieces, length = _pack_sentence(sentence, pieces, length, budget, out)
+            if length + len(sentence) <= budget:
+                pieces.append(sentence)
+                length += len(sentence)
+                continue
+            if pieces:
+                out.add_single(pieces)
+            # A sentence longer than the budget fills whole sequences; its tail opens the next one.
+            n_full = (len(sentence) - 1) // budget
+            for k in range(n_full):
+                out.add_single([sentence[k * budget : (k + 1) * budget]])
+            pieces = [sentence[n_full * budget :]]
+            length = len(pieces[0])
         if pieces and not cross_documents:
             out.add_single(pieces)
             pieces, length = [], 0
     if pieces:
         out.add_single(pieces)
-
-
-def _pack_sentence(sentence: np.ndarray, pieces: list[np.ndarray], length: int, budget: int,
-                   out: Columns) -> tuple[list[np.ndarray], int]:
-    """Adds a sentence to the open sequence, emitting full sequences as needed; returns the open sequence."""
-    if length + len(sentence) <= budget:
-        pieces.append(sentence)
-        return pieces, length + len(sentence)
-    if pieces:
-        out.add_single(pieces)
-    # A sentence longer than the budget fills whole sequences; its tail opens the next one.
-    n_full = (len(sentence) - 1) // budget
-    for k in range(n_full):
-        out.add_single([sentence[k * budget : (k + 1) * budget]])
-    tail = sentence[n_full * budget :]
-    return [tail], len(tail)

@@ -364,11 +364,8 @@ def _build_instances(cfg: Config, tokenized_dir: Path, tokenizer_dir: Path, prog
 
 def prepare(cfg: Config, *, progress: bool = True, built: set[Path] | None = None) -> Prepared:
     """Run (or reuse) every stage for ``cfg``, in order: each declared with the folders of the stages it reads, then
-    all built by :func:`bvr.cache.build_stages` (each folder it builds rather than reuses joins ``built``).
-
-    The output folder is checked writable first (a folder that cannot be written is the first thing to say), then
-    the corpus found (:func:`resolve_corpus`).
-    """
+    all built by :func:`bvr.cache.build_stages` (each folder it builds rather than reuses joins ``built``). A folder
+    that cannot be written is the first thing to say, before the corpus is looked for."""
     check_writable(Path(cfg.output_dir), "output folder (--output-dir)")
     corpus = corpus_stage(cfg, resolve_corpus(cfg), progress)
     tokenizer = tokenizer_stage(cfg, corpus.folder, progress)
