@@ -74,12 +74,11 @@ def sentence_pairs(docs: list[list[np.ndarray]], budget: int, pairing: Pairing, 
     for d, doc in enumerate(docs):
         i = 0
         while i < len(doc):
-            has_next = i + 1 < len(doc)
             if pairing.not_next and rng.random() < 0.5:
                 other = docs[_other_document(len(docs), d, rng)]
                 _add_truncated(doc[i], other[rng.randrange(len(other))], NOT_NEXT, budget, rng, out)
                 i += 1
-            elif has_next:
+            elif i + 1 < len(doc):
                 _add_continuation(doc[i], doc[i + 1], pairing, budget, rng, out)
                 i += 2
             else:
