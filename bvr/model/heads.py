@@ -64,20 +64,13 @@ class BertLMPrediction(TiedHead):
 
 
 class BertPretrainingHeads(nn.Module):
-    """BERT's heads under ``cls``: ``predictions`` (MLM) and, with NSP, ``seq_relationship``."""
+    """BERT's heads under ``cls``: ``predictions`` (MLM) and, with NSP, ``seq_relationship``. Without an
+    ``embedding`` the next-sentence head alone (a roberta-family model trained with NSP; HF ``BertOnlyNSPHead``)."""
 
-    def __init__(self, config: EncoderConfig, embedding: nn.Embedding, sentence_head: bool) -> None:
+    def __init__(self, config: EncoderConfig, embedding: nn.Embedding | None, sentence_head: bool) -> None:
         super().__init__()
-        self.predictions = BertLMPrediction(config, embedding)
+        self.predictions = None if embedding is None else BertLMPrediction(config, embedding)
         self.seq_relationship = nn.Linear(config.hidden_size, 2) if sentence_head else None
-
-
-class NSPHead(nn.Module):
-    """Next-sentence head alone under ``cls`` (a roberta-family model trained with NSP; HF ``BertOnlyNSPHead``)."""
-
-    def __init__(self, config: EncoderConfig) -> None:
-        super().__init__()
-        self.seq_relationship = nn.Linear(config.hidden_size, 2)
 
 
 class RobertaLMHead(TiedHead):

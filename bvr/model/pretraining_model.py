@@ -15,7 +15,7 @@ from torch import nn
 
 from bvr.model.encoder import Encoder, initialize
 from bvr.model.encoder_config import EncoderConfig
-from bvr.model.heads import BertPretrainingHeads, NSPHead, RobertaLMHead, SpanBoundaryHead, span_boundaries
+from bvr.model.heads import BertPretrainingHeads, RobertaLMHead, SpanBoundaryHead, span_boundaries
 from bvr.model.layers import Embeddings
 from bvr.model.losses import IGNORE_INDEX, accuracy, cross_entropy, linear_cross_entropy
 
@@ -82,7 +82,7 @@ class PretrainingModel(nn.Module):
         else:
             self.lm_head = RobertaLMHead(config, embedding)
             if sentence_head:
-                self.cls = NSPHead(config)
+                self.cls = BertPretrainingHeads(config, None, sentence_head=True)
         if config.sbo:  # registered last: the encoder and MLM head are initialised as without it
             self.sbo = SpanBoundaryHead(config, embedding)
         initialize(self, config)
