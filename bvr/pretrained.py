@@ -101,7 +101,7 @@ def fill_mask(pretrained: Pretrained, text: str, top_k: int = 5) -> list[list[Pr
                        where="text")
     with torch.no_grad():
         hidden = pretrained.model.encoder(ids, torch.ones_like(ids), torch.tensor([encoding.type_ids]))
-        probs = pretrained.model.mlm_logits_all(hidden[0, positions]).softmax(-1)  # (n_masks, model vocab)
+        probs = pretrained.model.mlm_head(hidden[0, positions]).softmax(-1)  # (n_masks, model vocab)
     # Embedding rows past the tokenizer's ids (a vocabulary padded to a round size) name no token.
     probs = probs[:, : pretrained.tokenizer.get_vocab_size()]  # (n_masks, tokenizer vocab)
     top = probs.topk(min(top_k, probs.shape[-1]), dim=-1)

@@ -169,7 +169,7 @@ def test_export_loads_in_transformers_with_the_same_outputs(trained):
     with torch.no_grad():
         expected = hf_model(**batch).logits
         hidden = ours.model.encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
-        got = ours.model.mlm_logits_all(hidden)
+        got = ours.model.mlm_head(hidden)
     keep = batch["attention_mask"].bool()
     torch.testing.assert_close(got[keep], expected[keep], atol=1e-4, rtol=1e-4)
 

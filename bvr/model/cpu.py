@@ -20,11 +20,8 @@ def cpu_kernels(x: torch.Tensor) -> bool:
 
 def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     """Inverted dropout, as ``F.dropout``, with a cheaper mask on CPU (:func:`drop_mask`); only the mask is saved."""
-    if not training or p == 0.0:
-        return x
-    if not cpu_kernels(x):
-        return F.dropout(x, p, training=True)
-    return torch.where(drop_mask(x.shape, p), 0.0, x * (1.0 / (1.0 - p)))
+    scale = folded_scale(p, training, x)  # 1.0 off the CPU, where drop scales itself
+    return drop(x if scale == 1.0 else x * scale, p, training)
 
 
 def drop_mask(shape: torch.Size | tuple[int, ...], p: float) -> torch.Tensor:

@@ -31,16 +31,6 @@ _FAMILY_DEFAULTS: dict[str, dict[str, float | int]] = {
 }
 
 
-def position_offset(family: str, pad_token_id: int) -> int:
-    """Position id of the first token: 0 for bert; pad_token_id + 1 for roberta, whose positions are numbered after
-    the padding id (fairseq's numbering, kept by Hugging Face).
-
-    >>> position_offset("bert", 0), position_offset("roberta", 1), position_offset("roberta", 0)
-    (0, 2, 1)
-    """
-    return pad_token_id + 1 if family == "roberta" else 0
-
-
 @dataclass
 class ModelConfig:
     """The encoder as a run configures it: the ``model`` section (sizes, family, layout, initialisation, dropout)."""
@@ -104,9 +94,9 @@ class ModelConfig:
 
     @property
     def position_offset(self) -> int:
-        """Position id of the first token (:func:`position_offset`) for the family's own padding id (no tokenizer
-        yet)."""
-        return position_offset(self.family, PAD_TOKEN_IDS[self.family])
+        """Position id of the first token: 0 for bert; for roberta, whose positions are numbered after the padding id
+        (fairseq's numbering, kept by Hugging Face), the padding id + 1, here the family's own (no tokenizer yet)."""
+        return PAD_TOKEN_IDS[self.family] + 1 if self.family == "roberta" else 0
 
     @property
     def max_tokens(self) -> int:
@@ -146,8 +136,8 @@ class EncoderConfig(ModelConfig):
 
     @property
     def position_offset(self) -> int:
-        """Position id of the first token (:func:`position_offset`), for this vocabulary's padding id."""
-        return position_offset(self.family, self.pad_token_id)
+        """As :attr:`ModelConfig.position_offset`, for this vocabulary's padding id."""
+        return self.pad_token_id + 1 if self.family == "roberta" else 0
 
     @classmethod
     def from_model(cls, model: ModelConfig, vocab_size: int, pad_token_id: int) -> EncoderConfig:

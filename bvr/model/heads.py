@@ -41,7 +41,14 @@ class HeadTransform(nn.Module):
         return self.LayerNorm(F.gelu(self.dense(x)))
 
 
-class BertLMPrediction(nn.Module):
+class TiedHead(nn.Module):
+    """A head whose logits, (..., vocab), are its :class:`TiedDecoder` over its ``features``, (..., hidden)."""
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.features(*inputs))
+
+
+class BertLMPrediction(TiedHead):
     """BERT's MLM head (HF ``cls.predictions``): transform, then the tied decoder plus an output bias; no transform
     when ``config.head_transform`` is False."""
 
@@ -55,29 +62,18 @@ class BertLMPrediction(nn.Module):
         """(..., hidden) -> (..., hidden) states the decoder reads."""
         return x if self.transform is None else self.transform(x)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """(..., hidden) -> (..., vocab) logits."""
-        return self.decoder(self.features(x))
-
 
 class BertPretrainingHeads(nn.Module):
-    """BERT's heads under ``cls``: ``predictions`` (MLM) and, with NSP, ``seq_relationship``."""
+    """BERT's heads under ``cls``: ``predictions`` (MLM) and, with NSP, ``seq_relationship``. Without an
+    ``embedding`` the next-sentence head alone (a roberta-family model trained with NSP; HF ``BertOnlyNSPHead``)."""
 
-    def __init__(self, config: EncoderConfig, embedding: nn.Embedding, sentence_head: bool) -> None:
+    def __init__(self, config: EncoderConfig, embedding: nn.Embedding | None, sentence_head: bool) -> None:
         super().__init__()
-        self.predictions = BertLMPrediction(config, embedding)
+        self.predictions = None if embedding is None else BertLMPrediction(config, embedding)
         self.seq_relationship = nn.Linear(config.hidden_size, 2) if sentence_head else None
 
 
-class NSPHead(nn.Module):
-    """Next-sentence head alone under ``cls`` (a roberta-family model trained with NSP; HF ``BertOnlyNSPHead``)."""
-
-    def __init__(self, config: EncoderConfig) -> None:
-        super().__init__()
-        self.seq_relationship = nn.Linear(config.hidden_size, 2)
-
-
-class RobertaLMHead(nn.Module):
+class RobertaLMHead(TiedHead):
     """RoBERTa's MLM head (HF ``lm_head``): dense, GELU, layer_norm, tied decoder plus bias; only the decoder when
     ``config.head_transform`` is False."""
 
@@ -92,10 +88,6 @@ class RobertaLMHead(nn.Module):
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """(..., hidden) -> (..., hidden) states the decoder reads."""
         return x if self.dense is None else self.layer_norm(F.gelu(self.dense(x)))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """(..., hidden) -> (..., vocab) logits."""
-        return self.decoder(self.features(x))
 
 
 def span_boundaries(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -120,7 +112,7 @@ def span_boundaries(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return left, right
 
 
-class SpanBoundaryHead(nn.Module):
+class SpanBoundaryHead(TiedHead):
     """SpanBERT's span-boundary objective (Joshi et al., 2020, section 3.2): a masked token x_i of the span
     x_s..x_e is predicted from the encodings of x_(s-1) and x_(e+1) and a relative position embedding p_(i-s+1),
     through two feed-forward layers with GeLU and LayerNorm, then the MLM's tied output embedding (own bias). The
@@ -144,7 +136,3 @@ class SpanBoundaryHead(nn.Module):
         x = torch.cat([left, right, self.position_embeddings(offset)], dim=-1)  # (n, 3 * hidden)
         x = self.layer_norm1(F.gelu(self.dense1(x)))
         return self.layer_norm2(F.gelu(self.dense2(x)))  # (n, hidden)
-
-    def forward(self, left: torch.Tensor, right: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
-        """(n, vocab) logits."""
-        return self.decoder(self.features(left, right, offset))

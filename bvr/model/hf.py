@@ -81,14 +81,6 @@ def _our_name(key: str) -> str:
     return key
 
 
-def _add_base_prefix(state_dict: dict[str, torch.Tensor], family: str) -> dict[str, torch.Tensor]:
-    """Prefix a base-model checkpoint (``BertModel``: ``embeddings.*``, ``encoder.*``) with ``bert.``/``roberta.``."""
-    if any(key.startswith(f"{family}.") for key in state_dict):
-        return state_dict
-    base = ("embeddings.", "encoder.", "pooler.")
-    return {f"{family}.{key}" if key.startswith(base) else key: value for key, value in state_dict.items()}
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # State dicts
 
@@ -103,7 +95,9 @@ def from_hf_state_dict(state_dict: dict[str, torch.Tensor], config: EncoderConfi
     """
     family = config.family
     weights = {_our_name(k): v for k, v in state_dict.items() if not k.endswith(_BUFFER_SUFFIXES)}
-    weights = _add_base_prefix(weights, family)
+    if not any(key.startswith(f"{family}.") for key in weights):  # a base model's (BertModel: embeddings.*, ...)
+        base = ("embeddings.", "encoder.", "pooler.")
+        weights = {f"{family}.{key}" if key.startswith(base) else key: value for key, value in weights.items()}
     if sentence_head is None:
         sentence_head = "cls.seq_relationship.weight" in weights
     pooler = sentence_head or (stored_pooler(weights, family) if pooler is None else pooler)

@@ -15,23 +15,9 @@ from torch import nn
 
 from bvr.model.encoder import Encoder, initialize
 from bvr.model.encoder_config import EncoderConfig
-from bvr.model.heads import BertPretrainingHeads, NSPHead, RobertaLMHead, SpanBoundaryHead, span_boundaries
+from bvr.model.heads import BertPretrainingHeads, RobertaLMHead, SpanBoundaryHead, span_boundaries
 from bvr.model.layers import Embeddings
 from bvr.model.losses import IGNORE_INDEX, accuracy, cross_entropy, linear_cross_entropy
-
-
-@dataclass
-class _Sparse:
-    """What the sparse training forward gives the losses."""
-
-    states: torch.Tensor
-    """(n_masked, hidden) last-layer states at the masked tokens."""
-    targets: torch.Tensor
-    """(n_masked,) their labels."""
-    sentence_logits: torch.Tensor | None
-    """(batch, 2), with an NSP/SOP head."""
-    boundaries: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None
-    """With SBO: (n_masked, hidden) left and right boundary states and (n_masked,) offsets in the span."""
 
 
 @dataclass
@@ -96,7 +82,7 @@ class PretrainingModel(nn.Module):
         else:
             self.lm_head = RobertaLMHead(config, embedding)
             if sentence_head:
-                self.cls = NSPHead(config)
+                self.cls = BertPretrainingHeads(config, None, sentence_head=True)
         if config.sbo:  # registered last: the encoder and MLM head are initialised as without it
             self.sbo = SpanBoundaryHead(config, embedding)
         initialize(self, config)
@@ -111,10 +97,6 @@ class PretrainingModel(nn.Module):
         """The MLM head: ``cls.predictions`` (bert) or ``lm_head`` (roberta); maps (..., hidden) to (..., vocab)."""
         return self.cls.predictions if self.config.family == "bert" else self.lm_head
 
-    def mlm_logits_all(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Logits at every position, (batch, seq, vocab): for fill-mask and parity, not for training."""
-        return self.mlm_head(hidden)
-
     def _sentence_from_first(self, first: torch.Tensor) -> torch.Tensor:
         """(batch, hidden) first-token states -> (batch, 2) next-sentence logits."""
         if not self.sentence_head:
@@ -122,13 +104,15 @@ class PretrainingModel(nn.Module):
         return self.cls.seq_relationship(self.encoder.pooler(first))
 
     def _sparse_states(self, input_ids: torch.Tensor, labels: torch.Tensor, attention_mask: torch.Tensor | None,
-                       token_type_ids: torch.Tensor | None) -> _Sparse:
-        """Last-layer states where a loss reads them: the masked tokens, the first token (NSP/SOP) and the span
-        boundaries (SBO); the last layer runs only there."""
+                       token_type_ids: torch.Tensor | None) -> tuple:
+        """Last-layer states where a loss reads them (the last layer runs only there): ``(states, targets,
+        sentence_logits, boundaries)``, the (n_masked, hidden) states at the masked tokens and their (n_masked,)
+        labels, the (batch, 2) logits of the NSP/SOP head (None without it) and with SBO the (n_masked, hidden) left
+        and right span-boundary states and (n_masked,) offsets in the span (None without it)."""
         masked = labels.ne(IGNORE_INDEX)  # (batch, seq)
         if not (self.sentence_head or self.sbo_enabled):
             states = self.encoder.forward_selected(input_ids, masked, attention_mask, token_type_ids)
-            return _Sparse(states, labels[masked], None, None)  # (n_masked, hidden), (n_masked,)
+            return states, labels[masked], None, None
         selected = masked.clone()
         if self.sentence_head:
             selected[:, 0] = True  # the pooler reads the first token
@@ -144,7 +128,7 @@ class PretrainingModel(nn.Module):
         boundaries = None
         if self.sbo_enabled:
             boundaries = (states[where[rows, left]], states[where[rows, right]], columns - left - 1)
-        return _Sparse(states[where[masked]], labels[masked], sentence_logits, boundaries)
+        return states[where[masked]], labels[masked], sentence_logits, boundaries
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None) -> PretrainingOutput:
@@ -153,7 +137,7 @@ class PretrainingModel(nn.Module):
         rows in row-major order); None gives dense logits at every position."""
         hidden = self.encoder(input_ids, attention_mask, token_type_ids)  # (batch, seq, hidden)
         if labels is None:
-            logits, targets = self.mlm_logits_all(hidden), None
+            logits, targets = self.mlm_head(hidden), None
         else:
             selected = labels.ne(IGNORE_INDEX)  # (batch, seq)
             logits, targets = self.mlm_head(hidden[selected]), labels[selected]  # (n_masked, vocab), (n_masked,)
@@ -167,21 +151,21 @@ class PretrainingModel(nn.Module):
         ``sentence_labels`` (batch,) is needed iff the model has a sentence head, and ignored otherwise."""
         if self.sentence_head and sentence_labels is None:
             raise ValueError("the model has a sentence head: pretraining_loss needs sentence_labels")
-        sparse = self._sparse_states(input_ids, labels, attention_mask, token_type_ids)
-        head, targets = self.mlm_head, sparse.targets
-        mlm_loss, mlm_acc = linear_cross_entropy(head.features(sparse.states), head.decoder.weight, head.bias, targets)
+        states, targets, sentence_logits, boundaries = self._sparse_states(input_ids, labels, attention_mask,
+                                                                           token_type_ids)
+        head = self.mlm_head
+        mlm_loss, mlm_acc = linear_cross_entropy(head.features(states), head.decoder.weight, head.bias, targets)
         loss = mlm_loss
         sentence_loss = sentence_acc = sbo_loss = sbo_acc = None
         n_sentence = 0
-        if sparse.sentence_logits is not None:
-            sentence_loss = cross_entropy(sparse.sentence_logits, sentence_labels)
-            sentence_acc = accuracy(sparse.sentence_logits, sentence_labels)
+        if sentence_logits is not None:
+            sentence_loss = cross_entropy(sentence_logits, sentence_labels)
+            sentence_acc = accuracy(sentence_logits, sentence_labels)
             n_sentence = int(sentence_labels.ne(IGNORE_INDEX).sum())
             loss = loss + sentence_loss
-        if sparse.boundaries is not None:
+        if boundaries is not None:
             sbo = self.sbo
-            sbo_loss, sbo_acc = linear_cross_entropy(sbo.features(*sparse.boundaries), sbo.decoder.weight, sbo.bias,
-                                                     targets)
+            sbo_loss, sbo_acc = linear_cross_entropy(sbo.features(*boundaries), sbo.decoder.weight, sbo.bias, targets)
             loss = loss + sbo_loss
         return PretrainingLoss(loss, mlm_loss, sentence_loss, mlm_acc, sentence_acc, n_masked=targets.numel(),
                                n_sentence=n_sentence, sbo_loss=sbo_loss, sbo_accuracy=sbo_acc)

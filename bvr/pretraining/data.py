@@ -243,24 +243,23 @@ class PretrainingDataModule(L.LightningDataModule):
         rank, world = self._world()
         train, t = self.instances["train"], self.cfg.training
         collator = training_collator(self.vocab, self.cfg)
-        budget = self.token_budget()
+        budget, resume, self._resume_skip = self.token_budget(), self._resume_skip, None
         if budget is not None:
             lengths = pc.list_value_length(train.data.table["input_ids"]).to_numpy()  # (sequences,)
             # One Lightning epoch covers the run (max_tokens may end it sooner); the stream has its own epochs.
             length = max(t.max_steps, t.val_every_steps) * t.grad_accum
             self.train_sampler = TokenBudgetSampler(lengths, budget, seed=t.seed, length=length, rank=rank,
                                                     world_size=world)
-            if self._resume_skip is not None:
-                self.train_sampler.skip = self._resume_skip["batches"]
-                self.taken, self._resume_skip = (self._resume_skip["epoch"], self.train_sampler.skip), None
-            return self._loader(train, collator, batch_sampler=self.train_sampler)
-        self.train_sampler = EpochSampler(train.num_rows, seed=t.seed, rank=rank, world_size=world)
-        if self._resume_skip is not None:
-            self.train_sampler.set_epoch(self._resume_skip["epoch"])
-            self.train_sampler.skip = self._resume_skip["sequences"]
-            batches = self.train_sampler.skip // self.micro_batch()
-            self.taken, self._resume_skip = (self._resume_skip["epoch"], batches), None
-        return self._loader(train, collator, batch_size=self.micro_batch(), sampler=self.train_sampler)
+            sampling = {"batch_sampler": self.train_sampler}
+        else:
+            self.train_sampler = EpochSampler(train.num_rows, seed=t.seed, rank=rank, world_size=world)
+            sampling = {"batch_size": self.micro_batch(), "sampler": self.train_sampler}
+        if resume is not None:  # the state_dict() of a checkpoint: skip what this rank trained on of its epoch
+            self.train_sampler.set_epoch(resume["epoch"])
+            self.train_sampler.skip = resume["batches"] if budget is not None else resume["sequences"]
+            batches = resume["batches"] if budget is not None else resume["sequences"] // self.micro_batch()
+            self.taken = (resume["epoch"], batches)
+        return self._loader(train, collator, **sampling)
 
     def val_dataloader(self) -> DataLoader:
         rank, world = self._world()

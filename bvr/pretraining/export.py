@@ -52,16 +52,13 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 """The tokenizer's files a model folder carries, those the tokenizer folder holds."""
 
 
-def export_names(tokenizer_dir: Path) -> list[str]:
-    """The files :func:`export_model` writes with the tokenizer of ``tokenizer_dir``."""
+def export_names(tokenizer_dir: Path, folder: Path) -> list[str]:
+    """The files :func:`export_model` writes into ``folder`` with the tokenizer of ``tokenizer_dir``, unless one is a
+    symbolic link there (:func:`bvr.fs.refuse_link`)."""
     tokenizer = [name for name in TOKENIZER_FILES if (Path(tokenizer_dir) / name).exists()]
-    return [CONFIG_FILE, SAFETENSORS_FILE, *tokenizer, "bvr.yaml"]
-
-
-def _refuse_links(folder: Path, names: list[str]) -> list[str]:
-    """``names``, unless one is a symbolic link in ``folder`` (:func:`bvr.fs.refuse_link`)."""
+    names = [CONFIG_FILE, SAFETENSORS_FILE, *tokenizer, "bvr.yaml"]
     for name in names:
-        refuse_link(folder / name)
+        refuse_link(Path(folder) / name)
     return names
 
 
@@ -74,8 +71,7 @@ def export_model(model: PretrainingModel, tokenizer_dir: Path, cfg: Config | dic
     config = model.config
     if not isinstance(cfg, dict):
         config = dataclasses.replace(config, dropout=cfg.model.dropout, attention_dropout=cfg.model.attention_dropout)
-    names = export_names(tokenizer_dir)
-    _refuse_links(Path(out_dir), names)  # before anything is written
+    export_names(tokenizer_dir, out_dir)  # links refused before anything is written
     export_hf(model, config, out_dir)
     for name in TOKENIZER_FILES:
         source = Path(tokenizer_dir) / name
@@ -93,7 +89,7 @@ def export_folder(model: PretrainingModel, tokenizer_dir: Path, cfg: dict[str, A
     without ``force``, is a file there that bvr did not write; with ``force`` bvr's files replace those of their
     names and the others stay."""
     out_dir = Path(out_dir)
-    names = _refuse_links(out_dir, export_names(tokenizer_dir))
+    names = export_names(tokenizer_dir, out_dir)
     foreign = not_written_by_bvr(out_dir)
     if foreign and not force:
         shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3:,} more" if len(foreign) > 3 else "")

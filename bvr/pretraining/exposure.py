@@ -32,8 +32,7 @@ def exposure(cfg: Config, steps: int, train: datasets.Dataset, tokens_seen: int)
         epochs = steps * cfg.training.batch_size / train.num_rows
     else:
         epochs = tokens_seen / count_tokens(train)
-    started = math.ceil(epochs)
-    seen = mask_exposure(cfg.masking.mode, started, cfg.masking.dupe_factor)
+    seen = mask_exposure(cfg.masking.mode, math.ceil(epochs), cfg.masking.dupe_factor)  # the epochs started
     return {"epochs": epochs, "mask_distinct_per_sequence": float(seen["distinct_masks"]),
             "mask_max_times_seen": float(seen["max_times_seen"])}
 

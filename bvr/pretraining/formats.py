@@ -42,9 +42,7 @@ Decisions worth knowing:
   bias the data against document endings) nor padded here (the collator pads a batch). Short sequences mean fewer
   tokens per step than ``full-sentences`` at the same batch size (mean length 96.7 against 112.0 at max_length 128
   on 3,000 Wikipedia documents), which RoBERTa corrected by "dynamically increasing the batch size":
-  ``training.tokens_per_batch`` (:class:`bvr.pretraining.data.TokenBudgetSampler`). The shipped input-format
-  ablation (``experiments/nsp.yaml``) gives every arm the same budget, and :func:`bvr.ablation.arms.equal_passes`
-  checks budget x steps, in tokens.
+  ``training.tokens_per_batch`` (:class:`bvr.pretraining.data.TokenBudgetSampler`; docs/pretraining.md).
 """
 
 from __future__ import annotations
@@ -77,7 +75,13 @@ def create_instances(documents: Sequence[Sequence[np.ndarray]], fmt: str, *, max
     per document, as BERT). Settings that cannot make instances are refused (:func:`_check_arguments`).
     """
     _check_arguments(fmt, max_length=max_length, objective=objective, template=template, short_seq_prob=short_seq_prob)
-    docs = _clean(documents)
+    docs = []  # as int32 sentence arrays, without empty sentences or empty documents
+    for doc in documents:
+        sentences = [np.asarray(s, dtype=np.int32) for s in doc if len(s) > 0]
+        if any(s.ndim != 1 for s in sentences):
+            raise ValueError("every sentence must be a 1-D array of token ids")
+        if sentences:
+            docs.append(sentences)
     out = Columns(template)
     label = {"none": IGNORE_INDEX, "nsp": IS_NEXT, "sop": IN_ORDER}[objective]
     pairing = Pairing(label=label, not_next=objective == "nsp" and len(docs) >= 2, swap=objective == "sop")
@@ -111,18 +115,6 @@ def _check_arguments(fmt: str, *, max_length: int, objective: str, template: Tem
         raise BvrError(f"short_seq_prob {short_seq_prob} is not a probability", where="data.short_seq_prob")
 
 
-def _clean(documents: Sequence[Sequence[np.ndarray]]) -> list[list[np.ndarray]]:
-    """The documents as int32 sentence arrays, without empty sentences or empty documents."""
-    docs = []
-    for doc in documents:
-        sentences = [np.asarray(s, dtype=np.int32) for s in doc if len(s) > 0]
-        if any(s.ndim != 1 for s in sentences):
-            raise ValueError("every sentence must be a 1-D array of token ids")
-        if sentences:
-            docs.append(sentences)
-    return docs
-
-
 # -------------------------------------------------------------------------------------------- packed formats
 
 
@@ -141,25 +133,20 @@ def _pack(docs: list[list[np.ndarray]], budget: int, cross_documents: bool, doc_
                 out.add_single(pieces)
                 pieces, length = [], 0
         for sentence in doc:
-            pieces, length = _pack_sentence(sentence, pieces, length, budget, out)
+            if length + len(sentence) <= budget:
+                pieces.append(sentence)
+                length += len(sentence)
+                continue
+            if pieces:
+                out.add_single(pieces)
+            # A sentence longer than the budget fills whole sequences; its tail opens the next one.
+            n_full = (len(sentence) - 1) // budget
+            for k in range(n_full):
+                out.add_single([sentence[k * budget : (k + 1) * budget]])
+            pieces = [sentence[n_full * budget :]]
+            length = len(pieces[0])
         if pieces and not cross_documents:
             out.add_single(pieces)
             pieces, length = [], 0
     if pieces:
         out.add_single(pieces)
-
-
-def _pack_sentence(sentence: np.ndarray, pieces: list[np.ndarray], length: int, budget: int,
-                   out: Columns) -> tuple[list[np.ndarray], int]:
-    """Adds a sentence to the open sequence, emitting full sequences as needed; returns the open sequence."""
-    if length + len(sentence) <= budget:
-        pieces.append(sentence)
-        return pieces, length + len(sentence)
-    if pieces:
-        out.add_single(pieces)
-    # A sentence longer than the budget fills whole sequences; its tail opens the next one.
-    n_full = (len(sentence) - 1) // budget
-    for k in range(n_full):
-        out.add_single([sentence[k * budget : (k + 1) * budget]])
-    tail = sentence[n_full * budget :]
-    return [tail], len(tail)

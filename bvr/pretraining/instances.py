@@ -2,9 +2,8 @@
 :class:`Columns`, which collects wrapped instances (``input_ids``, ``token_type_ids``, ``sentence_label``).
 
 ``sentence_label`` is the label of the configured ``data.sentence_objective``: NSP's :data:`IS_NEXT` /
-:data:`NOT_NEXT`, SOP's
-:data:`IN_ORDER` / :data:`SWAPPED` (as Hugging Face's ``AlbertForPreTraining`` ``sentence_order_label``), or
-``IGNORE_INDEX`` without one."""
+:data:`NOT_NEXT`, SOP's :data:`IN_ORDER` / :data:`SWAPPED` (as Hugging Face's ``AlbertForPreTraining``
+``sentence_order_label``), or ``IGNORE_INDEX`` without one."""
 
 from __future__ import annotations
 
@@ -39,6 +38,7 @@ class Template:
     pair_middle: tuple[int, ...]
     doc_sep_id: int  # separator between two documents inside one full-sentences sequence
     pair_token_types: bool  # B and its closing separator get token type 1 (BERT); else all types are 0
+    single_overhead = 2  # specials around one segment: the opening and closing tokens (a constant, not a field)
 
     @classmethod
     def for_family(cls, family: str, cls_id: int, sep_id: int) -> Template:
@@ -50,14 +50,9 @@ class Template:
         return cls(cls_id, sep_id, (sep_id,) * n_middle, sep_id, token_types)
 
     @property
-    def single_overhead(self) -> int:
-        """Specials around one segment: the opening and closing tokens."""
-        return 2
-
-    @property
     def pair_overhead(self) -> int:
         """Specials around a pair: opening, middle and closing tokens."""
-        return 2 + len(self.pair_middle)
+        return self.single_overhead + len(self.pair_middle)
 
 
 class Columns:

@@ -45,25 +45,20 @@ def _emit_segment_pair(docs: list[list[np.ndarray]], d: int, chunk: list[np.ndar
     a = np.concatenate(chunk[:n_a])
     # The coin decides first, so a one-sentence chunk that draws IsNext is cut inside (formats: "Lone units").
     if pairing.not_next and rng.random() < 0.5:
-        b = _random_span(docs, d, target - len(a), rng)
-        _add_truncated(a, b, NOT_NEXT, budget, rng, out)
+        # B: whole sentences of another document, from a random one on, until the target (at least one sentence).
+        other = docs[_other_document(len(docs), d, rng)]
+        first = rng.randrange(len(other))
+        stop, length = first, 0
+        while stop < len(other) and (stop == first or length < target - len(a)):
+            length += len(other[stop])
+            stop += 1
+        _add_truncated(a, np.concatenate(other[first:stop]), NOT_NEXT, budget, rng, out)
         return n_a
     if len(chunk) >= 2:
         _add_continuation(a, np.concatenate(chunk[n_a:]), pairing, budget, rng, out)
     else:
         _add_split(a, pairing, budget, rng, out)
     return len(chunk)
-
-
-def _random_span(docs: list[list[np.ndarray]], d: int, target: int, rng: random.Random) -> np.ndarray:
-    """Whole sentences of another document, from a random one on, until ``target`` tokens (at least one)."""
-    other = docs[_other_document(len(docs), d, rng)]
-    first = rng.randrange(len(other))
-    stop, length = first, 0
-    while stop < len(other) and (stop == first or length < target):
-        length += len(other[stop])
-        stop += 1
-    return np.concatenate(other[first:stop])
 
 
 def _other_document(n_docs: int, d: int, rng: random.Random) -> int:
@@ -79,12 +74,11 @@ def sentence_pairs(docs: list[list[np.ndarray]], budget: int, pairing: Pairing, 
     for d, doc in enumerate(docs):
         i = 0
         while i < len(doc):
-            has_next = i + 1 < len(doc)
             if pairing.not_next and rng.random() < 0.5:
                 other = docs[_other_document(len(docs), d, rng)]
                 _add_truncated(doc[i], other[rng.randrange(len(other))], NOT_NEXT, budget, rng, out)
                 i += 1
-            elif has_next:
+            elif i + 1 < len(doc):
                 _add_continuation(doc[i], doc[i + 1], pairing, budget, rng, out)
                 i += 2
             else:

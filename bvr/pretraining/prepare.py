@@ -28,7 +28,6 @@ from typing import Any
 import datasets
 import numpy as np
 import pyarrow as pa
-from tokenizers import Tokenizer
 
 from bvr.cache import CACHE_VERSION, Stage, arrow_problem, build_stages
 from bvr.config import Config
@@ -219,8 +218,14 @@ def _build_tokenizer(cfg: Config, corpus_dir: Path, progress: bool, tmp: Path, f
         if progress and train.num_rows < docs["train"].num_rows:
             print(f"training the tokenizer on {train.num_rows:,} of the {docs['train'].num_rows:,} training "
                   "documents, evenly spaced (tokenizer.train_documents)", file=sys.stderr)
-        start = time.perf_counter()
-        tokenizer, rule = _train(tok_cfg, SentenceBatches(train, tok_cfg.family), progress)
+        start, texts = time.perf_counter(), SentenceBatches(train, tok_cfg.family)
+        if tok_cfg.min_count is None:  # at vocab_size; else at the size min_count picks, with its record
+            tokenizer, rule = train_tokenizer(tok_cfg.family, texts, vocab_size=tok_cfg.resolved_vocab_size,
+                                              min_frequency=tok_cfg.min_frequency, show_progress=progress), {}
+        else:
+            tokenizer, rule = size_by_frequency(tok_cfg.family, texts, max_size=tok_cfg.resolved_vocab_size,
+                                                min_count=tok_cfg.min_count, percentile=tok_cfg.count_percentile,
+                                                min_frequency=tok_cfg.min_frequency)
         train_seconds = time.perf_counter() - start
     save_tokenizer(tokenizer, tok_cfg.family, tmp, model_max_length=cfg.model.max_tokens)
     held_out = (running_text(doc, tok_cfg.family) for doc in docs["validation"]["sentences"])
@@ -245,15 +250,6 @@ def training_sample(train: datasets.Dataset, most: int | None) -> datasets.Datas
     if most is None or train.num_rows <= most:
         return train
     return train.select(np.linspace(0, train.num_rows - 1, most).round().astype(np.int64))
-
-
-def _train(tok_cfg, texts: SentenceBatches, progress: bool) -> tuple[Tokenizer, dict[str, float]]:
-    """Train at ``vocab_size``, or at the size ``min_count`` picks (:func:`size_by_frequency`), with its record."""
-    if tok_cfg.min_count is None:
-        return train_tokenizer(tok_cfg.family, texts, vocab_size=tok_cfg.resolved_vocab_size,
-                               min_frequency=tok_cfg.min_frequency, show_progress=progress), {}
-    return size_by_frequency(tok_cfg.family, texts, max_size=tok_cfg.resolved_vocab_size, min_count=tok_cfg.min_count,
-                             percentile=tok_cfg.count_percentile, min_frequency=tok_cfg.min_frequency)
 
 
 def _tokenize_batch(batch: dict[str, list], tokenizer, family: str) -> dict[str, list]:
@@ -368,11 +364,8 @@ def _build_instances(cfg: Config, tokenized_dir: Path, tokenizer_dir: Path, prog
 
 def prepare(cfg: Config, *, progress: bool = True, built: set[Path] | None = None) -> Prepared:
     """Run (or reuse) every stage for ``cfg``, in order: each declared with the folders of the stages it reads, then
-    all built by :func:`bvr.cache.build_stages` (each folder it builds rather than reuses joins ``built``).
-
-    The output folder is checked writable first (a folder that cannot be written is the first thing to say), then
-    the corpus found (:func:`resolve_corpus`).
-    """
+    all built by :func:`bvr.cache.build_stages` (each folder it builds rather than reuses joins ``built``). A folder
+    that cannot be written is the first thing to say, before the corpus is looked for."""
     check_writable(Path(cfg.output_dir), "output folder (--output-dir)")
     corpus = corpus_stage(cfg, resolve_corpus(cfg), progress)
     tokenizer = tokenizer_stage(cfg, corpus.folder, progress)

@@ -37,7 +37,7 @@ from bvr.pretraining.exposure import exposure, ids_per_word, unigram_entropy, vo
 from bvr.pretraining.prepare import Prepared, load_instances, prepare
 from bvr.pretraining.record import finish_record, last_training_metrics, open_record
 from bvr.threads import ThreadBudget, use_threads
-from bvr.tokenization import VocabInfo, load_tokenizer, vocab_info
+from bvr.tokenization import load_tokenizer, vocab_info
 from bvr.tracking import RunContext, check_store, close_stale_runs, closed_on_error, system_metrics, tracking_uri
 from bvr.training import TrainerSettings, build_trainer, check_accelerator, quiet_fit
 from bvr.training.optim import adamw, check_finite, clip_unscaled
@@ -118,8 +118,7 @@ EXECUTION_KEYS = ("num_workers", "threads", "log_every_steps", "val_every_steps"
 
 
 def run_dir_for(cfg: Config, prepared: Prepared) -> Path:
-    """The run folder: named by the data, tokenizer, model, masking and training settings (not by how the run is
-    carried out and logged, :data:`EXECUTION_KEYS`)."""
+    """The run folder, named by everything that changes the result (not by :data:`EXECUTION_KEYS`)."""
     parts = {
         "version": CACHE_VERSION,
         "instances": prepared.instances.name,
@@ -146,7 +145,6 @@ class _Built:
     model: PretrainingModel
     module: PretrainingModule
     datamodule: PretrainingDataModule
-    vocab: VocabInfo
     params: dict[str, int]
     threads: ThreadBudget
     ids_per_word: float | None = None
@@ -175,7 +173,7 @@ def _build(cfg: Config, prepared: Prepared, run_dir: Path, ckpt_path: str | None
     if cfg.training.compile:
         compile_layers(model.encoder)
     words = ids_per_word(prepared.corpus, prepared.tokenized)  # tokens seen in words (None: no count of words)
-    return _Built(model, module, datamodule, vocab, params, threads, words)
+    return _Built(model, module, datamodule, params, threads, words)
 
 
 def _fit(cfg: Config, built: _Built, run_dir: Path, ckpt_path: str | None, logger: Any, progress: bool,
@@ -204,9 +202,9 @@ def _fit(cfg: Config, built: _Built, run_dir: Path, ckpt_path: str | None, logge
     metrics.update(wall_seconds=time.perf_counter() - start, tokens_seen=float(module.tokens_seen),
                    steps=float(trainer.global_step), **{f"params_{k}": float(v) for k, v in built.params.items()})
     metrics.update(exposure(cfg, trainer.global_step, datamodule.instances["train"], module.tokens_seen))
-    metrics.update(vocabulary_exposure(datamodule.instances["train"], built.vocab, module.tokens_seen,
+    metrics.update(vocabulary_exposure(datamodule.instances["train"], datamodule.vocab, module.tokens_seen,
                                        built.ids_per_word))
-    metrics["val_unigram_entropy"] = unigram_entropy(datamodule.instances["validation"], built.vocab)
+    metrics["val_unigram_entropy"] = unigram_entropy(datamodule.instances["validation"], datamodule.vocab)
     return metrics
 
 
@@ -274,10 +272,8 @@ class PretrainingModule(L.LightningModule):
         return out.loss  # the Trainer divides it by grad_accum, runs backward and, at a step, AdamW
 
     def loss_values(self, out) -> str:
-        objective, loss = self.sentence_objective, out.sentence_loss
-        sentence = "" if loss is None else f", {objective}_loss={loss.item():.4g}"
-        sbo = f", sbo_loss={out.sbo_loss.item():.4g}" if out.sbo_loss is not None else ""
-        return f"mlm_loss={out.mlm_loss.item():.4g}{sentence}{sbo}"
+        parts = {"mlm": out.mlm_loss, self.sentence_objective: out.sentence_loss, "sbo": out.sbo_loss}
+        return ", ".join(f"{name}_loss={loss.item():.4g}" for name, loss in parts.items() if loss is not None)
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         if self.global_step == self.stepped:  # a micro-batch: the optimiser did not step

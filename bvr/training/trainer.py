@@ -151,10 +151,7 @@ def resolve_strategy(strategy: str, devices: int, num_nodes: int) -> str:
 
 def check_accelerator(accelerator: str, key: str = "training.accelerator") -> None:
     """Refuse a GPU accelerator on a machine without one (``gpu``/``cuda`` without a CUDA device, ``mps`` without an
-    Apple GPU), in words rather than Lightning's traceback, naming the config ``key`` that set it.
-
-    Pretraining and fine-tuning call it before they read any data, so the refusal comes before any work.
-    """
+    Apple GPU), in words rather than Lightning's traceback, naming the config ``key`` that set it."""
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
         raise BvrError(f"accelerator '{accelerator}' asked for, but this machine has no CUDA GPU",
                        where=key, hint="use auto (the GPU when there is one) or cpu")
@@ -211,10 +208,9 @@ def build_trainer(root: Path, settings: TrainerSettings, logger: Any, *, progres
     """A Lightning Trainer writing under ``root``, its ``default_root_dir`` (checkpoints go to ``root/checkpoints``),
     logging to ``logger`` (MLflow's, or False).
 
-    ``progress`` shows a progress bar, only on a terminal (:func:`bvr.progress.bars`): a rich bar
-    (:class:`TrainingBar`) counted in optimizer steps up to ``max_steps`` with ``step_progress_bar`` (long
-    step-counted runs), else in epochs counted from 1. ``sampler_per_rank``: the data's sampler strides over the
-    ranks itself, so Lightning must not replace it with a distributed one.
+    ``progress`` shows a :class:`TrainingBar`, only on a terminal (:func:`bvr.progress.bars`), step-counted with
+    ``step_progress_bar``. ``sampler_per_rank``: the data's sampler strides over the ranks itself, so Lightning must
+    not replace it with a distributed one.
     """
     s = settings
     keep_freed_memory()  # steps reuse the heap instead of page-faulting it afresh (bvr.memory)
@@ -229,7 +225,7 @@ def build_trainer(root: Path, settings: TrainerSettings, logger: Any, *, progres
         extra.append(TrainingBar(steps=step_progress_bar))
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=SRUN_NOTICE)
-        trainer = L.Trainer(
+        return L.Trainer(
             max_steps=s.max_steps,
             max_epochs=s.max_epochs,
             accumulate_grad_batches=s.grad_accum,
@@ -253,7 +249,6 @@ def build_trainer(root: Path, settings: TrainerSettings, logger: Any, *, progres
             default_root_dir=str(root),
             plugins=[AtomicCheckpointIO()],
         )
-    return trainer
 
 
 def training_logger(context: RunContext, *, stage: str, task: str | None = None, seed: int | None = None,
