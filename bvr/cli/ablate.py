@@ -83,11 +83,12 @@ def ablate_cmd(
     invocation and nested runs ARM/pretrain, ARM/finetune/TASK and ARM/finetune/TASK/seedN. Finished units are
     reused, so running the same command again runs nothing, and an interrupted run continues where it stopped.
     """
-    from bvr.ops.dvc.pipeline import join_pipeline, record_lock
+    from bvr.ops.dvc.pipeline import join_pipeline, read_data_dir, record_lock
     from bvr.runner.run import run_ablation
 
     overrides = Overrides.of(config, set_)
-    data_dir = _data_dir_from(data_dir_from) or data_dir
+    value = read_data_dir(data_dir_from) if data_dir_from is not None else ""  # checked as --data-dir is
+    data_dir = folder_option(f"data folder (data_dir in {data_dir_from})")(Path(value)) if value else data_dir
     check_launcher(launcher.value, jobs, only, stage_dir)
     plan = ablation_plan(name, preset, overrides, data_dir, output_dir)
     if launcher is not Launcher.INLINE:
@@ -110,15 +111,6 @@ def ablate_cmd(
     elif not only:  # the same --preset, --set and folders pick this invocation's manifest (a smoke run's, say)
         options = _plan_options(plan.preset, overrides.texts, data_dir, output_dir)
         console.plain("next: " + shlex.join(["bvr", "report", name, *options]))
-
-
-def _data_dir_from(params: Path | None) -> Path | None:
-    """``data_dir`` in the file of ``--data-dir-from`` as a path, checked as ``--data-dir`` is; None where it is
-    empty or the option is not given."""
-    from bvr.ops.dvc.pipeline import read_data_dir
-
-    value = read_data_dir(params) if params is not None else ""
-    return folder_option(f"data folder (data_dir in {params})")(Path(value)) if value else None
 
 
 def _partial(report: Any) -> str:
@@ -313,8 +305,13 @@ def pipeline_cmd(
     from bvr.ops.dvc.pipeline import render_pipeline, write_pipeline
     from bvr.ops.dvc.plots import TEMPLATES_DIR
 
-    if str(output) != "-":
-        _check_pipeline_file(output)
+    if str(output) != "-":  # a folder that is missing or a file, or a target that is no file, is refused first
+        folder = output.parent
+        if not folder.is_dir():
+            found = f"{folder} is not a folder" if folder.exists() else f"folder {folder} does not exist"
+            raise BvrError(found, where=f"--output {output}",
+                           hint="give a file in the repository's root folder (dvc.yaml and .dvc/ sit there)")
+        check_file_target(output, "pipeline file (--output)")
     plan = ablation_plan(name, preset, Overrides(), None, None)
     if str(output) == "-":
         sys.stdout.write(render_pipeline(plan, Path.cwd(), output="dvc.yaml"))
@@ -322,13 +319,3 @@ def pipeline_cmd(
     write_pipeline(plan, output, force=force)
     console.plain(f"wrote {output} and its plot templates in {output.parent / TEMPLATES_DIR}; run it with: dvc repro")
 
-
-def _check_pipeline_file(output: Path) -> None:
-    """Refuse an --output whose folder is missing or a file, or that cannot be written as a file (a folder, a device,
-    a file in ``/proc``: :func:`~bvr.write_checks.check_file_target`), before anything is written."""
-    folder = output.parent
-    if not folder.is_dir():
-        found = f"{folder} is not a folder" if folder.exists() else f"folder {folder} does not exist"
-        raise BvrError(found, where=f"--output {output}",
-                       hint="give a file in the repository's root folder (dvc.yaml and .dvc/ sit there)")
-    check_file_target(output, "pipeline file (--output)")

@@ -1,12 +1,6 @@
-"""``bvr ui``: the MLflow UI on this folder's store, and the address of an ablation's runs in it, which `bvr ablate`
-and `bvr report` print too (:func:`print_views`).
-
-``mlflow ui`` started by hand lands on its experiment list, in GenAI mode, and bvr cannot know its host and port; so
-the addresses bvr prints (the saved views of :mod:`bvr.ops.views`) had to be pasted in by the user. ``bvr ui
-NAME`` starts the UI on the store bvr logs to (the working folder's ``mlflow.db`` unless ``MLFLOW_TRACKING_URI``
-names another), waits until it answers, prints the ablation's views at that address (scores by arm first), opens the
-first with ``--open``, and keeps the UI running until Ctrl-C. With a tracking server as the store there is nothing
-to start: the addresses are printed at once.
+"""``bvr ui [NAME]``: start the MLflow UI on the store bvr logs to (``mlflow.db`` here unless ``MLFLOW_TRACKING_URI``
+names another), wait until it answers, print the ablation's saved views at its address (:func:`print_views`, which
+`bvr ablate` and `bvr report` call too) and keep it running until Ctrl-C; a tracking server needs no starting.
 """
 
 from __future__ import annotations

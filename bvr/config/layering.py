@@ -43,10 +43,6 @@ def check_finite(values: dict[str, float], prefix: str) -> None:
         check(math.isfinite(value), f"{prefix}{key}", f"must be a finite number, got {value}")
 
 
-def _type_name(tp: Any) -> str:
-    return getattr(tp, "__name__", str(tp)).replace("NoneType", "null")
-
-
 def coerce(value: Any, tp: Any, key: str) -> Any:
     """Check ``value`` against the annotation ``tp``; return it (ints widen to float). Raise BvrError at ``key``."""
     origin = typing.get_origin(tp)
@@ -77,7 +73,8 @@ def coerce(value: Any, tp: Any, key: str) -> Any:
         except ValueError:
             pass
     if tp is int and isinstance(value, bool) or not isinstance(value, tp):
-        raise BvrError(f"expected {_type_name(tp)}, got {value!r} ({type(value).__name__})", where=key)
+        name = getattr(tp, "__name__", str(tp)).replace("NoneType", "null")
+        raise BvrError(f"expected {name}, got {value!r} ({type(value).__name__})", where=key)
     return value
 
 
