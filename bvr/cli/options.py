@@ -71,14 +71,11 @@ FORMATS_HELP = "|".join(INPUT_FORMATS)
 FAMILIES_HELP = "|".join(FAMILIES)
 DATA_FOLDERS_HELP = ", ".join(["corpus/", *dict.fromkeys(spec.folder.split("/")[0] + "/" for spec in TASKS.values())])
 
+
 def folder_option(what: str) -> Callable[[Path | None], Path | None]:
     """The callback of a folder option (``what``: ``"output folder (--output-dir)"``), run on the value given or read
-    from its environment variable, before the command starts.
-
-    ``~`` becomes the home folder: a shell leaves it as it is in ``--output-dir=~/runs`` and in quotes, and a
-    literal ``~`` folder would be created in the working folder. A name longer than the file system allows is
-    refused here, before any command stats the path.
-    """
+    from its environment variable: ``~`` becomes the home folder (a shell leaves it in ``--output-dir=~/runs`` and in
+    quotes), and a name longer than the file system allows is refused before any command stats the path."""
     def check(value: Path | None) -> Path | None:
         if value is None:
             return None
@@ -155,12 +152,9 @@ def ablation_plan(name: str, preset: str | None, overrides: Overrides, data_dir:
 @dataclass
 class Overrides:
     """``--config FILE`` and ``--set`` of a command whose configuration is an ablation's (``bvr ablate``, ``bvr
-    report``, ``bvr config show NAME``): the file's keys as ``--set`` texts first, then the ``--set`` given.
-
-    An ablation layers ``--set`` over every arm and the control; a file of config sections is the same layer, one
-    ``--set`` per key, so that the manifest records it and the commands `bvr status` prints repeat it without the
-    file. An error about one of the file's keys names the file and line (:meth:`located`).
-    """
+    report``, ``bvr config show NAME``): the file's keys as ``--set`` texts first (so that the manifest records them
+    and the commands `bvr status` prints repeat them without the file), then the ``--set`` given. An error about one
+    of the file's keys names the file and line (:meth:`located`)."""
 
     texts: list[str] = field(default_factory=list)
     origins: dict[str, str] = field(default_factory=dict)
