@@ -1,9 +1,7 @@
-"""An ablation laid out as work: the :class:`Plan` (arms, tasks, seeds) and its :class:`Unit` s.
-
-A plan is an experiment file (:mod:`bvr.ablation.declare`) expanded for one preset, data folder and output
-folder. Its units run in order (:meth:`Plan.units`): ``corpus``, ``tokenizer:FAMILY``, ``data:ARM``,
-``pretrain:ARM``, ``blimp:ARM``, ``probe:ARM:TASK``, ``finetune:ARM:TASK``, ``report``; what each produced is
-recorded in the plan's manifest (:mod:`bvr.ablation.manifest`).
+"""An ablation laid out as work: an experiment file expanded for one preset, data folder and output folder into the
+:class:`Plan` (arms, tasks, seeds) and its :class:`Unit` s, which run in order (:meth:`Plan.units`): ``corpus``,
+``tokenizer:FAMILY``, ``data:ARM``, ``pretrain:ARM``, ``blimp:ARM``, ``probe:ARM:TASK``, ``finetune:ARM:TASK``,
+``report``; the plan's manifest (:mod:`bvr.ablation.manifest`) records what each produced.
 """
 
 from __future__ import annotations

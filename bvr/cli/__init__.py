@@ -147,7 +147,7 @@ def main() -> None:
             plain_metavars(command)
             command()  # standalone mode: usage errors are printed by the parser and exit 2
     except BvrError as err:
-        _user_error(_continued(err))
+        _user_error(err)
     except KeyboardInterrupt as interrupt:
         _interrupted(interrupt)
     except SystemExit as exit_:
@@ -163,15 +163,7 @@ def main() -> None:
             error = server_failure(err)
         if error is None or _debug():
             raise
-        _user_error(_continued(error))
-
-
-def _continued(err: BvrError) -> BvrError:
-    """``err``, whose hint to run the same command again after a full disk (:data:`RESUME_HINT`) says, for ``bvr
-    pretrain``, to add --resume: without it, that command refuses the unfinished run it left."""
-    if state["command"] == "pretrain" and err.hint == RESUME_HINT:
-        err.hint = PRETRAIN_RESUME_HINT
-    return err
+        _user_error(error)
 
 
 def _debug() -> bool:
@@ -179,7 +171,11 @@ def _debug() -> bool:
 
 
 def _user_error(err: BvrError) -> NoReturn:
-    """Print ``err`` as one line and exit 2 (with ``--debug`` or ``BVR_DEBUG``: raise it, with its traceback)."""
+    """Print ``err`` as one line and exit 2 (with ``--debug`` or ``BVR_DEBUG``: raise it, with its traceback). Its
+    hint to run the same command again after a full disk (:data:`RESUME_HINT`) says, for ``bvr pretrain``, to add
+    --resume: without it, that command refuses the unfinished run it left."""
+    if state["command"] == "pretrain" and err.hint == RESUME_HINT:
+        err.hint = PRETRAIN_RESUME_HINT
     if _debug():
         raise err
     err_console.print(f"[bold red]error:[/] {literal(err.one_line())}", highlight=False, soft_wrap=True)

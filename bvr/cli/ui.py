@@ -39,7 +39,12 @@ def ui_cmd(
         raise BvrError(f"no MLflow store here ({uri.removeprefix('sqlite:///')} does not exist)", where="bvr ui",
                        hint="run it in the folder where bvr ablate ran, or set MLFLOW_TRACKING_URI to the store")
     client = store_client(uri)
-    experiment = _experiment(client, name) if name else None
+    experiment = client.get_experiment_by_name(name) if name else None
+    if name and experiment is None:
+        names = sorted(e.name for e in client.search_experiments() if e.name != "Default")
+        raise BvrError(f"no MLflow experiment '{name}' in this store", where="NAME",
+                       hint=f"the store holds: {', '.join(names)}" if names else
+                       "run `bvr ablate NAME` first, in this folder")
     server = uri.startswith(("http://", "https://"))  # a tracking server is its own UI
     base = uri.rstrip("/") if server else f"http://{host}:{port}"
     lines = view_lines(base, experiment, newest_parent(client, experiment)) if experiment else [f"MLflow UI: {base}"]
@@ -57,16 +62,6 @@ def ui_cmd(
         except KeyboardInterrupt as stop:
             if isinstance(stop, Terminated):  # SIGTERM: the stop it is (status 143)
                 raise
-
-
-def _experiment(client: Any, name: str) -> Any:
-    found = client.get_experiment_by_name(name)
-    if found is None:
-        names = sorted(e.name for e in client.search_experiments() if e.name != "Default")
-        raise BvrError(f"no MLflow experiment '{name}' in this store", where="NAME",
-                       hint=f"the store holds: {', '.join(names)}" if names else
-                       "run `bvr ablate NAME` first, in this folder")
-    return found
 
 
 def _show(lines: list[str], open_browser: bool) -> None:
