@@ -73,9 +73,8 @@ the square of their count: 10,000 arms took minutes and gigabytes before any mes
 
 @dataclass(frozen=True)
 class Evaluations:
-    """Evaluations run on every model without fine-tuning (sensitive at small scale): the ``evaluate`` section
-    (:class:`~bvr.config.EvaluateConfig`) flattened: ``blimp`` is ``evaluate.blimp.enabled``, ``blimp_X`` is
-    ``evaluate.blimp.X`` and ``probe_X`` is ``evaluate.probes.X``, each documented there."""
+    """The ``evaluate`` section (:class:`~bvr.config.EvaluateConfig`, which documents each key) flattened: ``blimp`` is
+    ``evaluate.blimp.enabled``, ``blimp_X`` is ``evaluate.blimp.X`` and ``probe_X`` is ``evaluate.probes.X``."""
 
     blimp: bool = True
     blimp_per_paradigm: int | None = 100

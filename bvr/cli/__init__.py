@@ -1,10 +1,8 @@
-"""The ``bvr`` command line. Each command parses its options, then calls one function; no logic lives here.
-
-The commands live by job in :mod:`bvr.cli.data` (config, tokenizer, data), :mod:`bvr.cli.train` (pretrain,
-finetune, fill-mask, export), :mod:`bvr.cli.evaluate` (probe, blimp), :mod:`bvr.cli.ablate` (ablate, report,
-pipeline) and :mod:`bvr.cli.ui` (ui), with their shared options in :mod:`bvr.cli.options`; this module assembles
-:data:`app` from them.
-Every command imports the heavy modules (torch, Lightning, MLflow) inside its function, so ``bvr --help`` is fast.
+"""The ``bvr`` command line: this module assembles :data:`app` from the commands of :mod:`bvr.cli.data` (config,
+tokenizer, data), :mod:`bvr.cli.train` (pretrain, finetune, fill-mask, export), :mod:`bvr.cli.evaluate` (probe,
+blimp), :mod:`bvr.cli.ablate` (ablate, report, status, pipeline) and :mod:`bvr.cli.ui` (ui), which share the options
+of :mod:`bvr.cli.options`. Each command parses its options, then calls one function, importing the heavy modules
+(torch, Lightning, MLflow) inside it, so ``bvr --help`` is fast.
 """
 
 from __future__ import annotations

@@ -127,19 +127,6 @@ def _plan_options(preset: str | None, overrides: list[str] | None, data_dir: str
             *(["--output-dir", str(output_dir)] if output_dir else [])]
 
 
-def _experiment_arg(name: str, manifest: Any) -> str:
-    """The experiment as `bvr ablate` takes it: ``name`` when it is a file's path (as given to status), else from
-    the manifest: a shipped experiment by its name, any other by its file's path as `bvr ablate` was given it."""
-    from bvr.ablation.declare import EXPERIMENTS_DIR
-
-    if Path(name).suffix in (".yaml", ".yml") or Path(name).is_file():
-        return name
-    shipped = EXPERIMENTS_DIR / f"{manifest.ablation}.yaml"
-    if not manifest.source or Path(manifest.source).resolve() == shipped.resolve():
-        return manifest.ablation
-    return manifest.source
-
-
 def _print_headline(report: Any) -> None:
     """The report's headline in a line per question, as its first screen has them, under the level of their
     intervals (the full sentences are the report's)."""
@@ -250,8 +237,9 @@ def status_cmd(
     MLflow, failed units with their errors, and the command that continues it."""
     from rich.table import Table
 
+    from bvr.ablation.declare import EXPERIMENTS_DIR
     from bvr.ablation.manifest import Manifest, find_manifest
-    from bvr.ablation.status import PROGRESS_HEADER, errors, progress_rows, running_now
+    from bvr.ablation.status import PROGRESS_HEADER, progress, progress_rows, running_now
     from bvr.tracking import tracking_uri, ui_address, ui_base
 
     path = find_manifest(name, output_dir or Path("outputs"), preset=preset, command="status")
@@ -269,13 +257,19 @@ def status_cmd(
         where = f" {ui_address(base, run.experiment_id, run.run_id)}" if base else f" (run {run.run_id})"
         console.plain(f"running now: {run.name}, process {run.pid}, since {run.started}{where}")
     queued = print_slurm_jobs(path.parent, manifest)
-    lines = [f"failed: {line}" for line in errors(manifest)]
+    lines = [f"failed: {line}" for line in dict.fromkeys(f"{s.stage} {e}" for s in progress(manifest)
+                                                         for e in s.errors)]  # each failed unit's error, once
     lines += [f"{gap}: bvr ablate adds them, as missing" for gap in manifest.gaps()]
     for line in lines:
         console.plain(line)
-    # Commands that run as printed: the experiment as bvr ablate takes it, every option of the plan hash, quoted.
-    arguments = [_experiment_arg(name, manifest),
-                 *_plan_options(manifest.preset, manifest.overrides, manifest.context.data_dir, output_dir)]
+    # Commands that run as printed: the experiment as bvr ablate takes it (a file's path as given here, else a shipped
+    # experiment by its name, any other by its recorded path), every option of the plan hash, quoted.
+    experiment, shipped = manifest.source, EXPERIMENTS_DIR / f"{manifest.ablation}.yaml"
+    if Path(name).suffix in (".yaml", ".yml") or Path(name).is_file():
+        experiment = name
+    elif not manifest.source or Path(manifest.source).resolve() == shipped.resolve():
+        experiment = manifest.ablation
+    arguments = [experiment, *_plan_options(manifest.preset, manifest.overrides, manifest.context.data_dir, output_dir)]
     if manifest.complete:
         console.plain("complete; the report: " + shlex.join(["bvr", "report", *arguments]))
     elif running or queued:

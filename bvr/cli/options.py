@@ -1,8 +1,6 @@
 """What every ``bvr`` command shares: the consoles, the configuration options and their help, built from the
-registries (tasks, presets, experiment files, formats) so that it never goes stale.
-
-Only light modules are imported here (the task registry, the config package, the ablation declarations): building
-the help must not load torch or Lightning.
+registries (tasks, presets, experiment files, formats) so that it never goes stale. Only light modules are imported
+here: building the help must not load torch or Lightning.
 """
 
 from __future__ import annotations
@@ -57,12 +55,8 @@ def one_of(names: Iterable[str], last: str = "or") -> str:
 
 def tasks_help(kinds: Iterable[str] = TASK_KINDS) -> str:
     """The registered tasks of these kinds, grouped by kind, e.g. ``classification: cola, sst2; tagging: conll2003``."""
-    groups = []
-    for kind in kinds:
-        names = [name for name, spec in TASKS.items() if spec.kind == kind]
-        if names:
-            groups.append(f"{kind}: {', '.join(names)}")
-    return "; ".join(groups)
+    groups = {kind: [name for name, spec in TASKS.items() if spec.kind == kind] for kind in kinds}
+    return "; ".join(f"{kind}: {', '.join(names)}" for kind, names in groups.items() if names)
 
 
 PRESETS_HELP = f"Named preset from experiments/presets: {one_of(preset_names())}."

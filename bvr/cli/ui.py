@@ -9,7 +9,7 @@ import sys
 import tempfile
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 

@@ -1,10 +1,9 @@
 """Layers of settings merged into typed dataclasses: coercion, did-you-mean, the ``--set`` grammar, error locations.
 
 A *layer* is a nested mapping of settings and, per dotted key, where it was set (``file:line`` or ``--set ...``).
-Layers are deep-merged in order, each over the one before (:func:`merge_layer`), and the result is built into a
-dataclass (:func:`build_dataclass`) that refuses unknown keys (suggesting the closest known one, or saying what an
-old key was renamed to) and values of the wrong type. An error raised while building is located at the layer that
-set the key (:func:`locate_error`).
+Layers are deep-merged in order (:func:`merge_layer`) and built into a dataclass (:func:`build_dataclass`) that
+refuses unknown keys (naming the closest known one, or what an old key became) and values of the wrong type; an
+error is located at the layer that set the key (:func:`locate_error`).
 
 >>> parse_override("masking.split=[0.8, 0.2, 0]")
 ({'masking': {'split': [0.8, 0.2, 0]}}, 'masking.split')

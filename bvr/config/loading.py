@@ -27,7 +27,10 @@ from bvr.errors import BvrError
 from bvr.fs import write_text
 from bvr.model.encoder_config import ModelConfig
 
-def shipped_experiments(package: Path = Path(__file__).resolve().parents[1]) -> Path:
+_PACKAGE = Path(__file__).resolve().parents[1]  # the folder of the bvr package
+
+
+def shipped_experiments(package: Path = _PACKAGE) -> Path:
     """The folder of the shipped experiment files and their ``presets/``: a checkout's top-level ``experiments/``
     (the source of truth) when ``package``, the bvr package's folder, lies in one, else the copy an install of the
     package carries as ``bvr/_experiments`` (``setup.py`` puts it there when a wheel is built).
