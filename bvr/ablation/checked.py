@@ -79,11 +79,10 @@ def mismatch(cls: type, data: dict[str, Any], *, skip: tuple[str, ...] = ()) -> 
 
 
 def ablate_command(data: dict[str, Any], path: Path | None = None) -> str:
-    """The `bvr ablate` command that picks the plan of the manifest ``data`` again, and so rewrites it: its
-    experiment (a shipped one by name, also where the recorded file is gone), preset, ``--set`` values, data folder
-    and output folder (where not ``./outputs``): the one the manifest lies in when its ``path`` is known (a store
-    moved or copied since keeps its manifests' recorded folder, which is another store). A value of the wrong type
-    is left out."""
+    """The `bvr ablate` command that picks the plan of the manifest ``data`` again, and so rewrites it: experiment (a
+    shipped one by name, also where the recorded file is gone), preset, ``--set`` values, data folder and output
+    folder (not ``./outputs``; the one the manifest lies in, given its ``path``, since a copied store keeps the
+    recorded one). A value of the wrong type is left out."""
     from bvr.ablation.declare import EXPERIMENTS_DIR
 
     def text(value: Any) -> str | None:

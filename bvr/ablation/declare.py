@@ -21,14 +21,12 @@ size, vocabulary) as small diffs over a shared base: an arm lists only what it c
     pretrain_seeds: [0, 1, 2]
     kind: ablation                      # or budget: the arms are one recipe at increasing budgets (see below)
 
-``finetune`` and ``evaluate`` are shared by every arm, so an arm may not set them. An arm may carry its own
-``presets: {NAME: {...}}`` block to scale its values to a preset (the batch-size ablation does); such a block may
-only touch keys the arm already declares. Each arm's configuration is built in layers (docs/configuration.md lists
-them) with :mod:`bvr.config`'s merging, so that a bad key, type or value names the file, line and key.
-
-A budget curve (``kind: budget``) pretrains one recipe for increasing budgets: its arms may declare only
-:data:`BUDGET_KEYS`, list the budgets from the smallest up, and need the control, since each budget is measured
-against it; they see different numbers of tokens on purpose, so the equal-passes check does not apply.
+``finetune`` and ``evaluate`` are shared, so an arm may not set them; an arm's own ``presets: {NAME: {...}}`` block
+scales its values to a preset (the batch-size ablation does) and may only touch keys the arm declares. Each arm's
+config is built in layers (docs/configuration.md lists them) with :mod:`bvr.config`'s merging, so that a bad key,
+type or value names the file, line and key. A budget curve (``kind: budget``) pretrains one recipe for increasing
+budgets: its arms may declare only :data:`BUDGET_KEYS`, list the budgets from the smallest up, and need the control
+each budget is measured against; they see different numbers of tokens on purpose (no equal-passes check).
 
 :func:`bvr.ablation.loading.load_ablation` reads a file; :mod:`bvr.ablation.arms` checks the arms.
 """
@@ -57,12 +55,9 @@ PUBLISHED_TABLES = ("masking", "nsp", "batch-size", "bert-table5", "mask-split",
 one is there: tests/test_report_stats.py)."""
 TOP_KEYS = ("description", "published", "control", "arms", "base", "presets", "pretrain_seeds", "kind")
 
-ABLATION_KIND = "ablation"
-"""An experiment's arms answer one question at an equal budget (the default ``kind``)."""
-
-BUDGET_KIND = "budget"
-"""An experiment's arms are one recipe at increasing budgets: a budget curve."""
-
+ABLATION_KIND, BUDGET_KIND = "ablation", "budget"
+"""An experiment's ``kind``: arms that answer one question at an equal budget (the default), or one recipe at
+increasing budgets (a budget curve)."""
 KINDS = (ABLATION_KIND, BUDGET_KIND)
 
 BUDGET_KEYS = ("training.max_steps", "training.warmup_steps", "training.max_tokens")
@@ -78,9 +73,8 @@ the square of their count: 10,000 arms took minutes and gigabytes before any mes
 
 @dataclass(frozen=True)
 class Evaluations:
-    """Evaluations run on every model without fine-tuning (sensitive at small scale): the ``evaluate`` section
-    (:class:`~bvr.config.EvaluateConfig`) flattened: ``blimp`` is ``evaluate.blimp.enabled``, ``blimp_X`` is
-    ``evaluate.blimp.X`` and ``probe_X`` is ``evaluate.probes.X``, each documented there."""
+    """The ``evaluate`` section (:class:`~bvr.config.EvaluateConfig`, which documents each key) flattened: ``blimp`` is
+    ``evaluate.blimp.enabled``, ``blimp_X`` is ``evaluate.blimp.X`` and ``probe_X`` is ``evaluate.probes.X``."""
 
     blimp: bool = True
     blimp_per_paradigm: int | None = 100

@@ -117,8 +117,13 @@ def load_ablation(name_or_path: str | Path, *, preset: str | None = None,
         if name == preset:
             shared.append(layer)
             pretrain_seeds = seeds or pretrain_seeds
-    pretrain_seeds, overrides = _seed_override(pretrain_seeds, list(overrides or []))
-    override_layers = [override_layer(text) for text in overrides]
+    override_layers: list[Layer] = []  # each --set a layer located at itself, but pretrain_seeds (the last one wins)
+    for text in overrides or []:
+        nested, key = parse_override(text)
+        if key == "pretrain_seeds":
+            pretrain_seeds = _seed_list(nested[key], key, {key: f"--set {text}"})
+        else:
+            override_layers.append(override_layer(text))
 
     arms_raw = mapping(data.get("arms"), "arms", lines, "arm names")
     if len(arms_raw) < 2:
@@ -230,19 +235,6 @@ def _finetune_hparams(layers: list[Layer]) -> dict[str, Any]:
             out.pop(key, None)
             out[key] = value
     return out
-
-
-def _seed_override(seeds: list[int], overrides: list[str]) -> tuple[list[int], list[str]]:
-    """The pretraining seeds after any ``--set pretrain_seeds=[...]`` (the last one wins), and the other overrides,
-    which are config keys."""
-    rest = []
-    for text in overrides:
-        nested, key = parse_override(text)
-        if key == "pretrain_seeds":
-            seeds = _seed_list(nested[key], key, {key: f"--set {text}"})
-        else:
-            rest.append(text)
-    return seeds, rest
 
 
 def _seed_list(value: Any, key: str, lines: dict[str, str]) -> list[int]:

@@ -1,8 +1,7 @@
-"""Finding an ablation's runs when the data folder is named another way than when they were made.
-
-A plan's hash holds its data by content, but `bvr report NAME --preset tiny` run without a data folder (the data
-moved away, or never named) computes another plan than `bvr ablate` did, as does any command on a plan made before
-the data entered by content: its manifest is not where that plan looks. :func:`made_elsewhere` finds it.
+"""Finding an ablation's runs when the data folder is named another way than when they were made: a plan's hash
+holds its data by content, but `bvr report NAME --preset tiny` without a data folder (the data moved, or never
+named) computes another plan than `bvr ablate` did, as does a plan made before the data entered by content, so its
+manifest is not where that plan looks. :func:`made_elsewhere` finds it.
 """
 
 from __future__ import annotations
@@ -45,15 +44,13 @@ def made_elsewhere(plan: Plan, rebuild: Callable[[str], Plan]) -> Elsewhere | No
         if rebuild(data_dir).manifest_path.resolve() != path.resolve():
             continue
         if plan.data_dir is not None and Path(data_dir).is_dir():
-            _check_same_content(plan, Path(data_dir))
+            _check_same_content(plan, plan.data_dir, Path(data_dir))
         return Elsewhere(path, data_dir)
     return None
 
 
-def _check_same_content(plan: Plan, theirs: Path) -> None:
-    """Refuse, naming the first differing file or folder, when ``plan.data_dir`` and ``theirs`` hold other data."""
-    ours = plan.data_dir
-    assert ours is not None
+def _check_same_content(plan: Plan, ours: Path, theirs: Path) -> None:
+    """Refuse, naming the first differing file or folder, when ``ours`` (the plan's) and ``theirs`` hold other data."""
     corpora = {arm.config.corpus.path for arm in plan.arms}
     for relative in [*sorted(corpora), *TASK_FOLDERS]:
         mine, other = ours / relative, theirs / relative

@@ -1,9 +1,7 @@
-"""An ablation laid out as work: the :class:`Plan` (arms, tasks, seeds) and its :class:`Unit` s.
-
-A plan is an experiment file (:mod:`bvr.ablation.declare`) expanded for one preset, data folder and output
-folder. Its units run in order (:meth:`Plan.units`): ``corpus``, ``tokenizer:FAMILY``, ``data:ARM``,
-``pretrain:ARM``, ``blimp:ARM``, ``probe:ARM:TASK``, ``finetune:ARM:TASK``, ``report``; what each produced is
-recorded in the plan's manifest (:mod:`bvr.ablation.manifest`).
+"""An ablation laid out as work: an experiment file expanded for one preset, data folder and output folder into the
+:class:`Plan` (arms, tasks, seeds) and its :class:`Unit` s, which run in order (:meth:`Plan.units`): ``corpus``,
+``tokenizer:FAMILY``, ``data:ARM``, ``pretrain:ARM``, ``blimp:ARM``, ``probe:ARM:TASK``, ``finetune:ARM:TASK``,
+``report``; the plan's manifest (:mod:`bvr.ablation.manifest`) records what each produced.
 """
 
 from __future__ import annotations
@@ -21,9 +19,8 @@ from bvr.config import Config, config_hash
 from bvr.errors import BvrError
 
 MANIFEST_VERSION = 2
-"""The layout of the manifest (:mod:`bvr.ablation.manifest`, which writes it and refuses another one in
-:meth:`~bvr.ablation.manifest.Manifest.from_dict`). Defined with the plan, whose hash includes it: the plan's
-folder holds the manifest, and a new layout starts a new folder."""
+"""The manifest's JSON layout (:meth:`~bvr.ablation.manifest.Manifest.from_dict` refuses another). Defined with the
+plan, whose hash includes it: the plan's folder holds the manifest, so a new layout starts a new folder."""
 
 
 def _identity(config: dict) -> dict:
@@ -158,9 +155,6 @@ class Plan:
     def manifest_path(self) -> Path:
         return self.folder / "manifest.json"
 
-    def families(self) -> list[str]:
-        return list(dict.fromkeys(arm.config.tokenizer.family for arm in self.arms))
-
     @property
     def evaluations(self) -> Evaluations:
         return self.ablation.evaluations
@@ -178,7 +172,8 @@ class Plan:
 
     def units(self) -> list[Unit]:
         """Every unit, in the order they run."""
-        out = [Unit(UnitKind.CORPUS), *(Unit(UnitKind.TOKENIZER, f) for f in self.families())]
+        families = dict.fromkeys(arm.config.tokenizer.family for arm in self.arms)  # each once, in arm order
+        out = [Unit(UnitKind.CORPUS), *(Unit(UnitKind.TOKENIZER, family) for family in families)]
         out += [Unit(UnitKind.DATA, arm.label) for arm in self.pretrained]
         out += [Unit(UnitKind.PRETRAIN, arm.label) for arm in self.arms]
         if self.blimp_dir is not None:

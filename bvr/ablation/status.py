@@ -98,8 +98,3 @@ def running_now(manifest: Manifest, workdir: Path | None = None) -> list[Running
             found.append(Running(run.info.run_name or run.info.run_id, run.info.run_id, experiment.experiment_id,
                                  int(pid), started))
     return sorted(found, key=lambda r: r.started)
-
-
-def errors(manifest: Manifest) -> list[str]:
-    """Every failed unit's error, once, as ``STAGE LABEL: ERROR``."""
-    return list(dict.fromkeys(f"{s.stage} {e}" for s in progress(manifest) for e in s.errors))

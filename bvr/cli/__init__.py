@@ -1,10 +1,8 @@
-"""The ``bvr`` command line. Each command parses its options, then calls one function; no logic lives here.
-
-The commands live by job in :mod:`bvr.cli.data` (config, tokenizer, data), :mod:`bvr.cli.train` (pretrain,
-finetune, fill-mask, export), :mod:`bvr.cli.evaluate` (probe, blimp), :mod:`bvr.cli.ablate` (ablate, report,
-pipeline) and :mod:`bvr.cli.ui` (ui), with their shared options in :mod:`bvr.cli.options`; this module assembles
-:data:`app` from them.
-Every command imports the heavy modules (torch, Lightning, MLflow) inside its function, so ``bvr --help`` is fast.
+"""The ``bvr`` command line: this module assembles :data:`app` from the commands of :mod:`bvr.cli.data` (config,
+tokenizer, data), :mod:`bvr.cli.train` (pretrain, finetune, fill-mask, export), :mod:`bvr.cli.evaluate` (probe,
+blimp), :mod:`bvr.cli.ablate` (ablate, report, status, pipeline) and :mod:`bvr.cli.ui` (ui), which share the options
+of :mod:`bvr.cli.options`. Each command parses its options, then calls one function, importing the heavy modules
+(torch, Lightning, MLflow) inside it, so ``bvr --help`` is fast.
 """
 
 from __future__ import annotations
@@ -147,7 +145,7 @@ def main() -> None:
             plain_metavars(command)
             command()  # standalone mode: usage errors are printed by the parser and exit 2
     except BvrError as err:
-        _user_error(_continued(err))
+        _user_error(err)
     except KeyboardInterrupt as interrupt:
         _interrupted(interrupt)
     except SystemExit as exit_:
@@ -163,15 +161,7 @@ def main() -> None:
             error = server_failure(err)
         if error is None or _debug():
             raise
-        _user_error(_continued(error))
-
-
-def _continued(err: BvrError) -> BvrError:
-    """``err``, whose hint to run the same command again after a full disk (:data:`RESUME_HINT`) says, for ``bvr
-    pretrain``, to add --resume: without it, that command refuses the unfinished run it left."""
-    if state["command"] == "pretrain" and err.hint == RESUME_HINT:
-        err.hint = PRETRAIN_RESUME_HINT
-    return err
+        _user_error(error)
 
 
 def _debug() -> bool:
@@ -179,7 +169,11 @@ def _debug() -> bool:
 
 
 def _user_error(err: BvrError) -> NoReturn:
-    """Print ``err`` as one line and exit 2 (with ``--debug`` or ``BVR_DEBUG``: raise it, with its traceback)."""
+    """Print ``err`` as one line and exit 2 (with ``--debug`` or ``BVR_DEBUG``: raise it, with its traceback). Its
+    hint to run the same command again after a full disk (:data:`RESUME_HINT`) says, for ``bvr pretrain``, to add
+    --resume: without it, that command refuses the unfinished run it left."""
+    if state["command"] == "pretrain" and err.hint == RESUME_HINT:
+        err.hint = PRETRAIN_RESUME_HINT
     if _debug():
         raise err
     err_console.print(f"[bold red]error:[/] {literal(err.one_line())}", highlight=False, soft_wrap=True)

@@ -83,11 +83,12 @@ def ablate_cmd(
     invocation and nested runs ARM/pretrain, ARM/finetune/TASK and ARM/finetune/TASK/seedN. Finished units are
     reused, so running the same command again runs nothing, and an interrupted run continues where it stopped.
     """
-    from bvr.ops.dvc.pipeline import join_pipeline, record_lock
+    from bvr.ops.dvc.pipeline import join_pipeline, read_data_dir, record_lock
     from bvr.runner.run import run_ablation
 
     overrides = Overrides.of(config, set_)
-    data_dir = _data_dir_from(data_dir_from) or data_dir
+    value = read_data_dir(data_dir_from) if data_dir_from is not None else ""  # checked as --data-dir is
+    data_dir = folder_option(f"data folder (data_dir in {data_dir_from})")(Path(value)) if value else data_dir
     check_launcher(launcher.value, jobs, only, stage_dir)
     plan = ablation_plan(name, preset, overrides, data_dir, output_dir)
     if launcher is not Launcher.INLINE:
@@ -112,15 +113,6 @@ def ablate_cmd(
         console.plain("next: " + shlex.join(["bvr", "report", name, *options]))
 
 
-def _data_dir_from(params: Path | None) -> Path | None:
-    """``data_dir`` in the file of ``--data-dir-from`` as a path, checked as ``--data-dir`` is; None where it is
-    empty or the option is not given."""
-    from bvr.ops.dvc.pipeline import read_data_dir
-
-    value = read_data_dir(params) if params is not None else ""
-    return folder_option(f"data folder (data_dir in {params})")(Path(value)) if value else None
-
-
 def _partial(report: Any) -> str:
     return "" if report.complete else f" (partial: {len(report.missing)} item(s) missing)"
 
@@ -133,19 +125,6 @@ def _plan_options(preset: str | None, overrides: list[str] | None, data_dir: str
             *(arg for text in overrides or [] for arg in ("--set", text)),
             *(["--data-dir", str(data_dir)] if data_dir else []),
             *(["--output-dir", str(output_dir)] if output_dir else [])]
-
-
-def _experiment_arg(name: str, manifest: Any) -> str:
-    """The experiment as `bvr ablate` takes it: ``name`` when it is a file's path (as given to status), else from
-    the manifest: a shipped experiment by its name, any other by its file's path as `bvr ablate` was given it."""
-    from bvr.ablation.declare import EXPERIMENTS_DIR
-
-    if Path(name).suffix in (".yaml", ".yml") or Path(name).is_file():
-        return name
-    shipped = EXPERIMENTS_DIR / f"{manifest.ablation}.yaml"
-    if not manifest.source or Path(manifest.source).resolve() == shipped.resolve():
-        return manifest.ablation
-    return manifest.source
 
 
 def _print_headline(report: Any) -> None:
@@ -258,8 +237,9 @@ def status_cmd(
     MLflow, failed units with their errors, and the command that continues it."""
     from rich.table import Table
 
+    from bvr.ablation.declare import EXPERIMENTS_DIR
     from bvr.ablation.manifest import Manifest, find_manifest
-    from bvr.ablation.status import PROGRESS_HEADER, errors, progress_rows, running_now
+    from bvr.ablation.status import PROGRESS_HEADER, progress, progress_rows, running_now
     from bvr.tracking import tracking_uri, ui_address, ui_base
 
     path = find_manifest(name, output_dir or Path("outputs"), preset=preset, command="status")
@@ -277,13 +257,19 @@ def status_cmd(
         where = f" {ui_address(base, run.experiment_id, run.run_id)}" if base else f" (run {run.run_id})"
         console.plain(f"running now: {run.name}, process {run.pid}, since {run.started}{where}")
     queued = print_slurm_jobs(path.parent, manifest)
-    lines = [f"failed: {line}" for line in errors(manifest)]
+    lines = [f"failed: {line}" for line in dict.fromkeys(f"{s.stage} {e}" for s in progress(manifest)
+                                                         for e in s.errors)]  # each failed unit's error, once
     lines += [f"{gap}: bvr ablate adds them, as missing" for gap in manifest.gaps()]
     for line in lines:
         console.plain(line)
-    # Commands that run as printed: the experiment as bvr ablate takes it, every option of the plan hash, quoted.
-    arguments = [_experiment_arg(name, manifest),
-                 *_plan_options(manifest.preset, manifest.overrides, manifest.context.data_dir, output_dir)]
+    # Commands that run as printed: the experiment as bvr ablate takes it (a file's path as given here, else a shipped
+    # experiment by its name, any other by its recorded path), every option of the plan hash, quoted.
+    experiment, shipped = manifest.source, EXPERIMENTS_DIR / f"{manifest.ablation}.yaml"
+    if Path(name).suffix in (".yaml", ".yml") or Path(name).is_file():
+        experiment = name
+    elif not manifest.source or Path(manifest.source).resolve() == shipped.resolve():
+        experiment = manifest.ablation
+    arguments = [experiment, *_plan_options(manifest.preset, manifest.overrides, manifest.context.data_dir, output_dir)]
     if manifest.complete:
         console.plain("complete; the report: " + shlex.join(["bvr", "report", *arguments]))
     elif running or queued:
@@ -313,8 +299,13 @@ def pipeline_cmd(
     from bvr.ops.dvc.pipeline import render_pipeline, write_pipeline
     from bvr.ops.dvc.plots import TEMPLATES_DIR
 
-    if str(output) != "-":
-        _check_pipeline_file(output)
+    if str(output) != "-":  # a folder that is missing or a file, or a target that is no file, is refused first
+        folder = output.parent
+        if not folder.is_dir():
+            found = f"{folder} is not a folder" if folder.exists() else f"folder {folder} does not exist"
+            raise BvrError(found, where=f"--output {output}",
+                           hint="give a file in the repository's root folder (dvc.yaml and .dvc/ sit there)")
+        check_file_target(output, "pipeline file (--output)")
     plan = ablation_plan(name, preset, Overrides(), None, None)
     if str(output) == "-":
         sys.stdout.write(render_pipeline(plan, Path.cwd(), output="dvc.yaml"))
@@ -322,13 +313,3 @@ def pipeline_cmd(
     write_pipeline(plan, output, force=force)
     console.plain(f"wrote {output} and its plot templates in {output.parent / TEMPLATES_DIR}; run it with: dvc repro")
 
-
-def _check_pipeline_file(output: Path) -> None:
-    """Refuse an --output whose folder is missing or a file, or that cannot be written as a file (a folder, a device,
-    a file in ``/proc``: :func:`~bvr.write_checks.check_file_target`), before anything is written."""
-    folder = output.parent
-    if not folder.is_dir():
-        found = f"{folder} is not a folder" if folder.exists() else f"folder {folder} does not exist"
-        raise BvrError(found, where=f"--output {output}",
-                       hint="give a file in the repository's root folder (dvc.yaml and .dvc/ sit there)")
-    check_file_target(output, "pipeline file (--output)")

@@ -43,26 +43,19 @@ def config_show(
     """
     import yaml
 
-    if ablation is not None:
-        arms = _ablation_arms(ablation, config, preset, set_, data_dir, output_dir)
-        text = yaml.safe_dump(arms, sort_keys=False, default_flow_style=None, width=1_000_000)
+    if ablation is not None:  # each arm at the first pretraining seed (the others differ only in training.seed)
+        plan = ablation_plan(ablation, preset, Overrides.of(config, set_), data_dir, output_dir)
+        arms: dict[str, dict] = {}
+        for arm in plan.arms:
+            arms.setdefault(arm.arm, arm.config.to_dict())
+        shown = {"ablation": plan.name, "preset": plan.preset, "pretrain_seeds": plan.ablation.pretrain_seeds,
+                 "models": [arm.label for arm in plan.arms], "finetune_tasks": plan.tasks,
+                 "finetune_seeds": plan.seeds, "arms": arms}
+        text = yaml.safe_dump(shown, sort_keys=False, default_flow_style=None, width=1_000_000)
     else:
         cfg = load(config, preset, set_, data_dir, output_dir)
         text = yaml.safe_dump(cfg.to_dict(), sort_keys=False)
     console.plain(text, end="")
-
-
-def _ablation_arms(name: str, config: Path | None, preset: str | None, overrides: list[str] | None,
-                   data_dir: Path | None, output_dir: Path | None) -> dict:
-    """An ablation's plan as YAML data: its name, preset, pretraining seeds and models, then each arm's resolved
-    configuration (at the first pretraining seed; the others differ only in training.seed)."""
-    plan = ablation_plan(name, preset, Overrides.of(config, overrides), data_dir, output_dir)
-    arms: dict[str, dict] = {}
-    for arm in plan.arms:
-        arms.setdefault(arm.arm, arm.config.to_dict())  # at the first pretraining seed
-    return {"ablation": plan.name, "preset": plan.preset, "pretrain_seeds": plan.ablation.pretrain_seeds,
-            "models": [arm.label for arm in plan.arms], "finetune_tasks": plan.tasks, "finetune_seeds": plan.seeds,
-            "arms": arms}
 
 
 def tokenizer_train(config: ConfigOpt = None, preset: PresetOpt = None, set_: SetOpt = None,
@@ -124,14 +117,7 @@ def data_prepare(config: ConfigOpt = None, preset: PresetOpt = None, set_: SetOp
     """
     from bvr.pretraining.prepare import prepare
 
-    cfg = load(config, preset, set_, data_dir, output_dir)
-    _print_prepared(prepare(cfg))
-
-
-data_prepare.__doc__ = (data_prepare.__doc__ or "").format(formats=FORMATS_HELP)
-
-
-def _print_prepared(prepared) -> None:
+    prepared = prepare(load(config, preset, set_, data_dir, output_dir))
     stats = prepared.stats()
     table = Table(title=f"prepared data in {literal(prepared.instances.parent)}")
     table.add_column("stage")
@@ -160,6 +146,9 @@ def _print_prepared(prepared) -> None:
                       f"{labels}")
     console.print(table)
     console.print("next: [bold]bvr data show[/] with the same options shows masked sequences")
+
+
+data_prepare.__doc__ = (data_prepare.__doc__ or "").format(formats=FORMATS_HELP)
 
 
 def data_show(

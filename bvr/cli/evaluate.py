@@ -147,33 +147,23 @@ def blimp_cmd(
 
 
 def _print_blimp(result, name: str, per_paradigm: int | None, seed: int) -> None:
+    """The sample, the macro accuracy beside the published models' and chance, then the accuracy per term."""
+    from bvr.evaluation.blimp import CHANCE
+
     sample = f"{per_paradigm} per paradigm, seed {seed}" if per_paradigm else "all pairs"
     rate = result.sentences / result.seconds if result.seconds else float("nan")
     console.plain(f"BLiMP: {len(result.pairs):,} pairs in {len(result.paradigm_accuracy)} paradigms ({sample}); "
                   f"{result.sentences:,} sentences scored in {duration(result.seconds)} ({rate:.0f} sentences/s)",
                   wrap=True)
     published = list(result.published.items())
-    console.print(_blimp_macro_table(name, result.summary(), published))
-    console.print(_blimp_term_table(result, published))
-    console.plain(f"micro accuracy (over pairs) {result.micro_accuracy:.1%}"
-                  + ("; published models: all 1,000 pairs of the same paradigms" if published else
-                     "; no models_summary.jsonl found, so no published figures"), wrap=True)
-
-
-def _blimp_macro_table(name: str, ours, published: list) -> Table:
-    from bvr.evaluation.blimp import CHANCE
-
-    table = Table(title="macro accuracy (mean over paradigms)")
-    table.add_column("model")
-    table.add_column("accuracy", justify="right")
-    table.add_row(literal(name), f"{ours.macro:.1%}")
+    macro = Table(title="macro accuracy (mean over paradigms)")
+    macro.add_column("model")
+    macro.add_column("accuracy", justify="right")
+    macro.add_row(literal(name), f"{result.summary().macro:.1%}")
     for model, summary in published:
-        table.add_row(f"{literal(model)} (published)", f"{summary.macro:.1%}")
-    table.add_row("chance", f"{CHANCE:.1%}")
-    return table
-
-
-def _blimp_term_table(result, published: list) -> Table:
+        macro.add_row(f"{literal(model)} (published)", f"{summary.macro:.1%}")
+    macro.add_row("chance", f"{CHANCE:.1%}")
+    console.print(macro)
     table = Table(title="accuracy per linguistic term (mean over its paradigms)")
     table.add_column("term", no_wrap=True, min_width=max(map(len, result.term_accuracy)))  # narrow the numbers instead
     table.add_column("paradigms", justify="right")
@@ -184,4 +174,7 @@ def _blimp_term_table(result, published: list) -> Table:
     for term, accuracy in result.term_accuracy.items():
         theirs = (f"{s.terms[term]:.1%}" if term in s.terms else "—" for _, s in published)
         table.add_row(literal(term), str(terms.count(term)), f"{accuracy:.1%}", *theirs)
-    return table
+    console.print(table)
+    console.plain(f"micro accuracy (over pairs) {result.micro_accuracy:.1%}"
+                  + ("; published models: all 1,000 pairs of the same paradigms" if published else
+                     "; no models_summary.jsonl found, so no published figures"), wrap=True)

@@ -1,8 +1,6 @@
 """What every ``bvr`` command shares: the consoles, the configuration options and their help, built from the
-registries (tasks, presets, experiment files, formats) so that it never goes stale.
-
-Only light modules are imported here (the task registry, the config package, the ablation declarations): building
-the help must not load torch or Lightning.
+registries (tasks, presets, experiment files, formats) so that it never goes stale. Only light modules are imported
+here: building the help must not load torch or Lightning.
 """
 
 from __future__ import annotations
@@ -57,12 +55,8 @@ def one_of(names: Iterable[str], last: str = "or") -> str:
 
 def tasks_help(kinds: Iterable[str] = TASK_KINDS) -> str:
     """The registered tasks of these kinds, grouped by kind, e.g. ``classification: cola, sst2; tagging: conll2003``."""
-    groups = []
-    for kind in kinds:
-        names = [name for name, spec in TASKS.items() if spec.kind == kind]
-        if names:
-            groups.append(f"{kind}: {', '.join(names)}")
-    return "; ".join(groups)
+    groups = {kind: [name for name, spec in TASKS.items() if spec.kind == kind] for kind in kinds}
+    return "; ".join(f"{kind}: {', '.join(names)}" for kind, names in groups.items() if names)
 
 
 PRESETS_HELP = f"Named preset from experiments/presets: {one_of(preset_names())}."
@@ -71,14 +65,11 @@ FORMATS_HELP = "|".join(INPUT_FORMATS)
 FAMILIES_HELP = "|".join(FAMILIES)
 DATA_FOLDERS_HELP = ", ".join(["corpus/", *dict.fromkeys(spec.folder.split("/")[0] + "/" for spec in TASKS.values())])
 
+
 def folder_option(what: str) -> Callable[[Path | None], Path | None]:
     """The callback of a folder option (``what``: ``"output folder (--output-dir)"``), run on the value given or read
-    from its environment variable, before the command starts.
-
-    ``~`` becomes the home folder: a shell leaves it as it is in ``--output-dir=~/runs`` and in quotes, and a
-    literal ``~`` folder would be created in the working folder. A name longer than the file system allows is
-    refused here, before any command stats the path.
-    """
+    from its environment variable: ``~`` becomes the home folder (a shell leaves it in ``--output-dir=~/runs`` and in
+    quotes), and a name longer than the file system allows is refused before any command stats the path."""
     def check(value: Path | None) -> Path | None:
         if value is None:
             return None
@@ -155,12 +146,9 @@ def ablation_plan(name: str, preset: str | None, overrides: Overrides, data_dir:
 @dataclass
 class Overrides:
     """``--config FILE`` and ``--set`` of a command whose configuration is an ablation's (``bvr ablate``, ``bvr
-    report``, ``bvr config show NAME``): the file's keys as ``--set`` texts first, then the ``--set`` given.
-
-    An ablation layers ``--set`` over every arm and the control; a file of config sections is the same layer, one
-    ``--set`` per key, so that the manifest records it and the commands `bvr status` prints repeat it without the
-    file. An error about one of the file's keys names the file and line (:meth:`located`).
-    """
+    report``, ``bvr config show NAME``): the file's keys as ``--set`` texts first (so that the manifest records them
+    and the commands `bvr status` prints repeat them without the file), then the ``--set`` given. An error about one
+    of the file's keys names the file and line (:meth:`located`)."""
 
     texts: list[str] = field(default_factory=list)
     origins: dict[str, str] = field(default_factory=dict)

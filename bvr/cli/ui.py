@@ -1,12 +1,6 @@
-"""``bvr ui``: the MLflow UI on this folder's store, and the address of an ablation's runs in it, which `bvr ablate`
-and `bvr report` print too (:func:`print_views`).
-
-``mlflow ui`` started by hand lands on its experiment list, in GenAI mode, and bvr cannot know its host and port; so
-the addresses bvr prints (the saved views of :mod:`bvr.ops.views`) had to be pasted in by the user. ``bvr ui
-NAME`` starts the UI on the store bvr logs to (the working folder's ``mlflow.db`` unless ``MLFLOW_TRACKING_URI``
-names another), waits until it answers, prints the ablation's views at that address (scores by arm first), opens the
-first with ``--open``, and keeps the UI running until Ctrl-C. With a tracking server as the store there is nothing
-to start: the addresses are printed at once.
+"""``bvr ui [NAME]``: start the MLflow UI on the store bvr logs to (``mlflow.db`` here unless ``MLFLOW_TRACKING_URI``
+names another), wait until it answers, print the ablation's saved views at its address (:func:`print_views`, which
+`bvr ablate` and `bvr report` call too) and keep it running until Ctrl-C; a tracking server needs no starting.
 """
 
 from __future__ import annotations
@@ -15,7 +9,7 @@ import sys
 import tempfile
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -45,7 +39,12 @@ def ui_cmd(
         raise BvrError(f"no MLflow store here ({uri.removeprefix('sqlite:///')} does not exist)", where="bvr ui",
                        hint="run it in the folder where bvr ablate ran, or set MLFLOW_TRACKING_URI to the store")
     client = store_client(uri)
-    experiment = _experiment(client, name) if name else None
+    experiment = client.get_experiment_by_name(name) if name else None
+    if name and experiment is None:
+        names = sorted(e.name for e in client.search_experiments() if e.name != "Default")
+        raise BvrError(f"no MLflow experiment '{name}' in this store", where="NAME",
+                       hint=f"the store holds: {', '.join(names)}" if names else
+                       "run `bvr ablate NAME` first, in this folder")
     server = uri.startswith(("http://", "https://"))  # a tracking server is its own UI
     base = uri.rstrip("/") if server else f"http://{host}:{port}"
     lines = view_lines(base, experiment, newest_parent(client, experiment)) if experiment else [f"MLflow UI: {base}"]
@@ -63,16 +62,6 @@ def ui_cmd(
         except KeyboardInterrupt as stop:
             if isinstance(stop, Terminated):  # SIGTERM: the stop it is (status 143)
                 raise
-
-
-def _experiment(client: Any, name: str) -> Any:
-    found = client.get_experiment_by_name(name)
-    if found is None:
-        names = sorted(e.name for e in client.search_experiments() if e.name != "Default")
-        raise BvrError(f"no MLflow experiment '{name}' in this store", where="NAME",
-                       hint=f"the store holds: {', '.join(names)}" if names else
-                       "run `bvr ablate NAME` first, in this folder")
-    return found
 
 
 def _show(lines: list[str], open_browser: bool) -> None:

@@ -1,10 +1,6 @@
-"""The fine-tuning and evaluation sections of the configuration.
-
-``finetune`` holds the fine-tuning hyperparameters of every task at its top level (the fields of
-:class:`FinetuneConfig`, its :class:`DataSettings` included), the values of one task under ``per_task.TASK``, and
-which tasks and how many seeds an ablation fine-tunes (``tasks``, ``seeds``, ``optional``). ``evaluate`` says which
-zero-shot and probe evaluations an ablation runs on every model (``blimp``, ``probes``). One task's effective
-hyperparameters are resolved by :func:`bvr.config.resolve_finetune`.
+"""The ``finetune`` section (:class:`FinetuneSection`: hyperparameters of every task, one task's under
+``per_task.TASK``, and the tasks and seeds an ablation fine-tunes) and the ``evaluate`` section (the zero-shot and
+probe evaluations of every model). One task's effective hyperparameters: :func:`bvr.config.resolve_finetune`.
 """
 
 from __future__ import annotations

@@ -27,11 +27,6 @@ class Resources:
     time_minutes: int = 60
     """Time limit per job in minutes (``--time``); a job past it is stopped and resumes when resubmitted."""
 
-    def check(self, prefix: str) -> None:
-        for key in ("cpus", "mem_gb", "time_minutes"):
-            check(getattr(self, key) >= 1, f"{prefix}{key}", f"{getattr(self, key)} must be at least 1")
-        check(self.gpus >= 0, f"{prefix}gpus", f"{self.gpus} must be 0 or more")
-
 
 @dataclass
 class LauncherConfig:
@@ -50,7 +45,11 @@ class LauncherConfig:
 
     def __post_init__(self) -> None:
         for kind in ("data", "pretrain", "evaluate"):
-            getattr(self, kind).check(f"launcher.{kind}.")
+            resources = getattr(self, kind)
+            for key in ("cpus", "mem_gb", "time_minutes"):
+                value = getattr(resources, key)
+                check(value >= 1, f"launcher.{kind}.{key}", f"{value} must be at least 1")
+            check(resources.gpus >= 0, f"launcher.{kind}.gpus", f"{resources.gpus} must be 0 or more")
         for key, value in self.sbatch.items():
             check(bool(_SBATCH_OPTION.fullmatch(str(key))), f"launcher.sbatch.{key}",
                   "an sbatch option's long name without the dashes, in lower case (account, qos, constraint)")

@@ -1,10 +1,9 @@
 """Layers of settings merged into typed dataclasses: coercion, did-you-mean, the ``--set`` grammar, error locations.
 
 A *layer* is a nested mapping of settings and, per dotted key, where it was set (``file:line`` or ``--set ...``).
-Layers are deep-merged in order, each over the one before (:func:`merge_layer`), and the result is built into a
-dataclass (:func:`build_dataclass`) that refuses unknown keys (suggesting the closest known one, or saying what an
-old key was renamed to) and values of the wrong type. An error raised while building is located at the layer that
-set the key (:func:`locate_error`).
+Layers are deep-merged in order (:func:`merge_layer`) and built into a dataclass (:func:`build_dataclass`) that
+refuses unknown keys (naming the closest known one, or what an old key became) and values of the wrong type; an
+error is located at the layer that set the key (:func:`locate_error`).
 
 >>> parse_override("masking.split=[0.8, 0.2, 0]")
 ({'masking': {'split': [0.8, 0.2, 0]}}, 'masking.split')
@@ -43,10 +42,6 @@ def check_finite(values: dict[str, float], prefix: str) -> None:
         check(math.isfinite(value), f"{prefix}{key}", f"must be a finite number, got {value}")
 
 
-def _type_name(tp: Any) -> str:
-    return getattr(tp, "__name__", str(tp)).replace("NoneType", "null")
-
-
 def coerce(value: Any, tp: Any, key: str) -> Any:
     """Check ``value`` against the annotation ``tp``; return it (ints widen to float). Raise BvrError at ``key``."""
     origin = typing.get_origin(tp)
@@ -77,7 +72,8 @@ def coerce(value: Any, tp: Any, key: str) -> Any:
         except ValueError:
             pass
     if tp is int and isinstance(value, bool) or not isinstance(value, tp):
-        raise BvrError(f"expected {_type_name(tp)}, got {value!r} ({type(value).__name__})", where=key)
+        name = getattr(tp, "__name__", str(tp)).replace("NoneType", "null")
+        raise BvrError(f"expected {name}, got {value!r} ({type(value).__name__})", where=key)
     return value
 
 

@@ -1,9 +1,7 @@
-"""The :class:`Config` of every command, built by :func:`load_config` in layers, each over the one before: the
-dataclass defaults, a preset (``--preset tiny``: ``experiments/presets/tiny.yaml``), a config file (``--config``)
-and ``--set section.key=value`` (values parsed as YAML). Every key is checked before any work starts: an unknown
-key, a wrong type or an impossible value raises :class:`~bvr.errors.BvrError` naming the key and the file and line
-(or the ``--set``) it came from, and a renamed or moved key says what to write instead (:data:`OLD_KEYS`). The
-resolved configuration is written next to every output (:func:`dump_config`).
+"""The :class:`Config` of every command, built by :func:`load_config` in layers (defaults, preset, config file,
+``--set``). Every key is checked before any work starts: an unknown key, a wrong type or an impossible value raises
+:class:`~bvr.errors.BvrError` naming the key and the file and line (or the ``--set``) it came from, and a renamed or
+moved key says what to write instead (:data:`OLD_KEYS`).
 """
 
 from __future__ import annotations
@@ -29,8 +27,7 @@ from bvr.errors import BvrError
 from bvr.fs import write_text
 from bvr.model.encoder_config import ModelConfig
 
-_PACKAGE = Path(__file__).resolve().parents[1]
-"""The folder of the bvr package."""
+_PACKAGE = Path(__file__).resolve().parents[1]  # the folder of the bvr package
 
 
 def shipped_experiments(package: Path = _PACKAGE) -> Path:

@@ -1,9 +1,6 @@
-"""The pretraining sections of the configuration: corpus, tokenizer, data, masking, model, training.
-
-Each section is one dataclass, every field documented in place; ``__post_init__`` refuses impossible values with a
-:class:`~bvr.errors.BvrError` naming the dotted key (located at its file and line by :mod:`bvr.config.layering`).
-The ``model`` section is the encoder's own config, :class:`~bvr.model.encoder_config.ModelConfig`, which the model
-is built from.
+"""The pretraining sections of the configuration: corpus, tokenizer, data, masking, training (``model`` is the
+encoder's own :class:`~bvr.model.encoder_config.ModelConfig`). Each field is documented in place; ``__post_init__``
+refuses impossible values naming the dotted key, which :mod:`bvr.config.layering` locates at its file and line.
 """
 
 from __future__ import annotations

@@ -2,11 +2,8 @@
 
 Every YAML file bvr reads (presets, config files, experiment files, the published-results file) goes through
 :func:`parse_yaml`, so each refuses the same things with the same one-line :class:`~bvr.errors.BvrError` naming the
-file and line: a missing file, bytes that are not UTF-8, invalid YAML, a key given twice in one mapping (which
-PyYAML would resolve silently to the later value), an alias inside the value it names (``a: &a [*a]``, a loop),
-aliases that expand to more than :data:`MAX_VALUES` values (a "billion laughs" file) and values nested too deeply
-for Python's recursion limit. :func:`read_yaml` also refuses a top level that is not a mapping
-and returns, beside the data, a map from each dotted key to ``file:line``.
+file and line; :func:`read_yaml` also refuses a top level that is not a mapping and maps each dotted key to
+``file:line``.
 """
 
 from __future__ import annotations
@@ -26,8 +23,9 @@ laughs" file), which every walk of the data (key lines, validation, hashing) wou
 
 def parse_yaml(path: Path, what: str = "config file") -> tuple[Any, yaml.Node | None]:
     """Parse a YAML file into data and its node tree (which knows the line of every key). A missing file is named
-    as ``what``; a key given twice in one mapping, an alias loop, aliases that expand past :data:`MAX_VALUES` and
-    too deep a nesting are errors, each with its line."""
+    as ``what``; bytes that are not UTF-8, invalid YAML, a key given twice in one mapping (which PyYAML would resolve
+    silently to the later value), an alias loop (``a: &a [*a]``), aliases that expand past :data:`MAX_VALUES` (a
+    "billion laughs" file) and nesting too deep for Python's recursion limit are errors, each with its line."""
     path = Path(path)
     if not path.is_file():
         raise BvrError(f"{what} not found", where=path)
