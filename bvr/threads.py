@@ -1,22 +1,21 @@
 """How many threads bvr's torch work uses, and how its OpenMP workers wait: a budget that shares cores.
 
 torch runs each operator on an OpenMP pool of one worker per CPU of the process's affinity, and GNU OpenMP lets a
-worker that finished its share *spin* (up to 300,000 checks, ``GOMP_SPINCOUNT``) before it sleeps: the fastest wait
-alone on the machine, the slowest beside another CPU-bound process, whose workers spin in turn while the partner each
-waits for is descheduled (two tiny pretraining runs on 2 cores each ran 20x slower than one alone;
-``benchmarks/contention.py`` measures it). Two things fix it:
+worker that finished its share *spin* (``GOMP_SPINCOUNT``, up to 300,000 checks) before it sleeps: fastest alone,
+slowest beside another CPU-bound process, whose workers spin while their partner is descheduled (two tiny
+pretraining runs on 2 cores each ran 20x slower than one alone; ``benchmarks/contention.py``). Two things fix it:
 
 - threads from the CPUs this process may use (:func:`usable_cpus`: the affinity mask *and* a cgroup CPU quota),
   divided among the jobs told to share them (:func:`thread_budget`: ``training.threads``, ``bvr --jobs N``, or the
   user's own ``OMP_NUM_THREADS``);
 - workers that sleep when they wait (:func:`quiet_waits`: ``OMP_WAIT_POLICY=PASSIVE`` before torch is loaded, unless
-  the user sets OpenMP's waiting). Shorter spins do not do; the tiny preset's run is about a quarter slower alone than
-  when spinning, which ``bvr --jobs 1`` gets back (docs/benchmarks.md has the figures).
+  the user sets OpenMP's waiting). The tiny preset's run is about a quarter slower alone than when spinning, which
+  ``bvr --jobs 1`` gets back (docs/benchmarks.md).
 
-The count comes from configuration and the machine, never from the load of the moment: a reduction split over
-another number of threads sums in another order, so the same config and seed would give other weights. It is stated
-in the run's opening line and tagged in MLflow (:meth:`ThreadBudget.tags`); how workers wait changes speed only.
-No torch import at the top: the CLI calls :func:`quiet_waits` before torch is loaded.
+The count comes from configuration and the machine, never from the load of the moment: a reduction over another
+number of threads sums in another order, so the same config and seed would give other weights. It is in the run's
+opening line and its MLflow tags (:meth:`ThreadBudget.tags`). No torch import at the top: the CLI calls
+:func:`quiet_waits` before torch is loaded.
 """
 
 from __future__ import annotations

@@ -7,19 +7,15 @@ from bvr.config.finetune import (
     PROBE_KINDS,
     SENTENCE_FEATURES,
     TOKEN_FEATURES,
-    BlimpConfig,
     DataSettings,
     EvaluateConfig,
     FinetuneConfig,
-    FinetuneSection,
     GridPoint,
-    ProbesConfig,
     check_task_block,
     check_task_names,
 )
 from bvr.config.layering import Layer, at, flatten, mapping, override_layer, parse_override, sub_origins
 from bvr.config.loading import (
-    OLD_KEYS,
     PRESETS_DIR,
     Config,
     build_config,
@@ -35,13 +31,7 @@ from bvr.config.pretraining import (
     INPUT_FORMATS,
     MASKING_MODES,
     MASKING_SCHEMES,
-    PAIR_FORMATS,
     PRECISIONS,
-    SENTENCE_OBJECTIVES,
-    CorpusConfig,
-    DataConfig,
-    MaskingConfig,
-    TokenizerConfig,
     TrainingConfig,
 )
 from bvr.config.yaml import node_lines, parse_yaml, read_yaml
@@ -49,10 +39,9 @@ from bvr.model.encoder_config import FAMILIES, ModelConfig
 
 __all__ = [
     "CORPUS_SOURCES", "FAMILIES", "HYPERPARAMETERS", "INPUT_FORMATS", "MASKING_MODES", "MASKING_SCHEMES", "NOT_HASHED",
-    "OLD_KEYS", "PAIR_FORMATS", "PRECISIONS", "PRESETS_DIR", "PROBE_KINDS", "SENTENCE_FEATURES", "SENTENCE_OBJECTIVES",
-    "TOKEN_FEATURES", "BlimpConfig", "Config", "CorpusConfig", "DataConfig", "DataSettings", "EvaluateConfig",
-    "FinetuneConfig", "FinetuneSection", "GridPoint", "Layer", "MaskingConfig", "ModelConfig", "ProbesConfig",
-    "TokenizerConfig", "TrainingConfig", "at", "build_config", "check_task_block", "check_task_names", "config_hash",
-    "dump_config", "flatten", "load_config", "mapping", "node_lines", "override_layer", "parse_override", "parse_yaml",
-    "preset_names", "preset_path", "read_yaml", "resolve_finetune", "sub_origins",
+    "PRECISIONS", "PRESETS_DIR", "PROBE_KINDS", "SENTENCE_FEATURES", "TOKEN_FEATURES", "Config", "DataSettings",
+    "EvaluateConfig", "FinetuneConfig", "GridPoint", "Layer", "ModelConfig", "TrainingConfig", "at", "build_config",
+    "check_task_block", "check_task_names", "config_hash", "dump_config", "flatten", "load_config", "mapping",
+    "node_lines", "override_layer", "parse_override", "parse_yaml", "preset_names", "preset_path", "read_yaml",
+    "resolve_finetune", "sub_origins",
 ]

@@ -113,8 +113,7 @@ class Packing(NamedTuple):
         return grid.index_copy(0, self.index, x).view(self.batch, self.seq, *x.shape[1:])
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Attention
+# --- Attention -------------------------------------------------------------------------------------------------
 
 
 def fused_qkv(attention: SelfAttention, value_scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -187,8 +186,7 @@ def residual_output(block: ResidualOutput, x: torch.Tensor, residual: torch.Tens
     return y if block.LayerNorm is None else block.LayerNorm(y)
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Modules
+# --- Modules ---------------------------------------------------------------------------------------------------
 
 
 class FastEmbeddings(Embeddings):

@@ -42,8 +42,7 @@ SBO_PREFIX = "sbo."
 _PRE_NORM_PREFIX = "roberta_prelayernorm."
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Names
+# --- Names -----------------------------------------------------------------------------------------------------
 
 
 def _head_prefix(family: str) -> str:
@@ -81,8 +80,7 @@ def _our_name(key: str) -> str:
     return key
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# State dicts
+# --- State dicts -----------------------------------------------------------------------------------------------
 
 
 def from_hf_state_dict(state_dict: dict[str, torch.Tensor], config: EncoderConfig, sentence_head: bool | None = None,
@@ -152,8 +150,7 @@ def to_hf_state_dict(state_dict: dict[str, torch.Tensor], config: EncoderConfig)
     return out
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Folders
+# --- Folders ---------------------------------------------------------------------------------------------------
 
 
 def export_hf(model: PretrainingModel, config: EncoderConfig | None, out_dir: str | Path) -> Path:

@@ -24,25 +24,22 @@ ids without specials. :func:`create_instances` turns a shard into columns ``inpu
 
 Decisions worth knowing:
 
-- Truncation. A pair longer than its budget loses tokens from the longer segment, one at a time, each from the
-  front or the back by a fair coin (BERT's rule), computed in closed form. An IsNext pair truncated at A's back or
-  B's front is still in order but no longer adjacent. SOP swaps before truncating, so the first segment keeps the
-  larger half whatever the label (no length cue to the order).
-- Lone units. A pair needs two non-empty segments. A chunk of one sentence (``segment-pair``) or a document's last
-  sentence (``sentence-pair``) that is to get its true continuation (NSP off, or NSP's coin said IsNext) is cut at
-  a random token into A and B; a lone one-token unit is left out. BERT's script instead always gives such a unit a
-  NotNext B, which on our Wikipedia extract (short documents) made 57% of the pairs NotNext; deciding the label
-  first keeps 50/50. With SOP a cut unit is swapped or not by the same coin as any other pair.
-- Single-document shards. NotNext segments must come from another document, so a shard with one document
-  (typically a split's tail shard) makes only IsNext pairs rather than stop a whole run; the label counts of the
-  prepared data show the imbalance.
-- Long sentences. In the packed formats a sentence longer than the budget starts a new sequence and is split
-  across as many sequences as it needs; its last piece is packed with what follows. Nothing is dropped.
-- Document ends (``doc-sentences``). A document's last sequence, usually short, is neither dropped (that would
-  bias the data against document endings) nor padded here (the collator pads a batch). Short sequences mean fewer
-  tokens per step than ``full-sentences`` at the same batch size (mean length 96.7 against 112.0 at max_length 128
-  on 3,000 Wikipedia documents), which RoBERTa corrected by "dynamically increasing the batch size":
-  ``training.tokens_per_batch`` (:class:`bvr.pretraining.data.TokenBudgetSampler`; docs/pretraining.md).
+- Truncation. A pair over its budget loses tokens from the longer segment, one at a time, front or back by a fair
+  coin (BERT's rule), in closed form: a truncated IsNext pair is still in order, not always adjacent. SOP swaps
+  before truncating, so the first segment keeps the larger half whatever the label (no length cue to the order).
+- Lone units. A chunk of one sentence (``segment-pair``) or a document's last sentence (``sentence-pair``) that is
+  to get its true continuation is cut at a random token into A and B; a lone one-token unit is left out. BERT's
+  script gives such a unit a NotNext B, which on our short Wikipedia documents made 57% of the pairs NotNext;
+  deciding the label first keeps 50/50. With SOP a cut unit is swapped by the same coin as any other pair.
+- Single-document shards (a split's tail) make only IsNext pairs rather than stop a run; the prepared data's label
+  counts show the imbalance.
+- Long sentences. In the packed formats a sentence over the budget starts a new sequence and is split across as
+  many as it needs; its last piece is packed with what follows. Nothing is dropped.
+- Document ends (``doc-sentences``). A document's last, usually short, sequence is neither dropped (a bias against
+  document endings) nor padded here. Short sequences mean fewer tokens per step than ``full-sentences`` (mean
+  length 96.7 against 112.0 at max_length 128 on 3,000 Wikipedia documents), which RoBERTa corrected by
+  "dynamically increasing the batch size": ``training.tokens_per_batch``
+  (:class:`bvr.pretraining.data.TokenBudgetSampler`).
 """
 
 from __future__ import annotations

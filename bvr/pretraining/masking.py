@@ -23,18 +23,14 @@ schemes (:data:`SCHEMES`) differ in which positions they choose and in how ``spl
   replacement per token (each token of a chosen word draws its own class); we keep that so this arm differs from
   ``token`` only in which positions are chosen.
 - ``span`` (SpanBERT, Joshi et al. 2020, section 3.1): spans of whole words until the budget is spent. Each attempt
-  draws a length in words from a geometric law (``span_p``, 0.2) truncated and renormalised to
-  1..``span_max_words`` (10; mean 3.8 words) and a start uniformly among the word starts; the span covers that
-  many words (fewer at the end of a segment), is rejected and redrawn when it would overlap a chosen token, and the
-  last one is cut so the count is exactly the budget. ``split`` then decides per *span* (a maximal run of chosen
-  positions, so touching spans count as one, as SpanBERT merges intervals): all its tokens become ``mask_id``, all
-  become random ids (each its own) or all stay. Unlike SpanBERT's code, which anchors a span at any token and lets
-  it run over earlier spans, starts are word starts and overlaps are redrawn, so every span is whole words and
-  the budget is met exactly (:mod:`bvr.pretraining.spans`). Attempts are capped at ``SPAN_ATTEMPTS_PER_TOKEN``
-  times the budget; the cap only binds when ``mask_prob`` is close to 1, and then leaves the row short of its
-  budget. Drawn lengths follow the law exactly, but the spans one sees do not: redraws favour short spans, and
-  cuts shorten long ones (in rows of 126 one-token words at 0.15, spans cut by nothing average 3.3 words, not
-  3.8).
+  draws a length in words from a geometric law (``span_p``, 0.2) truncated to 1..``span_max_words`` (10; mean 3.8
+  words) and a start among the word starts; a span that would overlap a chosen token is redrawn, and the last one
+  is cut so the count is exactly the budget. ``split`` then decides per *span* (a maximal run of chosen positions,
+  as SpanBERT merges intervals): all its tokens become ``mask_id``, all random ids, or all stay. SpanBERT's code
+  anchors a span at any token and lets it run over earlier spans; here every span is whole words and the budget is
+  met exactly (:mod:`bvr.pretraining.spans`). Attempts are capped at ``SPAN_ATTEMPTS_PER_TOKEN`` times the budget,
+  which binds only when ``mask_prob`` is close to 1. Drawn lengths follow the law, seen spans do not: redraws favour
+  short spans and cuts shorten long ones (rows of 126 one-token words at 0.15: uncut spans average 3.3 words).
 
 The collator that applies these masks to batches is :class:`bvr.pretraining.collator.PretrainingCollator`."""
 
@@ -54,8 +50,7 @@ from bvr.tokenization import VocabInfo
 MODES = ("static", "dynamic")
 SCHEMES = ("token", "whole-word", "span")
 
-# --------------------------------------------------------------------------------------------------------------
-# Static versus dynamic
+# --- Static versus dynamic ------------------------------------------------------------------------------------
 # --------------------------------------------------------------------------------------------------------------
 
 
@@ -100,8 +95,7 @@ def mask_exposure(mode: str, epochs: int, dupe_factor: int) -> dict[str, int]:
     return {"distinct_masks": distinct, "min_times_seen": epochs // distinct, "max_times_seen": -(-epochs // distinct)}
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Masking
+# --- Masking --------------------------------------------------------------------------------------------------
 # --------------------------------------------------------------------------------------------------------------
 
 

@@ -242,8 +242,7 @@ def budget_frame(curve: BudgetCurve) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["arm", "tokens_seen", "measure", "difference", "ci_low", "ci_high", "helps"])
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# The section
+# --- The section -----------------------------------------------------------------------------------------------
 
 
 def _verdict(c: Comparison | None) -> str:
@@ -320,8 +319,7 @@ def budget_section(curve: BudgetCurve | None, figure: Figure | None = None) -> l
     return blocks + ([figure] if figure is not None else [])
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Where another ablation's budget sits
+# --- Where another ablation's budget sits ----------------------------------------------------------------------
 
 
 def _position(tokens: float, arms: dict[str, Any]) -> str:

@@ -116,8 +116,7 @@ def main_key(task: str) -> str:
     return f"{spec.headline_split}/{spec.main_metric}" if spec else "dev/score"
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Reading
+# --- Reading ---------------------------------------------------------------------------------------------------
 
 
 def collect(manifest: Manifest, *, workdir: Path | None = None) -> Collected:

@@ -93,8 +93,7 @@ class Figure:
 Block = Heading | Paragraph | Bullets | Notice | Table | Figure
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Markdown
+# --- Markdown --------------------------------------------------------------------------------------------------
 
 
 def _md_text(text: str) -> str:
@@ -143,8 +142,7 @@ def to_markdown(blocks: Sequence[Block]) -> str:
     return "\n\n".join("\n".join(_md_block(block)) for block in blocks) + "\n"
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# HTML
+# --- HTML ------------------------------------------------------------------------------------------------------
 
 _STYLE = """
 body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; color: #1f2328;

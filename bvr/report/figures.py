@@ -73,8 +73,7 @@ def style_axes(ax: Axes) -> None:
     ax.tick_params(labelsize=8)
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Pretraining
+# --- Pretraining -----------------------------------------------------------------------------------------------
 
 
 def _tokens_axis(history: pd.DataFrame, rows: pd.DataFrame) -> np.ndarray | None:
@@ -193,8 +192,7 @@ def parameters(analysis: Analysis, colors: dict[str, str]) -> Figure | None:
     return figure
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Fine-tuning
+# --- Fine-tuning -----------------------------------------------------------------------------------------------
 
 
 def _task_panel(ax: Axes, analysis: Analysis, task: str, colors: dict[str, str]) -> None:
@@ -281,8 +279,7 @@ def differences_figure(analysis: Analysis) -> Figure | None:
     return figure
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# The budget curve
+# --- The budget curve ------------------------------------------------------------------------------------------
 
 
 def _budget_panel(ax: Axes, curve: BudgetCurve, measure: Measure) -> None:

@@ -80,8 +80,7 @@ class ReportResult:
     level: str = "95%"  # of the headline's simultaneous intervals (:attr:`bvr.report.analysis.Analysis.level`)
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Files
+# --- Files -----------------------------------------------------------------------------------------------------
 
 
 def _draw(analysis: Analysis, folder: Path) -> dict[str, Figure]:
@@ -313,8 +312,7 @@ def render_report(manifest: Manifest, out_dir: Path | None = None, *, workdir: P
     return result
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Summary across ablations
+# --- Summary across ablations ----------------------------------------------------------------------------------
 
 
 def render_summary(manifests: list[Manifest], out_dir: Path = REPORTS_DIR, *, workdir: Path | None = None) -> Path:

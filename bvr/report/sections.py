@@ -320,8 +320,7 @@ def report_blocks(analysis: Analysis, figures: dict[str, Figure], ui_url: str | 
             *_methods(analysis, links)]
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# The index across ablations
+# --- The index across ablations --------------------------------------------------------------------------------
 
 
 def _agreement_counts(analysis: Analysis) -> str:

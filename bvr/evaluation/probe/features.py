@@ -126,8 +126,7 @@ def extract_features(extractor: FeatureExtractor, encoded: Mapping[str, list], k
     return out
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# A split's features
+# --- A split's features ----------------------------------------------------------------------------------------
 
 
 @dataclass

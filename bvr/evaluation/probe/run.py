@@ -34,8 +34,7 @@ SCRATCH_SEED = 0
 """Seed of the random weights of ``from_scratch`` (one encoder for every probe seed)."""
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Options
+# --- Options ---------------------------------------------------------------------------------------------------
 
 
 def probe_task(task: str) -> TaskSpec:
@@ -98,8 +97,7 @@ def _check_options(sample: ProbeSample) -> list[int]:
     return list(seeds)
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Running
+# --- Running ---------------------------------------------------------------------------------------------------
 
 
 def frozen_encoder(pretrained: Pretrained, from_scratch: bool, device: torch.device) -> Encoder:

@@ -74,8 +74,7 @@ def train_probe(spec: TaskSpec, split: ProbeSplit, picked: Sequence[int], kind: 
     return Selection(refit, dict(sorted(held_out.items())))
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Scores
+# --- Scores ----------------------------------------------------------------------------------------------------
 
 
 def score(spec: TaskSpec, split: ProbeSplit, picked: Sequence[int], predictions: torch.Tensor) -> dict[str, float]:

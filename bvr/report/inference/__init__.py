@@ -35,10 +35,6 @@ only, never over budgets).
 """
 
 from bvr.report.inference.compare import (
-    EXACT_PERMUTATION_LIMIT,
-    PERMUTATION_DRAWS,
-    PERMUTATION_SEED,
-    TOO_FEW_UNITS,
     Comparison,
     VarianceComponents,
     adjusted_confidence,
@@ -50,20 +46,11 @@ from bvr.report.inference.compare import (
     variance_components,
     with_confidence,
 )
-from bvr.report.inference.power import (
-    DEFAULT_POWER,
-    MIN_UNITS,
-    UNITS_CAP,
-    UnitsNeeded,
-    min_detectable_effect,
-    power,
-    units_needed,
-)
+from bvr.report.inference.power import MIN_UNITS, UnitsNeeded, min_detectable_effect, power, units_needed
 from bvr.report.inference.sequence import FixedSequence, fixed_sequence, fixed_sequences, one_sided_bound, one_sided_p
 
 __all__ = [
-    "DEFAULT_POWER", "EXACT_PERMUTATION_LIMIT", "MIN_UNITS", "PERMUTATION_DRAWS", "PERMUTATION_SEED", "TOO_FEW_UNITS",
-    "UNITS_CAP", "Comparison", "FixedSequence", "UnitsNeeded", "VarianceComponents", "adjusted_confidence", "compare",
+    "MIN_UNITS", "Comparison", "FixedSequence", "UnitsNeeded", "VarianceComponents", "adjusted_confidence", "compare",
     "fixed_sequence", "fixed_sequences", "holm", "min_detectable_effect", "one_sided_bound", "one_sided_p", "power",
     "sign_flip_p", "simultaneous", "unit_values", "units_needed", "variance_components", "with_confidence",
 ]
