@@ -32,6 +32,7 @@ from bvr.config.pretraining import (
     MASKING_MODES,
     MASKING_SCHEMES,
     PRECISIONS,
+    DataConfig,
     TrainingConfig,
 )
 from bvr.config.yaml import node_lines, parse_yaml, read_yaml
@@ -39,9 +40,9 @@ from bvr.model.encoder_config import FAMILIES, ModelConfig
 
 __all__ = [
     "CORPUS_SOURCES", "FAMILIES", "HYPERPARAMETERS", "INPUT_FORMATS", "MASKING_MODES", "MASKING_SCHEMES", "NOT_HASHED",
-    "PRECISIONS", "PRESETS_DIR", "PROBE_KINDS", "SENTENCE_FEATURES", "TOKEN_FEATURES", "Config", "DataSettings",
-    "EvaluateConfig", "FinetuneConfig", "GridPoint", "Layer", "ModelConfig", "TrainingConfig", "at", "build_config",
-    "check_task_block", "check_task_names", "config_hash", "dump_config", "flatten", "load_config", "mapping",
-    "node_lines", "override_layer", "parse_override", "parse_yaml", "preset_names", "preset_path", "read_yaml",
-    "resolve_finetune", "sub_origins",
+    "PRECISIONS", "PRESETS_DIR", "PROBE_KINDS", "SENTENCE_FEATURES", "TOKEN_FEATURES", "Config", "DataConfig",
+    "DataSettings", "EvaluateConfig", "FinetuneConfig", "GridPoint", "Layer", "ModelConfig", "TrainingConfig", "at",
+    "build_config", "check_task_block", "check_task_names", "config_hash", "dump_config", "flatten", "load_config",
+    "mapping", "node_lines", "override_layer", "parse_override", "parse_yaml", "preset_names", "preset_path",
+    "read_yaml", "resolve_finetune", "sub_origins",
 ]
