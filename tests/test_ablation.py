@@ -334,6 +334,45 @@ def in_base(line: str) -> str:
     return GOOD.replace("  masking: {dupe_factor: 5}\n", f"  masking: {{dupe_factor: 5}}\n{line}\n")
 
 
+def test_control_seeds_add_initialisations_without_touching_the_arms(tmp_path):
+    paired = make_plan(write(tmp_path, GOOD + "pretrain_seeds: [0, 1, 2]\n"), preset="tiny", output_dir=tmp_path)
+    path = write(tmp_path, GOOD + "pretrain_seeds: [0, 1, 2]\ncontrol_seeds: [0, 1, 2, 3, 4, 5]\n", "own.yaml")
+    own = make_plan(path, preset="tiny", output_dir=tmp_path)
+    assert paired.ablation.control_paired and not own.ablation.control_paired
+    assert [a.label for a in own.pretrained] == [a.label for a in paired.pretrained] == [
+        "a-p0", "a-p1", "a-p2", "b-p0", "b-p1", "b-p2"]
+    assert [a.config for a in own.pretrained] == [a.config for a in paired.pretrained]  # the same caches
+    controls = [a for a in own.arms if a.control]
+    assert [(a.label, a.pretrain_seed, a.config.training.seed) for a in controls] == [
+        (f"{CONTROL_ARM}-p{s}", s, s) for s in range(6)]
+    # The same seeds in another order are the paired design; a preset block or --set gives the control its own.
+    assert load_ablation(write(tmp_path, GOOD + "pretrain_seeds: [0, 1, 2]\ncontrol_seeds: [2, 0, 1]\n"),
+                         preset="tiny").control_paired
+    block = load_ablation(write(tmp_path, GOOD + "presets: {tiny: {pretrain_seeds: [0, 1, 2], "
+                                "control_seeds: [7, 8, 9]}}\n"), preset="tiny")
+    assert (block.pretrain_seeds, block.control_initialisations) == ([0, 1, 2], [7, 8, 9])
+    assert load_ablation(write(tmp_path, GOOD + "presets: {tiny: {control_seeds: [7, 8, 9]}}\n"),
+                         preset="small").control_initialisations == [0]  # another preset's block does not apply
+    assert load_ablation(write(tmp_path, GOOD), preset="tiny", overrides=["pretrain_seeds=[0, 1, 2]",
+                                                                          "control_seeds=[3, 4, 5, 6]"]
+                         ).control_initialisations == [3, 4, 5, 6]
+
+
+@pytest.mark.parametrize(("text", "overrides", "fragment"), [
+    (GOOD + "control_seeds: [1, 1]\n", [],
+     "exp.yaml:10: control_seeds: expected a non-empty list of distinct integers"),
+    (GOOD + "presets: {tiny: {control_seeds: []}}\n", [], "exp.yaml:10: presets.tiny.control_seeds: expected a "
+     "non-empty list"),
+    (GOOD.replace("control: true", "control: false") + "control_seeds: [0, 1, 2]\n", [],
+     "exp.yaml:10: control_seeds: control_seeds lists the no-pretraining control's initialisations, but the file has "
+     "no control"),
+    (GOOD.replace("control: true", "control: false"), ["control_seeds=[0, 1, 2]"],
+     "--set control_seeds=[0, 1, 2]: control_seeds lists the no-pretraining control's initialisations"),
+])
+def test_bad_control_seeds_are_refused_where_they_are_written(tmp_path, text, overrides, fragment):
+    assert fragment in error_of(write(tmp_path, text), preset="tiny", overrides=overrides)
+
+
 @pytest.mark.parametrize(("text", "fragment"), [
     ("description: x\narms:\n  a: {masking: {mode: static}}\n", "at least two arms"),
     (GOOD.replace("  a:\n", "  no-pretraining:\n"), "cannot name an arm"),

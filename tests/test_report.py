@@ -372,6 +372,26 @@ def test_two_pretraining_seeds_are_too_few_to_test(store: Store, tmp_path: Path)
     assert _metrics(result)["comparisons"] == 0
 
 
+def test_a_control_with_initialisations_of_its_own_is_compared_unpaired(store: Store, tmp_path: Path) -> None:
+    """control_seeds: each arm against the control unpaired (Welch's statistic on min(n) - 1 df); between arms,
+    still paired.
+
+    BLiMP static (70, 74, 66) against the control (50, 52, 48): variances 16 and 4, so se = sqrt(16/3 + 4/3) on 2
+    degrees of freedom; paired, the differences 20, 22, 18 gave se 2/sqrt(3)."""
+    manifest = variant(store.manifest)
+    manifest.control_seeds = [0, 1, 2]  # as a manifest of a plan whose control_seeds are not the pretraining seeds
+    a = analyse(collect(manifest, workdir=store.workdir), load_published())
+    blimp = next(c for c in a.control if c.key == "blimp" and c.arm_b == "static")
+    assert (blimp.test.paired, blimp.test.n_a, blimp.test.n_b, blimp.estimate) == (False, 3, 3, 20.0)
+    assert (blimp.test.se, blimp.test.df) == pytest.approx((math.sqrt(20 / 3), 2.0))
+    assert blimp.test.p_value == pytest.approx(2 * stats.t.sf(20 / math.sqrt(20 / 3), 2))
+    assert all(not c.test.paired for c in a.control) and all(c.test.paired for c in a.comparisons)
+    text = render_report(manifest, tmp_path / "own", workdir=store.workdir, log_to_mlflow=False).markdown.read_text(
+        encoding="utf-8")
+    assert "| control initialisations | 0-2 (3; compared unpaired) |" in text
+    assert "the control has 3 initialisations of its own (seeds 0-2), so Δ compares" in text
+
+
 def test_tables_show_the_hand_worked_rows(report: ReportResult) -> None:
     text = report.markdown.read_text(encoding="utf-8")
     rows = [  # did pretraining help, the ablation's effect, every measure, BLiMP, scores, beside the paper, setup

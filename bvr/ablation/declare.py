@@ -19,14 +19,18 @@ size, vocabulary) as small diffs over a shared base: an arm lists only what it c
       dynamic: {masking: {mode: dynamic}}
     control: true                       # add a 'no-pretraining' arm: same encoder, random init, same fine-tuning
     pretrain_seeds: [0, 1, 2]
+    control_seeds: [0, 1, 2, 3, 4, 5]   # the control's initialisations (default: the pretraining seeds; see below)
     kind: ablation                      # or budget: the arms are one recipe at increasing budgets (see below)
 
 ``finetune`` and ``evaluate`` are shared, so an arm may not set them; an arm's own ``presets: {NAME: {...}}`` block
 scales its values to a preset (the batch-size ablation does) and may only touch keys the arm declares. Each arm's
 config is built in layers (docs/configuration.md lists them) with :mod:`bvr.config`'s merging, so that a bad key,
-type or value names the file, line and key. A budget curve (``kind: budget``) pretrains one recipe for increasing
-budgets: its arms may declare only :data:`BUDGET_KEYS`, list the budgets from the smallest up, and need the control
-each budget is measured against; they see different numbers of tokens on purpose (no equal-passes check).
+type or value names the file, line and key. The control is initialised once per pretraining seed and compared
+paired, seed with seed, unless ``control_seeds`` (top level or a preset block) lists other initialisations: then each
+arm is compared with them unpaired (docs/ablations.md says why and with which test). A budget curve
+(``kind: budget``) pretrains one recipe for increasing budgets: its arms may declare only :data:`BUDGET_KEYS`, list
+the budgets from the smallest up, and need the control each budget is measured against; they see different numbers
+of tokens on purpose (no equal-passes check).
 
 :func:`bvr.ablation.loading.load_ablation` reads a file; :mod:`bvr.ablation.arms` checks the arms.
 """
@@ -53,7 +57,8 @@ PUBLISHED_TABLES = ("masking", "nsp", "batch-size", "bert-table5", "mask-split",
                     "sentence-objective")
 """The tables of ``reports/published.yaml``, which an experiment's ``published: {ablation: NAME}`` may name (every
 one is there: tests/test_report_stats.py)."""
-TOP_KEYS = ("description", "published", "control", "arms", "base", "presets", "pretrain_seeds", "kind")
+TOP_KEYS = ("description", "published", "control", "arms", "base", "presets", "pretrain_seeds", "control_seeds",
+            "kind")
 
 ABLATION_KIND, BUDGET_KIND = "ablation", "budget"
 """An experiment's ``kind``: arms that answer one question at an equal budget (the default), or one recipe at
@@ -99,6 +104,15 @@ class Evaluations:
         return {**asdict(self), "probe_tasks": list(self.probe_tasks)}
 
 
+def control_paired(pretrain_seeds: list[int], control_seeds: list[int]) -> bool:
+    """Whether arms and control are compared seed by seed: the control has no seeds of its own, or the same ones.
+
+    >>> control_paired([0, 1, 2], []), control_paired([0, 1, 2], [2, 1, 0]), control_paired([0, 1], [0, 1, 2, 3])
+    (True, True, False)
+    """
+    return not control_seeds or sorted(control_seeds) == sorted(pretrain_seeds)
+
+
 ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
 
@@ -124,10 +138,23 @@ class Ablation:
     control_base: Config | None = None  # the control's config (:meth:`control_config`), None without a control
     evaluations: Evaluations = field(default_factory=Evaluations)  # what every model gets (``evaluate``)
     kind: str = ABLATION_KIND  # or :data:`BUDGET_KIND` for a budget curve
+    control_seeds: list[int] = field(default_factory=list)
+    """The control's initialisations when they are not the pretraining seeds (``control_seeds``); empty: one per
+    pretraining seed, compared paired."""
 
     @property
     def is_budget(self) -> bool:
         return self.kind == BUDGET_KIND
+
+    @property
+    def control_initialisations(self) -> list[int]:
+        """The seeds the control is initialised with: :attr:`control_seeds`, or else the pretraining seeds."""
+        return list(self.control_seeds or self.pretrain_seeds)
+
+    @property
+    def control_paired(self) -> bool:
+        """Whether each arm is compared with the control seed by seed (the control's seeds are the arms')."""
+        return control_paired(self.pretrain_seeds, self.control_seeds)
 
     def control_config(self) -> Config | None:
         """The control's config: the shared layers (preset, base, the base's preset block, ``--set``) with no arm's

@@ -99,11 +99,13 @@ def load_ablation(name_or_path: str | Path, *, preset: str | None = None,
     if not isinstance(control, bool):
         raise BvrError(f"expected true or false, got {control!r}", where=at(lines, "control"))
     pretrain_seeds = _seed_list(data.get("pretrain_seeds", [0]), "pretrain_seeds", lines)
+    control_seeds = _seed_list(data["control_seeds"], "control_seeds", lines) if "control_seeds" in data else []
+    control_seeds_at = at(lines, "control_seeds") if "control_seeds" in data else ""
     kind = data.get("kind", ABLATION_KIND)
     if kind not in KINDS:
         raise BvrError(f"expected one of {', '.join(KINDS)}, got {kind!r}", where=at(lines, "kind"))
 
-    # Shared layers: preset file, experiment base, experiment presets[NAME] (its pretrain_seeds aside).
+    # Shared layers: preset file, experiment base, experiment presets[NAME] (its seed lists aside).
     shared: list[Layer] = [read_yaml(preset_path(preset))] if preset else []
     shared.append(_config_layer(mapping(data.get("base"), "base", lines, "config sections"), "base", lines))
     presets = mapping(data.get("presets"), "presets", lines, "preset names")
@@ -113,15 +115,21 @@ def load_ablation(name_or_path: str | Path, *, preset: str | None = None,
         block = dict(mapping(raw, key, lines, "config sections"))
         seeds = _seed_list(block.pop("pretrain_seeds"), f"{key}.pretrain_seeds", lines) if "pretrain_seeds" in block \
             else None
+        own = _seed_list(block.pop("control_seeds"), f"{key}.control_seeds", lines) if "control_seeds" in block \
+            else None
         layer = _config_layer(block, key, lines)
         if name == preset:
             shared.append(layer)
             pretrain_seeds = seeds or pretrain_seeds
-    override_layers: list[Layer] = []  # each --set a layer located at itself, but pretrain_seeds (the last one wins)
+            if own:
+                control_seeds, control_seeds_at = own, at(lines, f"{key}.control_seeds")
+    override_layers: list[Layer] = []  # each --set a layer located at itself, but the seed lists (the last one wins)
     for text in overrides or []:
         nested, key = parse_override(text)
         if key == "pretrain_seeds":
             pretrain_seeds = _seed_list(nested[key], key, {key: f"--set {text}"})
+        elif key == "control_seeds":
+            control_seeds, control_seeds_at = _seed_list(nested[key], key, {key: f"--set {text}"}), f"--set {text}"
         else:
             override_layers.append(override_layer(text))
 
@@ -153,8 +161,11 @@ def load_ablation(name_or_path: str | Path, *, preset: str | None = None,
         optional_tasks=[t for t in _task_names(base.finetune.optional, "finetune.optional", experiment_layers)
                         if t not in tasks],
         finetune_hparams=_finetune_hparams(experiment_layers), control_base=base if control else None,
-        evaluations=Evaluations.from_config(base.evaluate), kind=kind,
+        evaluations=Evaluations.from_config(base.evaluate), kind=kind, control_seeds=list(control_seeds),
     )
+    if control_seeds and not control:
+        raise BvrError("control_seeds lists the no-pretraining control's initialisations, but the file has no control",
+                       where=control_seeds_at, hint="set control: true, or drop control_seeds")
     declared_keys = set().union(*declared.values())  # the only keys arms may differ in
     for _nested, where in override_layers:
         (text,) = where  # the dotted key of the --set

@@ -82,6 +82,8 @@ class Manifest:
     configs: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Label -> the arm's full config."""
     pretrain_seeds: list[int] = field(default_factory=list)
+    control_seeds: list[int] = field(default_factory=list)
+    """The control's own initialisations, compared unpaired; empty: one per pretraining seed, compared paired."""
     tasks: list[str] = field(default_factory=list)
     finetune_seeds: list[int] = field(default_factory=list)
     finetune_hparams: dict[str, Any] = field(default_factory=dict)
@@ -107,7 +109,9 @@ class Manifest:
             labels=[arm.label for arm in plan.arms], control_arm=CONTROL_ARM if ab.control else None,
             declared={arm.arm: _declared(ab, arm) for arm in plan.pretrained},
             configs={arm.label: arm.config.to_dict() for arm in plan.arms},
-            pretrain_seeds=list(ab.pretrain_seeds), tasks=plan.tasks, finetune_seeds=plan.seeds,
+            pretrain_seeds=list(ab.pretrain_seeds),
+            control_seeds=[] if ab.control_paired else ab.control_initialisations,
+            tasks=plan.tasks, finetune_seeds=plan.seeds,
             finetune_hparams=ab.finetune_hparams, evaluations_settings=plan.evaluations.to_dict(),
             pretrain=[PretrainRecord(arm.arm, arm.label, arm.pretrain_seed) for arm in plan.pretrained],
             evaluations=[EvaluationRecord(*model, kind=kind.value, task=task)

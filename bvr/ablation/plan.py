@@ -221,13 +221,14 @@ def make_plan(name_or_path: str | Path, *, preset: str | None = None, overrides:
     data = Path(data_dir).expanduser().resolve() if data_dir else None
     extra = {"output_dir": str(output_dir), **({"data_dir": str(data)} if data else {})}
     several = len(ablation.pretrain_seeds) > 1
-    sources = [(arm, cfg, False) for arm, cfg in ablation.arms.items()]
+    sources = [(arm, cfg, False, ablation.pretrain_seeds, several) for arm, cfg in ablation.arms.items()]
     control = ablation.control_config()
-    if control is not None:  # one random initialisation per pretraining seed: the arms' starting points
-        sources.append((CONTROL_ARM, control, True))
-    arms = [ArmSeed(f"{arm}-p{seed}" if several else arm, arm, seed,
+    if control is not None:  # one random initialisation per pretraining seed (the arms' starting points), or its own
+        seeds = ablation.control_initialisations
+        sources.append((CONTROL_ARM, control, True, seeds, several or len(seeds) > 1))
+    arms = [ArmSeed(f"{arm}-p{seed}" if labelled else arm, arm, seed,
                     dataclasses.replace(cfg, training=dataclasses.replace(cfg.training, seed=seed), **extra),
-                    is_control) for arm, cfg, is_control in sources for seed in ablation.pretrain_seeds]
+                    is_control) for arm, cfg, is_control, seeds, labelled in sources for seed in seeds]
     tasks = list(ablation.finetune_tasks)
     if data is not None:  # optional tasks join where their files are present
         tasks += [t for t in ablation.optional_tasks if (data / get_task(t).folder).exists()]

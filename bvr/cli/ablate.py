@@ -95,7 +95,10 @@ def ablate_cmd(
         from bvr.ops.launch.launch import Invocation
 
         invocation = Invocation(name, plan.preset, tuple(overrides.texts), plan.data_dir, plan.output_dir, Path.cwd())
-        (launch_local if launcher is Launcher.LOCAL else launch_slurm)(plan, invocation, jobs or 2, ui_url)
+        if launcher is Launcher.LOCAL:
+            launch_local(plan, invocation, jobs or 2, ui_url)
+        else:
+            launch_slurm(plan, invocation, ui_url)
         return
     joined = None if only or stage_dir or not report else join_pipeline(plan, Path.cwd())  # dvc.yaml runs this plan
     result = run_ablation(plan, only=only, stage_dir=stage_dir or (joined and joined.stage_dir), report=report,

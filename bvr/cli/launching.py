@@ -41,7 +41,7 @@ def launch_local(plan: Any, invocation: Any, jobs: int, ui_url: str | None) -> N
                             "again: finished units are reused")
 
 
-def launch_slurm(plan: Any, invocation: Any, jobs: int, ui_url: str | None) -> None:
+def launch_slurm(plan: Any, invocation: Any, ui_url: str | None) -> None:
     """``--launcher slurm``: submit, then say what was queued and how to follow it."""
     from bvr.ops.launch.launch import submit_slurm
 

@@ -255,8 +255,12 @@ def analyse(collected: Collected, published: pd.DataFrame) -> Analysis:
     mlm = mlm_measure(collected)
     every = [*measures, *([mlm] if mlm else [])]
 
+    # Arms are paired with the control seed by seed, unless the control has initialisations of its own (Welch).
+    control_paired = not collected.manifest.control_seeds
+
     def tested(family: str, measure: Measure, arm_a: str, arm_b: str) -> Comparison:  # alone, before _finish
-        test = compare(measure.units(arm_b), measure.units(arm_a), higher_is_better=measure.higher_is_better)
+        test = compare(measure.units(arm_b), measure.units(arm_a), higher_is_better=measure.higher_is_better,
+                       paired=family != CONTROL_FAMILY or control_paired)
         comparable = measure.key != MLM or _same_validation(collected.pretrain, arm_a, arm_b)
         return Comparison(family, measure, arm_a, arm_b, test, test, math.nan, 0, math.nan,
                           _published_effect(ours, key, arm_a, arm_b, measure), comparable=comparable)

@@ -73,8 +73,10 @@ def _control_lines(analysis: Analysis, arm: str, wins: list[Comparison], losses:
         lines.append(_against_control(arm, control, wins, helped=True) + short + ".")
     elif not tested:
         n = max(c.test.n for c in tried)
-        lines.append(f"Whether pretraining helped {arm} is not tested: at most {n} pretraining seed(s) pair with "
-                     f"the {control} control on any measure, and a test needs {MIN_UNITS}.")
+        with_control = ("pair with the {control} control" if all(c.test.paired for c in tried) else
+                        "are compared with the {control} control").format(control=control)
+        lines.append(f"Whether pretraining helped {arm} is not tested: at most {n} pretraining seed(s) {with_control} "
+                     f"on any measure, and a test needs {MIN_UNITS}.")
     else:
         mde = min((c.mde for c in tested if not math.isnan(c.mde)), default=math.nan)
         gaps = "; ".join(f"{c.measure.title} {c.estimate:+.1f}, detectable {c.mde:.1f}" for c in quiet)

@@ -188,6 +188,8 @@ def parent_params(manifest: Manifest) -> dict[str, str]:
               "control": manifest.control_arm or "none",
               "pretrain_seeds": ", ".join(map(str, manifest.pretrain_seeds)) or "-",
               "tasks": ", ".join(manifest.tasks) or "-"}
+    if manifest.control_seeds:  # the control's own initialisations, compared unpaired
+        params["control_seeds"] = ", ".join(map(str, manifest.control_seeds))
     for arm, keys in manifest.declared.items():
         params[f"arm.{arm}"] = ", ".join(f"{key}={value}" for key, value in keys.items()) or "the base only"
     return params

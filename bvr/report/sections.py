@@ -135,6 +135,17 @@ def _headline(analysis: Analysis, budget_note: str | None = None) -> list[Block]
             Bullets(tuple(lines))]
 
 
+def _seeds(seeds: list[int]) -> str:
+    """A seed list, a run of consecutive seeds as a range.
+
+    >>> _seeds([0, 1, 2, 3]), _seeds([0, 2, 5])
+    ('0-3', '0, 2, 5')
+    """
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[0] + len(seeds))):
+        return f"{seeds[0]}-{seeds[-1]}"
+    return ", ".join(map(str, seeds))
+
+
 def _sanity(analysis: Analysis) -> list[Block]:
     if not analysis.control:
         return []
@@ -145,12 +156,20 @@ def _sanity(analysis: Analysis) -> list[Block]:
                      f"{fmt(mean_of(control_units))} (n={len(control_units)})", *_effect_cells(c), c.ours])
     header = ["measure", "arm", "arm mean", "control mean", "Δ arm − control", f"{analysis.level} CI", "Holm p",
               "detectable Δ", "verdict"]
-    caption = ("Means over pretraining seeds (each seed's fine-tuning or probe seeds averaged first). Δ pairs arm "
-               "seed s with the control's seed-s initialisation, the weights that arm started from; fine-tuning seed "
+    own = analysis.collected.manifest.control_seeds
+    pairing = ("Δ pairs arm seed s with the control's seed-s initialisation, the weights that arm started from; "
+               if not own else
+               f"the control has {len(own)} initialisations of its own (seeds {_seeds(own)}), so Δ compares the "
+               "arm's pretraining seeds with them unpaired (Welch's t on the smaller side's n − 1 degrees of freedom: "
+               "pretraining erases what an initialisation brings, so pairing could not cancel a random encoder's "
+               "spread across initialisations, and many of them average it down); ")
+    caption = ("Means over pretraining seeds (each seed's fine-tuning or probe seeds averaged first; n: seeds). "
+               + pairing + "fine-tuning seed "
                "t gives both the same data order and initial task-head output layer, and the same pooler only where "
                "neither checkpoint has one (an arm pretrained with NSP or SOP brings its trained pooler, the control "
-               "the random one of its initialisation when the base config has a sentence objective); paired t over "
-               "pretraining seeds; intervals Bonferroni-simultaneous over the report; detectable Δ: the smallest "
+               "the random one of its initialisation when the base config has a sentence objective); "
+               + ("paired t over pretraining seeds; " if not own else "")
+               + "intervals Bonferroni-simultaneous over the report; detectable Δ: the smallest "
                "true difference found with 80% power at Holm's strictest level.")
     return [Heading("Did pretraining help at this budget?"), Table(header, rows, align="LLrrrrrrl", caption=caption)]
 
@@ -219,6 +238,8 @@ def _context(analysis: Analysis, links: RunLinks, budget_note: str | None = None
         ["tasks", ", ".join(collected.tasks) or "—"],
         ["fine-tuning seeds", ", ".join(map(str, m.finetune_seeds)) or "—"],
         ["pretraining seeds", ", ".join(map(str, m.pretrain_seeds)) or "—"],
+        *([["control initialisations", f"{_seeds(m.control_seeds)} ({len(m.control_seeds)}; compared unpaired)"]]
+          if m.control_seeds else []),
         ["overrides", ", ".join(m.overrides) or "none"],
         ["corpus", _corpus(analysis)],
         ["task data", str(context.data_dir or "—")],
@@ -287,7 +308,11 @@ def _methods(analysis: Analysis, links: RunLinks) -> list[Block]:
         "100; SQuAD is logged in points; MLM loss is in nats per token. metrics.json uses the same units.",
         "The unit of replication is the pretraining seed: each model's fine-tuning or probe seeds are averaged "
         "first, and every test is a paired t test over pretraining seeds (arm seed s pairs with the control's "
-        "seed-s initialisation and with the other arms' seed s). Fewer than 3 pretraining seeds: no test.",
+        "seed-s initialisation and with the other arms' seed s)"
+        + (", but against a control with initialisations of its own (control_seeds), an unpaired test over the arm's "
+           "pretraining seeds and the control's initialisations (Welch's t on the smaller side's n − 1 degrees of "
+           "freedom)" if analysis.collected.manifest.control_seeds else "")
+        + ". Fewer than 3 seeds a side: no test.",
         f"All {analysis.m} tested comparisons form one family: verdicts follow Holm-adjusted p-values at a family-wise "
         "error of 5% (the chance that any verdict in the report is false); intervals are Bonferroni-simultaneous "
         f"({analysis.level}), so an interval that excludes 0 always comes with a verdict (not always the converse).",

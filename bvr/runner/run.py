@@ -116,7 +116,9 @@ def describe_plan(plan: Plan, units: list[Unit], budget: ThreadBudget) -> str:
     return "\n".join([
         f"[bold]ablation {literal(plan.name)}[/bold] (preset {literal(plan.preset or 'default')}): {run_shape(plan)}",
         f"  experiment file: {literal(ab.description)}",
-        f"  arms: {', '.join(literal(a.label) for a in plan.arms)} ({len(ab.pretrain_seeds)} pretraining seed(s) each)",
+        f"  arms: {', '.join(literal(a.label) for a in plan.arms)} ({len(ab.pretrain_seeds)} pretraining seed(s) each"
+        + ("" if ab.control_paired else
+           f"; the control {len(ab.control_initialisations)} initialisations, compared unpaired") + ")",
         f"  evaluations: {_blimp(plan)}; {probes}",
         f"  fine-tuning: {_finetune(plan)}",
         f"  manifest: {literal(plan.manifest_path)}",

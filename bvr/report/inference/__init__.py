@@ -15,8 +15,9 @@ differences, 3.5 to 4.4 % under heavy symmetric tails.
 
 Limits. The level holds when the paired differences are symmetric about 0, as under the null that the arms are
 interchangeable. Skewed differences with equal means (one arm occasionally collapsing) make the t test liberal (10
-to 12 % at 3 to 10 pairs), the sign-flip test too: hence a report shows collapsed runs beside its verdicts. Welch's
-test is approximate (3.3 to 5.3 % at 3 to 10 units per arm, one arm up to three times as noisy).
+to 12 % at 3 to 10 pairs), the sign-flip test too: hence a report shows collapsed runs beside its verdicts. Unpaired,
+Welch's statistic is read on ``min(n) - 1`` degrees of freedom (Hsu's), which holds the level whatever the two
+spreads; Welch-Satterthwaite's df did not at a report's levels (up to 2.5 times 0.005 at 4 units against 12).
 
 Multiplicity. A report makes 10 to 70 comparisons, each read as a finding on its own, so :func:`holm` controls the
 family-wise error (the chance that *any* verdict is false) under any dependence, not the false discovery rate.
@@ -46,11 +47,19 @@ from bvr.report.inference.compare import (
     variance_components,
     with_confidence,
 )
-from bvr.report.inference.power import MIN_UNITS, UnitsNeeded, min_detectable_effect, power, units_needed
+from bvr.report.inference.power import (
+    MIN_UNITS,
+    UnitsNeeded,
+    detectable_for,
+    min_detectable_effect,
+    power,
+    units_needed,
+)
 from bvr.report.inference.sequence import FixedSequence, fixed_sequence, fixed_sequences, one_sided_bound, one_sided_p
 
 __all__ = [
     "MIN_UNITS", "Comparison", "FixedSequence", "UnitsNeeded", "VarianceComponents", "adjusted_confidence", "compare",
-    "fixed_sequence", "fixed_sequences", "holm", "min_detectable_effect", "one_sided_bound", "one_sided_p", "power",
+    "detectable_for", "fixed_sequence", "fixed_sequences", "holm", "min_detectable_effect", "one_sided_bound",
+    "one_sided_p", "power",
     "sign_flip_p", "simultaneous", "unit_values", "units_needed", "variance_components", "with_confidence",
 ]

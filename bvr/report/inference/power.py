@@ -51,7 +51,8 @@ class UnitsNeeded:
 def power(effect: float, sd_diff: float, n: int, alpha: float, *, paired: bool = True) -> float:
     """Chance that the two-sided t test at level ``alpha`` rejects when the true difference is ``effect``, from the
     noncentral t: paired, ``n`` pairs of differences of SD ``sd_diff`` (``df = n - 1``); unpaired, ``n`` units per
-    arm of common SD ``sd_diff`` (``df = 2n - 2``, close to Welch's with similar SDs and sizes). NaN when ``n < 2``
+    arm of common SD ``sd_diff`` (``df = n - 1``, as :func:`~bvr.report.inference.compare.compare` tests). NaN when
+    ``n < 2``
     or an input is NaN.
 
     >>> round(power(0.0, 1.0, 5, 0.05), 3)
@@ -90,6 +91,20 @@ def min_detectable_effect(sd_diff: float, n: int, alpha: float, power: float = D
     return _ncp_for_power(df, alpha, power) * sd_diff * scale
 
 
+def detectable_for(se: float, df: float, alpha: float, power: float = DEFAULT_POWER) -> float:
+    """The smallest true difference a test of standard error ``se`` with ``df`` degrees of freedom detects with
+    chance ``power`` at ``alpha``: :func:`min_detectable_effect` for a design it cannot describe by one ``n``
+    (Welch's test of arms of unequal sizes); NaN when either is NaN.
+
+    >>> round(detectable_for(1.0 / math.sqrt(10), 9.0, 0.05), 3) == round(min_detectable_effect(1.0, 10, 0.05), 3)
+    True
+    """
+    check_power(alpha, power)
+    if math.isnan(se) or math.isnan(df):
+        return math.nan
+    return _ncp_for_power(df, alpha, power) * se
+
+
 def units_needed(effect: float, sd_diff: float, alpha: float, power: float = DEFAULT_POWER, *,
                  paired: bool = True, cap: int = UNITS_CAP) -> UnitsNeeded:
     """The fewest units whose test detects ``effect`` with chance ``power`` at level ``alpha``.
@@ -125,7 +140,7 @@ def units_needed(effect: float, sd_diff: float, alpha: float, power: float = DEF
 
 def _design(n: int, paired: bool) -> tuple[float, float]:
     """Degrees of freedom and the standard error per unit SD, for ``n`` pairs or ``n`` units per arm."""
-    return (float(n - 1), math.sqrt(1 / n)) if paired else (float(2 * n - 2), math.sqrt(2 / n))
+    return (float(n - 1), math.sqrt(1 / n)) if paired else (float(n - 1), math.sqrt(2 / n))
 
 
 def _power_ncp(ncp: float, df: float, alpha: float) -> float:

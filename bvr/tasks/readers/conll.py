@@ -100,7 +100,8 @@ def read_conll(path: str | Path, *, n_columns: int = CONLL_COLUMNS, convert_to_i
         columns = line.split()
         if not columns or columns[0] == DOCSTART:
             close()
-            report.documents += bool(columns)  # a -DOCSTART- line opens a document
+            if columns:  # a -DOCSTART- line opens a document
+                report.documents += 1
         elif len(columns) < n_columns:
             report.bad_lines.append(number)
             report.untagged += int(len(columns) == 1)
