@@ -146,6 +146,12 @@ def test_config_show_of_an_ablation_prints_the_arms_the_main_job_runs(monkeypatc
     static = shown["arms"]["static"]  # the experiment's tiny block over the tiny preset, then the file, then --set
     assert static["corpus"]["max_documents"] == 4500 and static["training"]["max_steps"] == 2400
     assert shown["finetune_seeds"] == [0, 1, 2] and static["evaluate"]["blimp"]["per_paradigm"] == 20
+    assert "control_seeds" not in shown  # paired: the control's initialisations are the pretraining seeds
+    code, out, _ = run_main(monkeypatch, capsys, "config", "show", "masking", "--preset", "tiny", "--set",
+                            "control_seeds=[0, 1, 2, 3, 4, 5]")
+    shown = yaml.safe_load(out)
+    assert shown["control_seeds"] == list(range(6))
+    assert shown["models"][8:] == [f"no-pretraining-p{s}" for s in range(6)]
 
 
 def test_a_config_file_laid_over_an_ablation_names_its_line_in_an_error(monkeypatch, capsys, tmp_path):

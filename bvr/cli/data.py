@@ -48,7 +48,9 @@ def config_show(
         arms: dict[str, dict] = {}
         for arm in plan.arms:
             arms.setdefault(arm.arm, arm.config.to_dict())
-        shown = {"ablation": plan.name, "preset": plan.preset, "pretrain_seeds": plan.ablation.pretrain_seeds,
+        ab = plan.ablation
+        shown = {"ablation": plan.name, "preset": plan.preset, "pretrain_seeds": ab.pretrain_seeds,
+                 **({} if ab.control_paired else {"control_seeds": ab.control_initialisations}),
                  "models": [arm.label for arm in plan.arms], "finetune_tasks": plan.tasks,
                  "finetune_seeds": plan.seeds, "arms": arms}
         text = yaml.safe_dump(shown, sort_keys=False, default_flow_style=None, width=1_000_000)
