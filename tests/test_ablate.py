@@ -396,8 +396,8 @@ def test_a_smoke_run_without_its_report_names_the_report_command_with_its_sets(t
 
 V2_KEYS = ["version", "ablation", "description", "source", "preset", "overrides", "plan_hash", "experiment",
            "parent_run_id", "store", "published", "kind", "arms", "labels", "control_arm", "declared", "configs",
-           "pretrain_seeds", "tasks", "finetune_seeds", "finetune_hparams", "evaluations_settings", "pretrain",
-           "evaluations", "finetune", "context"]
+           "pretrain_seeds", "control_seeds", "tasks", "finetune_seeds", "finetune_hparams", "evaluations_settings",
+           "pretrain", "evaluations", "finetune", "context"]
 """The top-level keys of a version-2 manifest.json, in the order they are written."""
 
 
@@ -440,6 +440,9 @@ def test_a_new_manifest_is_written_in_the_version_2_layout_and_read_back(data_di
     assert {e["status"] for e in [*data["pretrain"], *data["evaluations"], *data["finetune"]]} == {"missing"}
     again = Manifest.load(plan.manifest_path)
     assert again.to_dict() == manifest.to_dict() == data
+    assert data["control_seeds"] == []  # paired: the control's initialisations are the pretraining seeds
+    older = {key: value for key, value in data.items() if key != "control_seeds"}  # written before the key existed
+    assert Manifest.from_dict(older).control_seeds == []
     again.finetune_records("dynamic", "sst2")[0].update(status="done", run_id="r1", score=0.5)
     assert Manifest.from_dict(again.to_dict()).finetune[2].run_id == "r1"
     with pytest.raises(AttributeError, match="no field 'scor'"):
