@@ -338,7 +338,7 @@ def test_control_seeds_add_initialisations_without_touching_the_arms(tmp_path):
     paired = make_plan(write(tmp_path, GOOD + "pretrain_seeds: [0, 1, 2]\n"), preset="tiny", output_dir=tmp_path)
     path = write(tmp_path, GOOD + "pretrain_seeds: [0, 1, 2]\ncontrol_seeds: [0, 1, 2, 3, 4, 5]\n", "own.yaml")
     own = make_plan(path, preset="tiny", output_dir=tmp_path)
-    assert paired.ablation.control_paired and not own.ablation.control_paired
+    assert paired.ablation.control_seeds == [] and own.ablation.control_seeds == list(range(6))
     assert [a.label for a in own.pretrained] == [a.label for a in paired.pretrained] == [
         "a-p0", "a-p1", "a-p2", "b-p0", "b-p1", "b-p2"]
     assert [a.config for a in own.pretrained] == [a.config for a in paired.pretrained]  # the same caches
@@ -347,7 +347,7 @@ def test_control_seeds_add_initialisations_without_touching_the_arms(tmp_path):
         (f"{CONTROL_ARM}-p{s}", s, s) for s in range(6)]
     # The same seeds in another order are the paired design; a preset block or --set gives the control its own.
     assert load_ablation(write(tmp_path, GOOD + "pretrain_seeds: [0, 1, 2]\ncontrol_seeds: [2, 0, 1]\n"),
-                         preset="tiny").control_paired
+                         preset="tiny").control_seeds == []
     block = load_ablation(write(tmp_path, GOOD + "presets: {tiny: {pretrain_seeds: [0, 1, 2], "
                                 "control_seeds: [7, 8, 9]}}\n"), preset="tiny")
     assert (block.pretrain_seeds, block.control_initialisations) == ([0, 1, 2], [7, 8, 9])

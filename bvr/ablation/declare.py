@@ -104,15 +104,6 @@ class Evaluations:
         return {**asdict(self), "probe_tasks": list(self.probe_tasks)}
 
 
-def control_paired(pretrain_seeds: list[int], control_seeds: list[int]) -> bool:
-    """Whether arms and control are compared seed by seed: the control has no seeds of its own, or the same ones.
-
-    >>> control_paired([0, 1, 2], []), control_paired([0, 1, 2], [2, 1, 0]), control_paired([0, 1], [0, 1, 2, 3])
-    (True, True, False)
-    """
-    return not control_seeds or sorted(control_seeds) == sorted(pretrain_seeds)
-
-
 ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
 
@@ -139,8 +130,9 @@ class Ablation:
     evaluations: Evaluations = field(default_factory=Evaluations)  # what every model gets (``evaluate``)
     kind: str = ABLATION_KIND  # or :data:`BUDGET_KIND` for a budget curve
     control_seeds: list[int] = field(default_factory=list)
-    """The control's initialisations when they are not the pretraining seeds (``control_seeds``); empty: one per
-    pretraining seed, compared paired."""
+    """The control's initialisations when they are not the pretraining seeds (``control_seeds``; the same seeds in
+    any order are left empty by :func:`~bvr.ablation.loading.load_ablation`); empty: one per pretraining seed,
+    compared paired."""
 
     @property
     def is_budget(self) -> bool:
@@ -150,11 +142,6 @@ class Ablation:
     def control_initialisations(self) -> list[int]:
         """The seeds the control is initialised with: :attr:`control_seeds`, or else the pretraining seeds."""
         return list(self.control_seeds or self.pretrain_seeds)
-
-    @property
-    def control_paired(self) -> bool:
-        """Whether each arm is compared with the control seed by seed (the control's seeds are the arms')."""
-        return control_paired(self.pretrain_seeds, self.control_seeds)
 
     def control_config(self) -> Config | None:
         """The control's config: the shared layers (preset, base, the base's preset block, ``--set``) with no arm's

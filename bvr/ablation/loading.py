@@ -154,6 +154,11 @@ def load_ablation(name_or_path: str | Path, *, preset: str | None = None,
         check_task_names([task], list(TASKS), "finetune.per_task",
                          _located(f"finetune.per_task.{task}", [*shared, *override_layers]))
     _task_names(base.evaluate.probes.tasks, "evaluate.probes.tasks", experiment_layers)
+    if control_seeds and not control:
+        raise BvrError("control_seeds lists the no-pretraining control's initialisations, but the file has no control",
+                       where=control_seeds_at, hint="set control: true, or drop control_seeds")
+    if sorted(control_seeds) == sorted(pretrain_seeds):  # the arms' own seeds: the paired design
+        control_seeds = []
     ablation = Ablation(
         name=path.stem, description=description.strip(), arms=arms, control=control,
         pretrain_seeds=list(pretrain_seeds), finetune_tasks=tasks, finetune_seeds=base.finetune.seeds,
@@ -163,9 +168,6 @@ def load_ablation(name_or_path: str | Path, *, preset: str | None = None,
         finetune_hparams=_finetune_hparams(experiment_layers), control_base=base if control else None,
         evaluations=Evaluations.from_config(base.evaluate), kind=kind, control_seeds=list(control_seeds),
     )
-    if control_seeds and not control:
-        raise BvrError("control_seeds lists the no-pretraining control's initialisations, but the file has no control",
-                       where=control_seeds_at, hint="set control: true, or drop control_seeds")
     declared_keys = set().union(*declared.values())  # the only keys arms may differ in
     for _nested, where in override_layers:
         (text,) = where  # the dotted key of the --set

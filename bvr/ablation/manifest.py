@@ -110,7 +110,7 @@ class Manifest:
             declared={arm.arm: _declared(ab, arm) for arm in plan.pretrained},
             configs={arm.label: arm.config.to_dict() for arm in plan.arms},
             pretrain_seeds=list(ab.pretrain_seeds),
-            control_seeds=[] if ab.control_paired else ab.control_initialisations,
+            control_seeds=list(ab.control_seeds),
             tasks=plan.tasks, finetune_seeds=plan.seeds,
             finetune_hparams=ab.finetune_hparams, evaluations_settings=plan.evaluations.to_dict(),
             pretrain=[PretrainRecord(arm.arm, arm.label, arm.pretrain_seed) for arm in plan.pretrained],

@@ -50,7 +50,7 @@ def config_show(
             arms.setdefault(arm.arm, arm.config.to_dict())
         ab = plan.ablation
         shown = {"ablation": plan.name, "preset": plan.preset, "pretrain_seeds": ab.pretrain_seeds,
-                 **({} if ab.control_paired else {"control_seeds": ab.control_initialisations}),
+                 **({"control_seeds": ab.control_seeds} if ab.control_seeds else {}),
                  "models": [arm.label for arm in plan.arms], "finetune_tasks": plan.tasks,
                  "finetune_seeds": plan.seeds, "arms": arms}
         text = yaml.safe_dump(shown, sort_keys=False, default_flow_style=None, width=1_000_000)

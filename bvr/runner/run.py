@@ -117,8 +117,8 @@ def describe_plan(plan: Plan, units: list[Unit], budget: ThreadBudget) -> str:
         f"[bold]ablation {literal(plan.name)}[/bold] (preset {literal(plan.preset or 'default')}): {run_shape(plan)}",
         f"  experiment file: {literal(ab.description)}",
         f"  arms: {', '.join(literal(a.label) for a in plan.arms)} ({len(ab.pretrain_seeds)} pretraining seed(s) each"
-        + ("" if ab.control_paired else
-           f"; the control {len(ab.control_initialisations)} initialisations, compared unpaired") + ")",
+        + (f"; the control {len(ab.control_seeds)} initialisations, compared unpaired" if ab.control_seeds else "")
+        + ")",
         f"  evaluations: {_blimp(plan)}; {probes}",
         f"  fine-tuning: {_finetune(plan)}",
         f"  manifest: {literal(plan.manifest_path)}",

@@ -21,7 +21,6 @@ from bvr.report.inference.power import (
     check_finite,
     check_level,
     detectable_for,
-    min_detectable_effect,
 )
 
 EXACT_PERMUTATION_LIMIT = 2**16  # permutation tests enumerate up to this many arrangements (sign flips of 16 pairs)
@@ -65,11 +64,10 @@ class Comparison:
         return not self.reason
 
     def mde(self, alpha: float = 0.05, power: float = DEFAULT_POWER) -> float:
-        """The smallest true ``|a - b|`` this comparison would detect with ``power`` at level ``alpha``; for arms of
-        unequal sizes (Welch), from its standard error, which one ``n`` and SD cannot describe."""
-        if not self.paired and self.n_a != self.n_b:
-            return detectable_for(self.se, self.df, alpha, power)
-        return min_detectable_effect(self.sd, self.n, alpha, power=power, paired=self.paired)
+        """The smallest true ``|a - b|`` this comparison would detect with ``power`` at level ``alpha``, from its own
+        standard error and degrees of freedom: paired, :func:`~bvr.report.inference.power.min_detectable_effect` of
+        its SD and ``n``; unpaired, also arms of unequal sizes, which one ``n`` cannot describe. NaN untested."""
+        return detectable_for(self.se, self.df, alpha, power)
 
 
 def compare(a: Mapping[int, float], b: Mapping[int, float], *, confidence: float = 0.95, higher_is_better: bool = True,

@@ -52,8 +52,7 @@ def power(effect: float, sd_diff: float, n: int, alpha: float, *, paired: bool =
     """Chance that the two-sided t test at level ``alpha`` rejects when the true difference is ``effect``, from the
     noncentral t: paired, ``n`` pairs of differences of SD ``sd_diff`` (``df = n - 1``); unpaired, ``n`` units per
     arm of common SD ``sd_diff`` (``df = n - 1``, as :func:`~bvr.report.inference.compare.compare` tests). NaN when
-    ``n < 2``
-    or an input is NaN.
+    ``n < 2`` or an input is NaN.
 
     >>> round(power(0.0, 1.0, 5, 0.05), 3)
     0.05
